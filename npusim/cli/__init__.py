@@ -1,0 +1,24 @@
+"""The ``npusim`` command line: ``run``, ``config show|validate`` and the analysis commands."""
+
+from __future__ import annotations
+
+import click
+
+from npusim import __version__
+from npusim.cli.config_cmd import config_group
+from npusim.cli.run import run_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="npusim")
+def cli() -> None:
+    """npusim: a cycle-approximate simulator of Huawei Ascend NPUs (Atlas A2 / A3)."""
+
+
+cli.add_command(run_command)
+cli.add_command(config_group)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="npusim")

@@ -1,0 +1,99 @@
+"""``npusim run``: simulate a workload on a config, print the summary, write trace and summary."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import runpy
+import sys
+from pathlib import Path
+
+import click
+
+from npusim import __version__
+from npusim.cli.errors import EXIT_WORKLOAD, report
+from npusim.cli.tables import print_summary
+from npusim.config import load_config
+from npusim.errors import NpusimError, UsageError
+from npusim.frontend.session import session
+from npusim.trace.chrome import write_chrome_trace
+
+WORKLOAD_RUN_NAME = "__npusim_workload__"
+
+
+def run_workload_file(path: Path) -> dict:
+    """Execute a workload file as a script inside the active session; call its ``main()`` if it
+    defines one. Returns the module's globals. The file is the user's own Python, run as is."""
+    namespace = runpy.run_path(str(path), run_name=WORKLOAD_RUN_NAME)
+    entry = namespace.get("main")
+    if callable(entry):
+        entry()
+    return namespace
+
+
+def write_json_atomically(path: Path, data: dict) -> None:
+    """Write ``data`` as JSON to a temporary name, then rename it over ``path``."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+@click.command("run")
+@click.option("--config", "-c", "config_name", required=True, help="a built-in config (a2, a3) or a YAML path")
+@click.argument("workload", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="override a config value (repeatable)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="output folder (default traces/<workload>-<config>/)")
+@click.option("--no-data", is_flag=True, help="simulate timing only: no tensor values (timing is unchanged)")
+@click.option("--seed", default=0, show_default=True, help="seed of numpy's random generator for the workload")
+@click.option("--debug", is_flag=True, help="print full tracebacks")
+def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], out_dir: Path | None, no_data: bool, seed: int, debug: bool) -> None:
+    """Simulate WORKLOAD (a Python file) on the machine of CONFIG."""
+    try:
+        loaded = load_config(config_name, overrides)
+        if not workload.is_file():
+            raise UsageError(f"workload file {str(workload)!r} does not exist")
+    except NpusimError as error:
+        sys.exit(report(error, debug=debug))
+    out_dir = out_dir or Path("traces") / f"{workload.stem}-{loaded.name}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    failure: BaseException | None = None
+    active = None
+    sys.path.insert(0, str(workload.resolve().parent))
+    try:
+        with session(loaded, data=not no_data, seed=seed) as active:
+            run_workload_file(workload)
+    except BaseException as error:  # the workload is arbitrary user code
+        if isinstance(error, (KeyboardInterrupt, SystemExit)) and active is None:
+            raise
+        failure = error
+    finally:
+        sys.path.remove(str(workload.resolve().parent))
+    if active is None:  # the session could not even be built
+        sys.exit(report(failure, debug=debug))
+
+    result = active.result
+    manifest = {
+        "npusim_version": __version__,
+        "config": loaded.name,
+        "config_source": loaded.source,
+        "config_sha256": loaded.sha256,
+        "overrides": list(overrides),
+        "workload": str(workload),
+        "workload_sha256": hashlib.sha256(workload.read_bytes()).hexdigest(),
+        "command": ["npusim", *sys.argv[1:]],
+        "seed": seed,
+        "data": not no_data,
+        "status": result.status,
+    }
+    metadata = {"config": loaded.name, "config_sha256": loaded.sha256, "workload": workload.name, "npusim_version": __version__,
+                "status": result.status, "ops": sorted({op.name for op in result.recorder.ops})}
+    write_chrome_trace(result.system, out_dir / "trace.json", metadata=metadata)
+    write_json_atomically(out_dir / "summary.json", result.summary)
+    write_json_atomically(out_dir / "manifest.json", manifest)
+    print_summary(result.summary, title=f"{workload.name} on {loaded.name}")
+    click.echo(f"wrote {out_dir}/trace.json (open in https://ui.perfetto.dev), summary.json, manifest.json")
+    if failure is not None:
+        report(failure, debug=debug, context=f"workload {workload.name} failed at {result.simulated_us:.3f} us simulated")
+        sys.exit(EXIT_WORKLOAD)

@@ -1,0 +1,6 @@
+"""The SimPy core: integer-picosecond time, the fluid bandwidth network, progress counters."""
+
+from npusim.engine.flow import Flow, FlowNetwork, Resource
+from npusim.engine.progress import ProgressCounter
+
+__all__ = ["Flow", "FlowNetwork", "ProgressCounter", "Resource"]

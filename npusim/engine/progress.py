@@ -1,0 +1,43 @@
+"""A monotone counter that SimPy processes can wait on (pipe progress, flag counts)."""
+
+from __future__ import annotations
+
+import heapq
+
+import simpy
+
+
+class ProgressCounter:
+    """Counts completed steps (e.g. instructions a pipe has finished); ``reached(n)`` is an event
+    that fires when the count is at least ``n``. Waiters wake in order of their target, then of
+    their arrival, so simultaneous wake-ups are deterministic."""
+
+    __slots__ = ("env", "count", "_waiters", "_seq")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.count = 0
+        self._waiters: list[tuple[int, int, simpy.Event]] = []
+        self._seq = 0
+
+    def reached(self, target: int) -> simpy.Event:
+        """An event that succeeds once ``count >= target`` (already triggered if it is)."""
+        event = self.env.event()
+        if self.count >= target:
+            event.succeed()
+        else:
+            self._seq += 1
+            heapq.heappush(self._waiters, (target, self._seq, event))
+        return event
+
+    def add(self, n: int = 1) -> None:
+        """Advance the count and wake the waiters whose target is reached."""
+        self.count += n
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= self.count:
+            heapq.heappop(waiters)[2].succeed()
+
+    @property
+    def waiting(self) -> int:
+        """How many waiters are still blocked (for deadlock reports)."""
+        return len(self._waiters)

@@ -1,0 +1,40 @@
+"""The one exception family of npusim.
+
+Every error a user can meet is an :class:`NpusimError`; its message names the thing that is wrong
+(config file and key, op and argument, PE / core / tile) and what to do. The CLI maps
+:class:`UsageError` and :class:`ConfigError` to exit code 2 and every other error to exit code 1.
+"""
+
+from __future__ import annotations
+
+
+class NpusimError(Exception):
+    """Base of every error npusim raises on bad input or a failing simulated program."""
+
+
+class UsageError(NpusimError):
+    """Wrong use of the command line or of the Python API (exit code 2)."""
+
+
+class ConfigError(NpusimError):
+    """A hardware config that cannot be loaded or is invalid (exit code 2)."""
+
+
+class WorkloadError(NpusimError):
+    """A workload that fails: its own exception, or a misuse of a facade (exit code 1)."""
+
+
+class OpArgumentError(WorkloadError, ValueError):
+    """An op called with an argument that the real op rejects; names op, argument, value and rule."""
+
+
+class ResourceError(WorkloadError):
+    """A simulated resource is exceeded, e.g. a UB allocation past the 192 KiB of a core."""
+
+
+class DeadlockError(WorkloadError):
+    """Nothing more can happen while a wait is still unsatisfied, or the simulated-time bound was hit."""
+
+
+class RaceError(WorkloadError):
+    """A data race reported as an error (races are warnings unless the user asks for errors)."""

@@ -1,0 +1,147 @@
+"""A simulation session: the simulated machine that workloads issue work to.
+
+``with npusim.session("a3") as s:`` builds the system of a config; inside, the facades
+(``npusim.torch_npu``, ``npusim.pypto``, the ISA builder) issue work to it; ``synchronize()`` runs the
+simulation until all issued work is done. After the block, ``s.result`` holds the simulated time,
+the summary and the events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+import simpy
+
+from npusim.config import LoadedConfig, load_config
+from npusim.errors import DeadlockError, UsageError
+from npusim.hw.system import System, active_system, pop_active, push_active
+from npusim.trace.recorder import Recorder
+from npusim.trace.summary import summarize
+
+DEFAULT_TIME_LIMIT_PS = 10 * 10**12  # 10 s of simulated time: a bound on runaway programs
+
+
+@dataclass
+class SimResult:
+    """What a session produced: simulated time (ps), the summary, the recorded events and status."""
+
+    config: LoadedConfig
+    simulated_ps: int
+    summary: dict
+    recorder: Recorder
+    system: System
+    status: str = "ok"
+    error: str | None = None
+    wall_seconds: float = 0.0
+    outputs: dict = field(default_factory=dict)
+
+    @property
+    def simulated_us(self) -> float:
+        return self.simulated_ps / 1e6
+
+
+class Session:
+    """One simulated machine and the work issued to it."""
+
+    def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS) -> None:
+        self.config = config
+        self.seed = seed
+        self.system = System(config.spec, with_data=with_data)
+        self.env: simpy.Environment = self.system.env
+        self.time_limit_ps = time_limit_ps
+        self._deadline = self.env.timeout(time_limit_ps)
+        self._wall_start = time.perf_counter()
+        self.pending: list[simpy.Event] = []
+        self.result: SimResult | None = None
+
+    @property
+    def now_us(self) -> float:
+        """The simulated time so far, in microseconds."""
+        return self.env.now / 1e6
+
+    @property
+    def with_data(self) -> bool:
+        return self.system.with_data
+
+    def track(self, event: simpy.Event) -> simpy.Event:
+        """Count ``event`` as issued work that ``synchronize`` must wait for."""
+        self.pending.append(event)
+        return event
+
+    def synchronize(self) -> None:
+        """Run the simulation until every issued task has finished; a DeadlockError when nothing
+        more can happen while work is still waiting, or when the simulated-time bound is reached."""
+        pending = [s.tail for s in self.system.streams if s.tail is not None and not s.tail.processed]
+        pending += [e for e in self.pending if not e.processed]
+        self.pending = [e for e in self.pending if not e.processed]
+        if not pending:
+            return
+        target = self.env.all_of(pending)
+        try:
+            self.env.run(until=self.env.any_of([target, self._deadline]))
+        except RuntimeError as error:
+            if "until" not in str(error):
+                raise
+            raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting")) from None
+        if not target.processed:
+            raise DeadlockError(self._deadlock_report(f"the simulated-time bound of {self.time_limit_ps / 1e6:.0f} us was reached"))
+
+    def _deadlock_report(self, why: str) -> str:
+        lines = [f"deadlock at {self.env.now / 1e6:.3f} us: {why}."]
+        for die in self.system.dies:
+            for core in die.cores:
+                run = core.current
+                if run is None:
+                    continue
+                for pipe, what in sorted(run.blocked.items()):
+                    lines.append(f"  die {die.index} {core.name} {pipe.name} (kernel {run.program.name!r}) waits in: {what}")
+        for reporter in self.system.deadlock_reporters:
+            lines.extend(reporter())
+        if len(lines) == 1:
+            lines.append("  no core is blocked; a task waits for an event that is never triggered")
+        return "\n".join(lines)
+
+    def finish(self, status: str = "ok", error: str | None = None) -> SimResult:
+        """Close the session: the result with the summary of everything simulated."""
+        wall = time.perf_counter() - self._wall_start
+        summary = summarize(self.system, self.config, wall_seconds=wall, status=status, error=error)
+        self.result = SimResult(self.config, self.env.now, summary, self.system.recorder, self.system, status, error, wall)
+        return self.result
+
+
+@contextlib.contextmanager
+def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
+            seed: int = 0, time_limit_us: float | None = None) -> Iterator[Session]:
+    """Build the simulated machine of ``config`` (a built-in name or a YAML path, with ``overrides``
+    as ``key.path=value``); ``data=False`` simulates timing only. numpy's global random generator is
+    seeded with ``seed`` so workloads that draw random inputs are reproducible."""
+    loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
+    limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
+    current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit)
+    np.random.seed(seed)
+    push_active(current.system)
+    current.system.session = current
+    try:
+        yield current
+        current.synchronize()
+    except BaseException as error:
+        current.finish("failed", f"{type(error).__name__}: {error}")
+        raise
+    finally:
+        pop_active(current.system)
+    current.finish()
+
+
+def current_session() -> Session:
+    """The innermost active session."""
+    system = active_system()
+    return system.session
+
+
+def synchronize() -> None:
+    """Run the active session until all issued work is done (like ``torch.npu.synchronize()``)."""
+    current_session().synchronize()

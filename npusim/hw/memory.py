@@ -1,0 +1,79 @@
+"""Memories with real bytes: a die's GM (HBM) and a core's on-chip buffers (UB, L1, L0A/B/C).
+
+Bytes are numpy ``uint8`` arrays allocated lazily, so a 768-die system costs nothing until a tensor
+or a buffer is touched. With data disabled (``--no-data``) no byte array is ever allocated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from npusim.errors import ResourceError
+from npusim.units import format_bytes
+
+GM_ALIGNMENT_BYTES = 512
+
+
+class Allocation:
+    """A contiguous range of one die's GM: ``size_bytes`` at ``address``, with its bytes if data is on."""
+
+    __slots__ = ("die", "address", "size_bytes", "label", "data")
+
+    def __init__(self, die: int, address: int, size_bytes: int, label: str, data: np.ndarray | None) -> None:
+        self.die = die
+        self.address = address
+        self.size_bytes = size_bytes
+        self.label = label
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"Allocation(die{self.die}, {self.label}, {self.address:#x}+{self.size_bytes})"
+
+
+class DeviceMemory:
+    """The GM of one die: a bump allocator over its HBM capacity (512-byte aligned)."""
+
+    def __init__(self, die: int, capacity_bytes: int, with_data: bool) -> None:
+        self.die = die
+        self.capacity_bytes = capacity_bytes
+        self.with_data = with_data
+        self.used_bytes = 0
+        self.allocations: list[Allocation] = []
+
+    def allocate(self, size_bytes: int, label: str) -> Allocation:
+        """Reserve ``size_bytes`` (zero-filled when data is on); ResourceError past the HBM size."""
+        address = -(-self.used_bytes // GM_ALIGNMENT_BYTES) * GM_ALIGNMENT_BYTES
+        if address + size_bytes > self.capacity_bytes:
+            raise ResourceError(
+                f"die {self.die}: allocating {label} ({format_bytes(size_bytes)}) exceeds the HBM of "
+                f"{format_bytes(self.capacity_bytes)} ({format_bytes(self.used_bytes)} already in use); "
+                "use smaller tensors or a config with more HBM (die.hbm.size)"
+            )
+        data = np.zeros(size_bytes, dtype=np.uint8) if self.with_data else None
+        allocation = Allocation(self.die, address, size_bytes, label, data)
+        self.used_bytes = address + size_bytes
+        self.allocations.append(allocation)
+        return allocation
+
+
+class LocalBuffer:
+    """One on-chip buffer of a core (UB, L1, L0A, L0B, L0C) of ``capacity_bytes``."""
+
+    __slots__ = ("name", "capacity_bytes", "_bytes")
+
+    def __init__(self, name: str, capacity_bytes: int) -> None:
+        self.name = name
+        self.capacity_bytes = capacity_bytes
+        self._bytes: np.ndarray | None = None
+
+    @property
+    def bytes(self) -> np.ndarray:
+        """The buffer's bytes (allocated zero-filled on first use)."""
+        if self._bytes is None:
+            self._bytes = np.zeros(self.capacity_bytes, dtype=np.uint8)
+        return self._bytes
+
+    def view(self, offset_bytes: int, count: int, dtype: np.dtype) -> np.ndarray:
+        """``count`` elements of ``dtype`` at ``offset_bytes``, as a writable view."""
+        size = count * np.dtype(dtype).itemsize
+        return self.bytes[offset_bytes : offset_bytes + size].view(dtype)

@@ -1,0 +1,51 @@
+"""The pipes of an AI core, named as the vendor's tools name them."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Pipe(enum.IntEnum):
+    """An in-order instruction queue of an AI core. AIC: SCALAR, CUBE, MTE1, MTE2, FIXP;
+    AIV: SCALAR, VECTOR, MTE2, MTE3. The integer value orders trace lanes."""
+
+    SCALAR = 0
+    VECTOR = 1
+    CUBE = 2
+    MTE1 = 3
+    MTE2 = 4
+    MTE3 = 5
+    FIXP = 6
+
+    @classmethod
+    def parse(cls, name: "str | Pipe") -> "Pipe":
+        """``'MTE2'``, ``'mte2'``, ``'V'``, ``'S'``, ``'PIPE_MTE2'`` or a Pipe."""
+        if isinstance(name, Pipe):
+            return name
+        key = str(name).upper().removeprefix("PIPE_")
+        key = _ALIASES.get(key, key)
+        try:
+            return cls[key]
+        except KeyError:
+            raise ValueError(f"unknown pipe {name!r}; pipes are {', '.join(p.name for p in cls)}") from None
+
+
+_ALIASES = {"S": "SCALAR", "V": "VECTOR", "M": "CUBE", "FIX": "FIXP", "FIXPIPE": "FIXP"}
+
+AIC_PIPES = (Pipe.SCALAR, Pipe.CUBE, Pipe.MTE1, Pipe.MTE2, Pipe.FIXP)
+AIV_PIPES = (Pipe.SCALAR, Pipe.VECTOR, Pipe.MTE2, Pipe.MTE3)
+
+
+class CoreKind(enum.Enum):
+    """A cube core (AIC) or a vector core (AIV)."""
+
+    AIC = "aic"
+    AIV = "aiv"
+
+    @property
+    def pipes(self) -> tuple[Pipe, ...]:
+        return AIC_PIPES if self is CoreKind.AIC else AIV_PIPES
+
+    @property
+    def buffers(self) -> tuple[str, ...]:
+        return ("L1", "L0A", "L0B", "L0C") if self is CoreKind.AIC else ("UB",)

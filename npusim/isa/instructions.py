@@ -1,0 +1,266 @@
+"""The instructions of an AI core: DMA copies, vector and cube compute, scalar work and pipe sync.
+
+Each instruction knows its pipe, its cost and its functional effect on real data. ``start`` returns
+the busy time in ps, or a SimPy event for instructions whose end depends on others (DMAs crossing the
+bandwidth network, ``wait_flag``, ``pipe_barrier(ALL)``). ``effect`` is applied at completion and
+only when data is on, so timing never depends on it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from npusim.errors import WorkloadError
+from npusim.hw.memory import Allocation
+from npusim.hw.pipes import Pipe
+from npusim.isa import vector as vector_semantics
+from npusim.isa.scalar import ScalarExpr, resolve
+
+
+class LocalTensor:
+    """``count`` elements of ``dtype`` at ``offset`` bytes of an on-chip buffer (UB, L1, L0A/B/C)."""
+
+    __slots__ = ("buffer", "offset", "count", "dtype")
+
+    def __init__(self, buffer: str, offset: int, count: int, dtype) -> None:
+        self.buffer = buffer
+        self.offset = offset
+        self.count = count
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.itemsize
+
+    def __getitem__(self, index: slice) -> "LocalTensor":
+        """A contiguous element range ``[start:stop]`` of this tensor."""
+        if not isinstance(index, slice) or index.step not in (None, 1):
+            raise TypeError("a LocalTensor is sliced by a contiguous range, e.g. ub[128:256]")
+        start, stop, _ = index.indices(self.count)
+        return LocalTensor(self.buffer, self.offset + start * self.dtype.itemsize, max(stop - start, 0), self.dtype)
+
+    def reinterpret(self, dtype) -> "LocalTensor":
+        """The same bytes seen as another dtype."""
+        dtype = np.dtype(dtype)
+        return LocalTensor(self.buffer, self.offset, self.nbytes // dtype.itemsize, dtype)
+
+    def values(self, core) -> np.ndarray:
+        """A writable numpy view of the tensor in ``core``'s buffer."""
+        return core.buffers[self.buffer].view(self.offset, self.count, self.dtype)
+
+    def __repr__(self) -> str:
+        return f"{self.buffer}[{self.offset}:{self.offset + self.nbytes}]<{self.dtype}>"
+
+
+class GmAddress:
+    """A byte address in one die's GM: an allocation and an offset (int, or an expression over
+    scalar registers resolved when the instruction is issued)."""
+
+    __slots__ = ("allocation", "offset")
+
+    def __init__(self, allocation: Allocation, offset: int | ScalarExpr = 0) -> None:
+        self.allocation = allocation
+        self.offset = offset
+
+    def __add__(self, delta: int | ScalarExpr) -> "GmAddress":
+        return GmAddress(self.allocation, self.offset + delta)
+
+    def __repr__(self) -> str:
+        return f"GM(die{self.allocation.die} {self.allocation.label} +{self.offset})"
+
+
+class Instruction:
+    """Base of every instruction; see the module docstring for the protocol the pipes use."""
+
+    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "effect", "label")
+
+    def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
+        self.pipe = pipe
+        self.label = label
+        self.nbytes = nbytes
+        self.name_id = -1
+        self.s_dep = 0
+        self.tile = -1
+        self.effect = None
+
+    def start(self, core, run):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{self.pipe.name} {self.label}"
+
+
+class FixedCost(Instruction):
+    """An instruction whose time is known when it is built (vector, cube, scalar work)."""
+
+    __slots__ = ("cost_ps",)
+
+    def __init__(self, pipe: Pipe, label: str, cost_ps: int, nbytes: int = 0) -> None:
+        super().__init__(pipe, label, nbytes)
+        self.cost_ps = cost_ps
+
+    def start(self, core, run):
+        return self.cost_ps
+
+
+class ScalarRead(FixedCost):
+    """The scalar unit reads element ``index`` of a UB tensor into a register (needs the data to
+    be in UB: synchronise with ``wait_flag(MTE2, SCALAR)`` first)."""
+
+    __slots__ = ("source", "index", "reg_id")
+
+    def __init__(self, source: LocalTensor, index: int, reg_id: int, cost_ps: int) -> None:
+        super().__init__(Pipe.SCALAR, "read_scalar", cost_ps)
+        self.source, self.index, self.reg_id = source, index, reg_id
+        self.effect = self._read
+
+    def _read(self, core, run) -> None:
+        run.regs[self.reg_id] = self.source.values(core)[self.index].item()
+
+
+class SetFlag(Instruction):
+    """Raise flag (src pipe -> dst pipe, event id) once the src pipe's earlier instructions are done."""
+
+    __slots__ = ("key", "cost_ps")
+
+    def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
+        super().__init__(src, f"set_flag {src.name}->{dst.name} #{event_id}")
+        self.key = (int(src), int(dst), event_id)
+        self.cost_ps = cost_ps
+
+    def start(self, core, run):
+        run.set_flag(self.key)
+        return self.cost_ps
+
+
+class WaitFlag(Instruction):
+    """Block the dst pipe until flag (src pipe -> dst pipe, event id) is raised, then consume it."""
+
+    __slots__ = ("key", "cost_ps")
+
+    def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
+        super().__init__(dst, f"wait_flag {src.name}->{dst.name} #{event_id}")
+        self.key = (int(src), int(dst), event_id)
+        self.cost_ps = cost_ps
+
+    def start(self, core, run):
+        blocked = run.take_flag(self.key)
+        return self.cost_ps if blocked is None else blocked
+
+
+class PipeBarrierAll(Instruction):
+    """``pipe_barrier(ALL)`` on the scalar pipe: issue stops until every pipe has finished all the
+    instructions that precede the barrier in program order."""
+
+    __slots__ = ("targets", "cost_ps")
+
+    def __init__(self, targets: list[tuple[Pipe, int]], cost_ps: int) -> None:
+        super().__init__(Pipe.SCALAR, "pipe_barrier ALL")
+        self.targets = targets
+        self.cost_ps = cost_ps
+
+    def start(self, core, run):
+        pending = [run.progress[pipe].reached(n) for pipe, n in self.targets if run.progress[pipe].count < n]
+        return run.env.all_of(pending) if pending else self.cost_ps
+
+
+class DmaCopy(Instruction):
+    """A copy by an MTE / FixPipe engine: ``burst_count`` bursts of ``burst_bytes``, the source
+    advancing by ``burst_bytes + src_gap`` and the destination by ``burst_bytes + dst_gap`` between
+    bursts. Either side may be GM (local or another die's, reached through the fabric).
+
+    Time = engine set-up + (bursts - 1) x per-burst cost + path latency (memory, fabric hops)
+    + bytes (rounded up to the 32-byte granule per burst) / the max-min fair rate of the path."""
+
+    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved")
+
+    def __init__(self, pipe: Pipe, dst, src, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
+        super().__init__(pipe, label, burst_count * burst_bytes)
+        self.src, self.dst = src, dst
+        self.burst_count, self.burst_bytes = burst_count, burst_bytes
+        self.src_gap, self.dst_gap = src_gap, dst_gap
+        self.moved_bytes = burst_count * (-(-burst_bytes // granule) * granule)
+        self.dynamic = any(isinstance(side, GmAddress) and isinstance(side.offset, ScalarExpr) for side in (src, dst))
+        self._resolved: tuple[int, int] | None = None
+        self.effect = self._copy
+
+    def start(self, core, run):
+        if isinstance(self.dst, GmAddress):
+            route = core.gm_route(self.pipe, self.dst.allocation.die, True)
+        elif isinstance(self.src, GmAddress):
+            route = core.gm_route(self.pipe, self.src.allocation.die, False)
+        else:
+            route = core.local_route(self.pipe)
+        if self.dynamic and core.system.with_data:
+            self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
+        timing = core.dma_timing[self.pipe]
+        fixed = timing.setup_ps + (self.burst_count - 1) * timing.per_burst_ps + route.latency_ps
+        env = run.env
+        done = env.event()
+        network = core.system.network
+        moved, resources = self.moved_bytes, route.resources
+        env.timeout(fixed).callbacks.append(lambda _event: network.transfer(moved, resources, done))
+        return done
+
+    def _offset(self, side, run) -> int:
+        if not isinstance(side, GmAddress):
+            return side.offset
+        offset = resolve(side.offset, run.regs)
+        span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * (self.src_gap if side is self.src else self.dst_gap)
+        if offset < 0 or offset + span > side.allocation.size_bytes:
+            raise WorkloadError(
+                f"{run.core!r}: {self.label} addresses bytes {offset}..{offset + span} of {side.allocation.label} "
+                f"(die {side.allocation.die}, {side.allocation.size_bytes} bytes): out of bounds; on hardware this "
+                "would read or corrupt other memory silently. Check the index the address is computed from"
+            )
+        return offset
+
+    def _bytes_of(self, side, core, offset: int, gap: int) -> np.ndarray:
+        buffer = side.allocation.data if isinstance(side, GmAddress) else core.buffers[side.buffer].bytes
+        span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
+        window = buffer[offset : offset + span]
+        if self.burst_count == 1:
+            return window
+        return as_strided(window, shape=(self.burst_count, self.burst_bytes), strides=(self.burst_bytes + gap, 1), writeable=True)
+
+    def _copy(self, core, run) -> None:
+        if self._resolved is not None:
+            src_offset, dst_offset = self._resolved
+        else:
+            src_offset, dst_offset = self.src.offset, self.dst.offset
+        source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
+        self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = source
+
+
+class VectorOp(FixedCost):
+    """One vector instruction (at most ``max_repeats`` repeats) computing on UB tensors."""
+
+    __slots__ = ("kind", "dst", "srcs", "scalar", "rounding")
+
+    def __init__(self, kind: str, dst: LocalTensor, srcs: list[LocalTensor], scalar, rounding: str, cost_ps: int, label: str) -> None:
+        super().__init__(Pipe.VECTOR, label, cost_ps, dst.nbytes)
+        self.kind, self.dst, self.srcs, self.scalar, self.rounding = kind, dst, srcs, scalar, rounding
+        self.effect = self._compute
+
+    def _compute(self, core, run) -> None:
+        scalar = resolve(self.scalar, run.regs) if isinstance(self.scalar, ScalarExpr) else self.scalar
+        vector_semantics.compute(self.kind, self.dst.values(core), [s.values(core) for s in self.srcs], scalar, self.rounding)
+
+
+class Mmad(FixedCost):
+    """Cube multiply-accumulate: L0C[m, n] (fp32) (+)= L0A[m, k] x L0B[k, n]."""
+
+    __slots__ = ("dst", "a", "b", "m", "n", "k", "accumulate")
+
+    def __init__(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool, cost_ps: int) -> None:
+        super().__init__(Pipe.CUBE, "mmad", cost_ps, dst.nbytes)
+        self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate = dst, a, b, m, n, k, accumulate
+        self.effect = self._compute
+
+    def _compute(self, core, run) -> None:
+        a = self.a.values(core)[: self.m * self.k].astype(np.float32).reshape(self.m, self.k)
+        b = self.b.values(core)[: self.k * self.n].astype(np.float32).reshape(self.k, self.n)
+        out = self.dst.values(core)[: self.m * self.n].reshape(self.m, self.n)
+        product = a @ b
+        out[...] = (out + product) if self.accumulate else product

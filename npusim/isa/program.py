@@ -1,0 +1,338 @@
+"""The public builder for kernels: per-core programs of instructions, launched on a die's stream.
+
+A :class:`Kernel` is one launch on one die; ``kernel.aiv(i)`` / ``kernel.aic(i)`` give the
+:class:`CoreProgram` of that core, to which instructions are appended in program order, as an
+Ascend C kernel issues them::
+
+    kernel = isa.Kernel("scale", die=0)
+    for i in range(8):
+        p = kernel.aiv(i)
+        x = p.alloc(4096, np.float16)
+        p.copy(x, isa.gm(src, i * 4096))          # MTE2
+        p.set_flag("MTE2", "VECTOR", 0); p.wait_flag("MTE2", "VECTOR", 0)
+        p.muls(x, x, 2.0)                          # VECTOR
+        p.set_flag("VECTOR", "MTE3", 0); p.wait_flag("VECTOR", "MTE3", 0)
+        p.copy(isa.gm(dst, i * 4096), x)           # MTE3
+    kernel.launch()
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import numpy as np
+
+from npusim.errors import ResourceError, UsageError
+from npusim.hw.core import AICore
+from npusim.hw.pipes import CoreKind, Pipe
+from npusim.hw.system import System, active_system
+from npusim.isa import vector as vector_semantics
+from npusim.isa.instructions import (
+    DmaCopy,
+    FixedCost,
+    GmAddress,
+    Instruction,
+    LocalTensor,
+    Mmad,
+    PipeBarrierAll,
+    ScalarRead,
+    SetFlag,
+    VectorOp,
+    WaitFlag,
+)
+from npusim.isa.scalar import ScalarExpr, ScalarReg
+from npusim.units import format_bytes
+
+_BUFFER_ALIGNMENT = {"UB": 32, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64}
+
+# (source kind, destination kind) -> the engine that moves it, per core kind.
+_COPY_PIPES = {
+    (CoreKind.AIV, "GM", "UB"): Pipe.MTE2,
+    (CoreKind.AIV, "UB", "GM"): Pipe.MTE3,
+    (CoreKind.AIC, "GM", "L1"): Pipe.MTE2,
+    (CoreKind.AIC, "GM", "L0A"): Pipe.MTE2,
+    (CoreKind.AIC, "GM", "L0B"): Pipe.MTE2,
+    (CoreKind.AIC, "L1", "L0A"): Pipe.MTE1,
+    (CoreKind.AIC, "L1", "L0B"): Pipe.MTE1,
+    (CoreKind.AIC, "L0C", "GM"): Pipe.FIXP,
+    (CoreKind.AIC, "L0C", "L1"): Pipe.FIXP,
+}
+
+
+def gm(tensor, element_offset: int | ScalarExpr = 0) -> GmAddress:
+    """The GM address of element ``element_offset`` (flat, in elements) of a device tensor."""
+    return GmAddress(tensor.allocation, tensor.offset_bytes + element_offset * tensor.dtype.itemsize)
+
+
+class CoreProgram:
+    """The instructions of one core for one kernel, in program order, plus its buffer allocations."""
+
+    def __init__(self, kernel: "Kernel", core: AICore) -> None:
+        self.kernel = kernel
+        self.core = core
+        self.instructions: list[Instruction] = []
+        self._allocated = {name: 0 for name in core.buffers}
+        self._tile = -1
+        self._regs = 0
+        self._timing = core.timing
+        self._recorder = core.system.recorder
+
+    # -- buffers -------------------------------------------------------------------------------
+
+    def alloc(self, count: int, dtype, buffer: str = "UB") -> LocalTensor:
+        """Reserve ``count`` elements of ``dtype`` in ``buffer``; ResourceError past its capacity."""
+        buffer = buffer.upper()
+        if buffer not in self._allocated:
+            raise UsageError(f"{self.core!r} has no buffer {buffer!r}; it has {', '.join(self._allocated)}")
+        dtype = np.dtype(dtype)
+        alignment = _BUFFER_ALIGNMENT[buffer]
+        offset = -(-self._allocated[buffer] // alignment) * alignment
+        size = count * dtype.itemsize
+        capacity = self.core.buffers[buffer].capacity_bytes
+        if offset + size > capacity:
+            raise ResourceError(
+                f"kernel {self.kernel.name!r} on die {self.core.die.index} {self.core.name}: allocating "
+                f"{format_bytes(size)} in {buffer} at offset {offset} needs {format_bytes(offset + size)}, but "
+                f"{buffer} holds {format_bytes(capacity)}; use smaller tiles"
+            )
+        self._allocated[buffer] = offset + size
+        return LocalTensor(buffer, offset, count, dtype)
+
+    @property
+    def allocated_bytes(self) -> dict[str, int]:
+        """Bytes reserved so far in each buffer."""
+        return dict(self._allocated)
+
+    # -- attribution ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def tile(self, index: int) -> Iterator[None]:
+        """Instructions appended inside belong to tile ``index`` of the kernel's op."""
+        previous, self._tile = self._tile, index
+        try:
+            yield
+        finally:
+            self._tile = previous
+
+    def _append(self, instruction: Instruction, name: str | None = None) -> Instruction:
+        waits = isinstance(instruction, (WaitFlag, PipeBarrierAll))
+        instruction.name_id = self._recorder.name_id(name or instruction.label, waits=waits)
+        instruction.tile = self._tile
+        self.instructions.append(instruction)
+        return instruction
+
+    # -- DMA -----------------------------------------------------------------------------------
+
+    def copy(self, dst, src, nbytes: int | None = None, *, burst_count: int = 1, burst_bytes: int | None = None,
+             src_gap: int = 0, dst_gap: int = 0, name: str | None = None) -> Instruction:
+        """Copy between GM and a buffer, or between two buffers, on the engine the hardware uses
+        (MTE2 GM->UB/L1/L0, MTE3 UB->GM, MTE1 L1->L0, FIXP L0C->GM/L1). ``burst_count`` bursts of
+        ``burst_bytes`` (default: all ``nbytes`` in one burst); gaps are bytes skipped between bursts."""
+        src_kind, dst_kind = _place(src), _place(dst)
+        pipe = _COPY_PIPES.get((self.core.kind, src_kind, dst_kind))
+        if pipe is None:
+            raise UsageError(
+                f"kernel {self.kernel.name!r} {self.core.name}: no {self.core.kind.value.upper()} engine copies "
+                f"{src_kind} -> {dst_kind}; paths are " + ", ".join(f"{a}->{b}" for k, a, b in _COPY_PIPES if k is self.core.kind)
+            )
+        if burst_bytes is None:
+            if nbytes is None:
+                local = dst if isinstance(dst, LocalTensor) else src
+                nbytes = local.nbytes
+            if nbytes % burst_count:
+                raise UsageError(f"copy of {nbytes} bytes does not split into {burst_count} equal bursts; give burst_bytes")
+            burst_bytes = nbytes // burst_count
+        for side, gap in ((src, src_gap), (dst, dst_gap)):
+            self._check_span(side, burst_count, burst_bytes, gap)
+        granule = self.core.dma_timing[pipe].granule_bytes
+        label = name or f"copy {src_kind}->{dst_kind}"
+        return self._append(DmaCopy(pipe, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label), label)
+
+    def _check_span(self, side, burst_count: int, burst_bytes: int, gap: int) -> None:
+        span = burst_count * burst_bytes + (burst_count - 1) * gap
+        if isinstance(side, LocalTensor):
+            limit, start, what = self.core.buffers[side.buffer].capacity_bytes, side.offset, side.buffer
+        elif isinstance(side.offset, int):
+            limit, start, what = side.allocation.size_bytes, side.offset, f"GM tensor {side.allocation.label}"
+        else:
+            return  # checked when the address is known, at issue time
+        if start < 0 or start + span > limit:
+            raise UsageError(
+                f"kernel {self.kernel.name!r} {self.core.name}: copy touches bytes {start}..{start + span} of "
+                f"{what}, which has {limit} bytes"
+            )
+
+    # -- vector --------------------------------------------------------------------------------
+
+    def vector(self, kind: str, dst: LocalTensor, *srcs: LocalTensor, scalar=None, count: int | None = None,
+               rounding: str = "rint", name: str | None = None) -> list[Instruction]:
+        """Vector instruction ``kind`` over ``count`` elements (default: all of ``dst``), split into
+        instructions of at most ``max_repeats`` repeats; returns the instructions appended."""
+        if kind not in vector_semantics.KINDS:
+            raise UsageError(f"unknown vector instruction {kind!r}; known: {', '.join(vector_semantics.KINDS)}")
+        if rounding not in vector_semantics.ROUNDING:
+            raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING)}")
+        count = dst.count if count is None else count
+        for tensor in (dst,) + srcs:
+            if tensor.buffer != "UB" or tensor.count < count:
+                raise UsageError(f"vector {kind}: operand {tensor!r} must be a UB tensor of at least {count} elements")
+        timing = self._timing.vector
+        per_repeat = vector_semantics.elements_per_repeat(timing.repeat_bytes, dst.dtype, *(s.dtype for s in srcs))
+        per_instruction = per_repeat * timing.max_repeats
+        label = name or kind
+        appended = []
+        for first in range(0, count, per_instruction):
+            n = min(per_instruction, count - first)
+            repeats = -(-n // per_repeat)
+            chunk_dst = dst[first : first + n]
+            chunk_srcs = [s[first : first + n] for s in srcs]
+            cost = timing.cost_ps(kind, repeats)
+            appended.append(self._append(VectorOp(kind, chunk_dst, chunk_srcs, scalar, rounding, cost, label), label))
+        return appended
+
+    def add(self, dst, a, b, **kw): return self.vector("add", dst, a, b, **kw)
+    def sub(self, dst, a, b, **kw): return self.vector("sub", dst, a, b, **kw)
+    def mul(self, dst, a, b, **kw): return self.vector("mul", dst, a, b, **kw)
+    def div(self, dst, a, b, **kw): return self.vector("div", dst, a, b, **kw)
+    def max(self, dst, a, b, **kw): return self.vector("max", dst, a, b, **kw)
+    def min(self, dst, a, b, **kw): return self.vector("min", dst, a, b, **kw)
+    def adds(self, dst, a, scalar, **kw): return self.vector("adds", dst, a, scalar=scalar, **kw)
+    def muls(self, dst, a, scalar, **kw): return self.vector("muls", dst, a, scalar=scalar, **kw)
+    def exp(self, dst, a, **kw): return self.vector("exp", dst, a, **kw)
+    def abs(self, dst, a, **kw): return self.vector("abs", dst, a, **kw)
+    def dup(self, dst, scalar, **kw): return self.vector("dup", dst, scalar=scalar, **kw)
+
+    def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", **kw) -> list[Instruction]:
+        """Convert ``src`` to ``dst``'s dtype (integer results rounded with ``rounding`` and saturated)."""
+        return self.vector("cast", dst, src, rounding=rounding, **kw)
+
+    # -- cube ----------------------------------------------------------------------------------
+
+    def mmad(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool = False) -> Instruction:
+        """L0C (+)= L0A[m, k] x L0B[k, n] on the cube unit."""
+        if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
+            raise UsageError("mmad reads L0A and L0B and writes L0C")
+        cube = self._timing.cube
+        blocks = -(-m // cube.m) * -(-n // cube.n) * -(-k // cube.k)
+        return self._append(Mmad(dst, a, b, m, n, k, accumulate, blocks * cube.per_block_ps))
+
+    # -- scalar and synchronisation ------------------------------------------------------------
+
+    def scalar(self, instructions: int = 1, name: str = "scalar") -> Instruction:
+        """``instructions`` scalar instructions (address arithmetic, loop control)."""
+        cost = instructions * self._timing.scalar.instruction_ps
+        return self._append(FixedCost(Pipe.SCALAR, name, cost), name)
+
+    def read_scalar(self, src: LocalTensor, index: int = 0) -> ScalarReg:
+        """Read element ``index`` of a UB tensor into a new scalar register (returned)."""
+        register = ScalarReg(self._regs)
+        self._regs += 1
+        self._append(ScalarRead(src, index, register.reg_id, self._timing.scalar.ub_read_ps))
+        return register
+
+    def set_flag(self, src: str | Pipe, dst: str | Pipe, event_id: int = 0) -> Instruction:
+        """Raise flag ``event_id`` from pipe ``src`` to pipe ``dst`` (after src's earlier work)."""
+        src, dst = self._pipe(src), self._pipe(dst)
+        return self._append(SetFlag(src, dst, event_id, self._timing.scalar.flag_ps))
+
+    def wait_flag(self, src: str | Pipe, dst: str | Pipe, event_id: int = 0) -> Instruction:
+        """Make pipe ``dst`` wait for flag ``event_id`` from pipe ``src``."""
+        src, dst = self._pipe(src), self._pipe(dst)
+        return self._append(WaitFlag(src, dst, event_id, self._timing.scalar.flag_ps))
+
+    def pipe_barrier(self, pipe: str | Pipe = "ALL") -> Instruction:
+        """``ALL``: stop issuing until every pipe is drained; a single pipe: order that pipe's work
+        (pipes already run in order here, so it costs only its own time)."""
+        cost = self._timing.scalar.barrier_ps
+        if str(pipe).upper() in ("ALL", "PIPE_ALL"):
+            counts: dict[Pipe, int] = {}
+            for instruction in self.instructions:
+                counts[instruction.pipe] = counts.get(instruction.pipe, 0) + 1
+            return self._append(PipeBarrierAll(sorted(counts.items()), cost))
+        target = self._pipe(pipe)
+        return self._append(FixedCost(target, f"pipe_barrier {target.name}", cost))
+
+    def _pipe(self, pipe: str | Pipe) -> Pipe:
+        try:
+            parsed = Pipe.parse(pipe)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        if parsed not in self.core.kind.pipes:
+            raise UsageError(f"{self.core.name} has no {parsed.name} pipe; its pipes are {', '.join(p.name for p in self.core.kind.pipes)}")
+        return parsed
+
+    # -- finishing -----------------------------------------------------------------------------
+
+    def by_pipe(self) -> dict[Pipe, list[Instruction]]:
+        """Split the program per pipe, giving each instruction the number of scalar instructions
+        that precede it (it cannot be issued before they finish)."""
+        pipes: dict[Pipe, list[Instruction]] = {pipe: [] for pipe in self.core.kind.pipes}
+        scalars = 0
+        for instruction in self.instructions:
+            instruction.s_dep = scalars
+            pipes[instruction.pipe].append(instruction)
+            if instruction.pipe is Pipe.SCALAR:
+                scalars += 1
+        return pipes
+
+
+class _Placed:
+    """What the core executes: the per-pipe split of a program."""
+
+    __slots__ = ("by_pipe", "name")
+
+    def __init__(self, program: CoreProgram) -> None:
+        self.by_pipe = program.by_pipe()
+        self.name = program.kernel.name
+
+
+def _place(side) -> str:
+    if isinstance(side, LocalTensor):
+        return side.buffer
+    if isinstance(side, GmAddress):
+        return "GM"
+    raise UsageError(f"a copy operand must be a LocalTensor (from alloc) or a GM address (isa.gm(tensor, offset)); got {side!r}")
+
+
+class Kernel:
+    """One kernel launch on one die: a program per core that takes part."""
+
+    def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict | None = None) -> None:
+        self.system = system or active_system()
+        self.name = name
+        self.die = self.system.die(die)
+        self.programs: dict[tuple[CoreKind, int], CoreProgram] = {}
+        self.op_args = op_args or {}
+        self.launched = None
+
+    def core(self, kind: CoreKind | str, index: int) -> CoreProgram:
+        """The program of core ``index`` of ``kind`` (created on first use)."""
+        kind = CoreKind(kind) if isinstance(kind, str) else kind
+        key = (kind, index)
+        program = self.programs.get(key)
+        if program is None:
+            program = self.programs[key] = CoreProgram(self, self.die.core(kind, index))
+        return program
+
+    def aiv(self, index: int) -> CoreProgram:
+        return self.core(CoreKind.AIV, index)
+
+    def aic(self, index: int) -> CoreProgram:
+        return self.core(CoreKind.AIC, index)
+
+    def launch(self, stream=None):
+        """Queue the kernel on the die's stream (default stream unless given); returns its process.
+        Every core starts when the previous task of the stream has finished."""
+        if self.launched is not None:
+            raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
+        stream = stream or self.system.stream(self.die.index)
+        op = self.system.recorder.op(self.name, self.die.index, **self.op_args)
+        placed = [(program.core, _Placed(program)) for _, program in sorted(self.programs.items(), key=lambda kv: (kv[0][0].value, kv[0][1]))]
+        env = self.system.env
+
+        def task():
+            yield env.all_of([core.execute(program, op) for core, program in placed])
+
+        self.launched = stream.submit(task)
+        return self.launched

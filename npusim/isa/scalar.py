@@ -1,0 +1,64 @@
+"""Scalar registers and the address arithmetic built on them.
+
+A value read from UB by the scalar unit (``read_scalar``) is only known when the program runs. Such
+a register can be combined with ints (``idx * row_bytes + base``) into an expression that a later
+instruction uses as a GM offset; the expression is evaluated when that instruction is issued.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable, Union
+
+Operand = Union[int, "ScalarExpr"]
+
+
+class ScalarExpr:
+    """An integer expression over scalar registers, evaluated against a run's register values."""
+
+    __slots__ = ("_op", "_left", "_right")
+
+    def __init__(self, op: Callable[[int, int], int] | None, left, right=None) -> None:
+        self._op = op
+        self._left = left
+        self._right = right
+
+    def evaluate(self, regs: dict[int, int]) -> int:
+        left = self._left.evaluate(regs) if isinstance(self._left, ScalarExpr) else self._left
+        right = self._right.evaluate(regs) if isinstance(self._right, ScalarExpr) else self._right
+        return int(self._op(left, right))
+
+    def _combine(self, op, other, swap=False) -> "ScalarExpr":
+        if not isinstance(other, (int, ScalarExpr)):
+            return NotImplemented
+        return ScalarExpr(op, other, self) if swap else ScalarExpr(op, self, other)
+
+    def __add__(self, other): return self._combine(operator.add, other)
+    def __radd__(self, other): return self._combine(operator.add, other, swap=True)
+    def __sub__(self, other): return self._combine(operator.sub, other)
+    def __rsub__(self, other): return self._combine(operator.sub, other, swap=True)
+    def __mul__(self, other): return self._combine(operator.mul, other)
+    def __rmul__(self, other): return self._combine(operator.mul, other, swap=True)
+    def __floordiv__(self, other): return self._combine(operator.floordiv, other)
+    def __mod__(self, other): return self._combine(operator.mod, other)
+
+
+class ScalarReg(ScalarExpr):
+    """A scalar register of a core program (its value is set by ``read_scalar`` at run time)."""
+
+    __slots__ = ("reg_id",)
+
+    def __init__(self, reg_id: int) -> None:
+        super().__init__(None, None)
+        self.reg_id = reg_id
+
+    def evaluate(self, regs: dict[int, int]) -> int:
+        return int(regs.get(self.reg_id, 0))
+
+    def __repr__(self) -> str:
+        return f"s{self.reg_id}"
+
+
+def resolve(value: Operand, regs: dict[int, int]) -> int:
+    """The integer value of an int or an expression."""
+    return value.evaluate(regs) if isinstance(value, ScalarExpr) else value

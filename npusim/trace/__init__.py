@@ -1,0 +1,1 @@
+"""Events of a run: the recorder, the Chrome/Perfetto trace writer and the run summary."""
