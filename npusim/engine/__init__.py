@@ -1,6 +1,6 @@
 """The SimPy core: integer-picosecond time, the fluid bandwidth network, progress counters."""
 
-from npusim.engine.flow import Flow, FlowNetwork, Resource
+from npusim.engine.flow import FlowClass, FlowNetwork, Resource
 from npusim.engine.progress import ProgressCounter
 
-__all__ = ["Flow", "FlowNetwork", "ProgressCounter", "Resource"]
+__all__ = ["FlowClass", "FlowNetwork", "ProgressCounter", "Resource"]

@@ -1,34 +1,42 @@
 """Bandwidth shared by concurrent transfers: a fluid network with max-min fair rates.
 
-A :class:`Resource` is anything with a peak rate that transfers share: an HBM, an L2, one direction
-of a link, a switch port, one core's DMA engine. A :class:`Flow` moves ``size_bytes`` through every
-resource on its path at one rate. Whenever a flow starts or ends, the rates of all active flows are
-recomputed by progressive filling (the max-min fair allocation used by flow-level network
-simulators such as SimGrid); recomputations requested at the same instant are coalesced into one.
+A :class:`Resource` is a bandwidth that transfers share: an HBM, an L2, one direction of a link, a
+switch port, a NIC. A transfer (a flow) moves ``size_bytes`` through every resource on its path at
+one rate, never above its own ``cap`` (the DMA engine that drives it: one core's MTE cannot exceed
+its own rate). Whenever flows start or end, rates are recomputed by progressive filling, the
+max-min fair allocation of validated flow-level network simulators (SimGrid).
+
+Flows with the same path and cap get the same rate, so they are kept in one :class:`FlowClass`:
+the filling works on classes (a handful, however many cores are busy), and each class keeps a
+virtual clock of the bytes each member has received, so members need no update when rates change
+(the classic processor-sharing technique). Starting or ending a flow costs O(log n) plus a
+recomputation over classes. The network wakes up only at the instants where something changes:
+one SimPy event per instant however many flows it concerns.
 
 Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes per picosecond.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from typing import Callable, Sequence
+from typing import Sequence
 
 import simpy
 
-# A flow is finished when less than this fraction of its bytes remains (absorbs float rounding of
-# rate x time; completion times themselves are rounded up to whole picoseconds).
-_DONE_FRACTION = 1e-9
+# A member has finished when its virtual finish is within this many bytes of the class clock,
+# relative to its size (absorbs float rounding; completion times are whole picoseconds).
+_FINISH_TOLERANCE = 1e-9
 
 
 class Resource:
     """A shared bandwidth: ``capacity`` in bytes/ps, shared max-min fairly by the flows crossing it.
 
-    ``bytes_moved`` counts the payload of finished flows; ``rate_log`` (when enabled) records the
-    total rate through the resource each time it changes, as ``(time_ps, bytes_per_ps)``.
+    ``bytes_moved`` and ``flows_done`` count finished flows; ``rate`` is the current total rate;
+    ``rate_log`` (for registered resources) records ``(time_ps, bytes_per_ps)`` at every change.
     """
 
-    __slots__ = ("name", "kind", "die", "capacity", "active", "bytes_moved", "flows_done", "rate", "rate_log")
+    __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -37,163 +45,180 @@ class Resource:
         self.kind = kind
         self.die = die
         self.capacity = capacity
-        self.active: list[Flow] = []
         self.bytes_moved = 0
         self.flows_done = 0
         self.rate = 0.0
         self.rate_log: list[tuple[int, float]] | None = None
+        self.flows = 0
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
 
 
-class Flow:
-    """One transfer of ``size_bytes`` across ``path``; ``done`` fires when its last byte arrives."""
+class FlowClass:
+    """The flows that share one path and one cap, and so one rate. ``virtual_bytes`` is what each
+    member has received since the class was created (exact at ``updated_ps``); a member ends when
+    it reaches the member's ``virtual finish`` (virtual bytes at its start + its size)."""
 
-    __slots__ = ("path", "size_bytes", "remaining", "rate", "done", "start_ps")
+    __slots__ = ("path", "cap", "rate", "virtual_bytes", "updated_ps", "members", "order")
 
-    def __init__(self, path: Sequence[Resource], size_bytes: int, done: simpy.Event, start_ps: int) -> None:
+    def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
-        self.size_bytes = size_bytes
-        self.remaining = float(size_bytes)
+        self.cap = cap
         self.rate = 0.0
-        self.done = done
-        self.start_ps = start_ps
+        self.virtual_bytes = 0.0
+        self.updated_ps = 0
+        self.members: list[tuple[float, int, int, simpy.Event]] = []  # (virtual finish, seq, size, done)
+        self.order = order
+
+    def advance(self, now: int) -> None:
+        self.virtual_bytes += self.rate * (now - self.updated_ps)
+        self.updated_ps = now
+
+    def next_finish_ps(self, now: int) -> int:
+        left = self.members[0][0] - self.virtual_bytes
+        return now + max(1, math.ceil(left / self.rate - 1e-9)) if left > 0 else now
 
 
 class FlowNetwork:
-    """All active flows of a simulation and the max-min fair rates they get."""
+    """All flows of a simulation, the max-min fair rates they get, and their completions."""
 
     def __init__(self, env: simpy.Environment, *, record_rates: bool = True) -> None:
         self.env = env
-        self.active: list[Flow] = []
         self.record_rates = record_rates
         self.resources: list[Resource] = []
-        self._last_update_ps = 0
-        self._recompute_pending = False
-        self._timer_generation = 0
+        self._classes: dict[tuple, FlowClass] = {}
+        self._busy: list[FlowClass] = []
+        self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
+        self._sequence = 0
+        self._wakeup_ps: int | None = None
+        self._generation = 0
         self.recomputations = 0
-        self.on_flow_done: Callable[[Flow], None] | None = None
 
     def add_resource(self, resource: Resource) -> Resource:
-        """Register a resource so that its rate changes are logged and summarised."""
+        """Register a resource so that its rate changes are logged and it appears in summaries."""
         if self.record_rates:
             resource.rate_log = []
         self.resources.append(resource)
         return resource
 
-    def transfer(self, size_bytes: int, path: Sequence[Resource], done: simpy.Event | None = None) -> simpy.Event:
-        """Start moving ``size_bytes`` across ``path`` now; returns the event fired on arrival."""
+    @property
+    def active_flows(self) -> int:
+        """Flows moving bytes now."""
+        return sum(len(c.members) for c in self._busy)
+
+    def transfer(self, size_bytes: int, path: Sequence[Resource], *, cap: float = math.inf, delay_ps: int = 0,
+                 done: simpy.Event | None = None) -> simpy.Event:
+        """Move ``size_bytes`` across ``path`` at no more than ``cap`` bytes/ps, the bytes starting
+        to flow ``delay_ps`` from now (a fixed cost paid first); returns the event fired when the
+        last byte arrives."""
         env = self.env
         if done is None:
             done = env.event()
-        if size_bytes <= 0 or not path:
-            done.succeed()
+        if size_bytes <= 0 or (not path and cap == math.inf):
+            if delay_ps > 0:
+                env.timeout(delay_ps).callbacks.append(lambda _event: done.succeed())
+            else:
+                done.succeed()
             return done
-        self._advance()
-        flow = Flow(path, size_bytes, done, env.now)
-        self.active.append(flow)
-        for resource in path:
-            resource.active.append(flow)
-        self._request_recompute()
+        key = (tuple(path), cap)
+        flow_class = self._classes.get(key)
+        if flow_class is None:
+            flow_class = self._classes[key] = FlowClass(tuple(path), cap, len(self._classes))
+        start_ps = env._now + delay_ps
+        self._sequence += 1
+        heapq.heappush(self._starts, (start_ps, self._sequence, flow_class, size_bytes, done))
+        self._wake_at(start_ps)
         return done
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _advance(self) -> None:
-        """Move every active flow forward to the current time at its current rate."""
-        now = self.env.now
-        elapsed = now - self._last_update_ps
-        if elapsed:
-            for flow in self.active:
-                flow.remaining -= flow.rate * elapsed
-            self._last_update_ps = now
+    def _wake_at(self, time_ps: int) -> None:
+        if self._wakeup_ps is not None and self._wakeup_ps <= time_ps:
+            return
+        self._wakeup_ps = time_ps
+        self._generation += 1
+        generation = self._generation
+        self.env.timeout(time_ps - self.env._now).callbacks.append(lambda _event: self._on_wakeup(generation))
 
-    def _request_recompute(self) -> None:
-        if not self._recompute_pending:
-            self._recompute_pending = True
-            event = self.env.event()
-            event.callbacks.append(self._recompute)
-            event.succeed()
+    def _on_wakeup(self, generation: int) -> None:
+        if generation != self._generation:
+            return  # superseded by an earlier wake-up
+        self._wakeup_ps = None
+        now = self.env._now
+        changed = False
+        for flow_class in self._busy:
+            flow_class.advance(now)
+            members = flow_class.members
+            while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
+                _, _, size, done = heapq.heappop(members)
+                for resource in flow_class.path:
+                    resource.bytes_moved += size
+                    resource.flows_done += 1
+                    resource.flows -= 1
+                done.succeed()
+                changed = True
+        starts = self._starts
+        while starts and starts[0][0] <= now:
+            _, sequence, flow_class, size, done = heapq.heappop(starts)
+            if not flow_class.members:
+                flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
+            else:
+                flow_class.advance(now)
+            heapq.heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done))
+            for resource in flow_class.path:
+                resource.flows += 1
+            changed = True
+        if changed:
+            self._busy = sorted((c for c in self._classes.values() if c.members), key=lambda c: c.order)
+            self._assign_rates(now)
+        if self._busy:
+            self._wake_at(min(c.next_finish_ps(now) for c in self._busy))
+        if starts:
+            self._wake_at(starts[0][0])
 
-    def _recompute(self, _event: simpy.Event | None = None) -> None:
-        self._recompute_pending = False
-        self._advance()
-        self._assign_rates()
-        self._arm_timer()
-
-    def _assign_rates(self) -> None:
-        """Progressive filling: repeatedly saturate the resource with the smallest fair share."""
+    def _assign_rates(self, now: int) -> None:
+        """Progressive filling over classes: raise every rate together until a resource saturates
+        or a class reaches its cap; freeze those; repeat."""
         self.recomputations += 1
-        flows = self.active
+        busy = self._busy
         residual: dict[Resource, float] = {}
-        unfixed: dict[Resource, int] = {}
-        for flow in flows:
-            flow.rate = -1.0
-            for resource in flow.path:
-                if resource in unfixed:
-                    unfixed[resource] += 1
+        weight: dict[Resource, int] = {}
+        for flow_class in busy:
+            flow_class.rate = -1.0
+            n = len(flow_class.members)
+            for resource in flow_class.path:
+                if resource in weight:
+                    weight[resource] += n
                 else:
                     residual[resource] = resource.capacity
-                    unfixed[resource] = 1
-        remaining = len(flows)
-        while remaining:
-            bottleneck = None
-            share = math.inf
-            for resource, count in unfixed.items():
-                if count:
-                    fair = residual[resource] / count
-                    if fair < share:
-                        share, bottleneck = fair, resource
-            for flow in bottleneck.active:
-                if flow.rate < 0.0:
-                    flow.rate = share
-                    remaining -= 1
-                    for resource in flow.path:
-                        residual[resource] = max(residual[resource] - share, 0.0)
-                        unfixed[resource] -= 1
-        now = self.env.now
-        for resource in residual:
-            total = 0.0
-            for flow in resource.active:
-                total += flow.rate
+                    weight[resource] = n
+        unfixed = list(busy)
+        while unfixed:
+            level, bottleneck = math.inf, None
+            for resource, n in weight.items():
+                if n:
+                    share = residual[resource] / n
+                    if share < level:
+                        level, bottleneck = share, resource
+            capped = min(c.cap for c in unfixed)
+            if capped <= level:
+                level, freezing = capped, [c for c in unfixed if c.cap <= capped]
+            else:
+                freezing = [c for c in unfixed if bottleneck in c.path]
+            for flow_class in freezing:
+                flow_class.rate = level
+                n = len(flow_class.members)
+                for resource in flow_class.path:
+                    residual[resource] = max(residual[resource] - level * n, 0.0)
+                    weight[resource] -= n
+            unfixed = [c for c in unfixed if c.rate < 0.0]
+        totals: dict[Resource, float] = {}
+        for flow_class in busy:
+            for resource in flow_class.path:
+                totals[resource] = totals.get(resource, 0.0) + flow_class.rate * len(flow_class.members)
+        for resource in self.resources if self.record_rates else ():
+            total = totals.get(resource, 0.0)
             if total != resource.rate:
                 resource.rate = total
-                if resource.rate_log is not None:
-                    resource.rate_log.append((now, total))
-
-    def _arm_timer(self) -> None:
-        """Schedule one wake-up at the earliest completion (stale timers are ignored)."""
-        self._timer_generation += 1
-        if not self.active:
-            return
-        soonest = min(flow.remaining / flow.rate for flow in self.active)
-        delay = max(1, math.ceil(soonest - 1e-9))
-        generation = self._timer_generation
-        self.env.timeout(delay).callbacks.append(lambda _e: self._on_timer(generation))
-
-    def _on_timer(self, generation: int) -> None:
-        if generation != self._timer_generation:
-            return
-        self._advance()
-        finished = [flow for flow in self.active if flow.remaining <= flow.size_bytes * _DONE_FRACTION]
-        if not finished:
-            self._arm_timer()
-            return
-        for flow in finished:
-            self._finish(flow)
-        self._request_recompute()
-
-    def _finish(self, flow: Flow) -> None:
-        self.active.remove(flow)
-        for resource in flow.path:
-            resource.active.remove(flow)
-            resource.bytes_moved += flow.size_bytes
-            resource.flows_done += 1
-            if not resource.active:
-                resource.rate = 0.0
-                if resource.rate_log is not None:
-                    resource.rate_log.append((self.env.now, 0.0))
-        if self.on_flow_done is not None:
-            self.on_flow_done(flow)
-        flow.done.succeed()
+                resource.rate_log.append((now, total))

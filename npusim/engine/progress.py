@@ -33,11 +33,17 @@ class ProgressCounter:
     def add(self, n: int = 1) -> None:
         """Advance the count and wake the waiters whose target is reached."""
         self.count += n
+        if self._waiters:
+            self.wake()
+
+    def wake(self) -> None:
+        """Wake the waiters whose target the count has reached (callers that bump ``count``
+        directly on a hot path call this when ``waiting`` is non-zero)."""
         waiters = self._waiters
         while waiters and waiters[0][0] <= self.count:
             heapq.heappop(waiters)[2].succeed()
 
     @property
     def waiting(self) -> int:
-        """How many waiters are still blocked (for deadlock reports)."""
+        """How many waiters are still blocked."""
         return len(self._waiters)

@@ -18,6 +18,7 @@ import simpy
 
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import DeadlockError, UsageError
+from npusim.hw.pipes import Pipe
 from npusim.hw.system import System, active_system, pop_active, push_active
 from npusim.trace.recorder import Recorder
 from npusim.trace.summary import summarize
@@ -98,7 +99,7 @@ class Session:
                 if run is None:
                     continue
                 for pipe, what in sorted(run.blocked.items()):
-                    lines.append(f"  die {die.index} {core.name} {pipe.name} (kernel {run.program.name!r}) waits in: {what}")
+                    lines.append(f"  die {die.index} {core.name} {Pipe(pipe).name} (kernel {run.program.name!r}) waits in: {what}")
         for reporter in self.system.deadlock_reporters:
             lines.extend(reporter())
         if len(lines) == 1:

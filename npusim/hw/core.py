@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from npusim.engine.flow import Resource
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import CoreKind, Pipe
@@ -32,7 +31,8 @@ class KernelRun:
     registers, and what each blocked pipe is waiting for (for deadlock reports)."""
 
     __slots__ = ("env", "core", "program", "op", "progress", "flags", "flag_waiters", "regs", "blocked")
-    # ``blocked`` maps a pipe to the instruction it waits in (or a sentence), for deadlock reports.
+    # ``blocked`` maps a pipe (its int value) to the instruction it waits in, or a sentence, for
+    # deadlock reports.
 
     def __init__(self, env: simpy.Environment, core: "AICore", program, op: int) -> None:
         self.env = env
@@ -43,7 +43,7 @@ class KernelRun:
         self.flags: dict[tuple[int, int, int], int] = {}
         self.flag_waiters: dict[tuple[int, int, int], list[simpy.Event]] = {}
         self.regs: dict[int, int | float] = {}
-        self.blocked: dict[Pipe, str] = {}
+        self.blocked: dict[int, object] = {}
 
     def set_flag(self, key: tuple[int, int, int]) -> None:
         """Raise a flag (src pipe, dst pipe, event id); wakes the oldest waiter if any."""
@@ -78,36 +78,21 @@ class AICore:
         timing = die.timing
         self.timing = timing
         self.buffers = {name: LocalBuffer(name, timing.buffer_bytes[(kind, name)]) for name in kind.buffers}
-        self.engines: dict[Pipe, Resource] = {}
-        self.dma_timing = {}
-        for (engine_kind, pipe), dma in timing.dma.items():
-            if engine_kind is kind:
-                resource = Resource(f"die{die.index} {self.name} {pipe.name}", dma.rate_bytes_per_ps, kind="engine", die=die.index)
-                self.engines[pipe] = resource
-                self.dma_timing[pipe] = dma
+        # This core's DMA engines (MTE1/2/3, FIXP): each caps the rate of the copies it drives.
+        self.dma_timing = {pipe: dma for (engine_kind, pipe), dma in timing.dma.items() if engine_kind is kind}
         recorder = system.recorder
         order_base = (0 if kind is CoreKind.AIC else 1, index)
         self.tracks = {pipe: recorder.track(die.index, self.name, pipe.name, order_base + (int(pipe),)) for pipe in kind.pipes}
         self.lock = simpy.Resource(self.env, capacity=1)
-        self._routes: dict[tuple[Pipe, int, bool], Route] = {}
         self.current: KernelRun | None = None
 
     def __repr__(self) -> str:
         return f"die{self.die.index} {self.name}"
 
-    def gm_route(self, pipe: Pipe, gm_die: int, to_gm: bool) -> Route:
-        """The resources a DMA of ``pipe`` crosses to read (or write, ``to_gm``) the GM of
-        ``gm_die``, starting with this core's own engine, and its fixed latency in ps."""
-        key = (pipe, gm_die, to_gm)
-        route = self._routes.get(key)
-        if route is None:
-            memory = self.system.gm_route(self.die.index, gm_die, to_gm)
-            route = self._routes[key] = Route((self.engines[pipe],) + memory.resources, memory.latency_ps)
-        return route
-
-    def local_route(self, pipe: Pipe) -> Route:
-        """A copy between two buffers of this core: only the engine is crossed."""
-        return Route((self.engines[pipe],), 0)
+    def gm_route(self, gm_die: int, to_gm: bool) -> Route:
+        """The shared resources a DMA of this core crosses to read (or write, ``to_gm``) the GM of
+        ``gm_die``, and its fixed latency in ps."""
+        return self.system.gm_route(self.die.index, gm_die, to_gm)
 
     def execute(self, program, op: int) -> simpy.Process:
         """Run ``program`` on this core once the core is free; the process ends when every pipe is done."""
@@ -123,29 +108,46 @@ class AICore:
             self.current = None
 
     def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions):
+        # The hot loop of the simulator: locals instead of attribute look-ups, int keys (an enum
+        # member hashes in Python code), and the recorder's columns appended to directly.
         env = self.env
         timeout = env.timeout
-        record = self.system.recorder.record
+        recorder = self.system.recorder
         track = self.tracks[pipe]
+        put_track, put_name, put_start, put_end, put_bytes, put_op, put_tile = (
+            recorder.track_col.append, recorder.name_col.append, recorder.start_col.append, recorder.end_col.append,
+            recorder.bytes_col.append, recorder.op_col.append, recorder.tile_col.append)
         issued = run.progress[Pipe.SCALAR]
         done = run.progress[pipe]
+        blocked = run.blocked
+        pipe_id = int(pipe)
         with_data = self.system.with_data
         op = run.op
         for instruction in instructions:
             if instruction.s_dep > issued.count:
-                run.blocked[pipe] = "waiting for the scalar unit to issue it"
+                blocked[pipe_id] = "waiting for the scalar unit to issue it"
                 yield issued.reached(instruction.s_dep)
-                del run.blocked[pipe]
-            start = env.now
+                del blocked[pipe_id]
+            start = env._now  # the property costs a call per read on this hot path
             busy = instruction.start(self, run)
             if busy.__class__ is int:
                 if busy:
                     yield timeout(busy)
-            else:
-                run.blocked[pipe] = instruction
+            elif instruction.may_block:
+                blocked[pipe_id] = instruction
                 yield busy
-                del run.blocked[pipe]
+                del blocked[pipe_id]
+            else:
+                yield busy
             if with_data and instruction.effect is not None:
                 instruction.effect(self, run)
-            record(track, instruction.name_id, start, env.now, instruction.nbytes, op, instruction.tile)
-            done.add()
+            put_track(track)
+            put_name(instruction.name_id)
+            put_start(start)
+            put_end(env._now)
+            put_bytes(instruction.nbytes)
+            put_op(op)
+            put_tile(instruction.tile)
+            done.count += 1
+            if done.waiting:
+                done.wake()

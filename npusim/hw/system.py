@@ -54,8 +54,6 @@ class Die:
         core = self._cores.get(key)
         if core is None:
             core = self._cores[key] = AICore(self, kind, index)
-            for engine in core.engines.values():
-                self.system.network.add_resource(engine)
         return core
 
     @property

@@ -14,6 +14,7 @@ from numpy.lib.stride_tricks import as_strided
 from npusim.errors import WorkloadError
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
+from npusim.hw.topology import LOCAL
 from npusim.isa import vector as vector_semantics
 from npusim.isa.scalar import ScalarExpr, resolve
 
@@ -71,9 +72,11 @@ class GmAddress:
 
 
 class Instruction:
-    """Base of every instruction; see the module docstring for the protocol the pipes use."""
+    """Base of every instruction; see the module docstring for the protocol the pipes use.
+    ``may_block`` marks instructions that can wait on another pipe (reported on a deadlock)."""
 
     __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "effect", "label")
+    may_block = False
 
     def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
         self.pipe = pipe
@@ -138,6 +141,7 @@ class WaitFlag(Instruction):
     """Block the dst pipe until flag (src pipe -> dst pipe, event id) is raised, then consume it."""
 
     __slots__ = ("key", "cost_ps")
+    may_block = True
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
         super().__init__(dst, f"wait_flag {src.name}->{dst.name} #{event_id}")
@@ -154,6 +158,7 @@ class PipeBarrierAll(Instruction):
     instructions that precede the barrier in program order."""
 
     __slots__ = ("targets", "cost_ps")
+    may_block = True
 
     def __init__(self, targets: list[tuple[Pipe, int]], cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "pipe_barrier ALL")
@@ -187,21 +192,16 @@ class DmaCopy(Instruction):
 
     def start(self, core, run):
         if isinstance(self.dst, GmAddress):
-            route = core.gm_route(self.pipe, self.dst.allocation.die, True)
+            route = core.gm_route(self.dst.allocation.die, True)
         elif isinstance(self.src, GmAddress):
-            route = core.gm_route(self.pipe, self.src.allocation.die, False)
+            route = core.gm_route(self.src.allocation.die, False)
         else:
-            route = core.local_route(self.pipe)
+            route = LOCAL  # between two buffers of the core: only its engine limits the rate
         if self.dynamic and core.system.with_data:
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
         timing = core.dma_timing[self.pipe]
         fixed = timing.setup_ps + (self.burst_count - 1) * timing.per_burst_ps + route.latency_ps
-        env = run.env
-        done = env.event()
-        network = core.system.network
-        moved, resources = self.moved_bytes, route.resources
-        env.timeout(fixed).callbacks.append(lambda _event: network.transfer(moved, resources, done))
-        return done
+        return core.system.network.transfer(self.moved_bytes, route.resources, cap=timing.rate_bytes_per_ps, delay_ps=fixed)
 
     def _offset(self, side, run) -> int:
         if not isinstance(side, GmAddress):

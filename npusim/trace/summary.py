@@ -22,7 +22,7 @@ def pipe_busy(system) -> list[dict]:
     simulated = max(system.env.now, 1)
     groups: dict[tuple[int, str], list[float]] = {}
     for track_id, track in enumerate(recorder.tracks):
-        if busy_per_track[track_id] > 0 or track.unit.startswith(("aiv", "aic")):
+        if busy_per_track[track_id] > 0:
             groups.setdefault((track.die, track.lane), []).append(busy_per_track[track_id])
     rows = []
     for (die, lane), busy in sorted(groups.items()):

@@ -1,0 +1,96 @@
+"""Engine speed: events per second of npusim on a many-core DMA + vector pipeline, against a bare
+SimPy loop that runs the same number of timeouts, measured in the same process.
+
+    python benchmarks/engine.py [--cores 48] [--tiles 64] [--repeat 3]
+
+Prints both rates and their ratio (target: npusim at least 0.5 of bare SimPy). Timing only
+(``data=False``), as a sweep would run; the data-path cost is printed separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import simpy
+
+import npusim
+from npusim import isa
+
+
+def build_pipeline(cores: int, tiles: int, tile_elems: int) -> None:
+    """Per core: for each tile, load (MTE2), two vector ops, store (MTE3), double-buffered."""
+    x = npusim.empty(cores * tiles * tile_elems, np.float16)
+    z = npusim.empty(cores * tiles * tile_elems, np.float16)
+    kernel = isa.Kernel("pipeline", die=0)
+    for core in range(cores):
+        p = kernel.aiv(core)
+        buffers = [p.alloc(tile_elems, np.float16) for _ in range(2)]
+        for t in range(tiles):
+            event, buffer = t % 2, buffers[t % 2]
+            offset = (core * tiles + t) * tile_elems
+            if t >= 2:
+                p.wait_flag("MTE3", "MTE2", event)
+            p.copy(buffer, isa.gm(x, offset))
+            p.set_flag("MTE2", "VECTOR", event)
+            p.wait_flag("MTE2", "VECTOR", event)
+            p.muls(buffer, buffer, 2.0)
+            p.adds(buffer, buffer, 1.0)
+            p.set_flag("VECTOR", "MTE3", event)
+            p.wait_flag("VECTOR", "MTE3", event)
+            p.copy(isa.gm(z, offset), buffer)
+            p.set_flag("MTE3", "MTE2", event)
+    kernel.launch()
+
+
+def run_npusim(cores: int, tiles: int, tile_elems: int, data: bool) -> tuple[int, float]:
+    start = time.perf_counter()
+    with npusim.session("a3", data=data) as s:
+        build_pipeline(cores, tiles, tile_elems)
+    return len(s.result.recorder), time.perf_counter() - start
+
+
+def run_bare_simpy(processes: int, timeouts_per_process: int) -> float:
+    """The same number of timeouts in plain SimPy processes (one per pipe of each core)."""
+    env = simpy.Environment()
+
+    def loop(n: int):
+        for i in range(n):
+            yield env.timeout(1 + (i % 7))
+
+    start = time.perf_counter()
+    for _ in range(processes):
+        env.process(loop(timeouts_per_process))
+    env.run()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cores", type=int, default=48)
+    parser.add_argument("--tiles", type=int, default=64)
+    parser.add_argument("--tile-elems", type=int, default=8192)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    best_sim, best_bare, best_data = float("inf"), float("inf"), float("inf")
+    events = 0
+    for _ in range(args.repeat):
+        events, seconds = run_npusim(args.cores, args.tiles, args.tile_elems, data=False)
+        best_sim = min(best_sim, seconds)
+        processes = args.cores * 3  # MTE2, VECTOR, MTE3 pipes
+        best_bare = min(best_bare, run_bare_simpy(processes, events // processes))
+        _, seconds = run_npusim(args.cores, args.tiles, args.tile_elems, data=True)
+        best_data = min(best_data, seconds)
+    sim_rate, bare_rate, data_rate = events / best_sim, events / best_bare, events / best_data
+    print(f"events per run:            {events}")
+    print(f"bare SimPy timeouts/s:     {bare_rate:,.0f}")
+    print(f"npusim events/s (timing):  {sim_rate:,.0f}")
+    print(f"npusim events/s (data):    {data_rate:,.0f}")
+    print(f"ratio npusim/bare SimPy:   {sim_rate / bare_rate:.2f}  (target >= 0.5)")
+    print(f"ratio with data:           {data_rate / bare_rate:.2f}")
+
+
+if __name__ == "__main__":
+    main()

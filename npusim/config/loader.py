@@ -1,0 +1,553 @@
+"""Loading a hardware config: a YAML file or a built-in name -> a validated :class:`SystemSpec`.
+
+A config is a YAML mapping of the keys of :class:`~npusim.config.schema.SystemSpec`. A file may name
+a parent with ``extends:`` (merged first: mappings deep-merged, lists and scalars replaced); overrides
+(``--set key.path=value``) apply last. Every key remembers the file and line, or the ``--set``, that
+gave its value, so that each error reads ``FILE:LINE: key.path: what is wrong; how to fix``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+
+from npusim.config.schema import SystemSpec
+from npusim.errors import ConfigError
+
+KeyPath = tuple[str | int, ...]
+"""Where a value sits in a config: mapping keys and list indices from the top."""
+
+Locations = dict[KeyPath, str]
+"""For each key path, who set its value: ``FILE:LINE`` or ``--set key=value``."""
+
+SUFFIX = ".yaml"
+EXTENDS = "extends"
+_MISSING = object()
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A validated config and where it came from.
+
+    ``resolved`` is the plain mapping after ``extends`` and overrides, quantities as written
+    (``'28 GB/s'``); ``sha256`` is the hash of its canonical JSON (sorted keys), so two runs with the
+    same hash simulated the same hardware. ``source`` is the path as given or ``builtin:NAME``.
+    """
+
+    spec: SystemSpec
+    name: str
+    source: str
+    resolved: dict[str, Any]
+    sha256: str
+    overrides: tuple[str, ...] | Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class _ConfigFile:
+    """A YAML file to read: ``label`` names it in errors, ``folder`` resolves its relative ``extends``."""
+
+    file: Traversable
+    label: str
+    folder: Traversable
+
+    @property
+    def identity(self) -> str:
+        """The same for two names of one file (to detect ``extends`` cycles)."""
+        return os.path.realpath(self.file) if isinstance(self.file, Path) else self.label
+
+
+def builtin_configs() -> list[str]:
+    """Names of the configs shipped in ``npusim/configs`` (``a2``, ``a3``), usable wherever a path is."""
+    return sorted(entry.name.removesuffix(SUFFIX) for entry in _builtin_folder().iterdir() if entry.name.endswith(SUFFIX))
+
+
+def load_config(config: str | os.PathLike, overrides: Sequence[str] | Mapping[str, object] = ()) -> LoadedConfig:
+    """Read, merge, override and validate a config.
+
+    ``config`` is a YAML path or a built-in name (``a3`` or ``a3.yaml``; an existing file wins).
+    ``overrides`` are ``'key.path=value'`` strings (the value read as YAML: ``4``, ``3.2TB/s``,
+    ``null`` to remove a key) or a mapping ``{'key.path': value}``; they apply in order, after
+    ``extends``, and merge like a child config. Raises :class:`ConfigError`
+    naming the file and line (or the ``--set``), the key path and the fix of every problem found.
+    """
+    start, source = _locate(os.fspath(config))
+    resolved, locations = _read_tree(start, ())
+    if isinstance(overrides, str):
+        overrides = (overrides,)
+    given = dict(overrides) if isinstance(overrides, Mapping) else tuple(overrides)
+    _apply_overrides(resolved, locations, given)
+    spec = _validate(resolved, locations, source)
+    canonical = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return LoadedConfig(spec, spec.name, source, resolved, hashlib.sha256(canonical.encode()).hexdigest(), given)
+
+
+# -- finding files -----------------------------------------------------------------------------
+
+
+def _builtin_folder() -> Traversable:
+    return resources.files("npusim").joinpath("configs")
+
+
+def _config_file(file: Traversable, label: str, fallback_folder: Traversable) -> _ConfigFile:
+    return _ConfigFile(file, label, file.parent if isinstance(file, Path) else fallback_folder)
+
+
+def _builtin(name: str) -> _ConfigFile | None:
+    stem = name.removesuffix(SUFFIX)
+    if stem not in builtin_configs():
+        return None
+    file = _builtin_folder().joinpath(stem + SUFFIX)
+    return _config_file(file, str(file), _builtin_folder())
+
+
+def _locate(config: str) -> tuple[_ConfigFile, str]:
+    """The file ``config`` names and how LoadedConfig.source shows it."""
+    path = Path(config)
+    if path.is_file():
+        return _config_file(path, config, path.parent), config
+    builtin = _builtin(config)
+    if builtin is not None:
+        return builtin, f"builtin:{config.removesuffix(SUFFIX)}"
+    what = "is a folder, not a YAML file" if path.is_dir() else "does not exist"
+    raise ConfigError(
+        f"{config}: {what}, and it is not a built-in config; give the path of a YAML config "
+        f"or a built-in name: {', '.join(builtin_configs())}"
+    )
+
+
+def _parent(name: object, child: _ConfigFile, where: str) -> _ConfigFile:
+    """The file an ``extends: name`` in ``child`` refers to: a file next to the child, else a built-in."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{where}: {EXTENDS}: expected the name of a YAML file or a built-in config, got {name!r}; write e.g. `extends: a2.yaml`")
+    candidate = child.folder.joinpath(name)
+    if candidate.is_file():
+        return _config_file(candidate, str(candidate), child.folder)
+    builtin = _builtin(name)
+    if builtin is not None:
+        return builtin
+    raise ConfigError(
+        f"{where}: {EXTENDS}: no file {name!r} next to {child.label} (looked for {candidate}) and no built-in "
+        f"config of that name ({', '.join(builtin_configs())}); fix the path"
+    )
+
+
+# -- reading YAML with line numbers ------------------------------------------------------------
+
+
+def _read_tree(config: _ConfigFile, chain: tuple[_ConfigFile, ...]) -> tuple[dict[str, Any], Locations]:
+    """``config`` merged over its ``extends`` ancestors, with the location of every key."""
+    data, locations = _read_yaml(config)
+    if EXTENDS not in data:
+        return data, locations
+    where = locations.pop((EXTENDS,))
+    parent = _parent(data.pop(EXTENDS), config, where)
+    seen = chain + (config,)
+    identities = [link.identity for link in seen]
+    if parent.identity in identities:
+        loop = " -> ".join(link.label for link in seen[identities.index(parent.identity):] + (parent,))
+        raise ConfigError(f"{where}: {EXTENDS}: cycle {loop}; remove the `extends` that closes the loop")
+    base, base_locations = _read_tree(parent, seen)
+    _merge(base, data, base_locations, locations, ())
+    base_locations[()] = locations[()]
+    return base, base_locations
+
+
+def _read_yaml(config: _ConfigFile) -> tuple[dict[str, Any], Locations]:
+    try:
+        text = config.file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{config.label}: cannot read the config ({err}); check the path and that it is UTF-8 text") from None
+    loader = yaml.SafeLoader(text)
+    locations: Locations = {}
+    try:
+        root = loader.get_single_node()
+        if root is not None:
+            _check_keys(root, config.label, set())
+        data = None if root is None else _to_plain(root, (), locations, config.label, loader, set())
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{config.label}{line}: YAML syntax error: {err.problem or err.context}; fix the file at this line") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        found = "the file is empty" if data is None else f"found a {type(data).__name__}"
+        raise ConfigError(f"{config.label}:1: a config is a mapping of keys (name, product, shape, die, fabric, nic, or `extends`); {found}")
+    locations[()] = f"{config.label}:{root.start_mark.line + 1}"
+    return data, locations
+
+
+def _check_keys(node: yaml.Node, label: str, seen: set[int]) -> None:
+    """Refuse a key written twice in one mapping (YAML would silently keep the last) and keys that
+    are not scalars; checked on the file as written, before merge keys (``<<``) are expanded."""
+    if isinstance(node, yaml.ScalarNode) or id(node) in seen:
+        return
+    seen.add(id(node))
+    pairs = node.value if isinstance(node, yaml.MappingNode) else [(None, item) for item in node.value]
+    first_line: dict[str, int] = {}
+    for key_node, value_node in pairs:
+        if key_node is not None and key_node.tag != _MERGE_TAG:
+            line = key_node.start_mark.line + 1
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise ConfigError(f"{label}:{line}: a key must be a name, not a {'list' if isinstance(key_node, yaml.SequenceNode) else 'mapping'}")
+            if key_node.value in first_line:
+                raise ConfigError(f"{label}:{line}: key {key_node.value!r} given twice in one mapping (first at line {first_line[key_node.value]}); keep one")
+            first_line[key_node.value] = line
+        _check_keys(value_node, label, seen)
+
+
+def _to_plain(node: yaml.Node, path: KeyPath, locations: Locations, label: str, loader: yaml.SafeLoader, active: set[int]) -> Any:
+    """The Python value of ``node``, recording the line of every key and list item below ``path``."""
+    if id(node) in active:
+        raise ConfigError(f"{label}:{node.start_mark.line + 1}: {_dotted(path)}: an alias refers to itself; remove the recursive alias")
+    if isinstance(node, yaml.ScalarNode):
+        return loader.construct_object(node)
+    active = active | {id(node)}
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for index, item in enumerate(node.value):
+            locations[path + (index,)] = f"{label}:{item.start_mark.line + 1}"
+            items.append(_to_plain(item, path + (index,), locations, label, loader, active))
+        return items
+    loader.flatten_mapping(node)  # YAML merge keys (<<: *anchor) become ordinary entries, own keys last
+    mapping: dict[str, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node)
+        if not isinstance(key, str):
+            raise ConfigError(f"{label}:{key_node.start_mark.line + 1}: {_dotted(path)}: key {key!r} is not a name; write keys as words")
+        locations[path + (key,)] = f"{label}:{key_node.start_mark.line + 1}"
+        mapping[key] = _to_plain(value_node, path + (key,), locations, label, loader, active)
+    return mapping
+
+
+# -- merging and overrides ---------------------------------------------------------------------
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any], locations: Locations, over_locations: Locations, prefix: KeyPath) -> None:
+    """Merge ``over`` into ``base`` in place, moving the locations of what ``over`` sets from
+    ``over_locations`` into ``locations`` (a merged mapping is located where ``over`` wrote it):
+    mappings merge recursively, ``null`` removes the key (as in JSON Merge Patch, RFC 7386),
+    anything else replaces."""
+    for key, value in over.items():
+        path = prefix + (key,)
+        if value is None:
+            _forget(locations, path)
+            locations[path] = over_locations[path]  # a required key removed is reported where it was removed
+            base.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            locations[path] = over_locations[path]
+            _merge(base[key], value, locations, over_locations, path)
+        else:
+            _replace(base, key, value, path, locations, over_locations)
+
+
+def _replace(container: dict | list, key: str | int, value: Any, path: KeyPath, locations: Locations, over_locations: Locations) -> None:
+    _forget(locations, path)
+    locations.update((p, where) for p, where in over_locations.items() if p[: len(path)] == path)
+    container[key] = copy.deepcopy(value)
+
+
+def _forget(locations: Locations, path: KeyPath) -> None:
+    for stale in [p for p in locations if p[: len(path)] == path]:
+        del locations[stale]
+
+
+def _apply_overrides(resolved: dict[str, Any], locations: Locations, overrides: tuple[str, ...] | dict[str, object]) -> None:
+    """Apply overrides in order; every malformed one or unknown key is reported, all at once."""
+    items, errors = _override_items(overrides)
+    for key, value, label in items:
+        path, problem = _override_path(key, resolved)
+        if problem:
+            errors.append(f"{label}: {key}: {problem}")
+        else:
+            _set(resolved, locations, path, value, label)
+    if errors:
+        raise ConfigError(_combine(errors, "the overrides"))
+
+
+def _override_items(overrides: tuple[str, ...] | dict[str, object]) -> tuple[list[tuple[str, Any, str]], list[str]]:
+    """``(key, value, label)`` of each override, and an error for each malformed one."""
+    if isinstance(overrides, dict):
+        return [(str(key), value, f"--set {key}={value}") for key, value in overrides.items()], []
+    items, errors = [], []
+    for text in overrides:
+        key, equals, raw = text.partition("=")
+        if equals and key.strip():
+            items.append((key.strip(), _yaml_value(raw), f"--set {text}"))
+        else:
+            errors.append(f"--set {text}: malformed override; write KEY.PATH=VALUE, e.g. --set die.hbm.bandwidth=3.2TB/s or --set shape.nodes=4")
+    return items, errors
+
+
+def _yaml_value(text: str) -> Any:
+    """``text`` as YAML reads it (``4`` -> 4, ``true`` -> True, ``'3.2 TB/s'`` and ``3.2TB/s`` -> str,
+    ``null`` -> None, ``[1, 2]`` -> a list); text YAML cannot read stays the string as written."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _override_path(key: str, resolved: dict[str, Any]) -> tuple[KeyPath, str | None]:
+    """The key path ``key`` names, or the reason it names none (with a did-you-mean)."""
+    parts = key.split(".")
+    if not all(parts):
+        return (), "empty part in the key path; separate keys with single dots, e.g. die.hbm.bandwidth"
+    path: list[str | int] = []
+    node: Any = resolved
+    for part in parts:
+        here = _dotted(tuple(path))
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                return (), f"{here} is a list of {len(node)} entries; use an index 0..{len(node) - 1}"
+            path.append(int(part))
+            node = node[int(part)]
+            continue
+        if node is not None and not isinstance(node, dict):
+            return (), f"{here} is a value ({node!r}), not a mapping; set {here} itself"
+        allowed = _allowed_keys(tuple(path), resolved)
+        if allowed is not None:
+            allowed |= set(node or ())
+            if part not in allowed:
+                return (), _unknown_key(part, allowed, here)
+        path.append(part)
+        node = node.get(part) if isinstance(node, dict) else None
+    return tuple(path), None
+
+
+def _set(resolved: dict[str, Any], locations: Locations, path: KeyPath, value: Any, label: str) -> None:
+    """Merge ``value`` at ``path`` (as a child config would: a mapping merges, ``None`` removes),
+    creating the missing mappings on the way; everything set is located at ``label``."""
+    container: Any = resolved
+    for depth, part in enumerate(path[:-1]):
+        if isinstance(container, dict) and not isinstance(container.get(part), (dict, list)):
+            container[part] = {}
+            locations[path[: depth + 1]] = label
+        container = container[part]
+    over_locations = {path + sub: label for sub in _sub_paths(value)}
+    if isinstance(container, dict):
+        _merge(container, {path[-1]: value}, locations, over_locations, path[:-1])
+    elif isinstance(value, Mapping) and isinstance(container[path[-1]], dict):
+        _merge(container[path[-1]], value, locations, over_locations, path)
+    else:
+        _replace(container, path[-1], value, path, locations, over_locations)
+
+
+def _sub_paths(value: Any) -> list[KeyPath]:
+    """``()`` and the path of every key and item inside ``value``."""
+    children = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    return [()] + [(key,) + sub for key, child in children for sub in _sub_paths(child)]
+
+
+# -- the schema, seen from a key path ----------------------------------------------------------
+
+
+def _get(data: Any, path: KeyPath) -> Any:
+    for part in path:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return _MISSING
+    return data
+
+
+def _models_of(annotation: Any, data: Any) -> list[type[BaseModel]]:
+    """The spec models ``annotation`` stands for; of a union tagged by ``kind``, the one ``data`` picks
+    (all of them when ``data`` picks none)."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+    kind = data.get("kind") if isinstance(data, dict) else None
+    picked = [m for m in models if "kind" in m.model_fields and kind in get_args(m.model_fields["kind"].annotation)]
+    return picked or models
+
+
+def _annotation_at(path: KeyPath, resolved: dict[str, Any]) -> Any:
+    """The schema type of the value at ``path`` (None when the schema does not declare it)."""
+    annotation: Any = SystemSpec
+    for depth, part in enumerate(path):
+        models = _models_of(annotation, _get(resolved, path[:depth]))
+        if models:
+            fields = [m.model_fields[part] for m in models if part in m.model_fields]
+            if not fields:
+                return None
+            annotation = fields[0].annotation
+        elif get_origin(annotation) in (dict, list):
+            annotation = get_args(annotation)[-1]
+        else:
+            return None
+    return annotation
+
+
+def _field_at(path: KeyPath, resolved: dict[str, Any]) -> FieldInfo | None:
+    """The schema field that declares the key at ``path``, if any."""
+    if not path:
+        return None
+    for model in _models_of(_annotation_at(path[:-1], resolved), _get(resolved, path[:-1])):
+        if path[-1] in model.model_fields:
+            return model.model_fields[path[-1]]
+    return None
+
+
+def _allowed_keys(path: KeyPath, resolved: dict[str, Any]) -> set[str] | None:
+    """The keys the schema accepts in the mapping at ``path``; None when any key is (``vector.latency``)."""
+    annotation = _annotation_at(path, resolved)
+    models = _models_of(annotation, _get(resolved, path))
+    if models:
+        return set().union(*(m.model_fields for m in models))
+    return None if get_origin(annotation) is dict else set()
+
+
+def _unknown_key(key: str, allowed: set[str], here: str) -> str:
+    match = difflib.get_close_matches(key, sorted(allowed), n=1)
+    if match:
+        return f"unknown key {key!r}; did you mean {match[0]!r}?"
+    if not allowed:
+        return f"unknown key {key!r}; {here} takes no keys"
+    return f"unknown key {key!r}; remove it, or use one of the keys of {here}: {', '.join(sorted(allowed))}"
+
+
+def _inherited_hint(path: KeyPath, locations: Locations) -> str:
+    """When the mapping's ``kind`` was changed by another file than the one that set ``path``."""
+    kind_at, key_at = locations.get(path[:-1] + ("kind",)), _where(path, locations)
+    if kind_at is None or kind_at.rpartition(":")[0] == key_at.rpartition(":")[0]:
+        return ""
+    return f" (inherited: {kind_at} changed the kind; drop the key there with `{path[-1]}: null`)"
+
+
+def _unknown_kind(kind: str, kinds: list[str]) -> str:
+    match = difflib.get_close_matches(kind, kinds, n=1)
+    hint = f"did you mean {match[0]!r}? " if match else ""
+    return f"unknown kind {kind!r}; {hint}use one of {', '.join(kinds)}"
+
+
+# -- validation and error messages -------------------------------------------------------------
+
+
+def _validate(resolved: dict[str, Any], locations: Locations, source: str) -> SystemSpec:
+    try:
+        return SystemSpec.model_validate(resolved)
+    except ValidationError as err:
+        lines = sorted({_explain(error, resolved, locations) for error in err.errors(include_url=False)}, key=_reading_order)
+        raise ConfigError(_combine(lines, source)) from None
+
+
+def _explain(error: Mapping[str, Any], resolved: dict[str, Any], locations: Locations) -> str:
+    """One pydantic error as ``WHERE: key.path: problem; fix``."""
+    path = _data_path(error["loc"], resolved)
+    kind, ctx, given = error["type"], error.get("ctx", {}), _short(error.get("input"))
+    field = _field_at(path, resolved)
+    meaning = f" [{field.description}]" if field is not None and field.description else ""
+    if kind == "extra_forbidden":
+        allowed = (_allowed_keys(path[:-1], resolved) or set()) | ({EXTENDS} if len(path) == 1 else set())
+        problem = _unknown_key(str(path[-1]), allowed, _dotted(path[:-1])) + _inherited_hint(path, locations)
+    elif kind == "missing":
+        parent = f"under {_dotted(path[:-1])}" if len(path) > 1 else "at the top level"
+        problem = f"missing required key {path[-1]!r}{meaning}; add it {parent} (see docs/configs.md)"
+    elif kind in ("union_tag_invalid", "union_tag_not_found"):
+        tags = re.findall(r"'([^']+)'", ctx.get("expected_tags", ""))
+        path = path + (ctx.get("discriminator", "'kind'").strip("'"),)
+        problem = _unknown_kind(ctx["tag"], tags) if kind == "union_tag_invalid" else f"no kind given; add `kind:` with one of {', '.join(tags)}"
+    elif kind in ("value_error", "assertion_error"):
+        problem = str(ctx.get("error", error["msg"]))
+        if isinstance(_get(resolved, path), dict):  # a check of a whole model: locate the key it names
+            path = _mentioned_path(problem, path, resolved) or path or ("fabric",)
+        if problem.endswith("must be positive"):
+            problem += "; use a value greater than zero"
+    else:
+        problem = f"{_must(error['msg'])}, got {given}; {_FIXES.get(kind, 'see docs/configs.md for this key')}{meaning}"
+    return f"{_where(path, locations)}: {_dotted(path)}: {problem}"
+
+
+_FIXES = {
+    "int_type": "write a whole number, e.g. 8",
+    "int_parsing": "write a whole number, e.g. 8",
+    "int_from_float": "write a whole number, e.g. 8",
+    "float_type": "write a number, e.g. 0.9",
+    "float_parsing": "write a number, e.g. 0.9",
+    "greater_than": "give a larger value",
+    "greater_than_equal": "give a larger value",
+    "less_than": "give a smaller value",
+    "less_than_equal": "give a smaller value",
+    "literal_error": "use one of the values listed",
+    "string_type": "write text, in quotes if it looks like a number or holds ': '",
+    "model_type": "write a mapping of keys here",
+    "model_attributes_type": "write a mapping of keys here",
+    "dict_type": "write a mapping of keys here",
+    "list_type": "write a list of entries here",
+}
+
+
+def _must(message: str) -> str:
+    return "must be " + message[len("Input should be "):] if message.startswith("Input should be ") else message
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _data_path(loc: tuple[str | int, ...], resolved: dict[str, Any]) -> KeyPath:
+    """A pydantic error location as a key path of the config: the tag pydantic inserts after a
+    tagged union (``fabric.ub_switch.link``) is dropped."""
+    path: list[str | int] = []
+    is_tag = False
+    for part in loc:
+        if not is_tag:
+            path.append(part)
+        is_tag = not is_tag and len(_models_of(_annotation_at(tuple(path), resolved), _MISSING)) > 1
+    return tuple(path)
+
+
+_KEY_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])+")
+
+
+def _mentioned_path(message: str, at: KeyPath, resolved: dict[str, Any]) -> KeyPath | None:
+    """The first key path written in ``message`` (``fabric.links[0].a``) that exists in the config,
+    read from ``at`` or one of its ancestors: where a model-level check points to."""
+    for match in _KEY_PATH.finditer(message):
+        parts = tuple(int(p) if p.isdigit() else p for p in re.findall(r"\w+", match.group()))
+        for depth in range(len(at), -1, -1):
+            if _get(resolved, at[:depth] + parts) is not _MISSING:
+                return at[:depth] + parts
+    return None
+
+
+def _where(path: KeyPath, locations: Locations) -> str:
+    """Who set ``path``, or else its nearest ancestor (a missing key is reported at its parent)."""
+    for depth in range(len(path), -1, -1):
+        if path[:depth] in locations:
+            return locations[path[:depth]]
+    raise AssertionError("the top level is always located")
+
+
+def _dotted(path: KeyPath) -> str:
+    return ".".join(str(part) for part in path) or "(top level)"
+
+
+def _reading_order(line: str) -> tuple[int, str, int]:
+    """Errors in files first, by file and line; then those of overrides, in order of their text."""
+    where = line.split(": ", 1)[0]
+    file, _, number = where.rpartition(":")
+    return (0, file, int(number)) if number.isdigit() else (1, line, 0)
+
+
+def _combine(lines: list[str], what: str) -> str:
+    return lines[0] if len(lines) == 1 else f"{len(lines)} errors in {what}:\n" + "\n".join(lines)

@@ -1,0 +1,1 @@
+"""What workloads import: device tensors, sessions, and the torch_npu / pypto facades."""

@@ -1,0 +1,96 @@
+"""PyPTO's data types and the enums of its distributed ops, spelled as PyPTO spells them.
+
+PyPTO exposes ``pypto.DataType`` (an enum whose members are ``DT_INT32``, ``DT_FP16`` ...) and
+module-level aliases ``pypto.DT_INT32`` ...; ``pypto.AtomicType.{SET, ADD}`` selects how shmem_put,
+shmem_store and shmem_signal write; ``pypto.OpType`` is the comparison of shmem_wait_until (which
+accepts only ``EQ``). Here each data type carries the numpy dtype that holds its values in the
+simulator (bf16 through ``ml_dtypes``). Only the types numpy can hold are mirrored.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import ml_dtypes
+import numpy as np
+
+
+class DataType(enum.Enum):
+    """A PyPTO tensor element type; its value is the numpy dtype that holds it."""
+
+    DT_INT8 = np.dtype(np.int8)
+    DT_INT16 = np.dtype(np.int16)
+    DT_INT32 = np.dtype(np.int32)
+    DT_INT64 = np.dtype(np.int64)
+    DT_FP16 = np.dtype(np.float16)
+    DT_FP32 = np.dtype(np.float32)
+    DT_BF16 = np.dtype(ml_dtypes.bfloat16)
+    DT_UINT8 = np.dtype(np.uint8)
+    DT_UINT16 = np.dtype(np.uint16)
+    DT_UINT32 = np.dtype(np.uint32)
+    DT_UINT64 = np.dtype(np.uint64)
+    DT_BOOL = np.dtype(np.bool_)
+    DT_DOUBLE = np.dtype(np.float64)
+
+    @property
+    def numpy(self) -> np.dtype:
+        """The numpy dtype of this type's values."""
+        return self.value
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.value.itemsize
+
+    @classmethod
+    def from_numpy(cls, dtype: np.dtype | type) -> DataType:
+        """The PyPTO type of a numpy dtype (ValueError if PyPTO has none mirrored here)."""
+        return cls(np.dtype(dtype))
+
+    def __repr__(self) -> str:
+        return f"DataType.{self.name}"
+
+    __str__ = __repr__
+
+
+class AtomicType(enum.Enum):
+    """How a shmem write lands: overwrite (SET) or atomic add (ADD)."""
+
+    SET = 0
+    ADD = 1
+
+    def __repr__(self) -> str:
+        return f"AtomicType.{self.name}"
+
+    __str__ = __repr__
+
+
+class OpType(enum.Enum):
+    """A comparison; shmem_wait_until accepts only EQ."""
+
+    EQ = 0
+    NE = 1
+    LT = 2
+    LE = 3
+    GT = 4
+    GE = 5
+
+    def __repr__(self) -> str:
+        return f"OpType.{self.name}"
+
+    __str__ = __repr__
+
+
+DT_INT8 = DataType.DT_INT8
+DT_INT16 = DataType.DT_INT16
+DT_INT32 = DataType.DT_INT32
+DT_INT64 = DataType.DT_INT64
+DT_FP16 = DataType.DT_FP16
+DT_FP32 = DataType.DT_FP32
+DT_BF16 = DataType.DT_BF16
+DT_UINT8 = DataType.DT_UINT8
+DT_UINT16 = DataType.DT_UINT16
+DT_UINT32 = DataType.DT_UINT32
+DT_UINT64 = DataType.DT_UINT64
+DT_BOOL = DataType.DT_BOOL
+DT_DOUBLE = DataType.DT_DOUBLE

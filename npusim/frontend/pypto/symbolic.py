@@ -1,0 +1,271 @@
+"""``SymbolicScalar``: PyPTO's runtime integer, here a value that depends on the PE it is read on.
+
+In PyPTO every rank traces the same kernel; ``pypto.distributed.my_symbolic_pe(group)`` returns the
+rank as a symbolic integer, and arithmetic on it (offsets such as ``my_pe * rows``, tail sizes such as
+``(n - i * 8).min(8)``) builds an expression that each rank evaluates to its own value. This class is
+that expression: a tree over ``pe`` symbols (one per communication group) and integer constants.
+
+Semantics follow PyPTO's binding (``python/src/bindings/symbolic_scalar.cpp``), which maps the Python
+operators onto C++ int64 arithmetic:
+
+- ``+ - *``, unary ``-``; ``/`` and ``//`` are both integer division truncating toward zero, and ``%``
+  takes the sign of the dividend (C semantics, not Python's floor semantics);
+- ``== != < <= > >=`` return a SymbolicScalar worth 1 or 0; ``&`` / ``|`` are logical and / or, ``~``
+  logical not;
+- ``a.min(b)`` / ``a.max(b)`` are the element-wise min / max of two values;
+- plain ``int`` operands mix in on either side; dividing by the constant 0 is refused at once;
+- ``int()`` and ``bool()`` work only on a value that does not depend on the PE.
+
+Beyond PyPTO, the simulator evaluates a value on a given PE with :meth:`SymbolicScalar.concrete`, and
+bounds it over all PEs of a group with :meth:`min_over_pes` / :meth:`max_over_pes`.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from npusim.errors import WorkloadError
+
+PeRanks = int | Mapping[str, int]
+"""The PE a value is read on: one rank used for every group, or a rank per group name."""
+T = TypeVar("T")
+
+
+def _c_div(a: int, b: int) -> int:
+    """Integer division truncating toward zero, as C++ ``/`` on int64."""
+    quotient = abs(a) // abs(b)
+    return -quotient if (a < 0) != (b < 0) else quotient
+
+
+def _c_mod(a: int, b: int) -> int:
+    """Remainder with the sign of the dividend, as C++ ``%`` on int64."""
+    return a - b * _c_div(a, b)
+
+
+# op name -> (how it prints, how it computes)
+_BINARY: dict[str, tuple[str, Callable[[int, int], int]]] = {
+    "add": ("+", operator.add),
+    "sub": ("-", operator.sub),
+    "mul": ("*", operator.mul),
+    "div": ("/", _c_div),
+    "mod": ("%", _c_mod),
+    "eq": ("==", lambda a, b: int(a == b)),
+    "ne": ("!=", lambda a, b: int(a != b)),
+    "lt": ("<", lambda a, b: int(a < b)),
+    "le": ("<=", lambda a, b: int(a <= b)),
+    "gt": (">", lambda a, b: int(a > b)),
+    "ge": (">=", lambda a, b: int(a >= b)),
+    "and": ("&&", lambda a, b: int(bool(a) and bool(b))),
+    "or": ("||", lambda a, b: int(bool(a) or bool(b))),
+    "min": ("min", min),
+    "max": ("max", max),
+}
+_UNARY: dict[str, tuple[str, Callable[[int], int]]] = {
+    "neg": ("-", operator.neg),
+    "not": ("!", lambda a: int(not a)),
+}
+_DIVISIONS = ("div", "mod")
+
+
+class SymbolicScalar:
+    """An integer that may depend on the PE: a constant, a group's ``pe`` symbol, or an operation."""
+
+    __slots__ = ("_op", "_args", "_groups")
+    __hash__ = None  # == builds an expression, so instances cannot be dict keys
+
+    def __init__(self, value: int) -> None:
+        if not isinstance(value, int):
+            raise WorkloadError(f"SymbolicScalar(value) takes an int, got {value!r}")
+        self._op = "const"
+        self._args: tuple = (int(value),)
+        self._groups: frozenset[str] = frozenset()
+
+    @classmethod
+    def pe(cls, group_name: str) -> SymbolicScalar:
+        """This PE's rank in the communication group ``group_name`` (``my_symbolic_pe``)."""
+        node = cls._node("pe", (group_name,))
+        node._groups = frozenset((group_name,))
+        return node
+
+    @classmethod
+    def _node(cls, op: str, args: tuple) -> SymbolicScalar:
+        node = object.__new__(cls)
+        node._op = op
+        node._args = args
+        node._groups = frozenset().union(*(a._groups for a in args if isinstance(a, SymbolicScalar)))
+        return node
+
+    # -- reading the value ---------------------------------------------------------------------
+
+    @property
+    def groups(self) -> frozenset[str]:
+        """The groups whose rank this value depends on (empty for a constant)."""
+        return self._groups
+
+    def is_concrete(self) -> bool:
+        """True if the value is the same on every PE."""
+        return not self._groups
+
+    def concrete(self, pe: PeRanks | None = None) -> int:
+        """The value on PE ``pe``: a rank used for every group, or ``{group_name: rank}``.
+
+        Without ``pe`` (as in PyPTO) only a value that does not depend on the PE can be read.
+        """
+        if pe is None and self._groups:
+            raise WorkloadError(
+                f"SymbolicScalar {self!r} depends on the rank in group(s) {sorted(self._groups)}; "
+                "read it on a PE with .concrete(pe)"
+            )
+        return self._evaluate(pe)
+
+    def min_over_pes(self, n_pes: int) -> int:
+        """The smallest value over the ranks ``0 .. n_pes-1`` of the one group it depends on."""
+        return min(self._values_over_pes(n_pes))
+
+    def max_over_pes(self, n_pes: int) -> int:
+        """The largest value over the ranks ``0 .. n_pes-1`` of the one group it depends on."""
+        return max(self._values_over_pes(n_pes))
+
+    def _values_over_pes(self, n_pes: int) -> list[int]:
+        if len(self._groups) > 1:
+            raise WorkloadError(
+                f"SymbolicScalar {self!r} depends on the ranks of several groups {sorted(self._groups)}; "
+                "bound it with .concrete({group: rank, ...}) instead"
+            )
+        if n_pes < 1:
+            raise WorkloadError(f"n_pes={n_pes} must be at least 1 to bound {self!r} over the PEs")
+        return [self._evaluate(rank) for rank in range(n_pes)]
+
+    def _evaluate(self, pe: PeRanks | None) -> int:
+        """The value with each group's ``pe`` symbol replaced by its rank (``pe`` None: no symbols)."""
+
+        def rank_of(group: str) -> int:
+            if isinstance(pe, Mapping):
+                if group not in pe:
+                    raise WorkloadError(f"SymbolicScalar {self!r} needs the rank in group {group!r}; got {dict(pe)}")
+                return int(pe[group])
+            return int(pe)
+
+        def leaf(node: SymbolicScalar) -> int:
+            return node._args[0] if node._op == "const" else rank_of(node._args[0])
+
+        return self._post_order(leaf, SymbolicScalar._apply)
+
+    def _post_order(self, leaf: Callable[[SymbolicScalar], T], combine: Callable[[SymbolicScalar, list[T]], T]) -> T:
+        """Fold the tree bottom-up with an explicit stack, so deep expressions hit no recursion limit."""
+        results: dict[int, T] = {}  # id(node) -> result, a memo valid during this fold only
+        stack: list[tuple[SymbolicScalar, bool]] = [(self, False)]
+        while stack:
+            node, operands_ready = stack.pop()
+            if id(node) in results:
+                continue
+            if node._op in ("const", "pe"):
+                results[id(node)] = leaf(node)
+            elif not operands_ready:
+                stack.append((node, True))
+                stack.extend((arg, False) for arg in node._args)
+            else:
+                results[id(node)] = combine(node, [results[id(arg)] for arg in node._args])
+        return results[id(self)]
+
+    def _apply(self, operands: list[int]) -> int:
+        if self._op in _UNARY:
+            return _UNARY[self._op][1](operands[0])
+        if self._op in _DIVISIONS and operands[1] == 0:
+            raise WorkloadError(f"SymbolicScalar {self!r}: division or modulo by zero")
+        return _BINARY[self._op][1](*operands)
+
+    def __int__(self) -> int:
+        return self.concrete()
+
+    def __bool__(self) -> bool:
+        return self.concrete() != 0
+
+    # -- building expressions ------------------------------------------------------------------
+
+    @staticmethod
+    def _coerce(value: object) -> SymbolicScalar | None:
+        if isinstance(value, SymbolicScalar):
+            return value
+        if isinstance(value, int):
+            return SymbolicScalar(value)
+        return None
+
+    def _binary(self, op: str, other: object, *, reflected: bool = False) -> SymbolicScalar:
+        rhs = self._coerce(other)
+        if rhs is None:
+            return NotImplemented
+        lhs, rhs = (rhs, self) if reflected else (self, rhs)
+        if op in _DIVISIONS and rhs._op == "const" and rhs._args[0] == 0:
+            raise WorkloadError(f"SymbolicScalar {lhs!r} {_BINARY[op][0]} 0: division or modulo by zero")
+        node = self._node(op, (lhs, rhs))
+        return SymbolicScalar(node._evaluate(0)) if node.is_concrete() else node
+
+    def _unary(self, op: str) -> SymbolicScalar:
+        node = self._node(op, (self,))
+        return SymbolicScalar(node._evaluate(0)) if node.is_concrete() else node
+
+    def min(self, other: int | SymbolicScalar) -> SymbolicScalar:
+        """The smaller of this value and ``other`` (PyPTO's ``SymbolicScalar.min``)."""
+        return self._binary_or_type_error("min", other)
+
+    def max(self, other: int | SymbolicScalar) -> SymbolicScalar:
+        """The larger of this value and ``other`` (PyPTO's ``SymbolicScalar.max``)."""
+        return self._binary_or_type_error("max", other)
+
+    def _binary_or_type_error(self, op: str, other: object) -> SymbolicScalar:
+        result = self._binary(op, other)
+        if result is NotImplemented:
+            raise TypeError(f"SymbolicScalar.{op} takes an int or a SymbolicScalar, got {other!r}")
+        return result
+
+    def __add__(self, other): return self._binary("add", other)
+    def __radd__(self, other): return self._binary("add", other, reflected=True)
+    def __sub__(self, other): return self._binary("sub", other)
+    def __rsub__(self, other): return self._binary("sub", other, reflected=True)
+    def __mul__(self, other): return self._binary("mul", other)
+    def __rmul__(self, other): return self._binary("mul", other, reflected=True)
+    def __truediv__(self, other): return self._binary("div", other)
+    def __rtruediv__(self, other): return self._binary("div", other, reflected=True)
+    def __floordiv__(self, other): return self._binary("div", other)
+    def __rfloordiv__(self, other): return self._binary("div", other, reflected=True)
+    def __mod__(self, other): return self._binary("mod", other)
+    def __rmod__(self, other): return self._binary("mod", other, reflected=True)
+    def __eq__(self, other): return self._binary("eq", other)
+    def __ne__(self, other): return self._binary("ne", other)
+    def __lt__(self, other): return self._binary("lt", other)
+    def __le__(self, other): return self._binary("le", other)
+    def __gt__(self, other): return self._binary("gt", other)
+    def __ge__(self, other): return self._binary("ge", other)
+    def __and__(self, other): return self._binary("and", other)
+    def __rand__(self, other): return self._binary("and", other, reflected=True)
+    def __or__(self, other): return self._binary("or", other)
+    def __ror__(self, other): return self._binary("or", other, reflected=True)
+    def __neg__(self): return self._unary("neg")
+    def __pos__(self): return self
+    def __invert__(self): return self._unary("not")
+
+    def __repr__(self) -> str:
+        def leaf(node: SymbolicScalar) -> str:
+            return str(node._args[0]) if node._op == "const" else f"pe[{node._args[0]}]"
+
+        def combine(node: SymbolicScalar, operands: list[str]) -> str:
+            if node._op in _UNARY:
+                return f"{_UNARY[node._op][0]}{operands[0]}"
+            symbol = _BINARY[node._op][0]
+            if node._op in ("min", "max"):
+                return f"{symbol}({operands[0]}, {operands[1]})"
+            return f"({operands[0]} {symbol} {operands[1]})"
+
+        return self._post_order(leaf, combine)
+
+
+def to_int(value: int | SymbolicScalar, pe: PeRanks | None = None) -> int:
+    """An op argument (int or SymbolicScalar) as the int it is on PE ``pe``."""
+    if isinstance(value, SymbolicScalar):
+        return value.concrete(pe)
+    if isinstance(value, int):
+        return int(value)
+    raise WorkloadError(f"expected an int or a SymbolicScalar, got {value!r}")

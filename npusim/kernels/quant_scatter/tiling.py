@@ -1,0 +1,561 @@
+"""Tiling of the A2/A3 ``QuantUpdateScatter`` kernel (TIK ``impl/dynamic/quant_update_scatter.py``) as data.
+
+:func:`plan_quant_scatter` splits the work over vector cores, picks the kernel's tiling mode
+(100..105) from what fits the unified buffer (UB), and lists per core the iterations the kernel runs:
+what MTE2 loads, the vector instructions, the scalar index reads and what MTE3 writes. The plan is
+plain frozen data (no SimPy); the simulator lowers it to ISA instructions. Units: sizes in bytes,
+counts in elements, unless a name says otherwise. ``docs/quant_scatter.md`` derives every rule here.
+
+The kernel has no double buffering: every iteration reuses the same UB buffers, so its MTE2 loads,
+vector chain, scalar index reads and MTE3 writes follow one another along their data dependencies
+and the next iteration's loads wait for this one's writes. Each load and write is one contiguous
+transfer of whole 32-byte blocks (:func:`blocks_32b`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from npusim.errors import ResourceError, UsageError
+from npusim.kernels.quant_scatter.checks import FLOAT32, INT8, OP_NAME, QuantScatterProblem
+
+BLOCK_BYTES = 32
+"""MTE transfer granule: loads and writes move whole 32-byte blocks."""
+
+VECTOR_REPEAT_BYTES = 256
+"""One vector repeat covers 256 bytes of its widest operand: 64 fp32 or 128 fp16 lanes."""
+
+MAX_REPEATS = 255
+"""Most repeats one vector instruction carries; longer operations are issued in 255-repeat chunks."""
+
+FP32_LANES = VECTOR_REPEAT_BYTES // FLOAT32.itemsize
+
+TILING_ARGS_UB_BYTES = 36 * 8
+"""The kernel copies its 36 int64 tiling arguments into UB."""
+
+HOST_UB_MARGIN_BYTES = 4096
+"""UB the host tiling keeps free. Assumed: the A2 host tiling of this op is not public; the sibling
+op DynamicQuantUpdateScatter's A2 tiling keeps 4 KiB (``UB_SIZE_REV``)."""
+
+MAX_CHUNK_ELEMENTS = MAX_REPEATS * FP32_LANES
+"""Cap on update elements per inner-loop chunk (modes 102..105), as in the sibling op's A2 tiling
+(``MAX_RPT_FLOAT_NUM``); it keeps one chunk's fp32 divide within 255 repeats."""
+
+LARGE_QUANT_CHUNK_ALIGN = 128
+"""Chunks of a last-dim row (modes 103/105) are multiples of 128 elements (one fp16 repeat)."""
+
+MAX_ROW_DIVIDE_ELEMENTS = MAX_REPEATS * FP32_LANES + FP32_LANES - 1
+"""Longest last dim the per-row divide handles in one instruction (255 full repeats + a tail)."""
+
+
+class TilingMode(enum.IntEnum):
+    """The kernel's tiling modes (its ``tiling_mode`` argument; its code says "large ele" for axis)."""
+
+    WHOLE_CORE = 100
+    """All of a core's bs rows fit the UB: one load, one vector chain, one write per bs row."""
+    LARGE_BATCH = 101
+    """One bs row per iteration; scales (and zero points) are reloaded and converted every iteration."""
+    LARGE_AXIS_LITTLE_QUANT = 102
+    """``bs < U``: the scatter axis is split over cores; chunks of whole rows, scales loaded once."""
+    LARGE_AXIS_LARGE_QUANT = 103
+    """``bs < U`` and a row does not fit: each last-dim row is chunked, scales chunks reloaded."""
+    LARGE_BATCH_LITTLE_QUANT = 104
+    """A bs row does not fit: it is processed in chunks of whole rows, scales loaded once per core."""
+    LARGE_BATCH_LARGE_QUANT = 105
+    """A row does not fit: each last-dim row of each bs row is chunked, scales chunks reloaded."""
+
+
+_AXIS_SPLIT_MODES = (TilingMode.LARGE_AXIS_LITTLE_QUANT, TilingMode.LARGE_AXIS_LARGE_QUANT)
+_LARGE_QUANT_MODES = (TilingMode.LARGE_AXIS_LARGE_QUANT, TilingMode.LARGE_BATCH_LARGE_QUANT)
+
+_UPDATES_PAD_ELEMENTS = {100: 64, 101: 64, 102: 0, 103: 128, 104: 128, 105: 128}
+"""Elements the kernel adds to each per-iteration updates-sized buffer, per mode."""
+
+_QUANT_PAD_ELEMENTS = {100: 64, 101: 64, 102: 0, 103: 64, 104: 64, 105: 64}
+"""Elements the kernel adds to each scales / zero-points buffer, per mode."""
+
+
+def blocks_32b(nbytes: int) -> int:
+    """32-byte blocks one contiguous transfer of ``nbytes`` moves."""
+    return -(-nbytes // BLOCK_BYTES)
+
+
+def _align32(nbytes: int) -> int:
+    return blocks_32b(nbytes) * BLOCK_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class VectorIssue:
+    """One vector instruction: ``repeats`` repeats of ``lanes`` active elements (the mask).
+
+    ``repeats == 0`` happens: the per-row divide always issues its full-repeat instruction, with 0
+    repeats when the row is shorter than 64 elements (assumed to cost an issue and do nothing).
+    """
+
+    lanes: int
+    repeats: int
+
+
+@dataclass(frozen=True, slots=True)
+class VectorStep:
+    """``times`` back-to-back occurrences of one vector operation on ``elements`` elements each.
+
+    ``kind`` is ``"cast"``, ``"div"`` or ``"add"``; ``operands`` names the loaded tensors it reads
+    (``"updates"``, ``"scales"``, ``"zero_points"``); ``issues`` are the instructions of one
+    occurrence. ``rounding`` is ``"rint"`` (half to even) for the fp32 -> int16 cast; every cast to
+    an integer saturates.
+    """
+
+    kind: str
+    dtype_in: str
+    dtype_out: str
+    elements: int
+    operands: tuple[str, ...]
+    issues: tuple[VectorIssue, ...]
+    times: int = 1
+    rounding: str = ""
+
+    @property
+    def instructions(self) -> int:
+        return self.times * len(self.issues)
+
+    @property
+    def repeats(self) -> int:
+        return self.times * sum(issue.repeats for issue in self.issues)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockWrite:
+    """One MTE3 write of ``nbytes`` int8 to the destination of bs row ``bs_row`` (``b * H + h``).
+
+    It lands ``column`` elements into the ``U * T`` block that row's index selects, and takes the
+    quantised updates from flat element ``bs_row * U * T + column``. ``index_reads`` scalar reads of
+    the indices in UB (1 per index: 1-D one, 2-D two) come first and resolve the destination.
+    """
+
+    bs_row: int
+    column: int
+    nbytes: int
+    index_reads: int
+
+    @property
+    def blocks(self) -> int:
+        return blocks_32b(self.nbytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Iteration:
+    """One pass of the kernel's loop on one core.
+
+    MTE2 loads ``indices_bytes`` (all indices; first iteration of a core only), ``updates_bytes``
+    (elements ``[updates_offset, updates_offset + updates_elements)`` of the flat updates), and
+    ``scales_bytes`` / ``zero_point_bytes`` (from element ``scales_offset`` of the flat vectors;
+    0 when the core reuses what it loaded before). ``vector`` runs in order, each step after the
+    loads of its ``operands``; then ``writes`` in order. Byte counts are payload: a transfer moves
+    ``blocks_32b(bytes)`` whole blocks.
+    """
+
+    updates_offset: int
+    updates_elements: int
+    indices_bytes: int
+    updates_bytes: int
+    scales_offset: int
+    scales_bytes: int
+    zero_point_bytes: int
+    vector: tuple[VectorStep, ...]
+    writes: tuple[BlockWrite, ...]
+
+    @property
+    def index_reads(self) -> int:
+        return sum(write.index_reads for write in self.writes)
+
+    @property
+    def written_bytes(self) -> int:
+        return sum(write.nbytes for write in self.writes)
+
+
+@dataclass(frozen=True)
+class CorePlan:
+    """What one vector core does: ``units`` bs rows (or axis rows in modes 102/103), iterations in order."""
+
+    core: int
+    units: int
+    iterations: tuple[Iteration, ...]
+
+
+@dataclass(frozen=True)
+class QuantScatterPlan:
+    """The kernel's tiling for one problem on cores of ``ub_budget_bytes`` usable UB each.
+
+    ``split`` is what cores share: ``"bs"`` rows (``B * H``), or ``"axis"`` rows (``U``, modes
+    102/103, every core then visits every bs row). Core ``i < used_cores - 1`` takes
+    ``each_core_units``, the last one ``last_core_units``. ``chunk_elements`` is the most update
+    elements one iteration holds; ``ub_bytes`` what the kernel allocates per core. ``mode`` is None
+    and ``cores`` empty for an empty problem (no kernel launch).
+    """
+
+    mode: TilingMode | None
+    split: str
+    vector_cores: int
+    used_cores: int
+    each_core_units: int
+    last_core_units: int
+    chunk_elements: int
+    ub_bytes: int
+    ub_budget_bytes: int
+    double_buffer: bool
+    cores: tuple[CorePlan, ...] = field(repr=False)
+
+    def all_iterations(self):
+        """Every iteration of every core, core by core."""
+        for core in self.cores:
+            yield from core.iterations
+
+    def total(self, attribute: str) -> int:
+        """Sum of an :class:`Iteration` attribute (e.g. ``"updates_bytes"``) over the whole plan."""
+        return sum(getattr(it, attribute) for it in self.all_iterations())
+
+
+# ----------------------------------------------------------------------------------------- vector
+
+
+def _lanes(dtype_in: str, dtype_out: str) -> int:
+    return VECTOR_REPEAT_BYTES // max(np.dtype(dtype_in).itemsize, np.dtype(dtype_out).itemsize)
+
+
+def _chunked_issues(elements: int, lanes: int) -> tuple[VectorIssue, ...]:
+    """Instructions of a long operation: 255-repeat chunks, the remaining full repeats, a masked tail."""
+    full, tail = divmod(elements, lanes)
+    issues = [VectorIssue(lanes, MAX_REPEATS)] * (full // MAX_REPEATS)
+    if full % MAX_REPEATS:
+        issues.append(VectorIssue(lanes, full % MAX_REPEATS))
+    if tail:
+        issues.append(VectorIssue(tail, 1))
+    return tuple(issues)
+
+
+def _row_issues(elements: int) -> tuple[VectorIssue, ...]:
+    """Instructions of the kernel's per-row fp32 divide / add: all full repeats in one instruction
+    (issued even with 0 repeats), then a masked tail instruction."""
+    full, tail = divmod(elements, FP32_LANES)
+    return (VectorIssue(FP32_LANES, full),) + ((VectorIssue(tail, 1),) if tail else ())
+
+
+def _cast(elements: int, dtype_in: str, dtype_out: str, operand: str, rounding: str = "") -> VectorStep:
+    lanes = _lanes(dtype_in, dtype_out)
+    return VectorStep("cast", dtype_in, dtype_out, elements, (operand,), _chunked_issues(elements, lanes), 1, rounding)
+
+
+def _per_row(kind: str, operand: str, row_elements: int, rows: int) -> VectorStep:
+    """``kind`` applied row by row: one instruction group per last-dim row."""
+    return VectorStep(kind, "float32", "float32", row_elements, ("updates", operand), _row_issues(row_elements), rows)
+
+
+def _per_column(kind: str, operand: str, row_elements: int, rows: int) -> VectorStep:
+    """``kind`` applied 64 columns at a time over all rows (the scales block repeated with stride 0):
+    one instruction group per 64-column block, ``rows`` repeats chunked at 255."""
+    return VectorStep(
+        kind, "float32", "float32", rows * FP32_LANES, ("updates", operand),
+        _chunked_issues(rows * FP32_LANES, FP32_LANES), row_elements // FP32_LANES,
+    )
+
+
+def _to_int8(elements: int) -> tuple[VectorStep, ...]:
+    """fp32 -> int16 (rint, saturating) -> fp16 -> int8 (saturating), the A2/A3 output chain."""
+    return (
+        _cast(elements, "float32", "int16", "updates", rounding="rint"),
+        _cast(elements, "int16", "float16", "updates"),
+        _cast(elements, "float16", "int8", "updates"),
+    )
+
+
+class _VectorChains:
+    """The vector chains of one problem, built once per distinct size and shared by iterations."""
+
+    def __init__(self, problem: QuantScatterProblem):
+        self.updates = problem.updates_dtype.name
+        self.scales = problem.scales_dtype.name
+        self.zero_points = None if problem.zero_points_dtype is None else problem.zero_points_dtype.name
+        self.last_dim = problem.last_dim
+        self.row_elements = problem.row_elements
+        self._cache: dict[tuple, tuple[VectorStep, ...]] = {}
+
+    def _cached(self, key: tuple, build: Callable[[], list[VectorStep]]) -> tuple[VectorStep, ...]:
+        if key not in self._cache:
+            self._cache[key] = tuple(build())
+        return self._cache[key]
+
+    def _to_fp32(self, elements: int, operand: str) -> list[VectorStep]:
+        dtype = {"updates": self.updates, "scales": self.scales, "zero_points": self.zero_points}[operand]
+        return [] if dtype == "float32" else [_cast(elements, dtype, "float32", operand)]
+
+    def whole_rows(self, elements: int) -> tuple[VectorStep, ...]:
+        """Modes 100/101: cast updates, load+cast scales, divide per row, zero points likewise, to int8."""
+
+        def build():
+            rows = elements // self.last_dim
+            steps = self._to_fp32(elements, "updates") + self._to_fp32(self.last_dim, "scales")
+            steps.append(_per_row("div", "scales", self.last_dim, rows))
+            if self.zero_points:
+                steps += self._to_fp32(self.last_dim, "zero_points")
+                steps.append(_per_row("add", "zero_points", self.last_dim, rows))
+            return steps + list(_to_int8(elements))
+
+        return self._cached(("whole", elements), build)
+
+    def quant_vectors_once(self) -> tuple[VectorStep, ...]:
+        """Modes 102/104, once per core: scales and zero points converted to fp32."""
+
+        def build():
+            steps = self._to_fp32(self.last_dim, "scales")
+            if self.zero_points:
+                steps += self._to_fp32(self.last_dim, "zero_points")
+            return steps
+
+        return self._cached(("once",), build)
+
+    def little_quant_chunk(self, axis_rows: int) -> tuple[VectorStep, ...]:
+        """Modes 102/104: a chunk of ``axis_rows`` rows of T. The kernel divides column-wise when the
+        last dim is a multiple of 64 and has fewer 64-blocks than the chunk has rows, else per row."""
+
+        def build():
+            elements = axis_rows * self.row_elements
+            rows = elements // self.last_dim
+            column_wise = self.last_dim % FP32_LANES == 0 and self.last_dim // FP32_LANES < axis_rows
+            apply = _per_column if column_wise else _per_row
+            steps = self._to_fp32(elements, "updates") + [apply("div", "scales", self.last_dim, rows)]
+            if self.zero_points:
+                steps.append(apply("add", "zero_points", self.last_dim, rows))
+            return steps + list(_to_int8(elements))
+
+        return self._cached(("little", axis_rows), build)
+
+    def large_quant_chunk(self, elements: int) -> tuple[VectorStep, ...]:
+        """Modes 103/105: a chunk of one last-dim row with its own chunk of scales (and zero points)."""
+
+        def build():
+            steps = self._to_fp32(elements, "updates") + self._to_fp32(elements, "scales")
+            if self.zero_points:
+                steps += self._to_fp32(elements, "zero_points")
+            steps.append(_per_row("div", "scales", elements, 1))
+            if self.zero_points:
+                steps.append(_per_row("add", "zero_points", elements, 1))
+            return steps + list(_to_int8(elements))
+
+        return self._cached(("large", elements), build)
+
+
+# --------------------------------------------------------------------------------------- UB budget
+
+
+def _index_buffer_bytes(problem: QuantScatterProblem) -> int:
+    """Every core stages all indices in UB (rounded up to 8 elements)."""
+    return _align32(-(-problem.index_count // 8) * 8 * problem.index_itemsize)
+
+
+def _ub_bytes(problem: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int) -> int:
+    """UB the kernel allocates in ``mode`` for ``chunk`` update elements per iteration.
+
+    Per iteration it holds the updates (their dtype), their fp32 copy (later reused as fp16) and
+    the int8 result; the scales (+ an fp32 copy unless fp32) and zero points (+ an fp32 copy),
+    sized to the last dim, or to the chunk in modes 103/105; each buffer with the mode's padding and
+    aligned to 32 bytes. ``copies`` (2 when double buffered) multiplies these; the indices and the
+    tiling arguments are held once.
+    """
+    p = problem
+    quant_elements = (chunk if mode in _LARGE_QUANT_MODES else p.last_dim) + _QUANT_PAD_ELEMENTS[mode]
+    data = chunk + _UPDATES_PAD_ELEMENTS[mode]
+    buffers = [data * p.update_itemsize, data * FLOAT32.itemsize, data * INT8.itemsize, quant_elements * p.scale_itemsize]
+    if p.scales_dtype != FLOAT32:
+        buffers.append(quant_elements * FLOAT32.itemsize)
+    if p.has_zero_points:
+        buffers += [quant_elements * p.zero_point_itemsize, quant_elements * FLOAT32.itemsize]
+    per_iteration = sum(_align32(b) for b in buffers)
+    return _index_buffer_bytes(p) + _align32(TILING_ARGS_UB_BYTES) + copies * per_iteration
+
+
+def _largest_chunk(fits: Callable[[int], bool], upper: int) -> int:
+    """Largest chunk in ``[0, upper]`` for which ``fits`` holds (0 if none); ``fits`` is monotone."""
+    lo, hi = 0, upper
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def _core_split(units: int, cores: int) -> tuple[int, int, int]:
+    """``(each, used, last)``: ceil(units / cores) per core, on ceil(units / each) cores, the last the rest."""
+    each = -(-units // cores)
+    used = -(-units // each)
+    return each, used, units - each * (used - 1)
+
+
+# ------------------------------------------------------------------------------------------- plan
+
+
+def plan_quant_scatter(
+    problem: QuantScatterProblem, *, vector_cores: int, ub_bytes: int, double_buffer: bool = False
+) -> QuantScatterPlan:
+    """The A2/A3 kernel's tiling of ``problem`` on ``vector_cores`` cores of ``ub_bytes`` UB each.
+
+    Mode choice (derivation in ``docs/quant_scatter.md``): if one bs row (``U * T`` elements) fits
+    the mode-100 buffers and its last dim fits one divide instruction, mode 100 when the whole
+    per-core share fits, else 101. Otherwise the work is chunked: split over the scatter axis when
+    ``bs < U`` (102/103), else over bs rows (104/105); "little quant" (102/104) when a chunk of at
+    least one row of T fits with the whole scales vector, else "large quant" (103/105) chunks each
+    last-dim row. ``double_buffer=True`` budgets two copies of every per-iteration buffer.
+    """
+    if vector_cores < 1:
+        raise UsageError(f"{OP_NAME}: vector_cores must be at least 1, not {vector_cores}")
+    if problem.product == "ascend310p":
+        raise UsageError(f"{OP_NAME}: only the Atlas A2/A3 kernel is modelled, not the {problem.product} one")
+    budget = ub_bytes - HOST_UB_MARGIN_BYTES
+    if problem.empty:
+        return QuantScatterPlan(None, "bs", vector_cores, 0, 0, 0, 0, 0, budget, double_buffer, ())
+
+    p = problem
+    copies = 2 if double_buffer else 1
+    fixed = _ub_bytes(p, TilingMode.WHOLE_CORE, 0, 0)
+    if fixed > budget:
+        raise ResourceError(
+            f"{OP_NAME}: every core stages all {p.index_count} indices in UB ({_index_buffer_bytes(p)} bytes), "
+            f"which with the tiling arguments exceeds the {budget} usable bytes of UB; split the call"
+        )
+
+    def fits(mode: TilingMode) -> Callable[[int], bool]:
+        return lambda chunk: _ub_bytes(p, mode, chunk, copies) <= budget
+
+    block_elements = p.rows * p.row_elements
+    each_bs = _core_split(p.bs, vector_cores)[0]
+    if fits(TilingMode.WHOLE_CORE)(block_elements) and p.last_dim <= MAX_ROW_DIVIDE_ELEMENTS:
+        mode = TilingMode.WHOLE_CORE if fits(TilingMode.WHOLE_CORE)(each_bs * block_elements) else TilingMode.LARGE_BATCH
+        chunk = (each_bs if mode == TilingMode.WHOLE_CORE else 1) * block_elements
+    else:
+        split_axis = p.bs < p.rows
+        little = TilingMode.LARGE_AXIS_LITTLE_QUANT if split_axis else TilingMode.LARGE_BATCH_LITTLE_QUANT
+        large = TilingMode.LARGE_AXIS_LARGE_QUANT if split_axis else TilingMode.LARGE_BATCH_LARGE_QUANT
+        little_rows = min(_largest_chunk(fits(little), budget), MAX_CHUNK_ELEMENTS) // p.row_elements
+        if little_rows:
+            mode, chunk = little, little_rows * p.row_elements
+        else:
+            mode = large
+            chunk = min(_largest_chunk(fits(large), budget), MAX_CHUNK_ELEMENTS)
+            chunk -= chunk % LARGE_QUANT_CHUNK_ALIGN
+            if chunk == 0:
+                raise ResourceError(
+                    f"{OP_NAME}: not even {LARGE_QUANT_CHUNK_ALIGN} elements of a row fit the {budget} usable "
+                    f"bytes of UB next to the {_index_buffer_bytes(p)} bytes of indices; split the call"
+                )
+
+    units = p.rows if mode in _AXIS_SPLIT_MODES else p.bs
+    each, used, last = _core_split(units, vector_cores)
+    builder = _CoreIterations(p, mode, chunk, each)
+    cores = tuple(CorePlan(c, last if c == used - 1 else each, builder.core(c, last if c == used - 1 else each))
+                  for c in range(used))
+    return QuantScatterPlan(
+        mode=mode,
+        split="axis" if mode in _AXIS_SPLIT_MODES else "bs",
+        vector_cores=vector_cores,
+        used_cores=used,
+        each_core_units=each,
+        last_core_units=last,
+        chunk_elements=chunk,
+        ub_bytes=_ub_bytes(p, mode, chunk, copies),
+        ub_budget_bytes=budget,
+        double_buffer=double_buffer,
+        cores=cores,
+    )
+
+
+class _CoreIterations:
+    """Builds each core's iterations for one mode, following the kernel's loop nests."""
+
+    def __init__(self, problem: QuantScatterProblem, mode: TilingMode, chunk: int, each: int):
+        self.p = problem
+        self.mode = mode
+        self.chunk = chunk
+        self.each = each
+        self.chains = _VectorChains(problem)
+        self.reads = problem.index_rank  # scalar reads to resolve one destination
+        self.block = problem.rows * problem.row_elements
+
+    def core(self, core: int, units: int) -> tuple[Iteration, ...]:
+        build = {
+            TilingMode.WHOLE_CORE: self._whole_core,
+            TilingMode.LARGE_BATCH: self._large_batch,
+            TilingMode.LARGE_AXIS_LITTLE_QUANT: self._little_quant,
+            TilingMode.LARGE_BATCH_LITTLE_QUANT: self._little_quant,
+            TilingMode.LARGE_AXIS_LARGE_QUANT: self._large_quant,
+            TilingMode.LARGE_BATCH_LARGE_QUANT: self._large_quant,
+        }[self.mode]
+        iterations = list(build(core, units))
+        iterations[0] = dataclasses.replace(iterations[0], indices_bytes=self.p.index_count * self.p.index_itemsize)
+        return tuple(iterations)
+
+    def _iteration(self, offset, elements, vector, writes, scales_offset=0, quant_elements=0) -> Iteration:
+        p = self.p
+        return Iteration(
+            updates_offset=offset,
+            updates_elements=elements,
+            indices_bytes=0,
+            updates_bytes=elements * p.update_itemsize,
+            scales_offset=scales_offset,
+            scales_bytes=quant_elements * p.scale_itemsize,
+            zero_point_bytes=quant_elements * p.zero_point_itemsize,
+            vector=vector,
+            writes=writes,
+        )
+
+    def _whole_core(self, core: int, units: int):
+        first = core * self.each
+        elements = units * self.block
+        writes = tuple(BlockWrite(first + i, 0, self.block, self.reads) for i in range(units))
+        yield self._iteration(first * self.block, elements, self.chains.whole_rows(elements), writes,
+                              quant_elements=self.p.last_dim)
+
+    def _large_batch(self, core: int, units: int):
+        vector = self.chains.whole_rows(self.block)
+        for bs_row in range(core * self.each, core * self.each + units):
+            write = (BlockWrite(bs_row, 0, self.block, self.reads),)
+            yield self._iteration(bs_row * self.block, self.block, vector, write, quant_elements=self.p.last_dim)
+
+    def _bs_rows_and_columns(self, core: int, units: int):
+        """(bs_row, first column, columns) of the span each core covers in each bs row it visits."""
+        if self.mode in _AXIS_SPLIT_MODES:
+            span = units * self.p.row_elements
+            for bs_row in range(self.p.bs):
+                yield bs_row, core * self.each * self.p.row_elements, span
+        else:
+            for bs_row in range(core * self.each, core * self.each + units):
+                yield bs_row, 0, self.block
+
+    def _little_quant(self, core: int, units: int):
+        T = self.p.row_elements
+        once = self.chains.quant_vectors_once()
+        first = True
+        for bs_row, start, span in self._bs_rows_and_columns(core, units):
+            for column in range(start, start + span, self.chunk):
+                elements = min(self.chunk, start + span - column)
+                vector = self.chains.little_quant_chunk(elements // T)
+                write = (BlockWrite(bs_row, column, elements, self.reads),)
+                it = self._iteration(bs_row * self.block + column, elements, once + vector if first else vector,
+                                     write, quant_elements=self.p.last_dim if first else 0)
+                first = False
+                yield it
+
+    def _large_quant(self, core: int, units: int):
+        L = self.p.last_dim
+        for bs_row, start, span in self._bs_rows_and_columns(core, units):
+            for row_start in range(start, start + span, L):
+                for within in range(0, L, self.chunk):
+                    elements = min(self.chunk, L - within)
+                    column = row_start + within
+                    write = (BlockWrite(bs_row, column, elements, self.reads if within == 0 else 0),)
+                    yield self._iteration(bs_row * self.block + column, elements,
+                                          self.chains.large_quant_chunk(elements), write,
+                                          scales_offset=within, quant_elements=elements)

@@ -1,0 +1,91 @@
+"""The two shipped configs: they validate, give the expected derived numbers, and source every number."""
+
+import re
+from importlib import resources
+
+import pytest
+import yaml
+
+from npusim.config import load_config
+
+CLOCK = 1.85e9
+
+
+def config_text(name: str) -> str:
+    return resources.files("npusim").joinpath("configs", f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def test_a2_is_one_server_of_eight_910b():
+    spec = load_config("a2").spec
+    assert (spec.product, spec.shape.nodes, spec.shape.dies) == ("ascend910b", 1, 8)
+    assert spec.fabric.kind == "full_mesh"
+    assert spec.fabric.link.bandwidth.bytes_per_second(CLOCK) == pytest.approx(28e9)
+    assert spec.package_link is None
+    assert (spec.nic.per, spec.nic.bandwidth.bytes_per_second(CLOCK)) == ("package", pytest.approx(25e9))
+
+
+def test_the_910b_die():
+    die = load_config("a2").spec.die
+    assert die.clock.hz == pytest.approx(CLOCK)
+    assert (die.aic_count, die.aiv_count, die.aicpu.count) == (24, 48, 6)
+    assert die.aiv.ub.bytes == 192 * 1024
+    assert [die.aic.l1.bytes, die.aic.l0a.bytes, die.aic.l0b.bytes, die.aic.l0c.bytes] == [512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024]
+    assert die.l2.size.bytes == 192 * 2**20
+    assert die.hbm.size.bytes == 64 * 2**30
+    assert die.hbm.bandwidth.bytes_per_second(CLOCK) == pytest.approx(1.6e12)
+    assert (die.vector.repeat_bytes, die.vector.max_repeats) == (256, 255)
+    assert {kind: str(q) for kind, q in die.vector.latency.items() if kind != "default"} == {"add": "6 cycles", "mul": "7 cycles", "div": "13 cycles", "exp": "12 cycles"}
+    assert "default" in die.vector.latency
+
+
+def test_one_core_cannot_saturate_hbm():
+    die = load_config("a2").spec.die
+    hbm = die.hbm.bandwidth.bytes_per_second(CLOCK)
+    for engine in (die.aiv.mte2, die.aiv.mte3, die.aic.mte2, die.aic.fixp):
+        assert engine.rate.bytes_per_second(CLOCK) < hbm / 4
+    assert die.aiv_count * die.aiv.mte2.rate.bytes_per_second(CLOCK) > hbm  # all cores together can
+
+
+def test_a3_is_a_node_of_eight_910c_with_sixteen_dies():
+    spec = load_config("a3").spec
+    assert (spec.product, spec.shape.nodes, spec.shape.packages_per_node, spec.shape.dies_per_package) == ("ascend910c", 1, 8, 2)
+    assert spec.shape.dies == 16
+    assert spec.package_link is not None
+    assert spec.nic.per == "die"
+    assert spec.die == load_config("a2").spec.die
+
+
+def test_a3_superpod_has_768_dies():
+    assert load_config("a3", ["shape.nodes=48"]).spec.shape.dies == 768
+
+
+def test_a3_gives_each_die_196_gb_per_s_over_the_planes():
+    fabric = load_config("a3").spec.fabric
+    assert fabric.kind == "ub_switch"
+    assert fabric.planes * fabric.link.bandwidth.bytes_per_second(CLOCK) == pytest.approx(196e9)
+
+
+def test_a3_crossing_nodes_adds_under_one_microsecond():
+    fabric = load_config("a3").spec.fabric
+    extra_ps = sum(q.to_ps(CLOCK) for q in (fabric.l1_switch.latency, fabric.l2_switch.latency, fabric.link.latency, fabric.link.latency))
+    assert extra_ps < 10**6
+
+
+@pytest.mark.parametrize("name", ["a2", "a3"])
+def test_every_number_names_its_confidence(name):
+    for number, line in enumerate(config_text(name).splitlines(), 1):
+        match = re.match(r"\s*(\w+):\s*([^#]*?)\s*(#.*)?$", line)
+        if not match or match.group(1) in ("name", "description", "product", "extends") or not re.search(r"\d", match.group(2)):
+            continue
+        assert match.group(3) and re.search(r"\[(H|M|L)\b", match.group(3)), f"{name}.yaml:{number}: {line.strip()} has no source and confidence"
+
+
+def test_a3_sets_no_value_it_inherits_unchanged():
+    a2, a3 = (yaml.safe_load(config_text(name)) for name in ("a2", "a3"))
+
+    def leaves(data, path=()):
+        for key, value in data.items():
+            yield from leaves(value, path + (key,)) if isinstance(value, dict) else [(path + (key,), value)]
+
+    inherited = dict(leaves(a2))
+    assert [path for path, value in leaves(a3) if inherited.get(path) == value] == []

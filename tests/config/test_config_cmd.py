@@ -1,0 +1,64 @@
+"""``npusim config show`` and ``npusim config validate`` through click's runner."""
+
+import yaml
+from click.testing import CliRunner
+
+from npusim.cli.config_cmd import config_group
+from npusim.config import load_config
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(config_group, list(args))
+
+
+def test_show_prints_a_header_and_the_resolved_yaml():
+    result = invoke("show", "a3")
+    assert result.exit_code == 0, result.output
+    header, _, body = result.stdout.partition("\n")
+    loaded = load_config("a3")
+    assert header == f"# a3: builtin:a3  sha256 {loaded.sha256}"
+    assert yaml.safe_load(body) == loaded.resolved
+    assert "bandwidth: 1.6 TB/s" in body
+
+
+def test_show_applies_overrides():
+    result = invoke("show", "a3", "--set", "shape.nodes=48", "--set", "die.hbm.bandwidth=3.2 TB/s")
+    assert result.exit_code == 0, result.output
+    header, _, body = result.stdout.partition("\n")
+    assert header.startswith("# a3: builtin:a3 --set shape.nodes=48 --set die.hbm.bandwidth=3.2 TB/s  sha256 ")
+    assert header.endswith(load_config("a3", ["shape.nodes=48", "die.hbm.bandwidth=3.2 TB/s"]).sha256)
+    assert yaml.safe_load(body)["shape"]["nodes"] == 48
+
+
+def test_show_with_a_bad_override_exits_2_with_the_error_on_stderr():
+    result = invoke("show", "a2", "--set", "shape.nodez=2")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "--set shape.nodez=2: shape.nodez: unknown key 'nodez'; did you mean 'nodes'?" in result.stderr
+
+
+def test_validate_ok(tmp_path):
+    config = tmp_path / "four.yaml"
+    config.write_text("extends: a2\nname: four\nshape: {packages_per_node: 4}\n")
+    result = invoke("validate", str(config))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"OK: {config} (four, 4 dies)\n"
+
+
+def test_validate_a_builtin():
+    assert invoke("validate", "a3").stdout == "OK: a3 (a3, 16 dies)\n"
+
+
+def test_validate_reports_every_located_error(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("extends: a2\ndie:\n  hbm:\n    bandwith: 2 TB/s\n    latency: 150\n")
+    result = invoke("validate", str(config))
+    assert result.exit_code == 2
+    assert f"{config}:4: die.hbm.bandwith: unknown key 'bandwith'; did you mean 'bandwidth'?" in result.stderr
+    assert f"{config}:5: die.hbm.latency: missing unit" in result.stderr
+
+
+def test_validate_a_missing_file(tmp_path):
+    result = invoke("validate", str(tmp_path / "nope.yaml"))
+    assert result.exit_code == 2
+    assert "does not exist" in result.stderr and "a2, a3" in result.stderr

@@ -1,0 +1,369 @@
+"""load_config: built-in names, extends, overrides, sha256, and errors located at FILE:LINE with key and fix."""
+
+import hashlib
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from npusim.config import LoadedConfig, SystemSpec, builtin_configs, load_config
+from npusim.errors import ConfigError
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def error_of(config, overrides=()) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_config(config, overrides)
+    return str(caught.value)
+
+
+EXPLICIT_LINKS = """
+    extends: a2
+    fabric:
+      kind: links
+      link: null
+      links:
+        - {a: 0, b: 1, link: {bandwidth: 28 GB/s, latency: 100 ns}}
+        - a: 1
+          b: 9
+          link: {bandwidth: 28 GB/s, latency: 100 ns}
+    """
+
+
+# -- built-in configs and paths ------------------------------------------------------------------
+
+
+def test_builtin_configs_are_listed():
+    assert builtin_configs() == ["a2", "a3"]
+
+
+@pytest.mark.parametrize(("name", "source"), [("a2", "builtin:a2"), ("a2.yaml", "builtin:a2"), ("a3", "builtin:a3"), ("a3.yaml", "builtin:a3")])
+def test_builtin_names_resolve_from_any_folder(tmp_path, monkeypatch, name, source):
+    monkeypatch.chdir(tmp_path)
+    loaded = load_config(name)
+    assert isinstance(loaded, LoadedConfig) and isinstance(loaded.spec, SystemSpec)
+    assert loaded.source == source
+    assert loaded.name == loaded.spec.name == source.split(":")[1]
+
+
+def test_a_path_like_is_accepted_and_an_existing_file_wins_over_a_builtin_name(tmp_path, monkeypatch):
+    write(tmp_path, "a2.yaml", "extends: a3\nname: mine\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config("a2.yaml").name == "mine"
+    assert load_config(tmp_path / "a2.yaml").source == str(tmp_path / "a2.yaml")
+
+
+def test_unknown_config_lists_the_builtin_names(tmp_path):
+    message = error_of(tmp_path / "nope.yaml")
+    assert "nope.yaml: does not exist" in message
+    assert "a built-in name: a2, a3" in message
+
+
+def test_a_folder_is_not_a_config(tmp_path):
+    assert "is a folder, not a YAML file" in error_of(tmp_path)
+
+
+# -- extends -------------------------------------------------------------------------------------
+
+
+def test_extends_merges_mappings_deeply_and_replaces_scalars(tmp_path):
+    write(tmp_path, "base.yaml", "extends: a2\nname: base\ndie:\n  hbm:\n    bandwidth: 1 TB/s\n")
+    write(tmp_path, "child.yaml", "extends: base.yaml\nname: child\ndie:\n  hbm:\n    size: 32 GiB\n")
+    loaded = load_config(tmp_path / "child.yaml")
+    assert loaded.name == "child"
+    assert loaded.resolved["die"]["hbm"] == {"size": "32 GiB", "bandwidth": "1 TB/s", "latency": "150 cycles"}
+    assert loaded.spec.die.hbm.size.bytes == 32 * 2**30
+    assert loaded.spec.die.aic_count == 24  # from a2, two levels up
+    assert "extends" not in loaded.resolved
+
+
+def test_extends_replaces_lists(tmp_path):
+    write(tmp_path, "links.yaml", EXPLICIT_LINKS.replace("b: 9", "b: 2"))
+    write(tmp_path, "child.yaml", "extends: links.yaml\nfabric:\n  links:\n    - {a: 3, b: 4, link: {bandwidth: 1 GB/s, latency: 1 us}}\n")
+    links = load_config(tmp_path / "child.yaml").spec.fabric.links
+    assert [(link.a, link.b) for link in links] == [(3, 4)]
+
+
+def test_null_in_a_child_removes_the_inherited_key(tmp_path):
+    write(tmp_path, "one_die.yaml", "extends: a3\nshape: {dies_per_package: 1}\npackage_link: null\n")
+    loaded = load_config(tmp_path / "one_die.yaml")
+    assert loaded.spec.package_link is None and "package_link" not in loaded.resolved
+
+
+def test_extends_is_relative_to_the_file_not_the_cwd(tmp_path, monkeypatch):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    write(sub, "base.yaml", "extends: a2\nname: base\n")
+    write(sub, "child.yaml", "extends: base.yaml\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config(os.path.join("sub", "child.yaml")).name == "base"
+
+
+def test_extends_cycle_is_reported_with_the_loop(tmp_path):
+    write(tmp_path, "x.yaml", "extends: y.yaml\nname: x\n")
+    write(tmp_path, "y.yaml", "name: y\nextends: x.yaml\n")
+    message = error_of(tmp_path / "x.yaml")
+    assert f"{tmp_path / 'y.yaml'}:2: extends: cycle" in message
+    assert "x.yaml -> " in message and message.count("x.yaml") >= 2
+    assert "remove the `extends` that closes the loop" in message
+
+
+def test_extends_of_itself_is_a_cycle(tmp_path):
+    write(tmp_path, "self.yaml", "extends: self.yaml\n")
+    assert "extends: cycle" in error_of(tmp_path / "self.yaml")
+
+
+def test_extends_of_a_missing_file(tmp_path):
+    write(tmp_path, "child.yaml", "name: c\nextends: nowhere.yaml\n")
+    message = error_of(tmp_path / "child.yaml")
+    assert "child.yaml:2: extends: no file 'nowhere.yaml'" in message
+    assert "(a2, a3)" in message and "fix the path" in message
+
+
+def test_an_error_points_to_the_file_that_set_the_value(tmp_path):
+    write(tmp_path, "parent.yaml", "extends: a2\ndie:\n  hbm:\n    latency: 150\n")
+    write(tmp_path, "child.yaml", "extends: parent.yaml\nname: child\n")
+    message = error_of(tmp_path / "child.yaml")
+    assert message.startswith(f"{tmp_path / 'parent.yaml'}:4: die.hbm.latency: missing unit")
+
+
+# -- overrides -----------------------------------------------------------------------------------
+
+
+def test_override_values_are_read_as_yaml_scalars():
+    loaded = load_config("a3", ["shape.nodes=4", "die.hbm.bandwidth=3.2TB/s", "fabric.link.efficiency=0.5", "description='a: b'"])
+    assert loaded.resolved["shape"]["nodes"] == 4
+    assert loaded.spec.shape.dies == 64
+    assert loaded.spec.die.hbm.bandwidth.bytes_per_second(1) == pytest.approx(3.2e12)
+    assert loaded.spec.fabric.link.efficiency == 0.5
+    assert loaded.spec.description == "a: b"
+    assert loaded.overrides == ("shape.nodes=4", "die.hbm.bandwidth=3.2TB/s", "fabric.link.efficiency=0.5", "description='a: b'")
+
+
+def test_override_with_a_quoted_value_and_spaces():
+    loaded = load_config("a2", ["die.hbm.bandwidth='3.2 TB/s'"])
+    assert loaded.resolved["die"]["hbm"]["bandwidth"] == "3.2 TB/s"
+
+
+def test_overrides_as_a_mapping_apply_in_order():
+    loaded = load_config("a2", {"shape.packages_per_node": 4, "die.hbm": {"bandwidth": "2 TB/s"}})
+    assert loaded.spec.shape.dies == 4
+    assert loaded.resolved["die"]["hbm"] == {"size": "64 GiB", "bandwidth": "2 TB/s", "latency": "150 cycles"}
+    assert loaded.overrides == {"shape.packages_per_node": 4, "die.hbm": {"bandwidth": "2 TB/s"}}
+
+
+def test_overrides_may_set_keys_the_schema_declares_but_the_file_omits():
+    loaded = load_config("a2", ["die.aiv.mte2.burst_bytes=64", "die.vector.latency.sqrt=20 cycles"])
+    assert loaded.spec.die.aiv.mte2.burst_bytes == 64
+    assert str(loaded.spec.die.vector.latency["sqrt"]) == "20 cycles"
+
+
+def test_override_of_a_list_item(tmp_path):
+    config = write(tmp_path, "links.yaml", EXPLICIT_LINKS)
+    assert load_config(config, ["fabric.links.1.b=2"]).spec.fabric.links[1].b == 2
+
+
+def test_override_null_removes_a_key():
+    loaded = load_config("a3", ["package_link=null", "shape.dies_per_package=1"])
+    assert loaded.spec.package_link is None
+
+
+def test_override_of_an_unknown_key_suggests_the_closest():
+    message = error_of("a2", ["die.hbm.bandwith=3TB/s"])
+    assert message == "--set die.hbm.bandwith=3TB/s: die.hbm.bandwith: unknown key 'bandwith'; did you mean 'bandwidth'?"
+
+
+def test_override_of_an_unknown_key_without_a_close_one_lists_the_keys():
+    message = error_of("a2", ["die.hbm.colour=red"])
+    assert "unknown key 'colour'; remove it, or use one of the keys of die.hbm: bandwidth, latency, size" in message
+
+
+def test_override_below_a_value_or_past_a_list():
+    assert "die.clock is a value ('1850 MHz'), not a mapping; set die.clock itself" in error_of("a2", ["die.clock.mhz=1"])
+
+
+def test_malformed_override_says_the_expected_form():
+    message = error_of("a2", ["shape.nodes"])
+    assert message.startswith("--set shape.nodes: malformed override; write KEY.PATH=VALUE")
+
+
+def test_all_override_errors_are_listed_at_once():
+    message = error_of("a2", ["nodes", "shape.nodez=2", "die..hbm=1"])
+    lines = message.splitlines()
+    assert lines[0] == "3 errors in the overrides:"
+    assert "--set nodes: malformed override" in lines[1]
+    assert "did you mean 'nodes'?" in lines[2]
+    assert "empty part in the key path" in lines[3]
+
+
+# -- validation errors, located ------------------------------------------------------------------
+
+
+def test_unknown_key_in_a_file_with_did_you_mean(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a2\ndie:\n  hbm:\n    bandwith: 2 TB/s\n")
+    assert error_of(config) == f"{config}:4: die.hbm.bandwith: unknown key 'bandwith'; did you mean 'bandwidth'?"
+
+
+def test_unknown_top_level_key_suggests_extends(tmp_path):
+    config = write(tmp_path, "c.yaml", "extend: a2\n")
+    assert f"{config}:1: extend: unknown key 'extend'; did you mean 'extends'?" in error_of(config)
+
+
+def test_missing_unit(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a2\nfabric:\n  link:\n    latency: 150\n")
+    message = error_of(config)
+    assert message.startswith(f"{config}:4: fabric.link.latency: missing unit: 150 needs a time unit")
+    assert "e.g. '1.5 us', '800 ns', '1400 cycles'" in message
+
+
+def test_wrong_unit(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a2\nnic:\n  bandwidth: 200 GHz\n")
+    message = error_of(config)
+    assert message.startswith(f"{config}:3: nic.bandwidth: wrong unit: 'GHz' in '200 GHz' is a frequency unit")
+    assert "a rate is needed, e.g. '1.6 TB/s'" in message
+
+
+@pytest.mark.parametrize(("key", "value"), [("size", "0 MiB"), ("bandwidth", "-1 TB/s")])
+def test_non_positive_size_or_rate(tmp_path, key, value):
+    config = write(tmp_path, "c.yaml", f"extends: a2\ndie:\n  l2:\n    {key}: {value}\n")
+    assert error_of(config) == f"{config}:4: die.l2.{key}: '{value}' must be positive; use a value greater than zero"
+
+
+def test_out_of_range_integer_names_the_meaning(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a3\nshape:\n  nodes: 64\n")
+    message = error_of(config)
+    assert message.startswith(f"{config}:3: shape.nodes: must be less than or equal to 48, got 64; give a smaller value")
+    assert "A3 SuperPoD: up to 48" in message
+
+
+def test_missing_required_key_at_the_top_level(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a2\nnic: null\n")
+    assert error_of(config) == f"{config}:2: nic: missing required key 'nic'; add it at the top level (see docs/configs.md)"
+
+
+def test_missing_required_nested_key_is_located_at_its_parent(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a2\nshape: {dies_per_package: 2}\npackage_link:\n  bandwidth: 224 GB/s\n")
+    message = error_of(config)
+    assert message.startswith(f"{config}:3: package_link.latency: missing required key 'latency'")
+    assert "add it under package_link" in message
+
+
+def test_topology_referencing_a_missing_die_is_located_in_the_fabric(tmp_path):
+    config = write(tmp_path, "links.yaml", EXPLICIT_LINKS)
+    message = error_of(config)
+    assert message.startswith(f"{config}:8: fabric.links.1.b: fabric.links[1].b references die 9, but the system has 8 dies")
+    assert "fix the link or raise shape.packages_per_node" in message
+
+
+def test_a_model_check_failing_because_of_an_override_is_located_at_the_override():
+    message = error_of("a2", ["shape.nodes=2"])
+    assert message == "--set shape.nodes=2: shape.nodes: a full_mesh fabric joins the dies of one node; set shape.nodes: 1 or use a ub_switch fabric"
+
+
+def test_an_override_value_error_is_located_at_the_override():
+    assert error_of("a2", ["die.hbm.bandwidth=3"]).startswith("--set die.hbm.bandwidth=3: die.hbm.bandwidth: missing unit: 3 needs a rate unit")
+
+
+def test_removing_a_required_key_by_override_is_located_at_the_override():
+    assert error_of("a2", ["die.hbm.latency=null"]).startswith("--set die.hbm.latency=null: die.hbm.latency: missing required key 'latency'")
+
+
+def test_unknown_fabric_kind_suggests_the_closest(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a2\nfabric:\n  kind: ub-switch\n")
+    assert error_of(config) == f"{config}:3: fabric.kind: unknown kind 'ub-switch'; did you mean 'ub_switch'? use one of full_mesh, ub_switch, links"
+
+
+def test_a_key_inherited_across_a_kind_change_says_how_to_drop_it(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a2\nfabric:\n  kind: links\n  links: []\n")
+    message = error_of(config)
+    assert "a2.yaml:" in message and "fabric.link: unknown key 'link'" in message
+    assert f"(inherited: {config}:3 changed the kind; drop the key there with `link: null`)" in message
+
+
+def test_vector_latency_needs_a_default(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a2\ndie:\n  vector:\n    latency:\n      default: null\n")
+    assert error_of(config) == f"{config}:4: die.vector.latency: vector.latency needs a 'default' entry, used for kinds not listed"
+
+
+def test_several_errors_are_all_listed_one_per_line_in_file_order(tmp_path):
+    config = write(
+        tmp_path,
+        "c.yaml",
+        """
+        extends: a2
+        nic:
+          per: node
+        die:
+          hbm:
+            latency: 150
+          aic_count: 0
+        """,
+    )
+    lines = error_of(config).splitlines()
+    assert lines[0] == f"3 errors in {config}:"
+    assert lines[1].startswith(f"{config}:3: nic.per: must be 'package' or 'die', got 'node'")
+    assert lines[2].startswith(f"{config}:6: die.hbm.latency: missing unit")
+    assert lines[3].startswith(f"{config}:7: die.aic_count: must be greater than 0, got 0")
+
+
+# -- YAML-level errors ---------------------------------------------------------------------------
+
+
+def test_yaml_syntax_error_has_the_line(tmp_path):
+    config = write(tmp_path, "c.yaml", "name: a\ndie:\n  clock: [1850 MHz\nnic: {}\n")
+    message = error_of(config)
+    assert message.startswith(f"{config}:4: YAML syntax error:")
+
+
+def test_a_key_given_twice_is_refused(tmp_path):
+    config = write(tmp_path, "c.yaml", "extends: a2\ndie:\n  aic_count: 24\n  aic_count: 20\n")
+    assert error_of(config) == f"{config}:4: key 'aic_count' given twice in one mapping (first at line 3); keep one"
+
+
+@pytest.mark.parametrize(("text", "found"), [("", "the file is empty"), ("- a\n- b\n", "found a list")])
+def test_a_config_must_be_a_mapping(tmp_path, text, found):
+    config = write(tmp_path, "c.yaml", text)
+    message = error_of(config)
+    assert message.startswith(f"{config}:1: a config is a mapping of keys") and found in message
+
+
+def test_anchors_and_merge_keys_are_read(tmp_path):
+    config = write(
+        tmp_path,
+        "c.yaml",
+        """
+        extends: a2
+        fabric:
+          link: &fast {bandwidth: 56 GB/s, latency: 100 ns}
+        nic:
+          <<: *fast
+          per: package
+        """,
+    )
+    loaded = load_config(config)
+    assert loaded.resolved["nic"] == {"bandwidth": "56 GB/s", "latency": "100 ns", "per": "package"}
+
+
+# -- identity --------------------------------------------------------------------------------------
+
+
+def test_sha256_is_the_hash_of_the_canonical_resolved_config():
+    loaded = load_config("a3")
+    canonical = json.dumps(loaded.resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert loaded.sha256 == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_sha256_is_stable_and_changes_with_an_override(tmp_path, monkeypatch):
+    first = load_config("a3").sha256
+    monkeypatch.chdir(tmp_path)
+    assert load_config("a3.yaml").sha256 == first
+    assert load_config("a3", ["shape.nodes=48"]).sha256 != first
+    assert load_config("a3", ["shape.nodes=1"]).sha256 == first  # the same resolved config
+    assert load_config("a2").sha256 != first
