@@ -80,6 +80,10 @@ class FlowClass:
         return now + max(1, math.ceil(left / self.rate - 1e-9)) if left > 0 else now
 
 
+def _class_order(flow_class: FlowClass) -> int:
+    return flow_class.order
+
+
 class FlowNetwork:
     """All flows of a simulation, the max-min fair rates they get, and their completions."""
 
@@ -89,6 +93,7 @@ class FlowNetwork:
         self.resources: list[Resource] = []
         self._classes: dict[tuple, FlowClass] = {}
         self._busy: list[FlowClass] = []
+        self._flowing: dict[Resource, None] = {}  # resources with a non-zero rate, in first-use order
         self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
         self._sequence = 0
         self._wakeup_ps: int | None = None
@@ -121,7 +126,7 @@ class FlowNetwork:
             else:
                 done.succeed()
             return done
-        key = (tuple(path), cap)
+        key = (path, cap)
         flow_class = self._classes.get(key)
         if flow_class is None:
             flow_class = self._classes[key] = FlowClass(tuple(path), cap, len(self._classes))
@@ -147,6 +152,7 @@ class FlowNetwork:
         self._wakeup_ps = None
         now = self.env._now
         changed = False
+        emptied = False
         for flow_class in self._busy:
             flow_class.advance(now)
             members = flow_class.members
@@ -158,19 +164,26 @@ class FlowNetwork:
                     resource.flows -= 1
                 done.succeed()
                 changed = True
+            emptied = emptied or not members
+        if emptied:
+            self._busy = [c for c in self._busy if c.members]
         starts = self._starts
+        joined = False
         while starts and starts[0][0] <= now:
             _, sequence, flow_class, size, done = heapq.heappop(starts)
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
+                self._busy.append(flow_class)
+                joined = True
             else:
                 flow_class.advance(now)
             heapq.heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done))
             for resource in flow_class.path:
                 resource.flows += 1
             changed = True
+        if joined:
+            self._busy.sort(key=_class_order)
         if changed:
-            self._busy = sorted((c for c in self._classes.values() if c.members), key=lambda c: c.order)
             self._assign_rates(now)
         if self._busy:
             self._wake_at(min(c.next_finish_ps(now) for c in self._busy))
@@ -217,8 +230,15 @@ class FlowNetwork:
         for flow_class in busy:
             for resource in flow_class.path:
                 totals[resource] = totals.get(resource, 0.0) + flow_class.rate * len(flow_class.members)
-        for resource in self.resources if self.record_rates else ():
-            total = totals.get(resource, 0.0)
+        for resource in self._flowing:
+            if resource not in totals:
+                totals[resource] = 0.0
+        flowing = {}
+        for resource, total in totals.items():
             if total != resource.rate:
                 resource.rate = total
-                resource.rate_log.append((now, total))
+                if resource.rate_log is not None:
+                    resource.rate_log.append((now, total))
+            if total:
+                flowing[resource] = None
+        self._flowing = flowing

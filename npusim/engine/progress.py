@@ -12,12 +12,12 @@ class ProgressCounter:
     that fires when the count is at least ``n``. Waiters wake in order of their target, then of
     their arrival, so simultaneous wake-ups are deterministic."""
 
-    __slots__ = ("env", "count", "_waiters", "_seq")
+    __slots__ = ("env", "count", "waiters", "_seq")
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
         self.count = 0
-        self._waiters: list[tuple[int, int, simpy.Event]] = []
+        self.waiters: list[tuple[int, int, simpy.Event]] = []
         self._seq = 0
 
     def reached(self, target: int) -> simpy.Event:
@@ -27,23 +27,18 @@ class ProgressCounter:
             event.succeed()
         else:
             self._seq += 1
-            heapq.heappush(self._waiters, (target, self._seq, event))
+            heapq.heappush(self.waiters, (target, self._seq, event))
         return event
 
     def add(self, n: int = 1) -> None:
         """Advance the count and wake the waiters whose target is reached."""
         self.count += n
-        if self._waiters:
+        if self.waiters:
             self.wake()
 
     def wake(self) -> None:
         """Wake the waiters whose target the count has reached (callers that bump ``count``
-        directly on a hot path call this when ``waiting`` is non-zero)."""
-        waiters = self._waiters
+        directly on a hot path call this when ``waiters`` is not empty)."""
+        waiters = self.waiters
         while waiters and waiters[0][0] <= self.count:
             heapq.heappop(waiters)[2].succeed()
-
-    @property
-    def waiting(self) -> int:
-        """How many waiters are still blocked."""
-        return len(self._waiters)

@@ -6,12 +6,21 @@ every instruction, so an instruction never starts before the scalar instructions
 program order have finished (``s_dep``); ``set_flag``/``wait_flag`` order two pipes; a
 ``pipe_barrier(ALL)`` on the scalar pipe waits for every pipe to drain.
 
-Instructions are duck-typed: ``pipe``, ``s_dep``, ``name_id``, ``nbytes``, ``tile``, ``effect``
-(None or a callable applied to real data at completion) and ``start(core, run)``, which returns the
-busy time in ps or a SimPy event that fires when the instruction completes.
+Instructions are duck-typed: ``pipe``, ``s_dep``, ``label_id``, ``nbytes``, ``effect`` (None or a
+callable applied to real data at completion), ``step`` (one of the constants below, saying how the
+pipe executes it) and what that step needs: ``fixed_ps`` (FIXED), ``key``/``cost_ps`` (SET_FLAG,
+WAIT_FLAG), ``start(core, run, delay_ps)`` returning an event (TRANSFER), or ``start(core, run)``
+returning ps or an event (WAITING: barriers).
+
+A pipe other than SCALAR lets the small fixed cost of its flag instructions run ahead of SimPy's
+clock and folds it into its next wait, so a ``set_flag`` costs no SimPy event: the flag is stamped
+with the exact time it is raised and a waiter sees it then. The times recorded are exact; only a
+``pipe_barrier(ALL)`` may see such a pipe's progress up to one flag cost early.
 """
 
 from __future__ import annotations
+
+import collections
 
 from typing import TYPE_CHECKING
 
@@ -21,9 +30,20 @@ from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import CoreKind, Pipe
 from npusim.hw.topology import Route
+from npusim.trace.recorder import pack
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die
+
+
+FIXED, SET_FLAG, WAIT_FLAG, TRANSFER, WAITING = range(5)
+
+
+def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int) -> None:
+    """Trigger ``event`` ``delay_ps`` from now (what ``Timeout`` does for a new event)."""
+    event._ok = True
+    event._value = None
+    env.schedule(event, delay=delay_ps)
 
 
 class KernelRun:
@@ -40,27 +60,34 @@ class KernelRun:
         self.program = program
         self.op = op
         self.progress = [ProgressCounter(env) for _ in Pipe]
-        self.flags: dict[tuple[int, int, int], int] = {}
-        self.flag_waiters: dict[tuple[int, int, int], list[simpy.Event]] = {}
+        self.flags: dict[tuple[int, int, int], collections.deque[int]] = {}  # times the raised flags became visible
+        self.flag_waiters: dict[tuple[int, int, int], collections.deque[simpy.Event]] = {}
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
 
-    def set_flag(self, key: tuple[int, int, int]) -> None:
-        """Raise a flag (src pipe, dst pipe, event id); wakes the oldest waiter if any."""
+    def set_flag(self, key: tuple[int, int, int], at_ps: int) -> None:
+        """Raise flag (src pipe, dst pipe, event id) at time ``at_ps`` (now or later): the oldest
+        waiter wakes then, or the flag is kept for the next wait."""
         waiters = self.flag_waiters.get(key)
         if waiters:
-            waiters.pop(0).succeed()
+            succeed_at(self.env, waiters.popleft(), at_ps - self.env._now)
         else:
-            self.flags[key] = self.flags.get(key, 0) + 1
+            raised = self.flags.get(key)
+            if raised is None:
+                raised = self.flags[key] = collections.deque()
+            raised.append(at_ps)
 
-    def take_flag(self, key: tuple[int, int, int]) -> simpy.Event | None:
-        """Consume a raised flag; if none is raised, an event that fires when one is."""
-        count = self.flags.get(key, 0)
-        if count:
-            self.flags[key] = count - 1
-            return None
+    def take_flag(self, key: tuple[int, int, int]) -> int | simpy.Event:
+        """Consume the oldest raised flag: the time it is (or becomes) visible; if none is raised,
+        an event that fires when one is."""
+        raised = self.flags.get(key)
+        if raised:
+            return raised.popleft()
         event = self.env.event()
-        self.flag_waiters.setdefault(key, []).append(event)
+        waiters = self.flag_waiters.get(key)
+        if waiters is None:
+            waiters = self.flag_waiters[key] = collections.deque()
+        waiters.append(event)
         return event
 
 
@@ -108,46 +135,96 @@ class AICore:
             self.current = None
 
     def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions):
-        # The hot loop of the simulator: locals instead of attribute look-ups, int keys (an enum
-        # member hashes in Python code), and the recorder's columns appended to directly.
+        # The hot loop of the simulator: locals instead of attribute look-ups, int keys, the
+        # recorder's columns appended to directly, and flag costs run ahead (see the module doc).
         env = self.env
         timeout = env.timeout
         recorder = self.system.recorder
-        track = self.tracks[pipe]
-        put_track, put_name, put_start, put_end, put_bytes, put_op, put_tile = (
-            recorder.track_col.append, recorder.name_col.append, recorder.start_col.append, recorder.end_col.append,
-            recorder.bytes_col.append, recorder.op_col.append, recorder.tile_col.append)
+        put_lane, put_label, put_start, put_end, put_bytes = (
+            recorder.lane_col.append, recorder.label_col.append, recorder.start_col.append, recorder.end_col.append,
+            recorder.bytes_col.append)
+        lane = pack(self.tracks[pipe], run.op)
         issued = run.progress[Pipe.SCALAR]
         done = run.progress[pipe]
         blocked = run.blocked
         pipe_id = int(pipe)
+        may_run_ahead = pipe is not Pipe.SCALAR
         with_data = self.system.with_data
-        op = run.op
+        ahead = 0  # ps of flag costs this pipe has run ahead of env.now
         for instruction in instructions:
             if instruction.s_dep > issued.count:
+                if ahead:
+                    yield timeout(ahead)
+                    ahead = 0
                 blocked[pipe_id] = "waiting for the scalar unit to issue it"
                 yield issued.reached(instruction.s_dep)
                 del blocked[pipe_id]
-            start = env._now  # the property costs a call per read on this hot path
-            busy = instruction.start(self, run)
-            if busy.__class__ is int:
+            step = instruction.step
+            if step == FIXED:
+                start = env._now + ahead
+                busy = ahead + instruction.fixed_ps
+                ahead = 0
                 if busy:
                     yield timeout(busy)
-            elif instruction.may_block:
-                blocked[pipe_id] = instruction
-                yield busy
-                del blocked[pipe_id]
-            else:
-                yield busy
+                end = env._now
+            elif step == TRANSFER:
+                start = env._now + ahead
+                event = instruction.start(self, run, ahead)
+                ahead = 0
+                yield event
+                end = env._now
+            elif step == SET_FLAG:
+                start = env._now + ahead
+                if may_run_ahead:
+                    ahead += instruction.cost_ps
+                    end = env._now + ahead
+                else:
+                    yield timeout(instruction.cost_ps)
+                    end = env._now
+                run.set_flag(instruction.key, end)
+            elif step == WAIT_FLAG:
+                if ahead:
+                    yield timeout(ahead)
+                    ahead = 0
+                start = env._now
+                visible = run.take_flag(instruction.key)
+                if visible.__class__ is not int:
+                    blocked[pipe_id] = instruction
+                    yield visible
+                    del blocked[pipe_id]
+                elif visible > start:
+                    blocked[pipe_id] = instruction
+                    yield timeout(visible - start)
+                    del blocked[pipe_id]
+                if may_run_ahead:
+                    ahead = instruction.cost_ps
+                    end = env._now + ahead
+                else:
+                    yield timeout(instruction.cost_ps)
+                    end = env._now
+            else:  # WAITING: needs the real time, may block on other pipes
+                if ahead:
+                    yield timeout(ahead)
+                    ahead = 0
+                start = env._now
+                busy = instruction.start(self, run)
+                if busy.__class__ is int:
+                    if busy:
+                        yield timeout(busy)
+                else:
+                    blocked[pipe_id] = instruction
+                    yield busy
+                    del blocked[pipe_id]
+                end = env._now
             if with_data and instruction.effect is not None:
                 instruction.effect(self, run)
-            put_track(track)
-            put_name(instruction.name_id)
+            put_lane(lane)
+            put_label(instruction.label_id)
             put_start(start)
-            put_end(env._now)
+            put_end(end)
             put_bytes(instruction.nbytes)
-            put_op(op)
-            put_tile(instruction.tile)
             done.count += 1
-            if done.waiting:
+            if done.waiters:
                 done.wake()
+        if ahead:
+            yield timeout(ahead)

@@ -13,6 +13,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from npusim.errors import WorkloadError
 from npusim.hw.memory import Allocation
+from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING
 from npusim.hw.pipes import Pipe
 from npusim.hw.topology import LOCAL
 from npusim.isa import vector as vector_semantics
@@ -72,11 +73,10 @@ class GmAddress:
 
 
 class Instruction:
-    """Base of every instruction; see the module docstring for the protocol the pipes use.
-    ``may_block`` marks instructions that can wait on another pipe (reported on a deadlock)."""
+    """Base of every instruction; ``npusim.hw.core`` documents the protocol the pipes use."""
 
-    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "effect", "label")
-    may_block = False
+    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "effect", "label", "fixed_ps")
+    step = WAITING
 
     def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
         self.pipe = pipe
@@ -85,7 +85,9 @@ class Instruction:
         self.name_id = -1
         self.s_dep = 0
         self.tile = -1
+        self.label_id = 0  # (name id, tile) packed for the recorder, set when appended to a program
         self.effect = None
+        self.fixed_ps = None  # the busy time of a FIXED step
 
     def start(self, core, run):
         raise NotImplementedError
@@ -97,14 +99,12 @@ class Instruction:
 class FixedCost(Instruction):
     """An instruction whose time is known when it is built (vector, cube, scalar work)."""
 
-    __slots__ = ("cost_ps",)
+    __slots__ = ()
+    step = FIXED
 
     def __init__(self, pipe: Pipe, label: str, cost_ps: int, nbytes: int = 0) -> None:
         super().__init__(pipe, label, nbytes)
-        self.cost_ps = cost_ps
-
-    def start(self, core, run):
-        return self.cost_ps
+        self.fixed_ps = cost_ps
 
 
 class ScalarRead(FixedCost):
@@ -126,31 +126,24 @@ class SetFlag(Instruction):
     """Raise flag (src pipe -> dst pipe, event id) once the src pipe's earlier instructions are done."""
 
     __slots__ = ("key", "cost_ps")
+    step = SET_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
         super().__init__(src, f"set_flag {src.name}->{dst.name} #{event_id}")
         self.key = (int(src), int(dst), event_id)
         self.cost_ps = cost_ps
 
-    def start(self, core, run):
-        run.set_flag(self.key)
-        return self.cost_ps
-
 
 class WaitFlag(Instruction):
     """Block the dst pipe until flag (src pipe -> dst pipe, event id) is raised, then consume it."""
 
     __slots__ = ("key", "cost_ps")
-    may_block = True
+    step = WAIT_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
         super().__init__(dst, f"wait_flag {src.name}->{dst.name} #{event_id}")
         self.key = (int(src), int(dst), event_id)
         self.cost_ps = cost_ps
-
-    def start(self, core, run):
-        blocked = run.take_flag(self.key)
-        return self.cost_ps if blocked is None else blocked
 
 
 class PipeBarrierAll(Instruction):
@@ -158,7 +151,6 @@ class PipeBarrierAll(Instruction):
     instructions that precede the barrier in program order."""
 
     __slots__ = ("targets", "cost_ps")
-    may_block = True
 
     def __init__(self, targets: list[tuple[Pipe, int]], cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "pipe_barrier ALL")
@@ -178,7 +170,7 @@ class DmaCopy(Instruction):
     Time = engine set-up + (bursts - 1) x per-burst cost + path latency (memory, fabric hops)
     + bytes (rounded up to the 32-byte granule per burst) / the max-min fair rate of the path."""
 
-    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved")
+    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved", "_plan")
 
     def __init__(self, pipe: Pipe, dst, src, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(pipe, label, burst_count * burst_bytes)
@@ -188,20 +180,32 @@ class DmaCopy(Instruction):
         self.moved_bytes = burst_count * (-(-burst_bytes // granule) * granule)
         self.dynamic = any(isinstance(side, GmAddress) and isinstance(side.offset, ScalarExpr) for side in (src, dst))
         self._resolved: tuple[int, int] | None = None
+        self._plan: tuple | None = None
         self.effect = self._copy
 
-    def start(self, core, run):
+    step = TRANSFER
+
+    def start(self, core, run, delay_ps: int = 0):
+        if self.dynamic and core.system.with_data:
+            self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = self._transfer_plan(core)
+        resources, cap, fixed = plan
+        return core.system.network.transfer(self.moved_bytes, resources, cap=cap, delay_ps=fixed + delay_ps)
+
+    def _transfer_plan(self, core) -> tuple:
+        """What this copy crosses (fixed for the instruction): the route's resources, the engine's
+        rate cap, and the fixed cost = set-up + (bursts - 1) x per-burst + route latency."""
         if isinstance(self.dst, GmAddress):
             route = core.gm_route(self.dst.allocation.die, True)
         elif isinstance(self.src, GmAddress):
             route = core.gm_route(self.src.allocation.die, False)
         else:
             route = LOCAL  # between two buffers of the core: only its engine limits the rate
-        if self.dynamic and core.system.with_data:
-            self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
         timing = core.dma_timing[self.pipe]
         fixed = timing.setup_ps + (self.burst_count - 1) * timing.per_burst_ps + route.latency_ps
-        return core.system.network.transfer(self.moved_bytes, route.resources, cap=timing.rate_bytes_per_ps, delay_ps=fixed)
+        return route.resources, timing.rate_bytes_per_ps, fixed
 
     def _offset(self, side, run) -> int:
         if not isinstance(side, GmAddress):

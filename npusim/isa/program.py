@@ -42,6 +42,7 @@ from npusim.isa.instructions import (
     WaitFlag,
 )
 from npusim.isa.scalar import ScalarExpr, ScalarReg
+from npusim.trace.recorder import pack
 from npusim.units import format_bytes
 
 _BUFFER_ALIGNMENT = {"UB": 32, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64}
@@ -119,6 +120,7 @@ class CoreProgram:
         waits = isinstance(instruction, (WaitFlag, PipeBarrierAll))
         instruction.name_id = self._recorder.name_id(name or instruction.label, waits=waits)
         instruction.tile = self._tile
+        instruction.label_id = pack(instruction.name_id, self._tile)
         self.instructions.append(instruction)
         return instruction
 

@@ -58,8 +58,9 @@ def _write(system, out: IO[str], metadata: dict) -> None:
     ops = [json.dumps(f"{op.name}#{i}") for i, op in enumerate(recorder.ops)]
     pids = [track.die for track in recorder.tracks]
     cats = [json.dumps(track.lane) for track in recorder.tracks]
-    columns = zip(recorder.track_col, recorder.name_col, recorder.start_col, recorder.end_col, recorder.bytes_col, recorder.op_col, recorder.tile_col)
-    for track, name, start, end, nbytes, op, tile in columns:
+    c = recorder.columns()
+    rows = zip(c["track"].tolist(), c["name"].tolist(), c["start_ps"].tolist(), c["end_ps"].tolist(), c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist())
+    for track, name, start, end, nbytes, op, tile in rows:
         args = f'"bytes":{nbytes}' if nbytes else ""
         if op >= 0:
             args += ("," if args else "") + f'"op":{ops[op]}'

@@ -1,8 +1,8 @@
 """The passive event recorder: one row per executed instruction, stored column by column.
 
-Rows are appended to typed ``array`` columns (8 bytes or less per field, no object per event), so a
-run of millions of instructions costs tens of bytes per event. Names, tracks and ops are interned in
-small tables that the columns refer to by index.
+Rows are appended to typed ``array`` columns (no object per event): 40 bytes per event. Names,
+tracks and ops are interned in small tables that the columns refer to by index; (track, op) and
+(name, tile) are packed in pairs of 32-bit halves, because the simulator's hot loop appends them.
 """
 
 from __future__ import annotations
@@ -51,8 +51,6 @@ class Instant:
 class Recorder:
     """Collects the events of one simulation (passive: it never changes what is simulated)."""
 
-    COLUMNS = ("track", "name", "start_ps", "end_ps", "bytes", "op", "tile")
-
     def __init__(self) -> None:
         self.tracks: list[Track] = []
         self._track_ids: dict[tuple, int] = {}
@@ -61,13 +59,11 @@ class Recorder:
         self.wait_names: set[int] = set()  # names of events that only wait (flags, barriers): not busy time
         self.ops: list[OpRecord] = []
         self.instants: list[Instant] = []
-        self.track_col = array("i")
-        self.name_col = array("i")
+        self.lane_col = array("q")  # track << 32 | (op + 1)
+        self.label_col = array("q")  # name id << 32 | (tile + 1)
         self.start_col = array("q")
         self.end_col = array("q")
         self.bytes_col = array("q")
-        self.op_col = array("i")
-        self.tile_col = array("i")
 
     def track(self, die: int, unit: str, lane: str, order: tuple = ()) -> int:
         """The id of a lane, created on first use."""
@@ -98,13 +94,11 @@ class Recorder:
 
     def record(self, track: int, name_id: int, start_ps: int, end_ps: int, nbytes: int, op: int, tile: int) -> None:
         """Append one executed instruction (times in ps, ``op``/``tile`` -1 when none)."""
-        self.track_col.append(track)
-        self.name_col.append(name_id)
+        self.lane_col.append(pack(track, op))
+        self.label_col.append(pack(name_id, tile))
         self.start_col.append(start_ps)
         self.end_col.append(end_ps)
         self.bytes_col.append(nbytes)
-        self.op_col.append(op)
-        self.tile_col.append(tile)
 
     def instant(self, time_ps: int, die: int, name: str, message: str, category: str = "warning") -> None:
         """Record a point event (e.g. a race warning)."""
@@ -114,7 +108,20 @@ class Recorder:
         return len(self.start_col)
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The event columns as numpy arrays (zero-copy views of the typed arrays)."""
-        typed = (self.track_col, self.name_col, self.start_col, self.end_col, self.bytes_col, self.op_col, self.tile_col)
-        return {name: np.frombuffer(col, dtype=np.int32 if col.typecode == "i" else np.int64)
-                for name, col in zip(self.COLUMNS, typed)}
+        """The event columns as numpy arrays: track, name, start_ps, end_ps, bytes, op, tile."""
+        lane = np.frombuffer(self.lane_col, dtype=np.int64)
+        label = np.frombuffer(self.label_col, dtype=np.int64)
+        return {
+            "track": (lane >> 32).astype(np.int32),
+            "name": (label >> 32).astype(np.int32),
+            "start_ps": np.frombuffer(self.start_col, dtype=np.int64),
+            "end_ps": np.frombuffer(self.end_col, dtype=np.int64),
+            "bytes": np.frombuffer(self.bytes_col, dtype=np.int64),
+            "op": ((lane & 0xFFFFFFFF) - 1).astype(np.int32),
+            "tile": ((label & 0xFFFFFFFF) - 1).astype(np.int32),
+        }
+
+
+def pack(high: int, low: int) -> int:
+    """Two small ints in one int64 column entry (``low`` may be -1, stored as 0)."""
+    return (high << 32) | (low + 1)
