@@ -53,14 +53,25 @@ def cast(values: np.ndarray, dtype: np.dtype, rounding: str) -> np.ndarray:
     return values.astype(dtype)
 
 
+def _widen(values: np.ndarray) -> np.ndarray:
+    """fp16 / bf16 operands are computed in fp32 and rounded back once: for add, sub, mul, div,
+    max, min that is the correctly rounded 16-bit result (fp32 carries more than 2p + 2 bits), and
+    numpy's own 16-bit loops do the same element by element, only slower."""
+    if values.dtype.itemsize == 2 and values.dtype.kind in "fV":  # float16, ml_dtypes.bfloat16
+        return values.astype(np.float32)
+    return values
+
+
 def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar, rounding: str) -> None:
     """Apply vector instruction ``kind`` writing into ``dst`` (a view of UB)."""
+    if kind in BINARY or kind in WITH_SCALAR or kind in UNARY:
+        srcs = [_widen(s) for s in srcs]
     if kind in BINARY:
         with np.errstate(all="ignore"):
             dst[...] = BINARY[kind](srcs[0], srcs[1]).astype(dst.dtype)
     elif kind in WITH_SCALAR:
         with np.errstate(all="ignore"):
-            dst[...] = WITH_SCALAR[kind](srcs[0], np.asarray(scalar, dtype=srcs[0].dtype)).astype(dst.dtype)
+            dst[...] = WITH_SCALAR[kind](srcs[0], np.asarray(scalar, dtype=dst.dtype).astype(srcs[0].dtype)).astype(dst.dtype)
     elif kind in UNARY:
         with np.errstate(all="ignore"):
             dst[...] = UNARY[kind](srcs[0]).astype(dst.dtype)

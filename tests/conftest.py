@@ -1,0 +1,34 @@
+"""Shared helpers of the test suite."""
+
+import numpy as np
+import pytest
+
+import npusim
+
+
+@pytest.fixture
+def a2_session():
+    """A session on the built-in A2 config, with real data."""
+    with npusim.session("a2") as s:
+        yield s
+
+
+def cycles(session, n: float) -> int:
+    """``n`` AI-core cycles in ps for the session's config."""
+    return int(round(n * 1e12 / session.config.spec.die.clock.hz))
+
+
+def events_of(result):
+    """The recorded events as a list of dicts (lane label, name, start, end, bytes, op, tile)."""
+    recorder = result.recorder
+    c = recorder.columns()
+    rows = []
+    for i in range(len(recorder)):
+        track = recorder.tracks[c["track"][i]]
+        rows.append({"die": track.die, "unit": track.unit, "lane": track.lane, "name": recorder.names[c["name"][i]],
+                     "start": int(c["start_ps"][i]), "end": int(c["end_ps"][i]), "bytes": int(c["bytes"][i]),
+                     "op": int(c["op"][i]), "tile": int(c["tile"][i])})
+    return rows
+
+
+__all__ = ["cycles", "events_of", "np"]

@@ -1,0 +1,95 @@
+"""The fluid network against closed forms: equal sharing, max-min fair shares, caps, fixed costs."""
+
+import math
+
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from npusim.engine.flow import FlowNetwork, Resource
+
+GBPS = 1e-3  # 1 GB/s in bytes per picosecond
+
+
+def run_flows(specs, resources):
+    """Start flows (size, path, cap, delay) at t=0; return each one's finish time in ps."""
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    for resource in resources:
+        network.add_resource(resource)
+    finish = {}
+    for i, (size, path, cap, delay) in enumerate(specs):
+        done = network.transfer(size, path, cap=cap, delay_ps=delay)
+        done.callbacks.append(lambda _e, i=i: finish.__setitem__(i, env.now))
+    env.run()
+    return finish, network
+
+
+def test_one_flow_takes_size_over_capacity():
+    link = Resource("link", 10 * GBPS)
+    finish, _ = run_flows([(10_000, (link,), math.inf, 0)], [link])
+    assert finish[0] == 1_000_000  # 10 kB at 10 GB/s = 1 us
+
+
+def test_two_equal_flows_on_one_link_take_twice_as_long():
+    link = Resource("link", 10 * GBPS)
+    finish, _ = run_flows([(10_000, (link,), math.inf, 0)] * 2, [link])
+    assert finish == {0: 2_000_000, 1: 2_000_000}
+
+
+def test_fixed_cost_is_paid_before_the_bytes_flow():
+    link = Resource("link", 10 * GBPS)
+    finish, _ = run_flows([(10_000, (link,), math.inf, 500_000)], [link])
+    assert finish[0] == 1_500_000  # DMA time = fixed + bytes / bottleneck rate
+
+
+def test_engine_cap_limits_a_single_flow():
+    hbm = Resource("hbm", 1600 * GBPS)
+    finish, _ = run_flows([(100_000, (hbm,), 100 * GBPS, 0)], [hbm])
+    assert finish[0] == 1_000_000  # capped at 100 GB/s although HBM offers 1.6 TB/s
+
+
+def test_max_min_fair_shares_with_different_bottlenecks():
+    # Flow A crosses links 1 and 2, flow B only link 2, flow C only link 1.
+    # link1 = 10 GB/s shared by A and C; link2 = 30 GB/s shared by A and B.
+    # Max-min: A and C get 5 each (link1 saturates), B gets the rest of link2 = 25.
+    link1, link2 = Resource("l1", 10 * GBPS), Resource("l2", 30 * GBPS)
+    size = 1_000_000
+    specs = [(size, (link1, link2), math.inf, 0), (size, (link2,), math.inf, 0), (size, (link1,), math.inf, 0)]
+    finish, _ = run_flows(specs, [link1, link2])
+    assert finish[1] == pytest.approx(size / (25 * GBPS), rel=1e-6)  # B alone at first at 25
+    # B finishes at 40 us; A and C had 200 kB each at 5 GB/s; then link1 gives them 5 GB/s still
+    assert finish[0] == finish[2] == pytest.approx(size / (5 * GBPS), rel=1e-6)
+
+
+def test_rates_are_recomputed_when_a_flow_ends():
+    link = Resource("link", 10 * GBPS)
+    # small flow ends at 2 us (both at 5 GB/s for 10 kB); the big one then runs alone at 10 GB/s
+    finish, _ = run_flows([(10_000, (link,), math.inf, 0), (30_000, (link,), math.inf, 0)], [link])
+    assert finish[0] == 2_000_000
+    assert finish[1] == 2_000_000 + 2_000_000  # 20 kB left at 10 GB/s
+
+
+def test_bytes_and_rate_log_are_accounted():
+    link = Resource("link", 10 * GBPS)
+    _, network = run_flows([(10_000, (link,), math.inf, 0)] * 2, [link])
+    assert link.bytes_moved == 20_000 and link.flows_done == 2
+    assert link.rate_log == [(0, pytest.approx(10 * GBPS)), (2_000_000, 0.0)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 10**6), st.integers(0, 2), st.floats(1.0, 50.0), st.integers(0, 10**6)), min_size=1, max_size=12))
+def test_no_flow_beats_its_bottleneck_and_work_is_conserved(flows):
+    links = [Resource(f"r{i}", (i + 1) * 5 * GBPS) for i in range(3)]
+    specs = [(size, (links[which],), cap * GBPS, delay) for size, which, cap, delay in flows]
+    finish, _ = run_flows(specs, links)
+    for i, (size, path, cap, delay) in enumerate(specs):
+        fastest = delay + size / min(cap, path[0].capacity)
+        assert finish[i] >= math.floor(fastest)  # never faster than alone on its bottleneck
+    for link in links:
+        mine = [(size, delay) for size, path, cap, delay in specs if path[0] is link]
+        if mine:
+            last = max(finish[i] for i, s in enumerate(specs) if s[1][0] is link)
+            # the link can never have moved its bytes faster than its capacity allows
+            assert last >= min(d for _, d in mine) + sum(s for s, _ in mine) / link.capacity - len(mine)

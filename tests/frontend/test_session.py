@@ -1,0 +1,59 @@
+"""Sessions: results, determinism, timing-only mode, failures."""
+
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npusim
+from npusim.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+VECTOR_ADD = runpy.run_path(str(ROOT / "examples" / "vector_add.py"), run_name="vector_add")
+
+
+def simulate_vector_add(data: bool, cores: int = 8):
+    with npusim.session("a2", data=data) as s:
+        n = cores * 2 * VECTOR_ADD["TILE"]
+        x = npusim.tensor(np.ones(n, np.float16))
+        y = npusim.tensor(np.full(n, 2.0, np.float16))
+        z = npusim.zeros(n, np.float16)
+        VECTOR_ADD["build_vector_add"](x, y, z, cores=cores).launch()
+        if data:
+            assert np.all(z.numpy() == 3.0)
+    return s.result
+
+
+def test_result_has_time_summary_and_events():
+    result = simulate_vector_add(True)
+    assert result.status == "ok" and result.simulated_ps > 0
+    assert result.summary["simulated_time_us"] == result.simulated_ps / 1e6
+    assert len(result.recorder) == result.summary["events"] > 0
+
+
+def test_no_data_does_not_change_timing():
+    with_data, without = simulate_vector_add(True), simulate_vector_add(False)
+    assert with_data.simulated_ps == without.simulated_ps
+    assert np.array_equal(with_data.recorder.columns()["end_ps"], without.recorder.columns()["end_ps"])
+
+
+def test_a_failing_workload_marks_the_result_failed():
+    with pytest.raises(ZeroDivisionError):
+        with npusim.session("a2", data=False) as s:
+            1 / 0
+    assert s.result.status == "failed" and "ZeroDivisionError" in s.result.error
+
+
+def test_config_errors_surface_before_anything_runs():
+    with pytest.raises(ConfigError, match="die.hbm.bandwidth"):
+        with npusim.session("a2", overrides=["die.hbm.bandwidth=12"]):
+            pass
+
+
+def test_seed_makes_random_workloads_reproducible():
+    draws = []
+    for _ in range(2):
+        with npusim.session("a2", data=False, seed=7):
+            draws.append(np.random.rand(3).tolist())
+    assert draws[0] == draws[1]

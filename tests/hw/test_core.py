@@ -1,0 +1,125 @@
+"""Pipes of an AI core: in-order pipes, concurrency between pipes, flags, barriers, deadlocks."""
+
+import numpy as np
+import pytest
+
+import npusim
+from npusim import isa
+from npusim.errors import DeadlockError, ResourceError
+from tests.conftest import events_of
+
+
+def vector_ps(session, kind, repeats):
+    return session.system.timing.vector.cost_ps(kind, repeats)
+
+
+def test_instructions_of_one_pipe_run_in_order_and_pipes_run_concurrently():
+    with npusim.session("a2", data=False) as s:
+        k = isa.Kernel("k", die=0)
+        p = k.aiv(0)
+        a = p.alloc(128, np.float16)
+        p.adds(a, a, 1.0)  # VECTOR
+        p.adds(a, a, 1.0)  # VECTOR, after the first
+        p.scalar(10)       # SCALAR: another pipe, it does not wait for VECTOR
+        k.launch()
+    events = events_of(s.result)
+    vec = [e for e in events if e["lane"] == "VECTOR"]
+    assert vec[0]["start"] == 0 and vec[1]["start"] == vec[0]["end"]
+    scalar = [e for e in events if e["lane"] == "SCALAR"][0]
+    assert scalar["start"] == 0  # a different pipe: runs while VECTOR works
+
+
+def test_an_instruction_waits_for_the_scalar_instructions_before_it():
+    with npusim.session("a2", data=False) as s:
+        k = isa.Kernel("k", die=0)
+        p = k.aiv(0)
+        a = p.alloc(128, np.float16)
+        p.scalar(100)
+        p.adds(a, a, 1.0)  # cannot be issued before the scalar work ends
+        k.launch()
+    events = events_of(s.result)
+    scalar = [e for e in events if e["lane"] == "SCALAR"][0]
+    vec = [e for e in events if e["lane"] == "VECTOR"][0]
+    assert vec["start"] == scalar["end"] > 0
+
+
+def test_wait_flag_really_blocks_until_the_set_flag():
+    with npusim.session("a2", data=False) as s:
+        k = isa.Kernel("k", die=0)
+        p = k.aiv(0)
+        a = p.alloc(128 * 64, np.float32)
+        p.adds(a, a, 1.0)            # VECTOR: long
+        p.set_flag("VECTOR", "MTE3", 0)
+        p.wait_flag("VECTOR", "MTE3", 0)
+        out = npusim.empty(128 * 64, np.float32)
+        p.copy(isa.gm(out), a)       # MTE3: must start after the add
+        k.launch()
+    events = events_of(s.result)
+    add = next(e for e in events if e["name"] == "adds")
+    store = next(e for e in events if e["lane"] == "MTE3" and e["name"].startswith("copy"))
+    flag_cost = s.system.timing.scalar.flag_ps
+    assert store["start"] >= add["end"] + flag_cost
+    wait = next(e for e in events if e["name"].startswith("wait_flag"))
+    assert wait["start"] == 0 and wait["end"] >= add["end"]  # the MTE3 pipe stalled in the wait
+
+
+def test_without_flags_a_store_races_ahead_of_the_compute():
+    with npusim.session("a2") as s:
+        x = npusim.tensor(np.ones(64, np.float32))
+        out = npusim.zeros(64, np.float32)
+        k = isa.Kernel("racy", die=0)
+        p = k.aiv(0)
+        a = p.alloc(64, np.float32)
+        p.copy(a, isa.gm(x))
+        p.set_flag("MTE2", "VECTOR", 0)
+        p.wait_flag("MTE2", "VECTOR", 0)
+        p.adds(a, a, 1.0)
+        p.copy(isa.gm(out), a)  # no VECTOR -> MTE3 flag: MTE3 starts at once and stores stale UB
+        k.launch()
+        assert out.numpy().tolist() == [0.0] * 64  # what hardware would do: UB was still empty
+
+
+def test_pipe_barrier_all_waits_for_every_pipe():
+    with npusim.session("a2", data=False) as s:
+        k = isa.Kernel("k", die=0)
+        p = k.aiv(0)
+        a = p.alloc(64 * 255, np.float32)
+        p.adds(a, a, 1.0)
+        p.pipe_barrier("ALL")
+        p.scalar(1, name="after")
+        k.launch()
+    events = events_of(s.result)
+    add = next(e for e in events if e["name"] == "adds")
+    after = next(e for e in events if e["name"] == "after")
+    assert after["start"] >= add["end"]
+
+
+def test_ub_overflow_names_kernel_core_and_sizes():
+    with npusim.session("a2", data=False):
+        p = isa.Kernel("big_tiles", die=0).aiv(3)
+        p.alloc(96 * 1024, np.float16)
+        with pytest.raises(ResourceError, match=r"kernel 'big_tiles' on die 0 aiv3: allocating 192.00 KiB in UB .* holds 192.00 KiB"):
+            p.alloc(96 * 1024, np.float16)
+
+
+def test_a_wait_that_is_never_set_is_reported_as_a_deadlock():
+    with pytest.raises(DeadlockError, match=r"die 0 aiv2 MTE3 \(kernel 'stuck'\) waits in: MTE3 wait_flag VECTOR->MTE3 #1"):
+        with npusim.session("a2", data=False):
+            p = isa.Kernel("stuck", die=0).aiv(2)
+            p.wait_flag("VECTOR", "MTE3", 1)
+            p.scalar(1)
+            p.kernel.launch()
+
+
+def test_kernels_on_one_stream_run_one_after_the_other():
+    with npusim.session("a2", data=False) as s:
+        for name in ("first", "second"):
+            k = isa.Kernel(name, die=0)
+            p = k.aiv(0)
+            a = p.alloc(64, np.float32)
+            p.adds(a, a, 1.0)
+            k.launch()
+    events = events_of(s.result)
+    first = [e for e in events if e["op"] == 0]
+    second = [e for e in events if e["op"] == 1]
+    assert min(e["start"] for e in second) >= max(e["end"] for e in first)

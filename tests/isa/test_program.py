@@ -1,0 +1,140 @@
+"""The kernel builder: copy paths, repeat splitting and costs, buffer bounds, scalar registers."""
+
+import math
+
+import numpy as np
+import pytest
+
+import npusim
+from npusim import isa
+from npusim.errors import UsageError, WorkloadError
+from tests.conftest import events_of
+
+
+def test_vector_instructions_are_split_at_255_repeats_with_their_costs():
+    with npusim.session("a2", data=False) as s:
+        p = isa.Kernel("k", die=0).aiv(0)
+        a = p.alloc(64 * 300, np.float32)
+        instructions = p.adds(a, a, 1.0)
+    timing = s.system.timing.vector
+    assert [i.fixed_ps for i in instructions] == [timing.cost_ps("adds", 255), timing.cost_ps("adds", 45)]
+
+
+def test_copy_picks_the_engine_of_the_path():
+    with npusim.session("a2", data=False):
+        x = npusim.empty(1024, np.float16)
+        p = isa.Kernel("k", die=0).aiv(0)
+        ub = p.alloc(1024, np.float16)
+        assert p.copy(ub, isa.gm(x)).pipe is isa.Pipe.MTE2
+        assert p.copy(isa.gm(x), ub).pipe is isa.Pipe.MTE3
+        with pytest.raises(UsageError, match="no AIV engine copies GM -> GM"):
+            p.copy(isa.gm(x), isa.gm(x), nbytes=64)
+        cube = isa.Kernel("c", die=0).aic(0)
+        l1 = cube.alloc(1024, np.float16, buffer="L1")
+        l0a = cube.alloc(1024, np.float16, buffer="L0A")
+        assert cube.copy(l1, isa.gm(x)).pipe is isa.Pipe.MTE2
+        assert cube.copy(l0a, l1).pipe is isa.Pipe.MTE1
+
+
+def test_a_copy_outside_its_tensor_is_refused_when_built():
+    with npusim.session("a2", data=False):
+        x = npusim.empty(16, np.float16)
+        p = isa.Kernel("k", die=0).aiv(0)
+        ub = p.alloc(64, np.float16)
+        with pytest.raises(UsageError, match=r"copy touches bytes 0..128 of GM tensor .* which has 32 bytes"):
+            p.copy(ub, isa.gm(x))
+
+
+def test_strided_copy_moves_bursts_and_pays_per_burst():
+    with npusim.session("a2") as s:
+        host = np.arange(64, dtype=np.int32).reshape(8, 8)
+        x = npusim.tensor(host)
+        out = npusim.zeros((8, 2), np.int32)
+        k = isa.Kernel("columns", die=0)
+        p = k.aiv(0)
+        ub = p.alloc(16, np.int32)
+        p.copy(ub, isa.gm(x, 2), burst_count=8, burst_bytes=8, src_gap=24)  # columns 2..3 of each row
+        p.set_flag("MTE2", "MTE3", 0)
+        p.wait_flag("MTE2", "MTE3", 0)
+        p.copy(isa.gm(out), ub)
+        k.launch()
+        assert out.numpy().tolist() == host[:, 2:4].tolist()
+    load = next(e for e in events_of(s.result) if e["lane"] == "MTE2")
+    engine = s.system.die(0).core("aiv", 0).dma_timing[isa.Pipe.MTE2]
+    fixed = engine.setup_ps + 7 * engine.per_burst_ps + s.system.gm_route(0, 0, to_gm=False).latency_ps
+    moved = 8 * 32  # each 8-byte burst still moves a whole 32-byte granule
+    assert load["bytes"] == 64
+    assert load["end"] - load["start"] == fixed + math.ceil(moved / engine.rate_bytes_per_ps)
+
+
+def test_scalar_register_addresses_the_destination():
+    with npusim.session("a2") as s:
+        table = npusim.tensor(np.zeros((4, 8), np.int32))
+        index = npusim.tensor(np.array([2], np.int32))
+        k = isa.Kernel("scatter_row", die=0)
+        p = k.aiv(0)
+        idx = p.alloc(8, np.int32)
+        row = p.alloc(8, np.int32)
+        p.copy(idx, isa.gm(index), nbytes=4)
+        p.set_flag("MTE2", "SCALAR", 0)
+        p.wait_flag("MTE2", "SCALAR", 0)
+        r = p.read_scalar(idx, 0)
+        p.dup(row, 7)
+        p.set_flag("VECTOR", "MTE3", 0)
+        p.wait_flag("VECTOR", "MTE3", 0)
+        p.copy(isa.gm(table, r * 8), row)
+        k.launch()
+        assert table.numpy()[2].tolist() == [7] * 8 and table.numpy().sum() == 56
+
+
+def test_an_address_from_a_bad_index_is_an_error_naming_the_core():
+    with pytest.raises(WorkloadError, match="out of bounds; on hardware this would read or corrupt other memory silently"):
+        with npusim.session("a2"):
+            table = npusim.tensor(np.zeros((4, 8), np.int32))
+            index = npusim.tensor(np.array([9], np.int32))
+            k = isa.Kernel("scatter_row", die=0)
+            p = k.aiv(0)
+            idx = p.alloc(8, np.int32)
+            row = p.alloc(8, np.int32)
+            p.copy(idx, isa.gm(index), nbytes=4)
+            p.set_flag("MTE2", "SCALAR", 0)
+            p.wait_flag("MTE2", "SCALAR", 0)
+            r = p.read_scalar(idx, 0)
+            p.copy(isa.gm(table, r * 8), row)
+            k.launch()
+
+
+def test_unknown_pipe_vector_kind_and_rounding_are_named():
+    with npusim.session("a2", data=False):
+        p = isa.Kernel("k", die=0).aiv(0)
+        a = p.alloc(64, np.float32)
+        with pytest.raises(UsageError, match="aiv0 has no CUBE pipe"):
+            p.set_flag("CUBE", "VECTOR")
+        with pytest.raises(UsageError, match="unknown pipe 'MTE9'"):
+            p.set_flag("MTE9", "VECTOR")
+        with pytest.raises(UsageError, match="unknown vector instruction 'sqrtx'"):
+            p.vector("sqrtx", a, a)
+        with pytest.raises(UsageError, match="unknown rounding 'up'"):
+            p.cast(a, a, rounding="up")
+
+
+def test_mmad_on_the_cube_core():
+    with npusim.session("a2") as s:
+        a_host = np.arange(16 * 16, dtype=np.float16).reshape(16, 16) / 256
+        b_host = np.eye(16, dtype=np.float16)
+        a, b = npusim.tensor(a_host), npusim.tensor(b_host)
+        c = npusim.zeros((16, 16), np.float32)
+        k = isa.Kernel("matmul", die=0)
+        p = k.aic(0)
+        l0a, l0b = p.alloc(256, np.float16, "L0A"), p.alloc(256, np.float16, "L0B")
+        l0c = p.alloc(256, np.float32, "L0C")
+        p.copy(l0a, isa.gm(a))
+        p.copy(l0b, isa.gm(b))
+        p.set_flag("MTE2", "CUBE", 0)
+        p.wait_flag("MTE2", "CUBE", 0)
+        p.mmad(l0c, l0a, l0b, 16, 16, 16)
+        p.set_flag("CUBE", "FIXP", 0)
+        p.wait_flag("CUBE", "FIXP", 0)
+        p.copy(isa.gm(c), l0c)
+        k.launch()
+        assert np.array_equal(c.numpy(), a_host.astype(np.float32))
