@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import runpy
 import sys
 from pathlib import Path
 
@@ -17,20 +16,8 @@ from npusim.cli.tables import print_summary
 from npusim.config import load_config
 from npusim.errors import NpusimError, UsageError
 from npusim.frontend.session import session
+from npusim.frontend.workload import parse_param_overrides, run_workload_file
 from npusim.trace.chrome import write_chrome_trace
-
-WORKLOAD_RUN_NAME = "__npusim_workload__"
-
-
-def run_workload_file(path: Path) -> dict:
-    """Execute a workload file as a script inside the active session; call its ``main()`` if it
-    defines one. Returns the module's globals. The file is the user's own Python, run as is."""
-    namespace = runpy.run_path(str(path), run_name=WORKLOAD_RUN_NAME)
-    entry = namespace.get("main")
-    if callable(entry):
-        entry()
-    return namespace
-
 
 def write_json_atomically(path: Path, data: dict) -> None:
     """Write ``data`` as JSON to a temporary name, then rename it over ``path``."""
@@ -44,13 +31,16 @@ def write_json_atomically(path: Path, data: dict) -> None:
 @click.argument("workload", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="override a config value (repeatable)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="output folder (default traces/<workload>-<config>/)")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="override a parameter the workload declares with npusim.param (repeatable)")
 @click.option("--no-data", is_flag=True, help="simulate timing only: no tensor values (timing is unchanged)")
 @click.option("--seed", default=0, show_default=True, help="seed of numpy's random generator for the workload")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
-def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], out_dir: Path | None, no_data: bool, seed: int, debug: bool) -> None:
+def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None,
+                no_data: bool, seed: int, debug: bool) -> None:
     """Simulate WORKLOAD (a Python file) on the machine of CONFIG."""
     try:
         loaded = load_config(config_name, overrides)
+        param_overrides = parse_param_overrides(params)
         if not workload.is_file():
             raise UsageError(f"workload file {str(workload)!r} does not exist")
     except NpusimError as error:
@@ -60,16 +50,13 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], ou
 
     failure: BaseException | None = None
     active = None
-    sys.path.insert(0, str(workload.resolve().parent))
     try:
-        with session(loaded, data=not no_data, seed=seed) as active:
+        with session(loaded, data=not no_data, seed=seed, params=param_overrides) as active:
             run_workload_file(workload)
     except BaseException as error:  # the workload is arbitrary user code
         if isinstance(error, (KeyboardInterrupt, SystemExit)) and active is None:
             raise
         failure = error
-    finally:
-        sys.path.remove(str(workload.resolve().parent))
     if active is None:  # the session could not even be built
         sys.exit(report(failure, debug=debug))
 
@@ -84,6 +71,7 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], ou
         "workload_sha256": hashlib.sha256(workload.read_bytes()).hexdigest(),
         "command": ["npusim", *sys.argv[1:]],
         "seed": seed,
+        "params": result.params,
         "data": not no_data,
         "status": result.status,
     }

@@ -38,7 +38,7 @@ class SimResult:
     status: str = "ok"
     error: str | None = None
     wall_seconds: float = 0.0
-    outputs: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
 
     @property
     def simulated_us(self) -> float:
@@ -48,9 +48,12 @@ class SimResult:
 class Session:
     """One simulated machine and the work issued to it."""
 
-    def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS) -> None:
+    def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS,
+                 params: dict | None = None) -> None:
         self.config = config
         self.seed = seed
+        self.param_overrides: dict = dict(params or {})  # workload parameters given by the run
+        self.params: dict[str, dict] = {}  # parameters the workload declared: name -> value, default, help
         self.system = System(config.spec, with_data=with_data)
         self.env: simpy.Environment = self.system.env
         self.time_limit_ps = time_limit_ps
@@ -110,19 +113,22 @@ class Session:
         """Close the session: the result with the summary of everything simulated."""
         wall = time.perf_counter() - self._wall_start
         summary = summarize(self.system, self.config, wall_seconds=wall, status=status, error=error)
-        self.result = SimResult(self.config, self.env.now, summary, self.system.recorder, self.system, status, error, wall)
+        summary["params"] = {name: entry["value"] for name, entry in self.params.items()}
+        self.result = SimResult(self.config, self.env.now, summary, self.system.recorder, self.system, status, error, wall,
+                                params=summary["params"])
         return self.result
 
 
 @contextlib.contextmanager
 def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
-            seed: int = 0, time_limit_us: float | None = None) -> Iterator[Session]:
+            seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None) -> Iterator[Session]:
     """Build the simulated machine of ``config`` (a built-in name or a YAML path, with ``overrides``
-    as ``key.path=value``); ``data=False`` simulates timing only. numpy's global random generator is
-    seeded with ``seed`` so workloads that draw random inputs are reproducible."""
+    as ``key.path=value``); ``data=False`` simulates timing only; ``params`` override the workload's
+    declared parameters (:func:`npusim.param`). numpy's global random generator is seeded with
+    ``seed`` so workloads that draw random inputs are reproducible."""
     loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
-    current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit)
+    current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}))
     np.random.seed(seed)
     push_active(current.system)
     current.system.session = current

@@ -1,0 +1,18 @@
+"""Simulate a workload file from Python (notebooks, sweeps): ``npusim.simulate(config, workload)``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from npusim.frontend.session import SimResult, session
+from npusim.frontend.workload import parse_param_overrides, run_workload_file
+
+
+def simulate(config, workload: str | Path, *, overrides: Sequence[str] | Mapping[str, object] | None = None,
+             params: Mapping[str, Any] | Sequence[str] | None = None, data: bool = True, seed: int = 0) -> SimResult:
+    """Run ``workload`` (a Python file) on ``config`` and return its result (simulated time,
+    summary, events, the parameters used). Errors propagate; ``result.status`` is ``ok``."""
+    with session(config, overrides=overrides, data=data, seed=seed, params=parse_param_overrides(params or {})) as active:
+        run_workload_file(workload)
+    return active.result

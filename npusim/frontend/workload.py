@@ -1,0 +1,103 @@
+"""Workload files and their parameters.
+
+A workload is a Python file run like a script inside a session; a ``main()`` function, if it defines
+one, is called. It declares its parameters with :func:`param`::
+
+    tokens = npusim.param("tokens", 256, "new tokens written per step")
+
+and a run overrides them (``npusim run ... --param tokens=1024``, ``simulate(..., params=...)``).
+The values used are recorded in the session (and so in the manifest).
+"""
+
+from __future__ import annotations
+
+import difflib
+import runpy
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from npusim.errors import UsageError
+from npusim.frontend.session import Session, current_session
+
+WORKLOAD_RUN_NAME = "__npusim_workload__"
+
+
+def param(name: str, default: Any, help: str = "") -> Any:
+    """The value of workload parameter ``name``: the run's override if given (converted to the type
+    of ``default``), else ``default``."""
+    session = current_session()
+    declared = session.params
+    if name in declared:
+        return declared[name]["value"]
+    value = default
+    if name in session.param_overrides:
+        value = convert_param(name, session.param_overrides[name], default)
+    declared[name] = {"value": value, "default": default, "help": help}
+    return value
+
+
+def convert_param(name: str, raw: Any, default: Any) -> Any:
+    """``raw`` (often a string from the command line) as the type of ``default``."""
+    if not isinstance(raw, str) or isinstance(default, str):
+        return raw
+    try:
+        if isinstance(default, bool):
+            lowered = raw.strip().lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return lowered in ("true", "1", "yes")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, (tuple, list)):
+            return type(default)(type(default[0])(part) for part in raw.split(",")) if default else raw
+    except ValueError:
+        raise UsageError(f"parameter {name}={raw!r}: expected a {type(default).__name__} like its default {default!r}") from None
+    return raw
+
+
+def parse_param_overrides(items: list[str] | tuple[str, ...] | Mapping[str, Any]) -> dict[str, Any]:
+    """``["tokens=256", ...]`` (or a mapping) as a dict; a malformed item is a UsageError."""
+    if isinstance(items, Mapping):
+        return dict(items)
+    parsed = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--param {item!r}: write NAME=VALUE, e.g. --param tokens=256")
+        parsed[name.strip()] = value
+    return parsed
+
+
+def check_params_used(session: Session) -> None:
+    """Every overridden parameter must have been declared by the workload."""
+    unknown = [name for name in session.param_overrides if name not in session.params]
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, list(session.params), n=1)
+            hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        declared = ", ".join(sorted(session.params)) or "none"
+        raise UsageError(f"the workload declares no parameter {', '.join(hints)}; its parameters: {declared}")
+
+
+def run_workload_file(path: str | Path) -> dict:
+    """Execute a workload file in the active session; call its ``main()`` if it defines one; check
+    that every parameter override was declared. Returns the module's globals. The file is the
+    user's own Python, run as is; its folder is importable while it runs."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"workload file {str(path)!r} does not exist")
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        namespace = runpy.run_path(str(path), run_name=WORKLOAD_RUN_NAME)
+        entry = namespace.get("main")
+        if callable(entry):
+            entry()
+    finally:
+        sys.path.remove(folder)
+    check_params_used(current_session())
+    return namespace

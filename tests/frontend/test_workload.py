@@ -1,0 +1,49 @@
+"""Workload files: parameters with defaults and overrides, simulate() from Python."""
+
+import json
+
+import pytest
+
+import npusim
+from npusim.errors import UsageError
+from tests.cli.test_run import npusim as run_cli
+
+WORKLOAD = """
+import npusim
+tokens = npusim.param("tokens", 256, "tokens per step")
+double_buffer = npusim.param("double_buffer", False)
+scale = npusim.param("scale", 0.5)
+"""
+
+
+@pytest.fixture
+def workload(tmp_path):
+    path = tmp_path / "params.py"
+    path.write_text(WORKLOAD)
+    return path
+
+
+def test_defaults_and_typed_overrides(workload):
+    assert npusim.simulate("a2", workload, data=False).params == {"tokens": 256, "double_buffer": False, "scale": 0.5}
+    result = npusim.simulate("a2", workload, params={"tokens": "1024", "double_buffer": "true", "scale": "2"})
+    assert result.params == {"tokens": 1024, "double_buffer": True, "scale": 2.0}
+
+
+def test_an_unknown_parameter_is_named_with_a_suggestion(workload):
+    with pytest.raises(UsageError, match=r"no parameter 'token' \(did you mean 'tokens'\?\); its parameters: double_buffer, scale, tokens"):
+        npusim.simulate("a2", workload, params=["token=3"])
+
+
+def test_bad_values_and_forms_are_refused(workload):
+    with pytest.raises(UsageError, match=r"parameter tokens='many': expected a int like its default 256"):
+        npusim.simulate("a2", workload, params={"tokens": "many"})
+    with pytest.raises(UsageError, match="write NAME=VALUE"):
+        npusim.simulate("a2", workload, params=["tokens"])
+
+
+def test_the_manifest_records_the_parameters(workload, tmp_path):
+    run = run_cli("run", "-c", "a2", workload, "--param", "tokens=8", "--out", tmp_path / "o", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "o" / "manifest.json").read_text())["params"] == {"tokens": 8, "double_buffer": False, "scale": 0.5}
+    bad = run_cli("run", "-c", "a2", workload, "--param", "tokns=8", "--out", tmp_path / "o2", cwd=tmp_path)
+    assert bad.returncode == 1 and "did you mean 'tokens'" in bad.stderr
