@@ -61,25 +61,28 @@ class KernelRun:
         self.op = op
         self.progress = [ProgressCounter(env) for _ in Pipe]
         self.flags: dict[tuple[int, int, int], collections.deque[int]] = {}  # times the raised flags became visible
-        self.flag_waiters: dict[tuple[int, int, int], collections.deque[simpy.Event]] = {}
+        self.flag_waiters: dict[tuple[int, int, int], collections.deque[tuple[simpy.Event, int]]] = {}
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
 
     def set_flag(self, key: tuple[int, int, int], at_ps: int) -> None:
         """Raise flag (src pipe, dst pipe, event id) at time ``at_ps`` (now or later): the oldest
-        waiter wakes then, or the flag is kept for the next wait."""
+        waiter wakes then (or when it is ready, if later), or the flag is kept for the next wait."""
         waiters = self.flag_waiters.get(key)
         if waiters:
-            succeed_at(self.env, waiters.popleft(), at_ps - self.env._now)
+            event, ready_ps = waiters.popleft()
+            succeed_at(self.env, event, max(at_ps, ready_ps) - self.env._now)
         else:
             raised = self.flags.get(key)
             if raised is None:
                 raised = self.flags[key] = collections.deque()
             raised.append(at_ps)
 
-    def take_flag(self, key: tuple[int, int, int]) -> int | simpy.Event:
-        """Consume the oldest raised flag: the time it is (or becomes) visible; if none is raised,
-        an event that fires when one is."""
+    def take_flag(self, key: tuple[int, int, int], ready_ps: int) -> int | simpy.Event:
+        """Consume the oldest raised flag for a wait that is ready at ``ready_ps`` (now or later):
+        the time the flag is (or becomes) visible; if none is raised, an event that fires when one
+        is, not before ``ready_ps``. Flags are consumed in the order they were raised, so a wait that
+        runs ahead of the clock takes the same flag it would take at its own time."""
         raised = self.flags.get(key)
         if raised:
             return raised.popleft()
@@ -87,7 +90,7 @@ class KernelRun:
         waiters = self.flag_waiters.get(key)
         if waiters is None:
             waiters = self.flag_waiters[key] = collections.deque()
-        waiters.append(event)
+        waiters.append((event, ready_ps))
         return event
 
 
@@ -183,23 +186,22 @@ class AICore:
                     end = env._now
                 run.set_flag(instruction.key, end)
             elif step == WAIT_FLAG:
-                if ahead:
-                    yield timeout(ahead)
-                    ahead = 0
-                start = env._now
-                visible = run.take_flag(instruction.key)
-                if visible.__class__ is not int:
+                start = env._now + ahead
+                visible = run.take_flag(instruction.key, start)
+                if visible.__class__ is not int:  # not raised yet: wait for it
                     blocked[pipe_id] = instruction
                     yield visible
                     del blocked[pipe_id]
-                elif visible > start:
-                    blocked[pipe_id] = instruction
-                    yield timeout(visible - start)
-                    del blocked[pipe_id]
+                    ahead = 0
+                elif visible > start:  # raised, visible later: stall until then
+                    ahead = visible - env._now
                 if may_run_ahead:
-                    ahead = instruction.cost_ps
+                    ahead += instruction.cost_ps
                     end = env._now + ahead
                 else:
+                    if ahead:
+                        yield timeout(ahead)
+                        ahead = 0
                     yield timeout(instruction.cost_ps)
                     end = env._now
             else:  # WAITING: needs the real time, may block on other pipes
