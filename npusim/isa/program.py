@@ -61,6 +61,10 @@ _COPY_PIPES = {
 }
 
 
+_WAITING_CLASSES = (WaitFlag, PipeBarrierAll)  # their events are stalls, not busy time
+_PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
+
+
 def gm(tensor, element_offset: int | ScalarExpr = 0) -> GmAddress:
     """The GM address of element ``element_offset`` (flat, in elements) of a device tensor."""
     return GmAddress(tensor.allocation, tensor.offset_bytes + element_offset * tensor.dtype.itemsize)
@@ -117,10 +121,10 @@ class CoreProgram:
             self._tile = previous
 
     def _append(self, instruction: Instruction, name: str | None = None) -> Instruction:
-        waits = isinstance(instruction, (WaitFlag, PipeBarrierAll))
-        instruction.name_id = self._recorder.name_id(name or instruction.label, waits=waits)
+        waits = instruction.__class__ in _WAITING_CLASSES
+        name_id = instruction.name_id = self._recorder.name_id(name or instruction.label, waits=waits)
         instruction.tile = self._tile
-        instruction.label_id = pack(instruction.name_id, self._tile)
+        instruction.label_id = pack(name_id, self._tile)
         self.instructions.append(instruction)
         return instruction
 
@@ -183,6 +187,9 @@ class CoreProgram:
         per_repeat = vector_semantics.elements_per_repeat(timing.repeat_bytes, dst.dtype, *(s.dtype for s in srcs))
         per_instruction = per_repeat * timing.max_repeats
         label = name or kind
+        if count <= per_instruction and dst.count == count and all(src.count == count for src in srcs):
+            cost = timing.cost_ps(kind, -(-count // per_repeat))  # one instruction over whole operands
+            return [self._append(VectorOp(kind, dst, list(srcs), scalar, rounding, cost, label), label)]
         appended = []
         for first in range(0, count, per_instruction):
             n = min(per_instruction, count - first)
@@ -256,10 +263,12 @@ class CoreProgram:
         return self._append(FixedCost(target, f"pipe_barrier {target.name}", cost))
 
     def _pipe(self, pipe: str | Pipe) -> Pipe:
-        try:
-            parsed = Pipe.parse(pipe)
-        except ValueError as error:
-            raise UsageError(str(error)) from None
+        parsed = _PIPE_CACHE.get(pipe)
+        if parsed is None:
+            try:
+                parsed = _PIPE_CACHE[pipe] = Pipe.parse(pipe)
+            except ValueError as error:
+                raise UsageError(str(error)) from None
         if parsed not in self.core.kind.pipes:
             raise UsageError(f"{self.core.name} has no {parsed.name} pipe; its pipes are {', '.join(p.name for p in self.core.kind.pipes)}")
         return parsed
