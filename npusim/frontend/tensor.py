@@ -131,10 +131,11 @@ class DeviceTensor:
         return np.ndarray(self.shape, dtype=self.dtype, buffer=data, offset=self.offset_bytes, strides=self.strides)
 
     def numpy(self) -> np.ndarray:
-        """The values after everything issued so far has been simulated (a copy)."""
-        from npusim.frontend.session import synchronize
-
-        synchronize()
+        """The values after everything issued so far has been simulated (a copy); after its session
+        has ended, the final values."""
+        session = self.system.session
+        if session is not None and session.result is None:
+            session.synchronize()
         return self.host_view().copy()
 
     def cpu(self) -> np.ndarray:

@@ -12,10 +12,12 @@ pipe executes it) and what that step needs: ``fixed_ps`` (FIXED), ``key``/``cost
 WAIT_FLAG), ``start(core, run, delay_ps)`` returning an event (TRANSFER), or ``start(core, run)``
 returning ps or an event (WAITING: barriers).
 
-A pipe other than SCALAR lets the small fixed cost of its flag instructions run ahead of SimPy's
-clock and folds it into its next wait, so a ``set_flag`` costs no SimPy event: the flag is stamped
-with the exact time it is raised and a waiter sees it then. The times recorded are exact; only a
-``pipe_barrier(ALL)`` may see such a pipe's progress up to one flag cost early.
+A pipe other than SCALAR runs ahead of SimPy's clock through instructions nobody else can observe
+before a later synchronisation: flags (stamped with the exact time they become visible, so a waiter
+wakes exactly then), and fixed-cost instructions without a data effect (all of them with data off).
+It catches up (yields) only when it must wait: a DMA's completion, a flag not raised yet, the scalar
+unit, a barrier. Recorded times are exact; a ``pipe_barrier(ALL)`` reads each pipe's exact end
+times. With data on, instructions with an effect yield so that the effect lands at its time.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class KernelRun:
     """The state of one program running on one core: per-pipe progress, flag counters, scalar
     registers, and what each blocked pipe is waiting for (for deadlock reports)."""
 
-    __slots__ = ("env", "core", "program", "op", "progress", "flags", "flag_waiters", "regs", "blocked")
+    __slots__ = ("env", "core", "program", "op", "progress", "flags", "flag_waiters", "regs", "blocked", "ends")
     # ``blocked`` maps a pipe (its int value) to the instruction it waits in, or a sentence, for
     # deadlock reports.
 
@@ -64,6 +66,8 @@ class KernelRun:
         self.flag_waiters: dict[tuple[int, int, int], collections.deque[tuple[simpy.Event, int]]] = {}
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
+        # end time of every instruction per pipe, kept only for programs with a pipe_barrier(ALL)
+        self.ends: dict[int, list[int]] | None = {int(p): [] for p in Pipe} if program.needs_end_times else None
 
     def set_flag(self, key: tuple[int, int, int], at_ps: int) -> None:
         """Raise flag (src pipe, dst pipe, event id) at time ``at_ps`` (now or later): the oldest
@@ -153,7 +157,8 @@ class AICore:
         pipe_id = int(pipe)
         may_run_ahead = pipe is not Pipe.SCALAR
         with_data = self.system.with_data
-        ahead = 0  # ps of flag costs this pipe has run ahead of env.now
+        ends = run.ends[pipe_id] if run.ends is not None else None
+        ahead = 0  # ps this pipe has run ahead of env.now
         for instruction in instructions:
             if instruction.s_dep > issued.count:
                 if ahead:
@@ -165,11 +170,15 @@ class AICore:
             step = instruction.step
             if step == FIXED:
                 start = env._now + ahead
-                busy = ahead + instruction.fixed_ps
-                ahead = 0
-                if busy:
-                    yield timeout(busy)
-                end = env._now
+                if may_run_ahead and (instruction.effect is None or not with_data):
+                    ahead += instruction.fixed_ps
+                    end = start + instruction.fixed_ps
+                else:
+                    busy = ahead + instruction.fixed_ps
+                    ahead = 0
+                    if busy:
+                        yield timeout(busy)
+                    end = env._now
             elif step == TRANSFER:
                 start = env._now + ahead
                 event = instruction.start(self, run, ahead)
@@ -225,6 +234,8 @@ class AICore:
             put_start(start)
             put_end(end)
             put_bytes(instruction.nbytes)
+            if ends is not None:
+                ends.append(end)
             done.count += 1
             if done.waiters:
                 done.wake()

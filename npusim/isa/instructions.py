@@ -158,8 +158,23 @@ class PipeBarrierAll(Instruction):
         self.cost_ps = cost_ps
 
     def start(self, core, run):
-        pending = [run.progress[pipe].reached(n) for pipe, n in self.targets if run.progress[pipe].count < n]
-        return run.env.all_of(pending) if pending else self.cost_ps
+        env = run.env
+        if all(run.progress[pipe].count >= n for pipe, n in self.targets) and self._drained_at(run) <= env.now:
+            return self.cost_ps
+        return env.process(self._drain(run))
+
+    def _drained_at(self, run) -> int:
+        """When the last of the awaited instructions ends (pipes may have run ahead of the clock)."""
+        return max((run.ends[int(pipe)][n - 1] for pipe, n in self.targets if n), default=0)
+
+    def _drain(self, run):
+        env = run.env
+        for pipe, n in self.targets:
+            if run.progress[pipe].count < n:
+                yield run.progress[pipe].reached(n)
+        drained = self._drained_at(run)
+        if drained > env.now:
+            yield env.timeout(drained - env.now)
 
 
 class DmaCopy(Instruction):

@@ -291,11 +291,12 @@ class CoreProgram:
 class _Placed:
     """What the core executes: the per-pipe split of a program."""
 
-    __slots__ = ("by_pipe", "name")
+    __slots__ = ("by_pipe", "name", "needs_end_times")
 
     def __init__(self, program: CoreProgram) -> None:
         self.by_pipe = program.by_pipe()
         self.name = program.kernel.name
+        self.needs_end_times = any(isinstance(i, PipeBarrierAll) for i in self.by_pipe[Pipe.SCALAR])
 
 
 def _place(side) -> str:
