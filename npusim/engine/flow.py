@@ -156,15 +156,19 @@ class FlowNetwork:
         for flow_class in self._busy:
             flow_class.advance(now)
             members = flow_class.members
+            finished = finished_bytes = 0
             while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
                 _, _, size, done = heapq.heappop(members)
-                for resource in flow_class.path:
-                    resource.bytes_moved += size
-                    resource.flows_done += 1
-                    resource.flows -= 1
+                finished += 1
+                finished_bytes += size
                 done.succeed()
+            if finished:
+                for resource in flow_class.path:
+                    resource.bytes_moved += finished_bytes
+                    resource.flows_done += finished
+                    resource.flows -= finished
                 changed = True
-            emptied = emptied or not members
+                emptied = emptied or not members
         if emptied:
             self._busy = [c for c in self._busy if c.members]
         starts = self._starts

@@ -31,7 +31,7 @@ import simpy
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import CoreKind, Pipe
-from npusim.hw.topology import Route
+from npusim.hw.topology import LOCAL
 from npusim.trace.recorder import pack
 
 if TYPE_CHECKING:
@@ -119,14 +119,22 @@ class AICore:
         self.tracks = {pipe: recorder.track(die.index, self.name, pipe.name, order_base + (int(pipe),)) for pipe in kind.pipes}
         self.lock = simpy.Resource(self.env, capacity=1)
         self.current: KernelRun | None = None
+        self._dma_paths: dict[tuple, tuple[tuple, float, int]] = {}
 
     def __repr__(self) -> str:
         return f"die{self.die.index} {self.name}"
 
-    def gm_route(self, gm_die: int, to_gm: bool) -> Route:
-        """The shared resources a DMA of this core crosses to read (or write, ``to_gm``) the GM of
-        ``gm_die``, and its fixed latency in ps."""
-        return self.system.gm_route(self.die.index, gm_die, to_gm)
+    def dma_path(self, pipe: Pipe, gm_die: int | None, to_gm: bool) -> tuple[tuple, float, int]:
+        """What a single-burst DMA of ``pipe`` crosses to read (or write, ``to_gm``) the GM of
+        ``gm_die`` (None: between two buffers of this core): the shared resources, the engine's rate
+        cap in bytes/ps, and the fixed cost in ps (engine set-up + route latency)."""
+        key = (pipe, gm_die, to_gm)
+        path = self._dma_paths.get(key)
+        if path is None:
+            route = LOCAL if gm_die is None else self.system.gm_route(self.die.index, gm_die, to_gm)
+            engine = self.dma_timing[pipe]
+            path = self._dma_paths[key] = (route.resources, engine.rate_bytes_per_ps, engine.setup_ps + route.latency_ps)
+        return path
 
     def execute(self, program, op: int) -> simpy.Process:
         """Run ``program`` on this core once the core is free; the process ends when every pipe is done."""
@@ -159,6 +167,7 @@ class AICore:
         with_data = self.system.with_data
         ends = run.ends[pipe_id] if run.ends is not None else None
         ahead = 0  # ps this pipe has run ahead of env.now
+        now = env._now  # env.now, refreshed after every yield (the property costs a call)
         for instruction in instructions:
             if instruction.s_dep > issued.count:
                 if ahead:
@@ -167,10 +176,11 @@ class AICore:
                 blocked[pipe_id] = "waiting for the scalar unit to issue it"
                 yield issued.reached(instruction.s_dep)
                 del blocked[pipe_id]
+                now = env._now
             step = instruction.step
+            start = now + ahead
             if step == FIXED:
-                start = env._now + ahead
-                if may_run_ahead and (instruction.effect is None or not with_data):
+                if may_run_ahead and (not with_data or instruction.effect is None):
                     ahead += instruction.fixed_ps
                     end = start + instruction.fixed_ps
                 else:
@@ -178,46 +188,44 @@ class AICore:
                     ahead = 0
                     if busy:
                         yield timeout(busy)
-                    end = env._now
+                        now = env._now
+                    end = now
             elif step == TRANSFER:
-                start = env._now + ahead
                 event = instruction.start(self, run, ahead)
                 ahead = 0
                 yield event
-                end = env._now
+                now = end = env._now
             elif step == SET_FLAG:
-                start = env._now + ahead
                 if may_run_ahead:
                     ahead += instruction.cost_ps
-                    end = env._now + ahead
+                    end = now + ahead
                 else:
                     yield timeout(instruction.cost_ps)
-                    end = env._now
+                    now = end = env._now
                 run.set_flag(instruction.key, end)
             elif step == WAIT_FLAG:
-                start = env._now + ahead
                 visible = run.take_flag(instruction.key, start)
                 if visible.__class__ is not int:  # not raised yet: wait for it
                     blocked[pipe_id] = instruction
                     yield visible
                     del blocked[pipe_id]
+                    now = env._now
                     ahead = 0
                 elif visible > start:  # raised, visible later: stall until then
-                    ahead = visible - env._now
+                    ahead = visible - now
                 if may_run_ahead:
                     ahead += instruction.cost_ps
-                    end = env._now + ahead
+                    end = now + ahead
                 else:
-                    if ahead:
-                        yield timeout(ahead)
-                        ahead = 0
-                    yield timeout(instruction.cost_ps)
-                    end = env._now
+                    yield timeout(ahead + instruction.cost_ps)
+                    ahead = 0
+                    now = end = env._now
             else:  # WAITING: needs the real time, may block on other pipes
                 if ahead:
                     yield timeout(ahead)
                     ahead = 0
-                start = env._now
+                    now = env._now
+                start = now
                 busy = instruction.start(self, run)
                 if busy.__class__ is int:
                     if busy:
@@ -226,7 +234,7 @@ class AICore:
                     blocked[pipe_id] = instruction
                     yield busy
                     del blocked[pipe_id]
-                end = env._now
+                now = end = env._now
             if with_data and instruction.effect is not None:
                 instruction.effect(self, run)
             put_lane(lane)

@@ -15,7 +15,6 @@ from npusim.errors import WorkloadError
 from npusim.hw.memory import Allocation
 from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING
 from npusim.hw.pipes import Pipe
-from npusim.hw.topology import LOCAL
 from npusim.isa import vector as vector_semantics
 from npusim.isa.scalar import ScalarExpr, resolve
 
@@ -185,7 +184,7 @@ class DmaCopy(Instruction):
     Time = engine set-up + (bursts - 1) x per-burst cost + path latency (memory, fabric hops)
     + bytes (rounded up to the 32-byte granule per burst) / the max-min fair rate of the path."""
 
-    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved", "_plan")
+    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved")
 
     def __init__(self, pipe: Pipe, dst, src, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(pipe, label, burst_count * burst_bytes)
@@ -195,7 +194,6 @@ class DmaCopy(Instruction):
         self.moved_bytes = burst_count * (-(-burst_bytes // granule) * granule)
         self.dynamic = any(isinstance(side, GmAddress) and isinstance(side.offset, ScalarExpr) for side in (src, dst))
         self._resolved: tuple[int, int] | None = None
-        self._plan: tuple | None = None
         self.effect = self._copy
 
     step = TRANSFER
@@ -203,24 +201,15 @@ class DmaCopy(Instruction):
     def start(self, core, run, delay_ps: int = 0):
         if self.dynamic and core.system.with_data:
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = self._transfer_plan(core)
-        resources, cap, fixed = plan
-        return core.system.network.transfer(self.moved_bytes, resources, cap=cap, delay_ps=fixed + delay_ps)
-
-    def _transfer_plan(self, core) -> tuple:
-        """What this copy crosses (fixed for the instruction): the route's resources, the engine's
-        rate cap, and the fixed cost = set-up + (bursts - 1) x per-burst + route latency."""
         if isinstance(self.dst, GmAddress):
-            route = core.gm_route(self.dst.allocation.die, True)
+            resources, cap, fixed = core.dma_path(self.pipe, self.dst.allocation.die, True)
         elif isinstance(self.src, GmAddress):
-            route = core.gm_route(self.src.allocation.die, False)
+            resources, cap, fixed = core.dma_path(self.pipe, self.src.allocation.die, False)
         else:
-            route = LOCAL  # between two buffers of the core: only its engine limits the rate
-        timing = core.dma_timing[self.pipe]
-        fixed = timing.setup_ps + (self.burst_count - 1) * timing.per_burst_ps + route.latency_ps
-        return route.resources, timing.rate_bytes_per_ps, fixed
+            resources, cap, fixed = core.dma_path(self.pipe, None, False)
+        if self.burst_count > 1:
+            fixed += (self.burst_count - 1) * core.dma_timing[self.pipe].per_burst_ps
+        return core.system.network.transfer(self.moved_bytes, resources, cap=cap, delay_ps=fixed + delay_ps)
 
     def _offset(self, side, run) -> int:
         if not isinstance(side, GmAddress):
