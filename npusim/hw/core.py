@@ -22,7 +22,7 @@ times. With data on, instructions with an effect yield so that the effect lands 
 
 from __future__ import annotations
 
-import collections
+from collections import deque
 
 from typing import TYPE_CHECKING
 
@@ -62,41 +62,14 @@ class KernelRun:
         self.program = program
         self.op = op
         self.progress = [ProgressCounter(env) for _ in Pipe]
-        self.flags: dict[tuple[int, int, int], collections.deque[int]] = {}  # times the raised flags became visible
-        self.flag_waiters: dict[tuple[int, int, int], collections.deque[tuple[simpy.Event, int]]] = {}
+        # flag (src pipe, dst pipe, event id) -> times its raised, not yet taken, instances become visible
+        self.flags: dict[tuple[int, int, int], deque[int]] = {}
+        # flag -> waits blocked on it, each with the time it is ready to proceed
+        self.flag_waiters: dict[tuple[int, int, int], deque[tuple[simpy.Event, int]]] = {}
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
         # end time of every instruction per pipe, kept only for programs with a pipe_barrier(ALL)
         self.ends: dict[int, list[int]] | None = {int(p): [] for p in Pipe} if program.needs_end_times else None
-
-    def set_flag(self, key: tuple[int, int, int], at_ps: int) -> None:
-        """Raise flag (src pipe, dst pipe, event id) at time ``at_ps`` (now or later): the oldest
-        waiter wakes then (or when it is ready, if later), or the flag is kept for the next wait."""
-        waiters = self.flag_waiters.get(key)
-        if waiters:
-            event, ready_ps = waiters.popleft()
-            succeed_at(self.env, event, max(at_ps, ready_ps) - self.env._now)
-        else:
-            raised = self.flags.get(key)
-            if raised is None:
-                raised = self.flags[key] = collections.deque()
-            raised.append(at_ps)
-
-    def take_flag(self, key: tuple[int, int, int], ready_ps: int) -> int | simpy.Event:
-        """Consume the oldest raised flag for a wait that is ready at ``ready_ps`` (now or later):
-        the time the flag is (or becomes) visible; if none is raised, an event that fires when one
-        is, not before ``ready_ps``. Flags are consumed in the order they were raised, so a wait that
-        runs ahead of the clock takes the same flag it would take at its own time."""
-        raised = self.flags.get(key)
-        if raised:
-            return raised.popleft()
-        event = self.env.event()
-        waiters = self.flag_waiters.get(key)
-        if waiters is None:
-            waiters = self.flag_waiters[key] = collections.deque()
-        waiters.append((event, ready_ps))
-        return event
-
 
 class AICore:
     """One AIC or AIV of a die: its pipes, buffers and DMA engines."""
@@ -166,6 +139,7 @@ class AICore:
         may_run_ahead = pipe is not Pipe.SCALAR
         with_data = self.system.with_data
         ends = run.ends[pipe_id] if run.ends is not None else None
+        flags, flag_waiters = run.flags, run.flag_waiters
         ahead = 0  # ps this pipe has run ahead of env.now
         now = env._now  # env.now, refreshed after every yield (the property costs a call)
         for instruction in instructions:
@@ -196,15 +170,38 @@ class AICore:
                 yield event
                 now = end = env._now
             elif step == SET_FLAG:
+                # Raise the flag at ``end``: the oldest waiter wakes then (or when it is ready, if
+                # later); with no waiter, the flag is kept with the time it becomes visible.
                 if may_run_ahead:
                     ahead += instruction.cost_ps
                     end = now + ahead
                 else:
                     yield timeout(instruction.cost_ps)
                     now = end = env._now
-                run.set_flag(instruction.key, end)
+                key = instruction.key
+                waiters = flag_waiters.get(key)
+                if waiters:
+                    event, ready_ps = waiters.popleft()
+                    succeed_at(env, event, (end if end > ready_ps else ready_ps) - now)
+                else:
+                    raised = flags.get(key)
+                    if raised is None:
+                        raised = flags[key] = deque()
+                    raised.append(end)
             elif step == WAIT_FLAG:
-                visible = run.take_flag(instruction.key, start)
+                # Take the oldest raised flag (flags are taken in the order they were raised, so a
+                # wait running ahead of the clock takes the one it would take at its own time), or
+                # wait for one, not before this wait is ready (``start``).
+                key = instruction.key
+                raised = flags.get(key)
+                if raised:
+                    visible = raised.popleft()
+                else:
+                    visible = env.event()
+                    waiters = flag_waiters.get(key)
+                    if waiters is None:
+                        waiters = flag_waiters[key] = deque()
+                    waiters.append((visible, start))
                 if visible.__class__ is not int:  # not raised yet: wait for it
                     blocked[pipe_id] = instruction
                     yield visible
