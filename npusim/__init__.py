@@ -4,5 +4,7 @@ __version__ = "0.1.0"
 
 from npusim.frontend.session import SimResult, Session, current_session, session, synchronize  # noqa: E402
 from npusim.frontend.tensor import DeviceTensor, empty, tensor, zeros  # noqa: E402
+from npusim.frontend.transfer import transfer  # noqa: E402
 
-__all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "session", "synchronize", "tensor", "zeros", "__version__"]
+__all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "session", "synchronize", "tensor", "transfer", "zeros",
+           "__version__"]
