@@ -90,7 +90,7 @@ def load_cases(systems: Sequence[str] | None = None) -> list[CalibrationCase]:
     known = sorted({case.system for case in cases})
     for name in systems:
         if name not in known:
-            raise UsageError(f"no calibration data for config {name!r}: {DATA_FILE} has measurements of {', '.join(known)}; pick one of them")
+            raise UsageError(f"no calibration data for config {name!r}: npusim/{DATA_FILE} has measurements of {', '.join(known)}; pick one of them")
     return [case for case in cases if case.system in systems]
 
 
