@@ -126,12 +126,3 @@ def test_nic_efficiency_sets_the_rdma_rate():
     base = hixl_GiBps("a2", "write", MiB, protocol="rdma")
     assert hixl_GiBps("a2", "write", MiB, ["nic.efficiency=0.5"], protocol="rdma") == pytest.approx(base * 0.5 / 0.971, rel=0.01)
 
-
-def test_remote_core_stores_cross_the_write_credits_and_loads_do_not():
-    from npusim.hw.system import System
-
-    system = System(load_config("a2").spec, with_data=False)
-    store = system.gm_route(0, 1, to_gm=True).resources
-    load = system.gm_route(0, 1, to_gm=False).resources
-    assert [r.kind for r in store] == ["link", "credits", "l2", "hbm"]
-    assert [r.kind for r in load] == ["link", "l2", "hbm"]
