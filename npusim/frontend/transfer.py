@@ -76,6 +76,11 @@ def transfer(op: str, local: DeviceTensor | Sequence[DeviceTensor], remote: Devi
                 "a block moves one length (TransferOpDesc.len): give tensors of the same size in bytes"
             )
 
+    if stream is not None and getattr(stream, "die", None) != initiator:
+        raise OpArgumentError(
+            f"npusim.transfer: the stream given belongs to die {getattr(stream, 'die', None)!r}, not to the initiator die "
+            f"{initiator}; a transfer runs on a stream of the die of its local blocks"
+        )
     writes = kind == "write"
     rdma = protocol == "rdma"
     src_die, dst_die = (initiator, peer) if writes else (peer, initiator)

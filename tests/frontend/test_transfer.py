@@ -147,6 +147,11 @@ def test_a_transfer_joins_two_dies_each_on_one_die(a3):
     assert "the remote blocks are on dies [2, 4]" in error_of(lambda: npusim.transfer("write", [x[:32], x[32:]], [y[:32], z[:32]]))
 
 
+def test_the_stream_must_be_the_initiators(a3):
+    x, y = npusim.empty(64, np.uint8, device=0), npusim.empty(64, np.uint8, device=2)
+    assert "the stream given belongs to die 2, not to the initiator die 0" in error_of(lambda: npusim.transfer("write", x, y, stream=Stream(a3.env, 2, "other")))
+
+
 def test_rdma_needs_two_nics():
     with npusim.session("a3", ["nic.per=package"], data=False):
         x, y = npusim.empty(64, np.uint8, device=0), npusim.empty(64, np.uint8, device=1)
