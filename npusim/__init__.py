@@ -6,5 +6,7 @@ from npusim.frontend.session import SimResult, Session, current_session, session
 from npusim.frontend.tensor import DeviceTensor, empty, tensor, zeros  # noqa: E402
 from npusim.frontend.workload import param  # noqa: E402
 from npusim.frontend.simulate import simulate  # noqa: E402
+from npusim.frontend.transfer import transfer  # noqa: E402
 
-__all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "param", "simulate", "session", "synchronize", "tensor", "zeros", "__version__"]
+__all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "param", "session", "simulate", "synchronize",
+           "tensor", "transfer", "zeros", "__version__"]

@@ -7,6 +7,7 @@ import click
 from npusim import __version__
 from npusim.cli.config_cmd import config_group
 from npusim.cli.run import run_command
+from npusim.cli.validate_cmd import validate_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,6 +18,7 @@ def cli() -> None:
 
 cli.add_command(run_command)
 cli.add_command(config_group)
+cli.add_command(validate_command)
 
 
 def main() -> None:

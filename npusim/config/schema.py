@@ -143,6 +143,7 @@ class DieSpec(Spec):
     l2: L2Spec
     hbm: MemorySpec
     aicpu: AicpuSpec
+    sdma: "SdmaSpec" = Field(description="system DMA engine: bulk GM-to-GM copies between dies (HIXL / HCCL over the scale-up fabric)")
 
 
 class LinkSpec(Spec):
@@ -151,6 +152,12 @@ class LinkSpec(Spec):
     bandwidth: Rate
     latency: Time = Field(description="one traversal of the link (serdes, wire, port)")
     efficiency: Fraction = Field(1.0, description="fraction of the raw rate that carries payload (protocol overhead)")
+    write_credits: Size | None = Field(
+        None,
+        description="posted-write data the receiving port buffers (link-level credit flow control); a credit returns one "
+        "link round trip (2 x latency) after use, so writes cross the link at most write_credits / (2 x latency); "
+        "None: writes are limited by the bandwidth alone",
+    )
 
 
 class SwitchSpec(Spec):
@@ -201,6 +208,7 @@ class NicSpec(Spec):
     bandwidth: Rate
     latency: Time
     per: Literal["package", "die"] = "package"
+    efficiency: Fraction = Field(1.0, description="fraction of the line rate that carries payload (RoCE v2 headers per packet)")
 
 
 class SystemShape(Spec):
@@ -248,3 +256,16 @@ class SystemSpec(Spec):
         if self.shape.dies_per_package > 1 and self.package_link is None:
             raise ValueError("shape.dies_per_package is 2 but package_link (the die-to-die link) is missing")
         return self
+
+
+class SdmaSpec(Spec):
+    """A die's system DMA engine (SDMA): ``channels`` independent queues, each executing its copy
+    descriptors one after the other (a descriptor starts when the previous one has completed)."""
+
+    channels: PositiveInt = Field(description="channels: transfers that run at once on the die, one per channel")
+    rate: Rate = Field(description="peak rate of one channel (one direction)")
+    setup: Time = Field(description="fixed cost of one descriptor: fetch and decode, completion report")
+
+
+DieSpec.model_rebuild()
+SystemSpec.model_rebuild()

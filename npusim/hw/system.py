@@ -1,8 +1,8 @@
 """A whole simulated machine built from a :class:`~npusim.config.schema.SystemSpec`.
 
 ``System`` owns the SimPy environment, the bandwidth network, the topology and the dies; a
-``Die`` owns its HBM and L2 bandwidth, its GM, its AICPUs and its AI cores (created on first use, so
-that a 768-die SuperPoD is cheap until work lands on it).
+``Die`` owns its HBM and L2 bandwidth, its GM, its AICPUs, its SDMA and RDMA queue pairs, and its AI
+cores (created on first use, so that a 768-die SuperPoD is cheap until work lands on it).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from npusim.config.schema import SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
 from npusim.errors import UsageError
 from npusim.hw.core import AICore
+from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
 from npusim.hw.memory import DeviceMemory
 from npusim.hw.pipes import CoreKind
 from npusim.hw.stream import Stream
@@ -37,7 +38,16 @@ class Die:
         self.memory_latency_ps = spec.l2.latency.to_ps(hz) + spec.hbm.latency.to_ps(hz)
         self.memory = DeviceMemory(index, spec.hbm.size.bytes, system.with_data)
         self.aicpus = simpy.Resource(system.env, capacity=spec.aicpu.count)
+        self.sdma = SystemDma(self)
+        self._queue_pairs: dict[int, RdmaQueuePair] = {}
         self._cores: dict[tuple[CoreKind, int], AICore] = {}
+
+    def queue_pair(self, peer: int) -> RdmaQueuePair:
+        """The RDMA queue pair from this die to die ``peer``, created on first use."""
+        queue_pair = self._queue_pairs.get(peer)
+        if queue_pair is None:
+            queue_pair = self._queue_pairs[peer] = RdmaQueuePair(self, peer)
+        return queue_pair
 
     def core_count(self, kind: CoreKind) -> int:
         return self.spec.aic_count if kind is CoreKind.AIC else self.spec.aiv_count
@@ -113,16 +123,26 @@ class System:
         """Memory side of a core's DMA: L2 and HBM of ``gm_die`` and, when remote, the fabric.
 
         A remote read pays the route latency twice (request out, data back); a write is posted and
-        pays it once."""
+        pays it once, and crosses the write credits of the links (see :mod:`npusim.hw.topology`)."""
         key = (core_die, gm_die, to_gm)
         route = self._gm_routes.get(key)
         if route is None:
             memory = self.die(gm_die)
-            fabric = self.topology.route(core_die, gm_die) if to_gm else self.topology.route(gm_die, core_die)
+            fabric = self.topology.route(core_die, gm_die, writes=True) if to_gm else self.topology.route(gm_die, core_die)
             trips = 1 if to_gm else 2
             route = Route(fabric.resources + (memory.l2, memory.hbm), memory.memory_latency_ps + trips * fabric.latency_ps)
             self._gm_routes[key] = route
         return route
+
+
+    def copy_path(self, src_die: int, dst_die: int, *, rdma: bool, writes: bool) -> CopyPath:
+        """What a bulk copy from the GM of ``src_die`` to the GM of ``dst_die`` crosses: the source
+        memory, the scale-up route (its write credits too when the data are posted ``writes``) or
+        with ``rdma`` the NICs, and the destination memory."""
+        source, destination = self.die(src_die), self.die(dst_die)
+        route = self.topology.rdma_route(src_die, dst_die) if rdma else self.topology.route(src_die, dst_die, writes=writes)
+        resources = (source.l2, source.hbm) + route.resources + (destination.l2, destination.hbm)
+        return CopyPath(resources, route.latency_ps, source.memory_latency_ps)
 
 
 _ACTIVE: list[System] = []

@@ -1,4 +1,5 @@
-"""Routes between dies: HCCS mesh on A2, UB switches and SIO on A3, node crossings, RDMA."""
+"""Routes between dies: HCCS mesh on A2, UB switches and SIO on A3, node crossings, RDMA, and the
+write credits that posted writes cross on every link of their path (reads do not)."""
 
 import pytest
 
@@ -57,3 +58,44 @@ def test_a_device_that_does_not_exist_is_named():
     with npusim.session("a2", data=False):
         with pytest.raises(npusim.errors.UsageError, match=r"device 8 does not exist: the config 'a2' has 8 dies \(0..7\)"):
             npusim.tensor([1.0], device=8)
+
+
+CLOCK = 1.85e9
+
+
+def test_remote_core_stores_cross_the_write_credits_and_loads_do_not():
+    s = system("a2")
+    store = s.gm_route(0, 1, to_gm=True).resources
+    load = s.gm_route(0, 1, to_gm=False).resources
+    assert [r.kind for r in store] == ["link", "credits", "l2", "hbm"]
+    assert [r.kind for r in load] == ["link", "l2", "hbm"]
+    link = s.spec.fabric.link
+    assert store[1].capacity == pytest.approx(link.write_credits.bytes / (2 * link.latency.to_ps(CLOCK)))
+
+
+def test_ub_write_credits_cover_every_plane_at_both_ends():
+    s = system("a3")
+    route = s.topology.route(0, 2, writes=True)
+    assert [r.name for r in route.resources] == ["die0 UB tx", "die0 UB tx write credits", "die2 UB rx", "die2 UB rx write credits"]
+    link = s.spec.fabric.link
+    assert route.resources[1].capacity == pytest.approx(7 * link.write_credits.bytes / (2 * link.latency.to_ps(CLOCK)), rel=1e-4)
+
+
+def test_an_explicit_path_has_credits_on_each_hop(tmp_path):
+    config = tmp_path / "chain.yaml"
+    config.write_text(
+        "extends: a2\nname: chain\nshape: {packages_per_node: 3}\nfabric:\n  kind: links\n  link: null\n  links:\n"
+        "    - {a: 0, b: 1, link: {bandwidth: 10 GB/s, latency: 100 ns, write_credits: 1 KiB}}\n"
+        "    - {a: 1, b: 2, link: {bandwidth: 10 GB/s, latency: 200 ns}}\n"
+    )
+    s = System(load_config(str(config)).spec, with_data=False)
+    writes = s.topology.route(0, 2, writes=True)
+    assert [r.name for r in writes.resources] == ["die0->die1", "die0->die1 write credits", "die1->die2"]
+    assert writes.latency_ps == 300_000
+    assert writes.resources[1].capacity == pytest.approx(1024 / 200_000)
+    assert [r.name for r in s.topology.route(0, 2).resources] == ["die0->die1", "die1->die2"]
+
+
+def test_a_link_without_credits_limits_writes_by_its_bandwidth_only():
+    s = system("a2", "fabric.link.write_credits=null")
+    assert [r.kind for r in s.topology.route(0, 1, writes=True).resources] == ["link"]

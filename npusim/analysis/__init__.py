@@ -1,0 +1,1 @@
+"""Analyses built on whole simulations: calibration against measurements of real machines."""

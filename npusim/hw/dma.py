@@ -1,0 +1,128 @@
+"""Die-level engines for bulk copies between the GM of two dies, driven the way a transfer library
+(HIXL, through HCCL's one-sided BatchPut / BatchGet) drives them.
+
+- :class:`SystemDma` is a die's SDMA. A transfer holds one of its ``channels`` and runs its blocks
+  one after the other: HCCL puts one SDMA task per block on one runtime stream, and a stream starts a
+  task when the previous one has completed. One block costs
+  ``setup + source memory latency + path round trip + bytes / rate``. Both directions pay one round
+  trip: a put's completion waits for the acknowledgement of its writes, a get sends its read requests
+  and waits for the data. The ``setup`` is the engine's own cost per descriptor (fetch and decode,
+  completion report).
+- :class:`RdmaQueuePair` is the RoCE queue pair from one die to a peer. The NIC keeps many work
+  requests of a queue pair in flight, streaming the bytes of one block right after the previous
+  one's, so a transfer pays the path latency once, not once per block.
+
+Both apply each block's bytes (when data is on) at the block's completion. Times in ps, rates in
+bytes/ps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, Sequence
+
+import simpy
+
+from npusim.engine.flow import Resource
+from npusim.hw.memory import Allocation
+
+if TYPE_CHECKING:
+    from npusim.hw.system import Die
+
+
+class GmBlock(NamedTuple):
+    """One descriptor of a bulk copy: ``nbytes`` contiguous bytes from ``src`` at ``src_offset`` to
+    ``dst`` at ``dst_offset`` (offsets in bytes into the allocations)."""
+
+    src: Allocation
+    src_offset: int
+    dst: Allocation
+    dst_offset: int
+    nbytes: int
+
+    def copy(self) -> None:
+        """Move the real bytes (only when data is on)."""
+        self.dst.data[self.dst_offset : self.dst_offset + self.nbytes] = self.src.data[self.src_offset : self.src_offset + self.nbytes]
+
+
+@dataclass(frozen=True)
+class CopyPath:
+    """What every block of a bulk copy from one die's GM to another's crosses: ``resources`` (the
+    source's L2 and HBM, the fabric or NIC path, the destination's L2 and HBM), the one-way latency
+    of the path and the access latency of the source memory, in ps."""
+
+    resources: tuple[Resource, ...]
+    path_latency_ps: int
+    memory_latency_ps: int
+
+
+class SystemDma:
+    """A die's system DMA engine: ``channels`` channels of ``rate`` each; one transfer per channel,
+    its blocks in order, each block paying the engine set-up, the source memory latency and the
+    path round trip before its bytes (see the module docstring)."""
+
+    def __init__(self, die: "Die") -> None:
+        spec = die.spec.sdma
+        hz = die.spec.clock.hz
+        self.die = die
+        self.system = die.system
+        self.env = die.system.env
+        self.channels = spec.channels
+        self.rate_bytes_per_ps = spec.rate.bytes_per_ps(hz)
+        self.setup_ps = spec.setup.to_ps(hz)
+        self._free = simpy.PriorityStore(self.env, capacity=spec.channels)
+        for channel in range(spec.channels):
+            self._free.put(channel)
+
+    def block_fixed_ps(self, path: CopyPath) -> int:
+        """The fixed cost of one block before its bytes flow: set-up, source memory, round trip."""
+        return self.setup_ps + path.memory_latency_ps + 2 * path.path_latency_ps
+
+    def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
+        """SimPy generator: take the lowest free channel, run ``blocks`` in order on it (each one an
+        event on the channel's lane ``sdma chN``), give the channel back."""
+        channel = yield self._free.get()
+        system = self.system
+        recorder = system.recorder
+        track = recorder.track(self.die.index, "sdma", f"ch{channel}", (2, channel))
+        fixed_ps = self.block_fixed_ps(path)
+        for block in blocks:
+            start = self.env.now
+            yield system.network.transfer(block.nbytes, path.resources, cap=self.rate_bytes_per_ps, delay_ps=fixed_ps)
+            if system.with_data:
+                block.copy()
+            recorder.record(track, name_id, start, self.env.now, block.nbytes, op, -1)
+        yield self._free.put(channel)
+
+
+class RdmaQueuePair:
+    """The RoCE queue pair of one die to a peer die: transfers run in posting order; inside a
+    transfer the NIC streams the blocks back to back and each block completes one path latency after
+    its last byte left (see the module docstring). Its lane is ``rdma qp dieN``."""
+
+    def __init__(self, die: "Die", peer: int) -> None:
+        self.die = die
+        self.peer = peer
+        self.system = die.system
+        self.env = die.system.env
+        self._in_order = simpy.Resource(self.env, capacity=1)
+
+    def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
+        """SimPy generator: stream ``blocks``; ends when the last block has completed."""
+        env, system = self.env, self.system
+        recorder = system.recorder
+        completions = []
+        with self._in_order.request() as turn:
+            yield turn
+            track = recorder.track(self.die.index, "rdma", f"qp die{self.peer}", (3, self.peer))
+            first_byte_ps = path.memory_latency_ps + path.path_latency_ps
+            for block in blocks:
+                start = env.now
+                yield system.network.transfer(block.nbytes, path.resources, delay_ps=first_byte_ps)
+                first_byte_ps = 0
+                recorder.record(track, name_id, start, env.now, block.nbytes, op, -1)
+                completion = env.timeout(path.path_latency_ps)
+                if system.with_data:
+                    completion.callbacks.append(lambda _event, block=block: block.copy())
+                completions.append(completion)
+        yield env.all_of(completions)

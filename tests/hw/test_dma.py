@@ -1,0 +1,128 @@
+"""The bulk-copy engines beyond the calibration table: laws a calibrated model must also obey.
+
+Bandwidth rises with the block size and saturates; transfers sharing a link share its bandwidth; a
+path through more switches costs its extra latency but keeps the rate; each calibration parameter
+moves the result the way its mechanism says.
+"""
+
+import numpy as np
+import pytest
+
+import npusim
+from npusim.analysis.calibration import CalibrationCase, simulate
+from npusim.config import load_config
+from npusim.hw.stream import Stream
+
+MiB = 2**20
+CLOCK = 1.85e9
+
+
+def one_block_ps(config, op: str, nbytes: int, peer: int, overrides=(), protocol="hccs") -> int:
+    """Simulated time of one transfer of one block from die 0."""
+    with npusim.session(config, list(overrides), data=False) as s:
+        local = npusim.empty(nbytes, np.uint8, device=0)
+        remote = npusim.empty(nbytes, np.uint8, device=peer)
+        npusim.transfer(op, local, remote, protocol=protocol)
+    return s.result.simulated_ps
+
+
+def gbps(nbytes: int, ps: int) -> float:
+    return nbytes / ps * 1e3
+
+
+@pytest.mark.parametrize(("config", "peer", "op"), [("a2", 1, "read"), ("a2", 1, "write"), ("a3", 2, "read"), ("a3", 2, "write")])
+def test_bandwidth_rises_with_block_size_and_saturates(config, peer, op):
+    sizes = [2**k for k in range(12, 27)]  # 4 KiB .. 64 MiB
+    rates = [gbps(n, one_block_ps(config, op, n, peer)) for n in sizes]
+    assert all(a < b for a, b in zip(rates, rates[1:]))
+    assert rates[0] < 0.2 * rates[-1]  # a small block is dominated by the per-block cost
+    assert rates[-1] / rates[-2] < 1.01  # saturated
+
+
+def test_saturated_rate_is_the_link_rate_for_reads_and_the_write_credit_rate_for_writes():
+    link = load_config("a2").spec.fabric.link
+    payload = link.bandwidth.bytes_per_second(CLOCK) / 1e9 * link.efficiency
+    credits = link.write_credits.bytes / (2 * link.latency.to_ps(CLOCK)) * 1e3
+    n = 256 * MiB
+    assert gbps(n, one_block_ps("a2", "read", n, 1)) == pytest.approx(payload, rel=0.01)
+    assert gbps(n, one_block_ps("a2", "write", n, 1)) == pytest.approx(credits, rel=0.01)
+    assert credits < payload
+
+
+def concurrent_rates(config, transfers, nbytes=32 * MiB):
+    """GB/s of each of ``transfers`` ((op, initiator, peer) each, on its own stream), all started
+    together."""
+    ends = []
+    with npusim.session(config, data=False) as s:
+        for i, (op, initiator, peer) in enumerate(transfers):
+            local = npusim.empty(nbytes, np.uint8, device=initiator)
+            remote = npusim.empty(nbytes, np.uint8, device=peer)
+            done = npusim.transfer(op, local, remote, stream=Stream(s.env, initiator, f"s{i}"))
+            done.callbacks.append(lambda _event: ends.append(s.env.now))
+    return [gbps(nbytes, end) for end in ends]
+
+
+@pytest.mark.parametrize(("config", "op", "a", "b"), [
+    ("a2", "write", (0, 1), (0, 1)),  # two puts from die 0 to die 1: one HCCS link, two SDMA channels
+    ("a2", "read", (1, 0), (1, 0)),  # two gets by die 1 of die 0's data: the same link direction
+    ("a3", "write", (0, 4), (2, 4)),  # two senders into one receiver: its UB ports
+])
+def test_two_concurrent_transfers_over_the_same_link_each_get_about_half(config, op, a, b):
+    [alone] = concurrent_rates(config, [(op, *a)])
+    shared = concurrent_rates(config, [(op, *a), (op, *b)])
+    assert shared == pytest.approx([alone / 2] * 2, rel=0.02)
+
+
+def test_transfers_over_different_links_do_not_share():
+    [alone] = concurrent_rates("a2", [("write", 0, 1)])
+    assert concurrent_rates("a2", [("write", 0, 1), ("write", 0, 2)]) == pytest.approx([alone] * 2, rel=1e-6)
+
+
+@pytest.mark.parametrize("op", ["read", "write"])
+def test_a_path_through_more_switches_is_slower_by_its_extra_latency_not_by_a_rate(op):
+    fabric = load_config("a3").spec.fabric
+    # across nodes a hop also crosses: die -> L1 -> L2 -> L1 -> die instead of die -> L1 -> die
+    extra_one_way = sum(q.to_ps(CLOCK) for q in (fabric.link.latency, fabric.link.latency, fabric.l1_switch.latency, fabric.l2_switch.latency))
+    for nbytes in (MiB, 8 * MiB, 64 * MiB):
+        one_node = one_block_ps("a3", op, nbytes, 2)
+        two_nodes = one_block_ps("a3", op, nbytes, 16, ["shape.nodes=2"])
+        assert two_nodes - one_node == pytest.approx(2 * extra_one_way, abs=2)  # one round trip per block
+
+
+# -- calibration parameters move the result the way their mechanism says ---------------------------
+
+
+def hixl_GiBps(config, op, block_bytes, overrides=(), nodes=1, protocol="hccs") -> float:
+    """The simulated bandwidth of a HIXL benchmark row (128 MiB in blocks)."""
+    case = CalibrationCase(config, nodes, protocol, op, block_bytes, measured_GiBps=1.0)
+    return simulate(case, load_config(config, [*overrides, f"shape.nodes={nodes}"]))
+
+
+def test_lower_link_efficiency_lowers_the_bandwidth():
+    assert hixl_GiBps("a3", "read", 8 * MiB, ["fabric.link.efficiency=0.6"]) < 0.8 * hixl_GiBps("a3", "read", 8 * MiB)
+
+
+def test_higher_setup_costs_more_at_small_blocks_than_at_large_ones():
+    def drop(block):
+        return 1 - hixl_GiBps("a2", "write", block, ["die.sdma.setup=2 us"]) / hixl_GiBps("a2", "write", block)
+
+    assert drop(MiB) > 0.02
+    assert drop(MiB) > 4 * drop(8 * MiB) > 0
+
+
+def test_write_credits_limit_writes_only():
+    more = ["fabric.link.write_credits=12 KiB"]
+    assert hixl_GiBps("a2", "write", 8 * MiB, more) > 1.2 * hixl_GiBps("a2", "write", 8 * MiB)
+    assert hixl_GiBps("a2", "read", 8 * MiB, more) == hixl_GiBps("a2", "read", 8 * MiB)
+
+
+def test_switch_latency_slows_transfers_that_cross_it_only():
+    slower = ["fabric.l2_switch.latency=1 us"]
+    assert hixl_GiBps("a3", "read", MiB, slower, nodes=2) < 0.95 * hixl_GiBps("a3", "read", MiB, nodes=2)
+    assert hixl_GiBps("a3", "read", MiB, slower) == hixl_GiBps("a3", "read", MiB)
+
+
+def test_nic_efficiency_sets_the_rdma_rate():
+    base = hixl_GiBps("a2", "write", MiB, protocol="rdma")
+    assert hixl_GiBps("a2", "write", MiB, ["nic.efficiency=0.5"], protocol="rdma") == pytest.approx(base * 0.5 / 0.971, rel=0.01)
+
