@@ -106,10 +106,13 @@ class _CoreProgram:
         self.copies = layout.copies
         self.indices = program.alloc(layout.index_elements, problem.indices_dtype)
         self.arguments = program.alloc(TILING_ARG_COUNT, np.int64)
-        self.sets = [{name: program.alloc(n, dtype) for name, n, dtype in layout.per_copy()} for _ in range(layout.copies)]
-        for buffers in self.sets:
-            buffers.setdefault("scales_fp32", buffers["scales"])  # fp32 scales are used as loaded
-        self.quant_set = 0  # the buffer set holding the scales / zero points loaded last
+        buffers = layout.buffers()
+        staged = [{name: program.alloc(n, dtype) for name, n, dtype, is_staged in buffers if is_staged}
+                  for _ in range(layout.copies)]
+        work = {name: program.alloc(n, dtype) for name, n, dtype, is_staged in buffers if not is_staged}
+        self.sets = [dict(ping_or_pong, **work) for ping_or_pong in staged]
+        self.quant_set = 0  # the buffer set holding the scales / zero points loaded last (read as
+        # loaded when they are fp32, so they must be found where they were loaded)
         self.registers: dict[int, list] = {}  # bs row -> the scalar registers of its index
 
     def run(self, iterations: tuple[Iteration, ...]) -> None:
@@ -206,7 +209,8 @@ class _CoreProgram:
                 offset += count
             return
         work = buffers["fp32"]
-        factors = quant[f"{step.operands[1]}_fp32"]
+        operand = step.operands[1]
+        factors = quant.get(f"{operand}_fp32", quant[operand])  # fp32 scales are used as loaded
         if step.columns:
             row = self.problem.last_dim
             for block in range(step.times):

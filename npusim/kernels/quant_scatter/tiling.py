@@ -367,13 +367,15 @@ class _VectorChains:
 
 @dataclass(frozen=True)
 class UbLayout:
-    """The UB buffers one core of the kernel allocates, in allocation order, each 32-byte aligned.
+    """The UB buffers one core of the kernel allocates, each 32-byte aligned.
 
     Once: all indices (``index_elements``, the count rounded up to 8) and the tiling arguments.
-    Then ``copies`` times (2 when double buffered) the per-iteration buffers of :meth:`per_copy`:
-    the updates chunk in its dtype (reused for the int16 step), an fp32 copy (reused for the fp16
-    step) and the int8 result, each of ``data_elements``; the scales (+ an fp32 copy unless fp32)
-    and the zero points (+ an fp32 copy), each of ``quant_elements``.
+    Per iteration (:meth:`buffers`): the updates chunk in its dtype (reused for the int16 step), an
+    fp32 copy (reused for the fp16 step) and the int8 result, each of ``data_elements``; the scales
+    (+ an fp32 copy unless fp32) and the zero points (+ an fp32 copy), each of ``quant_elements``.
+    The real kernel holds one set (``copies`` 1). Double buffered (``copies`` 2), the buffers that
+    MTE2 fills or MTE3 drains are held twice (ping, pong); the others only the vector unit touches,
+    one iteration after the other, and are held once.
     """
 
     problem: QuantScatterProblem = field(repr=False)
@@ -389,15 +391,19 @@ class UbLayout:
         index_elements = -(-problem.index_count // 8) * 8
         return cls(problem, index_elements, chunk + _UPDATES_PAD_ELEMENTS[mode], quant, copies)
 
-    def per_copy(self) -> list[tuple[str, int, np.dtype]]:
-        """``(name, elements, dtype)`` of the buffers each copy holds."""
+    def buffers(self) -> list[tuple[str, int, np.dtype, bool]]:
+        """``(name, elements, dtype, staged)`` of the per-iteration buffers; ``staged`` ones are
+        filled by MTE2 or drained by MTE3 (held ``copies`` times), the others held once."""
         p, data, quant = self.problem, self.data_elements, self.quant_elements
-        buffers = [("updates", data, p.updates_dtype), ("fp32", data, FLOAT32), ("int8", data, INT8),
-                   ("scales", quant, p.scales_dtype)]
-        if p.scales_dtype != FLOAT32:
-            buffers.append(("scales_fp32", quant, FLOAT32))
+        buffers = [("updates", data, p.updates_dtype, True), ("int8", data, INT8, True),
+                   ("scales", quant, p.scales_dtype, True)]
         if p.has_zero_points:
-            buffers += [("zero_points", quant, p.zero_points_dtype), ("zero_points_fp32", quant, FLOAT32)]
+            buffers.append(("zero_points", quant, p.zero_points_dtype, True))
+        buffers.append(("fp32", data, FLOAT32, False))
+        if p.scales_dtype != FLOAT32:
+            buffers.append(("scales_fp32", quant, FLOAT32, False))
+        if p.has_zero_points:
+            buffers.append(("zero_points_fp32", quant, FLOAT32, False))
         return buffers
 
     @property
@@ -411,7 +417,8 @@ class UbLayout:
 
     @property
     def total_bytes(self) -> int:
-        return self.fixed_bytes + self.copies * sum(_align32(n * dtype.itemsize) for _, n, dtype in self.per_copy())
+        return self.fixed_bytes + sum(_align32(n * dtype.itemsize) * (self.copies if staged else 1)
+                                      for _, n, dtype, staged in self.buffers())
 
 
 def _largest_chunk(fits: Callable[[int], bool], upper: int) -> int:
@@ -458,8 +465,8 @@ def plan_quant_scatter(
     budget = ub_bytes - HOST_UB_MARGIN_BYTES
     if problem.empty:
         return QuantScatterPlan(None, "bs", vector_cores, 0, 0, 0, 0, 0, budget, False, ())
-    fixed = UbLayout.of(problem, TilingMode.WHOLE_CORE, 0, 0)
-    if fixed.total_bytes > budget:
+    fixed = UbLayout.of(problem, TilingMode.WHOLE_CORE, 0, 1)
+    if fixed.fixed_bytes > budget:
         raise ResourceError(
             f"{OP_NAME}: every core stages all {problem.index_count} indices in UB ({fixed.index_bytes} bytes), "
             f"which with the tiling arguments exceeds the {budget} usable bytes of UB; split the call"
@@ -499,7 +506,7 @@ def _choose_tiling(p: QuantScatterProblem, vector_cores: int, budget: int, copie
     if chunk == 0:
         raise ResourceError(
             f"{OP_NAME}: not even {LARGE_QUANT_CHUNK_ALIGN} elements of a row fit the {budget} usable "
-            f"bytes of UB next to the {UbLayout.of(p, large, 0, 0).index_bytes} bytes of indices; split the call"
+            f"bytes of UB next to the {UbLayout.of(p, large, 0, 1).index_bytes} bytes of indices; split the call"
         )
     return large, chunk
 
