@@ -261,11 +261,12 @@ class CoreProgram:
         cost = instructions * self._timing.scalar.instruction_ps
         return self._append(FixedCost(Pipe.SCALAR, name, cost), name)
 
-    def read_scalar(self, src: LocalTensor, index: int = 0) -> ScalarReg:
-        """Read element ``index`` of a UB tensor into a new scalar register (returned)."""
+    def read_scalar(self, src: LocalTensor, index: int = 0, *, name: str | None = None) -> ScalarReg:
+        """Read element ``index`` of a UB tensor into a new scalar register (returned); ``name``
+        labels the event in the trace (default ``read_scalar``)."""
         register = ScalarReg(self._regs)
         self._regs += 1
-        self._append(ScalarRead(src, index, register.reg_id, self._timing.scalar.ub_read_ps))
+        self._append(ScalarRead(src, index, register.reg_id, self._timing.scalar.ub_read_ps), name)
         return register
 
     def set_flag(self, src: str | Pipe, dst: str | Pipe, event_id: int = 0) -> Instruction:

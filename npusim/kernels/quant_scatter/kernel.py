@@ -89,11 +89,11 @@ def build_quant_scatter(
     """
     kernel = isa.Kernel(KERNEL_NAME, die=tensors.input.device, system=tensors.input.system, op_args=op_args)
     for core in plan.cores:
-        _CoreProgram(kernel.aiv(core.core), problem, plan, tensors, skipped_rows).run(core.iterations)
+        _CoreLowering(kernel.aiv(core.core), problem, plan, tensors, skipped_rows).run(core.iterations)
     return kernel
 
 
-class _CoreProgram:
+class _CoreLowering:
     """Appends one core's instructions: its UB buffers, the prologue, then iteration after iteration."""
 
     def __init__(self, program: isa.CoreProgram, problem: QuantScatterProblem, plan: QuantScatterPlan,
@@ -121,7 +121,7 @@ class _CoreProgram:
         p.set_flag("MTE2", "SCALAR", _ARGS_EVENT)
         p.wait_flag("MTE2", "SCALAR", _ARGS_EVENT)
         for index in range(TILING_ARG_COUNT):
-            p.read_scalar(self.arguments, index)
+            p.read_scalar(self.arguments, index, name="read tiling argument")
         for i, iteration in enumerate(iterations):
             with p.tile(i):
                 self._iteration(i, iteration, len(iterations))
@@ -181,7 +181,7 @@ class _CoreProgram:
         batch, head = divmod(write.bs_row, heads)
         if write.index_reads:
             positions = [batch] if problem.index_rank == 1 else [2 * batch, 2 * batch + 1]
-            self.registers[write.bs_row] = [p.read_scalar(self.indices, k) for k in positions]
+            self.registers[write.bs_row] = [p.read_scalar(self.indices, k, name="read index") for k in positions]
         if write.bs_row in self.skipped_rows:
             return
         registers = self.registers[write.bs_row]

@@ -139,8 +139,8 @@ def test_every_mode_is_bit_exact_and_runs_its_plan(mode, double, ub_kib, cores, 
     assert len(vector) == sum(step.instructions for it in plan.all_iterations() for step in it.vector)
     stores = [e for e in ran if e[2] == "store block"]
     assert len(stores) == sum(len(it.writes) for it in plan.all_iterations())
-    reads = [e for e in ran if e[2] == "read_scalar"]
-    assert len(reads) == plan.used_cores * TILING_ARG_COUNT + plan.total("index_reads")
+    assert len([e for e in ran if e[2] == "read tiling argument"]) == plan.used_cores * TILING_ARG_COUNT
+    assert len([e for e in ran if e[2] == "read index"]) == plan.total("index_reads")
     # Each core's events carry its iteration index as the tile, in order.
     for core in plan.cores:
         tiles = [e[4] for e in stores if e[0] == f"aiv{core.core}"]
@@ -196,7 +196,7 @@ def test_the_trace_shows_each_core_loading_converting_reading_indices_and_writin
         assert lane["MTE2"] == ["load tiling", "load indices", "load updates", "load scales", "load zero points"]
         assert lane["VECTOR"] == ["cast bfloat16->float32", "cast bfloat16->float32", "div", "cast bfloat16->float32", "add",
                                   "cast float32->int16", "cast int16->float16", "cast float16->int8"]
-        assert lane["SCALAR"] == ["read_scalar"] * (36 + 1)
+        assert lane["SCALAR"] == ["read tiling argument"] * 36 + ["read index"]
         assert lane["MTE3"] == ["store block"]
         assert {e[4] for e in mine if e[2] != "load tiling" and e[1] != "SCALAR"} == {0}  # all in iteration 0
     # Serialised within the iteration: the vector chain after the loads it needs, the write after it.
@@ -215,7 +215,7 @@ def test_the_trace_shows_each_core_loading_converting_reading_indices_and_writin
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace if e.get("name") == "thread_name"}
     tagged = {(threads[(e["pid"], e["tid"])], e["name"]) for e in trace
               if e.get("ph") == "X" and e["args"].get("op") == f"QuantUpdateScatter#{op_id}"}
-    for expected_event in [("aiv0 MTE2", "load updates"), ("aiv0 VECTOR", "div"), ("aiv0 SCALAR", "read_scalar"),
+    for expected_event in [("aiv0 MTE2", "load updates"), ("aiv0 VECTOR", "div"), ("aiv0 SCALAR", "read index"),
                            ("aiv23 MTE3", "store block")]:
         assert expected_event in tagged
 
