@@ -4,7 +4,6 @@ out-of-place and non-contiguous calls."""
 from __future__ import annotations
 
 import inspect
-import warnings
 
 import ml_dtypes
 import numpy as np

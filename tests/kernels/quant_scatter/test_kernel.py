@@ -171,6 +171,7 @@ def test_each_core_allocates_the_ub_its_plan_budgets(mode, double, ub_kib, cores
             updates=npusim.empty(updates_shape, problem.updates_dtype), scales=npusim.empty((last,), problem.scales_dtype),
             zero_points=npusim.empty((last,), problem.zero_points_dtype), tiling=npusim.empty((TILING_ARG_COUNT,), np.int64))
         kernel = build_quant_scatter(problem, plan, tensors)
+    assert plan.mode == mode and plan.double_buffer == double
     assert sorted(index for _, index in kernel.programs) == [core.core for core in plan.cores]
     for program in kernel.programs.values():
         allocated = program.allocated_bytes["UB"]
