@@ -10,3 +10,16 @@ from npusim.frontend.transfer import transfer  # noqa: E402
 
 __all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "param", "session", "simulate", "synchronize",
            "tensor", "transfer", "zeros", "__version__"]
+
+_LAZY_MODULES = {"torch_npu": "npusim.frontend.torch_npu"}
+"""Facades imported on first use (``from npusim import torch_npu``), so ``import npusim`` stays light."""
+
+
+def __getattr__(name: str):
+    if name in _LAZY_MODULES:
+        import importlib
+
+        module = importlib.import_module(_LAZY_MODULES[name])
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'npusim' has no attribute {name!r}")

@@ -238,6 +238,7 @@ class SystemSpec(Spec):
     fabric: Fabric
     package_link: LinkSpec | None = Field(None, description="die-to-die link inside a package (SIO on 910C)")
     nic: NicSpec
+    ops: OpsSpec | None = Field(None, description="per-op settings of the kernels npusim models (not hardware)")
 
     @model_validator(mode="after")
     def _topology_is_consistent(self) -> "SystemSpec":
@@ -256,6 +257,28 @@ class SystemSpec(Spec):
         if self.shape.dies_per_package > 1 and self.package_link is None:
             raise ValueError("shape.dies_per_package is 2 but package_link (the die-to-die link) is missing")
         return self
+
+    @model_validator(mode="after")
+    def _op_settings_fit_the_die(self) -> "SystemSpec":
+        quant_scatter = self.ops.quant_scatter if self.ops else None
+        if quant_scatter is not None and quant_scatter.vector_cores > self.die.aiv_count:
+            raise ValueError(
+                f"ops.quant_scatter.vector_cores is {quant_scatter.vector_cores}, but a die has "
+                f"{self.die.aiv_count} vector cores (die.aiv_count); use at most {self.die.aiv_count}"
+            )
+        return self
+
+
+class QuantScatterOpSpec(Spec):
+    """How ``npu_quant_scatter_`` (the QuantUpdateScatter kernel) is launched."""
+
+    vector_cores: PositiveInt = Field(description="vector cores the op's tiling splits its work over (at most die.aiv_count)")
+
+
+class OpsSpec(Spec):
+    """Settings of the ops' kernels that are not hardware (e.g. how many cores a kernel uses)."""
+
+    quant_scatter: QuantScatterOpSpec | None = None
 
 
 class SdmaSpec(Spec):

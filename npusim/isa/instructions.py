@@ -242,18 +242,27 @@ class DmaCopy(Instruction):
 
 
 class VectorOp(FixedCost):
-    """One vector instruction (at most ``max_repeats`` repeats) computing on UB tensors."""
+    """One vector instruction (at most ``max_repeats`` repeats) computing on UB tensors.
 
-    __slots__ = ("kind", "dst", "srcs", "scalar", "rounding")
+    ``repeat_layout`` is None for contiguous operands, else ``(repeats, lanes, strides)``: repeat
+    ``r`` reads / writes ``lanes`` elements at ``r * strides[i]`` of operand ``i`` (dst first)."""
 
-    def __init__(self, kind: str, dst: LocalTensor, srcs: list[LocalTensor], scalar, rounding: str, cost_ps: int, label: str) -> None:
+    __slots__ = ("kind", "dst", "srcs", "scalar", "rounding", "repeat_layout")
+
+    def __init__(self, kind: str, dst: LocalTensor, srcs: list[LocalTensor], scalar, rounding: str, cost_ps: int, label: str,
+                 repeat_layout: tuple[int, int, tuple[int, ...]] | None = None) -> None:
         super().__init__(Pipe.VECTOR, label, cost_ps, dst.nbytes)
         self.kind, self.dst, self.srcs, self.scalar, self.rounding = kind, dst, srcs, scalar, rounding
+        self.repeat_layout = repeat_layout
         self.effect = self._compute
 
     def _compute(self, core, run) -> None:
         scalar = resolve(self.scalar, run.regs) if isinstance(self.scalar, ScalarExpr) else self.scalar
-        vector_semantics.compute(self.kind, self.dst.values(core), [s.values(core) for s in self.srcs], scalar, self.rounding)
+        values = [t.values(core) for t in [self.dst, *self.srcs]]
+        if self.repeat_layout is not None:
+            repeats, lanes, strides = self.repeat_layout
+            values = [as_strided(v, shape=(repeats, lanes), strides=(s * v.itemsize, v.itemsize)) for v, s in zip(values, strides)]
+        vector_semantics.compute(self.kind, values[0], values[1:], scalar, self.rounding)
 
 
 class Mmad(FixedCost):

@@ -172,33 +172,71 @@ class CoreProgram:
     # -- vector --------------------------------------------------------------------------------
 
     def vector(self, kind: str, dst: LocalTensor, *srcs: LocalTensor, scalar=None, count: int | None = None,
-               rounding: str = "rint", name: str | None = None) -> list[Instruction]:
+               rounding: str = "rint", name: str | None = None,
+               repeat_strides: tuple[int, ...] | None = None) -> list[Instruction]:
         """Vector instruction ``kind`` over ``count`` elements (default: all of ``dst``), split into
-        instructions of at most ``max_repeats`` repeats; returns the instructions appended."""
+        instructions of at most ``max_repeats`` repeats; returns the instructions appended.
+
+        ``count=0`` issues one instruction with a repeat count of 0: it costs its issue and latency
+        and computes nothing. ``repeat_strides`` gives, per operand (``dst`` first, then ``srcs``),
+        how many elements it advances from one repeat to the next; by default each advances by one
+        repeat (contiguous operands). A stride of 0 reuses the same elements every repeat (a
+        broadcast), a row length walks down a column. With strides, ``count`` is whole repeats."""
         if kind not in vector_semantics.KINDS:
             raise UsageError(f"unknown vector instruction {kind!r}; known: {', '.join(vector_semantics.KINDS)}")
         if rounding not in vector_semantics.ROUNDING:
             raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING)}")
         count = dst.count if count is None else count
-        for tensor in (dst,) + srcs:
-            if tensor.buffer != "UB" or tensor.count < count:
-                raise UsageError(f"vector {kind}: operand {tensor!r} must be a UB tensor of at least {count} elements")
+        operands = (dst,) + srcs
         timing = self._timing.vector
         per_repeat = vector_semantics.elements_per_repeat(timing.repeat_bytes, dst.dtype, *(s.dtype for s in srcs))
-        per_instruction = per_repeat * timing.max_repeats
+        strides = self._repeat_strides(kind, operands, repeat_strides, count, per_repeat)
+        for tensor, stride in zip(operands, strides):
+            span = count if repeat_strides is None else max(count // per_repeat - 1, 0) * stride + min(count, per_repeat)
+            if tensor.buffer != "UB" or tensor.count < span:
+                raise UsageError(f"vector {kind}: operand {tensor!r} must be a UB tensor of at least {span} elements")
         label = name or kind
-        if count <= per_instruction and dst.count == count and all(src.count == count for src in srcs):
-            cost = timing.cost_ps(kind, -(-count // per_repeat))  # one instruction over whole operands
+        if count == 0:
+            empty = VectorOp(kind, dst[0:0], [s[0:0] for s in srcs], scalar, rounding, timing.cost_ps(kind, 0), label)
+            return [self._append(empty, label)]
+        whole = dst.count == count and all(s.count == count for s in srcs)
+        if repeat_strides is None and whole and count <= per_repeat * timing.max_repeats:  # one instruction, no slicing
+            cost = timing.cost_ps(kind, -(-count // per_repeat))
             return [self._append(VectorOp(kind, dst, list(srcs), scalar, rounding, cost, label), label)]
         appended = []
-        for first in range(0, count, per_instruction):
-            n = min(per_instruction, count - first)
-            repeats = -(-n // per_repeat)
-            chunk_dst = dst[first : first + n]
-            chunk_srcs = [s[first : first + n] for s in srcs]
-            cost = timing.cost_ps(kind, repeats)
-            appended.append(self._append(VectorOp(kind, chunk_dst, chunk_srcs, scalar, rounding, cost, label), label))
+        if repeat_strides is None:
+            per_instruction = per_repeat * timing.max_repeats
+            for first in range(0, count, per_instruction):
+                n = min(per_instruction, count - first)
+                chunk_dst = dst[first : first + n]
+                chunk_srcs = [s[first : first + n] for s in srcs]
+                cost = timing.cost_ps(kind, -(-n // per_repeat))
+                appended.append(self._append(VectorOp(kind, chunk_dst, chunk_srcs, scalar, rounding, cost, label), label))
+            return appended
+        total = count // per_repeat
+        for first in range(0, total, timing.max_repeats):
+            repeats = min(timing.max_repeats, total - first)
+            views = [t[first * s : first * s + (repeats - 1) * s + per_repeat] for t, s in zip(operands, strides)]
+            instruction = VectorOp(kind, views[0], views[1:], scalar, rounding, timing.cost_ps(kind, repeats), label,
+                                   repeat_layout=(repeats, per_repeat, strides))
+            appended.append(self._append(instruction, label))
         return appended
+
+    def _repeat_strides(self, kind: str, operands, repeat_strides, count: int, per_repeat: int) -> tuple[int, ...]:
+        if repeat_strides is None:
+            return (per_repeat,) * len(operands)
+        strides = tuple(repeat_strides)
+        if len(strides) != len(operands) or not all(isinstance(s, int) and s >= 0 for s in strides):
+            raise UsageError(
+                f"vector {kind}: repeat_strides = {repeat_strides!r}: give one stride >= 0 (in elements) per operand, "
+                f"dst first: {len(operands)} values"
+            )
+        if count % per_repeat:
+            raise UsageError(
+                f"vector {kind}: count = {count} with repeat_strides: strided operands take whole repeats of "
+                f"{per_repeat} elements; issue the rest as a separate instruction"
+            )
+        return strides
 
     def add(self, dst, a, b, **kw): return self.vector("add", dst, a, b, **kw)
     def sub(self, dst, a, b, **kw): return self.vector("sub", dst, a, b, **kw)
@@ -233,11 +271,12 @@ class CoreProgram:
         cost = instructions * self._timing.scalar.instruction_ps
         return self._append(FixedCost(Pipe.SCALAR, name, cost), name)
 
-    def read_scalar(self, src: LocalTensor, index: int = 0) -> ScalarReg:
-        """Read element ``index`` of a UB tensor into a new scalar register (returned)."""
+    def read_scalar(self, src: LocalTensor, index: int = 0, *, name: str | None = None) -> ScalarReg:
+        """Read element ``index`` of a UB tensor into a new scalar register (returned); ``name``
+        labels the event in the trace (default ``read_scalar``)."""
         register = ScalarReg(self._regs)
         self._regs += 1
-        self._append(ScalarRead(src, index, register.reg_id, self._timing.scalar.ub_read_ps))
+        self._append(ScalarRead(src, index, register.reg_id, self._timing.scalar.ub_read_ps), name)
         return register
 
     def set_flag(self, src: str | Pipe, dst: str | Pipe, event_id: int = 0) -> Instruction:

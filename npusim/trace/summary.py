@@ -60,21 +60,29 @@ def bandwidth(system) -> list[dict]:
     return rows
 
 
+DMA_LANES = ("MTE1", "MTE2", "MTE3", "FIXP")
+"""Lanes whose events are copies: their bytes are data moved (a vector event's bytes are its output)."""
+
+
 def ops(system) -> list[dict]:
-    """Per op: name, die, first start and last end of its instructions (us), instruction count."""
+    """Per op: name, die, first start and last end of its instructions (us), instruction count,
+    and ``dma_bytes``, the payload its copies moved (MTE1/MTE2/MTE3/FIXP events)."""
     recorder = system.recorder
     columns = recorder.columns()
     rows = []
     if not len(recorder):
         return rows
     op_col = columns["op"]
+    dma_track = np.array([track.lane in DMA_LANES for track in recorder.tracks])
+    is_dma = dma_track[columns["track"]]
     for op_id, op in enumerate(recorder.ops):
         mask = op_col == op_id
         if not mask.any():
             continue
         start, end = int(columns["start_ps"][mask].min()), int(columns["end_ps"][mask].max())
         rows.append({"op": op_id, "name": op.name, "die": op.die, "start_us": start / 1e6, "end_us": end / 1e6,
-                     "duration_us": (end - start) / 1e6, "instructions": int(mask.sum())})
+                     "duration_us": (end - start) / 1e6, "instructions": int(mask.sum()),
+                     "dma_bytes": int(columns["bytes"][mask & is_dma].sum())})
     return rows
 
 

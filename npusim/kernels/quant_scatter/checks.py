@@ -61,6 +61,10 @@ class UncheckedIndexWarning(RuntimeWarning):
     """An out-of-range write was dropped while emulating the unchecked hardware."""
 
 
+class OverlappingWritesWarning(RuntimeWarning):
+    """Batches write overlapping destinations: on hardware the result differs from run to run."""
+
+
 @dataclass(frozen=True)
 class QuantScatterProblem:
     """One accepted call, in the kernel's terms.
@@ -439,3 +443,20 @@ def find_overlaps(segments: list[Segment]) -> list[tuple[int, int]]:
     distinct = a != b
     pairs = np.unique(np.stack([np.minimum(a, b)[distinct], np.maximum(a, b)[distinct]], axis=1), axis=0)
     return [(int(x), int(y)) for x, y in pairs]
+
+
+def describe_overlaps(segments: list[Segment], pairs: list[tuple[int, int]]) -> str:
+    """What :func:`find_overlaps` found, for a person: the first colliding pair in detail, then all pairs."""
+    by_batch = {segment.batch: segment for segment in segments}
+    a, b = (by_batch[batch] for batch in pairs[0])
+
+    def rows(segment: Segment) -> str:
+        return f"rows [{segment.offset}, {segment.offset + segment.rows}) of input batch {segment.dest_batch}"
+
+    shown = ", ".join(f"({x}, {y})" for x, y in pairs[:8]) + (" ..." if len(pairs) > 8 else "")
+    return (
+        f"{OP_NAME}: indices make batches {a.batch} and {b.batch} write overlapping destinations "
+        f"(batch {a.batch}: {rows(a)}; batch {b.batch}: {rows(b)}); {len(pairs)} colliding pair(s): {shown}. "
+        "On hardware different cores write them concurrently, so the result differs from run to run; "
+        "give every batch its own rows"
+    )

@@ -35,8 +35,10 @@ MAX_REPEATS = 255
 
 FP32_LANES = VECTOR_REPEAT_BYTES // FLOAT32.itemsize
 
-TILING_ARGS_UB_BYTES = 36 * 8
-"""The kernel copies its 36 int64 tiling arguments into UB."""
+TILING_ARG_COUNT = 36
+"""The kernel's tiling arguments (int64): it copies them from GM into UB, then reads each into a scalar."""
+
+TILING_ARGS_UB_BYTES = TILING_ARG_COUNT * 8
 
 HOST_UB_MARGIN_BYTES = 4096
 """UB the host tiling keeps free. Assumed: the A2 host tiling of this op is not public; the sibling
@@ -109,6 +111,12 @@ class VectorStep:
     (``"updates"``, ``"scales"``, ``"zero_points"``); ``issues`` are the instructions of one
     occurrence. ``rounding`` is ``"rint"`` (half to even) for the fp32 -> int16 cast; every cast to
     an integer saturates.
+
+    A divide or add applies the last-dim vector of scales (zero points) to rows of ``last_dim``
+    elements. Row-wise (``columns`` False): occurrence ``r`` covers row ``r`` (``elements`` long).
+    Column-wise (``columns`` True): occurrence ``j`` covers the 64 columns ``[64 j, 64 j + 64)`` of
+    every row, one 64-lane repeat per row (``elements`` = rows x 64), the scales block reread with a
+    repeat stride of 0.
     """
 
     kind: str
@@ -119,6 +127,7 @@ class VectorStep:
     issues: tuple[VectorIssue, ...]
     times: int = 1
     rounding: str = ""
+    columns: bool = False
 
     @property
     def instructions(self) -> int:
@@ -195,8 +204,10 @@ class QuantScatterPlan:
     ``split`` is what cores share: ``"bs"`` rows (``B * H``), or ``"axis"`` rows (``U``, modes
     102/103, every core then visits every bs row). Core ``i < used_cores - 1`` takes
     ``each_core_units``, the last one ``last_core_units``. ``chunk_elements`` is the most update
-    elements one iteration holds; ``ub_bytes`` what the kernel allocates per core. ``mode`` is None
-    and ``cores`` empty for an empty problem (no kernel launch).
+    elements one iteration holds; ``ub_bytes`` what the kernel allocates per core, buffer by buffer
+    in ``ub_layout``. ``double_buffer`` is True when the iterations alternate between two copies of
+    the per-iteration buffers (the what-if; see :func:`plan_quant_scatter`). ``mode`` is None and
+    ``cores`` empty for an empty problem (no kernel launch).
     """
 
     mode: TilingMode | None
@@ -210,6 +221,7 @@ class QuantScatterPlan:
     ub_budget_bytes: int
     double_buffer: bool
     cores: tuple[CorePlan, ...] = field(repr=False)
+    ub_layout: "UbLayout | None" = field(default=None, repr=False)
 
     def all_iterations(self):
         """Every iteration of every core, core by core."""
@@ -261,7 +273,7 @@ def _per_column(kind: str, operand: str, row_elements: int, rows: int) -> Vector
     one instruction group per 64-column block, ``rows`` repeats chunked at 255."""
     return VectorStep(
         kind, "float32", "float32", rows * FP32_LANES, ("updates", operand),
-        _chunked_issues(rows * FP32_LANES, FP32_LANES), row_elements // FP32_LANES,
+        _chunked_issues(rows * FP32_LANES, FP32_LANES), row_elements // FP32_LANES, columns=True,
     )
 
 
@@ -353,30 +365,60 @@ class _VectorChains:
 # --------------------------------------------------------------------------------------- UB budget
 
 
-def _index_buffer_bytes(problem: QuantScatterProblem) -> int:
-    """Every core stages all indices in UB (rounded up to 8 elements)."""
-    return _align32(-(-problem.index_count // 8) * 8 * problem.index_itemsize)
+@dataclass(frozen=True)
+class UbLayout:
+    """The UB buffers one core of the kernel allocates, each 32-byte aligned.
 
-
-def _ub_bytes(problem: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int) -> int:
-    """UB the kernel allocates in ``mode`` for ``chunk`` update elements per iteration.
-
-    Per iteration it holds the updates (their dtype), their fp32 copy (later reused as fp16) and
-    the int8 result; the scales (+ an fp32 copy unless fp32) and zero points (+ an fp32 copy),
-    sized to the last dim, or to the chunk in modes 103/105; each buffer with the mode's padding and
-    aligned to 32 bytes. ``copies`` (2 when double buffered) multiplies these; the indices and the
-    tiling arguments are held once.
+    Once: all indices (``index_elements``, the count rounded up to 8) and the tiling arguments.
+    Per iteration (:meth:`buffers`): the updates chunk in its dtype (reused for the int16 step), an
+    fp32 copy (reused for the fp16 step) and the int8 result, each of ``data_elements``; the scales
+    (+ an fp32 copy unless fp32) and the zero points (+ an fp32 copy), each of ``quant_elements``.
+    The real kernel holds one set (``copies`` 1). Double buffered (``copies`` 2), the buffers that
+    MTE2 fills or MTE3 drains are held twice (ping, pong); the others only the vector unit touches,
+    one iteration after the other, and are held once.
     """
-    p = problem
-    quant_elements = (chunk if mode in _LARGE_QUANT_MODES else p.last_dim) + _QUANT_PAD_ELEMENTS[mode]
-    data = chunk + _UPDATES_PAD_ELEMENTS[mode]
-    buffers = [data * p.update_itemsize, data * FLOAT32.itemsize, data * INT8.itemsize, quant_elements * p.scale_itemsize]
-    if p.scales_dtype != FLOAT32:
-        buffers.append(quant_elements * FLOAT32.itemsize)
-    if p.has_zero_points:
-        buffers += [quant_elements * p.zero_point_itemsize, quant_elements * FLOAT32.itemsize]
-    per_iteration = sum(_align32(b) for b in buffers)
-    return _index_buffer_bytes(p) + _align32(TILING_ARGS_UB_BYTES) + copies * per_iteration
+
+    problem: QuantScatterProblem = field(repr=False)
+    index_elements: int
+    data_elements: int
+    quant_elements: int
+    copies: int
+
+    @classmethod
+    def of(cls, problem: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int) -> "UbLayout":
+        """The layout of ``mode`` for ``chunk`` update elements per iteration (with the mode's padding)."""
+        quant = (chunk if mode in _LARGE_QUANT_MODES else problem.last_dim) + _QUANT_PAD_ELEMENTS[mode]
+        index_elements = -(-problem.index_count // 8) * 8
+        return cls(problem, index_elements, chunk + _UPDATES_PAD_ELEMENTS[mode], quant, copies)
+
+    def buffers(self) -> list[tuple[str, int, np.dtype, bool]]:
+        """``(name, elements, dtype, staged)`` of the per-iteration buffers; ``staged`` ones are
+        filled by MTE2 or drained by MTE3 (held ``copies`` times), the others held once."""
+        p, data, quant = self.problem, self.data_elements, self.quant_elements
+        buffers = [("updates", data, p.updates_dtype, True), ("int8", data, INT8, True),
+                   ("scales", quant, p.scales_dtype, True)]
+        if p.has_zero_points:
+            buffers.append(("zero_points", quant, p.zero_points_dtype, True))
+        buffers.append(("fp32", data, FLOAT32, False))
+        if p.scales_dtype != FLOAT32:
+            buffers.append(("scales_fp32", quant, FLOAT32, False))
+        if p.has_zero_points:
+            buffers.append(("zero_points_fp32", quant, FLOAT32, False))
+        return buffers
+
+    @property
+    def index_bytes(self) -> int:
+        return _align32(self.index_elements * self.problem.index_itemsize)
+
+    @property
+    def fixed_bytes(self) -> int:
+        """The indices and the tiling arguments, held once."""
+        return self.index_bytes + _align32(TILING_ARGS_UB_BYTES)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.fixed_bytes + sum(_align32(n * dtype.itemsize) * (self.copies if staged else 1)
+                                      for _, n, dtype, staged in self.buffers())
 
 
 def _largest_chunk(fits: Callable[[int], bool], upper: int) -> int:
@@ -408,7 +450,13 @@ def plan_quant_scatter(
     per-core share fits, else 101. Otherwise the work is chunked: split over the scatter axis when
     ``bs < U`` (102/103), else over bs rows (104/105); "little quant" (102/104) when a chunk of at
     least one row of T fits with the whole scales vector, else "large quant" (103/105) chunks each
-    last-dim row. ``double_buffer=True`` budgets two copies of every per-iteration buffer.
+    last-dim row.
+
+    ``double_buffer=True`` asks for the what-if with ping-pong buffers (the A2 kernel has none):
+    when every core runs a single iteration there is nothing to overlap and the plan is the real
+    one; when the real tiling's per-iteration buffers fit the UB twice it is kept as is; otherwise
+    the tiling is chosen again with two copies of every per-iteration buffer budgeted (smaller
+    chunks, possibly another mode).
     """
     if vector_cores < 1:
         raise UsageError(f"{OP_NAME}: vector_cores must be at least 1, not {vector_cores}")
@@ -416,47 +464,70 @@ def plan_quant_scatter(
         raise UsageError(f"{OP_NAME}: only the Atlas A2/A3 kernel is modelled, not the {problem.product} one")
     budget = ub_bytes - HOST_UB_MARGIN_BYTES
     if problem.empty:
-        return QuantScatterPlan(None, "bs", vector_cores, 0, 0, 0, 0, 0, budget, double_buffer, ())
-
-    p = problem
-    copies = 2 if double_buffer else 1
-    fixed = _ub_bytes(p, TilingMode.WHOLE_CORE, 0, 0)
-    if fixed > budget:
+        return QuantScatterPlan(None, "bs", vector_cores, 0, 0, 0, 0, 0, budget, False, ())
+    fixed = UbLayout.of(problem, TilingMode.WHOLE_CORE, 0, 1)
+    if fixed.fixed_bytes > budget:
         raise ResourceError(
-            f"{OP_NAME}: every core stages all {p.index_count} indices in UB ({_index_buffer_bytes(p)} bytes), "
+            f"{OP_NAME}: every core stages all {problem.index_count} indices in UB ({fixed.index_bytes} bytes), "
             f"which with the tiling arguments exceeds the {budget} usable bytes of UB; split the call"
         )
+    mode, chunk = _choose_tiling(problem, vector_cores, budget, copies=1)
+    if not double_buffer or _max_iterations(problem, mode, chunk, vector_cores) <= 1:
+        return _plan(problem, mode, chunk, 1, vector_cores, budget)
+    if UbLayout.of(problem, mode, chunk, 2).total_bytes <= budget:
+        return _plan(problem, mode, chunk, 2, vector_cores, budget)
+    try:
+        double_mode, double_chunk = _choose_tiling(problem, vector_cores, budget, copies=2)
+    except ResourceError:  # two copies of even the smallest chunk do not fit: the real kernel it is
+        return _plan(problem, mode, chunk, 1, vector_cores, budget)
+    return _plan(problem, double_mode, double_chunk, 2, vector_cores, budget)
+
+
+def _choose_tiling(p: QuantScatterProblem, vector_cores: int, budget: int, copies: int) -> tuple[TilingMode, int]:
+    """The mode and the update elements per iteration (chunk) that fit ``copies`` sets of buffers."""
 
     def fits(mode: TilingMode) -> Callable[[int], bool]:
-        return lambda chunk: _ub_bytes(p, mode, chunk, copies) <= budget
+        return lambda chunk: UbLayout.of(p, mode, chunk, copies).total_bytes <= budget
 
     block_elements = p.rows * p.row_elements
     each_bs = _core_split(p.bs, vector_cores)[0]
     if fits(TilingMode.WHOLE_CORE)(block_elements) and p.last_dim <= MAX_ROW_DIVIDE_ELEMENTS:
-        mode = TilingMode.WHOLE_CORE if fits(TilingMode.WHOLE_CORE)(each_bs * block_elements) else TilingMode.LARGE_BATCH
-        chunk = (each_bs if mode == TilingMode.WHOLE_CORE else 1) * block_elements
-    else:
-        split_axis = p.bs < p.rows
-        little = TilingMode.LARGE_AXIS_LITTLE_QUANT if split_axis else TilingMode.LARGE_BATCH_LITTLE_QUANT
-        large = TilingMode.LARGE_AXIS_LARGE_QUANT if split_axis else TilingMode.LARGE_BATCH_LARGE_QUANT
-        little_rows = min(_largest_chunk(fits(little), budget), MAX_CHUNK_ELEMENTS) // p.row_elements
-        if little_rows:
-            mode, chunk = little, little_rows * p.row_elements
-        else:
-            mode = large
-            chunk = min(_largest_chunk(fits(large), budget), MAX_CHUNK_ELEMENTS)
-            chunk -= chunk % LARGE_QUANT_CHUNK_ALIGN
-            if chunk == 0:
-                raise ResourceError(
-                    f"{OP_NAME}: not even {LARGE_QUANT_CHUNK_ALIGN} elements of a row fit the {budget} usable "
-                    f"bytes of UB next to the {_index_buffer_bytes(p)} bytes of indices; split the call"
-                )
+        if fits(TilingMode.WHOLE_CORE)(each_bs * block_elements):
+            return TilingMode.WHOLE_CORE, each_bs * block_elements
+        return TilingMode.LARGE_BATCH, block_elements
+    split_axis = p.bs < p.rows
+    little = TilingMode.LARGE_AXIS_LITTLE_QUANT if split_axis else TilingMode.LARGE_BATCH_LITTLE_QUANT
+    large = TilingMode.LARGE_AXIS_LARGE_QUANT if split_axis else TilingMode.LARGE_BATCH_LARGE_QUANT
+    little_rows = min(_largest_chunk(fits(little), budget), MAX_CHUNK_ELEMENTS) // p.row_elements
+    if little_rows:
+        return little, little_rows * p.row_elements
+    chunk = min(_largest_chunk(fits(large), budget), MAX_CHUNK_ELEMENTS)
+    chunk -= chunk % LARGE_QUANT_CHUNK_ALIGN
+    if chunk == 0:
+        raise ResourceError(
+            f"{OP_NAME}: not even {LARGE_QUANT_CHUNK_ALIGN} elements of a row fit the {budget} usable "
+            f"bytes of UB next to the {UbLayout.of(p, large, 0, 1).index_bytes} bytes of indices; split the call"
+        )
+    return large, chunk
 
-    units = p.rows if mode in _AXIS_SPLIT_MODES else p.bs
-    each, used, last = _core_split(units, vector_cores)
+
+def _units(p: QuantScatterProblem, mode: TilingMode) -> int:
+    """What the cores share: axis rows (``U``) in modes 102/103, bs rows otherwise."""
+    return p.rows if mode in _AXIS_SPLIT_MODES else p.bs
+
+
+def _max_iterations(p: QuantScatterProblem, mode: TilingMode, chunk: int, vector_cores: int) -> int:
+    """Iterations of the busiest core (the first one, which takes ``each`` units)."""
+    each = _core_split(_units(p, mode), vector_cores)[0]
+    return len(_CoreIterations(p, mode, chunk, each).core(0, each))
+
+
+def _plan(p: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int, vector_cores: int, budget: int) -> QuantScatterPlan:
+    each, used, last = _core_split(_units(p, mode), vector_cores)
     builder = _CoreIterations(p, mode, chunk, each)
     cores = tuple(CorePlan(c, last if c == used - 1 else each, builder.core(c, last if c == used - 1 else each))
                   for c in range(used))
+    layout = UbLayout.of(p, mode, chunk, copies)
     return QuantScatterPlan(
         mode=mode,
         split="axis" if mode in _AXIS_SPLIT_MODES else "bs",
@@ -465,10 +536,11 @@ def plan_quant_scatter(
         each_core_units=each,
         last_core_units=last,
         chunk_elements=chunk,
-        ub_bytes=_ub_bytes(p, mode, chunk, copies),
+        ub_bytes=layout.total_bytes,
         ub_budget_bytes=budget,
-        double_buffer=double_buffer,
+        double_buffer=copies == 2,
         cores=cores,
+        ub_layout=layout,
     )
 
 

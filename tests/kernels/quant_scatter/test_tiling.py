@@ -102,12 +102,27 @@ def test_large_batch_mode_when_a_core_share_does_not_fit():
     assert p.bs == 4096 and pl.total("scales_bytes") == 4096 * 1024 * 4
 
 
-def test_double_buffering_halves_the_budget_and_changes_the_mode():
-    p = problem((4096, 16, 1024), (4096, 16, 1024))
+def test_double_buffering_keeps_the_tiling_when_its_buffers_fit_twice():
+    p = problem((512, 16, 1024), (512, 16, 1024))
+    single, double = plan(p), plan(p, double_buffer=True)
+    assert (single.mode, single.chunk_elements) == (double.mode, double.chunk_elements) == (101, 16 * 1024)
+    assert not single.double_buffer and double.double_buffer
+    # Only the buffers MTE2 fills or MTE3 drains are held twice; the fp32 work buffers once.
+    staged = sum(-(-n * d.itemsize // 32) * 32 for _, n, d, is_staged in double.ub_layout.buffers() if is_staged)
+    assert double.ub_bytes == single.ub_bytes + staged <= double.ub_budget_bytes
+
+
+def test_double_buffering_chooses_smaller_chunks_when_the_tiling_does_not_fit_twice():
+    p = problem((4096, 16, 1024), (4096, 16, 1024))  # 16 KiB of indices in every UB
     single, double = plan(p), plan(p, double_buffer=True)
     assert single.mode == 101 and double.mode == TilingMode.LARGE_BATCH_LITTLE_QUANT
     assert double.double_buffer and double.ub_bytes <= double.ub_budget_bytes
-    assert single.chunk_elements == 16 * 1024 and double.chunk_elements == 10 * 1024
+    assert single.chunk_elements == 16 * 1024 and double.chunk_elements == 14 * 1024
+
+
+def test_double_buffering_a_single_iteration_is_the_real_kernel():
+    p = problem((24, 4096, 128), (24, 1, 128), bf16=True)
+    assert plan(p, double_buffer=True) == plan(p)
 
 
 def test_axis_split_little_quant_when_bs_is_smaller_than_the_axis():
