@@ -7,8 +7,9 @@ program order have finished (``s_dep``); ``set_flag``/``wait_flag`` order two pi
 ``pipe_barrier(ALL)`` on the scalar pipe waits for every pipe to drain.
 
 Instructions are duck-typed: ``pipe``, ``s_dep``, ``name_id``, ``nbytes``, ``tile``, ``effect``
-(None or a callable applied to real data at completion) and ``start(core, run)``, which returns the
-busy time in ps or a SimPy event that fires when the instruction completes.
+(None or a callable applied to real data at completion; with data off only the effects of
+``control`` instructions, which write signals, are applied) and ``start(core, run)``, which returns
+the busy time in ps or a SimPy event that fires when the instruction completes.
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ class AICore:
                 del blocked[pipe_id]
             else:
                 yield busy
-            if with_data and instruction.effect is not None:
+            if instruction.effect is not None and (with_data or instruction.control):
                 instruction.effect(self, run)
             put_track(track)
             put_name(instruction.name_id)

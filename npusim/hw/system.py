@@ -13,7 +13,7 @@ from npusim.config.schema import SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
 from npusim.errors import UsageError
 from npusim.hw.core import AICore
-from npusim.hw.memory import DeviceMemory
+from npusim.hw.memory import AtomicUnit, DeviceMemory
 from npusim.hw.pipes import CoreKind
 from npusim.hw.stream import Stream
 from npusim.hw.timing import DieTiming
@@ -37,6 +37,8 @@ class Die:
         self.memory_latency_ps = spec.l2.latency.to_ps(hz) + spec.hbm.latency.to_ps(hz)
         self.memory = DeviceMemory(index, spec.hbm.size.bytes, system.with_data)
         self.aicpus = simpy.Resource(system.env, capacity=spec.aicpu.count)
+        atomic_add = spec.l2.atomic_add
+        self.atomics = AtomicUnit(atomic_add.to_ps(hz)) if atomic_add is not None else None  # None: no atomic adds configured
         self._cores: dict[tuple[CoreKind, int], AICore] = {}
 
     def core_count(self, kind: CoreKind) -> int:
