@@ -192,9 +192,10 @@ class CoreProgram:
     # -- vector --------------------------------------------------------------------------------
 
     def vector(self, kind: str, dst: LocalTensor, *srcs: LocalTensor, scalar=None, count: int | None = None,
-               rounding: str = "rint", name: str | None = None) -> list[Instruction]:
+               rounding: str = "rint", name: str | None = None, control: bool = False) -> list[Instruction]:
         """Vector instruction ``kind`` over ``count`` elements (default: all of ``dst``), split into
-        instructions of at most ``max_repeats`` repeats; returns the instructions appended."""
+        instructions of at most ``max_repeats`` repeats; returns the instructions appended.
+        ``control``: the result is control data (e.g. zeros for signal slots), computed even when data is off."""
         if kind not in vector_semantics.KINDS:
             raise UsageError(f"unknown vector instruction {kind!r}; known: {', '.join(vector_semantics.KINDS)}")
         if rounding not in vector_semantics.ROUNDING:
@@ -214,7 +215,9 @@ class CoreProgram:
             chunk_dst = dst[first : first + n]
             chunk_srcs = [s[first : first + n] for s in srcs]
             cost = timing.cost_ps(kind, repeats)
-            appended.append(self._append(VectorOp(kind, chunk_dst, chunk_srcs, scalar, rounding, cost, label), label))
+            instruction = VectorOp(kind, chunk_dst, chunk_srcs, scalar, rounding, cost, label)
+            instruction.control = control
+            appended.append(self._append(instruction, label))
         return appended
 
     def add(self, dst, a, b, **kw): return self.vector("add", dst, a, b, **kw)
