@@ -57,13 +57,22 @@ def run_allgather(n_pes=None, rows=ROWS, cols=COLS, tile_rows=TILE_ROWS, wait=Tr
 
 
 def link_bandwidth(session):
-    """Bytes over the links and the mean achieved rate of the links that carried traffic (GB/s)."""
-    links = [r for r in session.system.network.resources if r.kind == "link" and r.bytes_moved]
-    moved = sum(r.bytes_moved for r in links)
+    """Per kind of link (HCCS links, UB switch ports tx / rx, SIO): (resources that carried bytes,
+    bytes, mean achieved GB/s over the run, peak GB/s of one resource after protocol efficiency)."""
     seconds = session.env.now * 1e-12
-    per_link = [r.bytes_moved / seconds / 1e9 for r in links]
-    peak = links[0].capacity * 1e3 if links else 0.0
-    return moved, len(links), (sum(per_link) / len(per_link) if per_link else 0.0), peak
+    kinds: dict[str, list] = {}
+    for resource in session.system.network.resources:
+        if resource.kind == "link" and resource.bytes_moved:
+            kind = "SIO" if "SIO" in resource.name else " ".join(resource.name.split()[1:])
+            kinds.setdefault(kind, []).append(resource)
+    return {kind: (len(rs), sum(r.bytes_moved for r in rs), sum(r.bytes_moved for r in rs) / len(rs) / seconds / 1e9,
+                   rs[0].capacity * 1e3) for kind, rs in sorted(kinds.items())}
+
+
+def print_links(session) -> None:
+    for kind, (count, moved, mean, peak) in link_bandwidth(session).items():
+        print(f"  {kind} links: {count} carried {moved / 2**20:.1f} MiB, {mean:.1f} GB/s each on average "
+              f"over the run (peak {peak:.1f} GB/s)")
 
 
 def main() -> None:
@@ -73,9 +82,7 @@ def main() -> None:
     print(f"shmem all-gather on {session.config.name}: {n_pes} PEs x {ROWS}x{COLS} fp16 ({ROWS * COLS * 2 // 1024} KiB each), "
           f"tiles [{TILE_ROWS}, {COLS}]")
     print(f"  simulated time {session.now_us:.2f} us")
-    moved, count, mean, peak = link_bandwidth(session)
-    print(f"  links: {moved / 2**20:.1f} MiB over {count} link resources, {mean:.1f} GB/s each on average "
-          f"(peak {peak:.1f} GB/s per resource after protocol efficiency)")
+    print_links(session)
     if session.with_data:
         expected = np.concatenate(inputs)
         matches = all(np.array_equal(out.numpy(), expected) for out in outs)

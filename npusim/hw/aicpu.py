@@ -7,9 +7,10 @@ core; an *AICPU task* (a wait) is polled by the scheduler thread it is assigned 
 equal, contiguous share of the AIV cores, and loops, one thing at a time:
 
 1. handle a finished task of its own (``completion + dependency`` ps), which makes the task's
-   successors ready; a ready core task gets its core at once (``core_choice``: round robin over the
-   die's AIV cores, or the core with the fewest dispatched and unfinished tasks) and joins the queue
-   of the thread that manages that core; a ready AICPU task joins the wait queue of a thread in turn;
+   successors ready; a ready core task gets its core at once (``core_choice``: the next AIV core in
+   turn, or the core with the fewest dispatched and unfinished tasks, the next in turn among equals;
+   "in turn" walks the first core of each thread, then the second ...) and joins the queue of the
+   thread that manages that core; a ready AICPU task joins the wait queue of a thread in turn;
 2. dispatch a queued core task to its core (``schedule`` ps); the core runs it when it is free;
 3. with nothing else to do and waits queued, one poll pass: every queued wait reads its slot at the
    start of the pass, the pass takes ``poll_interval``, and the waits whose value matched end there.
@@ -152,6 +153,9 @@ class AicpuScheduler:
         per_thread = -(-self.core_count // threads)
         self.threads = [SchedulerThread(self, k, range(k * per_thread, min((k + 1) * per_thread, self.core_count))) for k in range(threads)]
         self.thread_of_core = [core // per_thread for core in range(self.core_count)]
+        # cores in the order the choice walks them: the first core of each thread, then the second ...,
+        # so that consecutive ready tasks spread over the threads
+        self.core_order = sorted(range(self.core_count), key=lambda core: (core % per_thread, core // per_thread))
         self.outstanding = [0] * self.core_count
         self._next_core = 0
         self._next_wait_thread = 0
@@ -206,11 +210,15 @@ class AicpuScheduler:
         thread.notify()
 
     def _choose_core(self) -> int:
-        if self.core_choice == "round_robin":
-            core = self._next_core
-            self._next_core = (core + 1) % self.core_count
-            return core
-        return min(range(self.core_count), key=lambda c: (self.outstanding[c], c))
+        """round_robin: the next core in turn; least_loaded: the core with the fewest unfinished
+        tasks, the next in turn among equals."""
+        n, start = self.core_count, self._next_core
+        position = start
+        if self.core_choice == "least_loaded":
+            outstanding, order = self.outstanding, self.core_order
+            position = min(range(start, start + n), key=lambda i: outstanding[order[i % n]])
+        self._next_core = (position + 1) % n
+        return self.core_order[position % n]
 
     def core_done(self, task, core: int) -> None:
         """A core finished ``task``: its thread handles the completion."""
