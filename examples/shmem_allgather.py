@@ -20,10 +20,10 @@ TILE_ROWS = 16  # tile [16, 4096]: 128 KiB, loaded into UB whole
 GROUP = "world"
 
 
-def allgather_kernel(x, out, group, n_pes, rows, tile_rows, wait=True):
+def allgather_kernel(x, out, group, n_pes, rows, tile_rows, wait=True, tile_cols=None):
     """One PE's program: out[p * rows:(p + 1) * rows] = x of PE p, for every p."""
     cols = x.shape[1]
-    pypto.set_vec_tile_shapes(tile_rows, cols)
+    pypto.set_vec_tile_shapes(tile_rows, tile_cols or cols)
     shmem = pypto.distributed.create_shmem_tensor(group, n_pes, pypto.DT_FP16, [rows * n_pes, cols])
     barrier_signal = pypto.distributed.create_shmem_signal(group, n_pes)
     my_pe = pypto.distributed.my_symbolic_pe(group)
@@ -42,15 +42,16 @@ def allgather_kernel(x, out, group, n_pes, rows, tile_rows, wait=True):
         out[peer * rows:, 0:] = rows_of_peer
 
 
-def run_allgather(n_pes=None, rows=ROWS, cols=COLS, tile_rows=TILE_ROWS, wait=True, seed=0, races="warn"):
-    """Launch the all-gather in the active session; returns (inputs, outputs, launch)."""
+def run_allgather(n_pes=None, rows=ROWS, cols=COLS, tile_rows=TILE_ROWS, wait=True, seed=0, races="warn", tile_cols=None):
+    """Launch the all-gather in the active session (``wait=False`` drops the waits: a racy
+    program); returns (inputs, outputs, launch)."""
     session = npusim.current_session()
     n_pes = n_pes or session.config.spec.shape.dies
     rng = np.random.default_rng(seed)
     inputs = [rng.standard_normal((rows, cols)).astype(np.float16) for _ in range(n_pes)]
     xs = [npusim.tensor(inputs[pe], device=pe) for pe in range(n_pes)]
     outs = [npusim.zeros((rows * n_pes, cols), np.float16, device=pe) for pe in range(n_pes)]
-    launch = npusim.launch(allgather_kernel, n_pes, args=lambda pe: (xs[pe], outs[pe], GROUP, n_pes, rows, tile_rows, wait),
+    launch = npusim.launch(allgather_kernel, n_pes, args=lambda pe: (xs[pe], outs[pe], GROUP, n_pes, rows, tile_rows, wait, tile_cols),
                            races=races)
     npusim.synchronize()
     return inputs, outs, launch

@@ -39,7 +39,7 @@ def allreduce_kernel(x, out, group, n_pes, tile_rows):
     out[0:, 0:] = pypto.experimental.shmem_load(sums, my_pe, [rows, cols], [0, 0], pred=[summed])
 
 
-def run_allreduce(n_pes=None, rows=ROWS, cols=COLS, tile_rows=TILE_ROWS, seed=0):
+def run_allreduce(n_pes=None, rows=ROWS, cols=COLS, tile_rows=TILE_ROWS, seed=0, races="warn"):
     """Launch the all-reduce in the active session; returns (inputs, outputs, launch)."""
     session = npusim.current_session()
     n_pes = n_pes or session.config.spec.shape.dies
@@ -47,7 +47,7 @@ def run_allreduce(n_pes=None, rows=ROWS, cols=COLS, tile_rows=TILE_ROWS, seed=0)
     inputs = [rng.integers(-8, 9, size=(rows, cols)).astype(np.float16) for _ in range(n_pes)]
     xs = [npusim.tensor(inputs[pe], device=pe) for pe in range(n_pes)]
     outs = [npusim.zeros((rows, cols), np.float32, device=pe) for pe in range(n_pes)]
-    launch = npusim.launch(allreduce_kernel, n_pes, args=lambda pe: (xs[pe], outs[pe], GROUP, n_pes, tile_rows))
+    launch = npusim.launch(allreduce_kernel, n_pes, args=lambda pe: (xs[pe], outs[pe], GROUP, n_pes, tile_rows), races=races)
     npusim.synchronize()
     return inputs, outs, launch
 

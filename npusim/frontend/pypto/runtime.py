@@ -355,11 +355,12 @@ class ShmemLaunch:
 
     def finish(self) -> None:
         """Check the PEs built the same shmem tensors, allocate the windows, link the tile ops."""
+        most = max(self.programs, key=lambda program: program.creates)
         for program in self.programs:
-            if program.creates != len(self.areas):
+            if program.creates != most.creates:
                 raise WorkloadError(
-                    f"npusim.launch: PE {program.pe} created {program.creates} shmem tensors, but PE 0 created "
-                    f"{len(self.areas)}; every PE must create the same shmem tensors"
+                    f"npusim.launch: PE {program.pe} created {program.creates} shmem tensors, but PE {most.pe} created "
+                    f"{most.creates}; every PE must create the same shmem tensors"
                 )
         self._allocate_windows()
         bit = 0
