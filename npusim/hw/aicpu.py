@@ -12,10 +12,11 @@ equal, contiguous share of the AIV cores, and loops, one thing at a time:
    "in turn" walks the first core of each thread, then the second ...) and joins the queue of the
    thread that manages that core; a ready AICPU task joins the wait queue of a thread in turn;
 2. dispatch a queued core task to its core (``schedule`` ps); the core runs it when it is free;
-3. with nothing else to do and waits queued, one poll pass: every queued wait reads its slot at the
-   start of the pass, the pass takes ``poll_interval``, and the waits whose value matched end there.
-   A signal that lands during a pass is seen by the next one, so a wait ends at least one poll
-   interval after its signal lands.
+3. with nothing else to do and waits queued, one poll pass: the queued waits read their slots in
+   turn at the start of the pass (one that matches acts at once, e.g. clears its slot, so a later
+   wait of the same slot sees the cleared value), the pass takes ``poll_interval``, and the waits
+   that matched end with it. A signal that lands during a pass is seen by the next one, so a wait
+   ends at least one poll interval after its signal lands.
 
 Polling must not keep a finished simulation alive: a pass that finds nothing, when the event queue
 holds only poll timers and no queued wait of any die could match, parks its thread instead of
@@ -25,7 +26,7 @@ and the session reports a deadlock, with the reports of the waits (``system.dead
 Tasks are duck-typed: ``pending`` (unfinished predecessors), ``successors``, ``on_core`` (True for
 a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core task has ``start(core_index) -> simpy.Event``
 (fires when its program has run); an AICPU task has ``matches() -> bool`` (read its slot now) and
-``satisfied()`` (called when its pass ends, e.g. to clear the slot). Times are integer picoseconds.
+``satisfied()`` (called when it matched, e.g. to clear the slot). Times are integer picoseconds.
 """
 
 from __future__ import annotations
@@ -106,15 +107,18 @@ class SchedulerThread:
                 record(self.track, scheduler.dispatch_name, start, task)
                 task.start(core).callbacks.append(lambda _event, task=task, core=core: scheduler.core_done(task, core))
             elif self.waits:
-                matched, start = [task for task in self.waits if task.matches()], env.now
+                start = env.now
+                matched = []
+                for task in list(self.waits):  # in turn: a wait that clears its slot hides it from the next
+                    if task.matches():
+                        task.satisfied()
+                        self.waits.remove(task)
+                        matched.append(task)
                 coordinator.armed_timers += 1
                 yield env.timeout(scheduler.poll_ps)
                 coordinator.armed_timers -= 1
                 record(self.track, scheduler.poll_name, start, None)
-                for task in matched:
-                    self.waits.remove(task)
-                    task.satisfied()
-                    self.finished.append(task)
+                self.finished.extend(matched)
                 if not matched and not self.finished and not self.to_dispatch and coordinator.only_pollers_left():
                     self.parked = True
                     self.wake = env.event()

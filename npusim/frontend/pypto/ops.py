@@ -21,7 +21,6 @@ from npusim.frontend.pypto.runtime import (
     CoreTask,
     OpNode,
     PeProgram,
-    ShmemArea,
     Task,
     WaitTask,
     current_program,
@@ -608,7 +607,7 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
 
         task.consumers.append(consume)
         if tile.moves_data:
-            task.accesses.append(lambda tile=tile, where=where: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(where), tile.valid_shape)])
+            task.accesses.append(lambda tile=tile, where=where: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(where), tile.valid_shape, node)])
     if pred is not None:
         _depend(node.tasks, src.shape, program, pred)
     return _box_token(program, node.tasks, src.shape, src.tiles)

@@ -36,9 +36,8 @@ from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.kernels.shmem.checks import check_group_name, check_n_pes
 from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroupRegistry
-from npusim.kernels.shmem.races import READ, WRITE, Access, RaceDetector, ShmemRaceWarning
+from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
 from npusim.kernels.shmem.tile_ops import GmView
-from npusim.kernels.shmem.tiling import Region
 
 RACE_MODES = ("warn", "error")
 
@@ -140,13 +139,15 @@ class Task:
 
 @dataclass(frozen=True)
 class AccessSpec:
-    """What a core task reads or writes of shmem data: ``shape`` elements from ``view`` on PE ``pe``."""
+    """What a core task reads or writes of shmem data: ``shape`` elements from ``view`` on PE ``pe``;
+    ``by`` is the op that makes the access when it runs in another op's tile op (a store of a loaded tile)."""
 
     kind: str
     area: ShmemArea
     pe: int
     view: GmView
     shape: tuple[int, ...]
+    by: OpNode | None = None
 
 
 class CoreTask(Task):
@@ -167,7 +168,8 @@ class CoreTask(Task):
         self.ancestors = self.inherit()
         for spec in (spec for accesses in self.accesses for spec in accesses()):
             itemsize = spec.area.dtype.itemsize
-            access = Access(spec.kind, self.who, (spec.view.allocation.die, spec.view.allocation.address), spec.area.label(spec.pe),
+            who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
+            access = Access(spec.kind, who, (spec.view.allocation.die, spec.view.allocation.address), spec.area.label(spec.pe),
                             spec.view.intervals(spec.shape, itemsize), self.bit, self.ancestors, env.now)
             if access.intervals:
                 launch.races.record(access)
@@ -206,23 +208,21 @@ class WaitTask(Task):
         self._word: np.ndarray | None = None
         self._key: tuple | None = None
 
-    def _slot(self) -> np.ndarray:
-        if self._word is None:
-            address = self.area.signal_address(self.op.pe, self.slot_offset)
-            self._word = address.allocation.data[address.offset:address.offset + 4].view(np.int32)
-            self._key = (address.allocation.die, address.allocation.address + address.offset)
-        return self._word
+    def locate(self) -> None:
+        """Find the slot in the PE's signal window (once the windows exist)."""
+        address = self.area.signal_address(self.op.pe, self.slot_offset)
+        self._word = address.allocation.data[address.offset:address.offset + 4].view(np.int32)
+        self._key = (address.allocation.die, address.allocation.address + address.offset)
 
     def value(self) -> int:
         """The slot's word 0 now."""
-        return int(self._slot()[0])
+        return int(self._word[0])
 
     def matches(self) -> bool:
         return self.value() == self.cmp_value
 
     def satisfied(self) -> None:
         launch = self.op.program.launch
-        self._slot()
         self.ancestors = self.inherit() | launch.slot_clocks.get(self._key, 0)
         if self.clear:
             self._word[0] = 0
@@ -369,6 +369,8 @@ class ShmemLaunch:
             for task in tasks:
                 task.bit = 1 << bit
                 bit += 1
+                if isinstance(task, WaitTask):
+                    task.locate()
                 task.pending = len(task.deps)
                 for predecessor in task.deps.values():
                     predecessor.successors.append(task)

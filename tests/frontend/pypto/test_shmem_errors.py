@@ -185,3 +185,8 @@ def test_a_config_without_a_shmem_section_is_refused():
     with npusim.session(bare):
         with pytest.raises(ConfigError, match=re.escape("config 'a2' has no shmem: section, which npusim.launch needs")):
             npusim.launch(lambda: None, 2)
+
+
+def test_a_wait_whose_slots_no_signal_numbered_is_refused():
+    with pytest.raises(WorkloadError, match=re.escape("shmem tensor #0 (group 'g') on PE 0: a signal slot at byte 512 lies past the signal areas the program's shmem_signal ops numbered; a shmem_wait_until must use the view and tile shape of its shmem_signal")):
+        build(lambda x, o, pe: D.shmem_wait_until(data(shape=(32, 32)), 0, 1, pred=[x]), tile=(1, 32))

@@ -104,5 +104,6 @@ def test_a_plain_isa_deadlock_is_detected_when_it_happens():
             kernel.aiv(0).scalar(100)
             kernel.aiv(0).wait_flag("MTE2", "VECTOR", 0)
             kernel.launch()
-    assert session.env.now == session.config.spec.die.scalar.instruction.to_ps(1.85e9) * 100  # when it stalled, not at the bound
+    die = session.config.spec.die
+    assert session.env.now == die.scalar.instruction.to_ps(die.clock.hz) * 100  # when it stalled, not at the bound
     assert "aiv0 VECTOR (kernel 'stuck') waits in: VECTOR wait_flag MTE2->VECTOR #0" in str(error.value)
