@@ -29,7 +29,8 @@ def allgather_kernel(x, out, group, n_pes, rows, tile_rows, wait=True, tile_cols
     my_pe = pypto.distributed.my_symbolic_pe(group)
 
     ready = pypto.distributed.shmem_barrier_all(barrier_signal, [x])
-    for peer in range(n_pes):
+    for step in range(n_pes):
+        peer = (my_pe + step) % n_pes  # each PE starts with a different peer: no die receives from all at once
         put = pypto.distributed.shmem_put(x, [my_pe * rows, 0], shmem, peer, pred=[ready])
         pypto.distributed.shmem_signal(shmem, peer, 1, [rows, cols], [my_pe * rows, 0], target_pe=peer,
                                        sig_op=pypto.AtomicType.ADD, pred=[put])

@@ -31,7 +31,8 @@ def allreduce_kernel(x, out, group, n_pes, tile_rows):
     my_pe = pypto.distributed.my_symbolic_pe(group)
 
     ready = pypto.distributed.shmem_barrier_all(barrier_signal, [x])
-    for peer in range(n_pes):
+    for step in range(n_pes):
+        peer = (my_pe + step) % n_pes  # each PE starts with a different peer (no incast on one die)
         put = pypto.distributed.shmem_put(x, [0, 0], sums, peer, put_op=pypto.AtomicType.ADD, pred=[ready])
         pypto.distributed.shmem_signal(sums, peer, 1, [rows, cols], [0, 0], target_pe=peer,
                                        sig_op=pypto.AtomicType.ADD, pred=[put])

@@ -411,7 +411,7 @@ class ShmemLaunch:
     def _race(self, message: str, reader: Access, writer: Access) -> None:
         if self.races_mode == "error":
             raise RaceError(message)
-        warnings.warn(message, ShmemRaceWarning, stacklevel=2)
+        warnings.warn_explicit(message, ShmemRaceWarning, f"npusim launch {self.name!r}", 0)
         self.system.recorder.instant(self.system.env.now, reader.memory[0], "data race", message)
 
     def _deadlock_lines(self) -> list[str]:
