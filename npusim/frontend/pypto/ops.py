@@ -23,6 +23,7 @@ from npusim.frontend.pypto.runtime import (
     PeProgram,
     Task,
     WaitTask,
+    building_pe,
     current_program,
 )
 from npusim.frontend.pypto.symbolic import SymbolicScalar
@@ -66,18 +67,12 @@ def _on_pe(function):
         try:
             return function(*args, **kwargs)
         except OpArgumentError as error:
-            pe = _current_pe()
+            pe = building_pe()
             if pe is None or "[PE " in str(error):
                 raise
             raise OpArgumentError(f"{error} [PE {pe}]") from None
 
     return wrapper
-
-
-def _current_pe() -> int | None:
-    from npusim.frontend.pypto.runtime import _BUILDING
-
-    return _BUILDING[-1].pe if _BUILDING else None
 
 
 # -- arguments ---------------------------------------------------------------------------------------

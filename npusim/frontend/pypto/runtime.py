@@ -44,6 +44,11 @@ RACE_MODES = ("warn", "error")
 _BUILDING: list[PeProgram] = []
 
 
+def building_pe() -> int | None:
+    """The PE whose kernel function is running, if any."""
+    return _BUILDING[-1].pe if _BUILDING else None
+
+
 def current_program(op: str) -> PeProgram:
     """The PE whose kernel function is running (UsageError outside ``npusim.launch``)."""
     if not _BUILDING:
