@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/npusim run --config a3 examples/vector_add.py
+	$(BIN)/npusim run --config a3 examples/shmem_allgather.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

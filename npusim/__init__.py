@@ -7,9 +7,11 @@ from npusim.frontend.tensor import DeviceTensor, empty, tensor, zeros  # noqa: E
 from npusim.frontend.workload import param  # noqa: E402
 from npusim.frontend.simulate import simulate  # noqa: E402
 from npusim.frontend.transfer import transfer  # noqa: E402
+from npusim.frontend import pypto  # noqa: E402
+from npusim.frontend.launch import launch  # noqa: E402
 
-__all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "param", "session", "simulate", "synchronize",
-           "tensor", "transfer", "zeros", "__version__"]
+__all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "launch", "param", "pypto", "session", "simulate",
+           "synchronize", "tensor", "transfer", "zeros", "__version__"]
 
 _LAZY_MODULES = {"torch_npu": "npusim.frontend.torch_npu"}
 """Facades imported on first use (``from npusim import torch_npu``), so ``import npusim`` stays light."""

@@ -118,6 +118,11 @@ class L2Spec(Spec):
     size: Size
     bandwidth: Rate
     latency: Time
+    atomic_add: Time | None = Field(
+        None,
+        description="read-modify-write of one atomic-add store (e.g. shmem_put with ADD) at the L2 of the target die; "
+        "atomic adds to the same 32-byte blocks wait for each other's",
+    )
 
 
 class AicpuSpec(Spec):
@@ -239,6 +244,7 @@ class SystemSpec(Spec):
     package_link: LinkSpec | None = Field(None, description="die-to-die link inside a package (SIO on 910C)")
     nic: NicSpec
     ops: OpsSpec | None = Field(None, description="per-op settings of the kernels npusim models (not hardware)")
+    shmem: "ShmemSpec | None" = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
 
     @model_validator(mode="after")
     def _topology_is_consistent(self) -> "SystemSpec":
@@ -268,6 +274,15 @@ class SystemSpec(Spec):
             )
         return self
 
+    @model_validator(mode="after")
+    def _shmem_schedulers_fit_the_aicpus(self) -> "SystemSpec":
+        if self.shmem is not None and self.shmem.schedulers > self.die.aicpu.count:
+            raise ValueError(
+                f"shmem.schedulers is {self.shmem.schedulers}, but a die has only {self.die.aicpu.count} AICPUs "
+                "(die.aicpu.count); lower shmem.schedulers"
+            )
+        return self
+
 
 class QuantScatterOpSpec(Spec):
     """How ``npu_quant_scatter_`` (the QuantUpdateScatter kernel) is launched."""
@@ -288,6 +303,21 @@ class SdmaSpec(Spec):
     channels: PositiveInt = Field(description="channels: transfers that run at once on the die, one per channel")
     rate: Rate = Field(description="peak rate of one channel (one direction)")
     setup: Time = Field(description="fixed cost of one descriptor: fetch and decode, completion report")
+
+
+class ShmemSpec(Spec):
+    """PyPTO's distributed runtime on each die: how a device task schedules tile ops onto the AIV
+    cores, the communication windows of a group, and the fixed buffers of its tile ops."""
+
+    core_choice: Literal["round_robin", "least_loaded"] = Field(
+        description="how a scheduler picks the AIV core of a ready tile op: the next core in turn, or the core "
+        "with the fewest tile ops dispatched and not yet finished"
+    )
+    schedulers: PositiveInt = Field(description="AICPU scheduler threads per device task; each manages an equal share of the AIV cores")
+    data_window: Size = Field(description="data window per PE and communication group (HCCL buffer)")
+    signal_window: Size = Field(description="signal window per PE and communication group")
+    max_groups: PositiveInt = Field(description="communication groups one program may use")
+    staging_buffer: Size = Field(description="UB buffer of one put/get tile op per ping-pong half")
 
 
 DieSpec.model_rebuild()

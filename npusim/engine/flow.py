@@ -36,7 +36,8 @@ class Resource:
     ``rate_log`` (for registered resources) records ``(time_ps, bytes_per_ps)`` at every change.
     """
 
-    __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows")
+    __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows",
+                 "_residual", "_weight", "_crossing", "_version", "_first")  # _*: scratch of FlowNetwork._assign_rates
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -50,6 +51,8 @@ class Resource:
         self.rate = 0.0
         self.rate_log: list[tuple[int, float]] | None = None
         self.flows = 0
+        self._first = -1
+        self._crossing = None
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -196,40 +199,68 @@ class FlowNetwork:
 
     def _assign_rates(self, now: int) -> None:
         """Progressive filling over classes: raise every rate together until a resource saturates
-        or a class reaches its cap; freeze those; repeat."""
+        or a class reaches its cap; freeze those; repeat. The fair share of each resource sits in
+        a heap (stale entries skipped by version), so a recomputation costs O(classes x path x log)
+        rather than a scan of every resource per frozen level; ties go to the resource met first.
+        Per-resource scratch lives in the resources' ``_*`` slots."""
         self.recomputations += 1
         busy = self._busy
-        residual: dict[Resource, float] = {}
-        weight: dict[Resource, int] = {}
+        touched: list[Resource] = []
         for flow_class in busy:
             flow_class.rate = -1.0
             n = len(flow_class.members)
             for resource in flow_class.path:
-                if resource in weight:
-                    weight[resource] += n
+                if resource._first >= 0:
+                    resource._weight += n
+                    resource._crossing.append(flow_class)
                 else:
-                    residual[resource] = resource.capacity
-                    weight[resource] = n
-        unfixed = list(busy)
+                    resource._first = len(touched)
+                    resource._residual = resource.capacity
+                    resource._weight = n
+                    resource._crossing = [flow_class]
+                    resource._version = 0
+                    touched.append(resource)
+        shares = [(r._residual / r._weight, r._first, 0, r) for r in touched if r._weight]
+        heapq.heapify(shares)
+        heappush, heappop = heapq.heappush, heapq.heappop
+        by_cap = sorted(busy, key=lambda c: c.cap)
+        next_capped = 0
+        unfixed = len(busy)
         while unfixed:
-            level, bottleneck = math.inf, None
-            for resource, n in weight.items():
-                if n:
-                    share = residual[resource] / n
-                    if share < level:
-                        level, bottleneck = share, resource
-            capped = min(c.cap for c in unfixed)
+            while shares and shares[0][2] != shares[0][3]._version:
+                heappop(shares)
+            level, bottleneck = (shares[0][0], shares[0][3]) if shares else (math.inf, None)
+            while by_cap[next_capped].rate >= 0.0:
+                next_capped += 1
+            capped = by_cap[next_capped].cap
             if capped <= level:
-                level, freezing = capped, [c for c in unfixed if c.cap <= capped]
+                level = capped
+                freezing = []
+                for flow_class in by_cap[next_capped:]:
+                    if flow_class.cap > capped:
+                        break
+                    if flow_class.rate < 0.0:
+                        freezing.append(flow_class)
+                freezing.sort(key=lambda c: c.order)
             else:
-                freezing = [c for c in unfixed if bottleneck in c.path]
+                freezing = [c for c in bottleneck._crossing if c.rate < 0.0]
+            changed: dict[Resource, None] = {}  # in first-change order, for deterministic pushes
             for flow_class in freezing:
                 flow_class.rate = level
                 n = len(flow_class.members)
                 for resource in flow_class.path:
-                    residual[resource] = max(residual[resource] - level * n, 0.0)
-                    weight[resource] -= n
-            unfixed = [c for c in unfixed if c.rate < 0.0]
+                    left = resource._residual - level * n
+                    resource._residual = left if left > 0.0 else 0.0
+                    resource._weight -= n
+                    changed[resource] = None
+            for resource in changed:
+                resource._version += 1
+                if resource._weight:
+                    heappush(shares, (resource._residual / resource._weight, resource._first, resource._version, resource))
+            unfixed -= len(freezing)
+        for resource in touched:
+            resource._first = -1
+            resource._crossing = None
         totals: dict[Resource, float] = {}
         for flow_class in busy:
             for resource in flow_class.path:

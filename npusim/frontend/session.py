@@ -57,7 +57,6 @@ class Session:
         self.system = System(config.spec, with_data=with_data)
         self.env: simpy.Environment = self.system.env
         self.time_limit_ps = time_limit_ps
-        self._deadline = self.env.timeout(time_limit_ps)
         self._wall_start = time.perf_counter()
         self.pending: list[simpy.Event] = []
         self.result: SimResult | None = None
@@ -84,15 +83,25 @@ class Session:
         self.pending = [e for e in self.pending if not e.processed]
         if not pending:
             return
-        target = self.env.all_of(pending)
-        try:
-            self.env.run(until=self.env.any_of([target, self._deadline]))
-        except RuntimeError as error:
-            if "until" not in str(error):
-                raise
-            raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting")) from None
-        if not target.processed:
-            raise DeadlockError(self._deadlock_report(f"the simulated-time bound of {self.time_limit_ps / 1e6:.0f} us was reached"))
+        self._run_until(self.env.all_of(pending))
+
+    def _run_until(self, target: simpy.Event) -> None:
+        """Step the simulation until ``target`` is processed. A DeadlockError when no event is left
+        to process (nothing more can happen) or when the next event lies past the time bound.
+
+        SimPy's ``run(until=...)`` cannot tell these apart from a bound kept as a pending event
+        (that event alone would keep the simulation alive until the bound), so the loop looks at
+        the event queue itself: ``env._queue`` is SimPy's heap of ``(time, priority, id, event)``."""
+        env = self.env
+        queue = env._queue
+        step = env.step
+        limit = self.time_limit_ps
+        while target.callbacks is not None:  # not processed yet
+            if not queue:
+                raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting"))
+            if queue[0][0] > limit:
+                raise DeadlockError(self._deadlock_report(f"the simulated-time bound of {limit / 1e6:.0f} us was reached"))
+            step()
 
     def _deadlock_report(self, why: str) -> str:
         lines = [f"deadlock at {self.env.now / 1e6:.3f} us: {why}."]

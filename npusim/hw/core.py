@@ -17,7 +17,8 @@ before a later synchronisation: flags (stamped with the exact time they become v
 wakes exactly then), and fixed-cost instructions without a data effect (all of them with data off).
 It catches up (yields) only when it must wait: a DMA's completion, a flag not raised yet, the scalar
 unit, a barrier. Recorded times are exact; a ``pipe_barrier(ALL)`` reads each pipe's exact end
-times. With data on, instructions with an effect yield so that the effect lands at its time.
+times. With data on, instructions with an effect yield so that the effect lands at its time; with
+data off only ``control`` instructions (signal writes, which waits depend on) keep their effect.
 """
 
 from __future__ import annotations
@@ -153,8 +154,11 @@ class AICore:
                 now = env._now
             step = instruction.step
             start = now + ahead
+            effect = instruction.effect
+            if effect is not None and not (with_data or instruction.control):
+                effect = None
             if step == FIXED:
-                if may_run_ahead and (not with_data or instruction.effect is None):
+                if may_run_ahead and effect is None:
                     ahead += instruction.fixed_ps
                     end = start + instruction.fixed_ps
                 else:
@@ -232,7 +236,7 @@ class AICore:
                     yield busy
                     del blocked[pipe_id]
                 now = end = env._now
-            if with_data and instruction.effect is not None:
+            if effect is not None:
                 instruction.effect(self, run)
             put_lane(lane)
             put_label(instruction.label_id)

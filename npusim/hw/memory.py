@@ -40,8 +40,11 @@ class DeviceMemory:
         self.used_bytes = 0
         self.allocations: list[Allocation] = []
 
-    def allocate(self, size_bytes: int, label: str) -> Allocation:
-        """Reserve ``size_bytes`` (zero-filled when data is on); ResourceError past the HBM size."""
+    def allocate(self, size_bytes: int, label: str, *, control: bool = False) -> Allocation:
+        """Reserve ``size_bytes`` (zero-filled when data is on); ResourceError past the HBM size.
+
+        ``control`` memory (signals, flags) always holds real bytes, even when data is off: its
+        values decide when waits end, so timing-only runs need them too."""
         address = -(-self.used_bytes // GM_ALIGNMENT_BYTES) * GM_ALIGNMENT_BYTES
         if address + size_bytes > self.capacity_bytes:
             raise ResourceError(
@@ -49,11 +52,37 @@ class DeviceMemory:
                 f"{format_bytes(self.capacity_bytes)} ({format_bytes(self.used_bytes)} already in use); "
                 "use smaller tensors or a config with more HBM (die.hbm.size)"
             )
-        data = np.zeros(size_bytes, dtype=np.uint8) if self.with_data else None
+        data = np.zeros(size_bytes, dtype=np.uint8) if self.with_data or control else None
         allocation = Allocation(self.die, address, size_bytes, label, data)
         self.used_bytes = address + size_bytes
         self.allocations.append(allocation)
         return allocation
+
+
+class AtomicUnit:
+    """The atomic-add logic at a die's L2: each atomic-add store reads, adds and writes its 32-byte
+    blocks there after its bytes arrive, taking ``rmw_ps``; a store whose blocks overlap those of an
+    earlier one still being applied waits for it, so atomic adds to the same blocks serialise.
+    Times in ps."""
+
+    BLOCK_BYTES = 32
+
+    __slots__ = ("rmw_ps", "_busy")
+
+    def __init__(self, rmw_ps: int) -> None:
+        self.rmw_ps = rmw_ps
+        self._busy: dict[int, list[tuple[int, int, int]]] = {}  # allocation address -> (first block, last block, busy until)
+
+    def apply_at(self, allocation: Allocation, offset: int, span: int, arrival_ps: int) -> int:
+        """When an atomic add of bytes ``offset .. offset + span`` of ``allocation``, arriving at
+        ``arrival_ps``, has been applied."""
+        first, last = offset // self.BLOCK_BYTES, (offset + span - 1) // self.BLOCK_BYTES
+        busy = [entry for entry in self._busy.get(allocation.address, ()) if entry[2] > arrival_ps]
+        start = max([arrival_ps] + [until for a, b, until in busy if a <= last and first <= b])
+        done = start + self.rmw_ps
+        busy.append((first, last, done))
+        self._busy[allocation.address] = busy
+        return done
 
 
 class LocalBuffer:

@@ -14,7 +14,7 @@ from npusim.engine.flow import FlowNetwork, Resource
 from npusim.errors import UsageError
 from npusim.hw.core import AICore
 from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
-from npusim.hw.memory import DeviceMemory
+from npusim.hw.memory import AtomicUnit, DeviceMemory
 from npusim.hw.pipes import CoreKind
 from npusim.hw.stream import Stream
 from npusim.hw.timing import DieTiming
@@ -40,6 +40,8 @@ class Die:
         self.aicpus = simpy.Resource(system.env, capacity=spec.aicpu.count)
         self.sdma = SystemDma(self)
         self._queue_pairs: dict[int, RdmaQueuePair] = {}
+        atomic_add = spec.l2.atomic_add
+        self.atomics = AtomicUnit(atomic_add.to_ps(hz)) if atomic_add is not None else None  # None: no atomic adds configured
         self._cores: dict[tuple[CoreKind, int], AICore] = {}
 
     def queue_pair(self, peer: int) -> RdmaQueuePair:

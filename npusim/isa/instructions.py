@@ -72,9 +72,10 @@ class GmAddress:
 
 
 class Instruction:
-    """Base of every instruction; ``npusim.hw.core`` documents the protocol the pipes use."""
+    """Base of every instruction; ``npusim.hw.core`` documents the protocol the pipes use.
+    ``control`` ones (signal writes) keep their effect when data is off, since waits depend on it."""
 
-    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "effect", "label", "fixed_ps")
+    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "effect", "label", "fixed_ps", "control")
     step = WAITING
 
     def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
@@ -87,6 +88,7 @@ class Instruction:
         self.label_id = 0  # (name id, tile) packed for the recorder, set when appended to a program
         self.effect = None
         self.fixed_ps = None  # the busy time of a FIXED step
+        self.control = False
 
     def start(self, core, run):
         raise NotImplementedError
@@ -119,6 +121,21 @@ class ScalarRead(FixedCost):
 
     def _read(self, core, run) -> None:
         run.regs[self.reg_id] = self.source.values(core)[self.index].item()
+
+
+class ScalarWrite(FixedCost):
+    """The scalar unit writes ``value`` into element ``index`` of a UB tensor (e.g. a signal value
+    that an MTE3 store then sends; synchronise with ``set_flag(SCALAR, MTE3)`` first)."""
+
+    __slots__ = ("target", "index", "value")
+
+    def __init__(self, target: LocalTensor, index: int, value: int | float, cost_ps: int) -> None:
+        super().__init__(Pipe.SCALAR, "write_scalar", cost_ps)
+        self.target, self.index, self.value = target, index, value
+        self.effect = self._write
+
+    def _write(self, core, run) -> None:
+        self.target.values(core)[self.index] = self.value
 
 
 class SetFlag(Instruction):
@@ -199,7 +216,7 @@ class DmaCopy(Instruction):
     step = TRANSFER
 
     def start(self, core, run, delay_ps: int = 0):
-        if self.dynamic and core.system.with_data:
+        if self.dynamic and (core.system.with_data or self.control):
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
         if isinstance(self.dst, GmAddress):
             resources, cap, fixed = core.dma_path(self.pipe, self.dst.allocation.die, True)
@@ -239,6 +256,45 @@ class DmaCopy(Instruction):
             src_offset, dst_offset = self.src.offset, self.dst.offset
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
         self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = source
+
+
+class AtomicAddCopy(DmaCopy):
+    """An MTE3 store from UB to GM that adds its values (in the source's dtype) to those in GM
+    instead of overwriting them, as a store after ``set_atomic_add`` does. After its bytes arrive,
+    the target die's L2 applies the adds (:class:`~npusim.hw.memory.AtomicUnit`): ``die.l2.atomic_add``
+    per store, atomic adds to the same 32-byte blocks one after the other."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dst: GmAddress, src: LocalTensor, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
+        super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
+        self.dtype = src.dtype
+        self.effect = self._add
+
+    def start(self, core, run, delay_ps: int = 0):
+        arrived = super().start(core, run, delay_ps)
+        env = core.env
+        applied = env.event()
+        target = core.system.die(self.dst.allocation.die)
+        offset = self._resolved[1] if self._resolved is not None else resolve(self.dst.offset, run.regs)
+        span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * self.dst_gap
+
+        def apply(_event) -> None:
+            done_ps = target.atomics.apply_at(self.dst.allocation, offset, span, env.now)
+            env.timeout(done_ps - env.now).callbacks.append(lambda _: applied.succeed())
+
+        arrived.callbacks.append(apply)
+        return applied
+
+    def _add(self, core, run) -> None:
+        if self._resolved is not None:
+            src_offset, dst_offset = self._resolved
+        else:
+            src_offset, dst_offset = self.src.offset, self.dst.offset
+        source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy().view(self.dtype)
+        target = self._bytes_of(self.dst, core, dst_offset, self.dst_gap).view(self.dtype)
+        with np.errstate(all="ignore"):
+            target += source
 
 
 class VectorOp(FixedCost):

@@ -23,12 +23,13 @@ from typing import Iterator
 
 import numpy as np
 
-from npusim.errors import ResourceError, UsageError
+from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore
 from npusim.hw.pipes import CoreKind, Pipe
 from npusim.hw.system import System, active_system
 from npusim.isa import vector as vector_semantics
 from npusim.isa.instructions import (
+    AtomicAddCopy,
     DmaCopy,
     FixedCost,
     GmAddress,
@@ -37,6 +38,7 @@ from npusim.isa.instructions import (
     Mmad,
     PipeBarrierAll,
     ScalarRead,
+    ScalarWrite,
     SetFlag,
     VectorOp,
     WaitFlag,
@@ -131,10 +133,17 @@ class CoreProgram:
     # -- DMA -----------------------------------------------------------------------------------
 
     def copy(self, dst, src, nbytes: int | None = None, *, burst_count: int = 1, burst_bytes: int | None = None,
-             src_gap: int = 0, dst_gap: int = 0, name: str | None = None) -> Instruction:
+             src_gap: int = 0, dst_gap: int = 0, name: str | None = None, atomic: str | None = None,
+             control: bool = False) -> Instruction:
         """Copy between GM and a buffer, or between two buffers, on the engine the hardware uses
         (MTE2 GM->UB/L1/L0, MTE3 UB->GM, MTE1 L1->L0, FIXP L0C->GM/L1). ``burst_count`` bursts of
-        ``burst_bytes`` (default: all ``nbytes`` in one burst); gaps are bytes skipped between bursts."""
+        ``burst_bytes`` (default: all ``nbytes`` in one burst); gaps are bytes skipped between bursts.
+
+        ``atomic="add"`` (UB -> GM only) adds the values, in the source tensor's dtype, to those in GM
+        (an atomic-add store, see :class:`~npusim.isa.instructions.AtomicAddCopy`). ``control=True``
+        marks a copy of control data (signals) whose effect applies even when data is off."""
+        if atomic not in (None, "add"):
+            raise UsageError(f"copy: atomic={atomic!r} is not supported; use None (overwrite) or 'add'")
         src_kind, dst_kind = _place(src), _place(dst)
         pipe = _COPY_PIPES.get((self.core.kind, src_kind, dst_kind))
         if pipe is None:
@@ -153,7 +162,24 @@ class CoreProgram:
             self._check_span(side, burst_count, burst_bytes, gap)
         granule = self.core.dma_timing[pipe].granule_bytes
         label = name or f"copy {src_kind}->{dst_kind}"
-        return self._append(DmaCopy(pipe, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label), label)
+        if atomic == "add":
+            self._check_atomic_add(dst, src, burst_bytes)
+            instruction = AtomicAddCopy(dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
+        else:
+            instruction = DmaCopy(pipe, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
+        instruction.control = control
+        return self._append(instruction, label)
+
+    def _check_atomic_add(self, dst, src, burst_bytes: int) -> None:
+        if not (isinstance(src, LocalTensor) and src.buffer == "UB" and isinstance(dst, GmAddress)):
+            raise UsageError(f"kernel {self.kernel.name!r} {self.core.name}: an atomic-add copy stores UB -> GM; got {src!r} -> {dst!r}")
+        if burst_bytes % src.dtype.itemsize:
+            raise UsageError(f"atomic-add copy: bursts of {burst_bytes} bytes are not whole {src.dtype} elements")
+        if self.core.system.die(dst.allocation.die).atomics is None:
+            raise ConfigError(
+                f"kernel {self.kernel.name!r}: an atomic-add store needs die.l2.atomic_add (the L2's read-modify-write "
+                f"time) in the config {self.core.system.spec.name!r}; add it under die.l2"
+            )
 
     def _check_span(self, side, burst_count: int, burst_bytes: int, gap: int) -> None:
         span = burst_count * burst_bytes + (burst_count - 1) * gap
@@ -173,7 +199,7 @@ class CoreProgram:
 
     def vector(self, kind: str, dst: LocalTensor, *srcs: LocalTensor, scalar=None, count: int | None = None,
                rounding: str = "rint", name: str | None = None,
-               repeat_strides: tuple[int, ...] | None = None) -> list[Instruction]:
+               repeat_strides: tuple[int, ...] | None = None, control: bool = False) -> list[Instruction]:
         """Vector instruction ``kind`` over ``count`` elements (default: all of ``dst``), split into
         instructions of at most ``max_repeats`` repeats; returns the instructions appended.
 
@@ -181,7 +207,8 @@ class CoreProgram:
         and computes nothing. ``repeat_strides`` gives, per operand (``dst`` first, then ``srcs``),
         how many elements it advances from one repeat to the next; by default each advances by one
         repeat (contiguous operands). A stride of 0 reuses the same elements every repeat (a
-        broadcast), a row length walks down a column. With strides, ``count`` is whole repeats."""
+        broadcast), a row length walks down a column. With strides, ``count`` is whole repeats.
+        ``control``: the result is control data (e.g. zeros for signal slots), computed even when data is off."""
         if kind not in vector_semantics.KINDS:
             raise UsageError(f"unknown vector instruction {kind!r}; known: {', '.join(vector_semantics.KINDS)}")
         if rounding not in vector_semantics.ROUNDING:
@@ -196,13 +223,16 @@ class CoreProgram:
             if tensor.buffer != "UB" or tensor.count < span:
                 raise UsageError(f"vector {kind}: operand {tensor!r} must be a UB tensor of at least {span} elements")
         label = name or kind
+
+        def emit(instruction: VectorOp) -> Instruction:
+            instruction.control = control
+            return self._append(instruction, label)
+
         if count == 0:
-            empty = VectorOp(kind, dst[0:0], [s[0:0] for s in srcs], scalar, rounding, timing.cost_ps(kind, 0), label)
-            return [self._append(empty, label)]
+            return [emit(VectorOp(kind, dst[0:0], [s[0:0] for s in srcs], scalar, rounding, timing.cost_ps(kind, 0), label))]
         whole = dst.count == count and all(s.count == count for s in srcs)
         if repeat_strides is None and whole and count <= per_repeat * timing.max_repeats:  # one instruction, no slicing
-            cost = timing.cost_ps(kind, -(-count // per_repeat))
-            return [self._append(VectorOp(kind, dst, list(srcs), scalar, rounding, cost, label), label)]
+            return [emit(VectorOp(kind, dst, list(srcs), scalar, rounding, timing.cost_ps(kind, -(-count // per_repeat)), label))]
         appended = []
         if repeat_strides is None:
             per_instruction = per_repeat * timing.max_repeats
@@ -210,16 +240,14 @@ class CoreProgram:
                 n = min(per_instruction, count - first)
                 chunk_dst = dst[first : first + n]
                 chunk_srcs = [s[first : first + n] for s in srcs]
-                cost = timing.cost_ps(kind, -(-n // per_repeat))
-                appended.append(self._append(VectorOp(kind, chunk_dst, chunk_srcs, scalar, rounding, cost, label), label))
+                appended.append(emit(VectorOp(kind, chunk_dst, chunk_srcs, scalar, rounding, timing.cost_ps(kind, -(-n // per_repeat)), label)))
             return appended
         total = count // per_repeat
         for first in range(0, total, timing.max_repeats):
             repeats = min(timing.max_repeats, total - first)
             views = [t[first * s : first * s + (repeats - 1) * s + per_repeat] for t, s in zip(operands, strides)]
-            instruction = VectorOp(kind, views[0], views[1:], scalar, rounding, timing.cost_ps(kind, repeats), label,
-                                   repeat_layout=(repeats, per_repeat, strides))
-            appended.append(self._append(instruction, label))
+            appended.append(emit(VectorOp(kind, views[0], views[1:], scalar, rounding, timing.cost_ps(kind, repeats), label,
+                                          repeat_layout=(repeats, per_repeat, strides))))
         return appended
 
     def _repeat_strides(self, kind: str, operands, repeat_strides, count: int, per_repeat: int) -> tuple[int, ...]:
@@ -278,6 +306,13 @@ class CoreProgram:
         self._regs += 1
         self._append(ScalarRead(src, index, register.reg_id, self._timing.scalar.ub_read_ps), name)
         return register
+
+    def write_scalar(self, dst: LocalTensor, value: int | float, index: int = 0, *, control: bool = False) -> Instruction:
+        """Write ``value`` into element ``index`` of a UB tensor from the scalar unit (``control``:
+        a signal value, written even when data is off)."""
+        instruction = ScalarWrite(dst, index, value, self._timing.scalar.ub_read_ps)
+        instruction.control = control
+        return self._append(instruction)
 
     def set_flag(self, src: str | Pipe, dst: str | Pipe, event_id: int = 0) -> Instruction:
         """Raise flag ``event_id`` from pipe ``src`` to pipe ``dst`` (after src's earlier work)."""
@@ -347,14 +382,17 @@ def _place(side) -> str:
 
 
 class Kernel:
-    """One kernel launch on one die: a program per core that takes part."""
+    """One kernel launch on one die: a program per core that takes part. Its events carry a new op
+    id, or ``op`` (an id from ``recorder.op``) when several launches make up one op (tile ops)."""
 
-    def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict | None = None) -> None:
+    def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict | None = None,
+                 op: int | None = None) -> None:
         self.system = system or active_system()
         self.name = name
         self.die = self.system.die(die)
         self.programs: dict[tuple[CoreKind, int], CoreProgram] = {}
         self.op_args = op_args or {}
+        self.op = op
         self.launched = None
 
     def core(self, kind: CoreKind | str, index: int) -> CoreProgram:
@@ -378,7 +416,7 @@ class Kernel:
         if self.launched is not None:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
         stream = stream or self.system.stream(self.die.index)
-        op = self.system.recorder.op(self.name, self.die.index, **self.op_args)
+        op = self.op if self.op is not None else self.system.recorder.op(self.name, self.die.index, **self.op_args)
         placed = [(program.core, _Placed(program)) for _, program in sorted(self.programs.items(), key=lambda kv: (kv[0][0].value, kv[0][1]))]
         env = self.system.env
 

@@ -113,16 +113,17 @@ def check_view(
     valid_shape: Sequence[int] | None = None,
     *,
     shape_arg: str = "shape",
+    what: str = "shmem tensor",
 ) -> None:
-    """A view of a shmem tensor: as many dims and offsets as the tensor, each offset below its dim,
-    the view inside the tensor, and ``0 <= valid_shape <= shape`` per dim."""
+    """A view of a shmem tensor (or of another ``what``): as many dims and offsets as the tensor, each
+    offset below its dim, the view inside the tensor, and ``0 <= valid_shape <= shape`` per dim."""
     dims = len(tensor_shape)
     if len(shape) != dims:
-        _reject(op, shape_arg, shape, f"has {len(shape)} dims; the shmem tensor {_shown(tensor_shape)} has {dims}")
+        _reject(op, shape_arg, shape, f"has {len(shape)} dims; the {what} {_shown(tensor_shape)} has {dims}")
     if any(not _is_int(s) or s <= 0 for s in shape):
         _reject(op, shape_arg, shape, "must be positive ints")
     if len(offsets) != dims:
-        rule = f"has {len(offsets)} values; the shmem tensor {_shown(tensor_shape)} has {dims} dims"
+        rule = f"has {len(offsets)} values; the {what} {_shown(tensor_shape)} has {dims} dims"
         _reject(op, "offsets", offsets, rule)
     for i, (offset, size, dim) in enumerate(zip(offsets, shape, tensor_shape)):
         if not _is_int(offset) or not 0 <= offset < dim:
@@ -131,7 +132,7 @@ def check_view(
         if offset + size > dim:
             _reject(
                 op, "offsets", offsets,
-                f"puts the view {_shown(shape)} outside the shmem tensor {_shown(tensor_shape)} in dim {i} "
+                f"puts the view {_shown(shape)} outside the {what} {_shown(tensor_shape)} in dim {i} "
                 f"({offset} + {size} > {dim})",
             )
     if valid_shape is None:

@@ -1,0 +1,608 @@
+"""PyPTO's ops as the simulator builds them: checks, tiling, tile ops and their dependencies.
+
+Each function is called inside a kernel function that ``npusim.launch`` runs once per PE. It
+resolves its SymbolicScalar arguments on that PE, runs the framework's checks (an
+:class:`~npusim.errors.OpArgumentError` naming op, argument, value and rule, and the PE), expands
+into tile ops by the current vector tile shape, and makes each tile op depend on its part of the
+pred (the framework's even split when it applies, else the whole pred). Signatures follow PyPTO
+(``docs/shmem.md``); ``pypto.distributed`` and ``pypto.experimental`` re-export them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+from npusim.errors import OpArgumentError, ResourceError, UsageError
+from npusim.frontend.pypto.dtypes import AtomicType, DataType, OpType
+from npusim.frontend.pypto.runtime import (
+    AccessSpec,
+    CoreTask,
+    OpNode,
+    PeProgram,
+    Task,
+    WaitTask,
+    building_pe,
+    current_program,
+)
+from npusim.frontend.pypto.symbolic import SymbolicScalar
+from npusim.frontend.pypto.tensors import Tensor, ShmemTensor
+from npusim.frontend.tensor import empty
+from npusim.kernels.shmem.checks import (
+    check_atomic,
+    check_cmp,
+    check_data_shape,
+    check_dtype,
+    check_element_count,
+    check_group_name,
+    check_int32,
+    check_pe,
+    check_preds,
+    check_put_dtypes,
+    check_view,
+)
+from npusim.kernels.shmem.layout import SignalGrid, signal_clear_bytes
+from npusim.kernels.shmem.races import READ, WRITE
+from npusim.kernels.shmem.tile_ops import (
+    CLEAR_SIGNAL_STORE_BYTES,
+    GmView,
+    clear_tile,
+    copy_tile,
+    load_tile,
+    signal_tile,
+    store_tile,
+    ub_tile_bytes,
+)
+from npusim.kernels.shmem.tiling import Region, Tile, expand_tiles, split_pred, tile_grid
+
+MAX_TILE_DIMS = 4
+
+
+def _on_pe(function):
+    """Name the PE in the argument errors of an op (an SPMD program fails on one PE at a time)."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except OpArgumentError as error:
+            pe = building_pe()
+            if pe is None or "[PE " in str(error):
+                raise
+            raise OpArgumentError(f"{error} [PE {pe}]") from None
+
+    return wrapper
+
+
+# -- arguments ---------------------------------------------------------------------------------------
+
+
+def _int(value, pe: int):
+    """An int or SymbolicScalar argument as its value on PE ``pe`` (anything else as is, for the checks)."""
+    return value.concrete(pe) if isinstance(value, SymbolicScalar) else value
+
+
+def _ints(op: str, arg: str, values, pe: int) -> list:
+    if not isinstance(values, (list, tuple)):
+        raise OpArgumentError(f"{op}: {arg}={values!r} must be a list of ints or SymbolicScalars")
+    return [_int(v, pe) for v in values]
+
+
+def _shmem(op: str, arg: str, value, program: PeProgram, *, data: bool = False) -> ShmemTensor:
+    if not isinstance(value, ShmemTensor):
+        raise OpArgumentError(f"{op}: {arg}={value!r} must be a ShmemTensor (from create_shmem_tensor / create_shmem_signal)")
+    if value.area.launch is not program.launch:
+        raise UsageError(f"{op}: {arg} was created by another npusim.launch; shmem tensors live for one launch")
+    if data and value.dtype is None:
+        raise OpArgumentError(f"{op}: {arg}={value!r} is a signal tensor (create_shmem_signal); it holds no data to move")
+    return value
+
+
+def _tensor(op: str, arg: str, value, program: PeProgram, location: str | None = None) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise OpArgumentError(f"{op}: {arg}={value!r} must be a pypto.Tensor")
+    if value.program is not program:
+        raise UsageError(f"{op}: {arg} belongs to PE {value.pe}'s program, not to PE {program.pe}'s; each PE uses its own tensors")
+    if location is not None and value.location != location:
+        kinds = {"GM": "a tensor in GM (a kernel argument, a view of one, a shmem_get result)", "UB": "a shmem_load result (a UB tile)"}
+        raise OpArgumentError(f"{op}: {arg}={value!r} must be {kinds[location]}")
+    return value
+
+
+def _view(op: str, src: ShmemTensor, shape, offsets, valid_shape, pe: int) -> ShmemTensor:
+    """The view an op works on: ``shmem_view(src, shape, offsets, valid_shape)`` when both
+    ``shape`` and ``offsets`` are given (as the framework, which ignores either one alone)."""
+    if shape is None or offsets is None:
+        return src
+    shape = _ints(op, "shape", shape, pe)
+    offsets = _ints(op, "offsets", offsets, pe)
+    valid = _ints(op, "valid_shape", valid_shape, pe) if valid_shape is not None else None
+    check_view(op, src.shape, shape, offsets, valid)
+    return ShmemTensor(src.program, src.area, [a + b for a, b in zip(src.offsets, offsets)], shape, valid)
+
+
+def _pred(op: str, pred, program: PeProgram) -> Tensor:
+    """The pred as one tensor: a fresh ``[1, 1]`` token for None, the tensor itself for one, and a
+    ``[1, 1]`` token after all of them for several (the framework's Nop)."""
+    if pred is None:
+        return Tensor.token(program, (1, 1), [])
+    if not isinstance(pred, (list, tuple)):
+        raise OpArgumentError(f"{op}: pred={pred!r} must be a list of tensors (or None)")
+    tensors = [_tensor(op, f"pred[{i}]", t, program) for i, t in enumerate(pred)]
+    check_preds(op, [t.shape for t in tensors])
+    if len(tensors) == 1:
+        return tensors[0]
+    return Tensor.token(program, (1, 1), [(task, None) for t in tensors for task in t.tasks_for(None)])
+
+
+def _tiles(op: str, program: PeProgram, shape: Sequence[int], valid_shape: Sequence[int] | None = None) -> list[Tile]:
+    return expand_tiles(shape, program.tile_shape, valid_shape, op=op)
+
+
+def _depend(tasks: Sequence[Task], shape: Sequence[int], program: PeProgram, pred: Tensor) -> list[Region] | None:
+    """Each tile op waits for its piece of ``pred`` (or for all of it); returns the pieces."""
+    pieces = split_pred(pred.shape, tile_grid(shape, program.tile_shape))
+    for i, task in enumerate(tasks):
+        task.depend_on(pred.tasks_for(pieces[i] if pieces is not None else None))
+    return pieces
+
+
+def _pred_token(program: PeProgram, tasks: Sequence[Task], pred: Tensor, pieces) -> Tensor:
+    """The token of a signal or wait: the pred's shape, each tile op owning its piece."""
+    writes = [(task, pieces[i] if pieces is not None else None) for i, task in enumerate(tasks)]
+    return Tensor.token(program, pred.shape, writes)
+
+
+def _box_token(program: PeProgram, tasks: Sequence[Task], shape, tiles: Sequence[Tile]) -> Tensor:
+    return Tensor.token(program, shape, [(task, Region(t.offset, t.shape)) for task, t in zip(tasks, tiles)])
+
+
+def _gm(tensor: Tensor) -> GmView:
+    device = tensor.device
+    if device.shape and device.strides[-1] != device.dtype.itemsize and device.shape[-1] > 1:
+        raise UsageError(f"{tensor!r}: its last dim is not contiguous in GM (strides {list(device.strides)}); DMA bursts need it to be")
+    return GmView(device.allocation, device.offset_bytes, device.strides)
+
+
+def _shift(offsets: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
+    return tuple(a + b for a, b in zip(offsets, more))
+
+
+def _after_effect(instruction, callback) -> None:
+    """Call ``callback`` when ``instruction``'s effect (its bytes landing) is applied."""
+    effect = instruction.effect
+
+    def landed(core, run):
+        effect(core, run)
+        callback()
+
+    instruction.effect = landed
+
+
+# -- tile shapes, views and assignment --------------------------------------------------------------
+
+
+def set_vec_tile_shapes(*shape: int) -> None:
+    """The vector tile shape that the following ops of this PE are tiled by (1 to 4 dims)."""
+    program = current_program("set_vec_tile_shapes")
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        shape = tuple(shape[0])
+    if not 1 <= len(shape) <= MAX_TILE_DIMS or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in shape):
+        raise OpArgumentError(f"set_vec_tile_shapes: shape={list(shape)} must be 1 to {MAX_TILE_DIMS} positive ints")
+    program.tile_shape = tuple(shape)
+
+
+@_on_pe
+def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = None, *, valid_shape: list | None = None,
+         dtype: DataType | None = None) -> Tensor:
+    """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory)."""
+    op = "view"
+    program = current_program(op)
+    pe = program.pe
+    input = _tensor(op, "input", input, program, "GM")
+    if dtype is not None and dtype is not input.dtype:
+        raise OpArgumentError(f"{op}: dtype={dtype!r} differs from the input's {input.dtype.name}; views that reinterpret memory are not modelled")
+    shape = list(input.shape) if shape is None else _ints(op, "shape", shape, pe)
+    offsets = [0] * len(input.shape) if offsets is None else _ints(op, "offsets", offsets, pe)
+    valid = _ints(op, "valid_shape", valid_shape, pe) if valid_shape is not None else None
+    check_view(op, input.shape, shape, offsets, valid, what="tensor")
+    device = input.device[tuple(slice(o, o + s) for o, s in zip(offsets, shape))]
+    return Tensor(program, "GM", shape, input.dtype, device=device, valid_shape=valid, writes=input.writes,
+                  origin=_shift(input.origin, offsets))
+
+
+@_on_pe
+def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
+    """``pypto.assemble``: write ``input`` (a shmem_load result) into the GM tensor ``out`` at
+    ``offsets``. Each tile is stored (MTE3) by the tile op that loaded it, on the same core."""
+    op = "assemble"
+    program = current_program(op)
+    out = _tensor(op, "out", out, program, "GM")
+    if not (isinstance(input, Tensor) and input.location == "UB"):
+        raise OpArgumentError(
+            f"{op}: input={input!r} must be a shmem_load result (a UB tile); assembling GM tensors or tokens is not modelled"
+        )
+    input = _tensor(op, "input", input, program, "UB")
+    if input.dtype is not out.dtype:
+        raise OpArgumentError(f"{op}: input.dtype={input.dtype.name} differs from out.dtype={out.dtype.name}; assemble does not convert")
+    offsets = _ints(op, "offsets", offsets, program.pe)
+    if len(offsets) != len(out.shape) or len(input.shape) != len(out.shape):
+        raise OpArgumentError(f"{op}: offsets={offsets} and input {list(input.shape)} must have the {len(out.shape)} dims of out {list(out.shape)}")
+    for dim, (offset, valid, size) in enumerate(zip(offsets, input.valid_shape, out.shape)):
+        if not isinstance(offset, int) or not 0 <= offset < size or offset + valid > size:
+            raise OpArgumentError(
+                f"{op}: offsets={offsets} puts the valid part {list(input.valid_shape)} of the input outside out "
+                f"{list(out.shape)} in dim {dim} (0 <= {offset} and {offset} + {valid} <= {size} must hold)"
+            )
+    node = program.op(op, shape=list(input.shape), offsets=offsets)
+    node.tasks = [task for task, _ in input.writes]
+    destination = _gm(out)
+    for task, tile in zip(node.tasks, input.tiles):
+        at = _shift(offsets, tile.offset)
+
+        def consume(p, ub, at=at, tile=tile):
+            if tile.moves_data:
+                store_tile(p, ub, destination.shifted(at), tile.valid_shape, name=op)
+
+        task.consumers.append(consume)
+        out.writes.append((task, Region(_shift(out.origin, at), tile.valid_shape)))
+
+
+# -- distributed ops ---------------------------------------------------------------------------------
+
+
+@_on_pe
+def create_shmem_tensor(group_name: str, n_pes: int, dtype: DataType, shape: list[int]) -> ShmemTensor:
+    """A symmetric tensor: every PE of the group has one of ``shape`` in its data window."""
+    op = "create_shmem_tensor"
+    program = current_program(f"distributed.{op}")
+    check_data_shape(op, "shape", shape)
+    area = program.launch.create(program, op, group_name, n_pes, dtype, list(shape))
+    return ShmemTensor(program, area, [0] * len(area.tensor_shape), area.tensor_shape)
+
+
+@_on_pe
+def create_shmem_signal(group_name: str, n_pes: int) -> ShmemTensor:
+    """A signal-only tensor (for barriers): signal slots, no data."""
+    op = "create_shmem_signal"
+    program = current_program(f"distributed.{op}")
+    area = program.launch.create(program, op, group_name, n_pes, None, None)
+    return ShmemTensor(program, area, [0] * len(area.tensor_shape), area.tensor_shape)
+
+
+@_on_pe
+def shmem_view(src: ShmemTensor, shape: list[int], offsets: list, *, valid_shape: list | None = None) -> ShmemTensor:
+    """A view of a shmem tensor (and of its signal slots)."""
+    op = "shmem_view"
+    program = current_program(f"distributed.{op}")
+    src = _shmem(op, "src", src, program)
+    if shape is None or offsets is None:
+        raise OpArgumentError(f"{op}: shape={shape!r} and offsets={offsets!r} must both be lists")
+    return _view(op, src, shape, offsets, valid_shape, program.pe)
+
+
+def my_symbolic_pe(group_name: str) -> SymbolicScalar:
+    """This PE's rank in the group, as a SymbolicScalar."""
+    check_group_name("my_symbolic_pe", group_name)
+    return SymbolicScalar.pe(group_name)
+
+
+@_on_pe
+def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: AtomicType = AtomicType.SET,
+              pred: list | None = None) -> Tensor:
+    """Local GM ``src`` -> ``dst`` on ``dst_pe`` at ``offsets``, staged through UB; ADD accumulates."""
+    op = "shmem_put"
+    program = current_program(f"distributed.{op}")
+    pe, launch = program.pe, program.launch
+    src = _tensor(op, "src", src, program, "GM")
+    dst = _shmem(op, "dst", dst, program, data=True)
+    check_data_shape(op, "src.shape", src.shape)
+    check_dtype(op, "src.dtype", src.dtype)
+    check_element_count(op, "src.shape", src.shape)
+    check_atomic(op, "put_op", put_op)
+    check_put_dtypes(op, src.dtype, dst.dtype, put_op)
+    dst_pe = _int(dst_pe, pe)
+    check_pe(op, "dst_pe", dst_pe, dst.n_pes)
+    offsets = _ints(op, "offsets", offsets, pe)
+    check_view(op, dst.shape, src.shape, offsets, shape_arg="src.shape")
+    pred = _pred(op, pred, program)
+    tiles = _tiles(op, program, src.shape, src.valid_shape)
+    node = program.op(op, dst_pe=dst_pe, shape=list(src.shape), offsets=offsets, put_op=put_op.name, tiles=len(tiles))
+    at = _shift(dst.offsets, offsets)
+    area, source = dst.area, _gm(src)
+    atomic = "add" if put_op is AtomicType.ADD else None
+    staging = launch.spec.staging_buffer.bytes
+    for index, tile in enumerate(tiles):
+        def build(p, tile=tile):
+            copy_tile(p, source.shifted(tile.offset), area.data_view(dst_pe).shifted(_shift(at, tile.offset)), tile.shape,
+                      tile.valid_shape, src.dtype.numpy, area.dtype.numpy, local_dtype=src.dtype.numpy, staging_bytes=staging,
+                      atomic=atomic, name=op)
+
+        task = CoreTask(node, index, build)
+        if tile.moves_data:
+            task.accesses.append(lambda tile=tile: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(_shift(at, tile.offset)), tile.valid_shape)])
+        node.tasks.append(task)
+    _depend(node.tasks, src.shape, program, pred)
+    return _box_token(program, node.tasks, src.shape, tiles)
+
+
+@_on_pe
+def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets: list | None = None, *,
+              valid_shape: list | None = None, pred: list | None = None) -> Tensor:
+    """``src`` on ``src_pe`` -> a new local GM tensor of the view's shape, staged through UB."""
+    op = "shmem_get"
+    program = current_program(f"distributed.{op}")
+    pe, launch = program.pe, program.launch
+    src = _shmem(op, "src", src, program, data=True)
+    check_dtype(op, "src.dtype", src.dtype)
+    src_pe = _int(src_pe, pe)
+    check_pe(op, "src_pe", src_pe, src.n_pes)
+    src = _view(op, src, shape, offsets, valid_shape, pe)
+    pred = _pred(op, pred, program)
+    tiles = _tiles(op, program, src.shape, src.valid_shape)
+    node = program.op(op, src_pe=src_pe, shape=list(src.shape), offsets=list(src.offsets), tiles=len(tiles))
+    result = empty(src.shape, src.dtype.numpy, device=program.die)
+    target, area, dtype = GmView(result.allocation, 0, result.strides), src.area, src.dtype.numpy
+    staging = launch.spec.staging_buffer.bytes
+    for index, tile in enumerate(tiles):
+        at = _shift(src.offsets, tile.offset)
+
+        def build(p, tile=tile, at=at):
+            copy_tile(p, area.data_view(src_pe).shifted(at), target.shifted(tile.offset), tile.shape, tile.valid_shape,
+                      dtype, dtype, local_dtype=dtype, staging_bytes=staging, name=op)
+
+        task = CoreTask(node, index, build)
+        if tile.moves_data:
+            task.accesses.append(lambda tile=tile, at=at: [AccessSpec(READ, area, src_pe, area.data_view(src_pe).shifted(at), tile.valid_shape)])
+        node.tasks.append(task)
+    _depend(node.tasks, src.shape, program, pred)
+    writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
+    return Tensor(program, "GM", src.shape, src.dtype, device=result, valid_shape=src.valid_shape, writes=writes)
+
+
+def _signal(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, value: int, targets: list[int], sig_op: AtomicType,
+            pred: Tensor, **record) -> OpNode:
+    """The tile ops of a signal: per tile, ``value`` into the slot (owner ``src_pe``) on each target."""
+    launch = program.launch
+    tiles = _tiles(op, program, view.shape)
+    grid = SignalGrid.of(op, view.tensor_shape, view.shape, program.tile_shape)
+    launch.registry.record_signal_tiles(view.area.allocation, grid.total_tiles, op=op)
+    node = program.op(op, src_pe=src_pe, targets=targets, value=value, sig_op=sig_op.name, tiles=len(tiles), **record)
+    area, atomic = view.area, "add" if sig_op is AtomicType.ADD else None
+    for index, tile in enumerate(tiles):
+        slot = grid.slot_byte_offset(src_pe, _shift(view.offsets, tile.offset))
+        task = CoreTask(node, index, None)
+
+        def build(p, task=task, slot=slot):
+            addresses = [area.signal_address(target, slot) for target in targets]
+            for store, address in zip(signal_tile(p, addresses, value, atomic=atomic, name=op), addresses):
+                key = (address.allocation.die, address.allocation.address + address.offset)
+                _after_effect(store, lambda task=task, key=key: launch.publish(task, key))
+
+        task.build = build
+        node.tasks.append(task)
+    return node
+
+
+def _wait(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, cmp_value: int, clear: bool, pred: Tensor, **record) -> OpNode:
+    """The tile ops of a wait: per tile, an AICPU poll of this PE's slot (owner ``src_pe``)."""
+    tiles = _tiles(op, program, view.shape)
+    grid = SignalGrid.of(op, view.tensor_shape, view.shape, program.tile_shape)
+    node = program.op(op, src_pe=src_pe, cmp_value=cmp_value, clear_signal=clear, tiles=len(tiles), **record)
+    for index, tile in enumerate(tiles):
+        at = _shift(view.offsets, tile.offset)
+        node.tasks.append(WaitTask(node, index, view.area, src_pe, at, grid.slot_byte_offset(src_pe, at), cmp_value, clear))
+    return node
+
+
+@_on_pe
+def shmem_signal(src: ShmemTensor, src_pe, signal: int, shape: list[int] | None = None, offsets: list | None = None, *,
+                 target_pe, sig_op: AtomicType = AtomicType.SET, pred: list | None = None) -> Tensor:
+    """Write (SET) or atomically add (ADD) the int32 ``signal`` into the slots of the region's tiles
+    (owner ``src_pe``) on ``target_pe``; the int ``-1`` signals every PE."""
+    op = "shmem_signal"
+    program = current_program(f"distributed.{op}")
+    pe = program.pe
+    src = _shmem(op, "src", src, program)
+    src_pe = _int(src_pe, pe)
+    check_pe(op, "src_pe", src_pe, src.n_pes)
+    if type(target_pe) is int and target_pe == -1:
+        targets = list(range(src.n_pes))
+    else:
+        target_pe = _int(target_pe, pe)
+        check_pe(op, "target_pe", target_pe, src.n_pes)
+        targets = [target_pe]
+    check_int32(op, "signal", signal)
+    check_atomic(op, "sig_op", sig_op)
+    view = _view(op, src, shape, offsets, None, pe)
+    pred = _pred(op, pred, program)
+    node = _signal(op, program, view, src_pe, signal, targets, sig_op, pred)
+    pieces = _depend(node.tasks, view.shape, program, pred)
+    return _pred_token(program, node.tasks, pred, pieces)
+
+
+@_on_pe
+def shmem_wait_until(src: ShmemTensor, src_pe, cmp_value: int = 0, shape: list[int] | None = None, offsets: list | None = None, *,
+                     cmp: OpType = OpType.EQ, clear_signal: bool = False, pred: list | None = None) -> Tensor:
+    """Wait (on an AICPU) until this PE's slots of the region's tiles (owner ``src_pe``) equal
+    ``cmp_value``; ``clear_signal`` then resets them to 0."""
+    op = "shmem_wait_until"
+    program = current_program(f"distributed.{op}")
+    pe = program.pe
+    src = _shmem(op, "src", src, program)
+    src_pe = _int(src_pe, pe)
+    check_pe(op, "src_pe", src_pe, src.n_pes)
+    check_int32(op, "cmp_value", cmp_value)
+    check_cmp(op, cmp)
+    if not isinstance(clear_signal, bool):
+        raise OpArgumentError(f"{op}: clear_signal={clear_signal!r} must be True or False")
+    view = _view(op, src, shape, offsets, None, pe)
+    pred = _pred(op, pred, program)
+    node = _wait(op, program, view, src_pe, cmp_value, clear_signal, pred)
+    pieces = _depend(node.tasks, view.shape, program, pred)
+    return _pred_token(program, node.tasks, pred, pieces)
+
+
+@_on_pe
+def shmem_barrier_all(src: ShmemTensor, pred: list | None = None) -> Tensor:
+    """Barrier over the group: every PE adds 1 to slot row 0 of every PE, then waits for ``n_pes``
+    on its own and clears it (both with ``pred``); returns the wait's token."""
+    op = "shmem_barrier_all"
+    program = current_program(f"distributed.{op}")
+    src = _shmem(op, "src", src, program)
+    pred = _pred(op, pred, program)
+    signal = _signal(op, program, src, 0, 1, list(range(src.n_pes)), AtomicType.ADD, pred, part="signal")
+    _depend(signal.tasks, src.shape, program, pred)
+    wait = _wait(op, program, src, 0, src.n_pes, True, pred, part="wait")
+    pieces = _depend(wait.tasks, src.shape, program, pred)
+    return _pred_token(program, wait.tasks, pred, pieces)
+
+
+@_on_pe
+def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: list | None = None, *,
+                     pred: list | None = None) -> Tensor:
+    """Zero this PE's data of the view: one tile op storing a UB buffer of zeros over the
+    ``prod(view shape)`` elements that follow the view's first element (contiguously, as the framework)."""
+    op = "shmem_clear_data"
+    program = current_program(f"distributed.{op}")
+    pe, launch = program.pe, program.launch
+    src = _shmem(op, "src", src, program, data=True)
+    view = _view(op, src, shape, offsets, None, pe)
+    pred = _pred(op, pred, program)
+    node = program.op(op, shape=list(view.shape), offsets=list(view.offsets), tiles=1)
+    area, itemsize = view.area, view.dtype.itemsize
+    count = math.prod(view.shape)
+    staging = launch.spec.staging_buffer.bytes
+
+    def start() -> GmView:
+        first = area.data_view(pe).shifted(view.offsets)
+        return GmView(first.allocation, first.offset_bytes, (itemsize,))
+
+    def build(p):
+        first = start()
+        clear_tile(p, first.allocation, first.offset_bytes, count * itemsize, staging, name=op)
+
+    task = CoreTask(node, 0, build)
+    task.accesses.append(lambda: [AccessSpec(WRITE, area, pe, start(), (count,))])
+    node.tasks.append(task)
+    task.depend_on(pred.tasks_for(None))
+    return Tensor.token(program, (1, 1), [(task, None)])
+
+
+@_on_pe
+def shmem_clear_signal(src: ShmemTensor, *, pred: list | None = None) -> Tensor:
+    """Zero this PE's signal area of ``src``, in whole 512-byte stores over ``n_pes * max_tiles``
+    int32 words (as the framework's ShmemClearFlag: see ``signal_clear_bytes``)."""
+    op = "shmem_clear_signal"
+    program = current_program(f"distributed.{op}")
+    pe, launch = program.pe, program.launch
+    src = _shmem(op, "src", src, program)
+    pred = _pred(op, pred, program)
+    node = program.op(op, tiles=1)
+    area = src.area
+
+    def build(p):
+        start = area.signal_address(pe, 0)
+        size = signal_clear_bytes(area.allocation.n_pes, area.allocation.signal_max_tiles)
+        first = start.allocation.address + start.offset
+        for store in clear_tile(p, start.allocation, start.offset, size, CLEAR_SIGNAL_STORE_BYTES, control=True, name=op):
+            _after_effect(store, lambda: launch.forget_slots(start.allocation.die, first, first + size))
+
+    task = CoreTask(node, 0, build)
+    node.tasks.append(task)
+    task.depend_on(pred.tasks_for(None))
+    return Tensor.token(program, (1, 1), [(task, None)])
+
+
+# -- experimental ops --------------------------------------------------------------------------------
+
+
+@_on_pe
+def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets: list | None = None, *,
+               pred: list | None = None, valid_shape: list | None = None) -> Tensor:
+    """Remote GM -> this core's UB: per tile one MTE2 copy of the valid region from ``src_pe``'s
+    HBM; returns the UB tile tensor (view shape, ``src`` dtype)."""
+    op = "shmem_load"
+    program = current_program(f"experimental.{op}")
+    pe, launch = program.pe, program.launch
+    src = _shmem(op, "src", src, program, data=True)
+    check_dtype(op, "src.dtype", src.dtype)
+    src_pe = _int(src_pe, pe)
+    check_pe(op, "src_pe", src_pe, src.n_pes)
+    src = _view(op, src, shape, offsets, valid_shape, pe)
+    pred = _pred(op, pred, program)
+    tiles = _tiles(op, program, src.shape, src.valid_shape)
+    dtype = src.dtype.numpy
+    ub_bytes = launch.system.die(program.die).spec.aiv.ub.bytes
+    need = ub_tile_bytes(tiles[0].shape, dtype.itemsize)
+    if need > ub_bytes:
+        raise ResourceError(
+            f"{op}: a tile of {list(tiles[0].shape)} {src.dtype.name} needs {need} bytes of UB, more than the {ub_bytes} "
+            "bytes of an AIV core; set a smaller tile shape with pypto.set_vec_tile_shapes(...)"
+        )
+    node = program.op(op, src_pe=src_pe, shape=list(src.shape), offsets=list(src.offsets), tiles=len(tiles))
+    area = src.area
+    for index, tile in enumerate(tiles):
+        at = _shift(src.offsets, tile.offset)
+
+        def build(p, tile=tile, at=at):
+            return load_tile(p, area.data_view(src_pe).shifted(at), tile.shape, tile.valid_shape, dtype, name=op)
+
+        task = CoreTask(node, index, build)
+        if tile.moves_data:
+            task.accesses.append(lambda tile=tile, at=at: [AccessSpec(READ, area, src_pe, area.data_view(src_pe).shifted(at), tile.valid_shape)])
+        node.tasks.append(task)
+    _depend(node.tasks, src.shape, program, pred)
+    writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
+    result = Tensor(program, "UB", src.shape, src.dtype, valid_shape=src.valid_shape, writes=writes)
+    result.tiles = tiles
+    result.tile_shape = program.tile_shape
+    return result
+
+
+@_on_pe
+def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: AtomicType = AtomicType.SET,
+                pred: list | None = None) -> Tensor:
+    """A UB tile (a shmem_load result) -> ``dst`` on ``dst_pe`` at ``offsets``: one MTE3 store per
+    tile (atomic add for ADD), run by the tile op that loaded the tile, on its core."""
+    op = "shmem_store"
+    program = current_program(f"experimental.{op}")
+    pe = program.pe
+    if not (isinstance(src, Tensor) and src.location == "UB"):
+        raise OpArgumentError(f"{op}: src={src!r} must be a UB tile tensor (a shmem_load result); a GM tensor goes with shmem_put")
+    src = _tensor(op, "src", src, program, "UB")
+    dst = _shmem(op, "dst", dst, program, data=True)
+    check_atomic(op, "put_op", put_op)
+    check_put_dtypes(op, src.dtype, dst.dtype, put_op, from_ub=True)
+    check_element_count(op, "src.shape", src.shape)
+    dst_pe = _int(dst_pe, pe)
+    check_pe(op, "dst_pe", dst_pe, dst.n_pes)
+    offsets = _ints(op, "offsets", offsets, pe)
+    check_view(op, dst.shape, src.shape, offsets, shape_arg="src.shape")
+    if program.tile_shape != src.tile_shape:
+        raise OpArgumentError(
+            f"{op}: tile_shape={list(program.tile_shape or ())} differs from {list(src.tile_shape)}, the tile shape src was "
+            "loaded with; a UB tile is stored tile by tile as it was loaded: set the same vec tile shape"
+        )
+    if pred is not None:
+        _pred(op, pred, program)  # checks the preds as given
+        others = [t for t in pred if t is not src]  # the framework drops src itself: the store runs with its load
+        pred = _pred(op, others, program) if others else None
+    node = program.op(op, dst_pe=dst_pe, shape=list(src.shape), offsets=offsets, put_op=put_op.name, tiles=len(src.tiles))
+    node.tasks = [task for task, _ in src.writes]
+    area, at = dst.area, _shift(dst.offsets, offsets)
+    atomic = "add" if put_op is AtomicType.ADD else None
+    for task, tile in zip(node.tasks, src.tiles):
+        where = _shift(at, tile.offset)
+
+        def consume(p, ub, tile=tile, where=where):
+            if tile.moves_data:
+                store_tile(p, ub, area.data_view(dst_pe).shifted(where), tile.valid_shape, atomic=atomic, name=op)
+
+        task.consumers.append(consume)
+        if tile.moves_data:
+            task.accesses.append(lambda tile=tile, where=where: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(where), tile.valid_shape, node)])
+    if pred is not None:
+        _depend(node.tasks, src.shape, program, pred)
+    return _box_token(program, node.tasks, src.shape, src.tiles)

@@ -1,0 +1,456 @@
+"""One ``npusim.launch`` of a PyPTO kernel: the PEs' programs, their symmetric memory, and the
+device tasks that run them.
+
+Building: the kernel function runs once per PE (:class:`PeProgram` is the PE whose ops are being
+built); each op becomes an :class:`OpNode` with one task per tile (:class:`CoreTask` for an AIV
+core, :class:`WaitTask` for an AICPU poll), each depending on the tile ops its preds name.
+
+Finishing (:meth:`ShmemLaunch.finish`): every create_shmem_tensor / create_shmem_signal is one
+:class:`ShmemArea`, the same on every PE; each group gets, on each PE's die, a data window and a
+signal window (real GM allocations, as large as the areas the program created need; signals are
+control memory, kept even when data is off). Tasks get their successors and their happens-before
+bits, and each PE gets an :class:`~npusim.hw.aicpu.AicpuScheduler` on its die's stream.
+
+Running: a core task builds its tile op's ISA program when it is dispatched and runs it on the
+chosen core through that core's stream; a wait task reads its slot in the PE's signal window. Races
+are checked as tile ops start; a deadlock report lists every wait still polling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from npusim import isa
+from npusim.errors import RaceError, UsageError, WorkloadError
+from npusim.frontend.pypto.dtypes import DataType
+from npusim.hw.aicpu import AicpuScheduler
+from npusim.hw.memory import Allocation
+from npusim.hw.stream import Stream
+from npusim.hw.system import System
+from npusim.kernels.shmem.checks import check_group_name, check_n_pes
+from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroupRegistry
+from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
+from npusim.kernels.shmem.tile_ops import GmView
+
+RACE_MODES = ("warn", "error")
+
+_BUILDING: list[PeProgram] = []
+
+
+def building_pe() -> int | None:
+    """The PE whose kernel function is running, if any."""
+    return _BUILDING[-1].pe if _BUILDING else None
+
+
+def current_program(op: str) -> PeProgram:
+    """The PE whose kernel function is running (UsageError outside ``npusim.launch``)."""
+    if not _BUILDING:
+        raise UsageError(
+            f"pypto.{op} is called outside a kernel: PyPTO ops run inside the kernel function that "
+            "npusim.launch(kernel, n_pes, args=...) calls once per PE"
+        )
+    return _BUILDING[-1]
+
+
+@dataclass(eq=False)
+class ShmemArea:
+    """One create_shmem_tensor / create_shmem_signal of the program: a symmetric tensor with an
+    int32 signal area, at the same offsets of the group's windows on every PE."""
+
+    launch: ShmemLaunch
+    index: int
+    allocation: ShmemAllocation
+
+    @property
+    def dtype(self) -> DataType | None:
+        return self.allocation.dtype
+
+    @property
+    def tensor_shape(self) -> tuple[int, ...]:
+        return self.allocation.data_shape or SIGNAL_ONLY_SHAPE
+
+    @property
+    def group(self):
+        return self.launch.registry.group(self.allocation.group_name)
+
+    def label(self, pe: int) -> str:
+        return f"shmem tensor #{self.index} (group {self.allocation.group_name!r}) on PE {pe}"
+
+    def data_view(self, pe: int) -> GmView:
+        """The whole data tensor on PE ``pe``: its window, offset and (contiguous) strides."""
+        itemsize = self.dtype.itemsize
+        shape = self.tensor_shape
+        strides = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(len(shape)))
+        window = self.launch.data_windows[(self.allocation.group_name, pe)]
+        return GmView(window, self.group.data_offset_bytes(self.allocation), strides)
+
+    def signal_address(self, pe: int, slot_offset_bytes: int) -> isa.GmAddress:
+        """Byte ``slot_offset_bytes`` of this tensor's signal area on PE ``pe``."""
+        window = self.launch.signal_windows[(self.allocation.group_name, pe)]
+        offset = self.group.signal_offset_bytes(self.allocation) + slot_offset_bytes
+        if offset + 4 > window.size_bytes:
+            raise WorkloadError(
+                f"{self.label(pe)}: a signal slot at byte {offset} lies past the signal areas the program's "
+                "shmem_signal ops numbered; a shmem_wait_until must use the view and tile shape of its shmem_signal"
+            )
+        return isa.GmAddress(window, offset)
+
+
+class Task:
+    """One tile op: its op and tile index, the tile ops it waits for, and its happens-before bits."""
+
+    on_core = True
+
+    def __init__(self, op: OpNode, tile: int) -> None:
+        self.op = op
+        self.tile = tile
+        self.deps: dict[int, Task] = {}
+        self.pending = 0
+        self.successors: list[Task] = []
+        self.bit = 0
+        self.ancestors = 0
+
+    def depend_on(self, tasks: Sequence[Task]) -> None:
+        for task in tasks:
+            if task is not self:
+                self.deps.setdefault(id(task), task)
+
+    def inherit(self) -> int:
+        """The happens-before ancestors from the predecessors (all done when this task starts)."""
+        ancestors = 0
+        for task in self.deps.values():
+            ancestors |= task.ancestors | task.bit
+        return ancestors
+
+    @property
+    def trace_op(self) -> int:
+        """The op id its trace events carry."""
+        return self.op.record
+
+    @property
+    def who(self) -> str:
+        return f"PE {self.op.pe} {self.op.name}#{self.op.record} tile {self.tile}"
+
+    def __repr__(self) -> str:
+        return self.who
+
+
+@dataclass(frozen=True)
+class AccessSpec:
+    """What a core task reads or writes of shmem data: ``shape`` elements from ``view`` on PE ``pe``;
+    ``by`` is the op that makes the access when it runs in another op's tile op (a store of a loaded tile)."""
+
+    kind: str
+    area: ShmemArea
+    pe: int
+    view: GmView
+    shape: tuple[int, ...]
+    by: OpNode | None = None
+
+
+class CoreTask(Task):
+    """A tile op that runs a small program on one AIV core. ``build(p)`` appends its instructions
+    (returning the UB tile of a load); ``consumers`` (stores and assignments of a loaded tile) are
+    appended after it in the same program; each of ``accesses`` lists shmem reads and writes."""
+
+    def __init__(self, op: OpNode, tile: int, build: Callable) -> None:
+        super().__init__(op, tile)
+        self.build = build
+        self.consumers: list[Callable] = []
+        self.accesses: list[Callable[[], list[AccessSpec]]] = []
+        self._records: list[Access] = []
+
+    def start(self, core: int) -> simpy.Event:
+        launch = self.op.program.launch
+        env = launch.system.env
+        self.ancestors = self.inherit()
+        for spec in (spec for accesses in self.accesses for spec in accesses()):
+            itemsize = spec.area.dtype.itemsize
+            who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
+            access = Access(spec.kind, who, (spec.view.allocation.die, spec.view.allocation.address), spec.area.label(spec.pe),
+                            spec.view.intervals(spec.shape, itemsize), self.bit, self.ancestors, env.now)
+            if access.intervals:
+                launch.races.record(access)
+                self._records.append(access)
+        kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
+        p = kernel.aiv(core)
+        with p.tile(self.tile):
+            tile = self.build(p)
+            for consumer in self.consumers:
+                consumer(p, tile)
+        process = kernel.launch(stream=launch.core_stream(self.op.program.die, core))
+        process.callbacks.append(self._ended)
+        return process
+
+    def _ended(self, _event) -> None:
+        now = self.op.program.launch.system.env.now
+        for access in self._records:
+            self.op.program.launch.races.ended(access, now)
+
+
+class WaitTask(Task):
+    """A shmem_wait_until tile op: polled by an AICPU until word 0 of its slot equals ``cmp_value``;
+    with ``clear`` the AICPU then writes 0 there."""
+
+    on_core = False
+
+    def __init__(self, op: OpNode, tile: int, area: ShmemArea, src_pe: int, tile_offset: tuple[int, ...],
+                 slot_offset: int, cmp_value: int, clear: bool) -> None:
+        super().__init__(op, tile)
+        self.area = area
+        self.src_pe = src_pe
+        self.tile_offset = tile_offset
+        self.slot_offset = slot_offset
+        self.cmp_value = cmp_value
+        self.clear = clear
+        self._word: np.ndarray | None = None
+        self._key: tuple | None = None
+
+    def locate(self) -> None:
+        """Find the slot in the PE's signal window (once the windows exist)."""
+        address = self.area.signal_address(self.op.pe, self.slot_offset)
+        self._word = address.allocation.data[address.offset:address.offset + 4].view(np.int32)
+        self._key = (address.allocation.die, address.allocation.address + address.offset)
+
+    def value(self) -> int:
+        """The slot's word 0 now."""
+        return int(self._word[0])
+
+    def matches(self) -> bool:
+        return self.value() == self.cmp_value
+
+    def satisfied(self) -> None:
+        launch = self.op.program.launch
+        self.ancestors = self.inherit() | launch.slot_clocks.get(self._key, 0)
+        if self.clear:
+            self._word[0] = 0
+            launch.slot_clocks.pop(self._key, None)
+
+    def report(self) -> str:
+        return (f"PE {self.op.pe} (die {self.op.program.die}) {self.op.name}#{self.op.record} tile {self.tile} waits for "
+                f"the signal slot of owner PE {self.src_pe}, tile at {list(self.tile_offset)}, of {self.area.label(self.op.pe)}: "
+                f"expects {self.cmp_value}, the slot holds {self.value()}")
+
+
+@dataclass(eq=False)
+class OpNode:
+    """One PyPTO op on one PE: its trace record id and its tile ops."""
+
+    program: PeProgram
+    name: str
+    record: int
+    tasks: list[Task] = field(default_factory=list)
+
+    @property
+    def pe(self) -> int:
+        return self.program.pe
+
+
+@dataclass(eq=False)
+class PeProgram:
+    """What one PE's kernel function built: its ops, in call order, and its build state."""
+
+    launch: ShmemLaunch
+    pe: int
+    die: int
+    ops: list[OpNode] = field(default_factory=list)
+    tile_shape: tuple[int, ...] | None = None
+    creates: int = 0
+
+    def op(self, name: str, **args) -> OpNode:
+        """A new op of this PE, with its trace record."""
+        record = self.launch.system.recorder.op(name, self.die, pe=self.pe, **args)
+        node = OpNode(self, name, record)
+        self.ops.append(node)
+        return node
+
+    @property
+    def tasks(self) -> list[Task]:
+        seen: dict[int, Task] = {}
+        for op in self.ops:
+            for task in op.tasks:
+                seen.setdefault(id(task), task)
+        return list(seen.values())
+
+
+class ShmemLaunch:
+    """One launch of a PyPTO kernel on ``n_pes`` PEs (PE i on die ``dies[i]``)."""
+
+    def __init__(self, system: System, name: str, dies: Sequence[int], races: str) -> None:
+        spec = system.spec.shmem
+        self.system = system
+        self.spec = spec
+        self.name = name
+        self.dies = list(dies)
+        self.races_mode = races
+        self.registry = ShmemGroupRegistry(
+            data_window_bytes=spec.data_window.bytes, signal_window_bytes=spec.signal_window.bytes, max_groups=spec.max_groups
+        )
+        self.areas: list[ShmemArea] = []
+        self.programs = [PeProgram(self, pe, die) for pe, die in enumerate(self.dies)]
+        self.data_windows: dict[tuple[str, int], Allocation] = {}
+        self.signal_windows: dict[tuple[str, int], Allocation] = {}
+        self.slot_clocks: dict[tuple[int, int], int] = {}
+        self.races = RaceDetector(self._race)
+        self.schedulers: list[AicpuScheduler] = []
+        self._core_streams: dict[tuple[int, int], Stream] = {}
+        self.done: simpy.Event | None = None
+
+    @property
+    def n_pes(self) -> int:
+        return len(self.dies)
+
+    # -- building ----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def building(self, pe: int) -> Iterator[PeProgram]:
+        """PyPTO ops called inside belong to PE ``pe``."""
+        _BUILDING.append(self.programs[pe])
+        try:
+            yield self.programs[pe]
+        finally:
+            _BUILDING.pop()
+
+    def create(self, program: PeProgram, op: str, group_name: str, n_pes: int, dtype: DataType | None,
+               shape: Sequence[int] | None) -> ShmemArea:
+        """The ``program.creates``-th shmem tensor of a PE: created by the first PE that gets there,
+        matched by the others (every PE must create the same tensors in the same order)."""
+        index = program.creates
+        program.creates += 1
+        check_group_name(op, group_name)
+        check_n_pes(op, n_pes)
+        if index < len(self.areas):
+            area = self.areas[index]
+            mine = (group_name, n_pes, dtype, tuple(shape) if shape is not None else None)
+            first = (area.allocation.group_name, area.allocation.n_pes, area.dtype, area.allocation.data_shape)
+            if mine != first:
+                raise WorkloadError(
+                    f"{op}: PE {program.pe} creates shmem tensor #{index} as {_created(*mine)}, but PE 0 created it as "
+                    f"{_created(*first)}; every PE must create the same shmem tensors in the same order"
+                )
+            return area
+        if n_pes != self.n_pes:
+            raise WorkloadError(
+                f"{op}: n_pes={n_pes}, but npusim.launch started {self.n_pes} PEs; a communication group spans "
+                "every PE of the launch"
+            )
+        if dtype is None:
+            allocation = self.registry.create_signal(group_name, n_pes, op=op)
+        else:
+            allocation = self.registry.create_tensor(group_name, n_pes, dtype, shape, op=op)
+        area = ShmemArea(self, index, allocation)
+        self.areas.append(area)
+        return area
+
+    def core_stream(self, die: int, core: int) -> Stream:
+        """The in-order queue of tile ops of one AIV core."""
+        stream = self._core_streams.get((die, core))
+        if stream is None:
+            stream = self._core_streams[(die, core)] = Stream(self.system.env, die, f"aiv{core}")
+        return stream
+
+    # -- finishing and running ---------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Check the PEs built the same shmem tensors, allocate the windows, link the tile ops."""
+        most = max(self.programs, key=lambda program: program.creates)
+        for program in self.programs:
+            if program.creates != most.creates:
+                raise WorkloadError(
+                    f"npusim.launch: PE {program.pe} created {program.creates} shmem tensors, but PE {most.pe} created "
+                    f"{most.creates}; every PE must create the same shmem tensors"
+                )
+        self._allocate_windows()
+        bit = 0
+        for program in self.programs:
+            tasks = program.tasks
+            for task in tasks:
+                task.bit = 1 << bit
+                bit += 1
+                if isinstance(task, WaitTask):
+                    task.locate()
+                task.pending = len(task.deps)
+                for predecessor in task.deps.values():
+                    predecessor.successors.append(task)
+            _check_acyclic(program, tasks)
+
+    def _allocate_windows(self) -> None:
+        for group in self.registry.groups:
+            data_end = max((group.data_offset_bytes(a) + a.data_bytes for a in group.allocations if a.data_shape is not None), default=0)
+            signal_end = max(group.signal_offset_bytes(a) + a.signal_bytes for a in group.allocations)
+            for pe, die in enumerate(self.dies):
+                memory = self.system.die(die).memory
+                if data_end:
+                    self.data_windows[(group.name, pe)] = memory.allocate(data_end, f"shmem data window {group.name!r} PE {pe}")
+                self.signal_windows[(group.name, pe)] = memory.allocate(signal_end, f"shmem signal window {group.name!r} PE {pe}", control=True)
+
+    def submit(self) -> simpy.Event:
+        """Queue each PE's device task on its die's stream; the event fires when all have ended."""
+        threads, choice = self.spec.schedulers, self.spec.core_choice
+        processes = []
+        for program in self.programs:
+            die = self.system.die(program.die)
+            scheduler = AicpuScheduler(die, program.tasks, threads=threads, core_choice=choice, name=f"{self.name} PE {program.pe}")
+            self.schedulers.append(scheduler)
+            processes.append(self.system.stream(program.die).submit(scheduler.run))
+        self.system.deadlock_reporters.append(self._deadlock_lines)
+        self.done = self.system.env.all_of(processes)
+        return self.done
+
+    def publish(self, task: Task, key: tuple[int, int]) -> None:
+        """A signal store of ``task`` landed in the slot ``key``: a wait that sees it is ordered after ``task``."""
+        self.slot_clocks[key] = self.slot_clocks.get(key, 0) | task.ancestors | task.bit
+
+    def forget_slots(self, die: int, start: int, end: int) -> None:
+        """Slots ``[start, end)`` (absolute addresses on ``die``) were cleared."""
+        for key in [k for k in self.slot_clocks if k[0] == die and start <= k[1] < end]:
+            del self.slot_clocks[key]
+
+    def _race(self, message: str, reader: Access, writer: Access) -> None:
+        if self.races_mode == "error":
+            raise RaceError(message)
+        warnings.warn_explicit(message, ShmemRaceWarning, f"npusim launch {self.name!r}", 0)
+        self.system.recorder.instant(self.system.env.now, reader.memory[0], "data race", message)
+
+    def _deadlock_lines(self) -> list[str]:
+        lines = []
+        for program, scheduler in zip(self.programs, self.schedulers):
+            waiting = scheduler.waiting
+            lines.extend(f"  {task.report()}" for task in waiting)
+            blocked = scheduler.remaining - len(waiting)
+            if scheduler.remaining and blocked:
+                lines.append(f"  PE {program.pe} (die {program.die}): {blocked} more tile ops of {self.name!r} have not finished")
+        return lines
+
+
+def _created(group_name: str, n_pes: int, dtype: DataType | None, shape) -> str:
+    what = "a signal tensor" if dtype is None else f"{dtype.name} {list(shape)}"
+    return f"{what} of group {group_name!r} with n_pes={n_pes}"
+
+
+def _check_acyclic(program: PeProgram, tasks: list[Task]) -> None:
+    """A cycle would never run: it comes from a tile op that consumes a loaded tile (and so runs
+    with the load) and also waits, through its preds, for something after the load."""
+    pending = {id(t): len(t.deps) for t in tasks}
+    ready = [t for t in tasks if not t.deps]
+    done = 0
+    while ready:
+        task = ready.pop()
+        done += 1
+        for successor in task.successors:
+            pending[id(successor)] -= 1
+            if pending[id(successor)] == 0:
+                ready.append(successor)
+    if done < len(tasks):
+        stuck = sorted({t.op.name + f"#{t.op.record}" for t in tasks if pending[id(t)] > 0})
+        raise WorkloadError(
+            f"PE {program.pe}: the preds form a cycle among {', '.join(stuck)}: a tile op that stores or assigns a "
+            "loaded tile runs with its shmem_load, so its preds must not wait for ops that come after the load"
+        )

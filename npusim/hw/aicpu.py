@@ -1,0 +1,246 @@
+"""The AICPUs of a die running a device task: scheduler threads that hand ready tile ops to the AIV
+cores and poll signal slots for the tile ops that wait.
+
+A device task is a graph of tasks (one per tile op). A *core task* runs a small program on one AIV
+core; an *AICPU task* (a wait) is polled by the scheduler thread it is assigned to. Each of the
+``threads`` scheduler threads holds one of the die's AICPUs for the whole device task, manages an
+equal, contiguous share of the AIV cores, and loops, one thing at a time:
+
+1. handle a finished task of its own (``completion + dependency`` ps), which makes the task's
+   successors ready; a ready core task gets its core at once (``core_choice``: the next AIV core in
+   turn, or the core with the fewest dispatched and unfinished tasks, the next in turn among equals;
+   "in turn" walks the first core of each thread, then the second ...) and joins the queue of the
+   thread that manages that core; a ready AICPU task joins the wait queue of a thread in turn;
+2. dispatch a queued core task to its core (``schedule`` ps); the core runs it when it is free;
+3. with nothing else to do and waits queued, one poll pass: the queued waits read their slots in
+   turn at the start of the pass (one that matches acts at once, e.g. clears its slot, so a later
+   wait of the same slot sees the cleared value), the pass takes ``poll_interval``, and the waits
+   that matched end with it. A signal that lands during a pass is seen by the next one, so a wait
+   ends at least one poll interval after its signal lands.
+
+Polling must not keep a finished simulation alive: a pass that finds nothing, when the event queue
+holds only poll timers and no queued wait of any die could match, parks its thread instead of
+re-arming (nothing else can ever change a slot). Once every poller is parked the event queue empties
+and the session reports a deadlock, with the reports of the waits (``system.deadlock_reporters``).
+
+Tasks are duck-typed: ``pending`` (unfinished predecessors), ``successors``, ``on_core`` (True for
+a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core task has ``start(core_index) -> simpy.Event``
+(fires when its program has run); an AICPU task has ``matches() -> bool`` (read its slot now) and
+``satisfied()`` (called when it matched, e.g. to clear the slot). Times are integer picoseconds.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from typing import TYPE_CHECKING, Sequence
+
+import simpy
+
+from npusim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from npusim.hw.system import Die, System
+
+CORE_CHOICES = ("round_robin", "least_loaded")
+
+
+class PollCoordinator:
+    """The poll loops of one system: how many poll timers are pending, and which waits are queued,
+    so that a poller can tell when only pollers are left and nothing can match any more."""
+
+    _of: "weakref.WeakKeyDictionary[System, PollCoordinator]" = weakref.WeakKeyDictionary()
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.armed_timers = 0
+        self.schedulers: list[AicpuScheduler] = []
+
+    @classmethod
+    def of(cls, system: "System") -> "PollCoordinator":
+        coordinator = cls._of.get(system)
+        if coordinator is None:
+            coordinator = cls._of[system] = cls(system.env)
+        return coordinator
+
+    def only_pollers_left(self) -> bool:
+        """True when every pending event is a poll timer and no queued wait can match now."""
+        if len(self.env._queue) != self.armed_timers:  # SimPy's heap of scheduled events
+            return False
+        return not any(task.matches() for scheduler in self.schedulers for thread in scheduler.threads for task in thread.waits)
+
+
+class SchedulerThread:
+    """One AICPU scheduler thread of a device task: its cores, its queues, its trace lane."""
+
+    def __init__(self, scheduler: "AicpuScheduler", index: int, cores: range) -> None:
+        self.scheduler = scheduler
+        self.index = index
+        self.cores = cores
+        self.finished: deque = deque()
+        self.to_dispatch: deque = deque()
+        self.waits: list = []
+        self.parked = False
+        self.wake: simpy.Event = scheduler.env.event()
+        die = scheduler.die
+        self.track = die.system.recorder.track(die.index, f"aicpu{index}", "SCHEDULE", (2, index))
+
+    def notify(self) -> None:
+        """New work for this thread: wake it if it sleeps."""
+        if not self.wake.triggered:
+            self.wake.succeed()
+
+    def loop(self):
+        scheduler = self.scheduler
+        env = scheduler.env
+        coordinator = scheduler.coordinator
+        record = scheduler.record
+        while True:
+            if self.finished:
+                task, start = self.finished.popleft(), env.now
+                yield env.timeout(scheduler.completion_ps)
+                record(self.track, scheduler.complete_name, start, task)
+                scheduler.resolve(task)
+            elif self.to_dispatch:
+                task, core, start = *self.to_dispatch.popleft(), env.now
+                yield env.timeout(scheduler.schedule_ps)
+                record(self.track, scheduler.dispatch_name, start, task)
+                task.start(core).callbacks.append(lambda _event, task=task, core=core: scheduler.core_done(task, core))
+            elif self.waits:
+                start = env.now
+                matched = []
+                for task in list(self.waits):  # in turn: a wait that clears its slot hides it from the next
+                    if task.matches():
+                        task.satisfied()
+                        self.waits.remove(task)
+                        matched.append(task)
+                coordinator.armed_timers += 1
+                yield env.timeout(scheduler.poll_ps)
+                coordinator.armed_timers -= 1
+                record(self.track, scheduler.poll_name, start, None)
+                self.finished.extend(matched)
+                if not matched and not self.finished and not self.to_dispatch and coordinator.only_pollers_left():
+                    self.parked = True
+                    self.wake = env.event()
+                    yield self.wake
+                    self.parked = False
+            elif scheduler.remaining == 0:
+                return
+            else:
+                self.wake = env.event()
+                yield self.wake
+
+
+class AicpuScheduler:
+    """One device task on one die: its scheduler threads, the readiness of its tasks, core choice.
+
+    ``run()`` is a SimPy generator (submit it to a stream): it holds ``threads`` of the die's AICPUs
+    until every task has finished."""
+
+    def __init__(self, die: "Die", tasks: Sequence, *, threads: int, core_choice: str, name: str) -> None:
+        if core_choice not in CORE_CHOICES:
+            raise ConfigError(f"shmem.core_choice={core_choice!r} is not one of {', '.join(CORE_CHOICES)}")
+        if not 1 <= threads <= die.spec.aicpu.count:
+            raise ConfigError(f"shmem.schedulers={threads}: a die has {die.spec.aicpu.count} AICPUs (die.aicpu.count)")
+        system = die.system
+        self.die = die
+        self.env = system.env
+        self.tasks = list(tasks)
+        self.name = name
+        self.core_choice = core_choice
+        hz = die.spec.clock.hz
+        aicpu = die.spec.aicpu
+        self.schedule_ps = aicpu.schedule.to_ps(hz)
+        self.completion_ps = aicpu.completion.to_ps(hz) + aicpu.dependency.to_ps(hz)
+        self.poll_ps = aicpu.poll_interval.to_ps(hz)
+        self.core_count = die.spec.aiv_count
+        per_thread = -(-self.core_count // threads)
+        self.threads = [SchedulerThread(self, k, range(k * per_thread, min((k + 1) * per_thread, self.core_count))) for k in range(threads)]
+        self.thread_of_core = [core // per_thread for core in range(self.core_count)]
+        # cores in the order the choice walks them: the first core of each thread, then the second ...,
+        # so that consecutive ready tasks spread over the threads
+        self.core_order = sorted(range(self.core_count), key=lambda core: (core % per_thread, core // per_thread))
+        self.outstanding = [0] * self.core_count
+        self._next_core = 0
+        self._next_wait_thread = 0
+        self.remaining = len(self.tasks)
+        self.done: simpy.Event = self.env.event()
+        self.coordinator = PollCoordinator.of(system)
+        recorder = system.recorder
+        self.recorder = recorder
+        self.dispatch_name = recorder.name_id("dispatch")
+        self.complete_name = recorder.name_id("complete")
+        self.poll_name = recorder.name_id("poll", waits=True)
+
+    # -- the device task -------------------------------------------------------------------------
+
+    def run(self):
+        """The device task: take the AICPUs, run every task, give them back."""
+        requests = [self.die.aicpus.request() for _ in self.threads]
+        yield self.env.all_of(requests)
+        self.coordinator.schedulers.append(self)
+        try:
+            for task in self.tasks:
+                if task.pending == 0:
+                    self.make_ready(task)
+            if self.remaining:
+                loops = [self.env.process(thread.loop()) for thread in self.threads]
+                yield self.done
+                for thread in self.threads:
+                    thread.notify()
+                yield self.env.all_of(loops)
+        finally:
+            self.coordinator.schedulers.remove(self)
+            for request in requests:
+                self.die.aicpus.release(request)
+
+    @property
+    def waiting(self) -> list:
+        """The AICPU tasks queued for polling and not yet satisfied."""
+        return [task for thread in self.threads for task in thread.waits]
+
+    # -- readiness and completion ------------------------------------------------------------------
+
+    def make_ready(self, task) -> None:
+        if task.on_core:
+            core = self._choose_core()
+            self.outstanding[core] += 1
+            thread = self.threads[self.thread_of_core[core]]
+            thread.to_dispatch.append((task, core))
+        else:
+            thread = self.threads[self._next_wait_thread]
+            self._next_wait_thread = (self._next_wait_thread + 1) % len(self.threads)
+            thread.waits.append(task)
+        thread.notify()
+
+    def _choose_core(self) -> int:
+        """round_robin: the next core in turn; least_loaded: the core with the fewest unfinished
+        tasks, the next in turn among equals."""
+        n, start = self.core_count, self._next_core
+        position = start
+        if self.core_choice == "least_loaded":
+            outstanding, order = self.outstanding, self.core_order
+            position = min(range(start, start + n), key=lambda i: outstanding[order[i % n]])
+        self._next_core = (position + 1) % n
+        return self.core_order[position % n]
+
+    def core_done(self, task, core: int) -> None:
+        """A core finished ``task``: its thread handles the completion."""
+        self.outstanding[core] -= 1
+        thread = self.threads[self.thread_of_core[core]]
+        thread.finished.append(task)
+        thread.notify()
+
+    def resolve(self, task) -> None:
+        """``task`` has finished: its successors lose one pending predecessor."""
+        for successor in task.successors:
+            successor.pending -= 1
+            if successor.pending == 0:
+                self.make_ready(successor)
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.done.succeed()
+
+    def record(self, track: int, name_id: int, start_ps: int, task) -> None:
+        op, tile = (task.trace_op, task.tile) if task is not None else (-1, -1)
+        self.recorder.record(track, name_id, start_ps, self.env.now, 0, op, tile)

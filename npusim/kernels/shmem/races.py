@@ -1,0 +1,115 @@
+"""Data races between shmem tile ops: a read (shmem_load, shmem_get) and a write (shmem_put,
+shmem_store, shmem_clear_data) of overlapping bytes of one PE's shmem data, neither ordered
+before the other.
+
+Happens-before: tile op a is ordered before tile op b when a chain of dependencies leads from a
+to b. The links are the pred tokens (b's tile op waited for a's) and signal -> wait: a wait whose
+slot matches is ordered after every signal store that landed in the slot since it was last
+cleared. A barrier is a signal to all PEs and a wait, so it orders too; program order alone does
+not (PyPTO ops run when their preds allow, in any order).
+
+Each tile op of a launch is one bit of a Python int; its ancestors are the OR of its predecessors'
+ancestors and bits (a wait adds its slot's), fixed when it starts. Two accesses race when neither's
+bit is among the other's ancestors. A race is reported once both tile ops have ended, naming both
+sides; the caller decides whether that is a warning or an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+READ, WRITE = "read", "write"
+
+
+class ShmemRaceWarning(UserWarning):
+    """A data race between shmem tile ops (``npusim.launch(..., races='error')`` raises instead)."""
+
+
+@dataclass(eq=False)
+class Access:
+    """One tile op's read or write of byte ranges ``[start, end)`` of one memory (``memory`` is a
+    key, ``memory_label`` names it in reports). ``who`` names the tile op (PE, op, tile); times in ps."""
+
+    kind: str
+    who: str
+    memory: tuple
+    memory_label: str
+    intervals: list[tuple[int, int]]
+    bit: int
+    ancestors: int
+    start_ps: int
+    end_ps: int | None = None
+    pending: list[Access] = field(default_factory=list)  # conflicting accesses to report once both ended
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        return min(a for a, _ in self.intervals), max(b for _, b in self.intervals)
+
+    def ordered_with(self, other: Access) -> bool:
+        """True if one of the two tile ops happens before the other."""
+        return bool(self.bit & other.ancestors or other.bit & self.ancestors)
+
+    def overlap(self, other: Access) -> tuple[int, int] | None:
+        """The first overlapping byte range of the two accesses, if any."""
+        (lo, hi), (other_lo, other_hi) = self.bounds, other.bounds
+        if hi <= other_lo or other_hi <= lo:
+            return None
+        for a, b in self.intervals:
+            for c, d in other.intervals:
+                if a < d and c < b:
+                    return max(a, c), min(b, d)
+        return None
+
+    def times(self) -> str:
+        end = f"{self.end_ps / 1e6:.3f}" if self.end_ps is not None else "?"
+        return f"{self.start_ps / 1e6:.3f}-{end} us"
+
+
+def describe(reader: Access, writer: Access, overlap: tuple[int, int]) -> str:
+    """The report of a race, naming both sides."""
+    return (
+        f"data race on {reader.memory_label}, bytes {overlap[0]}..{overlap[1]}: {reader.who} reads them "
+        f"({reader.times()}) while {writer.who} writes them ({writer.times()}), and neither is ordered before "
+        "the other; order them with shmem_signal -> shmem_wait_until -> pred (or a shmem_barrier_all)"
+    )
+
+
+class RaceDetector:
+    """Checks each new access against the accesses of the other kind to the same memory."""
+
+    def __init__(self, emit: Callable[[str, Access, Access], None]) -> None:
+        self.emit = emit
+        self._accesses: dict[tuple, list[Access]] = {}
+        self.reports: list[str] = []
+
+    def record(self, access: Access) -> None:
+        """A tile op starts ``access``: find the earlier accesses it races with."""
+        others = self._accesses.setdefault(access.memory, [])
+        for other in others:
+            if other.kind == access.kind or other.bit == access.bit or other.ordered_with(access):
+                continue
+            if other.overlap(access) is not None:
+                access.pending.append(other)
+        others.append(access)
+
+    def ended(self, access: Access, time_ps: int) -> None:
+        """The tile op of ``access`` has ended: report its races whose other side has ended too."""
+        access.end_ps = time_ps
+        for other in self._accesses.get(access.memory, ()):
+            if access in other.pending and other.end_ps is not None:
+                other.pending.remove(access)
+                self._report(other, access)
+        still = []
+        for other in access.pending:
+            if other.end_ps is not None:
+                self._report(access, other)
+            else:
+                still.append(other)
+        access.pending = still
+
+    def _report(self, a: Access, b: Access) -> None:
+        reader, writer = (a, b) if a.kind == READ else (b, a)
+        message = describe(reader, writer, reader.overlap(writer))
+        self.reports.append(message)
+        self.emit(message, reader, writer)

@@ -1,0 +1,105 @@
+"""The AICPU scheduler on dummy tasks: dispatch and completion costs, core choice, polling."""
+
+import pytest
+
+import npusim
+from npusim.errors import ConfigError
+from npusim.hw.aicpu import AicpuScheduler
+
+
+class Work:
+    """A core task that keeps its core busy for ``busy_ps``."""
+
+    on_core = True
+
+    def __init__(self, env, busy_ps, name):
+        self.env, self.busy_ps, self.tile, self.trace_op = env, busy_ps, 0, -1
+        self.pending, self.successors, self.cores, self.started = 0, [], [], None
+        self.name = name
+
+    def start(self, core):
+        self.cores.append(core)
+        self.started = self.env.now
+        return self.env.timeout(self.busy_ps)
+
+
+class Poll:
+    """An AICPU task that matches once ``flag['set']`` is true."""
+
+    on_core = False
+
+    def __init__(self, flag):
+        self.flag, self.tile, self.trace_op = flag, 0, -1
+        self.pending, self.successors, self.satisfied_calls = 0, [], 0
+
+    def matches(self):
+        return self.flag["set"]
+
+    def satisfied(self):
+        self.satisfied_calls += 1
+
+
+def costs(session):
+    die = session.config.spec.die
+    hz = die.clock.hz
+    return die.aicpu.schedule.to_ps(hz), die.aicpu.completion.to_ps(hz) + die.aicpu.dependency.to_ps(hz)
+
+
+def test_a_chain_pays_dispatch_and_completion_per_task():
+    first, second = Work(None, 1000, "a"), Work(None, 1000, "b")
+    first.successors, second.pending = [second], 1
+
+    with npusim.session("a2") as session:
+        for task in (first, second):
+            task.env = session.env
+        scheduler = AicpuScheduler(session.system.die(0), [first, second], threads=1, core_choice="round_robin", name="chain")
+        session.track(session.system.stream(0).submit(scheduler.run))
+    schedule, completion = costs(session)
+    assert first.started == schedule
+    assert second.started == schedule + 1000 + completion + schedule
+    assert session.result.simulated_ps == second.started + 1000 + completion
+
+
+def test_round_robin_walks_the_first_core_of_each_thread_first():
+    with npusim.session("a2") as session:
+        env = session.env
+        tasks = [Work(env, 10**6, str(i)) for i in range(4)]
+        scheduler = AicpuScheduler(session.system.die(0), tasks, threads=3, core_choice="round_robin", name="rr")
+        session.track(session.system.stream(0).submit(scheduler.run))
+    assert [t.cores[0] for t in tasks] == [0, 16, 32, 1]  # the first core of each thread, then the second
+
+
+def test_least_loaded_skips_busy_cores():
+    with npusim.session("a2", ["die.aiv_count=2", "ops.quant_scatter.vector_cores=2"]) as session:
+        env = session.env
+        long, short, third = Work(env, 10**7, "long"), Work(env, 10, "short"), Work(env, 10, "third")
+        short.successors, third.pending = [third], 1
+        scheduler = AicpuScheduler(session.system.die(0), [long, short, third], threads=1, core_choice="least_loaded", name="ll")
+        session.track(session.system.stream(0).submit(scheduler.run))
+    assert (long.cores, short.cores, third.cores) == ([0], [1], [1])  # core 0 is still busy with the long task
+
+
+def test_a_poll_matches_one_pass_after_the_flag_is_set():
+    flag = {"set": False}
+    poll = Poll(flag)
+    with npusim.session("a2") as session:
+        env = session.env
+
+        def raise_flag(_event):
+            flag["set"] = True
+
+        scheduler = AicpuScheduler(session.system.die(0), [poll], threads=1, core_choice="least_loaded", name="poll")
+        session.track(session.system.stream(0).submit(scheduler.run))
+        env.timeout(1_200_000).callbacks.append(raise_flag)  # 1.2 us: during the third pass
+    _, completion = costs(session)
+    poll_ps = session.config.spec.die.aicpu.poll_interval.to_ps(session.config.spec.die.clock.hz)
+    assert session.result.simulated_ps == 4 * poll_ps + completion  # seen by the pass that starts at 1.5 us
+    assert poll.satisfied_calls == 1
+
+
+def test_scheduler_thread_counts_are_checked():
+    with npusim.session("a2") as session:
+        with pytest.raises(ConfigError, match="shmem.schedulers=7: a die has 6 AICPUs"):
+            AicpuScheduler(session.system.die(0), [], threads=7, core_choice="least_loaded", name="x")
+        with pytest.raises(ConfigError, match="shmem.core_choice='random' is not one of round_robin, least_loaded"):
+            AicpuScheduler(session.system.die(0), [], threads=1, core_choice="random", name="x")
