@@ -13,6 +13,12 @@ virtual clock of the bytes each member has received, so members need no update w
 recomputation over classes. The network wakes up only at the instants where something changes:
 one SimPy event per instant however many flows it concerns.
 
+Each flow also learns what limited it: at every recomputation each class notes its bottleneck (the
+resource that froze it in the filling, or its own cap) and counts the bytes it received under each;
+a finished flow's event carries ``(bottleneck index, time its bytes started flowing)``, the
+bottleneck being the one under which it received most of its bytes (the index is the resource's
+position in ``FlowNetwork.resources``, -1 for the flow's own cap, -2 for an unregistered resource).
+
 Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes per picosecond.
 """
 
@@ -28,6 +34,9 @@ import simpy
 # relative to its size (absorbs float rounding; completion times are whole picoseconds).
 _FINISH_TOLERANCE = 1e-9
 
+OWN_CAP = -1  # bottleneck of a flow limited by its own cap (the DMA engine that drives it)
+UNREGISTERED = -2  # bottleneck index of a resource that was never added to the network
+
 
 class Resource:
     """A shared bandwidth: ``capacity`` in bytes/ps, shared max-min fairly by the flows crossing it.
@@ -36,7 +45,7 @@ class Resource:
     ``rate_log`` (for registered resources) records ``(time_ps, bytes_per_ps)`` at every change.
     """
 
-    __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows")
+    __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -50,6 +59,7 @@ class Resource:
         self.rate = 0.0
         self.rate_log: list[tuple[int, float]] | None = None
         self.flows = 0
+        self.index = UNREGISTERED  # position in FlowNetwork.resources once registered
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -58,9 +68,11 @@ class Resource:
 class FlowClass:
     """The flows that share one path and one cap, and so one rate. ``virtual_bytes`` is what each
     member has received since the class was created (exact at ``updated_ps``); a member ends when
-    it reaches the member's ``virtual finish`` (virtual bytes at its start + its size)."""
+    it reaches the member's ``virtual finish`` (virtual bytes at its start + its size).
+    ``bottleneck`` is the index of what limits the class now (see the module doc) and ``carried``
+    the virtual bytes received under each bottleneck so far."""
 
-    __slots__ = ("path", "cap", "rate", "virtual_bytes", "updated_ps", "members", "order")
+    __slots__ = ("path", "cap", "rate", "virtual_bytes", "updated_ps", "members", "order", "bottleneck", "carried")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -68,12 +80,29 @@ class FlowClass:
         self.rate = 0.0
         self.virtual_bytes = 0.0
         self.updated_ps = 0
-        self.members: list[tuple[float, int, int, simpy.Event]] = []  # (virtual finish, seq, size, done)
+        # (virtual finish, seq, size, done, flowing since ps, ``carried`` when it joined)
+        self.members: list[tuple[float, int, int, simpy.Event, int, dict]] = []
         self.order = order
+        self.bottleneck = OWN_CAP
+        self.carried: dict[int, float] = {}
 
     def advance(self, now: int) -> None:
-        self.virtual_bytes += self.rate * (now - self.updated_ps)
+        received = self.rate * (now - self.updated_ps)
+        if received:
+            self.virtual_bytes += received
+            carried = self.carried
+            carried[self.bottleneck] = carried.get(self.bottleneck, 0.0) + received
         self.updated_ps = now
+
+    def main_bottleneck(self, joined: dict[int, float]) -> int:
+        """The bottleneck under which a member that joined when ``carried`` was ``joined`` got most
+        of its bytes (the first one noted on a tie)."""
+        best, most = self.bottleneck, -1.0
+        for bottleneck, total in self.carried.items():
+            got = total - joined.get(bottleneck, 0.0)
+            if got > most:
+                best, most = bottleneck, got
+        return best
 
     def next_finish_ps(self, now: int) -> int:
         left = self.members[0][0] - self.virtual_bytes
@@ -104,6 +133,7 @@ class FlowNetwork:
         """Register a resource so that its rate changes are logged and it appears in summaries."""
         if self.record_rates:
             resource.rate_log = []
+        resource.index = len(self.resources)
         self.resources.append(resource)
         return resource
 
@@ -116,15 +146,16 @@ class FlowNetwork:
                  done: simpy.Event | None = None) -> simpy.Event:
         """Move ``size_bytes`` across ``path`` at no more than ``cap`` bytes/ps, the bytes starting
         to flow ``delay_ps`` from now (a fixed cost paid first); returns the event fired when the
-        last byte arrives."""
+        last byte arrives, whose value is ``(bottleneck index, ps the bytes started flowing)``."""
         env = self.env
         if done is None:
             done = env.event()
         if size_bytes <= 0 or (not path and cap == math.inf):
+            outcome = (OWN_CAP, env._now + delay_ps)
             if delay_ps > 0:
-                env.timeout(delay_ps).callbacks.append(lambda _event: done.succeed())
+                env.timeout(delay_ps).callbacks.append(lambda _event: done.succeed(outcome))
             else:
-                done.succeed()
+                done.succeed(outcome)
             return done
         key = (path, cap)
         flow_class = self._classes.get(key)
@@ -157,12 +188,12 @@ class FlowNetwork:
             flow_class.advance(now)
             members = flow_class.members
             while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
-                _, _, size, done = heapq.heappop(members)
+                _, _, size, done, flowing_ps, joined = heapq.heappop(members)
                 for resource in flow_class.path:
                     resource.bytes_moved += size
                     resource.flows_done += 1
                     resource.flows -= 1
-                done.succeed()
+                done.succeed((flow_class.main_bottleneck(joined), flowing_ps))
                 changed = True
             emptied = emptied or not members
         if emptied:
@@ -173,11 +204,12 @@ class FlowNetwork:
             _, sequence, flow_class, size, done = heapq.heappop(starts)
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
+                flow_class.carried = {}
                 self._busy.append(flow_class)
                 joined = True
             else:
                 flow_class.advance(now)
-            heapq.heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done))
+            heapq.heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done, now, dict(flow_class.carried)))
             for resource in flow_class.path:
                 resource.flows += 1
             changed = True
@@ -216,11 +248,12 @@ class FlowNetwork:
                         level, bottleneck = share, resource
             capped = min(c.cap for c in unfixed)
             if capped <= level:
-                level, freezing = capped, [c for c in unfixed if c.cap <= capped]
+                level, freezing, limit = capped, [c for c in unfixed if c.cap <= capped], OWN_CAP
             else:
-                freezing = [c for c in unfixed if bottleneck in c.path]
+                freezing, limit = [c for c in unfixed if bottleneck in c.path], bottleneck.index
             for flow_class in freezing:
                 flow_class.rate = level
+                flow_class.bottleneck = limit
                 n = len(flow_class.members)
                 for resource in flow_class.path:
                     residual[resource] = max(residual[resource] - level * n, 0.0)

@@ -16,6 +16,12 @@ A pipe other than SCALAR lets the small fixed cost of its flag instructions run 
 clock and folds it into its next wait, so a ``set_flag`` costs no SimPy event: the flag is stamped
 with the exact time it is raised and a waiter sees it then. The times recorded are exact; only a
 ``pipe_barrier(ALL)`` may see such a pipe's progress up to one flag cost early.
+
+For the analysis, the pipes record (all O(1) per instruction): a ``flag`` flow from the
+``set_flag`` event to the ``wait_flag`` event that consumed its flag (the set's event index travels
+with the flag); for a TRANSFER whose event reports ``(bottleneck index, ps the bytes started
+flowing)`` (the bandwidth network's transfers do), the DMA's fixed part and bottleneck; and, per
+run, the bytes of each buffer the program reserved (:class:`~npusim.trace.recorder.BufferSpan`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import CoreKind, Pipe
 from npusim.hw.topology import Route
-from npusim.trace.recorder import pack
+from npusim.trace.recorder import BufferSpan, pack
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die
@@ -39,10 +45,10 @@ if TYPE_CHECKING:
 FIXED, SET_FLAG, WAIT_FLAG, TRANSFER, WAITING = range(5)
 
 
-def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int) -> None:
-    """Trigger ``event`` ``delay_ps`` from now (what ``Timeout`` does for a new event)."""
+def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value=None) -> None:
+    """Trigger ``event`` with ``value`` ``delay_ps`` from now (what ``Timeout`` does for a new event)."""
     event._ok = True
-    event._value = None
+    event._value = value
     env.schedule(event, delay=delay_ps)
 
 
@@ -60,26 +66,28 @@ class KernelRun:
         self.program = program
         self.op = op
         self.progress = [ProgressCounter(env) for _ in Pipe]
-        self.flags: dict[tuple[int, int, int], collections.deque[int]] = {}  # times the raised flags became visible
+        # raised flags not consumed yet: (time it became visible, event index of its set_flag)
+        self.flags: dict[tuple[int, int, int], collections.deque[tuple[int, int]]] = {}
         self.flag_waiters: dict[tuple[int, int, int], collections.deque[simpy.Event]] = {}
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
 
-    def set_flag(self, key: tuple[int, int, int], at_ps: int) -> None:
-        """Raise flag (src pipe, dst pipe, event id) at time ``at_ps`` (now or later): the oldest
-        waiter wakes then, or the flag is kept for the next wait."""
+    def set_flag(self, key: tuple[int, int, int], at_ps: int, set_event: int) -> None:
+        """Raise flag (src pipe, dst pipe, event id) at time ``at_ps`` (now or later) by the
+        ``set_flag`` of event index ``set_event``: the oldest waiter wakes then (the event's value
+        is ``set_event``), or the flag is kept for the next wait."""
         waiters = self.flag_waiters.get(key)
         if waiters:
-            succeed_at(self.env, waiters.popleft(), at_ps - self.env._now)
+            succeed_at(self.env, waiters.popleft(), at_ps - self.env._now, set_event)
         else:
             raised = self.flags.get(key)
             if raised is None:
                 raised = self.flags[key] = collections.deque()
-            raised.append(at_ps)
+            raised.append((at_ps, set_event))
 
-    def take_flag(self, key: tuple[int, int, int]) -> int | simpy.Event:
-        """Consume the oldest raised flag: the time it is (or becomes) visible; if none is raised,
-        an event that fires when one is."""
+    def take_flag(self, key: tuple[int, int, int]) -> tuple[int, int] | simpy.Event:
+        """Consume the oldest raised flag: (the time it is or becomes visible, its set's event
+        index); if none is raised, an event that fires when one is (its value: the set's index)."""
         raised = self.flags.get(key)
         if raised:
             return raised.popleft()
@@ -122,7 +130,9 @@ class AICore:
         return self.system.gm_route(self.die.index, gm_die, to_gm)
 
     def execute(self, program, op: int) -> simpy.Process:
-        """Run ``program`` on this core once the core is free; the process ends when every pipe is done."""
+        """Run ``program`` (``by_pipe``: its instructions per pipe; ``name``; optionally
+        ``buffer_bytes``: bytes it reserves per buffer) on this core once the core is free; the
+        process ends when every pipe is done."""
         return self.env.process(self._execute(program, op))
 
     def _execute(self, program, op: int):
@@ -130,9 +140,15 @@ class AICore:
             yield granted
             run = KernelRun(self.env, self, program, op)
             self.current = run
+            started = self.env.now
             pipes = [self.env.process(self._pipe_loop(run, pipe, instructions)) for pipe, instructions in program.by_pipe.items() if instructions]
             yield self.env.all_of(pipes)
             self.current = None
+            recorder = self.system.recorder
+            for name, reserved in getattr(program, "buffer_bytes", {}).items():
+                if reserved:
+                    recorder.buffer_span(BufferSpan(self.die.index, self.name, name, self.buffers[name].capacity_bytes, reserved,
+                                                    started, self.env.now, op))
 
     def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions):
         # The hot loop of the simulator: locals instead of attribute look-ups, int keys, the
@@ -143,6 +159,10 @@ class AICore:
         put_lane, put_label, put_start, put_end, put_bytes = (
             recorder.lane_col.append, recorder.label_col.append, recorder.start_col.append, recorder.end_col.append,
             recorder.bytes_col.append)
+        put_flow_from, put_flow_to, put_flow_name = recorder.flow_from.append, recorder.flow_to.append, recorder.flow_name.append
+        put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
+        events = recorder.start_col  # its length is the index of the event being recorded
+        flag_name = recorder.flag_name_id
         lane = pack(self.tracks[pipe], run.op)
         issued = run.progress[Pipe.SCALAR]
         done = run.progress[pipe]
@@ -171,8 +191,11 @@ class AICore:
                 start = env._now + ahead
                 event = instruction.start(self, run, ahead)
                 ahead = 0
-                yield event
+                outcome = yield event
                 end = env._now
+                if outcome.__class__ is tuple:  # (bottleneck index, ps the bytes started flowing)
+                    put_transfer_event(len(events))
+                    put_transfer_info((outcome[1] - start) << 32 | (outcome[0] + 2))
             elif step == SET_FLAG:
                 start = env._now + ahead
                 if may_run_ahead:
@@ -181,20 +204,22 @@ class AICore:
                 else:
                     yield timeout(instruction.cost_ps)
                     end = env._now
-                run.set_flag(instruction.key, end)
+                run.set_flag(instruction.key, end, len(events))
             elif step == WAIT_FLAG:
                 if ahead:
                     yield timeout(ahead)
                     ahead = 0
                 start = env._now
-                visible = run.take_flag(instruction.key)
-                if visible.__class__ is not int:
+                raised = run.take_flag(instruction.key)
+                if raised.__class__ is tuple:
+                    visible, set_event = raised
+                    if visible > start:
+                        blocked[pipe_id] = instruction
+                        yield timeout(visible - start)
+                        del blocked[pipe_id]
+                else:
                     blocked[pipe_id] = instruction
-                    yield visible
-                    del blocked[pipe_id]
-                elif visible > start:
-                    blocked[pipe_id] = instruction
-                    yield timeout(visible - start)
+                    set_event = yield raised
                     del blocked[pipe_id]
                 if may_run_ahead:
                     ahead = instruction.cost_ps
@@ -202,6 +227,9 @@ class AICore:
                 else:
                     yield timeout(instruction.cost_ps)
                     end = env._now
+                put_flow_from(set_event)
+                put_flow_to(len(events))
+                put_flow_name(flag_name)
             else:  # WAITING: needs the real time, may block on other pipes
                 if ahead:
                     yield timeout(ahead)

@@ -282,11 +282,12 @@ class CoreProgram:
 class _Placed:
     """What the core executes: the per-pipe split of a program."""
 
-    __slots__ = ("by_pipe", "name")
+    __slots__ = ("by_pipe", "name", "buffer_bytes")
 
     def __init__(self, program: CoreProgram) -> None:
         self.by_pipe = program.by_pipe()
         self.name = program.kernel.name
+        self.buffer_bytes = program.allocated_bytes  # bytes reserved per buffer, held for the whole run
 
 
 def _place(side) -> str:
