@@ -14,6 +14,7 @@ bounded by the chunk, not by the run (``benchmarks/trace_writer.py`` measures it
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from pathlib import Path
@@ -21,10 +22,10 @@ from typing import IO
 
 import numpy as np
 
-from npusim.trace.recorder import CHUNK_EVENTS
-
 TRACE_FORMAT_VERSION = 2
 LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffers: sources of data flows
+LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
+WRITER_CHUNK_EVENTS = 1024  # events formatted per batch: bounds the writer's extra memory (and was fastest measured)
 
 
 def _us(ps: int) -> str:
@@ -33,9 +34,16 @@ def _us(ps: int) -> str:
     return f"{whole}.{frac:06d}" if frac else str(whole)
 
 
-def _inside_us(start_ps: int, end_ps: int) -> str:
-    """A time strictly inside [start, end) when the span has room (where a flow end binds)."""
-    return _us((start_ps + end_ps) // 2)
+def _us_texts(ps: np.ndarray) -> list[str]:
+    """``_us`` of every value of an array (the same text, made in one pass)."""
+    whole, frac = np.divmod(ps, 1_000_000)
+    return [f"{w}.{f:06d}" if f else str(w) for w, f in zip(whole.tolist(), frac.tolist())]
+
+
+def _ascending(values: np.ndarray) -> bool:
+    """Whether ``values`` never decrease (flows are recorded in the order of their targets unless
+    an op records some out of order)."""
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
 
 
 def jsonable(value):
@@ -52,7 +60,7 @@ def jsonable(value):
     return str(value)
 
 
-def write_chrome_trace(system, path: str | os.PathLike, *, metadata: dict | None = None, chunk_events: int = CHUNK_EVENTS) -> Path:
+def write_chrome_trace(system, path: str | os.PathLike, *, metadata: dict | None = None, chunk_events: int = WRITER_CHUNK_EVENTS) -> Path:
     """Write the run's trace to ``path`` atomically (temporary file, then rename); ``metadata``
     is merged into ``otherData`` (see docs/trace-format.md for what the writer adds itself)."""
     path = Path(path)
@@ -75,7 +83,15 @@ class _Writer:
         self.flow_id = 0
 
     def emit(self, line: str) -> None:
-        self.out.write(line if self.first else ",\n" + line)
+        self.emit_lines([line])
+
+    def emit_lines(self, lines: list[str]) -> None:
+        """Write ``lines`` as events of the array (one write for the whole batch)."""
+        if not lines:
+            return
+        if not self.first:
+            self.out.write(",\n")
+        self.out.write(",\n".join(lines))
         self.first = False
 
     def write(self, metadata: dict) -> None:
@@ -121,37 +137,41 @@ class _Writer:
         """Every event, chunk by chunk; data flows are found on the way (docs/trace-format.md):
         a load (a DMA on MTE2 or MTE1) flows to the first instruction that is neither a flag nor a
         barrier on the pipe whose ``wait_flag`` consumed the flag of the next ``set_flag`` that
-        follows the load on its pipe."""
+        follows the load on its pipe (from the last ``LOADS_PER_SET`` loads before that set)."""
         recorder = self.recorder
-        emit = self.emit
+        tracks = recorder.tracks
         heads = [f'{{"name":{json.dumps(name)},"ph":"X","ts":' for name in recorder.names]
-        places = [f',"pid":{track.die},"tid":{track_id + 1}' for track_id, track in enumerate(recorder.tracks)]
+        places = [f',"pid":{track.die},"tid":{track_id + 1}' for track_id, track in enumerate(tracks)]
         ops = [f',"op":{json.dumps(f"{op.name}#{i}")}' for i, op in enumerate(recorder.ops)]
-        resources = self.system.network.resources
         limits = {-1: ',"bottleneck":"engine rate"', -2: ',"bottleneck":"unregistered resource"'}
-        limits.update({r.index: f',"bottleneck":{json.dumps(r.name)}' for r in resources})
+        limits.update({r.index: f',"bottleneck":{json.dumps(r.name)}' for r in self.system.network.resources})
 
-        sync_names = set(recorder.wait_names) | {i for i, name in enumerate(recorder.names) if name.startswith("set_flag")}
         set_names = {i for i, name in enumerate(recorder.names) if name.startswith("set_flag")}
-        load_tracks = {i for i, track in enumerate(recorder.tracks) if track.lane in LOAD_LANES}
+        sync_names = set(recorder.wait_names) | set_names
+        load_tracks = {i for i, track in enumerate(tracks) if track.lane in LOAD_LANES}
         flows = recorder.flows()
-        is_flag = flows["name"] == recorder.flag_name_id
-        flag_to, flag_from = flows["to"][is_flag], flows["from"][is_flag]  # in the order the waits were recorded
-        transfers = recorder.transfers()
-        loads_since_set: dict[int, list[int]] = {}  # load track -> loads since its last set_flag
+        flow_order = None if _ascending(flows["to"]) else np.argsort(flows["to"], kind="stable")
+        flow_to = flows["to"] if flow_order is None else flows["to"][flow_order]
+        transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
+        loads_since_set: dict[int, collections.deque[int]] = {}  # load track -> loads since its last set_flag
         loads_of_set: dict[int, list[int]] = {}  # set_flag event -> the loads before it
         awaiting: dict[int, list[int]] = {}  # track -> loads waiting for their consumer on it
         lane_col, start_col, end_col = recorder.lane_col, recorder.start_col, recorder.end_col
 
         for first, c in recorder.chunks(self.chunk_events):
             last = first + len(c["start_ps"])
-            lo, hi = np.searchsorted(flag_to, [first, last])
-            setter_of = dict(zip(flag_to[lo:hi].tolist(), flag_from[lo:hi].tolist()))
-            lo, hi = np.searchsorted(transfers["event"], [first, last])
-            limit_of = dict(zip(transfers["event"][lo:hi].tolist(), transfers["bottleneck"][lo:hi].tolist()))
-            rows = zip(c["track"].tolist(), c["name"].tolist(), c["start_ps"].tolist(), c["end_ps"].tolist(), c["bytes"].tolist(),
-                       c["op"].tolist(), c["tile"].tolist())
-            for index, (track, name, start, end, nbytes, op, tile) in enumerate(rows, first):
+            lo, hi = np.searchsorted(flow_to, [first, last])
+            chosen = slice(lo, hi) if flow_order is None else flow_order[lo:hi]
+            is_flag = flows["name"][chosen] == recorder.flag_name_id
+            setter_of = dict(zip(flows["to"][chosen][is_flag].tolist(), flows["from"][chosen][is_flag].tolist()))
+            lo, hi = np.searchsorted(transfer_events, [first, last])
+            transfers = recorder.transfers(int(lo), int(hi))
+            limit_of = dict(zip(transfers["event"].tolist(), transfers["bottleneck"].tolist()))
+            rows = zip(c["track"].tolist(), c["name"].tolist(), _us_texts(c["start_ps"]), _us_texts(c["end_ps"] - c["start_ps"]),
+                       c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist())
+            lines = []
+            add = lines.append
+            for index, (track, name, ts, dur, nbytes, op, tile) in enumerate(rows, first):
                 args = f'"bytes":{nbytes}' if nbytes else ""
                 if op >= 0:
                     args += ops[op] if args else ops[op][1:]
@@ -159,7 +179,7 @@ class _Writer:
                     args += f',"tile":{tile}' if args else f'"tile":{tile}'
                 if index in limit_of:
                     args += limits[limit_of[index]]
-                emit(f'{heads[name]}{_us(start)},"dur":{_us(end - start)}{places[track]}' + (f',"args":{{{args}}}}}' if args else "}"))
+                add(f'{heads[name]}{ts},"dur":{dur}{places[track]},"args":{{{args}}}}}' if args else f'{heads[name]}{ts},"dur":{dur}{places[track]}}}')
 
                 if track in load_tracks:
                     if name in set_names:
@@ -167,27 +187,31 @@ class _Writer:
                         if loads:
                             loads_of_set[index] = loads
                     elif name not in sync_names:
-                        loads_since_set.setdefault(track, []).append(index)
+                        loads = loads_since_set.get(track)
+                        if loads is None:
+                            loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
+                        loads.append(index)
                 setter = setter_of.get(index)
                 if setter is not None:
                     loads = loads_of_set.pop(setter, None)
                     if loads:
                         awaiting.setdefault(track, []).extend(loads)
                 elif name not in sync_names and track in awaiting:
+                    inside = _us((start_col[index] + end_col[index]) // 2)
                     for load in awaiting.pop(track):
-                        load_track = lane_col[load] >> 32
-                        self._flow("data", load_track, start_col[load], end_col[load], track, start, end)
+                        self._flow(add, "data", lane_col[load] >> 32, _us((start_col[load] + end_col[load]) // 2), track, inside)
+            self.emit_lines(lines)
 
     # -- flows ---------------------------------------------------------------------------------
 
-    def _flow(self, name: str, from_track: int, from_start: int, from_end: int, to_track: int, to_start: int, to_end: int) -> None:
-        """One arrow: its start bound to the source slice, its end (``bp: e``) to the target slice."""
+    def _flow(self, add, name: str, from_track: int, from_ts: str, to_track: int, to_ts: str) -> None:
+        """One arrow (two lines given to ``add``): its start bound to the source slice, its end
+        (``bp: e``) to the target slice; ``*_ts`` are times inside those slices (their middle).
+        A v1 flow is identified by its id and name."""
         tracks = self.recorder.tracks
         self.flow_id += 1
-        self.emit(f'{{"ph":"s","id":{self.flow_id},"name":"{name}","cat":"{name}","ts":{_inside_us(from_start, from_end)},'
-                  f'"pid":{tracks[from_track].die},"tid":{from_track + 1}}}')
-        self.emit(f'{{"ph":"f","bp":"e","id":{self.flow_id},"name":"{name}","cat":"{name}","ts":{_inside_us(to_start, to_end)},'
-                  f'"pid":{tracks[to_track].die},"tid":{to_track + 1}}}')
+        add(f'{{"ph":"s","id":{self.flow_id},"name":"{name}","ts":{from_ts},"pid":{tracks[from_track].die},"tid":{from_track + 1}}}')
+        add(f'{{"ph":"f","bp":"e","id":{self.flow_id},"name":"{name}","ts":{to_ts},"pid":{tracks[to_track].die},"tid":{to_track + 1}}}')
 
     def _recorded_flows(self) -> None:
         """The flows the run recorded (flags, and those of ops), chunk by chunk."""
@@ -200,10 +224,12 @@ class _Writer:
         for first in range(0, len(flows["from"]), self.chunk_events):
             src = flows["from"][first : first + self.chunk_events]
             dst = flows["to"][first : first + self.chunk_events]
-            rows = zip(flows["name"][first : first + self.chunk_events].tolist(), (lane[src] >> 32).tolist(), start[src].tolist(),
-                       end[src].tolist(), (lane[dst] >> 32).tolist(), start[dst].tolist(), end[dst].tolist())
-            for name, *ends in rows:
-                self._flow(names[name], *ends)
+            rows = zip(flows["name"][first : first + self.chunk_events].tolist(), (lane[src] >> 32).tolist(),
+                       _us_texts((start[src] + end[src]) // 2), (lane[dst] >> 32).tolist(), _us_texts((start[dst] + end[dst]) // 2))
+            lines = []
+            for name, from_track, from_ts, to_track, to_ts in rows:
+                self._flow(lines.append, names[name], from_track, from_ts, to_track, to_ts)
+            self.emit_lines(lines)
 
     # -- counters ------------------------------------------------------------------------------
 

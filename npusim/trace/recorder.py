@@ -203,13 +203,14 @@ class Recorder:
             "name": np.frombuffer(self.flow_name, dtype=np.int64),
         }
 
-    def transfers(self) -> dict[str, np.ndarray]:
-        """The DMA records as numpy arrays: event (index), fixed_ps (set-up, bursts, route latency),
-        bottleneck (the index of a resource in the network's ``resources``, -1: the core's own
-        engine rate, -2: a resource not registered with the network)."""
-        info = np.frombuffer(self.transfer_info, dtype=np.int64)
+    def transfers(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+        """The DMA records ``start:stop`` (default all) as numpy arrays: event (index), fixed_ps
+        (set-up, bursts, route latency), bottleneck (the index of a resource in the network's
+        ``resources``, -1: the core's own engine rate, -2: a resource not registered with the
+        network). Records are in event order."""
+        info = np.frombuffer(self.transfer_info, dtype=np.int64)[start:stop]
         return {
-            "event": np.frombuffer(self.transfer_event, dtype=np.int64),
+            "event": np.frombuffer(self.transfer_event, dtype=np.int64)[start:stop],
             "fixed_ps": info >> 32,
             "bottleneck": (info & 0xFFFFFFFF) - 2,
         }
