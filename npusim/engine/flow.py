@@ -14,8 +14,8 @@ recomputation over classes. The network wakes up only at the instants where some
 one SimPy event per instant however many flows it concerns.
 
 Each flow also learns what limited it: at every recomputation each class notes its bottleneck (the
-resource that froze it in the filling, or its own cap) and counts the bytes it received under each;
-a finished flow's event carries ``(bottleneck index, time its bytes started flowing)``, the
+resource that froze it in the filling, or its own cap) when it changes, at the class's virtual
+clock; a finished flow's event carries ``(bottleneck index, time its bytes started flowing)``, the
 bottleneck being the one under which it received most of its bytes (the index is the resource's
 position in ``FlowNetwork.resources``, -1 for the flow's own cap, -2 for an unregistered resource).
 
@@ -69,10 +69,10 @@ class FlowClass:
     """The flows that share one path and one cap, and so one rate. ``virtual_bytes`` is what each
     member has received since the class was created (exact at ``updated_ps``); a member ends when
     it reaches the member's ``virtual finish`` (virtual bytes at its start + its size).
-    ``bottleneck`` is the index of what limits the class now (see the module doc) and ``carried``
-    the virtual bytes received under each bottleneck so far."""
+    ``bottleneck`` is the index of what limits the class now (see the module doc); ``changes``
+    lists ``(virtual bytes, bottleneck)`` at each change of it since the class last started."""
 
-    __slots__ = ("path", "cap", "rate", "virtual_bytes", "updated_ps", "members", "order", "bottleneck", "carried")
+    __slots__ = ("path", "cap", "rate", "virtual_bytes", "updated_ps", "members", "order", "bottleneck", "changes")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -80,33 +80,31 @@ class FlowClass:
         self.rate = 0.0
         self.virtual_bytes = 0.0
         self.updated_ps = 0
-        # (virtual finish, seq, size, done, flowing since ps, ``carried`` when it joined)
-        self.members: list[tuple[float, int, int, simpy.Event, int, dict]] = []
+        self.members: list[tuple[float, int, int, simpy.Event, int]] = []  # (virtual finish, seq, size, done, flowing since ps)
         self.order = order
         self.bottleneck = OWN_CAP
-        self.carried: dict[int, float] = {}
+        self.changes: list[tuple[float, int]] = []
 
     def advance(self, now: int) -> None:
-        received = self.rate * (now - self.updated_ps)
-        if received:
-            self.virtual_bytes += received
-            carried = self.carried
-            carried[self.bottleneck] = carried.get(self.bottleneck, 0.0) + received
+        self.virtual_bytes += self.rate * (now - self.updated_ps)
         self.updated_ps = now
-
-    def main_bottleneck(self, joined: dict[int, float]) -> int:
-        """The bottleneck under which a member that joined when ``carried`` was ``joined`` got most
-        of its bytes (the first one noted on a tie)."""
-        best, most = self.bottleneck, -1.0
-        for bottleneck, total in self.carried.items():
-            got = total - joined.get(bottleneck, 0.0)
-            if got > most:
-                best, most = bottleneck, got
-        return best
 
     def next_finish_ps(self, now: int) -> int:
         left = self.members[0][0] - self.virtual_bytes
         return now + max(1, math.ceil(left / self.rate - 1e-9)) if left > 0 else now
+
+    def main_bottleneck(self, joined: float, finished: float) -> int:
+        """The bottleneck under which a member that received virtual bytes ``joined`` to
+        ``finished`` got most of them (when it changed during the member's life)."""
+        changes = self.changes
+        got: dict[int, float] = {}
+        until = finished
+        for since, bottleneck in reversed(changes):
+            got[bottleneck] = got.get(bottleneck, 0.0) + until - max(since, joined)
+            if since <= joined:
+                break
+            until = since
+        return max(got, key=got.__getitem__)
 
 
 def _class_order(flow_class: FlowClass) -> int:
@@ -188,12 +186,15 @@ class FlowNetwork:
             flow_class.advance(now)
             members = flow_class.members
             while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
-                _, _, size, done, flowing_ps, joined = heapq.heappop(members)
+                finish, _, size, done, flowing_ps = heapq.heappop(members)
                 for resource in flow_class.path:
                     resource.bytes_moved += size
                     resource.flows_done += 1
                     resource.flows -= 1
-                done.succeed((flow_class.main_bottleneck(joined), flowing_ps))
+                if flow_class.changes[-1][0] <= finish - size:  # one bottleneck all its life: the usual case
+                    done.succeed((flow_class.bottleneck, flowing_ps))
+                else:
+                    done.succeed((flow_class.main_bottleneck(finish - size, finish), flowing_ps))
                 changed = True
             emptied = emptied or not members
         if emptied:
@@ -204,12 +205,12 @@ class FlowNetwork:
             _, sequence, flow_class, size, done = heapq.heappop(starts)
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
-                flow_class.carried = {}
+                flow_class.changes = []
                 self._busy.append(flow_class)
                 joined = True
             else:
                 flow_class.advance(now)
-            heapq.heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done, now, dict(flow_class.carried)))
+            heapq.heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done, now))
             for resource in flow_class.path:
                 resource.flows += 1
             changed = True
@@ -253,7 +254,9 @@ class FlowNetwork:
                 freezing, limit = [c for c in unfixed if bottleneck in c.path], bottleneck.index
             for flow_class in freezing:
                 flow_class.rate = level
-                flow_class.bottleneck = limit
+                if flow_class.bottleneck != limit or not flow_class.changes:  # note a change (the class is advanced to now)
+                    flow_class.bottleneck = limit
+                    flow_class.changes.append((flow_class.virtual_bytes, limit))
                 n = len(flow_class.members)
                 for resource in flow_class.path:
                     residual[resource] = max(residual[resource] - level * n, 0.0)

@@ -159,10 +159,9 @@ class AICore:
         put_lane, put_label, put_start, put_end, put_bytes = (
             recorder.lane_col.append, recorder.label_col.append, recorder.start_col.append, recorder.end_col.append,
             recorder.bytes_col.append)
-        put_flow_from, put_flow_to, put_flow_name = recorder.flow_from.append, recorder.flow_to.append, recorder.flow_name.append
+        put_flag_flow = recorder.flag_flows.append
         put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
         events = recorder.start_col  # its length is the index of the event being recorded
-        flag_name = recorder.flag_name_id
         lane = pack(self.tracks[pipe], run.op)
         issued = run.progress[Pipe.SCALAR]
         done = run.progress[pipe]
@@ -227,9 +226,7 @@ class AICore:
                 else:
                     yield timeout(instruction.cost_ps)
                     end = env._now
-                put_flow_from(set_event)
-                put_flow_to(len(events))
-                put_flow_name(flag_name)
+                put_flag_flow(set_event << 32 | len(events))
             else:  # WAITING: needs the real time, may block on other pipes
                 if ahead:
                     yield timeout(ahead)

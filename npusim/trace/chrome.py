@@ -15,6 +15,7 @@ bounded by the chunk, not by the run (``benchmarks/trace_writer.py`` measures it
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 from pathlib import Path
@@ -38,12 +39,6 @@ def _us_texts(ps: np.ndarray) -> list[str]:
     """``_us`` of every value of an array (the same text, made in one pass)."""
     whole, frac = np.divmod(ps, 1_000_000)
     return [f"{w}.{f:06d}" if f else str(w) for w, f in zip(whole.tolist(), frac.tolist())]
-
-
-def _ascending(values: np.ndarray) -> bool:
-    """Whether ``values`` never decrease (flows are recorded in the order of their targets unless
-    an op records some out of order)."""
-    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
 
 
 def jsonable(value):
@@ -149,9 +144,7 @@ class _Writer:
         set_names = {i for i, name in enumerate(recorder.names) if name.startswith("set_flag")}
         sync_names = set(recorder.wait_names) | set_names
         load_tracks = {i for i, track in enumerate(tracks) if track.lane in LOAD_LANES}
-        flows = recorder.flows()
-        flow_order = None if _ascending(flows["to"]) else np.argsort(flows["to"], kind="stable")
-        flow_to = flows["to"] if flow_order is None else flows["to"][flow_order]
+        flag_cursor = 0  # flag flows are in the order of their waits: the next one not yet seen
         transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
         loads_since_set: dict[int, collections.deque[int]] = {}  # load track -> loads since its last set_flag
         loads_of_set: dict[int, list[int]] = {}  # set_flag event -> the loads before it
@@ -160,10 +153,10 @@ class _Writer:
 
         for first, c in recorder.chunks(self.chunk_events):
             last = first + len(c["start_ps"])
-            lo, hi = np.searchsorted(flow_to, [first, last])
-            chosen = slice(lo, hi) if flow_order is None else flow_order[lo:hi]
-            is_flag = flows["name"][chosen] == recorder.flag_name_id
-            setter_of = dict(zip(flows["to"][chosen][is_flag].tolist(), flows["from"][chosen][is_flag].tolist()))
+            setters, waits = recorder.flag_flow_pairs(flag_cursor, flag_cursor + last - first)  # at most one per event
+            count = int(np.searchsorted(waits, last))
+            setter_of = dict(zip(waits[:count].tolist(), setters[:count].tolist()))
+            flag_cursor += count
             lo, hi = np.searchsorted(transfer_events, [first, last])
             transfers = recorder.transfers(int(lo), int(hi))
             limit_of = dict(zip(transfers["event"].tolist(), transfers["bottleneck"].tolist()))
@@ -214,20 +207,23 @@ class _Writer:
         add(f'{{"ph":"f","bp":"e","id":{self.flow_id},"name":"{name}","ts":{to_ts},"pid":{tracks[to_track].die},"tid":{to_track + 1}}}')
 
     def _recorded_flows(self) -> None:
-        """The flows the run recorded (flags, and those of ops), chunk by chunk."""
+        """The flows the run recorded (flags, then those of ops), chunk by chunk."""
         recorder = self.recorder
-        flows = recorder.flows()
         lane = np.frombuffer(recorder.lane_col, dtype=np.int64)
         start = np.frombuffer(recorder.start_col, dtype=np.int64)
         end = np.frombuffer(recorder.end_col, dtype=np.int64)
         names = [json.dumps(name)[1:-1] for name in recorder.names]
-        for first in range(0, len(flows["from"]), self.chunk_events):
-            src = flows["from"][first : first + self.chunk_events]
-            dst = flows["to"][first : first + self.chunk_events]
-            rows = zip(flows["name"][first : first + self.chunk_events].tolist(), (lane[src] >> 32).tolist(),
-                       _us_texts((start[src] + end[src]) // 2), (lane[dst] >> 32).tolist(), _us_texts((start[dst] + end[dst]) // 2))
+        flag_name = recorder.flag_name_id
+        op_from, op_to, op_name = (np.frombuffer(column, dtype=np.int64) for column in (recorder.flow_from, recorder.flow_to, recorder.flow_name))
+        chunk = self.chunk_events
+        batches = itertools.chain(
+            ((*recorder.flag_flow_pairs(first, first + chunk), None) for first in range(0, len(recorder.flag_flows), chunk)),
+            ((op_from[first : first + chunk], op_to[first : first + chunk], op_name[first : first + chunk]) for first in range(0, len(op_from), chunk)))
+        for src, dst, name_ids in batches:
+            rows = zip((lane[src] >> 32).tolist(), _us_texts((start[src] + end[src]) // 2), (lane[dst] >> 32).tolist(),
+                       _us_texts((start[dst] + end[dst]) // 2), [flag_name] * len(src) if name_ids is None else name_ids.tolist())
             lines = []
-            for name, from_track, from_ts, to_track, to_ts in rows:
+            for from_track, from_ts, to_track, to_ts, name in rows:
                 self._flow(lines.append, names[name], from_track, from_ts, to_track, to_ts)
             self.emit_lines(lines)
 

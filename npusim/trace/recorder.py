@@ -6,10 +6,10 @@ tracks and ops are interned in small tables that the columns refer to by index; 
 
 Besides the events, the recorder keeps what the analysis needs to follow dependencies:
 
-- **flows**: "event B could not proceed before event A ended" as (A, B, name) rows. The cores
-  record one per ``wait_flag`` that consumes a flag (from the ``set_flag`` that raised it, name
-  ``flag``); ops record their own with :meth:`Recorder.flow` (e.g. put -> signal -> wait -> load
-  across PEs).
+- **flows**: "event B could not proceed before event A ended". The cores record a ``flag`` flow
+  per ``wait_flag`` that consumes a flag, from the ``set_flag`` that raised it (packed in one
+  column, in the order of the waits); ops record their own with :meth:`Recorder.flow` (e.g. put ->
+  signal -> wait -> load across PEs). :meth:`Recorder.flows` gives both.
 - **transfers**: for each DMA event, the fixed part of its time (set-up, bursts, route latency) and
   the resource that limited its rate for most of its bytes (its bottleneck).
 - **buffer spans**: how many bytes of each on-chip buffer a kernel's program reserved on a core,
@@ -95,9 +95,10 @@ class Recorder:
         self.start_col = array("q")
         self.end_col = array("q")
         self.bytes_col = array("q")
-        self.flow_from = array("q")  # event index of the flow's source
-        self.flow_to = array("q")  # event index of the flow's target
-        self.flow_name = array("q")  # name id
+        self.flag_flows = array("q")  # set_flag event << 32 | wait_flag event, in the order of the waits
+        self.flow_from = array("q")  # flows recorded by ops: event index of the source,
+        self.flow_to = array("q")  # of the target,
+        self.flow_name = array("q")  # and name id
         self.transfer_event = array("q")  # event index of a DMA
         self.transfer_info = array("q")  # fixed ps << 32 | (bottleneck resource index + 2)
         self.buffer_spans: list[BufferSpan] = []
@@ -168,8 +169,8 @@ class Recorder:
     @property
     def nbytes(self) -> int:
         """Bytes held by the event, flow and transfer columns."""
-        arrays = (self.lane_col, self.label_col, self.start_col, self.end_col, self.bytes_col, self.flow_from, self.flow_to,
-                  self.flow_name, self.transfer_event, self.transfer_info)
+        arrays = (self.lane_col, self.label_col, self.start_col, self.end_col, self.bytes_col, self.flag_flows, self.flow_from,
+                  self.flow_to, self.flow_name, self.transfer_event, self.transfer_info)
         return sum(len(a) * a.itemsize for a in arrays)
 
     def columns(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
@@ -195,12 +196,24 @@ class Recorder:
         for first in range(0, len(self), size):
             yield first, self.columns(first, first + size)
 
+    def flag_flow_pairs(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The flag flows ``start:stop`` (in the order of their waits): set_flag events, wait_flag events."""
+        packed = np.frombuffer(self.flag_flows, dtype=np.int64)[start:stop]
+        return packed >> 32, packed & 0xFFFFFFFF
+
+    @property
+    def flow_count(self) -> int:
+        """Flows recorded: flag flows and flows of ops."""
+        return len(self.flag_flows) + len(self.flow_from)
+
     def flows(self) -> dict[str, np.ndarray]:
-        """The flows as numpy arrays: from, to (event indices), name (name id)."""
+        """All flows as numpy arrays (copies): from, to (event indices), name (name id); the flag
+        flows first, then the flows of ops in the order they were recorded."""
+        flag_from, flag_to = self.flag_flow_pairs()
         return {
-            "from": np.frombuffer(self.flow_from, dtype=np.int64),
-            "to": np.frombuffer(self.flow_to, dtype=np.int64),
-            "name": np.frombuffer(self.flow_name, dtype=np.int64),
+            "from": np.concatenate([flag_from, np.frombuffer(self.flow_from, dtype=np.int64)]),
+            "to": np.concatenate([flag_to, np.frombuffer(self.flow_to, dtype=np.int64)]),
+            "name": np.concatenate([np.full(len(flag_from), self.flag_name_id, dtype=np.int64), np.frombuffer(self.flow_name, dtype=np.int64)]),
         }
 
     def transfers(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:

@@ -167,15 +167,22 @@ def test_the_chunk_size_does_not_change_a_byte(written, tmp_path):
     assert small.read_bytes() == path.read_bytes()
 
 
-def test_recorder_flow_checks_its_event_indices():
+def test_flows_recorded_by_ops_are_checked_and_drawn_with_their_name(tmp_path):
     result = double_buffered(cores=1, tiles=1)
     recorder = result.recorder
     with pytest.raises(UsageError, match="its to event 99999 is not a recorded event index"):
         recorder.flow(0, 99_999, "signal")
     with pytest.raises(UsageError, match="its from event -1"):
         recorder.flow(-1, 0, "signal")
-    recorder.flow(np.int64(0), 1, "signal")
-    assert recorder.names[recorder.flows()["name"][-1]] == "signal"
+    last = len(recorder) - 1
+    recorder.flow(np.int64(0), last, "signal")
+    flows = recorder.flows()
+    assert (flows["from"][-1], flows["to"][-1], recorder.names[flows["name"][-1]]) == (0, last, "signal")
+    events = json.loads(write_chrome_trace(result.system, tmp_path / "t.json").read_text())["traceEvents"]
+    lanes = slices_by_lane(events)
+    start = next(e for e in events if e["ph"] == "s" and e["name"] == "signal")
+    end = next(e for e in events if e["ph"] == "f" and e["id"] == start["id"])
+    assert (enclosing(lanes, start)["name"], enclosing(lanes, end)["name"]) == ("load", "set_flag MTE3->MTE2 #0")
 
 
 PATTERN = (  # one tile of a double-buffered core: (lane, instruction, flag source within the tile or None)
@@ -212,9 +219,7 @@ def synthetic_system(tiles: int, cores: int = 48) -> System:
     waits.append((base[later], base[later] - cores * len(PATTERN) + 8))  # the previous tile's MTE3 -> MTE2 set
     to = np.concatenate([w for w, _ in waits])
     order = np.argsort(to, kind="stable")
-    recorder.flow_to.frombytes(to[order].tobytes())
-    recorder.flow_from.frombytes(np.concatenate([f for _, f in waits])[order].tobytes())
-    recorder.flow_name.frombytes(np.full(len(to), recorder.flag_name_id, dtype=np.int64).tobytes())
+    recorder.flag_flows.frombytes((np.concatenate([f for _, f in waits])[order] << 32 | to[order]).tobytes())
     dmas = np.sort(np.concatenate([base + 1, base + 7]))
     recorder.transfer_event.frombytes(dmas.tobytes())
     recorder.transfer_info.frombytes(np.full(len(dmas), 500_000 << 32 | 2, dtype=np.int64).tobytes())  # 0.5 us fixed, bottleneck resource 0
@@ -237,4 +242,4 @@ def test_the_writer_streams_100k_events_in_a_fraction_of_the_recorder_memory(tmp
     with open(path) as f:
         kinds = [line[line.index('"ph":"') + 6] for line in f if '"ph":"' in line]
     assert kinds.count("X") == len(recorder)
-    assert kinds.count("s") == kinds.count("f") == len(recorder.flow_from) + 232 * 48  # flag flows + a data flow per load
+    assert kinds.count("s") == kinds.count("f") == recorder.flow_count + 232 * 48  # flag flows + a data flow per load
