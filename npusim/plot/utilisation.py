@@ -8,10 +8,11 @@ from npusim.plot.style import figure
 
 def _bar_label(ax, row: int, share: float) -> None:
     """The share as text at the end of its bar (inside it when the bar is nearly full)."""
+    text = f"{share:.0%}" if share >= 0.1 else f"{share:.1%}"
     if share > 0.85:
-        ax.text(share * 100 - 1, row, f"{share:.0%}", va="center", ha="right", fontsize=7, color="white")
+        ax.text(share * 100 - 1, row, text, va="center", ha="right", fontsize=7, color="white")
     else:
-        ax.text(share * 100 + 1, row, f"{share:.0%}", va="center", fontsize=7)
+        ax.text(share * 100 + 1, row, text, va="center", fontsize=7)
 
 
 def utilisation(result, *, width: float = 12.0):
