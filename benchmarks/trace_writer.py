@@ -54,7 +54,7 @@ def main() -> None:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
 
-    print(f"trace of {events:,} events ({len(recorder.flow_from):,} recorded flows), recorder columns {recorder.nbytes / 2**20:.1f} MiB")
+    print(f"trace of {events:,} events ({recorder.flow_count:,} recorded flows), recorder columns {recorder.nbytes / 2**20:.1f} MiB")
     print(f"size:   {size / 2**20:9.1f} MiB   {size / events:6.1f} bytes per event")
     print(f"speed:  {events / best:>12,.0f} events/s   ({best:.2f} s, best of {args.repeat})")
     print(f"memory: {peak / 2**20:9.1f} MiB peak extra while writing = {peak / recorder.nbytes:.2f} x the recorder's columns")

@@ -11,8 +11,6 @@ from npusim.analysis.events import EVENT_COLUMNS
 from npusim.errors import UsageError
 from tests.conftest import events_of
 
-pd = pytest.importorskip("pandas", reason="pandas is in the test extra: pip install -e '.[test]'")
-
 
 def small_run():
     with npusim.session("a2", data=False) as s:
@@ -34,6 +32,7 @@ def small_run():
 
 
 def test_one_row_per_event_with_the_documented_columns():
+    pytest.importorskip("pandas", reason="pandas is in the test extra: pip install -e '.[test]'")
     result = small_run()
     frame = result.events
     assert tuple(frame.columns) == EVENT_COLUMNS
