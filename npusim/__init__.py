@@ -13,8 +13,9 @@ from npusim.frontend.launch import launch  # noqa: E402
 __all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "launch", "param", "pypto", "session", "simulate",
            "synchronize", "tensor", "transfer", "zeros", "__version__"]
 
-_LAZY_MODULES = {"torch_npu": "npusim.frontend.torch_npu"}
-"""Facades imported on first use (``from npusim import torch_npu``), so ``import npusim`` stays light."""
+_LAZY_MODULES = {"torch_npu": "npusim.frontend.torch_npu", "plot": "npusim.plot"}
+"""Imported on first use (``from npusim import torch_npu``; ``npusim.plot`` imports matplotlib), so
+``import npusim`` stays light."""
 
 
 def __getattr__(name: str):

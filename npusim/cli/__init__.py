@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from npusim import __version__
+from npusim.cli.compare_cmd import compare_command
 from npusim.cli.config_cmd import config_group
+from npusim.cli.report_cmd import report_command
 from npusim.cli.run import run_command
 from npusim.cli.validate_cmd import validate_command
 
@@ -17,6 +19,8 @@ def cli() -> None:
 
 
 cli.add_command(run_command)
+cli.add_command(report_command)
+cli.add_command(compare_command)
 cli.add_command(config_group)
 cli.add_command(validate_command)
 

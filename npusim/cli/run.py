@@ -12,7 +12,7 @@ import click
 
 from npusim import __version__
 from npusim.cli.errors import EXIT_WORKLOAD, report
-from npusim.cli.tables import print_summary
+from npusim.analysis.report import print_report
 from npusim.config import load_config
 from npusim.errors import NpusimError, UsageError
 from npusim.frontend.session import session
@@ -34,9 +34,10 @@ def write_json_atomically(path: Path, data: dict) -> None:
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="override a parameter the workload declares with npusim.param (repeatable)")
 @click.option("--no-data", is_flag=True, help="simulate timing only: no tensor values (timing is unchanged)")
 @click.option("--seed", default=0, show_default=True, help="seed of numpy's random generator for the workload")
+@click.option("--plot", is_flag=True, help="also save timeline.png (the first 48 lanes) next to the trace")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
 def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None,
-                no_data: bool, seed: int, debug: bool) -> None:
+                no_data: bool, seed: int, plot: bool, debug: bool) -> None:
     """Simulate WORKLOAD (a Python file) on the machine of CONFIG."""
     try:
         loaded = load_config(config_name, overrides)
@@ -76,12 +77,22 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], pa
         "status": result.status,
     }
     metadata = {"config": loaded.name, "config_sha256": loaded.sha256, "workload": workload.name, "npusim_version": __version__,
-                "status": result.status, "ops": sorted({op.name for op in result.recorder.ops})}
+                "status": result.status, "op_names": sorted({op.name for op in result.recorder.ops}), "params": result.params,
+                "overrides": list(overrides), "seed": seed}
     write_chrome_trace(result.system, out_dir / "trace.json", metadata=metadata)
     write_json_atomically(out_dir / "summary.json", result.summary)
     write_json_atomically(out_dir / "manifest.json", manifest)
-    print_summary(result.summary, title=f"{workload.name} on {loaded.name}")
-    click.echo(f"wrote {out_dir}/trace.json (open in https://ui.perfetto.dev), summary.json, manifest.json")
+    written = ["summary.json", "manifest.json"]
+    if plot and len(result.recorder):
+        from npusim.plot import timeline  # matplotlib is imported only when a plot is asked for
+
+        figure = timeline(result)
+        temporary = out_dir / "timeline.tmp.png"
+        figure.savefig(temporary, dpi=110)
+        os.replace(temporary, out_dir / "timeline.png")
+        written.append("timeline.png")
+    print_report(result.summary, title=f"{workload.name} on {loaded.name}")
+    click.echo(f"wrote {out_dir}/trace.json (open in https://ui.perfetto.dev), {', '.join(written)}")
     if failure is not None:
         report(failure, debug=debug, context=f"workload {workload.name} failed at {result.simulated_us:.3f} us simulated")
         sys.exit(EXIT_WORKLOAD)

@@ -13,6 +13,12 @@ virtual clock of the bytes each member has received, so members need no update w
 recomputation over classes. The network wakes up only at the instants where something changes:
 one SimPy event per instant however many flows it concerns.
 
+Each flow also learns what limited it: at every recomputation each class notes its bottleneck (the
+resource that froze it in the filling, or its own cap) when it changes, at the class's virtual
+clock; a finished flow's event carries ``(bottleneck index, time its bytes started flowing)``, the
+bottleneck being the one under which it received most of its bytes (the index is the resource's
+position in ``FlowNetwork.resources``, -1 for the flow's own cap, -2 for an unregistered resource).
+
 Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes per picosecond.
 """
 
@@ -28,6 +34,9 @@ import simpy
 # relative to its size (absorbs float rounding; completion times are whole picoseconds).
 _FINISH_TOLERANCE = 1e-9
 
+OWN_CAP = -1  # bottleneck of a flow limited by its own cap (the DMA engine that drives it)
+UNREGISTERED = -2  # bottleneck index of a resource that was never added to the network
+
 
 class Resource:
     """A shared bandwidth: ``capacity`` in bytes/ps, shared max-min fairly by the flows crossing it.
@@ -36,7 +45,7 @@ class Resource:
     ``rate_log`` (for registered resources) records ``(time_ps, bytes_per_ps)`` at every change.
     """
 
-    __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows",
+    __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
                  "_residual", "_weight", "_crossing", "_version", "_first")  # _*: scratch of FlowNetwork._assign_rates
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
@@ -51,6 +60,7 @@ class Resource:
         self.rate = 0.0
         self.rate_log: list[tuple[int, float]] | None = None
         self.flows = 0
+        self.index = UNREGISTERED  # position in FlowNetwork.resources once registered
         self._first = -1
         self._crossing = None
 
@@ -61,9 +71,11 @@ class Resource:
 class FlowClass:
     """The flows that share one path and one cap, and so one rate. ``virtual_bytes`` is what each
     member has received since the class was created (exact at ``updated_ps``); a member ends when
-    it reaches the member's ``virtual finish`` (virtual bytes at its start + its size)."""
+    it reaches the member's ``virtual finish`` (virtual bytes at its start + its size).
+    ``bottleneck`` is the index of what limits the class now (see the module doc); ``changes``
+    lists ``(virtual bytes, bottleneck)`` at each change of it since the class last started."""
 
-    __slots__ = ("path", "cap", "rate", "virtual_bytes", "updated_ps", "members", "order")
+    __slots__ = ("path", "cap", "rate", "virtual_bytes", "updated_ps", "members", "order", "bottleneck", "changes")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -71,8 +83,10 @@ class FlowClass:
         self.rate = 0.0
         self.virtual_bytes = 0.0
         self.updated_ps = 0
-        self.members: list[tuple[float, int, int, simpy.Event]] = []  # (virtual finish, seq, size, done)
+        self.members: list[tuple[float, int, int, simpy.Event, int]] = []  # (virtual finish, seq, size, done, flowing since ps)
         self.order = order
+        self.bottleneck = OWN_CAP
+        self.changes: list[tuple[float, int]] = []
 
     def advance(self, now: int) -> None:
         self.virtual_bytes += self.rate * (now - self.updated_ps)
@@ -81,6 +95,19 @@ class FlowClass:
     def next_finish_ps(self, now: int) -> int:
         left = self.members[0][0] - self.virtual_bytes
         return now + max(1, math.ceil(left / self.rate - 1e-9)) if left > 0 else now
+
+    def main_bottleneck(self, joined: float, finished: float) -> int:
+        """The bottleneck under which a member that received virtual bytes ``joined`` to
+        ``finished`` got most of them (when it changed during the member's life)."""
+        changes = self.changes
+        got: dict[int, float] = {}
+        until = finished
+        for since, bottleneck in reversed(changes):
+            got[bottleneck] = got.get(bottleneck, 0.0) + until - max(since, joined)
+            if since <= joined:
+                break
+            until = since
+        return max(got, key=got.__getitem__)
 
 
 def _class_order(flow_class: FlowClass) -> int:
@@ -107,6 +134,7 @@ class FlowNetwork:
         """Register a resource so that its rate changes are logged and it appears in summaries."""
         if self.record_rates:
             resource.rate_log = []
+        resource.index = len(self.resources)
         self.resources.append(resource)
         return resource
 
@@ -119,15 +147,16 @@ class FlowNetwork:
                  done: simpy.Event | None = None) -> simpy.Event:
         """Move ``size_bytes`` across ``path`` at no more than ``cap`` bytes/ps, the bytes starting
         to flow ``delay_ps`` from now (a fixed cost paid first); returns the event fired when the
-        last byte arrives."""
+        last byte arrives, whose value is ``(bottleneck index, ps the bytes started flowing)``."""
         env = self.env
         if done is None:
             done = env.event()
         if size_bytes <= 0 or (not path and cap == math.inf):
+            outcome = (OWN_CAP, env._now + delay_ps)
             if delay_ps > 0:
-                env.timeout(delay_ps).callbacks.append(lambda _event: done.succeed())
+                env.timeout(delay_ps).callbacks.append(lambda _event: done.succeed(outcome))
             else:
-                done.succeed()
+                done.succeed(outcome)
             return done
         key = (path, cap)
         flow_class = self._classes.get(key)
@@ -161,10 +190,13 @@ class FlowNetwork:
             members = flow_class.members
             finished = finished_bytes = 0
             while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
-                _, _, size, done = heapq.heappop(members)
+                finish, _, size, done, flowing_ps = heapq.heappop(members)
                 finished += 1
                 finished_bytes += size
-                done.succeed()
+                if flow_class.changes[-1][0] <= finish - size:  # one bottleneck all its life: the usual case
+                    done.succeed((flow_class.bottleneck, flowing_ps))
+                else:
+                    done.succeed((flow_class.main_bottleneck(finish - size, finish), flowing_ps))
             if finished:
                 for resource in flow_class.path:
                     resource.bytes_moved += finished_bytes
@@ -180,11 +212,12 @@ class FlowNetwork:
             _, sequence, flow_class, size, done = heapq.heappop(starts)
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
+                flow_class.changes = []
                 self._busy.append(flow_class)
                 joined = True
             else:
                 flow_class.advance(now)
-            heapq.heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done))
+            heapq.heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done, now))
             for resource in flow_class.path:
                 resource.flows += 1
             changed = True
@@ -242,11 +275,16 @@ class FlowNetwork:
                     if flow_class.rate < 0.0:
                         freezing.append(flow_class)
                 freezing.sort(key=lambda c: c.order)
+                limit = OWN_CAP
             else:
                 freezing = [c for c in bottleneck._crossing if c.rate < 0.0]
+                limit = bottleneck.index
             changed: dict[Resource, None] = {}  # in first-change order, for deterministic pushes
             for flow_class in freezing:
                 flow_class.rate = level
+                if flow_class.bottleneck != limit or not flow_class.changes:  # note a change (the class is advanced to now)
+                    flow_class.bottleneck = limit
+                    flow_class.changes.append((flow_class.virtual_bytes, limit))
                 n = len(flow_class.members)
                 for resource in flow_class.path:
                     left = resource._residual - level * n

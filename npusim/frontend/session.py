@@ -11,15 +11,19 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import simpy
 
+from npusim.analysis.critical_path import CriticalPath, critical_path
+from npusim.analysis.events import events_frame
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import DeadlockError, UsageError
 from npusim.hw.pipes import Pipe
 from npusim.hw.system import System, active_system, pop_active, push_active
+from npusim.trace.chrome import write_chrome_trace
 from npusim.trace.recorder import Recorder
 from npusim.trace.summary import summarize
 
@@ -43,6 +47,21 @@ class SimResult:
     @property
     def simulated_us(self) -> float:
         return self.simulated_ps / 1e6
+
+    @property
+    def events(self):
+        """The events as a pandas DataFrame, one row per executed instruction (columns: die, unit,
+        lane, name, start_us, end_us, duration_us, bytes, op, op_name, tile); needs pandas."""
+        return events_frame(self.recorder)
+
+    def critical_path(self) -> CriticalPath:
+        """The critical path of the run (segments, events on it, breakdown per resource)."""
+        return critical_path(self.system)
+
+    def write_trace(self, path) -> Path:
+        """Write the Chrome/Perfetto trace of the run to ``path`` (returned)."""
+        return write_chrome_trace(self.system, path, metadata={"config": self.config.name, "config_sha256": self.config.sha256,
+                                                               "status": self.status, "params": self.params})
 
 
 class Session:

@@ -19,6 +19,12 @@ It catches up (yields) only when it must wait: a DMA's completion, a flag not ra
 unit, a barrier. Recorded times are exact; a ``pipe_barrier(ALL)`` reads each pipe's exact end
 times. With data on, instructions with an effect yield so that the effect lands at its time; with
 data off only ``control`` instructions (signal writes, which waits depend on) keep their effect.
+
+For the analysis, the pipes record (all O(1) per instruction): a ``flag`` flow from the
+``set_flag`` event to the ``wait_flag`` event that consumed its flag (the set's event index travels
+with the flag); for a TRANSFER whose event reports ``(bottleneck index, ps the bytes started
+flowing)`` (the bandwidth network's transfers do), the DMA's fixed part and bottleneck; and, per
+run, the bytes of each buffer the program reserved (:class:`~npusim.trace.recorder.BufferSpan`).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import CoreKind, Pipe
 from npusim.hw.topology import LOCAL
-from npusim.trace.recorder import pack
+from npusim.trace.recorder import BufferSpan, pack
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die
@@ -42,10 +48,10 @@ if TYPE_CHECKING:
 FIXED, SET_FLAG, WAIT_FLAG, TRANSFER, WAITING = range(5)
 
 
-def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int) -> None:
-    """Trigger ``event`` ``delay_ps`` from now (what ``Timeout`` does for a new event)."""
+def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value=None) -> None:
+    """Trigger ``event`` with ``value`` ``delay_ps`` from now (what ``Timeout`` does for a new event)."""
     event._ok = True
-    event._value = None
+    event._value = value
     env.schedule(event, delay=delay_ps)
 
 
@@ -63,8 +69,9 @@ class KernelRun:
         self.program = program
         self.op = op
         self.progress = [ProgressCounter(env) for _ in Pipe]
-        # flag (src pipe, dst pipe, event id) -> times its raised, not yet taken, instances become visible
-        self.flags: dict[tuple[int, int, int], deque[int]] = {}
+        # flag (src pipe, dst pipe, event id) -> its raised, not yet taken, instances: (time it becomes
+        # visible, event index of its set_flag)
+        self.flags: dict[tuple[int, int, int], deque[tuple[int, int]]] = {}
         # flag -> waits blocked on it, each with the time it is ready to proceed
         self.flag_waiters: dict[tuple[int, int, int], deque[tuple[simpy.Event, int]]] = {}
         self.regs: dict[int, int | float] = {}
@@ -111,7 +118,9 @@ class AICore:
         return path
 
     def execute(self, program, op: int) -> simpy.Process:
-        """Run ``program`` on this core once the core is free; the process ends when every pipe is done."""
+        """Run ``program`` (``by_pipe``: its instructions per pipe; ``name``; optionally
+        ``buffer_bytes``: bytes it reserves per buffer) on this core once the core is free; the
+        process ends when every pipe is done."""
         return self.env.process(self._execute(program, op))
 
     def _execute(self, program, op: int):
@@ -119,9 +128,15 @@ class AICore:
             yield granted
             run = KernelRun(self.env, self, program, op)
             self.current = run
+            started = self.env.now
             pipes = [self.env.process(self._pipe_loop(run, pipe, instructions)) for pipe, instructions in program.by_pipe.items() if instructions]
             yield self.env.all_of(pipes)
             self.current = None
+            recorder = self.system.recorder
+            for name, reserved in program.buffer_bytes.items():
+                if reserved:
+                    recorder.buffer_span(BufferSpan(self.die.index, self.name, name, self.buffers[name].capacity_bytes, reserved,
+                                                    started, self.env.now, op))
 
     def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions):
         # The hot loop of the simulator: locals instead of attribute look-ups, int keys, the
@@ -132,6 +147,9 @@ class AICore:
         put_lane, put_label, put_start, put_end, put_bytes = (
             recorder.lane_col.append, recorder.label_col.append, recorder.start_col.append, recorder.end_col.append,
             recorder.bytes_col.append)
+        put_flag_flow = recorder.flag_flows.append
+        put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
+        events = recorder.start_col  # its length is the index of the event being recorded
         lane = pack(self.tracks[pipe], run.op)
         issued = run.progress[Pipe.SCALAR]
         done = run.progress[pipe]
@@ -171,8 +189,11 @@ class AICore:
             elif step == TRANSFER:
                 event = instruction.start(self, run, ahead)
                 ahead = 0
-                yield event
+                outcome = yield event
                 now = end = env._now
+                if outcome.__class__ is tuple:  # (bottleneck index, ps the bytes started flowing)
+                    put_transfer_event(len(events))
+                    put_transfer_info((outcome[1] - start) << 32 | (outcome[0] + 2))
             elif step == SET_FLAG:
                 # Raise the flag at ``end``: the oldest waiter wakes then (or when it is ready, if
                 # later); with no waiter, the flag is kept with the time it becomes visible.
@@ -186,12 +207,12 @@ class AICore:
                 waiters = flag_waiters.get(key)
                 if waiters:
                     event, ready_ps = waiters.popleft()
-                    succeed_at(env, event, (end if end > ready_ps else ready_ps) - now)
+                    succeed_at(env, event, (end if end > ready_ps else ready_ps) - now, len(events))
                 else:
                     raised = flags.get(key)
                     if raised is None:
                         raised = flags[key] = deque()
-                    raised.append(end)
+                    raised.append((end, len(events)))
             elif step == WAIT_FLAG:
                 # Take the oldest raised flag (flags are taken in the order they were raised, so a
                 # wait running ahead of the clock takes the one it would take at its own time), or
@@ -199,21 +220,20 @@ class AICore:
                 key = instruction.key
                 raised = flags.get(key)
                 if raised:
-                    visible = raised.popleft()
-                else:
-                    visible = env.event()
+                    visible, set_event = raised.popleft()
+                    if visible > start:  # raised, visible later: stall until then
+                        ahead = visible - now
+                else:  # not raised yet: wait for it (the wake-up's value is the set's event index)
+                    event = env.event()
                     waiters = flag_waiters.get(key)
                     if waiters is None:
                         waiters = flag_waiters[key] = deque()
-                    waiters.append((visible, start))
-                if visible.__class__ is not int:  # not raised yet: wait for it
+                    waiters.append((event, start))
                     blocked[pipe_id] = instruction
-                    yield visible
+                    set_event = yield event
                     del blocked[pipe_id]
                     now = env._now
                     ahead = 0
-                elif visible > start:  # raised, visible later: stall until then
-                    ahead = visible - now
                 if may_run_ahead:
                     ahead += instruction.cost_ps
                     end = now + ahead
@@ -221,6 +241,7 @@ class AICore:
                     yield timeout(ahead + instruction.cost_ps)
                     ahead = 0
                     now = end = env._now
+                put_flag_flow(set_event << 32 | len(events))
             else:  # WAITING: needs the real time, may block on other pipes
                 if ahead:
                     yield timeout(ahead)

@@ -365,12 +365,13 @@ class CoreProgram:
 class _Placed:
     """What the core executes: the per-pipe split of a program."""
 
-    __slots__ = ("by_pipe", "name", "needs_end_times")
+    __slots__ = ("by_pipe", "name", "needs_end_times", "buffer_bytes")
 
     def __init__(self, program: CoreProgram) -> None:
         self.by_pipe = program.by_pipe()
         self.name = program.kernel.name
         self.needs_end_times = any(isinstance(i, PipeBarrierAll) for i in self.by_pipe[Pipe.SCALAR])
+        self.buffer_bytes = program.allocated_bytes  # bytes reserved per buffer, held for the whole run
 
 
 def _place(side) -> str:

@@ -1,17 +1,32 @@
 """Chrome Trace Event format (opens in Perfetto and chrome://tracing), written as a stream.
 
 Dies are processes; each core pipe (``aiv3 MTE2``), link or AICPU lane is a thread of its die;
-every executed instruction is a complete ("X") event with its bytes, op and tile; the rate through
-each HBM, L2 and link is a counter track in GB/s; warnings are instant events. Timestamps are in
-microseconds, written exactly from integer picoseconds, so the same run gives the same bytes.
+every executed instruction is a complete ("X") event with its bytes, op, tile and, for a DMA, the
+resource that limited it; dependencies are flow arrows (``flag``: set_flag -> wait_flag; ``data``:
+a load -> the instruction that consumes it; any flow an op recorded); the rate through each HBM,
+L2 and link is a counter track in GB/s and each core's buffer occupancy one in KiB; warnings are
+instant events. ``docs/trace-format.md`` documents every field and track.
+
+Timestamps are in microseconds, written exactly from integer picoseconds, so the same run gives the
+same bytes. The writer never unpacks more than one chunk of events at a time: its extra memory is
+bounded by the chunk, not by the run (``benchmarks/trace_writer.py`` measures it).
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import os
 from pathlib import Path
 from typing import IO
+
+import numpy as np
+
+TRACE_FORMAT_VERSION = 2
+LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffers: sources of data flows
+LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
+WRITER_CHUNK_EVENTS = 1024  # events formatted per batch: bounds the writer's extra memory (and was fastest measured)
 
 
 def _us(ps: int) -> str:
@@ -20,66 +35,233 @@ def _us(ps: int) -> str:
     return f"{whole}.{frac:06d}" if frac else str(whole)
 
 
-def write_chrome_trace(system, path: str | os.PathLike, *, metadata: dict | None = None) -> Path:
-    """Write the run's trace to ``path`` atomically (temporary file, then rename)."""
+def _us_texts(ps: np.ndarray) -> list[str]:
+    """``_us`` of every value of an array (the same text, made in one pass)."""
+    whole, frac = np.divmod(ps, 1_000_000)
+    return [f"{w}.{f:06d}" if f else str(w) for w, f in zip(whole.tolist(), frac.tolist())]
+
+
+def jsonable(value):
+    """``value`` with tuples as lists, numpy scalars as Python numbers and anything else unknown as
+    its text, so op arguments always serialise."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def write_chrome_trace(system, path: str | os.PathLike, *, metadata: dict | None = None, chunk_events: int = WRITER_CHUNK_EVENTS) -> Path:
+    """Write the run's trace to ``path`` atomically (temporary file, then rename); ``metadata``
+    is merged into ``otherData`` (see docs/trace-format.md for what the writer adds itself)."""
     path = Path(path)
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w", encoding="utf-8") as out:
-        _write(system, out, metadata or {})
+        _Writer(system, out, chunk_events).write(metadata or {})
     os.replace(temporary, path)
     return path
 
 
-def _write(system, out: IO[str], metadata: dict) -> None:
-    recorder = system.recorder
-    write = out.write
-    write('{"traceEvents":[\n')
-    first = True
+class _Writer:
+    """One pass over the recorder, writing lines as it goes."""
 
-    def emit(line: str) -> None:
-        nonlocal first
-        write(line if first else ",\n" + line)
-        first = False
+    def __init__(self, system, out: IO[str], chunk_events: int) -> None:
+        self.system = system
+        self.recorder = system.recorder
+        self.out = out
+        self.chunk_events = chunk_events
+        self.first = True
+        self.flow_id = 0
 
-    topology = system.topology
-    dies = sorted({track.die for track in recorder.tracks} | {r.die for r in system.network.resources if r.rate_log})
-    for die in dies:
-        label = f"die {die}" + (f" (npu {topology.package_of(die)})" if die >= 0 else "")
-        emit(f'{{"ph":"M","name":"process_name","pid":{die},"tid":0,"args":{{"name":{json.dumps(label)}}}}}')
-        emit(f'{{"ph":"M","name":"process_sort_index","pid":{die},"tid":0,"args":{{"sort_index":{die}}}}}')
-    ranked = sorted(range(len(recorder.tracks)), key=lambda t: (recorder.tracks[t].die, recorder.tracks[t].order, recorder.tracks[t].label))
-    for rank, track_id in enumerate(ranked):
-        track = recorder.tracks[track_id]
-        tid = track_id + 1
-        emit(f'{{"ph":"M","name":"thread_name","pid":{track.die},"tid":{tid},"args":{{"name":{json.dumps(track.label)}}}}}')
-        emit(f'{{"ph":"M","name":"thread_sort_index","pid":{track.die},"tid":{tid},"args":{{"sort_index":{rank}}}}}')
+    def emit(self, line: str) -> None:
+        self.emit_lines([line])
 
-    names = [json.dumps(name) for name in recorder.names]
-    ops = [json.dumps(f"{op.name}#{i}") for i, op in enumerate(recorder.ops)]
-    pids = [track.die for track in recorder.tracks]
-    cats = [json.dumps(track.lane) for track in recorder.tracks]
-    c = recorder.columns()
-    rows = zip(c["track"].tolist(), c["name"].tolist(), c["start_ps"].tolist(), c["end_ps"].tolist(), c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist())
-    for track, name, start, end, nbytes, op, tile in rows:
-        args = f'"bytes":{nbytes}' if nbytes else ""
-        if op >= 0:
-            args += ("," if args else "") + f'"op":{ops[op]}'
-        if tile >= 0:
-            args += ("," if args else "") + f'"tile":{tile}'
-        emit(f'{{"name":{names[name]},"cat":{cats[track]},"ph":"X","ts":{_us(start)},"dur":{_us(end - start)},'
-             f'"pid":{pids[track]},"tid":{track + 1},"args":{{{args}}}}}')
+    def emit_lines(self, lines: list[str]) -> None:
+        """Write ``lines`` as events of the array (one write for the whole batch)."""
+        if not lines:
+            return
+        if not self.first:
+            self.out.write(",\n")
+        self.out.write(",\n".join(lines))
+        self.first = False
 
-    for resource in system.network.resources:
-        if not resource.rate_log:
-            continue
-        counter = json.dumps(f"{resource.name} GB/s")
-        for time_ps, rate in resource.rate_log:
-            emit(f'{{"name":{counter},"ph":"C","ts":{_us(time_ps)},"pid":{resource.die},"args":{{"GB/s":{rate * 1e3:.3f}}}}}')
+    def write(self, metadata: dict) -> None:
+        self.out.write('{"traceEvents":[\n')
+        self._lanes()
+        self._events()
+        self._recorded_flows()
+        self._rate_counters()
+        self._buffer_counters()
+        for instant in self.recorder.instants:
+            self.emit(f'{{"name":{json.dumps(instant.name)},"cat":{json.dumps(instant.category)},"ph":"i","s":"p","ts":{_us(instant.time_ps)},'
+                      f'"pid":{instant.die},"tid":0,"args":{{"message":{json.dumps(instant.message)}}}}}')
+        self.out.write('\n],"displayTimeUnit":"ns","otherData":')
+        self.out.write(json.dumps(self._other_data(metadata), sort_keys=True))
+        self.out.write("}\n")
 
-    for instant in recorder.instants:
-        emit(f'{{"name":{json.dumps(instant.name)},"cat":{json.dumps(instant.category)},"ph":"i","s":"p","ts":{_us(instant.time_ps)},'
-             f'"pid":{instant.die},"tid":0,"args":{{"message":{json.dumps(instant.message)}}}}}')
+    # -- processes and threads -----------------------------------------------------------------
 
-    write('\n],"displayTimeUnit":"ns","otherData":')
-    write(json.dumps(metadata, sort_keys=True))
-    write("}\n")
+    def _lanes(self) -> None:
+        """A process per die, a thread per lane that has events (named as in MindStudio Insight)."""
+        recorder, system = self.recorder, self.system
+        topology = system.topology
+        dies = sorted({track.die for track in recorder.tracks} | {r.die for r in system.network.resources if r.rate_log}
+                      | {span.die for span in recorder.buffer_spans})
+        for die in dies:
+            label = f"die {die}" + (f" (npu {topology.package_of(die)})" if die >= 0 else "")
+            self.emit(f'{{"ph":"M","name":"process_name","pid":{die},"tid":0,"args":{{"name":{json.dumps(label)}}}}}')
+            self.emit(f'{{"ph":"M","name":"process_sort_index","pid":{die},"tid":0,"args":{{"sort_index":{die}}}}}')
+        tracks = recorder.tracks
+        used = np.zeros(len(tracks), dtype=bool)
+        for _, columns in recorder.chunks(self.chunk_events):
+            used[columns["track"]] = True
+        ranked = sorted(np.flatnonzero(used).tolist(), key=lambda t: (tracks[t].die, tracks[t].order, tracks[t].label))
+        for rank, track_id in enumerate(ranked):
+            track = tracks[track_id]
+            tid = track_id + 1
+            self.emit(f'{{"ph":"M","name":"thread_name","pid":{track.die},"tid":{tid},"args":{{"name":{json.dumps(track.label)}}}}}')
+            self.emit(f'{{"ph":"M","name":"thread_sort_index","pid":{track.die},"tid":{tid},"args":{{"sort_index":{rank}}}}}')
+
+    # -- complete events and the data flows derived from them ----------------------------------
+
+    def _events(self) -> None:
+        """Every event, chunk by chunk; data flows are found on the way (docs/trace-format.md):
+        a load (a DMA on MTE2 or MTE1) flows to the first instruction that is neither a flag nor a
+        barrier on the pipe whose ``wait_flag`` consumed the flag of the next ``set_flag`` that
+        follows the load on its pipe (from the last ``LOADS_PER_SET`` loads before that set)."""
+        recorder = self.recorder
+        tracks = recorder.tracks
+        heads = [f'{{"name":{json.dumps(name)},"ph":"X","ts":' for name in recorder.names]
+        places = [f',"pid":{track.die},"tid":{track_id + 1}' for track_id, track in enumerate(tracks)]
+        ops = [f',"op":{json.dumps(f"{op.name}#{i}")}' for i, op in enumerate(recorder.ops)]
+        limits = {-1: ',"bottleneck":"engine rate"', -2: ',"bottleneck":"unregistered resource"'}
+        limits.update({r.index: f',"bottleneck":{json.dumps(r.name)}' for r in self.system.network.resources})
+
+        set_names = {i for i, name in enumerate(recorder.names) if name.startswith("set_flag")}
+        sync_names = set(recorder.wait_names) | set_names
+        load_tracks = {i for i, track in enumerate(tracks) if track.lane in LOAD_LANES}
+        flag_cursor = 0  # flag flows are in the order of their waits: the next one not yet seen
+        transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
+        loads_since_set: dict[int, collections.deque[int]] = {}  # load track -> loads since its last set_flag
+        loads_of_set: dict[int, list[int]] = {}  # set_flag event -> the loads before it
+        awaiting: dict[int, list[int]] = {}  # track -> loads waiting for their consumer on it
+        lane_col, start_col, end_col = recorder.lane_col, recorder.start_col, recorder.end_col
+
+        for first, c in recorder.chunks(self.chunk_events):
+            last = first + len(c["start_ps"])
+            setters, waits = recorder.flag_flow_pairs(flag_cursor, flag_cursor + last - first)  # at most one per event
+            count = int(np.searchsorted(waits, last))
+            setter_of = dict(zip(waits[:count].tolist(), setters[:count].tolist()))
+            flag_cursor += count
+            lo, hi = np.searchsorted(transfer_events, [first, last])
+            transfers = recorder.transfers(int(lo), int(hi))
+            limit_of = dict(zip(transfers["event"].tolist(), transfers["bottleneck"].tolist()))
+            rows = zip(c["track"].tolist(), c["name"].tolist(), _us_texts(c["start_ps"]), _us_texts(c["end_ps"] - c["start_ps"]),
+                       c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist())
+            lines = []
+            add = lines.append
+            for index, (track, name, ts, dur, nbytes, op, tile) in enumerate(rows, first):
+                args = f'"bytes":{nbytes}' if nbytes else ""
+                if op >= 0:
+                    args += ops[op] if args else ops[op][1:]
+                if tile >= 0:
+                    args += f',"tile":{tile}' if args else f'"tile":{tile}'
+                if index in limit_of:
+                    args += limits[limit_of[index]]
+                add(f'{heads[name]}{ts},"dur":{dur}{places[track]},"args":{{{args}}}}}' if args else f'{heads[name]}{ts},"dur":{dur}{places[track]}}}')
+
+                if track in load_tracks:
+                    if name in set_names:
+                        loads = loads_since_set.pop(track, None)
+                        if loads:
+                            loads_of_set[index] = loads
+                    elif name not in sync_names:
+                        loads = loads_since_set.get(track)
+                        if loads is None:
+                            loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
+                        loads.append(index)
+                setter = setter_of.get(index)
+                if setter is not None:
+                    loads = loads_of_set.pop(setter, None)
+                    if loads:
+                        awaiting.setdefault(track, []).extend(loads)
+                elif name not in sync_names and track in awaiting:
+                    inside = _us((start_col[index] + end_col[index]) // 2)
+                    for load in awaiting.pop(track):
+                        self._flow(add, "data", lane_col[load] >> 32, _us((start_col[load] + end_col[load]) // 2), track, inside)
+            self.emit_lines(lines)
+
+    # -- flows ---------------------------------------------------------------------------------
+
+    def _flow(self, add, name: str, from_track: int, from_ts: str, to_track: int, to_ts: str) -> None:
+        """One arrow (two lines given to ``add``): its start bound to the source slice, its end
+        (``bp: e``) to the target slice; ``*_ts`` are times inside those slices (their middle).
+        A v1 flow is identified by its id and name."""
+        tracks = self.recorder.tracks
+        self.flow_id += 1
+        add(f'{{"ph":"s","id":{self.flow_id},"name":"{name}","ts":{from_ts},"pid":{tracks[from_track].die},"tid":{from_track + 1}}}')
+        add(f'{{"ph":"f","bp":"e","id":{self.flow_id},"name":"{name}","ts":{to_ts},"pid":{tracks[to_track].die},"tid":{to_track + 1}}}')
+
+    def _recorded_flows(self) -> None:
+        """The flows the run recorded (flags, then those of ops), chunk by chunk."""
+        recorder = self.recorder
+        lane = np.frombuffer(recorder.lane_col, dtype=np.int64)
+        start = np.frombuffer(recorder.start_col, dtype=np.int64)
+        end = np.frombuffer(recorder.end_col, dtype=np.int64)
+        names = [json.dumps(name)[1:-1] for name in recorder.names]
+        flag_name = recorder.flag_name_id
+        op_from, op_to, op_name = (np.frombuffer(column, dtype=np.int64) for column in (recorder.flow_from, recorder.flow_to, recorder.flow_name))
+        chunk = self.chunk_events
+        batches = itertools.chain(
+            ((*recorder.flag_flow_pairs(first, first + chunk), None) for first in range(0, len(recorder.flag_flows), chunk)),
+            ((op_from[first : first + chunk], op_to[first : first + chunk], op_name[first : first + chunk]) for first in range(0, len(op_from), chunk)))
+        for src, dst, name_ids in batches:
+            rows = zip((lane[src] >> 32).tolist(), _us_texts((start[src] + end[src]) // 2), (lane[dst] >> 32).tolist(),
+                       _us_texts((start[dst] + end[dst]) // 2), [flag_name] * len(src) if name_ids is None else name_ids.tolist())
+            lines = []
+            for from_track, from_ts, to_track, to_ts, name in rows:
+                self._flow(lines.append, names[name], from_track, from_ts, to_track, to_ts)
+            self.emit_lines(lines)
+
+    # -- counters ------------------------------------------------------------------------------
+
+    def _rate_counters(self) -> None:
+        for resource in self.system.network.resources:
+            if not resource.rate_log:
+                continue
+            counter = json.dumps(f"{resource.name} GB/s")
+            for time_ps, rate in resource.rate_log:
+                self.emit(f'{{"name":{counter},"ph":"C","ts":{_us(time_ps)},"pid":{resource.die},"args":{{"GB/s":{rate * 1e3:.3f}}}}}')
+
+    def _buffer_counters(self) -> None:
+        """Each core's buffer occupancy in KiB: the bytes a program reserved, from the start to the
+        end of its run on the core; 0 in between (a run that ends when the next starts is written
+        first, so the new value wins at that instant)."""
+        points: dict[tuple[int, str, str], list[tuple[int, int, int]]] = {}
+        for span in self.recorder.buffer_spans:
+            series = points.setdefault((span.die, span.unit, span.buffer), [])
+            series.append((span.start_ps, 1, span.bytes))
+            series.append((span.end_ps, 0, 0))
+        for (die, unit, buffer), series in sorted(points.items()):
+            counter = json.dumps(f"{unit} {buffer} KiB")
+            for time_ps, _, nbytes in sorted(series):
+                self.emit(f'{{"name":{counter},"ph":"C","ts":{_us(time_ps)},"pid":{die},"args":{{"KiB":{nbytes / 1024:.3f}}}}}')
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    def _other_data(self, metadata: dict) -> dict:
+        recorder = self.recorder
+        data = {
+            "trace_format": TRACE_FORMAT_VERSION,
+            "time_unit": "us",
+            "events": len(recorder),
+            "flows": self.flow_id,
+            "ops": [{"id": i, "name": op.name, "die": op.die, "args": jsonable(op.args)} for i, op in enumerate(recorder.ops)],
+            "config_spec": self.system.spec.model_dump(mode="json"),
+        }
+        data.update(jsonable(metadata))
+        return data

@@ -3,14 +3,30 @@
 Rows are appended to typed ``array`` columns (no object per event): 40 bytes per event. Names,
 tracks and ops are interned in small tables that the columns refer to by index; (track, op) and
 (name, tile) are packed in pairs of 32-bit halves, because the simulator's hot loop appends them.
+
+Besides the events, the recorder keeps what the analysis needs to follow dependencies:
+
+- **flows**: "event B could not proceed before event A ended". The cores record a ``flag`` flow
+  per ``wait_flag`` that consumes a flag, from the ``set_flag`` that raised it (packed in one
+  column, in the order of the waits); ops record their own with :meth:`Recorder.flow` (e.g. put ->
+  signal -> wait -> load across PEs). :meth:`Recorder.flows` gives both.
+- **transfers**: for each DMA event, the fixed part of its time (set-up, bursts, route latency) and
+  the resource that limited its rate for most of its bytes (its bottleneck).
+- **buffer spans**: how many bytes of each on-chip buffer a kernel's program reserved on a core,
+  from the start to the end of its run there.
 """
 
 from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
+
+from npusim.errors import UsageError
+
+CHUNK_EVENTS = 65536  # events unpacked at a time by consumers that stream over the columns
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,21 @@ class OpRecord:
     name: str
     die: int
     args: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BufferSpan:
+    """``bytes`` of ``buffer`` (UB, L1, L0A/B/C) of ``unit`` on ``die``, of ``capacity`` bytes,
+    reserved by the program of op ``op`` from ``start_ps`` to ``end_ps`` (its run on that core)."""
+
+    die: int
+    unit: str
+    buffer: str
+    capacity: int
+    bytes: int
+    start_ps: int
+    end_ps: int
+    op: int
 
 
 @dataclass(frozen=True)
@@ -64,6 +95,14 @@ class Recorder:
         self.start_col = array("q")
         self.end_col = array("q")
         self.bytes_col = array("q")
+        self.flag_flows = array("q")  # set_flag event << 32 | wait_flag event, in the order of the waits
+        self.flow_from = array("q")  # flows recorded by ops: event index of the source,
+        self.flow_to = array("q")  # of the target,
+        self.flow_name = array("q")  # and name id
+        self.transfer_event = array("q")  # event index of a DMA
+        self.transfer_info = array("q")  # fixed ps << 32 | (bottleneck resource index + 2)
+        self.buffer_spans: list[BufferSpan] = []
+        self.flag_name_id = self.name_id("flag")
 
     def track(self, die: int, unit: str, lane: str, order: tuple = ()) -> int:
         """The id of a lane, created on first use."""
@@ -92,13 +131,33 @@ class Recorder:
             self.wait_names.add(name_id)
         return name_id
 
-    def record(self, track: int, name_id: int, start_ps: int, end_ps: int, nbytes: int, op: int, tile: int) -> None:
-        """Append one executed instruction (times in ps, ``op``/``tile`` -1 when none)."""
+    def record(self, track: int, name_id: int, start_ps: int, end_ps: int, nbytes: int, op: int, tile: int) -> int:
+        """Append one executed instruction (times in ps, ``op``/``tile`` -1 when none); returns
+        its event index (for :meth:`flow`)."""
         self.lane_col.append(pack(track, op))
         self.label_col.append(pack(name_id, tile))
         self.start_col.append(start_ps)
         self.end_col.append(end_ps)
         self.bytes_col.append(nbytes)
+        return len(self.start_col) - 1
+
+    def flow(self, from_event: int, to_event: int, name: str) -> None:
+        """Record that event ``to_event`` could not proceed before event ``from_event`` ended (an
+        arrow in the trace, an edge of the critical path); both are event indices already recorded."""
+        count = len(self.start_col)
+        for end, index in (("from", from_event), ("to", to_event)):
+            if not (isinstance(index, (int, np.integer)) and 0 <= index < count):
+                raise UsageError(
+                    f"flow {name!r}: its {end} event {index!r} is not a recorded event index (0..{count - 1}); "
+                    "record both events first and pass the indices Recorder.record returned"
+                )
+        self.flow_from.append(int(from_event))
+        self.flow_to.append(int(to_event))
+        self.flow_name.append(self.name_id(name))
+
+    def buffer_span(self, span: BufferSpan) -> None:
+        """Record the buffer bytes a program held on a core over its run."""
+        self.buffer_spans.append(span)
 
     def instant(self, time_ps: int, die: int, name: str, message: str, category: str = "warning") -> None:
         """Record a point event (e.g. a race warning)."""
@@ -107,18 +166,66 @@ class Recorder:
     def __len__(self) -> int:
         return len(self.start_col)
 
-    def columns(self) -> dict[str, np.ndarray]:
-        """The event columns as numpy arrays: track, name, start_ps, end_ps, bytes, op, tile."""
-        lane = np.frombuffer(self.lane_col, dtype=np.int64)
-        label = np.frombuffer(self.label_col, dtype=np.int64)
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the event, flow and transfer columns."""
+        arrays = (self.lane_col, self.label_col, self.start_col, self.end_col, self.bytes_col, self.flag_flows, self.flow_from,
+                  self.flow_to, self.flow_name, self.transfer_event, self.transfer_info)
+        return sum(len(a) * a.itemsize for a in arrays)
+
+    def columns(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+        """The event columns of events ``start:stop`` (default all) as numpy arrays: track, name,
+        start_ps, end_ps, bytes, op, tile. Times and bytes are views of the recorder's columns."""
+        stop = len(self) if stop is None else min(stop, len(self))
+        start = min(start, stop)
+        lane = np.frombuffer(self.lane_col, dtype=np.int64)[start:stop]
+        label = np.frombuffer(self.label_col, dtype=np.int64)[start:stop]
         return {
             "track": (lane >> 32).astype(np.int32),
             "name": (label >> 32).astype(np.int32),
-            "start_ps": np.frombuffer(self.start_col, dtype=np.int64),
-            "end_ps": np.frombuffer(self.end_col, dtype=np.int64),
-            "bytes": np.frombuffer(self.bytes_col, dtype=np.int64),
+            "start_ps": np.frombuffer(self.start_col, dtype=np.int64)[start:stop],
+            "end_ps": np.frombuffer(self.end_col, dtype=np.int64)[start:stop],
+            "bytes": np.frombuffer(self.bytes_col, dtype=np.int64)[start:stop],
             "op": ((lane & 0xFFFFFFFF) - 1).astype(np.int32),
             "tile": ((label & 0xFFFFFFFF) - 1).astype(np.int32),
+        }
+
+    def chunks(self, size: int = CHUNK_EVENTS) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """The events in chunks of ``size``: (index of the chunk's first event, its columns), so a
+        consumer never holds more than one chunk unpacked."""
+        for first in range(0, len(self), size):
+            yield first, self.columns(first, first + size)
+
+    def flag_flow_pairs(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The flag flows ``start:stop`` (in the order of their waits): set_flag events, wait_flag events."""
+        packed = np.frombuffer(self.flag_flows, dtype=np.int64)[start:stop]
+        return packed >> 32, packed & 0xFFFFFFFF
+
+    @property
+    def flow_count(self) -> int:
+        """Flows recorded: flag flows and flows of ops."""
+        return len(self.flag_flows) + len(self.flow_from)
+
+    def flows(self) -> dict[str, np.ndarray]:
+        """All flows as numpy arrays (copies): from, to (event indices), name (name id); the flag
+        flows first, then the flows of ops in the order they were recorded."""
+        flag_from, flag_to = self.flag_flow_pairs()
+        return {
+            "from": np.concatenate([flag_from, np.frombuffer(self.flow_from, dtype=np.int64)]),
+            "to": np.concatenate([flag_to, np.frombuffer(self.flow_to, dtype=np.int64)]),
+            "name": np.concatenate([np.full(len(flag_from), self.flag_name_id, dtype=np.int64), np.frombuffer(self.flow_name, dtype=np.int64)]),
+        }
+
+    def transfers(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+        """The DMA records ``start:stop`` (default all) as numpy arrays: event (index), fixed_ps
+        (set-up, bursts, route latency), bottleneck (the index of a resource in the network's
+        ``resources``, -1: the core's own engine rate, -2: a resource not registered with the
+        network). Records are in event order."""
+        info = np.frombuffer(self.transfer_info, dtype=np.int64)[start:stop]
+        return {
+            "event": np.frombuffer(self.transfer_event, dtype=np.int64)[start:stop],
+            "fixed_ps": info >> 32,
+            "bottleneck": (info & 0xFFFFFFFF) - 2,
         }
 
 

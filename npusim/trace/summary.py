@@ -1,24 +1,32 @@
-"""The summary of a run: simulated time, busy time and utilisation per die and pipe, bytes and
-achieved bandwidth per HBM / L2 / link / NIC, ops, event count, wall time. Plain JSON-able data."""
+"""The summary of a run: simulated time; time per op and per tile of each op; busy time and
+utilisation per die and pipe; bytes and achieved bandwidth against the peak of each HBM / L2 / link /
+NIC; the bottleneck breakdown of the critical path; warnings. Plain JSON-able data (``summary.json``).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from npusim import __version__
+from npusim.analysis.critical_path import bottlenecks
+
+
+def busy_ps(recorder, columns: dict[str, np.ndarray]) -> np.ndarray:
+    """Each event's busy time in ps: its duration, 0 for events that only wait (flags, barriers)."""
+    duration = columns["end_ps"] - columns["start_ps"]
+    if recorder.wait_names:
+        duration = np.where(np.isin(columns["name"], sorted(recorder.wait_names)), 0, duration)
+    return duration
 
 
 def pipe_busy(system) -> list[dict]:
     """Per die and pipe: how many cores used it, their summed busy time (us) and the utilisation
     over those cores (busy / (cores x simulated time))."""
     recorder = system.recorder
-    columns = recorder.columns()
     if not len(recorder):
         return []
-    duration = columns["end_ps"] - columns["start_ps"]
-    if recorder.wait_names:
-        duration = np.where(np.isin(columns["name"], sorted(recorder.wait_names)), 0, duration)
-    busy_per_track = np.bincount(columns["track"], weights=duration, minlength=len(recorder.tracks))
+    columns = recorder.columns()
+    busy_per_track = np.bincount(columns["track"], weights=busy_ps(recorder, columns), minlength=len(recorder.tracks))
     simulated = max(system.env.now, 1)
     groups: dict[tuple[int, str], list[float]] = {}
     for track_id, track in enumerate(recorder.tracks):
@@ -26,14 +34,13 @@ def pipe_busy(system) -> list[dict]:
             groups.setdefault((track.die, track.lane), []).append(busy_per_track[track_id])
     rows = []
     for (die, lane), busy in sorted(groups.items()):
-        used = sum(1 for b in busy if b > 0)
         total = float(sum(busy))
         rows.append({
             "die": die,
             "pipe": lane,
-            "cores": used,
+            "cores": len(busy),
             "busy_us": total / 1e6,
-            "utilisation": total / (max(used, 1) * simulated),
+            "utilisation": total / (len(busy) * simulated),
         })
     return rows
 
@@ -64,25 +71,62 @@ DMA_LANES = ("MTE1", "MTE2", "MTE3", "FIXP")
 """Lanes whose events are copies: their bytes are data moved (a vector event's bytes are its output)."""
 
 
+def _spans(keys: np.ndarray, columns: dict[str, np.ndarray], busy: np.ndarray) -> tuple:
+    """Per distinct key: the key, first start, last end, event count and busy time (ps)."""
+    unique, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    first = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.zeros(len(unique), dtype=np.int64)
+    np.minimum.at(first, inverse, columns["start_ps"])
+    np.maximum.at(last, inverse, columns["end_ps"])
+    return unique, first, last, counts, np.bincount(inverse, weights=busy, minlength=len(unique))
+
+
 def ops(system) -> list[dict]:
     """Per op: name, die, first start and last end of its instructions (us), instruction count,
-    and ``dma_bytes``, the payload its copies moved (MTE1/MTE2/MTE3/FIXP events)."""
+    busy time (us, summed over lanes) and ``dma_bytes``, the payload its copies moved
+    (MTE1/MTE2/MTE3/FIXP events)."""
     recorder = system.recorder
     columns = recorder.columns()
+    mask = columns["op"] >= 0
+    if not mask.any():
+        return []
+    selected = {key: value[mask] for key, value in columns.items()}
+    unique, first, last, counts, busy = _spans(selected["op"], selected, busy_ps(recorder, columns)[mask])
     rows = []
-    if not len(recorder):
-        return rows
-    op_col = columns["op"]
     dma_track = np.array([track.lane in DMA_LANES for track in recorder.tracks])
-    is_dma = dma_track[columns["track"]]
-    for op_id, op in enumerate(recorder.ops):
-        mask = op_col == op_id
-        if not mask.any():
-            continue
-        start, end = int(columns["start_ps"][mask].min()), int(columns["end_ps"][mask].max())
+    dma_bytes = np.where(dma_track[selected["track"]], selected["bytes"], 0)
+    moved = np.bincount(np.searchsorted(unique, selected["op"]), weights=dma_bytes, minlength=len(unique))
+    for op_id, start, end, count, busy_time, copied in zip(unique.tolist(), first.tolist(), last.tolist(), counts.tolist(), busy.tolist(),
+                                                           moved.tolist()):
+        op = recorder.ops[op_id]
         rows.append({"op": op_id, "name": op.name, "die": op.die, "start_us": start / 1e6, "end_us": end / 1e6,
-                     "duration_us": (end - start) / 1e6, "instructions": int(mask.sum()),
-                     "dma_bytes": int(columns["bytes"][mask & is_dma].sum())})
+                     "duration_us": (end - start) / 1e6, "instructions": count, "busy_us": busy_time / 1e6,
+                     "dma_bytes": int(copied)})
+    return rows
+
+
+def tiles(system) -> list[dict]:
+    """Per op with tiles: how many, the mean, shortest and longest tile time (us) and which tile
+    took longest. A tile's time spans the first start to the last end of its instructions (on all
+    the cores that worked on that tile index)."""
+    recorder = system.recorder
+    columns = recorder.columns()
+    mask = (columns["op"] >= 0) & (columns["tile"] >= 0)
+    if not mask.any():
+        return []
+    selected = {key: value[mask] for key, value in columns.items()}
+    keys = selected["op"].astype(np.int64) << 32 | selected["tile"].astype(np.int64)
+    unique, first, last, counts, _ = _spans(keys, selected, busy_ps(recorder, columns)[mask])
+    duration = last - first
+    op_of = unique >> 32
+    rows = []
+    for op_id in np.unique(op_of).tolist():
+        of_op = op_of == op_id
+        spans = duration[of_op]
+        slowest = int(np.argmax(spans))
+        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": int(of_op.sum()), "mean_us": float(spans.mean()) / 1e6,
+                     "min_us": int(spans.min()) / 1e6, "max_us": int(spans.max()) / 1e6,
+                     "slowest_tile": int(unique[of_op][slowest] & 0xFFFFFFFF)})
     return rows
 
 
@@ -98,8 +142,10 @@ def summarize(system, config, *, wall_seconds: float, status: str = "ok", error:
         "simulated_time_us": system.env.now / 1e6,
         "events": len(system.recorder),
         "wall_time_s": wall_seconds,
+        "ops": ops(system),
+        "tiles": tiles(system),
         "pipes": pipe_busy(system),
         "bandwidth": bandwidth(system),
-        "ops": ops(system),
+        "bottlenecks": bottlenecks(system),
         "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in system.recorder.instants],
     }

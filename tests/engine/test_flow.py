@@ -148,3 +148,36 @@ def test_progressive_filling_matches_the_oracle(instance):
     assert [c.rate for c in busy] == oracle([(tuple(p), cap, n) for p, cap, n in classes], capacities)
     for r in resources:
         assert r.rate <= r.capacity * (1 + 1e-9)
+
+
+def outcomes(specs, resources):
+    """Start flows (size, path, cap, delay) at t=0; return each one's (bottleneck, flowing since)."""
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    for resource in resources:
+        network.add_resource(resource)
+    done = [network.transfer(size, path, cap=cap, delay_ps=delay) for size, path, cap, delay in specs]
+    env.run()
+    return [event.value for event in done]
+
+
+def test_a_finished_flow_reports_its_bottleneck_and_when_its_bytes_started():
+    hbm, link = Resource("hbm", 1600 * GBPS), Resource("link", 25 * GBPS)
+    capped, linked = outcomes([(10_000, (hbm,), 100 * GBPS, 7), (10_000, (link, hbm), 100 * GBPS, 0)], [hbm, link])
+    assert capped == (-1, 7)  # its own cap (the engine) limited it; the bytes flowed after the fixed cost
+    assert linked == (1, 0)  # the link, registered second
+
+
+def test_the_bottleneck_is_the_one_that_carried_most_of_the_bytes():
+    """A long flow shares a 100 GB/s link with three short ones (link-bound), then runs alone at
+    its 60 GB/s cap for longer: its cap carried most of its bytes."""
+    link = Resource("link", 100 * GBPS)
+    long_flow = (1_000_000, (link,), 60 * GBPS, 0)
+    short = (10_000, (link,), 100 * GBPS, 0)
+    results = outcomes([long_flow, short, short, short], [link])
+    assert results[0][0] == -1 and results[1][0] == 0
+
+
+def test_an_unregistered_resource_is_reported_as_such():
+    stray = Resource("stray", 10 * GBPS)
+    assert outcomes([(1000, (stray,), math.inf, 0)], [])[0][0] == -2

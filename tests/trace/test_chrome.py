@@ -45,7 +45,8 @@ def test_trace_is_valid_chrome_json_with_named_lanes(tmp_path):
         assert e["args"]["op"] == "scale#0" and e["args"]["tile"] in range(4)
     counters = [e for e in events if e["ph"] == "C"]
     assert any(e["name"] == "die0 HBM GB/s" for e in counters)
-    assert trace["otherData"] == {"config": "a2"}
+    other = trace["otherData"]
+    assert other["config"] == "a2" and other["trace_format"] == 2 and other["ops"][0]["name"] == "scale"
 
 
 def test_no_two_events_overlap_on_one_lane(tmp_path):

@@ -1,0 +1,253 @@
+"""The critical path of a run and the bottleneck breakdown it gives.
+
+The run is a dependency graph whose nodes are the recorded events (executed instructions). An
+event could not proceed before its dependencies ended:
+
+- **pipe order**: the previous event of its lane (a pipe runs in order, across kernels too);
+- **flows**: a ``wait_flag`` depends on the ``set_flag`` whose flag it consumed, and any flow an op
+  recorded (signals, puts, waits across PEs) makes its target depend on its source;
+- **issue**: an event that started after its lane's previous event ended was held by the scalar
+  unit that issues it, and a ``pipe_barrier`` by the pipes it drains: both depend on the event of
+  another lane of the same core and run that ended last before (for the barrier: at) that moment;
+- **stream order**: the first event of a kernel on a lane depends on the last event of the die's
+  op that ended last before it started (a stream runs its tasks in order).
+
+The path is walked back from the event that ends last: at each event, the dependency that ended
+last is the one that held it (a flow wins a tie). The event's own span after that moment is
+attributed to what did the work: its pipe ("VECTOR on die0 aiv7"); for a DMA, the fixed part
+(set-up, bursts, route latency) to the pipe and the streaming part to the resource that limited
+its rate for most of its bytes ("MTE2 waiting on link die0->die1 HCCS", "MTE2 waiting on die0
+HBM", or "MTE2 engine rate on die0 aiv3" when the core's own engine was the limit). Time where the
+path has no event (launch, host) is "idle". The segments tile [0, end of the last event] exactly,
+so the shares of the breakdown add up to 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from npusim.engine.flow import OWN_CAP, UNREGISTERED
+
+IDLE = "idle (no event on the path: launch, host)"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A span of the critical path, ``[start_ps, end_ps)``, attributed to ``label``: ``kind`` is
+    ``pipe``, ``dma fixed``, ``engine``, a resource kind (``hbm``, ``l2``, ``link``, ``nic``...) or
+    ``idle``; ``event`` is the event it belongs to (-1 for idle)."""
+
+    start_ps: int
+    end_ps: int
+    label: str
+    kind: str
+    event: int
+
+    @property
+    def duration_ps(self) -> int:
+        return self.end_ps - self.start_ps
+
+
+@dataclass
+class CriticalPath:
+    """The segments of the critical path in time order and the end-to-end time they cover."""
+
+    end_to_end_ps: int
+    segments: list[Segment]
+    events: list[int]  # the events on the path, in time order
+
+    def breakdown(self) -> list[dict]:
+        """Time per label, largest first: label, kind, time_us, share of the end-to-end time."""
+        totals: dict[tuple[str, str], int] = {}
+        for segment in self.segments:
+            key = (segment.label, segment.kind)
+            totals[key] = totals.get(key, 0) + segment.duration_ps
+        whole = max(self.end_to_end_ps, 1)
+        rows = [{"label": label, "kind": kind, "time_us": ps / 1e6, "share": ps / whole} for (label, kind), ps in totals.items() if ps > 0]
+        return sorted(rows, key=lambda row: (-row["time_us"], row["label"]))
+
+    def describe(self, top: int = 3) -> str:
+        """One line: ``61% MTE2 waiting on link die0->die1 HCCS, 24% VECTOR on die0 aiv7, ...``."""
+        rows = self.breakdown()
+        text = ", ".join(f"{row['share']:.0%} {row['label']}" for row in rows[:top])
+        return text + (", ..." if len(rows) > top else "")
+
+
+def critical_path(system) -> CriticalPath:
+    """The critical path of everything ``system`` recorded (see the module doc)."""
+    return _Walk(system).run()
+
+
+def bottlenecks(system, *, rows: int = 12) -> dict:
+    """The ``bottlenecks`` section of a summary: end-to-end time, events on the critical path and
+    the breakdown's ``rows`` largest entries (the rest summed in one ``other`` row)."""
+    path = critical_path(system)
+    breakdown = path.breakdown()
+    kept, rest = breakdown[:rows], breakdown[rows:]
+    if rest:
+        kept.append({"label": f"other ({len(rest)} entries)", "kind": "other", "time_us": sum(r["time_us"] for r in rest),
+                     "share": sum(r["share"] for r in rest)})
+    return {"end_to_end_us": path.end_to_end_ps / 1e6, "path_events": len(path.events), "summary": path.describe(), "breakdown": kept}
+
+
+class _Walk:
+    """Indexes of the recorded events that the backward walk looks things up in."""
+
+    def __init__(self, system) -> None:
+        recorder = system.recorder
+        self.recorder = recorder
+        self.resources = system.network.resources
+        c = recorder.columns()
+        self.track, self.start, self.end, self.op = c["track"], c["start_ps"], c["end_ps"], c["op"]
+        self.name = c["name"]
+        n = len(self.start)
+        self.n = n
+        # pipe order: the previous event of the same lane
+        order = np.argsort(self.track, kind="stable")
+        same = self.track[order[1:]] == self.track[order[:-1]]
+        self.prev = np.full(n, -1, dtype=np.int64)
+        self.prev[order[1:][same]] = order[:-1][same]
+        # flows, by target
+        flows = recorder.flows()
+        by_target = np.argsort(flows["to"], kind="stable")
+        self.flow_to, self.flow_from = flows["to"][by_target], flows["from"][by_target]
+        # DMAs
+        transfers = recorder.transfers()
+        self.transfer_event, self.transfer_fixed, self.transfer_limit = transfers["event"], transfers["fixed_ps"], transfers["bottleneck"]
+        # the events of each core (die, unit) by end time, for issue and barrier dependencies
+        cores: dict[tuple[int, str], int] = {}
+        core_of_track = np.array([cores.setdefault((t.die, t.unit), len(cores)) for t in recorder.tracks] or [0], dtype=np.int64)
+        core = core_of_track[self.track] if n else np.zeros(0, dtype=np.int64)
+        self.core = core
+        self.by_core = np.lexsort((self.end, core))
+        self.by_core_key = core[self.by_core]
+        self.by_core_end = self.end[self.by_core]
+        # ops: their dies, last events and end times, for stream order
+        ops = recorder.ops
+        self.op_die = [op.die for op in ops]
+        self.op_last: dict[int, int] = {}
+        if n:
+            ends_first = np.lexsort((np.arange(n), self.end))  # by end, then index
+            for index in ends_first.tolist():
+                self.op_last[int(self.op[index])] = index  # the last write wins: latest end, then highest index
+        self.waits = recorder.wait_names
+
+    # -- dependencies --------------------------------------------------------------------------
+
+    def _flow_sources(self, e: int) -> list[int]:
+        lo, hi = np.searchsorted(self.flow_to, [e, e + 1])
+        return self.flow_from[lo:hi].tolist()
+
+    def _same_core_before(self, e: int, time_ps: int) -> int:
+        """The event of another lane of ``e``'s core and run that ended last at or before ``time_ps``."""
+        key = self.core[e]
+        lo, hi = np.searchsorted(self.by_core_key, [key, key + 1])
+        position = lo + int(np.searchsorted(self.by_core_end[lo:hi], time_ps, side="right")) - 1
+        track, op = self.track[e], self.op[e]
+        while position >= lo:
+            candidate = int(self.by_core[position])
+            if candidate != e and self.track[candidate] != track and self.op[candidate] == op:
+                return candidate
+            position -= 1
+        return -1
+
+    def _stream_before(self, e: int) -> int:
+        """The last event of the op of ``e``'s die that ended last at or before ``e`` started."""
+        op = int(self.op[e])
+        die = self.op_die[op] if op >= 0 else None
+        start = self.start[e]
+        best, best_end = -1, -1
+        for other, last in self.op_last.items():
+            if other == op or (die is not None and other >= 0 and self.op_die[other] != die):
+                continue
+            end = self.end[last]
+            if best_end < end <= start:
+                best, best_end = last, end
+        return best
+
+    def _holder(self, e: int) -> int:
+        """The dependency of ``e`` that ended last (what held it), or -1."""
+        start, end = self.start[e], self.end[e]
+        sources = self._flow_sources(e)
+        candidates = list(sources)
+        previous = int(self.prev[e])
+        if previous >= 0:
+            candidates.append(previous)
+        latest = max((self.end[c] for c in candidates), default=-1)
+        if not sources and self.name[e] in self.waits:
+            # a barrier: held by the last event of the pipes it drains
+            other = self._same_core_before(e, end)
+            if other >= 0 and self.end[other] > latest:
+                candidates.insert(0, other)
+        elif latest < start:
+            other = self._same_core_before(e, start)  # the scalar unit issued it late
+            if other >= 0:
+                candidates.insert(0, other)
+        if previous < 0 or self.op[previous] != self.op[e]:
+            before = self._stream_before(e)
+            if before >= 0:
+                candidates.append(before)
+        best, best_end = -1, -1
+        for candidate in candidates:  # flows and same-core holders first: they win ties
+            if candidate != e and self.end[candidate] > best_end and self.end[candidate] <= end:
+                best, best_end = candidate, self.end[candidate]
+        return best
+
+    # -- attribution ---------------------------------------------------------------------------
+
+    def _attribute(self, e: int, since: int, until: int, segments: list[Segment]) -> None:
+        """Attribute ``[since, until)`` of event ``e``'s span to what did its work."""
+        if until <= since:
+            return
+        track = self.recorder.tracks[self.track[e]]
+        where = f"die{track.die} {track.unit}".strip()
+        pipe_label = f"{track.lane} on {where}"
+        position = int(np.searchsorted(self.transfer_event, e))
+        if position < len(self.transfer_event) and self.transfer_event[position] == e:
+            flowing = int(self.start[e] + self.transfer_fixed[position])
+            limit = int(self.transfer_limit[position])
+            if limit == OWN_CAP:
+                label, kind = f"{track.lane} engine rate on {where}", "engine"
+            elif limit == UNREGISTERED:
+                label, kind = f"{track.lane} waiting on an unregistered resource", "other"
+            else:
+                resource = self.resources[limit]
+                prefix = "link " if resource.kind == "link" else ""
+                label, kind = f"{track.lane} waiting on {prefix}{resource.name}", resource.kind
+            # appended latest first, as the walk goes back in time
+            if until > flowing:
+                segments.append(Segment(max(since, flowing), until, label, kind, e))
+            if since < flowing:
+                segments.append(Segment(since, min(flowing, until), f"{track.lane} fixed cost (set-up, latency) on {where}", "dma fixed", e))
+            return
+        segments.append(Segment(since, until, pipe_label, "pipe", e))
+
+    def run(self) -> CriticalPath:
+        if not self.n:
+            return CriticalPath(0, [], [])
+        end_to_end = int(self.end.max())
+        e = int(np.flatnonzero(self.end == end_to_end)[-1])
+        cursor = end_to_end
+        segments: list[Segment] = []
+        path: list[int] = []
+        visited: set[int] = set()
+        while e >= 0 and e not in visited:
+            visited.add(e)
+            path.append(e)
+            holder = self._holder(e)
+            start = int(self.start[e])
+            released = int(self.end[holder]) if holder >= 0 else 0
+            own_from = max(start, min(released, cursor))
+            self._attribute(e, own_from, cursor, segments)
+            gap_from = released if holder >= 0 else 0
+            if gap_from < own_from:
+                segments.append(Segment(gap_from, own_from, IDLE, "idle", -1))
+            cursor = min(cursor, released)
+            e = holder
+        if cursor > 0 and e >= 0:  # stopped on a cycle of zero-length events: close the path
+            segments.append(Segment(0, cursor, IDLE, "idle", -1))
+        segments.reverse()
+        path.reverse()
+        return CriticalPath(end_to_end, segments, path)

@@ -1,0 +1,25 @@
+"""``npusim report DIR``: the report of a run folder (summary, bottlenecks, ops, pipes, links)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from npusim.analysis.report import MAX_ROWS, load_run, print_report
+from npusim.cli.errors import report as report_error
+from npusim.errors import NpusimError
+
+
+@click.command("report")
+@click.argument("folder", type=click.Path(path_type=Path))
+@click.option("--rows", default=MAX_ROWS, show_default=True, help="rows kept per table (the largest)")
+@click.option("--debug", is_flag=True, help="print full tracebacks")
+def report_command(folder: Path, rows: int, debug: bool) -> None:
+    """Print the report of FOLDER, the output folder of an `npusim run`."""
+    try:
+        run = load_run(folder)
+    except NpusimError as error:
+        sys.exit(report_error(error, debug=debug))
+    print_report(run.summary, title=run.title, rows=rows)

@@ -1,0 +1,115 @@
+"""The timeline: a Gantt chart of a run, one row per core pipe (``die0 aiv3 MTE2``)."""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+from matplotlib.patches import Patch
+
+from npusim.errors import UsageError
+from npusim.plot.style import WAIT_COLOUR, colours, figure
+
+
+def _wanted_units(cores: Iterable[int | str] | None) -> set[str] | None:
+    """``cores`` as unit names: an int ``i`` means ``aiv{i}`` and ``aic{i}``."""
+    if cores is None:
+        return None
+    units: set[str] = set()
+    for core in cores:
+        if isinstance(core, (int, np.integer)):
+            units |= {f"aiv{core}", f"aic{core}"}
+        elif isinstance(core, str):
+            units.add(core.lower())
+        else:
+            raise UsageError(f"timeline: cores must be core indices (3) or names ('aiv3', 'aic0'); got {core!r}")
+    return units
+
+
+def timeline(result, *, dies: Iterable[int] | None = None, cores: Iterable[int | str] | None = None, pipes: Sequence[str] | None = None,
+             window: tuple[float, float] | None = None, color_by: str = "auto", max_lanes: int = 48, width: float = 14.0):
+    """A Gantt chart of ``result``: one row per lane (core pipe, link, AICPU...) that has events,
+    grouped by die and core as in the trace; each instruction a bar coloured by its op
+    (``color_by="op"``) or by its instruction name (``"name"``; ``"auto"``: by op when the run has
+    several op names, else by instruction). Synchronisation (``set_flag``, ``wait_flag`` and its
+    stall, barriers) is a thin grey bar; a line separates cores.
+
+    ``dies``, ``cores`` (indices or names like ``"aiv3"``) and ``pipes`` (``"MTE2"``...) select lanes;
+    ``window=(t0, t1)`` in us selects a time range. At most ``max_lanes`` rows are drawn (the title
+    says how many were left out)."""
+    recorder = result.recorder
+    if color_by not in ("auto", "op", "name"):
+        raise UsageError(f"timeline: color_by must be 'auto', 'op' or 'name', not {color_by!r}")
+    if window is not None:
+        t0, t1 = window
+        if not t1 > t0:
+            raise UsageError(f"timeline: window={window!r} must be (start_us, end_us) with end after start")
+    units = _wanted_units(cores)
+    wanted_dies = None if dies is None else set(dies)
+    wanted_pipes = None if pipes is None else {p.upper() for p in pipes}
+
+    c = recorder.columns()
+    used = np.zeros(len(recorder.tracks), dtype=bool)
+    used[c["track"]] = True
+    lanes = [t for t in np.flatnonzero(used).tolist()
+             if (wanted_dies is None or recorder.tracks[t].die in wanted_dies)
+             and (units is None or recorder.tracks[t].unit in units)
+             and (wanted_pipes is None or recorder.tracks[t].lane in wanted_pipes)]
+    lanes.sort(key=lambda t: (recorder.tracks[t].die, recorder.tracks[t].order, recorder.tracks[t].label))
+    if not lanes:
+        raise UsageError("timeline: no lane matches dies/cores/pipes (or the run recorded no events); "
+                         f"lanes with events: {', '.join(sorted({recorder.tracks[t].label for t in np.flatnonzero(used).tolist()})) or 'none'}")
+    hidden = len(lanes) - max_lanes
+    lanes = lanes[:max_lanes]
+
+    mask = np.isin(c["track"], lanes)
+    if window is not None:
+        mask &= (c["end_ps"] >= int(t0 * 1e6)) & (c["start_ps"] <= int(t1 * 1e6))
+    track, name, op = c["track"][mask], c["name"][mask], c["op"][mask]
+    start_us, end_us = c["start_ps"][mask] / 1e6, c["end_ps"][mask] / 1e6
+
+    op_names = [op.name for op in recorder.ops]
+    by_op = color_by == "op" or (color_by == "auto" and len(set(op_names)) > 1)
+    sync_names = sorted(recorder.wait_names | {i for i, n in enumerate(recorder.names) if n.startswith("set_flag")})
+    waits = np.isin(name, sync_names)  # flags and barriers: synchronisation, drawn thin and grey
+    if by_op:
+        category = [op_names[o] if o >= 0 else "(no op)" for o in op.tolist()]
+    else:
+        category = [recorder.names[n] for n in name.tolist()]
+    keys = sorted({k for k, w in zip(category, waits.tolist()) if not w})
+    palette = colours(keys)
+
+    fig = figure(width, 1.4 + 0.26 * len(lanes))
+    ax = fig.add_subplot()
+    row_of = {t: row for row, t in enumerate(lanes)}
+    rows = np.array([row_of[t] for t in track.tolist()], dtype=np.int64)
+    category_array = np.array(category, dtype=object)
+    for row in range(len(lanes)):
+        in_row = rows == row
+        stalls = in_row & waits
+        if stalls.any():
+            ax.broken_barh(list(zip(start_us[stalls], end_us[stalls] - start_us[stalls])), (row - 0.15, 0.3), facecolors=WAIT_COLOUR, linewidth=0)
+        for key in keys:
+            bars = in_row & ~waits & (category_array == key)
+            if bars.any():
+                ax.broken_barh(list(zip(start_us[bars], end_us[bars] - start_us[bars])), (row - 0.4, 0.8), facecolors=palette[key],
+                               edgecolor="white", linewidth=0.3)
+    for row in range(1, len(lanes)):
+        here, above = recorder.tracks[lanes[row]], recorder.tracks[lanes[row - 1]]
+        if (here.die, here.unit) != (above.die, above.unit):
+            ax.axhline(row - 0.5, color="#888888", linewidth=0.6)
+    ax.set_yticks(range(len(lanes)), [f"die{recorder.tracks[t].die} {recorder.tracks[t].label}" for t in lanes], fontsize=8)
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    ax.set_xlabel("simulated time (us)")
+    if window is not None:
+        ax.set_xlim(t0, t1)
+    else:
+        ax.set_xlim(0, max(float(end_us.max()) if len(end_us) else 1.0, 1e-6))
+    ax.grid(axis="x", alpha=0.3)
+    handles = [Patch(color=palette[k], label=k) for k in keys] + [Patch(color=WAIT_COLOUR, label="flags, waits, barriers")]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="op" if by_op else "instruction", frameon=False)
+    title = f"timeline: {result.config.name}, {result.simulated_us:.3f} us simulated"
+    if hidden > 0:
+        title += f" ({hidden} more lanes not shown: select with dies=, cores=, pipes=)"
+    ax.set_title(title, fontsize=10, loc="left")
+    return fig

@@ -1,0 +1,148 @@
+"""The critical path and its bottleneck breakdown on cases whose answer is known."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npusim
+from npusim import isa
+from npusim.analysis.critical_path import IDLE, critical_path
+from npusim.config import load_config
+from npusim.hw.system import System
+from tests.conftest import events_of
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def assert_tiles_end_to_end(path):
+    """The segments cover [0, end of the last event] exactly, in order, without overlap."""
+    assert path.segments[0].start_ps == 0 and path.segments[-1].end_ps == path.end_to_end_ps
+    for before, after in zip(path.segments, path.segments[1:]):
+        assert before.end_ps == after.start_ps
+    assert sum(row["share"] for row in path.breakdown()) == pytest.approx(1.0)
+
+
+def test_remote_loads_are_bound_by_the_hccs_link():
+    """8 cores of die 0 read die 1's HBM over one HCCS link (25.8 GB/s, far below 8 MTE2s)."""
+    with npusim.session("a2", data=False) as s:
+        remote = npusim.empty(8 * 8 * 16384, np.float16, device=1)
+        k = isa.Kernel("remote_load", die=0)
+        for core in range(8):
+            p = k.aiv(core)
+            ub = p.alloc(16384, np.float16)
+            for t in range(8):
+                p.copy(ub, isa.gm(remote, (core * 8 + t) * 16384))
+        k.launch()
+    path = s.result.critical_path()
+    assert_tiles_end_to_end(path)
+    top = path.breakdown()[0]
+    assert top["label"] == "MTE2 waiting on link die1->die0 HCCS" and top["kind"] == "link"
+    assert top["share"] > 0.85
+    rest = path.breakdown()[1:]
+    assert [row["kind"] for row in rest] == ["dma fixed"]  # the only other cost: the DMA set-up and latency
+    assert s.result.summary["bottlenecks"]["breakdown"][0]["label"] == top["label"]
+
+
+def test_a_vector_loop_is_bound_by_the_vector_pipe():
+    with npusim.session("a2", data=False) as s:
+        k = isa.Kernel("vector_loop", die=0)
+        p = k.aiv(3)
+        a = p.alloc(16384, np.float16)
+        for _ in range(20):
+            p.adds(a, a, 1.0)
+        k.launch()
+    path = s.result.critical_path()
+    assert_tiles_end_to_end(path)
+    assert [(r["label"], r["kind"]) for r in path.breakdown()] == [("VECTOR on die0 aiv3", "pipe")]
+    assert len(path.events) == len(s.result.recorder)
+
+
+def test_a_load_then_compute_splits_between_hbm_fixed_cost_and_vector_exactly():
+    with npusim.session("a2", data=False) as s:
+        x = npusim.empty(65536, np.float16)
+        k = isa.Kernel("mix", die=0)
+        p = k.aiv(0)
+        ub = p.alloc(65536, np.float16)
+        p.copy(ub, isa.gm(x))
+        p.set_flag("MTE2", "VECTOR", 0)
+        p.wait_flag("MTE2", "VECTOR", 0)
+        for _ in range(10):
+            p.muls(ub, ub, 2.0)
+        k.launch()
+    events = events_of(s.result)
+    load = next(e for e in events if e["lane"] == "MTE2" and e["name"].startswith("copy"))
+    vector = [e for e in events if e["lane"] == "VECTOR" and e["name"] == "muls"]
+    wait = next(e for e in events if e["name"].startswith("wait_flag"))
+    setter = next(e for e in events if e["name"].startswith("set_flag"))
+    path = s.result.critical_path()
+    assert_tiles_end_to_end(path)
+    rows = {r["label"]: r["time_us"] for r in path.breakdown()}
+    fixed = s.result.recorder.transfers()["fixed_ps"][0]
+    assert rows["MTE2 fixed cost (set-up, latency) on die0 aiv0"] == pytest.approx(fixed / 1e6)
+    assert rows["MTE2 engine rate on die0 aiv0"] == pytest.approx((load["end"] - load["start"] - fixed) / 1e6)  # one core: its engine limits
+    flag_time = (setter["end"] - setter["start"]) + (wait["end"] - setter["end"])  # the set, then the wait after the flag became visible
+    assert rows["MTE2 on die0 aiv0"] + rows["VECTOR on die0 aiv0"] == pytest.approx((sum(e["end"] - e["start"] for e in vector) + flag_time) / 1e6)
+
+
+def test_an_instruction_held_by_the_scalar_unit_puts_the_scalar_work_on_the_path():
+    with npusim.session("a2", data=False) as s:
+        k = isa.Kernel("issue", die=0)
+        p = k.aiv(0)
+        a = p.alloc(128, np.float16)
+        p.scalar(500)
+        p.adds(a, a, 1.0)
+        k.launch()
+    path = s.result.critical_path()
+    assert_tiles_end_to_end(path)
+    assert [r["label"] for r in path.breakdown()] == ["SCALAR on die0 aiv0", "VECTOR on die0 aiv0"]
+
+
+def test_a_barrier_is_held_by_the_last_pipe_it_drains_and_kernels_follow_the_stream():
+    with npusim.session("a2", data=False) as s:
+        x = npusim.empty(16384, np.float16)
+        for name in ("first", "second"):
+            k = isa.Kernel(name, die=0)
+            p = k.aiv(0)
+            ub = p.alloc(16384, np.float16)
+            p.copy(ub, isa.gm(x))  # MTE2, long
+            p.pipe_barrier("ALL")  # SCALAR waits for it
+            p.scalar(10)
+            k.launch()
+    path = s.result.critical_path()
+    assert_tiles_end_to_end(path)
+    recorder = s.result.recorder
+    names = [recorder.names[n] for n in recorder.columns()["name"][path.events]]
+    assert names == ["copy GM->UB", "pipe_barrier ALL", "scalar"] * 2  # both kernels, in stream order
+    assert all(seg.kind != "idle" for seg in path.segments)
+
+
+def test_a_recorded_flow_is_a_dependency_and_a_gap_before_its_target_is_idle():
+    system = System(load_config("a2").spec, with_data=False)
+    recorder = system.recorder
+    aicpu = recorder.track(0, "aicpu0", "AICPU")
+    pipe = recorder.track(1, "aiv0", "MTE2")
+    name = recorder.name_id("work")
+    producer = recorder.record(aicpu, name, 0, 10_000, 0, -1, -1)
+    recorder.record(pipe, name, 0, 2_000, 0, -1, -1)
+    consumer = recorder.record(pipe, name, 12_000, 15_000, 0, -1, -1)
+    recorder.flow(producer, consumer, "signal")
+    path = critical_path(system)
+    assert path.events == [producer, consumer]
+    assert [(seg.start_ps, seg.end_ps, seg.label) for seg in path.segments] == [
+        (0, 10_000, "AICPU on die0 aicpu0"), (10_000, 12_000, IDLE), (12_000, 15_000, "MTE2 on die1 aiv0")]
+
+
+def test_a_run_without_events_has_an_empty_path():
+    system = System(load_config("a2").spec, with_data=False)
+    path = critical_path(system)
+    assert path.end_to_end_ps == 0 and path.segments == [] and path.breakdown() == [] and path.describe() == ""
+
+
+def test_vector_add_summary_names_hbm_first_and_its_rows_add_up():
+    result = npusim.simulate("a2", ROOT / "examples" / "vector_add.py", data=False)
+    found = result.summary["bottlenecks"]
+    assert found["end_to_end_us"] == pytest.approx(result.simulated_us)
+    assert found["breakdown"][0]["label"] == "MTE2 waiting on die0 HBM"
+    assert sum(r["share"] for r in found["breakdown"]) == pytest.approx(1.0)
+    assert found["summary"].startswith(f"{found['breakdown'][0]['share']:.0%} MTE2 waiting on die0 HBM")

@@ -1,0 +1,79 @@
+"""``npusim report`` and ``npusim compare`` end to end on two runs of the demo, and ``run --plot``."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "vector_add.py"
+
+
+def npusim(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    return subprocess.run([sys.executable, "-m", "npusim", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Run A (a2) and run B (a2 with twice the HBM bandwidth), both timing only; A with --plot."""
+    folder = tmp_path_factory.mktemp("runs")
+    a = npusim("run", "-c", "a2", DEMO, "--no-data", "--plot", "--out", folder / "a", cwd=folder)
+    b = npusim("run", "-c", "a2", DEMO, "--no-data", "--set", "die.hbm.bandwidth=3.2 TB/s", "--out", folder / "b", cwd=folder)
+    assert a.returncode == b.returncode == 0, a.stderr + b.stderr
+    return folder, a
+
+
+def test_run_prints_the_bottlenecks_and_writes_them_and_the_plot(runs):
+    folder, a = runs
+    assert "bottlenecks (critical path" in a.stdout and "MTE2 waiting on die0 HBM" in a.stdout and "timeline.png" in a.stdout
+    summary = json.loads((folder / "a" / "summary.json").read_text())
+    assert summary["bottlenecks"]["breakdown"][0]["label"] == "MTE2 waiting on die0 HBM"
+    assert summary["tiles"][0]["tiles"] == 8 and summary["ops"][0]["name"] == "vector_add"
+    assert (folder / "a" / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (folder / "b" / "timeline.png").exists()
+
+
+def test_report_reprints_a_run_folder(runs):
+    folder, _ = runs
+    report = npusim("report", folder / "a", cwd=folder)
+    assert report.returncode == 0, report.stderr
+    for text in ("vector_add.py on a2", "where the end-to-end time goes", "MTE2 waiting on die0 HBM", "ops (by name)", "tiles", "pipes",
+                 "die0 HBM", "peak GB/s"):
+        assert text in report.stdout
+
+
+def test_compare_shows_what_changed_side_by_side(runs):
+    folder, _ = runs
+    compare = npusim("compare", folder / "a", folder / "b", cwd=folder)
+    assert compare.returncode == 0, compare.stderr
+    assert "B faster" in compare.stdout and "overrides" in compare.stdout and "3.2 TB/s" in compare.stdout
+    for section in ("ops (total time per op name)", "bottlenecks (share", "memory and links", "pipes (busy time)"):
+        assert section in compare.stdout
+    as_json = json.loads(npusim("compare", folder / "a", folder / "b", "--json", cwd=folder).stdout)
+    a = json.loads((folder / "a" / "summary.json").read_text())["simulated_time_us"]
+    b = json.loads((folder / "b" / "summary.json").read_text())["simulated_time_us"]
+    assert as_json["end_to_end_us"] == {"a": a, "b": b, "delta": pytest.approx(b - a), "ratio": pytest.approx(b / a)}
+    assert b < a
+    op = next(row for row in as_json["ops"] if row["key"] == "vector_add")
+    assert op["delta"] == pytest.approx(b - a)
+    hbm = next(row for row in as_json["bandwidth"] if row["key"] == "die0 HBM")
+    assert hbm["b"] > hbm["a"]
+
+
+def test_report_and_compare_name_a_folder_that_is_not_a_run(runs, tmp_path):
+    folder, _ = runs
+    missing = npusim("report", tmp_path / "nope", cwd=tmp_path)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    not_a_run = npusim("compare", folder / "a", empty, cwd=tmp_path)
+    assert not_a_run.returncode == 2 and "has no summary.json" in not_a_run.stderr
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "summary.json").write_text("{not json")
+    bad = npusim("report", broken, cwd=tmp_path)
+    assert bad.returncode == 2 and "not valid JSON" in bad.stderr

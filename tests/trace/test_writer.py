@@ -1,0 +1,245 @@
+"""The trace as a performance engineer reads it: every event well formed, flows with both ends
+bound inside their slices, counters, metadata; and the writer streams in bounded memory."""
+
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import npusim
+from npusim import isa
+from npusim.config import load_config
+from npusim.errors import UsageError
+from npusim.hw.system import System
+from npusim.trace.chrome import write_chrome_trace
+
+FIELDS = {
+    "X": {"name", "ph", "ts", "dur", "pid", "tid"},
+    "M": {"name", "ph", "pid", "tid", "args"},
+    "C": {"name", "ph", "ts", "pid", "args"},
+    "s": {"ph", "id", "name", "ts", "pid", "tid"},
+    "f": {"ph", "bp", "id", "name", "ts", "pid", "tid"},
+    "i": {"name", "ph", "ts", "pid", "s", "args"},
+}
+
+
+def double_buffered(cores=2, tiles=4):
+    """A load -> vector -> store pipeline on die 0 (returns the session's result)."""
+    with npusim.session("a2") as s:
+        n = cores * tiles * 2048
+        x = npusim.tensor(np.arange(n, dtype=np.float16) % 7)
+        k = isa.Kernel("pipeline", die=0)
+        for core in range(cores):
+            p = k.aiv(core)
+            buffers = [p.alloc(2048, np.float16) for _ in range(2)]
+            for t in range(tiles):
+                ub, event = buffers[t % 2], t % 2
+                offset = (core * tiles + t) * 2048
+                with p.tile(t):
+                    if t >= 2:
+                        p.wait_flag("MTE3", "MTE2", event)
+                    p.copy(ub, isa.gm(x, offset), name="load")
+                    p.set_flag("MTE2", "VECTOR", event)
+                    p.wait_flag("MTE2", "VECTOR", event)
+                    p.muls(ub, ub, 2.0)
+                    p.set_flag("VECTOR", "MTE3", event)
+                    p.wait_flag("VECTOR", "MTE3", event)
+                    p.copy(isa.gm(x, offset), ub, name="store")
+                    p.set_flag("MTE3", "MTE2", event)
+        k.launch()
+        s.system.recorder.instant(5, 0, "race", "a test warning")
+    return s.result
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    result = double_buffered()
+    path = write_chrome_trace(result.system, tmp_path_factory.mktemp("trace") / "trace.json", metadata={"config": "a2"})
+    return result, json.loads(path.read_text()), path
+
+
+def test_every_event_has_the_fields_of_its_phase_and_no_negative_duration(written):
+    result, trace, _ = written
+    events = trace["traceEvents"]
+    assert {e["ph"] for e in events} == set(FIELDS)
+    for e in events:
+        assert FIELDS[e["ph"]] <= e.keys(), e
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and e["ts"] >= 0
+    assert sum(e["ph"] == "X" for e in events) == len(result.recorder)
+
+
+def test_lanes_are_named_like_the_vendor_tools_and_only_lanes_with_events_appear(written):
+    _, trace, _ = written
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert names == {f"aiv{c} {pipe}" for c in (0, 1) for pipe in ("MTE2", "VECTOR", "MTE3")}  # no SCALAR work: no SCALAR lane
+
+
+def slices_by_lane(events):
+    lanes = {}
+    for e in events:
+        if e["ph"] == "X":
+            lanes.setdefault((e["pid"], e["tid"]), []).append(e)
+    return lanes
+
+
+def enclosing(lanes, e):
+    """The slice of ``e``'s lane that contains its ts (the one a flow end binds to)."""
+    inside = [x for x in lanes[(e["pid"], e["tid"])] if x["ts"] <= e["ts"] < x["ts"] + x["dur"]]
+    assert len(inside) == 1, e
+    return inside[0]
+
+
+def test_every_flow_has_both_ends_each_inside_one_slice(written):
+    _, trace, _ = written
+    events = trace["traceEvents"]
+    lanes = slices_by_lane(events)
+    starts = {(e["id"], e["name"]): e for e in events if e["ph"] == "s"}
+    ends = {(e["id"], e["name"]): e for e in events if e["ph"] == "f"}
+    assert starts.keys() == ends.keys() and len(starts) == sum(e["ph"] == "s" for e in events)  # ids unique
+    for key in starts:
+        source, target = enclosing(lanes, starts[key]), enclosing(lanes, ends[key])
+        assert source["ts"] + source["dur"] <= target["ts"] + target["dur"] + 1e-9  # the source ends before its target proceeds
+    assert trace["otherData"]["flows"] == len(starts)
+
+
+def test_flag_flows_join_each_set_flag_to_the_wait_that_consumed_it(written):
+    _, trace, _ = written
+    events = trace["traceEvents"]
+    lanes = slices_by_lane(events)
+    ends = {e["id"]: e for e in events if e["ph"] == "f" and e["name"] == "flag"}
+    pairs = [(enclosing(lanes, e)["name"], enclosing(lanes, ends[e["id"]])["name"]) for e in events if e["ph"] == "s" and e["name"] == "flag"]
+    assert len(pairs) == 2 * (4 * 3 - 2)  # per core: 3 waits per tile, minus the two first MTE3 -> MTE2 waits
+    for set_name, wait_name in pairs:
+        assert set_name.startswith("set_flag ") and wait_name == "wait_flag " + set_name.removeprefix("set_flag ")
+
+
+def test_data_flows_join_each_load_to_the_vector_instruction_after_its_wait(written):
+    _, trace, _ = written
+    events = trace["traceEvents"]
+    lanes = slices_by_lane(events)
+    ends = {e["id"]: e for e in events if e["ph"] == "f" and e["name"] == "data"}
+    pairs = [(enclosing(lanes, e), enclosing(lanes, ends[e["id"]])) for e in events if e["ph"] == "s" and e["name"] == "data"]
+    assert len(pairs) == 2 * 4  # one per load
+    for load, consumer in pairs:
+        assert load["name"] == "load" and consumer["name"] == "muls"
+        assert (load["pid"], load["args"]["tile"]) == (consumer["pid"], consumer["args"]["tile"])
+        assert consumer["ts"] >= load["ts"] + load["dur"]
+
+
+def test_dma_events_name_their_bottleneck_and_counters_give_bandwidth_and_ub_occupancy(written):
+    _, trace, _ = written
+    events = trace["traceEvents"]
+    assert {e["args"]["bottleneck"] for e in events if e["ph"] == "X" and e["name"] in ("load", "store")} <= {"die0 HBM", "engine rate"}
+    counters = {}
+    for e in events:
+        if e["ph"] == "C":
+            counters.setdefault(e["name"], []).append(e)
+    assert "die0 HBM GB/s" in counters
+    ub = counters["aiv0 UB KiB"]
+    assert [c["args"]["KiB"] for c in ub] == [8.0, 0.0]  # two 4 KiB buffers for the run, then freed
+    assert ub[0]["ts"] == 0 and ub[1]["ts"] == max(e["ts"] + e["dur"] for e in events if e["ph"] == "X" and e["tid"] in
+                                                   {m["tid"] for m in events if m["name"] == "thread_name" and m["args"]["name"].startswith("aiv0 ")})
+
+
+def test_warnings_are_instants_and_metadata_names_config_ops_and_format(written):
+    _, trace, _ = written
+    instants = [e for e in trace["traceEvents"] if e["ph"] == "i"]
+    assert [(e["name"], e["args"]["message"]) for e in instants] == [("race", "a test warning")]
+    other = trace["otherData"]
+    assert other["config"] == "a2" and other["trace_format"] == 2 and other["time_unit"] == "us"
+    assert other["ops"] == [{"id": 0, "name": "pipeline", "die": 0, "args": {}}]
+    assert other["config_spec"]["name"] == "a2" and other["events"] == sum(e["ph"] == "X" for e in trace["traceEvents"])
+
+
+def test_no_two_events_overlap_on_one_pipe_lane(written):
+    _, trace, _ = written
+    for spans in slices_by_lane(trace["traceEvents"]).values():
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans)
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            assert start >= end - 1e-9
+
+
+def test_the_chunk_size_does_not_change_a_byte(written, tmp_path):
+    result, _, path = written
+    small = write_chrome_trace(result.system, tmp_path / "small.json", metadata={"config": "a2"}, chunk_events=7)
+    assert small.read_bytes() == path.read_bytes()
+
+
+def test_flows_recorded_by_ops_are_checked_and_drawn_with_their_name(tmp_path):
+    result = double_buffered(cores=1, tiles=1)
+    recorder = result.recorder
+    with pytest.raises(UsageError, match="its to event 99999 is not a recorded event index"):
+        recorder.flow(0, 99_999, "signal")
+    with pytest.raises(UsageError, match="its from event -1"):
+        recorder.flow(-1, 0, "signal")
+    last = len(recorder) - 1
+    recorder.flow(np.int64(0), last, "signal")
+    flows = recorder.flows()
+    assert (flows["from"][-1], flows["to"][-1], recorder.names[flows["name"][-1]]) == (0, last, "signal")
+    events = json.loads(write_chrome_trace(result.system, tmp_path / "t.json").read_text())["traceEvents"]
+    lanes = slices_by_lane(events)
+    start = next(e for e in events if e["ph"] == "s" and e["name"] == "signal")
+    end = next(e for e in events if e["ph"] == "f" and e["id"] == start["id"])
+    assert (enclosing(lanes, start)["name"], enclosing(lanes, end)["name"]) == ("load", "set_flag MTE3->MTE2 #0")
+
+
+PATTERN = (  # one tile of a double-buffered core: (lane, instruction, flag source within the tile or None)
+    ("MTE2", "wait_flag MTE3->MTE2 #0", "previous"), ("MTE2", "copy GM->UB", None), ("MTE2", "set_flag MTE2->VECTOR #0", None),
+    ("VECTOR", "wait_flag MTE2->VECTOR #0", 2), ("VECTOR", "muls", None), ("VECTOR", "set_flag VECTOR->MTE3 #0", None),
+    ("MTE3", "wait_flag VECTOR->MTE3 #0", 5), ("MTE3", "copy UB->GM", None), ("MTE3", "set_flag MTE3->MTE2 #0", None),
+)
+
+
+def synthetic_system(tiles: int, cores: int = 48) -> System:
+    """A system whose recorder holds ``tiles`` x ``cores`` x 9 events of a double-buffered
+    pipeline (flag flows, DMA records), written into the columns directly: no simulation."""
+    system = System(load_config("a2").spec, with_data=False)
+    system.die(0)  # registers die 0's HBM as resource 0, the DMAs' bottleneck
+    recorder = system.recorder
+    op = recorder.op("synthetic", 0)
+    lanes = {(c, lane): recorder.track(0, f"aiv{c}", lane) for c in range(cores) for lane in ("MTE2", "VECTOR", "MTE3")}
+    names = [recorder.name_id(name, waits=name.startswith("wait")) for _, name, _ in PATTERN]
+    block = np.arange(tiles * cores, dtype=np.int64)  # (tile, core) blocks, tile-major
+    tile, core = block // cores, block % cores
+    k = np.arange(len(PATTERN), dtype=np.int64)
+    index = (block[:, None] * len(PATTERN) + k[None, :]).ravel()
+    track = np.array([[lanes[(c, lane)] for lane, _, _ in PATTERN] for c in range(cores)], dtype=np.int64)[core].ravel()
+    name = np.tile(np.array(names, dtype=np.int64), len(block))
+    start = (tile[:, None] * 10_000_000 + k[None, :] * 1_000_000).ravel()
+    recorder.lane_col.frombytes((track << 32 | (op + 1)).tobytes())
+    recorder.label_col.frombytes((name << 32 | (np.repeat(tile, len(PATTERN)) + 1)).tobytes())
+    recorder.start_col.frombytes(start.tobytes())
+    recorder.end_col.frombytes((start + 900_000).tobytes())
+    recorder.bytes_col.frombytes(np.tile(np.where(np.isin(k, (1, 7)), 16384, 0), len(block)).tobytes())
+    base = block * len(PATTERN)
+    waits = [(base + 3, base + 2), (base + 6, base + 5)]
+    later = block >= cores
+    waits.append((base[later], base[later] - cores * len(PATTERN) + 8))  # the previous tile's MTE3 -> MTE2 set
+    to = np.concatenate([w for w, _ in waits])
+    order = np.argsort(to, kind="stable")
+    recorder.flag_flows.frombytes((np.concatenate([f for _, f in waits])[order] << 32 | to[order]).tobytes())
+    dmas = np.sort(np.concatenate([base + 1, base + 7]))
+    recorder.transfer_event.frombytes(dmas.tobytes())
+    recorder.transfer_info.frombytes(np.full(len(dmas), 500_000 << 32 | 2, dtype=np.int64).tobytes())  # 0.5 us fixed, bottleneck resource 0
+    assert len(recorder) == len(index)
+    return system
+
+
+def test_the_writer_streams_100k_events_in_a_fraction_of_the_recorder_memory(tmp_path):
+    """The writer holds one chunk at a time, so its peak does not grow with the run: 100 K events
+    in chunks of 512 stay far below the recorder's own columns (a full copy would be several
+    times them). tracemalloc slows allocation ~15x, hence the moderate size."""
+    system = synthetic_system(tiles=232)  # 100,224 events
+    recorder = system.recorder
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    path = write_chrome_trace(system, tmp_path / "big.json", chunk_events=512)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 0.25 * recorder.nbytes, f"writer peak {peak / 2**20:.1f} MiB for {recorder.nbytes / 2**20:.1f} MiB of columns"
+    with open(path) as f:
+        kinds = [line[line.index('"ph":"') + 6] for line in f if '"ph":"' in line]
+    assert kinds.count("X") == len(recorder)
+    assert kinds.count("s") == kinds.count("f") == recorder.flow_count + 232 * 48  # flag flows + a data flow per load
