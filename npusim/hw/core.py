@@ -161,8 +161,11 @@ class AICore:
         flags, flag_waiters = run.flags, run.flag_waiters
         ahead = 0  # ps this pipe has run ahead of env.now
         now = env._now  # env.now, refreshed after every yield (the property costs a call)
+        # Pipe progress is read only by the scalar issue order (SCALAR's count) and by barriers.
+        counts_progress = pipe is Pipe.SCALAR or ends is not None
+        waits_for_issue = bool(run.program.by_pipe[Pipe.SCALAR]) and pipe is not Pipe.SCALAR
         for instruction in instructions:
-            if instruction.s_dep > issued.count:
+            if waits_for_issue and instruction.s_dep > issued.count:
                 if ahead:
                     yield timeout(ahead)
                     ahead = 0
@@ -173,7 +176,7 @@ class AICore:
             step = instruction.step
             start = now + ahead
             effect = instruction.effect
-            if effect is not None and not (with_data or instruction.control):
+            if not with_data and effect is not None and not instruction.control:
                 effect = None
             if step == FIXED:
                 if may_run_ahead and effect is None:
@@ -264,10 +267,11 @@ class AICore:
             put_start(start)
             put_end(end)
             put_bytes(instruction.nbytes)
-            if ends is not None:
-                ends.append(end)
-            done.count += 1
-            if done.waiters:
-                done.wake()
+            if counts_progress:
+                if ends is not None:
+                    ends.append(end)
+                done.count += 1
+                if done.waiters:
+                    done.wake()
         if ahead:
             yield timeout(ahead)

@@ -201,7 +201,7 @@ class DmaCopy(Instruction):
     Time = engine set-up + (bursts - 1) x per-burst cost + path latency (memory, fabric hops)
     + bytes (rounded up to the 32-byte granule per burst) / the max-min fair rate of the path."""
 
-    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved")
+    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved", "path_key")
 
     def __init__(self, pipe: Pipe, dst, src, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(pipe, label, burst_count * burst_bytes)
@@ -212,18 +212,20 @@ class DmaCopy(Instruction):
         self.dynamic = any(isinstance(side, GmAddress) and isinstance(side.offset, ScalarExpr) for side in (src, dst))
         self._resolved: tuple[int, int] | None = None
         self.effect = self._copy
+        # which path the copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM)
+        if isinstance(dst, GmAddress):
+            self.path_key = (pipe, dst.allocation.die, True)
+        elif isinstance(src, GmAddress):
+            self.path_key = (pipe, src.allocation.die, False)
+        else:
+            self.path_key = (pipe, None, False)
 
     step = TRANSFER
 
     def start(self, core, run, delay_ps: int = 0):
         if self.dynamic and (core.system.with_data or self.control):
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
-        if isinstance(self.dst, GmAddress):
-            resources, cap, fixed = core.dma_path(self.pipe, self.dst.allocation.die, True)
-        elif isinstance(self.src, GmAddress):
-            resources, cap, fixed = core.dma_path(self.pipe, self.src.allocation.die, False)
-        else:
-            resources, cap, fixed = core.dma_path(self.pipe, None, False)
+        resources, cap, fixed = core.dma_path(*self.path_key)
         if self.burst_count > 1:
             fixed += (self.burst_count - 1) * core.dma_timing[self.pipe].per_burst_ps
         return core.system.network.transfer(self.moved_bytes, resources, cap=cap, delay_ps=fixed + delay_ps)
