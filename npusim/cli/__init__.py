@@ -1,4 +1,4 @@
-"""The ``npusim`` command line: ``run``, ``config show|validate`` and the analysis commands."""
+"""The ``npusim`` command line: ``run``, ``config show|validate``, and the analyses ``sweep`` and ``whatif``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import click
 from npusim import __version__
 from npusim.cli.config_cmd import config_group
 from npusim.cli.run import run_command
+from npusim.cli.sweep_cmd import sweep_command
+from npusim.cli.whatif_cmd import whatif_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,6 +19,8 @@ def cli() -> None:
 
 cli.add_command(run_command)
 cli.add_command(config_group)
+cli.add_command(sweep_command)
+cli.add_command(whatif_command)
 
 
 def main() -> None:

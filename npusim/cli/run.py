@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -15,15 +13,10 @@ from npusim.cli.errors import EXIT_WORKLOAD, report
 from npusim.cli.tables import print_summary
 from npusim.config import load_config
 from npusim.errors import NpusimError, UsageError
+from npusim.files import write_json_atomically
 from npusim.frontend.session import session
 from npusim.frontend.workload import parse_param_overrides, run_workload_file
 from npusim.trace.chrome import write_chrome_trace
-
-def write_json_atomically(path: Path, data: dict) -> None:
-    """Write ``data`` as JSON to a temporary name, then rename it over ``path``."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
 
 
 @click.command("run")
