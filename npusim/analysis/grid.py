@@ -68,10 +68,10 @@ def parse_grid_option(text: str) -> Axis:
 
 def make_axis(key: str, values: Sequence[Any], *, origin: str) -> Axis:
     """An axis after checking its key and values; ``origin`` names where they were written."""
+    if isinstance(key, str) and key.startswith(PARAM_PREFIX) and not key[len(PARAM_PREFIX):].isidentifier():
+        raise UsageError(f"{origin}: {key!r} does not name a parameter; write param.NAME with the name the workload gives npusim.param")
     if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
         raise UsageError(f"{origin}: the key {key!r} is not a dotted key path; write e.g. die.hbm.bandwidth or param.tile")
-    if key.startswith(PARAM_PREFIX) and not key[len(PARAM_PREFIX):].isidentifier():
-        raise UsageError(f"{origin}: {key!r} does not name a parameter; write param.NAME with the name the workload gives npusim.param")
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
         raise UsageError(f"{origin}: give {key} a list of one or more values, e.g. {key}=V1,V2")
     texts = [value_text(value) for value in values]

@@ -9,9 +9,6 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from npusim.analysis.grid import Axis, value_text
 from npusim.files import write_bytes_atomically
 
@@ -19,6 +16,9 @@ from npusim.files import write_bytes_atomically
 def plot_simulated_time(path: Path, axes: Sequence[Axis], rows: Sequence[dict[str, Any]], *, title: str) -> None:
     """Save the plot of ``rows`` (one per point of ``axes``, in grid order, with text values and a
     float ``simulated_us``) as a PNG at ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # imported here: it costs every command half a second
+    from matplotlib.figure import Figure
+
     first, others = axes[0], axes[1:]
     positions = {value_text(value): index for index, value in enumerate(first.values)}
     lines: dict[str, list[float]] = {}

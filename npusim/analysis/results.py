@@ -30,20 +30,20 @@ def columns_for(value_columns: Sequence[str]) -> list[str]:
 
 
 class ResultsFile:
-    """An append-only CSV of rows with fixed ``columns``."""
+    """An append-only CSV of rows with fixed ``columns``; a new file is created (with its header)
+    by its first row, so a sweep stopped before any point finished leaves no file."""
 
-    def __init__(self, path: Path, columns: list[str]) -> None:
+    def __init__(self, path: Path, columns: list[str], *, exists: bool) -> None:
         self.path = path
         self.columns = columns
+        self._exists = exists
 
     @classmethod
     def open(cls, path: Path, columns: list[str], *, resume: bool) -> tuple["ResultsFile", dict[str, dict[str, str]]]:
         """The file at ``path`` and the rows it already holds, the last row of each key (as text).
-        A new file is created with its header; an existing one is continued only with ``resume``."""
-        results = cls(path, columns)
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            results._append_line(columns)
+        An existing file is continued only with ``resume``."""
+        results = cls(path, columns, exists=path.exists())
+        if not results._exists:
             return results, {}
         if not resume:
             raise UsageError(f"{path} holds the results of an earlier sweep; add --resume to continue it (its finished points are kept), "
@@ -73,6 +73,10 @@ class ResultsFile:
     def append(self, row: dict[str, Any]) -> dict[str, str]:
         """Append ``row`` (one value per column) as one line; returns it as written (text)."""
         texts = [cell_text(row[column]) for column in self.columns]
+        if not self._exists:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._append_line(self.columns)
+            self._exists = True
         self._append_line(texts)
         return dict(zip(self.columns, texts))
 

@@ -211,10 +211,13 @@ def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Seque
     out_dir = Path(out) if out is not None else None
     if out_dir is not None:
         results, recorded = ResultsFile.open(out_dir / RESULTS_CSV, columns_for(sweep_plan.value_columns), resume=resume)
-        write_json_atomically(out_dir / MANIFEST_JSON, _manifest(sweep_plan, axes, overrides, params, data, seed, command))
     title = f"{sweep_plan.workload.name} on {sweep_plan.base.name}"
-    outcome = run_plan(sweep_plan, workers=workers, scheduler=scheduler, results=results, recorded=recorded, progress=progress,
-                       title=f"sweep of {title}")
+    try:
+        outcome = run_plan(sweep_plan, workers=workers, scheduler=scheduler, results=results, recorded=recorded, progress=progress,
+                           title=f"sweep of {title}")
+    finally:  # also when interrupted: the results file then says what was swept
+        if results is not None and results.path.exists():
+            write_json_atomically(out_dir / MANIFEST_JSON, _manifest(sweep_plan, axes, overrides, params, data, seed, command))
     if out_dir is not None:
         outcome.files.update(csv=out_dir / RESULTS_CSV, manifest=out_dir / MANIFEST_JSON, plot=out_dir / PLOT_PNG)
         if write_parquet(out_dir / RESULTS_PARQUET, outcome.rows, outcome.columns):

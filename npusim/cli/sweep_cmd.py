@@ -54,7 +54,7 @@ def sweep_command(config_name: str, workload: Path, grid: tuple[str, ...], overr
     print_sweep_table(outcome.rows, value_columns, title=f"sweep of {workload.name} on {config_name}: {len(outcome.rows)} points")
     reused = f", {outcome.reused} already in {RESULTS_CSV}" if outcome.reused else ""
     failed = f"; {outcome.failed} failed" if outcome.failed else "; none failed"
-    click.echo(f"{outcome.ran} points simulated on {outcome.where}{reused}{failed}")
+    click.echo(f"{outcome.ran} point{'' if outcome.ran == 1 else 's'} simulated on {outcome.where}{reused}{failed}")
     click.echo("wrote " + ", ".join(str(path) for path in outcome.files.values()))
     if outcome.rows and outcome.failed == len(outcome.rows):
         click.echo("npusim: every point failed; see the error column", err=True)
