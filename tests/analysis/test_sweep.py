@@ -3,6 +3,7 @@ point is recorded; an interrupted sweep resumes without redoing finished points;
 checked before any point runs."""
 
 import csv
+import sys
 import json
 import math
 
@@ -108,3 +109,19 @@ def test_the_dataframe_has_one_typed_row_per_point(copy_workload):
     assert len(frame) == 4 and list(frame["param.tile"]) == [16384, 32768, 16384, 32768]
     assert frame["simulated_us"].dtype == float and (frame["status"] == "ok").all()
     assert frame.attrs["ran"] == 4 and frame.attrs["failed"] == 0
+
+
+def test_missing_optional_packages_are_named_with_the_extra_to_install(copy_workload, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(UsageError, match=r"needs Dask distributed, which is not installed; install it with: pip install 'npusim\[cluster\]'"):
+        run_sweep("a2", copy_workload, {"param.tile": [16384]}, data=False, scheduler="tcp://127.0.0.1:8786", progress=False)
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(UsageError, match=r"pip install 'npusim\[analysis\]'"):
+        sweep("a2", copy_workload, {"param.tile": [16384]}, data=False, progress=False)
+
+
+def test_worker_counts_and_scheduler_addresses_are_checked(copy_workload):
+    with pytest.raises(UsageError, match="workers=0: give a whole number of worker processes, 1 or more"):
+        run_sweep("a2", copy_workload, {"param.tile": [16384]}, data=False, workers=0, progress=False)
+    with pytest.raises(UsageError, match="--scheduler '127.0.0.1:8786': give the scheduler's address, e.g. tcp://"):
+        run_sweep("a2", copy_workload, {"param.tile": [16384]}, data=False, scheduler="127.0.0.1:8786", progress=False)

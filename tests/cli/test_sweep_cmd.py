@@ -1,9 +1,14 @@
 """``npusim sweep`` and ``npusim whatif`` end to end, as a user runs them: outputs and exit codes."""
 
 import csv
+import os
+import signal
+import subprocess
+import sys
+import time
 
 from tests.analysis.workloads import LINK_BOUND_REMOTE_LOAD, write
-from tests.cli.test_run import DEMO, npusim
+from tests.cli.test_run import DEMO, ROOT, npusim
 
 
 def test_a_sweep_with_a_failing_point_exits_0_and_writes_its_files(tmp_path):
@@ -51,3 +56,23 @@ def test_whatif_ranks_the_link_of_a_link_bound_load_first(tmp_path):
     assert "reading: doubling the HCCS link bandwidth gives" in run.stdout and "everything else under 1.05x" in run.stdout
     table = run.stdout.splitlines()
     assert any(line.split("│")[2].strip() == "HCCS link bandwidth" for line in table if line.startswith("│") and line.split("│")[1].strip() == "1")
+
+
+def test_ctrl_c_stops_the_sweep_with_its_finished_rows_kept_then_resume_finishes_it(tmp_path):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "npusim", "sweep", "-c", "a2", str(DEMO), "--grid", "param.tile=8192,16384",
+               "--grid", "param.cores=8,16,24,32,40,48", "--no-data", "--workers", "1", "--out", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    sweep = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for _ in range(6000):  # wait (at most 60 s) for the first finished row, then press Ctrl-C
+        if (out / "results.csv").exists() or sweep.poll() is not None:
+            break
+        time.sleep(0.01)
+    os.killpg(sweep.pid, signal.SIGINT)
+    _, stderr = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130 and "run the same command with --resume" in stderr
+    with open(out / "results.csv", newline="") as handle:
+        finished = len(list(csv.DictReader(handle)))
+    assert 1 <= finished < 12
+    resumed = npusim(*command[3:], "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0 and f"{12 - finished} points simulated on 1 local worker process, {finished} already in results.csv" in resumed.stdout
