@@ -52,7 +52,7 @@ def run_point(task: PointTask) -> tuple[int, dict[str, Any]]:
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             result = simulate(task.config, workload_file(task), params=task.params, data=task.data, seed=task.seed)
-    except Exception as error:  # the workload is arbitrary user code; its failure is this point's result
+    except (Exception, SystemExit) as error:  # the workload is arbitrary user code; its failure (even sys.exit) is this point's result
         outcome.update(status="failed", error_type=type(error).__name__, error=str(error).strip())
     else:
         bottleneck = bottleneck_of(result)

@@ -91,7 +91,6 @@ def plan(config: str | Path, workload: str | Path, points: Sequence[Point], valu
     source = workload.read_bytes()
     workload_sha256 = hashlib.sha256(source).hexdigest()
     fixed_params = parse_param_overrides(params or {})
-    _check_not_fixed_and_swept(base_overrides, fixed_params, points)
     probe = _check_params(workload, fixed_params, points)
 
     configs: dict[tuple[str, ...], LoadedConfig] = {}
@@ -124,11 +123,12 @@ def point_key(config: LoadedConfig, overrides: Sequence[str], params: Mapping[st
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _check_not_fixed_and_swept(base_overrides: tuple[str, ...], fixed_params: dict, points: Sequence[Point]) -> None:
-    fixed_keys = {text.partition("=")[0].strip() for text in base_overrides}
-    swept_keys = {text.partition("=")[0] for point in points for text in point.overrides}
-    swept_params = {name for point in points for name in point.params}
-    both = sorted(fixed_keys & swept_keys) + sorted(f"param.{name}" for name in set(fixed_params) & swept_params)
+def _check_not_fixed_and_swept(overrides: Sequence[str] | None, params: Mapping[str, Any] | Sequence[str] | None, axes: Sequence[Axis]) -> None:
+    """A key is either fixed for the whole sweep or swept, not both."""
+    fixed_keys = {text.partition("=")[0].strip() for text in overrides or ()}
+    fixed_params = set(parse_param_overrides(params or {}))
+    both = sorted(fixed_keys & {axis.key for axis in axes if not axis.is_param})
+    both += sorted(f"param.{name}" for name in fixed_params & {axis.param_name for axis in axes if axis.is_param})
     if both:
         raise UsageError(f"{', '.join(both)} is both fixed (--set / --param) and swept (--grid); keep one")
 
@@ -194,7 +194,8 @@ def run_plan(sweep_plan: SweepPlan, *, workers: int | None = None, scheduler: st
 
 def run_point_alone(executor, task: PointTask) -> tuple[int, dict[str, Any]]:
     """Run one point on ``executor`` and wait for it."""
-    return next(iter(executor.run([task])))
+    (outcome,) = executor.run([task])
+    return outcome
 
 
 def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Sequence[Any]] | Sequence[str], *,
@@ -205,6 +206,7 @@ def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Seque
     parameters) over ``workload`` on ``config``; see the module's notes. With ``out``, write the
     results file, Parquet, the plot and ``sweep.json`` there."""
     axes = axes_from(grid)
+    _check_not_fixed_and_swept(overrides, params, axes)
     _check_swept_values(config, overrides, axes)
     sweep_plan = plan(config, workload, points_of(axes), [axis.key for axis in axes], overrides=overrides, params=params, data=data, seed=seed)
     results, recorded = None, {}

@@ -145,12 +145,19 @@ def _row(row: dict[str, Any], reading_text: str, changes: list[str], baseline: d
         "reading": reading_text,
         "changed": "; ".join(changes),
         "simulated_us": row["simulated_us"],
-        "speedup": baseline["simulated_us"] / row["simulated_us"] if row["status"] == "ok" else math.nan,
+        "speedup": speedup(baseline["simulated_us"], row["simulated_us"]) if row["status"] == "ok" else math.nan,
         "bottleneck": row["bottleneck"],
         "bottleneck_utilisation": row["bottleneck_utilisation"],
         "status": row["status"],
         "error": row["error"],
     }
+
+
+def speedup(baseline_us: float, faster_us: float) -> float:
+    """How many times faster ``faster_us`` is than ``baseline_us``; 1 when neither simulated anything."""
+    if faster_us > 0:
+        return baseline_us / faster_us
+    return 1.0 if baseline_us == 0 else math.inf
 
 
 def reading(ranked: Sequence[dict[str, Any]]) -> str:

@@ -47,6 +47,9 @@ def test_a_failing_point_is_recorded_and_the_others_complete(copy_workload, tmp_
     assert ok["status"] == "ok" and ok["simulated_us"] > 0 and ok["bottleneck"] == "die0 HBM" and ok["util_hbm"] > 0.5
     assert failed["status"] == "failed" and failed["error_type"] == "ValueError" and failed["error"] == "tile 32768 is the failing value"
     assert math.isnan(failed["simulated_us"])
+    exits = write(tmp_path, "exits.py", "import sys\nsys.exit('the workload gave up')\n")
+    (quits,) = run_sweep("a2", exits, {"die.hbm.bandwidth": ["1 TB/s"]}, data=False, workers=1, progress=False).rows
+    assert (quits["status"], quits["error_type"], quits["error"]) == ("failed", "SystemExit", "the workload gave up")
     assert sorted(row["status"] for row in rows_of(out / "results.csv")) == ["failed", "ok"]  # in the order they finished
     assert set(outcome.files) == {"csv", "parquet", "plot", "manifest"} and all(path.exists() for path in outcome.files.values())
     manifest = json.loads((out / "sweep.json").read_text())

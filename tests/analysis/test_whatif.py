@@ -94,3 +94,10 @@ def test_an_hbm_bound_copy_ranks_hbm_first_and_more_cores_do_not_help_much(tmp_p
 def test_a_failing_baseline_is_an_error(tmp_path):
     with pytest.raises(WorkloadError, match=r"baseline run of boom.py failed.*RuntimeError: boom"):
         run_whatif("a2", write(tmp_path, "boom.py", "raise RuntimeError('boom')\n"), workers=1, progress=False)
+
+
+def test_a_workload_that_simulates_nothing_gains_nothing(tmp_path):
+    rows, line = run_whatif("a3", write(tmp_path, "empty.py", "import npusim\n"), overrides=["die.hbm.bandwidth=0.8 TB/s"], workers=2, progress=False)
+    assert next(row["changed"] for row in rows if row["factor"] == "HBM bandwidth") == "die.hbm.bandwidth=1.6 TB/s"  # twice the baseline's
+    assert {row["speedup"] for row in rows} == {1.0} and {row["simulated_us"] for row in rows} == {0.0}
+    assert line.startswith("no resource made twice as fast gives 1.05x or more (best: doubling the HBM bandwidth, 1.00x)")
