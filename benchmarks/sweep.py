@@ -6,12 +6,14 @@ the same run, and their ratio (near-linear scaling: the ratio close to the numbe
 The grid is ``examples/vector_add.py`` (timing only) over tile size x cores x double buffering, 24
 points. Each measurement includes starting the worker processes, sending the points and collecting
 the rows, as a user's sweep does; a one-point sweep first starts the fork server (once per process),
-so neither measurement pays for it.
+so neither measurement pays for it. With ``--repeat``, the two are measured in turn and the best
+of each is kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -38,13 +40,17 @@ def main() -> None:
     run_sweep(args.config, WORKLOAD, {"param.tile": [16384]}, data=False, workers=1, progress=False)  # starts the fork server
     everyone = default_workers()
     points = len(GRID["param.tile"]) * len(GRID["param.cores"]) * len(GRID["param.double_buffer"])
-    rates = {}
-    for workers in (1, everyone):
-        measured = [points_per_minute(args.config, workers) for _ in range(args.repeat)]
-        rates[workers] = max(rate for rate, _ in measured)
-        failed = measured[0][1]
-        print(f"{workers} worker{'s' if workers > 1 else ''}: {rates[workers]:.0f} points/min ({points} points{f', {failed} failed' if failed else ''})")
-    print(f"ratio {everyone} workers / 1 worker: {rates[everyone] / rates[1]:.2f} (linear: {everyone})")
+    print(f"load average before: {os.getloadavg()[0]:.2f} (other work on the machine slows the measurements)")
+    rates: dict[int, list[float]] = {1: [], everyone: []}
+    for _ in range(args.repeat):  # interleaved, so that a change of load affects both alike
+        for workers in rates:
+            rate, failed = points_per_minute(args.config, workers)
+            rates[workers].append(rate)
+            if failed:
+                raise SystemExit(f"{failed} points of the benchmark grid failed; run one with npusim run to see why")
+    for workers, measured in rates.items():
+        print(f"{workers} worker{'s' if workers > 1 else ''}: {max(measured):.0f} points/min (best of {args.repeat}, {points} points each)")
+    print(f"ratio {everyone} workers / 1 worker: {max(rates[everyone]) / max(rates[1]):.2f} (linear: {everyone})")
 
 
 if __name__ == "__main__":

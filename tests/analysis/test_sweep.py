@@ -3,10 +3,11 @@ point is recorded; an interrupted sweep resumes without redoing finished points;
 checked before any point runs."""
 
 import csv
-import sys
 import json
 import math
+import sys
 
+import distributed
 import pytest
 
 from npusim.analysis import run_sweep, sweep
@@ -27,7 +28,6 @@ def rows_of(path):
 
 
 def test_local_processes_and_a_dask_cluster_give_the_same_results(copy_workload):
-    distributed = pytest.importorskip("distributed")
     local = run_sweep("a2", copy_workload, GRID, data=False, workers=2, progress=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         remote = run_sweep("a2", copy_workload, GRID, data=False, scheduler=cluster.scheduler_address, progress=False)
@@ -107,7 +107,6 @@ def test_a_name_the_declaration_pass_cannot_see_is_checked_by_the_first_point(tm
 
 
 def test_the_dataframe_has_one_typed_row_per_point(copy_workload):
-    pytest.importorskip("pandas")
     frame = sweep("a2", copy_workload, GRID, data=False, workers=2, progress=False)
     assert len(frame) == 4 and list(frame["param.tile"]) == [16384, 32768, 16384, 32768]
     assert frame["simulated_us"].dtype == float and (frame["status"] == "ok").all()
