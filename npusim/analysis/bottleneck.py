@@ -46,12 +46,15 @@ def utilisation_columns() -> list[str]:
 
 
 def class_utilisations(summary: dict) -> dict[str, float]:
-    """Per pipe (``util_MTE2``) and per kind of shared resource (``util_hbm``, ``GBps_hbm``): the
-    utilisation and achieved GB/s of the busiest one (over dies, over links); 0 when none was used."""
+    """Per AI-core pipe (``util_MTE2``) and per kind of shared resource (``util_hbm``, ``GBps_hbm``):
+    the utilisation and achieved GB/s of the busiest one (over dies, over links); 0 when none was
+    used. Other lanes of the summary (e.g. AICPU work) have no column; they still count for
+    :func:`bottleneck_of`."""
     figures = dict.fromkeys(utilisation_columns(), 0.0)
     for row in summary["pipes"]:
         column = f"util_{row['pipe']}"
-        figures[column] = max(figures[column], row["utilisation"])
+        if column in figures:
+            figures[column] = max(figures[column], row["utilisation"])
     for row in summary["bandwidth"]:
         if row["kind"] in SHARED_KINDS and row["utilisation"] >= figures[f"util_{row['kind']}"]:
             figures[f"util_{row['kind']}"] = row["utilisation"]

@@ -33,7 +33,7 @@ def test_the_busiest_pipe_or_resource_is_the_bottleneck():
 
 
 def test_class_figures_take_the_busiest_of_each_class():
-    figures = class_utilisations(summary([pipe(0, "MTE2", 0.6), pipe(1, "MTE2", 0.8)],
+    figures = class_utilisations(summary([pipe(0, "MTE2", 0.6), pipe(1, "MTE2", 0.8), pipe(0, "AICPU SCHEDULE", 0.9)],
                                          [resource("die0 HBM", "hbm", 0.5, 800.0), resource("die1 HBM", "hbm", 0.7, 1120.0)]))
     assert list(figures) == utilisation_columns()
     assert (figures["util_MTE2"], figures["util_hbm"], figures["GBps_hbm"]) == (0.8, 0.7, 1120.0)
