@@ -21,6 +21,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine.py
+	$(BIN)/python benchmarks/sweep.py
 
 clean:
 	rm -rf $(VENV) traces/*/ .pytest_cache

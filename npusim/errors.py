@@ -16,6 +16,10 @@ class UsageError(NpusimError):
     """Wrong use of the command line or of the Python API (exit code 2)."""
 
 
+class UnknownParameterError(UsageError):
+    """A run overrides a workload parameter that the workload does not declare (exit code 2)."""
+
+
 class ConfigError(NpusimError):
     """A hardware config that cannot be loaded or is invalid (exit code 2)."""
 

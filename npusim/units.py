@@ -84,8 +84,9 @@ class Quantity:
         return self.bytes_per_ps(clock_hz) * PS_PER_SECOND
 
     def scaled(self, factor: float) -> "Quantity":
-        """The same quantity times ``factor`` (for what-if overrides)."""
-        return Quantity(self.value * factor, self.dimension, f"{self.text} x {factor:g}", self.per_cycle)
+        """The same quantity times ``factor``, written in the unit it was written in (``28 GB/s``
+        x 2 is ``56 GB/s``), so its text is itself a valid config value (what-if overrides)."""
+        return Quantity(self.value * factor, self.dimension, scale_text(self.text, factor), self.per_cycle)
 
     def __str__(self) -> str:
         return self.text
@@ -118,6 +119,15 @@ def parse_quantity(raw: object, dimension: Dimension) -> Quantity:
     if not quantity.value > 0:
         raise ValueError(f"{raw!r} must be positive")
     return quantity
+
+
+def scale_text(text: str, factor: float) -> str:
+    """A quantity as written (``'1.6 TB/s'``, ``'2 cycles'``) times ``factor``, in the same unit
+    (``'3.2 TB/s'``, ``'1 cycles'``)."""
+    match = _NUMBER_AND_UNIT.match(text)
+    if not match or not match.group(2):
+        raise ValueError(f"cannot scale {text!r}: it is not a number followed by a unit")
+    return f"{float(match.group(1)) * factor:.12g} {match.group(2)}"
 
 
 def _convert(number: float, unit: str, dimension: Dimension, text: str) -> Quantity | None:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
+import io
 import sys
 from pathlib import Path
 
@@ -15,15 +14,10 @@ from npusim.cli.errors import EXIT_WORKLOAD, report
 from npusim.analysis.report import print_report
 from npusim.config import load_config
 from npusim.errors import NpusimError, UsageError
+from npusim.files import write_bytes_atomically, write_json_atomically
 from npusim.frontend.session import session
 from npusim.frontend.workload import parse_param_overrides, run_workload_file
 from npusim.trace.chrome import write_chrome_trace
-
-def write_json_atomically(path: Path, data: dict) -> None:
-    """Write ``data`` as JSON to a temporary name, then rename it over ``path``."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
 
 
 @click.command("run")
@@ -86,10 +80,9 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], pa
     if plot and len(result.recorder):
         from npusim.plot import timeline  # matplotlib is imported only when a plot is asked for
 
-        figure = timeline(result)
-        temporary = out_dir / "timeline.tmp.png"
-        figure.savefig(temporary, dpi=110)
-        os.replace(temporary, out_dir / "timeline.png")
+        image = io.BytesIO()
+        timeline(result).savefig(image, format="png", dpi=110)
+        write_bytes_atomically(out_dir / "timeline.png", image.getvalue())
         written.append("timeline.png")
     print_report(result.summary, title=f"{workload.name} on {loaded.name}")
     click.echo(f"wrote {out_dir}/trace.json (open in https://ui.perfetto.dev), {', '.join(written)}")

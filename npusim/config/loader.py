@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -77,13 +78,14 @@ def builtin_configs() -> list[str]:
     return sorted(entry.name.removesuffix(SUFFIX) for entry in _builtin_folder().iterdir() if entry.name.endswith(SUFFIX))
 
 
-def load_config(config: str | os.PathLike, overrides: Sequence[str] | Mapping[str, object] = ()) -> LoadedConfig:
+def load_config(config: str | os.PathLike, overrides: Sequence[str] | Mapping[str, object] = (), *, origin: str = "--set") -> LoadedConfig:
     """Read, merge, override and validate a config.
 
     ``config`` is a YAML path or a built-in name (``a3`` or ``a3.yaml``; an existing file wins).
     ``overrides`` are ``'key.path=value'`` strings (the value read as YAML: ``4``, ``3.2TB/s``,
     ``null`` to remove a key) or a mapping ``{'key.path': value}``; they apply in order, after
-    ``extends``, and merge like a child config. Raises :class:`ConfigError`
+    ``extends``, and merge like a child config; errors name each one as ``ORIGIN key=value``
+    (``origin``: the option that gave them, ``--set``, ``--grid``). Raises :class:`ConfigError`
     naming the file and line (or the ``--set``), the key path and the fix of every problem found.
     """
     start, source = _locate(os.fspath(config))
@@ -91,7 +93,7 @@ def load_config(config: str | os.PathLike, overrides: Sequence[str] | Mapping[st
     if isinstance(overrides, str):
         overrides = (overrides,)
     given = dict(overrides) if isinstance(overrides, Mapping) else tuple(overrides)
-    _apply_overrides(resolved, locations, given)
+    _apply_overrides(resolved, locations, given, origin)
     spec = _validate(resolved, locations, source)
     canonical = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return LoadedConfig(spec, spec.name, source, resolved, hashlib.sha256(canonical.encode()).hexdigest(), given)
@@ -169,27 +171,35 @@ def _read_tree(config: _ConfigFile, chain: tuple[_ConfigFile, ...]) -> tuple[dic
 
 
 def _read_yaml(config: _ConfigFile) -> tuple[dict[str, Any], Locations]:
+    """The mapping of one file and the location of every key. Parsing YAML with line numbers is
+    most of the cost of loading a config, and a sweep loads the same files once per point, so the
+    parse of each (label, text) is kept; callers get copies they may change."""
     try:
         text = config.file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{config.label}: cannot read the config ({err}); check the path and that it is UTF-8 text") from None
+    return copy.deepcopy(_parse_yaml(config.label, text))
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_yaml(label: str, text: str) -> tuple[dict[str, Any], Locations]:
     loader = yaml.SafeLoader(text)
     locations: Locations = {}
     try:
         root = loader.get_single_node()
         if root is not None:
-            _check_keys(root, config.label, set())
-        data = None if root is None else _to_plain(root, (), locations, config.label, loader, set())
+            _check_keys(root, label, set())
+        data = None if root is None else _to_plain(root, (), locations, label, loader, set())
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{config.label}{line}: YAML syntax error: {err.problem or err.context}; fix the file at this line") from None
+        raise ConfigError(f"{label}{line}: YAML syntax error: {err.problem or err.context}; fix the file at this line") from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
         found = "the file is empty" if data is None else f"found a {type(data).__name__}"
-        raise ConfigError(f"{config.label}:1: a config is a mapping of keys (name, product, shape, die, fabric, nic, or `extends`); {found}")
-    locations[()] = f"{config.label}:{root.start_mark.line + 1}"
+        raise ConfigError(f"{label}:1: a config is a mapping of keys (name, product, shape, die, fabric, nic, or `extends`); {found}")
+    locations[()] = f"{label}:{root.start_mark.line + 1}"
     return data, locations
 
 
@@ -268,9 +278,9 @@ def _forget(locations: Locations, path: KeyPath) -> None:
         del locations[stale]
 
 
-def _apply_overrides(resolved: dict[str, Any], locations: Locations, overrides: tuple[str, ...] | dict[str, object]) -> None:
+def _apply_overrides(resolved: dict[str, Any], locations: Locations, overrides: tuple[str, ...] | dict[str, object], origin: str) -> None:
     """Apply overrides in order; every malformed one or unknown key is reported, all at once."""
-    items, errors = _override_items(overrides)
+    items, errors = _override_items(overrides, origin)
     for key, value, label in items:
         path, problem = _override_path(key, resolved)
         if problem:
@@ -281,17 +291,17 @@ def _apply_overrides(resolved: dict[str, Any], locations: Locations, overrides: 
         raise ConfigError(_combine(errors, "the overrides"))
 
 
-def _override_items(overrides: tuple[str, ...] | dict[str, object]) -> tuple[list[tuple[str, Any, str]], list[str]]:
+def _override_items(overrides: tuple[str, ...] | dict[str, object], origin: str) -> tuple[list[tuple[str, Any, str]], list[str]]:
     """``(key, value, label)`` of each override, and an error for each malformed one."""
     if isinstance(overrides, dict):
-        return [(str(key), value, f"--set {key}={value}") for key, value in overrides.items()], []
+        return [(str(key), value, f"{origin} {key}={value}") for key, value in overrides.items()], []
     items, errors = [], []
     for text in overrides:
         key, equals, raw = text.partition("=")
         if equals and key.strip():
-            items.append((key.strip(), _yaml_value(raw), f"--set {text}"))
+            items.append((key.strip(), _yaml_value(raw), f"{origin} {text}"))
         else:
-            errors.append(f"--set {text}: malformed override; write KEY.PATH=VALUE, e.g. --set die.hbm.bandwidth=3.2TB/s or --set shape.nodes=4")
+            errors.append(f"{origin} {text}: malformed override; write KEY.PATH=VALUE, e.g. {origin} die.hbm.bandwidth=3.2TB/s or {origin} shape.nodes=4")
     return items, errors
 
 

@@ -17,8 +17,8 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 import simpy
 
-from npusim.analysis.critical_path import CriticalPath, critical_path
-from npusim.analysis.events import events_frame
+from npusim.trace.critical_path import CriticalPath, critical_path
+from npusim.trace.events import events_frame
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import DeadlockError, UsageError
 from npusim.hw.pipes import Pipe

@@ -6,18 +6,21 @@ one, is called. It declares its parameters with :func:`param`::
     tokens = npusim.param("tokens", 256, "new tokens written per step")
 
 and a run overrides them (``npusim run ... --param tokens=1024``, ``simulate(..., params=...)``).
-The values used are recorded in the session (and so in the manifest).
+The values used are recorded in the session (and so in the manifest). :func:`scan_declared_params`
+finds the declarations written in a file without running it (sweeps check their parameters with it).
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import runpy
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from npusim.errors import UsageError
+from npusim.errors import UnknownParameterError, UsageError
 from npusim.frontend.session import Session, current_session
 
 WORKLOAD_RUN_NAME = "__npusim_workload__"
@@ -75,12 +78,68 @@ def check_params_used(session: Session) -> None:
     """Every overridden parameter must have been declared by the workload."""
     unknown = [name for name in session.param_overrides if name not in session.params]
     if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, list(session.params), n=1)
-            hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        declared = ", ".join(sorted(session.params)) or "none"
-        raise UsageError(f"the workload declares no parameter {', '.join(hints)}; its parameters: {declared}")
+        raise unknown_params_error(unknown, session.params)
+
+
+def unknown_params_error(unknown: list[str], declared) -> UnknownParameterError:
+    """The error for overrides of parameters the workload does not declare, with a did-you-mean."""
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(declared), n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return UnknownParameterError(f"the workload declares no parameter {', '.join(hints)}; its parameters: {', '.join(sorted(declared)) or 'none'}")
+
+
+NOT_LITERAL = object()
+"""The default of a declaration whose default is an expression (known only when the file runs)."""
+
+
+@dataclass(frozen=True)
+class DeclaredParams:
+    """The ``npusim.param(NAME, DEFAULT)`` calls written in a workload file: ``defaults`` maps each
+    literal NAME to its DEFAULT (or :data:`NOT_LITERAL`); ``complete`` is False when some call's
+    name is an expression, so the file may declare names the scan cannot see."""
+
+    defaults: dict[str, Any]
+    complete: bool
+
+
+def scan_declared_params(path: str | Path) -> DeclaredParams:
+    """The parameters the workload file ``path`` declares, read from its source without running it.
+    Calls are recognised as ``npusim.param(...)`` (also under ``import npusim as X``) and ``param(...)``
+    after ``from npusim import param``; declarations in other modules the file imports are not seen."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as error:
+        raise UsageError(f"workload {path}:{error.lineno}: syntax error: {error.msg}; fix the file") from None
+    modules, functions = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.asname or alias.name for alias in node.names if alias.name == "npusim")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("npusim", "npusim.frontend.workload"):
+            functions.update(alias.asname or alias.name for alias in node.names if alias.name == "param")
+    defaults: dict[str, Any] = {}
+    complete = True
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not _is_param_function(node.func, modules, functions):
+            continue
+        keywords = {keyword.arg: keyword.value for keyword in node.keywords}
+        name = node.args[0] if node.args else keywords.get("name")
+        default = node.args[1] if len(node.args) > 1 else keywords.get("default")
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            complete = False
+            continue
+        try:
+            defaults[name.value] = ast.literal_eval(default) if default is not None else NOT_LITERAL
+        except (ValueError, TypeError, SyntaxError):
+            defaults[name.value] = NOT_LITERAL
+    return DeclaredParams(defaults, complete)
+
+
+def _is_param_function(func: ast.expr, modules: set[str], functions: set[str]) -> bool:
+    if isinstance(func, ast.Attribute):
+        return func.attr == "param" and isinstance(func.value, ast.Name) and func.value.id in modules
+    return isinstance(func, ast.Name) and func.id in functions
 
 
 def run_workload_file(path: str | Path) -> dict:

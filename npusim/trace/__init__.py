@@ -1,1 +1,2 @@
-"""Events of a run: the recorder, the Chrome/Perfetto trace writer and the run summary."""
+"""Events of a run: the recorder, the Chrome/Perfetto trace writer, the run summary, the critical
+path and bottleneck breakdown, and the events as a DataFrame."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from npusim import __version__
-from npusim.analysis.critical_path import bottlenecks
+from npusim.trace.critical_path import bottlenecks
 
 
 def busy_ps(recorder, columns: dict[str, np.ndarray]) -> np.ndarray:

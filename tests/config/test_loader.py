@@ -368,3 +368,15 @@ def test_sha256_is_stable_and_changes_with_an_override(tmp_path, monkeypatch):
     assert load_config("a3", ["shape.nodes=48"]).sha256 != first
     assert load_config("a3", ["shape.nodes=1"]).sha256 == first  # the same resolved config
     assert load_config("a2").sha256 != first
+
+
+def test_overrides_are_named_by_the_option_that_gave_them():
+    with pytest.raises(ConfigError, match=r"^--grid die.hbm.bandwith=1TB/s: die.hbm.bandwith: unknown key 'bandwith'; did you mean 'bandwidth'\?$"):
+        load_config("a2", ["die.hbm.bandwith=1TB/s"], origin="--grid")
+
+
+def test_a_file_parsed_once_is_not_changed_by_loads_that_override_it():
+    changed = load_config("a3", ["die.hbm.bandwidth=3.2 TB/s", "fabric.link.bandwidth=1 GB/s", "die.vector.latency.add=1 cycle"]).spec
+    assert (str(changed.die.hbm.bandwidth), str(changed.fabric.link.bandwidth), str(changed.die.vector.latency["add"])) == ("3.2 TB/s", "1 GB/s", "1 cycle")
+    fresh = load_config("a3").spec
+    assert (str(fresh.die.hbm.bandwidth), str(fresh.fabric.link.bandwidth), str(fresh.die.vector.latency["add"])) == ("1.6 TB/s", "28 GB/s", "6 cycles")

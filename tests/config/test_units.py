@@ -84,3 +84,12 @@ def test_non_text_is_refused(raw):
 def test_unreadable_text_is_refused():
     with pytest.raises(ValueError, match="cannot read 'fast' as a rate"):
         parse_quantity("fast", Dimension.RATE)
+
+
+@pytest.mark.parametrize(("text", "factor", "scaled"), [("1.6 TB/s", 2, "3.2 TB/s"), ("96 B/cycle", 2, "192 B/cycle"), ("2 cycles", 0.5, "1 cycles"),
+                                                         ("0.5 us", 0.5, "0.25 us"), ("28GB/s", 7, "196 GB/s")])
+def test_a_scaled_quantity_is_written_in_its_unit_and_parses_back(text, factor, scaled):
+    dimension = Dimension.TIME if "cycles" in text or "us" in text else Dimension.RATE
+    quantity = parse_quantity(text, dimension).scaled(factor)
+    assert str(quantity) == scaled
+    assert parse_quantity(str(quantity), dimension).value == pytest.approx(quantity.value)

@@ -47,3 +47,31 @@ def test_the_manifest_records_the_parameters(workload, tmp_path):
     assert json.loads((tmp_path / "o" / "manifest.json").read_text())["params"] == {"tokens": 8, "double_buffer": False, "scale": 0.5}
     bad = run_cli("run", "-c", "a2", workload, "--param", "tokns=8", "--out", tmp_path / "o2", cwd=tmp_path)
     assert bad.returncode == 1 and "did you mean 'tokens'" in bad.stderr
+
+
+def test_the_declarations_of_a_file_are_read_without_running_it(tmp_path):
+    from npusim.frontend.workload import NOT_LITERAL, scan_declared_params
+
+    path = tmp_path / "declares.py"
+    path.write_text(
+        "import npusim\nimport npusim as ns\nfrom npusim import param as p\n"
+        "raise SystemExit('never run')\n"
+        "a = npusim.param('tokens', 256, 'tokens per step')\n"
+        "b = ns.param(name='shape', default=(8, 16))\n"
+        "c = p('cores', npusim.current_session().config.spec.die.aiv_count)\n"
+        "d = other.param('not_ours', 1)\n"
+    )
+    declared = scan_declared_params(path)
+    assert declared.defaults == {"tokens": 256, "shape": (8, 16), "cores": NOT_LITERAL} and declared.complete
+    path.write_text("import npusim\nfor name in ('a', 'b'):\n    npusim.param(name, 1)\n")
+    assert scan_declared_params(path) == type(declared)({}, complete=False)
+    path.write_text("import npusim\nnpusim.param('a', 1\n")
+    with pytest.raises(UsageError, match=r"declares.py:2: syntax error"):
+        scan_declared_params(path)
+
+
+def test_an_unknown_parameter_is_its_own_kind_of_usage_error(workload):
+    from npusim.errors import UnknownParameterError
+
+    with pytest.raises(UnknownParameterError):
+        npusim.simulate("a2", workload, params={"tokns": "1"})

@@ -7,7 +7,7 @@ import pytest
 
 import npusim
 from npusim import isa
-from npusim.analysis.events import EVENT_COLUMNS
+from npusim.trace.events import EVENT_COLUMNS
 from npusim.errors import UsageError
 from tests.conftest import events_of
 

@@ -7,7 +7,7 @@ import pytest
 
 import npusim
 from npusim import isa
-from npusim.analysis.critical_path import IDLE, critical_path
+from npusim.trace.critical_path import IDLE, critical_path
 from npusim.config import load_config
 from npusim.hw.system import System
 from tests.conftest import events_of

@@ -1,0 +1,66 @@
+"""Rich tables of sweeps and what-if rankings, for the terminal (run reports: npusim.analysis.report)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+MAX_ROWS = 16
+LOG_WIDTH = 200  # columns of a table written to a file or pipe rather than a terminal
+
+
+def wide_console() -> Console:
+    """A console for wide tables: the terminal's width, or :data:`LOG_WIDTH` when not a terminal."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = LOG_WIDTH
+    return console
+
+
+def print_sweep_table(rows: list[dict], value_columns: list[str], *, title: str, console: Console | None = None, limit: int = 2 * MAX_ROWS) -> None:
+    """The points of a sweep, fastest first (failed points last), the first ``limit`` of them, then
+    each distinct error of the failed points with how many points it stopped."""
+    console = console or wide_console()
+    ordered = sorted(rows, key=lambda row: (row["status"] != "ok", row["simulated_us"] if row["status"] == "ok" else 0.0))
+    best = next((row["simulated_us"] for row in ordered if row["status"] == "ok"), None)
+    table = Table(title=title, title_justify="left")
+    for column in value_columns:
+        table.add_column(column, justify="right", no_wrap=True)
+    for column in ("simulated us", "x best", "bottleneck", "wall s", "status"):
+        table.add_column(column, justify="left" if column in ("bottleneck", "status") else "right", no_wrap=True)
+    for row in ordered[:limit]:
+        values = [str(row[column]) for column in value_columns]
+        if row["status"] == "ok":
+            bottleneck = f"{row['bottleneck']} {row['bottleneck_utilisation']:.0%}" if row["bottleneck"] else "-"
+            table.add_row(*values, f"{row['simulated_us']:.3f}", f"{row['simulated_us'] / best:.2f}", bottleneck, f"{row['wall_s']:.2f}", "ok")
+        else:
+            table.add_row(*values, "-", "-", "-", f"{row['wall_s']:.2f}", "[red]failed[/red]")
+    console.print(table)
+    if len(ordered) > limit:
+        console.print(f"  ... {len(ordered) - limit} more points in the results file")
+    errors: dict[str, int] = {}
+    for row in ordered:
+        if row["status"] != "ok":
+            error = f"{row['error_type']}: {row['error']}"
+            errors[error] = errors.get(error, 0) + 1
+    for error, count in list(errors.items())[:MAX_ROWS]:
+        console.print(f"[red]failed[/red] ({count} point{'s' if count > 1 else ''}): {error}", soft_wrap=True)
+
+
+def print_whatif_table(rows: list[dict], reading: str, *, title: str, console: Console | None = None) -> None:
+    """The baseline, then each factor by speedup, then the one-line reading."""
+    console = console or wide_console()
+    baseline, *ranked = rows
+    bottleneck = f", busiest: {baseline['bottleneck']} ({baseline['bottleneck_utilisation']:.0%})" if baseline["bottleneck"] else ""
+    console.print(f"[bold]{title}[/bold]: baseline {baseline['simulated_us']:.3f} us simulated{bottleneck}")
+    table = Table(title="each resource made twice as fast, by speedup", title_justify="left")
+    for column in ("rank", "factor", "speedup", "simulated us", "busiest then", "overrides"):
+        table.add_column(column, justify="right" if column in ("rank", "speedup", "simulated us") else "left")
+    for rank, row in enumerate(ranked, start=1):
+        if row["status"] == "ok":
+            busiest = f"{row['bottleneck']} ({row['bottleneck_utilisation']:.0%})" if row["bottleneck"] else "-"
+            table.add_row(str(rank), row["factor"], f"{row['speedup']:.2f}x", f"{row['simulated_us']:.3f}", busiest, row["changed"])
+        else:
+            table.add_row(str(rank), row["factor"], "[red]failed[/red]", "-", row["error"][:120], row["changed"])
+    console.print(table)
+    console.print(f"[bold]reading[/bold]: {reading}")

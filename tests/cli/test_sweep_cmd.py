@@ -1,0 +1,78 @@
+"""``npusim sweep`` and ``npusim whatif`` end to end, as a user runs them: outputs and exit codes."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.analysis.workloads import LINK_BOUND_REMOTE_LOAD, write
+from tests.cli.test_run import DEMO, ROOT, npusim
+
+
+def test_a_sweep_with_a_failing_point_exits_0_and_writes_its_files(tmp_path):
+    out = tmp_path / "out"
+    run = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=16384,32768", "--grid", "param.double_buffer=true", "--no-data",
+                 "--workers", "2", "--out", out, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "2 points simulated on 2 local worker processes; 1 failed" in run.stdout
+    assert "failed (1 point): ResourceError: kernel 'vector_add' on die 0 aiv0: allocating 64.00 KiB in UB" in run.stdout
+    lines = run.stdout.splitlines()
+    first_ok = next(i for i, line in enumerate(lines) if "16384" in line and " ok " in line)
+    assert first_ok < next(i for i, line in enumerate(lines) if "32768" in line and "failed" in line)  # sorted, failures last
+    assert {p.name for p in out.iterdir()} == {"results.csv", "results.parquet", "simulated_time.png", "sweep.json"}
+    with open(out / "results.csv", newline="") as handle:
+        assert sorted(row["status"] for row in csv.DictReader(handle)) == ["failed", "ok"]
+
+    again = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=16384,32768", "--grid", "param.double_buffer=true", "--no-data",
+                   "--workers", "2", "--out", out, cwd=tmp_path)
+    assert again.returncode == 2 and "add --resume" in again.stderr
+    resumed = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=16384,32768", "--grid", "param.double_buffer=true", "--no-data",
+                     "--workers", "2", "--out", out, "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0 and "1 point simulated on 2 local worker processes, 1 already in results.csv; 1 failed" in resumed.stdout
+
+
+def test_every_point_failing_exits_1(tmp_path):
+    run = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=32768,65536", "--no-data", "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 1 and "every point failed" in run.stderr
+
+
+def test_usage_and_config_errors_exit_2_before_anything_runs(tmp_path):
+    typo = npusim("sweep", "-c", "a2", DEMO, "--grid", "die.hbm.bandwith=1.6TB/s,3.2TB/s", "--out", tmp_path / "out", cwd=tmp_path)
+    assert typo.returncode == 2 and "--grid die.hbm.bandwith=1.6TB/s: die.hbm.bandwith: unknown key 'bandwith'; did you mean 'bandwidth'?" in typo.stderr
+    assert "Traceback" not in typo.stderr and not (tmp_path / "out").exists()
+    syntax = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile", cwd=tmp_path)
+    assert syntax.returncode == 2 and "write KEY=V1,V2" in syntax.stderr
+    both = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=8192", "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786", cwd=tmp_path)
+    assert both.returncode == 2 and "give --workers or --scheduler, not both" in both.stderr
+    assert not (tmp_path / "sweeps").exists()
+
+
+def test_whatif_ranks_the_link_of_a_link_bound_load_first(tmp_path):
+    workload = write(tmp_path, "remote_load.py", LINK_BOUND_REMOTE_LOAD)
+    run = npusim("whatif", "-c", "a2", workload, "--param", "tiles=2", "--workers", "2", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "reading: doubling the HCCS link bandwidth gives" in run.stdout and "everything else under 1.05x" in run.stdout
+    table = run.stdout.splitlines()
+    assert any(line.split("│")[2].strip() == "HCCS link bandwidth" for line in table if line.startswith("│") and line.split("│")[1].strip() == "1")
+
+
+def test_ctrl_c_stops_the_sweep_with_its_finished_rows_kept_then_resume_finishes_it(tmp_path):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "npusim", "sweep", "-c", "a2", str(DEMO), "--grid", "param.tile=8192,16384",
+               "--grid", "param.cores=8,16,24,32,40,48", "--no-data", "--workers", "1", "--out", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    sweep = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for _ in range(6000):  # wait (at most 60 s) for the first finished row, then press Ctrl-C
+        if (out / "results.csv").exists() or sweep.poll() is not None:
+            break
+        time.sleep(0.01)
+    os.killpg(sweep.pid, signal.SIGINT)
+    _, stderr = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130 and "run the same command with --resume" in stderr
+    with open(out / "results.csv", newline="") as handle:
+        finished = len(list(csv.DictReader(handle)))
+    assert 1 <= finished < 12
+    resumed = npusim(*command[3:], "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0 and f"{12 - finished} points simulated on 1 local worker process, {finished} already in results.csv" in resumed.stdout
