@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
-from npusim.frontend.pypto.dtypes import AtomicType, DataType, OpType
+from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 from npusim.frontend.pypto.runtime import (
     AccessSpec,
     CoreTask,

@@ -29,7 +29,7 @@ import simpy
 
 from npusim import isa
 from npusim.errors import RaceError, UsageError, WorkloadError
-from npusim.frontend.pypto.dtypes import DataType
+from npusim.kernels.shmem.dtypes import DataType
 from npusim.hw.aicpu import AicpuScheduler
 from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
