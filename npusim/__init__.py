@@ -1,28 +1,52 @@
-"""npusim: a cycle-approximate simulator of Huawei Ascend NPUs (Atlas A2 / A3) on SimPy."""
+"""npusim: a cycle-approximate simulator of Huawei Ascend NPUs (Atlas A2 / A3) on SimPy.
+
+The public names (``npusim.session``, ``npusim.tensor``, ``npusim.launch``, ``npusim.pypto`` ...) live
+in the frontend and are imported on first use, so that importing a lower layer (``npusim.hw``,
+``npusim.isa`` ...) does not pull in the frontend (docs/architecture.md: imports go one way);
+``npusim.<subpackage>`` is likewise imported on first use.
+"""
+
+import importlib
+import importlib.util
 
 __version__ = "0.1.0"
 
-from npusim.frontend.session import SimResult, Session, current_session, session, synchronize  # noqa: E402
-from npusim.frontend.tensor import DeviceTensor, empty, tensor, zeros  # noqa: E402
-from npusim.frontend.workload import param  # noqa: E402
-from npusim.frontend.simulate import simulate  # noqa: E402
-from npusim.frontend.transfer import transfer  # noqa: E402
-from npusim.frontend import pypto  # noqa: E402
-from npusim.frontend.launch import launch  # noqa: E402
+_PUBLIC = {
+    "SimResult": "npusim.frontend.session",
+    "Session": "npusim.frontend.session",
+    "current_session": "npusim.frontend.session",
+    "session": "npusim.frontend.session",
+    "synchronize": "npusim.frontend.session",
+    "DeviceTensor": "npusim.frontend.tensor",
+    "empty": "npusim.frontend.tensor",
+    "tensor": "npusim.frontend.tensor",
+    "zeros": "npusim.frontend.tensor",
+    "param": "npusim.frontend.workload",
+    "simulate": "npusim.frontend.simulate",
+    "transfer": "npusim.frontend.transfer",
+    "launch": "npusim.frontend.launch",
+}
+"""Public name -> the frontend module that defines it."""
+
+_MODULES = {"pypto": "npusim.frontend.pypto", "torch_npu": "npusim.frontend.torch_npu", "plot": "npusim.plot"}
+"""Public modules by their short name (``npusim.plot`` imports matplotlib when first used)."""
 
 __all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "launch", "param", "pypto", "session", "simulate",
            "synchronize", "tensor", "transfer", "zeros", "__version__"]
 
-_LAZY_MODULES = {"torch_npu": "npusim.frontend.torch_npu", "plot": "npusim.plot"}
-"""Imported on first use (``from npusim import torch_npu``; ``npusim.plot`` imports matplotlib), so
-``import npusim`` stays light."""
-
 
 def __getattr__(name: str):
-    if name in _LAZY_MODULES:
-        import importlib
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    elif name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+    elif not name.startswith("_") and importlib.util.find_spec(f"npusim.{name}") is not None:
+        value = importlib.import_module(f"npusim.{name}")
+    else:
+        raise AttributeError(f"module 'npusim' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
-        module = importlib.import_module(_LAZY_MODULES[name])
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'npusim' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -6,6 +6,11 @@ written in). A factor applies when the config has all its keys (``package_link``
 A3) and, for a link class, the fabric of that kind. Bandwidths and rates are doubled, times per
 unit of work are halved, counts are doubled.
 
+A link factor models "this link class twice as fast" for every transfer that crosses it: besides
+its bandwidth it doubles its ``write_credits`` where the config gives them, since posted writes
+cross a link at most ``write_credits / (2 x latency)`` (``docs/calibration.md``); doubling the
+bandwidth alone would leave a credit-bound write (a put, a remote store) as slow as before.
+
 What "twice the cores" means: twice the AI cores of each die (``aic_count`` and ``aiv_count``
 together, so the cube:vector ratio of a cluster stays), with the same HBM, L2, links and per-core
 buffers; the number of dies is not changed (that is another machine, with another world size for
@@ -42,22 +47,28 @@ NOTABLE = 1.05
 class Factor:
     """One resource made :data:`FASTER`: ``keys`` (dotted config keys; ``*`` stands for every entry
     of a list) are multiplied by ``scale``; ``reading`` is how the one-line reading names it;
-    ``when`` is a ``(key, value)`` the config must have for the factor to apply."""
+    ``when`` is a ``(key, value)`` the config must have for the factor to apply; ``also`` are keys
+    scaled with them where the config sets them (a link's write credits), skipped where it does not."""
 
     name: str
     reading: str
     keys: tuple[str, ...]
     scale: float
     when: tuple[str, str] | None = None
+    also: tuple[str, ...] = ()
 
 
 FACTORS: tuple[Factor, ...] = (
     Factor("HBM bandwidth", "doubling the HBM bandwidth", ("die.hbm.bandwidth",), FASTER),
     Factor("L2 bandwidth", "doubling the L2 bandwidth", ("die.l2.bandwidth",), FASTER),
-    Factor("HCCS link bandwidth", "doubling the HCCS link bandwidth", ("fabric.link.bandwidth",), FASTER, ("fabric.kind", "full_mesh")),
-    Factor("UB link bandwidth", "doubling the UB link bandwidth", ("fabric.link.bandwidth",), FASTER, ("fabric.kind", "ub_switch")),
-    Factor("fabric link bandwidth", "doubling every fabric link's bandwidth", ("fabric.links.*.link.bandwidth",), FASTER, ("fabric.kind", "links")),
-    Factor("SIO bandwidth", "doubling the SIO (die-to-die) bandwidth", ("package_link.bandwidth",), FASTER),
+    Factor("HCCS link bandwidth", "doubling the HCCS link bandwidth", ("fabric.link.bandwidth",), FASTER, ("fabric.kind", "full_mesh"),
+           ("fabric.link.write_credits",)),
+    Factor("UB link bandwidth", "doubling the UB link bandwidth", ("fabric.link.bandwidth",), FASTER, ("fabric.kind", "ub_switch"),
+           ("fabric.link.write_credits",)),
+    Factor("fabric link bandwidth", "doubling every fabric link's bandwidth", ("fabric.links.*.link.bandwidth",), FASTER,
+           ("fabric.kind", "links"), ("fabric.links.*.link.write_credits",)),
+    Factor("SIO bandwidth", "doubling the SIO (die-to-die) bandwidth", ("package_link.bandwidth",), FASTER, None,
+           ("package_link.write_credits",)),
     Factor("NIC bandwidth", "doubling the NIC bandwidth", ("nic.bandwidth",), FASTER),
     Factor("vector rate", "doubling the vector rate", ("die.vector.per_repeat",), 1 / FASTER),
     Factor("cube rate", "doubling the cube rate", ("die.aic.cube.per_block",), 1 / FASTER),
@@ -85,9 +96,19 @@ def factor_overrides(factor: Factor, resolved: Mapping[str, Any]) -> list[str] |
             value = _value_at(resolved, path)
             if value is _MISSING:
                 return None
-            scaled = round(value * factor.scale) if isinstance(value, int) else scale_text(str(value), factor.scale)
-            overrides.append(f"{'.'.join(path)}={scaled}")
+            overrides.append(_scaled(path, value, factor.scale))
+    for pattern in factor.also:
+        for path in _expand(resolved, pattern.split(".")):
+            value = _value_at(resolved, path)
+            if value is not None:
+                overrides.append(_scaled(path, value, factor.scale))
     return overrides
+
+
+def _scaled(path: Sequence[str], value: Any, scale: float) -> str:
+    """The override ``key=value`` that sets the config value ``value`` at ``path`` to ``scale`` times it."""
+    scaled = round(value * scale) if isinstance(value, int) else scale_text(str(value), scale)
+    return f"{'.'.join(path)}={scaled}"
 
 
 def _expand(data: Any, parts: list[str]) -> list[list[str]]:

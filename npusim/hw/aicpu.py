@@ -25,8 +25,17 @@ and the session reports a deadlock, with the reports of the waits (``system.dead
 
 Tasks are duck-typed: ``pending`` (unfinished predecessors), ``successors``, ``on_core`` (True for
 a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core task has ``start(core_index) -> simpy.Event``
-(fires when its program has run); an AICPU task has ``matches() -> bool`` (read its slot now) and
-``satisfied()`` (called when it matched, e.g. to clear the slot). Times are integer picoseconds.
+(fires when its program has run) and, once it has run, ``first_event`` / ``last_event`` (the event
+indices of its program's first instruction and of the one that ended last, -1 if none); an AICPU
+task has ``matches() -> bool`` (read its slot now), ``satisfied()`` (called when it matched, e.g. to
+clear the slot) and ``polled(event)`` (called with the index of the poll pass that saw it match,
+once recorded). Times are integer picoseconds.
+
+For the trace and the critical path the scheduler records, besides its events (``dispatch``,
+``complete`` and ``poll`` on the lane of each thread), the dependencies it enforces as flows:
+``ready`` (the ``complete`` that made a task ready -> the task's ``dispatch``, or the poll pass that
+saw an AICPU task match), ``dispatch`` (a ``dispatch`` -> the first event of the program it started)
+and ``complete`` (the last event of a core task's program -> its ``complete``).
 """
 
 from __future__ import annotations
@@ -99,13 +108,17 @@ class SchedulerThread:
             if self.finished:
                 task, start = self.finished.popleft(), env.now
                 yield env.timeout(scheduler.completion_ps)
-                record(self.track, scheduler.complete_name, start, task)
-                scheduler.resolve(task)
+                completed = record(self.track, scheduler.complete_name, start, task)
+                if task.on_core:
+                    scheduler.flow(task.last_event, completed, "complete")
+                scheduler.resolve(task, completed)
             elif self.to_dispatch:
-                task, core, start = *self.to_dispatch.popleft(), env.now
+                task, core, ready, start = *self.to_dispatch.popleft(), env.now
                 yield env.timeout(scheduler.schedule_ps)
-                record(self.track, scheduler.dispatch_name, start, task)
-                task.start(core).callbacks.append(lambda _event, task=task, core=core: scheduler.core_done(task, core))
+                dispatched = record(self.track, scheduler.dispatch_name, start, task)
+                scheduler.flow(ready, dispatched, "ready")
+                task.start(core).callbacks.append(
+                    lambda _event, task=task, core=core, dispatched=dispatched: scheduler.core_done(task, core, dispatched))
             elif self.waits:
                 start = env.now
                 matched = []
@@ -117,7 +130,10 @@ class SchedulerThread:
                 coordinator.armed_timers += 1
                 yield env.timeout(scheduler.poll_ps)
                 coordinator.armed_timers -= 1
-                record(self.track, scheduler.poll_name, start, None)
+                polled = record(self.track, scheduler.poll_name, start, None)
+                for task in matched:
+                    scheduler.flow(scheduler.ready_events.pop(id(task), -1), polled, "ready")
+                    task.polled(polled)
                 self.finished.extend(matched)
                 if not matched and not self.finished and not self.to_dispatch and coordinator.only_pollers_left():
                     self.parked = True
@@ -163,6 +179,7 @@ class AicpuScheduler:
         self.outstanding = [0] * self.core_count
         self._next_core = 0
         self._next_wait_thread = 0
+        self.ready_events: dict[int, int] = {}  # id of a queued AICPU task -> the event that made it ready
         self.remaining = len(self.tasks)
         self.done: simpy.Event = self.env.event()
         self.coordinator = PollCoordinator.of(system)
@@ -170,7 +187,7 @@ class AicpuScheduler:
         self.recorder = recorder
         self.dispatch_name = recorder.name_id("dispatch")
         self.complete_name = recorder.name_id("complete")
-        self.poll_name = recorder.name_id("poll", waits=True)
+        self.poll_name = recorder.name_id("poll", polls=True)
 
     # -- the device task -------------------------------------------------------------------------
 
@@ -201,16 +218,19 @@ class AicpuScheduler:
 
     # -- readiness and completion ------------------------------------------------------------------
 
-    def make_ready(self, task) -> None:
+    def make_ready(self, task, ready_event: int = -1) -> None:
+        """``task`` may run (``ready_event``: the event that made it ready, -1 at the start)."""
         if task.on_core:
             core = self._choose_core()
             self.outstanding[core] += 1
             thread = self.threads[self.thread_of_core[core]]
-            thread.to_dispatch.append((task, core))
+            thread.to_dispatch.append((task, core, ready_event))
         else:
             thread = self.threads[self._next_wait_thread]
             self._next_wait_thread = (self._next_wait_thread + 1) % len(self.threads)
             thread.waits.append(task)
+            if ready_event >= 0:
+                self.ready_events[id(task)] = ready_event
         thread.notify()
 
     def _choose_core(self) -> int:
@@ -224,23 +244,31 @@ class AicpuScheduler:
         self._next_core = (position + 1) % n
         return self.core_order[position % n]
 
-    def core_done(self, task, core: int) -> None:
-        """A core finished ``task``: its thread handles the completion."""
+    def core_done(self, task, core: int, dispatched: int) -> None:
+        """A core finished ``task`` (dispatched as event ``dispatched``): its thread handles the completion."""
+        self.flow(dispatched, task.first_event, "dispatch")
         self.outstanding[core] -= 1
         thread = self.threads[self.thread_of_core[core]]
         thread.finished.append(task)
         thread.notify()
 
-    def resolve(self, task) -> None:
-        """``task`` has finished: its successors lose one pending predecessor."""
+    def resolve(self, task, completed: int) -> None:
+        """``task`` has finished (its ``complete`` is event ``completed``): its successors lose one
+        pending predecessor."""
         for successor in task.successors:
             successor.pending -= 1
             if successor.pending == 0:
-                self.make_ready(successor)
+                self.make_ready(successor, completed)
         self.remaining -= 1
         if self.remaining == 0:
             self.done.succeed()
 
-    def record(self, track: int, name_id: int, start_ps: int, task) -> None:
+    def record(self, track: int, name_id: int, start_ps: int, task) -> int:
+        """Record an event of a thread from ``start_ps`` to now; returns its index."""
         op, tile = (task.trace_op, task.tile) if task is not None else (-1, -1)
-        self.recorder.record(track, name_id, start_ps, self.env.now, 0, op, tile)
+        return self.recorder.record(track, name_id, start_ps, self.env.now, 0, op, tile)
+
+    def flow(self, from_event: int, to_event: int, name: str) -> None:
+        """A flow between two recorded events, when both exist (-1: none)."""
+        if from_event >= 0 and to_event >= 0:
+            self.recorder.flow(from_event, to_event, name)

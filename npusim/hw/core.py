@@ -10,7 +10,8 @@ Instructions are duck-typed: ``pipe``, ``s_dep``, ``label_id``, ``nbytes``, ``ef
 callable applied to real data at completion), ``step`` (one of the constants below, saying how the
 pipe executes it) and what that step needs: ``fixed_ps`` (FIXED), ``key``/``cost_ps`` (SET_FLAG,
 WAIT_FLAG), ``start(core, run, delay_ps)`` returning an event (TRANSFER), or ``start(core, run)``
-returning ps or an event (WAITING: barriers).
+returning ps or an event (WAITING: barriers); ``recorded`` is None or a callable, called with the
+index of the instruction's event right after it is recorded (ops use it to draw flows).
 
 A pipe other than SCALAR runs ahead of SimPy's clock through instructions nobody else can observe
 before a later synchronisation: flags (stamped with the exact time they become visible, so a waiter
@@ -267,6 +268,8 @@ class AICore:
             put_start(start)
             put_end(end)
             put_bytes(instruction.nbytes)
+            if instruction.recorded is not None:
+                instruction.recorded(len(events) - 1)
             if counts_progress:
                 if ends is not None:
                     ends.append(end)

@@ -73,9 +73,11 @@ class GmAddress:
 
 class Instruction:
     """Base of every instruction; ``npusim.hw.core`` documents the protocol the pipes use.
-    ``control`` ones (signal writes) keep their effect when data is off, since waits depend on it."""
+    ``control`` ones (signal writes) keep their effect when data is off, since waits depend on it.
+    ``recorded`` (None, or a callable given the index of the instruction's event once the pipe has
+    recorded it) lets an op draw flows from or to that event (:func:`on_recorded`)."""
 
-    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "effect", "label", "fixed_ps", "control")
+    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "effect", "label", "fixed_ps", "control", "recorded")
     step = WAITING
 
     def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
@@ -89,12 +91,27 @@ class Instruction:
         self.effect = None
         self.fixed_ps = None  # the busy time of a FIXED step
         self.control = False
+        self.recorded = None
 
     def start(self, core, run):
         raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{self.pipe.name} {self.label}"
+
+
+def on_recorded(instruction: Instruction, callback) -> None:
+    """Call ``callback(event_index)`` once ``instruction``'s event is recorded (after any callback
+    already attached); with data on or off alike."""
+    earlier = instruction.recorded
+    if earlier is None:
+        instruction.recorded = callback
+    else:
+        def both(event: int) -> None:
+            earlier(event)
+            callback(event)
+
+        instruction.recorded = both
 
 
 class FixedCost(Instruction):

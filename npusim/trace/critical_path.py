@@ -5,7 +5,8 @@ event could not proceed before its dependencies ended:
 
 - **pipe order**: the previous event of its lane (a pipe runs in order, across kernels too);
 - **flows**: a ``wait_flag`` depends on the ``set_flag`` whose flag it consumed, and any flow an op
-  recorded (signals, puts, waits across PEs) makes its target depend on its source;
+  recorded (an AICPU scheduler's ready -> dispatch -> program -> complete, signals, puts, waits
+  across PEs) makes its target depend on its source;
 - **issue**: an event that started after its lane's previous event ended was held by the scalar
   unit that issues it, and a ``pipe_barrier`` by the pipes it drains: both depend on the event of
   another lane of the same core and run that ended last before (for the barrier: at) that moment;
@@ -13,7 +14,10 @@ event could not proceed before its dependencies ended:
   op that ended last before it started (a stream runs its tasks in order).
 
 The path is walked back from the event that ends last: at each event, the dependency that ended
-last is the one that held it (a flow wins a tie). The event's own span after that moment is
+last is the one that held it (a flow wins a tie). A poll pass (``Recorder.poll_names``) holds up
+nothing by itself: an event with flow sources that follows a poll on its lane (the pass that saw a
+signal, a dispatch or completion delayed by a pass) is held by its latest flow source, and its span
+is attributed from that source's end, the poll latency included. The event's own span after that moment is
 attributed to what did the work: its pipe ("VECTOR on die0 aiv7"); for a DMA, the fixed part
 (set-up, bursts, route latency) to the pipe and the streaming part to the resource that limited
 its rate for most of its bytes ("MTE2 waiting on link die0->die1 HCCS", "MTE2 waiting on die0
@@ -133,6 +137,7 @@ class _Walk:
             for index in ends_first.tolist():
                 self.op_last[int(self.op[index])] = index  # the last write wins: latest end, then highest index
         self.waits = recorder.wait_names
+        self.polls = recorder.poll_names
 
     # -- dependencies --------------------------------------------------------------------------
 
@@ -167,13 +172,15 @@ class _Walk:
                 best, best_end = last, end
         return best
 
-    def _holder(self, e: int) -> int:
-        """The dependency of ``e`` that ended last (what held it), or -1."""
+    def _holder(self, e: int) -> tuple[int, bool]:
+        """The dependency of ``e`` that ended last (what held it), or -1; and whether ``e`` follows
+        a poll on its lane and is held by a flow source instead (it waited from that source's end)."""
         start, end = self.start[e], self.end[e]
         sources = self._flow_sources(e)
         candidates = list(sources)
         previous = int(self.prev[e])
-        if previous >= 0:
+        after_poll = bool(sources) and previous >= 0 and self.name[previous] in self.polls
+        if previous >= 0 and not after_poll:
             candidates.append(previous)
         latest = max((self.end[c] for c in candidates), default=-1)
         if not sources and self.name[e] in self.waits:
@@ -185,7 +192,7 @@ class _Walk:
             other = self._same_core_before(e, start)  # the scalar unit issued it late
             if other >= 0:
                 candidates.insert(0, other)
-        if previous < 0 or self.op[previous] != self.op[e]:
+        if not after_poll and (previous < 0 or self.op[previous] != self.op[e]):
             before = self._stream_before(e)
             if before >= 0:
                 candidates.append(before)
@@ -193,7 +200,7 @@ class _Walk:
         for candidate in candidates:  # flows and same-core holders first: they win ties
             if candidate != e and self.end[candidate] > best_end and self.end[candidate] <= end:
                 best, best_end = candidate, self.end[candidate]
-        return best
+        return best, after_poll and best >= 0
 
     # -- attribution ---------------------------------------------------------------------------
 
@@ -236,10 +243,11 @@ class _Walk:
         while e >= 0 and e not in visited:
             visited.add(e)
             path.append(e)
-            holder = self._holder(e)
+            holder, waited_from_source = self._holder(e)
             start = int(self.start[e])
             released = int(self.end[holder]) if holder >= 0 else 0
-            own_from = max(start, min(released, cursor))
+            lane_from = min(start, released) if waited_from_source else start
+            own_from = max(lane_from, min(released, cursor))
             self._attribute(e, own_from, cursor, segments)
             gap_from = released if holder >= 0 else 0
             if gap_from < own_from:

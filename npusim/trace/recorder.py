@@ -88,6 +88,7 @@ class Recorder:
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
         self.wait_names: set[int] = set()  # names of events that only wait (flags, barriers): not busy time
+        self.poll_names: set[int] = set()  # names of poll passes (waits that check and check again)
         self.ops: list[OpRecord] = []
         self.instants: list[Instant] = []
         self.lane_col = array("q")  # track << 32 | (op + 1)
@@ -119,16 +120,20 @@ class Recorder:
         self.ops.append(OpRecord(name, die, args))
         return len(self.ops) - 1
 
-    def name_id(self, name: str, *, waits: bool = False) -> int:
+    def name_id(self, name: str, *, waits: bool = False, polls: bool = False) -> int:
         """The id of an event name, interned on first use; ``waits`` marks events that only wait
-        for another pipe (their span is a stall, not busy time)."""
+        for another pipe (their span is a stall, not busy time); ``polls`` marks poll passes (an
+        AICPU reading signal slots), which wait too: a pass holds up nothing by what it found, so
+        what the next event of its lane waited for is that event's own flow sources."""
         name_id = self._name_ids.get(name)
         if name_id is None:
             name_id = len(self.names)
             self.names.append(name)
             self._name_ids[name] = name_id
-        if waits:
+        if waits or polls:
             self.wait_names.add(name_id)
+        if polls:
+            self.poll_names.add(name_id)
         return name_id
 
     def record(self, track: int, name_id: int, start_ps: int, end_ps: int, nbytes: int, op: int, tile: int) -> int:

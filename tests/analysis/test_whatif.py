@@ -9,7 +9,8 @@ from npusim.analysis import FACTORS, run_whatif, whatif
 from npusim.analysis.whatif import NOTABLE, factor_overrides, reading
 from npusim.config import load_config
 from npusim.errors import WorkloadError
-from tests.analysis.workloads import HBM_BOUND_COPY, LINK_BOUND_REMOTE_LOAD, write
+import npusim
+from tests.analysis.workloads import CREDIT_BOUND_REMOTE_STORE, HBM_BOUND_COPY, LINK_BOUND_REMOTE_LOAD, write
 
 EXPLICIT_LINKS = """extends: a2.yaml
 fabric:
@@ -17,7 +18,7 @@ fabric:
   link: null
   links:
     - {a: 0, b: 1, link: {bandwidth: 28 GB/s, latency: 150 ns}}
-    - {a: 1, b: 2, link: {bandwidth: 14 GB/s, latency: 150 ns}}
+    - {a: 1, b: 2, link: {bandwidth: 14 GB/s, latency: 150 ns, write_credits: 4 KiB}}
 """
 
 
@@ -36,12 +37,13 @@ def spec_value(loaded, dotted):
 def test_factors_follow_the_config_and_keep_its_units():
     _, a2 = applicable("a2")
     assert a2["HBM bandwidth"] == ["die.hbm.bandwidth=3.2 TB/s"]
-    assert a2["HCCS link bandwidth"] == ["fabric.link.bandwidth=56 GB/s"]
+    assert a2["HCCS link bandwidth"] == ["fabric.link.bandwidth=56 GB/s", "fabric.link.write_credits=12.2 KiB"]
     assert a2["AI core count"] == ["die.aic_count=48", "die.aiv_count=96"]
     assert a2["vector rate"] == ["die.vector.per_repeat=1 cycles"]
     assert not {"UB link bandwidth", "SIO bandwidth", "fabric link bandwidth"} & set(a2)
     _, a3 = applicable("a3")
-    assert a3["UB link bandwidth"] == ["fabric.link.bandwidth=56 GB/s"] and a3["SIO bandwidth"] == ["package_link.bandwidth=448 GB/s"]
+    assert a3["UB link bandwidth"] == ["fabric.link.bandwidth=56 GB/s", "fabric.link.write_credits=11.4 KiB"]
+    assert a3["SIO bandwidth"] == ["package_link.bandwidth=448 GB/s"]  # the SIO has no write credits
     assert "HCCS link bandwidth" not in a3
 
 
@@ -56,7 +58,8 @@ def test_every_factor_makes_its_resource_exactly_twice_as_fast(tmp_path):
                 key = text.partition("=")[0]
                 assert spec_value(faster, key) == pytest.approx(spec_value(base, key) * factor.scale), (config, key)
     _, links = applicable(str(tmp_path / "links.yaml"))
-    assert links["fabric link bandwidth"] == ["fabric.links.0.link.bandwidth=56 GB/s", "fabric.links.1.link.bandwidth=28 GB/s"]
+    assert links["fabric link bandwidth"] == ["fabric.links.0.link.bandwidth=56 GB/s", "fabric.links.1.link.bandwidth=28 GB/s",
+                                              "fabric.links.1.link.write_credits=8 KiB"]  # credits only where a link has them
 
 
 def row(reading_text, speedup, status="ok"):
@@ -101,3 +104,16 @@ def test_a_workload_that_simulates_nothing_gains_nothing(tmp_path):
     assert next(row["changed"] for row in rows if row["factor"] == "HBM bandwidth") == "die.hbm.bandwidth=1.6 TB/s"  # twice the baseline's
     assert {row["speedup"] for row in rows} == {1.0} and {row["simulated_us"] for row in rows} == {0.0}
     assert line.startswith("no resource made twice as fast gives 1.05x or more (best: doubling the HBM bandwidth, 1.00x)")
+
+
+def test_doubling_the_hccs_link_speeds_up_a_credit_bound_remote_store(tmp_path):
+    """Posted writes over HCCS are capped by the link's write credits, below its bandwidth: the
+    factor doubles both, so the store runs about twice as fast; the bandwidth alone would not help."""
+    workload = write(tmp_path, "remote_store.py", CREDIT_BOUND_REMOTE_STORE)
+    hccs = next(f for f in FACTORS if f.name == "HCCS link bandwidth")
+    changes = factor_overrides(hccs, load_config("a2").resolved)
+    base = npusim.simulate("a2", workload, data=False).simulated_ps
+    faster = npusim.simulate("a2", workload, overrides=changes, data=False).simulated_ps
+    bandwidth_only = npusim.simulate("a2", workload, overrides=[c for c in changes if "write_credits" not in c], data=False).simulated_ps
+    assert base / faster > 1.6
+    assert base / bandwidth_only < NOTABLE

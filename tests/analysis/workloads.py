@@ -52,6 +52,27 @@ for core in range(cores):
 kernel.launch()
 '''
 
+# Eight vector cores of die 0 store UB tiles into die 1's HBM: posted writes over the one HCCS link
+# from die 0 to die 1, which its write credits cap (a2: 6.1 KiB / 300 ns, about 21 GB/s) below its
+# bandwidth (about 28 GB/s): credit-bound.
+CREDIT_BOUND_REMOTE_STORE = '''
+import numpy as np
+import npusim
+from npusim import isa
+
+cores = npusim.param("cores", 8, "vector cores storing")
+tiles = npusim.param("tiles", 4, "tiles per core")
+tile = 8192
+remote = npusim.empty(cores * tiles * tile, np.float16, device=1)
+kernel = isa.Kernel("remote_store", die=0)
+for core in range(cores):
+    p = kernel.aiv(core)
+    ub = p.alloc(tile, np.float16)
+    for t in range(tiles):
+        p.copy(isa.gm(remote, (core * tiles + t) * tile), ub)
+kernel.launch()
+'''
+
 
 def write(folder: Path, name: str, source: str) -> Path:
     """``source`` as the workload file ``folder/name``."""

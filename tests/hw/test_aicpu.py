@@ -15,6 +15,7 @@ class Work:
     def __init__(self, env, busy_ps, name):
         self.env, self.busy_ps, self.tile, self.trace_op = env, busy_ps, 0, -1
         self.pending, self.successors, self.cores, self.started = 0, [], [], None
+        self.first_event = self.last_event = -1  # records no events
         self.name = name
 
     def start(self, core):
@@ -37,6 +38,9 @@ class Poll:
 
     def satisfied(self):
         self.satisfied_calls += 1
+
+    def polled(self, event):
+        self.polled_event = event
 
 
 def costs(session):
@@ -95,6 +99,46 @@ def test_a_poll_matches_one_pass_after_the_flag_is_set():
     poll_ps = session.config.spec.die.aicpu.poll_interval.to_ps(session.config.spec.die.clock.hz)
     assert session.result.simulated_ps == 4 * poll_ps + completion  # seen by the pass that starts at 1.5 us
     assert poll.satisfied_calls == 1
+    recorder = session.result.recorder
+    seen = poll.polled_event  # the task learns which pass saw it match
+    assert (recorder.names[recorder.columns()["name"][seen]], recorder.start_col[seen]) == ("poll", 3 * poll_ps)
+
+
+def test_the_scheduler_records_ready_dispatch_and_complete_flows():
+    """A chain of two core tasks whose programs are single recorded events: the first's complete
+    makes the second ready (``ready`` -> its dispatch); each dispatch flows to its program's first
+    event, each program's last event to its complete."""
+
+    class Program(Work):
+        """A core task whose program records one event, named after the task."""
+
+        def __init__(self, env, busy_ps, name, recorder):
+            super().__init__(env, busy_ps, name)
+            self.recorder = recorder
+
+        def start(self, core):
+            event = super().start(core)
+            recorder = self.recorder
+            track = recorder.track(0, f"aiv{core}", "VECTOR")
+
+            def ran(_event):
+                self.first_event = self.last_event = recorder.record(track, recorder.name_id(self.name), self.started,
+                                                                      self.env.now, 0, -1, 0)
+
+            event.callbacks.append(ran)
+            return event
+
+    with npusim.session("a2") as session:
+        first, second = (Program(session.env, 1000, name, session.system.recorder) for name in "ab")
+        first.successors, second.pending = [second], 1
+        scheduler = AicpuScheduler(session.system.die(0), [first, second], threads=1, core_choice="round_robin", name="chain")
+        session.track(session.system.stream(0).submit(scheduler.run))
+    recorder = session.result.recorder
+    names = [recorder.names[n] for n in recorder.columns()["name"]]
+    flows = recorder.flows()
+    pairs = [(recorder.names[n], names[a], names[b]) for a, b, n in zip(flows["from"], flows["to"], flows["name"])]
+    assert pairs == [("dispatch", "dispatch", "a"), ("complete", "a", "complete"), ("ready", "complete", "dispatch"),
+                     ("dispatch", "dispatch", "b"), ("complete", "b", "complete")]
 
 
 def test_scheduler_thread_counts_are_checked():

@@ -146,3 +146,32 @@ def test_vector_add_summary_names_hbm_first_and_its_rows_add_up():
     assert found["breakdown"][0]["label"] == "MTE2 waiting on die0 HBM"
     assert sum(r["share"] for r in found["breakdown"]) == pytest.approx(1.0)
     assert found["summary"].startswith(f"{found['breakdown'][0]['share']:.0%} MTE2 waiting on die0 HBM")
+
+
+@pytest.mark.parametrize("before", ["poll", "dispatch"])
+def test_a_poll_pass_holds_nothing_the_signal_it_saw_does(before):
+    """An AICPU lane polls in passes of 500 ps; a signal lands at 700 (in the second pass) and the
+    third pass sees it. Empty passes hold up nothing: the path goes from the pass to the signal,
+    the poll latency [700, 1000) on the AICPU lane. A busy (non-poll) event before the pass does
+    hold it."""
+    system = System(load_config("a2").spec, with_data=False)
+    recorder = system.recorder
+    aicpu = recorder.track(0, "aicpu0", "SCHEDULE")
+    core = recorder.track(1, "aiv0", "MTE3")
+    poll = recorder.name_id("poll", polls=True)
+    signal = recorder.record(core, recorder.name_id("signal"), 200, 700, 4, -1, -1)
+    first = recorder.record(aicpu, poll, 0, 500, 0, -1, -1)
+    second = recorder.record(aicpu, recorder.name_id(before), 500, 1000, 0, -1, -1)
+    seen = recorder.record(aicpu, poll, 1000, 1500, 0, -1, -1)
+    done = recorder.record(aicpu, recorder.name_id("complete"), 1500, 1800, 0, -1, -1)
+    recorder.flow(signal, seen, "signal->wait")
+    path = critical_path(system)
+    assert_tiles_end_to_end(path)
+    lane, mte3 = "SCHEDULE on die0 aicpu0", "MTE3 on die1 aiv0"
+    if before == "poll":
+        assert path.events == [signal, seen, done]
+        assert [(s.start_ps, s.end_ps, s.label) for s in path.segments] == [
+            (0, 200, IDLE), (200, 700, mte3), (700, 1500, lane), (1500, 1800, lane)]
+    else:
+        assert path.events == [first, second, seen, done]
+        assert {s.label for s in path.segments} == {lane}

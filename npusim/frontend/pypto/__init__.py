@@ -18,7 +18,7 @@ Module contents: the data types (``pypto.DT_FP16`` ...), ``AtomicType``, ``OpTyp
 """
 
 from npusim.frontend.pypto import distributed, experimental
-from npusim.frontend.pypto.dtypes import (
+from npusim.kernels.shmem.dtypes import (
     DT_BF16,
     DT_BOOL,
     DT_DOUBLE,

@@ -15,12 +15,13 @@ import math
 from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
-from npusim.frontend.pypto.dtypes import AtomicType, DataType, OpType
+from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 from npusim.frontend.pypto.runtime import (
     AccessSpec,
     CoreTask,
     OpNode,
     PeProgram,
+    RemoteWrite,
     Task,
     WaitTask,
     building_pe,
@@ -29,6 +30,7 @@ from npusim.frontend.pypto.runtime import (
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Tensor, ShmemTensor
 from npusim.frontend.tensor import empty
+from npusim.isa.instructions import on_recorded
 from npusim.kernels.shmem.checks import (
     check_atomic,
     check_cmp,
@@ -314,14 +316,19 @@ def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: A
     atomic = "add" if put_op is AtomicType.ADD else None
     staging = launch.spec.staging_buffer.bytes
     for index, tile in enumerate(tiles):
-        def build(p, tile=tile):
-            copy_tile(p, source.shifted(tile.offset), area.data_view(dst_pe).shifted(_shift(at, tile.offset)), tile.shape,
-                      tile.valid_shape, src.dtype.numpy, area.dtype.numpy, local_dtype=src.dtype.numpy, staging_bytes=staging,
-                      atomic=atomic, name=op)
+        write = RemoteWrite(area, dst_pe, _shift(at, tile.offset), tuple(tile.valid_shape))
+
+        def build(p, tile=tile, write=write):
+            stores = copy_tile(p, source.shifted(tile.offset), area.data_view(dst_pe).shifted(write.offset), tile.shape,
+                               tile.valid_shape, src.dtype.numpy, area.dtype.numpy, local_dtype=src.dtype.numpy,
+                               staging_bytes=staging, atomic=atomic, name=op)
+            if stores:
+                on_recorded(stores[-1], write.landed)
 
         task = CoreTask(node, index, build)
         if tile.moves_data:
-            task.accesses.append(lambda tile=tile: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(_shift(at, tile.offset)), tile.valid_shape)])
+            task.accesses.append(lambda write=write: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape)])
+            task.writes.append(write)
         node.tasks.append(task)
     _depend(node.tasks, src.shape, program, pred)
     return _box_token(program, node.tasks, src.shape, tiles)
@@ -371,14 +378,15 @@ def _signal(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, value: 
     node = program.op(op, src_pe=src_pe, targets=targets, value=value, sig_op=sig_op.name, tiles=len(tiles), **record)
     area, atomic = view.area, "add" if sig_op is AtomicType.ADD else None
     for index, tile in enumerate(tiles):
-        slot = grid.slot_byte_offset(src_pe, _shift(view.offsets, tile.offset))
+        at = _shift(view.offsets, tile.offset)
+        slot = grid.slot_byte_offset(src_pe, at)
         task = CoreTask(node, index, None)
 
-        def build(p, task=task, slot=slot):
+        def build(p, task=task, slot=slot, at=at, shape=tile.shape):
             addresses = [area.signal_address(target, slot) for target in targets]
-            for store, address in zip(signal_tile(p, addresses, value, atomic=atomic, name=op), addresses):
+            for store, address, target in zip(signal_tile(p, addresses, value, atomic=atomic, name=op), addresses, targets):
                 key = (address.allocation.die, address.allocation.address + address.offset)
-                _after_effect(store, lambda task=task, key=key: launch.publish(task, key))
+                on_recorded(store, lambda event, task=task, key=key, target=target: task.signal_landed(key, target, area, at, shape, event))
 
         task.build = build
         node.tasks.append(task)
@@ -594,15 +602,17 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
     area, at = dst.area, _shift(dst.offsets, offsets)
     atomic = "add" if put_op is AtomicType.ADD else None
     for task, tile in zip(node.tasks, src.tiles):
-        where = _shift(at, tile.offset)
+        write = RemoteWrite(area, dst_pe, _shift(at, tile.offset), tuple(tile.valid_shape))
 
-        def consume(p, ub, tile=tile, where=where):
+        def consume(p, ub, tile=tile, write=write):
             if tile.moves_data:
-                store_tile(p, ub, area.data_view(dst_pe).shifted(where), tile.valid_shape, atomic=atomic, name=op)
+                stores = store_tile(p, ub, area.data_view(dst_pe).shifted(write.offset), tile.valid_shape, atomic=atomic, name=op)
+                on_recorded(stores[-1], write.landed)
 
         task.consumers.append(consume)
         if tile.moves_data:
-            task.accesses.append(lambda tile=tile, where=where: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(where), tile.valid_shape, node)])
+            task.accesses.append(lambda write=write: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape, node)])
+            task.writes.append(write)
     if pred is not None:
         _depend(node.tasks, src.shape, program, pred)
     return _box_token(program, node.tasks, src.shape, src.tiles)

@@ -14,6 +14,14 @@ bits, and each PE gets an :class:`~npusim.hw.aicpu.AicpuScheduler` on its die's 
 Running: a core task builds its tile op's ISA program when it is dispatched and runs it on the
 chosen core through that core's stream; a wait task reads its slot in the PE's signal window. Races
 are checked as tile ops start; a deadlock report lists every wait still polling.
+
+Flows (arrows in the trace, edges of the critical path) across PEs, besides the scheduler's own:
+``put->signal`` from the last store of a shmem_put (or shmem_store) tile op to each signal store
+of a shmem_signal tile op that had it as pred and writes to the PE it wrote to (when the signal is
+on the same shmem tensor, only if the signal's tile overlaps the box the put wrote);
+``signal->wait`` from each signal store that landed in a slot since it was last cleared to the
+poll pass that saw the slot match; ``wait->load`` from that poll pass to the first event of each
+shmem_load or shmem_get tile op that had the wait as pred.
 """
 
 from __future__ import annotations
@@ -29,17 +37,20 @@ import simpy
 
 from npusim import isa
 from npusim.errors import RaceError, UsageError, WorkloadError
-from npusim.frontend.pypto.dtypes import DataType
+from npusim.kernels.shmem.dtypes import DataType
 from npusim.hw.aicpu import AicpuScheduler
 from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
+from npusim.isa.instructions import on_recorded
 from npusim.kernels.shmem.checks import check_group_name, check_n_pes
 from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroupRegistry
 from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
 from npusim.kernels.shmem.tile_ops import GmView
 
 RACE_MODES = ("warn", "error")
+READS_AFTER_WAIT = ("shmem_load", "shmem_get")
+"""Tile ops whose wait preds get a ``wait->load`` flow: they read the data the wait guards."""
 
 _BUILDING: list[PeProgram] = []
 
@@ -103,8 +114,38 @@ class ShmemArea:
         return isa.GmAddress(window, offset)
 
 
+@dataclass(eq=False)
+class RemoteWrite:
+    """A tile op's store of a box of shmem data: ``shape`` elements at ``offset`` (in the tensor's
+    elements) of ``area`` on PE ``pe``; ``event`` is the index of its last store's event (-1 until
+    recorded)."""
+
+    area: ShmemArea
+    pe: int
+    offset: tuple[int, ...]
+    shape: tuple[int, ...]
+    event: int = -1
+
+    def overlaps(self, offset: Sequence[int], shape: Sequence[int]) -> bool:
+        """True if the box ``shape`` at ``offset`` shares an element with this write's box."""
+        return all(a < b + m and b < a + n for a, n, b, m in zip(self.offset, self.shape, offset, shape))
+
+    def landed(self, event: int) -> None:
+        self.event = event
+
+
+@dataclass
+class SlotHistory:
+    """What landed in one signal slot since it was last cleared: the happens-before bits of the
+    tile ops that signalled it (``clock``) and the events of their stores (``signals``)."""
+
+    clock: int = 0
+    signals: list[int] = field(default_factory=list)
+
+
 class Task:
-    """One tile op: its op and tile index, the tile ops it waits for, and its happens-before bits."""
+    """One tile op: its op and tile index, the tile ops it waits for, its happens-before bits and
+    the shmem data it writes (:class:`RemoteWrite`)."""
 
     on_core = True
 
@@ -116,6 +157,7 @@ class Task:
         self.successors: list[Task] = []
         self.bit = 0
         self.ancestors = 0
+        self.writes: list[RemoteWrite] = []
 
     def depend_on(self, tasks: Sequence[Task]) -> None:
         for task in tasks:
@@ -158,7 +200,9 @@ class AccessSpec:
 class CoreTask(Task):
     """A tile op that runs a small program on one AIV core. ``build(p)`` appends its instructions
     (returning the UB tile of a load); ``consumers`` (stores and assignments of a loaded tile) are
-    appended after it in the same program; each of ``accesses`` lists shmem reads and writes."""
+    appended after it in the same program; each of ``accesses`` lists shmem reads and writes.
+    ``first_event`` / ``last_event``: the events of its program's first instruction and of the one
+    that ended last (-1 until recorded)."""
 
     def __init__(self, op: OpNode, tile: int, build: Callable) -> None:
         super().__init__(op, tile)
@@ -166,6 +210,8 @@ class CoreTask(Task):
         self.consumers: list[Callable] = []
         self.accesses: list[Callable[[], list[AccessSpec]]] = []
         self._records: list[Access] = []
+        self.first_event = -1
+        self.last_event = -1
 
     def start(self, core: int) -> simpy.Event:
         launch = self.op.program.launch
@@ -185,9 +231,44 @@ class CoreTask(Task):
             tile = self.build(p)
             for consumer in self.consumers:
                 consumer(p, tile)
+        self._watch(p.instructions)
         process = kernel.launch(stream=launch.core_stream(self.op.program.die, core))
         process.callbacks.append(self._ended)
         return process
+
+    def _watch(self, instructions: Sequence) -> None:
+        """Note the events of the program's first instruction and of each pipe's last one."""
+        on_recorded(instructions[0], self._first_recorded)
+        last_of_pipe = {}
+        for instruction in instructions:
+            last_of_pipe[instruction.pipe] = instruction
+        for instruction in last_of_pipe.values():
+            on_recorded(instruction, self._pipe_end_recorded)
+
+    def _first_recorded(self, event: int) -> None:
+        self.first_event = event
+        if self.op.name in READS_AFTER_WAIT:
+            recorder = self.op.program.launch.system.recorder
+            for dep in self.deps.values():
+                if isinstance(dep, WaitTask) and dep.poll_event >= 0:
+                    recorder.flow(dep.poll_event, event, "wait->load")
+
+    def _pipe_end_recorded(self, event: int) -> None:
+        ends = self.op.program.launch.system.recorder.end_col
+        if self.last_event < 0 or ends[event] >= ends[self.last_event]:
+            self.last_event = event
+
+    def signal_landed(self, key: tuple[int, int], target: int, area: ShmemArea, offset: Sequence[int], shape: Sequence[int],
+                      event: int) -> None:
+        """A signal store of this tile op (event ``event``) landed in slot ``key`` on PE ``target``;
+        the signal covers the box ``shape`` at ``offset`` of ``area``. Draws ``put->signal`` flows
+        from the writes of its preds that it announces."""
+        launch = self.op.program.launch
+        launch.publish(self, key, event)
+        for dep in self.deps.values():
+            for write in dep.writes:
+                if write.event >= 0 and write.pe == target and (write.area is not area or write.overlaps(offset, shape)):
+                    launch.system.recorder.flow(write.event, event, "put->signal")
 
     def _ended(self, _event) -> None:
         now = self.op.program.launch.system.env.now
@@ -212,6 +293,8 @@ class WaitTask(Task):
         self.clear = clear
         self._word: np.ndarray | None = None
         self._key: tuple | None = None
+        self.signal_events: list[int] = []  # the signal stores it saw (since the slot's last clear)
+        self.poll_event = -1  # the poll pass that saw it match
 
     def locate(self) -> None:
         """Find the slot in the PE's signal window (once the windows exist)."""
@@ -228,10 +311,18 @@ class WaitTask(Task):
 
     def satisfied(self) -> None:
         launch = self.op.program.launch
-        self.ancestors = self.inherit() | launch.slot_clocks.get(self._key, 0)
+        history = launch.slots.get(self._key)
+        self.ancestors = self.inherit() | (history.clock if history is not None else 0)
+        self.signal_events = list(history.signals) if history is not None else []
         if self.clear:
             self._word[0] = 0
-            launch.slot_clocks.pop(self._key, None)
+            launch.slots.pop(self._key, None)
+
+    def polled(self, event: int) -> None:
+        self.poll_event = event
+        recorder = self.op.program.launch.system.recorder
+        for signal in self.signal_events:
+            recorder.flow(signal, event, "signal->wait")
 
     def report(self) -> str:
         return (f"PE {self.op.pe} (die {self.op.program.die}) {self.op.name}#{self.op.record} tile {self.tile} waits for "
@@ -297,7 +388,7 @@ class ShmemLaunch:
         self.programs = [PeProgram(self, pe, die) for pe, die in enumerate(self.dies)]
         self.data_windows: dict[tuple[str, int], Allocation] = {}
         self.signal_windows: dict[tuple[str, int], Allocation] = {}
-        self.slot_clocks: dict[tuple[int, int], int] = {}
+        self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there
         self.races = RaceDetector(self._race)
         self.schedulers: list[AicpuScheduler] = []
         self._core_streams: dict[tuple[int, int], Stream] = {}
@@ -404,14 +495,19 @@ class ShmemLaunch:
         self.done = self.system.env.all_of(processes)
         return self.done
 
-    def publish(self, task: Task, key: tuple[int, int]) -> None:
-        """A signal store of ``task`` landed in the slot ``key``: a wait that sees it is ordered after ``task``."""
-        self.slot_clocks[key] = self.slot_clocks.get(key, 0) | task.ancestors | task.bit
+    def publish(self, task: Task, key: tuple[int, int], event: int) -> None:
+        """A signal store of ``task`` (event ``event``) landed in the slot ``key``: a wait that sees
+        it is ordered after ``task``."""
+        history = self.slots.get(key)
+        if history is None:
+            history = self.slots[key] = SlotHistory()
+        history.clock |= task.ancestors | task.bit
+        history.signals.append(event)
 
     def forget_slots(self, die: int, start: int, end: int) -> None:
         """Slots ``[start, end)`` (absolute addresses on ``die``) were cleared."""
-        for key in [k for k in self.slot_clocks if k[0] == die and start <= k[1] < end]:
-            del self.slot_clocks[key]
+        for key in [k for k in self.slots if k[0] == die and start <= k[1] < end]:
+            del self.slots[key]
 
     def _race(self, message: str, reader: Access, writer: Access) -> None:
         if self.races_mode == "error":

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from npusim.errors import UsageError, WorkloadError
-from npusim.frontend.pypto.dtypes import DataType
+from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tiling import Region
 
 if TYPE_CHECKING:

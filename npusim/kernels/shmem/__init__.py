@@ -1,5 +1,6 @@
 """PyPTO's distributed shared-memory (shmem) ops: the parts that need no simulated hardware.
 
+- :mod:`.dtypes`: PyPTO's ``DataType``, ``AtomicType`` and ``OpType`` (the ``pypto`` facade re-exports them);
 - :mod:`.checks`: each op's argument checks, raising OpArgumentError;
 - :mod:`.tiling`: the expansion of an op into tile ops and the split of its pred tokens;
 - :mod:`.layout`: signal slot numbering, data/signal area sizes, and the per-group window accounting.

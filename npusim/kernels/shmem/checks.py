@@ -16,7 +16,7 @@ from typing import NoReturn
 import numpy as np
 
 from npusim.errors import OpArgumentError
-from npusim.frontend.pypto.dtypes import AtomicType, DataType, OpType
+from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 
 SHMEM_DATA_DIMS = (2, 3, 4)
 """Dims a shmem data tensor, a put/store source and a pred tensor may have."""

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from npusim.errors import OpArgumentError, UsageError
-from npusim.frontend.pypto.dtypes import DataType
+from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.checks import (
     check_data_shape,
     check_dtype,

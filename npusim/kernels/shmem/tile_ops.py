@@ -200,12 +200,12 @@ def store_tile(p: CoreProgram, tile: UbTile, dst: GmView, valid_shape: Sequence[
 
 
 def copy_tile(p: CoreProgram, src: GmView, dst: GmView, tile_shape: Sequence[int], valid_shape: Sequence[int],
-              src_dtype, dst_dtype, *, local_dtype, staging_bytes: int, atomic: str | None = None, name: str) -> None:
+              src_dtype, dst_dtype, *, local_dtype, staging_bytes: int, atomic: str | None = None, name: str) -> list[Instruction]:
     """shmem_put / shmem_get of one tile: GM -> UB -> GM in chunks through two UB buffers, the load
     of one chunk overlapping the store of the previous one. Chunks follow :func:`staging_chunk`
     (``local_dtype``: the dtype of the non-shmem side); 3-D and 4-D tiles move one 2-D slice (the
     last two dims) after the other. An FP16/BF16 source into FP32 is cast on VECTOR before an
-    atomic-add store."""
+    atomic-add store. Returns the stores (MTE3), in order."""
     src_dtype, dst_dtype = np.dtype(src_dtype), np.dtype(dst_dtype)
     converts = src_dtype != dst_dtype
     rows, cols = staging_chunk(tile_shape[-2], tile_shape[-1], np.dtype(local_dtype).itemsize, converts, staging_bytes)
@@ -215,7 +215,7 @@ def copy_tile(p: CoreProgram, src: GmView, dst: GmView, tile_shape: Sequence[int
     out_strides = (align_up(cols * dst_dtype.itemsize), dst_dtype.itemsize)
     _scalar_setup(p, name)
     _sync(p, "MTE3", "SCALAR")
-    chunks = []
+    chunks, stores = [], []
     valid_rows, valid_cols = valid_shape[-2], valid_shape[-1]
     for outer in itertools.product(*(range(n) for n in valid_shape[:-2])):
         for r in range(0, valid_rows, rows):
@@ -234,9 +234,10 @@ def copy_tile(p: CoreProgram, src: GmView, dst: GmView, tile_shape: Sequence[int
         else:
             _sync(p, "MTE2", "MTE3", half)
         plan = copy_plan(shape, dst_dtype.itemsize, dst.strides[-2:], out_strides)
-        _move(p, _address(dst_at), out_buffers[half], plan, True, f"{name} MTE3", atomic=atomic)
+        stores += _move(p, _address(dst_at), out_buffers[half], plan, True, f"{name} MTE3", atomic=atomic)
         p.set_flag("MTE3", "MTE2", half)
     _sync(p, "MTE3", "SCALAR")
+    return stores
 
 
 def signal_tile(p: CoreProgram, slots: Sequence[GmAddress], value: int, *, atomic: str | None, name: str = "shmem_signal") -> list[Instruction]:

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from npusim.errors import OpArgumentError
-from npusim.frontend.pypto.dtypes import AtomicType, DataType, OpType
+from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 from npusim.kernels.shmem import checks
 
 

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from npusim.errors import OpArgumentError, UsageError
-from npusim.frontend.pypto.dtypes import DataType
+from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.layout import (
     DATA_WINDOW_BYTES,
     MAX_SIGNAL_TILES,

@@ -4,8 +4,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from npusim.frontend.pypto import dtypes
-from npusim.frontend.pypto.dtypes import AtomicType, DataType, OpType
+from npusim.kernels.shmem import dtypes
+from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 
 
 @pytest.mark.parametrize(
