@@ -7,13 +7,20 @@ of that peer's rows reach 1 (clearing them), loads those rows from its own shmem
 (shmem_load) and writes them to its output. The launch runs on the simulated AICPUs and AIV cores;
 puts cross the links (HCCS full mesh on a2, the UB switch fabric on a3).
 
+Parameters (``--param NAME=VALUE``; the defaults are the demo): ``n_pes`` (PEs taking part, one per
+die; default every die of the config), ``rows`` and ``cols`` (the fp16 rows each PE owns and their
+length), ``tile_rows`` (rows per tile: the vector tile shape is ``[tile_rows, cols]``, loaded into UB
+whole, so ``tile_rows x cols x 2`` bytes must fit in UB).
+
 Run: python -m npusim run --config a3 examples/shmem_allgather.py
+     python -m npusim sweep --config a2 examples/shmem_allgather.py --param n_pes=4 --grid param.tile_rows=4,8,16 --no-data
 """
 
 import numpy as np
 
 import npusim
 from npusim import pypto
+from npusim.errors import UsageError
 
 ROWS, COLS = 64, 4096  # per PE: 512 KiB of fp16
 TILE_ROWS = 16  # tile [16, 4096]: 128 KiB, loaded into UB whole
@@ -47,7 +54,11 @@ def run_allgather(n_pes=None, rows=ROWS, cols=COLS, tile_rows=TILE_ROWS, wait=Tr
     """Launch the all-gather in the active session (``wait=False`` drops the waits: a racy
     program); returns (inputs, outputs, launch)."""
     session = npusim.current_session()
-    n_pes = n_pes or session.config.spec.shape.dies
+    dies = session.config.spec.shape.dies
+    n_pes = dies if n_pes is None else n_pes
+    if not 1 <= n_pes <= dies:
+        raise UsageError(f"all-gather: n_pes={n_pes!r} must be between 1 and the {dies} dies of the config "
+                         f"{session.config.name!r} (one PE per die); pass --param n_pes=N with N in 1..{dies}")
     rng = np.random.default_rng(seed)
     inputs = [rng.standard_normal((rows, cols)).astype(np.float16) for _ in range(n_pes)]
     xs = [npusim.tensor(inputs[pe], device=pe) for pe in range(n_pes)]
@@ -79,10 +90,13 @@ def print_links(session) -> None:
 
 def main() -> None:
     session = npusim.current_session()
-    inputs, outs, launch = run_allgather()
-    n_pes = launch.n_pes
-    print(f"shmem all-gather on {session.config.name}: {n_pes} PEs x {ROWS}x{COLS} fp16 ({ROWS * COLS * 2 // 1024} KiB each), "
-          f"tiles [{TILE_ROWS}, {COLS}]")
+    n_pes = npusim.param("n_pes", session.config.spec.shape.dies, "PEs taking part, one per die (default: every die)")
+    rows = npusim.param("rows", ROWS, "fp16 rows each PE owns")
+    cols = npusim.param("cols", COLS, "fp16 elements per row")
+    tile_rows = npusim.param("tile_rows", TILE_ROWS, "rows per tile; the vector tile shape is [tile_rows, cols]")
+    inputs, outs, launch = run_allgather(n_pes=n_pes, rows=rows, cols=cols, tile_rows=tile_rows)
+    print(f"shmem all-gather on {session.config.name}: {launch.n_pes} PEs x {rows}x{cols} fp16 ({rows * cols * 2 // 1024} KiB each), "
+          f"tiles [{tile_rows}, {cols}]")
     print(f"  simulated time {session.now_us:.2f} us")
     print_links(session)
     if session.with_data:
