@@ -1,12 +1,7 @@
 """The bottleneck of a run, and the per-class utilisations a sweep records for every point.
 
-:func:`bottleneck_of` is the one place the analyses ask "what limited this run?". Until the
-critical-path analysis exists it answers from the summary: the busiest pipe or shared resource by
-utilisation. A pipe's utilisation is its busy time over (cores that used it x simulated time); a
-resource's is its achieved bandwidth over its peak. Caveat of this simple rule: a DMA pipe (MTE2,
-MTE3, ...) counts as busy while its copy is slowed by a shared bandwidth, so a run limited by HBM can
-show its MTE2 pipe as the busiest; the what-if analysis (:mod:`npusim.analysis.whatif`) measures
-instead of inferring.
+:func:`bottleneck_of` is the one place the analyses ask "what limited this run?": the largest entry
+of the run's critical-path breakdown (:mod:`npusim.trace.critical_path`, in ``summary["bottlenecks"]``).
 """
 
 from __future__ import annotations
@@ -21,23 +16,24 @@ SHARED_KINDS = ("hbm", "l2", "link", "nic")
 
 @dataclass(frozen=True)
 class Bottleneck:
-    """The resource that limited a run: its name (``die0 HBM``, ``die0 MTE2``), its kind (``pipe``
-    or a resource kind of :data:`SHARED_KINDS`) and its utilisation (0..1)."""
+    """What limited a run: the label of the largest entry of its critical-path breakdown (``MTE2
+    waiting on die0 HBM``, ``VECTOR on die0 aiv7``), its kind (``hbm``, ``link``, ``credits``,
+    ``pipe``, ``dma fixed`` ...) and its share of the end-to-end time (0..1)."""
 
     name: str
     kind: str
-    utilisation: float
+    share: float
 
 
 def bottleneck_of(result) -> Bottleneck | None:
-    """The busiest pipe or shared resource of ``result`` (a :class:`~npusim.SimResult`) by
-    utilisation; the first listed wins a tie (shared resources before pipes). None when nothing ran."""
-    summary = result.summary
-    candidates = [Bottleneck(row["resource"], row["kind"], row["utilisation"]) for row in summary["bandwidth"]]
-    candidates += [Bottleneck(f"die{row['die']} {row['pipe']}", "pipe", row["utilisation"]) for row in summary["pipes"]]
-    if not candidates:
+    """The largest entry of the critical-path breakdown of ``result`` (a :class:`~npusim.SimResult`);
+    None when nothing ran."""
+    rows = (result.summary.get("bottlenecks") or {}).get("breakdown") or []
+    rows = [row for row in rows if row["kind"] != "other"]
+    if not rows:
         return None
-    return max(candidates, key=lambda candidate: candidate.utilisation)
+    top = max(rows, key=lambda row: row["share"])
+    return Bottleneck(top["label"], top["kind"], top["share"])
 
 
 def utilisation_columns() -> list[str]:

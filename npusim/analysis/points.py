@@ -22,7 +22,7 @@ from npusim.analysis.bottleneck import bottleneck_of, class_utilisations, utilis
 from npusim.config import LoadedConfig
 from npusim.frontend.simulate import simulate
 
-OUTCOME_COLUMNS = ["status", "simulated_us", "bottleneck", "bottleneck_utilisation", *utilisation_columns(), "wall_s", "error_type", "error"]
+OUTCOME_COLUMNS = ["status", "simulated_us", "bottleneck", "bottleneck_share", *utilisation_columns(), "wall_s", "error_type", "error"]
 """What a worker reports for a point, in the order of the results file."""
 
 
@@ -58,7 +58,7 @@ def run_point(task: PointTask) -> tuple[int, dict[str, Any]]:
         bottleneck = bottleneck_of(result)
         outcome.update(status="ok", simulated_us=result.simulated_us, **class_utilisations(result.summary))
         if bottleneck is not None:
-            outcome.update(bottleneck=bottleneck.name, bottleneck_utilisation=bottleneck.utilisation)
+            outcome.update(bottleneck=bottleneck.name, bottleneck_share=bottleneck.share)
     outcome["wall_s"] = time.perf_counter() - start
     return task.index, outcome
 

@@ -168,7 +168,7 @@ def _row(row: dict[str, Any], reading_text: str, changes: list[str], baseline: d
         "simulated_us": row["simulated_us"],
         "speedup": speedup(baseline["simulated_us"], row["simulated_us"]) if row["status"] == "ok" else math.nan,
         "bottleneck": row["bottleneck"],
-        "bottleneck_utilisation": row["bottleneck_utilisation"],
+        "bottleneck_share": row["bottleneck_share"],
         "status": row["status"],
         "error": row["error"],
     }

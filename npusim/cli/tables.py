@@ -31,7 +31,7 @@ def print_sweep_table(rows: list[dict], value_columns: list[str], *, title: str,
     for row in ordered[:limit]:
         values = [str(row[column]) for column in value_columns]
         if row["status"] == "ok":
-            bottleneck = f"{row['bottleneck']} {row['bottleneck_utilisation']:.0%}" if row["bottleneck"] else "-"
+            bottleneck = f"{row['bottleneck']} {row['bottleneck_share']:.0%}" if row["bottleneck"] else "-"
             table.add_row(*values, f"{row['simulated_us']:.3f}", f"{row['simulated_us'] / best:.2f}", bottleneck, f"{row['wall_s']:.2f}", "ok")
         else:
             table.add_row(*values, "-", "-", "-", f"{row['wall_s']:.2f}", "[red]failed[/red]")
@@ -51,14 +51,14 @@ def print_whatif_table(rows: list[dict], reading: str, *, title: str, console: C
     """The baseline, then each factor by speedup, then the one-line reading."""
     console = console or wide_console()
     baseline, *ranked = rows
-    bottleneck = f", busiest: {baseline['bottleneck']} ({baseline['bottleneck_utilisation']:.0%})" if baseline["bottleneck"] else ""
+    bottleneck = f", critical path mostly: {baseline['bottleneck']} ({baseline['bottleneck_share']:.0%})" if baseline["bottleneck"] else ""
     console.print(f"[bold]{title}[/bold]: baseline {baseline['simulated_us']:.3f} us simulated{bottleneck}")
     table = Table(title="each resource made twice as fast, by speedup", title_justify="left")
     for column in ("rank", "factor", "speedup", "simulated us", "busiest then", "overrides"):
         table.add_column(column, justify="right" if column in ("rank", "speedup", "simulated us") else "left")
     for rank, row in enumerate(ranked, start=1):
         if row["status"] == "ok":
-            busiest = f"{row['bottleneck']} ({row['bottleneck_utilisation']:.0%})" if row["bottleneck"] else "-"
+            busiest = f"{row['bottleneck']} ({row['bottleneck_share']:.0%})" if row["bottleneck"] else "-"
             table.add_row(str(rank), row["factor"], f"{row['speedup']:.2f}x", f"{row['simulated_us']:.3f}", busiest, row["changed"])
         else:
             table.add_row(str(rank), row["factor"], "[red]failed[/red]", "-", row["error"][:120], row["changed"])

@@ -1,4 +1,4 @@
-"""The bottleneck of a run (busiest pipe or shared resource) and the per-class figures of a sweep row."""
+"""The bottleneck of a run (the critical path's largest entry) and the per-class figures of a sweep row."""
 
 from types import SimpleNamespace
 
@@ -10,8 +10,8 @@ from npusim.analysis.bottleneck import class_utilisations, utilisation_columns
 from tests.analysis.workloads import HBM_BOUND_COPY, write
 
 
-def summary(pipes=(), bandwidth=()):
-    return {"pipes": list(pipes), "bandwidth": list(bandwidth)}
+def summary(pipes=(), bandwidth=(), breakdown=()):
+    return {"pipes": list(pipes), "bandwidth": list(bandwidth), "bottlenecks": {"breakdown": list(breakdown)}}
 
 
 def pipe(die, name, utilisation):
@@ -22,13 +22,15 @@ def resource(name, kind, utilisation, achieved):
     return {"resource": name, "kind": kind, "die": 0, "bytes": 1, "transfers": 1, "achieved_GBps": achieved, "peak_GBps": 1.0, "utilisation": utilisation}
 
 
-def test_the_busiest_pipe_or_resource_is_the_bottleneck():
-    busy_link = summary([pipe(0, "MTE2", 0.6), pipe(1, "VECTOR", 0.3)], [resource("die1->die0 HCCS", "link", 0.9, 23.4), resource("die1 HBM", "hbm", 0.1, 160.0)])
-    assert bottleneck_of(SimpleNamespace(summary=busy_link)) == Bottleneck("die1->die0 HCCS", "link", 0.9)
-    busy_pipe = summary([pipe(0, "MTE2", 0.6), pipe(1, "VECTOR", 0.95)], [resource("die0 HBM", "hbm", 0.9, 1440.0)])
-    assert bottleneck_of(SimpleNamespace(summary=busy_pipe)) == Bottleneck("die1 VECTOR", "pipe", 0.95)
-    tie = summary([pipe(0, "MTE2", 0.5)], [resource("die0 HBM", "hbm", 0.5, 800.0)])
-    assert bottleneck_of(SimpleNamespace(summary=tie)).name == "die0 HBM"
+def entry(label, kind, share):
+    return {"label": label, "kind": kind, "time_us": share * 10, "share": share}
+
+
+def test_the_largest_entry_of_the_critical_path_is_the_bottleneck():
+    path = summary(breakdown=[entry("MTE2 waiting on link die1->die0 HCCS", "link", 0.7), entry("VECTOR on die0 aiv0", "pipe", 0.3)])
+    assert bottleneck_of(SimpleNamespace(summary=path)) == Bottleneck("MTE2 waiting on link die1->die0 HCCS", "link", 0.7)
+    other_first = summary(breakdown=[entry("other (9 entries)", "other", 0.5), entry("VECTOR on die0 aiv0", "pipe", 0.4)])
+    assert bottleneck_of(SimpleNamespace(summary=other_first)).name == "VECTOR on die0 aiv0"  # a sum of small entries is no bottleneck
     assert bottleneck_of(SimpleNamespace(summary=summary())) is None
 
 
@@ -43,5 +45,5 @@ def test_class_figures_take_the_busiest_of_each_class():
 def test_an_hbm_bound_copy_is_bound_by_hbm(tmp_path):
     result = npusim.simulate("a2", write(tmp_path, "copy.py", HBM_BOUND_COPY), data=False)
     bottleneck = bottleneck_of(result)
-    assert bottleneck.name == "die0 HBM" and bottleneck.kind == "hbm"
-    assert bottleneck.utilisation == pytest.approx(max(row["utilisation"] for row in result.summary["bandwidth"] + result.summary["pipes"]))
+    assert bottleneck.name == "MTE2 waiting on die0 HBM" and bottleneck.kind == "hbm"
+    assert bottleneck.share == max(row["share"] for row in result.summary["bottlenecks"]["breakdown"])
