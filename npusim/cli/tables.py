@@ -54,12 +54,12 @@ def print_whatif_table(rows: list[dict], reading: str, *, title: str, console: C
     bottleneck = f", critical path mostly: {baseline['bottleneck']} ({baseline['bottleneck_share']:.0%})" if baseline["bottleneck"] else ""
     console.print(f"[bold]{title}[/bold]: baseline {baseline['simulated_us']:.3f} us simulated{bottleneck}")
     table = Table(title="each resource made twice as fast, by speedup", title_justify="left")
-    for column in ("rank", "factor", "speedup", "simulated us", "busiest then", "overrides"):
+    for column in ("rank", "factor", "speedup", "simulated us", "bottleneck then", "overrides"):
         table.add_column(column, justify="right" if column in ("rank", "speedup", "simulated us") else "left")
     for rank, row in enumerate(ranked, start=1):
         if row["status"] == "ok":
-            busiest = f"{row['bottleneck']} ({row['bottleneck_share']:.0%})" if row["bottleneck"] else "-"
-            table.add_row(str(rank), row["factor"], f"{row['speedup']:.2f}x", f"{row['simulated_us']:.3f}", busiest, row["changed"])
+            limited_by = f"{row['bottleneck']} ({row['bottleneck_share']:.0%})" if row["bottleneck"] else "-"
+            table.add_row(str(rank), row["factor"], f"{row['speedup']:.2f}x", f"{row['simulated_us']:.3f}", limited_by, row["changed"])
         else:
             table.add_row(str(rank), row["factor"], "[red]failed[/red]", "-", row["error"][:120], row["changed"])
     console.print(table)
