@@ -56,9 +56,11 @@ def jsonable(value):
 
 
 def write_chrome_trace(system, path: str | os.PathLike, *, metadata: dict | None = None, chunk_events: int = WRITER_CHUNK_EVENTS) -> Path:
-    """Write the run's trace to ``path`` atomically (temporary file, then rename); ``metadata``
-    is merged into ``otherData`` (see docs/trace-format.md for what the writer adds itself)."""
+    """Write the run's trace to ``path`` atomically (temporary file, then rename; missing folders
+    are created); ``metadata`` is merged into ``otherData`` (see docs/trace-format.md for what the
+    writer adds itself)."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w", encoding="utf-8") as out:
         _Writer(system, out, chunk_events).write(metadata or {})

@@ -66,3 +66,8 @@ def test_same_inputs_give_byte_identical_traces(tmp_path):
     second, _ = run_small(tmp_path, "b.json")
     assert first.read_bytes() == second.read_bytes()
     assert not list(tmp_path.glob("*.tmp"))  # written atomically
+
+
+def test_missing_folders_of_the_trace_path_are_created(tmp_path):
+    path, _ = run_small(tmp_path / "new" / "folder", "trace.json")
+    assert path.is_file()
