@@ -1,14 +1,16 @@
-"""The fluid network against closed forms (equal sharing, max-min fair shares, caps, fixed costs)
-and its progressive filling against a plain textbook oracle."""
+"""The fluid network against closed forms (equal sharing, max-min fair shares, caps, fixed costs),
+its progressive filling against a plain textbook oracle (to the bit, after every incremental
+recomputation), and its finish times against a per-flow reference in exact arithmetic."""
 
 import math
+from fractions import Fraction
 
 import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npusim.engine.flow import FlowClass, FlowNetwork, Resource
+from npusim.engine.flow import FlowNetwork, Resource
 
 GBPS = 1e-3  # 1 GB/s in bytes per picosecond
 
@@ -97,8 +99,9 @@ def test_no_flow_beats_its_bottleneck_and_work_is_conserved(flows):
 
 
 def oracle(classes, capacities):
-    """Max-min fair rates by the textbook loop: scan every resource for the smallest fair share,
-    freeze the classes it or the smallest cap limits, repeat (ties: the resource met first)."""
+    """Max-min fair rates of ``classes`` ((path, cap, members), in creation order) by the textbook
+    loop: scan every resource for the smallest fair share, freeze the classes it or the smallest
+    cap limits, repeat (ties: the resource met first, a cap before a resource)."""
     residual = {}
     weight = {}
     for path, _, n in classes:
@@ -135,16 +138,116 @@ instances = st.integers(2, 6).flatmap(lambda resources: st.tuples(
 @settings(max_examples=200, deadline=None)
 @given(instances)
 def test_progressive_filling_matches_the_oracle(instance):
-    capacities, classes = instance
-    network = FlowNetwork(simpy.Environment())
+    capacities, specs = instance
+    classes = {}  # flows of one path and cap form one class, created in order of first use
+    for path, cap, n in specs:
+        key = (tuple(path), cap)
+        classes[key] = classes.get(key, 0) + n
+    env = simpy.Environment()
+    network = FlowNetwork(env)
     resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
-    busy = []
-    for order, (path, cap, n) in enumerate(classes):
-        flow_class = FlowClass(tuple(resources[r] for r in path), cap, order)
-        flow_class.members = [(0.0, i, 1, None) for i in range(n)]
-        busy.append(flow_class)
-    network._busy = busy
-    network._assign_rates(0)
-    assert [c.rate for c in busy] == oracle([(tuple(p), cap, n) for p, cap, n in classes], capacities)
+    for (path, cap), n in classes.items():
+        for _ in range(n):
+            network.transfer(10**12, tuple(resources[r] for r in path), cap=cap)
+    env.run(until=1)  # the flows start at 0: one filling from scratch
+    expected = oracle([(tuple(resources[r] for r in path), cap, n) for (path, cap), n in classes.items()],
+                      {r: r.capacity for r in resources})
+    assert [network._classes[(tuple(resources[r] for r in path), cap)].rate for path, cap in classes] == expected
     for r in resources:
         assert r.rate <= r.capacity * (1 + 1e-9)
+
+
+class OracleCheckedNetwork(FlowNetwork):
+    """After every incremental recomputation, the rates of the busy classes must be, to the bit,
+    those of a filling from scratch by the oracle."""
+
+    def _recompute(self, now, changed):
+        super()._recompute(now, changed)
+        busy = sorted((c for c in self._classes.values() if c.members), key=lambda c: c.order)
+        expected = oracle([(c.path, c.cap, len(c.members)) for c in busy], {r: r.capacity for r in self.resources})
+        assert [c.rate for c in busy] == expected, f"at {now} ps"
+
+
+TOLERANCE = Fraction(1, 10**9)  # the network's finish tolerance (of a size; of a picosecond when rounding up)
+
+
+def reference_max_min(flows, capacities):
+    """Per-flow max-min fair rates in exact arithmetic: raise every unfrozen rate to the smallest
+    fair share of a resource or cap, freeze the flows it limits, repeat."""
+    residual = dict(capacities)
+    rates = {}
+    unfrozen = set(flows)
+    while unfrozen:
+        crossing = {}
+        for i in unfrozen:
+            for r in flows[i][0]:
+                crossing[r] = crossing.get(r, 0) + 1
+        shares = {r: residual[r] / n for r, n in crossing.items()}
+        level = min([*shares.values(), *(flows[i][1] for i in unfrozen)])
+        limited = {i for i in unfrozen if flows[i][1] == level or any(shares[r] == level for r in flows[i][0])}
+        for i in limited:
+            rates[i] = level
+            for r in flows[i][0]:
+                residual[r] -= level
+        unfrozen -= limited
+    return rates
+
+
+def reference_finish_times(capacities, specs):
+    """Finish time (ps) of each flow (size, path, cap, delay), each flow on its own, every rate
+    recomputed from scratch at every change, in exact rational arithmetic, with the network's
+    rounding rules: a wake-up at the next whole picosecond where a flow ends or starts; a flow
+    ends at a wake-up once its bytes left are within TOLERANCE of its size."""
+    exact = {r: Fraction(c) for r, c in capacities.items()}
+    finish, left, flows, starts = {}, {}, {}, []
+    for i, (size, path, cap, delay) in enumerate(specs):
+        if not path and cap == math.inf:
+            finish[i] = delay
+        else:
+            starts.append((delay, i))
+    starts.sort()
+    now = 0
+    while starts or left:
+        while starts and starts[0][0] <= now:
+            _, i = starts.pop(0)
+            size, path, cap, _ = specs[i]
+            left[i] = Fraction(size)
+            flows[i] = (path, Fraction(cap) if cap != math.inf else math.inf)
+        rates = reference_max_min({i: flows[i] for i in left}, exact)
+        wakeups = [starts[0][0]] if starts else []
+        wakeups += [now + max(1, math.ceil(left[i] / rates[i] - TOLERANCE)) for i in left]
+        later = min(wakeups)
+        for i in sorted(left):
+            left[i] -= rates[i] * (later - now)
+        now = later
+        for i in sorted(left):
+            if left[i] <= specs[i][0] * TOLERANCE:
+                finish[i] = now
+                del left[i]
+    return finish
+
+
+flows = st.integers(2, 5).flatmap(lambda resources: st.tuples(
+    st.lists(st.sampled_from([1.0, 0.5, 0.25, 3.0]) | st.floats(0.01, 4.0), min_size=resources, max_size=resources),
+    st.lists(st.tuples(st.integers(1, 10**6), st.lists(st.integers(0, resources - 1), max_size=3, unique=True),
+                       st.sampled_from([math.inf, 0.125, 0.75]) | st.floats(0.05, 2.0), st.integers(0, 3) | st.integers(0, 10**6)),
+             min_size=1, max_size=12),
+))
+
+
+@settings(max_examples=150, deadline=None)
+@given(flows)
+def test_finish_times_match_a_per_flow_reference(instance):
+    """Random paths, sizes, caps and start delays: every finish time equals the reference's, and
+    every incremental recomputation gives the oracle's rates to the bit."""
+    capacities, specs = instance
+    env = simpy.Environment()
+    network = OracleCheckedNetwork(env)
+    resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
+    specs = [(size, tuple(resources[r] for r in path), cap, delay) for size, path, cap, delay in specs]
+    finish = {}
+    for i, (size, path, cap, delay) in enumerate(specs):
+        done = network.transfer(size, path, cap=cap, delay_ps=delay)
+        done.callbacks.append(lambda _e, i=i: finish.__setitem__(i, env.now))
+    env.run()
+    assert finish == reference_finish_times({r: r.capacity for r in resources}, specs)
