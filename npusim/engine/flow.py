@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-import sys
+import operator
 from typing import Sequence
 
 import simpy
@@ -43,7 +43,11 @@ _FINISH_TOLERANCE = 1e-9
 # classes meets the resources. Paths are far shorter than the stride.
 _KEY_STRIDE = 1 << 32
 _CAP_STEP_KEY = -1  # the key of a step frozen by a cap: a cap wins ties against any resource
-_NEVER = sys.maxsize  # the step of a resource that is no bottleneck in the current filling
+# A resource crossed by exactly the same classes as another whose capacity is lower by more than
+# this fraction never limits a rate (see FlowNetwork._regroup). The two residuals undergo the same
+# subtractions, each rounded to half an ulp of a value <= capacity, so their difference stays within
+# k x 2.2e-16 x capacity of the exact one after k subtractions: far inside this margin.
+_SHADOW_MARGIN = 1e-6
 
 
 class Resource:
@@ -54,12 +58,13 @@ class Resource:
     ``(time_ps, bytes_per_ps)`` at every change. The other slots are the state of the network's
     progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
     the ``residual`` capacity and ``frozen`` members after the last step that changed it, that
-    state after each step (``history``: (step, residual, frozen)), the step at which it was the
-    bottleneck and a version stamp for the filling's heap.
+    state after each step (``history``: (step, residual, frozen)), a version stamp for the
+    filling's heap, the resources crossed by exactly the same classes (``peers``, None before its
+    first use) and whether it can limit a rate (``limiting``; see FlowNetwork._regroup).
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows",
-                 "crossing", "key", "residual", "frozen", "history", "bottleneck_step", "version")
+                 "crossing", "key", "residual", "frozen", "history", "version", "peers", "limiting")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -78,8 +83,9 @@ class Resource:
         self.residual = capacity
         self.frozen = 0
         self.history: list[tuple[int, float, int]] = []
-        self.bottleneck_step = _NEVER
         self.version = 0
+        self.peers: list[Resource] | None = None
+        self.limiting = True
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -89,17 +95,20 @@ class FlowClass:
     """The flows that share one path and one cap, and so one rate (bytes/ps). ``virtual_bytes`` is
     what each member has received since the class last became busy (exact at ``updated_ps``); a
     member ends when it reaches the member's virtual finish (virtual bytes at its start + its size).
-    ``step`` is the filling step that froze the class (-1: not frozen) at rate ``level``;
-    ``finish_ps`` is when its first member ends at its rate, valid while ``stamp`` is unchanged."""
+    ``demand`` is ``rate`` x members, what it takes from each resource on its path. ``bounds`` are the resources of its path that can limit its rate; ``step`` is the filling step
+    that froze the class (-1: not frozen) at rate ``level``; ``finish_ps`` is when its first member
+    ends at its rate, valid while ``stamp`` is unchanged."""
 
-    __slots__ = ("path", "cap", "order", "rate", "level", "virtual_bytes", "updated_ps", "members", "busy", "changed",
-                 "step", "finish_ps", "stamp")
+    __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
+                 "busy", "changed", "step", "finish_ps", "stamp")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
+        self.bounds = path
         self.cap = cap
         self.order = order
         self.rate = 0.0
+        self.demand = 0.0
         self.level = 0.0
         self.virtual_bytes = 0.0
         self.updated_ps = 0
@@ -116,8 +125,8 @@ class FlowClass:
         self.updated_ps = now
 
 
-def _class_order(flow_class: FlowClass) -> int:
-    return flow_class.order
+_class_order = operator.attrgetter("order")
+_class_cap = operator.attrgetter("cap")
 
 
 class FlowNetwork:
@@ -141,7 +150,7 @@ class FlowNetwork:
         self._level_max: list[float] = []
         self._frozen_at: list[list[FlowClass]] = []
         self._touched_at: list[list[Resource]] = []
-        self._bottleneck_at: list[Resource | None] = []
+        self._refill_all = False  # a resource became limiting: the kept steps never considered it
         self.recomputations = 0
 
     def add_resource(self, resource: Resource) -> Resource:
@@ -179,6 +188,8 @@ class FlowNetwork:
                 raise ValueError(f"a transfer's path crosses resource {repeated.name!r} twice; a flow crosses each resource "
                                  "at most once: list every hop once (model a doubled demand with its own resource)")
             flow_class = self._classes[key] = FlowClass(path, cap, len(self._classes))
+            self._regroup(path)
+            flow_class.bounds = tuple(r for r in path if r.limiting)
         start_ps = env._now + delay_ps
         self._sequence += 1
         heapq.heappush(self._starts, (start_ps, self._sequence, flow_class, size_bytes, done))
@@ -186,6 +197,45 @@ class FlowNetwork:
         return done
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _regroup(self, path: tuple[Resource, ...]) -> None:
+        """A class of ``path`` was created: split the groups of resources crossed by exactly the
+        same classes (``peers``) between those on the path and the others, and decide again which
+        of them can limit a rate. Of peers, one whose capacity exceeds the lowest by more than
+        _SHADOW_MARGIN never does: its residual always exceeds the lowest one's by about the
+        capacity difference and its member count is the same, so its fair share is strictly
+        higher until the lowest one's step has frozen all its classes (as a UB port and its write
+        credits, an L2 and its HBM). Leaving it out of the filling changes no step. Groups only
+        split, so a resource may become limiting (then the next recomputation refills from
+        scratch) but never stops being limiting once used."""
+        on_path = set(map(id, path))
+        regrouped = []
+        fresh = [r for r in path if r.peers is None]
+        for resource in fresh:
+            resource.peers = fresh
+        if fresh:
+            regrouped.append(fresh)
+        for resource in path:
+            group = resource.peers
+            if group is fresh or any(group is other for other in regrouped):
+                continue
+            inside = [r for r in group if id(r) in on_path]
+            if len(inside) < len(group):
+                group[:] = [r for r in group if id(r) not in on_path]
+                for r in inside:
+                    r.peers = inside
+                regrouped += [group, inside]
+        became_limiting = False
+        for group in regrouped:
+            lowest = min(r.capacity for r in group)
+            for resource in group:
+                limiting = resource.capacity <= lowest * (1 + _SHADOW_MARGIN)
+                became_limiting |= limiting and not resource.limiting
+                resource.limiting = limiting
+        if became_limiting:
+            self._refill_all = True
+            for flow_class in self._classes.values():
+                flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
     def _wake_at(self, time_ps: int) -> None:
         if self._wakeup_ps is not None and self._wakeup_ps <= time_ps:
@@ -284,17 +334,21 @@ class FlowNetwork:
             if busy != flow_class.busy:
                 flow_class.busy = busy
                 for resource in flow_class.path:
+                    crossing = resource.crossing
                     if busy:
-                        bisect.insort(resource.crossing, flow_class, key=_class_order)
+                        bisect.insort(crossing, flow_class, key=_class_order)
                     else:
-                        resource.crossing.remove(flow_class)
+                        crossing.remove(flow_class)
+                    if crossing:
+                        first = crossing[0]
+                        resource.key = first.order * _KEY_STRIDE + first.path.index(resource)
             for resource in flow_class.path:
                 affected[resource] = None
-        for resource in affected:
-            if resource.crossing:
-                first = resource.crossing[0]
-                resource.key = first.order * _KEY_STRIDE + first.path.index(resource)
-        step = self._first_affected_step(changed, affected)
+        if self._refill_all:
+            self._refill_all = False
+            step = 0
+        else:
+            step = self._first_affected_step(changed, [r for r in affected if r.limiting])
         unfrozen = self._undo_steps(step)
         for flow_class in changed:
             if flow_class.busy and flow_class.step < 0 and flow_class not in unfrozen:
@@ -302,37 +356,44 @@ class FlowNetwork:
         refill = [c for c in unfrozen if c.busy]
         self._fill(refill)
 
-        moved: dict[Resource, None] = {}
+        moved: dict[int, list[Resource]] = {}  # peer groups whose total rate may have changed
         for flow_class in refill:
             if flow_class.level != flow_class.rate:
                 flow_class.advance(now)
                 flow_class.rate = flow_class.level
-                for resource in flow_class.path:
-                    moved[resource] = None
-                self._schedule_finish(flow_class, now)
-            elif flow_class.changed:
-                self._schedule_finish(flow_class, now)
+            elif not flow_class.changed:
+                continue
+            flow_class.demand = flow_class.rate * len(flow_class.members)
+            self._schedule_finish(flow_class, now)
+            for resource in flow_class.bounds:
+                moved[id(resource.peers)] = resource.peers
         for flow_class in changed:
             flow_class.changed = False
-        moved.update(affected)
-        for resource in moved:
-            total = 0.0
-            for flow_class in resource.crossing:
-                total += flow_class.rate * len(flow_class.members)
-            if total != resource.rate:
-                resource.rate = total
-                if resource.rate_log is not None:
-                    resource.rate_log.append((now, total))
+            for resource in flow_class.bounds:
+                moved[id(resource.peers)] = resource.peers
+        for group in moved.values():
+            total = 0.0  # peers are crossed by the same classes: one sum, in creation order
+            for flow_class in group[0].crossing:
+                total += flow_class.demand
+            for resource in group:
+                if total != resource.rate:
+                    resource.rate = total
+                    if resource.rate_log is not None:
+                        resource.rate_log.append((now, total))
 
-    def _first_affected_step(self, changed: list[FlowClass], affected: dict[Resource, None]) -> int:
+    def _first_affected_step(self, changed: list[FlowClass], affected: list[Resource]) -> int:
         """The first step of the last filling that the new member counts of ``changed`` (whose
-        paths cross the ``affected`` resources) can alter; every earlier step makes the same choice
-        and freezes the same classes at the same level in a filling from scratch. Step j is altered
-        when it froze a changed class; or a changed class not frozen yet has a cap <= level_j; or
-        its bottleneck is affected; or an affected resource, with the members frozen before step j
-        and its new member count, offers a fair share below level_j (equal, with a smaller key, for
-        a resource step). Those are the only ways the choice or the arithmetic of step j can change:
-        unaffected resources have the same residuals, weights and keys up to the first altered step."""
+        paths cross the limiting ``affected`` resources) can alter; every earlier step makes the
+        same choice and freezes the same classes at the same level as a filling from scratch.
+
+        By induction on the steps before it, step j is kept unless: it froze a changed class (its
+        arithmetic changes); or a changed class not frozen yet has a cap <= level_j (a cap step
+        would come first or take it too); or an affected resource, with the members frozen before
+        step j and its new member count, offers a fair share below level_j (equal, with a smaller
+        key, against a resource step): it would be chosen first. Unaffected resources have the same
+        residuals, member counts and keys as in the last filling, so they choose as before; an
+        affected bottleneck of step j either had a changed class frozen at j or gained members, and
+        then its share falls below level_j."""
         levels, keys, level_max = self._levels, self._keys, self._level_max
         first = len(levels)
         for flow_class in changed:
@@ -343,8 +404,6 @@ class FlowNetwork:
                 cap = flow_class.cap
                 first = next(j for j in range(first) if cap <= levels[j])
         for resource in affected:
-            if resource.bottleneck_step < first:
-                first = resource.bottleneck_step
             flows, key = resource.flows, resource.key
             residual, frozen, start = resource.capacity, 0, 0
             for end, next_residual, next_frozen in (*resource.history, (first, 0.0, 0)):
@@ -380,10 +439,7 @@ class FlowNetwork:
                     _, resource.residual, resource.frozen = history[-1]
                 else:
                     resource.residual, resource.frozen = resource.capacity, 0
-            bottleneck = self._bottleneck_at[j]
-            if bottleneck is not None:
-                bottleneck.bottleneck_step = _NEVER
-        for steps in (self._levels, self._keys, self._level_max, self._frozen_at, self._touched_at, self._bottleneck_at):
+        for steps in (self._levels, self._keys, self._level_max, self._frozen_at, self._touched_at):
             del steps[first:]
         return unfrozen
 
@@ -394,14 +450,14 @@ class FlowNetwork:
         version); each step is recorded for the next recomputation."""
         heappush, heappop = heapq.heappush, heapq.heappop
         levels, keys, level_max = self._levels, self._keys, self._level_max
-        frozen_at, touched_at, bottleneck_at = self._frozen_at, self._touched_at, self._bottleneck_at
+        frozen_at, touched_at = self._frozen_at, self._touched_at
         live: dict[Resource, None] = {}
         for flow_class in unfrozen:
-            for resource in flow_class.path:
+            for resource in flow_class.bounds:
                 live[resource] = None
         shares = [(r.residual / (r.flows - r.frozen), r.key, r.version, r) for r in live]
         heapq.heapify(shares)
-        by_cap = sorted(unfrozen, key=lambda c: (c.cap, c.order))
+        by_cap = sorted(unfrozen, key=_class_cap)
         next_capped = 0
         unfixed = len(unfrozen)
         step = len(levels)
@@ -413,22 +469,22 @@ class FlowNetwork:
                 next_capped += 1
             capped = by_cap[next_capped].cap
             if capped <= level:
-                level, key, bottleneck = capped, _CAP_STEP_KEY, None
+                level, key = capped, _CAP_STEP_KEY
                 freezing = []
                 for flow_class in by_cap[next_capped:]:
                     if flow_class.cap > capped:
                         break
                     if flow_class.step < 0:
                         freezing.append(flow_class)
+                freezing.sort(key=_class_order)
             else:
                 freezing = [c for c in bottleneck.crossing if c.step < 0]
-                bottleneck.bottleneck_step = step
             touched: dict[Resource, None] = {}  # in first-change order
             for flow_class in freezing:
                 flow_class.step = step
                 flow_class.level = level
                 n = len(flow_class.members)
-                for resource in flow_class.path:
+                for resource in flow_class.bounds:
                     left = resource.residual - level * n
                     resource.residual = left if left > 0.0 else 0.0
                     resource.frozen += n
@@ -444,6 +500,5 @@ class FlowNetwork:
             level_max.append(level if not level_max or level > level_max[-1] else level_max[-1])
             frozen_at.append(freezing)
             touched_at.append(list(touched))
-            bottleneck_at.append(bottleneck)
             unfixed -= len(freezing)
             step += 1

@@ -158,14 +158,91 @@ def test_progressive_filling_matches_the_oracle(instance):
 
 
 class OracleCheckedNetwork(FlowNetwork):
-    """After every incremental recomputation, the rates of the busy classes must be, to the bit,
-    those of a filling from scratch by the oracle."""
+    """After every incremental recomputation, the steps kept and refilled must be those of a
+    filling from scratch, and the rates of the busy classes, to the bit, those of the oracle."""
 
     def _recompute(self, now, changed):
         super()._recompute(now, changed)
+        incremental = (list(self._levels), list(self._keys), [list(frozen) for frozen in self._frozen_at])
+        self._fill([c for c in self._undo_steps(0) if c.busy])
+        assert (self._levels, self._keys, self._frozen_at) == incremental, f"steps differ at {now} ps"
         busy = sorted((c for c in self._classes.values() if c.members), key=lambda c: c.order)
         expected = oracle([(c.path, c.cap, len(c.members)) for c in busy], {r: r.capacity for r in self.resources})
-        assert [c.rate for c in busy] == expected, f"at {now} ps"
+        assert [c.rate for c in busy] == expected, f"rates differ at {now} ps"
+
+
+def checked_network(*capacities):
+    env = simpy.Environment()
+    network = OracleCheckedNetwork(env)
+    return env, network, [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
+
+
+def test_a_new_class_capped_below_a_kept_level_is_frozen_first():
+    # A on r0 and r1 froze at 0.3 (r1), C at 0.7 (r0). X (cap 0.1) joins r0: from scratch its cap
+    # step comes first, so r0's residual is (1.0 - 0.1) - 0.3, not (1.0 - 0.3) - 0.1, to the bit.
+    env, network, (r0, r1) = checked_network(1.0, 0.3)
+    network.transfer(10**9, (r0, r1))
+    network.transfer(10**9, (r0,))
+    network.transfer(10**9, (r0,), cap=0.1, delay_ps=10)
+    env.run(until=11)
+    assert network._classes[((r0,), math.inf)].rate == (1.0 - 0.1) - 0.3 != (1.0 - 0.3) - 0.1
+
+
+def test_a_tie_won_by_an_affected_resource_refills_from_there():
+    # r0 (0.6) limits A, r1 (0.3) limits B, C takes the rest of r2. A second member of A makes
+    # r0's share 0.3, tied with r1's step, and r0 is met first (A was created first): from scratch
+    # r0's step comes first and r2 keeps (2.0 - 0.6) - 0.3 for C.
+    env, network, (r0, r1, r2) = checked_network(0.6, 0.3, 2.0)
+    network.transfer(10**9, (r0, r2))
+    network.transfer(10**9, (r1, r2))
+    network.transfer(10**9, (r2,))
+    network.transfer(10**9, (r0, r2), delay_ps=10)
+    env.run(until=11)
+    assert network._classes[((r2,), math.inf)].rate == (2.0 - 0.6) - 0.3 != (2.0 - 0.3) - 0.6
+
+
+def test_a_port_shadowed_by_its_credits_limits_again_once_a_read_crosses_it_alone():
+    # Writes cross a port (2 bytes/ps) and its write credits (1 byte/ps): the credits always
+    # saturate first, so the port is left out of the filling. A read issued later crosses the port
+    # alone; from then on the port can limit rates and the filling starts again from scratch:
+    # the 2 writes keep 0.5 each, the read gets the 1.0 left on the port.
+    env, network, (port, credits) = checked_network(2.0, 1.0)
+    finish = {}
+
+    def issue(name, size, path, at):
+        yield env.timeout(at)
+        yield network.transfer(size, path)
+        finish[name] = env.now
+
+    env.process(issue("w1", 10_000, (port, credits), 0))
+    env.process(issue("w2", 10_000, (port, credits), 0))
+    env.process(issue("read", 10_000, (port,), 1_000))
+    env.run(until=500)
+    assert (port.limiting, credits.limiting) == (False, True)
+    env.run()
+    assert (port.limiting, credits.limiting) == (True, True)
+    assert finish == {"w1": 20_000, "w2": 20_000, "read": 1_000 + 10_000}
+    assert max(rate for _, rate in port.rate_log) == port.capacity
+
+
+def test_a_member_within_tolerance_ends_at_an_earlier_wake_up():
+    # A's last byte lands 1e-6 ps after 1 us (left: 1e-6 bytes, within its 1e-3-byte tolerance);
+    # B ends exactly at 1 us, so A ends at that wake-up instead of rounding up to 1 us + 1 ps.
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    slow, exact = Resource("slow", 1e6 / (1e6 + 1e-6)), Resource("exact", 1.0)
+    finish = {}
+    for name, resource in (("A", slow), ("B", exact)):
+        network.transfer(10**6, (resource,)).callbacks.append(lambda _e, name=name: finish.__setitem__(name, env.now))
+    env.run()
+    assert finish == {"A": 1_000_000, "B": 1_000_000}
+
+
+def test_a_path_crossing_a_resource_twice_is_refused():
+    network = FlowNetwork(simpy.Environment())
+    hbm = Resource("die0 HBM", 1.0)
+    with pytest.raises(ValueError, match="crosses resource 'die0 HBM' twice"):
+        network.transfer(64, (hbm, Resource("die0 L2", 2.0), hbm))
 
 
 TOLERANCE = Fraction(1, 10**9)  # the network's finish tolerance (of a size; of a picosecond when rounding up)
