@@ -64,7 +64,7 @@ class Resource:
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows",
-                 "crossing", "key", "residual", "frozen", "history", "version", "peers", "limiting")
+                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -83,6 +83,7 @@ class Resource:
         self.residual = capacity
         self.frozen = 0
         self.history: list[tuple[int, float, int]] = []
+        self.share = 0.0
         self.version = 0
         self.peers: list[Resource] | None = None
         self.limiting = True
@@ -448,22 +449,34 @@ class FlowNetwork:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
         those; repeat. The fair share of each resource sits in a heap (stale entries skipped by
         version); each step is recorded for the next recomputation."""
-        heappush, heappop = heapq.heappush, heapq.heappop
+        heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
         levels, keys, level_max = self._levels, self._keys, self._level_max
         frozen_at, touched_at = self._frozen_at, self._touched_at
         live: dict[Resource, None] = {}
         for flow_class in unfrozen:
             for resource in flow_class.bounds:
                 live[resource] = None
-        shares = [(r.residual / (r.flows - r.frozen), r.key, r.version, r) for r in live]
+        shares = []
+        for resource in live:
+            resource.share = resource.residual / (resource.flows - resource.frozen)
+            shares.append((resource.share, resource.key, resource.version, resource))
         heapq.heapify(shares)
         by_cap = sorted(unfrozen, key=_class_cap)
         next_capped = 0
         unfixed = len(unfrozen)
         step = len(levels)
         while unfixed:
-            while shares and shares[0][2] != shares[0][3].version:
-                heappop(shares)
+            while shares:
+                share, _, version, resource = shares[0]
+                if version != resource.version:
+                    heappop(shares)
+                    continue
+                current = resource.residual / (resource.flows - resource.frozen)
+                if current == share:
+                    break
+                resource.version += 1  # its share rose since its entry: enter it again
+                resource.share = current
+                heapreplace(shares, (current, resource.key, resource.version, resource))
             level, key, _, bottleneck = shares[0] if shares else (math.inf, _CAP_STEP_KEY, 0, None)
             while by_cap[next_capped].step >= 0:
                 next_capped += 1
@@ -491,10 +504,15 @@ class FlowNetwork:
                     touched[resource] = None
             for resource in touched:
                 resource.history.append((step, resource.residual, resource.frozen))
-                resource.version += 1
                 unfrozen_members = resource.flows - resource.frozen
-                if unfrozen_members:
-                    heappush(shares, (resource.residual / unfrozen_members, resource.key, resource.version, resource))
+                if not unfrozen_members:
+                    resource.version += 1  # nothing left to limit: its entry is void
+                    continue
+                current = resource.residual / unfrozen_members
+                if current < resource.share:  # its entry must stay a lower bound of its share
+                    resource.version += 1
+                    resource.share = current
+                    heappush(shares, (current, resource.key, resource.version, resource))
             levels.append(level)
             keys.append(key)
             level_max.append(level if not level_max or level > level_max[-1] else level_max[-1])
