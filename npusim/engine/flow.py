@@ -96,12 +96,13 @@ class FlowClass:
     """The flows that share one path and one cap, and so one rate (bytes/ps). ``virtual_bytes`` is
     what each member has received since the class last became busy (exact at ``updated_ps``); a
     member ends when it reaches the member's virtual finish (virtual bytes at its start + its size).
-    ``demand`` is ``rate`` x members, what it takes from each resource on its path. ``bounds`` are the resources of its path that can limit its rate; ``step`` is the filling step
-    that froze the class (-1: not frozen) at rate ``level``; ``finish_ps`` is when its first member
-    ends at its rate, valid while ``stamp`` is unchanged."""
+    ``demand`` is ``rate`` x members, what it takes from each resource on its path; ``bounds`` are
+    the resources of its path that can limit its rate; ``step`` is the filling step that froze the
+    class (-1: not frozen) at rate ``level``; ``stamp`` tells its current entry in the network's
+    heap of finishes from stale ones."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
-                 "busy", "changed", "step", "finish_ps", "stamp")
+                 "busy", "changed", "step", "stamp")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -117,7 +118,6 @@ class FlowClass:
         self.busy = False
         self.changed = False
         self.step = -1
-        self.finish_ps = 0
         self.stamp = 0
 
     def advance(self, now: int) -> None:
@@ -128,6 +128,7 @@ class FlowClass:
 
 _class_order = operator.attrgetter("order")
 _class_cap = operator.attrgetter("cap")
+_entry_order = operator.itemgetter(1)  # the class order of an entry of the heap of finishes
 
 
 class FlowNetwork:
@@ -263,7 +264,7 @@ class FlowNetwork:
             if entry[2] == entry[3].stamp:
                 due.append(entry)
         if len(due) > 1:
-            due.sort(key=lambda entry: entry[1])
+            due.sort(key=_entry_order)
         for entry in due:
             flow_class = entry[3]
             members = flow_class.members
@@ -307,10 +308,11 @@ class FlowNetwork:
             self._recompute(now, changed)
         while finishes and finishes[0][2] != finishes[0][3].stamp:
             heappop(finishes)
-        if finishes:
-            self._wake_at(finishes[0][0])
-        if starts:
-            self._wake_at(starts[0][0])
+        next_ps = finishes[0][0] if finishes else None
+        if starts and (next_ps is None or starts[0][0] < next_ps):
+            next_ps = starts[0][0]
+        if next_ps is not None:
+            self._wake_at(next_ps)  # one timeout for the next instant, whichever kind it is
 
     def _schedule_finish(self, flow_class: FlowClass, now: int) -> None:
         """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``)."""
@@ -318,12 +320,12 @@ class FlowNetwork:
         head = flow_class.members[0]
         left = head[0] - flow_class.virtual_bytes
         rate = flow_class.rate
-        flow_class.finish_ps = now + max(1, math.ceil(left / rate - 1e-9)) if left > 0 else now
+        finish_ps = now + max(1, math.ceil(left / rate - 1e-9)) if left > 0 else now
         # a member within tolerance ends at any wake-up up to tolerance / rate before its finish_ps
         slack = 2 + int(head[2] * _FINISH_TOLERANCE / rate)
         if slack > self._finish_slack:
             self._finish_slack = slack
-        heapq.heappush(self._finishes, (flow_class.finish_ps, flow_class.order, flow_class.stamp, flow_class))
+        heapq.heappush(self._finishes, (finish_ps, flow_class.order, flow_class.stamp, flow_class))
 
     def _recompute(self, now: int, changed: list[FlowClass]) -> None:
         """New rates after the member counts of ``changed`` classes changed: update which classes
@@ -357,7 +359,7 @@ class FlowNetwork:
         refill = [c for c in unfrozen if c.busy]
         self._fill(refill)
 
-        moved: dict[int, list[Resource]] = {}  # peer groups whose total rate may have changed
+        moved: dict[Resource, list[Resource]] = {}  # first member -> peer group whose total may have changed
         for flow_class in refill:
             if flow_class.level != flow_class.rate:
                 flow_class.advance(now)
@@ -367,14 +369,16 @@ class FlowNetwork:
             flow_class.demand = flow_class.rate * len(flow_class.members)
             self._schedule_finish(flow_class, now)
             for resource in flow_class.bounds:
-                moved[id(resource.peers)] = resource.peers
+                peers = resource.peers
+                moved[peers[0]] = peers
         for flow_class in changed:
             flow_class.changed = False
             for resource in flow_class.bounds:
-                moved[id(resource.peers)] = resource.peers
-        for group in moved.values():
+                peers = resource.peers
+                moved[peers[0]] = peers
+        for first, group in moved.items():
             total = 0.0  # peers are crossed by the same classes: one sum, in creation order
-            for flow_class in group[0].crossing:
+            for flow_class in first.crossing:
                 total += flow_class.demand
             for resource in group:
                 if total != resource.rate:
@@ -425,17 +429,18 @@ class FlowNetwork:
         return first
 
     def _undo_steps(self, first: int) -> dict[FlowClass, None]:
-        """Forget the steps from ``first`` on: the resources they changed get back their state
-        before ``first``; returns the classes they had frozen, in freezing order."""
+        """Forget the steps from ``first`` on, the last first: each resource a step changed drops
+        that step's entry of its history and gets back its state before; returns the classes
+        they had frozen."""
         unfrozen: dict[FlowClass, None] = {}
-        for j in range(first, len(self._levels)):
-            for flow_class in self._frozen_at[j]:
+        frozen_at, touched_at = self._frozen_at, self._touched_at
+        for j in range(len(self._levels) - 1, first - 1, -1):
+            for flow_class in frozen_at[j]:
                 flow_class.step = -1
                 unfrozen[flow_class] = None
-            for resource in self._touched_at[j]:
+            for resource in touched_at[j]:
                 history = resource.history
-                while history and history[-1][0] >= first:
-                    history.pop()
+                history.pop()
                 if history:
                     _, resource.residual, resource.frozen = history[-1]
                 else:
@@ -447,8 +452,10 @@ class FlowNetwork:
     def _fill(self, unfrozen: list[FlowClass]) -> None:
         """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
-        those; repeat. The fair share of each resource sits in a heap (stale entries skipped by
-        version); each step is recorded for the next recomputation."""
+        those; repeat. Each resource has one entry in a heap, a lower bound of its fair share
+        (shares only rise as classes freeze; an entry is replaced when a share falls below it,
+        by rounding, and refreshed when it reaches the top), so the top, once fresh, is the
+        smallest share, ties to the smallest key. Each step is recorded for the next recomputation."""
         heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
         levels, keys, level_max = self._levels, self._keys, self._level_max
         frozen_at, touched_at = self._frozen_at, self._touched_at
