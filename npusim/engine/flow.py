@@ -18,9 +18,11 @@ member counts change, the steps before the first one the change can influence ar
 are (same choices, same floating-point operations, so the same rates to the bit), the later ones
 are undone and the filling resumes from there: a change among the last-frozen, fastest classes
 costs a few steps, not a full recomputation (:meth:`FlowNetwork._first_affected_step` states the
-rule). Only classes whose rate changed are advanced and rescheduled; the next finish of every busy
-class waits in one heap. The network wakes up only at the instants where something changes: one
-SimPy event per instant however many flows it concerns.
+rule). A resource crossed by exactly the classes of another, of a clearly higher capacity (a port
+behind its write credits, an L2 in front of its HBM), can never limit a rate and stays out of the
+filling (:meth:`FlowNetwork._regroup`). Only classes whose rate changed are advanced and
+rescheduled; the next finish of every busy class waits in one heap. The network wakes up only at
+the instants where something changes: one SimPy event per instant however many flows it concerns.
 
 Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes per picosecond.
 """
