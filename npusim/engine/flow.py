@@ -98,7 +98,7 @@ class FlowClass:
     """The flows that share one path and one cap, and so one rate (bytes/ps). ``virtual_bytes`` is
     what each member has received since the class last became busy (exact at ``updated_ps``); a
     member ends when it reaches the member's virtual finish (virtual bytes at its start + its size).
-    ``demand`` is ``rate`` x members, what it takes from each resource on its path; ``bounds`` are
+    ``demand`` is ``level`` x members, what it takes from each resource on its path; ``bounds`` are
     the resources of its path that can limit its rate; ``step`` is the filling step that froze the
     class (-1: not frozen) at rate ``level``; ``stamp`` tells its current entry in the network's
     heap of finishes from stale ones."""
@@ -368,7 +368,6 @@ class FlowNetwork:
                 flow_class.rate = flow_class.level
             elif not flow_class.changed:
                 continue
-            flow_class.demand = flow_class.rate * len(flow_class.members)
             self._schedule_finish(flow_class, now)
             for resource in flow_class.bounds:
                 peers = resource.peers
@@ -506,8 +505,9 @@ class FlowNetwork:
                 flow_class.step = step
                 flow_class.level = level
                 n = len(flow_class.members)
+                flow_class.demand = demand = level * n
                 for resource in flow_class.bounds:
-                    left = resource.residual - level * n
+                    left = resource.residual - demand
                     resource.residual = left if left > 0.0 else 0.0
                     resource.frozen += n
                     touched[resource] = None
