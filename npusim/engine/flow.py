@@ -153,7 +153,7 @@ class FlowNetwork:
         self._keys: list[int] = []
         self._level_max: list[float] = []
         self._frozen_at: list[list[FlowClass]] = []
-        self._touched_at: list[list[Resource]] = []
+        self._touched_at: list[dict[Resource, None]] = []
         self._refill_all = False  # a resource became limiting: the kept steps never considered it
         self.recomputations = 0
 
@@ -526,6 +526,6 @@ class FlowNetwork:
             keys.append(key)
             level_max.append(level if not level_max or level > level_max[-1] else level_max[-1])
             frozen_at.append(freezing)
-            touched_at.append(list(touched))
+            touched_at.append(touched)
             unfixed -= len(freezing)
             step += 1

@@ -307,7 +307,8 @@ def reference_finish_times(capacities, specs):
 flows = st.integers(2, 5).flatmap(lambda resources: st.tuples(
     st.lists(st.sampled_from([1.0, 0.5, 0.25, 3.0]) | st.floats(0.01, 4.0), min_size=resources, max_size=resources),
     st.lists(st.tuples(st.integers(1, 10**6), st.lists(st.integers(0, resources - 1), max_size=3, unique=True),
-                       st.sampled_from([math.inf, 0.125, 0.75]) | st.floats(0.05, 2.0), st.integers(0, 3) | st.integers(0, 10**6)),
+                       st.sampled_from([math.inf, 0.125, 0.75]) | st.floats(0.05, 2.0), st.integers(0, 3) | st.integers(0, 10**6),
+                       st.booleans()),
              min_size=1, max_size=12),
 ))
 
@@ -316,15 +317,23 @@ flows = st.integers(2, 5).flatmap(lambda resources: st.tuples(
 @given(flows)
 def test_finish_times_match_a_per_flow_reference(instance):
     """Random paths, sizes, caps and start delays: every finish time equals the reference's, and
-    every incremental recomputation gives the oracle's rates to the bit."""
+    every incremental recomputation gives the oracle's rates to the bit. A flow is issued at 0 with
+    its delay as fixed cost, or issued at its start time (paths then appear while others flow)."""
     capacities, specs = instance
     env = simpy.Environment()
     network = OracleCheckedNetwork(env)
     resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
-    specs = [(size, tuple(resources[r] for r in path), cap, delay) for size, path, cap, delay in specs]
     finish = {}
-    for i, (size, path, cap, delay) in enumerate(specs):
-        done = network.transfer(size, path, cap=cap, delay_ps=delay)
-        done.callbacks.append(lambda _e, i=i: finish.__setitem__(i, env.now))
+
+    def issue(i, size, path, cap, delay, late):
+        if late:
+            yield env.timeout(delay)
+        yield network.transfer(size, path, cap=cap, delay_ps=0 if late else delay)
+        finish[i] = env.now
+
+    for i, (size, path, cap, delay, late) in enumerate(specs):
+        env.process(issue(i, size, tuple(resources[r] for r in path), cap, delay, late))
     env.run()
-    assert finish == reference_finish_times({r: r.capacity for r in resources}, specs)
+    reference = reference_finish_times({r: r.capacity for r in resources},
+                                       [(size, tuple(resources[r] for r in path), cap, delay) for size, path, cap, delay, _ in specs])
+    assert finish == reference
