@@ -187,6 +187,9 @@ class FlowNetwork:
         flow_class = self._classes.get(key)
         if flow_class is None:
             path = tuple(path)
+            if not cap > 0:
+                raise ValueError(f"a transfer's cap must be a positive rate in bytes/ps, got {cap}; give the engine's rate "
+                                 "(math.inf for none)")
             if len(set(map(id, path))) != len(path):
                 repeated = next(r for i, r in enumerate(path) if r in path[:i])
                 raise ValueError(f"a transfer's path crosses resource {repeated.name!r} twice; a flow crosses each resource "

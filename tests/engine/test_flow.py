@@ -238,6 +238,13 @@ def test_a_member_within_tolerance_ends_at_an_earlier_wake_up():
     assert finish == {"A": 1_000_000, "B": 1_000_000}
 
 
+@pytest.mark.parametrize("cap", [0.0, -1.0, math.nan])
+def test_a_cap_that_is_not_a_positive_rate_is_refused(cap):
+    network = FlowNetwork(simpy.Environment())
+    with pytest.raises(ValueError, match="cap must be a positive rate in bytes/ps, got"):
+        network.transfer(64, (Resource("link", 1.0),), cap=cap)
+
+
 def test_a_path_crossing_a_resource_twice_is_refused():
     network = FlowNetwork(simpy.Environment())
     hbm = Resource("die0 HBM", 1.0)
