@@ -6,12 +6,23 @@ one rate, never above its own ``cap`` (the DMA engine that drives it: one core's
 its own rate). Whenever flows start or end, rates are recomputed by progressive filling, the
 max-min fair allocation of validated flow-level network simulators (SimGrid).
 
-Flows with the same path and cap get the same rate, so they are kept in one :class:`FlowClass`:
-the filling works on classes (a handful, however many cores are busy), and each class keeps a
-virtual clock of the bytes each member has received, so members need no update when rates change
-(the classic processor-sharing technique). Starting or ending a flow costs O(log n) plus a
-recomputation over classes. The network wakes up only at the instants where something changes:
-one SimPy event per instant however many flows it concerns.
+Flows with the same path and cap get the same rate, so they are kept in one :class:`FlowClass`,
+and each class keeps a virtual clock of the bytes each member has received, so members need no
+update when rates change (the classic processor-sharing technique).
+
+Progressive filling is a sequence of steps: raise every unfrozen rate to the next level at which a
+resource saturates (the smallest fair share ``residual / unfrozen members``, ties to the resource a
+scan of the busy classes in creation order meets first) or a class reaches its cap (caps first on a
+tie), and freeze the classes it limits. The network keeps the steps of the last filling. When
+member counts change, the steps before the first one the change can influence are kept as they
+are (same choices, same floating-point operations, so the same rates to the bit), the later ones
+are undone and the filling resumes from there: a change among the last-frozen, fastest classes
+costs a few steps, not a full recomputation (:meth:`FlowNetwork._first_affected_step` states the
+rule). A resource crossed by exactly the classes of another, of a clearly higher capacity (a port
+behind its write credits, an L2 in front of its HBM), can never limit a rate and stays out of the
+filling (:meth:`FlowNetwork._regroup`). Only classes whose rate changed are advanced and
+rescheduled; the next finish of every busy class waits in one heap. The network wakes up only at
+the instants where something changes: one SimPy event per instant however many flows it concerns.
 
 Each flow also learns what limited it: at every recomputation each class notes its bottleneck (the
 resource that froze it in the filling, or its own cap) when it changes, at the class's virtual
@@ -24,8 +35,10 @@ Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
+import operator
 from typing import Sequence
 
 import simpy
@@ -36,17 +49,33 @@ _FINISH_TOLERANCE = 1e-9
 
 OWN_CAP = -1  # bottleneck of a flow limited by its own cap (the DMA engine that drives it)
 UNREGISTERED = -2  # bottleneck index of a resource that was never added to the network
+# Tie-break key of a resource in the filling: (creation order of the first busy class crossing it)
+# x _KEY_STRIDE + (its position on that class's path), i.e. the order in which a scan of the busy
+# classes meets the resources. Paths are far shorter than the stride.
+_KEY_STRIDE = 1 << 32
+_CAP_STEP_KEY = -1  # the key of a step frozen by a cap: a cap wins ties against any resource
+# A resource crossed by exactly the same classes as another whose capacity is lower by more than
+# this fraction never limits a rate (see FlowNetwork._regroup). The two residuals undergo the same
+# subtractions, each rounded to half an ulp of a value <= capacity, so their difference stays within
+# k x 2.2e-16 x capacity of the exact one after k subtractions: far inside this margin.
+_SHADOW_MARGIN = 1e-6
 
 
 class Resource:
     """A shared bandwidth: ``capacity`` in bytes/ps, shared max-min fairly by the flows crossing it.
 
-    ``bytes_moved`` and ``flows_done`` count finished flows; ``rate`` is the current total rate;
-    ``rate_log`` (for registered resources) records ``(time_ps, bytes_per_ps)`` at every change.
+    ``bytes_moved`` and ``flows_done`` count finished flows; ``flows`` counts the flows crossing it
+    now; ``rate`` is the current total rate; ``rate_log`` (for registered resources) records
+    ``(time_ps, bytes_per_ps)`` at every change. The other slots are the state of the network's
+    progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
+    the ``residual`` capacity and ``frozen`` members after the last step that changed it, that
+    state after each step (``history``: (step, residual, frozen)), a version stamp for the
+    filling's heap, the resources crossed by exactly the same classes (``peers``, None before its
+    first use) and whether it can limit a rate (``limiting``; see FlowNetwork._regroup).
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "_residual", "_weight", "_crossing", "_version", "_first")  # _*: scratch of FlowNetwork._assign_rates
+                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -61,40 +90,57 @@ class Resource:
         self.rate_log: list[tuple[int, float]] | None = None
         self.flows = 0
         self.index = UNREGISTERED  # position in FlowNetwork.resources once registered
-        self._first = -1
-        self._crossing = None
+        self.crossing: list[FlowClass] = []
+        self.key = 0
+        self.residual = capacity
+        self.frozen = 0
+        self.history: list[tuple[int, float, int]] = []
+        self.share = 0.0
+        self.version = 0
+        self.peers: list[Resource] | None = None
+        self.limiting = True
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
 
 
 class FlowClass:
-    """The flows that share one path and one cap, and so one rate. ``virtual_bytes`` is what each
-    member has received since the class was created (exact at ``updated_ps``); a member ends when
-    it reaches the member's ``virtual finish`` (virtual bytes at its start + its size).
-    ``bottleneck`` is the index of what limits the class now (see the module doc); ``changes``
-    lists ``(virtual bytes, bottleneck)`` at each change of it since the class last started."""
+    """The flows that share one path and one cap, and so one rate (bytes/ps). ``virtual_bytes`` is
+    what each member has received since the class last became busy (exact at ``updated_ps``); a
+    member ends when it reaches the member's virtual finish (virtual bytes at its start + its size).
+    ``demand`` is ``level`` x members, what it takes from each resource on its path; ``bounds`` are
+    the resources of its path that can limit its rate; ``step`` is the filling step that froze the
+    class (-1: not frozen) at rate ``level``; ``stamp`` tells its current entry in the network's
+    heap of finishes from stale ones. ``bottleneck`` is the index of what limits the class now (see
+    the module doc; ``limit`` is what froze it in the last filling) and ``changes`` lists
+    ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy."""
 
-    __slots__ = ("path", "cap", "rate", "virtual_bytes", "updated_ps", "members", "order", "bottleneck", "changes")
+    __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
+                 "busy", "changed", "step", "stamp", "limit", "bottleneck", "changes")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
+        self.bounds = path
         self.cap = cap
+        self.order = order
         self.rate = 0.0
+        self.demand = 0.0
+        self.level = 0.0
         self.virtual_bytes = 0.0
         self.updated_ps = 0
-        self.members: list[tuple[float, int, int, simpy.Event, int]] = []  # (virtual finish, seq, size, done, flowing since ps)
-        self.order = order
+        self.members: list[tuple[float, int, int, simpy.Event, int]] = []  # heap of (virtual finish, seq, size, done, flowing since ps)
+        self.busy = False
+        self.changed = False
+        self.step = -1
+        self.stamp = 0
+        self.limit = OWN_CAP
         self.bottleneck = OWN_CAP
         self.changes: list[tuple[float, int]] = []
 
     def advance(self, now: int) -> None:
+        """Bring the virtual clock to ``now`` at the current rate."""
         self.virtual_bytes += self.rate * (now - self.updated_ps)
         self.updated_ps = now
-
-    def next_finish_ps(self, now: int) -> int:
-        left = self.members[0][0] - self.virtual_bytes
-        return now + max(1, math.ceil(left / self.rate - 1e-9)) if left > 0 else now
 
     def main_bottleneck(self, joined: float, finished: float) -> int:
         """The bottleneck under which a member that received virtual bytes ``joined`` to
@@ -110,8 +156,9 @@ class FlowClass:
         return max(got, key=got.__getitem__)
 
 
-def _class_order(flow_class: FlowClass) -> int:
-    return flow_class.order
+_class_order = operator.attrgetter("order")
+_class_cap = operator.attrgetter("cap")
+_entry_order = operator.itemgetter(1)  # the class order of an entry of the heap of finishes
 
 
 class FlowNetwork:
@@ -122,12 +169,20 @@ class FlowNetwork:
         self.record_rates = record_rates
         self.resources: list[Resource] = []
         self._classes: dict[tuple, FlowClass] = {}
-        self._busy: list[FlowClass] = []
-        self._flowing: dict[Resource, None] = {}  # resources with a non-zero rate, in first-use order
         self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
+        self._finishes: list[tuple[int, int, int, FlowClass]] = []  # (finish_ps, class order, stamp, class)
+        self._finish_slack = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
         self._wakeup_ps: int | None = None
         self._generation = 0
+        # The steps of the last filling: level (bytes/ps), the bottleneck's key (or _CAP_STEP_KEY), the
+        # running maximum of the levels, the classes frozen and the resources changed by each step.
+        self._levels: list[float] = []
+        self._keys: list[int] = []
+        self._level_max: list[float] = []
+        self._frozen_at: list[list[FlowClass]] = []
+        self._touched_at: list[dict[Resource, None]] = []
+        self._refill_all = False  # a resource became limiting: the kept steps never considered it
         self.recomputations = 0
 
     def add_resource(self, resource: Resource) -> Resource:
@@ -141,7 +196,7 @@ class FlowNetwork:
     @property
     def active_flows(self) -> int:
         """Flows moving bytes now."""
-        return sum(len(c.members) for c in self._busy)
+        return sum(len(c.members) for c in self._classes.values())
 
     def transfer(self, size_bytes: int, path: Sequence[Resource], *, cap: float = math.inf, delay_ps: int = 0,
                  done: simpy.Event | None = None) -> simpy.Event:
@@ -161,7 +216,17 @@ class FlowNetwork:
         key = (path, cap)
         flow_class = self._classes.get(key)
         if flow_class is None:
-            flow_class = self._classes[key] = FlowClass(tuple(path), cap, len(self._classes))
+            path = tuple(path)
+            if not cap > 0:
+                raise ValueError(f"a transfer's cap must be a positive rate in bytes/ps, got {cap}; give the engine's rate "
+                                 "(math.inf for none)")
+            if len(set(map(id, path))) != len(path):
+                repeated = next(r for i, r in enumerate(path) if r in path[:i])
+                raise ValueError(f"a transfer's path crosses resource {repeated.name!r} twice; a flow crosses each resource "
+                                 "at most once: list every hop once (model a doubled demand with its own resource)")
+            flow_class = self._classes[key] = FlowClass(path, cap, len(self._classes))
+            self._regroup(path)
+            flow_class.bounds = tuple(r for r in path if r.limiting)
         start_ps = env._now + delay_ps
         self._sequence += 1
         heapq.heappush(self._starts, (start_ps, self._sequence, flow_class, size_bytes, done))
@@ -169,6 +234,45 @@ class FlowNetwork:
         return done
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _regroup(self, path: tuple[Resource, ...]) -> None:
+        """A class of ``path`` was created: split the groups of resources crossed by exactly the
+        same classes (``peers``) between those on the path and the others, and decide again which
+        of them can limit a rate. Of peers, one whose capacity exceeds the lowest by more than
+        _SHADOW_MARGIN never does: its residual always exceeds the lowest one's by about the
+        capacity difference and its member count is the same, so its fair share is strictly
+        higher until the lowest one's step has frozen all its classes (as a UB port and its write
+        credits, an L2 and its HBM). Leaving it out of the filling changes no step. Groups only
+        split, so a resource may become limiting (then the next recomputation refills from
+        scratch) but never stops being limiting once used."""
+        on_path = set(map(id, path))
+        regrouped = []
+        fresh = [r for r in path if r.peers is None]
+        for resource in fresh:
+            resource.peers = fresh
+        if fresh:
+            regrouped.append(fresh)
+        for resource in path:
+            group = resource.peers
+            if group is fresh or any(group is other for other in regrouped):
+                continue
+            inside = [r for r in group if id(r) in on_path]
+            if len(inside) < len(group):
+                group[:] = [r for r in group if id(r) not in on_path]
+                for r in inside:
+                    r.peers = inside
+                regrouped += [group, inside]
+        became_limiting = False
+        for group in regrouped:
+            lowest = min(r.capacity for r in group)
+            for resource in group:
+                limiting = resource.capacity <= lowest * (1 + _SHADOW_MARGIN)
+                became_limiting |= limiting and not resource.limiting
+                resource.limiting = limiting
+        if became_limiting:
+            self._refill_all = True
+            for flow_class in self._classes.values():
+                flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
     def _wake_at(self, time_ps: int) -> None:
         if self._wakeup_ps is not None and self._wakeup_ps <= time_ps:
@@ -179,139 +283,292 @@ class FlowNetwork:
         self.env.timeout(time_ps - self.env._now).callbacks.append(lambda _event: self._on_wakeup(generation))
 
     def _on_wakeup(self, generation: int) -> None:
+        """Finish the members that are done (classes in creation order), start the flows due, and
+        recompute the rates if anything changed."""
         if generation != self._generation:
             return  # superseded by an earlier wake-up
         self._wakeup_ps = None
         now = self.env._now
-        changed = False
-        emptied = False
-        for flow_class in self._busy:
-            flow_class.advance(now)
+        changed: list[FlowClass] = []
+        finishes = self._finishes
+        heappop, heappush = heapq.heappop, heapq.heappush
+        horizon = now + self._finish_slack
+        due = []
+        while finishes and finishes[0][0] <= horizon:
+            entry = heappop(finishes)
+            if entry[2] == entry[3].stamp:
+                due.append(entry)
+        if len(due) > 1:
+            due.sort(key=_entry_order)
+        for entry in due:
+            flow_class = entry[3]
             members = flow_class.members
+            reached = flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps)
+            if members[0][0] - reached > members[0][2] * _FINISH_TOLERANCE:
+                if entry[0] > now:
+                    heappush(finishes, entry)  # not yet: it stays due at its finish_ps
+                else:
+                    flow_class.advance(now)
+                    self._schedule_finish(flow_class, now)
+                continue
+            flow_class.advance(now)
             finished = finished_bytes = 0
             while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
-                finish, _, size, done, flowing_ps = heapq.heappop(members)
+                finish, _, size, done, flowing_ps = heappop(members)
                 finished += 1
                 finished_bytes += size
-                if flow_class.changes[-1][0] <= finish - size:  # one bottleneck all its life: the usual case
+                changes = flow_class.changes
+                if not changes or changes[-1][0] <= finish - size:  # one bottleneck all its life: the usual case
                     done.succeed((flow_class.bottleneck, flowing_ps))
                 else:
                     done.succeed((flow_class.main_bottleneck(finish - size, finish), flowing_ps))
-            if finished:
-                for resource in flow_class.path:
-                    resource.bytes_moved += finished_bytes
-                    resource.flows_done += finished
-                    resource.flows -= finished
-                changed = True
-                emptied = emptied or not members
-        if emptied:
-            self._busy = [c for c in self._busy if c.members]
+            for resource in flow_class.path:
+                resource.bytes_moved += finished_bytes
+                resource.flows_done += finished
+                resource.flows -= finished
+            flow_class.stamp += 1
+            if not flow_class.changed:
+                flow_class.changed = True
+                changed.append(flow_class)
         starts = self._starts
-        joined = False
         while starts and starts[0][0] <= now:
-            _, sequence, flow_class, size, done = heapq.heappop(starts)
+            _, sequence, flow_class, size, done = heappop(starts)
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
                 flow_class.changes = []
-                self._busy.append(flow_class)
-                joined = True
             else:
                 flow_class.advance(now)
-            heapq.heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done, now))
+            heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done, now))
             for resource in flow_class.path:
                 resource.flows += 1
-            changed = True
-        if joined:
-            self._busy.sort(key=_class_order)
+            if not flow_class.changed:
+                flow_class.changed = True
+                changed.append(flow_class)
         if changed:
-            self._assign_rates(now)
-        if self._busy:
-            self._wake_at(min(c.next_finish_ps(now) for c in self._busy))
-        if starts:
-            self._wake_at(starts[0][0])
+            self._recompute(now, changed)
+        while finishes and finishes[0][2] != finishes[0][3].stamp:
+            heappop(finishes)
+        next_ps = finishes[0][0] if finishes else None
+        if starts and (next_ps is None or starts[0][0] < next_ps):
+            next_ps = starts[0][0]
+        if next_ps is not None:
+            self._wake_at(next_ps)  # one timeout for the next instant, whichever kind it is
 
-    def _assign_rates(self, now: int) -> None:
-        """Progressive filling over classes: raise every rate together until a resource saturates
-        or a class reaches its cap; freeze those; repeat. The fair share of each resource sits in
-        a heap (stale entries skipped by version), so a recomputation costs O(classes x path x log)
-        rather than a scan of every resource per frozen level; ties go to the resource met first.
-        Per-resource scratch lives in the resources' ``_*`` slots."""
+    def _schedule_finish(self, flow_class: FlowClass, now: int) -> None:
+        """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``)."""
+        flow_class.stamp += 1
+        head = flow_class.members[0]
+        left = head[0] - flow_class.virtual_bytes
+        rate = flow_class.rate
+        finish_ps = now + max(1, math.ceil(left / rate - 1e-9)) if left > 0 else now
+        # a member within tolerance ends at any wake-up up to tolerance / rate before its finish_ps
+        slack = 2 + int(head[2] * _FINISH_TOLERANCE / rate)
+        if slack > self._finish_slack:
+            self._finish_slack = slack
+        heapq.heappush(self._finishes, (finish_ps, flow_class.order, flow_class.stamp, flow_class))
+
+    def _recompute(self, now: int, changed: list[FlowClass]) -> None:
+        """New rates after the member counts of ``changed`` classes changed: update which classes
+        are busy, refill from the first affected step, apply the rates that changed."""
         self.recomputations += 1
-        busy = self._busy
-        touched: list[Resource] = []
-        for flow_class in busy:
-            flow_class.rate = -1.0
-            n = len(flow_class.members)
+        affected: dict[Resource, None] = {}
+        for flow_class in changed:
+            busy = bool(flow_class.members)
+            if busy != flow_class.busy:
+                flow_class.busy = busy
+                for resource in flow_class.path:
+                    crossing = resource.crossing
+                    if busy:
+                        bisect.insort(crossing, flow_class, key=_class_order)
+                    else:
+                        crossing.remove(flow_class)
+                    if crossing:
+                        first = crossing[0]
+                        resource.key = first.order * _KEY_STRIDE + first.path.index(resource)
             for resource in flow_class.path:
-                if resource._first >= 0:
-                    resource._weight += n
-                    resource._crossing.append(flow_class)
+                affected[resource] = None
+        if self._refill_all:
+            self._refill_all = False
+            step = 0
+        else:
+            step = self._first_affected_step(changed, [r for r in affected if r.limiting])
+        unfrozen = self._undo_steps(step)
+        for flow_class in changed:
+            if flow_class.busy and flow_class.step < 0 and flow_class not in unfrozen:
+                unfrozen[flow_class] = None
+        refill = [c for c in unfrozen if c.busy]
+        self._fill(refill)
+
+        moved: dict[Resource, list[Resource]] = {}  # first member -> peer group whose total may have changed
+        for flow_class in refill:
+            if flow_class.limit != flow_class.bottleneck or not flow_class.changes:  # note a change, at the clock of now
+                flow_class.bottleneck = flow_class.limit
+                flow_class.changes.append((flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps), flow_class.limit))
+            if flow_class.level != flow_class.rate:
+                flow_class.advance(now)
+                flow_class.rate = flow_class.level
+            elif not flow_class.changed:
+                continue
+            self._schedule_finish(flow_class, now)
+            for resource in flow_class.bounds:
+                peers = resource.peers
+                moved[peers[0]] = peers
+        for flow_class in changed:
+            flow_class.changed = False
+            for resource in flow_class.bounds:
+                peers = resource.peers
+                moved[peers[0]] = peers
+        for first, group in moved.items():
+            total = 0.0  # peers are crossed by the same classes: one sum, in creation order
+            for flow_class in first.crossing:
+                total += flow_class.demand
+            for resource in group:
+                if total != resource.rate:
+                    resource.rate = total
+                    if resource.rate_log is not None:
+                        resource.rate_log.append((now, total))
+
+    def _first_affected_step(self, changed: list[FlowClass], affected: list[Resource]) -> int:
+        """The first step of the last filling that the new member counts of ``changed`` (whose
+        paths cross the limiting ``affected`` resources) can alter; every earlier step makes the
+        same choice and freezes the same classes at the same level as a filling from scratch.
+
+        By induction on the steps before it, step j is kept unless: it froze a changed class (its
+        arithmetic changes); or a changed class not frozen yet has a cap <= level_j (a cap step
+        would come first or take it too); or an affected resource, with the members frozen before
+        step j and its new member count, offers a fair share below level_j (equal, with a smaller
+        key, against a resource step): it would be chosen first. Unaffected resources have the same
+        residuals, member counts and keys as in the last filling, so they choose as before; an
+        affected bottleneck of step j either had a changed class frozen at j or gained members, and
+        then its share falls below level_j."""
+        levels, keys, level_max = self._levels, self._keys, self._level_max
+        first = len(levels)
+        for flow_class in changed:
+            if 0 <= flow_class.step < first:
+                first = flow_class.step
+        for flow_class in changed:
+            if flow_class.busy and flow_class.step < 0 and first and flow_class.cap <= level_max[first - 1]:
+                cap = flow_class.cap
+                first = next(j for j in range(first) if cap <= levels[j])
+        for resource in affected:
+            flows, key = resource.flows, resource.key
+            residual, frozen, start = resource.capacity, 0, 0
+            for end, next_residual, next_frozen in (*resource.history, (first, 0.0, 0)):
+                # steps start..end (bounded by first) see this residual and frozen count
+                end = min(end + 1, first)
+                if start >= end:
+                    break
+                unfrozen = flows - frozen
+                if unfrozen > 0:
+                    share = residual / unfrozen
+                    if share <= level_max[end - 1]:
+                        for j in range(start, end):
+                            level = levels[j]
+                            if share < level or (share == level and key < keys[j]):
+                                first = j
+                                break
+                residual, frozen, start = next_residual, next_frozen, end
+        return first
+
+    def _undo_steps(self, first: int) -> dict[FlowClass, None]:
+        """Forget the steps from ``first`` on, the last first: each resource a step changed drops
+        that step's entry of its history and gets back its state before; returns the classes
+        they had frozen."""
+        unfrozen: dict[FlowClass, None] = {}
+        frozen_at, touched_at = self._frozen_at, self._touched_at
+        for j in range(len(self._levels) - 1, first - 1, -1):
+            for flow_class in frozen_at[j]:
+                flow_class.step = -1
+                unfrozen[flow_class] = None
+            for resource in touched_at[j]:
+                history = resource.history
+                history.pop()
+                if history:
+                    _, resource.residual, resource.frozen = history[-1]
                 else:
-                    resource._first = len(touched)
-                    resource._residual = resource.capacity
-                    resource._weight = n
-                    resource._crossing = [flow_class]
-                    resource._version = 0
-                    touched.append(resource)
-        shares = [(r._residual / r._weight, r._first, 0, r) for r in touched if r._weight]
+                    resource.residual, resource.frozen = resource.capacity, 0
+        for steps in (self._levels, self._keys, self._level_max, self._frozen_at, self._touched_at):
+            del steps[first:]
+        return unfrozen
+
+    def _fill(self, unfrozen: list[FlowClass]) -> None:
+        """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
+        raise their rates together until a resource saturates or a class reaches its cap; freeze
+        those; repeat. Each resource has one entry in a heap, a lower bound of its fair share
+        (shares only rise as classes freeze; an entry is replaced when a share falls below it,
+        by rounding, and refreshed when it reaches the top), so the top, once fresh, is the
+        smallest share, ties to the smallest key. Each step is recorded for the next recomputation."""
+        heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
+        levels, keys, level_max = self._levels, self._keys, self._level_max
+        frozen_at, touched_at = self._frozen_at, self._touched_at
+        live: dict[Resource, None] = {}
+        for flow_class in unfrozen:
+            for resource in flow_class.bounds:
+                live[resource] = None
+        shares = []
+        for resource in live:
+            resource.share = resource.residual / (resource.flows - resource.frozen)
+            shares.append((resource.share, resource.key, resource.version, resource))
         heapq.heapify(shares)
-        heappush, heappop = heapq.heappush, heapq.heappop
-        by_cap = sorted(busy, key=lambda c: c.cap)
+        by_cap = sorted(unfrozen, key=_class_cap)
         next_capped = 0
-        unfixed = len(busy)
+        unfixed = len(unfrozen)
+        step = len(levels)
         while unfixed:
-            while shares and shares[0][2] != shares[0][3]._version:
-                heappop(shares)
-            level, bottleneck = (shares[0][0], shares[0][3]) if shares else (math.inf, None)
-            while by_cap[next_capped].rate >= 0.0:
+            while shares:
+                share, _, version, resource = shares[0]
+                if version != resource.version:
+                    heappop(shares)
+                    continue
+                current = resource.residual / (resource.flows - resource.frozen)
+                if current == share:
+                    break
+                resource.version += 1  # its share rose since its entry: enter it again
+                resource.share = current
+                heapreplace(shares, (current, resource.key, resource.version, resource))
+            level, key, _, bottleneck = shares[0] if shares else (math.inf, _CAP_STEP_KEY, 0, None)
+            while by_cap[next_capped].step >= 0:
                 next_capped += 1
             capped = by_cap[next_capped].cap
             if capped <= level:
-                level = capped
+                level, key, limit = capped, _CAP_STEP_KEY, OWN_CAP
                 freezing = []
                 for flow_class in by_cap[next_capped:]:
                     if flow_class.cap > capped:
                         break
-                    if flow_class.rate < 0.0:
+                    if flow_class.step < 0:
                         freezing.append(flow_class)
-                freezing.sort(key=lambda c: c.order)
-                limit = OWN_CAP
+                freezing.sort(key=_class_order)
             else:
-                freezing = [c for c in bottleneck._crossing if c.rate < 0.0]
+                freezing = [c for c in bottleneck.crossing if c.step < 0]
                 limit = bottleneck.index
-            changed: dict[Resource, None] = {}  # in first-change order, for deterministic pushes
+            touched: dict[Resource, None] = {}  # in first-change order
             for flow_class in freezing:
-                flow_class.rate = level
-                if flow_class.bottleneck != limit or not flow_class.changes:  # note a change (the class is advanced to now)
-                    flow_class.bottleneck = limit
-                    flow_class.changes.append((flow_class.virtual_bytes, limit))
+                flow_class.step = step
+                flow_class.level = level
+                flow_class.limit = limit
                 n = len(flow_class.members)
-                for resource in flow_class.path:
-                    left = resource._residual - level * n
-                    resource._residual = left if left > 0.0 else 0.0
-                    resource._weight -= n
-                    changed[resource] = None
-            for resource in changed:
-                resource._version += 1
-                if resource._weight:
-                    heappush(shares, (resource._residual / resource._weight, resource._first, resource._version, resource))
+                flow_class.demand = demand = level * n
+                for resource in flow_class.bounds:
+                    left = resource.residual - demand
+                    resource.residual = left if left > 0.0 else 0.0
+                    resource.frozen += n
+                    touched[resource] = None
+            for resource in touched:
+                resource.history.append((step, resource.residual, resource.frozen))
+                unfrozen_members = resource.flows - resource.frozen
+                if not unfrozen_members:
+                    resource.version += 1  # nothing left to limit: its entry is void
+                    continue
+                current = resource.residual / unfrozen_members
+                if current < resource.share:  # its entry must stay a lower bound of its share
+                    resource.version += 1
+                    resource.share = current
+                    heappush(shares, (current, resource.key, resource.version, resource))
+            levels.append(level)
+            keys.append(key)
+            level_max.append(level if not level_max or level > level_max[-1] else level_max[-1])
+            frozen_at.append(freezing)
+            touched_at.append(touched)
             unfixed -= len(freezing)
-        for resource in touched:
-            resource._first = -1
-            resource._crossing = None
-        totals: dict[Resource, float] = {}
-        for flow_class in busy:
-            for resource in flow_class.path:
-                totals[resource] = totals.get(resource, 0.0) + flow_class.rate * len(flow_class.members)
-        for resource in self._flowing:
-            if resource not in totals:
-                totals[resource] = 0.0
-        flowing = {}
-        for resource, total in totals.items():
-            if total != resource.rate:
-                resource.rate = total
-                if resource.rate_log is not None:
-                    resource.rate_log.append((now, total))
-            if total:
-                flowing[resource] = None
-        self._flowing = flowing
+            step += 1

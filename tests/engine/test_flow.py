@@ -1,14 +1,16 @@
-"""The fluid network against closed forms (equal sharing, max-min fair shares, caps, fixed costs)
-and its progressive filling against a plain textbook oracle."""
+"""The fluid network against closed forms (equal sharing, max-min fair shares, caps, fixed costs),
+its progressive filling against a plain textbook oracle (to the bit, after every incremental
+recomputation), and its finish times against a per-flow reference in exact arithmetic."""
 
 import math
+from fractions import Fraction
 
 import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npusim.engine.flow import FlowClass, FlowNetwork, Resource
+from npusim.engine.flow import FlowNetwork, Resource
 
 GBPS = 1e-3  # 1 GB/s in bytes per picosecond
 
@@ -97,8 +99,9 @@ def test_no_flow_beats_its_bottleneck_and_work_is_conserved(flows):
 
 
 def oracle(classes, capacities):
-    """Max-min fair rates by the textbook loop: scan every resource for the smallest fair share,
-    freeze the classes it or the smallest cap limits, repeat (ties: the resource met first)."""
+    """Max-min fair rates of ``classes`` ((path, cap, members), in creation order) by the textbook
+    loop: scan every resource for the smallest fair share, freeze the classes it or the smallest
+    cap limits, repeat (ties: the resource met first, a cap before a resource)."""
     residual = {}
     weight = {}
     for path, _, n in classes:
@@ -135,17 +138,21 @@ instances = st.integers(2, 6).flatmap(lambda resources: st.tuples(
 @settings(max_examples=200, deadline=None)
 @given(instances)
 def test_progressive_filling_matches_the_oracle(instance):
-    capacities, classes = instance
-    network = FlowNetwork(simpy.Environment())
+    capacities, specs = instance
+    classes = {}  # flows of one path and cap form one class, created in order of first use
+    for path, cap, n in specs:
+        key = (tuple(path), cap)
+        classes[key] = classes.get(key, 0) + n
+    env = simpy.Environment()
+    network = FlowNetwork(env)
     resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
-    busy = []
-    for order, (path, cap, n) in enumerate(classes):
-        flow_class = FlowClass(tuple(resources[r] for r in path), cap, order)
-        flow_class.members = [(0.0, i, 1, None) for i in range(n)]
-        busy.append(flow_class)
-    network._busy = busy
-    network._assign_rates(0)
-    assert [c.rate for c in busy] == oracle([(tuple(p), cap, n) for p, cap, n in classes], capacities)
+    for (path, cap), n in classes.items():
+        for _ in range(n):
+            network.transfer(10**12, tuple(resources[r] for r in path), cap=cap)
+    env.run(until=1)  # the flows start at 0: one filling from scratch
+    expected = oracle([(tuple(resources[r] for r in path), cap, n) for (path, cap), n in classes.items()],
+                      {r: r.capacity for r in resources})
+    assert [network._classes[(tuple(resources[r] for r in path), cap)].rate for path, cap in classes] == expected
     for r in resources:
         assert r.rate <= r.capacity * (1 + 1e-9)
 
@@ -181,3 +188,192 @@ def test_the_bottleneck_is_the_one_that_carried_most_of_the_bytes():
 def test_an_unregistered_resource_is_reported_as_such():
     stray = Resource("stray", 10 * GBPS)
     assert outcomes([(1000, (stray,), math.inf, 0)], [])[0][0] == -2
+
+
+class OracleCheckedNetwork(FlowNetwork):
+    """After every incremental recomputation, the steps kept and refilled must be those of a
+    filling from scratch, and the rates of the busy classes, to the bit, those of the oracle."""
+
+    def _recompute(self, now, changed):
+        super()._recompute(now, changed)
+        incremental = (list(self._levels), list(self._keys), [list(frozen) for frozen in self._frozen_at])
+        self._fill([c for c in self._undo_steps(0) if c.busy])
+        assert (self._levels, self._keys, self._frozen_at) == incremental, f"steps differ at {now} ps"
+        busy = sorted((c for c in self._classes.values() if c.members), key=lambda c: c.order)
+        expected = oracle([(c.path, c.cap, len(c.members)) for c in busy], {r: r.capacity for r in self.resources})
+        assert [c.rate for c in busy] == expected, f"rates differ at {now} ps"
+
+
+def checked_network(*capacities):
+    env = simpy.Environment()
+    network = OracleCheckedNetwork(env)
+    return env, network, [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
+
+
+def test_a_new_class_capped_below_a_kept_level_is_frozen_first():
+    # A on r0 and r1 froze at 0.3 (r1), C at 0.7 (r0). X (cap 0.1) joins r0: from scratch its cap
+    # step comes first, so r0's residual is (1.0 - 0.1) - 0.3, not (1.0 - 0.3) - 0.1, to the bit.
+    env, network, (r0, r1) = checked_network(1.0, 0.3)
+    network.transfer(10**9, (r0, r1))
+    network.transfer(10**9, (r0,))
+    network.transfer(10**9, (r0,), cap=0.1, delay_ps=10)
+    env.run(until=11)
+    assert network._classes[((r0,), math.inf)].rate == (1.0 - 0.1) - 0.3 != (1.0 - 0.3) - 0.1
+
+
+def test_a_tie_won_by_an_affected_resource_refills_from_there():
+    # r0 (0.6) limits A, r1 (0.3) limits B, C takes the rest of r2. A second member of A makes
+    # r0's share 0.3, tied with r1's step, and r0 is met first (A was created first): from scratch
+    # r0's step comes first and r2 keeps (2.0 - 0.6) - 0.3 for C.
+    env, network, (r0, r1, r2) = checked_network(0.6, 0.3, 2.0)
+    network.transfer(10**9, (r0, r2))
+    network.transfer(10**9, (r1, r2))
+    network.transfer(10**9, (r2,))
+    network.transfer(10**9, (r0, r2), delay_ps=10)
+    env.run(until=11)
+    assert network._classes[((r2,), math.inf)].rate == (2.0 - 0.6) - 0.3 != (2.0 - 0.3) - 0.6
+
+
+def test_a_port_shadowed_by_its_credits_limits_again_once_a_read_crosses_it_alone():
+    # Writes cross a port (2 bytes/ps) and its write credits (1 byte/ps): the credits always
+    # saturate first, so the port is left out of the filling. A read issued later crosses the port
+    # alone; from then on the port can limit rates and the filling starts again from scratch:
+    # the 2 writes keep 0.5 each, the read gets the 1.0 left on the port.
+    env, network, (port, credits) = checked_network(2.0, 1.0)
+    finish = {}
+
+    def issue(name, size, path, at):
+        yield env.timeout(at)
+        yield network.transfer(size, path)
+        finish[name] = env.now
+
+    env.process(issue("w1", 10_000, (port, credits), 0))
+    env.process(issue("w2", 10_000, (port, credits), 0))
+    env.process(issue("read", 10_000, (port,), 1_000))
+    env.run(until=500)
+    assert (port.limiting, credits.limiting) == (False, True)
+    env.run()
+    assert (port.limiting, credits.limiting) == (True, True)
+    assert finish == {"w1": 20_000, "w2": 20_000, "read": 1_000 + 10_000}
+    assert max(rate for _, rate in port.rate_log) == port.capacity
+
+
+def test_a_member_within_tolerance_ends_at_an_earlier_wake_up():
+    # A's last byte lands 1e-6 ps after 1 us (left: 1e-6 bytes, within its 1e-3-byte tolerance);
+    # B ends exactly at 1 us, so A ends at that wake-up instead of rounding up to 1 us + 1 ps.
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    slow, exact = Resource("slow", 1e6 / (1e6 + 1e-6)), Resource("exact", 1.0)
+    finish = {}
+    for name, resource in (("A", slow), ("B", exact)):
+        network.transfer(10**6, (resource,)).callbacks.append(lambda _e, name=name: finish.__setitem__(name, env.now))
+    env.run()
+    assert finish == {"A": 1_000_000, "B": 1_000_000}
+
+
+@pytest.mark.parametrize("cap", [0.0, -1.0, math.nan])
+def test_a_cap_that_is_not_a_positive_rate_is_refused(cap):
+    network = FlowNetwork(simpy.Environment())
+    with pytest.raises(ValueError, match="cap must be a positive rate in bytes/ps, got"):
+        network.transfer(64, (Resource("link", 1.0),), cap=cap)
+
+
+def test_a_path_crossing_a_resource_twice_is_refused():
+    network = FlowNetwork(simpy.Environment())
+    hbm = Resource("die0 HBM", 1.0)
+    with pytest.raises(ValueError, match="crosses resource 'die0 HBM' twice"):
+        network.transfer(64, (hbm, Resource("die0 L2", 2.0), hbm))
+
+
+TOLERANCE = Fraction(1, 10**9)  # the network's finish tolerance (of a size; of a picosecond when rounding up)
+
+
+def reference_max_min(flows, capacities):
+    """Per-flow max-min fair rates in exact arithmetic: raise every unfrozen rate to the smallest
+    fair share of a resource or cap, freeze the flows it limits, repeat."""
+    residual = dict(capacities)
+    rates = {}
+    unfrozen = set(flows)
+    while unfrozen:
+        crossing = {}
+        for i in unfrozen:
+            for r in flows[i][0]:
+                crossing[r] = crossing.get(r, 0) + 1
+        shares = {r: residual[r] / n for r, n in crossing.items()}
+        level = min([*shares.values(), *(flows[i][1] for i in unfrozen)])
+        limited = {i for i in unfrozen if flows[i][1] == level or any(shares[r] == level for r in flows[i][0])}
+        for i in limited:
+            rates[i] = level
+            for r in flows[i][0]:
+                residual[r] -= level
+        unfrozen -= limited
+    return rates
+
+
+def reference_finish_times(capacities, specs):
+    """Finish time (ps) of each flow (size, path, cap, delay), each flow on its own, every rate
+    recomputed from scratch at every change, in exact rational arithmetic, with the network's
+    rounding rules: a wake-up at the next whole picosecond where a flow ends or starts; a flow
+    ends at a wake-up once its bytes left are within TOLERANCE of its size."""
+    exact = {r: Fraction(c) for r, c in capacities.items()}
+    finish, left, flows, starts = {}, {}, {}, []
+    for i, (size, path, cap, delay) in enumerate(specs):
+        if not path and cap == math.inf:
+            finish[i] = delay
+        else:
+            starts.append((delay, i))
+    starts.sort()
+    now = 0
+    while starts or left:
+        while starts and starts[0][0] <= now:
+            _, i = starts.pop(0)
+            size, path, cap, _ = specs[i]
+            left[i] = Fraction(size)
+            flows[i] = (path, Fraction(cap) if cap != math.inf else math.inf)
+        rates = reference_max_min({i: flows[i] for i in left}, exact)
+        wakeups = [starts[0][0]] if starts else []
+        wakeups += [now + max(1, math.ceil(left[i] / rates[i] - TOLERANCE)) for i in left]
+        later = min(wakeups)
+        for i in sorted(left):
+            left[i] -= rates[i] * (later - now)
+        now = later
+        for i in sorted(left):
+            if left[i] <= specs[i][0] * TOLERANCE:
+                finish[i] = now
+                del left[i]
+    return finish
+
+
+flows = st.integers(2, 5).flatmap(lambda resources: st.tuples(
+    st.lists(st.sampled_from([1.0, 0.5, 0.25, 3.0]) | st.floats(0.01, 4.0), min_size=resources, max_size=resources),
+    st.lists(st.tuples(st.integers(1, 10**6), st.lists(st.integers(0, resources - 1), max_size=3, unique=True),
+                       st.sampled_from([math.inf, 0.125, 0.75]) | st.floats(0.05, 2.0), st.integers(0, 3) | st.integers(0, 10**6),
+                       st.booleans()),
+             min_size=1, max_size=12),
+))
+
+
+@settings(max_examples=150, deadline=None)
+@given(flows)
+def test_finish_times_match_a_per_flow_reference(instance):
+    """Random paths, sizes, caps and start delays: every finish time equals the reference's, and
+    every incremental recomputation gives the oracle's rates to the bit. A flow is issued at 0 with
+    its delay as fixed cost, or issued at its start time (paths then appear while others flow)."""
+    capacities, specs = instance
+    env = simpy.Environment()
+    network = OracleCheckedNetwork(env)
+    resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
+    finish = {}
+
+    def issue(i, size, path, cap, delay, late):
+        if late:
+            yield env.timeout(delay)
+        yield network.transfer(size, path, cap=cap, delay_ps=0 if late else delay)
+        finish[i] = env.now
+
+    for i, (size, path, cap, delay, late) in enumerate(specs):
+        env.process(issue(i, size, tuple(resources[r] for r in path), cap, delay, late))
+    env.run()
+    reference = reference_finish_times({r: r.capacity for r in resources},
+                                       [(size, tuple(resources[r] for r in path), cap, delay) for size, path, cap, delay, _ in specs])
+    assert finish == reference

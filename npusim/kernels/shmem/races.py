@@ -16,6 +16,7 @@ sides; the caller decides whether that is a warning or an error.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,8 +43,9 @@ class Access:
     end_ps: int | None = None
     pending: list[Access] = field(default_factory=list)  # conflicting accesses to report once both ended
 
-    @property
+    @functools.cached_property
     def bounds(self) -> tuple[int, int]:
+        """The first and the end byte of the intervals (they do not change once recorded)."""
         return min(a for a, _ in self.intervals), max(b for _, b in self.intervals)
 
     def ordered_with(self, other: Access) -> bool:
