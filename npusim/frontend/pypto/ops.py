@@ -334,20 +334,26 @@ def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: A
     return _box_token(program, node.tasks, src.shape, tiles)
 
 
+def _remote_read(op: str, qualified: str, src, src_pe, shape, offsets, valid_shape, pred):
+    """The checked arguments of an op that reads a view of ``src`` on ``src_pe`` (shmem_get,
+    shmem_load): (program, view, src_pe as an int, preds, tiles)."""
+    program = current_program(qualified)
+    src = _shmem(op, "src", src, program, data=True)
+    check_dtype(op, "src.dtype", src.dtype)
+    src_pe = _int(src_pe, program.pe)
+    check_pe(op, "src_pe", src_pe, src.n_pes)
+    src = _view(op, src, shape, offsets, valid_shape, program.pe)
+    pred = _pred(op, pred, program)
+    return program, src, src_pe, pred, _tiles(op, program, src.shape, src.valid_shape)
+
+
 @_on_pe
 def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets: list | None = None, *,
               valid_shape: list | None = None, pred: list | None = None) -> Tensor:
     """``src`` on ``src_pe`` -> a new local GM tensor of the view's shape, staged through UB."""
     op = "shmem_get"
-    program = current_program(f"distributed.{op}")
-    pe, launch = program.pe, program.launch
-    src = _shmem(op, "src", src, program, data=True)
-    check_dtype(op, "src.dtype", src.dtype)
-    src_pe = _int(src_pe, pe)
-    check_pe(op, "src_pe", src_pe, src.n_pes)
-    src = _view(op, src, shape, offsets, valid_shape, pe)
-    pred = _pred(op, pred, program)
-    tiles = _tiles(op, program, src.shape, src.valid_shape)
+    program, src, src_pe, pred, tiles = _remote_read(op, f"distributed.{op}", src, src_pe, shape, offsets, valid_shape, pred)
+    launch = program.launch
     node = program.op(op, src_pe=src_pe, shape=list(src.shape), offsets=list(src.offsets), tiles=len(tiles))
     result = empty(src.shape, src.dtype.numpy, device=program.die)
     target, area, dtype = GmView(result.allocation, 0, result.strides), src.area, src.dtype.numpy
@@ -532,15 +538,8 @@ def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets
     """Remote GM -> this core's UB: per tile one MTE2 copy of the valid region from ``src_pe``'s
     HBM; returns the UB tile tensor (view shape, ``src`` dtype)."""
     op = "shmem_load"
-    program = current_program(f"experimental.{op}")
-    pe, launch = program.pe, program.launch
-    src = _shmem(op, "src", src, program, data=True)
-    check_dtype(op, "src.dtype", src.dtype)
-    src_pe = _int(src_pe, pe)
-    check_pe(op, "src_pe", src_pe, src.n_pes)
-    src = _view(op, src, shape, offsets, valid_shape, pe)
-    pred = _pred(op, pred, program)
-    tiles = _tiles(op, program, src.shape, src.valid_shape)
+    program, src, src_pe, pred, tiles = _remote_read(op, f"experimental.{op}", src, src_pe, shape, offsets, valid_shape, pred)
+    launch = program.launch
     dtype = src.dtype.numpy
     ub_bytes = launch.system.die(program.die).spec.aiv.ub.bytes
     need = ub_tile_bytes(tiles[0].shape, dtype.itemsize)
