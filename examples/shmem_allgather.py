@@ -88,6 +88,19 @@ def print_links(session) -> None:
               f"over the run (peak {peak:.1f} GB/s)")
 
 
+def check_outputs(session, outs, expected, what: str, failure: str) -> None:
+    """Compare every PE's output with ``expected()`` (computed only with data), print the verdict,
+    and raise AssertionError(``failure``) on a mismatch."""
+    if not session.with_data:
+        print("  outputs not checked (timing only)")
+        return
+    values = expected()
+    matches = all(np.array_equal(out.numpy(), values) for out in outs)
+    print(f"  outputs match {what}: {'yes' if matches else 'NO'}")
+    if not matches:
+        raise AssertionError(failure)
+
+
 def main() -> None:
     session = npusim.current_session()
     n_pes = npusim.param("n_pes", session.config.spec.shape.dies, "PEs taking part, one per die (default: every die)")
@@ -99,11 +112,5 @@ def main() -> None:
           f"tiles [{tile_rows}, {cols}]")
     print(f"  simulated time {session.now_us:.2f} us")
     print_links(session)
-    if session.with_data:
-        expected = np.concatenate(inputs)
-        matches = all(np.array_equal(out.numpy(), expected) for out in outs)
-        print(f"  outputs match the expected all-gather: {'yes' if matches else 'NO'}")
-        if not matches:
-            raise AssertionError("shmem all-gather: an output differs from the concatenated inputs")
-    else:
-        print("  outputs not checked (timing only)")
+    check_outputs(session, outs, lambda: np.concatenate(inputs), "the expected all-gather",
+                  "shmem all-gather: an output differs from the concatenated inputs")

@@ -347,6 +347,15 @@ def _remote_read(op: str, qualified: str, src, src_pe, shape, offsets, valid_sha
     return program, src, src_pe, pred, _tiles(op, program, src.shape, src.valid_shape)
 
 
+def _remote_read_task(node, index: int, build, tile, area, src_pe: int, at) -> CoreTask:
+    """The tile op ``index`` of a remote read (shmem_get, shmem_load): it reads the tile's valid
+    region at ``at`` of ``src_pe``'s data area (what the race detector checks)."""
+    task = CoreTask(node, index, build)
+    if tile.moves_data:
+        task.accesses.append(lambda: [AccessSpec(READ, area, src_pe, area.data_view(src_pe).shifted(at), tile.valid_shape)])
+    return task
+
+
 @_on_pe
 def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets: list | None = None, *,
               valid_shape: list | None = None, pred: list | None = None) -> Tensor:
@@ -365,10 +374,7 @@ def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets:
             copy_tile(p, area.data_view(src_pe).shifted(at), target.shifted(tile.offset), tile.shape, tile.valid_shape,
                       dtype, dtype, local_dtype=dtype, staging_bytes=staging, name=op)
 
-        task = CoreTask(node, index, build)
-        if tile.moves_data:
-            task.accesses.append(lambda tile=tile, at=at: [AccessSpec(READ, area, src_pe, area.data_view(src_pe).shifted(at), tile.valid_shape)])
-        node.tasks.append(task)
+        node.tasks.append(_remote_read_task(node, index, build, tile, area, src_pe, at))
     _depend(node.tasks, src.shape, program, pred)
     writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
     return Tensor(program, "GM", src.shape, src.dtype, device=result, valid_shape=src.valid_shape, writes=writes)
@@ -556,10 +562,7 @@ def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets
         def build(p, tile=tile, at=at):
             return load_tile(p, area.data_view(src_pe).shifted(at), tile.shape, tile.valid_shape, dtype, name=op)
 
-        task = CoreTask(node, index, build)
-        if tile.moves_data:
-            task.accesses.append(lambda tile=tile, at=at: [AccessSpec(READ, area, src_pe, area.data_view(src_pe).shifted(at), tile.valid_shape)])
-        node.tasks.append(task)
+        node.tasks.append(_remote_read_task(node, index, build, tile, area, src_pe, at))
     _depend(node.tasks, src.shape, program, pred)
     writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
     result = Tensor(program, "UB", src.shape, src.dtype, valid_shape=src.valid_shape, writes=writes)
