@@ -43,6 +43,8 @@ from typing import Sequence
 
 import simpy
 
+from npusim.engine.events import succeed_at
+
 # A member has finished when its virtual finish is within this many bytes of the class clock,
 # relative to its size (absorbs float rounding; completion times are whole picoseconds).
 _FINISH_TOLERANCE = 1e-9
@@ -116,7 +118,7 @@ class FlowClass:
     ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
-                 "busy", "changed", "step", "stamp", "limit", "bottleneck", "changes")
+                 "counted", "busy", "changed", "step", "stamp", "limit", "bottleneck", "changes")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -129,6 +131,7 @@ class FlowClass:
         self.virtual_bytes = 0.0
         self.updated_ps = 0
         self.members: list[tuple[float, int, int, simpy.Event, int]] = []  # heap of (virtual finish, seq, size, done, flowing since ps)
+        self.counted = 0  # members counted in the ``flows`` of the resources on the path
         self.busy = False
         self.changed = False
         self.step = -1
@@ -203,16 +206,14 @@ class FlowNetwork:
         """Move ``size_bytes`` across ``path`` at no more than ``cap`` bytes/ps, the bytes starting
         to flow ``delay_ps`` from now (a fixed cost paid first); returns the event fired when the
         last byte arrives, whose value is ``(bottleneck index, ps the bytes started flowing)``."""
-        env = self.env
-        if done is None:
-            done = env.event()
-        if size_bytes <= 0 or (not path and cap == math.inf):
-            outcome = (OWN_CAP, env._now + delay_ps)
-            if delay_ps > 0:
-                env.timeout(delay_ps).callbacks.append(lambda _event: done.succeed(outcome))
-            else:
-                done.succeed(outcome)
-            return done
+        return self.start(self.flow_class(path, cap) if size_bytes > 0 else None, size_bytes, delay_ps, done)
+
+    def flow_class(self, path: Sequence[Resource], cap: float = math.inf) -> FlowClass | None:
+        """The class of the flows that cross ``path`` at no more than ``cap`` bytes/ps, created on
+        first use (None for a transfer nothing limits: no path, no cap). A caller that moves many
+        transfers along one path keeps it and passes it to :meth:`start`."""
+        if not path and cap == math.inf:
+            return None
         key = (path, cap)
         flow_class = self._classes.get(key)
         if flow_class is None:
@@ -227,10 +228,26 @@ class FlowNetwork:
             flow_class = self._classes[key] = FlowClass(path, cap, len(self._classes))
             self._regroup(path)
             flow_class.bounds = tuple(r for r in path if r.limiting)
+        return flow_class
+
+    def start(self, flow_class: FlowClass | None, size_bytes: int, delay_ps: int = 0, done: simpy.Event | None = None) -> simpy.Event:
+        """:meth:`transfer` for a class :meth:`flow_class` gave (None: nothing limits the rate)."""
+        env = self.env
+        if done is None:
+            done = simpy.Event(env)
         start_ps = env._now + delay_ps
-        self._sequence += 1
-        heapq.heappush(self._starts, (start_ps, self._sequence, flow_class, size_bytes, done))
-        self._wake_at(start_ps)
+        if flow_class is None or size_bytes <= 0:
+            outcome = (OWN_CAP, start_ps)
+            if delay_ps > 0:
+                env.timeout(delay_ps).callbacks.append(lambda _event: done.succeed(outcome))
+            else:
+                done.succeed(outcome)
+            return done
+        self._sequence = sequence = self._sequence + 1
+        heapq.heappush(self._starts, (start_ps, sequence, flow_class, size_bytes, done))
+        wakeup_ps = self._wakeup_ps
+        if wakeup_ps is None or start_ps < wakeup_ps:
+            self._wake_at(start_ps)
         return done
 
     # -- internals -----------------------------------------------------------------------------
@@ -275,8 +292,7 @@ class FlowNetwork:
                 flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
     def _wake_at(self, time_ps: int) -> None:
-        if self._wakeup_ps is not None and self._wakeup_ps <= time_ps:
-            return
+        """Wake up at ``time_ps``, before the pending wake-up if any (which is then ignored)."""
         self._wakeup_ps = time_ps
         self._generation += 1
         generation = self._generation
@@ -288,7 +304,8 @@ class FlowNetwork:
         if generation != self._generation:
             return  # superseded by an earlier wake-up
         self._wakeup_ps = None
-        now = self.env._now
+        env = self.env
+        now = env._now
         changed: list[FlowClass] = []
         finishes = self._finishes
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -319,13 +336,12 @@ class FlowNetwork:
                 finished_bytes += size
                 changes = flow_class.changes
                 if not changes or changes[-1][0] <= finish - size:  # one bottleneck all its life: the usual case
-                    done.succeed((flow_class.bottleneck, flowing_ps))
+                    succeed_at(env, done, 0, (flow_class.bottleneck, flowing_ps))
                 else:
-                    done.succeed((flow_class.main_bottleneck(finish - size, finish), flowing_ps))
+                    succeed_at(env, done, 0, (flow_class.main_bottleneck(finish - size, finish), flowing_ps))
             for resource in flow_class.path:
                 resource.bytes_moved += finished_bytes
                 resource.flows_done += finished
-                resource.flows -= finished
             flow_class.stamp += 1
             if not flow_class.changed:
                 flow_class.changed = True
@@ -336,14 +352,18 @@ class FlowNetwork:
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
                 flow_class.changes = []
-            else:
+            elif flow_class.updated_ps != now:
                 flow_class.advance(now)
             heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done, now))
-            for resource in flow_class.path:
-                resource.flows += 1
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
+        for flow_class in changed:  # count what started and ended in the flows crossing each resource
+            change = len(flow_class.members) - flow_class.counted
+            if change:
+                flow_class.counted += change
+                for resource in flow_class.path:
+                    resource.flows += change
         if changed:
             self._recompute(now, changed)
         while finishes and finishes[0][2] != finishes[0][3].stamp:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
+from heapq import heappop
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -110,17 +111,25 @@ class Session:
 
         SimPy's ``run(until=...)`` cannot tell these apart from a bound kept as a pending event
         (that event alone would keep the simulation alive until the bound), so the loop looks at
-        the event queue itself: ``env._queue`` is SimPy's heap of ``(time, priority, id, event)``."""
+        the event queue itself: ``env._queue`` is SimPy's heap of ``(time, priority, id, event)``.
+        Each step is ``Environment.step`` inlined (the loop is the simulation's innermost one):
+        pop the next event, run its callbacks, raise (a copy of) a failure no process handled."""
         env = self.env
         queue = env._queue
-        step = env.step
         limit = self.time_limit_ps
         while target.callbacks is not None:  # not processed yet
             if not queue:
                 raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting"))
             if queue[0][0] > limit:
                 raise DeadlockError(self._deadlock_report(f"the simulated-time bound of {limit / 1e6:.0f} us was reached"))
-            step()
+            env._now, _, _, event = heappop(queue)
+            callbacks, event.callbacks = event.callbacks, None
+            for callback in callbacks:
+                callback(event)
+            if not event._ok and not hasattr(event, "_defused"):  # a failure no process handled
+                error = type(event._value)(*event._value.args)
+                error.__cause__ = event._value
+                raise error
 
     def _deadlock_report(self, why: str) -> str:
         lines = [f"deadlock at {self.env.now / 1e6:.3f} us: {why}."]
@@ -129,7 +138,7 @@ class Session:
                 run = core.current
                 if run is None:
                     continue
-                for pipe, what in sorted(run.blocked.items()):
+                for pipe, what in sorted(run.waits().items()):
                     lines.append(f"  die {die.index} {core.name} {Pipe(pipe).name} (kernel {run.program.name!r}) waits in: {what}")
         for reporter in self.system.deadlock_reporters:
             lines.extend(reporter())

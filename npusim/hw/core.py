@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
+from npusim.engine.events import succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import CoreKind, Pipe
@@ -49,11 +50,9 @@ if TYPE_CHECKING:
 FIXED, SET_FLAG, WAIT_FLAG, TRANSFER, WAITING = range(5)
 
 
-def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value=None) -> None:
-    """Trigger ``event`` with ``value`` ``delay_ps`` from now (what ``Timeout`` does for a new event)."""
-    event._ok = True
-    event._value = value
-    env.schedule(event, delay=delay_ps)
+def flag_key(src: Pipe, dst: Pipe, event_id: int) -> int:
+    """The flag (src pipe -> dst pipe, event id) as one int, the key of a run's flag tables."""
+    return event_id << 6 | int(src) << 3 | int(dst)
 
 
 class KernelRun:
@@ -62,7 +61,7 @@ class KernelRun:
 
     __slots__ = ("env", "core", "program", "op", "progress", "flags", "flag_waiters", "regs", "blocked", "ends")
     # ``blocked`` maps a pipe (its int value) to the instruction it waits in, or a sentence, for
-    # deadlock reports.
+    # deadlock reports (a pipe blocked in a wait_flag is in ``flag_waiters`` instead).
 
     def __init__(self, env: simpy.Environment, core: "AICore", program, op: int) -> None:
         self.env = env
@@ -70,15 +69,24 @@ class KernelRun:
         self.program = program
         self.op = op
         self.progress = [ProgressCounter(env) for _ in Pipe]
-        # flag (src pipe, dst pipe, event id) -> its raised, not yet taken, instances: (time it becomes
-        # visible, event index of its set_flag)
-        self.flags: dict[tuple[int, int, int], deque[tuple[int, int]]] = {}
-        # flag -> waits blocked on it, each with the time it is ready to proceed
-        self.flag_waiters: dict[tuple[int, int, int], deque[tuple[simpy.Event, int]]] = {}
+        # flag (its flag_key) -> its raised, not yet taken, instances: (time it becomes visible, event
+        # index of its set_flag)
+        self.flags: dict[int, deque[tuple[int, int]]] = {}
+        # flag -> waits blocked on it: (wake-up event, time it is ready to proceed, the wait_flag)
+        self.flag_waiters: dict[int, deque[tuple[simpy.Event, int, object]]] = {}
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
         # end time of every instruction per pipe, kept only for programs with a pipe_barrier(ALL)
         self.ends: dict[int, list[int]] | None = {int(p): [] for p in Pipe} if program.needs_end_times else None
+
+    def waits(self) -> dict[int, object]:
+        """What each blocked pipe (its int value) waits in: an instruction or a sentence."""
+        waits = dict(self.blocked)
+        for waiters in self.flag_waiters.values():
+            for _, _, wait_flag in waiters:
+                waits[int(wait_flag.pipe)] = wait_flag
+        return waits
+
 
 class AICore:
     """One AIC or AIV of a die: its pipes, buffers and DMA engines."""
@@ -101,22 +109,25 @@ class AICore:
         self.tracks = {pipe: recorder.track(die.index, self.name, pipe.name, order_base + (int(pipe),)) for pipe in kind.pipes}
         self.lock = simpy.Resource(self.env, capacity=1)
         self.current: KernelRun | None = None
-        self._dma_paths: dict[tuple, tuple[tuple, float, int]] = {}
+        self.network = system.network
+        self.dma_routes: dict[tuple, tuple] = {}  # see dma_route
 
     def __repr__(self) -> str:
         return f"die{self.die.index} {self.name}"
 
-    def dma_path(self, pipe: Pipe, gm_die: int | None, to_gm: bool) -> tuple[tuple, float, int]:
-        """What a single-burst DMA of ``pipe`` crosses to read (or write, ``to_gm``) the GM of
-        ``gm_die`` (None: between two buffers of this core): the shared resources, the engine's rate
-        cap in bytes/ps, and the fixed cost in ps (engine set-up + route latency)."""
-        key = (pipe, gm_die, to_gm)
-        path = self._dma_paths.get(key)
-        if path is None:
-            route = LOCAL if gm_die is None else self.system.gm_route(self.die.index, gm_die, to_gm)
+    def dma_route(self, key: tuple) -> tuple:
+        """What a DMA of pipe ``key[0]`` takes to read (or write, ``key[2]``) the GM of die ``key[1]``
+        (None: between two buffers of this core): the bandwidth network's class of flows along its
+        shared resources, capped at the engine's rate; the fixed cost in ps (engine set-up + route
+        latency); the cost in ps of each burst after the first. Kept in ``dma_routes``."""
+        route = self.dma_routes.get(key)
+        if route is None:
+            pipe, gm_die, to_gm = key
+            path = LOCAL if gm_die is None else self.system.gm_route(self.die.index, gm_die, to_gm)
             engine = self.dma_timing[pipe]
-            path = self._dma_paths[key] = (route.resources, engine.rate_bytes_per_ps, engine.setup_ps + route.latency_ps)
-        return path
+            flow_class = self.network.flow_class(path.resources, engine.rate_bytes_per_ps)
+            route = self.dma_routes[key] = (flow_class, engine.setup_ps + path.latency_ps, engine.per_burst_ps)
+        return route
 
     def execute(self, program, op: int) -> simpy.Process:
         """Run ``program`` (``by_pipe``: its instructions per pipe; ``name``; optionally
@@ -144,6 +155,7 @@ class AICore:
         # recorder's columns appended to directly, and flag costs run ahead (see the module doc).
         env = self.env
         timeout = env.timeout
+        new_event = simpy.Event  # not env.event: that descriptor builds a bound method per call
         recorder = self.system.recorder
         put_lane, put_label, put_start, put_end, put_bytes = (
             recorder.lane_col.append, recorder.label_col.append, recorder.start_col.append, recorder.end_col.append,
@@ -210,7 +222,7 @@ class AICore:
                 key = instruction.key
                 waiters = flag_waiters.get(key)
                 if waiters:
-                    event, ready_ps = waiters.popleft()
+                    event, ready_ps, _ = waiters.popleft()
                     succeed_at(env, event, (end if end > ready_ps else ready_ps) - now, len(events))
                 else:
                     raised = flags.get(key)
@@ -228,14 +240,12 @@ class AICore:
                     if visible > start:  # raised, visible later: stall until then
                         ahead = visible - now
                 else:  # not raised yet: wait for it (the wake-up's value is the set's event index)
-                    event = env.event()
+                    event = new_event(env)
                     waiters = flag_waiters.get(key)
                     if waiters is None:
                         waiters = flag_waiters[key] = deque()
-                    waiters.append((event, start))
-                    blocked[pipe_id] = instruction
+                    waiters.append((event, start, instruction))
                     set_event = yield event
-                    del blocked[pipe_id]
                     now = env._now
                     ahead = 0
                 if may_run_ahead:

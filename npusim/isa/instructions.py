@@ -13,7 +13,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from npusim.errors import WorkloadError
 from npusim.hw.memory import Allocation
-from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING
+from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, flag_key
 from npusim.hw.pipes import Pipe
 from npusim.isa import vector as vector_semantics
 from npusim.isa.scalar import ScalarExpr, resolve
@@ -163,7 +163,7 @@ class SetFlag(Instruction):
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
         super().__init__(src, f"set_flag {src.name}->{dst.name} #{event_id}")
-        self.key = (int(src), int(dst), event_id)
+        self.key = flag_key(src, dst, event_id)
         self.cost_ps = cost_ps
 
 
@@ -175,7 +175,7 @@ class WaitFlag(Instruction):
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
         super().__init__(dst, f"wait_flag {src.name}->{dst.name} #{event_id}")
-        self.key = (int(src), int(dst), event_id)
+        self.key = flag_key(src, dst, event_id)
         self.cost_ps = cost_ps
 
 
@@ -242,10 +242,10 @@ class DmaCopy(Instruction):
     def start(self, core, run, delay_ps: int = 0):
         if self.dynamic and (core.system.with_data or self.control):
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
-        resources, cap, fixed = core.dma_path(*self.path_key)
+        flow_class, fixed_ps, per_burst_ps = core.dma_routes.get(self.path_key) or core.dma_route(self.path_key)
         if self.burst_count > 1:
-            fixed += (self.burst_count - 1) * core.dma_timing[self.pipe].per_burst_ps
-        return core.system.network.transfer(self.moved_bytes, resources, cap=cap, delay_ps=fixed + delay_ps)
+            fixed_ps += (self.burst_count - 1) * per_burst_ps
+        return core.network.start(flow_class, self.moved_bytes, fixed_ps + delay_ps)
 
     def _offset(self, side, run) -> int:
         if not isinstance(side, GmAddress):

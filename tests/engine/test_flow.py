@@ -377,3 +377,31 @@ def test_finish_times_match_a_per_flow_reference(instance):
     reference = reference_finish_times({r: r.capacity for r in resources},
                                        [(size, tuple(resources[r] for r in path), cap, delay) for size, path, cap, delay, _ in specs])
     assert finish == reference
+
+
+def test_a_kept_flow_class_moves_transfers_as_transfer_does():
+    """A caller may resolve a path's class once (flow_class) and start transfers on it: same
+    finish times and outcomes as transfer(); one class per (path, cap); None when nothing limits."""
+    link = Resource("link", 10 * GBPS)
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    network.add_resource(link)
+    kept = network.flow_class((link,), 4 * GBPS)
+    assert network.flow_class((link,), 4 * GBPS) is kept
+    assert network.flow_class((), math.inf) is None
+    started = [network.start(kept, 8_000, delay_ps=100), network.transfer(8_000, (link,), cap=4 * GBPS, delay_ps=100)]
+    unlimited = network.start(None, 8_000, delay_ps=50)
+    env.run()
+    # two flows of one class share the 10 GB/s link: 5 GB/s each, above their 4 GB/s cap
+    assert [event.value for event in started] == [(-1, 100)] * 2
+    assert [link.flows_done, link.bytes_moved, env.now] == [2, 16_000, 100 + 2_000_000]
+    assert unlimited.value == (-1, 50)
+
+
+def test_a_zero_byte_transfer_creates_no_class_and_ends_after_its_fixed_cost():
+    link = Resource("link", 10 * GBPS)
+    env = simpy.Environment()
+    network = FlowNetwork(env)
+    done = network.transfer(0, (link,), cap=0.0, delay_ps=30)  # a cap no class would accept: never looked at
+    env.run()
+    assert (env.now, done.value, network.active_flows) == (30, (-1, 30), 0)

@@ -48,7 +48,7 @@ def link_of(session, src: int, dst: int):
 def alone_ps(session, nbytes: int) -> tuple[int, float]:
     """Fixed cost (ps) and link rate (bytes/ps) of one remote MTE2 read from die 1 by die 0."""
     core = session.system.die(0).core("aiv", 0)
-    _, _, fixed = core.dma_path(npusim.isa.Pipe.MTE2, 1, to_gm=False)
+    _, fixed, _ = core.dma_route((npusim.isa.Pipe.MTE2, 1, False))
     return fixed, link_of(session, 1, 0).capacity
 
 
