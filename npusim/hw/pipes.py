@@ -30,6 +30,7 @@ class Pipe(enum.IntEnum):
             raise ValueError(f"unknown pipe {name!r}; pipes are {', '.join(p.name for p in cls)}") from None
 
 
+PIPE_NAMES = tuple(pipe.name for pipe in Pipe)  # indexed by a pipe: its name without the enum's property (hot when building)
 _ALIASES = {"S": "SCALAR", "V": "VECTOR", "M": "CUBE", "FIX": "FIXP", "FIXPIPE": "FIXP"}
 
 AIC_PIPES = (Pipe.SCALAR, Pipe.CUBE, Pipe.MTE1, Pipe.MTE2, Pipe.FIXP)

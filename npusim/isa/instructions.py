@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import as_strided
 from npusim.errors import WorkloadError
 from npusim.hw.memory import Allocation
 from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, flag_key
-from npusim.hw.pipes import Pipe
+from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.isa import vector as vector_semantics
 from npusim.isa.scalar import ScalarExpr, resolve
 
@@ -162,7 +162,7 @@ class SetFlag(Instruction):
     step = SET_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
-        super().__init__(src, f"set_flag {src.name}->{dst.name} #{event_id}")
+        super().__init__(src, f"set_flag {PIPE_NAMES[src]}->{PIPE_NAMES[dst]} #{event_id}")
         self.key = flag_key(src, dst, event_id)
         self.cost_ps = cost_ps
 
@@ -174,7 +174,7 @@ class WaitFlag(Instruction):
     step = WAIT_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
-        super().__init__(dst, f"wait_flag {src.name}->{dst.name} #{event_id}")
+        super().__init__(dst, f"wait_flag {PIPE_NAMES[src]}->{PIPE_NAMES[dst]} #{event_id}")
         self.key = flag_key(src, dst, event_id)
         self.cost_ps = cost_ps
 
@@ -226,7 +226,7 @@ class DmaCopy(Instruction):
         self.burst_count, self.burst_bytes = burst_count, burst_bytes
         self.src_gap, self.dst_gap = src_gap, dst_gap
         self.moved_bytes = burst_count * (-(-burst_bytes // granule) * granule)
-        self.dynamic = any(isinstance(side, GmAddress) and isinstance(side.offset, ScalarExpr) for side in (src, dst))
+        self.dynamic = isinstance(src.offset, ScalarExpr) or isinstance(dst.offset, ScalarExpr)  # a GM address from registers
         self._resolved: tuple[int, int] | None = None
         self.effect = self._copy
         # which path the copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM)

@@ -84,6 +84,8 @@ class CoreProgram:
         self._regs = 0
         self._timing = core.timing
         self._recorder = core.system.recorder
+        self._pipes = core.kind.pipes
+        self._copy_pipes = {(src, dst): pipe for (kind, src, dst), pipe in _COPY_PIPES.items() if kind is core.kind}
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -145,11 +147,11 @@ class CoreProgram:
         if atomic not in (None, "add"):
             raise UsageError(f"copy: atomic={atomic!r} is not supported; use None (overwrite) or 'add'")
         src_kind, dst_kind = _place(src), _place(dst)
-        pipe = _COPY_PIPES.get((self.core.kind, src_kind, dst_kind))
+        pipe = self._copy_pipes.get((src_kind, dst_kind))
         if pipe is None:
             raise UsageError(
                 f"kernel {self.kernel.name!r} {self.core.name}: no {self.core.kind.value.upper()} engine copies "
-                f"{src_kind} -> {dst_kind}; paths are " + ", ".join(f"{a}->{b}" for k, a, b in _COPY_PIPES if k is self.core.kind)
+                f"{src_kind} -> {dst_kind}; paths are " + ", ".join(f"{a}->{b}" for a, b in self._copy_pipes)
             )
         if burst_bytes is None:
             if nbytes is None:
@@ -343,8 +345,8 @@ class CoreProgram:
                 parsed = _PIPE_CACHE[pipe] = Pipe.parse(pipe)
             except ValueError as error:
                 raise UsageError(str(error)) from None
-        if parsed not in self.core.kind.pipes:
-            raise UsageError(f"{self.core.name} has no {parsed.name} pipe; its pipes are {', '.join(p.name for p in self.core.kind.pipes)}")
+        if parsed not in self._pipes:
+            raise UsageError(f"{self.core.name} has no {parsed.name} pipe; its pipes are {', '.join(p.name for p in self._pipes)}")
         return parsed
 
     # -- finishing -----------------------------------------------------------------------------
