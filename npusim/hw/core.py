@@ -31,6 +31,7 @@ run, the bytes of each buffer the program reserved (:class:`~npusim.trace.record
 from __future__ import annotations
 
 from collections import deque
+from struct import error as struct_error
 
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,7 @@ from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import CoreKind, Pipe
 from npusim.hw.topology import LOCAL
-from npusim.trace.recorder import BufferSpan, pack
+from npusim.trace.recorder import EVENT_ROW, BufferSpan, pack
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die
@@ -157,12 +158,9 @@ class AICore:
         timeout = env.timeout
         new_event = simpy.Event  # not env.event: that descriptor builds a bound method per call
         recorder = self.system.recorder
-        put_lane, put_label, put_start, put_end, put_bytes = (
-            recorder.lane_col.append, recorder.label_col.append, recorder.start_col.append, recorder.end_col.append,
-            recorder.bytes_col.append)
+        rows, pack_row, row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
         put_flag_flow = recorder.flag_flows.append
         put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
-        events = recorder.start_col  # its length is the index of the event being recorded
         lane = pack(self.tracks[pipe], run.op)
         issued = run.progress[Pipe.SCALAR]
         done = run.progress[pipe]
@@ -208,7 +206,7 @@ class AICore:
                 outcome = yield event
                 now = end = env._now
                 if outcome.__class__ is tuple:  # (bottleneck index, ps the bytes started flowing)
-                    put_transfer_event(len(events))
+                    put_transfer_event(recorder.events)
                     put_transfer_info((outcome[1] - start) << 32 | (outcome[0] + 2))
             elif step == SET_FLAG:
                 # Raise the flag at ``end``: the oldest waiter wakes then (or when it is ready, if
@@ -223,12 +221,12 @@ class AICore:
                 waiters = flag_waiters.get(key)
                 if waiters:
                     event, ready_ps, _ = waiters.popleft()
-                    succeed_at(env, event, (end if end > ready_ps else ready_ps) - now, len(events))
+                    succeed_at(env, event, (end if end > ready_ps else ready_ps) - now, recorder.events)
                 else:
                     raised = flags.get(key)
                     if raised is None:
                         raised = flags[key] = deque()
-                    raised.append((end, len(events)))
+                    raised.append((end, recorder.events))
             elif step == WAIT_FLAG:
                 # Take the oldest raised flag (flags are taken in the order they were raised, so a
                 # wait running ahead of the clock takes the one it would take at its own time), or
@@ -255,7 +253,7 @@ class AICore:
                     yield timeout(ahead + instruction.cost_ps)
                     ahead = 0
                     now = end = env._now
-                put_flag_flow(set_event << 32 | len(events))
+                put_flag_flow(set_event << 32 | recorder.events)
             else:  # WAITING: needs the real time, may block on other pipes
                 if ahead:
                     yield timeout(ahead)
@@ -273,13 +271,14 @@ class AICore:
                 now = end = env._now
             if effect is not None:
                 instruction.effect(self, run)
-            put_lane(lane)
-            put_label(instruction.label_id)
-            put_start(start)
-            put_end(end)
-            put_bytes(instruction.nbytes)
+            index = recorder.events
+            try:
+                pack_row(rows, index * row_bytes, lane, instruction.label_id, start, end, instruction.nbytes)
+            except struct_error:  # the rows are full
+                recorder.put_row(index, lane, instruction.label_id, start, end, instruction.nbytes)
+            recorder.events = index + 1
             if instruction.recorded is not None:
-                instruction.recorded(len(events) - 1)
+                instruction.recorded(index)
             if counts_progress:
                 if ends is not None:
                     ends.append(end)

@@ -151,7 +151,7 @@ class _Writer:
         loads_since_set: dict[int, collections.deque[int]] = {}  # load track -> loads since its last set_flag
         loads_of_set: dict[int, list[int]] = {}  # set_flag event -> the loads before it
         awaiting: dict[int, list[int]] = {}  # track -> loads waiting for their consumer on it
-        lane_col, start_col, end_col = recorder.lane_col, recorder.start_col, recorder.end_col
+        table = recorder.table()  # lane, label, start_ps, end_ps, bytes per event
 
         for first, c in recorder.chunks(self.chunk_events):
             last = first + len(c["start_ps"])
@@ -192,9 +192,10 @@ class _Writer:
                     if loads:
                         awaiting.setdefault(track, []).extend(loads)
                 elif name not in sync_names and track in awaiting:
-                    inside = _us((start_col[index] + end_col[index]) // 2)
+                    inside = _us((int(table[index, 2]) + int(table[index, 3])) // 2)
                     for load in awaiting.pop(track):
-                        self._flow(add, "data", lane_col[load] >> 32, _us((start_col[load] + end_col[load]) // 2), track, inside)
+                        lane, _, start, end, _ = table[load].tolist()
+                        self._flow(add, "data", lane >> 32, _us((start + end) // 2), track, inside)
             self.emit_lines(lines)
 
     # -- flows ---------------------------------------------------------------------------------
@@ -211,9 +212,8 @@ class _Writer:
     def _recorded_flows(self) -> None:
         """The flows the run recorded (flags, then those of ops), chunk by chunk."""
         recorder = self.recorder
-        lane = np.frombuffer(recorder.lane_col, dtype=np.int64)
-        start = np.frombuffer(recorder.start_col, dtype=np.int64)
-        end = np.frombuffer(recorder.end_col, dtype=np.int64)
+        table = recorder.table()
+        lane, start, end = table[:, 0], table[:, 2], table[:, 3]
         names = [json.dumps(name)[1:-1] for name in recorder.names]
         flag_name = recorder.flag_name_id
         op_from, op_to, op_name = (np.frombuffer(column, dtype=np.int64) for column in (recorder.flow_from, recorder.flow_to, recorder.flow_name))

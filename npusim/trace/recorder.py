@@ -1,8 +1,10 @@
 """The passive event recorder: one row per executed instruction, stored column by column.
 
-Rows are appended to typed ``array`` columns (no object per event): 40 bytes per event. Names,
-tracks and ops are interned in small tables that the columns refer to by index; (track, op) and
-(name, tile) are packed in pairs of 32-bit halves, because the simulator's hot loop appends them.
+An event is one 40-byte row of five int64 (:data:`EVENT_ROW`: lane, label, start ps, end ps,
+bytes) packed into one growing buffer, no object per event; the simulator's hot loop packs a row
+with one call. Names, tracks and ops are interned in small tables that the rows refer to by index;
+(track, op) and (name, tile) are packed in pairs of 32-bit halves. Readers get columns (copies, in
+chunks if they like) or, after a run, a view of the rows (:meth:`Recorder.table`).
 
 Besides the events, the recorder keeps what the analysis needs to follow dependencies:
 
@@ -18,6 +20,7 @@ Besides the events, the recorder keeps what the analysis needs to follow depende
 
 from __future__ import annotations
 
+import struct
 from array import array
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -27,6 +30,8 @@ import numpy as np
 from npusim.errors import UsageError
 
 CHUNK_EVENTS = 65536  # events unpacked at a time by consumers that stream over the columns
+EVENT_ROW = struct.Struct("<5q")  # lane (track << 32 | op + 1), label (name << 32 | tile + 1), start ps, end ps, bytes
+_FIRST_ROWS = 4096  # rows the buffer holds at first; it doubles when full
 
 
 @dataclass(frozen=True)
@@ -91,11 +96,8 @@ class Recorder:
         self.poll_names: set[int] = set()  # names of poll passes (waits that check and check again)
         self.ops: list[OpRecord] = []
         self.instants: list[Instant] = []
-        self.lane_col = array("q")  # track << 32 | (op + 1)
-        self.label_col = array("q")  # name id << 32 | (tile + 1)
-        self.start_col = array("q")
-        self.end_col = array("q")
-        self.bytes_col = array("q")
+        self.rows = bytearray(EVENT_ROW.size * _FIRST_ROWS)  # the events' rows, then free space
+        self.events = 0  # events recorded: rows in use
         self.flag_flows = array("q")  # set_flag event << 32 | wait_flag event, in the order of the waits
         self.flow_from = array("q")  # flows recorded by ops: event index of the source,
         self.flow_to = array("q")  # of the target,
@@ -139,17 +141,38 @@ class Recorder:
     def record(self, track: int, name_id: int, start_ps: int, end_ps: int, nbytes: int, op: int, tile: int) -> int:
         """Append one executed instruction (times in ps, ``op``/``tile`` -1 when none); returns
         its event index (for :meth:`flow`)."""
-        self.lane_col.append(pack(track, op))
-        self.label_col.append(pack(name_id, tile))
-        self.start_col.append(start_ps)
-        self.end_col.append(end_ps)
-        self.bytes_col.append(nbytes)
-        return len(self.start_col) - 1
+        index = self.events
+        self.put_row(index, pack(track, op), pack(name_id, tile), start_ps, end_ps, nbytes)
+        self.events = index + 1
+        return index
+
+    def put_row(self, index: int, lane: int, label: int, start_ps: int, end_ps: int, nbytes: int) -> None:
+        """Write event ``index``'s row (``lane`` and ``label`` packed with :func:`pack`), growing the
+        buffer when it is full. The caller counts the event (``events``): the simulator's hot loop
+        does this inline, packing with ``EVENT_ROW.pack_into`` and calling here only when that fails."""
+        offset = index * EVENT_ROW.size
+        while offset + EVENT_ROW.size > len(self.rows):
+            self.rows.extend(bytes(len(self.rows)))
+        EVENT_ROW.pack_into(self.rows, offset, lane, label, start_ps, end_ps, nbytes)
+
+    def record_columns(self, track, name_id, start_ps, end_ps, nbytes, op, tile) -> None:
+        """Append many events at once from equal-length integer arrays (as :meth:`record` each)."""
+        table = np.stack([np.asarray(track, np.int64) << 32 | (np.asarray(op, np.int64) + 1),
+                          np.asarray(name_id, np.int64) << 32 | (np.asarray(tile, np.int64) + 1),
+                          np.asarray(start_ps, np.int64), np.asarray(end_ps, np.int64), np.asarray(nbytes, np.int64)], axis=1)
+        used = self.events * EVENT_ROW.size
+        del self.rows[used:]
+        self.rows += table.astype("<i8").tobytes()
+        self.events += len(table)
+
+    def end_ps(self, index: int) -> int:
+        """When event ``index`` ended (ps)."""
+        return EVENT_ROW.unpack_from(self.rows, index * EVENT_ROW.size)[3]
 
     def flow(self, from_event: int, to_event: int, name: str) -> None:
         """Record that event ``to_event`` could not proceed before event ``from_event`` ended (an
         arrow in the trace, an edge of the critical path); both are event indices already recorded."""
-        count = len(self.start_col)
+        count = self.events
         for end, index in (("from", from_event), ("to", to_event)):
             if not (isinstance(index, (int, np.integer)) and 0 <= index < count):
                 raise UsageError(
@@ -169,28 +192,33 @@ class Recorder:
         self.instants.append(Instant(time_ps, die, name, message, category))
 
     def __len__(self) -> int:
-        return len(self.start_col)
+        return self.events
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the event, flow and transfer columns."""
-        arrays = (self.lane_col, self.label_col, self.start_col, self.end_col, self.bytes_col, self.flag_flows, self.flow_from,
-                  self.flow_to, self.flow_name, self.transfer_event, self.transfer_info)
-        return sum(len(a) * a.itemsize for a in arrays)
+        """Bytes held by the event rows in use and the flow and transfer columns."""
+        arrays = (self.flag_flows, self.flow_from, self.flow_to, self.flow_name, self.transfer_event, self.transfer_info)
+        return self.events * EVENT_ROW.size + sum(len(a) * a.itemsize for a in arrays)
+
+    def table(self) -> np.ndarray:
+        """The rows as a read-only (events x 5) int64 view: lane, label, start_ps, end_ps, bytes.
+        For reading after a run: while it (or a view of it) is alive the buffer cannot grow, so
+        recording another event would fail."""
+        table = np.frombuffer(self.rows, dtype="<i8", count=self.events * 5).reshape(self.events, 5)
+        table.flags.writeable = False
+        return table
 
     def columns(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
-        """The event columns of events ``start:stop`` (default all) as numpy arrays: track, name,
-        start_ps, end_ps, bytes, op, tile. Times and bytes are views of the recorder's columns."""
-        stop = len(self) if stop is None else min(stop, len(self))
-        start = min(start, stop)
-        lane = np.frombuffer(self.lane_col, dtype=np.int64)[start:stop]
-        label = np.frombuffer(self.label_col, dtype=np.int64)[start:stop]
+        """The event columns of events ``start:stop`` (default all) as numpy arrays (copies): track,
+        name, start_ps, end_ps, bytes, op, tile."""
+        rows = self.table()[start:stop]
+        lane, label = rows[:, 0], rows[:, 1]
         return {
             "track": (lane >> 32).astype(np.int32),
             "name": (label >> 32).astype(np.int32),
-            "start_ps": np.frombuffer(self.start_col, dtype=np.int64)[start:stop],
-            "end_ps": np.frombuffer(self.end_col, dtype=np.int64)[start:stop],
-            "bytes": np.frombuffer(self.bytes_col, dtype=np.int64)[start:stop],
+            "start_ps": rows[:, 2].copy(),
+            "end_ps": rows[:, 3].copy(),
+            "bytes": rows[:, 4].copy(),
             "op": ((lane & 0xFFFFFFFF) - 1).astype(np.int32),
             "tile": ((label & 0xFFFFFFFF) - 1).astype(np.int32),
         }
@@ -198,7 +226,7 @@ class Recorder:
     def chunks(self, size: int = CHUNK_EVENTS) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """The events in chunks of ``size``: (index of the chunk's first event, its columns), so a
         consumer never holds more than one chunk unpacked."""
-        for first in range(0, len(self), size):
+        for first in range(0, self.events, size):
             yield first, self.columns(first, first + size)
 
     def flag_flow_pairs(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -101,7 +101,8 @@ def test_a_poll_matches_one_pass_after_the_flag_is_set():
     assert poll.satisfied_calls == 1
     recorder = session.result.recorder
     seen = poll.polled_event  # the task learns which pass saw it match
-    assert (recorder.names[recorder.columns()["name"][seen]], recorder.start_col[seen]) == ("poll", 3 * poll_ps)
+    columns = recorder.columns()
+    assert (recorder.names[columns["name"][seen]], columns["start_ps"][seen]) == ("poll", 3 * poll_ps)
 
 
 def test_the_scheduler_records_ready_dispatch_and_complete_flows():

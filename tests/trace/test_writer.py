@@ -194,7 +194,7 @@ PATTERN = (  # one tile of a double-buffered core: (lane, instruction, flag sour
 
 def synthetic_system(tiles: int, cores: int = 48) -> System:
     """A system whose recorder holds ``tiles`` x ``cores`` x 9 events of a double-buffered
-    pipeline (flag flows, DMA records), written into the columns directly: no simulation."""
+    pipeline (flag flows, DMA records), recorded as whole columns: no simulation."""
     system = System(load_config("a2").spec, with_data=False)
     system.die(0)  # registers die 0's HBM as resource 0, the DMAs' bottleneck
     recorder = system.recorder
@@ -208,11 +208,8 @@ def synthetic_system(tiles: int, cores: int = 48) -> System:
     track = np.array([[lanes[(c, lane)] for lane, _, _ in PATTERN] for c in range(cores)], dtype=np.int64)[core].ravel()
     name = np.tile(np.array(names, dtype=np.int64), len(block))
     start = (tile[:, None] * 10_000_000 + k[None, :] * 1_000_000).ravel()
-    recorder.lane_col.frombytes((track << 32 | (op + 1)).tobytes())
-    recorder.label_col.frombytes((name << 32 | (np.repeat(tile, len(PATTERN)) + 1)).tobytes())
-    recorder.start_col.frombytes(start.tobytes())
-    recorder.end_col.frombytes((start + 900_000).tobytes())
-    recorder.bytes_col.frombytes(np.tile(np.where(np.isin(k, (1, 7)), 16384, 0), len(block)).tobytes())
+    recorder.record_columns(track, name, start, start + 900_000, np.tile(np.where(np.isin(k, (1, 7)), 16384, 0), len(block)),
+                            np.full(len(index), op), np.repeat(tile, len(PATTERN)))
     base = block * len(PATTERN)
     waits = [(base + 3, base + 2), (base + 6, base + 5)]
     later = block >= cores

@@ -254,8 +254,8 @@ class CoreTask(Task):
                     recorder.flow(dep.poll_event, event, "wait->load")
 
     def _pipe_end_recorded(self, event: int) -> None:
-        ends = self.op.program.launch.system.recorder.end_col
-        if self.last_event < 0 or ends[event] >= ends[self.last_event]:
+        recorder = self.op.program.launch.system.recorder
+        if self.last_event < 0 or recorder.end_ps(event) >= recorder.end_ps(self.last_event):
             self.last_event = event
 
     def signal_landed(self, key: tuple[int, int], target: int, area: ShmemArea, offset: Sequence[int], shape: Sequence[int],

@@ -1,0 +1,98 @@
+"""The recorder's event rows: what is recorded one by one, in bulk or by the hot loop's packing
+reads back as columns, whatever the number of events (the buffer grows), and reading never
+stops recording."""
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from npusim.errors import UsageError
+from npusim.trace.recorder import EVENT_ROW, Recorder, pack
+
+events = st.lists(
+    st.tuples(st.integers(0, 2**20), st.integers(0, 2**20), st.integers(0, 2**50), st.integers(0, 2**20),
+              st.integers(0, 2**40), st.integers(-1, 2**20), st.integers(-1, 2**20)),
+    max_size=60,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(one_by_one=events, in_bulk=events)
+def test_recorded_events_read_back_as_columns(one_by_one, in_bulk):
+    recorder = Recorder()
+    indices = [recorder.record(track, name, start, start + length, nbytes, op, tile)
+               for track, name, start, length, nbytes, op, tile in one_by_one]
+    assert indices == list(range(len(one_by_one)))
+    if in_bulk:
+        recorder.record_columns(*(np.array(column, dtype=np.int64) for column in _fields(in_bulk)))
+    everything = one_by_one + in_bulk
+    columns = recorder.columns()
+    assert len(recorder) == len(everything)
+    expected = _fields(everything) if everything else [[]] * 7
+    for key, values in zip(("track", "name", "start_ps", "end_ps", "bytes", "op", "tile"), expected):
+        assert columns[key].tolist() == list(values), key
+    assert [recorder.end_ps(i) for i in range(len(everything))] == list(expected[3])
+
+
+def _fields(rows):
+    track, name, start, length, nbytes, op, tile = map(list, zip(*rows))
+    return track, name, start, [s + n for s, n in zip(start, length)], nbytes, op, tile
+
+
+def test_the_rows_grow_past_their_first_size_and_chunks_cover_every_event():
+    recorder = Recorder()
+    first_capacity = len(recorder.rows) // EVENT_ROW.size
+    n = 3 * first_capacity + 5
+    for i in range(n):
+        recorder.record(i % 7, i % 3, 1000 * i, 1000 * i + 10, i, -1, i)
+    assert len(recorder) == n and len(recorder.rows) >= n * EVENT_ROW.size
+    starts = np.concatenate([columns["start_ps"] for _, columns in recorder.chunks(size=1000)])
+    assert starts.tolist() == [1000 * i for i in range(n)]
+    assert recorder.columns(n - 2)["tile"].tolist() == [n - 2, n - 1]
+
+
+def test_the_hot_loop_packing_falls_back_to_growing_when_the_rows_are_full():
+    """What the core's pipe loop does: pack in place, and when that fails put_row grows the buffer."""
+    recorder = Recorder()
+    capacity = len(recorder.rows) // EVENT_ROW.size
+    rows = recorder.rows
+    for index in range(capacity + 1):
+        lane, label = pack(3, 0), pack(5, index)
+        try:
+            EVENT_ROW.pack_into(rows, index * EVENT_ROW.size, lane, label, index, index + 1, 32)
+            assert index < capacity
+        except struct.error:
+            assert index == capacity
+            recorder.put_row(index, lane, label, index, index + 1, 32)
+        recorder.events = index + 1
+    assert recorder.rows is rows  # grown in place: the loop's reference stays valid
+    assert recorder.columns(capacity)["tile"].tolist() == [capacity]
+
+
+def test_reading_between_records_leaves_the_buffer_free_to_grow():
+    recorder = Recorder()
+    capacity = len(recorder.rows) // EVENT_ROW.size
+    for i in range(capacity):
+        recorder.record(0, 0, i, i, 0, -1, -1)
+    held = recorder.columns()  # copies: holding them does not pin the buffer
+    recorder.record(0, 0, capacity, capacity, 0, -1, -1)
+    assert len(held["start_ps"]) == capacity and len(recorder) == capacity + 1
+
+
+def test_the_table_is_read_only():
+    recorder = Recorder()
+    recorder.record(1, 2, 3, 4, 5, 6, 7)
+    table = recorder.table()
+    assert table.tolist() == [[pack(1, 6), pack(2, 7), 3, 4, 5]]
+    with pytest.raises(ValueError):
+        table[0, 2] = 0
+
+
+def test_a_flow_must_join_recorded_events():
+    recorder = Recorder()
+    recorder.record(0, 0, 0, 1, 0, -1, -1)
+    with pytest.raises(UsageError, match="not a recorded event index"):
+        recorder.flow(0, 1, "data")
