@@ -79,7 +79,8 @@ def timeline(result, *, dies: Iterable[int] | None = None, cores: Iterable[int |
     keys = sorted({k for k, w in zip(category, waits.tolist()) if not w})
     palette = colours(keys)
 
-    fig = figure(width, 1.4 + 0.26 * len(lanes))
+    # tall enough for the lanes and for the legend beside them (an entry takes about 0.75 of a lane)
+    fig = figure(width, 1.4 + 0.26 * max(len(lanes), 0.75 * (len(keys) + 1)))
     ax = fig.add_subplot()
     row_of = {t: row for row, t in enumerate(lanes)}
     rows = np.array([row_of[t] for t in track.tolist()], dtype=np.int64)

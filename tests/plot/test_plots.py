@@ -65,3 +65,25 @@ def test_bandwidth_draws_the_chosen_resources_with_their_peak(result):
     assert peaks == pytest.approx([1600.0, 4884.0])
     with pytest.raises(UsageError, match="no resource 'die9 HBM'"):
         plot.bandwidth(result, resources=["die9 HBM"])
+
+
+def test_timeline_of_one_lane_with_many_instruction_names_keeps_its_legend_beside_an_unsquashed_axis():
+    """One core pipe, 24 instruction names: the figure grows for the legend, so after layout the
+    axis is at least as tall as the legend next to it instead of being squashed under it."""
+    import numpy as np
+
+    from npusim import isa
+
+    with npusim.session("a2", data=False) as session:
+        kernel = isa.Kernel("names", die=0)
+        program = kernel.aiv(0)
+        tile = program.alloc(128, np.float16)
+        for i in range(24):
+            program.adds(tile, tile, 1.0, name=f"step {i:02d}")
+        kernel.launch()
+    figure = plot.timeline(session.result, cores=[0])
+    assert lane_labels(figure) == ["die0 aiv0 VECTOR"]
+    figure.canvas.draw()
+    axis, legend = figure.axes[0], figure.axes[0].get_legend()
+    assert len(legend.get_texts()) == 25
+    assert axis.get_window_extent().height >= 0.9 * legend.get_window_extent().height
