@@ -23,7 +23,7 @@ from typing import Iterator
 
 import numpy as np
 
-from npusim.errors import ConfigError, OpArgumentError, RaceError, UsageError
+from npusim.errors import ConfigError, OpArgumentError, RaceError, UsageError, WorkloadError
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
 from npusim.kernels.quant_scatter import (
     OverlappingWritesWarning,
@@ -130,6 +130,7 @@ class _QuantScatterCall:
     operands: dict
     skipped_rows: frozenset[int]
     overlap_message: str | None
+    checked_indices: np.ndarray | None = None  # the index values checked on the host (with data)
 
     @classmethod
     def prepare(cls, api, input, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce) -> "_QuantScatterCall":
@@ -153,9 +154,10 @@ class _QuantScatterCall:
             )
         plan = plan_quant_scatter(problem, vector_cores=op_spec.vector_cores, ub_bytes=spec.die.aiv.ub.bytes,
                                   double_buffer=settings.double_buffer)
-        skipped, overlap = frozenset(), None
+        skipped, overlap, checked = frozenset(), None, None
         if input.system.with_data:  # indices are data: without data (timing only) they cannot be checked
-            segments = check_indices(problem, indices.host_view(), allow_out_of_range=settings.out_of_range == "unchecked")
+            checked = indices.host_view().copy()
+            segments = check_indices(problem, checked, allow_out_of_range=settings.out_of_range == "unchecked")
             heads = problem.heads
             kept = {segment.batch * heads + h for segment in segments for h in segment.heads}
             skipped = frozenset(range(problem.bs)) - kept
@@ -165,7 +167,7 @@ class _QuantScatterCall:
                 if settings.overlap == "error":
                     raise RaceError(overlap + " (torch_npu.options(overlap='error') is set)")
                 warnings.warn(overlap, OverlappingWritesWarning, stacklevel=3)
-        return cls(api, problem, plan, operands, skipped, overlap)
+        return cls(api, problem, plan, operands, skipped, overlap, checked)
 
     def issue(self, target: DeviceTensor) -> None:
         """Issue the kernels that write the result into ``target`` (``input``, or the clone)."""
@@ -184,17 +186,31 @@ class _QuantScatterCall:
                    "double_buffer": plan.double_buffer, "input": list(problem.input_shape),
                    "updates": list(problem.updates_shape), "indices": list(problem.indices_shape), "axis": problem.axis}
         kernel = build_quant_scatter(problem, plan, tensors, skipped_rows=self.skipped_rows, op_args=op_args)
-        if self.overlap_message is not None:
-            message, env, recorder = self.overlap_message, system.env, system.recorder
-
-            def mark_overlap():  # a warning in the trace where the racing kernel starts
-                recorder.instant(env.now, die, "overlapping writes", message)
-                yield env.timeout(0)
-
-            system.stream(die).submit(mark_overlap)
+        if self.checked_indices is not None:
+            system.stream(die).submit(self._at_kernel_start(tensors.indices, system, die))
         kernel.launch()
         if work is not target:
             _copy(target, work, "ViewCopy", f"{self.api}: result into the non-contiguous input")
+
+
+    def _at_kernel_start(self, indices: DeviceTensor, system, die: int):
+        """A stream task just before the kernel: the indices in GM must still be the values checked
+        on the host (work queued before the op may have written them); an overlap is marked in the
+        trace where the racing kernel starts."""
+        env, recorder = system.env, system.recorder
+
+        def task():
+            if not np.array_equal(indices.host_view().reshape(self.checked_indices.shape), self.checked_indices):
+                raise WorkloadError(
+                    f"{self.api}: indices changed between the call and the kernel's start (at {env.now / 1e6:.3f} us): work "
+                    "queued before the op wrote them, so the simulator checked values the kernel does not read. "
+                    "Synchronise before the call (npusim.synchronize(), or indices.numpy()) so the values are final"
+                )
+            if self.overlap_message is not None:
+                recorder.instant(env.now, die, "overlapping writes", self.overlap_message)
+            yield env.timeout(0)
+
+        return task
 
 
 def _check_tensors(api: str, operands: dict) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import npusim
-from npusim.errors import ConfigError, OpArgumentError, RaceError, ResourceError, UsageError
+from npusim.errors import ConfigError, OpArgumentError, RaceError, ResourceError, UsageError, WorkloadError
 from npusim.kernels.quant_scatter import OverlappingWritesWarning
 from npusim.trace.summary import ops
 
@@ -209,6 +209,47 @@ def test_without_data_indices_are_not_checked():
     with npusim.session("a2", data=False) as session:
         call(indices=(0, 7, 4, 6))  # out of range: unknowable without the values
     assert [op.name for op in session.result.recorder.ops] == ["QuantUpdateScatter"]
+
+
+def write_on_device(dst, src):
+    """Queue a kernel on dst's die that copies src into dst through UB (work the op must not overtake)."""
+    from npusim import isa
+
+    kernel = isa.Kernel("write indices", die=dst.device)
+    program = kernel.aiv(0)
+    staging = program.alloc(dst.size, dst.dtype)
+    program.copy(staging, isa.gm(src))
+    program.set_flag("MTE2", "MTE3", 0)
+    program.wait_flag("MTE2", "MTE3", 0)
+    program.copy(isa.gm(dst), staging)
+    kernel.launch()
+
+
+def test_indices_written_by_queued_work_are_refused_unless_the_call_synchronises_first():
+    """The host checks the index values in GM at the call; if queued work then changes them, the
+    kernel would read values nobody checked: the run fails naming the op and the fix. After a
+    synchronise the final values are checked and used."""
+    from npusim import torch_npu
+
+    host = arrays(indices=(0, 2, 4, 6))
+    final = np.array([6, 4, 2, 0], np.int32)
+    with pytest.raises(WorkloadError, match=r"npu_quant_scatter_: indices changed between the call and the kernel's start .*npusim.synchronize\(\)"):
+        with npusim.session("a2"):
+            t = on_device(host)
+            write_on_device(t["indices"], npusim.tensor(final))
+            torch_npu.npu_quant_scatter_(**t)
+            npusim.synchronize()
+
+    with npusim.session("a2"):
+        t = on_device(host)
+        write_on_device(t["indices"], npusim.tensor(final))
+        npusim.synchronize()
+        out = torch_npu.npu_quant_scatter_(**t).numpy()
+    expected = host["input"].copy()
+    q = quantized(host["updates"], host["quant_scales"], host["quant_zero_points"])
+    for b, row in enumerate(final):
+        expected[b, row:row + 2] = q[b]
+    assert np.array_equal(out, expected)
 
 
 # ------------------------------------------------------------------------ out of place, views
