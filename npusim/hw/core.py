@@ -21,11 +21,11 @@ unit, a barrier. Recorded times are exact; a ``pipe_barrier(ALL)`` reads each pi
 times. With data on, instructions with an effect yield so that the effect lands at its time; with
 data off only ``control`` instructions (signal writes, which waits depend on) keep their effect.
 
-For the analysis, the pipes record (all O(1) per instruction): a ``flag`` flow from the
-``set_flag`` event to the ``wait_flag`` event that consumed its flag (the set's event index travels
-with the flag); for a TRANSFER whose event reports ``(bottleneck index, ps the bytes started
-flowing)`` (the bandwidth network's transfers do), the DMA's fixed part and bottleneck; and, per
-run, the bytes of each buffer the program reserved (:class:`~npusim.trace.recorder.BufferSpan`).
+For the analysis, the pipes record (all O(1) per instruction): where each kernel run starts (the
+recorder pairs each ``wait_flag`` with the ``set_flag`` whose flag it consumed from that, after
+the run); for a TRANSFER whose event reports ``(bottleneck index, ps the bytes started flowing)``
+(the bandwidth network's transfers do), the DMA's fixed part and bottleneck; and, per run, the
+bytes of each buffer the program reserved (:class:`~npusim.trace.recorder.BufferSpan`).
 """
 
 from __future__ import annotations
@@ -70,9 +70,8 @@ class KernelRun:
         self.program = program
         self.op = op
         self.progress = [ProgressCounter(env) for _ in Pipe]
-        # flag (its flag_key) -> its raised, not yet taken, instances: (time it becomes visible, event
-        # index of its set_flag)
-        self.flags: dict[int, deque[tuple[int, int]]] = {}
+        # flag (its flag_key) -> the times its raised, not yet taken, instances become visible
+        self.flags: dict[int, deque[int]] = {}
         # flag -> waits blocked on it: (wake-up event, time it is ready to proceed, the wait_flag)
         self.flag_waiters: dict[int, deque[tuple[simpy.Event, int, object]]] = {}
         self.regs: dict[int, int | float] = {}
@@ -141,6 +140,7 @@ class AICore:
             yield granted
             run = KernelRun(self.env, self, program, op)
             self.current = run
+            self.system.recorder.kernel_run(self.die.index, self.name)
             started = self.env.now
             pipes = [self.env.process(self._pipe_loop(run, pipe, instructions)) for pipe, instructions in program.by_pipe.items() if instructions]
             yield self.env.all_of(pipes)
@@ -159,7 +159,6 @@ class AICore:
         new_event = simpy.Event  # not env.event: that descriptor builds a bound method per call
         recorder = self.system.recorder
         rows, pack_row, row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
-        put_flag_flow = recorder.flag_flows.append
         put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
         lane = pack(self.tracks[pipe], run.op)
         issued = run.progress[Pipe.SCALAR]
@@ -221,12 +220,12 @@ class AICore:
                 waiters = flag_waiters.get(key)
                 if waiters:
                     event, ready_ps, _ = waiters.popleft()
-                    succeed_at(env, event, (end if end > ready_ps else ready_ps) - now, recorder.events)
+                    succeed_at(env, event, (end if end > ready_ps else ready_ps) - now)
                 else:
                     raised = flags.get(key)
                     if raised is None:
                         raised = flags[key] = deque()
-                    raised.append((end, recorder.events))
+                    raised.append(end)
             elif step == WAIT_FLAG:
                 # Take the oldest raised flag (flags are taken in the order they were raised, so a
                 # wait running ahead of the clock takes the one it would take at its own time), or
@@ -234,16 +233,16 @@ class AICore:
                 key = instruction.key
                 raised = flags.get(key)
                 if raised:
-                    visible, set_event = raised.popleft()
+                    visible = raised.popleft()
                     if visible > start:  # raised, visible later: stall until then
                         ahead = visible - now
-                else:  # not raised yet: wait for it (the wake-up's value is the set's event index)
+                else:  # not raised yet: wait for it
                     event = new_event(env)
                     waiters = flag_waiters.get(key)
                     if waiters is None:
                         waiters = flag_waiters[key] = deque()
                     waiters.append((event, start, instruction))
-                    set_event = yield event
+                    yield event
                     now = env._now
                     ahead = 0
                 if may_run_ahead:
@@ -253,7 +252,6 @@ class AICore:
                     yield timeout(ahead + instruction.cost_ps)
                     ahead = 0
                     now = end = env._now
-                put_flag_flow(set_event << 32 | recorder.events)
             else:  # WAITING: needs the real time, may block on other pipes
                 if ahead:
                     yield timeout(ahead)

@@ -64,6 +64,7 @@ _COPY_PIPES = {
 
 
 _WAITING_CLASSES = (WaitFlag, PipeBarrierAll)  # their events are stalls, not busy time
+_FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
 _PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
 
 
@@ -127,6 +128,8 @@ class CoreProgram:
     def _append(self, instruction: Instruction, name: str | None = None) -> Instruction:
         waits = instruction.__class__ in _WAITING_CLASSES
         name_id = instruction.name_id = self._recorder.name_id(name or instruction.label, waits=waits)
+        if instruction.__class__ in _FLAG_CLASSES:
+            self._recorder.flag_name(name_id, instruction.__class__ is SetFlag, instruction.key)
         instruction.tile = self._tile
         instruction.label_id = pack(name_id, self._tile)
         self.instructions.append(instruction)

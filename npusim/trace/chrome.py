@@ -219,7 +219,7 @@ class _Writer:
         op_from, op_to, op_name = (np.frombuffer(column, dtype=np.int64) for column in (recorder.flow_from, recorder.flow_to, recorder.flow_name))
         chunk = self.chunk_events
         batches = itertools.chain(
-            ((*recorder.flag_flow_pairs(first, first + chunk), None) for first in range(0, len(recorder.flag_flows), chunk)),
+            ((*recorder.flag_flow_pairs(first, first + chunk), None) for first in range(0, recorder.flag_flow_count, chunk)),
             ((op_from[first : first + chunk], op_to[first : first + chunk], op_name[first : first + chunk]) for first in range(0, len(op_from), chunk)))
         for src, dst, name_ids in batches:
             rows = zip((lane[src] >> 32).tolist(), _us_texts((start[src] + end[src]) // 2), (lane[dst] >> 32).tolist(),

@@ -8,10 +8,13 @@ chunks if they like) or, after a run, a view of the rows (:meth:`Recorder.table`
 
 Besides the events, the recorder keeps what the analysis needs to follow dependencies:
 
-- **flows**: "event B could not proceed before event A ended". The cores record a ``flag`` flow
-  per ``wait_flag`` that consumes a flag, from the ``set_flag`` that raised it (packed in one
-  column, in the order of the waits); ops record their own with :meth:`Recorder.flow` (e.g. put ->
-  signal -> wait -> load across PEs). :meth:`Recorder.flows` gives both.
+- **flows**: "event B could not proceed before event A ended". A ``flag`` flow joins each
+  ``wait_flag`` event to the ``set_flag`` that raised the flag it consumed. Nothing is recorded for
+  them while simulating: a core's flags are first in, first out per kernel run and flag, so the
+  n-th wait of a flag in a run consumed the n-th set, and :meth:`Recorder.flag_flow_pairs` pairs
+  them from the events, the flag names (:meth:`Recorder.flag_name`) and where each kernel run
+  starts (:meth:`Recorder.kernel_run`). Ops record their own flows with :meth:`Recorder.flow`
+  (e.g. put -> signal -> wait -> load across PEs). :meth:`Recorder.flows` gives both.
 - **transfers**: for each DMA event, the fixed part of its time (set-up, bursts, route latency) and
   the resource that limited its rate for most of its bytes (its bottleneck).
 - **buffer spans**: how many bytes of each on-chip buffer a kernel's program reserved on a core,
@@ -98,7 +101,11 @@ class Recorder:
         self.instants: list[Instant] = []
         self.rows = bytearray(EVENT_ROW.size * _FIRST_ROWS)  # the events' rows, then free space
         self.events = 0  # events recorded: rows in use
-        self.flag_flows = array("q")  # set_flag event << 32 | wait_flag event, in the order of the waits
+        self._unit_ids: dict[tuple[int, str], int] = {}  # (die, unit) -> its id
+        self.run_unit = array("q")  # kernel runs: the unit id of their core,
+        self.run_first = array("q")  # and the index of the core's first event in the run
+        self._flag_names: dict[int, tuple[bool, int]] = {}  # name id of a set/wait_flag -> (raises, flag key)
+        self._flag_pairs: tuple[int, np.ndarray, np.ndarray] | None = None  # (events paired, sets, waits)
         self.flow_from = array("q")  # flows recorded by ops: event index of the source,
         self.flow_to = array("q")  # of the target,
         self.flow_name = array("q")  # and name id
@@ -116,6 +123,17 @@ class Recorder:
             self.tracks.append(Track(die, unit, lane, order))
             self._track_ids[key] = track_id
         return track_id
+
+    def kernel_run(self, die: int, unit: str) -> None:
+        """A kernel run starts on core ``unit`` of ``die``: the core's next events, up to the next
+        run there, are its own (a core runs one program at a time)."""
+        key = (die, unit)
+        self.run_unit.append(self._unit_ids.setdefault(key, len(self._unit_ids)))
+        self.run_first.append(self.events)
+
+    def flag_name(self, name_id: int, raises: bool, key: int) -> None:
+        """Events named ``name_id`` raise (``set_flag``) or consume (``wait_flag``) flag ``key``."""
+        self._flag_names[name_id] = (raises, key)
 
     def op(self, name: str, die: int, **args) -> int:
         """Register an op and return its id (events of its instructions carry it)."""
@@ -197,7 +215,7 @@ class Recorder:
     @property
     def nbytes(self) -> int:
         """Bytes held by the event rows in use and the flow and transfer columns."""
-        arrays = (self.flag_flows, self.flow_from, self.flow_to, self.flow_name, self.transfer_event, self.transfer_info)
+        arrays = (self.run_unit, self.run_first, self.flow_from, self.flow_to, self.flow_name, self.transfer_event, self.transfer_info)
         return self.events * EVENT_ROW.size + sum(len(a) * a.itemsize for a in arrays)
 
     def table(self) -> np.ndarray:
@@ -231,13 +249,65 @@ class Recorder:
 
     def flag_flow_pairs(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The flag flows ``start:stop`` (in the order of their waits): set_flag events, wait_flag events."""
-        packed = np.frombuffer(self.flag_flows, dtype=np.int64)[start:stop]
-        return packed >> 32, packed & 0xFFFFFFFF
+        _, sets, waits = self._paired_flags()
+        return sets[start:stop], waits[start:stop]
+
+    @property
+    def flag_flow_count(self) -> int:
+        """Flag flows: the wait_flag events that consumed a flag."""
+        return len(self._paired_flags()[2])
+
+    def _paired_flags(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """Each recorded wait_flag with the set_flag that raised its flag: in a kernel run, the
+        n-th wait of a flag consumed its n-th set (flags are first in, first out; a core's events
+        of one pipe are in program order). Computed for the events so far, kept until more come."""
+        if self._flag_pairs is not None and self._flag_pairs[0] == self.events:
+            return self._flag_pairs
+        nothing = np.zeros(0, dtype=np.int64)
+        self._flag_pairs = (self.events, nothing, nothing)
+        if not self._flag_names or not self.events:
+            return self._flag_pairs
+        table = self.table()
+        flag_ids = np.array(sorted(self._flag_names), dtype=np.int64)
+        names = table[:, 1] >> 32
+        index = np.flatnonzero(np.isin(names, flag_ids))
+        if not index.size:
+            return self._flag_pairs
+        position = np.searchsorted(flag_ids, names[index])
+        raises = np.array([self._flag_names[i][0] for i in flag_ids.tolist()], dtype=bool)[position]
+        _, key = np.unique(np.array([self._flag_names[i][1] for i in flag_ids.tolist()], dtype=np.int64), return_inverse=True)
+        key = key.reshape(-1)[position]
+        # the kernel run of each flag event: the last run on its core that started at or before it
+        unit_of_track = np.array([self._unit_ids.get((t.die, t.unit), -1) for t in self.tracks], dtype=np.int64)
+        run_starts = np.array(self.run_unit, dtype=np.int64) << 40 | np.array(self.run_first, dtype=np.int64)
+        order = np.argsort(run_starts, kind="stable")
+        unit = unit_of_track[table[index, 0] >> 32]
+        slot = np.searchsorted(run_starts[order], unit << 40 | index, side="right") - 1
+        in_run = (slot >= 0) & (run_starts[order][np.maximum(slot, 0)] >> 40 == unit)
+        run = np.where(in_run, order[np.maximum(slot, 0)], len(order) + unit)  # outside any run: one group per core
+        group = run * (int(key.max()) + 1) + key
+        # rank of each set and each wait among the events of its group, in event order
+        ranked = {}
+        for kind in (True, False):
+            members = np.flatnonzero(raises == kind)
+            by_group = members[np.argsort(group[members], kind="stable")]
+            groups = group[by_group]
+            first = np.searchsorted(groups, groups)
+            ranked[kind] = (by_group, groups * (len(index) + 1) + (np.arange(len(by_group)) - first))
+        (set_members, set_keys), (wait_members, wait_keys) = ranked[True], ranked[False]
+        found = np.searchsorted(set_keys, wait_keys)
+        matched = found < len(set_keys)
+        matched[matched] = set_keys[found[matched]] == wait_keys[matched]
+        waits = index[wait_members[matched]]
+        sets = index[set_members[found[matched]]]
+        order = np.argsort(waits, kind="stable")
+        self._flag_pairs = (self.events, sets[order], waits[order])
+        return self._flag_pairs
 
     @property
     def flow_count(self) -> int:
         """Flows recorded: flag flows and flows of ops."""
-        return len(self.flag_flows) + len(self.flow_from)
+        return self.flag_flow_count + len(self.flow_from)
 
     def flows(self) -> dict[str, np.ndarray]:
         """All flows as numpy arrays (copies): from, to (event indices), name (name id); the flag

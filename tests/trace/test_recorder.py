@@ -96,3 +96,37 @@ def test_a_flow_must_join_recorded_events():
     recorder.record(0, 0, 0, 1, 0, -1, -1)
     with pytest.raises(UsageError, match="not a recorded event index"):
         recorder.flow(0, 1, "data")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_flag_flows_pair_each_wait_with_the_set_it_consumed_first_in_first_out(data):
+    """Random interleavings of set_flag / wait_flag events of two flags on two cores, each core
+    running several kernels (the same op twice on one of them, flags left unconsumed at a run's
+    end): the recorder's pairs are the ones a FIFO queue per (run, flag) gives, in wait order."""
+    recorder = Recorder()
+    names = {(kind, key): recorder.name_id(f"{kind} #{key}", waits=kind == "wait") for kind in ("set", "wait") for key in (0, 1)}
+    for (kind, key), name_id in names.items():
+        recorder.flag_name(name_id, kind == "set", key)
+    tracks = {(core, pipe): recorder.track(0, f"aiv{core}", pipe) for core in (0, 1) for pipe in ("MTE2", "VECTOR")}
+    runs = {core: data.draw(st.integers(1, 3), label=f"runs on core {core}") for core in (0, 1)}
+    queues, expected, current = {}, [], {}
+    pending = [(core, run) for core in (0, 1) for run in range(runs[core])]
+    while pending:  # interleave the two cores' runs; a core's runs in order
+        heads = sorted({core for core, _ in pending})
+        core = data.draw(st.sampled_from(heads))
+        run = min(r for c, r in pending if c == core)
+        if current.get(core) != run:
+            recorder.kernel_run(0, f"aiv{core}")
+            current[core] = run
+        key = data.draw(st.integers(0, 1))
+        queue = queues.setdefault((core, run, key), [])
+        if queue and data.draw(st.booleans()):
+            expected.append((queue.pop(0), recorder.record(tracks[(core, "VECTOR")], names[("wait", key)], 0, 1, 0, 0, -1)))
+        else:
+            queue.append(recorder.record(tracks[(core, "MTE2")], names[("set", key)], 0, 1, 0, 0, -1))
+        if data.draw(st.integers(0, 5)) == 0:
+            pending.remove((core, run))
+    sets, waits = recorder.flag_flow_pairs()
+    assert list(zip(sets.tolist(), waits.tolist())) == expected
+    assert recorder.flag_flow_count == len(expected)

@@ -11,6 +11,8 @@ import npusim
 from npusim import isa
 from npusim.config import load_config
 from npusim.errors import UsageError
+from npusim.hw.core import flag_key
+from npusim.hw.pipes import Pipe
 from npusim.hw.system import System
 from npusim.trace.chrome import write_chrome_trace
 
@@ -194,19 +196,29 @@ PATTERN = (  # one tile of a double-buffered core: (lane, instruction, flag sour
 
 def synthetic_system(tiles: int, cores: int = 48) -> System:
     """A system whose recorder holds ``tiles`` x ``cores`` x 9 events of a double-buffered
-    pipeline (flag flows, DMA records), recorded as whole columns: no simulation."""
+    pipeline (flag names, one kernel run per core, DMA records), recorded as whole columns: no
+    simulation. Its flag flows, paired by the recorder, are checked against the pattern's."""
     system = System(load_config("a2").spec, with_data=False)
     system.die(0)  # registers die 0's HBM as resource 0, the DMAs' bottleneck
     recorder = system.recorder
     op = recorder.op("synthetic", 0)
     lanes = {(c, lane): recorder.track(0, f"aiv{c}", lane) for c in range(cores) for lane in ("MTE2", "VECTOR", "MTE3")}
     names = [recorder.name_id(name, waits=name.startswith("wait")) for _, name, _ in PATTERN]
+    for name_id, (_, name, _) in zip(names, PATTERN):
+        if "flag" not in name:
+            continue
+        kind, pipes, event = name.split()
+        src, dst = pipes.split("->")
+        recorder.flag_name(name_id, kind == "set_flag", flag_key(Pipe[src], Pipe[dst], int(event[1:])))
+    for c in range(cores):
+        recorder.kernel_run(0, f"aiv{c}")  # one run per core, from the first event
     block = np.arange(tiles * cores, dtype=np.int64)  # (tile, core) blocks, tile-major
     tile, core = block // cores, block % cores
     k = np.arange(len(PATTERN), dtype=np.int64)
     index = (block[:, None] * len(PATTERN) + k[None, :]).ravel()
     track = np.array([[lanes[(c, lane)] for lane, _, _ in PATTERN] for c in range(cores)], dtype=np.int64)[core].ravel()
     name = np.tile(np.array(names, dtype=np.int64), len(block))
+    name[: cores * len(PATTERN) : len(PATTERN)] = recorder.name_id("pipe_barrier MTE2", waits=True)  # tile 0 waits for no flag
     start = (tile[:, None] * 10_000_000 + k[None, :] * 1_000_000).ravel()
     recorder.record_columns(track, name, start, start + 900_000, np.tile(np.where(np.isin(k, (1, 7)), 16384, 0), len(block)),
                             np.full(len(index), op), np.repeat(tile, len(PATTERN)))
@@ -216,7 +228,8 @@ def synthetic_system(tiles: int, cores: int = 48) -> System:
     waits.append((base[later], base[later] - cores * len(PATTERN) + 8))  # the previous tile's MTE3 -> MTE2 set
     to = np.concatenate([w for w, _ in waits])
     order = np.argsort(to, kind="stable")
-    recorder.flag_flows.frombytes((np.concatenate([f for _, f in waits])[order] << 32 | to[order]).tobytes())
+    sets, waits_of_sets = recorder.flag_flow_pairs()  # paired from the events, flag names and runs
+    assert sets.tolist() == np.concatenate([f for _, f in waits])[order].tolist() and waits_of_sets.tolist() == to[order].tolist()
     dmas = np.sort(np.concatenate([base + 1, base + 7]))
     recorder.transfer_event.frombytes(dmas.tobytes())
     recorder.transfer_info.frombytes(np.full(len(dmas), 500_000 << 32 | 2, dtype=np.int64).tobytes())  # 0.5 us fixed, bottleneck resource 0
