@@ -148,10 +148,10 @@ class _Writer:
         load_tracks = {i for i, track in enumerate(tracks) if track.lane in LOAD_LANES}
         flag_cursor = 0  # flag flows are in the order of their waits: the next one not yet seen
         transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
-        loads_since_set: dict[int, collections.deque[int]] = {}  # load track -> loads since its last set_flag
-        loads_of_set: dict[int, list[int]] = {}  # set_flag event -> the loads before it
-        awaiting: dict[int, list[int]] = {}  # track -> loads waiting for their consumer on it
-        table = recorder.table()  # lane, label, start_ps, end_ps, bytes per event
+        # a load is kept as (its track, the middle of its slice in us)
+        loads_since_set: dict[int, collections.deque[tuple[int, str]]] = {}  # load track -> loads since its last set_flag
+        loads_of_set: dict[int, list[tuple[int, str]]] = {}  # set_flag event -> the loads before it
+        awaiting: dict[int, list[tuple[int, str]]] = {}  # track -> loads waiting for their consumer on it
 
         for first, c in recorder.chunks(self.chunk_events):
             last = first + len(c["start_ps"])
@@ -163,10 +163,10 @@ class _Writer:
             transfers = recorder.transfers(int(lo), int(hi))
             limit_of = dict(zip(transfers["event"].tolist(), transfers["bottleneck"].tolist()))
             rows = zip(c["track"].tolist(), c["name"].tolist(), _us_texts(c["start_ps"]), _us_texts(c["end_ps"] - c["start_ps"]),
-                       c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist())
+                       c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist(), c["start_ps"].tolist(), c["end_ps"].tolist())
             lines = []
             add = lines.append
-            for index, (track, name, ts, dur, nbytes, op, tile) in enumerate(rows, first):
+            for index, (track, name, ts, dur, nbytes, op, tile, start_ps, end_ps) in enumerate(rows, first):
                 args = f'"bytes":{nbytes}' if nbytes else ""
                 if op >= 0:
                     args += ops[op] if args else ops[op][1:]
@@ -185,17 +185,16 @@ class _Writer:
                         loads = loads_since_set.get(track)
                         if loads is None:
                             loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
-                        loads.append(index)
+                        loads.append((track, _us((start_ps + end_ps) // 2)))
                 setter = setter_of.get(index)
                 if setter is not None:
                     loads = loads_of_set.pop(setter, None)
                     if loads:
                         awaiting.setdefault(track, []).extend(loads)
                 elif name not in sync_names and track in awaiting:
-                    inside = _us((int(table[index, 2]) + int(table[index, 3])) // 2)
-                    for load in awaiting.pop(track):
-                        lane, _, start, end, _ = table[load].tolist()
-                        self._flow(add, "data", lane >> 32, _us((start + end) // 2), track, inside)
+                    inside = _us((start_ps + end_ps) // 2)
+                    for load_track, load_ts in awaiting.pop(track):
+                        self._flow(add, "data", load_track, load_ts, track, inside)
             self.emit_lines(lines)
 
     # -- flows ---------------------------------------------------------------------------------

@@ -214,9 +214,11 @@ class Recorder:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the event rows in use and the flow and transfer columns."""
+        """Bytes held by the event rows in use, the flow and transfer columns and the flag flows
+        once paired."""
         arrays = (self.run_unit, self.run_first, self.flow_from, self.flow_to, self.flow_name, self.transfer_event, self.transfer_info)
-        return self.events * EVENT_ROW.size + sum(len(a) * a.itemsize for a in arrays)
+        paired = sum(a.nbytes for a in self._flag_pairs[1:]) if self._flag_pairs is not None else 0
+        return self.events * EVENT_ROW.size + sum(len(a) * a.itemsize for a in arrays) + paired
 
     def table(self) -> np.ndarray:
         """The rows as a read-only (events x 5) int64 view: lane, label, start_ps, end_ps, bytes.
