@@ -64,3 +64,28 @@ def test_seed_makes_random_workloads_reproducible():
         with npusim.session("a2", data=False, seed=7):
             draws.append(np.random.rand(3).tolist())
     assert draws[0] == draws[1]
+
+
+def test_a_session_raises_the_young_gc_threshold_and_restores_the_callers_even_on_failure():
+    import gc
+
+    from npusim.frontend.session import GC_YOUNG_THRESHOLD
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(500, 7, 9)
+        with npusim.session("a2", data=False):
+            assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, 7, 9)
+            with npusim.session("a2", data=False):  # nested: the outer session's setting comes back
+                pass
+            assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, 7, 9)
+        assert gc.get_threshold() == (500, 7, 9)
+        with pytest.raises(ZeroDivisionError):
+            with npusim.session("a2", data=False):
+                1 / 0
+        assert gc.get_threshold() == (500, 7, 9)
+        gc.set_threshold(50_000, 7, 9)  # a caller's higher threshold is kept
+        with npusim.session("a2", data=False):
+            assert gc.get_threshold() == (50_000, 7, 9)
+    finally:
+        gc.set_threshold(*before)
