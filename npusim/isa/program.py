@@ -87,6 +87,7 @@ class CoreProgram:
         self._recorder = core.system.recorder
         self._pipes = core.kind.pipes
         self._copy_pipes = {(src, dst): pipe for (kind, src, dst), pipe in _COPY_PIPES.items() if kind is core.kind}
+        self._name_ids: dict[tuple[str, type], int] = {}  # (event name, instruction class) used -> the name's recorder id
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -126,10 +127,13 @@ class CoreProgram:
             self._tile = previous
 
     def _append(self, instruction: Instruction, name: str | None = None) -> Instruction:
-        waits = instruction.__class__ in _WAITING_CLASSES
-        name_id = instruction.name_id = self._recorder.name_id(name or instruction.label, waits=waits)
-        if instruction.__class__ in _FLAG_CLASSES:
-            self._recorder.flag_name(name_id, instruction.__class__ is SetFlag, instruction.key)
+        label, kind = name or instruction.label, instruction.__class__
+        name_id = self._name_ids.get((label, kind))
+        if name_id is None:  # first use of this name by such an instruction: intern it, note what it waits for
+            name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES)
+            if kind in _FLAG_CLASSES:
+                self._recorder.flag_name(name_id, kind is SetFlag, instruction.key)
+        instruction.name_id = name_id
         instruction.tile = self._tile
         instruction.label_id = pack(name_id, self._tile)
         self.instructions.append(instruction)

@@ -36,7 +36,12 @@ KINDS = tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + ("dup", "cast")
 
 def elements_per_repeat(repeat_bytes: int, *dtypes: np.dtype) -> int:
     """Elements one repeat covers: the widest dtype involved decides (64 fp32 or 128 fp16 per 256 B)."""
-    return repeat_bytes // max(np.dtype(d).itemsize for d in dtypes)
+    widest = 0
+    for dtype in dtypes:  # a loop, not max(genexpr): every vector instruction built asks
+        size = dtype.itemsize if isinstance(dtype, np.dtype) else np.dtype(dtype).itemsize
+        if size > widest:
+            widest = size
+    return repeat_bytes // widest
 
 
 def cast(values: np.ndarray, dtype: np.dtype, rounding: str) -> np.ndarray:
