@@ -153,7 +153,7 @@ class AICore:
 
     def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions):
         # The hot loop of the simulator: locals instead of attribute look-ups, int keys, the
-        # recorder's columns appended to directly, and flag costs run ahead (see the module doc).
+        # recorder's rows packed directly, and flag costs run ahead (see the module doc).
         env = self.env
         timeout = env.timeout
         new_event = simpy.Event  # not env.event: that descriptor builds a bound method per call
