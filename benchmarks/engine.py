@@ -11,6 +11,7 @@ least 0.5 of bare SimPy). Timing only (``data=False``), as a sweep runs; with da
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 
 import numpy as np
@@ -18,6 +19,7 @@ import simpy
 
 import npusim
 from npusim import isa
+from npusim.frontend.session import GC_YOUNG_THRESHOLD
 
 
 def build_pipeline(cores: int, tiles: int, tile_elems: int) -> None:
@@ -57,18 +59,24 @@ def run_npusim(cores: int, tiles: int, tile_elems: int, data: bool) -> tuple[int
 
 
 def run_bare_simpy(processes: int, timeouts_per_process: int) -> float:
-    """The same number of timeouts in plain SimPy processes (one per pipe of each core)."""
+    """The same number of timeouts in plain SimPy processes (one per pipe of each core), under
+    the garbage-collector setting a session runs with, so that both sides get it."""
     env = simpy.Environment()
 
     def loop(n: int):
         for i in range(n):
             yield env.timeout(1 + (i % 7))
 
-    start = time.perf_counter()
-    for _ in range(processes):
-        env.process(loop(timeouts_per_process))
-    env.run()
-    return time.perf_counter() - start
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
+    try:
+        start = time.perf_counter()
+        for _ in range(processes):
+            env.process(loop(timeouts_per_process))
+        env.run()
+        return time.perf_counter() - start
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def main() -> None:
