@@ -175,9 +175,8 @@ class Recorder:
 
     def record_columns(self, track, name_id, start_ps, end_ps, nbytes, op, tile) -> None:
         """Append many events at once from equal-length integer arrays (as :meth:`record` each)."""
-        table = np.stack([np.asarray(track, np.int64) << 32 | (np.asarray(op, np.int64) + 1),
-                          np.asarray(name_id, np.int64) << 32 | (np.asarray(tile, np.int64) + 1),
-                          np.asarray(start_ps, np.int64), np.asarray(end_ps, np.int64), np.asarray(nbytes, np.int64)], axis=1)
+        track, name_id, start_ps, end_ps, nbytes, op, tile = (np.asarray(a, np.int64) for a in (track, name_id, start_ps, end_ps, nbytes, op, tile))
+        table = np.stack([pack(track, op), pack(name_id, tile), start_ps, end_ps, nbytes], axis=1)
         used = self.events * EVENT_ROW.size
         del self.rows[used:]
         self.rows += table.astype("<i8").tobytes()
@@ -335,5 +334,6 @@ class Recorder:
 
 
 def pack(high: int, low: int) -> int:
-    """Two small ints in one int64 column entry (``low`` may be -1, stored as 0)."""
+    """Two small ints in one int64 entry of a row (``low`` may be -1, stored as 0); elementwise on
+    numpy int64 arrays too."""
     return (high << 32) | (low + 1)
