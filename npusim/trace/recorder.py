@@ -279,7 +279,8 @@ class Recorder:
         _, key = np.unique(np.array([self._flag_names[i][1] for i in flag_ids.tolist()], dtype=np.int64), return_inverse=True)
         key = key.reshape(-1)[position]
         # the kernel run of each flag event: the last run on its core that started at or before it
-        unit_of_track = np.array([self._unit_ids.get((t.die, t.unit), -1) for t in self.tracks], dtype=np.int64)
+        units = dict(self._unit_ids)  # cores that marked no run get ids of their own
+        unit_of_track = np.array([units.setdefault((t.die, t.unit), len(units)) for t in self.tracks], dtype=np.int64)
         run_starts = np.array(self.run_unit, dtype=np.int64) << 40 | np.array(self.run_first, dtype=np.int64)
         order = np.argsort(run_starts, kind="stable")
         unit = unit_of_track[table[index, 0] >> 32]

@@ -130,3 +130,18 @@ def test_flag_flows_pair_each_wait_with_the_set_it_consumed_first_in_first_out(d
     sets, waits = recorder.flag_flow_pairs()
     assert list(zip(sets.tolist(), waits.tolist())) == expected
     assert recorder.flag_flow_count == len(expected)
+
+
+def test_flags_recorded_outside_any_kernel_run_pair_per_core():
+    """Flag events of cores that never marked a run (e.g. recorded in bulk) still pair first in,
+    first out per core and flag, and never with another core's."""
+    recorder = Recorder()
+    set_id, wait_id = recorder.name_id("set #0"), recorder.name_id("wait #0", waits=True)
+    recorder.flag_name(set_id, True, 0)
+    recorder.flag_name(wait_id, False, 0)
+    a, b = recorder.track(0, "aiv0", "MTE2"), recorder.track(0, "aiv1", "MTE2")
+    recorder.kernel_run(0, "aiv2")  # another core's run: must not swallow the others
+    events = [recorder.record(track, name, 0, 1, 0, -1, -1) for track, name in
+              ((a, set_id), (b, set_id), (b, wait_id), (a, set_id), (a, wait_id), (a, wait_id))]
+    sets, waits = recorder.flag_flow_pairs()
+    assert list(zip(sets.tolist(), waits.tolist())) == [(events[1], events[2]), (events[0], events[4]), (events[3], events[5])]
