@@ -85,6 +85,13 @@ def _int(value, pe: int):
     return value.concrete(pe) if isinstance(value, SymbolicScalar) else value
 
 
+def _pe_arg(op: str, arg: str, value, pe: int, n_pes: int) -> int:
+    """A PE argument (int or SymbolicScalar) as its checked value on PE ``pe``."""
+    value = _int(value, pe)
+    check_pe(op, arg, value, n_pes)
+    return value
+
+
 def _ints(op: str, arg: str, values, pe: int) -> list:
     if not isinstance(values, (list, tuple)):
         raise OpArgumentError(f"{op}: {arg}={values!r} must be a list of ints or SymbolicScalars")
@@ -304,8 +311,7 @@ def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: A
     check_element_count(op, "src.shape", src.shape)
     check_atomic(op, "put_op", put_op)
     check_put_dtypes(op, src.dtype, dst.dtype, put_op)
-    dst_pe = _int(dst_pe, pe)
-    check_pe(op, "dst_pe", dst_pe, dst.n_pes)
+    dst_pe = _pe_arg(op, "dst_pe", dst_pe, pe, dst.n_pes)
     offsets = _ints(op, "offsets", offsets, pe)
     check_view(op, dst.shape, src.shape, offsets, shape_arg="src.shape")
     pred = _pred(op, pred, program)
@@ -340,8 +346,7 @@ def _remote_read(op: str, qualified: str, src, src_pe, shape, offsets, valid_sha
     program = current_program(qualified)
     src = _shmem(op, "src", src, program, data=True)
     check_dtype(op, "src.dtype", src.dtype)
-    src_pe = _int(src_pe, program.pe)
-    check_pe(op, "src_pe", src_pe, src.n_pes)
+    src_pe = _pe_arg(op, "src_pe", src_pe, program.pe, src.n_pes)
     src = _view(op, src, shape, offsets, valid_shape, program.pe)
     pred = _pred(op, pred, program)
     return program, src, src_pe, pred, _tiles(op, program, src.shape, src.valid_shape)
@@ -425,13 +430,11 @@ def shmem_signal(src: ShmemTensor, src_pe, signal: int, shape: list[int] | None 
     program = current_program(f"distributed.{op}")
     pe = program.pe
     src = _shmem(op, "src", src, program)
-    src_pe = _int(src_pe, pe)
-    check_pe(op, "src_pe", src_pe, src.n_pes)
+    src_pe = _pe_arg(op, "src_pe", src_pe, pe, src.n_pes)
     if type(target_pe) is int and target_pe == -1:
         targets = list(range(src.n_pes))
     else:
-        target_pe = _int(target_pe, pe)
-        check_pe(op, "target_pe", target_pe, src.n_pes)
+        target_pe = _pe_arg(op, "target_pe", target_pe, pe, src.n_pes)
         targets = [target_pe]
     check_int32(op, "signal", signal)
     check_atomic(op, "sig_op", sig_op)
@@ -451,8 +454,7 @@ def shmem_wait_until(src: ShmemTensor, src_pe, cmp_value: int = 0, shape: list[i
     program = current_program(f"distributed.{op}")
     pe = program.pe
     src = _shmem(op, "src", src, program)
-    src_pe = _int(src_pe, pe)
-    check_pe(op, "src_pe", src_pe, src.n_pes)
+    src_pe = _pe_arg(op, "src_pe", src_pe, pe, src.n_pes)
     check_int32(op, "cmp_value", cmp_value)
     check_cmp(op, cmp)
     if not isinstance(clear_signal, bool):
@@ -586,8 +588,7 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
     check_atomic(op, "put_op", put_op)
     check_put_dtypes(op, src.dtype, dst.dtype, put_op, from_ub=True)
     check_element_count(op, "src.shape", src.shape)
-    dst_pe = _int(dst_pe, pe)
-    check_pe(op, "dst_pe", dst_pe, dst.n_pes)
+    dst_pe = _pe_arg(op, "dst_pe", dst_pe, pe, dst.n_pes)
     offsets = _ints(op, "offsets", offsets, pe)
     check_view(op, dst.shape, src.shape, offsets, shape_arg="src.shape")
     if program.tile_shape != src.tile_shape:
