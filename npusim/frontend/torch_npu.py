@@ -200,7 +200,7 @@ class _QuantScatterCall:
         env, recorder = system.env, system.recorder
 
         def task():
-            if not np.array_equal(indices.host_view().reshape(self.checked_indices.shape), self.checked_indices):
+            if not np.array_equal(indices.host_view(), self.checked_indices):
                 raise WorkloadError(
                     f"{self.api}: indices changed between the call and the kernel's start (at {env.now / 1e6:.3f} us): work "
                     "queued before the op wrote them, so the simulator checked values the kernel does not read. "
