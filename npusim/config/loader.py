@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from npusim.config.registry import KindOf, SettingsOf
 from npusim.config.schema import SystemSpec
 from npusim.errors import ConfigError
 
@@ -379,9 +380,21 @@ def _get(data: Any, path: KeyPath) -> Any:
     return data
 
 
+def _declared(field: FieldInfo) -> Any:
+    """What a field declares: its annotation, or the registry marker that decides its model."""
+    markers = [m for m in field.metadata if isinstance(m, (KindOf, SettingsOf))]
+    return markers[0] if markers else field.annotation
+
+
 def _models_of(annotation: Any, data: Any) -> list[type[BaseModel]]:
-    """The spec models ``annotation`` stands for; of a union tagged by ``kind``, the one ``data`` picks
-    (all of them when ``data`` picks none)."""
+    """The spec models ``annotation`` stands for; of a union tagged by ``kind`` (or a section whose
+    registered ``kind`` decides its model), the one ``data`` picks (all of them when ``data`` picks
+    none of a union)."""
+    if isinstance(annotation, KindOf):
+        model = annotation.model_for(data)
+        return [model] if model is not None else []
+    if isinstance(annotation, SettingsOf):
+        return []
     members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
     models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
     kind = data.get("kind") if isinstance(data, dict) else None
@@ -398,7 +411,9 @@ def _annotation_at(path: KeyPath, resolved: dict[str, Any]) -> Any:
             fields = [m.model_fields[part] for m in models if part in m.model_fields]
             if not fields:
                 return None
-            annotation = fields[0].annotation
+            annotation = _declared(fields[0])
+        elif isinstance(annotation, SettingsOf):
+            annotation = annotation.model_for(part)
         elif get_origin(annotation) in (dict, list):
             annotation = get_args(annotation)[-1]
         else:
@@ -419,6 +434,8 @@ def _field_at(path: KeyPath, resolved: dict[str, Any]) -> FieldInfo | None:
 def _allowed_keys(path: KeyPath, resolved: dict[str, Any]) -> set[str] | None:
     """The keys the schema accepts in the mapping at ``path``; None when any key is (``vector.latency``)."""
     annotation = _annotation_at(path, resolved)
+    if isinstance(annotation, SettingsOf):
+        return set(annotation.registry.names())
     models = _models_of(annotation, _get(resolved, path))
     if models:
         return set().union(*(m.model_fields for m in models))

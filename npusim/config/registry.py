@@ -1,0 +1,200 @@
+"""Registries of the things a config names: fabric kinds, ops (each a class, found by name).
+
+A provider registers itself when its module is imported::
+
+    @FABRICS.register("full_mesh")
+    class FullMesh:
+        Spec = FullMeshSpec          # the pydantic model of its config section
+        ...
+
+The modules of the built-in providers are listed by name and imported on the first look-up, as
+entry points are, so that this layer never imports the layers that implement the kinds (the
+hardware model, the kernels): imports stay one way (docs/architecture.md). A provider of one's own
+is registered by importing its module before the config is loaded.
+
+A config section whose shape depends on its ``kind:`` is typed :func:`kind_of`; a mapping of
+sections keyed by provider name (``ops: {quant_scatter: {...}}``) is typed :func:`settings_of`.
+Either is validated by the model the provider declares, and its errors keep their key paths, so the
+loader still reports ``FILE:LINE: key.path: problem``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic_core import InitErrorDetails
+
+P = TypeVar("P")
+
+
+class UnknownName(LookupError):
+    """A name no provider of the registry was registered under; the message lists the known ones."""
+
+
+class Registry(Generic[P]):
+    """Providers of one concern (``what``: "fabric kind", "op") by name; ``builtins`` are the
+    modules whose import registers the built-in providers."""
+
+    def __init__(self, what: str, builtins: tuple[str, ...] = ()) -> None:
+        self.what = what
+        self._builtins = builtins
+        self._providers: dict[str, P] = {}
+        self._loading = False
+
+    def register(self, name: str) -> Callable[[P], P]:
+        """Class decorator: register the class under ``name`` (a second provider of a name is a bug)."""
+
+        def add(provider: P) -> P:
+            if name in self._providers and self._providers[name] is not provider:
+                raise ValueError(f"{self.what} {name!r} is registered twice: by {self._providers[name]!r} and {provider!r}")
+            self._providers[name] = provider
+            return provider
+
+        return add
+
+    def _load_builtins(self) -> None:
+        if self._builtins and not self._loading:
+            self._loading = True  # a built-in module may look names up while it is imported
+            for module in self._builtins:
+                importlib.import_module(module)
+
+    def get(self, name: str) -> P:
+        """The provider registered as ``name``; :class:`UnknownName` (with a did-you-mean) if none is."""
+        provider = self._providers.get(name)
+        if provider is None:
+            self._load_builtins()
+            provider = self._providers.get(name)
+        if provider is None:
+            raise UnknownName(self.unknown(name))
+        return provider
+
+    def unknown(self, name: object) -> str:
+        """The message for a name nobody registered."""
+        names = self.names()
+        match = difflib.get_close_matches(str(name), names, n=1)
+        hint = f"did you mean {match[0]!r}? " if match else ""
+        return f"unknown {self.what} {name!r}; {hint}use one of {', '.join(names) or '(none registered)'}"
+
+    def names(self) -> list[str]:
+        """Every registered name, sorted."""
+        self._load_builtins()
+        return sorted(self._providers)
+
+    def __iter__(self) -> Iterator[tuple[str, P]]:
+        self._load_builtins()
+        return iter(sorted(self._providers.items()))
+
+    def __contains__(self, name: object) -> bool:
+        self._load_builtins()
+        return name in self._providers
+
+
+# -- config sections validated by a provider's model --------------------------------------------
+
+
+@dataclass(frozen=True)
+class KindOf:
+    """Annotation marker: the section is validated by ``registry.get(section['kind']).<attribute>``."""
+
+    registry: Registry[Any]
+    attribute: str = "Spec"
+
+    def model_for(self, data: object) -> type[BaseModel] | None:
+        """The model of the kind ``data`` names (None when it names no registered kind)."""
+        kind = data.get("kind") if isinstance(data, dict) else getattr(data, "kind", None)
+        try:
+            return getattr(self.registry.get(kind), self.attribute) if isinstance(kind, str) else None
+        except UnknownName:
+            return None
+
+
+@dataclass(frozen=True)
+class SettingsOf:
+    """Annotation marker: a mapping whose key names a provider and whose value that provider's
+    ``<attribute>`` model validates."""
+
+    registry: Registry[Any]
+    attribute: str = "Settings"
+
+    def model_for(self, name: object) -> type[BaseModel] | None:
+        """The model of provider ``name`` (None when none is registered or it takes no settings)."""
+        try:
+            return getattr(self.registry.get(name), self.attribute, None) if isinstance(name, str) else None
+        except UnknownName:
+            return None
+
+
+def kind_of(registry: Registry[Any], attribute: str = "Spec") -> Any:
+    """The type of a section picked by its ``kind:`` among the providers of ``registry``."""
+    marker = KindOf(registry, attribute)
+
+    def validate(value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> BaseModel:
+        if isinstance(value, BaseModel):
+            value = value.model_dump()
+        if not isinstance(value, dict):
+            raise ValueError(f"write a mapping with a `kind:` key here (one of {', '.join(registry.names())})")
+        kind = value.get("kind")
+        if kind is None:
+            raise ValueError(f"no kind given; add `kind:` with one of {', '.join(registry.names())}")
+        if not isinstance(kind, str) or kind not in registry:
+            raise _value_error("kind", kind, registry.unknown(kind))
+        model = marker.model_for(value)
+        assert model is not None
+        return model.model_validate(value)  # its ValidationError keeps the keys' paths
+
+    return Annotated[BaseModel, WrapValidator(validate), marker]
+
+
+def settings_of(registry: Registry[Any], attribute: str = "Settings") -> Any:
+    """The type of a mapping ``{provider name: its settings}`` over the providers of ``registry``."""
+    marker = SettingsOf(registry, attribute)
+
+    def validate(value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> dict[str, BaseModel]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ValueError(f"write a mapping of {registry.what} names to their settings here")
+        validated: dict[str, BaseModel] = {}
+        for name, settings in value.items():
+            if name not in registry:
+                raise _value_error(name, settings, registry.unknown(name))
+            model = marker.model_for(name)
+            if model is None:
+                raise _value_error(name, settings, f"{registry.what} {name!r} takes no settings; remove it")
+            if isinstance(settings, model):
+                validated[name] = settings
+                continue
+            try:
+                validated[name] = model.model_validate(settings if settings is not None else {})
+            except ValidationError as error:
+                raise _under(name, error) from None
+        return validated
+
+    return Annotated[dict[str, BaseModel], WrapValidator(validate), marker]
+
+
+def _value_error(key: str, given: object, message: str) -> ValidationError:
+    """A ValidationError located at ``key`` of the section being validated."""
+    return ValidationError.from_exception_data("config", [{"type": "value_error", "loc": (key,), "input": given, "ctx": {"error": ValueError(message)}}])
+
+
+def _under(key: str, error: ValidationError) -> ValidationError:
+    """``error`` with ``key`` put in front of every location (a model validated by hand inside a
+    mapping does not know the key it sits under)."""
+    details: list[InitErrorDetails] = [
+        {"type": e["type"], "loc": (key, *e["loc"]), "input": e["input"], **({"ctx": e["ctx"]} if "ctx" in e else {})}  # type: ignore[typeddict-item]
+        for e in error.errors(include_url=False)
+    ]
+    return ValidationError.from_exception_data(error.title, details)
+
+
+FABRICS: Registry[Any] = Registry("fabric kind", builtins=("npusim.hw.fabrics",))
+"""Fabric kinds (``fabric.kind`` and the other levels of a system), implemented in npusim.hw.fabrics."""
+
+OPS: Registry[Any] = Registry("op", builtins=("npusim.kernels",))
+"""Ops the simulator models (their settings under ``ops:``), implemented in npusim.kernels."""
