@@ -12,6 +12,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
+from npusim.config.registry import OPS, settings_of
 from npusim.units import Dimension, Quantity, parse_quantity
 
 
@@ -243,7 +244,8 @@ class SystemSpec(Spec):
     fabric: Fabric
     package_link: LinkSpec | None = Field(None, description="die-to-die link inside a package (SIO on 910C)")
     nic: NicSpec
-    ops: OpsSpec | None = Field(None, description="per-op settings of the kernels npusim models (not hardware)")
+    ops: settings_of(OPS) = Field(default_factory=dict, description="per-op settings of the kernels npusim models (not hardware), "
+                                  "each validated by its op's own model")
     shmem: "ShmemSpec | None" = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
 
     @model_validator(mode="after")
@@ -265,13 +267,9 @@ class SystemSpec(Spec):
         return self
 
     @model_validator(mode="after")
-    def _op_settings_fit_the_die(self) -> "SystemSpec":
-        quant_scatter = self.ops.quant_scatter if self.ops else None
-        if quant_scatter is not None and quant_scatter.vector_cores > self.die.aiv_count:
-            raise ValueError(
-                f"ops.quant_scatter.vector_cores is {quant_scatter.vector_cores}, but a die has "
-                f"{self.die.aiv_count} vector cores (die.aiv_count); use at most {self.die.aiv_count}"
-            )
+    def _op_settings_fit_the_system(self) -> "SystemSpec":
+        for name, settings in self.ops.items():
+            OPS.get(name).check_settings(settings, self)
         return self
 
     @model_validator(mode="after")
@@ -282,18 +280,6 @@ class SystemSpec(Spec):
                 "(die.aicpu.count); lower shmem.schedulers"
             )
         return self
-
-
-class QuantScatterOpSpec(Spec):
-    """How ``npu_quant_scatter_`` (the QuantUpdateScatter kernel) is launched."""
-
-    vector_cores: PositiveInt = Field(description="vector cores the op's tiling splits its work over (at most die.aiv_count)")
-
-
-class OpsSpec(Spec):
-    """Settings of the ops' kernels that are not hardware (e.g. how many cores a kernel uses)."""
-
-    quant_scatter: QuantScatterOpSpec | None = None
 
 
 class SdmaSpec(Spec):

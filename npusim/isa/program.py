@@ -49,6 +49,13 @@ from npusim.units import format_bytes
 
 _BUFFER_ALIGNMENT = {"UB": 32, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64}
 
+
+
+def buffer_alignment(buffer: str) -> int:
+    """Bytes every allocation in ``buffer`` is aligned to."""
+    return _BUFFER_ALIGNMENT[buffer]
+
+
 # (source kind, destination kind) -> the engine that moves it, per core kind.
 _COPY_PIPES = {
     (CoreKind.AIV, "GM", "UB"): Pipe.MTE2,

@@ -94,6 +94,6 @@ def test_a3_sets_no_value_it_inherits_unchanged():
 def test_quant_scatter_runs_on_a_configured_number_of_vector_cores():
     for name in ("a2", "a3"):
         spec = load_config(name).spec
-        assert spec.ops.quant_scatter.vector_cores == 48 <= spec.die.aiv_count
-    assert load_config("a2", ["ops.quant_scatter.vector_cores=24"]).spec.ops.quant_scatter.vector_cores == 24
-    assert load_config("a2", ["ops=null"]).spec.ops is None
+        assert spec.ops["quant_scatter"].vector_cores == 48 <= spec.die.aiv_count
+    assert load_config("a2", ["ops.quant_scatter.vector_cores=24"]).spec.ops["quant_scatter"].vector_cores == 24
+    assert load_config("a2", ["ops=null"]).spec.ops == {}

@@ -187,7 +187,7 @@ def test_options_are_checked_nest_and_restore():
 
 
 def test_a_config_without_the_op_setting_is_a_config_error():
-    with npusim.session("a2", overrides=["ops=null"]), pytest.raises(ConfigError, match="has no ops.quant_scatter.vector_cores"):
+    with npusim.session("a2", overrides=["ops=null"]), pytest.raises(ConfigError, match=r"has no ops.quant_scatter section \(vector_cores: how the op is launched\); add it"):
         call()
     with pytest.raises(ConfigError, match="ops.quant_scatter.vector_cores is 64, but a die has 48 vector cores"):
         with npusim.session("a2", overrides=["ops.quant_scatter.vector_cores=64"]):

@@ -29,7 +29,6 @@ from npusim.kernels.quant_scatter.tiling import (
     UbLayout,
     VectorIssue,
     VectorStep,
-    blocks_32b,
     plan_quant_scatter,
 )
 
@@ -48,7 +47,6 @@ __all__ = [
     "UncheckedIndexWarning",
     "VectorIssue",
     "VectorStep",
-    "blocks_32b",
     "build_quant_scatter",
     "check_indices",
     "check_quant_scatter",

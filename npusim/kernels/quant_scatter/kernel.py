@@ -32,7 +32,6 @@ import numpy as np
 from npusim import isa
 from npusim.kernels.quant_scatter.checks import QuantScatterProblem
 from npusim.kernels.quant_scatter.tiling import (
-    FP32_LANES,
     TILING_ARG_COUNT,
     Iteration,
     QuantScatterPlan,
@@ -213,8 +212,9 @@ class _CoreLowering:
         factors = quant.get(f"{operand}_fp32", quant[operand])  # fp32 scales are used as loaded
         if step.columns:
             row = self.problem.last_dim
+            lanes = step.issues[0].lanes  # one repeat of columns
             for block in range(step.times):
-                column, first_row = block * FP32_LANES, 0
+                column, first_row = block * lanes, 0
                 for issue in step.issues:
                     at = first_row * row + column
                     p.vector(step.kind, work[at:], work[at:], factors[column:], count=issue.lanes * issue.repeats,

@@ -9,7 +9,9 @@ counts in elements, unless a name says otherwise. ``docs/quant_scatter.md`` deri
 The kernel has no double buffering: every iteration reuses the same UB buffers, so its MTE2 loads,
 vector chain, scalar index reads and MTE3 writes follow one another along their data dependencies
 and the next iteration's loads wait for this one's writes. Each load and write is one contiguous
-transfer of whole 32-byte blocks (:func:`blocks_32b`).
+transfer of whole blocks of the MTE granule. The hardware the tiling depends on (UB size and
+alignment, the vector unit's repeat width and longest instruction, the granule) is the
+:class:`~npusim.isa.target.VectorTarget` of the die, as the real host tiling asks the platform.
 """
 
 from __future__ import annotations
@@ -22,18 +24,8 @@ from typing import Callable
 import numpy as np
 
 from npusim.errors import ResourceError, UsageError
+from npusim.isa.target import VectorTarget
 from npusim.kernels.quant_scatter.checks import FLOAT32, INT8, OP_NAME, QuantScatterProblem
-
-BLOCK_BYTES = 32
-"""MTE transfer granule: loads and writes move whole 32-byte blocks."""
-
-VECTOR_REPEAT_BYTES = 256
-"""One vector repeat covers 256 bytes of its widest operand: 64 fp32 or 128 fp16 lanes."""
-
-MAX_REPEATS = 255
-"""Most repeats one vector instruction carries; longer operations are issued in 255-repeat chunks."""
-
-FP32_LANES = VECTOR_REPEAT_BYTES // FLOAT32.itemsize
 
 TILING_ARG_COUNT = 36
 """The kernel's tiling arguments (int64): it copies them from GM into UB, then reads each into a scalar."""
@@ -43,16 +35,6 @@ TILING_ARGS_UB_BYTES = TILING_ARG_COUNT * 8
 HOST_UB_MARGIN_BYTES = 4096
 """UB the host tiling keeps free. Assumed: the A2 host tiling of this op is not public; the sibling
 op DynamicQuantUpdateScatter's A2 tiling keeps 4 KiB (``UB_SIZE_REV``)."""
-
-MAX_CHUNK_ELEMENTS = MAX_REPEATS * FP32_LANES
-"""Cap on update elements per inner-loop chunk (modes 102..105), as in the sibling op's A2 tiling
-(``MAX_RPT_FLOAT_NUM``); it keeps one chunk's fp32 divide within 255 repeats."""
-
-LARGE_QUANT_CHUNK_ALIGN = 128
-"""Chunks of a last-dim row (modes 103/105) are multiples of 128 elements (one fp16 repeat)."""
-
-MAX_ROW_DIVIDE_ELEMENTS = MAX_REPEATS * FP32_LANES + FP32_LANES - 1
-"""Longest last dim the per-row divide handles in one instruction (255 full repeats + a tail)."""
 
 
 class TilingMode(enum.IntEnum):
@@ -82,13 +64,14 @@ _QUANT_PAD_ELEMENTS = {100: 64, 101: 64, 102: 0, 103: 64, 104: 64, 105: 64}
 """Elements the kernel adds to each scales / zero-points buffer, per mode."""
 
 
-def blocks_32b(nbytes: int) -> int:
-    """32-byte blocks one contiguous transfer of ``nbytes`` moves."""
-    return -(-nbytes // BLOCK_BYTES)
-
-
-def _align32(nbytes: int) -> int:
-    return blocks_32b(nbytes) * BLOCK_BYTES
+def _chunk_limits(t: VectorTarget) -> tuple[int, int, int]:
+    """``(most elements of one inner-loop chunk, longest last dim one per-row divide handles, the
+    alignment of a row chunk)`` on ``t``. The chunk cap keeps one chunk's fp32 divide within one
+    instruction, as the sibling op DynamicQuantUpdateScatter's A2 tiling does (``MAX_RPT_FLOAT_NUM``);
+    the per-row divide issues its full repeats in one instruction plus a masked tail; row chunks of
+    modes 103/105 are whole fp16 repeats."""
+    fp32 = t.lanes(FLOAT32)
+    return t.max_repeats * fp32, t.max_repeats * fp32 + fp32 - 1, t.lanes(np.float16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +135,6 @@ class BlockWrite:
     nbytes: int
     index_reads: int
 
-    @property
-    def blocks(self) -> int:
-        return blocks_32b(self.nbytes)
-
 
 @dataclass(frozen=True, slots=True)
 class Iteration:
@@ -166,7 +145,7 @@ class Iteration:
     ``scales_bytes`` / ``zero_point_bytes`` (from element ``scales_offset`` of the flat vectors;
     0 when the core reuses what it loaded before). ``vector`` runs in order, each step after the
     loads of its ``operands``; then ``writes`` in order. Byte counts are payload: a transfer moves
-    ``blocks_32b(bytes)`` whole blocks.
+    whole granules (``VectorTarget.blocks``).
     """
 
     updates_offset: int
@@ -236,60 +215,61 @@ class QuantScatterPlan:
 # ----------------------------------------------------------------------------------------- vector
 
 
-def _lanes(dtype_in: str, dtype_out: str) -> int:
-    return VECTOR_REPEAT_BYTES // max(np.dtype(dtype_in).itemsize, np.dtype(dtype_out).itemsize)
-
-
-def _chunked_issues(elements: int, lanes: int) -> tuple[VectorIssue, ...]:
-    """Instructions of a long operation: 255-repeat chunks, the remaining full repeats, a masked tail."""
+def _chunked_issues(t: VectorTarget, elements: int, lanes: int) -> tuple[VectorIssue, ...]:
+    """Instructions of a long operation: chunks of the longest instruction, the remaining full
+    repeats, a masked tail."""
     full, tail = divmod(elements, lanes)
-    issues = [VectorIssue(lanes, MAX_REPEATS)] * (full // MAX_REPEATS)
-    if full % MAX_REPEATS:
-        issues.append(VectorIssue(lanes, full % MAX_REPEATS))
+    issues = [VectorIssue(lanes, t.max_repeats)] * (full // t.max_repeats)
+    if full % t.max_repeats:
+        issues.append(VectorIssue(lanes, full % t.max_repeats))
     if tail:
         issues.append(VectorIssue(tail, 1))
     return tuple(issues)
 
 
-def _row_issues(elements: int) -> tuple[VectorIssue, ...]:
+def _row_issues(t: VectorTarget, elements: int) -> tuple[VectorIssue, ...]:
     """Instructions of the kernel's per-row fp32 divide / add: all full repeats in one instruction
     (issued even with 0 repeats), then a masked tail instruction."""
-    full, tail = divmod(elements, FP32_LANES)
-    return (VectorIssue(FP32_LANES, full),) + ((VectorIssue(tail, 1),) if tail else ())
+    lanes = t.lanes(FLOAT32)
+    full, tail = divmod(elements, lanes)
+    return (VectorIssue(lanes, full),) + ((VectorIssue(tail, 1),) if tail else ())
 
 
-def _cast(elements: int, dtype_in: str, dtype_out: str, operand: str, rounding: str = "") -> VectorStep:
-    lanes = _lanes(dtype_in, dtype_out)
-    return VectorStep("cast", dtype_in, dtype_out, elements, (operand,), _chunked_issues(elements, lanes), 1, rounding)
+def _cast(t: VectorTarget, elements: int, dtype_in: str, dtype_out: str, operand: str, rounding: str = "") -> VectorStep:
+    lanes = t.lanes(dtype_in, dtype_out)
+    return VectorStep("cast", dtype_in, dtype_out, elements, (operand,), _chunked_issues(t, elements, lanes), 1, rounding)
 
 
-def _per_row(kind: str, operand: str, row_elements: int, rows: int) -> VectorStep:
+def _per_row(t: VectorTarget, kind: str, operand: str, row_elements: int, rows: int) -> VectorStep:
     """``kind`` applied row by row: one instruction group per last-dim row."""
-    return VectorStep(kind, "float32", "float32", row_elements, ("updates", operand), _row_issues(row_elements), rows)
+    return VectorStep(kind, "float32", "float32", row_elements, ("updates", operand), _row_issues(t, row_elements), rows)
 
 
-def _per_column(kind: str, operand: str, row_elements: int, rows: int) -> VectorStep:
-    """``kind`` applied 64 columns at a time over all rows (the scales block repeated with stride 0):
-    one instruction group per 64-column block, ``rows`` repeats chunked at 255."""
+def _per_column(t: VectorTarget, kind: str, operand: str, row_elements: int, rows: int) -> VectorStep:
+    """``kind`` applied one fp32 repeat of columns (64) at a time over all rows (the scales block
+    repeated with stride 0): one instruction group per block of columns, ``rows`` repeats chunked
+    at the longest instruction."""
+    lanes = t.lanes(FLOAT32)
     return VectorStep(
-        kind, "float32", "float32", rows * FP32_LANES, ("updates", operand),
-        _chunked_issues(rows * FP32_LANES, FP32_LANES), row_elements // FP32_LANES, columns=True,
+        kind, "float32", "float32", rows * lanes, ("updates", operand),
+        _chunked_issues(t, rows * lanes, lanes), row_elements // lanes, columns=True,
     )
 
 
-def _to_int8(elements: int) -> tuple[VectorStep, ...]:
+def _to_int8(t: VectorTarget, elements: int) -> tuple[VectorStep, ...]:
     """fp32 -> int16 (rint, saturating) -> fp16 -> int8 (saturating), the A2/A3 output chain."""
     return (
-        _cast(elements, "float32", "int16", "updates", rounding="rint"),
-        _cast(elements, "int16", "float16", "updates"),
-        _cast(elements, "float16", "int8", "updates"),
+        _cast(t, elements, "float32", "int16", "updates", rounding="rint"),
+        _cast(t, elements, "int16", "float16", "updates"),
+        _cast(t, elements, "float16", "int8", "updates"),
     )
 
 
 class _VectorChains:
     """The vector chains of one problem, built once per distinct size and shared by iterations."""
 
-    def __init__(self, problem: QuantScatterProblem):
+    def __init__(self, problem: QuantScatterProblem, target: VectorTarget):
+        self.t = target
         self.updates = problem.updates_dtype.name
         self.scales = problem.scales_dtype.name
         self.zero_points = None if problem.zero_points_dtype is None else problem.zero_points_dtype.name
@@ -304,7 +284,7 @@ class _VectorChains:
 
     def _to_fp32(self, elements: int, operand: str) -> list[VectorStep]:
         dtype = {"updates": self.updates, "scales": self.scales, "zero_points": self.zero_points}[operand]
-        return [] if dtype == "float32" else [_cast(elements, dtype, "float32", operand)]
+        return [] if dtype == "float32" else [_cast(self.t, elements, dtype, "float32", operand)]
 
     def whole_rows(self, elements: int) -> tuple[VectorStep, ...]:
         """Modes 100/101: cast updates, load+cast scales, divide per row, zero points likewise, to int8."""
@@ -312,11 +292,11 @@ class _VectorChains:
         def build():
             rows = elements // self.last_dim
             steps = self._to_fp32(elements, "updates") + self._to_fp32(self.last_dim, "scales")
-            steps.append(_per_row("div", "scales", self.last_dim, rows))
+            steps.append(_per_row(self.t, "div", "scales", self.last_dim, rows))
             if self.zero_points:
                 steps += self._to_fp32(self.last_dim, "zero_points")
-                steps.append(_per_row("add", "zero_points", self.last_dim, rows))
-            return steps + list(_to_int8(elements))
+                steps.append(_per_row(self.t, "add", "zero_points", self.last_dim, rows))
+            return steps + list(_to_int8(self.t, elements))
 
         return self._cached(("whole", elements), build)
 
@@ -333,17 +313,19 @@ class _VectorChains:
 
     def little_quant_chunk(self, axis_rows: int) -> tuple[VectorStep, ...]:
         """Modes 102/104: a chunk of ``axis_rows`` rows of T. The kernel divides column-wise when the
-        last dim is a multiple of 64 and has fewer 64-blocks than the chunk has rows, else per row."""
+        last dim is a multiple of one fp32 repeat (64) and has fewer such blocks than the chunk has
+        rows, else per row."""
 
         def build():
             elements = axis_rows * self.row_elements
             rows = elements // self.last_dim
-            column_wise = self.last_dim % FP32_LANES == 0 and self.last_dim // FP32_LANES < axis_rows
+            lanes = self.t.lanes(FLOAT32)
+            column_wise = self.last_dim % lanes == 0 and self.last_dim // lanes < axis_rows
             apply = _per_column if column_wise else _per_row
-            steps = self._to_fp32(elements, "updates") + [apply("div", "scales", self.last_dim, rows)]
+            steps = self._to_fp32(elements, "updates") + [apply(self.t, "div", "scales", self.last_dim, rows)]
             if self.zero_points:
-                steps.append(apply("add", "zero_points", self.last_dim, rows))
-            return steps + list(_to_int8(elements))
+                steps.append(apply(self.t, "add", "zero_points", self.last_dim, rows))
+            return steps + list(_to_int8(self.t, elements))
 
         return self._cached(("little", axis_rows), build)
 
@@ -354,10 +336,10 @@ class _VectorChains:
             steps = self._to_fp32(elements, "updates") + self._to_fp32(elements, "scales")
             if self.zero_points:
                 steps += self._to_fp32(elements, "zero_points")
-            steps.append(_per_row("div", "scales", elements, 1))
+            steps.append(_per_row(self.t, "div", "scales", elements, 1))
             if self.zero_points:
-                steps.append(_per_row("add", "zero_points", elements, 1))
-            return steps + list(_to_int8(elements))
+                steps.append(_per_row(self.t, "add", "zero_points", elements, 1))
+            return steps + list(_to_int8(self.t, elements))
 
         return self._cached(("large", elements), build)
 
@@ -367,7 +349,7 @@ class _VectorChains:
 
 @dataclass(frozen=True)
 class UbLayout:
-    """The UB buffers one core of the kernel allocates, each 32-byte aligned.
+    """The UB buffers one core of the kernel allocates, each aligned to ``alignment`` bytes (UB's).
 
     Once: all indices (``index_elements``, the count rounded up to 8) and the tiling arguments.
     Per iteration (:meth:`buffers`): the updates chunk in its dtype (reused for the int16 step), an
@@ -383,13 +365,17 @@ class UbLayout:
     data_elements: int
     quant_elements: int
     copies: int
+    alignment: int
 
     @classmethod
-    def of(cls, problem: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int) -> "UbLayout":
+    def of(cls, problem: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int, target: VectorTarget) -> "UbLayout":
         """The layout of ``mode`` for ``chunk`` update elements per iteration (with the mode's padding)."""
         quant = (chunk if mode in _LARGE_QUANT_MODES else problem.last_dim) + _QUANT_PAD_ELEMENTS[mode]
         index_elements = -(-problem.index_count // 8) * 8
-        return cls(problem, index_elements, chunk + _UPDATES_PAD_ELEMENTS[mode], quant, copies)
+        return cls(problem, index_elements, chunk + _UPDATES_PAD_ELEMENTS[mode], quant, copies, target.ub_alignment)
+
+    def _aligned(self, nbytes: int) -> int:
+        return -(-nbytes // self.alignment) * self.alignment
 
     def buffers(self) -> list[tuple[str, int, np.dtype, bool]]:
         """``(name, elements, dtype, staged)`` of the per-iteration buffers; ``staged`` ones are
@@ -408,16 +394,16 @@ class UbLayout:
 
     @property
     def index_bytes(self) -> int:
-        return _align32(self.index_elements * self.problem.index_itemsize)
+        return self._aligned(self.index_elements * self.problem.index_itemsize)
 
     @property
     def fixed_bytes(self) -> int:
         """The indices and the tiling arguments, held once."""
-        return self.index_bytes + _align32(TILING_ARGS_UB_BYTES)
+        return self.index_bytes + self._aligned(TILING_ARGS_UB_BYTES)
 
     @property
     def total_bytes(self) -> int:
-        return self.fixed_bytes + sum(_align32(n * dtype.itemsize) * (self.copies if staged else 1)
+        return self.fixed_bytes + sum(self._aligned(n * dtype.itemsize) * (self.copies if staged else 1)
                                       for _, n, dtype, staged in self.buffers())
 
 
@@ -441,9 +427,9 @@ def _core_split(units: int, cores: int) -> tuple[int, int, int]:
 
 
 def plan_quant_scatter(
-    problem: QuantScatterProblem, *, vector_cores: int, ub_bytes: int, double_buffer: bool = False
+    problem: QuantScatterProblem, target: VectorTarget, *, vector_cores: int, double_buffer: bool = False
 ) -> QuantScatterPlan:
-    """The A2/A3 kernel's tiling of ``problem`` on ``vector_cores`` cores of ``ub_bytes`` UB each.
+    """The A2/A3 kernel's tiling of ``problem`` on ``vector_cores`` vector cores of ``target``.
 
     Mode choice (derivation in ``docs/quant_scatter.md``): if one bs row (``U * T`` elements) fits
     the mode-100 buffers and its last dim fits one divide instruction, mode 100 when the whole
@@ -460,53 +446,52 @@ def plan_quant_scatter(
     """
     if vector_cores < 1:
         raise UsageError(f"{OP_NAME}: vector_cores must be at least 1, not {vector_cores}")
-    if problem.product == "ascend310p":
-        raise UsageError(f"{OP_NAME}: only the Atlas A2/A3 kernel is modelled, not the {problem.product} one")
-    budget = ub_bytes - HOST_UB_MARGIN_BYTES
+    budget = target.ub_bytes - HOST_UB_MARGIN_BYTES
     if problem.empty:
         return QuantScatterPlan(None, "bs", vector_cores, 0, 0, 0, 0, 0, budget, False, ())
-    fixed = UbLayout.of(problem, TilingMode.WHOLE_CORE, 0, 1)
+    fixed = UbLayout.of(problem, TilingMode.WHOLE_CORE, 0, 1, target)
     if fixed.fixed_bytes > budget:
         raise ResourceError(
             f"{OP_NAME}: every core stages all {problem.index_count} indices in UB ({fixed.index_bytes} bytes), "
             f"which with the tiling arguments exceeds the {budget} usable bytes of UB; split the call"
         )
-    mode, chunk = _choose_tiling(problem, vector_cores, budget, copies=1)
-    if not double_buffer or _max_iterations(problem, mode, chunk, vector_cores) <= 1:
-        return _plan(problem, mode, chunk, 1, vector_cores, budget)
-    if UbLayout.of(problem, mode, chunk, 2).total_bytes <= budget:
-        return _plan(problem, mode, chunk, 2, vector_cores, budget)
+    mode, chunk = _choose_tiling(problem, target, vector_cores, budget, copies=1)
+    if not double_buffer or _max_iterations(problem, target, mode, chunk, vector_cores) <= 1:
+        return _plan(problem, target, mode, chunk, 1, vector_cores, budget)
+    if UbLayout.of(problem, mode, chunk, 2, target).total_bytes <= budget:
+        return _plan(problem, target, mode, chunk, 2, vector_cores, budget)
     try:
-        double_mode, double_chunk = _choose_tiling(problem, vector_cores, budget, copies=2)
+        double_mode, double_chunk = _choose_tiling(problem, target, vector_cores, budget, copies=2)
     except ResourceError:  # two copies of even the smallest chunk do not fit: the real kernel it is
-        return _plan(problem, mode, chunk, 1, vector_cores, budget)
-    return _plan(problem, double_mode, double_chunk, 2, vector_cores, budget)
+        return _plan(problem, target, mode, chunk, 1, vector_cores, budget)
+    return _plan(problem, target, double_mode, double_chunk, 2, vector_cores, budget)
 
 
-def _choose_tiling(p: QuantScatterProblem, vector_cores: int, budget: int, copies: int) -> tuple[TilingMode, int]:
+def _choose_tiling(p: QuantScatterProblem, t: VectorTarget, vector_cores: int, budget: int, copies: int) -> tuple[TilingMode, int]:
     """The mode and the update elements per iteration (chunk) that fit ``copies`` sets of buffers."""
 
     def fits(mode: TilingMode) -> Callable[[int], bool]:
-        return lambda chunk: UbLayout.of(p, mode, chunk, copies).total_bytes <= budget
+        return lambda chunk: UbLayout.of(p, mode, chunk, copies, t).total_bytes <= budget
 
+    max_chunk, max_row_divide, row_chunk_align = _chunk_limits(t)
     block_elements = p.rows * p.row_elements
     each_bs = _core_split(p.bs, vector_cores)[0]
-    if fits(TilingMode.WHOLE_CORE)(block_elements) and p.last_dim <= MAX_ROW_DIVIDE_ELEMENTS:
+    if fits(TilingMode.WHOLE_CORE)(block_elements) and p.last_dim <= max_row_divide:
         if fits(TilingMode.WHOLE_CORE)(each_bs * block_elements):
             return TilingMode.WHOLE_CORE, each_bs * block_elements
         return TilingMode.LARGE_BATCH, block_elements
     split_axis = p.bs < p.rows
     little = TilingMode.LARGE_AXIS_LITTLE_QUANT if split_axis else TilingMode.LARGE_BATCH_LITTLE_QUANT
     large = TilingMode.LARGE_AXIS_LARGE_QUANT if split_axis else TilingMode.LARGE_BATCH_LARGE_QUANT
-    little_rows = min(_largest_chunk(fits(little), budget), MAX_CHUNK_ELEMENTS) // p.row_elements
+    little_rows = min(_largest_chunk(fits(little), budget), max_chunk) // p.row_elements
     if little_rows:
         return little, little_rows * p.row_elements
-    chunk = min(_largest_chunk(fits(large), budget), MAX_CHUNK_ELEMENTS)
-    chunk -= chunk % LARGE_QUANT_CHUNK_ALIGN
+    chunk = min(_largest_chunk(fits(large), budget), max_chunk)
+    chunk -= chunk % row_chunk_align
     if chunk == 0:
         raise ResourceError(
-            f"{OP_NAME}: not even {LARGE_QUANT_CHUNK_ALIGN} elements of a row fit the {budget} usable "
-            f"bytes of UB next to the {UbLayout.of(p, large, 0, 1).index_bytes} bytes of indices; split the call"
+            f"{OP_NAME}: not even {row_chunk_align} elements of a row fit the {budget} usable "
+            f"bytes of UB next to the {UbLayout.of(p, large, 0, 1, t).index_bytes} bytes of indices; split the call"
         )
     return large, chunk
 
@@ -516,18 +501,19 @@ def _units(p: QuantScatterProblem, mode: TilingMode) -> int:
     return p.rows if mode in _AXIS_SPLIT_MODES else p.bs
 
 
-def _max_iterations(p: QuantScatterProblem, mode: TilingMode, chunk: int, vector_cores: int) -> int:
+def _max_iterations(p: QuantScatterProblem, t: VectorTarget, mode: TilingMode, chunk: int, vector_cores: int) -> int:
     """Iterations of the busiest core (the first one, which takes ``each`` units)."""
     each = _core_split(_units(p, mode), vector_cores)[0]
-    return len(_CoreIterations(p, mode, chunk, each).core(0, each))
+    return len(_CoreIterations(p, t, mode, chunk, each).core(0, each))
 
 
-def _plan(p: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int, vector_cores: int, budget: int) -> QuantScatterPlan:
+def _plan(p: QuantScatterProblem, t: VectorTarget, mode: TilingMode, chunk: int, copies: int, vector_cores: int,
+          budget: int) -> QuantScatterPlan:
     each, used, last = _core_split(_units(p, mode), vector_cores)
-    builder = _CoreIterations(p, mode, chunk, each)
+    builder = _CoreIterations(p, t, mode, chunk, each)
     cores = tuple(CorePlan(c, last if c == used - 1 else each, builder.core(c, last if c == used - 1 else each))
                   for c in range(used))
-    layout = UbLayout.of(p, mode, chunk, copies)
+    layout = UbLayout.of(p, mode, chunk, copies, t)
     return QuantScatterPlan(
         mode=mode,
         split="axis" if mode in _AXIS_SPLIT_MODES else "bs",
@@ -547,12 +533,12 @@ def _plan(p: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int, vec
 class _CoreIterations:
     """Builds each core's iterations for one mode, following the kernel's loop nests."""
 
-    def __init__(self, problem: QuantScatterProblem, mode: TilingMode, chunk: int, each: int):
+    def __init__(self, problem: QuantScatterProblem, target: VectorTarget, mode: TilingMode, chunk: int, each: int):
         self.p = problem
         self.mode = mode
         self.chunk = chunk
         self.each = each
-        self.chains = _VectorChains(problem)
+        self.chains = _VectorChains(problem, target)
         self.reads = problem.index_rank  # scalar reads to resolve one destination
         self.block = problem.rows * problem.row_elements
 

@@ -4,6 +4,7 @@ transposed layouts. Plain numpy; nothing here computes the op."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -11,8 +12,17 @@ import ml_dtypes
 import numpy as np
 
 import npusim
+from npusim.config import load_config
+from npusim.hw.system import System
+from npusim.isa.target import VectorTarget
 
 BF16 = ml_dtypes.bfloat16
+
+
+def vector_target(config: str = "a2", *, ub_bytes: int | None = None) -> VectorTarget:
+    """The vector cores of a built-in config, optionally with another UB size (a what-if)."""
+    target = VectorTarget.of(System(load_config(config).spec))
+    return target if ub_bytes is None else dataclasses.replace(target, ub_bytes=ub_bytes)
 LAYOUTS = ("contiguous", "sliced", "transposed")
 
 

@@ -23,7 +23,7 @@ from npusim.kernels.quant_scatter import (
 )
 from npusim.kernels.quant_scatter.tiling import TILING_ARG_COUNT
 
-from .cases import LAYOUTS, device_view, disjoint_indices, dtypes, quant_values
+from .cases import LAYOUTS, device_view, disjoint_indices, dtypes, quant_values, vector_target
 from .reference import quant_scatter_reference
 
 
@@ -153,7 +153,7 @@ def plan_of(input_shape, updates_shape, index_rank, bf16, ub_kib, cores, double)
     problem = check_quant_scatter(
         shaped(input_shape, np.int8), shaped((b,) if index_rank == 1 else (b, 2), np.int32), shaped(updates_shape, u),
         shaped((last,), s), shaped((last,), z), -2, -1, "update", product="ascend910b")
-    return plan_quant_scatter(problem, vector_cores=cores, ub_bytes=ub_kib * 1024, double_buffer=double)
+    return plan_quant_scatter(problem, vector_target(ub_bytes=ub_kib * 1024), vector_cores=cores, double_buffer=double)
 
 
 def shaped(shape, dtype):

@@ -1,0 +1,180 @@
+"""The host layer that turns an op call into device work, the same for every registered op, as
+torch_npu's op plugin and the aclnn API do it: the tensors are checked (device tensors of this
+session, all on one device), the op checks its arguments and plans its tiling on the host, values
+the host must see are read, non-contiguous inputs are copied to contiguous ones on the device
+(``Contiguous``), tiling data is copied to the device, the kernels are queued on the stream of the
+output's device, and a non-contiguous output gets the result copied back (``ViewCopy``). Nothing
+runs until the session synchronises (``npusim.synchronize()``, ``tensor.numpy()``, the end of a run).
+
+What the real API has no argument for is set with :func:`options`, a context manager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from npusim.config.registry import OPS
+from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
+from npusim.frontend.tensor import DeviceTensor, empty, tensor
+from npusim.isa.target import VectorTarget
+from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, Op, OpOptions, ValueCheck
+from npusim.kernels.view_copy import build_view_copy
+
+_OPTIONS: ContextVar[OpOptions] = ContextVar("npusim_op_options", default=OpOptions())
+_CHOICES = {"out_of_range": OUT_OF_RANGE_MODES, "overlap": OVERLAP_MODES}
+
+
+@contextlib.contextmanager
+def options(*, out_of_range: str | None = None, overlap: str | None = None, double_buffer: bool | None = None) -> Iterator[OpOptions]:
+    """Within the block, ops use these settings (see :class:`~npusim.kernels.op.OpOptions`); unset
+    ones are inherited::
+
+        with torch_npu.options(double_buffer=True, overlap="error"):
+            torch_npu.npu_quant_scatter_(cache, indices, updates, scales)
+    """
+    changes: dict[str, Any] = {}
+    for name, value in (("out_of_range", out_of_range), ("overlap", overlap)):
+        if value is not None:
+            if value not in _CHOICES[name]:
+                raise UsageError(f"torch_npu.options: {name} = {value!r}: use one of {', '.join(map(repr, _CHOICES[name]))}")
+            changes[name] = value
+    if double_buffer is not None:
+        if not isinstance(double_buffer, bool):
+            raise UsageError(f"torch_npu.options: double_buffer = {double_buffer!r}: use True or False")
+        changes["double_buffer"] = double_buffer
+    token = _OPTIONS.set(dataclasses.replace(_OPTIONS.get(), **changes))
+    try:
+        yield _OPTIONS.get()
+    finally:
+        _OPTIONS.reset(token)
+
+
+@dataclass
+class OpCall:
+    """A checked call of a registered op: its problem and plan, the operands, and what the host
+    learnt from the values it read."""
+
+    op: type[Op]
+    api: str
+    problem: Any
+    plan: Any
+    args: dict[str, Any]
+    check: ValueCheck
+
+    @classmethod
+    def prepare(cls, name: str, api: str, args: Mapping[str, Any]) -> "OpCall":
+        """Check the call of op ``name`` (``args``: every argument by name) as ``api`` names it."""
+        op: type[Op] = OPS.get(name)
+        args = dict(args)
+        first = _check_tensors(api, op, args)
+        system = first.system
+        spec = system.spec
+        problem = op.check(spec.product, args)
+        if problem.empty:
+            return cls(op, api, problem, None, args, ValueCheck())
+        settings = spec.ops.get(op.name)
+        if op.Settings is not None and settings is None:
+            required = [f for f, info in op.Settings.model_fields.items() if info.is_required()]
+            raise ConfigError(
+                f"{api}: the config {spec.name!r} has no ops.{op.name} section ({', '.join(required)}: how the op is "
+                f"launched); add it, e.g. under `ops: {{{op.name}: {{...}}}}`, or extend a built-in config"
+            )
+        options_now = _OPTIONS.get()
+        plan = op.plan(problem, VectorTarget.of(system), settings, options_now)
+        check = ValueCheck()
+        if system.with_data:  # values are data: without data (timing only) they cannot be checked
+            values = {name: args[name].host_view().copy() for name in op.value_inputs(problem)}
+            check = op.check_values(problem, values, options_now)
+        return cls(op, api, problem, plan, args, check)
+
+    def issue(self, out: DeviceTensor) -> None:
+        """Queue the kernels that write the op's output into ``out`` (the output argument itself, or
+        a clone of it for an out-of-place variant)."""
+        if self.plan is None:
+            return
+        op, system, die = self.op, out.system, out.device
+        work = out if out.is_contiguous() else _contiguous(out, self.api, "the output")
+        tensors: dict[str, Any] = {name: _contiguous(self.args[name], self.api, name) if self.args[name] is not None else None
+                                   for name in op.tensors if name != op.output}
+        tensors[op.output] = work
+        tensors.update({name: tensor(values, device=die) for name, values in op.host_tensors(self.problem, self.plan).items()})
+        op_args = {"api": f"torch_npu.{self.api}", **op.describe(self.problem, self.plan)}
+        kernels = op.lower(self.problem, self.plan, tensors, self.check, op_args)
+        if self.check.read or self.check.warning:
+            system.stream(die).submit(self._at_kernel_start(tensors, system, die))
+        for kernel in kernels:
+            kernel.launch()
+        if work is not out:
+            copy(out, work, "ViewCopy", f"{self.api}: result into the non-contiguous output")
+
+    def _at_kernel_start(self, tensors: Mapping[str, Any], system, die: int):
+        """A stream task just before the kernels: the inputs whose values the host read must still
+        hold them (work queued before the op may have written them); a warning of the host check is
+        marked in the trace where the kernels start."""
+        env, recorder = system.env, system.recorder
+
+        def task():
+            for name, checked in self.check.read.items():
+                if not np.array_equal(tensors[name].host_view(), checked):
+                    raise WorkloadError(
+                        f"{self.api}: {name} changed between the call and the kernel's start (at {env.now / 1e6:.3f} us): work "
+                        "queued before the op wrote them, so the simulator checked values the kernel does not read. "
+                        f"Synchronise before the call (npusim.synchronize(), or {name}.numpy()) so the values are final"
+                    )
+            if self.check.warning is not None:
+                recorder.instant(env.now, die, "overlapping writes", self.check.warning)
+            yield env.timeout(0)
+
+        return task
+
+
+def run_op(name: str, api: str, args: Mapping[str, Any], *, out: DeviceTensor) -> None:
+    """Check and issue op ``name`` writing its result into ``out``."""
+    OpCall.prepare(name, api, args).issue(out)
+
+
+def _check_tensors(api: str, op: type[Op], args: dict[str, Any]) -> DeviceTensor:
+    """Every tensor argument is a device tensor of one session on one device; returns the first."""
+    for name in op.tensors:
+        value = args.get(name)
+        if value is None and name in op.optional:
+            continue
+        if not isinstance(value, DeviceTensor):
+            raise OpArgumentError(
+                f"{api}: {name} = {type(value).__name__}: must be an npusim device tensor; "
+                f"make one with npusim.tensor(array, device=...)"
+            )
+    first_name = op.tensors[0]
+    first = args[first_name]
+    for name in op.tensors[1:]:
+        value = args.get(name)
+        if value is None:
+            continue
+        if value.system is not first.system:
+            raise UsageError(f"{api}: {name} belongs to another npusim session than {first_name}; create both in the same session")
+        if value.device != first.device:
+            raise OpArgumentError(
+                f"{api}: {name} is on device {value.device}, {first_name} on device {first.device}: all tensors of the op "
+                f"must be on {first_name}'s device; create {name} with device={first.device}"
+            )
+    return first
+
+
+def _contiguous(view: DeviceTensor, api: str, name: str) -> DeviceTensor:
+    """``view`` itself when contiguous, else a contiguous copy made on the device (``Contiguous``)."""
+    if view.is_contiguous():
+        return view
+    out = empty(view.shape, view.dtype, device=view.device)
+    copy(out, view, "Contiguous", f"{api}: contiguous copy of {name}")
+    return out
+
+
+def copy(dst: DeviceTensor, src: DeviceTensor, name: str, purpose: str) -> None:
+    """Queue a device copy of ``src`` into ``dst`` (same shape) under the kernel name ``name``."""
+    build_view_copy(dst, src, name=name, op_args={"purpose": purpose, "shape": list(src.shape), "dtype": src.dtype.name}).launch()

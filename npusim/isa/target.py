@@ -1,0 +1,55 @@
+"""The hardware a vector kernel's host tiling is written against, read from the die spec.
+
+A real kernel's tiling asks the platform for these (UB size, the vector unit's repeat width, the
+MTE granule); taking them from the config, never from constants in the kernel, lets a what-if
+(a larger UB, another chip) change the tiling as it would on the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from npusim.hw.pipes import CoreKind, Pipe
+from npusim.isa.program import buffer_alignment
+
+
+@dataclass(frozen=True)
+class VectorTarget:
+    """The vector cores of one die as a kernel sees them.
+
+    ``core_kind`` names the kind of core vector kernels run on and ``cores`` how many a die has;
+    each has ``ub_bytes`` of UB (allocations aligned to ``ub_alignment`` bytes); DMAs move whole
+    granules of ``block_bytes``; one vector repeat covers ``repeat_bytes`` of its widest operand and
+    one instruction at most ``max_repeats`` repeats.
+    """
+
+    product: str
+    core_kind: str
+    cores: int
+    ub_bytes: int
+    ub_alignment: int
+    block_bytes: int
+    repeat_bytes: int
+    max_repeats: int
+
+    @classmethod
+    def of(cls, system) -> "VectorTarget":
+        """The vector cores of ``system``'s dies (every die of a system is the same)."""
+        spec, timing = system.spec, system.timing
+        kind = CoreKind.AIV
+        return cls(spec.product, kind.value, spec.die.aiv_count, timing.buffer_bytes[(kind, "UB")], buffer_alignment("UB"),
+                   timing.dma[(kind, Pipe.MTE2)].granule_bytes, timing.vector.repeat_bytes, timing.vector.max_repeats)
+
+    def lanes(self, *dtypes) -> int:
+        """Elements one repeat covers when its widest operand has one of ``dtypes``."""
+        return self.repeat_bytes // max(np.dtype(d).itemsize for d in dtypes)
+
+    def blocks(self, nbytes: int) -> int:
+        """Granules one contiguous transfer of ``nbytes`` moves."""
+        return -(-nbytes // self.block_bytes)
+
+    def ub_aligned(self, nbytes: int) -> int:
+        """``nbytes`` rounded up to the UB alignment (what one allocation of it takes)."""
+        return -(-nbytes // self.ub_alignment) * self.ub_alignment

@@ -1,0 +1,116 @@
+"""What every op the simulator models provides: check -> plan -> lower, as the vendor's op
+libraries build an op (argument checks, host tiling, the kernel), and the settings that the real
+API has no argument for.
+
+An op is a class registered in :data:`npusim.config.registry.OPS`; a frontend (the torch_npu
+facade's launch path, :mod:`npusim.frontend.aclnn`) drives its steps:
+
+1. :meth:`Op.check`: a pure check of the call (shapes, dtypes, attributes, what the product
+   supports), giving a frozen problem, or an :class:`~npusim.errors.OpArgumentError` naming the
+   argument, its value and the rule;
+2. :meth:`Op.plan`: the kernel's tiling of the problem for a :class:`~npusim.isa.target.VectorTarget`
+   (plain frozen data, no SimPy);
+3. :meth:`Op.check_values`: for ops whose kernels depend on data values (indices), what the host
+   sees in them (the values are read once; the kernel must find the same ones when it starts);
+4. :meth:`Op.host_tensors`: the arrays the host computes and copies to the device (tiling data);
+5. :meth:`Op.lower`: the plan as kernels of per-core ISA programs, ready to launch.
+
+The model ``Settings`` (None: the op takes none) validates the config section ``ops.<name>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+from pydantic import BaseModel
+
+from npusim import isa
+from npusim.isa.target import VectorTarget
+
+OUT_OF_RANGE_MODES = ("error", "unchecked")
+OVERLAP_MODES = ("warn", "error")
+
+
+@dataclass(frozen=True)
+class OpOptions:
+    """Simulator settings of ops that the real API has no argument for (``torch_npu.options``).
+
+    ``out_of_range``: ``"error"`` (default) refuses an index whose destination lies outside the
+    tensor it writes; ``"unchecked"`` emulates the hardware, which does not check.
+    ``overlap``: writes of one launch to overlapping destinations race on hardware; ``"warn"``
+    (default) or ``"error"``.
+    ``double_buffer``: run the what-if variant of a kernel with ping-pong buffers.
+    """
+
+    out_of_range: str = "error"
+    overlap: str = "warn"
+    double_buffer: bool = False
+
+
+@dataclass(frozen=True)
+class ValueCheck:
+    """What the host learnt from the values of an op's inputs: the inputs it read (their values
+    must be unchanged when the kernel starts), extra arguments of the lowering, and a warning to
+    mark in the trace where the kernel starts (or None)."""
+
+    read: Mapping[str, Any] = field(default_factory=dict)
+    lowering: Mapping[str, Any] = field(default_factory=dict)
+    warning: str | None = None
+
+
+class Op:
+    """Base of the registered ops (see the module docstring). Subclasses set the class attributes
+    and override the steps; every step is a classmethod working on plain data."""
+
+    name: ClassVar[str]
+    """The registry name and the config key ``ops.<name>``."""
+    kernel_name: ClassVar[str]
+    """The kernel's op type, as the vendor's profiler names it."""
+    tensors: ClassVar[tuple[str, ...]]
+    """The tensor arguments, in signature order."""
+    optional: ClassVar[frozenset[str]] = frozenset()
+    """Tensor arguments that may be None."""
+    output: ClassVar[str]
+    """The tensor argument the kernels write (in place)."""
+    Settings: ClassVar[type[BaseModel] | None] = None
+
+    @classmethod
+    def check_settings(cls, settings: BaseModel, spec: Any) -> None:
+        """Check ``ops.<name>`` against the rest of the system spec; a ValueError naming the key."""
+
+    @classmethod
+    def check(cls, product: str, args: Mapping[str, Any]) -> Any:
+        """The problem of a call (``args``: tensors by name, as objects with ``shape``/``dtype``/
+        ``ndim``, and the attributes); an empty problem (``problem.empty``) launches nothing."""
+        raise NotImplementedError
+
+    @classmethod
+    def plan(cls, problem: Any, target: VectorTarget, settings: BaseModel | None, options: OpOptions) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def value_inputs(cls, problem: Any) -> tuple[str, ...]:
+        """The inputs whose values the host checks (none by default)."""
+        return ()
+
+    @classmethod
+    def check_values(cls, problem: Any, values: Mapping[str, Any], options: OpOptions) -> ValueCheck:
+        """What the values of :meth:`value_inputs` (numpy arrays) say about the call."""
+        return ValueCheck()
+
+    @classmethod
+    def host_tensors(cls, problem: Any, plan: Any) -> dict[str, Any]:
+        """Arrays the host computes and copies to the device for the kernel (tiling data), by name;
+        :meth:`lower` finds them among its tensors."""
+        return {}
+
+    @classmethod
+    def lower(cls, problem: Any, plan: Any, tensors: Mapping[str, Any], check: ValueCheck, op_args: dict) -> list[isa.Kernel]:
+        """The kernels of ``plan`` on contiguous device ``tensors`` (by argument name)."""
+        raise NotImplementedError
+
+    @classmethod
+    def describe(cls, problem: Any, plan: Any) -> dict:
+        """The op's arguments as the trace shows them on its launch."""
+        return {}

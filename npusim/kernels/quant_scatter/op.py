@@ -1,0 +1,110 @@
+"""``npu_quant_scatter_`` as a registered op: the aclnn checks, the kernel's tiling and its
+lowering, and the host's reading of the indices (checks against the destination, overlaps)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Mapping
+
+from pydantic import Field
+
+from npusim.config.registry import OPS
+from npusim.config.schema import Spec
+import numpy as np
+
+from npusim.errors import OpArgumentError, RaceError
+from npusim.isa.target import VectorTarget
+from npusim.kernels.op import Op, OpOptions, ValueCheck
+from npusim.kernels.quant_scatter.checks import (
+    OP_NAME,
+    OverlappingWritesWarning,
+    QuantScatterProblem,
+    check_indices,
+    check_quant_scatter,
+    describe_overlaps,
+    find_overlaps,
+)
+from npusim.kernels.quant_scatter.kernel import KERNEL_NAME, QuantScatterTensors, build_quant_scatter, tiling_arguments
+from npusim.kernels.quant_scatter.tiling import QuantScatterPlan, plan_quant_scatter
+
+
+class QuantScatterSettings(Spec):
+    """How ``npu_quant_scatter_`` (the QuantUpdateScatter kernel) is launched."""
+
+    vector_cores: int = Field(gt=0, description="vector cores the op's tiling splits its work over (at most the die's)")
+
+
+@OPS.register("quant_scatter")
+class QuantScatter(Op):
+    """torch_npu's quantise-and-scatter (aclnnInplaceQuantScatter -> QuantUpdateScatter)."""
+
+    name = "quant_scatter"
+    kernel_name = KERNEL_NAME
+    tensors = ("input", "indices", "updates", "quant_scales", "quant_zero_points")
+    optional = frozenset({"quant_zero_points"})
+    output = "input"
+    Settings = QuantScatterSettings
+
+    @classmethod
+    def check_settings(cls, settings: QuantScatterSettings, spec: Any) -> None:
+        cores = spec.die.aiv_count
+        if settings.vector_cores > cores:
+            raise ValueError(
+                f"ops.quant_scatter.vector_cores is {settings.vector_cores}, but a die has {cores} vector cores "
+                f"(die.aiv_count); use at most {cores}"
+            )
+
+    @classmethod
+    def check(cls, product: str, args: Mapping[str, Any]) -> QuantScatterProblem:
+        for name in ("axis", "quant_axis"):
+            value = args[name]
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise OpArgumentError(f"{OP_NAME}: {name} = {value!r}: must be an int (a dimension of updates, negative counts from the end)")
+        return check_quant_scatter(args["input"], args["indices"], args["updates"], args["quant_scales"],
+                                   args["quant_zero_points"], int(args["axis"]), int(args["quant_axis"]), args["reduce"],
+                                   product=product)
+
+    @classmethod
+    def plan(cls, problem: QuantScatterProblem, target: VectorTarget, settings: QuantScatterSettings | None,
+             options: OpOptions) -> QuantScatterPlan:
+        assert settings is not None  # the launch path requires the settings of an op that declares them
+        return plan_quant_scatter(problem, target, vector_cores=settings.vector_cores, double_buffer=options.double_buffer)
+
+    @classmethod
+    def value_inputs(cls, problem: QuantScatterProblem) -> tuple[str, ...]:
+        return ("indices",)
+
+    @classmethod
+    def check_values(cls, problem: QuantScatterProblem, values: Mapping[str, Any], options: OpOptions) -> ValueCheck:
+        """Map each batch to its destination (refusing out-of-range indices unless unchecked, which
+        drops the bs rows that would leave input) and report overlapping destinations."""
+        segments = check_indices(problem, values["indices"], allow_out_of_range=options.out_of_range == "unchecked")
+        kept = {segment.batch * problem.heads + h for segment in segments for h in segment.heads}
+        skipped = frozenset(range(problem.bs)) - kept
+        overlap = None
+        pairs = find_overlaps(segments)
+        if pairs:
+            overlap = describe_overlaps(segments, pairs)
+            if options.overlap == "error":
+                raise RaceError(overlap + " (torch_npu.options(overlap='error') is set)")
+            warnings.warn(overlap, OverlappingWritesWarning, stacklevel=6)
+        return ValueCheck(read={"indices": values["indices"]}, lowering={"skipped_rows": skipped}, warning=overlap)
+
+    @classmethod
+    def host_tensors(cls, problem: QuantScatterProblem, plan: QuantScatterPlan) -> dict[str, Any]:
+        return {"tiling": tiling_arguments(problem, plan)}
+
+    @classmethod
+    def lower(cls, problem: QuantScatterProblem, plan: QuantScatterPlan, tensors: Mapping[str, Any], check: ValueCheck,
+              op_args: dict) -> list:
+        operands = QuantScatterTensors(input=tensors["input"], indices=tensors["indices"], updates=tensors["updates"],
+                                       scales=tensors["quant_scales"], zero_points=tensors["quant_zero_points"],
+                                       tiling=tensors["tiling"])
+        skipped = check.lowering.get("skipped_rows", frozenset())
+        return [build_quant_scatter(problem, plan, operands, skipped_rows=skipped, op_args=op_args)]
+
+    @classmethod
+    def describe(cls, problem: QuantScatterProblem, plan: QuantScatterPlan) -> dict:
+        return {"mode": int(plan.mode), "cores": plan.used_cores, "double_buffer": plan.double_buffer,
+                "input": list(problem.input_shape), "updates": list(problem.updates_shape),
+                "indices": list(problem.indices_shape), "axis": problem.axis}
