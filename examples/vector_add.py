@@ -30,7 +30,7 @@ def build_vector_add(x, y, z, die: int = 0, cores: int | None = None, tile: int 
     if tile < 1 or x.size % tile:
         raise UsageError(f"vector_add: {x.size} elements do not split into tiles of {tile!r} elements; choose a tile that divides the size")
     kernel = isa.Kernel("vector_add", die=die)
-    cores = cores or kernel.die.spec.aiv_count
+    cores = cores or kernel.die.core_count("aiv")
     tiles = x.size // tile
     depth = 2 if double_buffer else 1
     for core in range(cores):
@@ -60,7 +60,7 @@ def main() -> None:
     session = npusim.current_session()
     n = npusim.param("elements", ELEMENTS, "fp16 elements of x, y and z")
     tile = npusim.param("tile", TILE, "fp16 elements per tile and UB buffer")
-    cores = npusim.param("cores", session.config.spec.die.aiv_count, "vector cores used")
+    cores = npusim.param("cores", session.config.spec.die.cores["aiv"].count, "vector cores used")
     double_buffer = npusim.param("double_buffer", True, "two buffers per operand, so loads overlap the add and store")
     rng = np.random.default_rng(0)
     x_host = rng.standard_normal(n).astype(np.float16)

@@ -11,7 +11,7 @@ its bandwidth it doubles its ``write_credits`` where the config gives them, sinc
 cross a link at most ``write_credits / (2 x latency)`` (``docs/calibration.md``); doubling the
 bandwidth alone would leave a credit-bound write (a put, a remote store) as slow as before.
 
-What "twice the cores" means: twice the AI cores of each die (``aic_count`` and ``aiv_count``
+What "twice the cores" means: twice the AI cores of each die (every kind of ``die.cores``
 together, so the cube:vector ratio of a cluster stays), with the same HBM, L2, links and per-core
 buffers; the number of dies is not changed (that is another machine, with another world size for
 the workload to partition over, not a faster resource). It measures whether the work is limited by
@@ -46,7 +46,7 @@ NOTABLE = 1.05
 @dataclass(frozen=True)
 class Factor:
     """One resource made :data:`FASTER`: ``keys`` (dotted config keys; ``*`` stands for every entry
-    of a list) are multiplied by ``scale``; ``reading`` is how the one-line reading names it;
+    of a list or mapping, e.g. every core kind of ``die.cores``) are multiplied by ``scale``; ``reading`` is how the one-line reading names it;
     ``when`` is a ``(key, value)`` the config must have for the factor to apply; ``also`` are keys
     scaled with them where the config sets them (a link's write credits), skipped where it does not."""
 
@@ -71,12 +71,11 @@ FACTORS: tuple[Factor, ...] = (
            ("package_link.write_credits",)),
     Factor("NIC bandwidth", "doubling the NIC bandwidth", ("nic.bandwidth",), FASTER),
     Factor("vector rate", "doubling the vector rate", ("die.vector.per_repeat",), 1 / FASTER),
-    Factor("cube rate", "doubling the cube rate", ("die.aic.cube.per_block",), 1 / FASTER),
-    Factor("MTE rate", "doubling the DMA engine (MTE) rates",
-           ("die.aiv.mte2.rate", "die.aiv.mte3.rate", "die.aic.mte2.rate", "die.aic.mte1.rate", "die.aic.fixp.rate"), FASTER),
+    Factor("cube rate", "doubling the cube rate", ("die.cube.per_block",), 1 / FASTER),
+    Factor("MTE rate", "doubling the DMA engine (MTE) rates", ("die.cores.*.engines.*.rate",), FASTER),
     Factor("AICPU polling and scheduling", "halving the AICPU scheduling and polling times",
            ("die.aicpu.schedule", "die.aicpu.dependency", "die.aicpu.completion", "die.aicpu.poll_interval"), 1 / FASTER),
-    Factor("AI core count", "doubling the AI cores per die", ("die.aic_count", "die.aiv_count"), FASTER),
+    Factor("AI core count", "doubling the AI cores per die", ("die.cores.*.count",), FASTER),
 )
 
 _MISSING = object()
@@ -117,8 +116,8 @@ def _expand(data: Any, parts: list[str]) -> list[list[str]]:
         return [[]]
     head, rest = parts[0], parts[1:]
     if head == "*":
-        entries = data if isinstance(data, list) else []
-        return [[str(i), *tail] for i, entry in enumerate(entries) for tail in _expand(entry, rest)]
+        entries = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+        return [[str(key), *tail] for key, entry in entries for tail in _expand(entry, rest)]
     if isinstance(data, dict) and head in data:
         return [[head, *tail] for tail in _expand(data[head], rest)]
     return []

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
+from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS, settings_of
 from npusim.units import Dimension, Quantity, parse_quantity
 
@@ -41,13 +42,64 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class DmaEngineSpec(Spec):
-    """One core's DMA engine (an MTE or FixPipe queue): its own rate caps every copy it makes."""
+PipeName = Literal["SCALAR", "VECTOR", "CUBE", "MTE1", "MTE2", "MTE3", "FIXP"]
+"""A pipe of an AI core, as the vendor's tools name it (the hardware model's ``Pipe``; a test keeps the two equal)."""
+BufferName = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9]*$", description="an on-chip buffer, as the vendor names it (UB, L1, L0A ...)")]
+Move = Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9]*->[A-Z][A-Z0-9]*$", description="SOURCE->DESTINATION, e.g. GM->UB")]
+GM = "GM"
+"""The device's global memory (HBM through L2), the one place every core kind reaches."""
 
+
+class CopyEngineSpec(Spec):
+    """A core's DMA engine on one pipe (an MTE or the FixPipe): the copies it makes, its own rate,
+    which caps every copy it drives, and its fixed costs."""
+
+    moves: list[Move] = Field(min_length=1, description="what the engine copies: SOURCE->DESTINATION (GM or a buffer of the core)")
     rate: Rate = Field(description="peak rate of this core's engine (per core, one direction)")
     setup: Time = Field(description="fixed cost of one DMA instruction: issue and descriptor set-up")
     per_burst: Time = Field(description="extra cost per burst of a strided (multi-burst) copy")
     burst_bytes: PositiveInt = Field(32, description="transfer granule in bytes; copies move whole granules")
+
+
+class BufferSpec(Spec):
+    """An on-chip buffer of a core: its capacity and the alignment of every allocation in it."""
+
+    size: Size
+    alignment: PositiveInt = Field(description="bytes every allocation starts at a multiple of")
+
+
+class CoreKindSpec(Spec):
+    """One kind of core of a die (AIC, AIV, a 310P AI core ...): how many the die has, its pipes
+    (each an in-order queue, all running concurrently), its buffers, and its copy engines by pipe."""
+
+    count: PositiveInt = Field(description="cores of this kind per die")
+    pipes: list[PipeName] = Field(min_length=1, description="its pipes; SCALAR issues every instruction")
+    buffers: dict[BufferName, BufferSpec] = Field(default_factory=dict)
+    engines: dict[PipeName, CopyEngineSpec] = Field(default_factory=dict, description="copy engines, by the pipe they run on")
+
+    @model_validator(mode="after")
+    def _engines_fit_the_core(self) -> "CoreKindSpec":
+        if "SCALAR" not in self.pipes:
+            raise ValueError("pipes must include SCALAR: the scalar unit issues every instruction of a core")
+        if len(set(self.pipes)) != len(self.pipes):
+            raise ValueError(f"pipes {self.pipes} names a pipe twice; list each once")
+        places = set(self.buffers) | {GM}
+        seen: dict[str, str] = {}
+        for pipe, engine in self.engines.items():
+            if pipe not in self.pipes:
+                raise ValueError(f"engines.{pipe}: the core has no {pipe} pipe (pipes: {', '.join(self.pipes)}); add it to pipes")
+            for move in engine.moves:
+                source, destination = move.split("->")
+                for end in (source, destination):
+                    if end not in places:
+                        raise ValueError(f"engines.{pipe}.moves: {move} names {end}, which is neither GM nor a buffer of "
+                                         f"this core ({', '.join(sorted(self.buffers)) or 'none'}); add it under buffers")
+                if source == destination:
+                    raise ValueError(f"engines.{pipe}.moves: {move} copies a place onto itself; give a source and another destination")
+                if move in seen:
+                    raise ValueError(f"engines.{pipe}.moves: {move} is also moved by {seen[move]}; one engine per move")
+                seen[move] = pipe
+        return self
 
 
 class VectorSpec(Spec):
@@ -76,33 +128,12 @@ class ScalarSpec(Spec):
 
 
 class CubeSpec(Spec):
-    """The AIC cube unit: an m x n x k block of multiply-accumulates per cycle."""
+    """The cube unit of the cores with a CUBE pipe: an m x n x k block of multiply-accumulates per cycle."""
 
     m: PositiveInt = 16
     n: PositiveInt = 16
     k: PositiveInt = 16
     per_block: Time = Field(description="time of one m x n x k fp16 block")
-
-
-class AicSpec(Spec):
-    """A cube core (AIC): pipes SCALAR, CUBE, MTE1, MTE2, FIXP; buffers L1, L0A, L0B, L0C."""
-
-    l1: Size
-    l0a: Size
-    l0b: Size
-    l0c: Size
-    mte2: DmaEngineSpec = Field(description="GM -> L1 / L0A / L0B")
-    mte1: DmaEngineSpec = Field(description="L1 -> L0A / L0B")
-    fixp: DmaEngineSpec = Field(description="L0C -> GM / L1")
-    cube: CubeSpec
-
-
-class AivSpec(Spec):
-    """A vector core (AIV): pipes SCALAR, VECTOR, MTE2, MTE3; buffer UB."""
-
-    ub: Size
-    mte2: DmaEngineSpec = Field(description="GM -> UB (local or remote GM)")
-    mte3: DmaEngineSpec = Field(description="UB -> GM (local or remote GM)")
 
 
 class MemorySpec(Spec):
@@ -137,19 +168,26 @@ class AicpuSpec(Spec):
 
 
 class DieSpec(Spec):
-    """One die (one device, one rank): AI core clusters, L2, HBM, AICPUs."""
+    """One die (one device, one rank): its AI cores by kind, their vector, cube and scalar units,
+    L2, HBM, AICPUs and SDMA."""
 
     clock: Frequency = Field(description="AI core clock; cycles in this config are of this clock")
-    aic_count: PositiveInt
-    aiv_count: PositiveInt
-    aic: AicSpec
-    aiv: AivSpec
-    vector: VectorSpec
+    cores: dict[str, CoreKindSpec] = Field(min_length=1, description="the die's core kinds by name (aic, aiv ...), in trace order")
+    vector: VectorSpec | None = Field(None, description="the vector unit of the cores with a VECTOR pipe")
+    cube: CubeSpec | None = Field(None, description="the cube unit of the cores with a CUBE pipe")
     scalar: ScalarSpec
     l2: L2Spec
     hbm: MemorySpec
     aicpu: AicpuSpec
     sdma: "SdmaSpec" = Field(description="system DMA engine: bulk GM-to-GM copies between dies (HIXL / HCCL over the scale-up fabric)")
+
+    @model_validator(mode="after")
+    def _units_of_the_pipes(self) -> "DieSpec":
+        for unit, pipe in (("vector", "VECTOR"), ("cube", "CUBE")):
+            users = [name for name, kind in self.cores.items() if pipe in kind.pipes]
+            if users and getattr(self, unit) is None:
+                raise ValueError(f"die.cores.{users[0]} has a {pipe} pipe, but die.{unit} (the {unit} unit's costs) is missing; add it")
+        return self
 
 
 class LinkSpec(Spec):
@@ -233,12 +271,19 @@ class SystemShape(Spec):
         return self.nodes * self.dies_per_node
 
 
+def _known_product(name: str) -> str:
+    if name not in PRODUCTS:
+        raise ValueError(PRODUCTS.unknown(name))
+    return name
+
+
 class SystemSpec(Spec):
     """A whole simulated machine: what ``--config`` names."""
 
     name: str = Field(description="short name used in output folders (a2, a3, ...)")
     description: str = ""
-    product: Literal["ascend910b", "ascend910c"] = Field(description="chip product; decides which op dtypes are supported")
+    product: Annotated[str, AfterValidator(_known_product)] = Field(description="chip product (ascend910b, ascend910c, ascend310p ...); decides what the ops support and "
+                         "which core kinds run vector and cube kernels")
     shape: SystemShape
     die: DieSpec
     fabric: Fabric
@@ -264,6 +309,17 @@ class SystemSpec(Spec):
             raise ValueError("a full_mesh fabric joins the dies of one node; set shape.nodes: 1 or use a ub_switch fabric")
         if self.shape.dies_per_package > 1 and self.package_link is None:
             raise ValueError("shape.dies_per_package is 2 but package_link (the die-to-die link) is missing")
+        return self
+
+    @model_validator(mode="after")
+    def _product_has_its_cores(self) -> "SystemSpec":
+        product = PRODUCTS.get(self.product)
+        for role, kind, pipe in (("vector", product.vector_cores, "VECTOR"), ("cube", product.cube_cores, "CUBE")):
+            if kind not in self.die.cores:
+                raise ValueError(f"die.cores has no {kind!r} cores, which run the {role} kernels of {product.label}; "
+                                 f"add die.cores.{kind} or use another product")
+            if pipe not in self.die.cores[kind].pipes:
+                raise ValueError(f"die.cores.{kind}.pipes lacks {pipe}: {product.label} runs its {role} kernels there")
         return self
 
     @model_validator(mode="after")

@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import simpy
 
+from npusim.config.products import PRODUCTS
+
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -169,7 +171,7 @@ class AicpuScheduler:
         self.schedule_ps = aicpu.schedule.to_ps(hz)
         self.completion_ps = aicpu.completion.to_ps(hz) + aicpu.dependency.to_ps(hz)
         self.poll_ps = aicpu.poll_interval.to_ps(hz)
-        self.core_count = die.spec.aiv_count
+        self.core_count = die.core_count(PRODUCTS.get(system.spec.product).vector_cores)
         per_thread = -(-self.core_count // threads)
         self.threads = [SchedulerThread(self, k, range(k * per_thread, min((k + 1) * per_thread, self.core_count))) for k in range(threads)]
         self.thread_of_core = [core // per_thread for core in range(self.core_count)]

@@ -40,7 +40,7 @@ import simpy
 from npusim.engine.events import succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
-from npusim.hw.pipes import CoreKind, Pipe
+from npusim.hw.pipes import Pipe
 from npusim.hw.topology import LOCAL
 from npusim.trace.recorder import EVENT_ROW, BufferSpan, pack
 
@@ -89,24 +89,26 @@ class KernelRun:
 
 
 class AICore:
-    """One AIC or AIV of a die: its pipes, buffers and DMA engines."""
+    """One core of a die, of the kind ``kind`` names (``die.cores.<kind>``: an AIC, an AIV, a 310P AI
+    core ...): its pipes, buffers and DMA engines."""
 
-    def __init__(self, die: "Die", kind: CoreKind, index: int) -> None:
+    def __init__(self, die: "Die", kind: str, index: int) -> None:
         system = die.system
         self.die = die
         self.system = system
         self.env = system.env
         self.kind = kind
         self.index = index
-        self.name = f"{kind.value}{index}"
+        self.name = f"{kind}{index}"
         timing = die.timing
         self.timing = timing
-        self.buffers = {name: LocalBuffer(name, timing.buffer_bytes[(kind, name)]) for name in kind.buffers}
+        self.kind_timing = kind_timing = timing.kinds[kind]
+        self.buffers = {name: LocalBuffer(name, buffer.capacity_bytes) for name, buffer in kind_timing.buffers.items()}
         # This core's DMA engines (MTE1/2/3, FIXP): each caps the rate of the copies it drives.
-        self.dma_timing = {pipe: dma for (engine_kind, pipe), dma in timing.dma.items() if engine_kind is kind}
+        self.dma_timing = kind_timing.engines
         recorder = system.recorder
-        order_base = (0 if kind is CoreKind.AIC else 1, index)
-        self.tracks = {pipe: recorder.track(die.index, self.name, pipe.name, order_base + (int(pipe),)) for pipe in kind.pipes}
+        order_base = (kind_timing.order, index)
+        self.tracks = {pipe: recorder.track(die.index, self.name, pipe.name, order_base + (int(pipe),)) for pipe in kind_timing.pipes}
         self.lock = simpy.Resource(self.env, capacity=1)
         self.current: KernelRun | None = None
         self.network = system.network

@@ -6,8 +6,9 @@ import enum
 
 
 class Pipe(enum.IntEnum):
-    """An in-order instruction queue of an AI core. AIC: SCALAR, CUBE, MTE1, MTE2, FIXP;
-    AIV: SCALAR, VECTOR, MTE2, MTE3. The integer value orders trace lanes."""
+    """An in-order instruction queue of an AI core; which pipes a core has is data of its kind
+    (``die.cores.<kind>.pipes``: an AIC has SCALAR, CUBE, MTE1, MTE2, FIXP, an AIV SCALAR, VECTOR,
+    MTE2, MTE3). The integer value orders trace lanes."""
 
     SCALAR = 0
     VECTOR = 1
@@ -32,21 +33,3 @@ class Pipe(enum.IntEnum):
 
 PIPE_NAMES = tuple(pipe.name for pipe in Pipe)  # indexed by a pipe: its name without the enum's property (hot when building)
 _ALIASES = {"S": "SCALAR", "V": "VECTOR", "M": "CUBE", "FIX": "FIXP", "FIXPIPE": "FIXP"}
-
-AIC_PIPES = (Pipe.SCALAR, Pipe.CUBE, Pipe.MTE1, Pipe.MTE2, Pipe.FIXP)
-AIV_PIPES = (Pipe.SCALAR, Pipe.VECTOR, Pipe.MTE2, Pipe.MTE3)
-
-
-class CoreKind(enum.Enum):
-    """A cube core (AIC) or a vector core (AIV)."""
-
-    AIC = "aic"
-    AIV = "aiv"
-
-    @property
-    def pipes(self) -> tuple[Pipe, ...]:
-        return AIC_PIPES if self is CoreKind.AIC else AIV_PIPES
-
-    @property
-    def buffers(self) -> tuple[str, ...]:
-        return ("L1", "L0A", "L0B", "L0C") if self is CoreKind.AIC else ("UB",)

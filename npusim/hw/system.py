@@ -15,7 +15,6 @@ from npusim.errors import UsageError
 from npusim.hw.core import AICore
 from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
 from npusim.hw.memory import AtomicUnit, DeviceMemory
-from npusim.hw.pipes import CoreKind
 from npusim.hw.stream import Stream
 from npusim.hw.timing import DieTiming
 from npusim.hw.topology import Route, Topology
@@ -23,7 +22,7 @@ from npusim.trace.recorder import Recorder
 
 
 class Die:
-    """One die: one device / rank, with ``aic_count`` cube and ``aiv_count`` vector cores."""
+    """One die: one device / rank, with the cores of each kind its spec lists (``die.cores``)."""
 
     def __init__(self, system: "System", index: int, timing: DieTiming) -> None:
         spec = system.spec.die
@@ -42,7 +41,7 @@ class Die:
         self._queue_pairs: dict[int, RdmaQueuePair] = {}
         atomic_add = spec.l2.atomic_add
         self.atomics = AtomicUnit(atomic_add.to_ps(hz)) if atomic_add is not None else None  # None: no atomic adds configured
-        self._cores: dict[tuple[CoreKind, int], AICore] = {}
+        self._cores: dict[tuple[str, int], AICore] = {}
 
     def queue_pair(self, peer: int) -> RdmaQueuePair:
         """The RDMA queue pair from this die to die ``peer``, created on first use."""
@@ -51,17 +50,20 @@ class Die:
             queue_pair = self._queue_pairs[peer] = RdmaQueuePair(self, peer)
         return queue_pair
 
-    def core_count(self, kind: CoreKind) -> int:
-        return self.spec.aic_count if kind is CoreKind.AIC else self.spec.aiv_count
+    def core_count(self, kind: str) -> int:
+        """How many cores of ``kind`` the die has (0 for a kind it does not have)."""
+        kind_timing = self.timing.kinds.get(kind)
+        return 0 if kind_timing is None else kind_timing.count
 
-    def core(self, kind: CoreKind | str, index: int) -> AICore:
-        """The ``index``-th core of ``kind`` (``'aiv'`` or ``'aic'``), created on first use."""
-        kind = CoreKind(kind) if isinstance(kind, str) else kind
-        if not 0 <= index < self.core_count(kind):
-            raise UsageError(
-                f"die {self.index} has {self.core_count(kind)} {kind.value.upper()} cores "
-                f"({kind.value}0..{kind.value}{self.core_count(kind) - 1}); {kind.value}{index} does not exist"
-            )
+    def core(self, kind: str, index: int) -> AICore:
+        """The ``index``-th core of ``kind`` (a name under ``die.cores``: ``'aiv'``, ``'aic'`` ...),
+        created on first use."""
+        kinds = self.timing.kinds
+        if kind not in kinds:
+            raise UsageError(f"die {self.index} has no {kind!r} cores; its core kinds are {', '.join(kinds)} (die.cores)")
+        count = kinds[kind].count
+        if not isinstance(index, int) or not 0 <= index < count:
+            raise UsageError(f"die {self.index} has {count} {kind.upper()} cores ({kind}0..{kind}{count - 1}); {kind}{index} does not exist")
         key = (kind, index)
         core = self._cores.get(key)
         if core is None:
@@ -71,7 +73,8 @@ class Die:
     @property
     def cores(self) -> list[AICore]:
         """The cores created so far, in a stable order."""
-        return [self._cores[key] for key in sorted(self._cores, key=lambda k: (k[0].value, k[1]))]
+        kinds = self.timing.kinds
+        return [self._cores[key] for key in sorted(self._cores, key=lambda k: (kinds[k[0]].order, k[1]))]
 
 
 class System:

@@ -1,14 +1,16 @@
 """A die's costs converted once from the config into integer picoseconds and bytes/ps.
 
-The hot path of the engine reads these plain numbers instead of unit-carrying config values.
+The hot path of the engine reads these plain numbers instead of unit-carrying config values. Core
+kinds are data (``die.cores``): each :class:`CoreKindTiming` holds a kind's pipes, buffers and copy
+engines, and which engine makes each copy; the ISA and the cores take them from here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npusim.config.schema import DieSpec, DmaEngineSpec
-from npusim.hw.pipes import CoreKind, Pipe
+from npusim.config.schema import CopyEngineSpec, CoreKindSpec, DieSpec
+from npusim.hw.pipes import Pipe
 
 
 @dataclass(frozen=True)
@@ -22,8 +24,39 @@ class DmaTiming:
     granule_bytes: int
 
     @classmethod
-    def from_spec(cls, spec: DmaEngineSpec, clock_hz: float) -> "DmaTiming":
+    def from_spec(cls, spec: CopyEngineSpec, clock_hz: float) -> "DmaTiming":
         return cls(spec.rate.bytes_per_ps(clock_hz), spec.setup.to_ps(clock_hz), spec.per_burst.to_ps(clock_hz), spec.burst_bytes)
+
+
+@dataclass(frozen=True)
+class BufferTiming:
+    """An on-chip buffer: capacity and the alignment of each allocation, in bytes."""
+
+    capacity_bytes: int
+    alignment_bytes: int
+
+
+@dataclass(frozen=True)
+class CoreKindTiming:
+    """One kind of core of a die: ``order`` (its position among the die's kinds, which orders trace
+    lanes), ``count`` cores, ``pipes``, ``buffers`` by name, copy ``engines`` by pipe, and
+    ``moves``: for each (source, destination) place (``"GM"`` or a buffer) the pipe whose engine
+    copies it."""
+
+    name: str
+    order: int
+    count: int
+    pipes: tuple[Pipe, ...]
+    buffers: dict[str, BufferTiming]
+    engines: dict[Pipe, DmaTiming]
+    moves: dict[tuple[str, str], Pipe]
+
+    @classmethod
+    def from_spec(cls, name: str, order: int, spec: CoreKindSpec, clock_hz: float) -> "CoreKindTiming":
+        engines = {Pipe[pipe]: DmaTiming.from_spec(engine, clock_hz) for pipe, engine in spec.engines.items()}
+        moves = {tuple(move.split("->")): Pipe[pipe] for pipe, engine in spec.engines.items() for move in engine.moves}
+        buffers = {buffer: BufferTiming(b.size.bytes, b.alignment) for buffer, b in spec.buffers.items()}
+        return cls(name, order, spec.count, tuple(Pipe[p] for p in spec.pipes), buffers, engines, moves)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -66,14 +99,14 @@ class CubeTiming:
 
 @dataclass(frozen=True)
 class DieTiming:
-    """Everything time-related of one die's cores."""
+    """Everything time-related of one die's cores: the core kinds, and the vector and cube units
+    (None when no kind has the pipe) and the scalar unit they share."""
 
     clock_hz: float
-    dma: dict[tuple[CoreKind, Pipe], DmaTiming]
-    vector: VectorTiming
+    kinds: dict[str, CoreKindTiming]
+    vector: VectorTiming | None
     scalar: ScalarTiming
-    cube: CubeTiming
-    buffer_bytes: dict[tuple[CoreKind, str], int]
+    cube: CubeTiming | None
 
     def cycles_to_ps(self, cycles: float) -> int:
         return int(round(cycles * 1e12 / self.clock_hz))
@@ -81,27 +114,11 @@ class DieTiming:
     @classmethod
     def from_spec(cls, die: DieSpec) -> "DieTiming":
         hz = die.clock.hz
-        dma = {
-            (CoreKind.AIV, Pipe.MTE2): DmaTiming.from_spec(die.aiv.mte2, hz),
-            (CoreKind.AIV, Pipe.MTE3): DmaTiming.from_spec(die.aiv.mte3, hz),
-            (CoreKind.AIC, Pipe.MTE2): DmaTiming.from_spec(die.aic.mte2, hz),
-            (CoreKind.AIC, Pipe.MTE1): DmaTiming.from_spec(die.aic.mte1, hz),
-            (CoreKind.AIC, Pipe.FIXP): DmaTiming.from_spec(die.aic.fixp, hz),
-        }
-        vector = VectorTiming(
-            die.vector.repeat_bytes,
-            die.vector.max_repeats,
-            die.vector.issue.to_ps(hz),
-            die.vector.per_repeat.to_ps(hz),
-            {kind: q.to_ps(hz) for kind, q in die.vector.latency.items()},
-        )
+        kinds = {name: CoreKindTiming.from_spec(name, order, kind, hz) for order, (name, kind) in enumerate(die.cores.items())}
+        vector = None
+        if die.vector is not None:
+            vector = VectorTiming(die.vector.repeat_bytes, die.vector.max_repeats, die.vector.issue.to_ps(hz),
+                                  die.vector.per_repeat.to_ps(hz), {kind: q.to_ps(hz) for kind, q in die.vector.latency.items()})
         scalar = ScalarTiming(die.scalar.instruction.to_ps(hz), die.scalar.ub_read.to_ps(hz), die.scalar.flag.to_ps(hz), die.scalar.barrier.to_ps(hz))
-        cube = CubeTiming(die.aic.cube.m, die.aic.cube.n, die.aic.cube.k, die.aic.cube.per_block.to_ps(hz))
-        buffers = {
-            (CoreKind.AIV, "UB"): die.aiv.ub.bytes,
-            (CoreKind.AIC, "L1"): die.aic.l1.bytes,
-            (CoreKind.AIC, "L0A"): die.aic.l0a.bytes,
-            (CoreKind.AIC, "L0B"): die.aic.l0b.bytes,
-            (CoreKind.AIC, "L0C"): die.aic.l0c.bytes,
-        }
-        return cls(hz, dma, vector, scalar, cube, buffers)
+        cube = None if die.cube is None else CubeTiming(die.cube.m, die.cube.n, die.cube.k, die.cube.per_block.to_ps(hz))
+        return cls(hz, kinds, vector, scalar, cube)

@@ -1,8 +1,11 @@
 """The public builder for kernels: per-core programs of instructions, launched on a die's stream.
 
-A :class:`Kernel` is one launch on one die; ``kernel.aiv(i)`` / ``kernel.aic(i)`` give the
-:class:`CoreProgram` of that core, to which instructions are appended in program order, as an
-Ascend C kernel issues them::
+A :class:`Kernel` is one launch on one die; ``kernel.core(kind, i)`` gives the :class:`CoreProgram`
+of core ``i`` of a kind of the die (``die.cores``), to which instructions are appended in program
+order, as an Ascend C kernel issues them. ``kernel.vector_core(i)`` / ``kernel.cube_core(i)`` name
+the kinds the product runs vector and cube kernels on, and ``kernel.aiv(i)`` / ``kernel.aic(i)``
+the kinds of a split (910B / 910C) die. Which copies a core can make, on which engine, and how its
+buffers are aligned come from its kind::
 
     kernel = isa.Kernel("scale", die=0)
     for i in range(8):
@@ -25,7 +28,8 @@ import numpy as np
 
 from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore
-from npusim.hw.pipes import CoreKind, Pipe
+from npusim.config.products import PRODUCTS
+from npusim.hw.pipes import Pipe
 from npusim.hw.system import System, active_system
 from npusim.isa import vector as vector_semantics
 from npusim.isa.instructions import (
@@ -46,29 +50,6 @@ from npusim.isa.instructions import (
 from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
-
-_BUFFER_ALIGNMENT = {"UB": 32, "L1": 32, "L0A": 512, "L0B": 512, "L0C": 64}
-
-
-
-def buffer_alignment(buffer: str) -> int:
-    """Bytes every allocation in ``buffer`` is aligned to."""
-    return _BUFFER_ALIGNMENT[buffer]
-
-
-# (source kind, destination kind) -> the engine that moves it, per core kind.
-_COPY_PIPES = {
-    (CoreKind.AIV, "GM", "UB"): Pipe.MTE2,
-    (CoreKind.AIV, "UB", "GM"): Pipe.MTE3,
-    (CoreKind.AIC, "GM", "L1"): Pipe.MTE2,
-    (CoreKind.AIC, "GM", "L0A"): Pipe.MTE2,
-    (CoreKind.AIC, "GM", "L0B"): Pipe.MTE2,
-    (CoreKind.AIC, "L1", "L0A"): Pipe.MTE1,
-    (CoreKind.AIC, "L1", "L0B"): Pipe.MTE1,
-    (CoreKind.AIC, "L0C", "GM"): Pipe.FIXP,
-    (CoreKind.AIC, "L0C", "L1"): Pipe.FIXP,
-}
-
 
 _WAITING_CLASSES = (WaitFlag, PipeBarrierAll)  # their events are stalls, not busy time
 _FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
@@ -92,8 +73,10 @@ class CoreProgram:
         self._regs = 0
         self._timing = core.timing
         self._recorder = core.system.recorder
-        self._pipes = core.kind.pipes
-        self._copy_pipes = {(src, dst): pipe for (kind, src, dst), pipe in _COPY_PIPES.items() if kind is core.kind}
+        kind = core.kind_timing
+        self._pipes = kind.pipes
+        self._buffers = kind.buffers
+        self._copy_pipes = kind.moves
         self._name_ids: dict[tuple[str, type], int] = {}  # (event name, instruction class) used -> the name's recorder id
 
     # -- buffers -------------------------------------------------------------------------------
@@ -104,7 +87,7 @@ class CoreProgram:
         if buffer not in self._allocated:
             raise UsageError(f"{self.core!r} has no buffer {buffer!r}; it has {', '.join(self._allocated)}")
         dtype = np.dtype(dtype)
-        alignment = _BUFFER_ALIGNMENT[buffer]
+        alignment = self._buffers[buffer].alignment_bytes
         offset = -(-self._allocated[buffer] // alignment) * alignment
         size = count * dtype.itemsize
         capacity = self.core.buffers[buffer].capacity_bytes
@@ -164,8 +147,9 @@ class CoreProgram:
         pipe = self._copy_pipes.get((src_kind, dst_kind))
         if pipe is None:
             raise UsageError(
-                f"kernel {self.kernel.name!r} {self.core.name}: no {self.core.kind.value.upper()} engine copies "
-                f"{src_kind} -> {dst_kind}; paths are " + ", ".join(f"{a}->{b}" for a, b in self._copy_pipes)
+                f"kernel {self.kernel.name!r} {self.core.name}: no engine of an {self.core.kind.upper()} core copies "
+                f"{src_kind} -> {dst_kind}; its engines copy " + ", ".join(f"{a}->{b}" for a, b in self._copy_pipes)
+                + f" (die.cores.{self.core.kind}.engines)"
             )
         if burst_bytes is None:
             if nbytes is None:
@@ -229,6 +213,7 @@ class CoreProgram:
             raise UsageError(f"unknown vector instruction {kind!r}; known: {', '.join(vector_semantics.KINDS)}")
         if rounding not in vector_semantics.ROUNDING:
             raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING)}")
+        self._require(Pipe.VECTOR, f"vector {kind}")
         count = dst.count if count is None else count
         operands = (dst,) + srcs
         timing = self._timing.vector
@@ -302,6 +287,7 @@ class CoreProgram:
 
     def mmad(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool = False) -> Instruction:
         """L0C (+)= L0A[m, k] x L0B[k, n] on the cube unit."""
+        self._require(Pipe.CUBE, "mmad")
         if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
             raise UsageError("mmad reads L0A and L0B and writes L0C")
         cube = self._timing.cube
@@ -352,6 +338,13 @@ class CoreProgram:
         target = self._pipe(pipe)
         return self._append(FixedCost(target, f"pipe_barrier {target.name}", cost))
 
+    def _require(self, pipe: Pipe, what: str) -> None:
+        if pipe not in self._pipes:
+            raise UsageError(
+                f"kernel {self.kernel.name!r} {self.core.name}: {what} runs on the {pipe.name} pipe, which an "
+                f"{self.core.kind.upper()} core does not have (its pipes: {', '.join(p.name for p in self._pipes)})"
+            )
+
     def _pipe(self, pipe: str | Pipe) -> Pipe:
         parsed = _PIPE_CACHE.get(pipe)
         if parsed is None:
@@ -368,7 +361,7 @@ class CoreProgram:
     def by_pipe(self) -> dict[Pipe, list[Instruction]]:
         """Split the program per pipe, giving each instruction the number of scalar instructions
         that precede it (it cannot be issued before they finish)."""
-        pipes: dict[Pipe, list[Instruction]] = {pipe: [] for pipe in self.core.kind.pipes}
+        pipes: dict[Pipe, list[Instruction]] = {pipe: [] for pipe in self._pipes}
         scalars = 0
         for instruction in self.instructions:
             instruction.s_dep = scalars
@@ -407,25 +400,34 @@ class Kernel:
         self.system = system or active_system()
         self.name = name
         self.die = self.system.die(die)
-        self.programs: dict[tuple[CoreKind, int], CoreProgram] = {}
+        self.programs: dict[tuple[str, int], CoreProgram] = {}
         self.op_args = op_args or {}
         self.op = op
         self.launched = None
 
-    def core(self, kind: CoreKind | str, index: int) -> CoreProgram:
-        """The program of core ``index`` of ``kind`` (created on first use)."""
-        kind = CoreKind(kind) if isinstance(kind, str) else kind
+    def core(self, kind: str, index: int) -> CoreProgram:
+        """The program of core ``index`` of ``kind`` (a name under ``die.cores``), created on first use."""
         key = (kind, index)
         program = self.programs.get(key)
         if program is None:
             program = self.programs[key] = CoreProgram(self, self.die.core(kind, index))
         return program
 
+    def vector_core(self, index: int) -> CoreProgram:
+        """The program of the ``index``-th core of the kind the product runs vector kernels on."""
+        return self.core(PRODUCTS.get(self.system.spec.product).vector_cores, index)
+
+    def cube_core(self, index: int) -> CoreProgram:
+        """The program of the ``index``-th core of the kind the product runs cube kernels on."""
+        return self.core(PRODUCTS.get(self.system.spec.product).cube_cores, index)
+
     def aiv(self, index: int) -> CoreProgram:
-        return self.core(CoreKind.AIV, index)
+        """The program of vector core (AIV) ``index`` of a split die."""
+        return self.core("aiv", index)
 
     def aic(self, index: int) -> CoreProgram:
-        return self.core(CoreKind.AIC, index)
+        """The program of cube core (AIC) ``index`` of a split die."""
+        return self.core("aic", index)
 
     def launch(self, stream=None):
         """Queue the kernel on the die's stream (default stream unless given); returns its process.
@@ -434,7 +436,8 @@ class Kernel:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
         stream = stream or self.system.stream(self.die.index)
         op = self.op if self.op is not None else self.system.recorder.op(self.name, self.die.index, **self.op_args)
-        placed = [(program.core, _Placed(program)) for _, program in sorted(self.programs.items(), key=lambda kv: (kv[0][0].value, kv[0][1]))]
+        kinds = self.die.timing.kinds
+        placed = [(program.core, _Placed(program)) for _, program in sorted(self.programs.items(), key=lambda kv: (kinds[kv[0][0]].order, kv[0][1]))]
         env = self.system.env
 
         def task():

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.hw.pipes import CoreKind, Pipe
-from npusim.isa.program import buffer_alignment
+from npusim.config.products import PRODUCTS
+from npusim.config.schema import GM
+from npusim.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,17 @@ class VectorTarget:
 
     @classmethod
     def of(cls, system) -> "VectorTarget":
-        """The vector cores of ``system``'s dies (every die of a system is the same)."""
+        """The vector cores of ``system``'s dies (every die of a system is the same): the core kind
+        its product runs vector kernels on, with its UB and the engine that loads UB from GM."""
         spec, timing = system.spec, system.timing
-        kind = CoreKind.AIV
-        return cls(spec.product, kind.value, spec.die.aiv_count, timing.buffer_bytes[(kind, "UB")], buffer_alignment("UB"),
-                   timing.dma[(kind, Pipe.MTE2)].granule_bytes, timing.vector.repeat_bytes, timing.vector.max_repeats)
+        kind = timing.kinds[PRODUCTS.get(spec.product).vector_cores]
+        ub = kind.buffers.get("UB")
+        load = kind.moves.get((GM, "UB"))
+        if ub is None or load is None or timing.vector is None:
+            raise ConfigError(f"die.cores.{kind.name} runs the vector kernels of {spec.product}, so it needs a UB buffer, "
+                              "an engine that moves GM->UB and die.vector; add them")
+        return cls(spec.product, kind.name, kind.count, ub.capacity_bytes, ub.alignment_bytes,
+                   kind.engines[load].granule_bytes, timing.vector.repeat_bytes, timing.vector.max_repeats)
 
     def lanes(self, *dtypes) -> int:
         """Elements one repeat covers when its widest operand has one of ``dtypes``."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from npusim import isa
 from npusim.errors import UsageError
+from npusim.isa.target import VectorTarget
 
 SHARE_ALIGN_BYTES = 32
 """Each core's share of the elements is a multiple of one 32-byte block (of the logical order)."""
@@ -99,13 +100,13 @@ def build_view_copy(dst, src, *, name: str, op_args: dict | None = None) -> isa.
     total = math.prod(dst.shape)
     if total == 0:
         return kernel
-    spec = kernel.die.spec
-    buffer_elements = (spec.aiv.ub.bytes // 2 // SHARE_ALIGN_BYTES * SHARE_ALIGN_BYTES) // itemsize
+    target = VectorTarget.of(kernel.system)
+    buffer_elements = (target.ub_bytes // 2 // SHARE_ALIGN_BYTES * SHARE_ALIGN_BYTES) // itemsize
     align = max(SHARE_ALIGN_BYTES // itemsize, 1)
-    share = -(-total // spec.aiv_count)
+    share = -(-total // target.cores)
     share = -(-share // align) * align
     for core, first in enumerate(range(0, total, share)):
-        program = kernel.aiv(core)
+        program = kernel.vector_core(core)
         buffers = [program.alloc(buffer_elements, dst.dtype) for _ in range(2)]
         chunks = [(a, min(a + buffer_elements, first + share, total)) for a in range(first, min(first + share, total), buffer_elements)]
         for k, (a, b) in enumerate(chunks):

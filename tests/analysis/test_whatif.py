@@ -30,7 +30,7 @@ def applicable(config):
 def spec_value(loaded, dotted):
     value = loaded.spec
     for part in dotted.split("."):
-        value = value[int(part)] if part.isdigit() else getattr(value, part)
+        value = value[int(part)] if part.isdigit() else value[part] if isinstance(value, dict) else getattr(value, part)
     return value if isinstance(value, int) else value.value
 
 
@@ -38,7 +38,10 @@ def test_factors_follow_the_config_and_keep_its_units():
     _, a2 = applicable("a2")
     assert a2["HBM bandwidth"] == ["die.hbm.bandwidth=3.2 TB/s"]
     assert a2["HCCS link bandwidth"] == ["fabric.link.bandwidth=56 GB/s", "fabric.link.write_credits=12.2 KiB"]
-    assert a2["AI core count"] == ["die.aic_count=48", "die.aiv_count=96"]
+    assert a2["AI core count"] == ["die.cores.aic.count=48", "die.cores.aiv.count=96"]
+    assert a2["MTE rate"] == [f"die.cores.{kind}.engines.{pipe}.rate={rate}" for kind, pipe, rate in (
+        ("aic", "MTE2", "192 B/cycle"), ("aic", "MTE1", "512 B/cycle"), ("aic", "FIXP", "152 B/cycle"),
+        ("aiv", "MTE2", "192 B/cycle"), ("aiv", "MTE3", "152 B/cycle"))]
     assert a2["vector rate"] == ["die.vector.per_repeat=1 cycles"]
     assert not {"UB link bandwidth", "SIO bandwidth", "fabric link bandwidth"} & set(a2)
     _, a3 = applicable("a3")

@@ -14,7 +14,7 @@ tile = npusim.param("tile", 32768, "elements per tile")
 fail_tile = npusim.param("fail_tile", 0, "a tile size for which the workload raises (0: never)")
 if tile == fail_tile:
     raise ValueError(f"tile {tile} is the failing value")
-cores = npusim.current_session().config.spec.die.aiv_count
+cores = npusim.current_session().config.spec.die.cores["aiv"].count
 x = npusim.empty(elements, np.float16)
 y = npusim.empty(elements, np.float16)
 kernel = isa.Kernel("copy", die=0)

@@ -27,9 +27,19 @@ def test_a2_is_one_server_of_eight_910b():
 def test_the_910b_die():
     die = load_config("a2").spec.die
     assert die.clock.hz == pytest.approx(CLOCK)
-    assert (die.aic_count, die.aiv_count, die.aicpu.count) == (24, 48, 6)
-    assert die.aiv.ub.bytes == 192 * 1024
-    assert [die.aic.l1.bytes, die.aic.l0a.bytes, die.aic.l0b.bytes, die.aic.l0c.bytes] == [512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024]
+    aic, aiv = die.cores["aic"], die.cores["aiv"]
+    assert list(die.cores) == ["aic", "aiv"]  # the order of trace lanes
+    assert (aic.count, aiv.count, die.aicpu.count) == (24, 48, 6)
+    assert aic.pipes == ["SCALAR", "CUBE", "MTE1", "MTE2", "FIXP"] and aiv.pipes == ["SCALAR", "VECTOR", "MTE2", "MTE3"]
+    assert {name: (b.size.bytes, b.alignment) for name, b in aiv.buffers.items()} == {"UB": (192 * 1024, 32)}
+    assert {name: (b.size.bytes, b.alignment) for name, b in aic.buffers.items()} == {
+        "L1": (512 * 1024, 32), "L0A": (64 * 1024, 512), "L0B": (64 * 1024, 512), "L0C": (128 * 1024, 64)}
+    moves = {pipe: engine.moves for kind in (aic, aiv) for pipe, engine in kind.engines.items() if kind is aiv or pipe != "MTE2"}
+    assert moves == {"MTE1": ["L1->L0A", "L1->L0B"], "FIXP": ["L0C->GM", "L0C->L1"], "MTE2": ["GM->UB"], "MTE3": ["UB->GM"]}
+    assert aic.engines["MTE2"].moves == ["GM->L1", "GM->L0A", "GM->L0B"]
+    # the AIC's GM read and write paths are the AIV's (one anchor in the file)
+    assert aic.engines["MTE2"].rate == aiv.engines["MTE2"].rate and aic.engines["FIXP"].setup == aiv.engines["MTE3"].setup
+    assert (die.cube.m, die.cube.n, die.cube.k) == (16, 16, 16)
     assert die.l2.size.bytes == 192 * 2**20
     assert die.hbm.size.bytes == 64 * 2**30
     assert die.hbm.bandwidth.bytes_per_second(CLOCK) == pytest.approx(1.6e12)
@@ -41,9 +51,12 @@ def test_the_910b_die():
 def test_one_core_cannot_saturate_hbm():
     die = load_config("a2").spec.die
     hbm = die.hbm.bandwidth.bytes_per_second(CLOCK)
-    for engine in (die.aiv.mte2, die.aiv.mte3, die.aic.mte2, die.aic.fixp):
+    aiv = die.cores["aiv"]
+    gm_engines = [engine for kind in die.cores.values() for engine in kind.engines.values() if any("GM" in m for m in engine.moves)]
+    assert len(gm_engines) == 4  # AIC MTE2 and FIXP, AIV MTE2 and MTE3
+    for engine in gm_engines:
         assert engine.rate.bytes_per_second(CLOCK) < hbm / 4
-    assert die.aiv_count * die.aiv.mte2.rate.bytes_per_second(CLOCK) > hbm  # all cores together can
+    assert aiv.count * aiv.engines["MTE2"].rate.bytes_per_second(CLOCK) > hbm  # all cores together can
 
 
 def test_a3_is_a_node_of_eight_910c_with_sixteen_dies():
@@ -75,7 +88,8 @@ def test_a3_crossing_nodes_adds_under_one_microsecond():
 def test_every_number_names_its_confidence(name):
     for number, line in enumerate(config_text(name).splitlines(), 1):
         match = re.match(r"\s*(\w+):\s*([^#]*?)\s*(#.*)?$", line)
-        if not match or match.group(1) in ("name", "description", "product", "extends") or not re.search(r"\d", match.group(2)):
+        # a number is a digit that does not end a name (L0A, MTE2 and GM->L1 are names)
+        if not match or match.group(1) in ("name", "description", "product", "extends") or not re.search(r"(?<![A-Za-z])\d", match.group(2)):
             continue
         assert match.group(3) and re.search(r"\[(H|M|L)\b", match.group(3)), f"{name}.yaml:{number}: {line.strip()} has no source and confidence"
 
@@ -94,6 +108,6 @@ def test_a3_sets_no_value_it_inherits_unchanged():
 def test_quant_scatter_runs_on_a_configured_number_of_vector_cores():
     for name in ("a2", "a3"):
         spec = load_config(name).spec
-        assert spec.ops["quant_scatter"].vector_cores == 48 <= spec.die.aiv_count
+        assert spec.ops["quant_scatter"].vector_cores == 48 <= spec.die.cores["aiv"].count
     assert load_config("a2", ["ops.quant_scatter.vector_cores=24"]).spec.ops["quant_scatter"].vector_cores == 24
     assert load_config("a2", ["ops=null"]).spec.ops == {}

@@ -80,7 +80,7 @@ def test_extends_merges_mappings_deeply_and_replaces_scalars(tmp_path):
     assert loaded.name == "child"
     assert loaded.resolved["die"]["hbm"] == {"size": "32 GiB", "bandwidth": "1 TB/s", "latency": "150 cycles"}
     assert loaded.spec.die.hbm.size.bytes == 32 * 2**30
-    assert loaded.spec.die.aic_count == 24  # from a2, two levels up
+    assert loaded.spec.die.cores["aic"].count == 24  # from a2, two levels up
     assert "extends" not in loaded.resolved
 
 
@@ -160,8 +160,8 @@ def test_overrides_as_a_mapping_apply_in_order():
 
 
 def test_overrides_may_set_keys_the_schema_declares_but_the_file_omits():
-    loaded = load_config("a2", ["die.aiv.mte2.burst_bytes=64", "die.vector.latency.sqrt=20 cycles"])
-    assert loaded.spec.die.aiv.mte2.burst_bytes == 64
+    loaded = load_config("a2", ["die.cores.aiv.engines.MTE2.burst_bytes=64", "die.vector.latency.sqrt=20 cycles"])
+    assert loaded.spec.die.cores["aiv"].engines["MTE2"].burst_bytes == 64
     assert str(loaded.spec.die.vector.latency["sqrt"]) == "20 cycles"
 
 
@@ -303,14 +303,14 @@ def test_several_errors_are_all_listed_one_per_line_in_file_order(tmp_path):
         die:
           hbm:
             latency: 150
-          aic_count: 0
+          cores: {aic: {count: 0}}
         """,
     )
     lines = error_of(config).splitlines()
     assert lines[0] == f"3 errors in {config}:"
     assert lines[1].startswith(f"{config}:3: nic.per: must be 'package' or 'die', got 'node'")
     assert lines[2].startswith(f"{config}:6: die.hbm.latency: missing unit")
-    assert lines[3].startswith(f"{config}:7: die.aic_count: must be greater than 0, got 0")
+    assert lines[3].startswith(f"{config}:7: die.cores.aic.count: must be greater than 0, got 0")
 
 
 # -- YAML-level errors ---------------------------------------------------------------------------
@@ -323,8 +323,8 @@ def test_yaml_syntax_error_has_the_line(tmp_path):
 
 
 def test_a_key_given_twice_is_refused(tmp_path):
-    config = write(tmp_path, "c.yaml", "extends: a2\ndie:\n  aic_count: 24\n  aic_count: 20\n")
-    assert error_of(config) == f"{config}:4: key 'aic_count' given twice in one mapping (first at line 3); keep one"
+    config = write(tmp_path, "c.yaml", "extends: a2\ndie:\n  clock: 1 GHz\n  clock: 2 GHz\n")
+    assert error_of(config) == f"{config}:4: key 'clock' given twice in one mapping (first at line 3); keep one"
 
 
 @pytest.mark.parametrize(("text", "found"), [("", "the file is empty"), ("- a\n- b\n", "found a list")])

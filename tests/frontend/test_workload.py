@@ -58,7 +58,7 @@ def test_the_declarations_of_a_file_are_read_without_running_it(tmp_path):
         "raise SystemExit('never run')\n"
         "a = npusim.param('tokens', 256, 'tokens per step')\n"
         "b = ns.param(name='shape', default=(8, 16))\n"
-        "c = p('cores', npusim.current_session().config.spec.die.aiv_count)\n"
+        "c = p('cores', npusim.current_session().config.spec.die.cores['aiv'].count)\n"
         "d = other.param('not_ours', 1)\n"
     )
     declared = scan_declared_params(path)

@@ -74,7 +74,7 @@ def test_round_robin_walks_the_first_core_of_each_thread_first():
 
 
 def test_least_loaded_skips_busy_cores():
-    with npusim.session("a2", ["die.aiv_count=2", "ops.quant_scatter.vector_cores=2"]) as session:
+    with npusim.session("a2", ["die.cores.aiv.count=2", "ops.quant_scatter.vector_cores=2"]) as session:
         env = session.env
         long, short, third = Work(env, 10**7, "long"), Work(env, 10, "short"), Work(env, 10, "third")
         short.successors, third.pending = [third], 1

@@ -31,6 +31,7 @@ from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Tensor, ShmemTensor
 from npusim.frontend.tensor import empty
 from npusim.isa.instructions import on_recorded
+from npusim.isa.target import VectorTarget
 from npusim.kernels.shmem.checks import (
     check_atomic,
     check_cmp,
@@ -549,7 +550,7 @@ def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets
     program, src, src_pe, pred, tiles = _remote_read(op, f"experimental.{op}", src, src_pe, shape, offsets, valid_shape, pred)
     launch = program.launch
     dtype = src.dtype.numpy
-    ub_bytes = launch.system.die(program.die).spec.aiv.ub.bytes
+    ub_bytes = VectorTarget.of(launch.system).ub_bytes
     need = ub_tile_bytes(tiles[0].shape, dtype.itemsize)
     if need > ub_bytes:
         raise ResourceError(

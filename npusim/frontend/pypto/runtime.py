@@ -226,7 +226,7 @@ class CoreTask(Task):
                 launch.races.record(access)
                 self._records.append(access)
         kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
-        p = kernel.aiv(core)
+        p = kernel.vector_core(core)
         with p.tile(self.tile):
             tile = self.build(p)
             for consumer in self.consumers:

@@ -88,7 +88,7 @@ def build_quant_scatter(
     """
     kernel = isa.Kernel(KERNEL_NAME, die=tensors.input.device, system=tensors.input.system, op_args=op_args)
     for core in plan.cores:
-        _CoreLowering(kernel.aiv(core.core), problem, plan, tensors, skipped_rows).run(core.iterations)
+        _CoreLowering(kernel.vector_core(core.core), problem, plan, tensors, skipped_rows).run(core.iterations)
     return kernel
 
 

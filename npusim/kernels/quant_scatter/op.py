@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from pydantic import Field
 
+from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.config.schema import Spec
 import numpy as np
@@ -47,11 +48,12 @@ class QuantScatter(Op):
 
     @classmethod
     def check_settings(cls, settings: QuantScatterSettings, spec: Any) -> None:
-        cores = spec.die.aiv_count
+        kind = PRODUCTS.get(spec.product).vector_cores
+        cores = spec.die.cores[kind].count
         if settings.vector_cores > cores:
             raise ValueError(
                 f"ops.quant_scatter.vector_cores is {settings.vector_cores}, but a die has {cores} vector cores "
-                f"(die.aiv_count); use at most {cores}"
+                f"(die.cores.{kind}.count); use at most {cores}"
             )
 
     @classmethod

@@ -28,7 +28,7 @@ from .reference import quant_scatter_reference
 
 
 def overrides(ub_kib: int, cores: int) -> list[str]:
-    return [f"die.aiv.ub={ub_kib} KiB", f"ops.quant_scatter.vector_cores={cores}"]
+    return [f"die.cores.aiv.buffers.UB.size={ub_kib} KiB", f"ops.quant_scatter.vector_cores={cores}"]
 
 
 def run_case(case: dict, *, data: bool = True):
