@@ -455,8 +455,23 @@ def _validate(resolved: dict[str, Any], locations: Locations, source: str) -> Sy
     try:
         return SystemSpec.model_validate(resolved)
     except ValidationError as err:
-        lines = sorted({_explain(error, resolved, locations) for error in err.errors(include_url=False)}, key=_reading_order)
+        lines = sorted({line for error in err.errors(include_url=False) for line in _explain_all(error, resolved, locations)}, key=_reading_order)
         raise ConfigError(_combine(lines, source)) from None
+
+
+def _explain_all(error: Mapping[str, Any], resolved: dict[str, Any], locations: Locations) -> list[str]:
+    """The lines of one pydantic error: a check of a whole model may report several problems, one
+    per line, each starting with the key path it is about (``die.hbm.size: ...``)."""
+    message = str(error.get("ctx", {}).get("error", ""))
+    at = _data_path(error["loc"], resolved)
+    if error["type"] != "value_error" or not isinstance(_get(resolved, at), dict):
+        return [_explain(error, resolved, locations)]
+    lines = []
+    for line in message.splitlines():
+        key, colon, problem = line.partition(": ")
+        path = _mentioned_path(key, at, resolved) if colon and _KEY_PATH.fullmatch(key) else None
+        lines.append(f"{_where(path, locations)}: {_dotted(path)}: {problem}" if path else _explain({**error, "ctx": {"error": line}}, resolved, locations))
+    return lines
 
 
 def _explain(error: Mapping[str, Any], resolved: dict[str, Any], locations: Locations) -> str:
