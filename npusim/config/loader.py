@@ -35,8 +35,55 @@ from npusim.errors import ConfigError
 KeyPath = tuple[str | int, ...]
 """Where a value sits in a config: mapping keys and list indices from the top."""
 
-Locations = dict[KeyPath, str]
-"""For each key path, who set its value: ``FILE:LINE`` or ``--set key=value``."""
+
+
+class Locations:
+    """For each key path, who set its value: ``FILE:LINE`` or ``--set key=value``. Kept as a tree
+    (the keys located below each path), so that forgetting or copying what is below a path costs
+    what is there, not the size of the whole config: merging a child config is linear in its keys."""
+
+    def __init__(self) -> None:
+        self._where: dict[KeyPath, str] = {}
+        self._below: dict[KeyPath, dict[str | int, None]] = {}
+
+    def __setitem__(self, path: KeyPath, where: str) -> None:
+        if path:
+            self._below.setdefault(path[:-1], {})[path[-1]] = None
+        self._where[path] = where
+
+    def __getitem__(self, path: KeyPath) -> str:
+        return self._where[path]
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._where
+
+    def get(self, path: KeyPath, default: str | None = None) -> str | None:
+        return self._where.get(path, default)
+
+    def pop(self, path: KeyPath) -> str:
+        """The location of ``path``, forgetting it and everything below it."""
+        where = self._where[path]
+        self.forget(path)
+        return where
+
+    def forget(self, path: KeyPath) -> None:
+        """Drop the location of ``path`` and of everything below it."""
+        if path:
+            self._below.get(path[:-1], {}).pop(path[-1], None)
+        stack = [path]
+        while stack:
+            here = stack.pop()
+            self._where.pop(here, None)
+            stack.extend(here + (key,) for key in self._below.pop(here, ()))
+
+    def copy_below(self, other: "Locations", path: KeyPath) -> None:
+        """Take from ``other`` the location of ``path`` and of everything below it."""
+        stack = [path]
+        while stack:
+            here = stack.pop()
+            if here in other._where:
+                self[here] = other._where[here]
+            stack.extend(here + (key,) for key in other._below.get(here, ()))
 
 SUFFIX = ".yaml"
 EXTENDS = "extends"
@@ -194,7 +241,7 @@ def _read_yaml(config: _ConfigFile) -> tuple[dict[str, Any], Locations]:
 
 @functools.lru_cache(maxsize=64)
 def _parse_yaml(label: str, text: str) -> tuple[dict[str, Any], Locations]:
-    locations: Locations = {}
+    locations = Locations()
     root, data = _read_nodes(text, label, locations)
     if not isinstance(data, dict):
         found = "the file is empty" if data is None else f"found a {type(data).__name__}"
@@ -358,7 +405,7 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any], locations: Locations, 
     for key, value in over.items():
         path = prefix + (key,)
         if value is None:
-            _forget(locations, path)
+            locations.forget(path)
             locations[path] = over_locations[path]  # a required key removed is reported where it was removed
             base.pop(key, None)
         elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
@@ -369,14 +416,9 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any], locations: Locations, 
 
 
 def _replace(container: dict | list, key: str | int, value: Any, path: KeyPath, locations: Locations, over_locations: Locations) -> None:
-    _forget(locations, path)
-    locations.update((p, where) for p, where in over_locations.items() if p[: len(path)] == path)
+    locations.forget(path)
+    locations.copy_below(over_locations, path)
     container[key] = copy.deepcopy(value)
-
-
-def _forget(locations: Locations, path: KeyPath) -> None:
-    for stale in [p for p in locations if p[: len(path)] == path]:
-        del locations[stale]
 
 
 def _apply_overrides(resolved: dict[str, Any], locations: Locations, overrides: tuple[str, ...] | dict[str, object], origin: str) -> None:
@@ -415,7 +457,7 @@ def _yaml_value(text: str, label: str, key: str) -> Any:
     aliases are bounded as a file's are; a value that breaks the bounds is a :class:`ConfigError`
     named by ``label`` (the override) and ``key``."""
     try:
-        return _read_nodes(text, label, {}, lines=False, prefix=tuple(key.split(".")))[1]
+        return _read_nodes(text, label, Locations(), lines=False, prefix=tuple(key.split(".")))[1]
     except yaml.YAMLError:
         return text
 
@@ -456,7 +498,9 @@ def _set(resolved: dict[str, Any], locations: Locations, path: KeyPath, value: A
             container[part] = {}
             locations[path[: depth + 1]] = label
         container = container[part]
-    over_locations = {path + sub: label for sub in _sub_paths(value)}
+    over_locations = Locations()
+    for sub in _sub_paths(value):
+        over_locations[path + sub] = label
     if isinstance(container, dict):
         _merge(container, {path[-1]: value}, locations, over_locations, path[:-1])
     elif isinstance(value, Mapping) and isinstance(container[path[-1]], dict):

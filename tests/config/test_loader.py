@@ -136,6 +136,28 @@ def test_an_error_points_to_the_file_that_set_the_value(tmp_path):
     assert message.startswith(f"{tmp_path / 'parent.yaml'}:4: die.hbm.latency: missing unit")
 
 
+
+def test_a_value_replaced_takes_the_locations_of_what_replaced_it(tmp_path):
+    """What a replaced value held below it is forgotten, the mark of a removed key included: the
+    missing key is reported at the override that wrote die.hbm last, not where a parent removed it."""
+    write(tmp_path, "parent.yaml", "extends: a2\ndie:\n  hbm:\n    latency: null\n")
+    write(tmp_path, "child.yaml", "extends: parent.yaml\ndie:\n  hbm: 5\n")
+    override = "die.hbm={size: 64 GiB, bandwidth: 1 TB/s}"
+    assert error_of(tmp_path / "child.yaml", [override]).startswith(f"--set {override}: die.hbm.latency: missing required key 'latency'")
+    assert error_of(tmp_path / "child.yaml").startswith(f"{tmp_path / 'child.yaml'}:3: die.hbm: must be a valid dictionary")
+
+
+def test_every_key_of_a_long_child_is_located_in_the_child(tmp_path):
+    """A child replacing many keys of its parent: each error is located in the file that set the key last."""
+    latencies = "".join(f"      k{i}: {i + 1} cycles\n" for i in range(200))
+    write(tmp_path, "parent.yaml", "extends: a2\ndie:\n  vector:\n    latency:\n" + latencies)
+    child = latencies.replace("k7: 8 cycles", "k7: 8").replace("k150: 151 cycles", "k150: 151")
+    write(tmp_path, "child.yaml", "extends: parent.yaml\ndie:\n  vector:\n    latency:\n" + child)
+    lines = error_of(tmp_path / "child.yaml").splitlines()
+    assert [line.partition(": missing unit")[0] for line in lines[1:]] == [
+        f"{tmp_path / 'child.yaml'}:12: die.vector.latency.k7", f"{tmp_path / 'child.yaml'}:155: die.vector.latency.k150"]
+
+
 # -- overrides -----------------------------------------------------------------------------------
 
 
