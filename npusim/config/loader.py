@@ -612,9 +612,9 @@ def _validate(resolved: dict[str, Any], locations: Locations, source: str) -> Sy
 def _explain_all(error: Mapping[str, Any], resolved: dict[str, Any], locations: Locations) -> list[str]:
     """The lines of one pydantic error: a check of a whole model may report several problems, one
     per line, each starting with the key path it is about (``die.hbm.size: ...``)."""
-    message = str(error.get("ctx", {}).get("error", ""))
+    message = str(error.get("ctx", {}).get("error", error["msg"]))
     at = _data_path(error["loc"], resolved)
-    if error["type"] != "value_error" or not isinstance(_get(resolved, at), dict):
+    if error["type"] != "value_error" or not isinstance(_get(resolved, at), dict) or not message.strip():
         return [_explain(error, resolved, locations)]
     lines = []
     for line in message.splitlines():
