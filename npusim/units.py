@@ -14,6 +14,11 @@ from dataclasses import dataclass
 PS_PER_SECOND = 10**12
 PS_PER_US = 10**6
 
+ENGINE_MAX = 2**53
+"""Largest number of picoseconds or bytes the engine takes (about 2.5 hours, 8 PiB): its flow model
+computes times and sizes in float64, which holds whole numbers exactly only up to 2**53. Rates in
+bytes per picosecond and clock periods in picoseconds must lie in [1 / ENGINE_MAX, ENGINE_MAX]."""
+
 
 class Dimension(enum.Enum):
     """What a quantity measures, with the units it accepts in the error messages."""
@@ -40,6 +45,9 @@ EXAMPLES = {
     Dimension.TIME: "'1.5 us', '800 ns', '1400 cycles'",
     Dimension.FREQUENCY: "'1.85 GHz', '50 MHz'",
 }
+
+_ENGINE_UNITS = {Dimension.TIME: "ps", Dimension.SIZE: "bytes", Dimension.RATE: "bytes/ps", Dimension.FREQUENCY: "ps per cycle"}
+_LEAST = {Dimension.TIME: "1 ps", Dimension.SIZE: "1 B"}
 
 _NUMBER_AND_UNIT = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S.*?)?\s*$")
 
@@ -70,14 +78,41 @@ class Quantity:
     def to_ps(self, clock_hz: float) -> int:
         """A time in integer picoseconds (cycles converted with ``clock_hz``)."""
         assert self.dimension is Dimension.TIME
-        seconds = self.value / clock_hz if self.per_cycle else self.value
-        return int(round(seconds * PS_PER_SECOND))
+        return int(round(self._in_engine_units(clock_hz)))
 
     def bytes_per_ps(self, clock_hz: float) -> float:
         """A rate in bytes per picosecond (per-cycle rates converted with ``clock_hz``)."""
         assert self.dimension is Dimension.RATE
-        per_second = self.value * clock_hz if self.per_cycle else self.value
-        return per_second / PS_PER_SECOND
+        return self._in_engine_units(clock_hz)
+
+    def engine_problem(self, clock_hz: float) -> str | None:
+        """Why the engine cannot take this quantity once converted to its units (whole picoseconds,
+        whole bytes, bytes per picosecond, picoseconds per cycle; cycles with ``clock_hz``), with
+        what to do; None when it can. A time or a size must round to 1 .. ENGINE_MAX; a rate or a
+        clock period must lie in [1 / ENGINE_MAX, ENGINE_MAX]."""
+        converted = self._in_engine_units(clock_hz)
+        unit = _ENGINE_UNITS[self.dimension]
+        written = f"{self.text!r} at the {clock_hz:.6g} Hz clock" if self.per_cycle else repr(self.text)
+        smaller, larger = ("a higher", "a lower") if self.dimension is Dimension.FREQUENCY else ("a smaller", "a larger")
+        if not converted <= ENGINE_MAX:  # also infinity (an overflow, e.g. 1e400) and NaN
+            return f"{written} is more than 2**53 {unit}, the most the engine's float64 arithmetic holds exactly; give {smaller} value"
+        if self.dimension in (Dimension.TIME, Dimension.SIZE) and round(converted) < 1:
+            return f"{written} is {converted:.3g} {unit}, which rounds to 0 in the engine's whole {unit}; give at least {_LEAST[self.dimension]}"
+        if converted < 1 / ENGINE_MAX:
+            return f"{written} is {converted:.3g} {unit}, less than 2**-53 {unit}, the least the engine holds; give {larger} value"
+        return None
+
+    def _in_engine_units(self, clock_hz: float) -> float:
+        """This quantity in the unit the engine works in (:data:`_ENGINE_UNITS`), before any rounding."""
+        if self.dimension is Dimension.TIME:
+            seconds = self.value / clock_hz if self.per_cycle else self.value
+            return seconds * PS_PER_SECOND
+        if self.dimension is Dimension.RATE:
+            per_second = self.value * clock_hz if self.per_cycle else self.value
+            return per_second / PS_PER_SECOND
+        if self.dimension is Dimension.FREQUENCY:
+            return PS_PER_SECOND / self.value
+        return self.value  # a size: bytes
 
     def bytes_per_second(self, clock_hz: float) -> float:
         """A rate in bytes per second."""

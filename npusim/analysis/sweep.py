@@ -40,6 +40,7 @@ from npusim.analysis.results import ResultsFile, cell_text, columns_for, typed_r
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import ConfigError, UnknownParameterError, UsageError
 from npusim.files import write_json_atomically
+from npusim.frontend.session import check_seed
 from npusim.frontend.workload import NOT_LITERAL, convert_param, parse_param_overrides, scan_declared_params
 
 RESULTS_CSV = "results.csv"
@@ -83,6 +84,7 @@ def plan(config: str | Path, workload: str | Path, points: Sequence[Point], valu
     """Check and prepare ``points`` (each with a value for every one of ``value_columns``) on
     ``config`` with the fixed ``overrides`` and ``params``; ``origin`` names where the points'
     overrides come from in error messages."""
+    check_seed(seed)
     base_overrides = tuple(overrides or ())
     base = load_config(config, base_overrides)
     workload = Path(workload)

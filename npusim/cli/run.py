@@ -14,8 +14,8 @@ from npusim.cli.errors import EXIT_WORKLOAD, report
 from npusim.analysis.report import print_report
 from npusim.config import load_config
 from npusim.errors import NpusimError, UsageError
-from npusim.files import write_bytes_atomically, write_json_atomically
-from npusim.frontend.session import session
+from npusim.files import default_folder_name, write_bytes_atomically, write_json_atomically
+from npusim.frontend.session import MAX_SEED, session
 from npusim.frontend.workload import parse_param_overrides, run_workload_file
 from npusim.trace.chrome import write_chrome_trace
 
@@ -27,7 +27,7 @@ from npusim.trace.chrome import write_chrome_trace
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="output folder (default traces/<workload>-<config>/)")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="override a parameter the workload declares with npusim.param (repeatable)")
 @click.option("--no-data", is_flag=True, help="simulate timing only: no tensor values (timing is unchanged)")
-@click.option("--seed", default=0, show_default=True, help="seed of numpy's random generator for the workload")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="seed of numpy's random generator for the workload")
 @click.option("--plot", is_flag=True, help="also save timeline.png (the first 48 lanes) next to the trace")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
 def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None,
@@ -40,7 +40,7 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], pa
             raise UsageError(f"workload file {str(workload)!r} does not exist")
     except NpusimError as error:
         sys.exit(report(error, debug=debug))
-    out_dir = out_dir or Path("traces") / f"{workload.stem}-{loaded.name}"
+    out_dir = out_dir or Path("traces") / default_folder_name(workload, loaded.name)
     out_dir.mkdir(parents=True, exist_ok=True)
 
     failure: BaseException | None = None

@@ -14,6 +14,8 @@ from npusim.cli.errors import EXIT_WORKLOAD, report
 from npusim.cli.tables import print_sweep_table
 from npusim.config import load_config
 from npusim.errors import NpusimError
+from npusim.files import default_folder_name
+from npusim.frontend.session import MAX_SEED
 
 EXIT_INTERRUPTED = 130
 
@@ -28,7 +30,7 @@ EXIT_INTERRUPTED = 130
 @click.option("--workers", type=int, help="local worker processes (default: all cores)")
 @click.option("--scheduler", metavar="tcp://HOST:PORT", help="run the points on this Dask distributed scheduler's workers (needs npusim[cluster])")
 @click.option("--no-data", is_flag=True, help="simulate timing only: no tensor values (timing is unchanged)")
-@click.option("--seed", default=0, show_default=True, help="seed of numpy's random generator, the same for every point")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="seed of numpy's random generator, the same for every point")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="output folder (default sweeps/<workload>-<config>/)")
 @click.option("--resume", is_flag=True, help="continue the sweep in --out: points already recorded ok are not simulated again")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
@@ -41,7 +43,7 @@ def sweep_command(config_name: str, workload: Path, grid: tuple[str, ...], overr
     sweep.json to the output folder, and prints the points sorted by simulated time.
     """
     try:
-        out_dir = out_dir or Path("sweeps") / f"{workload.stem}-{load_config(config_name, overrides).name}"
+        out_dir = out_dir or Path("sweeps") / default_folder_name(workload, load_config(config_name, overrides).name)
         outcome = run_sweep(config_name, workload, grid, overrides=overrides, params=params, workers=workers, scheduler=scheduler,
                             data=not no_data, seed=seed, out=out_dir, resume=resume, command=["npusim", *sys.argv[1:]])
     except NpusimError as error:

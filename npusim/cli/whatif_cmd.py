@@ -13,6 +13,7 @@ from npusim.analysis.whatif import run_whatif
 from npusim.cli.errors import report
 from npusim.cli.tables import print_whatif_table
 from npusim.errors import NpusimError
+from npusim.frontend.session import MAX_SEED
 
 
 @click.command("whatif")
@@ -23,7 +24,7 @@ from npusim.errors import NpusimError
 @click.option("--workers", type=int, help="local worker processes (default: all cores)")
 @click.option("--scheduler", metavar="tcp://HOST:PORT", help="run on this Dask distributed scheduler's workers (needs npusim[cluster])")
 @click.option("--data", is_flag=True, help="simulate tensor values too (default: timing only, which gives the same times)")
-@click.option("--seed", default=0, show_default=True, help="seed of numpy's random generator")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="seed of numpy's random generator")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
 def whatif_command(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], workers: int | None,
                    scheduler: str | None, data: bool, seed: int, debug: bool) -> None:

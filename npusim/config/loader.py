@@ -4,6 +4,8 @@ A config is a YAML mapping of the keys of :class:`~npusim.config.schema.SystemSp
 a parent with ``extends:`` (merged first: mappings deep-merged, lists and scalars replaced); overrides
 (``--set key.path=value``) apply last. Every key remembers the file and line, or the ``--set``, that
 gave its value, so that each error reads ``FILE:LINE: key.path: what is wrong; how to fix``.
+YAML aliases and merge keys, in files and in override values, are bounded before they are expanded
+(:data:`MAX_ALIAS_VALUES`, :data:`MAX_DEPTH`), and a value that contains itself is refused.
 """
 
 from __future__ import annotations
@@ -34,13 +36,69 @@ from npusim.errors import ConfigError
 KeyPath = tuple[str | int, ...]
 """Where a value sits in a config: mapping keys and list indices from the top."""
 
-Locations = dict[KeyPath, str]
-"""For each key path, who set its value: ``FILE:LINE`` or ``--set key=value``."""
+
+
+class Locations:
+    """For each key path, who set its value: ``FILE:LINE`` or ``--set key=value``. Kept as a tree
+    (the keys located below each path), so that forgetting or copying what is below a path costs
+    what is there, not the size of the whole config: merging a child config is linear in its keys."""
+
+    def __init__(self) -> None:
+        self._where: dict[KeyPath, str] = {}
+        self._below: dict[KeyPath, dict[str | int, None]] = {}
+
+    def __setitem__(self, path: KeyPath, where: str) -> None:
+        if path:
+            self._below.setdefault(path[:-1], {})[path[-1]] = None
+        self._where[path] = where
+
+    def __getitem__(self, path: KeyPath) -> str:
+        return self._where[path]
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._where
+
+    def get(self, path: KeyPath, default: str | None = None) -> str | None:
+        return self._where.get(path, default)
+
+    def pop(self, path: KeyPath) -> str:
+        """The location of ``path``, forgetting it and everything below it."""
+        where = self._where[path]
+        self.forget(path)
+        return where
+
+    def forget(self, path: KeyPath) -> None:
+        """Drop the location of ``path`` and of everything below it."""
+        if path:
+            self._below.get(path[:-1], {}).pop(path[-1], None)
+        stack = [path]
+        while stack:
+            here = stack.pop()
+            self._where.pop(here, None)
+            stack.extend(here + (key,) for key in self._below.pop(here, ()))
+
+    def copy_below(self, other: "Locations", path: KeyPath) -> None:
+        """Take from ``other`` the location of ``path`` and of everything below it."""
+        stack = [path]
+        while stack:
+            here = stack.pop()
+            if here in other._where:
+                self[here] = other._where[here]
+            stack.extend(here + (key,) for key in other._below.get(here, ()))
 
 SUFFIX = ".yaml"
 EXTENDS = "extends"
 _MISSING = object()
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_STR_TAG = "tag:yaml.org,2002:str"
+
+MAX_DEPTH = 32
+"""Deepest nesting of mappings and lists in a config or an override value (the schema needs 6)."""
+
+MAX_ALIAS_VALUES = 10_000
+"""Most values YAML aliases and merge keys may add to a config or an override value beyond those
+written in it: far more than a real config uses, and a bound on the work an alias bomb (lists of
+aliases of lists of aliases ...) can cause."""
 
 
 @dataclass(frozen=True)
@@ -184,19 +242,8 @@ def _read_yaml(config: _ConfigFile) -> tuple[dict[str, Any], Locations]:
 
 @functools.lru_cache(maxsize=64)
 def _parse_yaml(label: str, text: str) -> tuple[dict[str, Any], Locations]:
-    loader = yaml.SafeLoader(text)
-    locations: Locations = {}
-    try:
-        root = loader.get_single_node()
-        if root is not None:
-            _check_keys(root, label, set())
-        data = None if root is None else _to_plain(root, (), locations, label, loader, set())
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{label}{line}: YAML syntax error: {err.problem or err.context}; fix the file at this line") from None
-    finally:
-        loader.dispose()
+    locations = Locations()
+    root, data = _read_nodes(text, label, locations)
     if not isinstance(data, dict):
         found = "the file is empty" if data is None else f"found a {type(data).__name__}"
         raise ConfigError(f"{label}:1: a config is a mapping of keys (name, product, shape, die, fabric, nic, or `extends`); {found}")
@@ -204,46 +251,147 @@ def _parse_yaml(label: str, text: str) -> tuple[dict[str, Any], Locations]:
     return data, locations
 
 
-def _check_keys(node: yaml.Node, label: str, seen: set[int]) -> None:
-    """Refuse a key written twice in one mapping (YAML would silently keep the last) and keys that
-    are not scalars; checked on the file as written, before merge keys (``<<``) are expanded."""
-    if isinstance(node, yaml.ScalarNode) or id(node) in seen:
-        return
-    seen.add(id(node))
-    pairs = node.value if isinstance(node, yaml.MappingNode) else [(None, item) for item in node.value]
-    first_line: dict[str, int] = {}
-    for key_node, value_node in pairs:
-        if key_node is not None and key_node.tag != _MERGE_TAG:
-            line = key_node.start_mark.line + 1
+def _read_nodes(text: str, label: str, locations: Locations, *, lines: bool = True, prefix: KeyPath = ()) -> tuple[yaml.Node | None, Any]:
+    """The YAML node of ``text`` and its Python value, recording in ``locations`` the line of every key and list
+    item (``prefix``: where the value will sit, for messages; ``lines``: whether ``label`` is a file). The nodes
+    are checked (:func:`_check_nodes`) before any alias is expanded. Raises :class:`ConfigError`, or
+    ``yaml.YAMLError`` for text that is not YAML at all."""
+    loader = _NestingBoundLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None, None
+        _check_nodes(root, label, lines, prefix)
+        return root, _to_plain(root, (), locations, label, loader)
+    except yaml.MarkedYAMLError as err:
+        if not lines:
+            raise
+        mark = err.problem_mark or err.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{label}{line}: YAML syntax error: {err.problem or err.context}; fix the file at this line") from None
+    except _TooDeep as err:
+        raise ConfigError(f"{label}{f':{err.line + 1}' if lines else ''}: nested more than {MAX_DEPTH} levels deep; a config needs far fewer, flatten it") from None
+    finally:
+        loader.dispose()
+
+
+class _TooDeep(Exception):
+    """Composing YAML reached a node nested more than MAX_DEPTH levels deep, at ``line``."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+class _NestingBoundLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing to compose nodes nested more than MAX_DEPTH levels deep (its
+    composer recurses once per level, so deep text would end in a RecursionError after much work)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self._depth >= MAX_DEPTH:
+            raise _TooDeep(self.peek_event().start_mark.line)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _check_nodes(root: yaml.Node, label: str, lines: bool, prefix: KeyPath) -> None:
+    """Refuse, on the YAML as composed (an alias is the very node it names, shared, not yet expanded),
+    what cannot become a config: a key given twice in one mapping (YAML would silently keep the last),
+    a key that is not a name, a value that contains itself through an alias, nesting deeper than
+    :data:`MAX_DEPTH`, and aliases or merge keys (``<<``) that would add more than
+    :data:`MAX_ALIAS_VALUES` values. Each node is measured once, so this costs the size of the text
+    whatever the aliases would expand to."""
+    measured: dict[int, tuple[int, int]] = {}  # node -> (values it expands to, levels of nesting); a mapping's own level included
+    uses: dict[int, int] = {}
+    first_seen: dict[int, tuple[yaml.Node, KeyPath]] = {}
+    active: set[int] = set()
+
+    def at(line: int) -> str:
+        return f"{label}:{line + 1}" if lines else label
+
+    def where(line: int, path: KeyPath) -> str:
+        return f"{at(line)}: {_dotted(prefix + path)}"
+
+    def measure(node: yaml.Node, path: KeyPath, depth: int, line: int) -> tuple[int, int]:
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{where(line, path)}: nested more than {MAX_DEPTH} levels deep; a config needs far fewer, flatten it")
+        if id(node) in active:
+            raise ConfigError(f"{where(line, path)}: a value that contains itself (a recursive alias); remove the alias that refers back")
+        uses[id(node)] = uses.get(id(node), 0) + 1
+        if id(node) not in measured:
+            first_seen[id(node)] = (node, path)
+            active.add(id(node))
+            measured[id(node)] = measure_children(node, path, depth)
+            active.discard(id(node))
+        size, levels = measured[id(node)]
+        if depth - 1 + levels > MAX_DEPTH:
+            raise ConfigError(f"{where(line, path)}: the alias here nests the value more than {MAX_DEPTH} levels deep; use fewer aliases")
+        return size, levels
+
+    def measure_children(node: yaml.Node, path: KeyPath, depth: int) -> tuple[int, int]:
+        if isinstance(node, yaml.ScalarNode):
+            return 1, 1
+        size, levels = 1, 0
+        if isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                item_size, item_levels = measure(item, path + (index,), depth + 1, node.start_mark.line)
+                size, levels = size + item_size, max(levels, item_levels)
+            return size, levels + 1
+        first_line: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line
+            if key_node.tag == _MERGE_TAG:  # the merged mappings' entries become this mapping's
+                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for source in sources:
+                    if isinstance(source, yaml.MappingNode):
+                        source_size, source_levels = measure(source, path, depth, line)
+                        size, levels = size + source_size - 1, max(levels, source_levels - 1)
+                continue
             if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigError(f"{label}:{line}: a key must be a name, not a {'list' if isinstance(key_node, yaml.SequenceNode) else 'mapping'}")
+                raise ConfigError(f"{at(line)}: a key must be a name, not a {'list' if isinstance(key_node, yaml.SequenceNode) else 'mapping'}")
+            if key_node.tag != _STR_TAG:
+                raise ConfigError(f"{where(line, path)}: key {key_node.value} is not a name; write keys as words")
             if key_node.value in first_line:
-                raise ConfigError(f"{label}:{line}: key {key_node.value!r} given twice in one mapping (first at line {first_line[key_node.value]}); keep one")
+                raise ConfigError(f"{at(line)}: key {key_node.value!r} given twice in one mapping (first at line {first_line[key_node.value] + 1}); keep one")
             first_line[key_node.value] = line
-        _check_keys(value_node, label, seen)
+            value_size, value_levels = measure(value_node, path + (key_node.value,), depth + 1, line)
+            size, levels = size + value_size, max(levels, value_levels)
+        return size, levels + 1
+
+    total, _ = measure(root, (), 1, root.start_mark.line)
+    if total - len(measured) > MAX_ALIAS_VALUES:
+        shared = [key for key, count in uses.items() if count > 1]
+        node, path = first_seen[max(shared, key=lambda key: measured[key][0] * uses[key])]
+        raise ConfigError(
+            f"{where(node.start_mark.line, path)}: aliases expand this value to {measured[id(node)][0]} values, used "
+            f"{uses[id(node)]} times: more than the {MAX_ALIAS_VALUES} values aliases may add (an alias bomb?); use fewer aliases"
+        )
 
 
-def _to_plain(node: yaml.Node, path: KeyPath, locations: Locations, label: str, loader: yaml.SafeLoader, active: set[int]) -> Any:
-    """The Python value of ``node``, recording the line of every key and list item below ``path``."""
-    if id(node) in active:
-        raise ConfigError(f"{label}:{node.start_mark.line + 1}: {_dotted(path)}: an alias refers to itself; remove the recursive alias")
+def _to_plain(node: yaml.Node, path: KeyPath, locations: Locations, label: str, loader: yaml.SafeLoader) -> Any:
+    """The Python value of ``node`` (checked by :func:`_check_nodes`), recording the line of every key and list
+    item below ``path``."""
     if isinstance(node, yaml.ScalarNode):
         return loader.construct_object(node)
-    active = active | {id(node)}
     if isinstance(node, yaml.SequenceNode):
         items = []
         for index, item in enumerate(node.value):
             locations[path + (index,)] = f"{label}:{item.start_mark.line + 1}"
-            items.append(_to_plain(item, path + (index,), locations, label, loader, active))
+            items.append(_to_plain(item, path + (index,), locations, label, loader))
         return items
     loader.flatten_mapping(node)  # YAML merge keys (<<: *anchor) become ordinary entries, own keys last
     mapping: dict[str, Any] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node)
-        if not isinstance(key, str):
-            raise ConfigError(f"{label}:{key_node.start_mark.line + 1}: {_dotted(path)}: key {key!r} is not a name; write keys as words")
         locations[path + (key,)] = f"{label}:{key_node.start_mark.line + 1}"
-        mapping[key] = _to_plain(value_node, path + (key,), locations, label, loader, active)
+        mapping[key] = _to_plain(value_node, path + (key,), locations, label, loader)
     return mapping
 
 
@@ -258,7 +406,7 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any], locations: Locations, 
     for key, value in over.items():
         path = prefix + (key,)
         if value is None:
-            _forget(locations, path)
+            locations.forget(path)
             locations[path] = over_locations[path]  # a required key removed is reported where it was removed
             base.pop(key, None)
         elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
@@ -269,14 +417,9 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any], locations: Locations, 
 
 
 def _replace(container: dict | list, key: str | int, value: Any, path: KeyPath, locations: Locations, over_locations: Locations) -> None:
-    _forget(locations, path)
-    locations.update((p, where) for p, where in over_locations.items() if p[: len(path)] == path)
+    locations.forget(path)
+    locations.copy_below(over_locations, path)
     container[key] = copy.deepcopy(value)
-
-
-def _forget(locations: Locations, path: KeyPath) -> None:
-    for stale in [p for p in locations if p[: len(path)] == path]:
-        del locations[stale]
 
 
 def _apply_overrides(resolved: dict[str, Any], locations: Locations, overrides: tuple[str, ...] | dict[str, object], origin: str) -> None:
@@ -300,17 +443,22 @@ def _override_items(overrides: tuple[str, ...] | dict[str, object], origin: str)
     for text in overrides:
         key, equals, raw = text.partition("=")
         if equals and key.strip():
-            items.append((key.strip(), _yaml_value(raw), f"{origin} {text}"))
+            try:
+                items.append((key.strip(), _yaml_value(raw, f"{origin} {text}", key.strip()), f"{origin} {text}"))
+            except ConfigError as error:
+                errors.append(str(error))
         else:
             errors.append(f"{origin} {text}: malformed override; write KEY.PATH=VALUE, e.g. {origin} die.hbm.bandwidth=3.2TB/s or {origin} shape.nodes=4")
     return items, errors
 
 
-def _yaml_value(text: str) -> Any:
+def _yaml_value(text: str, label: str, key: str) -> Any:
     """``text`` as YAML reads it (``4`` -> 4, ``true`` -> True, ``'3.2 TB/s'`` and ``3.2TB/s`` -> str,
-    ``null`` -> None, ``[1, 2]`` -> a list); text YAML cannot read stays the string as written."""
+    ``null`` -> None, ``[1, 2]`` -> a list); text YAML cannot read stays the string as written. Its
+    aliases are bounded as a file's are; a value that breaks the bounds is a :class:`ConfigError`
+    named by ``label`` (the override) and ``key``."""
     try:
-        return yaml.safe_load(text)
+        return _read_nodes(text, label, Locations(), lines=False, prefix=tuple(key.split(".")))[1]
     except yaml.YAMLError:
         return text
 
@@ -351,7 +499,9 @@ def _set(resolved: dict[str, Any], locations: Locations, path: KeyPath, value: A
             container[part] = {}
             locations[path[: depth + 1]] = label
         container = container[part]
-    over_locations = {path + sub: label for sub in _sub_paths(value)}
+    over_locations = Locations()
+    for sub in _sub_paths(value):
+        over_locations[path + sub] = label
     if isinstance(container, dict):
         _merge(container, {path[-1]: value}, locations, over_locations, path[:-1])
     elif isinstance(value, Mapping) and isinstance(container[path[-1]], dict):
@@ -472,8 +622,23 @@ def _validate(resolved: dict[str, Any], locations: Locations, source: str) -> Sy
     try:
         return SystemSpec.model_validate(resolved)
     except ValidationError as err:
-        lines = sorted({_explain(error, resolved, locations) for error in err.errors(include_url=False)}, key=_reading_order)
+        lines = sorted({line for error in err.errors(include_url=False) for line in _explain_all(error, resolved, locations)}, key=_reading_order)
         raise ConfigError(_combine(lines, source)) from None
+
+
+def _explain_all(error: Mapping[str, Any], resolved: dict[str, Any], locations: Locations) -> list[str]:
+    """The lines of one pydantic error: a check of a whole model may report several problems, one
+    per line, each starting with the key path it is about (``die.hbm.size: ...``)."""
+    message = str(error.get("ctx", {}).get("error", error["msg"]))
+    at = _data_path(error["loc"], resolved)
+    if error["type"] != "value_error" or not isinstance(_get(resolved, at), dict) or not message.strip():
+        return [_explain(error, resolved, locations)]
+    lines = []
+    for line in message.splitlines():
+        key, colon, problem = line.partition(": ")
+        path = _mentioned_path(key, at, resolved) if colon and _KEY_PATH.fullmatch(key) else None
+        lines.append(f"{_where(path, locations)}: {_dotted(path)}: {problem}" if path else _explain({**error, "ctx": {"error": line}}, resolved, locations))
+    return lines
 
 
 def _explain(error: Mapping[str, Any], resolved: dict[str, Any], locations: Locations) -> str:

@@ -2,12 +2,17 @@
 
 Every component declares its parameters with a type, a unit and a one-line meaning (gem5 style).
 Quantities are :class:`~npusim.units.Quantity` values parsed from strings with units; a bare number,
-a wrong unit or a non-positive value is refused. Unknown keys are refused (``extra='forbid'``).
+a wrong unit or a non-positive value is refused, and so is one that the engine cannot take once
+converted to its units (:meth:`~npusim.units.Quantity.engine_problem`, checked for every quantity of
+a whole system). Unknown keys are refused (``extra='forbid'``), and values are not coerced
+(``strict``): ``true`` is not the number 1, ``4.0`` is not the whole number 4.
 The hardware model (``npusim.hw``) reads these specs and never writes them.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
@@ -35,11 +40,41 @@ Frequency = _quantity(Dimension.FREQUENCY)
 PositiveInt = Annotated[int, Field(gt=0)]
 Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _safe_name(name: str) -> str:
+    if not _SAFE_NAME.fullmatch(name):
+        raise ValueError(
+            f"{name!r} is not a safe name: the name becomes part of output folders (traces/<workload>-<name>), so it must be "
+            "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or a digit (no '/', no spaces), e.g. a3-superpod"
+        )
+    return name
+
+
+ConfigName = Annotated[str, AfterValidator(_safe_name)]
+
 
 class Spec(BaseModel):
-    """Base of every spec: frozen, unknown keys refused."""
+    """Base of every spec: frozen, unknown keys refused, no coercion between types."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _quantities(value: object, path: str) -> Iterator[tuple[str, Quantity]]:
+    """Every quantity inside ``value`` (a spec, a mapping or a list of them) with its key path below
+    ``path`` (``fabric.links[0].link.latency``)."""
+    if isinstance(value, Quantity):
+        yield path, value
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _quantities(getattr(value, name), f"{path}.{name}" if path else name)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _quantities(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _quantities(item, f"{path}[{index}]")
 
 
 PipeName = Literal["SCALAR", "VECTOR", "CUBE", "MTE1", "MTE2", "MTE3", "FIXP"]
@@ -280,7 +315,7 @@ def _known_product(name: str) -> str:
 class SystemSpec(Spec):
     """A whole simulated machine: what ``--config`` names."""
 
-    name: str = Field(description="short name used in output folders (a2, a3, ...)")
+    name: ConfigName = Field(description="short name used in output folders (a2, a3, ...): letters, digits, '.', '_', '-'")
     description: str = ""
     product: Annotated[str, AfterValidator(_known_product)] = Field(description="chip product (ascend910b, ascend910c, ascend310p ...); decides what the ops support and "
                          "which core kinds run vector and cube kernels")
@@ -292,6 +327,23 @@ class SystemSpec(Spec):
     ops: settings_of(OPS) = Field(default_factory=dict, description="per-op settings of the kernels npusim models (not hardware), "
                                   "each validated by its op's own model")
     shmem: "ShmemSpec | None" = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
+
+    @model_validator(mode="after")
+    def _quantities_fit_the_engine(self) -> "SystemSpec":
+        """Every quantity of the system, converted to the engine's units (cycles with the die clock),
+        is in range: one line per problem, each starting with its key path. Per-cycle quantities are
+        not checked against a clock that is itself out of range (its own line says so)."""
+        clock = self.die.clock
+        clock_is_usable = clock.engine_problem(clock.hz) is None
+        problems = [
+            f"{path}: {problem}"
+            for path, quantity in _quantities(self, "")
+            if clock_is_usable or not quantity.per_cycle
+            if (problem := quantity.engine_problem(clock.hz)) is not None
+        ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _topology_is_consistent(self) -> "SystemSpec":

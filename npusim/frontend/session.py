@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import numbers
 import time
 from dataclasses import dataclass, field
 from heapq import heappop
@@ -30,6 +31,15 @@ from npusim.trace.recorder import Recorder
 from npusim.trace.summary import summarize
 
 DEFAULT_TIME_LIMIT_PS = 10 * 10**12  # 10 s of simulated time: a bound on runaway programs
+MAX_SEED = 2**32 - 1
+"""Largest seed numpy's global random generator takes (``np.random.seed``: 0 .. 2**32 - 1)."""
+
+
+def check_seed(seed: object) -> int:
+    """``seed`` when numpy's global random generator takes it; else a :class:`UsageError` saying what it takes."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"seed {seed!r}: give a whole number from 0 to {MAX_SEED} (it seeds numpy's random generator)")
+    return int(seed)
 
 
 @dataclass
@@ -172,6 +182,7 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
     as ``key.path=value``); ``data=False`` simulates timing only; ``params`` override the workload's
     declared parameters (:func:`npusim.param`). numpy's global random generator is seeded with
     ``seed`` so workloads that draw random inputs are reproducible."""
+    check_seed(seed)
     loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
     current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}))

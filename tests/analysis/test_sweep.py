@@ -87,6 +87,18 @@ def test_a_typo_in_a_key_fails_the_whole_sweep_before_anything_runs(copy_workloa
     assert not (tmp_path / "out").exists()
 
 
+def test_a_grid_value_the_engine_cannot_take_fails_the_sweep_before_anything_runs(copy_workload, tmp_path):
+    with pytest.raises(ConfigError, match=r"^--grid die.aicpu.poll_interval=0.1 ps: die.aicpu.poll_interval: '0.1 ps' is 0.1 ps, which rounds to 0"):
+        run_sweep("a2", copy_workload, {"die.aicpu.poll_interval": ["1 us", "0.1 ps"]}, data=False, out=tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_seed_numpy_does_not_take_fails_the_sweep_before_anything_runs(copy_workload, tmp_path):
+    with pytest.raises(UsageError, match=r"^seed -1: give a whole number from 0 to 4294967295"):
+        run_sweep("a2", copy_workload, {"param.tile": [16384]}, seed=-1, data=False, out=tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
 def test_parameters_are_checked_by_reading_the_workload(copy_workload, tmp_path):
     with pytest.raises(UsageError, match=r"parameter tile='big': expected a int like its default 32768"):
         run_sweep("a2", copy_workload, {"param.tile": [16384, "big"]}, data=False, progress=False)

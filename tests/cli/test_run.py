@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vector_add.py"
 
@@ -100,3 +102,64 @@ def test_config_show_and_validate(tmp_path):
     bad.write_text("extends: a2.yaml\ndie:\n  hbm:\n    bandwidth: 0 TB/s\n")
     run = npusim("config", "validate", bad, cwd=tmp_path)
     assert run.returncode == 2 and "bad.yaml:4" in run.stderr and "die.hbm.bandwidth" in run.stderr
+
+
+# -- hostile and extreme input: one-line errors, exit 2, nothing written ---------------------------
+
+
+def assert_config_error(run, tmp_path, starts: str) -> None:
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith(f"npusim: error: {starts}"), run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert not (tmp_path / "traces").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [("die.aicpu.poll_interval=0.1 ps", "'0.1 ps' is 0.1 ps, which rounds to 0"), ("die.hbm.bandwidth=1e400 TB/s", "'1e400 TB/s' is more than 2**53"),
+     ("die.aiv.ub=0.1 B", "'0.1 B' is 0.1 bytes, which rounds to 0"), ("die.hbm.size=1e308 TB", "'1e308 TB' is more than 2**53"),
+     ("die.clock=1e-300 Hz", "'1e-300 Hz' is more than 2**53 ps per cycle"), ("shape.nodes=true", "must be a valid integer, got True")],
+)
+def test_an_extreme_config_value_exits_2_naming_the_key(tmp_path, override, problem):
+    run = npusim("run", "-c", "a3", DEMO, "--set", override, cwd=tmp_path)
+    assert_config_error(run, tmp_path, f"--set {override}: {override.partition('=')[0]}: {problem}")
+
+
+def test_an_extreme_value_in_a_config_file_is_located_at_its_line(tmp_path):
+    config = tmp_path / "slow_poll.yaml"
+    config.write_text("extends: a3\ndie:\n  aicpu:\n    poll_interval: 0.1 ps\n")
+    run = npusim("run", "-c", config, DEMO, cwd=tmp_path)
+    assert_config_error(run, tmp_path, f"{config}:4: die.aicpu.poll_interval: '0.1 ps' is 0.1 ps, which rounds to 0 in the engine's whole ps")
+
+
+def test_alias_bombs_and_recursive_values_exit_2(tmp_path):
+    bomb = "[&a [x, x, x, x, x, x, x, x, x]" + "".join(f", &{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")) + "]"
+    config = tmp_path / "bomb.yaml"
+    config.write_text(f"extends: a2\nbomb: {bomb}\n")
+    assert_config_error(npusim("run", "-c", config, DEMO, cwd=tmp_path), tmp_path, f"{config}:2: bomb.7: aliases expand this value to 48427561 values")
+    assert_config_error(npusim("run", "-c", "a2", DEMO, "--set", f"description={bomb}", cwd=tmp_path), tmp_path,
+                        f"--set description={bomb}: description.7: aliases expand this value to 48427561 values")
+    assert_config_error(npusim("run", "-c", "a2", DEMO, "--set", "die.hbm=&a [*a]", cwd=tmp_path), tmp_path,
+                        "--set die.hbm=&a [*a]: die.hbm.0: a value that contains itself (a recursive alias)")
+
+
+def test_a_config_name_that_would_leave_the_traces_folder_exits_2(tmp_path):
+    config = tmp_path / "escape.yaml"
+    config.write_text('extends: a2\nname: "/../../../../tmp/escape"\n')
+    run = npusim("run", "-c", config, DEMO, "--no-data", cwd=tmp_path)
+    assert_config_error(run, tmp_path, f"{config}:2: name: '/../../../../tmp/escape' is not a safe name: the name becomes part of output folders")
+
+
+def test_the_default_output_folder_keeps_odd_workload_names_inside_traces(tmp_path):
+    workload = tmp_path / ".odd name;$(x).py"
+    workload.write_text(DEMO.read_text())
+    run = npusim("run", "-c", "a2", workload, "--no-data", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert [p.name for p in (tmp_path / "traces").iterdir()] == ["_odd_name___x_-a2"]
+
+
+def test_a_negative_or_too_large_seed_is_a_usage_error(tmp_path):
+    for seed in ("-1", str(2**32)):
+        run = npusim("run", "-c", "a2", DEMO, "--seed", seed, cwd=tmp_path)
+        assert run.returncode == 2 and f"Invalid value for '--seed': {seed} is not in the range 0<=x<=4294967295" in run.stderr
+        assert "Traceback" not in run.stderr and not (tmp_path / "traces").exists()

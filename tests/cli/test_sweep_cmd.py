@@ -76,3 +76,19 @@ def test_ctrl_c_stops_the_sweep_with_its_finished_rows_kept_then_resume_finishes
     assert 1 <= finished < 12
     resumed = npusim(*command[3:], "--resume", cwd=tmp_path)
     assert resumed.returncode == 0 and f"{12 - finished} points simulated on 1 local worker process, {finished} already in results.csv" in resumed.stdout
+
+
+def test_a_config_name_that_would_leave_the_sweeps_folder_exits_2(tmp_path):
+    config = tmp_path / "escape.yaml"
+    config.write_text('extends: a2\nname: "/../../../../tmp/escape"\n')
+    run = npusim("sweep", "-c", config, DEMO, "--grid", "param.tile=16384", "--no-data", cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.startswith(f"npusim: error: {config}:2: name: '/../../../../tmp/escape' is not a safe name")
+    assert not (tmp_path / "sweeps").exists()
+
+
+def test_a_negative_seed_is_a_usage_error_of_sweep_and_whatif(tmp_path):
+    for command in ("sweep", "whatif"):
+        run = npusim(command, "-c", "a2", DEMO, "--grid" if command == "sweep" else "--param", "param.tile=16384" if command == "sweep" else "tile=16384",
+                     "--seed", "-1", cwd=tmp_path)
+        assert run.returncode == 2 and "Invalid value for '--seed': -1 is not in the range 0<=x<=4294967295" in run.stderr, run.stderr
+    assert not (tmp_path / "sweeps").exists()

@@ -7,8 +7,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
-from npusim.config import LoadedConfig, SystemSpec, builtin_configs, load_config
+from npusim.config import LoadedConfig, SystemSpec, builtin_configs, load_config, loader
+from npusim.config.loader import MAX_ALIAS_VALUES, MAX_DEPTH
 from npusim.errors import ConfigError
 
 
@@ -132,6 +134,28 @@ def test_an_error_points_to_the_file_that_set_the_value(tmp_path):
     write(tmp_path, "child.yaml", "extends: parent.yaml\nname: child\n")
     message = error_of(tmp_path / "child.yaml")
     assert message.startswith(f"{tmp_path / 'parent.yaml'}:4: die.hbm.latency: missing unit")
+
+
+
+def test_a_value_replaced_takes_the_locations_of_what_replaced_it(tmp_path):
+    """What a replaced value held below it is forgotten, the mark of a removed key included: the
+    missing key is reported at the override that wrote die.hbm last, not where a parent removed it."""
+    write(tmp_path, "parent.yaml", "extends: a2\ndie:\n  hbm:\n    latency: null\n")
+    write(tmp_path, "child.yaml", "extends: parent.yaml\ndie:\n  hbm: 5\n")
+    override = "die.hbm={size: 64 GiB, bandwidth: 1 TB/s}"
+    assert error_of(tmp_path / "child.yaml", [override]).startswith(f"--set {override}: die.hbm.latency: missing required key 'latency'")
+    assert error_of(tmp_path / "child.yaml").startswith(f"{tmp_path / 'child.yaml'}:3: die.hbm: must be a valid dictionary")
+
+
+def test_every_key_of_a_long_child_is_located_in_the_child(tmp_path):
+    """A child replacing many keys of its parent: each error is located in the file that set the key last."""
+    latencies = "".join(f"      k{i}: {i + 1} cycles\n" for i in range(200))
+    write(tmp_path, "parent.yaml", "extends: a2\ndie:\n  vector:\n    latency:\n" + latencies)
+    child = latencies.replace("k7: 8 cycles", "k7: 8").replace("k150: 151 cycles", "k150: 151")
+    write(tmp_path, "child.yaml", "extends: parent.yaml\ndie:\n  vector:\n    latency:\n" + child)
+    lines = error_of(tmp_path / "child.yaml").splitlines()
+    assert [line.partition(": missing unit")[0] for line in lines[1:]] == [
+        f"{tmp_path / 'child.yaml'}:12: die.vector.latency.k7", f"{tmp_path / 'child.yaml'}:155: die.vector.latency.k150"]
 
 
 # -- overrides -----------------------------------------------------------------------------------
@@ -351,6 +375,101 @@ def test_anchors_and_merge_keys_are_read(tmp_path):
     nic = loaded.resolved["nic"]
     assert {key: nic[key] for key in ("bandwidth", "latency", "per")} == {"bandwidth": "56 GB/s", "latency": "100 ns", "per": "package"}
 
+
+
+# -- aliases, recursion, nesting: bounded before anything is expanded -----------------------------
+
+
+def alias_bomb(levels: int, fan_out: int) -> str:
+    """``a0`` a list of ``fan_out`` strings, each next level a list of ``fan_out`` aliases of the one before:
+    ``fan_out ** levels`` strings once expanded, written in a few lines."""
+    lists = [f"&a0 [{', '.join(['x'] * fan_out)}]"] + [f"&a{i} [{', '.join([f'*a{i - 1}'] * fan_out)}]" for i in range(1, levels)]
+    return "[" + ", ".join(lists) + "]"
+
+
+@pytest.fixture
+def yaml_work(monkeypatch):
+    """Counts of the YAML nodes composed and of the values constructed from them while loading."""
+    counts = {"composed": 0, "constructed": 0}
+    compose, construct = yaml.SafeLoader.compose_node, yaml.SafeLoader.construct_object
+
+    def counting_compose(self, *args):
+        counts["composed"] += 1
+        return compose(self, *args)
+
+    def counting_construct(self, *args, **kwargs):
+        counts["constructed"] += 1
+        return construct(self, *args, **kwargs)
+
+    monkeypatch.setattr(yaml.SafeLoader, "compose_node", counting_compose)
+    monkeypatch.setattr(yaml.SafeLoader, "construct_object", counting_construct)
+    return counts
+
+
+def test_an_alias_bomb_in_a_file_is_refused_before_it_is_expanded(tmp_path, yaml_work):
+    """9**9 (387 million) values: refused having composed only the nodes written and constructed none."""
+    config = write(tmp_path, "c.yaml", f"extends: a2\nbomb: {alias_bomb(9, 9)}\n")
+    message = error_of(config)
+    assert message == (f"{config}:2: bomb.7: aliases expand this value to 48427561 values, used 10 times: more than the "
+                       f"{MAX_ALIAS_VALUES} values aliases may add (an alias bomb?); use fewer aliases")
+    assert yaml_work["composed"] < 100 and yaml_work["constructed"] == 0
+
+
+def test_a_merge_key_bomb_is_refused_before_it_is_expanded(tmp_path, yaml_work):
+    merges = "".join(f"m{i}: &m{i} {{<<: [{', '.join([f'*m{i - 1}'] * 9)}]}}\n" for i in range(1, 12))
+    config = write(tmp_path, "c.yaml", f"extends: a2\nm0: &m0 {{k0: 1, k1: 2, k2: 3}}\n{merges}")
+    message = error_of(config)
+    assert message.startswith(f"{config}:12: m10: aliases expand this value to ") and "an alias bomb?" in message
+    assert yaml_work["composed"] < 200 and yaml_work["constructed"] == 0
+
+
+def test_an_alias_bomb_in_an_override_is_refused_before_it_is_expanded(yaml_work):
+    override = f"name={alias_bomb(9, 9)}"
+    assert error_of("a2", [override]).startswith(f"--set {override}: name.7: aliases expand this value to 48427561 values")
+    assert yaml_work["constructed"] < 1000  # the built-in config's own values; none of the bomb's
+
+
+def test_aliases_may_add_up_to_the_bound(tmp_path, monkeypatch):
+    """Each alias of a 4-item list adds 5 values; with a bound of 50, ten aliases pass, eleven do not."""
+    monkeypatch.setattr(loader, "MAX_ALIAS_VALUES", 50)
+    within = write(tmp_path, "within.yaml", f"extends: a2\nlists: [&a [1, 2, 3, 4], {', '.join(['*a'] * 10)}]\n")
+    beyond = write(tmp_path, "beyond.yaml", f"extends: a2\nlists: [&a [1, 2, 3, 4], {', '.join(['*a'] * 11)}]\n")
+    assert "unknown key 'lists'" in error_of(within)
+    assert error_of(beyond).startswith(f"{beyond}:2: lists.0: aliases expand this value to 5 values, used 12 times: more than the 50 values")
+
+
+@pytest.mark.parametrize(("text", "where"), [("x: &a [*a]", "x.0"), ("x: &a {y: *a}", "x.y"), ("x: &a {<<: *a}", "x"), ("x: &a [[1, *a]]", "x.0.1")])
+def test_a_recursive_value_in_a_file_is_refused(tmp_path, text, where):
+    config = write(tmp_path, "c.yaml", f"extends: a2\n{text}\n")
+    assert error_of(config) == f"{config}:2: {where}: a value that contains itself (a recursive alias); remove the alias that refers back"
+
+
+@pytest.mark.parametrize("value", ["&a [*a]", "&a {x: *a}"])
+def test_a_recursive_override_value_is_refused(value):
+    message = error_of("a2", [f"die.hbm={value}"])
+    assert message.startswith(f"--set die.hbm={value}: die.hbm.") and "a value that contains itself (a recursive alias)" in message
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 5000])
+def test_nesting_deeper_than_the_bound_is_refused(tmp_path, levels):
+    config = write(tmp_path, "c.yaml", f"extends: a2\nx: {'[' * levels}{']' * levels}\n")
+    assert error_of(config) == f"{config}:2: nested more than {MAX_DEPTH} levels deep; a config needs far fewer, flatten it"
+
+
+def test_nesting_made_deep_by_aliases_is_refused(tmp_path):
+    chain = "".join(f"l{i}: &l{i} [*l{i - 1}]\n" for i in range(1, MAX_DEPTH + 2))
+    config = write(tmp_path, "c.yaml", f"extends: a2\nl0: &l0 [1]\n{chain}")
+    assert "levels deep; use fewer aliases" in error_of(config)
+
+
+def test_a_deeply_nested_override_value_is_refused():
+    value = "[" * 100 + "]" * 100
+    assert error_of("a2", [f"name={value}"]) == f"--set name={value}: nested more than {MAX_DEPTH} levels deep; a config needs far fewer, flatten it"
+
+
+def test_all_bad_override_values_are_listed_at_once():
+    lines = error_of("a2", ["name=&a [*a]", f"description={alias_bomb(9, 9)}"]).splitlines()
+    assert lines[0] == "2 errors in the overrides:" and "contains itself" in lines[1] and "an alias bomb?" in lines[2]
 
 # -- identity --------------------------------------------------------------------------------------
 

@@ -93,3 +93,40 @@ def test_a_scaled_quantity_is_written_in_its_unit_and_parses_back(text, factor, 
     quantity = parse_quantity(text, dimension).scaled(factor)
     assert str(quantity) == scaled
     assert parse_quantity(str(quantity), dimension).value == pytest.approx(quantity.value)
+
+
+# -- what the engine can take ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "dimension"),
+    [("1 ps", Dimension.TIME), ("1 B", Dimension.SIZE), ("8192 TiB", Dimension.SIZE), ("9000 s", Dimension.TIME),
+     ("200 B/s", Dimension.RATE), ("1e6 TB/s", Dimension.RATE), ("1 Hz", Dimension.FREQUENCY), ("1000 GHz", Dimension.FREQUENCY)],
+)
+def test_the_engine_takes_quantities_in_its_range(text, dimension):
+    assert parse_quantity(text, dimension).engine_problem(GHZ) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "dimension", "problem"),
+    [("0.1 ps", Dimension.TIME, "'0.1 ps' is 0.1 ps, which rounds to 0 in the engine's whole ps; give at least 1 ps"),
+     ("0.4 cycles", Dimension.TIME, "'0.4 cycles' at the 1e+12 Hz clock is 0.4 ps, which rounds to 0 in the engine's whole ps; give at least 1 ps"),
+     ("0.1 B", Dimension.SIZE, "'0.1 B' is 0.1 bytes, which rounds to 0 in the engine's whole bytes; give at least 1 B"),
+     ("8193 TiB", Dimension.SIZE, "'8193 TiB' is more than 2**53 bytes"),
+     ("1e308 TB", Dimension.SIZE, "'1e308 TB' is more than 2**53 bytes"),
+     ("10000 s", Dimension.TIME, "'10000 s' is more than 2**53 ps"),
+     ("1e400 TB/s", Dimension.RATE, "'1e400 TB/s' is more than 2**53 bytes/ps, the most the engine's float64 arithmetic holds exactly; give a smaller value"),
+     ("1e-5 B/s", Dimension.RATE, "'1e-5 B/s' is 1e-17 bytes/ps, less than 2**-53 bytes/ps, the least the engine holds; give a larger value"),
+     ("1e-300 Hz", Dimension.FREQUENCY, "'1e-300 Hz' is more than 2**53 ps per cycle, the most the engine's float64 arithmetic holds exactly; give a higher value"),
+     ("1e30 Hz", Dimension.FREQUENCY, "'1e30 Hz' is 1e-18 ps per cycle, less than 2**-53 ps per cycle, the least the engine holds; give a lower value")],
+)
+def test_the_engine_refuses_what_rounds_to_zero_overflows_or_is_out_of_range(text, dimension, problem):
+    assert parse_quantity(text, dimension).engine_problem(1e12).startswith(problem)
+
+
+def test_the_range_is_checked_on_the_values_the_engine_gets():
+    """A per-cycle quantity is in range at one clock and out of it at another; what is checked is the
+    conversion the hardware model makes (to_ps, bytes_per_ps)."""
+    quantity = parse_quantity("1 cycle", Dimension.TIME)
+    assert quantity.to_ps(1e12) == 1 and quantity.engine_problem(1e12) is None
+    assert quantity.to_ps(4e12) == 0 and "rounds to 0" in quantity.engine_problem(4e12)

@@ -1,5 +1,6 @@
 """Sessions: results, determinism, timing-only mode, failures."""
 
+import re
 import runpy
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import npusim
-from npusim.errors import ConfigError
+from npusim.errors import ConfigError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTOR_ADD = runpy.run_path(str(ROOT / "examples" / "vector_add.py"), run_name="vector_add")
@@ -55,6 +56,13 @@ def test_a_failing_workload_marks_the_result_failed():
 def test_config_errors_surface_before_anything_runs():
     with pytest.raises(ConfigError, match="die.hbm.bandwidth"):
         with npusim.session("a2", overrides=["die.hbm.bandwidth=12"]):
+            pass
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, True, "7"])
+def test_a_seed_numpy_does_not_take_is_a_usage_error_before_anything_is_built(seed):
+    with pytest.raises(UsageError, match=rf"^seed {re.escape(repr(seed))}: give a whole number from 0 to 4294967295 \(it seeds numpy's random generator\)$"):
+        with npusim.session("a2", data=False, seed=seed):
             pass
 
 

@@ -1,0 +1,125 @@
+"""The schema's own checks: every quantity fits the engine once converted, no coercion between types
+(``true`` is not 1), and a config name that is safe in a folder name."""
+
+import textwrap
+
+import pytest
+from pydantic import BaseModel
+
+from npusim.config import load_config
+from npusim.errors import ConfigError
+from npusim.units import Dimension, Quantity
+
+OUT_OF_RANGE = {Dimension.TIME: "0.1 ps", Dimension.SIZE: "0.1 B", Dimension.RATE: "1e400 TB/s", Dimension.FREQUENCY: "1e-300 Hz"}
+
+
+def error_of(config, overrides=()) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_config(config, overrides)
+    return str(caught.value)
+
+
+def quantity_paths(value, path=()):
+    """The key path and dimension of every quantity in a spec, found by walking it."""
+    if isinstance(value, Quantity):
+        yield path, value.dimension
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from quantity_paths(getattr(value, name), path + (name,))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from quantity_paths(item, path + (key,))
+
+
+@pytest.mark.parametrize("config", ["a2", "a3"])
+def test_every_quantity_of_a_builtin_config_is_checked_against_the_engine(config):
+    """Not a list of fields: each quantity the spec holds, set out of range, is refused by its key."""
+    paths = list(quantity_paths(load_config(config).spec))
+    assert len(paths) > 40 and {dimension for _, dimension in paths} == set(Dimension)
+    for path, dimension in paths:
+        key = ".".join(path)
+        override = f"{key}={OUT_OF_RANGE[dimension]}"
+        assert error_of(config, [override]).startswith(f"--set {override}: {key}: '{OUT_OF_RANGE[dimension]}' is "), key
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [("die.aicpu.poll_interval=0.1 ps", "'0.1 ps' is 0.1 ps, which rounds to 0 in the engine's whole ps; give at least 1 ps"),
+     ("die.hbm.bandwidth=1e400 TB/s", "'1e400 TB/s' is more than 2**53 bytes/ps"),
+     ("die.aiv.ub=0.1 B", "'0.1 B' is 0.1 bytes, which rounds to 0 in the engine's whole bytes; give at least 1 B"),
+     ("die.hbm.size=1e308 TB", "'1e308 TB' is more than 2**53 bytes"),
+     ("die.clock=1e-300 Hz", "'1e-300 Hz' is more than 2**53 ps per cycle")],
+)
+def test_the_reported_extreme_values_are_config_errors_naming_the_key(override, problem):
+    key = override.partition("=")[0]
+    assert error_of("a3", [override]).startswith(f"--set {override}: {key}: {problem}")
+
+
+def test_a_quantity_out_of_range_in_a_file_is_located_at_its_line(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("extends: a2\ndie:\n  aicpu:\n    poll_interval: 0.1 ps\n  hbm:\n    size: 0.2 B\n")
+    assert error_of(config).splitlines() == [
+        "2 errors in " + str(config) + ":",
+        f"{config}:4: die.aicpu.poll_interval: '0.1 ps' is 0.1 ps, which rounds to 0 in the engine's whole ps; give at least 1 ps",
+        f"{config}:6: die.hbm.size: '0.2 B' is 0.2 bytes, which rounds to 0 in the engine's whole bytes; give at least 1 B",
+    ]
+
+
+def test_a_quantity_in_a_list_is_checked_and_located(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(textwrap.dedent("""\
+        extends: a2
+        fabric:
+          kind: links
+          link: null
+          links:
+            - {a: 0, b: 1, link: {bandwidth: 28 GB/s, latency: 100 ns}}
+            - a: 1
+              b: 2
+              link: {bandwidth: 28 GB/s, latency: 0.3 ps}
+        """))
+    assert error_of(config).startswith(f"{config}:9: fabric.links.1.link.latency: '0.3 ps' is 0.3 ps, which rounds to 0")
+
+
+def test_per_cycle_quantities_are_converted_with_the_die_clock_and_located_where_written():
+    """At 10 THz, 1 cycle is 0.1 ps: each time written in few cycles is refused, at its own line."""
+    lines = error_of("a2", ["die.clock=10000 GHz"]).splitlines()
+    assert lines[0].endswith("errors in builtin:a2:")
+    assert all(":" in line.split(": ")[0] for line in lines[1:])  # FILE:LINE, not the --set
+    assert any(" die.scalar.flag: '" in line and "cycles' at the 1e+13 Hz clock is" in line and "rounds to 0" in line for line in lines[1:])
+
+
+def test_a_clock_out_of_range_is_reported_alone():
+    """The per-cycle quantities cannot be judged against a clock the engine cannot take."""
+    message = error_of("a2", ["die.clock=1e-300 Hz"])
+    assert "\n" not in message and message.startswith("--set die.clock=1e-300 Hz: die.clock: ")
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [("shape.nodes=true", "shape.nodes"), ("die.aic_count=false", "die.aic_count"), ("shape.packages_per_node=4.0", "shape.packages_per_node"),
+     ("nic.efficiency=true", "nic.efficiency"), ("die.vector.repeat_bytes=yes", "die.vector.repeat_bytes")],
+)
+def test_booleans_and_fractions_do_not_pass_as_whole_numbers(override, key):
+    message = error_of("a3", [override])
+    assert message.startswith(f"--set {override}: {key}: must be a valid ")
+    assert "write a whole number" in message or "write a number" in message
+
+
+def test_a_boolean_does_not_pass_as_a_die_index_of_a_link(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("extends: a2\nfabric:\n  kind: links\n  link: null\n  links:\n    - {a: true, b: 1, link: {bandwidth: 28 GB/s, latency: 100 ns}}\n")
+    assert error_of(config).startswith(f"{config}:6: fabric.links.0.a: must be a valid integer, got True")
+
+
+@pytest.mark.parametrize("name", ["/../../../../tmp/escape", "..", ".hidden", "a/b", "a b", "-rf", "", "x" * 65, "a\\b"])
+def test_a_config_name_must_be_safe_in_a_folder_name(name):
+    override = f"name='{name}'"
+    message = error_of("a2", [override])
+    assert message.startswith(f"--set {override}: name: {name!r} is not a safe name: the name becomes part of output folders")
+    assert "letters, digits, '.', '_' or '-', starting with a letter or a digit" in message
+
+
+@pytest.mark.parametrize("name", ["a3-superpod", "my_a2.v2", "A2", "x" * 64])
+def test_safe_config_names_are_accepted(name):
+    assert load_config("a2", [f"name={name}"]).name == name
