@@ -342,24 +342,22 @@ class VectorOp(FixedCost):
 
 
 class MatrixVectorOp(VectorOp):
-    """A vector instruction group on a 2-D tile in UB: ``src`` is ``rows x cols`` with rows
-    ``src_stride`` elements apart; a row reduction (``reduce_sum`` ...) writes one value per row to
-    ``dst[r * dst_stride]``, ``transpose`` writes ``cols x rows`` with rows ``dst_stride`` apart."""
+    """A vector instruction group on strided views of UB (shapes and strides in elements): a row
+    reduction (``reduce_sum`` ...) reduces the last axis of the source view into the destination
+    view (the source's shape without its last axis); ``transpose`` writes the 2-D source transposed;
+    ``copy`` writes the source view, broadcast by zero strides, into the destination view."""
 
-    __slots__ = ("rows", "cols", "src_stride", "dst_stride")
+    __slots__ = ("src_view", "dst_view")
 
-    def __init__(self, kind: str, dst: LocalTensor, src: LocalTensor, rows: int, cols: int, src_stride: int, dst_stride: int,
-                 cost_ps: int, label: str) -> None:
+    def __init__(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_view: tuple, cost_ps: int, label: str) -> None:
         super().__init__(kind, dst, [src], None, "rint", cost_ps, label)
-        self.rows, self.cols, self.src_stride, self.dst_stride = rows, cols, src_stride, dst_stride
+        self.src_view, self.dst_view = src_view, dst_view
 
     def _compute(self, core, run) -> None:
         src_values, dst_values = self.srcs[0].values(core), self.dst.values(core)
-        src = as_strided(src_values, shape=(self.rows, self.cols), strides=(self.src_stride * src_values.itemsize, src_values.itemsize))
-        if self.kind == "transpose":
-            out = as_strided(dst_values, shape=(self.cols, self.rows), strides=(self.dst_stride * dst_values.itemsize, dst_values.itemsize))
-        else:
-            out = as_strided(dst_values, shape=(self.rows,), strides=(self.dst_stride * dst_values.itemsize,))
+        (src_shape, src_strides), (dst_shape, dst_strides) = self.src_view, self.dst_view
+        src = as_strided(src_values, shape=src_shape, strides=tuple(s * src_values.itemsize for s in src_strides))
+        out = as_strided(dst_values, shape=dst_shape, strides=tuple(s * dst_values.itemsize for s in dst_strides))
         vector_semantics.compute(self.kind, out, [src.copy()], None, "rint")
 
 

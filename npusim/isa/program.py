@@ -19,6 +19,7 @@ Ascend C kernel issues them::
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Iterator
 
 import numpy as np
@@ -316,44 +317,74 @@ class CoreProgram:
                     break
         return total
 
-    def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, rows: int, cols: int, src_stride: int | None = None,
-               dst_stride: int = 1, *, name: str | None = None) -> Instruction:
-        """Row reduction ``dst[r * dst_stride] = sum / max / min of src[r, :cols]`` (kind ``reduce_sum``,
-        ``reduce_max``, ``reduce_min``) by pairwise halving (:func:`~npusim.isa.vector.halving_reduce`).
-        Timed as the instructions of the halving: one vector instruction per level while a row is longer
-        than one repeat (``rows x half`` elements each), then one in-repeat reduction (vcadd / vcmax) of
-        ``rows`` repeats per remaining repeat-length."""
+    def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *,
+               name: str | None = None) -> Instruction:
+        """Reduce the last axis of ``src_view`` = (shape, strides in elements) of ``src`` into ``dst``
+        (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``) by pairwise halving
+        (:func:`~npusim.isa.vector.halving_reduce`). Timed as the instructions of the halving: one vector
+        instruction per level while a row is longer than one repeat (all rows' pairs at once), then one
+        in-repeat reduction (vcadd / vcmax) of one repeat per row."""
         if kind not in vector_semantics.REDUCE:
             raise UsageError(f"reduce: kind {kind!r} is not one of {', '.join(vector_semantics.REDUCE)}")
-        src_stride = cols if src_stride is None else src_stride
-        self._check_matrix(kind, src, rows, cols, src_stride)
-        self._check_matrix(kind, dst, rows, 1, dst_stride)
+        shape, strides = tuple(src_view[0]), tuple(src_view[1])
+        dst_view = (shape[:-1], tuple(dst_strides))
+        self._check_view(kind, src, shape, strides)
+        self._check_view(kind, dst, *dst_view)
+        rows, n = math.prod(shape[:-1]), shape[-1]
         lanes = self._timing.vector.repeat_bytes // src.dtype.itemsize
-        levels, n = [], cols
+        levels = []
         while n > lanes:
             h = (n + 1) // 2
             levels.append(rows * (n - h))
             n = h
         levels.append(rows * lanes)  # the in-repeat reduction: one repeat per row
         cost = self._matrix_cost(kind, levels, src.dtype.itemsize)
-        return self._append(MatrixVectorOp(kind, dst, src, rows, cols, src_stride, dst_stride, cost, name or kind))
+        return self._append(MatrixVectorOp(kind, dst, src, (shape, strides), dst_view, cost, name or kind))
 
     def transpose(self, dst: LocalTensor, src: LocalTensor, rows: int, cols: int, src_stride: int | None = None,
                   dst_stride: int | None = None, *, name: str | None = None) -> Instruction:
         """``dst[c, r] = src[r, c]`` for a ``rows x cols`` tile (rows ``src_stride`` apart; the result's
         rows ``dst_stride`` apart), timed as one pass over the tile's repeats (vnchwconv / vtranspose)."""
-        src_stride = cols if src_stride is None else src_stride
-        dst_stride = rows if dst_stride is None else dst_stride
-        self._check_matrix("transpose", src, rows, cols, src_stride)
-        self._check_matrix("transpose", dst, cols, rows, dst_stride)
-        cost = self._matrix_cost("transpose", [rows * cols], src.dtype.itemsize)
-        return self._append(MatrixVectorOp("transpose", dst, src, rows, cols, src_stride, dst_stride, cost, name or "transpose"))
+        src_view = ((rows, cols), (cols if src_stride is None else src_stride, 1))
+        dst_view = ((cols, rows), (rows if dst_stride is None else dst_stride, 1))
+        return self._matrix("transpose", dst, src, src_view, dst_view, name)
 
-    def _check_matrix(self, what: str, tensor: LocalTensor, rows: int, cols: int, stride: int) -> None:
-        span = (rows - 1) * stride + cols if rows and cols else 0
-        if tensor.buffer != "UB" or tensor.count < span or stride < cols:
-            raise UsageError(f"vector {what}: operand {tensor!r} must be a UB tensor holding {rows} rows of {cols} elements "
-                             f"{stride} apart ({span} elements)")
+    def broadcast(self, dst: LocalTensor, src: LocalTensor, shape: tuple, src_strides: tuple, dst_strides: tuple, *,
+                  name: str | None = None) -> Instruction:
+        """Copy the view (``shape``, ``src_strides``) of ``src`` into ``dst`` (``dst_strides``); a
+        zero source stride repeats the source along that axis (vbrcb / vcopy), timed as one pass over
+        the destination's repeats."""
+        return self._matrix("copy", dst, src, (tuple(shape), tuple(src_strides)), (tuple(shape), tuple(dst_strides)), name)
+
+    def scan(self, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *, name: str | None = None) -> Instruction:
+        """Running sum along the last axis of ``src_view`` (shape, strides) into ``dst`` (same shape,
+        ``dst_strides``), in ``dst``'s dtype, element after element; timed as one vector add per step
+        along the axis over all rows at once."""
+        shape = tuple(src_view[0])
+        self._check_view("cumsum", src, shape, tuple(src_view[1]))
+        self._check_view("cumsum", dst, shape, tuple(dst_strides))
+        rows = math.prod(shape[:-1])
+        cost = self._matrix_cost("add", [rows] * shape[-1], dst.dtype.itemsize)
+        return self._append(MatrixVectorOp("cumsum", dst, src, (shape, tuple(src_view[1])), (shape, tuple(dst_strides)), cost, name or "cumsum"))
+
+    def one_hot(self, dst: LocalTensor, src: LocalTensor, shape: tuple, src_strides: tuple, dst_strides: tuple, *,
+                name: str | None = None) -> Instruction:
+        """``dst[..., c] = (src[...] == c)`` for the view ``shape`` (the last axis the classes), timed
+        as one pass over the destination's repeats (a compare-and-select per class block)."""
+        src_view = (tuple(shape[:-1]), tuple(src_strides))
+        return self._matrix("one_hot", dst, src, src_view, (tuple(shape), tuple(dst_strides)), name)
+
+    def _matrix(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_view: tuple, name: str | None) -> Instruction:
+        self._check_view(kind, src, *src_view)
+        self._check_view(kind, dst, *dst_view)
+        cost = self._matrix_cost(kind, [math.prod(dst_view[0])], dst.dtype.itemsize)
+        return self._append(MatrixVectorOp(kind, dst, src, src_view, dst_view, cost, name or kind))
+
+    def _check_view(self, what: str, tensor: LocalTensor, shape: tuple, strides: tuple) -> None:
+        span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
+        if tensor.buffer != "UB" or tensor.count < span or len(shape) != len(strides) or min(strides, default=0) < 0:
+            raise UsageError(f"vector {what}: operand {tensor!r} must be a UB tensor holding the view of shape {list(shape)} "
+                             f"with strides {list(strides)} ({span} elements)")
 
     # -- cube ----------------------------------------------------------------------------------
 

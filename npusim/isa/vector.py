@@ -43,7 +43,7 @@ ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "odd": lambda x: _round_to_odd(x),  # CAST_ODD: inexact results get an odd last digit (von Neumann)
 }
 
-KINDS = tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(REDUCE) + ("dup", "cast", "transpose")
+KINDS = tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot")
 
 # float formats as (mantissa bits with the implicit one, smallest normal exponent, largest exponent)
 _FORMATS = {np.dtype(np.float16): (11, -14, 15), np.dtype(ml_dtypes.bfloat16): (8, -126, 127), np.dtype(np.float32): (24, -126, 127)}
@@ -150,8 +150,12 @@ def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar, rounding
     elif kind in UNARY:
         with np.errstate(all="ignore"):
             dst[...] = UNARY[kind](srcs[0]).astype(dst.dtype)
-    elif kind in REDUCE:  # srcs[0] is (rows, cols), dst (rows,)
-        dst[...] = halving_reduce(_widen(srcs[0]) if kind != "reduce_sum" else srcs[0], REDUCE[kind]).astype(dst.dtype)
+    elif kind in REDUCE:  # dst has the shape of srcs[0] without its last axis
+        dst[...] = halving_reduce(srcs[0], REDUCE[kind]).astype(dst.dtype)
+    elif kind == "cumsum":  # running sum along the last axis, one element after the other, in dst's dtype
+        dst[...] = np.cumsum(srcs[0], axis=-1, dtype=dst.dtype)
+    elif kind == "one_hot":  # dst[..., c] = 1 where srcs[0][...] == c
+        dst[...] = (srcs[0][..., None] == np.arange(dst.shape[-1])).astype(dst.dtype)
     elif kind == "transpose":  # srcs[0] is (rows, cols), dst (cols, rows)
         dst[...] = srcs[0].T
     elif kind == "dup":

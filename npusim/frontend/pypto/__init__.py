@@ -1,4 +1,5 @@
-"""``from npusim import pypto``: PyPTO's names for writing distributed (shmem) kernels on npusim.
+"""``from npusim import pypto``: PyPTO's names for writing distributed (shmem) kernels on npusim,
+with the tile compute ops (``add`` ... ``matmul``, ``docs/pypto.md``) that work on their data.
 
 A kernel is a Python function that :func:`npusim.launch` runs once per PE (SPMD); inside, the ops
 of ``pypto.distributed`` and ``pypto.experimental`` build the PE's dataflow graph of tile ops, which
@@ -36,6 +37,34 @@ from npusim.kernels.shmem.dtypes import (
     DataType,
     OpType,
 )
+from npusim.frontend.pypto.compute import (
+    CastMode,
+    PrecisionType,
+    SaturationMode,
+    abs,
+    add,
+    amax,
+    amin,
+    cast,
+    concat,
+    cumsum,
+    div,
+    exp,
+    full,
+    matmul,
+    maximum,
+    minimum,
+    mul,
+    neg,
+    one_hot,
+    reshape,
+    rsqrt,
+    set_cube_tile_shapes,
+    sqrt,
+    sub,
+    sum,
+    transpose,
+)
 from npusim.frontend.pypto.ops import assemble, set_vec_tile_shapes, view
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
@@ -45,4 +74,7 @@ __all__ = [
     "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64",
     "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64",
     "assemble", "distributed", "experimental", "set_vec_tile_shapes", "view",
+    "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
+    "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
+    "transpose",
 ]

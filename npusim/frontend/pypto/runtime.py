@@ -198,15 +198,16 @@ class AccessSpec:
 
 
 class CoreTask(Task):
-    """A tile op that runs a small program on one AIV core. ``build(p)`` appends its instructions
-    (returning the UB tile of a load); ``consumers`` (stores and assignments of a loaded tile) are
-    appended after it in the same program; each of ``accesses`` lists shmem reads and writes.
-    ``first_event`` / ``last_event``: the events of its program's first instruction and of the one
-    that ended last (-1 until recorded)."""
+    """A tile op that runs a small program on one AI core of ``core_kind`` ("aiv" for vector tile
+    ops, "aic" for cube tile ops). ``build(p)`` appends its instructions (returning the UB tile of a
+    load); ``consumers`` (stores and assignments of a loaded tile) are appended after it in the same
+    program; each of ``accesses`` lists shmem reads and writes. ``first_event`` / ``last_event``: the
+    events of its program's first instruction and of the one that ended last (-1 until recorded)."""
 
-    def __init__(self, op: OpNode, tile: int, build: Callable) -> None:
+    def __init__(self, op: OpNode, tile: int, build: Callable, core_kind: str = "aiv") -> None:
         super().__init__(op, tile)
         self.build = build
+        self.core_kind = core_kind
         self.consumers: list[Callable] = []
         self.accesses: list[Callable[[], list[AccessSpec]]] = []
         self._records: list[Access] = []
@@ -226,13 +227,13 @@ class CoreTask(Task):
                 launch.races.record(access)
                 self._records.append(access)
         kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
-        p = kernel.aiv(core)
+        p = kernel.core(self.core_kind, core)
         with p.tile(self.tile):
             tile = self.build(p)
             for consumer in self.consumers:
                 consumer(p, tile)
         self._watch(p.instructions)
-        process = kernel.launch(stream=launch.core_stream(self.op.program.die, core))
+        process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind))
         process.callbacks.append(self._ended)
         return process
 
@@ -354,6 +355,7 @@ class PeProgram:
     ops: list[OpNode] = field(default_factory=list)
     tile_shape: tuple[int, ...] | None = None
     creates: int = 0
+    cube_tiles: object | None = None  # set_cube_tile_shapes (a kernels.compute.matmul.CubeTiles)
 
     def op(self, name: str, **args) -> OpNode:
         """A new op of this PE, with its trace record."""
@@ -391,7 +393,7 @@ class ShmemLaunch:
         self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there
         self.races = RaceDetector(self._race)
         self.schedulers: list[AicpuScheduler] = []
-        self._core_streams: dict[tuple[int, int], Stream] = {}
+        self._core_streams: dict[tuple, Stream] = {}
         self.done: simpy.Event | None = None
 
     @property
@@ -440,11 +442,12 @@ class ShmemLaunch:
         self.areas.append(area)
         return area
 
-    def core_stream(self, die: int, core: int) -> Stream:
-        """The in-order queue of tile ops of one AIV core."""
-        stream = self._core_streams.get((die, core))
+    def core_stream(self, die: int, core: int, kind: str = "aiv") -> Stream:
+        """The in-order queue of tile ops of one AI core (``kind`` "aiv" or "aic")."""
+        key = (die, core) if kind == "aiv" else (die, core, kind)
+        stream = self._core_streams.get(key)
         if stream is None:
-            stream = self._core_streams[(die, core)] = Stream(self.system.env, die, f"aiv{core}")
+            stream = self._core_streams[key] = Stream(self.system.env, die, f"{kind}{core}")
         return stream
 
     # -- finishing and running ---------------------------------------------------------------------
