@@ -200,8 +200,9 @@ def one_hot_tile(p: CoreProgram, operand: Operand, out: GmView, classes: int, ou
     """One tile of ``one_hot``: the index box, compared against every class, stored as the box with
     the classes as its last dim."""
     out_box = operand.box + (classes,)
-    frame = TileFrame(p, out_box, [operand.dtype, np.dtype(out_dtype)], name)
+    frame = TileFrame(p, operand.box, [operand.dtype, np.dtype(out_dtype)], name)
     (indices,) = frame.load([operand])
-    result = frame.alloc(out_dtype)
-    p.one_hot(result, indices, out_box, tile_strides(operand.box, frame.itemsizes), frame.strides, name=name)
-    frame.store(result, out)
+    out_strides = tile_strides(out_box, frame.itemsizes)
+    result = p.alloc(tile_elements(out_box, out_strides, frame.itemsizes), out_dtype)
+    p.one_hot(result, indices, out_box, frame.strides, out_strides, name=name)
+    frame.store(result, out, out_box, out_strides)
