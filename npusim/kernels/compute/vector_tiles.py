@@ -124,10 +124,11 @@ def elementwise_tile(p: CoreProgram, operands: Sequence[Operand], out: GmView, o
                      compute_dtype, *, scalar=None, name: str) -> None:
     """One tile of an elementwise op: load the operands, cast them to ``compute_dtype`` (fp32 where
     the framework's AutoCast pass upcasts fp16 / bf16), one vector instruction ``kind`` (with
-    ``scalar`` for the scalar forms), the result cast to ``out_dtype`` (round to nearest even), stored."""
+    ``scalar`` for the scalar forms) written over the first input, the result cast to ``out_dtype``
+    (round to nearest even), stored."""
     frame = TileFrame(p, shape, [o.dtype for o in operands] + [np.dtype(compute_dtype), np.dtype(out_dtype)], name)
     inputs = [frame.convert(b, compute_dtype) for b in frame.load(operands)]
-    result = frame.alloc(compute_dtype)
+    result = inputs[0]  # in place, as a kernel reuses its first input's buffer
     p.vector(kind, result, *inputs, scalar=scalar, name=name)
     frame.store(frame.convert(result, out_dtype), out)
 
