@@ -78,3 +78,21 @@ __all__ = [
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
     "transpose",
 ]
+
+NOT_YET = frozenset("""
+scaled_mm conv prod argmax argmin var topk argsort sort32 mrgsort greater gt ge eq ne lt le where clip pow exp2 expm1
+log log2 log10 log1p sin cos tan sinh cosh tanh asin acos atan atan2 asinh acosh atanh erf erfc reciprocal relu lrelu prelu
+sign signbit round floor ceil trunc hypot fmod remainder bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift
+bitwise_right_shift logical_not logical_and gather index_select index_add index_add_ index_put_ scatter scatter_ scatter_update
+gathermask permute expand_clone pad fillpad interleave deinterleave pack unpack quantize dequantize quant_mx uniform normal
+arange zeros ones cumprod triu tril copysign isfinite isnan cbrt gcd ceil_div floor_div axpy_ expand_exp_dif set_matrix_size
+""".split())
+"""Compute ops of the framework that npusim does not model yet (docs/pypto.md)."""
+
+
+def __getattr__(name: str):
+    if name in NOT_YET:
+        from npusim.errors import UsageError
+
+        raise UsageError(f"pypto.{name} is not modelled by npusim yet; docs/pypto.md lists the supported ops")
+    raise AttributeError(f"module 'npusim.pypto' has no attribute {name!r}")

@@ -95,3 +95,10 @@ def test_a_loaded_ub_tile_is_not_computed_on_directly():
 def test_ops_outside_a_kernel_are_refused():
     with pytest.raises(UsageError, match=r"pypto.add is called outside a kernel"):
         pypto.add(None, None)
+
+
+def test_an_op_not_modelled_yet_is_named():
+    with pytest.raises(UsageError, match=r"pypto.prod is not modelled by npusim yet"):
+        pypto.prod
+    with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
+        pypto.nonsense
