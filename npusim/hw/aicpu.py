@@ -9,7 +9,7 @@ die's AICPUs for the whole device task, manages an equal, contiguous share of th
 of the AIC cores (each kind chosen on its own, as below), and loops, one thing at a time:
 
 1. handle a finished task of its own (``completion + dependency`` ps), which makes the task's
-   successors ready; a ready core task gets its core at once (``core_choice``: the next AIV core in
+   successors ready; a ready core task gets a core of its kind at once (``core_choice``: the next core in
    turn, or the core with the fewest dispatched and unfinished tasks, the next in turn among equals;
    "in turn" walks the first core of each thread, then the second ...) and joins the queue of the
    thread that manages that core; a ready AICPU task joins the wait queue of a thread in turn;
