@@ -107,3 +107,14 @@ def test_vector_op_tiles_spread_over_the_aiv_cores():
     _, session = run(lambda x: pypto.exp(x), np.zeros((64, 256), np.float32), tile=(8, 256), data=False)
     tracks = {track for name, track, *_ in matmul_events(session) if name == "exp"}
     assert len(tracks) == 8  # one tile op per core, 8 tiles
+
+
+def test_timing_is_the_same_with_and_without_data():
+    rng = np.random.default_rng(0)
+    a, b, bias = rng.standard_normal((96, 64)).astype(np.float16), rng.standard_normal((64, 80)).astype(np.float16), np.ones((1, 80), np.float32)
+    runs = []
+    for data in (True, False):
+        _, session = run(lambda x, y, z: pypto.sum(pypto.add(pypto.matmul(x, y, pypto.DT_FP32), z), 1), a, b, bias, tile=(32, 80),
+                         cube=([32, 32], [32, 64], [32, 32]), data=data)
+        runs.append((session.env.now, sorted(matmul_events(session))))
+    assert runs[0] == runs[1]
