@@ -1,13 +1,15 @@
-"""The AICPUs of a die running a device task: scheduler threads that hand ready tile ops to the AIV
-cores and poll signal slots for the tile ops that wait.
+"""The AICPUs of a die running a device task: scheduler threads that hand ready tile ops to the AI
+cores (vector tile ops to the cores the product runs vector kernels on, cube tile ops to those of
+its cube kernels: AIV and AIC on a split die) and poll signal slots for the tile ops that wait.
 
-A device task is a graph of tasks (one per tile op). A *core task* runs a small program on one AIV
-core; an *AICPU task* (a wait) is polled by the scheduler thread it is assigned to. Each of the
-``threads`` scheduler threads holds one of the die's AICPUs for the whole device task, manages an
-equal, contiguous share of the AIV cores, and loops, one thing at a time:
+A device task is a graph of tasks (one per tile op). A *core task* runs a small program on one core
+of its ``core_kind``; an *AICPU task* (a wait) is polled
+by the scheduler thread it is assigned to. Each of the ``threads`` scheduler threads holds one of the
+die's AICPUs for the whole device task, manages an equal, contiguous share of the AIV cores and one
+of the AIC cores (each kind chosen on its own, as below), and loops, one thing at a time:
 
 1. handle a finished task of its own (``completion + dependency`` ps), which makes the task's
-   successors ready; a ready core task gets its core at once (``core_choice``: the next AIV core in
+   successors ready; a ready core task gets a core of its kind at once (``core_choice``: the next core in
    turn, or the core with the fewest dispatched and unfinished tasks, the next in turn among equals;
    "in turn" walks the first core of each thread, then the second ...) and joins the queue of the
    thread that manages that core; a ready AICPU task joins the wait queue of a thread in turn;
@@ -24,7 +26,8 @@ re-arming (nothing else can ever change a slot). Once every poller is parked the
 and the session reports a deadlock, with the reports of the waits (``system.deadlock_reporters``).
 
 Tasks are duck-typed: ``pending`` (unfinished predecessors), ``successors``, ``on_core`` (True for
-a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core task has ``start(core_index) -> simpy.Event``
+a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core task has ``core_kind``
+(the kind of core it runs on) and ``start(core_index) -> simpy.Event``
 (fires when its program has run) and, once it has run, ``first_event`` / ``last_event`` (the event
 indices of its program's first instruction and of the one that ended last, -1 if none); an AICPU
 task has ``matches() -> bool`` (read its slot now), ``satisfied()`` (called when it matched, e.g. to
@@ -81,13 +84,32 @@ class PollCoordinator:
         return not any(task.matches() for scheduler in self.schedulers for thread in scheduler.threads for task in thread.waits)
 
 
+class CorePool:
+    """The cores of one kind (``aiv``, ``aic``) that a device task's threads share: which thread
+    manages each core, the order in which the choice walks them, the unfinished tasks per core."""
+
+    def __init__(self, kind: str, count: int, threads: int) -> None:
+        self.kind = kind
+        self.count = count
+        self.per_thread = -(-count // threads)
+        self.thread_of_core = [core // self.per_thread for core in range(count)]
+        # cores in the order the choice walks them: the first core of each thread, then the second ...,
+        # so that consecutive ready tasks spread over the threads
+        self.core_order = sorted(range(count), key=lambda core: (core % self.per_thread, core // self.per_thread))
+        self.outstanding = [0] * count
+        self.next_core = 0
+
+    def cores_of(self, thread: int) -> range:
+        return range(thread * self.per_thread, min((thread + 1) * self.per_thread, self.count))
+
+
 class SchedulerThread:
     """One AICPU scheduler thread of a device task: its cores, its queues, its trace lane."""
 
     def __init__(self, scheduler: "AicpuScheduler", index: int, cores: range) -> None:
         self.scheduler = scheduler
         self.index = index
-        self.cores = cores
+        self.cores = cores  # its AIV cores
         self.finished: deque = deque()
         self.to_dispatch: deque = deque()
         self.waits: list = []
@@ -171,15 +193,11 @@ class AicpuScheduler:
         self.schedule_ps = aicpu.schedule.to_ps(hz)
         self.completion_ps = aicpu.completion.to_ps(hz) + aicpu.dependency.to_ps(hz)
         self.poll_ps = aicpu.poll_interval.to_ps(hz)
-        self.core_count = die.core_count(PRODUCTS.get(system.spec.product).vector_cores)
-        per_thread = -(-self.core_count // threads)
-        self.threads = [SchedulerThread(self, k, range(k * per_thread, min((k + 1) * per_thread, self.core_count))) for k in range(threads)]
-        self.thread_of_core = [core // per_thread for core in range(self.core_count)]
-        # cores in the order the choice walks them: the first core of each thread, then the second ...,
-        # so that consecutive ready tasks spread over the threads
-        self.core_order = sorted(range(self.core_count), key=lambda core: (core % per_thread, core // per_thread))
-        self.outstanding = [0] * self.core_count
-        self._next_core = 0
+        product = PRODUCTS.get(system.spec.product)
+        # one pool per kind of core the product runs tile ops on (vector and cube; one pool when the
+        # product runs both on the same kind)
+        self.pools = {kind: CorePool(kind, die.core_count(kind), threads) for kind in dict.fromkeys((product.vector_cores, product.cube_cores))}
+        self.threads = [SchedulerThread(self, k, self.pools[product.vector_cores].cores_of(k)) for k in range(threads)]
         self._next_wait_thread = 0
         self.ready_events: dict[int, int] = {}  # id of a queued AICPU task -> the event that made it ready
         self.remaining = len(self.tasks)
@@ -223,9 +241,10 @@ class AicpuScheduler:
     def make_ready(self, task, ready_event: int = -1) -> None:
         """``task`` may run (``ready_event``: the event that made it ready, -1 at the start)."""
         if task.on_core:
-            core = self._choose_core()
-            self.outstanding[core] += 1
-            thread = self.threads[self.thread_of_core[core]]
+            pool = self.pools[task.core_kind]
+            core = self._choose_core(pool)
+            pool.outstanding[core] += 1
+            thread = self.threads[pool.thread_of_core[core]]
             thread.to_dispatch.append((task, core, ready_event))
         else:
             thread = self.threads[self._next_wait_thread]
@@ -235,22 +254,23 @@ class AicpuScheduler:
                 self.ready_events[id(task)] = ready_event
         thread.notify()
 
-    def _choose_core(self) -> int:
-        """round_robin: the next core in turn; least_loaded: the core with the fewest unfinished
-        tasks, the next in turn among equals."""
-        n, start = self.core_count, self._next_core
+    def _choose_core(self, pool: CorePool) -> int:
+        """round_robin: the next core of the pool in turn; least_loaded: the core with the fewest
+        unfinished tasks, the next in turn among equals."""
+        n, start = pool.count, pool.next_core
         position = start
         if self.core_choice == "least_loaded":
-            outstanding, order = self.outstanding, self.core_order
+            outstanding, order = pool.outstanding, pool.core_order
             position = min(range(start, start + n), key=lambda i: outstanding[order[i % n]])
-        self._next_core = (position + 1) % n
-        return self.core_order[position % n]
+        pool.next_core = (position + 1) % n
+        return pool.core_order[position % n]
 
     def core_done(self, task, core: int, dispatched: int) -> None:
         """A core finished ``task`` (dispatched as event ``dispatched``): its thread handles the completion."""
         self.flow(dispatched, task.first_event, "dispatch")
-        self.outstanding[core] -= 1
-        thread = self.threads[self.thread_of_core[core]]
+        pool = self.pools[task.core_kind]
+        pool.outstanding[core] -= 1
+        thread = self.threads[pool.thread_of_core[core]]
         thread.finished.append(task)
         thread.notify()
 

@@ -89,12 +89,27 @@ class ScalarTiming:
 
 @dataclass(frozen=True)
 class CubeTiming:
-    """The cube unit: an m x n x k block in ``per_block_ps``."""
+    """The cube unit: an m x n x k fp16 block in ``per_block_ps`` (``per_block_exact_ps`` before
+    rounding to whole ps). The block's k spans ``k x 2`` bytes, so a block holds ``k x 2 / itemsize``
+    of k for other input dtypes (32 int8, 8 fp32: A2A3.ini ``[DtypeMKN]``) in the same time."""
 
     m: int
     n: int
     k: int
     per_block_ps: int
+    per_block_exact_ps: float = 0.0
+
+    def block_k(self, itemsize: int) -> int:
+        """The k of one block for inputs of ``itemsize`` bytes."""
+        return self.k * 2 // itemsize
+
+    def blocks(self, m: int, n: int, k: int, itemsize: int) -> int:
+        """Blocks of an m x n x k multiply (each dim rounded up to whole blocks)."""
+        return -(-m // self.m) * -(-n // self.n) * -(-k // self.block_k(itemsize))
+
+    def cost_ps(self, m: int, n: int, k: int, itemsize: int) -> int:
+        """Time of an m x n x k multiply-accumulate (ps): its blocks, one after the other."""
+        return int(round(self.blocks(m, n, k, itemsize) * self.per_block_exact_ps))
 
 
 @dataclass(frozen=True)
@@ -120,5 +135,9 @@ class DieTiming:
             vector = VectorTiming(die.vector.repeat_bytes, die.vector.max_repeats, die.vector.issue.to_ps(hz),
                                   die.vector.per_repeat.to_ps(hz), {kind: q.to_ps(hz) for kind, q in die.vector.latency.items()})
         scalar = ScalarTiming(die.scalar.instruction.to_ps(hz), die.scalar.ub_read.to_ps(hz), die.scalar.flag.to_ps(hz), die.scalar.barrier.to_ps(hz))
-        cube = None if die.cube is None else CubeTiming(die.cube.m, die.cube.n, die.cube.k, die.cube.per_block.to_ps(hz))
+        cube = None
+        if die.cube is not None:
+            per_block = die.cube.per_block
+            per_block_s = per_block.value / hz if per_block.per_cycle else per_block.value
+            cube = CubeTiming(die.cube.m, die.cube.n, die.cube.k, per_block.to_ps(hz), per_block_s * 1e12)
         return cls(hz, kinds, vector, scalar, cube)

@@ -16,6 +16,7 @@ from npusim.hw.memory import Allocation
 from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, flag_key
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.isa import vector as vector_semantics
+from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_pack, nz_unpack
 from npusim.isa.scalar import ScalarExpr, resolve
 
 
@@ -340,8 +341,78 @@ class VectorOp(FixedCost):
         vector_semantics.compute(self.kind, values[0], values[1:], scalar, self.rounding)
 
 
+class MatrixVectorOp(VectorOp):
+    """A vector instruction group on strided views of UB (shapes and strides in elements): a row
+    reduction (``reduce_sum`` ...) reduces the last axis of the source view into the destination
+    view (the source's shape without its last axis); ``transpose`` writes the 2-D source transposed;
+    ``copy`` writes the source view, broadcast by zero strides, into the destination view."""
+
+    __slots__ = ("src_view", "dst_view")
+
+    def __init__(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_view: tuple, cost_ps: int, label: str) -> None:
+        super().__init__(kind, dst, [src], None, "rint", cost_ps, label)
+        self.src_view, self.dst_view = src_view, dst_view
+
+    def _compute(self, core, run) -> None:
+        src_values, dst_values = self.srcs[0].values(core), self.dst.values(core)
+        (src_shape, src_strides), (dst_shape, dst_strides) = self.src_view, self.dst_view
+        src = as_strided(src_values, shape=src_shape, strides=tuple(s * src_values.itemsize for s in src_strides))
+        out = as_strided(dst_values, shape=dst_shape, strides=tuple(s * dst_values.itemsize for s in dst_strides))
+        vector_semantics.compute(self.kind, out, [src.copy()], None, "rint")
+
+
+class FractalLoad(DmaCopy):
+    """MTE1 L1 -> L0A / L0B: a ``rows x cols`` ND matrix in L1 (rows ``src_stride`` elements apart)
+    into the NZ layout of L0 (:mod:`npusim.isa.fractal`), transposed first when ``transpose`` (so
+    that k is innermost in L0). Moves the whole fractals: ``nz_count`` elements."""
+
+    __slots__ = ("rows", "cols", "src_stride", "transpose")
+
+    def __init__(self, dst: LocalTensor, src: LocalTensor, rows: int, cols: int, src_stride: int, transpose: bool, nbytes: int,
+                 granule: int, label: str) -> None:
+        super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
+        self.rows, self.cols, self.src_stride, self.transpose = rows, cols, src_stride, transpose
+        self.effect = self._load
+
+    def _load(self, core, run) -> None:
+        values = self.src.values(core)
+        matrix = as_strided(values, shape=(self.rows, self.cols), strides=(self.src_stride * values.itemsize, values.itemsize))
+        if self.transpose:
+            matrix = matrix.T
+        packed = nz_pack(np.ascontiguousarray(matrix), inner_block(values.itemsize))
+        self.dst.values(core)[: packed.size] = packed
+
+
+class FixpipeStore(DmaCopy):
+    """FIXP L0C -> GM: the ``rows x cols`` result held in NZ (16 x 16 fractals) in L0C, converted to
+    the destination dtype (fp32 -> fp16 / bf16 with ``rounding``, int32 as is) and written as ND rows
+    ``burst_bytes + dst_gap`` bytes apart (NZ2ND on the way out, as FixPipe's row-major mode)."""
+
+    __slots__ = ("rows", "cols", "out_dtype", "rounding")
+
+    def __init__(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype, dst_row_bytes: int, rounding: str,
+                 granule: int, label: str) -> None:
+        out_dtype = np.dtype(out_dtype)
+        burst = cols * out_dtype.itemsize
+        super().__init__(Pipe.FIXP, dst, src, rows, burst, 0, dst_row_bytes - burst, granule, label)
+        self.rows, self.cols, self.out_dtype, self.rounding = rows, cols, out_dtype, rounding
+        self.effect = self._store
+
+    def _store(self, core, run) -> None:
+        dst_offset = self._resolved[1] if self._resolved is not None else self.dst.offset
+        result = nz_unpack(self.src.values(core), self.rows, self.cols, FRACTAL_ROWS)
+        with np.errstate(all="ignore"):
+            converted = vector_semantics.cast(result, self.out_dtype, self.rounding)
+        self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = converted.view(np.uint8).reshape(self.burst_count, self.burst_bytes)
+
+
 class Mmad(FixedCost):
-    """Cube multiply-accumulate: L0C[m, n] (fp32) (+)= L0A[m, k] x L0B[k, n]."""
+    """Cube multiply-accumulate: L0C[m, n] (fp32, int32 for int8) (+)= L0A[m, k] x L0B[n, k]^T, every
+    operand in NZ layout (:mod:`npusim.isa.fractal`). The cube works in 16 x 16 x ``k_block`` blocks
+    (``k_block`` = 32 bytes of k: 16 fp16 / bf16, 32 int8, 8 fp32); per block the ``k_block`` products
+    of each output are summed and rounded to fp32 once, then added to the L0C value (fp32, round to
+    nearest even), block after block in k order (:func:`fractal_matmul`). Integers accumulate exactly
+    in int32 (wrapping)."""
 
     __slots__ = ("dst", "a", "b", "m", "n", "k", "accumulate")
 
@@ -351,8 +422,30 @@ class Mmad(FixedCost):
         self.effect = self._compute
 
     def _compute(self, core, run) -> None:
-        a = self.a.values(core)[: self.m * self.k].astype(np.float32).reshape(self.m, self.k)
-        b = self.b.values(core)[: self.k * self.n].astype(np.float32).reshape(self.k, self.n)
-        out = self.dst.values(core)[: self.m * self.n].reshape(self.m, self.n)
-        product = a @ b
-        out[...] = (out + product) if self.accumulate else product
+        block = inner_block(self.a.dtype.itemsize)
+        a = nz_unpack(self.a.values(core), self.m, self.k, block)
+        b = nz_unpack(self.b.values(core), self.n, self.k, block)
+        out_flat = self.dst.values(core)
+        before = nz_unpack(out_flat, self.m, self.n, FRACTAL_ROWS) if self.accumulate else None
+        result = fractal_matmul(a, b.T, block, before, out_flat.dtype)
+        packed = nz_pack(result, FRACTAL_ROWS)
+        out_flat[: packed.size] = packed
+
+
+def fractal_matmul(a: np.ndarray, b: np.ndarray, k_block: int, accumulator: np.ndarray | None, out_dtype) -> np.ndarray:
+    """``accumulator (+)= a @ b`` in the cube's order: for each k block of ``k_block`` (in order), the
+    block's products summed exactly (float64; products of 16-bit floats are exact) and rounded to fp32,
+    then added to the fp32 accumulator; integer inputs accumulate in int64 and wrap to int32."""
+    out_dtype = np.dtype(out_dtype)
+    m, k = a.shape
+    if np.issubdtype(out_dtype, np.integer):
+        acc = np.zeros((m, b.shape[1]), np.int64) if accumulator is None else accumulator.astype(np.int64)
+        acc += a.astype(np.int64) @ b.astype(np.int64)
+        return acc.astype(out_dtype)
+    acc = np.zeros((m, b.shape[1]), np.float32) if accumulator is None else accumulator.astype(np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(all="ignore"):
+        for first in range(0, k, k_block):
+            partial = (a64[:, first:first + k_block] @ b64[first:first + k_block, :]).astype(np.float32)
+            acc = acc + partial
+    return acc.astype(out_dtype)

@@ -22,6 +22,7 @@ buffers are aligned come from its kind::
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Iterator
 
 import numpy as np
@@ -36,9 +37,12 @@ from npusim.isa.instructions import (
     AtomicAddCopy,
     DmaCopy,
     FixedCost,
+    FixpipeStore,
+    FractalLoad,
     GmAddress,
     Instruction,
     LocalTensor,
+    MatrixVectorOp,
     Mmad,
     PipeBarrierAll,
     ScalarRead,
@@ -47,6 +51,7 @@ from npusim.isa.instructions import (
     VectorOp,
     WaitFlag,
 )
+from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
 from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
@@ -279,20 +284,156 @@ class CoreProgram:
     def abs(self, dst, a, **kw): return self.vector("abs", dst, a, **kw)
     def dup(self, dst, scalar, **kw): return self.vector("dup", dst, scalar=scalar, **kw)
 
-    def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", **kw) -> list[Instruction]:
-        """Convert ``src`` to ``dst``'s dtype (integer results rounded with ``rounding`` and saturated)."""
-        return self.vector("cast", dst, src, rounding=rounding, **kw)
+    def sqrt(self, dst, a, **kw): return self.vector("sqrt", dst, a, **kw)
+    def rsqrt(self, dst, a, **kw): return self.vector("rsqrt", dst, a, **kw)
+    def neg(self, dst, a, **kw): return self.vector("neg", dst, a, **kw)
+
+    def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", *, saturate: bool = True, **kw) -> list[Instruction]:
+        """Convert ``src`` to ``dst``'s dtype, rounding with ``rounding`` (to integers, and to a
+        narrower float format bit-exactly); integer results saturate, or wrap for an integer source
+        with ``saturate=False``."""
+        return self.vector("cast", dst, src, rounding=rounding, scalar=None if saturate else "wrap", **kw)
+
+    def _matrix_cost(self, kind: str, level_elements: list[int], itemsize: int) -> int:
+        """The time of one vector instruction per entry of ``level_elements`` (elements it covers),
+        each split at ``max_repeats``."""
+        timing = self._timing.vector
+        total = 0
+        for elements in level_elements:
+            repeats = -(-elements * itemsize // timing.repeat_bytes)
+            while True:
+                chunk = min(repeats, timing.max_repeats)
+                total += timing.cost_ps(kind, chunk)
+                repeats -= chunk
+                if repeats <= 0:
+                    break
+        return total
+
+    def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *,
+               name: str | None = None) -> Instruction:
+        """Reduce the last axis of ``src_view`` = (shape, strides in elements) of ``src`` into ``dst``
+        (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``) by pairwise halving
+        (:func:`~npusim.isa.vector.halving_reduce`). Timed as the instructions of the halving: one vector
+        instruction per level while a row is longer than one repeat (all rows' pairs at once), then one
+        in-repeat reduction (vcadd / vcmax) of one repeat per row."""
+        if kind not in vector_semantics.REDUCE:
+            raise UsageError(f"reduce: kind {kind!r} is not one of {', '.join(vector_semantics.REDUCE)}")
+        shape, strides = tuple(src_view[0]), tuple(src_view[1])
+        dst_view = (shape[:-1], tuple(dst_strides))
+        self._check_view(kind, src, shape, strides)
+        self._check_view(kind, dst, *dst_view)
+        rows, n = math.prod(shape[:-1]), shape[-1]
+        lanes = self._timing.vector.repeat_bytes // src.dtype.itemsize
+        levels = []
+        while n > lanes:
+            h = (n + 1) // 2
+            levels.append(rows * (n - h))
+            n = h
+        levels.append(rows * lanes)  # the in-repeat reduction: one repeat per row
+        cost = self._matrix_cost(kind, levels, src.dtype.itemsize)
+        return self._append(MatrixVectorOp(kind, dst, src, (shape, strides), dst_view, cost, name or kind))
+
+    def transpose(self, dst: LocalTensor, src: LocalTensor, rows: int, cols: int, src_stride: int | None = None,
+                  dst_stride: int | None = None, *, name: str | None = None) -> Instruction:
+        """``dst[c, r] = src[r, c]`` for a ``rows x cols`` tile (rows ``src_stride`` apart; the result's
+        rows ``dst_stride`` apart), timed as one pass over the tile's repeats (vnchwconv / vtranspose)."""
+        src_view = ((rows, cols), (cols if src_stride is None else src_stride, 1))
+        dst_view = ((cols, rows), (rows if dst_stride is None else dst_stride, 1))
+        return self._matrix("transpose", dst, src, src_view, dst_view, name)
+
+    def broadcast(self, dst: LocalTensor, src: LocalTensor, shape: tuple, src_strides: tuple, dst_strides: tuple, *,
+                  name: str | None = None) -> Instruction:
+        """Copy the view (``shape``, ``src_strides``) of ``src`` into ``dst`` (``dst_strides``); a
+        zero source stride repeats the source along that axis (vbrcb / vcopy), timed as one pass over
+        the destination's repeats."""
+        return self._matrix("copy", dst, src, (tuple(shape), tuple(src_strides)), (tuple(shape), tuple(dst_strides)), name)
+
+    def scan(self, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *, name: str | None = None) -> Instruction:
+        """Running sum along the last axis of ``src_view`` (shape, strides) into ``dst`` (same shape,
+        ``dst_strides``), in ``dst``'s dtype, element after element; timed as one vector add per step
+        along the axis over all rows at once."""
+        shape = tuple(src_view[0])
+        self._check_view("cumsum", src, shape, tuple(src_view[1]))
+        self._check_view("cumsum", dst, shape, tuple(dst_strides))
+        rows = math.prod(shape[:-1])
+        cost = self._matrix_cost("add", [rows] * shape[-1], dst.dtype.itemsize)
+        return self._append(MatrixVectorOp("cumsum", dst, src, (shape, tuple(src_view[1])), (shape, tuple(dst_strides)), cost, name or "cumsum"))
+
+    def one_hot(self, dst: LocalTensor, src: LocalTensor, shape: tuple, src_strides: tuple, dst_strides: tuple, *,
+                name: str | None = None) -> Instruction:
+        """``dst[..., c] = (src[...] == c)`` for the view ``shape`` (the last axis the classes), timed
+        as one pass over the destination's repeats (a compare-and-select per class block)."""
+        src_view = (tuple(shape[:-1]), tuple(src_strides))
+        return self._matrix("one_hot", dst, src, src_view, (tuple(shape), tuple(dst_strides)), name)
+
+    def _matrix(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_view: tuple, name: str | None) -> Instruction:
+        self._check_view(kind, src, *src_view)
+        self._check_view(kind, dst, *dst_view)
+        cost = self._matrix_cost(kind, [math.prod(dst_view[0])], dst.dtype.itemsize)
+        return self._append(MatrixVectorOp(kind, dst, src, src_view, dst_view, cost, name or kind))
+
+    def _check_view(self, what: str, tensor: LocalTensor, shape: tuple, strides: tuple) -> None:
+        span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
+        if tensor.buffer != "UB" or tensor.count < span or len(shape) != len(strides) or min(strides, default=0) < 0:
+            raise UsageError(f"vector {what}: operand {tensor!r} must be a UB tensor holding the view of shape {list(shape)} "
+                             f"with strides {list(strides)} ({span} elements)")
 
     # -- cube ----------------------------------------------------------------------------------
 
-    def mmad(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool = False) -> Instruction:
-        """L0C (+)= L0A[m, k] x L0B[k, n] on the cube unit."""
+    def mmad(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool = False,
+             *, name: str | None = None) -> Instruction:
+        """L0C[m, n] (+)= L0A[m, k] x L0B[n, k]^T on the cube unit, operands in NZ layout
+        (:mod:`npusim.isa.fractal`; :class:`~npusim.isa.instructions.Mmad` gives the numerics); its
+        time is the blocks of the cube (``m x n x k`` rounded up to whole blocks, the block's k
+        depending on the input dtype) one after the other."""
         self._require(Pipe.CUBE, "mmad")
         if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
             raise UsageError("mmad reads L0A and L0B and writes L0C")
-        cube = self._timing.cube
-        blocks = -(-m // cube.m) * -(-n // cube.n) * -(-k // cube.k)
-        return self._append(Mmad(dst, a, b, m, n, k, accumulate, blocks * cube.per_block_ps))
+        if a.dtype != b.dtype:
+            raise UsageError(f"mmad: L0A holds {a.dtype} and L0B {b.dtype}; both inputs need the same dtype")
+        block = inner_block(a.dtype.itemsize)
+        for what, tensor, rows, cols, fc in (("L0A", a, m, k, block), ("L0B", b, n, k, block), ("L0C", dst, m, n, FRACTAL_ROWS)):
+            need = nz_count(rows, cols, fc)
+            if tensor.count < need:
+                raise UsageError(f"mmad {m}x{n}x{k}: {what} tensor {tensor!r} has {tensor.count} elements, the NZ fractals need {need}")
+        cost = self._timing.cube.cost_ps(m, n, k, a.dtype.itemsize)
+        return self._append(Mmad(dst, a, b, m, n, k, accumulate, cost), name)
+
+    def load_nz(self, dst: LocalTensor, src: LocalTensor, rows: int, cols: int, src_stride: int | None = None, *,
+                transpose: bool = False, name: str | None = None) -> Instruction:
+        """MTE1 L1 -> L0A / L0B: the ``rows x cols`` ND matrix at ``src`` (rows ``src_stride`` elements
+        apart) into ``dst`` in NZ layout, transposed first with ``transpose`` (L0 holds k innermost)."""
+        src_stride = cols if src_stride is None else src_stride
+        if src.buffer != "L1" or dst.buffer not in ("L0A", "L0B") or src.dtype != dst.dtype:
+            raise UsageError(f"load_nz moves an L1 matrix into L0A / L0B of the same dtype; got {src!r} -> {dst!r}")
+        out_rows, out_cols = (cols, rows) if transpose else (rows, cols)
+        count = nz_count(out_rows, out_cols, inner_block(dst.dtype.itemsize))
+        span = (rows - 1) * src_stride + cols
+        if dst.count < count or src.count < span:
+            raise UsageError(f"load_nz of {rows}x{cols}: {dst!r} must hold {count} elements (NZ) and {src!r} {span}")
+        pipe = self._copy_pipes.get(("L1", dst.buffer))
+        if pipe is None:
+            raise UsageError(f"kernel {self.kernel.name!r} {self.core.name}: no engine moves L1 -> {dst.buffer}")
+        granule = self.core.dma_timing[pipe].granule_bytes
+        label = name or f"load_nz L1->{dst.buffer}"
+        return self._append(FractalLoad(dst, src, rows, cols, src_stride, transpose, count * dst.dtype.itemsize, granule, label), label)
+
+    def fixpipe(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype, dst_row_bytes: int | None = None, *,
+                rounding: str = "rint", name: str | None = None) -> Instruction:
+        """FIXP L0C -> GM: the ``rows x cols`` result in L0C (NZ), converted to ``out_dtype`` (fp32
+        results rounded with ``rounding``), as ND rows ``dst_row_bytes`` apart in GM."""
+        out_dtype = np.dtype(out_dtype)
+        dst_row_bytes = cols * out_dtype.itemsize if dst_row_bytes is None else dst_row_bytes
+        if src.buffer != "L0C" or not isinstance(dst, GmAddress):
+            raise UsageError(f"fixpipe moves L0C to GM; got {src!r} -> {dst!r}")
+        if src.count < nz_count(rows, cols, FRACTAL_ROWS):
+            raise UsageError(f"fixpipe of {rows}x{cols}: {src!r} holds fewer than the {nz_count(rows, cols, FRACTAL_ROWS)} elements of its fractals")
+        if rounding not in vector_semantics.ROUNDING:
+            raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING)}")
+        self._check_span(dst, rows, cols * out_dtype.itemsize, dst_row_bytes - cols * out_dtype.itemsize)
+        granule = self.core.dma_timing[Pipe.FIXP].granule_bytes
+        label = name or "fixpipe L0C->GM"
+        return self._append(FixpipeStore(dst, src, rows, cols, out_dtype, dst_row_bytes, rounding, granule, label), label)
 
     # -- scalar and synchronisation ------------------------------------------------------------
 

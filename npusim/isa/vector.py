@@ -1,15 +1,21 @@
 """What each vector instruction computes, on numpy views of UB, and how many repeats it takes.
 
 Arithmetic runs in the instruction's dtype (fp16 / bf16 / fp32 / int32) with IEEE round-to-nearest-
-even results, as the vector unit produces them. ``cast`` converts with an explicit rounding mode and
-saturates integer results to the target range; NaN converts to 0 (documented choice: the vendor does
-not publish its NaN behaviour).
+even results, as the vector unit produces them. ``cast`` converts with an explicit rounding mode
+(:data:`ROUNDING`, CastMode's RINT ROUND FLOOR CEIL TRUNC ODD), bit-exactly also between float formats
+(fp32 -> fp16 / bf16, int32 -> fp32), and saturates integer results to the target range (or wraps,
+``saturate=False``, SaturationMode.OFF of an int -> int narrowing); NaN converts to 0 (documented choice:
+the vendor does not publish its NaN behaviour). ``exp``, ``sqrt``, ``rsqrt`` are numpy's correctly
+rounded (sqrt) or faithful (exp) results: the chip's are not published to the bit (``docs/pypto.md``).
+The reductions (``reduce_sum`` ...) reduce each row of a 2-D operand by the pairwise halving of
+:func:`halving_reduce`.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
 BINARY = {
@@ -21,7 +27,12 @@ BINARY = {
     "min": np.minimum,
 }
 WITH_SCALAR = {"adds": np.add, "muls": np.multiply, "maxs": np.maximum, "mins": np.minimum}
-UNARY = {"exp": np.exp, "abs": np.abs, "relu": lambda x: np.maximum(x, 0), "copy": np.copy}
+UNARY = {
+    "exp": np.exp, "abs": np.abs, "relu": lambda x: np.maximum(x, 0), "copy": np.copy, "neg": np.negative,
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+}
+REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
+"""Row reductions: ``dst[r] = reduce(src[r, :])`` by :func:`halving_reduce` (the vcadd / vcmax family)."""
 
 ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "rint": np.rint,  # round half to even (CAST_RINT)
@@ -29,9 +40,47 @@ ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "floor": np.floor,
     "ceil": np.ceil,
     "trunc": np.trunc,
+    "odd": lambda x: _round_to_odd(x),  # CAST_ODD: inexact results get an odd last digit (von Neumann)
 }
 
-KINDS = tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + ("dup", "cast")
+KINDS = tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot")
+
+# float formats as (mantissa bits with the implicit one, smallest normal exponent, largest exponent)
+_FORMATS = {np.dtype(np.float16): (11, -14, 15), np.dtype(ml_dtypes.bfloat16): (8, -126, 127), np.dtype(np.float32): (24, -126, 127)}
+
+
+def _round_to_odd(x: np.ndarray) -> np.ndarray:
+    truncated = np.trunc(x)
+    inexact = truncated != x
+    odd = np.where(np.fmod(np.abs(truncated), 2) == 0, truncated + np.sign(x), truncated)
+    return np.where(inexact, odd, truncated)
+
+
+def round_float(values: np.ndarray, dtype: np.dtype, rounding: str) -> np.ndarray:
+    """``values`` (exactly representable in float64) rounded to the float format ``dtype`` with
+    ``rounding``, bit-exactly: the value is scaled so that the target's last mantissa digit has
+    weight 1 (subnormals keep the smallest normal exponent's weight), rounded to an integer there,
+    scaled back. Past the largest finite value: RINT / ROUND / CEIL (upwards) / FLOOR (downwards)
+    give infinity, TRUNC / ODD / the other directed mode the largest finite value."""
+    dtype = np.dtype(dtype)
+    digits, emin, emax = _FORMATS[dtype]
+    x = np.asarray(values, np.float64)
+    finite = np.isfinite(x) & (x != 0)
+    with np.errstate(all="ignore"):
+        exponent = np.floor(np.log2(np.abs(np.where(finite, x, 1.0))))
+        exponent = np.maximum(exponent, emin)
+        quantum = np.exp2(exponent - (digits - 1))
+        scaled = np.where(finite, x / quantum, 0.0)
+        # log2 may be off by one next to a power of two: keep the scaled value inside [2^(p-1), 2^p)
+        high = np.abs(scaled) >= 2.0 ** digits
+        quantum = np.where(high, quantum * 2, quantum)
+        scaled = np.where(high, scaled / 2, scaled)
+        rounded = ROUNDING[rounding](scaled) * quantum
+    largest = (2.0 - 2.0 ** (1 - digits)) * 2.0 ** emax
+    to_inf = {"rint": (True, True), "round": (True, True), "ceil": (True, False), "floor": (False, True)}.get(rounding, (False, False))
+    rounded = np.where(rounded > largest, np.inf if to_inf[0] else largest, rounded)
+    rounded = np.where(rounded < -largest, -np.inf if to_inf[1] else -largest, rounded)
+    return np.where(finite, rounded, x).astype(dtype)
 
 
 def elements_per_repeat(repeat_bytes: int, *dtypes: np.dtype) -> int:
@@ -44,18 +93,39 @@ def elements_per_repeat(repeat_bytes: int, *dtypes: np.dtype) -> int:
     return repeat_bytes // widest
 
 
-def cast(values: np.ndarray, dtype: np.dtype, rounding: str) -> np.ndarray:
-    """Convert ``values`` to ``dtype``; to an integer type with ``rounding`` and saturation."""
+def cast(values: np.ndarray, dtype: np.dtype, rounding: str, saturate: bool = True) -> np.ndarray:
+    """Convert ``values`` to ``dtype``: to an integer type with ``rounding`` and saturation (an
+    integer source narrower-cast with ``saturate=False`` wraps instead); to a narrower float format
+    (or an integer to a float) with ``rounding`` (:func:`round_float`); widening is exact."""
     dtype = np.dtype(dtype)
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         if np.issubdtype(values.dtype, np.integer):
             wide = values.astype(np.int64)
+            if not saturate:
+                return wide.astype(dtype)  # two's complement: the low bits
         else:
             wide = ROUNDING[rounding](values.astype(np.float64))
             wide = np.nan_to_num(wide, nan=0.0, posinf=info.max, neginf=info.min)
         return np.clip(wide, info.min, info.max).astype(dtype)
+    if dtype in _FORMATS and values.dtype != dtype and not (values.dtype in _FORMATS and _FORMATS[values.dtype][0] <= _FORMATS[dtype][0]
+                                                           and _FORMATS[values.dtype][1] >= _FORMATS[dtype][1]):
+        return round_float(values.astype(np.float64), dtype, rounding)
     return values.astype(dtype)
+
+
+def halving_reduce(values: np.ndarray, ufunc, axis: int = -1) -> np.ndarray:
+    """Reduce ``values`` along ``axis`` by pairwise halving, in its dtype: while n > 1 elements
+    remain, h = ceil(n / 2) and element i += element i + h for i < n - h; then n = h. The chip's
+    in-repeat order (vcadd) is not published; this is the order npusim defines (``docs/pypto.md``)."""
+    x = np.moveaxis(np.array(values), axis, -1).copy()
+    n = x.shape[-1]
+    with np.errstate(all="ignore"):
+        while n > 1:
+            h = (n + 1) // 2
+            x[..., : n - h] = ufunc(x[..., : n - h], x[..., h:n])
+            n = h
+    return x[..., 0]
 
 
 def _widen(values: np.ndarray) -> np.ndarray:
@@ -80,10 +150,18 @@ def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar, rounding
     elif kind in UNARY:
         with np.errstate(all="ignore"):
             dst[...] = UNARY[kind](srcs[0]).astype(dst.dtype)
+    elif kind in REDUCE:  # dst has the shape of srcs[0] without its last axis
+        dst[...] = halving_reduce(srcs[0], REDUCE[kind]).astype(dst.dtype)
+    elif kind == "cumsum":  # running sum along the last axis, one element after the other, in dst's dtype
+        dst[...] = np.cumsum(srcs[0], axis=-1, dtype=dst.dtype)
+    elif kind == "one_hot":  # dst[..., c] = 1 where srcs[0][...] == c
+        dst[...] = (srcs[0][..., None] == np.arange(dst.shape[-1])).astype(dst.dtype)
+    elif kind == "transpose":  # srcs[0] is (rows, cols), dst (cols, rows)
+        dst[...] = srcs[0].T
     elif kind == "dup":
         dst[...] = np.asarray(scalar).astype(dst.dtype)
-    elif kind == "cast":
+    elif kind == "cast":  # scalar "wrap": an integer narrowing without saturation
         with np.errstate(all="ignore"):
-            dst[...] = cast(srcs[0], dst.dtype, rounding)
+            dst[...] = cast(srcs[0], dst.dtype, rounding, saturate=scalar != "wrap")
     else:  # guarded by the builder
         raise ValueError(f"unknown vector instruction {kind!r}")

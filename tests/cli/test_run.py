@@ -117,7 +117,7 @@ def assert_config_error(run, tmp_path, starts: str) -> None:
 @pytest.mark.parametrize(
     ("override", "problem"),
     [("die.aicpu.poll_interval=0.1 ps", "'0.1 ps' is 0.1 ps, which rounds to 0"), ("die.hbm.bandwidth=1e400 TB/s", "'1e400 TB/s' is more than 2**53"),
-     ("die.aiv.ub=0.1 B", "'0.1 B' is 0.1 bytes, which rounds to 0"), ("die.hbm.size=1e308 TB", "'1e308 TB' is more than 2**53"),
+     ("die.cores.aiv.buffers.UB.size=0.1 B", "'0.1 B' is 0.1 bytes, which rounds to 0"), ("die.hbm.size=1e308 TB", "'1e308 TB' is more than 2**53"),
      ("die.clock=1e-300 Hz", "'1e-300 Hz' is more than 2**53 ps per cycle"), ("shape.nodes=true", "must be a valid integer, got True")],
 )
 def test_an_extreme_config_value_exits_2_naming_the_key(tmp_path, override, problem):

@@ -46,7 +46,7 @@ def test_every_quantity_of_a_builtin_config_is_checked_against_the_engine(config
     ("override", "problem"),
     [("die.aicpu.poll_interval=0.1 ps", "'0.1 ps' is 0.1 ps, which rounds to 0 in the engine's whole ps; give at least 1 ps"),
      ("die.hbm.bandwidth=1e400 TB/s", "'1e400 TB/s' is more than 2**53 bytes/ps"),
-     ("die.aiv.ub=0.1 B", "'0.1 B' is 0.1 bytes, which rounds to 0 in the engine's whole bytes; give at least 1 B"),
+     ("die.cores.aiv.buffers.UB.size=0.1 B", "'0.1 B' is 0.1 bytes, which rounds to 0 in the engine's whole bytes; give at least 1 B"),
      ("die.hbm.size=1e308 TB", "'1e308 TB' is more than 2**53 bytes"),
      ("die.clock=1e-300 Hz", "'1e-300 Hz' is more than 2**53 ps per cycle")],
 )
@@ -97,7 +97,7 @@ def test_a_clock_out_of_range_is_reported_alone():
 
 @pytest.mark.parametrize(
     ("override", "key"),
-    [("shape.nodes=true", "shape.nodes"), ("die.aic_count=false", "die.aic_count"), ("shape.packages_per_node=4.0", "shape.packages_per_node"),
+    [("shape.nodes=true", "shape.nodes"), ("die.cores.aic.count=false", "die.cores.aic.count"), ("shape.packages_per_node=4.0", "shape.packages_per_node"),
      ("nic.efficiency=true", "nic.efficiency"), ("die.vector.repeat_bytes=yes", "die.vector.repeat_bytes")],
 )
 def test_booleans_and_fractions_do_not_pass_as_whole_numbers(override, key):

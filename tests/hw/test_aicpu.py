@@ -11,6 +11,7 @@ class Work:
     """A core task that keeps its core busy for ``busy_ps``."""
 
     on_core = True
+    core_kind = "aiv"
 
     def __init__(self, env, busy_ps, name):
         self.env, self.busy_ps, self.tile, self.trace_op = env, busy_ps, 0, -1

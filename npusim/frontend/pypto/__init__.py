@@ -1,4 +1,5 @@
-"""``from npusim import pypto``: PyPTO's names for writing distributed (shmem) kernels on npusim.
+"""``from npusim import pypto``: PyPTO's names for writing distributed (shmem) kernels on npusim,
+with the tile compute ops (``add`` ... ``matmul``, ``docs/pypto.md``) that work on their data.
 
 A kernel is a Python function that :func:`npusim.launch` runs once per PE (SPMD); inside, the ops
 of ``pypto.distributed`` and ``pypto.experimental`` build the PE's dataflow graph of tile ops, which
@@ -36,6 +37,34 @@ from npusim.kernels.shmem.dtypes import (
     DataType,
     OpType,
 )
+from npusim.frontend.pypto.compute import (
+    CastMode,
+    PrecisionType,
+    SaturationMode,
+    abs,
+    add,
+    amax,
+    amin,
+    cast,
+    concat,
+    cumsum,
+    div,
+    exp,
+    full,
+    matmul,
+    maximum,
+    minimum,
+    mul,
+    neg,
+    one_hot,
+    reshape,
+    rsqrt,
+    set_cube_tile_shapes,
+    sqrt,
+    sub,
+    sum,
+    transpose,
+)
 from npusim.frontend.pypto.ops import assemble, set_vec_tile_shapes, view
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
@@ -45,4 +74,25 @@ __all__ = [
     "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64",
     "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64",
     "assemble", "distributed", "experimental", "set_vec_tile_shapes", "view",
+    "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
+    "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
+    "transpose",
 ]
+
+NOT_YET = frozenset("""
+scaled_mm conv prod argmax argmin var topk argsort sort32 mrgsort greater gt ge eq ne lt le where clip pow exp2 expm1
+log log2 log10 log1p sin cos tan sinh cosh tanh asin acos atan atan2 asinh acosh atanh erf erfc reciprocal relu lrelu prelu
+sign signbit round floor ceil trunc hypot fmod remainder bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift
+bitwise_right_shift logical_not logical_and gather index_select index_add index_add_ index_put_ scatter scatter_ scatter_update
+gathermask permute expand_clone pad fillpad interleave deinterleave pack unpack quantize dequantize quant_mx uniform normal
+arange zeros ones cumprod triu tril copysign isfinite isnan cbrt gcd ceil_div floor_div axpy_ expand_exp_dif set_matrix_size
+""".split())
+"""Compute ops of the framework that npusim does not model yet (docs/pypto.md)."""
+
+
+def __getattr__(name: str):
+    if name in NOT_YET:
+        from npusim.errors import UsageError
+
+        raise UsageError(f"pypto.{name} is not modelled by npusim yet; docs/pypto.md lists the supported ops")
+    raise AttributeError(f"module 'npusim.pypto' has no attribute {name!r}")

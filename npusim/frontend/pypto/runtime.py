@@ -36,6 +36,7 @@ import numpy as np
 import simpy
 
 from npusim import isa
+from npusim.config.products import PRODUCTS
 from npusim.errors import RaceError, UsageError, WorkloadError
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.hw.aicpu import AicpuScheduler
@@ -198,15 +199,16 @@ class AccessSpec:
 
 
 class CoreTask(Task):
-    """A tile op that runs a small program on one AIV core. ``build(p)`` appends its instructions
-    (returning the UB tile of a load); ``consumers`` (stores and assignments of a loaded tile) are
-    appended after it in the same program; each of ``accesses`` lists shmem reads and writes.
-    ``first_event`` / ``last_event``: the events of its program's first instruction and of the one
-    that ended last (-1 until recorded)."""
+    """A tile op that runs a small program on one AI core of the kind the product runs its ``unit``
+    ("vector" or "cube") tile ops on (``core_kind``: "aiv" or "aic" on a split die). ``build(p)`` appends its instructions (returning the UB tile of a
+    load); ``consumers`` (stores and assignments of a loaded tile) are appended after it in the same
+    program; each of ``accesses`` lists shmem reads and writes. ``first_event`` / ``last_event``: the
+    events of its program's first instruction and of the one that ended last (-1 until recorded)."""
 
-    def __init__(self, op: OpNode, tile: int, build: Callable) -> None:
+    def __init__(self, op: OpNode, tile: int, build: Callable, unit: str = "vector") -> None:
         super().__init__(op, tile)
         self.build = build
+        self.core_kind = op.program.launch.core_kinds[unit]
         self.consumers: list[Callable] = []
         self.accesses: list[Callable[[], list[AccessSpec]]] = []
         self._records: list[Access] = []
@@ -226,13 +228,13 @@ class CoreTask(Task):
                 launch.races.record(access)
                 self._records.append(access)
         kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
-        p = kernel.vector_core(core)
+        p = kernel.core(self.core_kind, core)
         with p.tile(self.tile):
             tile = self.build(p)
             for consumer in self.consumers:
                 consumer(p, tile)
         self._watch(p.instructions)
-        process = kernel.launch(stream=launch.core_stream(self.op.program.die, core))
+        process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind))
         process.callbacks.append(self._ended)
         return process
 
@@ -354,6 +356,7 @@ class PeProgram:
     ops: list[OpNode] = field(default_factory=list)
     tile_shape: tuple[int, ...] | None = None
     creates: int = 0
+    cube_tiles: object | None = None  # set_cube_tile_shapes (a kernels.compute.matmul.CubeTiles)
 
     def op(self, name: str, **args) -> OpNode:
         """A new op of this PE, with its trace record."""
@@ -385,13 +388,15 @@ class ShmemLaunch:
             data_window_bytes=spec.data_window.bytes, signal_window_bytes=spec.signal_window.bytes, max_groups=spec.max_groups
         )
         self.areas: list[ShmemArea] = []
+        product = PRODUCTS.get(system.spec.product)
+        self.core_kinds = {"vector": product.vector_cores, "cube": product.cube_cores}  # the core kind of each unit's tile ops
         self.programs = [PeProgram(self, pe, die) for pe, die in enumerate(self.dies)]
         self.data_windows: dict[tuple[str, int], Allocation] = {}
         self.signal_windows: dict[tuple[str, int], Allocation] = {}
         self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there
         self.races = RaceDetector(self._race)
         self.schedulers: list[AicpuScheduler] = []
-        self._core_streams: dict[tuple[int, int], Stream] = {}
+        self._core_streams: dict[tuple, Stream] = {}
         self.done: simpy.Event | None = None
 
     @property
@@ -440,11 +445,12 @@ class ShmemLaunch:
         self.areas.append(area)
         return area
 
-    def core_stream(self, die: int, core: int) -> Stream:
-        """The in-order queue of tile ops of one AIV core."""
-        stream = self._core_streams.get((die, core))
+    def core_stream(self, die: int, core: int, kind: str) -> Stream:
+        """The in-order queue of tile ops of core ``core`` of ``kind`` on die ``die``."""
+        key = (die, core, kind)
+        stream = self._core_streams.get(key)
         if stream is None:
-            stream = self._core_streams[(die, core)] = Stream(self.system.env, die, f"aiv{core}")
+            stream = self._core_streams[key] = Stream(self.system.env, die, f"{kind}{core}")
         return stream
 
     # -- finishing and running ---------------------------------------------------------------------

@@ -143,6 +143,16 @@ class Tensor:
                 raise UsageError(f"tensor {what}: {part!r} in dim {dim} is not an int, a SymbolicScalar or a slice")
         return offsets, sizes
 
+    # -- arithmetic operators (pypto.add ...) -------------------------------------------------------
+
+    def __add__(self, other): return _compute().add(self, other)
+    def __radd__(self, other): return _compute().add(self, other)
+    def __sub__(self, other): return _compute().sub(self, other)
+    def __mul__(self, other): return _compute().mul(self, other)
+    def __rmul__(self, other): return _compute().mul(self, other)
+    def __truediv__(self, other): return _compute().div(self, other)
+    def __neg__(self): return _compute().neg(self)
+
     def numpy(self):
         """The values of a GM tensor (synchronises the session, like ``tensor.cpu()``)."""
         if self.device is None:
@@ -151,6 +161,12 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"pypto.Tensor({self.location}, shape={list(self.shape)}, {self.dtype.name}, PE {self.pe})"
+
+
+def _compute():
+    from npusim.frontend.pypto import compute
+
+    return compute
 
 
 def _key_text(key) -> str:

@@ -175,6 +175,16 @@ def _address(view: GmView) -> GmAddress:
     return GmAddress(view.allocation, view.offset_bytes)
 
 
+def move_box(p: CoreProgram, local: LocalTensor, gm: GmView, shape: Sequence[int], local_strides: Sequence[int], *, to_gm: bool,
+             name: str, **kw) -> list[Instruction]:
+    """Copy a box of ``shape`` between ``gm`` and a local tensor laid out with ``local_strides``
+    (bytes): MTE2 into the local buffer, or (``to_gm``) out of it on its store engine."""
+    plan = copy_plan(shape, local.dtype.itemsize, gm.strides, local_strides)
+    if to_gm:
+        return _move(p, _address(gm), local, plan, True, name, **kw)
+    return _move(p, local, _address(gm), plan, False, name, **kw)
+
+
 def load_tile(p: CoreProgram, src: GmView, tile_shape: Sequence[int], valid_shape: Sequence[int], dtype, *,
               name: str = "shmem_load") -> UbTile:
     """shmem_load of one tile: the valid region of the box at ``src`` into a new UB tile."""

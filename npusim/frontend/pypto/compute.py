@@ -1,0 +1,677 @@
+"""PyPTO's tile compute ops as the simulator builds them: checks, tiling, tile ops, dependencies.
+
+Each op is called inside a kernel function (``npusim.launch``), on GM tensors: kernel arguments,
+views of them, ``shmem_get`` results and the results of other compute ops. It runs the framework's
+checks before anything runs (an :class:`~npusim.errors.OpArgumentError` naming op, argument, value
+and rule), expands into tile ops by the current vector tile shape (``set_vec_tile_shapes``) or, for
+``matmul``, by the cube tile shapes (``set_cube_tile_shapes``), and makes each tile op depend on the
+tile ops that wrote the parts of its inputs it reads. Vector tile ops run on AIV cores, matmul tile
+ops on AIC cores, as the AICPU schedulers hand them out. Every result is a new GM tensor on the PE's
+die (a workspace of the launch), written tile by tile (``docs/pypto.md``: expansion, numerics, timing).
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from npusim import isa
+from npusim.errors import ResourceError
+from npusim.frontend.pypto.ops import _gm, _on_pe
+from npusim.frontend.pypto.runtime import CoreTask, PeProgram, current_program
+from npusim.frontend.pypto.tensors import Tensor
+from npusim.frontend.tensor import empty
+from npusim.kernels.compute import checks
+from npusim.kernels.compute.checks import reject
+from npusim.kernels.compute.matmul import CubeTiles, capacity_needs, matmul_tile, matmul_tiles
+from npusim.kernels.compute.modes import CastMode, PrecisionType, SaturationMode
+from npusim.kernels.compute.vector_tiles import (
+    Operand,
+    cast_tile,
+    cumsum_tile,
+    elementwise_tile,
+    fill_tile,
+    one_hot_tile,
+    reduce_tile,
+    transpose_tile,
+)
+from npusim.kernels.shmem.dtypes import DataType
+from npusim.kernels.shmem.tile_ops import ADDRESS_SCALAR_INSTRUCTIONS, GmView
+from npusim.kernels.shmem.tiling import Region, Tile, tile_grid
+
+FP32 = np.dtype(np.float32)
+UPCAST_FP16 = ("add", "sub", "mul")
+"""fp16 ops the framework computes in fp32 on Atlas A2 / A3 (AutoCast, opcode.h UNSUPPORT_FP16_OPS);
+bf16 ops are all computed in fp32 there (UNSUPPORT_BF16_OPS)."""
+
+
+# -- arguments ---------------------------------------------------------------------------------------
+
+
+def _input(op: str, arg: str, value, program: PeProgram) -> Tensor:
+    if not isinstance(value, Tensor):
+        reject(op, arg, value, "must be a pypto.Tensor")
+    if value.program is not program:
+        reject(op, arg, value, f"belongs to PE {value.pe}'s program, not to PE {program.pe}'s; each PE uses its own tensors")
+    if value.location == "UB":
+        reject(op, arg, value, "is a shmem_load result (a UB tile); assemble it into a GM tensor first (out[...] = tile): "
+                               "computing on a loaded UB tile directly is not modelled yet")
+    if value.location != "GM":
+        reject(op, arg, value, "is an op's token (a pred), not data")
+    checks.check_rank(op, arg, value.shape)
+    return value
+
+
+def compute_dtype(op: str, dtype: np.dtype) -> np.dtype:
+    """The dtype the chip computes ``op`` in for inputs of ``dtype`` (Atlas A2 / A3)."""
+    if dtype == DataType.DT_BF16.numpy or (dtype == DataType.DT_FP16.numpy and op in UPCAST_FP16):
+        return FP32
+    return dtype
+
+
+def _tiles(op: str, program: PeProgram, shape: Sequence[int], valid: Sequence[int], whole: Sequence[int] = ()) -> list[Tile]:
+    """The tiles of an output (or input) of ``shape`` by the vector tile shape, row-major; dims in
+    ``whole`` are not split (one tile spans them)."""
+    tile_shape = list(checks.check_vec_tile(op, program.tile_shape, len(shape)))
+    for dim in whole:
+        tile_shape[dim] = shape[dim]
+    return _grid(shape, tile_shape, valid)
+
+
+def _grid(shape: Sequence[int], tile_shape: Sequence[int], valid: Sequence[int]) -> list[Tile]:
+    tiles = []
+    grid = tile_grid(shape, tile_shape)
+    for index in range(math.prod(grid)):
+        position, rest = [], index
+        for n in reversed(grid):
+            position.append(rest % n)
+            rest //= n
+        offset = tuple(i * t for i, t in zip(reversed(position), tile_shape))
+        box = tuple(min(s - o, t) for s, o, t in zip(shape, offset, tile_shape))
+        inside = tuple(min(max(v - o, 0), b) for v, o, b in zip(valid, offset, box))
+        tiles.append(Tile(index, offset, box, inside))
+    return tiles
+
+
+def _view(tensor: Tensor, rank: int) -> GmView:
+    """The GM view of ``tensor``, with stride-0 leading dims up to ``rank`` (numpy's broadcast)."""
+    view = _gm(tensor)
+    return GmView(view.allocation, view.offset_bytes, (0,) * (rank - len(tensor.shape)) + tuple(view.strides))
+
+
+def _result(program: PeProgram, shape: Sequence[int], dtype: DataType, valid: Sequence[int], tasks, tiles) -> Tensor:
+    return Tensor(program, "GM", shape, dtype, device=tasks[1], valid_shape=valid,
+                  writes=[(task, Region(t.offset, t.shape)) for task, t in zip(tasks[0], tiles)])
+
+
+def _empty_program(p) -> None:
+    """A tile outside the valid region: only its address set-up."""
+    p.scalar(ADDRESS_SCALAR_INSTRUCTIONS, name="idle tile")
+
+
+def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Callable, reads: Callable, *, unit: str = "vector",
+                  shape: Sequence[int], dtype: DataType, record: dict | None = None):
+    """One tile op per tile: ``build(p, tile)`` appends its program, ``reads(tile)`` lists the
+    (tensor, region) it reads. The first tile's program is built once now, so that a tile that does
+    not fit the core's buffers fails before anything runs. Returns (tasks, result device tensor)."""
+    device = empty(tuple(shape), dtype.numpy, device=program.die)
+    node = program.op(op, shape=list(shape), tiles=len(tiles), **(record or {}))
+    _dry_build(op, program, tiles[0], build, program.launch.core_kinds[unit], device)
+    for tile in tiles:
+        def run(p, tile=tile):
+            if all(v > 0 for v in tile.valid_shape):
+                build(p, tile, device)
+            else:
+                _empty_program(p)
+
+        task = CoreTask(node, tile.index, run, unit)
+        for tensor, region in reads(tile):
+            task.depend_on(tensor.tasks_for(region))
+        node.tasks.append(task)
+    return node.tasks, device
+
+
+def _dry_build(op: str, program: PeProgram, tile: Tile, build: Callable, core_kind: str, device) -> None:
+    if not all(v > 0 for v in tile.valid_shape):
+        return
+    kernel = isa.Kernel(op, die=program.die, system=program.launch.system)
+    p = kernel.core(core_kind, 0)
+    try:
+        build(p, tile, device)
+    except ResourceError as error:
+        raise ResourceError(f"pypto.{op}: a tile of shape {list(tile.shape)} does not fit one {core_kind.upper()} core: {error}") from None
+
+
+def _box_of(operand: Tensor, out_shape: Sequence[int], tile: Tile) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The offset and box an operand (broadcast to ``out_shape``) reads for ``tile`` (its valid part)."""
+    shape = (1,) * (len(out_shape) - len(operand.shape)) + tuple(operand.shape)
+    offset = tuple(0 if s == 1 and o != 1 else t for s, o, t in zip(shape, out_shape, tile.offset))
+    box = tuple(1 if s == 1 and o != 1 else v for s, o, v in zip(shape, out_shape, tile.valid_shape))
+    return offset, box
+
+
+def _region(operand: Tensor, offset, box) -> Region:
+    drop = len(offset) - len(operand.shape)
+    return Region(tuple(offset[drop:]), tuple(box[drop:]))
+
+
+# -- elementwise -------------------------------------------------------------------------------------
+
+
+def _elementwise(op: str, tensors: Sequence[Tensor], kind: str, *, scalar=None, out_dtype: DataType | None = None,
+                 compute: np.dtype | None = None, record: dict | None = None) -> Tensor:
+    program = tensors[0].program
+    shape = tuple(tensors[0].shape)
+    for other in tensors[1:]:
+        shape = checks.broadcast_shape(op, shape, other.shape)
+    valid = list(shape)  # an operand limits the valid part of the dims it is not broadcast along
+    for tensor in tensors:
+        lead = len(shape) - len(tensor.shape)
+        for dim, (size, v) in enumerate(zip(tensor.shape, tensor.valid_shape), lead):
+            if size == shape[dim]:
+                valid[dim] = min(valid[dim], v)
+    valid = tuple(valid)
+    dtype = tensors[0].dtype
+    out_dtype = out_dtype or dtype
+    compute = compute if compute is not None else compute_dtype(op, dtype.numpy)
+    tiles = _tiles(op, program, shape, valid)
+    views = [_view(t, len(shape)) for t in tensors]
+
+    def build(p, tile, device):
+        operands = []
+        for tensor, view in zip(tensors, views):
+            offset, box = _box_of(tensor, shape, tile)
+            operands.append(Operand(view.shifted(offset), tensor.dtype.numpy, box))
+        out = GmView(device.allocation, device.offset_bytes, device.strides).shifted(tile.offset)
+        elementwise_tile(p, operands, out, out_dtype.numpy, tile.valid_shape, kind, compute, scalar=scalar, name=op)
+
+    def reads(tile):
+        return [(t, _region(t, *_box_of(t, shape, tile))) for t in tensors]
+
+    tasks = _launch_tiles(op, program, tiles, build, reads, shape=shape, dtype=out_dtype, record=record)
+    return _result(program, shape, out_dtype, valid, tasks, tiles)
+
+
+def _scalar_value(op: str, tensor: Tensor, value):
+    """A scalar operand: int or float (an int for an integer tensor, as the framework requires)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        reject(op, "other", value, "must be a pypto.Tensor, an int or a float")
+    if np.issubdtype(tensor.dtype.numpy, np.integer) and isinstance(value, float):
+        reject(op, "other", value, f"is a float, but input is {tensor.dtype.name}: an integer tensor takes only int scalars")
+    return value
+
+
+def _binary(op: str, input, other, kind: str, scalar_kind: str | None, *, negate: bool = False) -> Tensor:
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    if isinstance(other, Tensor):
+        y = _input(op, "other", other, program)
+        if y.dtype is not x.dtype:
+            reject(op, "other.dtype", y.dtype.name, f"differs from input.dtype={x.dtype.name}; both tensors need the same dtype")
+        return _elementwise(op, [x, y], kind)
+    value = _scalar_value(op, x, other)
+    if scalar_kind is None:  # no vector instruction with a scalar operand: the scalar is duplicated into a tile first
+        constant = full(list(x.shape), float(value) if np.issubdtype(x.dtype.numpy, np.floating) else int(value), x.dtype)
+        return _elementwise(op, [x, constant], kind)
+    return _elementwise(op, [x], scalar_kind, scalar=-value if negate else value, record={"scalar": value})
+
+
+@_on_pe
+def add(input: Tensor, other) -> Tensor:
+    """``pypto.add``: input + other (a tensor, broadcast as numpy, or an int / float)."""
+    return _binary("add", input, other, "add", "adds")
+
+
+@_on_pe
+def sub(input: Tensor, other) -> Tensor:
+    """``pypto.sub``: input - other."""
+    return _binary("sub", input, other, "sub", "adds", negate=True)
+
+
+@_on_pe
+def mul(input: Tensor, other) -> Tensor:
+    """``pypto.mul``: input * other."""
+    return _binary("mul", input, other, "mul", "muls")
+
+
+@_on_pe
+def div(input: Tensor, other, precision_type: PrecisionType = PrecisionType.HIGH_PRECISION) -> Tensor:
+    """``pypto.div``: input / other, IEEE division; int16 / int32 inputs are divided in fp32 and give
+    fp32 (binary.cpp). ``precision_type`` is accepted; Atlas A2 / A3 run the instruction either way."""
+    op = "div"
+    if not isinstance(precision_type, PrecisionType):
+        reject(op, "precision_type", precision_type, "must be a pypto.PrecisionType")
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    if np.issubdtype(x.dtype.numpy, np.integer):
+        checks.check_dtype(op, "input", x.dtype.name)
+        x = cast(x, DataType.DT_FP32)
+        other = cast(other, DataType.DT_FP32) if isinstance(other, Tensor) else float(_scalar_value(op, input, other))
+    return _binary(op, x, other, "div", None)
+
+
+@_on_pe
+def maximum(input, other) -> Tensor:
+    """``pypto.maximum``: the larger of each pair (a tensor and a tensor or a scalar)."""
+    if not isinstance(input, Tensor):
+        input, other = other, input
+    return _binary("maximum", input, other, "max", "maxs")
+
+
+@_on_pe
+def minimum(input, other) -> Tensor:
+    """``pypto.minimum``: the smaller of each pair."""
+    if not isinstance(input, Tensor):
+        input, other = other, input
+    return _binary("minimum", input, other, "min", "mins")
+
+
+def _unary(op: str, input, kind: str, precision_type=None) -> Tensor:
+    if precision_type is not None and not isinstance(precision_type, PrecisionType):
+        reject(op, "precision_type", precision_type, "must be a pypto.PrecisionType")
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    return _elementwise(op, [x], kind)
+
+
+@_on_pe
+def exp(input: Tensor, precision_type: PrecisionType = PrecisionType.INTRINSIC) -> Tensor:
+    """``pypto.exp``: e ** input (not bit-exact: see docs/pypto.md)."""
+    return _unary("exp", input, "exp", precision_type)
+
+
+@_on_pe
+def sqrt(input: Tensor, precision_type: PrecisionType = PrecisionType.INTRINSIC) -> Tensor:
+    """``pypto.sqrt``: the square root (correctly rounded)."""
+    return _unary("sqrt", input, "sqrt", precision_type)
+
+
+@_on_pe
+def rsqrt(input: Tensor, precision_type: PrecisionType = PrecisionType.INTRINSIC) -> Tensor:
+    """``pypto.rsqrt``: 1 / sqrt(input) (not bit-exact: see docs/pypto.md)."""
+    return _unary("rsqrt", input, "rsqrt", precision_type)
+
+
+@_on_pe
+def abs(input: Tensor) -> Tensor:  # noqa: A001 - PyPTO's name
+    """``pypto.abs``: the absolute value."""
+    return _unary("abs", input, "abs")
+
+
+@_on_pe
+def neg(input: Tensor) -> Tensor:
+    """``pypto.neg``: -input."""
+    return _unary("neg", input, "neg")
+
+
+# -- cast --------------------------------------------------------------------------------------------
+
+
+@_on_pe
+def cast(input: Tensor, dtype: DataType, mode: CastMode = CastMode.CAST_NONE, satmode: SaturationMode = SaturationMode.OFF) -> Tensor:
+    """``pypto.cast``: input converted to ``dtype`` with the CastMode (a mode the pair does not take,
+    or CAST_NONE, falls back to the pair's default, as the framework). Float -> integer saturates;
+    an integer narrowing saturates with ``satmode=ON`` and wraps with OFF."""
+    op = "cast"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    if not isinstance(dtype, DataType):
+        reject(op, "dtype", dtype, "must be a pypto.DataType (pypto.DT_FP16 ...)")
+    if not isinstance(mode, CastMode):
+        reject(op, "mode", mode, "must be a pypto.CastMode")
+    if not isinstance(satmode, SaturationMode):
+        reject(op, "satmode", satmode, "must be a pypto.SaturationMode")
+    checks.check_cast(x.dtype.name, dtype.name)
+    chosen = checks.cast_mode(x.dtype.name, dtype.name, mode.name)
+    rounding = CastMode[chosen].rounding if chosen is not None else "rint"
+    saturate = not (np.issubdtype(x.dtype.numpy, np.integer) and satmode is SaturationMode.OFF)
+    shape, valid = tuple(x.shape), x.valid_shape
+    tiles = _tiles(op, program, shape, valid)
+    view = _gm(x)
+
+    def build(p, tile, device):
+        out = GmView(device.allocation, device.offset_bytes, device.strides).shifted(tile.offset)
+        cast_tile(p, Operand(view.shifted(tile.offset), x.dtype.numpy, tile.valid_shape), out, dtype.numpy, rounding, saturate, name=op)
+
+    tasks = _launch_tiles(op, program, tiles, build, lambda tile: [(x, Region(tile.offset, tile.valid_shape))], shape=shape, dtype=dtype,
+                          record={"dtype": dtype.name, "mode": chosen or "none"})
+    return _result(program, shape, dtype, valid, tasks, tiles)
+
+
+# -- reductions and scans ----------------------------------------------------------------------------
+
+
+def _along(op: str, input, dim: int, out_dtype_of: Callable[[DataType], DataType], kind: str, keepdim: bool | None) -> Tensor:
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    axis = checks.check_dim(op, dim, len(x.shape))
+    if keepdim is not None and not isinstance(keepdim, bool):
+        reject(op, "keepdim", keepdim, "must be True or False")
+    out_dtype = out_dtype_of(x.dtype)
+    compute = compute_dtype(op, x.dtype.numpy)
+    if kind == "cumsum":  # math.cpp TensorCumOperation: fp16 / bf16 run in fp32, integers in int32
+        compute = np.dtype(np.int32) if np.issubdtype(x.dtype.numpy, np.integer) else FP32
+    in_shape = tuple(x.shape)
+    if kind == "cumsum":
+        out_shape, out_valid = in_shape, x.valid_shape
+    else:
+        kept = in_shape[:axis] + (1,) + in_shape[axis + 1:]
+        out_shape = kept if keepdim else in_shape[:axis] + in_shape[axis + 1:]
+        valid_kept = x.valid_shape[:axis] + (1,) + x.valid_shape[axis + 1:]
+        out_valid = valid_kept if keepdim else x.valid_shape[:axis] + x.valid_shape[axis + 1:]
+    tiles = _tiles(op, program, in_shape, x.valid_shape, whole=(axis,))
+    view = _gm(x)
+
+    def build(p, tile, device):
+        operand = Operand(view.shifted(tile.offset), x.dtype.numpy, tile.valid_shape)
+        strides = tuple(device.strides)
+        if kind == "cumsum":
+            out = GmView(device.allocation, device.offset_bytes, strides).shifted(tile.offset)
+            cumsum_tile(p, operand, out, axis, compute, out_dtype.numpy, name=op)
+            return
+        if not keepdim:  # the dropped axis as a size-1 dim of the stored box
+            strides = strides[:axis] + (0,) + strides[axis:]
+        out = GmView(device.allocation, device.offset_bytes, strides).shifted(tile.offset[:axis] + (0,) + tile.offset[axis + 1:])
+        reduce_tile(p, operand, out, axis, kind, compute, out_dtype.numpy, name=op)
+
+    tasks = _launch_tiles(op, program, tiles, build, lambda tile: [(x, Region(tile.offset, tile.valid_shape))], shape=out_shape,
+                          dtype=out_dtype, record={"dim": axis})
+    out_tiles = [Tile(t.index, t.offset if kind == "cumsum" else _drop(t.offset, axis, keepdim), t.shape if kind == "cumsum" else _drop(t.shape, axis, keepdim, 1),
+                      t.valid_shape) for t in tiles]
+    return _result(program, out_shape, out_dtype, out_valid, tasks, out_tiles)
+
+
+def _drop(values: tuple, axis: int, keepdim: bool, kept_value: int = 0) -> tuple:
+    return values[:axis] + (kept_value,) + values[axis + 1:] if keepdim else values[:axis] + values[axis + 1:]
+
+
+@_on_pe
+def sum(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyPTO's name
+    """``pypto.sum``: the sum along ``dim`` (bf16 summed in fp32; order: docs/pypto.md)."""
+    return _along("sum", input, dim, lambda d: d, "reduce_sum", keepdim)
+
+
+@_on_pe
+def amax(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+    """``pypto.amax``: the largest element along ``dim``."""
+    return _along("amax", input, dim, lambda d: d, "reduce_max", keepdim)
+
+
+@_on_pe
+def amin(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+    """``pypto.amin``: the smallest element along ``dim``."""
+    return _along("amin", input, dim, lambda d: d, "reduce_min", keepdim)
+
+
+@_on_pe
+def cumsum(input: Tensor, dim: int) -> Tensor:
+    """``pypto.cumsum``: the running sum along ``dim``, element after element: fp16 / bf16 in fp32,
+    int16 / int32 in int32 (wrapping) giving int64 (math.cpp TensorCumOperation). The tile does not
+    split ``dim``."""
+    return _along("cumsum", input, dim, lambda d: DataType.DT_INT64 if np.issubdtype(d.numpy, np.integer) else d, "cumsum", None)
+
+
+# -- creation, views and data movement ---------------------------------------------------------------
+
+
+@_on_pe
+def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int] | None = None) -> Tensor:
+    """``pypto.full``: a tensor of ``size`` filled with ``fill_value`` (an int for an integer dtype,
+    a float for a float dtype: no implicit conversion)."""
+    op = "full"
+    program = current_program(op)
+    if not isinstance(dtype, DataType):
+        reject(op, "dtype", dtype, "must be a pypto.DataType")
+    checks.check_dtype(op, "dtype", dtype.name)
+    if not isinstance(size, (list, tuple)) or any(not isinstance(s, int) or isinstance(s, bool) for s in size):
+        reject(op, "size", size, "must be a list of ints")
+    checks.check_rank(op, "size", size)
+    if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
+        reject(op, "fill_value", fill_value, "must be an int or a float")
+    if np.issubdtype(dtype.numpy, np.integer) != isinstance(fill_value, int):
+        reject(op, "fill_value", fill_value, f"does not match dtype={dtype.name}: the value must have the dtype's kind (no implicit conversion)")
+    shape = tuple(size)
+    valid = tuple(valid_shape) if valid_shape is not None else shape
+    tiles = _tiles(op, program, shape, valid)
+
+    def build(p, tile, device):
+        out = GmView(device.allocation, device.offset_bytes, device.strides).shifted(tile.offset)
+        fill_tile(p, out, dtype.numpy, tile.valid_shape, fill_value, name=op)
+
+    tasks = _launch_tiles(op, program, tiles, build, lambda tile: [], shape=shape, dtype=dtype, record={"value": fill_value})
+    return _result(program, shape, dtype, valid, tasks, tiles)
+
+
+@_on_pe
+def one_hot(input: Tensor, num_classes: int) -> Tensor:
+    """``pypto.one_hot``: int64 ``input.shape + [num_classes]``, 1 where the class is the index.
+    The tile shape tiles the output; its last dim must equal ``num_classes``."""
+    op = "one_hot"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes <= 0:
+        reject(op, "num_classes", num_classes, "must be a positive int")
+    if len(x.shape) > 3:
+        reject(op, "input.shape", list(x.shape), "must have 1 to 3 dims")
+    shape = tuple(x.shape) + (num_classes,)
+    tile_shape = checks.check_vec_tile(op, program.tile_shape, len(shape))
+    if tile_shape[-1] != num_classes:
+        reject(op, "tile_shape", list(tile_shape), f"must have num_classes={num_classes} as its last dim (the classes are not split)")
+    valid = tuple(x.valid_shape) + (num_classes,)
+    tiles = _grid(shape, tile_shape, valid)
+    view, out_dtype = _gm(x), DataType.DT_INT64
+
+    def build(p, tile, device):
+        out = GmView(device.allocation, device.offset_bytes, device.strides).shifted(tile.offset)
+        one_hot_tile(p, Operand(view.shifted(tile.offset[:-1]), x.dtype.numpy, tile.valid_shape[:-1]), out, num_classes, out_dtype.numpy, name=op)
+
+    tasks = _launch_tiles(op, program, tiles, build, lambda tile: [(x, Region(tile.offset[:-1], tile.valid_shape[:-1]))],
+                          shape=shape, dtype=out_dtype, record={"num_classes": num_classes})
+    return _result(program, shape, out_dtype, valid, tasks, tiles)
+
+
+@_on_pe
+def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None, inplace: bool = False) -> Tensor:
+    """``pypto.reshape``: the same elements with another shape (one dim may be -1). A contiguous GM
+    tensor is viewed in place (no data moves); its readers wait for every writer of the input."""
+    op = "reshape"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    if not isinstance(shape, (list, tuple)) or any(not isinstance(s, int) or isinstance(s, bool) for s in shape) or list(shape).count(-1) > 1:
+        reject(op, "shape", shape, "must be a list of ints, at most one of them -1")
+    known = math.prod(s for s in shape if s != -1)
+    new = tuple(x.device.size // known if s == -1 and known else s for s in shape)
+    if math.prod(new) != math.prod(x.shape) or any(s <= 0 for s in new):
+        reject(op, "shape", list(shape), f"does not hold the {math.prod(x.shape)} elements of input {list(x.shape)}")
+    if not x.device.is_contiguous():
+        reject(op, "input", x, "is not contiguous in GM (a strided view): reshape of a view is not modelled")
+    valid = tuple(valid_shape) if valid_shape is not None else (new if x.valid_shape == x.shape else None)
+    if valid is None:
+        reject(op, "valid_shape", None, f"must be given: input has the valid shape {list(x.valid_shape)}, which a reshape does not carry over")
+    return Tensor(program, "GM", new, x.dtype, device=x.device.view(*new), valid_shape=valid,
+                  writes=[(task, None) for task in x.tasks_for(None)])
+
+
+# dims transpose supports on 4-D tensors (pypto-transpose.md 约束说明 3); 2-D and 3-D take any pair
+TRANSPOSE_4D = {(0, 2), (1, 3), (2, 3), (1, 2)}
+
+
+@_on_pe
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """``pypto.transpose``: ``dim0`` and ``dim1`` swapped. The tile shape tiles the input; each tile
+    is written transposed."""
+    op = "transpose"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    rank = len(x.shape)
+    a, b = sorted((checks.check_dim(op, dim0, rank), checks.check_dim(op, dim1, rank)))
+    if a == b or (x.shape[a] == 1 and x.shape[b] == 1):
+        return x
+    if rank == 4 and (a, b) not in TRANSPOSE_4D:
+        reject(op, "dim0, dim1", (dim0, dim1), f"swap dims {a} and {b} of a 4-D tensor, which the framework does not support; it supports {sorted(TRANSPOSE_4D)}")
+    shape = list(x.shape)
+    shape[a], shape[b] = shape[b], shape[a]
+    valid = list(x.valid_shape)
+    valid[a], valid[b] = valid[b], valid[a]
+    tiles = _tiles(op, program, x.shape, x.valid_shape)
+    view = _gm(x)
+
+    def swap(values):
+        values = list(values)
+        values[a], values[b] = values[b], values[a]
+        return tuple(values)
+
+    def build(p, tile, device):
+        out = GmView(device.allocation, device.offset_bytes, device.strides).shifted(swap(tile.offset))
+        transpose_tile(p, Operand(view.shifted(tile.offset), x.dtype.numpy, tile.valid_shape), out, a, b, name=op)
+
+    tasks = _launch_tiles(op, program, tiles, build, lambda tile: [(x, Region(tile.offset, tile.valid_shape))], shape=shape, dtype=x.dtype,
+                          record={"dims": [a, b]})
+    out_tiles = [Tile(t.index, swap(t.offset), swap(t.shape), swap(t.valid_shape)) for t in tiles]
+    return _result(program, shape, x.dtype, valid, tasks, out_tiles)
+
+
+@_on_pe
+def concat(tensors: list[Tensor], dim: int = 0) -> Tensor:
+    """``pypto.concat``: the tensors joined along ``dim``: each input's tiles (``dim`` not split)
+    copied GM -> UB -> GM into their place in the result."""
+    op = "concat"
+    program = current_program(op)
+    if not isinstance(tensors, (list, tuple)) or not 2 <= len(tensors) <= 128:
+        reject(op, "tensors", tensors, "must be a list of 2 to 128 tensors")
+    inputs = [_input(op, f"tensors[{i}]", t, program) for i, t in enumerate(tensors)]
+    first = inputs[0]
+    checks.check_dtype(op, "tensors[0]", first.dtype.name)
+    axis = checks.check_dim(op, dim, len(first.shape))
+    for i, t in enumerate(inputs[1:], 1):
+        if t.dtype is not first.dtype or len(t.shape) != len(first.shape) or any(
+                s != f for d, (s, f) in enumerate(zip(t.shape, first.shape)) if d != axis):
+            reject(op, f"tensors[{i}]", t, f"must have the dtype {first.dtype.name} and the shape {list(first.shape)} except in dim {axis}")
+        if t.valid_shape[axis] != t.shape[axis]:
+            reject(op, f"tensors[{i}].valid_shape", list(t.valid_shape), f"must equal the shape in dim {axis}")
+    shape = list(first.shape)
+    shape[axis] = builtins.sum(t.shape[axis] for t in inputs)
+    device = empty(tuple(shape), first.dtype.numpy, device=program.die)
+    node = program.op(op, shape=shape, dim=axis, inputs=len(inputs))
+    out_view = GmView(device.allocation, device.offset_bytes, device.strides)
+    writes, at = [], 0
+    for t in inputs:
+        tiles = _tiles(op, program, t.shape, t.valid_shape, whole=(axis,))
+        view = _gm(t)
+        for tile in tiles:
+            place = tuple(o + (at if d == axis else 0) for d, o in enumerate(tile.offset))
+
+            def build(p, tile=tile, view=view, place=place, dtype=t.dtype.numpy):
+                if all(v > 0 for v in tile.valid_shape):
+                    elementwise_tile(p, [Operand(view.shifted(tile.offset), dtype, tile.valid_shape)], out_view.shifted(place), dtype,
+                                     tile.valid_shape, "copy", dtype, name=op)
+                else:
+                    _empty_program(p)
+
+            task = CoreTask(node, len(node.tasks), build)
+            task.depend_on(t.tasks_for(Region(tile.offset, tile.valid_shape)))
+            node.tasks.append(task)
+            writes.append((task, Region(place, tile.shape)))
+        at += t.shape[axis]
+    return Tensor(program, "GM", shape, first.dtype, device=device, writes=writes)
+
+
+# -- matmul ------------------------------------------------------------------------------------------
+
+
+def set_cube_tile_shapes(m: list[int], k: list[int], n: list[int], enable_split_k: bool = False) -> None:
+    """The cube tile shapes the following matmuls of this PE are tiled by: ``m = [mL0, mL1]``,
+    ``k = [kL0, kL1]`` (or ``[kL0, kAL1, kBL1]``), ``n = [nL0, nL1]``. ``enable_split_k`` (the
+    multi-core split of k) is not modelled: True is refused."""
+    program = current_program("set_cube_tile_shapes")
+    (m0, m1), (k0, ka, kb), (n0, n1) = checks.check_cube_tiles(m, k, n)
+    if enable_split_k is not False:
+        reject("set_cube_tile_shapes", "enable_split_k", enable_split_k, "is not modelled yet (the multi-core split of k); pass False")
+    program.cube_tiles = CubeTiles(m0, m1, k0, ka, kb, n0, n1)
+
+
+@_on_pe
+def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = False, b_trans: bool = False, c_matrix_nz: bool = False,
+           extend_params: dict | None = None) -> Tensor:
+    """``pypto.matmul``: ``input @ mat2`` (``input`` is ``[K, M]`` with ``a_trans``, ``mat2`` is
+    ``[N, K]`` with ``b_trans``) on the AIC cores, accumulated in fp32 (int32 for int8) in the cube's
+    block order and converted to ``out_dtype`` by FIXP; 2-D matrices in ND format."""
+    op = "matmul"
+    program = current_program(op)
+    a = _input(op, "input", input, program)
+    b = _input(op, "mat2", mat2, program)
+    for arg, value in (("a_trans", a_trans), ("b_trans", b_trans), ("c_matrix_nz", c_matrix_nz)):
+        if not isinstance(value, bool):
+            reject(op, arg, value, "must be True or False")
+    if c_matrix_nz:
+        reject(op, "c_matrix_nz", c_matrix_nz, "must be False: the framework supports only an ND output")
+    if extend_params is not None:
+        reject(op, "extend_params", extend_params, "is not modelled yet (bias, quantisation, relu): pass None")
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        reject(op, "input.shape", [list(a.shape), list(b.shape)], "must both be 2-D: batched (3-D / 4-D) matmul is not modelled yet")
+    if a.dtype is not b.dtype or a.dtype.name not in checks.MATMUL_DTYPES:
+        reject(op, "mat2.dtype", b.dtype.name, f"with input.dtype={a.dtype.name} is not a pair of the framework's; pairs: "
+                                               + ", ".join(f"{d} x {d}" for d in checks.MATMUL_DTYPES))
+    if not isinstance(out_dtype, DataType) or out_dtype.name not in checks.MATMUL_DTYPES[a.dtype.name]:
+        reject(op, "out_dtype", out_dtype, f"is not an output of {a.dtype.name} inputs; those are {', '.join(checks.MATMUL_DTYPES[a.dtype.name])}")
+    m, k = (a.shape[1], a.shape[0]) if a_trans else a.shape
+    k2, n = (b.shape[1], b.shape[0]) if b_trans else b.shape
+    if k != k2:
+        reject(op, "mat2.shape", list(b.shape), f"has k={k2}, input has k={k} (shapes {list(a.shape)} x {list(b.shape)}, a_trans={a_trans}, b_trans={b_trans})")
+    for arg, tensor in (("input", a), ("mat2", b)):
+        if tensor.shape[-1] > 65535:
+            reject(op, f"{arg}.shape", list(tensor.shape), "has an inner axis over 65535, the ND limit")
+        if tensor.valid_shape != tensor.shape:
+            reject(op, f"{arg}.valid_shape", list(tensor.valid_shape), "must equal the shape: matmul of a partly valid view is not modelled yet")
+    tiles = program.cube_tiles
+    if tiles is None:
+        reject(op, "cube_tile_shapes", None, "are not set; call pypto.set_cube_tile_shapes(m, k, n) before the matmul")
+    item = a.dtype.itemsize
+    if tiles.k0 % 16 or tiles.n0 % 16 or (tiles.k0 * item) % 32 or (tiles.n0 * item) % 32 or (a_trans and (tiles.m0 * item) % 32):
+        reject(op, "cube_tile_shapes", _tile_text(tiles), f"break the alignment rule: kL0 and nL0 multiples of 16 elements and of 32 bytes "
+                                                          f"({a.dtype.name}){', mL0 of 32 bytes (a_trans)' if a_trans else ''}")
+    launch = program.launch
+    cube_buffers = launch.system.timing.kinds[launch.core_kinds["cube"]].buffers
+    limits = {name: cube_buffers[name].capacity_bytes for name in ("L0A", "L0B", "L0C", "L1")}
+    for buffer, need in capacity_needs(tiles, item).items():
+        if need > limits[buffer]:
+            raise ResourceError(f"pypto.matmul: cube_tile_shapes {_tile_text(tiles)} need {need} bytes of {buffer} for {a.dtype.name} inputs, "
+                                f"more than its {limits[buffer]} bytes (pypto-set_cube_tile_shapes.md 空间约束); set smaller tiles")
+    out_tiles = matmul_tiles(m, n, k, tiles)
+    views = (_gm(a), _gm(b))
+    tile_objects = [Tile(i, (t.m_offset, t.n_offset), (t.m, t.n), (t.m, t.n)) for i, t in enumerate(out_tiles)]
+
+    def build(p, tile, device):
+        t = out_tiles[tile.index]
+        matmul_tile(p, *views, GmView(device.allocation, device.offset_bytes, device.strides), t, tiles, a.dtype.numpy, out_dtype.numpy,
+                    a_trans=a_trans, b_trans=b_trans, name=op)
+
+    def reads(tile):
+        t = out_tiles[tile.index]
+        a_region = Region((0, t.m_offset), (k, t.m)) if a_trans else Region((t.m_offset, 0), (t.m, k))
+        b_region = Region((t.n_offset, 0), (t.n, k)) if b_trans else Region((0, t.n_offset), (k, t.n))
+        return [(a, a_region), (b, b_region)]
+
+    tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=(m, n), dtype=out_dtype,
+                          record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)})
+    return _result(program, (m, n), out_dtype, (m, n), tasks, tile_objects)
+
+
+def _tile_text(tiles: CubeTiles) -> str:
+    k = [tiles.k0, tiles.k_a] if tiles.k_a == tiles.k_b else [tiles.k0, tiles.k_a, tiles.k_b]
+    return f"m={[tiles.m0, tiles.m1]} k={k} n={[tiles.n0, tiles.n1]}"
+
+
+__all__ = [
+    "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
+    "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
+    "transpose", "OpArgumentError",
+]

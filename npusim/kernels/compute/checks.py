@@ -1,0 +1,126 @@
+"""The rules PyPTO's compute ops check before anything runs, with the framework's wording of each
+rule (op docs under ``docs/zh/api/operation/`` of hicann/pypto; ``binary.cpp``, ``cube_operation_impl.cpp``).
+
+Every failure is an :class:`~npusim.errors.OpArgumentError` naming the op, the argument, its value
+and the rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from npusim.errors import OpArgumentError
+
+MAX_DIMS = 4
+
+# Tensor dtypes per op on Atlas A2 / A3 (the op pages' 约束说明, and binary.cpp ADD_A2A3_TYPES ...), by DataType name
+FLOAT = ("DT_FP16", "DT_BF16", "DT_FP32")
+ARITH = ("DT_INT32", "DT_INT16") + FLOAT
+OP_DTYPES = {
+    "add": ARITH, "sub": ARITH, "mul": ARITH, "div": ARITH, "maximum": ARITH, "minimum": ARITH,
+    "exp": FLOAT, "sqrt": FLOAT, "rsqrt": FLOAT, "abs": ARITH, "neg": ARITH,
+    "sum": ("DT_FP32", "DT_BF16", "DT_INT32", "DT_INT16"), "amax": ARITH, "amin": ARITH,
+    "cumsum": ARITH, "transpose": ARITH + ("DT_INT8", "DT_UINT8"), "concat": ARITH + ("DT_INT8", "DT_UINT8", "DT_INT64"),
+    "one_hot": ("DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64"),
+    "full": ARITH + ("DT_INT8", "DT_UINT8", "DT_UINT16", "DT_UINT32"),
+}
+
+# cast pairs of Atlas A2 / A3 (pypto-cast.md): (source, target) -> (modes the pair takes, default mode)
+_ROUNDED = ("CAST_RINT", "CAST_ROUND", "CAST_FLOOR", "CAST_CEIL", "CAST_TRUNC")
+CAST_PAIRS = {
+    ("DT_FP32", "DT_FP16"): (_ROUNDED + ("CAST_ODD",), "CAST_RINT"),
+    ("DT_FP32", "DT_FP32"): (_ROUNDED, "CAST_RINT"),
+    ("DT_FP32", "DT_BF16"): (_ROUNDED, "CAST_RINT"),
+    ("DT_FP32", "DT_INT64"): (_ROUNDED, "CAST_TRUNC"),
+    ("DT_FP32", "DT_INT32"): (_ROUNDED, "CAST_TRUNC"),
+    ("DT_FP32", "DT_INT16"): (_ROUNDED, "CAST_TRUNC"),
+    ("DT_FP16", "DT_FP32"): ((), None),
+    ("DT_FP16", "DT_INT32"): (_ROUNDED, "CAST_TRUNC"),
+    ("DT_FP16", "DT_INT16"): (_ROUNDED, "CAST_TRUNC"),
+    ("DT_FP16", "DT_INT8"): (_ROUNDED, "CAST_TRUNC"),
+    ("DT_FP16", "DT_UINT8"): (_ROUNDED, "CAST_TRUNC"),
+    ("DT_BF16", "DT_FP32"): ((), None),
+    ("DT_BF16", "DT_INT32"): (_ROUNDED, "CAST_TRUNC"),
+    ("DT_INT32", "DT_FP32"): (_ROUNDED, "CAST_RINT"),
+    ("DT_INT32", "DT_INT64"): ((), None),
+    ("DT_INT32", "DT_INT16"): ((), None),
+    ("DT_INT16", "DT_FP32"): (_ROUNDED, "CAST_RINT"),
+    ("DT_INT16", "DT_FP16"): (_ROUNDED, "CAST_RINT"),
+    ("DT_INT64", "DT_FP32"): (_ROUNDED, "CAST_RINT"),
+    ("DT_INT64", "DT_INT32"): ((), None),
+    ("DT_UINT8", "DT_FP16"): ((), None),
+    ("DT_INT8", "DT_FP16"): ((), None),
+}
+
+# matmul (pypto-matmul.md table 3, Atlas A2 / A3): input dtype -> output dtypes
+MATMUL_DTYPES = {"DT_FP16": ("DT_FP16", "DT_FP32"), "DT_BF16": ("DT_BF16", "DT_FP32"), "DT_FP32": ("DT_FP32",), "DT_INT8": ("DT_INT32",)}
+
+
+def reject(op: str, arg: str, value, rule: str) -> None:
+    raise OpArgumentError(f"pypto.{op}: {arg}={value!r} {rule}")
+
+
+def check_dtype(op: str, arg: str, dtype_name: str) -> None:
+    allowed = OP_DTYPES[op]
+    if dtype_name not in allowed:
+        reject(op, f"{arg}.dtype", dtype_name, f"is not supported on Atlas A2 / A3; {op} takes {', '.join(allowed)}")
+
+
+def check_rank(op: str, arg: str, shape: Sequence[int]) -> None:
+    if not 1 <= len(shape) <= MAX_DIMS or any(s <= 0 for s in shape):
+        reject(op, f"{arg}.shape", list(shape), f"must have 1 to {MAX_DIMS} dims, none empty")
+
+
+def broadcast_shape(op: str, a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """The shape two operands broadcast to (numpy's rule, as the framework: trailing dims equal or 1)."""
+    rank = max(len(a), len(b))
+    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
+    out = []
+    for dim, (x, y) in enumerate(zip(a, b)):
+        if x != y and 1 not in (x, y):
+            reject(op, "other.shape", list(b), f"does not broadcast with input.shape={list(a)}: dim {dim} is {y}, not {x} or 1")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def check_dim(op: str, dim, rank: int) -> int:
+    """A dim argument as a non-negative axis: -rank <= dim < rank."""
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -rank <= dim < rank:
+        reject(op, "dim", dim, f"must be an int with -{rank} <= dim < {rank}")
+    return dim % rank
+
+
+def check_cast(dtype_from: str, dtype_to: str) -> None:
+    if (dtype_from, dtype_to) not in CAST_PAIRS:
+        pairs = ", ".join(f"{a}->{b}" for a, b in CAST_PAIRS)
+        reject("cast", "dtype", dtype_to, f"from {dtype_from} is not a conversion of Atlas A2 / A3; the pairs are {pairs}")
+
+
+def cast_mode(dtype_from: str, dtype_to: str, mode: str) -> str | None:
+    """The CastMode a cast runs with: the one given if the pair takes it, else the pair's default
+    (the framework falls back silently, pypto-cast.md 其他约束 5); None for a widening (no rounding)."""
+    modes, default = CAST_PAIRS[(dtype_from, dtype_to)]
+    return mode if mode in modes else default
+
+
+def check_vec_tile(op: str, tile_shape: Sequence[int] | None, rank: int) -> tuple[int, ...]:
+    fix = "call pypto.set_vec_tile_shapes(...) with one size per dim of the output before the op"
+    if tile_shape is None:
+        reject(op, "tile_shape", None, f"is not set; {fix}")
+    if len(tile_shape) != rank:
+        reject(op, "tile_shape", list(tile_shape), f"has {len(tile_shape)} dims; the output has {rank}: {fix}")
+    return tuple(tile_shape)
+
+
+def check_cube_tiles(m: Sequence, k: Sequence, n: Sequence) -> tuple[tuple[int, int], tuple[int, ...], tuple[int, int]]:
+    """set_cube_tile_shapes' arguments: m = [mL0, mL1], k = [kL0, kL1] (or [kL0, kAL1, kBL1]),
+    n = [nL0, nL1], each positive, L0 <= L1 and L1 % L0 == 0 (pypto-set_cube_tile_shapes.md)."""
+    op = "set_cube_tile_shapes"
+    for arg, value, sizes in (("m", m, (2,)), ("k", k, (2, 3)), ("n", n, (2,))):
+        if not isinstance(value, (list, tuple)) or len(value) not in sizes or any(not isinstance(v, int) or isinstance(v, bool) or v <= 0 for v in value):
+            reject(op, arg, value, f"must be a list of {' or '.join(map(str, sizes))} positive ints ([L0, L1])")
+        for l1 in value[1:]:
+            if l1 < value[0] or l1 % value[0]:
+                reject(op, arg, value, f"breaks {arg}L0 <= {arg}L1 and {arg}L1 % {arg}L0 == 0")
+    k = tuple(k) if len(k) == 3 else (k[0], k[1], k[1])
+    return (m[0], m[1]), k, (n[0], n[1])

@@ -1,0 +1,209 @@
+"""The programs of PyPTO's vector tile ops: what one AIV core runs for one tile of a compute op.
+
+Every tile op has the same frame (as a leaf function of the framework's that holds one op):
+SCALAR address set-up, SCALAR -> MTE2 sync, an MTE2 copy of each input's box from GM into UB,
+MTE2 -> VECTOR sync, the vector instructions, VECTOR -> MTE3 sync, an MTE3 store of the result box,
+MTE3 -> SCALAR sync. The boxes are the valid part of the tile (a tile outside the valid region
+moves nothing and computes nothing).
+
+All buffers of one tile op share one element layout (:func:`tile_strides`): elements contiguous,
+each row of the last dim padded so that it starts 32-byte aligned in every dtype the tile op uses,
+so that an elementwise instruction (and a cast between dtypes) lines up element for element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from npusim.isa import CoreProgram, LocalTensor
+from npusim.kernels.shmem.tile_ops import ADDRESS_SCALAR_INSTRUCTIONS, UB_ALIGN_BYTES, GmView, move_box
+
+
+def tile_strides(shape: Sequence[int], itemsizes: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a tile in UB: the last dim contiguous, rows padded to a whole number of
+    32-byte blocks of the narrowest dtype (so 32-byte aligned in all of them)."""
+    block = UB_ALIGN_BYTES // min(itemsizes)
+    strides = [1] * len(shape)
+    if len(shape) > 1:
+        strides[-2] = -(-shape[-1] // block) * block
+        for dim in range(len(shape) - 3, -1, -1):
+            strides[dim] = strides[dim + 1] * shape[dim + 1]
+    return tuple(strides)
+
+
+def tile_elements(shape: Sequence[int], strides: Sequence[int], itemsizes: Sequence[int]) -> int:
+    """Elements a buffer of that layout holds (a 1-D tile padded to a whole 32-byte block)."""
+    if not shape:
+        return 1
+    if len(shape) == 1:
+        block = UB_ALIGN_BYTES // min(itemsizes)
+        return -(-shape[0] // block) * block
+    return strides[0] * shape[0]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One input of a vector tile op: its GM view at the box's first element, its dtype, and the box
+    it loads (the valid part of the tile; 1 on the dims it is broadcast along)."""
+
+    view: GmView
+    dtype: np.dtype
+    box: tuple[int, ...]
+
+
+class TileFrame:
+    """The buffers and syncs of one vector tile op on one core (see the module docstring)."""
+
+    def __init__(self, p: CoreProgram, shape: Sequence[int], dtypes: Sequence[np.dtype], name: str) -> None:
+        self.p = p
+        self.shape = tuple(shape)
+        self.itemsizes = [np.dtype(d).itemsize for d in dtypes]
+        self.strides = tile_strides(self.shape, self.itemsizes)
+        self.name = name
+
+    def alloc(self, dtype, shape: Sequence[int] | None = None) -> LocalTensor:
+        shape = self.shape if shape is None else tuple(shape)
+        strides = self.strides if shape == self.shape else tile_strides(shape, self.itemsizes)
+        return self.p.alloc(tile_elements(shape, strides, self.itemsizes), dtype)
+
+    def byte_strides(self, dtype, shape: Sequence[int] | None = None) -> tuple[int, ...]:
+        strides = self.strides if shape is None or tuple(shape) == self.shape else tile_strides(shape, self.itemsizes)
+        return tuple(s * np.dtype(dtype).itemsize for s in strides)
+
+    def load(self, operands: Sequence[Operand]) -> list[LocalTensor]:
+        """Address set-up, then each operand's box into its own UB buffer (MTE2); returns them, in
+        order, once VECTOR may read them (broadcast boxes are expanded to the whole tile first)."""
+        p = self.p
+        p.scalar(ADDRESS_SCALAR_INSTRUCTIONS, name=f"{self.name} address")
+        _sync(p, "SCALAR", "MTE2")
+        loaded = []
+        for operand in operands:
+            buffer = self.alloc(operand.dtype, operand.box)
+            move_box(p, buffer, operand.view, operand.box, self.byte_strides(operand.dtype, operand.box), to_gm=False, name=f"{self.name} MTE2")
+            loaded.append(buffer)
+        _sync(p, "MTE2", "VECTOR")
+        buffers = []
+        for operand, buffer in zip(operands, loaded):
+            if operand.box != self.shape:
+                full = self.alloc(operand.dtype)
+                small = tile_strides(operand.box, self.itemsizes)
+                src_strides = tuple(0 if b == 1 and s != 1 else st for b, s, st in zip(operand.box, self.shape, small))
+                p.broadcast(full, buffer, self.shape, src_strides, self.strides, name=f"{self.name} broadcast")
+                buffer = full
+            buffers.append(buffer)
+        return buffers
+
+    def convert(self, buffer: LocalTensor, dtype, rounding: str = "rint", saturate: bool = True) -> LocalTensor:
+        """``buffer`` in ``dtype`` (a cast on VECTOR, or the buffer itself when it already is)."""
+        dtype = np.dtype(dtype)
+        if buffer.dtype == dtype:
+            return buffer
+        out = self.p.alloc(buffer.count, dtype)
+        self.p.cast(out, buffer, rounding, saturate=saturate, name=f"{self.name} cast")
+        return out
+
+    def store(self, buffer: LocalTensor, out: GmView, box: Sequence[int] | None = None, strides: Sequence[int] | None = None) -> None:
+        """VECTOR -> MTE3 sync, the result box to GM (MTE3), MTE3 -> SCALAR sync."""
+        p = self.p
+        box = self.shape if box is None else tuple(box)
+        byte_strides = self.byte_strides(buffer.dtype, box) if strides is None else tuple(s * buffer.dtype.itemsize for s in strides)
+        _sync(p, "VECTOR", "MTE3")
+        move_box(p, buffer, out, box, byte_strides, to_gm=True, name=f"{self.name} MTE3")
+        _sync(p, "MTE3", "SCALAR")
+
+
+def _sync(p: CoreProgram, src: str, dst: str, event: int = 0) -> None:
+    p.set_flag(src, dst, event)
+    p.wait_flag(src, dst, event)
+
+
+def elementwise_tile(p: CoreProgram, operands: Sequence[Operand], out: GmView, out_dtype, shape: Sequence[int], kind: str,
+                     compute_dtype, *, scalar=None, name: str) -> None:
+    """One tile of an elementwise op: load the operands, cast them to ``compute_dtype`` (fp32 where
+    the framework's AutoCast pass upcasts fp16 / bf16), one vector instruction ``kind`` (with
+    ``scalar`` for the scalar forms) written over the first input, the result cast to ``out_dtype``
+    (round to nearest even), stored."""
+    frame = TileFrame(p, shape, [o.dtype for o in operands] + [np.dtype(compute_dtype), np.dtype(out_dtype)], name)
+    inputs = [frame.convert(b, compute_dtype) for b in frame.load(operands)]
+    result = inputs[0]  # in place, as a kernel reuses its first input's buffer
+    p.vector(kind, result, *inputs, scalar=scalar, name=name)
+    frame.store(frame.convert(result, out_dtype), out)
+
+
+def cast_tile(p: CoreProgram, operand: Operand, out: GmView, out_dtype, rounding: str, saturate: bool, *, name: str) -> None:
+    """One tile of ``pypto.cast``: load, one cast instruction with the rounding mode, store."""
+    frame = TileFrame(p, operand.box, [operand.dtype, np.dtype(out_dtype)], name)
+    (source,) = frame.load([operand])
+    frame.store(frame.convert(source, out_dtype, rounding, saturate), out)
+
+
+def fill_tile(p: CoreProgram, out: GmView, dtype, shape: Sequence[int], value, *, name: str) -> None:
+    """One tile of ``pypto.full``: a UB buffer filled with ``value`` (VECTOR dup), stored."""
+    frame = TileFrame(p, shape, [np.dtype(dtype)], name)
+    p.scalar(ADDRESS_SCALAR_INSTRUCTIONS, name=f"{name} address")
+    buffer = frame.alloc(dtype)
+    p.dup(buffer, value, name=name)
+    frame.store(buffer, out)
+
+
+def reduce_tile(p: CoreProgram, operand: Operand, out: GmView, axis: int, kind: str, compute_dtype, out_dtype, *, name: str) -> None:
+    """One tile of ``sum`` / ``amax`` / ``amin``: the operand's box spans the whole reduced axis; it
+    is cast to ``compute_dtype``, reduced along ``axis`` by pairwise halving (one ``reduce`` group),
+    cast to ``out_dtype`` and stored as the box with 1 on ``axis``."""
+    box = operand.box
+    kept = box[:axis] + (1,) + box[axis + 1:]
+    frame = TileFrame(p, box, [operand.dtype, np.dtype(compute_dtype), np.dtype(out_dtype)], name)
+    (source,) = frame.load([operand])
+    source = frame.convert(source, compute_dtype)
+    out_strides = tile_strides(kept, frame.itemsizes)
+    result = p.alloc(tile_elements(kept, out_strides, frame.itemsizes), compute_dtype)
+    order = [d for d in range(len(box)) if d != axis] + [axis]
+    src_view = (tuple(box[d] for d in order), tuple(frame.strides[d] for d in order))
+    p.reduce(kind, result, source, src_view, tuple(out_strides[d] for d in order[:-1]), name=name)
+    frame.store(frame.convert(result, out_dtype), out, kept, out_strides)
+
+
+def cumsum_tile(p: CoreProgram, operand: Operand, out: GmView, axis: int, compute_dtype, out_dtype, *, name: str) -> None:
+    """One tile of ``cumsum``: the box spans the whole axis; cast to ``compute_dtype``, running sum
+    along ``axis`` element after element, cast to ``out_dtype``, stored."""
+    box = operand.box
+    frame = TileFrame(p, box, [operand.dtype, np.dtype(compute_dtype), np.dtype(out_dtype)], name)
+    (source,) = frame.load([operand])
+    source = frame.convert(source, compute_dtype)
+    result = frame.alloc(compute_dtype)
+    order = [d for d in range(len(box)) if d != axis] + [axis]
+    view = (tuple(box[d] for d in order), tuple(frame.strides[d] for d in order))
+    p.scan(result, source, view, view[1], name=name)
+    frame.store(frame.convert(result, out_dtype), out)
+
+
+def transpose_tile(p: CoreProgram, operand: Operand, out: GmView, dim0: int, dim1: int, *, name: str) -> None:
+    """One tile of ``transpose``: the input box, its dims ``dim0`` and ``dim1`` swapped (one vector
+    transpose pass over each 2-D slice of the two dims), stored as the transposed box."""
+    box = operand.box
+    out_box = list(box)
+    out_box[dim0], out_box[dim1] = box[dim1], box[dim0]
+    frame = TileFrame(p, box, [operand.dtype], name)
+    (source,) = frame.load([operand])
+    out_strides = tile_strides(out_box, frame.itemsizes)
+    result = p.alloc(tile_elements(out_box, out_strides, frame.itemsizes), operand.dtype)
+    perm = list(range(len(box)))
+    perm[dim0], perm[dim1] = dim1, dim0
+    # the result's element (j) reads the source at the swapped index: a strided copy of the source
+    p.broadcast(result, source, tuple(out_box), tuple(frame.strides[d] for d in perm), out_strides, name=name)
+    frame.store(result, out, out_box, out_strides)
+
+
+def one_hot_tile(p: CoreProgram, operand: Operand, out: GmView, classes: int, out_dtype, *, name: str) -> None:
+    """One tile of ``one_hot``: the index box, compared against every class, stored as the box with
+    the classes as its last dim."""
+    out_box = operand.box + (classes,)
+    frame = TileFrame(p, operand.box, [operand.dtype, np.dtype(out_dtype)], name)
+    (indices,) = frame.load([operand])
+    out_strides = tile_strides(out_box, frame.itemsizes)
+    result = p.alloc(tile_elements(out_box, out_strides, frame.itemsizes), out_dtype)
+    p.one_hot(result, indices, out_box, frame.strides, out_strides, name=name)
+    frame.store(result, out, out_box, out_strides)

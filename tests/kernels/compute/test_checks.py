@@ -1,0 +1,27 @@
+"""The compute ops' rules: broadcasting, the cast pairs and their mode fallback, cube tile shapes."""
+
+import pytest
+
+from npusim.errors import OpArgumentError
+from npusim.kernels.compute import checks
+
+
+def test_broadcast_shapes():
+    assert checks.broadcast_shape("add", (4, 8), (1, 8)) == (4, 8)
+    assert checks.broadcast_shape("add", (4, 1), (8,)) == (4, 8)
+    with pytest.raises(OpArgumentError, match=r"dim 0 is 3, not 4 or 1"):
+        checks.broadcast_shape("add", (4, 8), (3, 8))
+
+
+def test_cast_mode_falls_back_to_the_pairs_default():
+    assert checks.cast_mode("DT_FP32", "DT_FP16", "CAST_ODD") == "CAST_ODD"
+    assert checks.cast_mode("DT_FP32", "DT_BF16", "CAST_ODD") == "CAST_RINT"  # ODD only for fp32 -> fp16
+    assert checks.cast_mode("DT_FP32", "DT_INT32", "CAST_NONE") == "CAST_TRUNC"
+    assert checks.cast_mode("DT_FP16", "DT_FP32", "CAST_FLOOR") is None  # a widening: no rounding
+
+
+def test_cube_tile_shapes():
+    assert checks.check_cube_tiles([16, 32], [32, 64], [16, 16]) == ((16, 32), (32, 64, 64), (16, 16))
+    assert checks.check_cube_tiles([16, 32], [32, 64, 128], [16, 16])[1] == (32, 64, 128)
+    with pytest.raises(OpArgumentError, match=r"n=\[32, 16\] breaks nL0 <= nL1"):
+        checks.check_cube_tiles([16, 16], [16, 16], [32, 16])
