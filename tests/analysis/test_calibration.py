@@ -28,7 +28,7 @@ def test_every_case_of_the_builtin_config_is_within_ten_percent(system):
 
 
 def test_a_broken_parameter_breaks_the_calibration():
-    results = run_calibration(["a2"], ["fabric.link.write_credits=3 KiB"])
+    results = run_calibration(["a2"], ["fabrics.node.link.write_credits=3 KiB"])
     worst = summarize_errors(results).worst
     assert worst.case.direction == "write" and worst.case.protocol == "hccs" and worst.error < -0.4
 
@@ -41,6 +41,7 @@ def test_the_dies_of_a_measurement_are_on_two_packages_or_two_nodes():
     assert endpoints(load_config("a2").spec, 1) == (0, 1)
     assert endpoints(load_config("a3").spec, 1) == (0, 2)  # die 1 shares the package (SIO), die 2 does not
     assert endpoints(load_config("a3", ["shape.nodes=2"]).spec, 2) == (0, 16)
+    assert endpoints(load_config("a2", ["shape.nodes=2"]).spec, 2) == (0, 8)  # the first die of the second server
 
 
 def test_unknown_system_names_the_known_ones():

@@ -32,7 +32,7 @@ def test_validate_passes_on_both_configs_and_prints_the_table():
 
 
 def test_a_config_override_that_breaks_the_calibration_fails():
-    result = npusim("--config", "a2", "--set", "fabric.link.efficiency=0.5")
+    result = npusim("--config", "a2", "--set", "fabrics.node.link.efficiency=0.5")
     assert result.returncode == 1
     rows = table_rows(result.stdout)
     assert len(rows) == 16 and all(row[0] == "a2" for row in rows)

@@ -86,7 +86,7 @@ def test_one_sdma_block_costs_setup_memory_latency_round_trip_and_bytes_at_the_l
         local = npusim.empty(MiB, np.uint8, device=0)
         remote = npusim.empty(MiB, np.uint8, device=1)
         npusim.transfer("read", local, remote)
-    die, link = s.config.spec.die, s.config.spec.fabric.link
+    die, link = s.config.spec.die, s.config.spec.fabrics.node.link
     hz = die.clock.hz
     fixed = die.sdma.setup.to_ps(hz) + die.l2.latency.to_ps(hz) + die.hbm.latency.to_ps(hz) + 2 * link.latency.to_ps(hz)
     rate = link.bandwidth.bytes_per_ps(hz) * link.efficiency
@@ -153,9 +153,9 @@ def test_the_stream_must_be_the_initiators(a3):
 
 
 def test_rdma_needs_two_nics():
-    with npusim.session("a3", ["nic.per=package"], data=False):
+    with npusim.session("a3", ["fabrics.scale_out.per=package"], data=False):
         x, y = npusim.empty(64, np.uint8, device=0), npusim.empty(64, np.uint8, device=1)
-        assert "dies 0 and 1 share one NIC (nic.per: package)" in error_of(lambda: npusim.transfer("read", x, y, protocol="rdma"))
+        assert "dies 0 and 1 share one NIC of the scale-out network (fabrics.scale_out)" in error_of(lambda: npusim.transfer("read", x, y, protocol="rdma"))
 
 
 def test_tensors_of_another_session_are_refused():
