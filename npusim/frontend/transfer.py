@@ -8,7 +8,9 @@ blocks. Like HIXL, the blocks are moved by engines of the die, not by AI-core co
 
 - ``protocol="hccs"``: over the scale-up fabric (HCCS on A2, the UB fabric on A3) by the initiator's
   SDMA, one channel per transfer, one block after the other (HIXL calls HCCL's ``HcclBatchPut`` /
-  ``HcclBatchGet`` on one stream);
+  ``HcclBatchGet`` on one stream). HCCL picks the link by topology, so between dies that no
+  load/store fabric joins (two A2 servers) the transfer goes through the NICs as with ``"rdma"``
+  (HIXL's A2 two-server "HCCS" rows measure the RDMA rate);
 - ``protocol="rdma"``: through the RoCE NICs, by the initiator's queue pair to the peer, the blocks
   streamed back to back (HIXL's benchmark asks for it with ``HCCL_INTRA_ROCE_ENABLE=1``).
 
@@ -85,7 +87,7 @@ def transfer(op: str, local: DeviceTensor | Sequence[DeviceTensor], remote: Devi
     writes = kind == "write"
     direction = Direction.WRITE if writes else Direction.READ
     src_die, dst_die = (initiator, peer) if writes else (peer, initiator)
-    rdma = protocol == "rdma"
+    rdma = protocol == "rdma" or not system.topology.joins(src_die, dst_die)
     if rdma and not system.topology.rdma_route(src_die, dst_die, direction).resources:
         raise OpArgumentError(
             f"npusim.transfer: dies {initiator} and {peer} share one NIC of the scale-out network (fabrics.scale_out), so RDMA has "

@@ -81,6 +81,23 @@ def test_rdma_blocks_are_events_on_the_queue_pair_lane():
     assert len(s.result.recorder) == 2
 
 
+@pytest.mark.parametrize("op", ["write", "read"])
+def test_between_a2_servers_hccs_goes_through_the_nics_as_hccl_does(op):
+    values = np.arange(2 * KiB, dtype=np.uint8)
+    durations = {}
+    for protocol in ("hccs", "rdma"):
+        with npusim.session("a2", ["shape.nodes=2"]) as s:
+            source = npusim.tensor(values, device=0 if op == "write" else 9)
+            target = npusim.zeros(values.size, np.uint8, device=9 if op == "write" else 0)
+            local, remote = (source, target) if op == "write" else (target, source)
+            npusim.transfer(op, blocks_of(local, 2), blocks_of(remote, 2), protocol=protocol)
+            assert np.array_equal(target.numpy(), values)
+        assert [(t.die, t.unit, t.lane) for t in s.result.recorder.tracks] == [(0, "rdma", "qp die9")]
+        assert s.result.recorder.ops[0].args["protocol"] == protocol  # recorded as asked
+        durations[protocol] = s.result.simulated_ps
+    assert durations["hccs"] == durations["rdma"]
+
+
 def test_one_sdma_block_costs_setup_memory_latency_round_trip_and_bytes_at_the_link_rate():
     with npusim.session("a2", data=False) as s:
         local = npusim.empty(MiB, np.uint8, device=0)
