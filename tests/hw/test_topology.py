@@ -114,6 +114,8 @@ BUS = '''
 
 from typing import ClassVar, Literal
 
+from pydantic import Field
+
 from npusim.config.registry import FABRICS
 from npusim.config.schema import FabricSpec, LinkSpec
 from npusim.hw.topology import Direction, Fabric, Route
@@ -122,7 +124,7 @@ from npusim.hw.topology import Direction, Fabric, Route
 class BusSpec(FabricSpec):
     kind: Literal["bus"]
     levels: ClassVar[tuple[str, ...]] = ("node",)
-    link: LinkSpec
+    link: LinkSpec = Field(description="the bus, shared by every transfer inside a node")
 
 
 @FABRICS.register("bus")
