@@ -11,14 +11,14 @@ import simpy
 
 from npusim.config.schema import SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
-from npusim.errors import UsageError
+from npusim.errors import NoRouteError, UsageError
 from npusim.hw.core import AICore
 from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
 from npusim.hw.memory import AtomicUnit, DeviceMemory
 from npusim.hw.pipes import CoreKind
 from npusim.hw.stream import Stream
 from npusim.hw.timing import DieTiming
-from npusim.hw.topology import Direction, NoRouteError, Route, Topology
+from npusim.hw.topology import Direction, Route, Topology
 from npusim.trace.recorder import Recorder
 
 
@@ -123,7 +123,7 @@ class System:
 
     def gm_route(self, core_die: int, gm_die: int, to_gm: bool) -> Route:
         """Memory side of a core's DMA: L2 and HBM of ``gm_die`` and, when remote, the fabric
-        (:class:`~npusim.hw.topology.NoRouteError` when no load/store level joins the dies).
+        (:class:`~npusim.errors.NoRouteError` when no load/store level joins the dies).
 
         A remote read pays the route latency twice (request out, data back); a write is posted and
         pays it once, and crosses the write credits of the links (see :mod:`npusim.hw.topology`)."""

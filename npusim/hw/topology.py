@@ -35,7 +35,7 @@ from typing import ClassVar, Protocol
 from npusim.config.registry import FABRICS
 from npusim.config.schema import FabricSpec, LinkSpec, SystemShape, SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
-from npusim.errors import WorkloadError
+from npusim.errors import NoRouteError
 from npusim.units import Quantity
 
 
@@ -60,10 +60,6 @@ class Route:
 
 
 LOCAL = Route((), 0)
-
-
-class NoRouteError(WorkloadError):
-    """Two dies that no level of the interconnect joins for the transfer asked for."""
 
 
 class Wiring:

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,8 @@ import pytest
 import npusim
 from npusim.config import load_config
 from npusim.hw.system import System
-from npusim.hw.topology import LOCAL, Direction, NoRouteError, Route
+from npusim.errors import NoRouteError
+from npusim.hw.topology import LOCAL, Direction, Route
 from npusim.kernels.view_copy import build_view_copy
 
 ROOT = Path(__file__).parents[2]

@@ -4,17 +4,14 @@ hops between two dies, ties broken by the order the links are listed."""
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from npusim.config.registry import FABRICS
-from npusim.config.schema import FabricSpec, LinkSpec, Spec, SystemShape
+from npusim.config.schema import FabricSpec, LinkSpec, Spec, SystemShape, SystemSpec
 from npusim.errors import WorkloadError
 from npusim.hw.topology import Direction, Fabric, Route, Wiring
-
-if TYPE_CHECKING:
-    from npusim.config.schema import SystemSpec
 
 
 class ExplicitLink(Spec):
@@ -32,7 +29,7 @@ class LinksSpec(FabricSpec):
     levels: ClassVar[tuple[str, ...]] = ("node",)
     links: list[ExplicitLink]
 
-    def check(self, level: str, system: "SystemSpec") -> None:
+    def check(self, level: str, system: SystemSpec) -> None:
         dies, per_node = system.shape.dies, system.shape.dies_per_node
         for i, entry in enumerate(self.links):
             for end in ("a", "b"):

@@ -3,16 +3,13 @@ first-tier switch of each plane in every node links to the second-tier switch of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal, cast
+from typing import ClassVar, Literal, cast
 
 from pydantic import Field
 
 from npusim.config.registry import FABRICS
-from npusim.config.schema import FabricSpec, SwitchSpec
+from npusim.config.schema import FabricSpec, SwitchSpec, SystemSpec
 from npusim.hw.topology import Direction, Fabric, Route, Uplinks
-
-if TYPE_CHECKING:
-    from npusim.config.schema import SystemSpec
 
 
 class UbL2SwitchSpec(FabricSpec):
@@ -22,7 +19,7 @@ class UbL2SwitchSpec(FabricSpec):
     levels: ClassVar[tuple[str, ...]] = ("pod",)
     switch: SwitchSpec = Field(description="one second-tier switch")
 
-    def check(self, level: str, system: "SystemSpec") -> None:
+    def check(self, level: str, system: SystemSpec) -> None:
         node = system.fabrics.node
         if not node.uplinks:
             raise ValueError(
