@@ -100,3 +100,13 @@ def test_config_show_and_validate(tmp_path):
     bad.write_text("extends: a2.yaml\ndie:\n  hbm:\n    bandwidth: 0 TB/s\n")
     run = npusim("config", "validate", bad, cwd=tmp_path)
     assert run.returncode == 2 and "bad.yaml:4" in run.stderr and "die.hbm.bandwidth" in run.stderr
+
+
+def test_an_all_gather_across_two_a2_servers_fails_naming_the_dies_and_rdma(tmp_path):
+    allgather = ROOT / "examples" / "shmem_allgather.py"
+    one_server = npusim("run", "-c", "a2", "--set", "shape.nodes=2", allgather, "--param", "n_pes=8", "--no-data", cwd=tmp_path)
+    assert one_server.returncode == 0, one_server.stderr  # the PEs of the first server: HCCS only
+    across = npusim("run", "-c", "a2", "--set", "shape.nodes=2", allgather, "--param", "n_pes=16", "--no-data", cwd=tmp_path)
+    assert across.returncode == 1
+    assert "are in different nodes" in across.stderr and "no pod fabric joins the nodes (fabrics.pod)" in across.stderr
+    assert "move the data by RDMA, npusim.transfer(..., protocol='rdma')" in across.stderr
