@@ -107,7 +107,8 @@ class Fabric(ABC):
 
     @abstractmethod
     def route(self, src: int, dst: int, direction: Direction) -> Route:
-        """The route of data from die ``src`` to die ``dst`` (two different dies this level joins)."""
+        """The route of data from die ``src`` to die ``dst``: two different dies this level joins (any two
+        dies for scale-out, LOCAL when they share its port)."""
 
 
 class Uplinks(Protocol):
