@@ -32,6 +32,11 @@ class OpArgumentError(WorkloadError, ValueError):
     """An op called with an argument that the real op rejects; names op, argument, value and rule."""
 
 
+class NoRouteError(WorkloadError):
+    """No level of the interconnect joins two dies for a load/store access (dies of two A2 servers:
+    they reach each other by RDMA only)."""
+
+
 class ResourceError(WorkloadError):
     """A simulated resource is exceeded, e.g. a UB allocation past the 192 KiB of a core."""
 

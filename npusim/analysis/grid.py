@@ -3,7 +3,7 @@
 An axis is a config key (``die.hbm.bandwidth``) or a workload parameter (``param.tile``) with the
 values to try. On the command line one axis is ``--grid KEY=V1,V2,...``: values are separated by
 commas and spaces around them are dropped; a value that holds a comma is written in double quotes
-(``--grid 'fabric.links.0.link.bandwidth="28 GB/s","56 GB/s"'``; CSV quoting, ``""`` is a quote
+(``--grid 'fabrics.node.links.0.link.bandwidth="28 GB/s","56 GB/s"'``; CSV quoting, ``""`` is a quote
 inside quotes). From Python an axis is a mapping entry ``{KEY: [V1, V2]}``.
 """
 

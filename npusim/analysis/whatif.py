@@ -2,7 +2,7 @@
 
 Each factor of :data:`FACTORS` is a set of config overrides derived from the loaded config's own
 values (``die.hbm.bandwidth: 1.6 TB/s`` becomes ``die.hbm.bandwidth=3.2 TB/s``, in the unit it is
-written in). A factor applies when the config has all its keys (``package_link`` exists only on
+written in). A factor applies when the config has all its keys (``fabrics.package`` exists only on
 A3) and, for a link class, the fabric of that kind. Bandwidths and rates are doubled, times per
 unit of work are halved, counts are doubled.
 
@@ -61,15 +61,15 @@ class Factor:
 FACTORS: tuple[Factor, ...] = (
     Factor("HBM bandwidth", "doubling the HBM bandwidth", ("die.hbm.bandwidth",), FASTER),
     Factor("L2 bandwidth", "doubling the L2 bandwidth", ("die.l2.bandwidth",), FASTER),
-    Factor("HCCS link bandwidth", "doubling the HCCS link bandwidth", ("fabric.link.bandwidth",), FASTER, ("fabric.kind", "full_mesh"),
-           ("fabric.link.write_credits",)),
-    Factor("UB link bandwidth", "doubling the UB link bandwidth", ("fabric.link.bandwidth",), FASTER, ("fabric.kind", "ub_switch"),
-           ("fabric.link.write_credits",)),
-    Factor("fabric link bandwidth", "doubling every fabric link's bandwidth", ("fabric.links.*.link.bandwidth",), FASTER,
-           ("fabric.kind", "links"), ("fabric.links.*.link.write_credits",)),
-    Factor("SIO bandwidth", "doubling the SIO (die-to-die) bandwidth", ("package_link.bandwidth",), FASTER, None,
-           ("package_link.write_credits",)),
-    Factor("NIC bandwidth", "doubling the NIC bandwidth", ("nic.bandwidth",), FASTER),
+    Factor("HCCS link bandwidth", "doubling the HCCS link bandwidth", ("fabrics.node.link.bandwidth",), FASTER,
+           ("fabrics.node.kind", "full_mesh"), ("fabrics.node.link.write_credits",)),
+    Factor("UB link bandwidth", "doubling the UB link bandwidth", ("fabrics.node.link.bandwidth",), FASTER,
+           ("fabrics.node.kind", "ub_l1_switch"), ("fabrics.node.link.write_credits",)),
+    Factor("fabric link bandwidth", "doubling every fabric link's bandwidth", ("fabrics.node.links.*.link.bandwidth",), FASTER,
+           ("fabrics.node.kind", "links"), ("fabrics.node.links.*.link.write_credits",)),
+    Factor("SIO bandwidth", "doubling the SIO (die-to-die) bandwidth", ("fabrics.package.link.bandwidth",), FASTER, None,
+           ("fabrics.package.link.write_credits",)),
+    Factor("NIC bandwidth", "doubling the NIC bandwidth", ("fabrics.scale_out.bandwidth",), FASTER),
     Factor("vector rate", "doubling the vector rate", ("die.vector.per_repeat",), 1 / FASTER),
     Factor("cube rate", "doubling the cube rate", ("die.cube.per_block",), 1 / FASTER),
     Factor("MTE rate", "doubling the DMA engine (MTE) rates", ("die.cores.*.engines.*.rate",), FASTER),

@@ -246,7 +246,7 @@ def _parse_yaml(label: str, text: str) -> tuple[dict[str, Any], Locations]:
     root, data = _read_nodes(text, label, locations)
     if not isinstance(data, dict):
         found = "the file is empty" if data is None else f"found a {type(data).__name__}"
-        raise ConfigError(f"{label}:1: a config is a mapping of keys (name, product, shape, die, fabric, nic, or `extends`); {found}")
+        raise ConfigError(f"{label}:1: a config is a mapping of keys (name, product, shape, die, fabrics, or `extends`); {found}")
     locations[()] = f"{label}:{root.start_mark.line + 1}"
     return data, locations
 
@@ -537,19 +537,15 @@ def _declared(field: FieldInfo) -> Any:
 
 
 def _models_of(annotation: Any, data: Any) -> list[type[BaseModel]]:
-    """The spec models ``annotation`` stands for; of a union tagged by ``kind`` (or a section whose
-    registered ``kind`` decides its model), the one ``data`` picks (all of them when ``data`` picks
-    none of a union)."""
+    """The spec models ``annotation`` stands for: the model of an optional section, or of a section
+    whose registered ``kind`` (in ``data``) decides its model."""
     if isinstance(annotation, KindOf):
         model = annotation.model_for(data)
         return [model] if model is not None else []
     if isinstance(annotation, SettingsOf):
         return []
     members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
-    models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
-    kind = data.get("kind") if isinstance(data, dict) else None
-    picked = [m for m in models if "kind" in m.model_fields and kind in get_args(m.model_fields["kind"].annotation)]
-    return picked or models
+    return [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
 
 
 def _annotation_at(path: KeyPath, resolved: dict[str, Any]) -> Any:
@@ -582,10 +578,13 @@ def _field_at(path: KeyPath, resolved: dict[str, Any]) -> FieldInfo | None:
 
 
 def _allowed_keys(path: KeyPath, resolved: dict[str, Any]) -> set[str] | None:
-    """The keys the schema accepts in the mapping at ``path``; None when any key is (``vector.latency``)."""
+    """The keys the schema accepts in the mapping at ``path``; None when any key is (``vector.latency``).
+    A section picked by its ``kind:`` that names no kind yet accepts ``kind`` only."""
     annotation = _annotation_at(path, resolved)
     if isinstance(annotation, SettingsOf):
         return set(annotation.registry.names())
+    if isinstance(annotation, KindOf) and annotation.model_for(_get(resolved, path)) is None:
+        return {"kind"}
     models = _models_of(annotation, _get(resolved, path))
     if models:
         return set().union(*(m.model_fields for m in models))
@@ -609,12 +608,6 @@ def _inherited_hint(path: KeyPath, locations: Locations) -> str:
     return f" (inherited: {kind_at} changed the kind; drop the key there with `{path[-1]}: null`)"
 
 
-def _unknown_kind(kind: str, kinds: list[str]) -> str:
-    match = difflib.get_close_matches(kind, kinds, n=1)
-    hint = f"did you mean {match[0]!r}? " if match else ""
-    return f"unknown kind {kind!r}; {hint}use one of {', '.join(kinds)}"
-
-
 # -- validation and error messages -------------------------------------------------------------
 
 
@@ -630,7 +623,7 @@ def _explain_all(error: Mapping[str, Any], resolved: dict[str, Any], locations: 
     """The lines of one pydantic error: a check of a whole model may report several problems, one
     per line, each starting with the key path it is about (``die.hbm.size: ...``)."""
     message = str(error.get("ctx", {}).get("error", error["msg"]))
-    at = _data_path(error["loc"], resolved)
+    at = tuple(error["loc"])
     if error["type"] != "value_error" or not isinstance(_get(resolved, at), dict) or not message.strip():
         return [_explain(error, resolved, locations)]
     lines = []
@@ -643,7 +636,7 @@ def _explain_all(error: Mapping[str, Any], resolved: dict[str, Any], locations: 
 
 def _explain(error: Mapping[str, Any], resolved: dict[str, Any], locations: Locations) -> str:
     """One pydantic error as ``WHERE: key.path: problem; fix``."""
-    path = _data_path(error["loc"], resolved)
+    path = tuple(error["loc"])
     kind, ctx, given = error["type"], error.get("ctx", {}), _short(error.get("input"))
     field = _field_at(path, resolved)
     meaning = f" [{field.description}]" if field is not None and field.description else ""
@@ -653,14 +646,10 @@ def _explain(error: Mapping[str, Any], resolved: dict[str, Any], locations: Loca
     elif kind == "missing":
         parent = f"under {_dotted(path[:-1])}" if len(path) > 1 else "at the top level"
         problem = f"missing required key {path[-1]!r}{meaning}; add it {parent} (see docs/configs.md)"
-    elif kind in ("union_tag_invalid", "union_tag_not_found"):
-        tags = re.findall(r"'([^']+)'", ctx.get("expected_tags", ""))
-        path = path + (ctx.get("discriminator", "'kind'").strip("'"),)
-        problem = _unknown_kind(ctx["tag"], tags) if kind == "union_tag_invalid" else f"no kind given; add `kind:` with one of {', '.join(tags)}"
     elif kind in ("value_error", "assertion_error"):
         problem = str(ctx.get("error", error["msg"]))
         if isinstance(_get(resolved, path), dict):  # a check of a whole model: locate the key it names
-            path = _mentioned_path(problem, path, resolved) or path or ("fabric",)
+            path = _mentioned_path(problem, path, resolved) or path or ("fabrics",)
         if problem.endswith("must be positive"):
             problem += "; use a value greater than zero"
     else:
@@ -696,23 +685,11 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _data_path(loc: tuple[str | int, ...], resolved: dict[str, Any]) -> KeyPath:
-    """A pydantic error location as a key path of the config: the tag pydantic inserts after a
-    tagged union (``fabric.ub_switch.link``) is dropped."""
-    path: list[str | int] = []
-    is_tag = False
-    for part in loc:
-        if not is_tag:
-            path.append(part)
-        is_tag = not is_tag and len(_models_of(_annotation_at(tuple(path), resolved), _MISSING)) > 1
-    return tuple(path)
-
-
 _KEY_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])+")
 
 
 def _mentioned_path(message: str, at: KeyPath, resolved: dict[str, Any]) -> KeyPath | None:
-    """The first key path written in ``message`` (``fabric.links[0].a``) that exists in the config,
+    """The first key path written in ``message`` (``fabrics.node.links[0].a``) that exists in the config,
     read from ``at`` or one of its ancestors: where a model-level check points to."""
     for match in _KEY_PATH.finditer(message):
         parts = tuple(int(p) if p.isdigit() else p for p in re.findall(r"\w+", match.group()))

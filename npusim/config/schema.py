@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 from npusim.config.products import PRODUCTS
-from npusim.config.registry import OPS, settings_of
+from npusim.config.registry import FABRICS, OPS, kind_of, settings_of
 from npusim.units import Dimension, Quantity, parse_quantity
 
 
@@ -245,55 +245,47 @@ class SwitchSpec(Spec):
     latency: Time
 
 
-class FullMeshFabric(Spec):
-    """Scale-up fabric of an A2 server: one link between every pair of NPUs (HCCS)."""
-
-    kind: Literal["full_mesh"]
-    link: LinkSpec
+LEVELS = ("package", "node", "pod", "scale_out")
+"""The levels of a system's interconnect (the keys of ``fabrics``), innermost first."""
 
 
-class UbSwitchFabric(Spec):
-    """Scale-up fabric of an A3 node / SuperPoD: each die has one link into each of ``planes``
-    first-tier switches of its node; nodes are joined by second-tier switches of the same plane."""
+class FabricSpec(Spec):
+    """Base of the config section of one fabric kind (its module in ``npusim.hw.fabrics`` registers
+    it): ``kind`` names it, ``levels`` are the levels of ``fabrics`` it may sit at; ``uplinks``: its
+    switches reach an outer level (its implementation has ``uplink`` / ``downlink``)."""
 
-    kind: Literal["ub_switch"]
-    planes: PositiveInt = Field(description="first-tier switches per node = links per die")
-    link: LinkSpec = Field(description="one die-to-switch link")
-    l1_switch: SwitchSpec
-    l2_switch: SwitchSpec
+    kind: str
+    levels: ClassVar[tuple[str, ...]] = ()
+    uplinks: ClassVar[bool] = False
 
-
-class ExplicitLink(Spec):
-    """One bidirectional link between two dies of an explicit topology."""
-
-    a: int = Field(ge=0, description="die index of one end")
-    b: int = Field(ge=0, description="die index of the other end")
-    link: LinkSpec
+    def check(self, level: str, system: "SystemSpec") -> None:
+        """Raise ValueError (naming the key path) when this fabric does not fit ``system`` at
+        ``level``; the default accepts it (the level itself is checked by the system)."""
 
 
-class ExplicitFabric(Spec):
-    """A scale-up fabric written link by link (for what-if topologies)."""
+class FabricsSpec(Spec):
+    """The interconnect of a system as levels (as ASTRA-sim composes per-dimension topologies): a
+    transfer between two dies takes the innermost level that joins them; a level may reach across
+    its members through the level inside it (second-tier switches through the first tier's)."""
 
-    kind: Literal["links"]
-    links: list[ExplicitLink]
+    package: kind_of(FABRICS) = Field(None, description="joins the dies of one package (SIO on 910C); required when shape.dies_per_package > 1")
+    node: kind_of(FABRICS) = Field(description="joins the dies of one node (HCCS full mesh in an A2 server, first-tier UB switches in an A3 node)")
+    pod: kind_of(FABRICS) = Field(
+        None, description="joins the nodes of the system (second-tier UB switches of an A3 SuperPoD); without it, "
+        "dies of different nodes have no load/store path and reach each other by RDMA only"
+    )
+    scale_out: kind_of(FABRICS) = Field(description="the NICs joining every die of every node through a switch (RoCE); carries RDMA")
 
 
-Fabric = Annotated[Union[FullMeshFabric, UbSwitchFabric, ExplicitFabric], Field(discriminator="kind")]
-
-
-class NicSpec(Spec):
-    """Scale-out RoCE NIC, one per ``per`` (npu package or die), reaching every other NIC."""
-
-    bandwidth: Rate
-    latency: Time
-    per: Literal["package", "die"] = "package"
-    efficiency: Fraction = Field(1.0, description="fraction of the line rate that carries payload (RoCE v2 headers per packet)")
+def fabric_kinds_at(level: str) -> list[str]:
+    """The registered fabric kinds that may sit at ``level``."""
+    return [name for name, provider in FABRICS if level in provider.Spec.levels]
 
 
 class SystemShape(Spec):
     """How many nodes, packages and dies the system has."""
 
-    nodes: Annotated[int, Field(ge=1, le=48)] = Field(1, description="nodes (A3 SuperPoD: up to 48)")
+    nodes: Annotated[int, Field(ge=1, le=48)] = Field(1, description="nodes: A2 servers, or the nodes of an A3 SuperPoD (up to 48)")
     packages_per_node: PositiveInt = Field(description="NPU packages per node")
     dies_per_package: Annotated[int, Field(ge=1, le=2)] = Field(1, description="dies per package (2 on 910C)")
 
@@ -321,9 +313,7 @@ class SystemSpec(Spec):
                          "which core kinds run vector and cube kernels")
     shape: SystemShape
     die: DieSpec
-    fabric: Fabric
-    package_link: LinkSpec | None = Field(None, description="die-to-die link inside a package (SIO on 910C)")
-    nic: NicSpec
+    fabrics: FabricsSpec = Field(description="the interconnect, level by level: package, node, pod, scale_out")
     ops: settings_of(OPS) = Field(default_factory=dict, description="per-op settings of the kernels npusim models (not hardware), "
                                   "each validated by its op's own model")
     shmem: "ShmemSpec | None" = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
@@ -346,21 +336,22 @@ class SystemSpec(Spec):
         return self
 
     @model_validator(mode="after")
-    def _topology_is_consistent(self) -> "SystemSpec":
-        dies = self.shape.dies
-        if isinstance(self.fabric, ExplicitFabric):
-            for i, link in enumerate(self.fabric.links):
-                for end in ("a", "b"):
-                    die = getattr(link, end)
-                    if die >= dies:
-                        raise ValueError(
-                            f"fabric.links[{i}].{end} references die {die}, but the system has {dies} dies "
-                            f"(0..{dies - 1}); fix the link or raise shape.packages_per_node"
-                        )
-        if isinstance(self.fabric, FullMeshFabric) and self.shape.nodes != 1:
-            raise ValueError("a full_mesh fabric joins the dies of one node; set shape.nodes: 1 or use a ub_switch fabric")
-        if self.shape.dies_per_package > 1 and self.package_link is None:
-            raise ValueError("shape.dies_per_package is 2 but package_link (the die-to-die link) is missing")
+    def _fabrics_fit_the_shape(self) -> "SystemSpec":
+        for level in LEVELS:
+            fabric = getattr(self.fabrics, level)
+            if fabric is None:
+                continue
+            if level not in fabric.levels:
+                raise ValueError(
+                    f"the {fabric.kind} of fabrics.{level}.kind is a fabric of the {' or '.join(fabric.levels)} level, not of the "
+                    f"{level} level; use one of {', '.join(fabric_kinds_at(level))}"
+                )
+            fabric.check(level, self)
+        if self.shape.dies_per_package > 1 and self.fabrics.package is None:
+            raise ValueError(
+                f"shape.dies_per_package is {self.shape.dies_per_package} but fabrics.package (the die-to-die link of a package) "
+                f"is missing; add it with a kind of {', '.join(fabric_kinds_at('package'))}"
+            )
         return self
 
     @model_validator(mode="after")

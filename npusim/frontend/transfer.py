@@ -8,9 +8,11 @@ blocks. Like HIXL, the blocks are moved by engines of the die, not by AI-core co
 
 - ``protocol="hccs"``: over the scale-up fabric (HCCS on A2, the UB fabric on A3) by the initiator's
   SDMA, one channel per transfer, one block after the other (HIXL calls HCCL's ``HcclBatchPut`` /
-  ``HcclBatchGet`` on one stream);
+  ``HcclBatchGet`` on one stream). HCCL picks the link by topology, so between dies that no
+  load/store fabric joins (two A2 servers) the transfer goes through the NICs as with ``"rdma"``
+  (HIXL's A2 two-server "HCCS" rows measure the RDMA rate);
 - ``protocol="rdma"``: through the RoCE NICs, by the initiator's queue pair to the peer, the blocks
-  streamed back to back.
+  streamed back to back (HIXL's benchmark asks for it with ``HCCL_INTRA_ROCE_ENABLE=1``).
 
 The transfer is queued on the initiator's stream (or ``stream``) and returns at once, like
 ``TransferAsync``; ``npusim.synchronize()`` (or reading a tensor) waits for it, as ``TransferSync``
@@ -27,6 +29,7 @@ from npusim.errors import OpArgumentError
 from npusim.frontend.tensor import DeviceTensor
 from npusim.hw.dma import GmBlock
 from npusim.hw.system import active_system
+from npusim.hw.topology import Direction
 from npusim.units import format_bytes
 
 OPS = ("write", "read")
@@ -82,14 +85,15 @@ def transfer(op: str, local: DeviceTensor | Sequence[DeviceTensor], remote: Devi
             f"{initiator}; a transfer runs on a stream of the die of its local blocks"
         )
     writes = kind == "write"
-    rdma = protocol == "rdma"
+    direction = Direction.WRITE if writes else Direction.READ
     src_die, dst_die = (initiator, peer) if writes else (peer, initiator)
-    if rdma and not system.topology.rdma_route(src_die, dst_die).resources:
+    rdma = protocol == "rdma" or not system.topology.joins(src_die, dst_die)
+    if rdma and not system.topology.rdma_route(src_die, dst_die, direction).resources:
         raise OpArgumentError(
-            f"npusim.transfer: dies {initiator} and {peer} share one NIC (nic.per: {system.spec.nic.per}), so RDMA has no path "
-            "between them; use protocol='hccs'"
+            f"npusim.transfer: dies {initiator} and {peer} share one NIC of the scale-out network (fabrics.scale_out), so RDMA has "
+            "no path between them; use protocol='hccs'"
         )
-    path = system.copy_path(src_die, dst_die, rdma=rdma, writes=writes)
+    path = system.copy_path(src_die, dst_die, direction, rdma=rdma)
     pairs = zip(locals_, remotes) if writes else zip(remotes, locals_)
     blocks = [GmBlock(src.allocation, src.offset_bytes, dst.allocation, dst.offset_bytes, src.nbytes) for src, dst in pairs]
 

@@ -11,13 +11,13 @@ import simpy
 
 from npusim.config.schema import SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
-from npusim.errors import UsageError
+from npusim.errors import NoRouteError, UsageError
 from npusim.hw.core import AICore
 from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
 from npusim.hw.memory import AtomicUnit, DeviceMemory
 from npusim.hw.stream import Stream
 from npusim.hw.timing import DieTiming
-from npusim.hw.topology import Route, Topology
+from npusim.hw.topology import Direction, Route, Topology
 from npusim.trace.recorder import Recorder
 
 
@@ -125,7 +125,8 @@ class System:
         return [self._dies[i] for i in sorted(self._dies)]
 
     def gm_route(self, core_die: int, gm_die: int, to_gm: bool) -> Route:
-        """Memory side of a core's DMA: L2 and HBM of ``gm_die`` and, when remote, the fabric.
+        """Memory side of a core's DMA: L2 and HBM of ``gm_die`` and, when remote, the fabric
+        (:class:`~npusim.errors.NoRouteError` when no load/store level joins the dies).
 
         A remote read pays the route latency twice (request out, data back); a write is posted and
         pays it once, and crosses the write credits of the links (see :mod:`npusim.hw.topology`)."""
@@ -133,19 +134,24 @@ class System:
         route = self._gm_routes.get(key)
         if route is None:
             memory = self.die(gm_die)
-            fabric = self.topology.route(core_die, gm_die, writes=True) if to_gm else self.topology.route(gm_die, core_die)
+            topology = self.topology
+            try:
+                fabric = topology.route(core_die, gm_die, Direction.WRITE) if to_gm else topology.route(gm_die, core_die, Direction.READ)
+            except NoRouteError as error:
+                access = "store to" if to_gm else "load from"
+                raise NoRouteError(f"the cores of die {core_die} cannot {access} the GM of die {gm_die} (an MTE copy): {error}") from None
             trips = 1 if to_gm else 2
             route = Route(fabric.resources + (memory.l2, memory.hbm), memory.memory_latency_ps + trips * fabric.latency_ps)
             self._gm_routes[key] = route
         return route
 
-
-    def copy_path(self, src_die: int, dst_die: int, *, rdma: bool, writes: bool) -> CopyPath:
+    def copy_path(self, src_die: int, dst_die: int, direction: Direction, *, rdma: bool) -> CopyPath:
         """What a bulk copy from the GM of ``src_die`` to the GM of ``dst_die`` crosses: the source
-        memory, the scale-up route (its write credits too when the data are posted ``writes``) or
+        memory, the load/store route (its write credits too when the data are posted writes) or
         with ``rdma`` the NICs, and the destination memory."""
         source, destination = self.die(src_die), self.die(dst_die)
-        route = self.topology.rdma_route(src_die, dst_die) if rdma else self.topology.route(src_die, dst_die, writes=writes)
+        topology = self.topology
+        route = topology.rdma_route(src_die, dst_die, direction) if rdma else topology.route(src_die, dst_die, direction)
         resources = (source.l2, source.hbm) + route.resources + (destination.l2, destination.hbm)
         return CopyPath(resources, route.latency_ps, source.memory_latency_ps)
 

@@ -1,5 +1,15 @@
-"""Who is connected to whom: the scale-up fabric (HCCS full mesh on A2, UB switches on A3), the
-die-to-die link inside a package (SIO), and the scale-out RoCE NICs.
+"""Who is connected to whom: the levels of a system's interconnect (``fabrics`` of the config)
+composed into routes between dies.
+
+The levels, innermost first: ``package`` (the die-to-die link of a package: SIO on 910C), ``node``
+(the dies of one node: HCCS full mesh in an A2 server, first-tier UB switches in an A3 node), ``pod``
+(the nodes of the system: second-tier UB switches of an A3 SuperPoD) and ``scale_out`` (the RoCE NICs
+of every die, joined by a switch). Each level is a fabric kind registered in
+:data:`npusim.config.registry.FABRICS` (the modules of :mod:`npusim.hw.fabrics`), its config section
+validated by the kind's ``Spec``. A load/store route (a core's MTE access to another die's GM, an SDMA
+copy) takes the innermost of package, node and pod that holds both dies; a level may cross its
+members through the level inside it (the pod's second-tier switches through each node's first
+tier). RDMA takes ``scale_out``. Dies of two nodes that no pod joins have no load/store route.
 
 A :class:`Route` lists the bandwidth resources a transfer from one die to another crosses and its
 one-way latency. Link resources are created on first use, so a 768-die SuperPoD costs nothing for
@@ -17,12 +27,24 @@ adds latency but not a lower rate.
 
 from __future__ import annotations
 
-from collections import deque
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from enum import Enum
+from typing import ClassVar, Protocol
 
-from npusim.config.schema import ExplicitFabric, FullMeshFabric, LinkSpec, SystemSpec, UbSwitchFabric
+from npusim.config.registry import FABRICS
+from npusim.config.schema import FabricSpec, LinkSpec, SystemShape, SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
-from npusim.errors import WorkloadError
+from npusim.errors import NoRouteError
+from npusim.units import Quantity
+
+
+class Direction(Enum):
+    """What crosses a route: read data (completions, limited by the links' bandwidth) or posted
+    writes (which also cross the links' write credits)."""
+
+    READ = "read"
+    WRITE = "write"
 
 
 @dataclass(frozen=True)
@@ -32,22 +54,96 @@ class Route:
     resources: tuple[Resource, ...]
     latency_ps: int
 
+    def __add__(self, other: "Route") -> "Route":
+        """This route followed by ``other``."""
+        return Route(self.resources + other.resources, self.latency_ps + other.latency_ps)
+
 
 LOCAL = Route((), 0)
 
 
+class Wiring:
+    """The bandwidth resources of a system's links and NICs, created on first use in the flow
+    network and shared by every route that names them; converts config times to ps."""
+
+    def __init__(self, network: FlowNetwork, clock_hz: float) -> None:
+        self.network = network
+        self.clock_hz = clock_hz
+        self._resources: dict[str, Resource] = {}
+
+    def ps(self, quantity: Quantity) -> int:
+        """``quantity`` (a time) in ps of the die clock."""
+        return quantity.to_ps(self.clock_hz)
+
+    def resource(self, name: str, capacity: float, kind: str, die: int) -> Resource:
+        """The resource ``name`` (``capacity`` bytes/ps, of ``kind``, accounted to ``die``)."""
+        resource = self._resources.get(name)
+        if resource is None:
+            resource = self._resources[name] = self.network.add_resource(Resource(name, capacity, kind=kind, die=die))
+        return resource
+
+    def hop(self, name: str, link: LinkSpec, die: int, direction: Direction) -> tuple[Resource, ...]:
+        """One direction of ``link``: its payload bandwidth and, for posted writes, its write credits."""
+        bandwidth = self.resource(name, link.bandwidth.bytes_per_ps(self.clock_hz) * link.efficiency, "link", die)
+        if direction is Direction.READ or link.write_credits is None:
+            return (bandwidth,)
+        credit_rate = link.write_credits.bytes / (2 * self.ps(link.latency))
+        return (bandwidth, self.resource(f"{name} write credits", credit_rate, "credits", die))
+
+
+class Fabric(ABC):
+    """Base of a fabric kind's implementation: one level of the interconnect, built from its config
+    section ``spec``. ``inner`` is the level inside it (None for the innermost and for scale-out), for
+    a level that crosses its members through the inner one's switches. A kind registers its class
+    with ``@FABRICS.register(name)`` and names its config model ``Spec``."""
+
+    Spec: ClassVar[type[FabricSpec]]
+
+    def __init__(self, spec: FabricSpec, shape: SystemShape, wiring: Wiring, inner: "Fabric | None") -> None:
+        self.spec = spec
+        self.shape = shape
+        self.wiring = wiring
+        self.inner = inner
+
+    @abstractmethod
+    def route(self, src: int, dst: int, direction: Direction) -> Route:
+        """The route of data from die ``src`` to die ``dst``: two different dies this level joins (any two
+        dies for scale-out, LOCAL when they share its port)."""
+
+
+class Uplinks(Protocol):
+    """A level whose switches reach a level above it: the part of a route from a die up to where
+    the outer level takes over, and from there down to a die."""
+
+    def uplink(self, src: int, direction: Direction) -> Route: ...
+
+    def downlink(self, dst: int, direction: Direction) -> Route: ...
+
+
 class Topology:
-    """Routes between the dies of a system."""
+    """Routes between the dies of a system, composed from the levels of ``spec.fabrics``."""
 
     def __init__(self, spec: SystemSpec, network: FlowNetwork) -> None:
         self.spec = spec
         self.network = network
         self.clock_hz = spec.die.clock.hz
         self.dies = spec.shape.dies
-        self._resources: dict[str, Resource] = {}
-        self._routes: dict[tuple[int, int, bool], Route] = {}
-        self._rdma_routes: dict[tuple[int, int], Route] = {}
-        self._explicit_next_hops: dict[int, dict[int, tuple[int, LinkSpec]]] = {}
+        self.wiring = Wiring(network, self.clock_hz)
+        self.levels: dict[str, Fabric] = {}
+        inner: Fabric | None = None
+        for level in ("package", "node", "pod"):
+            built = self._build_level(level, inner)
+            if built is not None:
+                inner = self.levels[level] = built
+        scale_out = self._build_level("scale_out", None)
+        assert scale_out is not None  # fabrics.scale_out is required
+        self.scale_out = scale_out
+        self._routes: dict[tuple[int, int, Direction], Route] = {}
+        self._rdma_routes: dict[tuple[int, int, Direction], Route] = {}
+
+    def _build_level(self, level: str, inner: Fabric | None) -> Fabric | None:
+        spec = getattr(self.spec.fabrics, level)
+        return None if spec is None else FABRICS.get(spec.kind)(spec, self.spec.shape, self.wiring, inner)
 
     # -- where a die is ------------------------------------------------------------------------
 
@@ -57,108 +153,49 @@ class Topology:
     def node_of(self, die: int) -> int:
         return die // self.spec.shape.dies_per_node
 
+    def level_joining(self, src: int, dst: int) -> str | None:
+        """The innermost load/store level that holds both dies (package, node or pod; None for one
+        die, or for dies of two nodes that no pod fabric joins)."""
+        if src == dst:
+            return None
+        if "package" in self.levels and self.package_of(src) == self.package_of(dst):
+            return "package"
+        if self.node_of(src) == self.node_of(dst):
+            return "node"
+        return "pod" if "pod" in self.levels else None
+
+    def joins(self, src: int, dst: int) -> bool:
+        """Whether a load/store route joins two different dies (else only RDMA reaches across)."""
+        return self.level_joining(src, dst) is not None
+
     # -- routes --------------------------------------------------------------------------------
 
-    def route(self, src: int, dst: int, *, writes: bool = False) -> Route:
-        """The scale-up route carrying data from die ``src`` to die ``dst``; ``writes``: the data
-        are posted writes, which also cross the write credits of each link."""
-        key = (src, dst, writes)
+    def route(self, src: int, dst: int, direction: Direction) -> Route:
+        """The load/store route carrying data from die ``src`` to die ``dst`` (:class:`NoRouteError`
+        when no level joins them)."""
+        key = (src, dst, direction)
         route = self._routes.get(key)
         if route is None:
-            route = self._routes[key] = self._build_route(src, dst, writes)
+            route = self._routes[key] = self._build_route(src, dst, direction)
         return route
 
-    def rdma_route(self, src: int, dst: int) -> Route:
-        """The scale-out route (RoCE NICs) from die ``src`` to die ``dst``."""
-        key = (src, dst)
+    def rdma_route(self, src: int, dst: int, direction: Direction) -> Route:
+        """The scale-out route (through the NICs) from die ``src`` to die ``dst``; LOCAL when they
+        share one NIC."""
+        key = (src, dst, direction)
         route = self._rdma_routes.get(key)
         if route is None:
-            nic = self.spec.nic
-            owner = (lambda d: self.package_of(d)) if nic.per == "package" else (lambda d: d)
-            a, b = owner(src), owner(dst)
-            if a == b:
-                route = LOCAL
-            else:
-                payload = nic.bandwidth.bytes_per_ps(self.clock_hz) * nic.efficiency
-                tx = self._resource(f"nic{a} tx", payload, "nic", src)
-                rx = self._resource(f"nic{b} rx", payload, "nic", dst)
-                route = Route((tx, rx), nic.latency.to_ps(self.clock_hz))
-            self._rdma_routes[key] = route
+            route = self._rdma_routes[key] = self.scale_out.route(src, dst, direction)
         return route
 
-    def _build_route(self, src: int, dst: int, writes: bool) -> Route:
+    def _build_route(self, src: int, dst: int, direction: Direction) -> Route:
         if src == dst:
             return LOCAL
-        spec = self.spec
-        if spec.shape.dies_per_package > 1 and self.package_of(src) == self.package_of(dst) and spec.package_link:
-            link = spec.package_link
-            hop = self._hop(f"pkg{self.package_of(src)} SIO die{src}->die{dst}", link, src, writes)
-            return Route(hop, self._ps(link.latency))
-        fabric = spec.fabric
-        if isinstance(fabric, FullMeshFabric):
-            return Route(self._hop(f"die{src}->die{dst} HCCS", fabric.link, src, writes), self._ps(fabric.link.latency))
-        if isinstance(fabric, UbSwitchFabric):
-            return self._ub_route(fabric, src, dst, writes)
-        return self._explicit_route(fabric, src, dst, writes)
-
-    def _ub_route(self, fabric: UbSwitchFabric, src: int, dst: int, writes: bool) -> Route:
-        """Die -> its node's first-tier switches (all planes) -> die; across nodes also through the
-        second tier of each plane. Traffic is sprayed evenly over the planes, so one die's ports are
-        modelled as one resource of ``planes x link`` per direction; the switches are non-blocking."""
-        link = fabric.link
-        credits = link.write_credits.scaled(fabric.planes) if link.write_credits is not None else None
-        lanes = LinkSpec(bandwidth=link.bandwidth.scaled(fabric.planes), latency=link.latency, efficiency=link.efficiency, write_credits=credits)
-        hops = self._hop(f"die{src} UB tx", lanes, src, writes) + self._hop(f"die{dst} UB rx", lanes, dst, writes)
-        latency = 2 * self._ps(link.latency) + self._ps(fabric.l1_switch.latency)
-        if self.node_of(src) != self.node_of(dst):
-            latency += 2 * self._ps(link.latency) + self._ps(fabric.l1_switch.latency) + self._ps(fabric.l2_switch.latency)
-        return Route(hops, latency)
-
-    def _explicit_route(self, fabric: ExplicitFabric, src: int, dst: int, writes: bool) -> Route:
-        """Shortest path in hops (ties broken by the order the links are listed)."""
-        hops = self._explicit_next_hops.get(src)
-        if hops is None:
-            hops = self._explicit_next_hops[src] = self._bfs(fabric, src)
-        if dst not in hops:
-            raise WorkloadError(f"no path from die {src} to die {dst} in the explicit fabric; add a link (fabric.links)")
-        resources, latency, here = [], 0, dst
-        while here != src:
-            previous, link = hops[here]
-            resources.append(self._hop(f"die{previous}->die{here}", link, previous, writes))
-            latency += self._ps(link.latency)
-            here = previous
-        return Route(tuple(resource for hop in reversed(resources) for resource in hop), latency)
-
-    def _bfs(self, fabric: ExplicitFabric, src: int) -> dict[int, tuple[int, LinkSpec]]:
-        neighbours: dict[int, list[tuple[int, LinkSpec]]] = {}
-        for entry in fabric.links:
-            neighbours.setdefault(entry.a, []).append((entry.b, entry.link))
-            neighbours.setdefault(entry.b, []).append((entry.a, entry.link))
-        reached: dict[int, tuple[int, LinkSpec]] = {src: (src, fabric.links[0].link)} if fabric.links else {}
-        queue = deque([src])
-        while queue:
-            here = queue.popleft()
-            for there, link in neighbours.get(here, ()):
-                if there not in reached:
-                    reached[there] = (here, link)
-                    queue.append(there)
-        return reached
-
-    # -- resources -----------------------------------------------------------------------------
-
-    def _ps(self, quantity) -> int:
-        return quantity.to_ps(self.clock_hz)
-
-    def _hop(self, name: str, link: LinkSpec, die: int, writes: bool) -> tuple[Resource, ...]:
-        """One link direction: its payload bandwidth and, for posted writes, its write credits."""
-        bandwidth = self._resource(name, link.bandwidth.bytes_per_ps(self.clock_hz) * link.efficiency, "link", die)
-        if not writes or link.write_credits is None:
-            return (bandwidth,)
-        credit_rate = link.write_credits.bytes / (2 * self._ps(link.latency))
-        return (bandwidth, self._resource(f"{name} write credits", credit_rate, "credits", die))
-
-    def _resource(self, name: str, capacity: float, kind: str, die: int) -> Resource:
-        resource = self._resources.get(name)
-        if resource is None:
-            resource = self._resources[name] = self.network.add_resource(Resource(name, capacity, kind=kind, die=die))
-        return resource
+        level = self.level_joining(src, dst)
+        if level is None:
+            raise NoRouteError(
+                f"die {src} and die {dst} are in different nodes ({self.node_of(src)} and {self.node_of(dst)}) and no pod "
+                "fabric joins the nodes (fabrics.pod), so no load/store path joins the dies: the nodes reach each other only "
+                "through their NICs; move the data by RDMA, npusim.transfer(..., protocol='rdma')"
+            )
+        return self.levels[level].route(src, dst, direction)

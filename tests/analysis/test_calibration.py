@@ -14,8 +14,10 @@ def test_the_data_file_names_its_source_and_holds_every_measured_row():
     assert "hicann/hixl benchmarks/A2_benchmark_performance.md and A3_benchmark_performance.md" in text
     assert "Unit: GiB/s" in text
     cases = load_cases()
-    assert len(cases) == 40
-    assert {(c.system, c.nodes, c.protocol, c.direction) for c in cases} >= {("a2", 1, "hccs", "write"), ("a3", 2, "hccs", "read")}
+    assert len(cases) == 56
+    assert {(c.system, c.nodes, c.protocol, c.direction) for c in cases} >= {("a2", 1, "hccs", "write"), ("a3", 2, "hccs", "read"),
+                                                                             ("a2", 2, "rdma", "read"), ("a2", 2, "hccs", "write")}
+    assert "A2: two servers" in text
     assert sorted({c.block_bytes for c in cases}) == [2**20, 2**21, 2**22, 2**23]
 
 
@@ -28,7 +30,7 @@ def test_every_case_of_the_builtin_config_is_within_ten_percent(system):
 
 
 def test_a_broken_parameter_breaks_the_calibration():
-    results = run_calibration(["a2"], ["fabric.link.write_credits=3 KiB"])
+    results = run_calibration(["a2"], ["fabrics.node.link.write_credits=3 KiB"])
     worst = summarize_errors(results).worst
     assert worst.case.direction == "write" and worst.case.protocol == "hccs" and worst.error < -0.4
 
@@ -41,6 +43,14 @@ def test_the_dies_of_a_measurement_are_on_two_packages_or_two_nodes():
     assert endpoints(load_config("a2").spec, 1) == (0, 1)
     assert endpoints(load_config("a3").spec, 1) == (0, 2)  # die 1 shares the package (SIO), die 2 does not
     assert endpoints(load_config("a3", ["shape.nodes=2"]).spec, 2) == (0, 16)
+    assert endpoints(load_config("a2", ["shape.nodes=2"]).spec, 2) == (0, 8)  # the first die of the second server
+
+
+def test_two_a2_servers_move_data_by_rdma_whatever_the_protocol_asked():
+    results = {(r.case.protocol, r.case.direction, r.case.block_bytes): r.simulated_GiBps for r in run_calibration(["a2"]) if r.case.nodes == 2}
+    assert len(results) == 16
+    for (protocol, direction, block), rate in results.items():
+        assert rate == results[("rdma", direction, block)]  # HCCL serves "hccs" between servers over RoCE
 
 
 def test_unknown_system_names_the_known_ones():

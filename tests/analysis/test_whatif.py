@@ -13,12 +13,13 @@ import npusim
 from tests.analysis.workloads import CREDIT_BOUND_REMOTE_STORE, HBM_BOUND_COPY, LINK_BOUND_REMOTE_LOAD, write
 
 EXPLICIT_LINKS = """extends: a2.yaml
-fabric:
-  kind: links
-  link: null
-  links:
-    - {a: 0, b: 1, link: {bandwidth: 28 GB/s, latency: 150 ns}}
-    - {a: 1, b: 2, link: {bandwidth: 14 GB/s, latency: 150 ns, write_credits: 4 KiB}}
+fabrics:
+  node:
+    kind: links
+    link: null
+    links:
+      - {a: 0, b: 1, link: {bandwidth: 28 GB/s, latency: 150 ns}}
+      - {a: 1, b: 2, link: {bandwidth: 14 GB/s, latency: 150 ns, write_credits: 4 KiB}}
 """
 
 
@@ -37,7 +38,7 @@ def spec_value(loaded, dotted):
 def test_factors_follow_the_config_and_keep_its_units():
     _, a2 = applicable("a2")
     assert a2["HBM bandwidth"] == ["die.hbm.bandwidth=3.2 TB/s"]
-    assert a2["HCCS link bandwidth"] == ["fabric.link.bandwidth=56 GB/s", "fabric.link.write_credits=12.2 KiB"]
+    assert a2["HCCS link bandwidth"] == ["fabrics.node.link.bandwidth=56 GB/s", "fabrics.node.link.write_credits=12.2 KiB"]
     assert a2["AI core count"] == ["die.cores.aic.count=48", "die.cores.aiv.count=96"]
     assert a2["MTE rate"] == [f"die.cores.{kind}.engines.{pipe}.rate={rate}" for kind, pipe, rate in (
         ("aic", "MTE2", "192 B/cycle"), ("aic", "MTE1", "512 B/cycle"), ("aic", "FIXP", "152 B/cycle"),
@@ -45,9 +46,10 @@ def test_factors_follow_the_config_and_keep_its_units():
     assert a2["vector rate"] == ["die.vector.per_repeat=1 cycles"]
     assert not {"UB link bandwidth", "SIO bandwidth", "fabric link bandwidth"} & set(a2)
     _, a3 = applicable("a3")
-    assert a3["UB link bandwidth"] == ["fabric.link.bandwidth=56 GB/s", "fabric.link.write_credits=11.4 KiB"]
-    assert a3["SIO bandwidth"] == ["package_link.bandwidth=448 GB/s"]  # the SIO has no write credits
+    assert a3["UB link bandwidth"] == ["fabrics.node.link.bandwidth=56 GB/s", "fabrics.node.link.write_credits=11.4 KiB"]
+    assert a3["SIO bandwidth"] == ["fabrics.package.link.bandwidth=448 GB/s"]  # the SIO has no write credits
     assert "HCCS link bandwidth" not in a3
+    assert a2["NIC bandwidth"] == a3["NIC bandwidth"] == ["fabrics.scale_out.bandwidth=400 Gb/s"]
 
 
 def test_every_factor_makes_its_resource_exactly_twice_as_fast(tmp_path):
@@ -61,8 +63,8 @@ def test_every_factor_makes_its_resource_exactly_twice_as_fast(tmp_path):
                 key = text.partition("=")[0]
                 assert spec_value(faster, key) == pytest.approx(spec_value(base, key) * factor.scale), (config, key)
     _, links = applicable(str(tmp_path / "links.yaml"))
-    assert links["fabric link bandwidth"] == ["fabric.links.0.link.bandwidth=56 GB/s", "fabric.links.1.link.bandwidth=28 GB/s",
-                                              "fabric.links.1.link.write_credits=8 KiB"]  # credits only where a link has them
+    assert links["fabric link bandwidth"] == ["fabrics.node.links.0.link.bandwidth=56 GB/s", "fabrics.node.links.1.link.bandwidth=28 GB/s",
+                                              "fabrics.node.links.1.link.write_credits=8 KiB"]  # credits only where a link has them
 
 
 def row(reading_text, speedup, status="ok"):

@@ -163,3 +163,13 @@ def test_a_negative_or_too_large_seed_is_a_usage_error(tmp_path):
         run = npusim("run", "-c", "a2", DEMO, "--seed", seed, cwd=tmp_path)
         assert run.returncode == 2 and f"Invalid value for '--seed': {seed} is not in the range 0<=x<=4294967295" in run.stderr
         assert "Traceback" not in run.stderr and not (tmp_path / "traces").exists()
+
+
+def test_an_all_gather_across_two_a2_servers_fails_naming_the_dies_and_rdma(tmp_path):
+    allgather = ROOT / "examples" / "shmem_allgather.py"
+    one_server = npusim("run", "-c", "a2", "--set", "shape.nodes=2", allgather, "--param", "n_pes=8", "--no-data", cwd=tmp_path)
+    assert one_server.returncode == 0, one_server.stderr  # the PEs of the first server: HCCS only
+    across = npusim("run", "-c", "a2", "--set", "shape.nodes=2", allgather, "--param", "n_pes=16", "--no-data", cwd=tmp_path)
+    assert across.returncode == 1
+    assert "are in different nodes" in across.stderr and "no pod fabric joins the nodes (fabrics.pod)" in across.stderr
+    assert "move the data by RDMA, npusim.transfer(..., protocol='rdma')" in across.stderr

@@ -23,20 +23,21 @@ def test_validate_passes_on_both_configs_and_prints_the_table():
     lines = result.stdout.splitlines()
     assert lines[1].split() == ["system", "nodes", "protocol", "direction", "block", "measured", "GiB/s", "simulated", "GiB/s", "error"]
     rows = table_rows(result.stdout)
-    assert len(rows) == 40
+    assert len(rows) == 56
     assert rows[0][:7] == ["a2", "1", "hccs", "write", "1", "MiB", "19.058"]
     assert any(line.startswith("a2 1-node: 16 cases, mean |error| ") for line in lines)
+    assert any(line.startswith("a2 2-node: 16 cases, mean |error| ") for line in lines)
     assert any(line.startswith("a3 2-node: 8 cases, mean |error| ") for line in lines)
-    assert any(line.startswith("all: 40 cases, mean |error| ") and ", worst " in line for line in lines)
+    assert any(line.startswith("all: 56 cases, mean |error| ") and ", worst " in line for line in lines)
     assert lines[-1] == "OK: every case is within 10%"
 
 
 def test_a_config_override_that_breaks_the_calibration_fails():
-    result = npusim("--config", "a2", "--set", "fabric.link.efficiency=0.5")
+    result = npusim("--config", "a2", "--set", "fabrics.node.link.efficiency=0.5")
     assert result.returncode == 1
     rows = table_rows(result.stdout)
-    assert len(rows) == 16 and all(row[0] == "a2" for row in rows)
-    assert "FAIL: 8 of 16 cases are outside the tolerance of 10%: a2 1-node hccs write 1 MiB (-32.5%)" in result.stdout
+    assert len(rows) == 32 and all(row[0] == "a2" for row in rows)
+    assert "FAIL: 8 of 32 cases are outside the tolerance of 10%: a2 1-node hccs write 1 MiB (-32.5%)" in result.stdout
 
 
 def test_a_tighter_tolerance_can_fail_a_passing_model():

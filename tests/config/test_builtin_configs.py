@@ -18,10 +18,16 @@ def config_text(name: str) -> str:
 def test_a2_is_one_server_of_eight_910b():
     spec = load_config("a2").spec
     assert (spec.product, spec.shape.nodes, spec.shape.dies) == ("ascend910b", 1, 8)
-    assert spec.fabric.kind == "full_mesh"
-    assert spec.fabric.link.bandwidth.bytes_per_second(CLOCK) == pytest.approx(28e9)
-    assert spec.package_link is None
-    assert (spec.nic.per, spec.nic.bandwidth.bytes_per_second(CLOCK)) == ("package", pytest.approx(25e9))
+    fabrics = spec.fabrics
+    assert fabrics.node.kind == "full_mesh"
+    assert fabrics.node.link.bandwidth.bytes_per_second(CLOCK) == pytest.approx(28e9)
+    assert fabrics.package is None and fabrics.pod is None
+    assert (fabrics.scale_out.kind, fabrics.scale_out.per, fabrics.scale_out.bandwidth.bytes_per_second(CLOCK)) == ("roce", "package", pytest.approx(25e9))
+
+
+def test_a2_servers_are_joined_by_their_nics_only():
+    spec = load_config("a2", ["shape.nodes=2"]).spec
+    assert (spec.shape.nodes, spec.shape.dies, spec.fabrics.pod) == (2, 16, None)
 
 
 def test_the_910b_die():
@@ -63,8 +69,9 @@ def test_a3_is_a_node_of_eight_910c_with_sixteen_dies():
     spec = load_config("a3").spec
     assert (spec.product, spec.shape.nodes, spec.shape.packages_per_node, spec.shape.dies_per_package) == ("ascend910c", 1, 8, 2)
     assert spec.shape.dies == 16
-    assert spec.package_link is not None
-    assert spec.nic.per == "die"
+    assert spec.fabrics.package.kind == "die_to_die"
+    assert spec.fabrics.pod.kind == "ub_l2_switch"
+    assert spec.fabrics.scale_out.per == "die"
     assert spec.die == load_config("a2").spec.die
 
 
@@ -73,14 +80,15 @@ def test_a3_superpod_has_768_dies():
 
 
 def test_a3_gives_each_die_196_gb_per_s_over_the_planes():
-    fabric = load_config("a3").spec.fabric
-    assert fabric.kind == "ub_switch"
+    fabric = load_config("a3").spec.fabrics.node
+    assert fabric.kind == "ub_l1_switch"
     assert fabric.planes * fabric.link.bandwidth.bytes_per_second(CLOCK) == pytest.approx(196e9)
 
 
 def test_a3_crossing_nodes_adds_under_one_microsecond():
-    fabric = load_config("a3").spec.fabric
-    extra_ps = sum(q.to_ps(CLOCK) for q in (fabric.l1_switch.latency, fabric.l2_switch.latency, fabric.link.latency, fabric.link.latency))
+    fabrics = load_config("a3").spec.fabrics
+    node = fabrics.node
+    extra_ps = sum(q.to_ps(CLOCK) for q in (node.switch.latency, fabrics.pod.switch.latency, node.link.latency, node.link.latency))
     assert extra_ps < 10**6
 
 

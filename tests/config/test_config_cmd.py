@@ -62,3 +62,12 @@ def test_validate_a_missing_file(tmp_path):
     result = invoke("validate", str(tmp_path / "nope.yaml"))
     assert result.exit_code == 2
     assert "does not exist" in result.stderr and "a2, a3" in result.stderr
+
+
+def test_show_prints_the_fabric_levels_with_their_overrides():
+    result = invoke("show", "a3", "--set", "fabrics.node.link.bandwidth=56 GB/s", "--set", "shape.nodes=2")
+    assert result.exit_code == 0, result.output
+    fabrics = yaml.safe_load(result.stdout.partition("\n")[2])["fabrics"]
+    assert sorted(fabrics) == ["node", "package", "pod", "scale_out"]
+    assert fabrics["node"]["kind"] == "ub_l1_switch" and fabrics["node"]["link"]["bandwidth"] == "56 GB/s"
+    assert fabrics["pod"] == {"kind": "ub_l2_switch", "switch": {"latency": "200 ns"}}

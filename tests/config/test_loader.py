@@ -28,14 +28,15 @@ def error_of(config, overrides=()) -> str:
 
 EXPLICIT_LINKS = """
     extends: a2
-    fabric:
-      kind: links
-      link: null
-      links:
-        - {a: 0, b: 1, link: {bandwidth: 28 GB/s, latency: 100 ns}}
-        - a: 1
-          b: 9
-          link: {bandwidth: 28 GB/s, latency: 100 ns}
+    fabrics:
+      node:
+        kind: links
+        link: null
+        links:
+          - {a: 0, b: 1, link: {bandwidth: 28 GB/s, latency: 100 ns}}
+          - a: 1
+            b: 9
+            link: {bandwidth: 28 GB/s, latency: 100 ns}
     """
 
 
@@ -88,15 +89,15 @@ def test_extends_merges_mappings_deeply_and_replaces_scalars(tmp_path):
 
 def test_extends_replaces_lists(tmp_path):
     write(tmp_path, "links.yaml", EXPLICIT_LINKS.replace("b: 9", "b: 2"))
-    write(tmp_path, "child.yaml", "extends: links.yaml\nfabric:\n  links:\n    - {a: 3, b: 4, link: {bandwidth: 1 GB/s, latency: 1 us}}\n")
-    links = load_config(tmp_path / "child.yaml").spec.fabric.links
+    write(tmp_path, "child.yaml", "extends: links.yaml\nfabrics:\n  node:\n    links:\n      - {a: 3, b: 4, link: {bandwidth: 1 GB/s, latency: 1 us}}\n")
+    links = load_config(tmp_path / "child.yaml").spec.fabrics.node.links
     assert [(link.a, link.b) for link in links] == [(3, 4)]
 
 
 def test_null_in_a_child_removes_the_inherited_key(tmp_path):
-    write(tmp_path, "one_die.yaml", "extends: a3\nshape: {dies_per_package: 1}\npackage_link: null\n")
+    write(tmp_path, "one_die.yaml", "extends: a3\nshape: {dies_per_package: 1}\nfabrics: {package: null}\n")
     loaded = load_config(tmp_path / "one_die.yaml")
-    assert loaded.spec.package_link is None and "package_link" not in loaded.resolved
+    assert loaded.spec.fabrics.package is None and "package" not in loaded.resolved["fabrics"]
 
 
 def test_extends_is_relative_to_the_file_not_the_cwd(tmp_path, monkeypatch):
@@ -162,13 +163,13 @@ def test_every_key_of_a_long_child_is_located_in_the_child(tmp_path):
 
 
 def test_override_values_are_read_as_yaml_scalars():
-    loaded = load_config("a3", ["shape.nodes=4", "die.hbm.bandwidth=3.2TB/s", "fabric.link.efficiency=0.5", "description='a: b'"])
+    loaded = load_config("a3", ["shape.nodes=4", "die.hbm.bandwidth=3.2TB/s", "fabrics.node.link.efficiency=0.5", "description='a: b'"])
     assert loaded.resolved["shape"]["nodes"] == 4
     assert loaded.spec.shape.dies == 64
     assert loaded.spec.die.hbm.bandwidth.bytes_per_second(1) == pytest.approx(3.2e12)
-    assert loaded.spec.fabric.link.efficiency == 0.5
+    assert loaded.spec.fabrics.node.link.efficiency == 0.5
     assert loaded.spec.description == "a: b"
-    assert loaded.overrides == ("shape.nodes=4", "die.hbm.bandwidth=3.2TB/s", "fabric.link.efficiency=0.5", "description='a: b'")
+    assert loaded.overrides == ("shape.nodes=4", "die.hbm.bandwidth=3.2TB/s", "fabrics.node.link.efficiency=0.5", "description='a: b'")
 
 
 def test_override_with_a_quoted_value_and_spaces():
@@ -191,12 +192,12 @@ def test_overrides_may_set_keys_the_schema_declares_but_the_file_omits():
 
 def test_override_of_a_list_item(tmp_path):
     config = write(tmp_path, "links.yaml", EXPLICIT_LINKS)
-    assert load_config(config, ["fabric.links.1.b=2"]).spec.fabric.links[1].b == 2
+    assert load_config(config, ["fabrics.node.links.1.b=2"]).spec.fabrics.node.links[1].b == 2
 
 
 def test_override_null_removes_a_key():
-    loaded = load_config("a3", ["package_link=null", "shape.dies_per_package=1"])
-    assert loaded.spec.package_link is None
+    loaded = load_config("a3", ["fabrics.package=null", "shape.dies_per_package=1"])
+    assert loaded.spec.fabrics.package is None
 
 
 def test_override_of_an_unknown_key_suggests_the_closest():
@@ -241,16 +242,16 @@ def test_unknown_top_level_key_suggests_extends(tmp_path):
 
 
 def test_missing_unit(tmp_path):
-    config = write(tmp_path, "c.yaml", "extends: a2\nfabric:\n  link:\n    latency: 150\n")
+    config = write(tmp_path, "c.yaml", "extends: a2\nfabrics:\n  node:\n    link:\n      latency: 150\n")
     message = error_of(config)
-    assert message.startswith(f"{config}:4: fabric.link.latency: missing unit: 150 needs a time unit")
+    assert message.startswith(f"{config}:5: fabrics.node.link.latency: missing unit: 150 needs a time unit")
     assert "e.g. '1.5 us', '800 ns', '1400 cycles'" in message
 
 
 def test_wrong_unit(tmp_path):
-    config = write(tmp_path, "c.yaml", "extends: a2\nnic:\n  bandwidth: 200 GHz\n")
+    config = write(tmp_path, "c.yaml", "extends: a2\nfabrics:\n  scale_out:\n    bandwidth: 200 GHz\n")
     message = error_of(config)
-    assert message.startswith(f"{config}:3: nic.bandwidth: wrong unit: 'GHz' in '200 GHz' is a frequency unit")
+    assert message.startswith(f"{config}:4: fabrics.scale_out.bandwidth: wrong unit: 'GHz' in '200 GHz' is a frequency unit")
     assert "a rate is needed, e.g. '1.6 TB/s'" in message
 
 
@@ -264,31 +265,33 @@ def test_out_of_range_integer_names_the_meaning(tmp_path):
     config = write(tmp_path, "c.yaml", "extends: a3\nshape:\n  nodes: 64\n")
     message = error_of(config)
     assert message.startswith(f"{config}:3: shape.nodes: must be less than or equal to 48, got 64; give a smaller value")
-    assert "A3 SuperPoD: up to 48" in message
+    assert "the nodes of an A3 SuperPoD (up to 48)" in message
 
 
 def test_missing_required_key_at_the_top_level(tmp_path):
-    config = write(tmp_path, "c.yaml", "extends: a2\nnic: null\n")
-    assert error_of(config) == f"{config}:2: nic: missing required key 'nic'; add it at the top level (see docs/configs.md)"
+    config = write(tmp_path, "c.yaml", "extends: a2\nfabrics: null\n")
+    assert error_of(config) == (f"{config}:2: fabrics: missing required key 'fabrics' [the interconnect, level by level: package, node, "
+                                "pod, scale_out]; add it at the top level (see docs/configs.md)")
 
 
 def test_missing_required_nested_key_is_located_at_its_parent(tmp_path):
-    config = write(tmp_path, "c.yaml", "extends: a2\nshape: {dies_per_package: 2}\npackage_link:\n  bandwidth: 224 GB/s\n")
+    config = write(tmp_path, "c.yaml", "extends: a2\nshape: {dies_per_package: 2}\nfabrics:\n  package:\n    kind: die_to_die\n    link:\n      bandwidth: 224 GB/s\n")
     message = error_of(config)
-    assert message.startswith(f"{config}:3: package_link.latency: missing required key 'latency'")
-    assert "add it under package_link" in message
+    assert message.startswith(f"{config}:6: fabrics.package.link.latency: missing required key 'latency'")
+    assert "add it under fabrics.package.link" in message
 
 
 def test_topology_referencing_a_missing_die_is_located_in_the_fabric(tmp_path):
     config = write(tmp_path, "links.yaml", EXPLICIT_LINKS)
     message = error_of(config)
-    assert message.startswith(f"{config}:8: fabric.links.1.b: fabric.links[1].b references die 9, but the system has 8 dies")
+    assert message.startswith(f"{config}:9: fabrics.node.links.1.b: fabrics.node.links[1].b references die 9, but the system has 8 dies")
     assert "fix the link or raise shape.packages_per_node" in message
 
 
 def test_a_model_check_failing_because_of_an_override_is_located_at_the_override():
-    message = error_of("a2", ["shape.nodes=2"])
-    assert message == "--set shape.nodes=2: shape.nodes: a full_mesh fabric joins the dies of one node; set shape.nodes: 1 or use a ub_switch fabric"
+    message = error_of("a2", ["shape.dies_per_package=2"])
+    assert message == ("--set shape.dies_per_package=2: shape.dies_per_package: shape.dies_per_package is 2 but fabrics.package (the "
+                       "die-to-die link of a package) is missing; add it with a kind of die_to_die")
 
 
 def test_an_override_value_error_is_located_at_the_override():
@@ -300,15 +303,16 @@ def test_removing_a_required_key_by_override_is_located_at_the_override():
 
 
 def test_unknown_fabric_kind_suggests_the_closest(tmp_path):
-    config = write(tmp_path, "c.yaml", "extends: a2\nfabric:\n  kind: ub-switch\n")
-    assert error_of(config) == f"{config}:3: fabric.kind: unknown kind 'ub-switch'; did you mean 'ub_switch'? use one of full_mesh, ub_switch, links"
+    config = write(tmp_path, "c.yaml", "extends: a2\nfabrics:\n  node:\n    kind: ub-l1-switch\n")
+    assert error_of(config) == (f"{config}:4: fabrics.node.kind: unknown fabric kind 'ub-l1-switch'; did you mean 'ub_l1_switch'? "
+                                "use one of die_to_die, full_mesh, links, roce, ub_l1_switch, ub_l2_switch")
 
 
 def test_a_key_inherited_across_a_kind_change_says_how_to_drop_it(tmp_path):
-    config = write(tmp_path, "c.yaml", "extends: a2\nfabric:\n  kind: links\n  links: []\n")
+    config = write(tmp_path, "c.yaml", "extends: a2\nfabrics:\n  node:\n    kind: links\n    links: []\n")
     message = error_of(config)
-    assert "a2.yaml:" in message and "fabric.link: unknown key 'link'" in message
-    assert f"(inherited: {config}:3 changed the kind; drop the key there with `link: null`)" in message
+    assert "a2.yaml:" in message and "fabrics.node.link: unknown key 'link'" in message
+    assert f"(inherited: {config}:4 changed the kind; drop the key there with `link: null`)" in message
 
 
 def test_vector_latency_needs_a_default(tmp_path):
@@ -322,8 +326,9 @@ def test_several_errors_are_all_listed_one_per_line_in_file_order(tmp_path):
         "c.yaml",
         """
         extends: a2
-        nic:
-          per: node
+        fabrics:
+          scale_out:
+            per: node
         die:
           hbm:
             latency: 150
@@ -332,16 +337,16 @@ def test_several_errors_are_all_listed_one_per_line_in_file_order(tmp_path):
     )
     lines = error_of(config).splitlines()
     assert lines[0] == f"3 errors in {config}:"
-    assert lines[1].startswith(f"{config}:3: nic.per: must be 'package' or 'die', got 'node'")
-    assert lines[2].startswith(f"{config}:6: die.hbm.latency: missing unit")
-    assert lines[3].startswith(f"{config}:7: die.cores.aic.count: must be greater than 0, got 0")
+    assert lines[1].startswith(f"{config}:4: fabrics.scale_out.per: must be 'package' or 'die', got 'node'")
+    assert lines[2].startswith(f"{config}:7: die.hbm.latency: missing unit")
+    assert lines[3].startswith(f"{config}:8: die.cores.aic.count: must be greater than 0, got 0")
 
 
 # -- YAML-level errors ---------------------------------------------------------------------------
 
 
 def test_yaml_syntax_error_has_the_line(tmp_path):
-    config = write(tmp_path, "c.yaml", "name: a\ndie:\n  clock: [1850 MHz\nnic: {}\n")
+    config = write(tmp_path, "c.yaml", "name: a\ndie:\n  clock: [1850 MHz\nfabrics: {}\n")
     message = error_of(config)
     assert message.startswith(f"{config}:4: YAML syntax error:")
 
@@ -364,15 +369,16 @@ def test_anchors_and_merge_keys_are_read(tmp_path):
         "c.yaml",
         """
         extends: a2
-        fabric:
-          link: &fast {bandwidth: 56 GB/s, latency: 100 ns}
-        nic:
-          <<: *fast
-          per: package
+        fabrics:
+          node:
+            link: &fast {bandwidth: 56 GB/s, latency: 100 ns}
+          scale_out:
+            <<: *fast
+            per: package
         """,
     )
     loaded = load_config(config)
-    nic = loaded.resolved["nic"]
+    nic = loaded.resolved["fabrics"]["scale_out"]
     assert {key: nic[key] for key in ("bandwidth", "latency", "per")} == {"bandwidth": "56 GB/s", "latency": "100 ns", "per": "package"}
 
 
@@ -495,7 +501,7 @@ def test_overrides_are_named_by_the_option_that_gave_them():
 
 
 def test_a_file_parsed_once_is_not_changed_by_loads_that_override_it():
-    changed = load_config("a3", ["die.hbm.bandwidth=3.2 TB/s", "fabric.link.bandwidth=1 GB/s", "die.vector.latency.add=1 cycle"]).spec
-    assert (str(changed.die.hbm.bandwidth), str(changed.fabric.link.bandwidth), str(changed.die.vector.latency["add"])) == ("3.2 TB/s", "1 GB/s", "1 cycle")
+    changed = load_config("a3", ["die.hbm.bandwidth=3.2 TB/s", "fabrics.node.link.bandwidth=1 GB/s", "die.vector.latency.add=1 cycle"]).spec
+    assert (str(changed.die.hbm.bandwidth), str(changed.fabrics.node.link.bandwidth), str(changed.die.vector.latency["add"])) == ("3.2 TB/s", "1 GB/s", "1 cycle")
     fresh = load_config("a3").spec
-    assert (str(fresh.die.hbm.bandwidth), str(fresh.fabric.link.bandwidth), str(fresh.die.vector.latency["add"])) == ("1.6 TB/s", "28 GB/s", "6 cycles")
+    assert (str(fresh.die.hbm.bandwidth), str(fresh.fabrics.node.link.bandwidth), str(fresh.die.vector.latency["add"])) == ("1.6 TB/s", "28 GB/s", "6 cycles")

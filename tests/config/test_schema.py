@@ -1,5 +1,5 @@
 """The schema's own checks: every quantity fits the engine once converted, no coercion between types
-(``true`` is not 1), and a config name that is safe in a folder name."""
+(``true`` is not 1), a config name that is safe in a folder name, and the interconnect as levels."""
 
 import textwrap
 
@@ -7,6 +7,7 @@ import pytest
 from pydantic import BaseModel
 
 from npusim.config import load_config
+from npusim.config.schema import LEVELS, fabric_kinds_at
 from npusim.errors import ConfigError
 from npusim.units import Dimension, Quantity
 
@@ -69,16 +70,17 @@ def test_a_quantity_in_a_list_is_checked_and_located(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text(textwrap.dedent("""\
         extends: a2
-        fabric:
-          kind: links
-          link: null
-          links:
-            - {a: 0, b: 1, link: {bandwidth: 28 GB/s, latency: 100 ns}}
-            - a: 1
-              b: 2
-              link: {bandwidth: 28 GB/s, latency: 0.3 ps}
+        fabrics:
+          node:
+            kind: links
+            link: null
+            links:
+              - {a: 0, b: 1, link: {bandwidth: 28 GB/s, latency: 100 ns}}
+              - a: 1
+                b: 2
+                link: {bandwidth: 28 GB/s, latency: 0.3 ps}
         """))
-    assert error_of(config).startswith(f"{config}:9: fabric.links.1.link.latency: '0.3 ps' is 0.3 ps, which rounds to 0")
+    assert error_of(config).startswith(f"{config}:10: fabrics.node.links.1.link.latency: '0.3 ps' is 0.3 ps, which rounds to 0")
 
 
 def test_per_cycle_quantities_are_converted_with_the_die_clock_and_located_where_written():
@@ -98,7 +100,7 @@ def test_a_clock_out_of_range_is_reported_alone():
 @pytest.mark.parametrize(
     ("override", "key"),
     [("shape.nodes=true", "shape.nodes"), ("die.cores.aic.count=false", "die.cores.aic.count"), ("shape.packages_per_node=4.0", "shape.packages_per_node"),
-     ("nic.efficiency=true", "nic.efficiency"), ("die.vector.repeat_bytes=yes", "die.vector.repeat_bytes")],
+     ("fabrics.scale_out.efficiency=true", "fabrics.scale_out.efficiency"), ("die.vector.repeat_bytes=yes", "die.vector.repeat_bytes")],
 )
 def test_booleans_and_fractions_do_not_pass_as_whole_numbers(override, key):
     message = error_of("a3", [override])
@@ -108,8 +110,8 @@ def test_booleans_and_fractions_do_not_pass_as_whole_numbers(override, key):
 
 def test_a_boolean_does_not_pass_as_a_die_index_of_a_link(tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text("extends: a2\nfabric:\n  kind: links\n  link: null\n  links:\n    - {a: true, b: 1, link: {bandwidth: 28 GB/s, latency: 100 ns}}\n")
-    assert error_of(config).startswith(f"{config}:6: fabric.links.0.a: must be a valid integer, got True")
+    config.write_text("extends: a2\nfabrics:\n  node:\n    kind: links\n    link: null\n    links:\n      - {a: true, b: 1, link: {bandwidth: 28 GB/s, latency: 100 ns}}\n")
+    assert error_of(config).startswith(f"{config}:7: fabrics.node.links.0.a: must be a valid integer, got True")
 
 
 @pytest.mark.parametrize("name", ["/../../../../tmp/escape", "..", ".hidden", "a/b", "a b", "-rf", "", "x" * 65, "a\\b"])
@@ -123,3 +125,48 @@ def test_a_config_name_must_be_safe_in_a_folder_name(name):
 @pytest.mark.parametrize("name", ["a3-superpod", "my_a2.v2", "A2", "x" * 64])
 def test_safe_config_names_are_accepted(name):
     assert load_config("a2", [f"name={name}"]).name == name
+
+
+# -- the interconnect as levels (fabrics.package / node / pod / scale_out): each level validated by the
+# model of its registered kind, kinds only at their levels, overrides that build or change a level
+
+
+def test_each_level_has_its_kinds():
+    assert LEVELS == ("package", "node", "pod", "scale_out")
+    assert {level: fabric_kinds_at(level) for level in LEVELS} == {
+        "package": ["die_to_die"], "node": ["full_mesh", "links", "ub_l1_switch"], "pod": ["ub_l2_switch"], "scale_out": ["roce"]}
+
+
+def test_a_level_is_validated_by_the_model_of_its_kind():
+    fabrics = load_config("a3").spec.fabrics
+    assert [type(getattr(fabrics, level)).__name__ for level in LEVELS] == ["DieToDieSpec", "UbL1SwitchSpec", "UbL2SwitchSpec", "RoceSpec"]
+    assert error_of("a2", ["fabrics.node.planes=7"]) == (
+        "--set fabrics.node.planes=7: fabrics.node.planes: unknown key 'planes'; remove it, or use one of the keys of fabrics.node: kind, link")
+
+
+def test_a_kind_at_another_level_is_refused_with_the_kinds_of_that_level():
+    message = error_of("a2", ["fabrics.scale_out={kind: full_mesh, bandwidth: null, latency: null, per: null, efficiency: null, "
+                              "link: {bandwidth: 1 GB/s, latency: 1 us}}"])
+    assert message.endswith("fabrics.scale_out.kind: the full_mesh of fabrics.scale_out.kind is a fabric of the node level, not of "
+                            "the scale_out level; use one of roce")
+
+
+def test_node_and_scale_out_are_required_and_package_with_two_dies_a_package():
+    assert "fabrics.node: missing required key 'node'" in error_of("a2", ["fabrics.node=null"])
+    assert "fabrics.scale_out: missing required key 'scale_out'" in error_of("a2", ["fabrics.scale_out=null"])
+    assert "shape.dies_per_package is 2 but fabrics.package (the die-to-die link of a package) is missing" in error_of("a3", ["fabrics.package=null"])
+
+
+def test_overrides_build_a_level_kind_first_and_change_its_keys():
+    loaded = load_config("a2", ["shape.nodes=2", "fabrics.node.kind=ub_l1_switch", "fabrics.node.planes=7", "fabrics.node.switch.latency=100 ns",
+                                "fabrics.pod.kind=ub_l2_switch", "fabrics.pod.switch.latency=1 us"])
+    assert loaded.spec.fabrics.pod.switch.latency.to_ps(1.0) == 10**6
+    assert loaded.resolved["fabrics"]["pod"] == {"kind": "ub_l2_switch", "switch": {"latency": "1 us"}}
+    assert error_of("a2", ["fabrics.pod.switch.latency=1 us"]) == (
+        "--set fabrics.pod.switch.latency=1 us: fabrics.pod.switch.latency: unknown key 'switch'; remove it, or use one of the keys "
+        "of fabrics.pod: kind")
+
+
+def test_a2_takes_more_servers_and_a3_more_nodes():
+    assert load_config("a2", ["shape.nodes=4"]).spec.shape.dies == 32
+    assert load_config("a3", ["shape.nodes=48"]).spec.shape.dies == 768

@@ -81,12 +81,29 @@ def test_rdma_blocks_are_events_on_the_queue_pair_lane():
     assert len(s.result.recorder) == 2
 
 
+@pytest.mark.parametrize("op", ["write", "read"])
+def test_between_a2_servers_hccs_goes_through_the_nics_as_hccl_does(op):
+    values = np.arange(2 * KiB, dtype=np.uint8)
+    durations = {}
+    for protocol in ("hccs", "rdma"):
+        with npusim.session("a2", ["shape.nodes=2"]) as s:
+            source = npusim.tensor(values, device=0 if op == "write" else 9)
+            target = npusim.zeros(values.size, np.uint8, device=9 if op == "write" else 0)
+            local, remote = (source, target) if op == "write" else (target, source)
+            npusim.transfer(op, blocks_of(local, 2), blocks_of(remote, 2), protocol=protocol)
+            assert np.array_equal(target.numpy(), values)
+        assert [(t.die, t.unit, t.lane) for t in s.result.recorder.tracks] == [(0, "rdma", "qp die9")]
+        assert s.result.recorder.ops[0].args["protocol"] == protocol  # recorded as asked
+        durations[protocol] = s.result.simulated_ps
+    assert durations["hccs"] == durations["rdma"]
+
+
 def test_one_sdma_block_costs_setup_memory_latency_round_trip_and_bytes_at_the_link_rate():
     with npusim.session("a2", data=False) as s:
         local = npusim.empty(MiB, np.uint8, device=0)
         remote = npusim.empty(MiB, np.uint8, device=1)
         npusim.transfer("read", local, remote)
-    die, link = s.config.spec.die, s.config.spec.fabric.link
+    die, link = s.config.spec.die, s.config.spec.fabrics.node.link
     hz = die.clock.hz
     fixed = die.sdma.setup.to_ps(hz) + die.l2.latency.to_ps(hz) + die.hbm.latency.to_ps(hz) + 2 * link.latency.to_ps(hz)
     rate = link.bandwidth.bytes_per_ps(hz) * link.efficiency
@@ -153,9 +170,9 @@ def test_the_stream_must_be_the_initiators(a3):
 
 
 def test_rdma_needs_two_nics():
-    with npusim.session("a3", ["nic.per=package"], data=False):
+    with npusim.session("a3", ["fabrics.scale_out.per=package"], data=False):
         x, y = npusim.empty(64, np.uint8, device=0), npusim.empty(64, np.uint8, device=1)
-        assert "dies 0 and 1 share one NIC (nic.per: package)" in error_of(lambda: npusim.transfer("read", x, y, protocol="rdma"))
+        assert "dies 0 and 1 share one NIC of the scale-out network (fabrics.scale_out)" in error_of(lambda: npusim.transfer("read", x, y, protocol="rdma"))
 
 
 def test_tensors_of_another_session_are_refused():

@@ -40,7 +40,7 @@ def test_bandwidth_rises_with_block_size_and_saturates(config, peer, op):
 
 
 def test_saturated_rate_is_the_link_rate_for_reads_and_the_write_credit_rate_for_writes():
-    link = load_config("a2").spec.fabric.link
+    link = load_config("a2").spec.fabrics.node.link
     payload = link.bandwidth.bytes_per_second(CLOCK) / 1e9 * link.efficiency
     credits = link.write_credits.bytes / (2 * link.latency.to_ps(CLOCK)) * 1e3
     n = 256 * MiB
@@ -80,9 +80,10 @@ def test_transfers_over_different_links_do_not_share():
 
 @pytest.mark.parametrize("op", ["read", "write"])
 def test_a_path_through_more_switches_is_slower_by_its_extra_latency_not_by_a_rate(op):
-    fabric = load_config("a3").spec.fabric
+    fabrics = load_config("a3").spec.fabrics
     # across nodes a hop also crosses: die -> L1 -> L2 -> L1 -> die instead of die -> L1 -> die
-    extra_one_way = sum(q.to_ps(CLOCK) for q in (fabric.link.latency, fabric.link.latency, fabric.l1_switch.latency, fabric.l2_switch.latency))
+    node = fabrics.node
+    extra_one_way = sum(q.to_ps(CLOCK) for q in (node.link.latency, node.link.latency, node.switch.latency, fabrics.pod.switch.latency))
     for nbytes in (MiB, 8 * MiB, 64 * MiB):
         one_node = one_block_ps("a3", op, nbytes, 2)
         two_nodes = one_block_ps("a3", op, nbytes, 16, ["shape.nodes=2"])
@@ -99,7 +100,7 @@ def hixl_GiBps(config, op, block_bytes, overrides=(), nodes=1, protocol="hccs") 
 
 
 def test_lower_link_efficiency_lowers_the_bandwidth():
-    assert hixl_GiBps("a3", "read", 8 * MiB, ["fabric.link.efficiency=0.6"]) < 0.8 * hixl_GiBps("a3", "read", 8 * MiB)
+    assert hixl_GiBps("a3", "read", 8 * MiB, ["fabrics.node.link.efficiency=0.6"]) < 0.8 * hixl_GiBps("a3", "read", 8 * MiB)
 
 
 def test_higher_setup_costs_more_at_small_blocks_than_at_large_ones():
@@ -111,18 +112,18 @@ def test_higher_setup_costs_more_at_small_blocks_than_at_large_ones():
 
 
 def test_write_credits_limit_writes_only():
-    more = ["fabric.link.write_credits=12 KiB"]
+    more = ["fabrics.node.link.write_credits=12 KiB"]
     assert hixl_GiBps("a2", "write", 8 * MiB, more) > 1.2 * hixl_GiBps("a2", "write", 8 * MiB)
     assert hixl_GiBps("a2", "read", 8 * MiB, more) == hixl_GiBps("a2", "read", 8 * MiB)
 
 
 def test_switch_latency_slows_transfers_that_cross_it_only():
-    slower = ["fabric.l2_switch.latency=1 us"]
+    slower = ["fabrics.pod.switch.latency=1 us"]
     assert hixl_GiBps("a3", "read", MiB, slower, nodes=2) < 0.95 * hixl_GiBps("a3", "read", MiB, nodes=2)
     assert hixl_GiBps("a3", "read", MiB, slower) == hixl_GiBps("a3", "read", MiB)
 
 
 def test_nic_efficiency_sets_the_rdma_rate():
     base = hixl_GiBps("a2", "write", MiB, protocol="rdma")
-    assert hixl_GiBps("a2", "write", MiB, ["nic.efficiency=0.5"], protocol="rdma") == pytest.approx(base * 0.5 / 0.971, rel=0.01)
+    assert hixl_GiBps("a2", "write", MiB, ["fabrics.scale_out.efficiency=0.5"], protocol="rdma") == pytest.approx(base * 0.5 / 0.971, rel=0.01)
 

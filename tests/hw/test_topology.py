@@ -1,42 +1,62 @@
-"""Routes between dies: HCCS mesh on A2, UB switches and SIO on A3, node crossings, RDMA, and the
-write credits that posted writes cross on every link of their path (reads do not)."""
+"""Routes composed from the levels of the interconnect: which level carries a die pair, node
+crossings through the pod, RDMA through the scale-out NICs, the load/store path a multi-server A2
+lacks, and a fabric kind added as one module (docs/architecture.md, "How to add a fabric")."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 import npusim
 from npusim.config import load_config
 from npusim.hw.system import System
+from npusim.errors import NoRouteError
+from npusim.hw.topology import LOCAL, Direction, Route
+from npusim.kernels.view_copy import build_view_copy
+
+ROOT = Path(__file__).parents[2]
+READ, WRITE = Direction.READ, Direction.WRITE
 
 
 def system(name, *overrides):
     return System(load_config(name, list(overrides)).spec, with_data=False)
 
 
-def test_a2_dies_talk_over_their_own_hccs_link():
-    s = system("a2")
-    route = s.topology.route(0, 5)
-    assert [r.name for r in route.resources] == ["die0->die5 HCCS"]
-    link = s.spec.fabric.link
-    assert route.resources[0].capacity == pytest.approx(link.bandwidth.bytes_per_ps(1.0) * link.efficiency)
-    assert route.latency_ps == link.latency.to_ps(1.0)
-    assert s.topology.route(5, 0).resources[0] is not route.resources[0]  # one resource per direction
+def names(route):
+    return [r.name for r in route.resources]
 
 
-def test_a3_sibling_dies_use_the_package_link_and_others_the_ub_ports():
-    s = system("a3")
-    assert [r.name for r in s.topology.route(2, 3).resources] == ["pkg1 SIO die2->die3"]
-    route = s.topology.route(0, 5)
-    assert [r.name for r in route.resources] == ["die0 UB tx", "die5 UB rx"]
-    link = s.spec.fabric.link
-    per_die = link.bandwidth.bytes_per_ps(1.0) * s.spec.fabric.planes * link.efficiency
-    assert route.resources[0].capacity == pytest.approx(per_die)
+def test_the_innermost_level_holding_both_dies_carries_them():
+    a3 = system("a3", "shape.nodes=2").topology
+    assert [a3.level_joining(0, dst) for dst in (0, 1, 2, 15, 16)] == [None, "package", "node", "node", "pod"]
+    assert names(a3.route(2, 3, READ)) == ["pkg1 SIO die2->die3"]
+    assert names(a3.route(0, 5, READ)) == ["die0 UB tx", "die5 UB rx"]
+    a2 = system("a2").topology
+    assert [a2.level_joining(0, dst) for dst in (1, 7)] == ["node", "node"]
+    assert a2.route(3, 3, WRITE) is LOCAL
 
 
-def test_crossing_nodes_adds_switch_latency_not_bandwidth():
+def test_crossing_nodes_composes_the_node_uplinks_with_the_pod_and_adds_latency_not_bandwidth():
     s = system("a3", "shape.nodes=2")
-    inside, across = s.topology.route(0, 5), s.topology.route(0, 21)
-    assert across.latency_ps > inside.latency_ps
+    topology, fabrics = s.topology, s.spec.fabrics
+    inside, across = topology.route(0, 5, WRITE), topology.route(0, 21, WRITE)
+    node, ps = topology.levels["node"], topology.wiring.ps
+    assert across == node.uplink(0, WRITE) + Route((), ps(fabrics.pod.switch.latency)) + node.downlink(21, WRITE)
+    assert names(across) == ["die0 UB tx", "die0 UB tx write credits", "die21 UB rx", "die21 UB rx write credits"]
     assert [r.capacity for r in across.resources] == [r.capacity for r in inside.resources]
+    # die -> L1 -> L2 -> L1 -> die instead of die -> L1 -> die: two more links, one more L1, the L2
+    assert across.latency_ps - inside.latency_ps == 2 * ps(fabrics.node.link.latency) + ps(fabrics.node.switch.latency) + ps(fabrics.pod.switch.latency)
+
+
+def test_routes_are_built_once_per_direction_and_share_their_resources():
+    topology = system("a2").topology
+    assert topology.route(0, 1, WRITE) is topology.route(0, 1, WRITE)
+    assert topology.route(0, 1, READ).resources[0] is topology.route(0, 1, WRITE).resources[0]
+    assert topology.route(1, 0, READ).resources[0] is not topology.route(0, 1, READ).resources[0]  # one resource per direction
 
 
 def test_remote_reads_pay_the_route_twice_and_writes_once():
@@ -44,14 +64,41 @@ def test_remote_reads_pay_the_route_twice_and_writes_once():
     local = s.gm_route(0, 0, to_gm=False)
     read = s.gm_route(0, 3, to_gm=False)
     write = s.gm_route(0, 3, to_gm=True)
-    hop = s.topology.route(3, 0).latency_ps
+    hop = s.topology.route(3, 0, READ).latency_ps
     assert read.latency_ps == local.latency_ps + 2 * hop
     assert write.latency_ps == local.latency_ps + hop
 
 
-def test_rdma_goes_through_both_nics():
+def test_remote_core_stores_cross_the_write_credits_and_loads_do_not():
     s = system("a2")
-    assert [r.name for r in s.topology.rdma_route(1, 6).resources] == ["nic1 tx", "nic6 rx"]
+    assert [r.kind for r in s.gm_route(0, 1, to_gm=True).resources] == ["link", "credits", "l2", "hbm"]
+    assert [r.kind for r in s.gm_route(0, 1, to_gm=False).resources] == ["link", "l2", "hbm"]
+
+
+def test_rdma_goes_through_both_nics_of_any_two_servers():
+    s = system("a2", "shape.nodes=2")
+    assert names(s.topology.rdma_route(1, 6, WRITE)) == ["nic1 tx", "nic6 rx"]
+    inside, across = s.topology.rdma_route(0, 1, READ), s.topology.rdma_route(0, 8, READ)
+    assert names(across) == ["nic0 tx", "nic8 rx"]
+    assert across.latency_ps == inside.latency_ps  # one switch joins every NIC
+
+
+def test_two_a2_servers_have_no_load_store_path():
+    topology = system("a2", "shape.nodes=2").topology
+    assert topology.joins(0, 7) and not topology.joins(0, 8)
+    with pytest.raises(NoRouteError, match=r"die 0 and die 8 are in different nodes \(0 and 1\) and no pod fabric joins the nodes "
+                                           r"\(fabrics.pod\).*move the data by RDMA, npusim.transfer\(\.\.\., protocol='rdma'\)"):
+        topology.route(0, 8, WRITE)
+
+
+def test_an_mte_copy_across_a2_servers_fails_naming_both_dies_and_rdma():
+    with pytest.raises(NoRouteError) as caught:
+        with npusim.session("a2", ["shape.nodes=2"], data=False):
+            src, dst = npusim.empty(4096, np.float16, device=8), npusim.empty(4096, np.float16, device=0)
+            build_view_copy(dst, src, name="copy").launch()
+    message = str(caught.value)
+    assert message.startswith("the cores of die 0 cannot load from the GM of die 8 (an MTE copy): die 8 and die 0 are in different nodes")
+    assert "protocol='rdma'" in message
 
 
 def test_a_device_that_does_not_exist_is_named():
@@ -60,42 +107,64 @@ def test_a_device_that_does_not_exist_is_named():
             npusim.tensor([1.0], device=8)
 
 
-CLOCK = 1.85e9
+# -- a fabric kind of one's own: one module, registered when imported -----------------------------
+
+BUS = '''
+"""A node fabric of one shared bus: every transfer inside a node crosses the same resource."""
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from npusim.config.registry import FABRICS
+from npusim.config.schema import FabricSpec, LinkSpec
+from npusim.hw.topology import Direction, Fabric, Route
 
 
-def test_remote_core_stores_cross_the_write_credits_and_loads_do_not():
-    s = system("a2")
-    store = s.gm_route(0, 1, to_gm=True).resources
-    load = s.gm_route(0, 1, to_gm=False).resources
-    assert [r.kind for r in store] == ["link", "credits", "l2", "hbm"]
-    assert [r.kind for r in load] == ["link", "l2", "hbm"]
-    link = s.spec.fabric.link
-    assert store[1].capacity == pytest.approx(link.write_credits.bytes / (2 * link.latency.to_ps(CLOCK)))
+class BusSpec(FabricSpec):
+    kind: Literal["bus"]
+    levels: ClassVar[tuple[str, ...]] = ("node",)
+    link: LinkSpec = Field(description="the bus, shared by every transfer inside a node")
 
 
-def test_ub_write_credits_cover_every_plane_at_both_ends():
-    s = system("a3")
-    route = s.topology.route(0, 2, writes=True)
-    assert [r.name for r in route.resources] == ["die0 UB tx", "die0 UB tx write credits", "die2 UB rx", "die2 UB rx write credits"]
-    link = s.spec.fabric.link
-    assert route.resources[1].capacity == pytest.approx(7 * link.write_credits.bytes / (2 * link.latency.to_ps(CLOCK)), rel=1e-4)
+@FABRICS.register("bus")
+class Bus(Fabric):
+    Spec = BusSpec
+
+    def route(self, src: int, dst: int, direction: Direction) -> Route:
+        node = src // self.shape.dies_per_node
+        return Route(self.wiring.hop(f"node{node} bus", self.spec.link, src, direction), self.wiring.ps(self.spec.link.latency))
+'''
+
+RUN_ON_THE_BUS = '''
+import json, sys
+import numpy as np
+import bus  # registers the kind
+import npusim
+from npusim.config import load_config
+
+rates = {}
+for streams in (1, 2):
+    with npusim.session(sys.argv[1], sys.argv[2:], data=False) as s:
+        for i in range(streams):  # die 2i -> die 2i+1: disjoint pairs, one bus
+            local, remote = npusim.empty(2**24, np.uint8, device=2 * i), npusim.empty(2**24, np.uint8, device=2 * i + 1)
+            npusim.transfer("read", local, remote)
+    rates[streams] = s.result.simulated_ps
+links = sorted({r.name for r in s.system.network.resources if r.kind == "link"})
+print(json.dumps({"rates": rates, "links": links, "bandwidth": str(load_config(sys.argv[1], sys.argv[2:]).spec.fabrics.node.link.bandwidth)}))
+'''
 
 
-def test_an_explicit_path_has_credits_on_each_hop(tmp_path):
-    config = tmp_path / "chain.yaml"
-    config.write_text(
-        "extends: a2\nname: chain\nshape: {packages_per_node: 3}\nfabric:\n  kind: links\n  link: null\n  links:\n"
-        "    - {a: 0, b: 1, link: {bandwidth: 10 GB/s, latency: 100 ns, write_credits: 1 KiB}}\n"
-        "    - {a: 1, b: 2, link: {bandwidth: 10 GB/s, latency: 200 ns}}\n"
-    )
-    s = System(load_config(str(config)).spec, with_data=False)
-    writes = s.topology.route(0, 2, writes=True)
-    assert [r.name for r in writes.resources] == ["die0->die1", "die0->die1 write credits", "die1->die2"]
-    assert writes.latency_ps == 300_000
-    assert writes.resources[1].capacity == pytest.approx(1024 / 200_000)
-    assert [r.name for r in s.topology.route(0, 2).resources] == ["die0->die1", "die1->die2"]
-
-
-def test_a_link_without_credits_limits_writes_by_its_bandwidth_only():
-    s = system("a2", "fabric.link.write_credits=null")
-    assert [r.kind for r in s.topology.route(0, 1, writes=True).resources] == ["link"]
+def test_a_fabric_kind_of_ones_own_is_one_module_registered_on_import(tmp_path):
+    (tmp_path / "bus.py").write_text(BUS.lstrip())
+    (tmp_path / "run.py").write_text(RUN_ON_THE_BUS.lstrip())
+    config = tmp_path / "bus.yaml"
+    config.write_text("extends: a2\nname: bus\nfabrics:\n  node:\n    kind: bus\n    link: {write_credits: null}\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
+    run = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(config), "fabrics.node.link.bandwidth=14 GB/s"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["links"] == ["node0 bus"] and result["bandwidth"] == "14 GB/s"
+    one, two = result["rates"]["1"], result["rates"]["2"]
+    assert 1.9 < two / one < 2.0  # two transfers of disjoint pairs share the bus: twice the time, minus the fixed part

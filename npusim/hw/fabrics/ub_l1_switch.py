@@ -1,0 +1,61 @@
+"""``ub_l1_switch``: the first-tier UB switches of an A3 node. Each die has one link into each of
+the node's ``planes`` switches; a first-tier switch reaches the second tier (``ub_l2_switch``) over
+the same kind of link."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from npusim.config.registry import FABRICS
+from npusim.config.schema import FabricSpec, LinkSpec, PositiveInt, SwitchSpec, SystemShape
+from npusim.hw.topology import Direction, Fabric, Route, Wiring
+
+
+class UbL1SwitchSpec(FabricSpec):
+    """A node's first-tier UB switches: ``planes`` switches, one ``link`` from each die to each."""
+
+    kind: Literal["ub_l1_switch"]
+    levels: ClassVar[tuple[str, ...]] = ("node",)
+    uplinks: ClassVar[bool] = True
+    planes: PositiveInt = Field(description="first-tier switches per node = links per die")
+    link: LinkSpec = Field(description="one die-to-switch link; a first-tier switch reaches the second tier over the same link")
+    switch: SwitchSpec = Field(description="one first-tier switch")
+
+
+@FABRICS.register("ub_l1_switch")
+class UbL1Switch(Fabric):
+    """Die -> its node's first-tier switches (all planes) -> die. Traffic is sprayed evenly over
+    the planes, so one die's ports are one resource of ``planes x link`` per direction, ``dieN UB
+    tx`` and ``dieN UB rx`` (with their write credits, ``planes x`` the link's); the switches are
+    non-blocking. Its uplinks take a die's traffic through its first-tier switch up to the second
+    tier, and down from there."""
+
+    Spec = UbL1SwitchSpec
+    spec: UbL1SwitchSpec
+
+    def __init__(self, spec: UbL1SwitchSpec, shape: SystemShape, wiring: Wiring, inner: Fabric | None) -> None:
+        super().__init__(spec, shape, wiring, inner)
+        link, planes = spec.link, spec.planes
+        credits = link.write_credits.scaled(planes) if link.write_credits is not None else None
+        self.ports = LinkSpec(bandwidth=link.bandwidth.scaled(planes), latency=link.latency, efficiency=link.efficiency, write_credits=credits)
+        self.link_ps = wiring.ps(link.latency)
+        self.switch_ps = wiring.ps(spec.switch.latency)
+
+    def route(self, src: int, dst: int, direction: Direction) -> Route:
+        return Route(self._tx(src, direction) + self._rx(dst, direction), 2 * self.link_ps + self.switch_ps)
+
+    def uplink(self, src: int, direction: Direction) -> Route:
+        """Die ``src`` -> first-tier switch -> its link to the second tier."""
+        return Route(self._tx(src, direction), self.link_ps + self.switch_ps + self.link_ps)
+
+    def downlink(self, dst: int, direction: Direction) -> Route:
+        """The second tier's link -> first-tier switch -> die ``dst``."""
+        return Route(self._rx(dst, direction), self.link_ps + self.switch_ps + self.link_ps)
+
+    def _tx(self, die: int, direction: Direction):
+        return self.wiring.hop(f"die{die} UB tx", self.ports, die, direction)
+
+    def _rx(self, die: int, direction: Direction):
+        return self.wiring.hop(f"die{die} UB rx", self.ports, die, direction)
