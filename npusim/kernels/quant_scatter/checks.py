@@ -21,6 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from npusim.config.products import PRODUCTS, Product
 from npusim.errors import OpArgumentError, UsageError
 
 OP_NAME = "npu_quant_scatter_"
@@ -43,18 +44,13 @@ _A2_A3_ROWS = (
 )
 _INFERENCE_ROWS = ((FLOAT16, FLOAT32, INT32),)
 
-PRODUCT_DTYPE_ROWS: dict[str, tuple[tuple[np.dtype, np.dtype, np.dtype], ...]] = {
-    "ascend910b": _A2_A3_ROWS,  # Atlas A2
-    "ascend910c": _A2_A3_ROWS,  # Atlas A3
-    "ascend310p": _INFERENCE_ROWS,  # Atlas inference series
+SERIES_DTYPE_ROWS: dict[str, tuple[tuple[np.dtype, np.dtype, np.dtype], ...]] = {
+    "atlas_a2": _A2_A3_ROWS,
+    "atlas_a3": _A2_A3_ROWS,
+    "atlas_inference": _INFERENCE_ROWS,
 }
-"""Allowed (updates, quant_scales, quant_zero_points) dtypes per product; zero points may be absent."""
-
-PRODUCT_NAMES = {
-    "ascend910b": "Atlas A2 (ascend910b)",
-    "ascend910c": "Atlas A3 (ascend910c)",
-    "ascend310p": "Atlas inference series (ascend310p)",
-}
+"""Allowed (updates, quant_scales, quant_zero_points) dtypes per product series (the op page's
+table, ../shared/seeds/); zero points may be absent."""
 
 
 class UncheckedIndexWarning(RuntimeWarning):
@@ -193,13 +189,13 @@ def _dtype_name(dtype: np.dtype | None) -> str:
     return "None" if dtype is None else dtype.name
 
 
-def _check_dtypes(product: str, input_dtype, indices_dtype, updates_dtype, scales_dtype, zp_dtype) -> None:
+def _check_dtypes(product: Product, input_dtype, indices_dtype, updates_dtype, scales_dtype, zp_dtype) -> None:
     if input_dtype != INT8:
         raise _reject("input.dtype", input_dtype.name, "input must be int8")
     if indices_dtype not in (INT32, INT64):
         raise _reject("indices.dtype", indices_dtype.name, "indices must be int32 or int64")
-    rows = PRODUCT_DTYPE_ROWS[product]
-    where = f"on {PRODUCT_NAMES[product]}"
+    rows = SERIES_DTYPE_ROWS[product.series]
+    where = f"on {product.label}"
     for argument, dtype, column in (
         ("updates.dtype", updates_dtype, 0),
         ("quant_scales.dtype", scales_dtype, 1),
@@ -207,7 +203,7 @@ def _check_dtypes(product: str, input_dtype, indices_dtype, updates_dtype, scale
     ):
         allowed = sorted({row[column].name for row in rows})
         if dtype is not None and dtype not in {row[column] for row in rows}:
-            anywhere = any(dtype == row[column] for r in PRODUCT_DTYPE_ROWS.values() for row in r)
+            anywhere = any(dtype == row[column] for r in SERIES_DTYPE_ROWS.values() for row in r)
             rule = "not supported " + where if anywhere else "not a supported dtype"
             raise _reject(argument, dtype.name, f"{rule}; allowed: {', '.join(allowed)}")
     if not any(updates_dtype == u and scales_dtype == s and zp_dtype in (z, None) for u, s, z in rows):
@@ -238,11 +234,15 @@ def check_quant_scatter(
 ) -> QuantScatterProblem:
     """Check a call as the real op does and return it as a :class:`QuantScatterProblem`.
 
-    Tensors are any objects with ``.shape``, ``.dtype`` and ``.ndim``. ``product`` is
-    ``"ascend910b"`` (A2), ``"ascend910c"`` (A3) or ``"ascend310p"`` (inference series).
+    Tensors are any objects with ``.shape``, ``.dtype`` and ``.ndim``. ``product`` names a registered
+    product (``"ascend910b"`` ...); the dtypes it allows are those of its series.
     """
-    if product not in PRODUCT_DTYPE_ROWS:
-        raise UsageError(f"{OP_NAME}: unknown product {product!r}; known: {', '.join(PRODUCT_DTYPE_ROWS)}")
+    if product not in PRODUCTS:
+        raise UsageError(f"{OP_NAME}: {PRODUCTS.unknown(product)}")
+    series = PRODUCTS.get(product).series
+    if series not in SERIES_DTYPE_ROWS:
+        raise UsageError(f"{OP_NAME}: the op does not exist on {PRODUCTS.get(product).label}: its page lists "
+                         f"{', '.join(SERIES_DTYPE_ROWS)}")
     if reduce != "update":
         raise _reject("reduce", repr(reduce), "only 'update' is supported")
 
@@ -258,7 +258,7 @@ def check_quant_scatter(
         scales_dtype=np.dtype(quant_scales.dtype),
         zero_points_dtype=zp_dtype,
     )
-    _check_dtypes(product, *dtypes.values())
+    _check_dtypes(PRODUCTS.get(product), *dtypes.values())
 
     in_shape, up_shape, idx_shape = shapes["input"], shapes["updates"], shapes["indices"]
     ndim = len(in_shape)

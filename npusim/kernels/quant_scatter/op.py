@@ -4,7 +4,7 @@ lowering, and the host's reading of the indices (checks against the destination,
 from __future__ import annotations
 
 import warnings
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pydantic import Field
 
@@ -13,7 +13,7 @@ from npusim.config.registry import OPS
 from npusim.config.schema import Spec
 import numpy as np
 
-from npusim.errors import OpArgumentError, RaceError
+from npusim.errors import OpArgumentError, RaceError, UsageError
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import Op, OpOptions, ValueCheck
 from npusim.kernels.quant_scatter.checks import (
@@ -66,11 +66,19 @@ class QuantScatter(Op):
                                    args["quant_zero_points"], int(args["axis"]), int(args["quant_axis"]), args["reduce"],
                                    product=product)
 
+    tilings: dict[str, Callable[..., QuantScatterPlan]] = {"atlas_a2": plan_quant_scatter, "atlas_a3": plan_quant_scatter}
+    """The kernel's host tiling per product series (the A2/A3 kernel, TIK quant_update_scatter.py)."""
+
     @classmethod
     def plan(cls, problem: QuantScatterProblem, target: VectorTarget, settings: QuantScatterSettings | None,
              options: OpOptions) -> QuantScatterPlan:
         assert settings is not None  # the launch path requires the settings of an op that declares them
-        return plan_quant_scatter(problem, target, vector_cores=settings.vector_cores, double_buffer=options.double_buffer)
+        product = PRODUCTS.get(target.product)
+        tiling = cls.tilings.get(product.series)
+        if tiling is None:
+            raise UsageError(f"{OP_NAME}: the {product.label} kernel is not modelled; modelled: "
+                             f"{', '.join(sorted(cls.tilings))} (register its tiling in QuantScatter.tilings)")
+        return tiling(problem, target, vector_cores=settings.vector_cores, double_buffer=options.double_buffer)
 
     @classmethod
     def value_inputs(cls, problem: QuantScatterProblem) -> tuple[str, ...]:
