@@ -3,7 +3,6 @@ lowering, and the host's reading of the indices (checks against the destination,
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Mapping
 
 from pydantic import Field
@@ -12,18 +11,11 @@ from npusim.config.registry import OPS
 from npusim.config.schema import Spec
 import numpy as np
 
-from npusim.errors import OpArgumentError, RaceError
+from npusim.errors import OpArgumentError
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import Op, OpOptions, ValueCheck
-from npusim.kernels.quant_scatter.checks import (
-    OP_NAME,
-    OverlappingWritesWarning,
-    QuantScatterProblem,
-    check_indices,
-    check_quant_scatter,
-    describe_overlaps,
-    find_overlaps,
-)
+from npusim.kernels.scatter_index import value_check
+from npusim.kernels.quant_scatter.checks import OP_NAME, QuantScatterProblem, check_quant_scatter
 from npusim.kernels.quant_scatter.kernel import KERNEL_NAME, QuantScatterTensors, build_quant_scatter, tiling_arguments
 from npusim.kernels.quant_scatter.tiling import QuantScatterPlan, plan_quant_scatter
 
@@ -76,19 +68,7 @@ class QuantScatter(Op):
 
     @classmethod
     def check_values(cls, problem: QuantScatterProblem, values: Mapping[str, Any], options: OpOptions) -> ValueCheck:
-        """Map each batch to its destination (refusing out-of-range indices unless unchecked, which
-        drops the bs rows that would leave input) and report overlapping destinations."""
-        segments = check_indices(problem, values["indices"], allow_out_of_range=options.out_of_range == "unchecked")
-        kept = {segment.batch * problem.heads + h for segment in segments for h in segment.heads}
-        skipped = frozenset(range(problem.bs)) - kept
-        overlap = None
-        pairs = find_overlaps(segments)
-        if pairs:
-            overlap = describe_overlaps(segments, pairs)
-            if options.overlap == "error":
-                raise RaceError(overlap + " (torch_npu.options(overlap='error') is set)")
-            warnings.warn(overlap, OverlappingWritesWarning, stacklevel=6)
-        return ValueCheck(read={"indices": values["indices"]}, lowering={"skipped_rows": skipped}, warning=overlap)
+        return value_check(problem, values["indices"], options, stacklevel=7)
 
     @classmethod
     def host_tensors(cls, problem: QuantScatterProblem, plan: QuantScatterPlan) -> dict[str, Any]:
