@@ -192,6 +192,30 @@ def _check_dtypes(product: str, input_dtype, indices_dtype, updates_dtype, scale
         )
 
 
+ROUND_MODES = ("rint", "round", "hybrid")
+"""The round modes of the op's schema (aclnnInplaceQuantScatterV2's roundMode)."""
+ASCEND_950_DST_TYPES = ("float8_e4m3fn", "float8_e5m2", "hifloat8")
+
+
+def check_output_mode(dst_type: str | None, round_mode: str | None) -> None:
+    """``dst_type`` (a dtype name or None) and ``round_mode`` of the current schema. On Atlas A2/A3
+    op-plugin calls aclnnInplaceQuantScatter, which writes int8 rounded half to even whatever they
+    say (only the Ascend 950 kernel, aclnnInplaceQuantScatterV2, reads them); npusim refuses other
+    values rather than ignore them."""
+    if round_mode is not None and round_mode not in ROUND_MODES:
+        raise _reject("round_mode", repr(round_mode), f"not a round mode; one of {', '.join(map(repr, ROUND_MODES))}")
+    if dst_type not in (None, "int8"):
+        if dst_type in ASCEND_950_DST_TYPES:
+            rule = ("writing this dtype is an Ascend 950 feature (aclnnInplaceQuantScatterV2); on Atlas A2/A3 the op writes int8: "
+                    "pass dst_type=None or torch.int8")
+        else:
+            rule = "not a dtype the op writes: int8 on Atlas A2/A3 (int8, float8_e4m3fn, float8_e5m2, hifloat8 on Ascend 950)"
+        raise _reject("dst_type", dst_type, rule)
+    if round_mode not in (None, "rint"):
+        raise _reject("round_mode", repr(round_mode), "an int8 output is rounded half to even ('rint') only; 'round' and 'hybrid' "
+                      "are the hifloat8 modes of the Ascend 950 kernel")
+
+
 def _merged_view(shape: tuple[int, ...], axis: int) -> tuple[int, int, int, int]:
     """``shape`` merged to ``[dim0, prod(dims 1..axis-1), dim axis, prod(dims after axis)]``."""
     return (shape[0], math.prod(shape[1:axis]), shape[axis], math.prod(shape[axis + 1 :]))

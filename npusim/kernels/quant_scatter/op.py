@@ -15,7 +15,7 @@ from npusim.errors import OpArgumentError
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import Op, OpOptions, ValueCheck
 from npusim.kernels.scatter_index import value_check
-from npusim.kernels.quant_scatter.checks import OP_NAME, QuantScatterProblem, check_quant_scatter
+from npusim.kernels.quant_scatter.checks import OP_NAME, QuantScatterProblem, check_output_mode, check_quant_scatter
 from npusim.kernels.quant_scatter.kernel import KERNEL_NAME, QuantScatterTensors, build_quant_scatter, tiling_arguments
 from npusim.kernels.quant_scatter.tiling import QuantScatterPlan, plan_quant_scatter
 
@@ -52,6 +52,7 @@ class QuantScatter(Op):
             value = args[name]
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise OpArgumentError(f"{OP_NAME}: {name} = {value!r}: must be an int (a dimension of updates, negative counts from the end)")
+        check_output_mode(args.get("dst_type"), args.get("round_mode", "rint"))
         return check_quant_scatter(args["input"], args["indices"], args["updates"], args["quant_scales"],
                                    args["quant_zero_points"], int(args["axis"]), int(args["quant_axis"]), args["reduce"],
                                    product=product)
