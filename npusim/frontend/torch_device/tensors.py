@@ -11,6 +11,7 @@ another one is an error.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
 import weakref
@@ -44,8 +45,45 @@ TORCH_DTYPES = {numpy: torch_dtype for torch_dtype, numpy in NUMPY_DTYPES.items(
 _SERIAL_SHIFT, _DIE_SHIFT = 48, 37
 _serials = itertools.count(1)
 _session_serials: "weakref.WeakKeyDictionary[Session, int]" = weakref.WeakKeyDictionary()
-_allocations: dict[int, tuple["weakref.ref[Session]", Allocation]] = {}
-"""data pointer of a storage -> (its session, its GM allocation)."""
+_allocations: dict[int, tuple["weakref.ref[Session]", Allocation, tuple]] = {}
+"""data pointer of a storage -> (its session, its GM allocation, what its DLPack import refers to)."""
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+_no_delete = _DELETER(lambda managed: None)  # GM is never freed: the storage owns no host memory
+_DL_EXT_DEV = 12  # DLPack's extension device, which torch maps to its PrivateUse1 backend
+_DL_CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "V": 4}  # bool, int, uint, float, bfloat (ml_dtypes' kind is V)
+_new_capsule = ctypes.pythonapi.PyCapsule_New
+_new_capsule.restype, _new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+def _from_address(pointer: int, die: int, shape: list[int], strides: list[int], dtype: np.dtype) -> tuple[torch.Tensor, tuple]:
+    """A tensor of device npu:<die> over ``pointer``, made through DLPack (the one Python route to a
+    PrivateUse1 tensor on any device index); returns it and the structures it refers to."""
+    sizes, steps = (ctypes.c_int64 * len(shape))(*shape), (ctypes.c_int64 * len(shape))(*strides)
+    managed = _DLManagedTensor()
+    managed.dl_tensor = _DLTensor(pointer, _DLDevice(_DL_EXT_DEV, die), len(shape), _DLDataType(_DL_CODES[dtype.kind], dtype.itemsize * 8, 1),
+                                  sizes, steps, 0)
+    managed.deleter = _no_delete
+    return torch.utils.dlpack.from_dlpack(_new_capsule(ctypes.addressof(managed), b"dltensor", None)), (sizes, steps, managed)
+
 
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 """torch's generic view kernels (sizes and strides only, no data) are reached through the CPU key."""
@@ -80,10 +118,9 @@ def new_tensor(shape, dtype: torch.dtype, die: int, strides=None) -> torch.Tenso
     nbytes = elements * np_dtype.itemsize
     allocation = session.system.die(die).memory.allocate(max(nbytes, 1), f"tensor{shape}<{np_dtype}>")
     pointer = _serial(session) << _SERIAL_SHIFT | die << _DIE_SHIFT | allocation.address + 1
-    _allocations[pointer] = (weakref.ref(session), allocation)
-    storage = torch._C._construct_storage_from_data_pointer(pointer, torch.device(DEVICE_TYPE, die), nbytes)
-    base = torch._C._acc.create_empty_tensor([0], dtype)
-    return torch.ops.aten.set_.source_Storage_storage_offset.redispatch(_CPU_KEYS, base, storage, 0, shape, strides)
+    tensor, keep = _from_address(pointer, die, shape, strides, np_dtype)
+    _allocations[pointer] = (weakref.ref(session), allocation, keep)
+    return tensor
 
 
 def view_of(func, *args, **kwargs) -> torch.Tensor:
@@ -101,7 +138,7 @@ def owner(t: torch.Tensor) -> tuple[Session | None, Allocation]:
     if entry is None:
         raise UsageError(f"an npu tensor of shape {list(t.shape)} that npusim did not make; create npu tensors with "
                          "tensor.npu(), .to('npu') or torch.empty(..., device='npu') after importing npusim.torch_npu")
-    session_ref, allocation = entry
+    session_ref, allocation, _ = entry
     return session_ref(), allocation
 
 
