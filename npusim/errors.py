@@ -46,7 +46,3 @@ class RaceError(WorkloadError):
 
 class GraphCaptureError(WorkloadError):
     """A call that a graph being captured cannot contain (a synchronisation), or a misuse of capture."""
-
-
-class UnsupportedOpError(WorkloadError):
-    """An op the simulated device does not model (a torch op on an npu tensor with no npu kernel)."""

@@ -8,11 +8,11 @@
 - device copies run as kernels through the launch path, as eager aclnn calls: ``clone``,
   ``contiguous``, ``copy_`` between npu tensors (``aclnnInplaceCopy``: ``ViewCopy``), dtype
   conversions (``aclnnCast``: the ``cast`` op), ``fill_`` / ``zero_`` (``aclnnInplaceFillScalar``);
-- any other op that writes none of its npu arguments runs on the host (a *host fallback*, so that
-  printing, comparisons and the like work): the host waits for the device, the op runs on CPU
-  copies and its results become new npu tensors; it costs no simulated time and is marked as an
-  instant event ("host fallback") on the die's timeline, with one HostFallbackWarning per process;
-- any other op that writes an npu tensor is an :class:`~npusim.errors.UnsupportedOpError` naming it.
+- any other op runs on the host (a *host fallback*, so that printing, arithmetic for checks and the
+  like work): the host waits for the device, the op runs on CPU copies, the npu arguments it writes
+  get the copies' values back and its results become new npu tensors; it costs no simulated time
+  and is marked as an instant event ("host fallback") on the die's timeline, with one
+  HostFallbackWarning per process. Inside a graph capture it is an error (it synchronises).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import warnings
 import torch
 import torch.utils._pytree
 
-from npusim.errors import UnsupportedOpError
 from npusim.frontend import aclnn
 from npusim.frontend.session import current_session
 from npusim.frontend.torch_device.tensors import device_tensor, is_npu, new_tensor, to_numpy, to_torch, values, view_of
@@ -115,7 +114,7 @@ def clone(self, memory_format=None):
 def fill_(self, value):
     target = device_tensor(self, "tensor.fill_", "the tensor")
     with aclnn.host_call("aclnnInplaceFillScalar", value=float(value) if not isinstance(value, bool) else value):
-        aclnn.run_op("fill", "tensor.fill_", {"input": target, "value": value.item() if isinstance(value, torch.Tensor) else value},
+        aclnn.run_op("fill", "tensor.fill_", {"out": target, "value": value.item() if isinstance(value, torch.Tensor) else value},
                      out=target)
     return self
 
@@ -135,14 +134,8 @@ class HostFallbackWarning(UserWarning):
 _warned: list[str] = []
 
 
-def host_fallback(op, keyset, *args, **kwargs):
+def host_fallback(keyset, op, *args, **kwargs):
     """Run ``op`` on CPU copies of its npu arguments; its tensor results go back to the device."""
-    if op._schema.is_mutable:
-        raise UnsupportedOpError(
-            f"{op} on an npu tensor: npusim's npu device runs the torch_npu ops it models (docs/torch.md: npu_quant_scatter, "
-            "npu_quantize, scatter_update, copies, casts, fills and views), not this one, and cannot run an op that writes an "
-            "npu tensor on the host; compute it on the CPU (tensor.cpu()) and copy the result back with .npu()"
-        )
     inputs = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if is_npu(a)]
     device = inputs[0].device if inputs else torch.device("npu", torch.npu.current_device())
     session = current_session()
@@ -152,9 +145,27 @@ def host_fallback(op, keyset, *args, **kwargs):
         warnings.warn(f"{op} is not modelled on the npu device: it ran on the host (no simulated time); further host fallbacks "
                       "are marked in the trace (docs/torch.md)", HostFallbackWarning, stacklevel=3)
     session.system.recorder.instant(session.env.now, device.index, "host fallback", f"{op} ran on the host", category="host")
-    on_host = torch.utils._pytree.tree_map(lambda a: to_torch(values(a)) if is_npu(a) else a, (args, kwargs))
+    copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(npu tensor) -> (it, its CPU copy)
+
+    def to_host(a):
+        if not is_npu(a):
+            return a
+        copies.setdefault(id(a), (a, to_torch(values(a))))
+        return copies[id(a)][1]
+
+    on_host = torch.utils._pytree.tree_map(to_host, (args, kwargs))
     result = op(*on_host[0], **on_host[1])
-    return torch.utils._pytree.tree_map(lambda r: _to_device(r, device) if isinstance(r, torch.Tensor) else r, result)
+    for npu_tensor, copy in copies.values():  # what the op wrote in its npu arguments
+        if op._schema.is_mutable and not torch.equal(copy, to_torch(values(npu_tensor))):
+            device_tensor(npu_tensor, str(op), "a written argument").host_view()[...] = to_numpy(copy)
+    written = {id(copy): npu_tensor for npu_tensor, copy in copies.values()}
+
+    def to_device(r):
+        if not isinstance(r, torch.Tensor):
+            return r
+        return written[id(r)] if id(r) in written else _to_device(r, device)
+
+    return torch.utils._pytree.tree_map(to_device, result)
 
 
 def _to_device(value: torch.Tensor, device: torch.device) -> torch.Tensor:
