@@ -136,6 +136,7 @@ def test_capture_errors():
             graph.capture_begin()
 
 
+@pytest.mark.filterwarnings("ignore::npusim.frontend.torch_device.aten.HostFallbackWarning")
 def test_an_op_the_device_does_not_model_runs_on_the_host():
     with npusim.session("a2") as session:
         x = torch.arange(6.0).npu()
