@@ -28,7 +28,7 @@ _PUBLIC = {
 }
 """Public name -> the frontend module that defines it."""
 
-_MODULES = {"pypto": "npusim.frontend.pypto", "torch_npu": "npusim.frontend.torch_npu", "plot": "npusim.plot"}
+_MODULES = {"pypto": "npusim.frontend.pypto", "plot": "npusim.plot"}
 """Public modules by their short name (``npusim.plot`` imports matplotlib when first used)."""
 
 __all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "launch", "param", "pypto", "session", "simulate",

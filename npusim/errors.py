@@ -47,3 +47,7 @@ class DeadlockError(WorkloadError):
 
 class RaceError(WorkloadError):
     """A data race reported as an error (races are warnings unless the user asks for errors)."""
+
+
+class GraphCaptureError(WorkloadError):
+    """A call that a graph being captured cannot contain (a synchronisation), or a misuse of capture."""

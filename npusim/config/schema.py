@@ -317,6 +317,8 @@ class SystemSpec(Spec):
     ops: settings_of(OPS) = Field(default_factory=dict, description="per-op settings of the kernels npusim models (not hardware), "
                                   "each validated by its op's own model")
     shmem: "ShmemSpec | None" = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
+    host: "HostSpec | None" = Field(None, description="the host thread that issues torch programs' ops (npusim.torch_npu with torch); "
+                                    "None: launches cost no host time")
 
     @model_validator(mode="after")
     def _quantities_fit_the_engine(self) -> "SystemSpec":
@@ -388,6 +390,15 @@ class SdmaSpec(Spec):
     channels: PositiveInt = Field(description="channels: transfers that run at once on the die, one per channel")
     rate: Rate = Field(description="peak rate of one channel (one direction)")
     setup: Time = Field(description="fixed cost of one descriptor: fetch and decode, completion report")
+
+
+class HostSpec(Spec):
+    """The host CPU thread of a torch program: what each eager op and each graph replay costs it
+    before the device sees the work (docs/torch.md)."""
+
+    op_launch: Time = Field(description="one eager op call: torch dispatch, the aclnn API's checks and executor, and queueing its kernels on the stream")
+    tiling: Time = Field(description="the op's tiling computed on the host and copied to the device, for ops that have one")
+    graph_launch: Time = Field(description="one replay of a captured graph (all its kernels in one launch)")
 
 
 class ShmemSpec(Spec):

@@ -2,9 +2,15 @@
 torch_npu's op plugin and the aclnn API do it: the tensors are checked (device tensors of this
 session, all on one device), the op checks its arguments and plans its tiling on the host, values
 the host must see are read, non-contiguous inputs are copied to contiguous ones on the device
-(``Contiguous``), tiling data is copied to the device, the kernels are queued on the stream of the
-output's device, and a non-contiguous output gets the result copied back (``ViewCopy``). Nothing
-runs until the session synchronises (``npusim.synchronize()``, ``tensor.numpy()``, the end of a run).
+(``Contiguous``), tiling data is copied to the device, the kernels are queued on the current stream
+of the output's device, and a non-contiguous output gets the result copied back (``ViewCopy``).
+Nothing runs until the session synchronises (``npusim.synchronize()``, ``tensor.numpy()``, the end
+of a run).
+
+:func:`enqueue` is the one place every kernel reaches the device through: inside a torch program's
+eager call (:func:`host_call`) the host thread pays the launch first and the stream waits for it
+(:mod:`npusim.frontend.host`); while a graph is captured the kernel is recorded for replays instead
+(:mod:`npusim.frontend.graphs`).
 
 What the real API has no argument for is set with :func:`options`, a context manager.
 """
@@ -21,12 +27,14 @@ import numpy as np
 
 from npusim.config.registry import OPS
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
+from npusim.frontend.host import HostLaunch
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, Op, OpOptions, ValueCheck
 from npusim.kernels.view_copy import build_view_copy
 
 _OPTIONS: ContextVar[OpOptions] = ContextVar("npusim_op_options", default=OpOptions())
+_HOST_CALL: ContextVar["HostCall | None"] = ContextVar("npusim_host_call", default=None)
 _CHOICES = {"out_of_range": OUT_OF_RANGE_MODES, "overlap": OVERLAP_MODES}
 
 
@@ -53,6 +61,57 @@ def options(*, out_of_range: str | None = None, overlap: str | None = None, doub
         yield _OPTIONS.get()
     finally:
         _OPTIONS.reset(token)
+
+
+@dataclass
+class HostCall:
+    """One eager API call of a torch program, issued by the session's host thread: the first kernel
+    it queues on a die makes the host pay ``host.op_launch`` (plus ``host.tiling`` when the op has a
+    host tiling) on that die's host lane."""
+
+    api: str
+    args: dict
+    tiling: bool = False
+    launches: dict[int, HostLaunch] = dataclasses.field(default_factory=dict)
+
+    def launch(self, session, die: int) -> HostLaunch:
+        launch = self.launches.get(die)
+        if launch is None:
+            host = session.host
+            cost = host.op_launch_ps + (host.tiling_ps if self.tiling else 0)
+            launch = self.launches[die] = host.issue(die, self.api, cost, self.args)
+        return launch
+
+
+@contextlib.contextmanager
+def host_call(api: str, **args) -> Iterator[HostCall]:
+    """Within the block, kernels are launched by the host thread as one eager call of ``api``."""
+    call = HostCall(api, args)
+    token = _HOST_CALL.set(call)
+    try:
+        yield call
+    finally:
+        _HOST_CALL.reset(token)
+
+
+def enqueue(build, system, die: int) -> None:
+    """Queue the kernels that ``build()`` returns (a list, built anew for each run) on the current
+    stream of die ``die``: recorded for replays while a graph is captured; in an eager host call,
+    after the host has issued them."""
+    session = system.session
+    if session.capture is not None:
+        session.capture.add(build, die)
+        return
+    stream = session.stream(die)
+    kernels = build()
+    call = _HOST_CALL.get()
+    if call is not None:
+        launch = call.launch(session, die)
+        launch.gate(stream)
+        for kernel in kernels:
+            launch.arrow_to(kernel)
+    for kernel in kernels:
+        kernel.launch(stream)
 
 
 @dataclass
@@ -99,17 +158,20 @@ class OpCall:
         if self.plan is None:
             return
         op, system, die = self.op, out.system, out.device
+        host_values = op.host_tensors(self.problem, self.plan)
+        call = _HOST_CALL.get()
+        if call is not None:
+            call.tiling = bool(host_values)
         work = out if out.is_contiguous() else _contiguous(out, self.api, "the output")
         tensors: dict[str, Any] = {name: _contiguous(self.args[name], self.api, name) if self.args[name] is not None else None
                                    for name in op.tensors if name != op.output}
         tensors[op.output] = work
-        tensors.update({name: tensor(values, device=die) for name, values in op.host_tensors(self.problem, self.plan).items()})
+        tensors.update({name: tensor(values, device=die) for name, values in host_values.items()})
         op_args = {"api": f"torch_npu.{self.api}", **op.describe(self.problem, self.plan)}
-        kernels = op.lower(self.problem, self.plan, tensors, self.check, op_args)
-        if self.check.read or self.check.warning:
-            system.stream(die).submit(self._at_kernel_start(tensors, system, die))
-        for kernel in kernels:
-            kernel.launch()
+        session = system.session
+        if (self.check.read or self.check.warning) and session.capture is None:
+            session.submit(session.stream(die), self._at_kernel_start(tensors, system, die))
+        enqueue(lambda: op.lower(self.problem, self.plan, tensors, self.check, op_args), system, die)
         if work is not out:
             copy(out, work, "ViewCopy", f"{self.api}: result into the non-contiguous output")
 
@@ -177,4 +239,5 @@ def _contiguous(view: DeviceTensor, api: str, name: str) -> DeviceTensor:
 
 def copy(dst: DeviceTensor, src: DeviceTensor, name: str, purpose: str) -> None:
     """Queue a device copy of ``src`` into ``dst`` (same shape) under the kernel name ``name``."""
-    build_view_copy(dst, src, name=name, op_args={"purpose": purpose, "shape": list(src.shape), "dtype": src.dtype.name}).launch()
+    op_args = {"purpose": purpose, "shape": list(src.shape), "dtype": src.dtype.name}
+    enqueue(lambda: [build_view_copy(dst, src, name=name, op_args=op_args)], dst.system, dst.device)

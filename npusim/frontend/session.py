@@ -23,8 +23,10 @@ import simpy
 from npusim.trace.critical_path import CriticalPath, critical_path
 from npusim.trace.events import events_frame
 from npusim.config import LoadedConfig, load_config
-from npusim.errors import DeadlockError, UsageError
+from npusim.errors import DeadlockError, GraphCaptureError, UsageError
+from npusim.frontend.host import HostThread
 from npusim.hw.pipes import Pipe
+from npusim.hw.stream import Stream
 from npusim.hw.system import System, active_system, pop_active, push_active
 from npusim.trace.chrome import write_chrome_trace
 from npusim.trace.recorder import Recorder
@@ -91,6 +93,10 @@ class Session:
         self._wall_start = time.perf_counter()
         self.pending: list[simpy.Event] = []
         self.result: SimResult | None = None
+        self.host = HostThread(self.system)  # the torch program's host thread (docs/torch.md)
+        self.user_streams: list[Stream] = []  # streams made with new_stream, besides each die's default
+        self.current_streams: dict[int, Stream] = {}  # die -> the stream work is queued on, when not the default
+        self.capture = None  # the graph being captured (npusim.frontend.graphs), if any
 
     @property
     def now_us(self) -> float:
@@ -106,15 +112,44 @@ class Session:
         self.pending.append(event)
         return event
 
-    def synchronize(self) -> None:
-        """Run the simulation until every issued task has finished; a DeadlockError when nothing
-        more can happen while work is still waiting, or when the simulated-time bound is reached."""
-        pending = [s.tail for s in self.system.streams if s.tail is not None and not s.tail.processed]
-        pending += [e for e in self.pending if not e.processed]
-        self.pending = [e for e in self.pending if not e.processed]
-        if not pending:
-            return
-        self._run_until(self.env.all_of(pending))
+    def stream(self, die: int) -> Stream:
+        """The stream work for die ``die`` is queued on: the current one (``torch.npu.stream``),
+        else the die's default stream."""
+        current = self.current_streams.get(die)
+        return current if current is not None else self.system.stream(die)
+
+    def new_stream(self, die: int) -> Stream:
+        """A new stream of die ``die`` (``torch.npu.Stream()``); synchronize waits for it too."""
+        self.system.die(die)
+        stream = Stream(self.env, die, f"stream{len(self.user_streams) + 1}")
+        self.user_streams.append(stream)
+        return stream
+
+    def submit(self, stream: Stream, task) -> simpy.Process:
+        """Queue ``task`` (a function returning a SimPy generator) on ``stream``."""
+        return stream.submit(task)
+
+    def synchronize(self, until: simpy.Event | None = None) -> None:
+        """Run the simulation until every issued task has finished (or only ``until``); the host
+        thread waits for it. A DeadlockError when nothing more can happen while work is still
+        waiting, or when the simulated-time bound is reached; a GraphCaptureError while a graph is
+        being captured (a captured graph cannot synchronise)."""
+        if self.capture is not None:
+            raise GraphCaptureError(
+                "a synchronising call (tensor.cpu(), .item(), a host copy, torch.npu.synchronize(), event.synchronize()) "
+                f"during the capture of {self.capture.name}: captured work does not run until the graph is replayed, so "
+                "there is nothing to wait for; move the call out of the captured region"
+            )
+        if until is not None:
+            pending = [] if until.processed else [until]
+        else:
+            streams = self.system.streams + self.user_streams
+            pending = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
+            pending += [e for e in self.pending if not e.processed]
+            self.pending = [e for e in self.pending if not e.processed]
+        if pending:
+            self._run_until(self.env.all_of(pending))
+        self.host.waited_until(self.env.now)
 
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed. A DeadlockError when no event is left

@@ -1,7 +1,9 @@
 """Workload files and their parameters.
 
 A workload is a Python file run like a script inside a session; a ``main()`` function, if it defines
-one, is called. It declares its parameters with :func:`param`::
+one, is called. A file with a top-level ``if __name__ == "__main__":`` block is a script written to
+be run by Python: it runs as ``__main__`` (its own block decides what runs) and no ``main()`` is
+called for it. It declares its parameters with :func:`param`::
 
     tokens = npusim.param("tokens", 256, "new tokens written per step")
 
@@ -24,6 +26,7 @@ from npusim.errors import UnknownParameterError, UsageError
 from npusim.frontend.session import Session, current_session
 
 WORKLOAD_RUN_NAME = "__npusim_workload__"
+SCRIPT_RUN_NAME = "__main__"
 
 
 def param(name: str, default: Any, help: str = "") -> Any:
@@ -142,19 +145,36 @@ def _is_param_function(func: ast.expr, modules: set[str], functions: set[str]) -
     return isinstance(func, ast.Name) and func.id in functions
 
 
+def has_main_block(source: str) -> bool:
+    """Whether ``source`` has a top-level ``if __name__ == "__main__":`` block."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False  # running the file reports the error
+    for node in tree.body:
+        test = node.test if isinstance(node, ast.If) else None
+        if (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+                and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
+                and test.comparators[0].value == "__main__"):
+            return True
+    return False
+
+
 def run_workload_file(path: str | Path) -> dict:
-    """Execute a workload file in the active session; call its ``main()`` if it defines one; check
-    that every parameter override was declared. Returns the module's globals. The file is the
-    user's own Python, run as is; its folder is importable while it runs."""
+    """Execute a workload file in the active session; call its ``main()`` if it defines one (unless
+    it has its own ``__main__`` block, then it runs as ``__main__``); check that every parameter
+    override was declared. Returns the module's globals. The file is the user's own Python, run as
+    is; its folder is importable while it runs."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"workload file {str(path)!r} does not exist")
     folder = str(path.resolve().parent)
     sys.path.insert(0, folder)
     try:
-        namespace = runpy.run_path(str(path), run_name=WORKLOAD_RUN_NAME)
+        script = has_main_block(path.read_text(encoding="utf-8"))
+        namespace = runpy.run_path(str(path), run_name=SCRIPT_RUN_NAME if script else WORKLOAD_RUN_NAME)
         entry = namespace.get("main")
-        if callable(entry):
+        if callable(entry) and not script:
             entry()
     finally:
         sys.path.remove(folder)

@@ -570,6 +570,11 @@ class Kernel:
         """The program of cube core (AIC) ``index`` of a split die."""
         return self.core("aic", index)
 
+    def ordered_programs(self) -> list[CoreProgram]:
+        """The programs in launch order: by core kind (the die's order of kinds), then core index."""
+        kinds = self.die.timing.kinds
+        return [program for _, program in sorted(self.programs.items(), key=lambda kv: (kinds[kv[0][0]].order, kv[0][1]))]
+
     def launch(self, stream=None):
         """Queue the kernel on the die's stream (default stream unless given); returns its process.
         Every core starts when the previous task of the stream has finished."""
@@ -577,8 +582,7 @@ class Kernel:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
         stream = stream or self.system.stream(self.die.index)
         op = self.op if self.op is not None else self.system.recorder.op(self.name, self.die.index, **self.op_args)
-        kinds = self.die.timing.kinds
-        placed = [(program.core, _Placed(program)) for _, program in sorted(self.programs.items(), key=lambda kv: (kinds[kv[0][0]].order, kv[0][1]))]
+        placed = [(program.core, _Placed(program)) for program in self.ordered_programs()]
         env = self.system.env
 
         def task():

@@ -44,7 +44,9 @@ class ScalarExpr:
 
 
 class ScalarReg(ScalarExpr):
-    """A scalar register of a core program (its value is set by ``read_scalar`` at run time)."""
+    """A scalar register of a core program (its value is set by ``read_scalar`` at run time): an
+    int read from an integer buffer, a float from a float one (the scalar unit's float registers,
+    e.g. a scale that a vector ``dup`` broadcasts); expressions over registers are addresses (ints)."""
 
     __slots__ = ("reg_id",)
 
@@ -52,8 +54,8 @@ class ScalarReg(ScalarExpr):
         super().__init__(None, None)
         self.reg_id = reg_id
 
-    def evaluate(self, regs: dict[int, int]) -> int:
-        return int(regs.get(self.reg_id, 0))
+    def evaluate(self, regs: dict[int, int | float]) -> int | float:
+        return regs.get(self.reg_id, 0)
 
     def __repr__(self) -> str:
         return f"s{self.reg_id}"

@@ -46,11 +46,12 @@ def test_the_facade_is_imported_from_npusim_and_has_the_real_signatures():
     from npusim import torch_npu
 
     assert npusim.torch_npu is torch_npu
-    expected = ["input", "indices", "updates", "quant_scales", "quant_zero_points", "axis", "quant_axis", "reduce"]
+    expected = ["input", "indices", "updates", "quant_scales", "quant_zero_points", "axis", "quant_axis", "reduce", "dst_type",
+                "round_mode"]  # op-plugin's current schema (op_plugin/config/op_plugin_functions.yaml)
     for op in (torch_npu.npu_quant_scatter_, torch_npu.npu_quant_scatter):
         parameters = inspect.signature(op).parameters
         assert list(parameters) == expected
-        assert [parameters[name].default for name in expected[4:]] == [None, -2, -1, "update"]
+        assert [parameters[name].default for name in expected[4:]] == [None, -2, -1, "update", None, "rint"]
 
 
 def test_in_place_returns_input_and_writes_the_quantised_rows_positional_or_keyword():

@@ -3,28 +3,20 @@ lowering, and the host's reading of the indices (checks against the destination,
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Mapping
 
+import numpy as np
 from pydantic import Field
 
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.config.schema import Spec
-import numpy as np
 
-from npusim.errors import OpArgumentError, RaceError, UsageError
+from npusim.errors import OpArgumentError, UsageError
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import Op, OpOptions, ValueCheck
-from npusim.kernels.quant_scatter.checks import (
-    OP_NAME,
-    OverlappingWritesWarning,
-    QuantScatterProblem,
-    check_indices,
-    check_quant_scatter,
-    describe_overlaps,
-    find_overlaps,
-)
+from npusim.kernels.scatter_index import value_check
+from npusim.kernels.quant_scatter.checks import OP_NAME, QuantScatterProblem, check_output_mode, check_quant_scatter
 from npusim.kernels.quant_scatter.kernel import KERNEL_NAME, QuantScatterTensors, build_quant_scatter, tiling_arguments
 from npusim.kernels.quant_scatter.tiling import QuantScatterPlan, plan_quant_scatter
 
@@ -62,6 +54,7 @@ class QuantScatter(Op):
             value = args[name]
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise OpArgumentError(f"{OP_NAME}: {name} = {value!r}: must be an int (a dimension of updates, negative counts from the end)")
+        check_output_mode(args.get("dst_type"), args.get("round_mode", "rint"))
         return check_quant_scatter(args["input"], args["indices"], args["updates"], args["quant_scales"],
                                    args["quant_zero_points"], int(args["axis"]), int(args["quant_axis"]), args["reduce"],
                                    product=product)
@@ -86,19 +79,7 @@ class QuantScatter(Op):
 
     @classmethod
     def check_values(cls, problem: QuantScatterProblem, values: Mapping[str, Any], options: OpOptions) -> ValueCheck:
-        """Map each batch to its destination (refusing out-of-range indices unless unchecked, which
-        drops the bs rows that would leave input) and report overlapping destinations."""
-        segments = check_indices(problem, values["indices"], allow_out_of_range=options.out_of_range == "unchecked")
-        kept = {segment.batch * problem.heads + h for segment in segments for h in segment.heads}
-        skipped = frozenset(range(problem.bs)) - kept
-        overlap = None
-        pairs = find_overlaps(segments)
-        if pairs:
-            overlap = describe_overlaps(segments, pairs)
-            if options.overlap == "error":
-                raise RaceError(overlap + " (torch_npu.options(overlap='error') is set)")
-            warnings.warn(overlap, OverlappingWritesWarning, stacklevel=6)
-        return ValueCheck(read={"indices": values["indices"]}, lowering={"skipped_rows": skipped}, warning=overlap)
+        return value_check(problem, values["indices"], options, stacklevel=7)
 
     @classmethod
     def host_tensors(cls, problem: QuantScatterProblem, plan: QuantScatterPlan) -> dict[str, Any]:

@@ -1,0 +1,132 @@
+"""The host thread of a torch program, streams the user makes, and events between streams.
+
+The host has its own clock (integer ps), apart from the device's: an eager op costs the host
+``host.op_launch`` (and ``host.tiling`` for an op with a host tiling) before its kernels can start,
+and the host goes on to the next call without waiting for the device, so it runs ahead until it
+synchronises (``tensor.cpu()``, ``torch.npu.synchronize()``, ``event.synchronize()``), when its
+clock moves to the time the awaited work ended. Each launch is an event on the die's ``host
+launch`` lane, with a ``launch`` flow arrow to the first instruction of every kernel it queued.
+
+Streams are in-order task queues of one die (:class:`npusim.hw.stream.Stream`); a kernel is gated
+on its stream until the host has issued it. Events mark a point of a stream's work; another
+stream can wait for that point. Nothing here charges time on the numpy path (``npusim.tensor`` with
+the torch_npu facade): only torch programs have a host thread (docs/torch.md).
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from npusim.errors import UsageError
+from npusim.hw.stream import Stream
+from npusim.isa.instructions import on_recorded
+
+HOST_UNIT, HOST_LANE = "host", "launch"
+HOST_ORDER = (-1,)
+"""The host lane sorts before every core lane of its die."""
+
+
+class HostThread:
+    """The one thread of a session's torch program that issues work; ``now_ps`` is its clock."""
+
+    def __init__(self, system) -> None:
+        self.system = system
+        self.now_ps = 0
+        host, hz = system.spec.host, system.spec.die.clock.hz
+        self.op_launch_ps = host.op_launch.to_ps(hz) if host is not None else 0
+        self.tiling_ps = host.tiling.to_ps(hz) if host is not None else 0
+        self.graph_launch_ps = host.graph_launch.to_ps(hz) if host is not None else 0
+
+    def issue(self, die: int, name: str, cost_ps: int, args: dict) -> "HostLaunch":
+        """The host spends ``cost_ps`` issuing ``name`` to die ``die``, from its clock on."""
+        recorder = self.system.recorder
+        start = self.now_ps
+        self.now_ps = start + cost_ps
+        track = recorder.track(die, HOST_UNIT, HOST_LANE, HOST_ORDER)
+        event = recorder.record(track, recorder.name_id(name), start, self.now_ps, 0, recorder.op(name, die, **args), -1)
+        return HostLaunch(self.system, die, self.now_ps, event)
+
+    def waited_until(self, time_ps: int) -> None:
+        """The host blocked until ``time_ps`` (a synchronisation)."""
+        self.now_ps = max(self.now_ps, time_ps)
+
+
+class HostLaunch:
+    """One host launch: the device may start its kernels from ``ready_ps``; ``event`` is the host
+    lane's event that the flow arrows start from."""
+
+    def __init__(self, system, die: int, ready_ps: int, event: int) -> None:
+        self.system, self.die, self.ready_ps, self.event = system, die, ready_ps, event
+        self._gated: set[int] = set()
+
+    def gate(self, stream: Stream) -> None:
+        """Hold ``stream`` (once per stream) until the host has issued the work that follows."""
+        if id(stream) in self._gated:
+            return
+        self._gated.add(id(stream))
+        env, ready = self.system.env, self.ready_ps
+
+        def task():
+            yield env.timeout(max(ready - env.now, 0))
+
+        stream.submit(task)
+
+    def arrow_to(self, kernel) -> None:
+        """A ``launch`` flow from the host event to the kernel's first instruction once recorded."""
+        first = kernel.ordered_programs()[0].instructions
+        if first:
+            recorder, source = self.system.recorder, self.event
+            on_recorded(first[0], lambda index: recorder.flow(source, index, "launch"))
+
+
+class DeviceEvent:
+    """A point in a stream's work (``torch.npu.Event``): recorded on a stream, waited for by
+    another stream or by the host. Times in ps."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self.recorded: simpy.Process | None = None
+        self.time_ps: int | None = None
+
+    def record(self, stream: Stream) -> None:
+        """Mark the point after everything queued on ``stream`` so far."""
+        env = self.session.env
+
+        def task():
+            self.time_ps = env.now
+            yield env.timeout(0)
+
+        self.time_ps = None
+        self.recorded = self.session.submit(stream, task)
+
+    def wait_on(self, stream: Stream) -> None:
+        """Work queued on ``stream`` after this starts only once the recorded point is reached
+        (an event never recorded makes this a no-op, as in torch)."""
+        recorded = self.recorded
+        if recorded is None:
+            return
+
+        def task():
+            if not recorded.processed:
+                yield recorded
+            else:
+                yield self.session.env.timeout(0)
+
+        self.session.submit(stream, task)
+
+    def query(self) -> bool:
+        """Whether the recorded point has been reached in the simulation so far."""
+        return self.recorded is None or self.recorded.processed
+
+    def synchronize(self) -> None:
+        """The host waits until the recorded point is reached."""
+        if self.recorded is not None:
+            self.session.synchronize(self.recorded)
+
+    def elapsed_ps(self, end: "DeviceEvent") -> int:
+        """Simulated time from this event to ``end``, both reached."""
+        for which, event in (("this event", self), ("the end event", end)):
+            if event.recorded is None or event.time_ps is None:
+                raise UsageError(f"elapsed_time: {which} has not been recorded and reached yet; record it and synchronise first")
+        return end.time_ps - self.time_ps
+

@@ -1,0 +1,229 @@
+"""``torch.npu``: the device module torch_npu registers, on the simulated machine of the running
+session (devices are its dies), with torch_npu's names: devices, ``synchronize``, ``Stream``,
+``Event``, ``current_stream``, ``stream``, ``NPUGraph`` and ``graph``."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import torch
+
+from npusim.errors import GraphCaptureError, UsageError
+from npusim.hw.system import active_system
+from npusim.frontend.graphs import CapturedGraph, capture
+from npusim.frontend.host import DeviceEvent
+from npusim.frontend.session import Session, current_session
+
+DEVICE_NAMES = {"ascend910b": "Ascend910B2", "ascend910c": "Ascend910_9392"}
+"""What ``torch.npu.get_device_name()`` says per product (the chip names of A2 and A3 servers)."""
+
+_current_device: dict[int, int] = {}  # id(session) -> device index
+
+
+def _running() -> bool:
+    try:
+        active_system()
+    except UsageError:
+        return False
+    return True
+
+
+def is_available() -> bool:
+    """Whether an npusim session is running (the simulated devices exist only inside one)."""
+    return _running()
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def manual_seed_all(seed: int) -> None:
+    """torch's RNG hook: npu tensors are made on the host, so there is no device generator."""
+
+
+def device_count() -> int:
+    return current_session().system.die_count if _running() else 0
+
+
+def _index(device) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        index = device
+    else:
+        device = torch.device(device)
+        if device.type != "npu":
+            raise UsageError(f"{device} is not an npu device")
+        index = device.index if device.index is not None else current_device()
+    count = device_count()
+    if not 0 <= index < count:
+        raise UsageError(f"npu:{index} does not exist: the session's config has {count} devices (npu:0..npu:{count - 1})")
+    return index
+
+
+def current_device() -> int:
+    return _current_device.get(id(current_session()), 0) if _running() else 0
+
+
+def set_device(device) -> None:
+    _current_device[id(current_session())] = _index(device)
+
+
+def get_device_name(device=None) -> str:
+    _index(device)
+    return DEVICE_NAMES[current_session().system.spec.product]
+
+
+def synchronize(device=None) -> None:
+    """The host waits until all work issued so far has finished."""
+    current_session().synchronize()
+
+
+class Stream:
+    """``torch.npu.Stream``: an in-order queue of device work on one device."""
+
+    def __init__(self, device=None, priority: int = 0, *, _stream=None) -> None:
+        session = current_session()
+        self.session: Session = session
+        self.device_index = _index(device)
+        self.stream = _stream if _stream is not None else session.new_stream(self.device_index)
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("npu", self.device_index)
+
+    def wait_event(self, event: "Event") -> None:
+        event.wait(self)
+
+    def wait_stream(self, stream: "Stream") -> None:
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = event or Event()
+        event.record(self)
+        return event
+
+    def query(self) -> bool:
+        tail = self.stream.tail
+        return tail is None or tail.processed
+
+    def synchronize(self) -> None:
+        if self.stream.tail is not None:
+            self.session.synchronize(self.stream.tail)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and other.stream is self.stream
+
+    def __hash__(self) -> int:
+        return id(self.stream)
+
+    def __repr__(self) -> str:
+        return f"<torch.npu.Stream device=npu:{self.device_index} {self.stream.name}>"
+
+
+def current_stream(device=None) -> Stream:
+    index = _index(device)
+    session = current_session()
+    return Stream(index, _stream=session.stream(index))
+
+
+def default_stream(device=None) -> Stream:
+    index = _index(device)
+    return Stream(index, _stream=current_session().system.stream(index))
+
+
+def set_stream(stream: Stream) -> None:
+    stream.session.current_streams[stream.device_index] = stream.stream
+
+
+@contextlib.contextmanager
+def stream(stream: Stream | None):
+    """Within the block, work for the stream's device is queued on it."""
+    if stream is None:
+        yield
+        return
+    streams = stream.session.current_streams
+    before = streams.get(stream.device_index)
+    streams[stream.device_index] = stream.stream
+    try:
+        yield
+    finally:
+        if before is None:
+            streams.pop(stream.device_index, None)
+        else:
+            streams[stream.device_index] = before
+
+
+class Event:
+    """``torch.npu.Event``: a point in a stream's work (times in ms, as torch reports them)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        self.event = DeviceEvent(current_session())
+
+    def record(self, stream: Stream | None = None) -> None:
+        self.event.record((stream or current_stream()).stream)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        self.event.wait_on((stream or current_stream()).stream)
+
+    def query(self) -> bool:
+        return self.event.query()
+
+    def synchronize(self) -> None:
+        self.event.synchronize()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Simulated milliseconds from this event to ``end_event``."""
+        return self.event.elapsed_ps(end_event.event) / 1e9
+
+
+class NPUGraph:
+    """``torch.npu.NPUGraph``: work captured once (``capture_begin`` / ``capture_end`` or
+    ``with torch.npu.graph(g):``) and replayed as one launch (``replay``)."""
+
+    def __init__(self) -> None:
+        self.graph = CapturedGraph(current_session(), "NPUGraph")
+        self._capturing = None
+
+    def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
+        if self._capturing is not None or self.graph.captured:
+            raise GraphCaptureError("NPUGraph.capture_begin: this graph is already captured; make a new NPUGraph")
+        self._capturing = capture(self.graph)
+        self._capturing.__enter__()
+
+    def capture_end(self) -> None:
+        if self._capturing is None:
+            raise GraphCaptureError("NPUGraph.capture_end without capture_begin")
+        capturing, self._capturing = self._capturing, None
+        capturing.__exit__(None, None, None)
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+    def reset(self) -> None:
+        self.graph = CapturedGraph(current_session(), "NPUGraph")
+
+
+@contextlib.contextmanager
+def graph(npu_graph: NPUGraph, pool=None, stream: Stream | None = None, capture_error_mode: str = "global"):
+    """Capture the work of the block into ``npu_graph``."""
+    npu_graph.capture_begin(pool)
+    try:
+        yield npu_graph
+    finally:
+        npu_graph.capture_end()
+
+
+def module() -> types.ModuleType:
+    """The ``torch.npu`` module object."""
+    npu = types.ModuleType("torch.npu", __doc__)
+    for name in ("is_available", "is_initialized", "_is_in_bad_fork", "manual_seed_all", "device_count", "current_device",
+                 "set_device", "get_device_name", "synchronize", "Stream", "current_stream", "default_stream", "set_stream",
+                 "stream", "Event", "NPUGraph", "graph"):
+        setattr(npu, name, globals()[name])
+    return npu

@@ -1,0 +1,39 @@
+"""``npu_quantize`` as a registered op (no settings: it uses every vector core of the die)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from npusim.config.registry import OPS
+from npusim.isa.target import VectorTarget
+from npusim.kernels.op import Op, OpOptions, ValueCheck
+from npusim.kernels.quantize.checks import QuantizeProblem, check_quantize
+from npusim.kernels.quantize.kernel import KERNEL_NAME, QuantizePlan, build_quantize, plan_quantize
+
+
+@OPS.register("quantize")
+class Quantize(Op):
+    """torch_npu's npu_quantize with div_mode=True (aclnnQuantize -> Quantize)."""
+
+    name = "quantize"
+    kernel_name = KERNEL_NAME
+    tensors = ("input", "scales", "zero_points", "out")
+    optional = frozenset({"zero_points"})
+    output = "out"
+
+    @classmethod
+    def check(cls, product: str, args: Mapping[str, Any]) -> QuantizeProblem:
+        return check_quantize(args["input"], args["scales"], args["zero_points"], args["dtype"], args["axis"], args["div_mode"],
+                              product=product)
+
+    @classmethod
+    def plan(cls, problem: QuantizeProblem, target: VectorTarget, settings, options: OpOptions) -> QuantizePlan:
+        return plan_quantize(problem, target)
+
+    @classmethod
+    def lower(cls, problem: QuantizeProblem, plan: QuantizePlan, tensors: Mapping[str, Any], check: ValueCheck, op_args: dict) -> list:
+        return [build_quantize(problem, plan, dict(tensors), op_args)]
+
+    @classmethod
+    def describe(cls, problem: QuantizeProblem, plan: QuantizePlan) -> dict:
+        return {"input": list(problem.shape), "view": list(problem.view), "dtype": problem.out_dtype.name, "cores": plan.used_cores}

@@ -1,0 +1,1 @@
+"""torchair's configuration module path (``torchair.configs.compiler_config``)."""

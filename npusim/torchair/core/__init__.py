@@ -1,0 +1,1 @@
+"""torchair's core module path (``torchair.core.utils``)."""
