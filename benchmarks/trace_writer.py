@@ -36,8 +36,8 @@ def main() -> None:
 
     with npusim.session("a3", data=False) as session:
         build_pipeline(args.cores, args.tiles, args.tile_elems)
-    system = session.result.system
-    recorder = system.recorder
+    record = session.result.record
+    recorder = record.recorder
     events = len(recorder)
 
     with tempfile.TemporaryDirectory() as folder:
@@ -45,12 +45,12 @@ def main() -> None:
         best = float("inf")
         for _ in range(args.repeat):
             start = time.perf_counter()
-            write_chrome_trace(system, path)
+            write_chrome_trace(record, path)
             best = min(best, time.perf_counter() - start)
         size = os.path.getsize(path)
         tracemalloc.start()
         tracemalloc.reset_peak()
-        write_chrome_trace(system, path)
+        write_chrome_trace(record, path)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
 

@@ -73,7 +73,7 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], pa
     metadata = {"config": loaded.name, "config_sha256": loaded.sha256, "workload": workload.name, "npusim_version": __version__,
                 "status": result.status, "op_names": sorted({op.name for op in result.recorder.ops}), "params": result.params,
                 "overrides": list(overrides), "seed": seed}
-    write_chrome_trace(result.system, out_dir / "trace.json", metadata=metadata)
+    write_chrome_trace(result.record, out_dir / "trace.json", metadata=metadata)
     write_json_atomically(out_dir / "summary.json", result.summary)
     write_json_atomically(out_dir / "manifest.json", manifest)
     written = ["summary.json", "manifest.json"]

@@ -297,6 +297,14 @@ class SystemShape(Spec):
     def dies(self) -> int:
         return self.nodes * self.dies_per_node
 
+    def package_of(self, die: int) -> int:
+        """The NPU package die ``die`` belongs to (dies are numbered package by package)."""
+        return die // self.dies_per_package
+
+    def node_of(self, die: int) -> int:
+        """The node die ``die`` belongs to (dies are numbered node by node)."""
+        return die // self.dies_per_node
+
 
 def _known_product(name: str) -> str:
     if name not in PRODUCTS:

@@ -43,7 +43,7 @@ from typing import Sequence
 
 import simpy
 
-from npusim.engine.events import succeed_at
+from npusim.engine.loop import clock, succeed_at
 
 # A member has finished when its virtual finish is within this many bytes of the class clock,
 # relative to its size (absorbs float rounding; completion times are whole picoseconds).
@@ -235,7 +235,7 @@ class FlowNetwork:
         env = self.env
         if done is None:
             done = simpy.Event(env)
-        start_ps = env._now + delay_ps
+        start_ps = clock(env) + delay_ps
         if flow_class is None or size_bytes <= 0:
             outcome = (OWN_CAP, start_ps)
             if delay_ps > 0:
@@ -296,7 +296,7 @@ class FlowNetwork:
         self._wakeup_ps = time_ps
         self._generation += 1
         generation = self._generation
-        self.env.timeout(time_ps - self.env._now).callbacks.append(lambda _event: self._on_wakeup(generation))
+        self.env.timeout(time_ps - clock(self.env)).callbacks.append(lambda _event: self._on_wakeup(generation))
 
     def _on_wakeup(self, generation: int) -> None:
         """Finish the members that are done (classes in creation order), start the flows due, and
@@ -305,7 +305,7 @@ class FlowNetwork:
             return  # superseded by an earlier wake-up
         self._wakeup_ps = None
         env = self.env
-        now = env._now
+        now = clock(env)
         changed: list[FlowClass] = []
         finishes = self._finishes
         heappop, heappush = heapq.heappop, heapq.heappush

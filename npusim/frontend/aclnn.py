@@ -28,6 +28,7 @@ import numpy as np
 from npusim.config.registry import OPS
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
 from npusim.frontend.host import HostLaunch
+from npusim.frontend.session import session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, Op, OpOptions, ValueCheck
@@ -98,7 +99,7 @@ def enqueue(build, system, die: int) -> None:
     """Queue the kernels that ``build()`` returns (a list, built anew for each run) on the current
     stream of die ``die``: recorded for replays while a graph is captured; in an eager host call,
     after the host has issued them."""
-    session = system.session
+    session = session_of(system)
     if session.capture is not None:
         session.capture.add(build, die)
         return
@@ -168,7 +169,7 @@ class OpCall:
         tensors[op.output] = work
         tensors.update({name: tensor(values, device=die) for name, values in host_values.items()})
         op_args = {"api": f"torch_npu.{self.api}", **op.describe(self.problem, self.plan)}
-        session = system.session
+        session = session_of(system)
         if (self.check.read or self.check.warning) and session.capture is None:
             session.submit(session.stream(die), self._at_kernel_start(tensors, system, die))
         enqueue(lambda: op.lower(self.problem, self.plan, tensors, self.check, op_args), system, die)

@@ -12,14 +12,15 @@ import contextlib
 import gc
 import numbers
 import time
+import weakref
 from dataclasses import dataclass, field
-from heapq import heappop
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import simpy
 
+from npusim.engine.loop import Stop, run_until
 from npusim.trace.critical_path import CriticalPath, critical_path
 from npusim.trace.events import events_frame
 from npusim.config import LoadedConfig, load_config
@@ -27,8 +28,10 @@ from npusim.errors import DeadlockError, GraphCaptureError, UsageError
 from npusim.frontend.host import HostThread
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
-from npusim.hw.system import System, active_system, pop_active, push_active
+from npusim.hw.system import System
+from npusim.isa import building_for
 from npusim.trace.chrome import write_chrome_trace
+from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder
 from npusim.trace.summary import summarize
 
@@ -51,8 +54,7 @@ class SimResult:
     config: LoadedConfig
     simulated_ps: int
     summary: dict
-    recorder: Recorder
-    system: System
+    record: RunRecord
     status: str = "ok"
     error: str | None = None
     wall_seconds: float = 0.0
@@ -63,6 +65,11 @@ class SimResult:
         return self.simulated_ps / 1e6
 
     @property
+    def recorder(self) -> Recorder:
+        """The run's events (``record.recorder``)."""
+        return self.record.recorder
+
+    @property
     def events(self):
         """The events as a pandas DataFrame, one row per executed instruction (columns: die, unit,
         lane, name, start_us, end_us, duration_us, bytes, op, op_name, tile); needs pandas."""
@@ -70,11 +77,11 @@ class SimResult:
 
     def critical_path(self) -> CriticalPath:
         """The critical path of the run (segments, events on it, breakdown per resource)."""
-        return critical_path(self.system)
+        return critical_path(self.record)
 
     def write_trace(self, path) -> Path:
         """Write the Chrome/Perfetto trace of the run to ``path`` (returned)."""
-        return write_chrome_trace(self.system, path, metadata={"config": self.config.name, "config_sha256": self.config.sha256,
+        return write_chrome_trace(self.record, path, metadata={"config": self.config.name, "config_sha256": self.config.sha256,
                                                                "status": self.status, "params": self.params})
 
 
@@ -97,6 +104,7 @@ class Session:
         self.user_streams: list[Stream] = []  # streams made with new_stream, besides each die's default
         self.current_streams: dict[int, Stream] = {}  # die -> the stream work is queued on, when not the default
         self.capture = None  # the graph being captured (npusim.frontend.graphs), if any
+        self.deadlock_reporters: list = []  # callables returning report lines (e.g. unsatisfied waits)
 
     @property
     def now_us(self) -> float:
@@ -152,30 +160,13 @@ class Session:
         self.host.waited_until(self.env.now)
 
     def _run_until(self, target: simpy.Event) -> None:
-        """Step the simulation until ``target`` is processed. A DeadlockError when no event is left
-        to process (nothing more can happen) or when the next event lies past the time bound.
-
-        SimPy's ``run(until=...)`` cannot tell these apart from a bound kept as a pending event
-        (that event alone would keep the simulation alive until the bound), so the loop looks at
-        the event queue itself: ``env._queue`` is SimPy's heap of ``(time, priority, id, event)``.
-        Each step is ``Environment.step`` inlined (the loop is the simulation's innermost one):
-        pop the next event, run its callbacks, raise (a copy of) a failure no process handled."""
-        env = self.env
-        queue = env._queue
-        limit = self.time_limit_ps
-        while target.callbacks is not None:  # not processed yet
-            if not queue:
-                raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting"))
-            if queue[0][0] > limit:
-                raise DeadlockError(self._deadlock_report(f"the simulated-time bound of {limit / 1e6:.0f} us was reached"))
-            env._now, _, _, event = heappop(queue)
-            callbacks, event.callbacks = event.callbacks, None
-            for callback in callbacks:
-                callback(event)
-            if not event._ok and not hasattr(event, "_defused"):  # a failure no process handled
-                error = type(event._value)(*event._value.args)
-                error.__cause__ = event._value
-                raise error
+        """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
+        DeadlockError when nothing more can happen or when the next event lies past the time bound."""
+        stop = run_until(self.env, target, self.time_limit_ps)
+        if stop is Stop.IDLE:
+            raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting"))
+        if stop is Stop.BOUND:
+            raise DeadlockError(self._deadlock_report(f"the simulated-time bound of {self.time_limit_ps / 1e6:.0f} us was reached"))
 
     def _deadlock_report(self, why: str) -> str:
         lines = [f"deadlock at {self.env.now / 1e6:.3f} us: {why}."]
@@ -186,7 +177,7 @@ class Session:
                     continue
                 for pipe, what in sorted(run.waits().items()):
                     lines.append(f"  die {die.index} {core.name} {Pipe(pipe).name} (kernel {run.program.name!r}) waits in: {what}")
-        for reporter in self.system.deadlock_reporters:
+        for reporter in self.deadlock_reporters:
             lines.extend(reporter())
         if len(lines) == 1:
             lines.append("  no core is blocked; a task waits for an event that is never triggered")
@@ -195,10 +186,10 @@ class Session:
     def finish(self, status: str = "ok", error: str | None = None) -> SimResult:
         """Close the session: the result with the summary of everything simulated."""
         wall = time.perf_counter() - self._wall_start
-        summary = summarize(self.system, self.config, wall_seconds=wall, status=status, error=error)
+        record = self.system.record()
+        summary = summarize(record, self.config, wall_seconds=wall, status=status, error=error)
         summary["params"] = {name: entry["value"] for name, entry in self.params.items()}
-        self.result = SimResult(self.config, self.env.now, summary, self.system.recorder, self.system, status, error, wall,
-                                params=summary["params"])
+        self.result = SimResult(self.config, record.simulated_ps, summary, record, status, error, wall, params=summary["params"])
         return self.result
 
 
@@ -222,28 +213,47 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
     current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}))
     np.random.seed(seed)
-    push_active(current.system)
-    current.system.session = current
+    _SESSIONS.append(current)
+    _SESSION_OF[current.system] = current
     thresholds = gc.get_threshold()
     gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
     try:
         try:
-            yield current
-            current.synchronize()
+            with building_for(current.system):
+                yield current
+                current.synchronize()
         except BaseException as error:
             current.finish("failed", f"{type(error).__name__}: {error}")
             raise
         finally:
-            pop_active(current.system)
+            _SESSIONS.remove(current)
         current.finish()
     finally:
         gc.set_threshold(*thresholds)
 
 
+_SESSIONS: list[Session] = []
+"""The open sessions, innermost last."""
+
+_SESSION_OF: "weakref.WeakKeyDictionary[System, Session]" = weakref.WeakKeyDictionary()
+"""The session of each system a session built (tensors reach their session through their system)."""
+
+
 def current_session() -> Session:
-    """The innermost active session."""
-    system = active_system()
-    return system.session
+    """The innermost open session (a UsageError when none is open)."""
+    if not _SESSIONS:
+        raise UsageError("no npusim session is active: wrap the code in `with npusim.session('a3'):` or run the file with `npusim run`")
+    return _SESSIONS[-1]
+
+
+def session_of(system: System) -> Session | None:
+    """The session that built ``system``."""
+    return _SESSION_OF.get(system)
+
+
+def active_system() -> System:
+    """The system of the innermost open session."""
+    return current_session().system
 
 
 def synchronize() -> None:

@@ -13,7 +13,8 @@ import numpy as np
 
 from npusim.errors import UsageError
 from npusim.hw.memory import Allocation
-from npusim.hw.system import System, active_system
+from npusim.frontend.session import active_system, session_of
+from npusim.hw.system import System
 
 
 class DeviceTensor:
@@ -133,7 +134,7 @@ class DeviceTensor:
     def numpy(self) -> np.ndarray:
         """The values after everything issued so far has been simulated (a copy); after its session
         has ended, the final values."""
-        session = self.system.session
+        session = session_of(self.system)
         if session is not None and session.result is None:
             session.synchronize()
         return self.host_view().copy()

@@ -28,7 +28,7 @@ import simpy
 from npusim.errors import OpArgumentError
 from npusim.frontend.tensor import DeviceTensor
 from npusim.hw.dma import GmBlock
-from npusim.hw.system import active_system
+from npusim.frontend.session import active_system, session_of
 from npusim.hw.topology import Direction
 from npusim.units import format_bytes
 
@@ -103,8 +103,9 @@ def transfer(op: str, local: DeviceTensor | Sequence[DeviceTensor], remote: Devi
     die = system.die(initiator)
     engine = die.queue_pair(peer) if rdma else die.sdma
     process = (stream or system.stream(initiator)).submit(lambda: engine.run(blocks, path, name_id, op_id))
-    if system.session is not None:
-        system.session.track(process)
+    session = session_of(system)
+    if session is not None:
+        session.track(process)
     return process
 
 

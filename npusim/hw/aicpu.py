@@ -23,7 +23,7 @@ of the AIC cores (each kind chosen on its own, as below), and loops, one thing a
 Polling must not keep a finished simulation alive: a pass that finds nothing, when the event queue
 holds only poll timers and no queued wait of any die could match, parks its thread instead of
 re-arming (nothing else can ever change a slot). Once every poller is parked the event queue empties
-and the session reports a deadlock, with the reports of the waits (``system.deadlock_reporters``).
+and the session reports a deadlock, with the reports of the waits (the session's ``deadlock_reporters``).
 
 Tasks are duck-typed: ``pending`` (unfinished predecessors), ``successors``, ``on_core`` (True for
 a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core task has ``core_kind``
@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Sequence
 import simpy
 
 from npusim.config.products import PRODUCTS
+from npusim.engine.loop import queued_events
 
 from npusim.errors import ConfigError
 
@@ -79,7 +80,7 @@ class PollCoordinator:
 
     def only_pollers_left(self) -> bool:
         """True when every pending event is a poll timer and no queued wait can match now."""
-        if len(self.env._queue) != self.armed_timers:  # SimPy's heap of scheduled events
+        if queued_events(self.env) != self.armed_timers:
             return False
         return not any(task.matches() for scheduler in self.schedulers for thread in scheduler.threads for task in thread.waits)
 

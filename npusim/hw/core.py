@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from npusim.engine.events import succeed_at
+from npusim.engine.loop import clock, succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import Pipe
@@ -172,7 +172,8 @@ class AICore:
         ends = run.ends[pipe_id] if run.ends is not None else None
         flags, flag_waiters = run.flags, run.flag_waiters
         ahead = 0  # ps this pipe has run ahead of env.now
-        now = env._now  # env.now, refreshed after every yield (the property costs a call)
+        clock_of = clock  # a local: read after every step
+        now = clock_of(env)  # env.now, refreshed after every yield
         # Pipe progress is read only by the scalar issue order (SCALAR's count) and by barriers.
         counts_progress = pipe is Pipe.SCALAR or ends is not None
         waits_for_issue = bool(run.program.by_pipe[Pipe.SCALAR]) and pipe is not Pipe.SCALAR
@@ -184,7 +185,7 @@ class AICore:
                 blocked[pipe_id] = "waiting for the scalar unit to issue it"
                 yield issued.reached(instruction.s_dep)
                 del blocked[pipe_id]
-                now = env._now
+                now = clock_of(env)
             step = instruction.step
             start = now + ahead
             effect = instruction.effect
@@ -199,13 +200,13 @@ class AICore:
                     ahead = 0
                     if busy:
                         yield timeout(busy)
-                        now = env._now
+                        now = clock_of(env)
                     end = now
             elif step == TRANSFER:
                 event = instruction.start(self, run, ahead)
                 ahead = 0
                 outcome = yield event
-                now = end = env._now
+                now = end = clock_of(env)
                 if outcome.__class__ is tuple:  # (bottleneck index, ps the bytes started flowing)
                     put_transfer_event(recorder.events)
                     put_transfer_info((outcome[1] - start) << 32 | (outcome[0] + 2))
@@ -217,7 +218,7 @@ class AICore:
                     end = now + ahead
                 else:
                     yield timeout(instruction.cost_ps)
-                    now = end = env._now
+                    now = end = clock_of(env)
                 key = instruction.key
                 waiters = flag_waiters.get(key)
                 if waiters:
@@ -245,7 +246,7 @@ class AICore:
                         waiters = flag_waiters[key] = deque()
                     waiters.append((event, start, instruction))
                     yield event
-                    now = env._now
+                    now = clock_of(env)
                     ahead = 0
                 if may_run_ahead:
                     ahead += instruction.cost_ps
@@ -253,12 +254,12 @@ class AICore:
                 else:
                     yield timeout(ahead + instruction.cost_ps)
                     ahead = 0
-                    now = end = env._now
+                    now = end = clock_of(env)
             else:  # WAITING: needs the real time, may block on other pipes
                 if ahead:
                     yield timeout(ahead)
                     ahead = 0
-                    now = env._now
+                    now = clock_of(env)
                 start = now
                 busy = instruction.start(self, run)
                 if busy.__class__ is int:
@@ -268,7 +269,7 @@ class AICore:
                     blocked[pipe_id] = instruction
                     yield busy
                     del blocked[pipe_id]
-                now = end = env._now
+                now = end = clock_of(env)
             if effect is not None:
                 instruction.effect(self, run)
             index = recorder.events

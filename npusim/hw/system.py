@@ -18,6 +18,7 @@ from npusim.hw.memory import AtomicUnit, DeviceMemory
 from npusim.hw.stream import Stream
 from npusim.hw.timing import DieTiming
 from npusim.hw.topology import Direction, Route, Topology
+from npusim.trace.record import ResourceRecord, RunRecord
 from npusim.trace.recorder import Recorder
 
 
@@ -91,8 +92,10 @@ class System:
         self._dies: dict[int, Die] = {}
         self._gm_routes: dict[tuple[int, int, bool], Route] = {}
         self._streams: dict[int, Stream] = {}
-        self.session = None  # the frontend session driving this system, if any
-        self.deadlock_reporters: list = []  # callables returning report lines (e.g. unsatisfied waits)
+
+    def record(self) -> RunRecord:
+        """The frozen record of the run so far (at its end: everything the trace and the analysis read)."""
+        return RunRecord(self.spec, self.env.now, self.with_data, self.recorder, tuple(ResourceRecord.of(r) for r in self.network.resources))
 
     def stream(self, die: int) -> Stream:
         """The default stream of die ``die``."""
@@ -154,24 +157,3 @@ class System:
         route = topology.rdma_route(src_die, dst_die, direction) if rdma else topology.route(src_die, dst_die, direction)
         resources = (source.l2, source.hbm) + route.resources + (destination.l2, destination.hbm)
         return CopyPath(resources, route.latency_ps, source.memory_latency_ps)
-
-
-_ACTIVE: list[System] = []
-
-
-def active_system() -> System:
-    """The system of the innermost active session (``with npusim.session(...)`` or ``npusim run``)."""
-    if not _ACTIVE:
-        raise UsageError("no npusim session is active: wrap the code in `with npusim.session('a3'):` or run the file with `npusim run`")
-    return _ACTIVE[-1]
-
-
-def push_active(system: System) -> None:
-    """Make ``system`` the active one (done by the session)."""
-    _ACTIVE.append(system)
-
-
-def pop_active(system: System) -> None:
-    """End ``system``'s activity (done by the session)."""
-    if _ACTIVE and _ACTIVE[-1] is system:
-        _ACTIVE.pop()

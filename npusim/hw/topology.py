@@ -148,10 +148,10 @@ class Topology:
     # -- where a die is ------------------------------------------------------------------------
 
     def package_of(self, die: int) -> int:
-        return die // self.spec.shape.dies_per_package
+        return self.spec.shape.package_of(die)
 
     def node_of(self, die: int) -> int:
-        return die // self.spec.shape.dies_per_node
+        return self.spec.shape.node_of(die)
 
     def level_joining(self, src: int, dst: int) -> str | None:
         """The innermost load/store level that holds both dies (package, node or pod; None for one

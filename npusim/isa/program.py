@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from contextvars import ContextVar
 from typing import Iterator
 
 import numpy as np
@@ -31,7 +32,7 @@ from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore
 from npusim.config.products import PRODUCTS
 from npusim.hw.pipes import Pipe
-from npusim.hw.system import System, active_system
+from npusim.hw.system import System
 from npusim.isa import vector as vector_semantics
 from npusim.isa.instructions import (
     AtomicAddCopy,
@@ -59,6 +60,28 @@ from npusim.units import format_bytes
 _WAITING_CLASSES = (WaitFlag, PipeBarrierAll)  # their events are stalls, not busy time
 _FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
 _PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
+
+
+_SYSTEM: ContextVar[System | None] = ContextVar("npusim_isa_system", default=None)
+
+
+@contextlib.contextmanager
+def building_for(system: System) -> Iterator[System]:
+    """Within the block, a :class:`Kernel` made without a ``system`` is built for ``system`` (a
+    simulation session enters this for its duration)."""
+    token = _SYSTEM.set(system)
+    try:
+        yield system
+    finally:
+        _SYSTEM.reset(token)
+
+
+def default_system() -> System:
+    """The system kernels are built for when none is given (:func:`building_for`)."""
+    system = _SYSTEM.get()
+    if system is None:
+        raise UsageError("no npusim session is active: wrap the code in `with npusim.session('a3'):` or run the file with `npusim run`")
+    return system
 
 
 def gm(tensor, element_offset: int | ScalarExpr = 0) -> GmAddress:
@@ -538,7 +561,7 @@ class Kernel:
 
     def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict | None = None,
                  op: int | None = None) -> None:
-        self.system = system or active_system()
+        self.system = system or default_system()
         self.name = name
         self.die = self.system.die(die)
         self.programs: dict[tuple[str, int], CoreProgram] = {}

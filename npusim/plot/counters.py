@@ -15,10 +15,10 @@ def bandwidth(result, *, resources: Sequence[str] | None = None, kinds: Sequence
     """GB/s over time through each resource that carried traffic (step lines), with its peak
     dashed. ``resources`` picks by name (``"die0 HBM"``); otherwise every resource of ``kinds``
     (``hbm``, ``l2``, ``link``, ``nic``). ``window=(t0, t1)`` in us."""
-    network = result.system.network
-    chosen = [r for r in network.resources if r.rate_log and (r.name in resources if resources is not None else r.kind in kinds)]
+    recorded = result.record.resources
+    chosen = [r for r in recorded if r.rate_log and (r.name in resources if resources is not None else r.kind in kinds)]
     if resources is not None:
-        known = {r.name for r in network.resources}
+        known = {r.name for r in recorded}
         unknown = [name for name in resources if name not in known]
         if unknown:
             raise UsageError(f"bandwidth: no resource {', '.join(map(repr, unknown))}; resources: {', '.join(sorted(known)) or 'none'}")

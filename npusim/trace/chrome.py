@@ -23,6 +23,8 @@ from typing import IO
 
 import numpy as np
 
+from npusim.trace.record import RunRecord
+
 TRACE_FORMAT_VERSION = 2
 LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffers: sources of data flows
 LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
@@ -55,7 +57,7 @@ def jsonable(value):
     return str(value)
 
 
-def write_chrome_trace(system, path: str | os.PathLike, *, metadata: dict | None = None, chunk_events: int = WRITER_CHUNK_EVENTS) -> Path:
+def write_chrome_trace(record: RunRecord, path: str | os.PathLike, *, metadata: dict | None = None, chunk_events: int = WRITER_CHUNK_EVENTS) -> Path:
     """Write the run's trace to ``path`` atomically (temporary file, then rename; missing folders
     are created); ``metadata`` is merged into ``otherData`` (see docs/trace-format.md for what the
     writer adds itself)."""
@@ -63,7 +65,7 @@ def write_chrome_trace(system, path: str | os.PathLike, *, metadata: dict | None
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w", encoding="utf-8") as out:
-        _Writer(system, out, chunk_events).write(metadata or {})
+        _Writer(record, out, chunk_events).write(metadata or {})
     os.replace(temporary, path)
     return path
 
@@ -71,9 +73,9 @@ def write_chrome_trace(system, path: str | os.PathLike, *, metadata: dict | None
 class _Writer:
     """One pass over the recorder, writing lines as it goes."""
 
-    def __init__(self, system, out: IO[str], chunk_events: int) -> None:
-        self.system = system
-        self.recorder = system.recorder
+    def __init__(self, record: RunRecord, out: IO[str], chunk_events: int) -> None:
+        self.record = record
+        self.recorder = record.recorder
         self.out = out
         self.chunk_events = chunk_events
         self.first = True
@@ -109,12 +111,11 @@ class _Writer:
 
     def _lanes(self) -> None:
         """A process per die, a thread per lane that has events (named as in MindStudio Insight)."""
-        recorder, system = self.recorder, self.system
-        topology = system.topology
-        dies = sorted({track.die for track in recorder.tracks} | {r.die for r in system.network.resources if r.rate_log}
+        recorder, record = self.recorder, self.record
+        dies = sorted({track.die for track in recorder.tracks} | {r.die for r in record.resources if r.rate_log}
                       | {span.die for span in recorder.buffer_spans})
         for die in dies:
-            label = f"die {die}" + (f" (npu {topology.package_of(die)})" if die >= 0 else "")
+            label = f"die {die}" + (f" (npu {record.package_of(die)})" if die >= 0 else "")
             self.emit(f'{{"ph":"M","name":"process_name","pid":{die},"tid":0,"args":{{"name":{json.dumps(label)}}}}}')
             self.emit(f'{{"ph":"M","name":"process_sort_index","pid":{die},"tid":0,"args":{{"sort_index":{die}}}}}')
         tracks = recorder.tracks
@@ -141,7 +142,7 @@ class _Writer:
         places = [f',"pid":{track.die},"tid":{track_id + 1}' for track_id, track in enumerate(tracks)]
         ops = [f',"op":{json.dumps(f"{op.name}#{i}")}' for i, op in enumerate(recorder.ops)]
         limits = {-1: ',"bottleneck":"engine rate"', -2: ',"bottleneck":"unregistered resource"'}
-        limits.update({r.index: f',"bottleneck":{json.dumps(r.name)}' for r in self.system.network.resources})
+        limits.update({r.index: f',"bottleneck":{json.dumps(r.name)}' for r in self.record.resources})
 
         set_names = {i for i, name in enumerate(recorder.names) if name.startswith("set_flag")}
         sync_names = set(recorder.wait_names) | set_names
@@ -231,7 +232,7 @@ class _Writer:
     # -- counters ------------------------------------------------------------------------------
 
     def _rate_counters(self) -> None:
-        for resource in self.system.network.resources:
+        for resource in self.record.resources:
             if not resource.rate_log:
                 continue
             counter = json.dumps(f"{resource.name} GB/s")
@@ -262,7 +263,7 @@ class _Writer:
             "events": len(recorder),
             "flows": self.flow_id,
             "ops": [{"id": i, "name": op.name, "die": op.die, "args": jsonable(op.args)} for i, op in enumerate(recorder.ops)],
-            "config_spec": self.system.spec.model_dump(mode="json"),
+            "config_spec": self.record.spec.model_dump(mode="json"),
         }
         data.update(jsonable(metadata))
         return data

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npusim.engine.flow import OWN_CAP, UNREGISTERED
+from npusim.trace.record import RunRecord
 
 IDLE = "idle (no event on the path: launch, host)"
 
@@ -79,15 +80,15 @@ class CriticalPath:
         return text + (", ..." if len(rows) > top else "")
 
 
-def critical_path(system) -> CriticalPath:
-    """The critical path of everything ``system`` recorded (see the module doc)."""
-    return _Walk(system).run()
+def critical_path(record: RunRecord) -> CriticalPath:
+    """The critical path of everything ``record`` holds (see the module doc)."""
+    return _Walk(record).run()
 
 
-def bottlenecks(system, *, rows: int = 12) -> dict:
+def bottlenecks(record: RunRecord, *, rows: int = 12) -> dict:
     """The ``bottlenecks`` section of a summary: end-to-end time, events on the critical path and
     the breakdown's ``rows`` largest entries (the rest summed in one ``other`` row)."""
-    path = critical_path(system)
+    path = critical_path(record)
     breakdown = path.breakdown()
     kept, rest = breakdown[:rows], breakdown[rows:]
     if rest:
@@ -99,10 +100,10 @@ def bottlenecks(system, *, rows: int = 12) -> dict:
 class _Walk:
     """Indexes of the recorded events that the backward walk looks things up in."""
 
-    def __init__(self, system) -> None:
-        recorder = system.recorder
+    def __init__(self, record: RunRecord) -> None:
+        recorder = record.recorder
         self.recorder = recorder
-        self.resources = system.network.resources
+        self.resources = record.resources
         c = recorder.columns()
         self.track, self.start, self.end, self.op = c["track"], c["start_ps"], c["end_ps"], c["op"]
         self.name = c["name"]

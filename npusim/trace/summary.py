@@ -9,6 +9,7 @@ import numpy as np
 
 from npusim import __version__
 from npusim.trace.critical_path import bottlenecks
+from npusim.trace.record import RunRecord
 
 
 def busy_ps(recorder, columns: dict[str, np.ndarray]) -> np.ndarray:
@@ -19,15 +20,15 @@ def busy_ps(recorder, columns: dict[str, np.ndarray]) -> np.ndarray:
     return duration
 
 
-def pipe_busy(system) -> list[dict]:
+def pipe_busy(record: RunRecord) -> list[dict]:
     """Per die and pipe: how many cores used it, their summed busy time (us) and the utilisation
     over those cores (busy / (cores x simulated time))."""
-    recorder = system.recorder
+    recorder = record.recorder
     if not len(recorder):
         return []
     columns = recorder.columns()
     busy_per_track = np.bincount(columns["track"], weights=busy_ps(recorder, columns), minlength=len(recorder.tracks))
-    simulated = max(system.env.now, 1)
+    simulated = max(record.simulated_ps, 1)
     groups: dict[tuple[int, str], list[float]] = {}
     for track_id, track in enumerate(recorder.tracks):
         if busy_per_track[track_id] > 0:
@@ -45,11 +46,11 @@ def pipe_busy(system) -> list[dict]:
     return rows
 
 
-def bandwidth(system) -> list[dict]:
+def bandwidth(record: RunRecord) -> list[dict]:
     """Per shared resource that moved bytes: bytes, achieved GB/s over the run, peak GB/s."""
-    simulated = max(system.env.now, 1)
+    simulated = max(record.simulated_ps, 1)
     rows = []
-    for resource in system.network.resources:
+    for resource in record.resources:
         if resource.kind == "engine" or not resource.bytes_moved:
             continue
         achieved = resource.bytes_moved / simulated * 1e3  # bytes/ps -> GB/s
@@ -81,11 +82,11 @@ def _spans(keys: np.ndarray, columns: dict[str, np.ndarray], busy: np.ndarray) -
     return unique, first, last, counts, np.bincount(inverse, weights=busy, minlength=len(unique))
 
 
-def ops(system) -> list[dict]:
+def ops(record: RunRecord) -> list[dict]:
     """Per op: name, die, first start and last end of its instructions (us), instruction count,
     busy time (us, summed over lanes) and ``dma_bytes``, the payload its copies moved
     (MTE1/MTE2/MTE3/FIXP events)."""
-    recorder = system.recorder
+    recorder = record.recorder
     columns = recorder.columns()
     mask = columns["op"] >= 0
     if not mask.any():
@@ -105,11 +106,11 @@ def ops(system) -> list[dict]:
     return rows
 
 
-def tiles(system) -> list[dict]:
+def tiles(record: RunRecord) -> list[dict]:
     """Per op with tiles: how many, the mean, shortest and longest tile time (us) and which tile
     took longest. A tile's time spans the first start to the last end of its instructions (on all
     the cores that worked on that tile index)."""
-    recorder = system.recorder
+    recorder = record.recorder
     columns = recorder.columns()
     mask = (columns["op"] >= 0) & (columns["tile"] >= 0)
     if not mask.any():
@@ -130,7 +131,7 @@ def tiles(system) -> list[dict]:
     return rows
 
 
-def summarize(system, config, *, wall_seconds: float, status: str = "ok", error: str | None = None) -> dict:
+def summarize(record: RunRecord, config, *, wall_seconds: float, status: str = "ok", error: str | None = None) -> dict:
     """The whole summary of a run."""
     return {
         "npusim_version": __version__,
@@ -138,14 +139,14 @@ def summarize(system, config, *, wall_seconds: float, status: str = "ok", error:
         "error": error,
         "config": config.name,
         "config_sha256": config.sha256,
-        "data": system.with_data,
-        "simulated_time_us": system.env.now / 1e6,
-        "events": len(system.recorder),
+        "data": record.with_data,
+        "simulated_time_us": record.simulated_ps / 1e6,
+        "events": len(record.recorder),
         "wall_time_s": wall_seconds,
-        "ops": ops(system),
-        "tiles": tiles(system),
-        "pipes": pipe_busy(system),
-        "bandwidth": bandwidth(system),
-        "bottlenecks": bottlenecks(system),
-        "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in system.recorder.instants],
+        "ops": ops(record),
+        "tiles": tiles(record),
+        "pipes": pipe_busy(record),
+        "bandwidth": bandwidth(record),
+        "bottlenecks": bottlenecks(record),
+        "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants],
     }

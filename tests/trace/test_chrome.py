@@ -25,7 +25,7 @@ def run_small(tmp_path, name):
                 p.wait_flag("VECTOR", "MTE3", 0)
                 p.copy(isa.gm(x, core * 1024), ub)
         k.launch()
-    return write_chrome_trace(s.result.system, tmp_path / name, metadata={"config": "a2"}), s.result
+    return write_chrome_trace(s.result.record, tmp_path / name, metadata={"config": "a2"}), s.result
 
 
 def test_exact_microseconds():

@@ -127,7 +127,7 @@ def test_a_recorded_flow_is_a_dependency_and_a_gap_before_its_target_is_idle():
     recorder.record(pipe, name, 0, 2_000, 0, -1, -1)
     consumer = recorder.record(pipe, name, 12_000, 15_000, 0, -1, -1)
     recorder.flow(producer, consumer, "signal")
-    path = critical_path(system)
+    path = critical_path(system.record())
     assert path.events == [producer, consumer]
     assert [(seg.start_ps, seg.end_ps, seg.label) for seg in path.segments] == [
         (0, 10_000, "AICPU on die0 aicpu0"), (10_000, 12_000, IDLE), (12_000, 15_000, "MTE2 on die1 aiv0")]
@@ -135,7 +135,7 @@ def test_a_recorded_flow_is_a_dependency_and_a_gap_before_its_target_is_idle():
 
 def test_a_run_without_events_has_an_empty_path():
     system = System(load_config("a2").spec, with_data=False)
-    path = critical_path(system)
+    path = critical_path(system.record())
     assert path.end_to_end_ps == 0 and path.segments == [] and path.breakdown() == [] and path.describe() == ""
 
 
@@ -165,7 +165,7 @@ def test_a_poll_pass_holds_nothing_the_signal_it_saw_does(before):
     seen = recorder.record(aicpu, poll, 1000, 1500, 0, -1, -1)
     done = recorder.record(aicpu, recorder.name_id("complete"), 1500, 1800, 0, -1, -1)
     recorder.flow(signal, seen, "signal->wait")
-    path = critical_path(system)
+    path = critical_path(system.record())
     assert_tiles_end_to_end(path)
     lane, mte3 = "SCHEDULE on die0 aicpu0", "MTE3 on die1 aiv0"
     if before == "poll":

@@ -57,7 +57,7 @@ def double_buffered(cores=2, tiles=4):
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     result = double_buffered()
-    path = write_chrome_trace(result.system, tmp_path_factory.mktemp("trace") / "trace.json", metadata={"config": "a2"})
+    path = write_chrome_trace(result.record, tmp_path_factory.mktemp("trace") / "trace.json", metadata={"config": "a2"})
     return result, json.loads(path.read_text()), path
 
 
@@ -165,7 +165,7 @@ def test_no_two_events_overlap_on_one_pipe_lane(written):
 
 def test_the_chunk_size_does_not_change_a_byte(written, tmp_path):
     result, _, path = written
-    small = write_chrome_trace(result.system, tmp_path / "small.json", metadata={"config": "a2"}, chunk_events=7)
+    small = write_chrome_trace(result.record, tmp_path / "small.json", metadata={"config": "a2"}, chunk_events=7)
     assert small.read_bytes() == path.read_bytes()
 
 
@@ -180,7 +180,7 @@ def test_flows_recorded_by_ops_are_checked_and_drawn_with_their_name(tmp_path):
     recorder.flow(np.int64(0), last, "signal")
     flows = recorder.flows()
     assert (flows["from"][-1], flows["to"][-1], recorder.names[flows["name"][-1]]) == (0, last, "signal")
-    events = json.loads(write_chrome_trace(result.system, tmp_path / "t.json").read_text())["traceEvents"]
+    events = json.loads(write_chrome_trace(result.record, tmp_path / "t.json").read_text())["traceEvents"]
     lanes = slices_by_lane(events)
     start = next(e for e in events if e["ph"] == "s" and e["name"] == "signal")
     end = next(e for e in events if e["ph"] == "f" and e["id"] == start["id"])
@@ -245,7 +245,7 @@ def test_the_writer_streams_100k_events_in_a_fraction_of_the_recorder_memory(tmp
     recorder = system.recorder
     tracemalloc.start()
     tracemalloc.reset_peak()
-    path = write_chrome_trace(system, tmp_path / "big.json", chunk_events=512)
+    path = write_chrome_trace(system.record(), tmp_path / "big.json", chunk_events=512)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 0.25 * recorder.nbytes, f"writer peak {peak / 2**20:.1f} MiB for {recorder.nbytes / 2**20:.1f} MiB of columns"

@@ -42,6 +42,7 @@ from npusim.kernels.shmem.dtypes import DataType
 from npusim.hw.aicpu import AicpuScheduler
 from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
+from npusim.frontend.session import current_session
 from npusim.hw.system import System
 from npusim.isa.instructions import on_recorded
 from npusim.kernels.shmem.checks import check_group_name, check_n_pes
@@ -497,7 +498,7 @@ class ShmemLaunch:
             scheduler = AicpuScheduler(die, program.tasks, threads=threads, core_choice=choice, name=f"{self.name} PE {program.pe}")
             self.schedulers.append(scheduler)
             processes.append(self.system.stream(program.die).submit(scheduler.run))
-        self.system.deadlock_reporters.append(self._deadlock_lines)
+        current_session().deadlock_reporters.append(self._deadlock_lines)
         self.done = self.system.env.all_of(processes)
         return self.done
 

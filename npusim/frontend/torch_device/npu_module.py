@@ -10,10 +10,9 @@ import types
 import torch
 
 from npusim.errors import GraphCaptureError, UsageError
-from npusim.hw.system import active_system
 from npusim.frontend.graphs import CapturedGraph, capture
 from npusim.frontend.host import DeviceEvent
-from npusim.frontend.session import Session, current_session
+from npusim.frontend.session import Session, active_system, current_session
 
 DEVICE_NAMES = {"ascend910b": "Ascend910B2", "ascend910c": "Ascend910_9392"}
 """What ``torch.npu.get_device_name()`` says per product (the chip names of A2 and A3 servers)."""

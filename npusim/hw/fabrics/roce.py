@@ -35,7 +35,7 @@ class Roce(Fabric):
 
     def route(self, src: int, dst: int, direction: Direction) -> Route:
         spec, wiring = self.spec, self.wiring
-        a, b = (src // self.shape.dies_per_package, dst // self.shape.dies_per_package) if spec.per == "package" else (src, dst)
+        a, b = (self.shape.package_of(src), self.shape.package_of(dst)) if spec.per == "package" else (src, dst)
         if a == b:
             return LOCAL
         payload = spec.bandwidth.bytes_per_ps(wiring.clock_hz) * spec.efficiency

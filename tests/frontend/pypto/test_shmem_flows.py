@@ -27,7 +27,7 @@ def allgather(request, tmp_path_factory):
     n_pes, rows = request.param
     with npusim.session("a2", data=False) as session:
         run_allgather(n_pes=n_pes, rows=rows, cols=COLS, tile_rows=TILE_ROWS)
-    path = write_chrome_trace(session.system, tmp_path_factory.mktemp("trace") / "trace.json")
+    path = write_chrome_trace(session.system.record(), tmp_path_factory.mktemp("trace") / "trace.json")
     return n_pes, rows // TILE_ROWS, session.result, json.loads(path.read_text())["traceEvents"]
 
 

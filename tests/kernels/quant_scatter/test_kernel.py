@@ -212,7 +212,7 @@ def test_the_trace_shows_each_core_loading_converting_reading_indices_and_writin
     assert span["store block"][0][0] >= span["cast float16->int8"][0][1]
 
     from npusim.trace.chrome import write_chrome_trace
-    trace = json.loads(write_chrome_trace(session.result.system, tmp_path / "trace.json").read_text())["traceEvents"]
+    trace = json.loads(write_chrome_trace(session.result.record, tmp_path / "trace.json").read_text())["traceEvents"]
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace if e.get("name") == "thread_name"}
     tagged = {(threads[(e["pid"], e["tid"])], e["name"]) for e in trace
               if e.get("ph") == "X" and e["args"].get("op") == f"QuantUpdateScatter#{op_id}"}
@@ -242,7 +242,7 @@ def test_the_same_call_gives_the_same_trace(tmp_path):
     from npusim.trace.chrome import write_chrome_trace
 
     case = dict(DOC_EXAMPLE_1, input_shape=(24, 64, 128), double_buffer=True, input_layout="transposed")
-    traces = [write_chrome_trace(run_case(case)[2].result.system, tmp_path / f"{i}.json").read_bytes() for i in range(2)]
+    traces = [write_chrome_trace(run_case(case)[2].result.record, tmp_path / f"{i}.json").read_bytes() for i in range(2)]
     assert traces[0] == traces[1]
 
 

@@ -1,0 +1,81 @@
+"""SimPy's event loop as the simulator drives it, and every use of SimPy's internals.
+
+The simulator runs on SimPy's public API (environments, events, processes) except in this
+module, which is the one place that reads or writes SimPy's private state, for speed on the hot
+paths and for a stepping loop that can tell why it stopped. The layout it relies on (the event
+queue is a heap of ``(time, priority, event id, event)``; an event's outcome is ``_ok`` /
+``_value``; a failure a process handled is marked ``_defused``; the clock is ``_now``) is SimPy
+4.1's; pyproject.toml pins SimPy to the versions tested, and ``tests/engine/test_loop.py`` checks
+the layout against the installed SimPy.
+
+- :data:`clock` reads ``env.now`` at the cost of an attribute read, not a property call (the pipe
+  loops read the clock after every step).
+- :func:`succeed_at` triggers a fresh event ``delay_ps`` later in one call, with the queue key
+  ``Environment.schedule`` would give it, so the order of events, and every result, is SimPy's.
+- :func:`run_until` steps the environment until an event is processed, or says why it cannot.
+"""
+
+from __future__ import annotations
+
+import enum
+from heapq import heappop, heappush
+from operator import attrgetter
+
+import simpy
+from simpy.events import NORMAL
+
+clock = attrgetter("_now")
+"""``clock(env)`` is ``env.now`` (integer ps), read without the property call."""
+
+
+def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value=None) -> None:
+    """Trigger the not yet triggered ``event`` with ``value``, ``delay_ps`` ps from now."""
+    event._ok = True
+    event._value = value
+    heappush(env._queue, (env._now + delay_ps, NORMAL, next(env._eid), event))
+
+
+class Stop(enum.Enum):
+    """Why :func:`run_until` returned."""
+
+    DONE = "done"
+    """The target event has been processed."""
+    IDLE = "idle"
+    """No event is left: nothing more can happen, and the target is still pending."""
+    BOUND = "bound"
+    """The next event lies past the time bound."""
+
+
+def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int) -> Stop:
+    """Step ``env`` until ``target`` is processed, or until nothing is left to happen or the next
+    event lies past ``limit_ps``; returns which.
+
+    SimPy's ``run(until=...)`` cannot tell these apart from a bound kept as a pending event (that
+    event alone would keep the simulation alive until the bound), so the loop looks at the queue.
+    Each step is ``Environment.step`` inlined (this is the simulation's innermost loop): pop the
+    next event, run its callbacks, raise (a copy of) a failure no process handled."""
+    queue = env._queue
+    while target.callbacks is not None:  # not processed yet
+        if not queue:
+            return Stop.IDLE
+        if queue[0][0] > limit_ps:
+            return Stop.BOUND
+        env._now, _, _, event = heappop(queue)
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):  # a failure no process handled
+            error = type(event._value)(*event._value.args)
+            error.__cause__ = event._value
+            raise error
+    return Stop.DONE
+
+
+def queued_events(env: simpy.Environment) -> int:
+    """How many events are scheduled (the length of SimPy's event queue)."""
+    return len(env._queue)
+
+
+def next_event_ps(env: simpy.Environment) -> int | None:
+    """When the next event is due (ps), or None when none is queued."""
+    return env._queue[0][0] if env._queue else None

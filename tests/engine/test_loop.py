@@ -1,0 +1,103 @@
+"""npusim.engine.loop: the one module that uses SimPy's internals. The layout it relies on is
+checked against the installed SimPy, so an upgrade that changes it fails here first."""
+
+from importlib.metadata import version
+
+import pytest
+import simpy
+from simpy.events import NORMAL, URGENT
+
+from npusim.engine.loop import Stop, clock, next_event_ps, queued_events, run_until, succeed_at
+
+
+def test_the_installed_simpy_has_the_queue_layout_the_loop_relies_on():
+    assert version("simpy").split(".")[:2] == ["4", "1"]  # the versions pyproject.toml pins
+    env = simpy.Environment()
+    timeout = env.timeout(5, "value")
+    now = env.event()
+    now.succeed()
+    def nothing():
+        yield env.timeout(0)
+
+    process = env.process(nothing())  # a process starts with an URGENT initialisation event
+    entries = sorted(env._queue)
+    assert [(time, priority) for time, priority, _, _ in entries] == [(0, URGENT), (0, NORMAL), (5, NORMAL)]
+    assert [event for *_, event in entries][1:] == [now, timeout] and process.is_alive
+    eids = [eid for _, _, eid, _ in env._queue]
+    assert all(isinstance(eid, int) for eid in eids) and next(env._eid) > max(eids)
+    assert timeout._ok is True and timeout._value == "value" and env._now == 0 == clock(env)
+    failed = env.event()
+    failed.fail(RuntimeError("x"))
+    failed.defused = True
+    assert failed._ok is False and failed._defused is True
+    env.run()
+    assert clock(env) == env.now == 5
+
+
+def test_succeed_at_orders_events_as_simpy_does():
+    """Events triggered by succeed_at interleave with SimPy's own timeouts and succeeds exactly
+    as SimPy would order them: by time, then by the order they were scheduled."""
+    env = simpy.Environment()
+    seen = []
+
+    def note(name):
+        return lambda event: seen.append((name, env.now, event.value))
+
+    ours_late, ours_now = simpy.Event(env), simpy.Event(env)
+    succeed_at(env, ours_late, 5, "late")
+    env.timeout(5, "timeout").callbacks.append(note("timeout"))
+    ours_late.callbacks.append(note("ours_late"))
+    theirs = env.event()
+    theirs.succeed("now")
+    theirs.callbacks.append(note("theirs"))
+    succeed_at(env, ours_now, 0, 42)
+    ours_now.callbacks.append(note("ours_now"))
+    env.run()
+    assert seen == [("theirs", 0, "now"), ("ours_now", 0, 42), ("ours_late", 5, "late"), ("timeout", 5, "timeout")]
+
+
+def test_a_process_waiting_on_succeed_at_resumes_with_its_value():
+    env = simpy.Environment()
+    event = simpy.Event(env)
+    got = []
+
+    def waiter():
+        got.append((yield event))
+        got.append(env.now)
+
+    env.process(waiter())
+    succeed_at(env, event, 7, ("bottleneck", 3))
+    env.run()
+    assert got == [("bottleneck", 3), 7]
+
+
+def test_run_until_says_why_it_stopped():
+    env = simpy.Environment()
+    target = env.timeout(10)
+    assert run_until(env, target, 100) is Stop.DONE and env.now == 10
+    assert run_until(env, env.event(), 100) is Stop.IDLE  # nothing queued: the event can never fire
+    late = env.timeout(50)
+    assert next_event_ps(env) == 60 and queued_events(env) == 1
+    assert run_until(env, late, 40) is Stop.BOUND and env.now == 10
+    assert run_until(env, late, 100) is Stop.DONE and env.now == 60 and next_event_ps(env) is None
+
+
+def test_run_until_raises_a_failure_no_process_handled_and_not_a_handled_one():
+    env = simpy.Environment()
+
+    def failing():
+        yield env.timeout(1)
+        raise ValueError("broken kernel")
+
+    def handling(child):
+        try:
+            yield child
+        except ValueError:
+            pass
+
+    handled = env.process(failing())
+    waiter = env.process(handling(handled))
+    assert run_until(env, waiter, 10) is Stop.DONE
+    with pytest.raises(ValueError, match="broken kernel") as caught:
+        run_until(env, env.process(failing()), 10)
+    assert isinstance(caught.value.__cause__, ValueError)  # a copy, raised from the original
