@@ -12,8 +12,8 @@ entry points are, so that this layer never imports the layers that implement the
 hardware model, the kernels): imports stay one way (docs/architecture.md). A provider of one's own
 is registered by importing its module before the config is loaded.
 
-A config section whose shape depends on its ``kind:`` is typed :func:`kind_of`; a mapping of
-sections keyed by provider name (``ops: {quant_scatter: {...}}``) is typed :func:`settings_of`.
+A config section whose shape depends on its ``kind:`` is annotated with :class:`KindOf`; a mapping
+of sections keyed by provider name (``ops: {quant_scatter: {...}}``) with :class:`SettingsOf`.
 Either is validated by the model the provider declares, and its errors keep their key paths, so the
 loader still reports ``FILE:LINE: key.path: problem``.
 """
@@ -24,10 +24,10 @@ import difflib
 import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
-from pydantic_core import InitErrorDetails
+from pydantic import BaseModel, GetCoreSchemaHandler, ValidationError, ValidatorFunctionWrapHandler
+from pydantic_core import InitErrorDetails, core_schema
 
 P = TypeVar("P")
 
@@ -99,10 +99,14 @@ class Registry(Generic[P]):
 
 @dataclass(frozen=True)
 class KindOf:
-    """Annotation marker: the section is validated by ``registry.get(section['kind']).<attribute>``."""
+    """Annotation metadata: the section is validated by ``registry.get(section['kind']).<attribute>``,
+    e.g. ``Annotated[SerializeAsAny[FabricSpec], KindOf(FABRICS)]`` (``SerializeAsAny`` so that the
+    section is written out with the fields of its own kind)."""
 
     registry: Registry[Any]
     attribute: str = "Spec"
+    optional: bool = False
+    """The section may be absent (``null``)."""
 
     def model_for(self, data: object) -> type[BaseModel] | None:
         """The model of the kind ``data`` names (None when it names no registered kind)."""
@@ -112,11 +116,31 @@ class KindOf:
         except UnknownName:
             return None
 
+    def _validate(self, value: object, handler: ValidatorFunctionWrapHandler) -> BaseModel | None:
+        if value is None and self.optional:
+            return None
+        names = ", ".join(self.registry.names())
+        if isinstance(value, BaseModel):
+            value = value.model_dump()
+        if not isinstance(value, dict):
+            raise ValueError(f"write a mapping with a `kind:` key here (one of {names})")
+        kind = value.get("kind")
+        if kind is None:
+            raise ValueError(f"no kind given; add `kind:` with one of {names}")
+        if not isinstance(kind, str) or kind not in self.registry:
+            raise _value_error("kind", kind, self.registry.unknown(kind))
+        model = self.model_for(value)
+        assert model is not None
+        return model.model_validate(value)  # its ValidationError keeps the keys' paths
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_wrap_validator_function(self._validate, handler(source))
+
 
 @dataclass(frozen=True)
 class SettingsOf:
-    """Annotation marker: a mapping whose key names a provider and whose value that provider's
-    ``<attribute>`` model validates."""
+    """Annotation metadata: a mapping whose key names a provider and whose value that provider's
+    ``<attribute>`` model validates, e.g. ``Annotated[dict[str, SerializeAsAny[Spec]], SettingsOf(OPS)]``."""
 
     registry: Registry[Any]
     attribute: str = "Settings"
@@ -128,44 +152,18 @@ class SettingsOf:
         except UnknownName:
             return None
 
-
-def kind_of(registry: Registry[Any], attribute: str = "Spec") -> Any:
-    """The type of a section picked by its ``kind:`` among the providers of ``registry``."""
-    marker = KindOf(registry, attribute)
-
-    def validate(value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> BaseModel:
-        if isinstance(value, BaseModel):
-            value = value.model_dump()
-        if not isinstance(value, dict):
-            raise ValueError(f"write a mapping with a `kind:` key here (one of {', '.join(registry.names())})")
-        kind = value.get("kind")
-        if kind is None:
-            raise ValueError(f"no kind given; add `kind:` with one of {', '.join(registry.names())}")
-        if not isinstance(kind, str) or kind not in registry:
-            raise _value_error("kind", kind, registry.unknown(kind))
-        model = marker.model_for(value)
-        assert model is not None
-        return model.model_validate(value)  # its ValidationError keeps the keys' paths
-
-    return Annotated[BaseModel, WrapValidator(validate), marker]
-
-
-def settings_of(registry: Registry[Any], attribute: str = "Settings") -> Any:
-    """The type of a mapping ``{provider name: its settings}`` over the providers of ``registry``."""
-    marker = SettingsOf(registry, attribute)
-
-    def validate(value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> dict[str, BaseModel]:
+    def _validate(self, value: object, handler: ValidatorFunctionWrapHandler) -> dict[str, BaseModel]:
         if value is None:
             return {}
         if not isinstance(value, dict):
-            raise ValueError(f"write a mapping of {registry.what} names to their settings here")
+            raise ValueError(f"write a mapping of {self.registry.what} names to their settings here")
         validated: dict[str, BaseModel] = {}
         for name, settings in value.items():
-            if name not in registry:
-                raise _value_error(name, settings, registry.unknown(name))
-            model = marker.model_for(name)
+            if name not in self.registry:
+                raise _value_error(name, settings, self.registry.unknown(name))
+            model = self.model_for(name)
             if model is None:
-                raise _value_error(name, settings, f"{registry.what} {name!r} takes no settings; remove it")
+                raise _value_error(name, settings, f"{self.registry.what} {name!r} takes no settings; remove it")
             if isinstance(settings, model):
                 validated[name] = settings
                 continue
@@ -175,7 +173,8 @@ def settings_of(registry: Registry[Any], attribute: str = "Settings") -> Any:
                 raise _under(name, error) from None
         return validated
 
-    return Annotated[dict[str, BaseModel], WrapValidator(validate), marker]
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_wrap_validator_function(self._validate, handler(source))
 
 
 def _value_error(key: str, given: object, message: str) -> ValidationError:

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, SerializeAsAny, model_validator
 
 from npusim.config.products import PRODUCTS
-from npusim.config.registry import FABRICS, OPS, kind_of, settings_of
+from npusim.config.registry import FABRICS, OPS, KindOf, SettingsOf
 from npusim.units import Dimension, Quantity, parse_quantity
 
 
-def _quantity(dimension: Dimension):
+def _parser(dimension: Dimension) -> Callable[[object], Quantity]:
+    """The validator of a quantity of ``dimension``: a string with a unit, or a Quantity of it."""
+
     def parse(raw: object) -> Quantity:
         if isinstance(raw, Quantity):
             if raw.dimension is not dimension:
@@ -30,13 +33,14 @@ def _quantity(dimension: Dimension):
             return raw
         return parse_quantity(raw, dimension)
 
-    return Annotated[Quantity, BeforeValidator(parse), PlainSerializer(str, return_type=str)]
+    return parse
 
 
-Size = _quantity(Dimension.SIZE)
-Rate = _quantity(Dimension.RATE)
-Time = _quantity(Dimension.TIME)
-Frequency = _quantity(Dimension.FREQUENCY)
+_AS_WRITTEN = PlainSerializer(str, return_type=str)
+Size = Annotated[Quantity, BeforeValidator(_parser(Dimension.SIZE)), _AS_WRITTEN]
+Rate = Annotated[Quantity, BeforeValidator(_parser(Dimension.RATE)), _AS_WRITTEN]
+Time = Annotated[Quantity, BeforeValidator(_parser(Dimension.TIME)), _AS_WRITTEN]
+Frequency = Annotated[Quantity, BeforeValidator(_parser(Dimension.FREQUENCY)), _AS_WRITTEN]
 PositiveInt = Annotated[int, Field(gt=0)]
 Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
 
@@ -263,18 +267,23 @@ class FabricSpec(Spec):
         ``level``; the default accepts it (the level itself is checked by the system)."""
 
 
+FabricLevel = Annotated[SerializeAsAny[FabricSpec], KindOf(FABRICS)]
+"""A level of ``fabrics``: validated, and written out, as the model of its registered kind."""
+OptionalFabricLevel = Annotated[SerializeAsAny[FabricSpec] | None, KindOf(FABRICS, optional=True)]
+
+
 class FabricsSpec(Spec):
     """The interconnect of a system as levels (as ASTRA-sim composes per-dimension topologies): a
     transfer between two dies takes the innermost level that joins them; a level may reach across
     its members through the level inside it (second-tier switches through the first tier's)."""
 
-    package: kind_of(FABRICS) = Field(None, description="joins the dies of one package (SIO on 910C); required when shape.dies_per_package > 1")
-    node: kind_of(FABRICS) = Field(description="joins the dies of one node (HCCS full mesh in an A2 server, first-tier UB switches in an A3 node)")
-    pod: kind_of(FABRICS) = Field(
+    package: OptionalFabricLevel = Field(None, description="joins the dies of one package (SIO on 910C); required when shape.dies_per_package > 1")
+    node: FabricLevel = Field(description="joins the dies of one node (HCCS full mesh in an A2 server, first-tier UB switches in an A3 node)")
+    pod: OptionalFabricLevel = Field(
         None, description="joins the nodes of the system (second-tier UB switches of an A3 SuperPoD); without it, "
         "dies of different nodes have no load/store path and reach each other by RDMA only"
     )
-    scale_out: kind_of(FABRICS) = Field(description="the NICs joining every die of every node through a switch (RoCE); carries RDMA")
+    scale_out: FabricLevel = Field(description="the NICs joining every die of every node through a switch (RoCE); carries RDMA")
 
 
 def fabric_kinds_at(level: str) -> list[str]:
@@ -306,6 +315,10 @@ class SystemShape(Spec):
         return die // self.dies_per_node
 
 
+OpSettings = Annotated[dict[str, SerializeAsAny[Spec]], SettingsOf(OPS)]
+"""``ops``: each op's settings, validated (and written out) as that op's own model."""
+
+
 def _known_product(name: str) -> str:
     if name not in PRODUCTS:
         raise ValueError(PRODUCTS.unknown(name))
@@ -322,7 +335,7 @@ class SystemSpec(Spec):
     shape: SystemShape
     die: DieSpec
     fabrics: FabricsSpec = Field(description="the interconnect, level by level: package, node, pod, scale_out")
-    ops: settings_of(OPS) = Field(default_factory=dict, description="per-op settings of the kernels npusim models (not hardware), "
+    ops: OpSettings = Field(default_factory=dict, description="per-op settings of the kernels npusim models (not hardware), "
                                   "each validated by its op's own model")
     shmem: "ShmemSpec | None" = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
     host: "HostSpec | None" = Field(None, description="the host thread that issues torch programs' ops (npusim.torch_npu with torch); "

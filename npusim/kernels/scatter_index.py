@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,8 +55,37 @@ class Segment:
         return (self.dest_batch * self.num_heads + head) * self.axis_len + self.offset
 
 
+class ScatterProblem(Protocol):
+    """What the index checks read of a scatter op's problem (quant_scatter's, scatter_update's):
+    input merged to ``[d0, H, S, T]`` (``input_view``), ``batches`` of ``rows`` rows each along
+    ``axis``, ``bs = batches * H``, indices of ``index_rank`` 1 or 2."""
+
+    @property
+    def op_name(self) -> str: ...
+    @property
+    def empty(self) -> bool: ...
+    @property
+    def axis(self) -> int: ...
+    @property
+    def batches(self) -> int: ...
+    @property
+    def bs(self) -> int: ...
+    @property
+    def heads(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def index_rank(self) -> int: ...
+    @property
+    def indices_dtype(self) -> np.dtype: ...
+    @property
+    def indices_shape(self) -> tuple[int, ...]: ...
+    @property
+    def input_view(self) -> tuple[int, int, int, int]: ...
+
+
 def check_indices(
-    problem: QuantScatterProblem, indices: np.ndarray, *, allow_out_of_range: bool = False
+    problem: ScatterProblem, indices: np.ndarray, *, allow_out_of_range: bool = False
 ) -> list[Segment]:
     """Map each batch to the :class:`Segment` it writes, refusing indices the hardware would misuse.
 

@@ -6,7 +6,11 @@ import types
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from npusim.config.registry import Registry, UnknownName, kind_of, settings_of
+from typing import Annotated
+
+from pydantic import SerializeAsAny
+
+from npusim.config.registry import KindOf, Registry, SettingsOf, UnknownName
 
 
 class _Spec(BaseModel):
@@ -44,8 +48,8 @@ def _registries():
         pass
 
     class System(_Spec):
-        fabric: kind_of(fabrics)
-        ops: settings_of(op_registry) = {}
+        fabric: Annotated[SerializeAsAny[_Spec], KindOf(fabrics)]
+        ops: Annotated[dict[str, SerializeAsAny[_Spec]], SettingsOf(op_registry)] = {}
 
     return fabrics, op_registry, System
 
@@ -61,6 +65,8 @@ def test_a_section_is_validated_by_the_model_of_its_kind():
     spec = system.model_validate({"fabric": {"kind": "ring", "hops": 3}, "ops": {"scatter": {"cores": 4}}})
     assert isinstance(spec.fabric, _RingSpec) and spec.fabric.hops == 3
     assert spec.ops["scatter"].cores == 4
+    # written out with the fields of each section's own model
+    assert spec.model_dump() == {"fabric": {"kind": "ring", "hops": 3}, "ops": {"scatter": {"cores": 4}}}
 
 
 def test_errors_keep_the_key_paths_of_the_providers_model():

@@ -673,5 +673,5 @@ def _tile_text(tiles: CubeTiles) -> str:
 __all__ = [
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose", "OpArgumentError",
+    "transpose",
 ]

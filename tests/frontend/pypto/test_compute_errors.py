@@ -99,6 +99,6 @@ def test_ops_outside_a_kernel_are_refused():
 
 def test_an_op_not_modelled_yet_is_named():
     with pytest.raises(UsageError, match=r"pypto.prod is not modelled by npusim yet"):
-        pypto.prod
+        _ = pypto.prod
     with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
-        pypto.nonsense
+        _ = pypto.nonsense

@@ -147,7 +147,7 @@ def test_cast_ties_by_hand():
                 "CAST_FLOOR": [0, 1, 2, -3, -1, 3, -4, 2**31 - 1], "CAST_CEIL": [1, 2, 3, -2, 0, 4, -3, 2**31 - 1],
                 "CAST_TRUNC": [0, 1, 2, -2, 0, 3, -3, 2**31 - 1], "CAST_NONE": [0, 1, 2, -2, 0, 3, -3, 2**31 - 1]}
     for mode, want in expected.items():
-        got, _ = run(lambda x: pypto.cast(x, pypto.DT_INT32, pypto.CastMode[mode]), halves, tile=(1, 8))
+        got, _ = run(lambda x, mode=mode: pypto.cast(x, pypto.DT_INT32, pypto.CastMode[mode]), halves, tile=(1, 8))
         assert got.tolist() == [want], mode
 
 
