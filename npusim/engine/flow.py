@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 import operator
 from typing import Sequence
@@ -112,13 +113,14 @@ class FlowClass:
     member ends when it reaches the member's virtual finish (virtual bytes at its start + its size).
     ``demand`` is ``level`` x members, what it takes from each resource on its path; ``bounds`` are
     the resources of its path that can limit its rate; ``step`` is the filling step that froze the
-    class (-1: not frozen) at rate ``level``; ``stamp`` tells its current entry in the network's
-    heap of finishes from stale ones. ``bottleneck`` is the index of what limits the class now (see
+    class (-1: not frozen) at rate ``level``; ``finish_ps`` is when its first member ends at its
+    rate (None: idle), ``queued_ps`` the time of its live entry in the network's heap of finishes
+    (None: no entry), never later than ``finish_ps``. ``bottleneck`` is the index of what limits the class now (see
     the module doc; ``limit`` is what froze it in the last filling) and ``changes`` lists
     ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
-                 "counted", "busy", "changed", "step", "stamp", "limit", "bottleneck", "changes")
+                 "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "limit", "bottleneck", "changes")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -135,7 +137,8 @@ class FlowClass:
         self.busy = False
         self.changed = False
         self.step = -1
-        self.stamp = 0
+        self.finish_ps: int | None = None
+        self.queued_ps: int | None = None
         self.limit = OWN_CAP
         self.bottleneck = OWN_CAP
         self.changes: list[tuple[float, int]] = []
@@ -161,19 +164,22 @@ class FlowClass:
 
 _class_order = operator.attrgetter("order")
 _class_cap = operator.attrgetter("cap")
-_entry_order = operator.itemgetter(1)  # the class order of an entry of the heap of finishes
 
 
 class FlowNetwork:
     """All flows of a simulation, the max-min fair rates they get, and their completions."""
 
-    def __init__(self, env: simpy.Environment, *, record_rates: bool = True) -> None:
+    def __init__(self, env: simpy.Environment, *, record_rates: bool = True, quantum_ps: int = 0) -> None:
+        if quantum_ps < 0:
+            raise ValueError(f"the network's time quantum must be 0 (exact) or a positive number of ps, got {quantum_ps}")
         self.env = env
         self.record_rates = record_rates
+        self.quantum_ps = quantum_ps  # 0: exact; else starts and ends take effect at its multiples only
         self.resources: list[Resource] = []
         self._classes: dict[tuple, FlowClass] = {}
         self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
-        self._finishes: list[tuple[int, int, int, FlowClass]] = []  # (finish_ps, class order, stamp, class)
+        self._finishes: list[tuple[int, int, FlowClass]] = []  # (queued_ps, class order, entry number, class), see _schedule_finish
+        self._entries = itertools.count()  # numbers the entries of the heap of finishes (ties of one class)
         self._finish_slack = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
         self._wakeup_ps: int | None = None
@@ -246,6 +252,9 @@ class FlowNetwork:
         self._sequence = sequence = self._sequence + 1
         heapq.heappush(self._starts, (start_ps, sequence, flow_class, size_bytes, done))
         wakeup_ps = self._wakeup_ps
+        quantum = self.quantum_ps
+        if quantum:
+            start_ps = -(-start_ps // quantum) * quantum
         if wakeup_ps is None or start_ps < wakeup_ps:
             self._wake_at(start_ps)
         return done
@@ -292,7 +301,11 @@ class FlowNetwork:
                 flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
     def _wake_at(self, time_ps: int) -> None:
-        """Wake up at ``time_ps``, before the pending wake-up if any (which is then ignored)."""
+        """Wake up at ``time_ps`` (with a time quantum, at the first multiple of it at or after
+        ``time_ps``), before the pending wake-up if any (which is then ignored)."""
+        quantum = self.quantum_ps
+        if quantum:
+            time_ps = -(-time_ps // quantum) * quantum
         self._wakeup_ps = time_ps
         self._generation += 1
         generation = self._generation
@@ -308,22 +321,32 @@ class FlowNetwork:
         now = env._now
         changed: list[FlowClass] = []
         finishes = self._finishes
-        heappop, heappush = heapq.heappop, heapq.heappush
+        heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
         horizon = now + self._finish_slack
+        entries = self._entries
         due = []
         while finishes and finishes[0][0] <= horizon:
-            entry = heappop(finishes)
-            if entry[2] == entry[3].stamp:
-                due.append(entry)
+            queued_ps, _, _, flow_class = heappop(finishes)
+            if queued_ps != flow_class.queued_ps:
+                continue  # superseded by an earlier entry of the class
+            flow_class.queued_ps = None
+            finish_ps = flow_class.finish_ps
+            if finish_ps is None:
+                continue  # idle since
+            if finish_ps > horizon:
+                flow_class.queued_ps = finish_ps  # its finish moved later: enter it again there
+                heappush(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
+                continue
+            due.append(flow_class)
         if len(due) > 1:
-            due.sort(key=_entry_order)
-        for entry in due:
-            flow_class = entry[3]
+            due.sort(key=_class_order)
+        for flow_class in due:
             members = flow_class.members
             reached = flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps)
             if members[0][0] - reached > members[0][2] * _FINISH_TOLERANCE:
-                if entry[0] > now:
-                    heappush(finishes, entry)  # not yet: it stays due at its finish_ps
+                if flow_class.finish_ps > now:
+                    flow_class.queued_ps = flow_class.finish_ps  # not yet: it stays due at its finish_ps
+                    heappush(finishes, (flow_class.finish_ps, flow_class.order, next(entries), flow_class))
                 else:
                     flow_class.advance(now)
                     self._schedule_finish(flow_class, now)
@@ -342,7 +365,7 @@ class FlowNetwork:
             for resource in flow_class.path:
                 resource.bytes_moved += finished_bytes
                 resource.flows_done += finished
-            flow_class.stamp += 1
+            flow_class.finish_ps = None  # rescheduled by the recomputation if members are left
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
@@ -366,7 +389,17 @@ class FlowNetwork:
                     resource.flows += change
         if changed:
             self._recompute(now, changed)
-        while finishes and finishes[0][2] != finishes[0][3].stamp:
+        while finishes:  # drop superseded entries, move early ones to their finish
+            queued_ps, _, _, flow_class = finishes[0]
+            if queued_ps == flow_class.queued_ps:
+                finish_ps = flow_class.finish_ps
+                if finish_ps == queued_ps:
+                    break
+                if finish_ps is not None:
+                    flow_class.queued_ps = finish_ps
+                    heapreplace(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
+                    continue
+                flow_class.queued_ps = None
             heappop(finishes)
         next_ps = finishes[0][0] if finishes else None
         if starts and (next_ps is None or starts[0][0] < next_ps):
@@ -375,8 +408,10 @@ class FlowNetwork:
             self._wake_at(next_ps)  # one timeout for the next instant, whichever kind it is
 
     def _schedule_finish(self, flow_class: FlowClass, now: int) -> None:
-        """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``)."""
-        flow_class.stamp += 1
+        """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``). The
+        class enters the heap of finishes only if that is earlier than its entry there: a later
+        finish is found when the early entry comes up (rates change far more often than classes
+        finish, so most changes cost no heap operation)."""
         head = flow_class.members[0]
         left = head[0] - flow_class.virtual_bytes
         rate = flow_class.rate
@@ -385,7 +420,11 @@ class FlowNetwork:
         slack = 2 + int(head[2] * _FINISH_TOLERANCE / rate)
         if slack > self._finish_slack:
             self._finish_slack = slack
-        heapq.heappush(self._finishes, (finish_ps, flow_class.order, flow_class.stamp, flow_class))
+        flow_class.finish_ps = finish_ps
+        queued_ps = flow_class.queued_ps
+        if queued_ps is None or finish_ps < queued_ps:
+            flow_class.queued_ps = finish_ps
+            heapq.heappush(self._finishes, (finish_ps, flow_class.order, next(self._entries), flow_class))
 
     def _recompute(self, now: int, changed: list[FlowClass]) -> None:
         """New rates after the member counts of ``changed`` classes changed: update which classes

@@ -405,3 +405,47 @@ def test_a_zero_byte_transfer_creates_no_class_and_ends_after_its_fixed_cost():
     done = network.transfer(0, (link,), cap=0.0, delay_ps=30)  # a cap no class would accept: never looked at
     env.run()
     assert (env.now, done.value, network.active_flows) == (30, (-1, 30), 0)
+
+
+def finish_times(capacities, specs, quantum_ps=0):
+    """Issue flows (size, path, cap, delay, late) as test_finish_times_match_a_per_flow_reference
+    does, on a network with ``quantum_ps``; each one's finish time in ps."""
+    env = simpy.Environment()
+    network = FlowNetwork(env, quantum_ps=quantum_ps)
+    resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
+    finish = {}
+
+    def issue(i, size, path, cap, delay, late):
+        if late:
+            yield env.timeout(delay)
+        yield network.transfer(size, tuple(resources[r] for r in path), cap=cap, delay_ps=0 if late else delay)
+        finish[i] = env.now
+
+    for i, spec in enumerate(specs):
+        env.process(issue(i, *spec))
+    env.run()
+    return finish
+
+
+@settings(max_examples=300, deadline=None)
+@given(flows, st.sampled_from([1, 100, 1000, 10_000]))
+def test_a_time_quantum_moves_each_finish_by_at_most_two_quanta_per_transfer(instance, quantum_ps):
+    """With a quantum, flows start and end at its multiples only; on random networks every finish
+    time stays within 2 x quantum x (number of transfers) of the exact one (each transfer starts up
+    to one quantum late and holds its bandwidth up to one quantum after its last byte)."""
+    capacities, specs = instance
+    exact = finish_times(capacities, specs)
+    approximate = finish_times(capacities, specs, quantum_ps)
+    limited = [i for i, (_, path, cap, _, _) in enumerate(specs) if path or cap != math.inf]
+    assert all(approximate[i] % quantum_ps == 0 for i in limited)
+    assert all(abs(approximate[i] - exact[i]) <= 2 * quantum_ps * len(specs) for i in exact)
+
+
+def test_a_quantum_of_one_picosecond_is_the_exact_network():
+    specs = [(10_000, [0], math.inf, 0, False), (30_000, [0, 1], 0.75, 7, True), (5_000, [1], math.inf, 3, False)]
+    assert finish_times([1.0, 0.5], specs, 1) == finish_times([1.0, 0.5], specs)
+
+
+def test_a_negative_quantum_is_refused():
+    with pytest.raises(ValueError, match="time quantum must be 0 .exact. or a positive number of ps, got -5"):
+        FlowNetwork(simpy.Environment(), quantum_ps=-5)
