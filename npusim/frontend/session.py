@@ -18,6 +18,8 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import simpy
+from rich.console import Console
+from rich.progress import Progress, TextColumn
 
 from npusim.trace.critical_path import CriticalPath, critical_path
 from npusim.trace.events import events_frame
@@ -28,6 +30,7 @@ from npusim.hw.system import System, active_system, pop_active, push_active
 from npusim.trace.chrome import write_chrome_trace
 from npusim.trace.recorder import Recorder
 from npusim.trace.summary import summarize
+from npusim.units import Dimension, parse_quantity
 
 DEFAULT_TIME_LIMIT_PS = 10 * 10**12  # 10 s of simulated time: a bound on runaway programs
 
@@ -70,12 +73,14 @@ class Session:
     """One simulated machine and the work issued to it."""
 
     def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS,
-                 params: dict | None = None) -> None:
+                 params: dict | None = None, network_quantum: str | None = None, progress: bool = False) -> None:
         self.config = config
+        self.progress = RunProgress() if progress else None  # shown on the terminal while simulating
+        self.network_quantum = network_quantum  # as given (e.g. '10ns'); None: the exact network
         self.seed = seed
         self.param_overrides: dict = dict(params or {})  # workload parameters given by the run
         self.params: dict[str, dict] = {}  # parameters the workload declared: name -> value, default, help
-        self.system = System(config.spec, with_data=with_data)
+        self.system = System(config.spec, with_data=with_data, network_quantum_ps=network_quantum_ps(network_quantum, config))
         self.env: simpy.Environment = self.system.env
         self.time_limit_ps = time_limit_ps
         self._wall_start = time.perf_counter()
@@ -118,6 +123,7 @@ class Session:
         env = self.env
         queue = env._queue
         limit = self.time_limit_ps
+        steps, report_at = 0, PROGRESS_STEPS if self.progress is not None else -1
         while target.callbacks is not None:  # not processed yet
             if not queue:
                 raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting"))
@@ -131,6 +137,10 @@ class Session:
                 error = type(event._value)(*event._value.args)
                 error.__cause__ = event._value
                 raise error
+            steps += 1
+            if steps == report_at:
+                report_at += PROGRESS_STEPS
+                self.progress.update(env._now, self.system.recorder.events)
 
     def _deadlock_report(self, why: str) -> str:
         lines = [f"deadlock at {self.env.now / 1e6:.3f} us: {why}."]
@@ -150,11 +160,45 @@ class Session:
     def finish(self, status: str = "ok", error: str | None = None) -> SimResult:
         """Close the session: the result with the summary of everything simulated."""
         wall = time.perf_counter() - self._wall_start
+        if self.progress is not None:
+            self.progress.stop()
         summary = summarize(self.system, self.config, wall_seconds=wall, status=status, error=error)
         summary["params"] = {name: entry["value"] for name, entry in self.params.items()}
+        if self.network_quantum is not None:
+            summary["network_quantum"] = self.network_quantum
         self.result = SimResult(self.config, self.env.now, summary, self.system.recorder, self.system, status, error, wall,
                                 params=summary["params"])
         return self.result
+
+
+PROGRESS_STEPS = 2048  # SimPy steps between two looks at the wall clock for the progress line
+
+
+class RunProgress:
+    """One line on the terminal (stderr) while a long run simulates: the simulated time reached,
+    the events recorded and the wall time, refreshed at most twice a second, from the first second
+    on (short runs show nothing); erased when the run ends."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+        self._shown = self._start
+        self._bar: Progress | None = None
+
+    def update(self, now_ps: int, events: int) -> None:
+        wall = time.perf_counter()
+        if wall - self._shown < 0.5 or wall - self._start < 1.0:
+            return
+        self._shown = wall
+        if self._bar is None:
+            self._bar = Progress(TextColumn("{task.description}"), console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("")
+        self._bar.update(self._task, description=f"simulated {now_ps / 1e6:,.3f} us, {events:,} events, wall {wall - self._start:.1f} s")
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 # Allocations between two collections of CPython's youngest generation while a session is open
@@ -167,14 +211,19 @@ GC_YOUNG_THRESHOLD = 10_000
 
 @contextlib.contextmanager
 def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
-            seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None) -> Iterator[Session]:
+            seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None,
+            network_quantum: str | None = None, progress: bool = False) -> Iterator[Session]:
     """Build the simulated machine of ``config`` (a built-in name or a YAML path, with ``overrides``
     as ``key.path=value``); ``data=False`` simulates timing only; ``params`` override the workload's
-    declared parameters (:func:`npusim.param`). numpy's global random generator is seeded with
-    ``seed`` so workloads that draw random inputs are reproducible."""
+    declared parameters (:func:`npusim.param`); ``network_quantum`` (a time, e.g. ``'10ns'``) makes
+    the bandwidth network approximate for speed (docs/architecture.md, "Time quantum"); ``progress``
+    shows a progress line on the terminal while simulating (:class:`RunProgress`). numpy's
+    global random generator is seeded with ``seed`` so workloads that draw random inputs are
+    reproducible."""
     loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
-    current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}))
+    current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}), network_quantum=network_quantum,
+                      progress=progress)
     np.random.seed(seed)
     push_active(current.system)
     current.system.session = current
@@ -192,6 +241,22 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
         current.finish()
     finally:
         gc.set_threshold(*thresholds)
+
+
+def network_quantum_ps(network_quantum: str | None, config: LoadedConfig) -> int:
+    """The bandwidth network's time quantum in ps for ``network_quantum`` as a run gives it (a
+    time with a unit, e.g. ``'10ns'``; None: 0, the exact network)."""
+    if network_quantum is None:
+        return 0
+    try:
+        quantum = parse_quantity(network_quantum, Dimension.TIME)
+    except ValueError as error:
+        raise UsageError(f"network quantum {network_quantum!r}: {error}; give a time such as 10ns, or leave it unset for the "
+                         "exact network") from None
+    quantum_ps = quantum.to_ps(config.spec.die.clock.hz)
+    if quantum_ps < 1:
+        raise UsageError(f"network quantum {network_quantum!r} is below 1 ps, the simulator's time step; give 1ps or more")
+    return quantum_ps
 
 
 def current_session() -> Session:
