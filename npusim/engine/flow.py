@@ -78,7 +78,7 @@ class Resource:
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting")
+                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting", "component")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -102,6 +102,7 @@ class Resource:
         self.version = 0
         self.peers: list[Resource] | None = None
         self.limiting = True
+        self.component: Component | None = None  # of the busy classes crossing it, if it can limit a rate
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -120,7 +121,8 @@ class FlowClass:
     ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
-                 "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "limit", "bottleneck", "changes")
+                 "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "limit", "bottleneck", "changes",
+                 "component")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -142,6 +144,7 @@ class FlowClass:
         self.limit = OWN_CAP
         self.bottleneck = OWN_CAP
         self.changes: list[tuple[float, int]] = []
+        self.component: Component | None = None  # while busy
 
     def advance(self, now: int) -> None:
         """Bring the virtual clock to ``now`` at the current rate."""
@@ -162,7 +165,28 @@ class FlowClass:
         return max(got, key=got.__getitem__)
 
 
+class Component:
+    """A connected component of the busy classes (joined by the resources of their paths that can
+    limit a rate) and the steps of its last progressive filling: level (bytes/ps), the bottleneck's
+    key (or _CAP_STEP_KEY), the running maximum of the levels, the classes frozen and the resources
+    changed by each step. ``classes`` are its busy classes; ``peak`` the most it had since its
+    connectivity was last checked; ``refill``: its steps must be refilled from scratch."""
+
+    __slots__ = ("levels", "keys", "level_max", "frozen_at", "touched_at", "classes", "peak", "refill")
+
+    def __init__(self) -> None:
+        self.levels: list[float] = []
+        self.keys: list[int] = []
+        self.level_max: list[float] = []
+        self.frozen_at: list[list[FlowClass]] = []
+        self.touched_at: list[dict[Resource, None]] = []
+        self.classes: dict[FlowClass, None] = {}
+        self.peak = 0
+        self.refill = True
+
+
 _class_order = operator.attrgetter("order")
+_component_size = lambda component: len(component.classes)  # noqa: E731
 _class_cap = operator.attrgetter("cap")
 
 
@@ -184,14 +208,7 @@ class FlowNetwork:
         self._sequence = 0
         self._wakeup_ps: int | None = None
         self._generation = 0
-        # The steps of the last filling: level (bytes/ps), the bottleneck's key (or _CAP_STEP_KEY), the
-        # running maximum of the levels, the classes frozen and the resources changed by each step.
-        self._levels: list[float] = []
-        self._keys: list[int] = []
-        self._level_max: list[float] = []
-        self._frozen_at: list[list[FlowClass]] = []
-        self._touched_at: list[dict[Resource, None]] = []
-        self._refill_all = False  # a resource became limiting: the kept steps never considered it
+        self._rebuild = False  # a resource became limiting: components and steps are built again from scratch
         self.recomputations = 0
 
     def add_resource(self, resource: Resource) -> Resource:
@@ -296,7 +313,7 @@ class FlowNetwork:
                 became_limiting |= limiting and not resource.limiting
                 resource.limiting = limiting
         if became_limiting:
-            self._refill_all = True
+            self._rebuild = True
             for flow_class in self._classes.values():
                 flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
@@ -428,9 +445,11 @@ class FlowNetwork:
 
     def _recompute(self, now: int, changed: list[FlowClass]) -> None:
         """New rates after the member counts of ``changed`` classes changed: update which classes
-        are busy, refill from the first affected step, apply the rates that changed."""
+        are busy and the components they form, refill each component concerned from its first
+        affected step, apply the rates that changed."""
         self.recomputations += 1
-        affected: dict[Resource, None] = {}
+        concerned: dict[Component, list[FlowClass]] = {}  # component -> its changed classes
+        joining = []
         for flow_class in changed:
             busy = bool(flow_class.members)
             if busy != flow_class.busy:
@@ -444,19 +463,35 @@ class FlowNetwork:
                     if crossing:
                         first = crossing[0]
                         resource.key = first.order * _KEY_STRIDE + first.path.index(resource)
-            for resource in flow_class.path:
-                affected[resource] = None
-        if self._refill_all:
-            self._refill_all = False
-            step = 0
-        else:
-            step = self._first_affected_step(changed, [r for r in affected if r.limiting])
-        unfrozen = self._undo_steps(step)
-        for flow_class in changed:
-            if flow_class.busy and flow_class.step < 0 and flow_class not in unfrozen:
-                unfrozen[flow_class] = None
-        refill = [c for c in unfrozen if c.busy]
-        self._fill(refill)
+                if busy:
+                    joining.append(flow_class)
+                    continue
+                component = flow_class.component  # it leaves its component
+                flow_class.component = None
+                del component.classes[flow_class]
+                for resource in flow_class.bounds:
+                    if not resource.crossing:
+                        resource.component = None
+            else:
+                component = flow_class.component
+            mine = concerned.get(component)
+            if mine is None:
+                concerned[component] = [flow_class]
+            else:
+                mine.append(flow_class)
+        for flow_class in joining:
+            component = self._join(flow_class, concerned)
+            mine = concerned.get(component)
+            if mine is None:
+                concerned[component] = [flow_class]
+            else:
+                mine.append(flow_class)
+        if self._rebuild:
+            self._rebuild = False
+            concerned = self._rebuild_components(concerned)
+        refill = []
+        for component, mine in concerned.items():
+            refill += self._refill(component, mine)
 
         moved: dict[Resource, list[Resource]] = {}  # first member -> peer group whose total may have changed
         for flow_class in refill:
@@ -487,7 +522,112 @@ class FlowNetwork:
                     if resource.rate_log is not None:
                         resource.rate_log.append((now, total))
 
-    def _first_affected_step(self, changed: list[FlowClass], affected: list[Resource]) -> int:
+    def _join(self, flow_class: FlowClass, concerned: dict[Component, list[FlowClass]]) -> Component:
+        """``flow_class`` became busy: it joins the component of the resources it can be limited
+        by; if they belong to several, they merge into the largest (its steps then start again from
+        scratch, and the changes ``concerned`` lists for the others move to it)."""
+        found: list[Component] = []
+        for resource in flow_class.bounds:
+            component = resource.component
+            if component is not None and not any(component is other for other in found):
+                found.append(component)
+        if not found:
+            component = Component()
+        else:
+            component = max(found, key=_component_size)
+            for other in found:
+                if other is component:
+                    continue
+                self._undo_steps(other, 0)
+                for member in other.classes:
+                    member.component = component
+                    component.classes[member] = None
+                    for resource in member.bounds:
+                        resource.component = component
+                moved = concerned.pop(other, None)
+                if moved:
+                    concerned.setdefault(component, []).extend(moved)
+                component.refill = True
+        flow_class.component = component
+        component.classes[flow_class] = None
+        for resource in flow_class.bounds:
+            resource.component = component
+        if len(component.classes) > component.peak:
+            component.peak = len(component.classes)
+        return component
+
+    def _refill(self, component: Component, changed: list[FlowClass]) -> list[FlowClass]:
+        """Refill ``component`` after its ``changed`` classes changed: from its first affected step,
+        or from scratch (after a merge; or split into its connected parts once it has lost half its
+        classes since it was last looked at). Returns the classes refilled."""
+        if component.refill or len(component.classes) * 2 <= component.peak:
+            self._undo_steps(component, 0)
+            if component.refill:
+                component.refill = False
+                parts = [component]
+            else:
+                parts = self._connected(list(component.classes))
+            refill = []
+            for part in parts:
+                part.refill = False
+                part.peak = len(part.classes)
+                classes = list(part.classes)
+                self._fill(part, classes)
+                refill += classes
+            return refill
+        affected = {}
+        for flow_class in changed:
+            for resource in flow_class.bounds:
+                affected[resource] = None
+        step = self._first_affected_step(component, changed, affected)
+        unfrozen = self._undo_steps(component, step)
+        for flow_class in changed:
+            if flow_class.busy and flow_class.step < 0 and flow_class not in unfrozen:
+                unfrozen[flow_class] = None
+        refill = [c for c in unfrozen if c.busy]
+        self._fill(component, refill)
+        return refill
+
+    def _connected(self, classes: list[FlowClass]) -> list[Component]:
+        """The connected components of ``classes`` (busy, none frozen), each a new Component that
+        its classes and their limiting resources now point to."""
+        for flow_class in classes:
+            flow_class.component = None
+        parts = []
+        for start in classes:
+            if start.component is not None:
+                continue
+            part = Component()
+            parts.append(part)
+            start.component = part
+            stack = [start]
+            while stack:
+                flow_class = stack.pop()
+                part.classes[flow_class] = None
+                for resource in flow_class.bounds:
+                    resource.component = part
+                    for other in resource.crossing:
+                        if other.component is None:
+                            other.component = part
+                            stack.append(other)
+        return parts
+
+    def _rebuild_components(self, concerned: dict[Component, list[FlowClass]]) -> dict[Component, list[FlowClass]]:
+        """A resource became limiting (``_regroup``): forget the steps of every component (those of
+        the busy classes and the ``concerned`` ones, which may have lost all theirs) and build the
+        components of the busy classes again, to be filled from scratch."""
+        busy = [c for c in self._classes.values() if c.busy]
+        for component in {id(c): c for c in [*concerned, *(c.component for c in busy)]}.values():
+            self._undo_steps(component, 0)
+        for resource in self.resources:
+            resource.component = None
+        for flow_class in self._classes.values():
+            for resource in flow_class.path:
+                resource.component = None
+        parts = self._connected(busy)
+        return {part: [] for part in parts}
+
+    def _first_affected_step(self, component: Component, changed: list[FlowClass], affected) -> int:
         """The first step of the last filling that the new member counts of ``changed`` (whose
         paths cross the limiting ``affected`` resources) can alter; every earlier step makes the
         same choice and freezes the same classes at the same level as a filling from scratch.
@@ -500,7 +640,7 @@ class FlowNetwork:
         residuals, member counts and keys as in the last filling, so they choose as before; an
         affected bottleneck of step j either had a changed class frozen at j or gained members, and
         then its share falls below level_j."""
-        levels, keys, level_max = self._levels, self._keys, self._level_max
+        levels, keys, level_max = component.levels, component.keys, component.level_max
         first = len(levels)
         for flow_class in changed:
             if 0 <= flow_class.step < first:
@@ -510,6 +650,8 @@ class FlowNetwork:
                 cap = flow_class.cap
                 first = next(j for j in range(first) if cap <= levels[j])
         for resource in affected:
+            if not resource.limiting:
+                continue
             flows, key = resource.flows, resource.key
             residual, frozen, start = resource.capacity, 0, 0
             for end, next_residual, next_frozen in (*resource.history, (first, 0.0, 0)):
@@ -529,13 +671,13 @@ class FlowNetwork:
                 residual, frozen, start = next_residual, next_frozen, end
         return first
 
-    def _undo_steps(self, first: int) -> dict[FlowClass, None]:
+    def _undo_steps(self, component: Component, first: int) -> dict[FlowClass, None]:
         """Forget the steps from ``first`` on, the last first: each resource a step changed drops
         that step's entry of its history and gets back its state before; returns the classes
         they had frozen."""
         unfrozen: dict[FlowClass, None] = {}
-        frozen_at, touched_at = self._frozen_at, self._touched_at
-        for j in range(len(self._levels) - 1, first - 1, -1):
+        frozen_at, touched_at = component.frozen_at, component.touched_at
+        for j in range(len(component.levels) - 1, first - 1, -1):
             for flow_class in frozen_at[j]:
                 flow_class.step = -1
                 unfrozen[flow_class] = None
@@ -546,11 +688,11 @@ class FlowNetwork:
                     _, resource.residual, resource.frozen = history[-1]
                 else:
                     resource.residual, resource.frozen = resource.capacity, 0
-        for steps in (self._levels, self._keys, self._level_max, self._frozen_at, self._touched_at):
+        for steps in (component.levels, component.keys, component.level_max, component.frozen_at, component.touched_at):
             del steps[first:]
         return unfrozen
 
-    def _fill(self, unfrozen: list[FlowClass]) -> None:
+    def _fill(self, component: Component, unfrozen: list[FlowClass]) -> None:
         """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
         those; repeat. Each resource has one entry in a heap, a lower bound of its fair share
@@ -558,8 +700,8 @@ class FlowNetwork:
         by rounding, and refreshed when it reaches the top), so the top, once fresh, is the
         smallest share, ties to the smallest key. Each step is recorded for the next recomputation."""
         heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
-        levels, keys, level_max = self._levels, self._keys, self._level_max
-        frozen_at, touched_at = self._frozen_at, self._touched_at
+        levels, keys, level_max = component.levels, component.keys, component.level_max
+        frozen_at, touched_at = component.frozen_at, component.touched_at
         live: dict[Resource, None] = {}
         for flow_class in unfrozen:
             for resource in flow_class.bounds:

@@ -196,10 +196,14 @@ class OracleCheckedNetwork(FlowNetwork):
 
     def _recompute(self, now, changed):
         super()._recompute(now, changed)
-        incremental = (list(self._levels), list(self._keys), [list(frozen) for frozen in self._frozen_at])
-        self._fill([c for c in self._undo_steps(0) if c.busy])
-        assert (self._levels, self._keys, self._frozen_at) == incremental, f"steps differ at {now} ps"
         busy = sorted((c for c in self._classes.values() if c.members), key=lambda c: c.order)
+        components = {id(c.component): c.component for c in busy}.values()
+        for component in components:  # each one is a connected component of the busy classes
+            assert component.classes.keys() == {c for c in busy if c.component is component}
+            assert all(r.component is component for c in component.classes for r in c.bounds)
+            incremental = (list(component.levels), list(component.keys), [list(frozen) for frozen in component.frozen_at])
+            self._fill(component, [c for c in self._undo_steps(component, 0) if c.busy])
+            assert (component.levels, component.keys, component.frozen_at) == incremental, f"steps differ at {now} ps"
         expected = oracle([(c.path, c.cap, len(c.members)) for c in busy], {r: r.capacity for r in self.resources})
         assert [c.rate for c in busy] == expected, f"rates differ at {now} ps"
 
@@ -449,3 +453,34 @@ def test_a_quantum_of_one_picosecond_is_the_exact_network():
 def test_a_negative_quantum_is_refused():
     with pytest.raises(ValueError, match="time quantum must be 0 .exact. or a positive number of ps, got -5"):
         FlowNetwork(simpy.Environment(), quantum_ps=-5)
+
+
+def test_independent_groups_are_components_and_a_change_refills_only_its_own():
+    # Two groups of links never shared: each is one component with its own steps; a flow starting
+    # in group B refills nothing of group A's steps, and rates match the oracle (checked network).
+    env, network, (a0, a1, b0, b1) = checked_network(1.0, 0.5, 2.0, 0.25)
+    for path in ((a0, a1), (a0,), (b0, b1), (b0,)):
+        network.transfer(10**9, path)
+    env.run(until=1)
+    component_a, component_b = network._classes[((a0,), math.inf)].component, network._classes[((b0,), math.inf)].component
+    assert component_a is not component_b
+    steps_a = (list(component_a.levels), [list(frozen) for frozen in component_a.frozen_at])
+    network.transfer(10**9, (b1,), delay_ps=10)
+    env.run(until=11)
+    assert (component_a.levels, component_a.frozen_at) == steps_a
+    # a flow across both groups merges them into one component
+    network.transfer(10**9, (a1, b1), delay_ps=10)
+    env.run(until=22)
+    assert network._classes[((a0,), math.inf)].component is network._classes[((b0,), math.inf)].component
+
+
+def test_a_component_that_lost_half_its_classes_is_split_into_its_parts():
+    env, network, (a, b, c) = checked_network(1.0, 1.0, 1.0)
+    network.transfer(10**6, (a,))
+    network.transfer(10**6, (b,))
+    network.transfer(1_000, (a, b))  # joins a and b: one component, until it ends
+    network.transfer(1_000, (a, c))
+    env.run(until=10)
+    assert network._classes[((a,), math.inf)].component is network._classes[((b,), math.inf)].component
+    env.run(until=100_000)  # the short flows ended: the component lost half its classes
+    assert network._classes[((a,), math.inf)].component is not network._classes[((b,), math.inf)].component
