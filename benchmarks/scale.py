@@ -9,7 +9,7 @@ with ``shape.nodes = dies / 16``:
 - ``moe_dispatch``: ``examples/moe_dispatch.py``, EP groups of 16 PEs (one node each), 4 tokens x
   4096 fp16 (32 KiB) per destination;
 - ``hierarchical_allgather``: ``examples/hierarchical_allgather.py``, 4 x 1024 fp16 (8 KiB) per PE,
-  within each node then across nodes.
+  within each node then across nodes (with a 2 MiB signal window, which 768 PEs need).
 
 For each: simulated us, recorded events, wall seconds of the session (building the programs and
 simulating; best of ``--repeat``), events per second, a bare SimPy loop of as many timeouts in the
@@ -36,6 +36,7 @@ WORKLOADS = {
     "moe_dispatch": {"ep": 16, "tokens": 4, "hidden": 4096, "tile_tokens": 4},
     "hierarchical_allgather": {"rows": 4, "cols": 1024},
 }
+OVERRIDES = {"moe_dispatch": [], "hierarchical_allgather": ["shmem.signal_window=2MiB"]}  # 48 nodes x 768 PEs of signal slots
 BARE_PROCESSES = 64  # the bare loop's timeouts are spread over this many SimPy processes
 
 
@@ -46,7 +47,7 @@ def point(workload: str, dies: int, quantum: str | None) -> dict:
 
     from engine import run_bare_simpy
 
-    overrides = [f"shape.nodes={dies // DIES_PER_NODE}"]
+    overrides = [f"shape.nodes={dies // DIES_PER_NODE}", *OVERRIDES[workload]]
     with npusim.session("a3", overrides=overrides, data=False):  # an empty session: the memory every run starts from
         pass
     empty_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

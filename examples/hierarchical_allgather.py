@@ -21,8 +21,12 @@ every die), ``local`` (PEs per node group; default the config's dies per node), 
 ``cols`` (the fp16 rows each PE owns and their length). The tile of a node block is
 ``[local x rows, cols]``, loaded into UB whole, so ``local x rows x cols x 2`` bytes must fit in UB.
 
+Each node block has one signal slot per PE, so a group needs ``n_pes x nodes x 32`` bytes of signal
+window: on 768 dies (48 nodes) that is 1.1 MiB, above PyPTO's 1 MiB default; raise it as the
+SuperPoD command below does (``shmem.signal_window``, as HCCL's buffer size is raised on hardware).
+
 Run: python -m npusim run --config a3 --set shape.nodes=2 examples/hierarchical_allgather.py
-     python -m npusim run --config a3 --set shape.nodes=48 examples/hierarchical_allgather.py --no-data --trace none   (768 dies)
+     python -m npusim run --config a3 --set shape.nodes=48 --set shmem.signal_window=2MiB examples/hierarchical_allgather.py --no-data --trace none
 """
 
 import numpy as np

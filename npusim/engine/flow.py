@@ -102,7 +102,9 @@ class Resource:
         self.version = 0
         self.peers: list[Resource] | None = None
         self.limiting = True
-        self.component: Component | None = None  # of the busy classes crossing it, if it can limit a rate
+        # The component of the busy classes crossing it, if it can limit a rate (kept once they have
+        # left: its residual and history belong to that component's steps until they are undone).
+        self.component: Component | None = None
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -466,12 +468,9 @@ class FlowNetwork:
                 if busy:
                     joining.append(flow_class)
                     continue
-                component = flow_class.component  # it leaves its component
-                flow_class.component = None
+                component = flow_class.component  # it leaves its component (its resources stay in it:
+                flow_class.component = None  # their state is the component's until its steps are undone)
                 del component.classes[flow_class]
-                for resource in flow_class.bounds:
-                    if not resource.crossing:
-                        resource.component = None
             else:
                 component = flow_class.component
             mine = concerned.get(component)
@@ -524,8 +523,9 @@ class FlowNetwork:
 
     def _join(self, flow_class: FlowClass, concerned: dict[Component, list[FlowClass]]) -> Component:
         """``flow_class`` became busy: it joins the component of the resources it can be limited
-        by; if they belong to several, they merge into the largest (its steps then start again from
-        scratch, and the changes ``concerned`` lists for the others move to it)."""
+        by; if they belong to several, they merge into the largest (the others' steps are undone at
+        once, so that no resource keeps a state of theirs; the largest's start again from scratch
+        if it gained classes; the changes ``concerned`` lists for the others move to it)."""
         found: list[Component] = []
         for resource in flow_class.bounds:
             component = resource.component
@@ -547,7 +547,9 @@ class FlowNetwork:
                 moved = concerned.pop(other, None)
                 if moved:
                     concerned.setdefault(component, []).extend(moved)
-                component.refill = True
+                if other.classes:
+                    component.refill = True  # new neighbours for its classes: refill from scratch
+                other.classes = {}  # an idle resource may still name it: it comes back empty
         flow_class.component = component
         component.classes[flow_class] = None
         for resource in flow_class.bounds:
@@ -567,6 +569,7 @@ class FlowNetwork:
                 parts = [component]
             else:
                 parts = self._connected(list(component.classes))
+                component.classes = {}  # an idle resource may still name it: it comes back empty
             refill = []
             for part in parts:
                 part.refill = False

@@ -413,9 +413,10 @@ def test_a_zero_byte_transfer_creates_no_class_and_ends_after_its_fixed_cost():
 
 def finish_times(capacities, specs, quantum_ps=0):
     """Issue flows (size, path, cap, delay, late) as test_finish_times_match_a_per_flow_reference
-    does, on a network with ``quantum_ps``; each one's finish time in ps."""
+    does, on a network with ``quantum_ps`` (rates checked against the oracle at every change); each
+    one's finish time in ps."""
     env = simpy.Environment()
-    network = FlowNetwork(env, quantum_ps=quantum_ps)
+    network = OracleCheckedNetwork(env, quantum_ps=quantum_ps)
     resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
     finish = {}
 
@@ -484,3 +485,17 @@ def test_a_component_that_lost_half_its_classes_is_split_into_its_parts():
     assert network._classes[((a,), math.inf)].component is network._classes[((b,), math.inf)].component
     env.run(until=100_000)  # the short flows ended: the component lost half its classes
     assert network._classes[((a,), math.inf)].component is not network._classes[((b,), math.inf)].component
+
+
+def test_a_class_joining_through_a_resource_another_class_just_left_sees_it_fresh():
+    # X alone on r0 ends at 10 ps, the instant Y starts on r0 and r1, where Z runs: Y joins Z's
+    # component through r1 while r0's state from X's component is undone in the same recomputation.
+    # W, on r1 too and created first, ends at the same instant: Z's component is refilled first.
+    env, network, (r0, r1) = checked_network(1.0, 4.0)
+    network.transfer(20, (r1,), cap=4.0)  # W: 2 bytes/ps beside Z, ends at 10 ps
+    network.transfer(10, (r0,))  # X
+    network.transfer(10**6, (r1,))  # Z
+    late = network.transfer(1_000, (r0, r1), delay_ps=10)  # Y
+    env.run(until=11)
+    assert network._classes[((r0, r1), math.inf)].rate == 1.0
+    env.run(late)
