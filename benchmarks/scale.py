@@ -11,8 +11,8 @@ with ``shape.nodes = dies / 16``:
 - ``hierarchical_allgather``: ``examples/hierarchical_allgather.py``, 4 x 1024 fp16 (8 KiB) per PE,
   within each node then across nodes (with a 2 MiB signal window, which 768 PEs need).
 
-For each: simulated us, recorded events, wall seconds of the session (building the programs and
-simulating; best of ``--repeat``), events per second, a bare SimPy loop of as many timeouts in the
+For each: simulated us, recorded events, the session's wall seconds (building the programs and
+simulating; best of ``--repeat``) and CPU seconds (the same and the summary), events per wall second, a bare SimPy loop of as many timeouts in the
 same process, their ratio, the peak resident memory and the bytes per event above an empty session
 of the same config; then, per collective, the exponent ``b`` of wall ~ dies^b fitted over the points.
 """
@@ -27,6 +27,7 @@ import math
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,15 +52,17 @@ def point(workload: str, dies: int, quantum: str | None) -> dict:
     with npusim.session("a3", overrides=overrides, data=False):  # an empty session: the memory every run starts from
         pass
     empty_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu = time.process_time()
     with contextlib.redirect_stdout(io.StringIO()):
         with npusim.session("a3", overrides=overrides, data=False, params=WORKLOADS[workload], network_quantum=quantum) as s:
             run_workload_file(EXAMPLES / f"{workload}.py")
+    cpu = time.process_time() - cpu
     result = s.result
     events = len(result.recorder)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     bare = run_bare_simpy(BARE_PROCESSES, max(1, events // BARE_PROCESSES))
     return {"workload": workload, "dies": dies, "simulated_us": result.simulated_us, "events": events,
-            "wall_s": result.wall_seconds, "bare_s": bare, "recomputations": s.system.network.recomputations,
+            "wall_s": result.wall_seconds, "cpu_s": cpu, "bare_s": bare, "recomputations": s.system.network.recomputations,
             "peak_mb": peak_kb / 1024, "bytes_per_event": (peak_kb - empty_kb) * 1024 / max(events, 1)}
 
 
@@ -99,7 +102,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown collective {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
     print(f"network: {'quantum ' + args.network_quantum if args.network_quantum else 'exact'}")
-    print(f"{'collective':<24} {'dies':>5} {'sim us':>8} {'events':>9} {'recomp':>8} {'wall s':>8} {'events/s':>9} "
+    print(f"{'collective':<24} {'dies':>5} {'sim us':>8} {'events':>9} {'recomp':>8} {'wall s':>8} {'cpu s':>8} {'events/s':>9} "
           f"{'bare/s':>10} {'ratio':>6} {'peak MB':>8} {'B/event':>8}")
     for name in names:
         rows = []
@@ -108,7 +111,7 @@ def main() -> None:
             rows.append(best)
             rate, bare_rate = best["events"] / best["wall_s"], best["events"] / best["bare_s"]
             print(f"{name:<24} {count:>5} {best['simulated_us']:>8.2f} {best['events']:>9,} {best['recomputations']:>8,} "
-                  f"{best['wall_s']:>8.2f} {rate:>9,.0f} {bare_rate:>10,.0f} {rate / bare_rate:>6.3f} {best['peak_mb']:>8.0f} "
+                  f"{best['wall_s']:>8.2f} {best['cpu_s']:>8.2f} {rate:>9,.0f} {bare_rate:>10,.0f} {rate / bare_rate:>6.3f} {best['peak_mb']:>8.0f} "
                   f"{best['bytes_per_event']:>8.0f}", flush=True)
         if len(rows) > 1:
             print(f"{name}: wall grows as dies^{exponent(rows):.2f} over {dies[0]}-{dies[-1]} dies")
