@@ -400,14 +400,21 @@ class FlowNetwork:
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
+        counted = []  # classes whose member count changed; the others only need their next finish
         for flow_class in changed:  # count what started and ended in the flows crossing each resource
             change = len(flow_class.members) - flow_class.counted
             if change:
                 flow_class.counted += change
                 for resource in flow_class.path:
                     resource.flows += change
-        if changed:
-            self._recompute(now, changed)
+                counted.append(flow_class)
+            else:  # as many started as ended: the filling, which depends on member counts only, is the same
+                flow_class.changed = False
+                if not flow_class.changes:  # its members all ended and new ones started: log the bottleneck again
+                    flow_class.changes.append((flow_class.virtual_bytes, flow_class.bottleneck))
+                self._schedule_finish(flow_class, now)
+        if counted:
+            self._recompute(now, counted)
         while finishes:  # drop superseded entries, move early ones to their finish
             queued_ps, _, _, flow_class = finishes[0]
             if queued_ps == flow_class.queued_ps:

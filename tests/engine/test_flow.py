@@ -499,3 +499,19 @@ def test_a_class_joining_through_a_resource_another_class_just_left_sees_it_fres
     env.run(until=11)
     assert network._classes[((r0, r1), math.inf)].rate == 1.0
     env.run(late)
+
+
+def test_a_member_ending_as_another_starts_in_its_class_needs_no_refill():
+    # At 10 ps one flow of class (r0,) ends and another of it starts: the member counts, all the
+    # filling depends on, are unchanged, so no recomputation; finish times are the reference's.
+    env, network, (r0, r1) = checked_network(1.0, 2.0)
+    specs = [(5, (r0,), math.inf, 0), (1_000, (r0, r1), math.inf, 0), (500, (r0,), math.inf, 10), (300, (r1,), math.inf, 0)]
+    finish = {}
+    for i, (size, path, cap, delay) in enumerate(specs):
+        network.transfer(size, path, cap=cap, delay_ps=delay).callbacks.append(lambda _e, i=i: finish.__setitem__(i, env.now))
+    env.run(until=10)
+    before = network.recomputations
+    env.run(until=11)
+    assert finish[0] == 10 and network.recomputations == before
+    env.run()
+    assert finish == reference_finish_times({r0: 1.0, r1: 2.0}, specs)
