@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,17 +74,21 @@ def ops_by_name(summary: dict) -> list[dict]:
     return sorted(groups.values(), key=lambda g: (-g["total_us"], g["name"]))
 
 
-def _table(title: str, columns: list[str], rows: list[list[str]], console: Console, limit: int, left: tuple[str, ...] = ()) -> None:
+def _table(title: str, columns: list[str], rows, console: Console, limit: int, left: tuple[str, ...] = (), total: int | None = None) -> None:
+    """The first ``limit`` of ``rows`` (an iterable of rows of texts; ``total``: how many there are,
+    if ``rows`` is not a list) as a table, and how many more are in summary.json."""
+    rows = list(itertools.islice(rows, limit))
+    total = len(rows) if total is None else total
     if not rows:
         return
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, justify="left" if column in left else "right")
-    for row in rows[:limit]:
+    for row in rows:
         table.add_row(*row)
     console.print(table)
-    if len(rows) > limit:
-        console.print(f"  ... {len(rows) - limit} more rows in summary.json")
+    if total > limit:
+        console.print(f"  ... {total - limit} more rows in summary.json")
 
 
 def print_report(summary: dict, *, title: str, console: Console | None = None, rows: int = MAX_ROWS) -> None:
@@ -102,9 +108,10 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
     _table("ops (by name)", ["op", "launches", "total us", "mean us", "max us", "instructions"],
            [[g["name"], str(g["launches"]), f"{g['total_us']:.3f}", f"{g['mean_us']:.3f}", f"{g['max_us']:.3f}", str(g["instructions"])]
             for g in ops_by_name(summary)], console, rows, left=("op",))
+    tiles = summary.get("tiles", [])  # one row per tiled op: tens of thousands on a SuperPoD; only the first are formatted
     _table("tiles (first start to last end of each tile index)", ["op", "tiles", "mean us", "min us", "max us", "slowest"],
-           [[f"{t['name']}#{t['op']}", str(t["tiles"]), f"{t['mean_us']:.3f}", f"{t['min_us']:.3f}", f"{t['max_us']:.3f}", str(t["slowest_tile"])]
-            for t in sorted(summary.get("tiles", []), key=lambda t: -t["max_us"])], console, rows, left=("op",))
+           ([f"{t['name']}#{t['op']}", str(t["tiles"]), f"{t['mean_us']:.3f}", f"{t['min_us']:.3f}", f"{t['max_us']:.3f}", str(t["slowest_tile"])]
+            for t in sorted(tiles, key=lambda t: -t["max_us"])), console, rows, left=("op",), total=len(tiles))
     _table("pipes (busy time summed over the cores that used them)", ["die", "pipe", "cores", "busy us", "utilisation"],
            [[str(r["die"]), r["pipe"], str(r["cores"]), f"{r['busy_us']:.3f}", f"{r['utilisation']:.1%}"]
             for r in sorted(summary["pipes"], key=lambda r: -r["busy_us"])], console, rows, left=("pipe",))

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 import operator
 from typing import Sequence
@@ -77,7 +78,7 @@ class Resource:
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting")
+                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting", "component")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -101,6 +102,9 @@ class Resource:
         self.version = 0
         self.peers: list[Resource] | None = None
         self.limiting = True
+        # The component of the busy classes crossing it, if it can limit a rate (kept once they have
+        # left: its residual and history belong to that component's steps until they are undone).
+        self.component: Component | None = None
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -112,13 +116,15 @@ class FlowClass:
     member ends when it reaches the member's virtual finish (virtual bytes at its start + its size).
     ``demand`` is ``level`` x members, what it takes from each resource on its path; ``bounds`` are
     the resources of its path that can limit its rate; ``step`` is the filling step that froze the
-    class (-1: not frozen) at rate ``level``; ``stamp`` tells its current entry in the network's
-    heap of finishes from stale ones. ``bottleneck`` is the index of what limits the class now (see
+    class (-1: not frozen) at rate ``level``; ``finish_ps`` is when its first member ends at its
+    rate (None: idle), ``queued_ps`` the time of its live entry in the network's heap of finishes
+    (None: no entry), never later than ``finish_ps``. ``bottleneck`` is the index of what limits the class now (see
     the module doc; ``limit`` is what froze it in the last filling) and ``changes`` lists
     ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
-                 "counted", "busy", "changed", "step", "stamp", "limit", "bottleneck", "changes")
+                 "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "limit", "bottleneck", "changes",
+                 "component")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -135,10 +141,12 @@ class FlowClass:
         self.busy = False
         self.changed = False
         self.step = -1
-        self.stamp = 0
+        self.finish_ps: int | None = None
+        self.queued_ps: int | None = None
         self.limit = OWN_CAP
         self.bottleneck = OWN_CAP
         self.changes: list[tuple[float, int]] = []
+        self.component: Component | None = None  # while busy
 
     def advance(self, now: int) -> None:
         """Bring the virtual clock to ``now`` at the current rate."""
@@ -159,33 +167,50 @@ class FlowClass:
         return max(got, key=got.__getitem__)
 
 
+class Component:
+    """A connected component of the busy classes (joined by the resources of their paths that can
+    limit a rate) and the steps of its last progressive filling: level (bytes/ps), the bottleneck's
+    key (or _CAP_STEP_KEY), the running maximum of the levels, the classes frozen and the resources
+    changed by each step. ``classes`` are its busy classes; ``peak`` the most it had since its
+    connectivity was last checked; ``refill``: its steps must be refilled from scratch."""
+
+    __slots__ = ("levels", "keys", "level_max", "frozen_at", "touched_at", "classes", "peak", "refill")
+
+    def __init__(self) -> None:
+        self.levels: list[float] = []
+        self.keys: list[int] = []
+        self.level_max: list[float] = []
+        self.frozen_at: list[list[FlowClass]] = []
+        self.touched_at: list[dict[Resource, None]] = []
+        self.classes: dict[FlowClass, None] = {}
+        self.peak = 0
+        self.refill = True
+
+
 _class_order = operator.attrgetter("order")
+_component_size = lambda component: len(component.classes)  # noqa: E731
 _class_cap = operator.attrgetter("cap")
-_entry_order = operator.itemgetter(1)  # the class order of an entry of the heap of finishes
 
 
 class FlowNetwork:
     """All flows of a simulation, the max-min fair rates they get, and their completions."""
 
-    def __init__(self, env: simpy.Environment, *, record_rates: bool = True) -> None:
+    def __init__(self, env: simpy.Environment, *, record_rates: bool = True, quantum_ps: int = 0) -> None:
+        if quantum_ps < 0:
+            raise ValueError(f"the network's time quantum must be 0 (exact) or a positive number of ps, got {quantum_ps}")
         self.env = env
         self.record_rates = record_rates
+        self.quantum_ps = quantum_ps  # 0: exact; else starts and ends take effect at its multiples only
         self.resources: list[Resource] = []
         self._classes: dict[tuple, FlowClass] = {}
         self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
-        self._finishes: list[tuple[int, int, int, FlowClass]] = []  # (finish_ps, class order, stamp, class)
+        self._finishes: list[tuple[int, int, FlowClass]] = []  # (queued_ps, class order, entry number, class), see _schedule_finish
+        self._entries = itertools.count()  # numbers the entries of the heap of finishes (ties of one class)
         self._finish_slack = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
         self._wakeup_ps: int | None = None
         self._generation = 0
-        # The steps of the last filling: level (bytes/ps), the bottleneck's key (or _CAP_STEP_KEY), the
-        # running maximum of the levels, the classes frozen and the resources changed by each step.
-        self._levels: list[float] = []
-        self._keys: list[int] = []
-        self._level_max: list[float] = []
-        self._frozen_at: list[list[FlowClass]] = []
-        self._touched_at: list[dict[Resource, None]] = []
-        self._refill_all = False  # a resource became limiting: the kept steps never considered it
+        self._rebuild = False  # a resource became limiting: components and steps are built again from scratch
         self.recomputations = 0
 
     def add_resource(self, resource: Resource) -> Resource:
@@ -246,6 +271,9 @@ class FlowNetwork:
         self._sequence = sequence = self._sequence + 1
         heapq.heappush(self._starts, (start_ps, sequence, flow_class, size_bytes, done))
         wakeup_ps = self._wakeup_ps
+        quantum = self.quantum_ps
+        if quantum:
+            start_ps = -(-start_ps // quantum) * quantum
         if wakeup_ps is None or start_ps < wakeup_ps:
             self._wake_at(start_ps)
         return done
@@ -287,12 +315,16 @@ class FlowNetwork:
                 became_limiting |= limiting and not resource.limiting
                 resource.limiting = limiting
         if became_limiting:
-            self._refill_all = True
+            self._rebuild = True
             for flow_class in self._classes.values():
                 flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
     def _wake_at(self, time_ps: int) -> None:
-        """Wake up at ``time_ps``, before the pending wake-up if any (which is then ignored)."""
+        """Wake up at ``time_ps`` (with a time quantum, at the first multiple of it at or after
+        ``time_ps``), before the pending wake-up if any (which is then ignored)."""
+        quantum = self.quantum_ps
+        if quantum:
+            time_ps = -(-time_ps // quantum) * quantum
         self._wakeup_ps = time_ps
         self._generation += 1
         generation = self._generation
@@ -308,22 +340,32 @@ class FlowNetwork:
         now = clock(env)
         changed: list[FlowClass] = []
         finishes = self._finishes
-        heappop, heappush = heapq.heappop, heapq.heappush
+        heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
         horizon = now + self._finish_slack
+        entries = self._entries
         due = []
         while finishes and finishes[0][0] <= horizon:
-            entry = heappop(finishes)
-            if entry[2] == entry[3].stamp:
-                due.append(entry)
+            queued_ps, _, _, flow_class = heappop(finishes)
+            if queued_ps != flow_class.queued_ps:
+                continue  # superseded by an earlier entry of the class
+            flow_class.queued_ps = None
+            finish_ps = flow_class.finish_ps
+            if finish_ps is None:
+                continue  # idle since
+            if finish_ps > horizon:
+                flow_class.queued_ps = finish_ps  # its finish moved later: enter it again there
+                heappush(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
+                continue
+            due.append(flow_class)
         if len(due) > 1:
-            due.sort(key=_entry_order)
-        for entry in due:
-            flow_class = entry[3]
+            due.sort(key=_class_order)
+        for flow_class in due:
             members = flow_class.members
             reached = flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps)
             if members[0][0] - reached > members[0][2] * _FINISH_TOLERANCE:
-                if entry[0] > now:
-                    heappush(finishes, entry)  # not yet: it stays due at its finish_ps
+                if flow_class.finish_ps > now:
+                    flow_class.queued_ps = flow_class.finish_ps  # not yet: it stays due at its finish_ps
+                    heappush(finishes, (flow_class.finish_ps, flow_class.order, next(entries), flow_class))
                 else:
                     flow_class.advance(now)
                     self._schedule_finish(flow_class, now)
@@ -342,7 +384,7 @@ class FlowNetwork:
             for resource in flow_class.path:
                 resource.bytes_moved += finished_bytes
                 resource.flows_done += finished
-            flow_class.stamp += 1
+            flow_class.finish_ps = None  # rescheduled by the recomputation if members are left
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
@@ -358,15 +400,32 @@ class FlowNetwork:
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
+        counted = []  # classes whose member count changed; the others only need their next finish
         for flow_class in changed:  # count what started and ended in the flows crossing each resource
             change = len(flow_class.members) - flow_class.counted
             if change:
                 flow_class.counted += change
                 for resource in flow_class.path:
                     resource.flows += change
-        if changed:
-            self._recompute(now, changed)
-        while finishes and finishes[0][2] != finishes[0][3].stamp:
+                counted.append(flow_class)
+            else:  # as many started as ended: the filling, which depends on member counts only, is the same
+                flow_class.changed = False
+                if not flow_class.changes:  # its members all ended and new ones started: log the bottleneck again
+                    flow_class.changes.append((flow_class.virtual_bytes, flow_class.bottleneck))
+                self._schedule_finish(flow_class, now)
+        if counted:
+            self._recompute(now, counted)
+        while finishes:  # drop superseded entries, move early ones to their finish
+            queued_ps, _, _, flow_class = finishes[0]
+            if queued_ps == flow_class.queued_ps:
+                finish_ps = flow_class.finish_ps
+                if finish_ps == queued_ps:
+                    break
+                if finish_ps is not None:
+                    flow_class.queued_ps = finish_ps
+                    heapreplace(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
+                    continue
+                flow_class.queued_ps = None
             heappop(finishes)
         next_ps = finishes[0][0] if finishes else None
         if starts and (next_ps is None or starts[0][0] < next_ps):
@@ -375,8 +434,10 @@ class FlowNetwork:
             self._wake_at(next_ps)  # one timeout for the next instant, whichever kind it is
 
     def _schedule_finish(self, flow_class: FlowClass, now: int) -> None:
-        """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``)."""
-        flow_class.stamp += 1
+        """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``). The
+        class enters the heap of finishes only if that is earlier than its entry there: a later
+        finish is found when the early entry comes up (rates change far more often than classes
+        finish, so most changes cost no heap operation)."""
         head = flow_class.members[0]
         left = head[0] - flow_class.virtual_bytes
         rate = flow_class.rate
@@ -385,13 +446,19 @@ class FlowNetwork:
         slack = 2 + int(head[2] * _FINISH_TOLERANCE / rate)
         if slack > self._finish_slack:
             self._finish_slack = slack
-        heapq.heappush(self._finishes, (finish_ps, flow_class.order, flow_class.stamp, flow_class))
+        flow_class.finish_ps = finish_ps
+        queued_ps = flow_class.queued_ps
+        if queued_ps is None or finish_ps < queued_ps:
+            flow_class.queued_ps = finish_ps
+            heapq.heappush(self._finishes, (finish_ps, flow_class.order, next(self._entries), flow_class))
 
     def _recompute(self, now: int, changed: list[FlowClass]) -> None:
         """New rates after the member counts of ``changed`` classes changed: update which classes
-        are busy, refill from the first affected step, apply the rates that changed."""
+        are busy and the components they form, refill each component concerned from its first
+        affected step, apply the rates that changed."""
         self.recomputations += 1
-        affected: dict[Resource, None] = {}
+        concerned: dict[Component, list[FlowClass]] = {}  # component -> its changed classes
+        joining = []
         for flow_class in changed:
             busy = bool(flow_class.members)
             if busy != flow_class.busy:
@@ -405,19 +472,32 @@ class FlowNetwork:
                     if crossing:
                         first = crossing[0]
                         resource.key = first.order * _KEY_STRIDE + first.path.index(resource)
-            for resource in flow_class.path:
-                affected[resource] = None
-        if self._refill_all:
-            self._refill_all = False
-            step = 0
-        else:
-            step = self._first_affected_step(changed, [r for r in affected if r.limiting])
-        unfrozen = self._undo_steps(step)
-        for flow_class in changed:
-            if flow_class.busy and flow_class.step < 0 and flow_class not in unfrozen:
-                unfrozen[flow_class] = None
-        refill = [c for c in unfrozen if c.busy]
-        self._fill(refill)
+                if busy:
+                    joining.append(flow_class)
+                    continue
+                component = flow_class.component  # it leaves its component (its resources stay in it:
+                flow_class.component = None  # their state is the component's until its steps are undone)
+                del component.classes[flow_class]
+            else:
+                component = flow_class.component
+            mine = concerned.get(component)
+            if mine is None:
+                concerned[component] = [flow_class]
+            else:
+                mine.append(flow_class)
+        for flow_class in joining:
+            component = self._join(flow_class, concerned)
+            mine = concerned.get(component)
+            if mine is None:
+                concerned[component] = [flow_class]
+            else:
+                mine.append(flow_class)
+        if self._rebuild:
+            self._rebuild = False
+            concerned = self._rebuild_components(concerned)
+        refill = []
+        for component, mine in concerned.items():
+            refill += self._refill(component, mine)
 
         moved: dict[Resource, list[Resource]] = {}  # first member -> peer group whose total may have changed
         for flow_class in refill:
@@ -448,7 +528,116 @@ class FlowNetwork:
                     if resource.rate_log is not None:
                         resource.rate_log.append((now, total))
 
-    def _first_affected_step(self, changed: list[FlowClass], affected: list[Resource]) -> int:
+    def _join(self, flow_class: FlowClass, concerned: dict[Component, list[FlowClass]]) -> Component:
+        """``flow_class`` became busy: it joins the component of the resources it can be limited
+        by; if they belong to several, they merge into the largest (the others' steps are undone at
+        once, so that no resource keeps a state of theirs; the largest's start again from scratch
+        if it gained classes; the changes ``concerned`` lists for the others move to it)."""
+        found: list[Component] = []
+        for resource in flow_class.bounds:
+            component = resource.component
+            if component is not None and not any(component is other for other in found):
+                found.append(component)
+        if not found:
+            component = Component()
+        else:
+            component = max(found, key=_component_size)
+            for other in found:
+                if other is component:
+                    continue
+                self._undo_steps(other, 0)
+                for member in other.classes:
+                    member.component = component
+                    component.classes[member] = None
+                    for resource in member.bounds:
+                        resource.component = component
+                moved = concerned.pop(other, None)
+                if moved:
+                    concerned.setdefault(component, []).extend(moved)
+                if other.classes:
+                    component.refill = True  # new neighbours for its classes: refill from scratch
+                other.classes = {}  # an idle resource may still name it: it comes back empty
+        flow_class.component = component
+        component.classes[flow_class] = None
+        for resource in flow_class.bounds:
+            resource.component = component
+        if len(component.classes) > component.peak:
+            component.peak = len(component.classes)
+        return component
+
+    def _refill(self, component: Component, changed: list[FlowClass]) -> list[FlowClass]:
+        """Refill ``component`` after its ``changed`` classes changed: from its first affected step,
+        or from scratch (after a merge; or split into its connected parts once it has lost half its
+        classes since it was last looked at). Returns the classes refilled."""
+        if component.refill or len(component.classes) * 2 <= component.peak:
+            self._undo_steps(component, 0)
+            if component.refill:
+                component.refill = False
+                parts = [component]
+            else:
+                parts = self._connected(list(component.classes))
+                component.classes = {}  # an idle resource may still name it: it comes back empty
+            refill = []
+            for part in parts:
+                part.refill = False
+                part.peak = len(part.classes)
+                classes = list(part.classes)
+                self._fill(part, classes)
+                refill += classes
+            return refill
+        affected = {}
+        for flow_class in changed:
+            for resource in flow_class.bounds:
+                affected[resource] = None
+        step = self._first_affected_step(component, changed, affected)
+        unfrozen = self._undo_steps(component, step)
+        for flow_class in changed:
+            if flow_class.busy and flow_class.step < 0 and flow_class not in unfrozen:
+                unfrozen[flow_class] = None
+        refill = [c for c in unfrozen if c.busy]
+        self._fill(component, refill)
+        return refill
+
+    def _connected(self, classes: list[FlowClass]) -> list[Component]:
+        """The connected components of ``classes`` (busy, none frozen), each a new Component that
+        its classes and their limiting resources now point to."""
+        for flow_class in classes:
+            flow_class.component = None
+        parts = []
+        for start in classes:
+            if start.component is not None:
+                continue
+            part = Component()
+            parts.append(part)
+            start.component = part
+            stack = [start]
+            while stack:
+                flow_class = stack.pop()
+                part.classes[flow_class] = None
+                for resource in flow_class.bounds:
+                    resource.component = part
+                    for other in resource.crossing:
+                        if other.component is None:
+                            other.component = part
+                            stack.append(other)
+        return parts
+
+    def _rebuild_components(self, concerned: dict[Component, list[FlowClass]]) -> dict[Component, list[FlowClass]]:
+        """A resource became limiting (``_regroup``): forget the steps of every component (those of
+        the busy classes and the ``concerned`` ones, which may have lost all theirs) and build the
+        components of the busy classes again, to be filled from scratch."""
+        busy = [c for c in self._classes.values() if c.busy]
+        for component in {id(c): c for c in [*concerned, *(c.component for c in busy)]}.values():
+            self._undo_steps(component, 0)
+        for resource in self.resources:
+            resource.component = None
+        for flow_class in self._classes.values():
+            for resource in flow_class.path:
+                resource.component = None
+        parts = self._connected(busy)
+        return {part: [] for part in parts}
+
+    def _first_affected_step(self, component: Component, changed: list[FlowClass], affected) -> int:
         """The first step of the last filling that the new member counts of ``changed`` (whose
         paths cross the limiting ``affected`` resources) can alter; every earlier step makes the
         same choice and freezes the same classes at the same level as a filling from scratch.
@@ -461,7 +650,7 @@ class FlowNetwork:
         residuals, member counts and keys as in the last filling, so they choose as before; an
         affected bottleneck of step j either had a changed class frozen at j or gained members, and
         then its share falls below level_j."""
-        levels, keys, level_max = self._levels, self._keys, self._level_max
+        levels, keys, level_max = component.levels, component.keys, component.level_max
         first = len(levels)
         for flow_class in changed:
             if 0 <= flow_class.step < first:
@@ -471,6 +660,8 @@ class FlowNetwork:
                 cap = flow_class.cap
                 first = next(j for j in range(first) if cap <= levels[j])
         for resource in affected:
+            if not resource.limiting:
+                continue
             flows, key = resource.flows, resource.key
             residual, frozen, start = resource.capacity, 0, 0
             for end, next_residual, next_frozen in (*resource.history, (first, 0.0, 0)):
@@ -490,13 +681,13 @@ class FlowNetwork:
                 residual, frozen, start = next_residual, next_frozen, end
         return first
 
-    def _undo_steps(self, first: int) -> dict[FlowClass, None]:
+    def _undo_steps(self, component: Component, first: int) -> dict[FlowClass, None]:
         """Forget the steps from ``first`` on, the last first: each resource a step changed drops
         that step's entry of its history and gets back its state before; returns the classes
         they had frozen."""
         unfrozen: dict[FlowClass, None] = {}
-        frozen_at, touched_at = self._frozen_at, self._touched_at
-        for j in range(len(self._levels) - 1, first - 1, -1):
+        frozen_at, touched_at = component.frozen_at, component.touched_at
+        for j in range(len(component.levels) - 1, first - 1, -1):
             for flow_class in frozen_at[j]:
                 flow_class.step = -1
                 unfrozen[flow_class] = None
@@ -507,11 +698,11 @@ class FlowNetwork:
                     _, resource.residual, resource.frozen = history[-1]
                 else:
                     resource.residual, resource.frozen = resource.capacity, 0
-        for steps in (self._levels, self._keys, self._level_max, self._frozen_at, self._touched_at):
+        for steps in (component.levels, component.keys, component.level_max, component.frozen_at, component.touched_at):
             del steps[first:]
         return unfrozen
 
-    def _fill(self, unfrozen: list[FlowClass]) -> None:
+    def _fill(self, component: Component, unfrozen: list[FlowClass]) -> None:
         """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
         those; repeat. Each resource has one entry in a heap, a lower bound of its fair share
@@ -519,8 +710,8 @@ class FlowNetwork:
         by rounding, and refreshed when it reaches the top), so the top, once fresh, is the
         smallest share, ties to the smallest key. Each step is recorded for the next recomputation."""
         heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
-        levels, keys, level_max = self._levels, self._keys, self._level_max
-        frozen_at, touched_at = self._frozen_at, self._touched_at
+        levels, keys, level_max = component.levels, component.keys, component.level_max
+        frozen_at, touched_at = component.frozen_at, component.touched_at
         live: dict[Resource, None] = {}
         for flow_class in unfrozen:
             for resource in flow_class.bounds:

@@ -18,6 +18,7 @@ the layout against the installed SimPy.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from heapq import heappop, heappush
 from operator import attrgetter
 
@@ -46,15 +47,18 @@ class Stop(enum.Enum):
     """The next event lies past the time bound."""
 
 
-def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int) -> Stop:
+def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, every: Callable[[], None] | None = None,
+              steps: int = 0) -> Stop:
     """Step ``env`` until ``target`` is processed, or until nothing is left to happen or the next
-    event lies past ``limit_ps``; returns which.
+    event lies past ``limit_ps``; returns which. ``every`` (if given) is called after each
+    ``steps`` steps (a progress line).
 
     SimPy's ``run(until=...)`` cannot tell these apart from a bound kept as a pending event (that
     event alone would keep the simulation alive until the bound), so the loop looks at the queue.
     Each step is ``Environment.step`` inlined (this is the simulation's innermost loop): pop the
     next event, run its callbacks, raise (a copy of) a failure no process handled."""
     queue = env._queue
+    done, report_at = 0, steps if every is not None and steps > 0 else -1
     while target.callbacks is not None:  # not processed yet
         if not queue:
             return Stop.IDLE
@@ -68,6 +72,10 @@ def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int) -> Sto
             error = type(event._value)(*event._value.args)
             error.__cause__ = event._value
             raise error
+        done += 1
+        if done == report_at:
+            report_at += steps
+            every()  # type: ignore[misc]
     return Stop.DONE
 
 

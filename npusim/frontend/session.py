@@ -19,6 +19,8 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import simpy
+from rich.console import Console
+from rich.progress import Progress, TextColumn
 
 from npusim.engine.loop import Stop, run_until
 from npusim.trace.critical_path import CriticalPath, critical_path
@@ -34,6 +36,7 @@ from npusim.trace.chrome import write_chrome_trace
 from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder
 from npusim.trace.summary import summarize
+from npusim.units import Dimension, parse_quantity
 
 DEFAULT_TIME_LIMIT_PS = 10 * 10**12  # 10 s of simulated time: a bound on runaway programs
 MAX_SEED = 2**32 - 1
@@ -89,12 +92,14 @@ class Session:
     """One simulated machine and the work issued to it."""
 
     def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS,
-                 params: dict | None = None) -> None:
+                 params: dict | None = None, network_quantum: str | None = None, progress: bool = False) -> None:
         self.config = config
+        self.progress = RunProgress() if progress else None  # shown on the terminal while simulating
+        self.network_quantum = network_quantum  # as given (e.g. '10ns'); None: the exact network
         self.seed = seed
         self.param_overrides: dict = dict(params or {})  # workload parameters given by the run
         self.params: dict[str, dict] = {}  # parameters the workload declared: name -> value, default, help
-        self.system = System(config.spec, with_data=with_data)
+        self.system = System(config.spec, with_data=with_data, network_quantum_ps=network_quantum_ps(network_quantum, config))
         self.env: simpy.Environment = self.system.env
         self.time_limit_ps = time_limit_ps
         self._wall_start = time.perf_counter()
@@ -162,7 +167,8 @@ class Session:
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
         DeadlockError when nothing more can happen or when the next event lies past the time bound."""
-        stop = run_until(self.env, target, self.time_limit_ps)
+        progress = None if self.progress is None else (lambda: self.progress.update(self.env.now, self.system.recorder.events))
+        stop = run_until(self.env, target, self.time_limit_ps, every=progress, steps=PROGRESS_STEPS)
         if stop is Stop.IDLE:
             raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting"))
         if stop is Stop.BOUND:
@@ -186,11 +192,45 @@ class Session:
     def finish(self, status: str = "ok", error: str | None = None) -> SimResult:
         """Close the session: the result with the summary of everything simulated."""
         wall = time.perf_counter() - self._wall_start
+        if self.progress is not None:
+            self.progress.stop()
         record = self.system.record()
         summary = summarize(record, self.config, wall_seconds=wall, status=status, error=error)
         summary["params"] = {name: entry["value"] for name, entry in self.params.items()}
+        if self.network_quantum is not None:
+            summary["network_quantum"] = self.network_quantum
         self.result = SimResult(self.config, record.simulated_ps, summary, record, status, error, wall, params=summary["params"])
         return self.result
+
+
+PROGRESS_STEPS = 2048  # SimPy steps between two looks at the wall clock for the progress line
+
+
+class RunProgress:
+    """One line on the terminal (stderr) while a long run simulates: the simulated time reached,
+    the events recorded and the wall time, refreshed at most twice a second, from the first second
+    on (short runs show nothing); erased when the run ends."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+        self._shown = self._start
+        self._bar: Progress | None = None
+
+    def update(self, now_ps: int, events: int) -> None:
+        wall = time.perf_counter()
+        if wall - self._shown < 0.5 or wall - self._start < 1.0:
+            return
+        self._shown = wall
+        if self._bar is None:
+            self._bar = Progress(TextColumn("{task.description}"), console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("")
+        self._bar.update(self._task, description=f"simulated {now_ps / 1e6:,.3f} us, {events:,} events, wall {wall - self._start:.1f} s")
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 # Allocations between two collections of CPython's youngest generation while a session is open
@@ -203,15 +243,20 @@ GC_YOUNG_THRESHOLD = 10_000
 
 @contextlib.contextmanager
 def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
-            seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None) -> Iterator[Session]:
+            seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None,
+            network_quantum: str | None = None, progress: bool = False) -> Iterator[Session]:
     """Build the simulated machine of ``config`` (a built-in name or a YAML path, with ``overrides``
     as ``key.path=value``); ``data=False`` simulates timing only; ``params`` override the workload's
-    declared parameters (:func:`npusim.param`). numpy's global random generator is seeded with
-    ``seed`` so workloads that draw random inputs are reproducible."""
+    declared parameters (:func:`npusim.param`); ``network_quantum`` (a time, e.g. ``'10ns'``) makes
+    the bandwidth network approximate for speed (docs/architecture.md, "Time quantum"); ``progress``
+    shows a progress line on the terminal while simulating (:class:`RunProgress`). numpy's
+    global random generator is seeded with ``seed`` so workloads that draw random inputs are
+    reproducible."""
     check_seed(seed)
     loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
-    current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}))
+    current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}), network_quantum=network_quantum,
+                      progress=progress)
     np.random.seed(seed)
     _SESSIONS.append(current)
     _SESSION_OF[current.system] = current
@@ -237,6 +282,22 @@ _SESSIONS: list[Session] = []
 
 _SESSION_OF: "weakref.WeakKeyDictionary[System, Session]" = weakref.WeakKeyDictionary()
 """The session of each system a session built (tensors reach their session through their system)."""
+
+
+def network_quantum_ps(network_quantum: str | None, config: LoadedConfig) -> int:
+    """The bandwidth network's time quantum in ps for ``network_quantum`` as a run gives it (a
+    time with a unit, e.g. ``'10ns'``; None: 0, the exact network)."""
+    if network_quantum is None:
+        return 0
+    try:
+        quantum = parse_quantity(network_quantum, Dimension.TIME)
+    except ValueError as error:
+        raise UsageError(f"network quantum {network_quantum!r}: {error}; give a time such as 10ns, or leave it unset for the "
+                         "exact network") from None
+    quantum_ps = quantum.to_ps(config.spec.die.clock.hz)
+    if quantum_ps < 1:
+        raise UsageError(f"network quantum {network_quantum!r} is below 1 ps, the simulator's time step; give 1ps or more")
+    return quantum_ps
 
 
 def current_session() -> Session:

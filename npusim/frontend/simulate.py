@@ -10,9 +10,13 @@ from npusim.frontend.workload import parse_param_overrides, run_workload_file
 
 
 def simulate(config, workload: str | Path, *, overrides: Sequence[str] | Mapping[str, object] | None = None,
-             params: Mapping[str, Any] | Sequence[str] | None = None, data: bool = True, seed: int = 0) -> SimResult:
+             params: Mapping[str, Any] | Sequence[str] | None = None, data: bool = True, seed: int = 0,
+             network_quantum: str | None = None) -> SimResult:
     """Run ``workload`` (a Python file) on ``config`` and return its result (simulated time,
-    summary, events, the parameters used). Errors propagate; ``result.status`` is ``ok``."""
-    with session(config, overrides=overrides, data=data, seed=seed, params=parse_param_overrides(params or {})) as active:
+    summary, events, the parameters used); ``network_quantum`` (e.g. ``'10ns'``) makes the
+    bandwidth network approximate for speed (see ``session``). Errors propagate; ``result.status``
+    is ``ok``."""
+    with session(config, overrides=overrides, data=data, seed=seed, params=parse_param_overrides(params or {}),
+                 network_quantum=network_quantum) as active:
         run_workload_file(workload)
     return active.result

@@ -61,8 +61,9 @@ CORE_CHOICES = ("round_robin", "least_loaded")
 
 
 class PollCoordinator:
-    """The poll loops of one system: how many poll timers are pending, and which waits are queued,
-    so that a poller can tell when only pollers are left and nothing can match any more."""
+    """The poll loops of one system: how many timers of poll passes that matched nothing are
+    pending, and which waits are queued, so that a poller can tell when only pollers are left and
+    nothing can match any more."""
 
     _of: "weakref.WeakKeyDictionary[System, PollCoordinator]" = weakref.WeakKeyDictionary()
 
@@ -79,7 +80,9 @@ class PollCoordinator:
         return coordinator
 
     def only_pollers_left(self) -> bool:
-        """True when every pending event is a poll timer and no queued wait can match now."""
+        """True when every pending event is the timer of a poll pass that matched nothing and no
+        queued wait can match now (a pass that matched a wait goes on with it when its timer ends,
+        even at this very instant)."""
         if queued_events(self.env) != self.armed_timers:
             return False
         return not any(task.matches() for scheduler in self.schedulers for thread in scheduler.threads for task in thread.waits)
@@ -152,9 +155,12 @@ class SchedulerThread:
                         task.satisfied()
                         self.waits.remove(task)
                         matched.append(task)
-                coordinator.armed_timers += 1
+                idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
+                if idle:  # will go on with that work when it ends
+                    coordinator.armed_timers += 1
                 yield env.timeout(scheduler.poll_ps)
-                coordinator.armed_timers -= 1
+                if idle:
+                    coordinator.armed_timers -= 1
                 polled = record(self.track, scheduler.poll_name, start, None)
                 for task in matched:
                     scheduler.flow(scheduler.ready_events.pop(id(task), -1), polled, "ready")

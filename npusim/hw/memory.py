@@ -85,6 +85,9 @@ class AtomicUnit:
         return done
 
 
+_FIRST_BYTES = 4096  # a local buffer's first allocation: one page
+
+
 class LocalBuffer:
     """One on-chip buffer of a core (UB, L1, L0A, L0B, L0C) of ``capacity_bytes``."""
 
@@ -97,12 +100,24 @@ class LocalBuffer:
 
     @property
     def bytes(self) -> np.ndarray:
-        """The buffer's bytes (allocated zero-filled on first use)."""
-        if self._bytes is None:
-            self._bytes = np.zeros(self.capacity_bytes, dtype=np.uint8)
-        return self._bytes
+        """All the buffer's bytes (zero where never written)."""
+        return self.reach(self.capacity_bytes)
+
+    def reach(self, end: int) -> np.ndarray:
+        """The buffer's bytes, at least its first ``end``: they are allocated zero-filled only as far
+        as they are used (doubling, from one page), so the cores of a timing-only run, which write
+        a few signal bytes into UB, do not each hold a whole UB. Views of the result are valid until
+        the next call that grows it (callers use them within one instruction)."""
+        data = self._bytes
+        if data is None or len(data) < end:
+            size = min(self.capacity_bytes, max(end, 2 * len(data) if data is not None else _FIRST_BYTES))
+            grown = np.zeros(size, dtype=np.uint8)
+            if data is not None:
+                grown[: len(data)] = data
+            self._bytes = data = grown
+        return data
 
     def view(self, offset_bytes: int, count: int, dtype: np.dtype) -> np.ndarray:
         """``count`` elements of ``dtype`` at ``offset_bytes``, as a writable view."""
         size = count * np.dtype(dtype).itemsize
-        return self.bytes[offset_bytes : offset_bytes + size].view(dtype)
+        return self.reach(offset_bytes + size)[offset_bytes : offset_bytes + size].view(dtype)

@@ -81,12 +81,12 @@ class Die:
 class System:
     """The machine: environment, bandwidth network, topology, dies and the event recorder."""
 
-    def __init__(self, spec: SystemSpec, *, with_data: bool = True, recorder: Recorder | None = None) -> None:
+    def __init__(self, spec: SystemSpec, *, with_data: bool = True, recorder: Recorder | None = None, network_quantum_ps: int = 0) -> None:
         self.spec = spec
         self.env = simpy.Environment()
         self.with_data = with_data
         self.recorder = recorder or Recorder()
-        self.network = FlowNetwork(self.env)
+        self.network = FlowNetwork(self.env, quantum_ps=network_quantum_ps)
         self.topology = Topology(spec, self.network)
         self.timing = DieTiming.from_spec(spec.die)
         self._dies: dict[int, Die] = {}

@@ -262,8 +262,8 @@ class DmaCopy(Instruction):
         return offset
 
     def _bytes_of(self, side, core, offset: int, gap: int) -> np.ndarray:
-        buffer = side.allocation.data if isinstance(side, GmAddress) else core.buffers[side.buffer].bytes
         span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
+        buffer = side.allocation.data if isinstance(side, GmAddress) else core.buffers[side.buffer].reach(offset + span)
         window = buffer[offset : offset + span]
         if self.burst_count == 1:
             return window

@@ -14,9 +14,11 @@ bounded by the chunk, not by the run (``benchmarks/trace_writer.py`` measures it
 
 from __future__ import annotations
 
+import bisect
 import collections
 import itertools
 import json
+import operator
 import os
 from pathlib import Path
 from typing import IO
@@ -24,11 +26,13 @@ from typing import IO
 import numpy as np
 
 from npusim.trace.record import RunRecord
+from npusim.trace.selection import TraceSelection
 
 TRACE_FORMAT_VERSION = 2
 LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffers: sources of data flows
 LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
 WRITER_CHUNK_EVENTS = 1024  # events formatted per batch: bounds the writer's extra memory (and was fastest measured)
+_point_time = operator.itemgetter(0)
 
 
 def _us(ps: int) -> str:
@@ -57,15 +61,17 @@ def jsonable(value):
     return str(value)
 
 
-def write_chrome_trace(record: RunRecord, path: str | os.PathLike, *, metadata: dict | None = None, chunk_events: int = WRITER_CHUNK_EVENTS) -> Path:
+def write_chrome_trace(record: RunRecord, path: str | os.PathLike, *, metadata: dict | None = None, chunk_events: int = WRITER_CHUNK_EVENTS,
+                       selection: TraceSelection | None = None) -> Path:
     """Write the run's trace to ``path`` atomically (temporary file, then rename; missing folders
     are created); ``metadata`` is merged into ``otherData`` (see docs/trace-format.md for what the
-    writer adds itself)."""
+    writer adds itself); ``selection`` keeps only part of the run (``npusim.trace.selection``; its
+    level must not be ``none``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w", encoding="utf-8") as out:
-        _Writer(record, out, chunk_events).write(metadata or {})
+        _Writer(record, out, chunk_events, selection or TraceSelection()).write(metadata or {})
     os.replace(temporary, path)
     return path
 
@@ -73,8 +79,11 @@ def write_chrome_trace(record: RunRecord, path: str | os.PathLike, *, metadata: 
 class _Writer:
     """One pass over the recorder, writing lines as it goes."""
 
-    def __init__(self, record: RunRecord, out: IO[str], chunk_events: int) -> None:
+    def __init__(self, record: RunRecord, out: IO[str], chunk_events: int, selection: TraceSelection) -> None:
         self.record = record
+        self.selection = selection
+        self.kept_dies = selection.die_mask(record.spec.shape.dies)  # indexed by die (-1: lanes of no die)
+        self.written = 0  # events written
         self.recorder = record.recorder
         self.out = out
         self.chunk_events = chunk_events
@@ -95,12 +104,18 @@ class _Writer:
 
     def write(self, metadata: dict) -> None:
         self.out.write('{"traceEvents":[\n')
-        self._lanes()
-        self._events()
-        self._recorded_flows()
-        self._rate_counters()
-        self._buffer_counters()
+        selection = self.selection
+        if selection.level == "ops":
+            self._op_slices()
+        else:
+            self._lanes()
+            self._events()
+            self._recorded_flows()
+            self._rate_counters()
+            self._buffer_counters()
         for instant in self.recorder.instants:
+            if not (selection.keeps_die(instant.die) and selection.keeps_time(instant.time_ps, instant.time_ps)):
+                continue
             self.emit(f'{{"name":{json.dumps(instant.name)},"cat":{json.dumps(instant.category)},"ph":"i","s":"p","ts":{_us(instant.time_ps)},'
                       f'"pid":{instant.die},"tid":0,"args":{{"message":{json.dumps(instant.message)}}}}}')
         self.out.write('\n],"displayTimeUnit":"ns","otherData":')
@@ -115,13 +130,16 @@ class _Writer:
         dies = sorted({track.die for track in recorder.tracks} | {r.die for r in record.resources if r.rate_log}
                       | {span.die for span in recorder.buffer_spans})
         for die in dies:
+            if not self.kept_dies[die]:
+                continue
             label = f"die {die}" + (f" (npu {record.package_of(die)})" if die >= 0 else "")
             self.emit(f'{{"ph":"M","name":"process_name","pid":{die},"tid":0,"args":{{"name":{json.dumps(label)}}}}}')
             self.emit(f'{{"ph":"M","name":"process_sort_index","pid":{die},"tid":0,"args":{{"sort_index":{die}}}}}')
         tracks = recorder.tracks
         used = np.zeros(len(tracks), dtype=bool)
+        kept_tracks = self._kept_tracks()
         for _, columns in recorder.chunks(self.chunk_events):
-            used[columns["track"]] = True
+            used[columns["track"][self._kept(columns, kept_tracks)]] = True
         ranked = sorted(np.flatnonzero(used).tolist(), key=lambda t: (tracks[t].die, tracks[t].order, tracks[t].label))
         for rank, track_id in enumerate(ranked):
             track = tracks[track_id]
@@ -153,6 +171,8 @@ class _Writer:
         loads_since_set: dict[int, collections.deque[tuple[int, str]]] = {}  # load track -> loads since its last set_flag
         loads_of_set: dict[int, list[tuple[int, str]]] = {}  # set_flag event -> the loads before it
         awaiting: dict[int, list[tuple[int, str]]] = {}  # track -> loads waiting for their consumer on it
+        kept_tracks = self._kept_tracks()
+        everything = self.selection.everything
 
         for first, c in recorder.chunks(self.chunk_events):
             last = first + len(c["start_ps"])
@@ -163,19 +183,22 @@ class _Writer:
             lo, hi = np.searchsorted(transfer_events, [first, last])
             transfers = recorder.transfers(int(lo), int(hi))
             limit_of = dict(zip(transfers["event"].tolist(), transfers["bottleneck"].tolist()))
+            kept = self._kept(c, kept_tracks).tolist()
+            self.written += sum(kept)
             rows = zip(c["track"].tolist(), c["name"].tolist(), _us_texts(c["start_ps"]), _us_texts(c["end_ps"] - c["start_ps"]),
-                       c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist(), c["start_ps"].tolist(), c["end_ps"].tolist())
+                       c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist(), c["start_ps"].tolist(), c["end_ps"].tolist(), kept)
             lines = []
             add = lines.append
-            for index, (track, name, ts, dur, nbytes, op, tile, start_ps, end_ps) in enumerate(rows, first):
-                args = f'"bytes":{nbytes}' if nbytes else ""
-                if op >= 0:
-                    args += ops[op] if args else ops[op][1:]
-                if tile >= 0:
-                    args += f',"tile":{tile}' if args else f'"tile":{tile}'
-                if index in limit_of:
-                    args += limits[limit_of[index]]
-                add(f'{heads[name]}{ts},"dur":{dur}{places[track]},"args":{{{args}}}}}' if args else f'{heads[name]}{ts},"dur":{dur}{places[track]}}}')
+            for index, (track, name, ts, dur, nbytes, op, tile, start_ps, end_ps, keep) in enumerate(rows, first):
+                if keep:
+                    args = f'"bytes":{nbytes}' if nbytes else ""
+                    if op >= 0:
+                        args += ops[op] if args else ops[op][1:]
+                    if tile >= 0:
+                        args += f',"tile":{tile}' if args else f'"tile":{tile}'
+                    if index in limit_of:
+                        args += limits[limit_of[index]]
+                    add(f'{heads[name]}{ts},"dur":{dur}{places[track]},"args":{{{args}}}}}' if args else f'{heads[name]}{ts},"dur":{dur}{places[track]}}}')
 
                 if track in load_tracks:
                     if name in set_names:
@@ -186,7 +209,7 @@ class _Writer:
                         loads = loads_since_set.get(track)
                         if loads is None:
                             loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
-                        loads.append((track, _us((start_ps + end_ps) // 2)))
+                        loads.append((track, _us((start_ps + end_ps) // 2), keep))
                 setter = setter_of.get(index)
                 if setter is not None:
                     loads = loads_of_set.pop(setter, None)
@@ -194,9 +217,18 @@ class _Writer:
                         awaiting.setdefault(track, []).extend(loads)
                 elif name not in sync_names and track in awaiting:
                     inside = _us((start_ps + end_ps) // 2)
-                    for load_track, load_ts in awaiting.pop(track):
-                        self._flow(add, "data", load_track, load_ts, track, inside)
+                    for load_track, load_ts, load_kept in awaiting.pop(track):
+                        if everything or (keep and load_kept):
+                            self._flow(add, "data", load_track, load_ts, track, inside)
             self.emit_lines(lines)
+
+    def _kept_tracks(self) -> np.ndarray:
+        """A boolean per track: its die is kept."""
+        return self.kept_dies[np.array([track.die for track in self.recorder.tracks], dtype=np.int64)] if self.recorder.tracks else np.zeros(0, bool)
+
+    def _kept(self, columns: dict[str, np.ndarray], kept_tracks: np.ndarray) -> np.ndarray:
+        """A boolean per event of ``columns``: on a kept die and inside the window."""
+        return kept_tracks[columns["track"]] & self.selection.keeps_time(columns["start_ps"], columns["end_ps"])
 
     # -- flows ---------------------------------------------------------------------------------
 
@@ -221,7 +253,12 @@ class _Writer:
         batches = itertools.chain(
             ((*recorder.flag_flow_pairs(first, first + chunk), None) for first in range(0, recorder.flag_flow_count, chunk)),
             ((op_from[first : first + chunk], op_to[first : first + chunk], op_name[first : first + chunk]) for first in range(0, len(op_from), chunk)))
+        keep_all = self.selection.everything
+        kept_tracks = self._kept_tracks()
         for src, dst, name_ids in batches:
+            if not keep_all:  # both ends kept
+                kept = self._kept_rows(table, src, kept_tracks) & self._kept_rows(table, dst, kept_tracks)
+                src, dst, name_ids = src[kept], dst[kept], name_ids[kept] if name_ids is not None else None
             rows = zip((lane[src] >> 32).tolist(), _us_texts((start[src] + end[src]) // 2), (lane[dst] >> 32).tolist(),
                        _us_texts((start[dst] + end[dst]) // 2), [flag_name] * len(src) if name_ids is None else name_ids.tolist())
             lines = []
@@ -233,10 +270,10 @@ class _Writer:
 
     def _rate_counters(self) -> None:
         for resource in self.record.resources:
-            if not resource.rate_log:
+            if not resource.rate_log or not self.kept_dies[resource.die]:
                 continue
             counter = json.dumps(f"{resource.name} GB/s")
-            for time_ps, rate in resource.rate_log:
+            for time_ps, rate in self._in_window(resource.rate_log):
                 self.emit(f'{{"name":{counter},"ph":"C","ts":{_us(time_ps)},"pid":{resource.die},"args":{{"GB/s":{rate * 1e3:.3f}}}}}')
 
     def _buffer_counters(self) -> None:
@@ -249,9 +286,75 @@ class _Writer:
             series.append((span.start_ps, 1, span.bytes))
             series.append((span.end_ps, 0, 0))
         for (die, unit, buffer), series in sorted(points.items()):
+            if not self.kept_dies[die]:
+                continue
             counter = json.dumps(f"{unit} {buffer} KiB")
-            for time_ps, _, nbytes in sorted(series):
+            for time_ps, _, nbytes in self._in_window(sorted(series)):
                 self.emit(f'{{"name":{counter},"ph":"C","ts":{_us(time_ps)},"pid":{die},"args":{{"KiB":{nbytes / 1024:.3f}}}}}')
+
+    def _in_window(self, points: list[tuple]) -> list[tuple]:
+        """The points (time_ps first) of a counter inside the window, the one in force at its
+        start moved to the start."""
+        window = self.selection.window_ps
+        if window is None:
+            return points
+        low, high = window
+        first = bisect.bisect_right(points, low, key=_point_time)
+        inside = [point for point in points[first:] if point[0] <= high]
+        if first and (not inside or inside[0][0] > low):
+            inside.insert(0, (low, *points[first - 1][1:]))
+        return inside
+
+    # -- selections --------------------------------------------------------------------------
+
+    def _kept_rows(self, table: np.ndarray, events: np.ndarray, kept_tracks: np.ndarray) -> np.ndarray:
+        """A boolean per event index of ``events``: kept by the selection."""
+        rows = table[events]
+        return kept_tracks[rows[:, 0] >> 32] & self.selection.keeps_time(rows[:, 2], rows[:, 3])
+
+    def _op_slices(self) -> None:
+        """The ``ops`` level: one slice per op and core (lane ``<core> ops`` of its die), from its
+        first kept instruction's start to its last one's end, with its instructions and bytes."""
+        recorder = self.recorder
+        tracks = recorder.tracks
+        units: dict[tuple[int, str], int] = {}  # (die, unit) -> its lane
+        unit_of_track = np.array([units.setdefault((t.die, t.unit), len(units)) for t in tracks], dtype=np.int64)
+        kept_tracks = self._kept_tracks()
+        spans: dict[tuple[int, int], list[int]] = {}  # (op, unit) -> [start, end, instructions, bytes]
+        for _, c in recorder.chunks(self.chunk_events):
+            kept = self._kept(c, kept_tracks) & (c["op"] >= 0)
+            if not kept.any():
+                continue
+            op, unit = c["op"][kept].astype(np.int64), unit_of_track[c["track"][kept]]
+            keys, inverse = np.unique(op * len(units) + unit, return_inverse=True)
+            starts = np.full(len(keys), np.iinfo(np.int64).max)
+            np.minimum.at(starts, inverse, c["start_ps"][kept])
+            ends = np.zeros(len(keys), dtype=np.int64)
+            np.maximum.at(ends, inverse, c["end_ps"][kept])
+            counts = np.bincount(inverse, minlength=len(keys))
+            nbytes = np.bincount(inverse, weights=c["bytes"][kept], minlength=len(keys))
+            for key, start, end, count, moved in zip(keys.tolist(), starts.tolist(), ends.tolist(), counts.tolist(), nbytes.tolist()):
+                span = spans.get(divmod(key, len(units)))
+                if span is None:
+                    spans[divmod(key, len(units))] = [start, end, count, int(moved)]
+                else:
+                    span[0], span[1], span[2], span[3] = min(span[0], start), max(span[1], end), span[2] + count, span[3] + int(moved)
+        names = {i: key for key, i in units.items()}  # lane -> (die, unit)
+        lanes = sorted({unit for _, unit in spans}, key=names.__getitem__)
+        for die in sorted({names[u][0] for u in lanes}):
+            label = f"die {die}" + (f" (npu {self.record.package_of(die)})" if die >= 0 else "")
+            self.emit(f'{{"ph":"M","name":"process_name","pid":{die},"tid":0,"args":{{"name":{json.dumps(label)}}}}}')
+        for rank, unit in enumerate(lanes):
+            die, name = names[unit]
+            self.emit(f'{{"ph":"M","name":"thread_name","pid":{die},"tid":{unit + 1},"args":{{"name":{json.dumps(f"{name} ops")}}}}}')
+            self.emit(f'{{"ph":"M","name":"thread_sort_index","pid":{die},"tid":{unit + 1},"args":{{"sort_index":{rank}}}}}')
+        ops = recorder.ops
+        lines = []
+        for (op, unit), (start, end, count, moved) in sorted(spans.items(), key=lambda item: (item[1][0], item[0])):
+            lines.append(f'{{"name":{json.dumps(ops[op].name)},"ph":"X","ts":{_us(start)},"dur":{_us(end - start)},"pid":{names[unit][0]},'
+                         f'"tid":{unit + 1},"args":{{"op":{json.dumps(f"{ops[op].name}#{op}")},"instructions":{count},"bytes":{moved}}}}}')
+        self.written = len(lines)
+        self.emit_lines(lines)
 
     # -- metadata ------------------------------------------------------------------------------
 
@@ -265,5 +368,7 @@ class _Writer:
             "ops": [{"id": i, "name": op.name, "die": op.die, "args": jsonable(op.args)} for i, op in enumerate(recorder.ops)],
             "config_spec": self.record.spec.model_dump(mode="json"),
         }
+        if not self.selection.everything:
+            data["trace_selection"] = {**self.selection.describe(), "events_written": self.written}
         data.update(jsonable(metadata))
         return data

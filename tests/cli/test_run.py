@@ -173,3 +173,36 @@ def test_an_all_gather_across_two_a2_servers_fails_naming_the_dies_and_rdma(tmp_
     assert across.returncode == 1
     assert "are in different nodes" in across.stderr and "no pod fabric joins the nodes (fabrics.pod)" in across.stderr
     assert "move the data by RDMA, npusim.transfer(..., protocol='rdma')" in across.stderr
+
+
+def test_trace_none_writes_no_trace_and_the_same_summary(tmp_path):
+    full = npusim("run", "-c", "a2", DEMO, "--no-data", "--out", tmp_path / "full", cwd=tmp_path)
+    bare = npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", tmp_path / "bare", cwd=tmp_path)
+    assert full.returncode == bare.returncode == 0, bare.stderr
+    assert not (tmp_path / "bare" / "trace.json").exists() and "wrote summary.json, manifest.json in" in bare.stdout
+    summaries = [json.loads((tmp_path / name / "summary.json").read_text()) for name in ("full", "bare")]
+    for summary in summaries:
+        summary.pop("wall_time_s")
+    assert summaries[0] == summaries[1]  # the summary and the critical path come from the whole run either way
+    assert json.loads((tmp_path / "bare" / "manifest.json").read_text())["trace"]["level"] == "none"
+
+
+def test_a_long_run_shows_no_progress_line_on_a_non_terminal(tmp_path):
+    run = npusim("run", "-c", "a2", DEMO, "--no-data", "--out", tmp_path, cwd=tmp_path)
+    assert run.returncode == 0 and "events, wall" not in run.stderr  # the line goes to stderr, on a terminal only
+
+
+def test_a_network_quantum_is_recorded_and_a_bad_one_refused(tmp_path):
+    run = npusim("run", "-c", "a2", DEMO, "--no-data", "--network-quantum", "10ns", "--out", tmp_path / "q", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "q" / "manifest.json").read_text())["network_quantum"] == "10ns"
+    assert json.loads((tmp_path / "q" / "trace.json").read_text())["otherData"]["network_quantum"] == "10ns"
+    bad = npusim("run", "-c", "a2", DEMO, "--network-quantum", "10", cwd=tmp_path)
+    assert bad.returncode == 2 and "network quantum '10': missing unit" in bad.stderr
+
+
+def test_bad_trace_options_exit_2_before_simulating(tmp_path):
+    for option, message in ((("--trace-dies", "0-8"), "outside the dies of the config, 0-7"),
+                            (("--trace-window", "5us"), "write START:END"), (("--trace", "none", "--plot"), "drop --plot")):
+        run = npusim("run", "-c", "a2", DEMO, *option, "--out", tmp_path, cwd=tmp_path)
+        assert run.returncode == 2 and message in run.stderr and not (tmp_path / "summary.json").exists()

@@ -196,10 +196,14 @@ class OracleCheckedNetwork(FlowNetwork):
 
     def _recompute(self, now, changed):
         super()._recompute(now, changed)
-        incremental = (list(self._levels), list(self._keys), [list(frozen) for frozen in self._frozen_at])
-        self._fill([c for c in self._undo_steps(0) if c.busy])
-        assert (self._levels, self._keys, self._frozen_at) == incremental, f"steps differ at {now} ps"
         busy = sorted((c for c in self._classes.values() if c.members), key=lambda c: c.order)
+        components = {id(c.component): c.component for c in busy}.values()
+        for component in components:  # each one is a connected component of the busy classes
+            assert component.classes.keys() == {c for c in busy if c.component is component}
+            assert all(r.component is component for c in component.classes for r in c.bounds)
+            incremental = (list(component.levels), list(component.keys), [list(frozen) for frozen in component.frozen_at])
+            self._fill(component, [c for c in self._undo_steps(component, 0) if c.busy])
+            assert (component.levels, component.keys, component.frozen_at) == incremental, f"steps differ at {now} ps"
         expected = oracle([(c.path, c.cap, len(c.members)) for c in busy], {r: r.capacity for r in self.resources})
         assert [c.rate for c in busy] == expected, f"rates differ at {now} ps"
 
@@ -405,3 +409,109 @@ def test_a_zero_byte_transfer_creates_no_class_and_ends_after_its_fixed_cost():
     done = network.transfer(0, (link,), cap=0.0, delay_ps=30)  # a cap no class would accept: never looked at
     env.run()
     assert (env.now, done.value, network.active_flows) == (30, (-1, 30), 0)
+
+
+def finish_times(capacities, specs, quantum_ps=0):
+    """Issue flows (size, path, cap, delay, late) as test_finish_times_match_a_per_flow_reference
+    does, on a network with ``quantum_ps`` (rates checked against the oracle at every change); each
+    one's finish time in ps."""
+    env = simpy.Environment()
+    network = OracleCheckedNetwork(env, quantum_ps=quantum_ps)
+    resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
+    finish = {}
+
+    def issue(i, size, path, cap, delay, late):
+        if late:
+            yield env.timeout(delay)
+        yield network.transfer(size, tuple(resources[r] for r in path), cap=cap, delay_ps=0 if late else delay)
+        finish[i] = env.now
+
+    for i, spec in enumerate(specs):
+        env.process(issue(i, *spec))
+    env.run()
+    return finish
+
+
+@settings(max_examples=300, deadline=None)
+@given(flows, st.sampled_from([1, 100, 1000, 10_000]))
+def test_a_time_quantum_moves_each_finish_by_at_most_two_quanta_per_transfer(instance, quantum_ps):
+    """With a quantum, flows start and end at its multiples only; on random networks every finish
+    time stays within 2 x quantum x (number of transfers) of the exact one (each transfer starts up
+    to one quantum late and holds its bandwidth up to one quantum after its last byte)."""
+    capacities, specs = instance
+    exact = finish_times(capacities, specs)
+    approximate = finish_times(capacities, specs, quantum_ps)
+    limited = [i for i, (_, path, cap, _, _) in enumerate(specs) if path or cap != math.inf]
+    assert all(approximate[i] % quantum_ps == 0 for i in limited)
+    assert all(abs(approximate[i] - exact[i]) <= 2 * quantum_ps * len(specs) for i in exact)
+
+
+def test_a_quantum_of_one_picosecond_is_the_exact_network():
+    specs = [(10_000, [0], math.inf, 0, False), (30_000, [0, 1], 0.75, 7, True), (5_000, [1], math.inf, 3, False)]
+    assert finish_times([1.0, 0.5], specs, 1) == finish_times([1.0, 0.5], specs)
+
+
+def test_a_negative_quantum_is_refused():
+    with pytest.raises(ValueError, match="time quantum must be 0 .exact. or a positive number of ps, got -5"):
+        FlowNetwork(simpy.Environment(), quantum_ps=-5)
+
+
+def test_independent_groups_are_components_and_a_change_refills_only_its_own():
+    # Two groups of links never shared: each is one component with its own steps; a flow starting
+    # in group B refills nothing of group A's steps, and rates match the oracle (checked network).
+    env, network, (a0, a1, b0, b1) = checked_network(1.0, 0.5, 2.0, 0.25)
+    for path in ((a0, a1), (a0,), (b0, b1), (b0,)):
+        network.transfer(10**9, path)
+    env.run(until=1)
+    component_a, component_b = network._classes[((a0,), math.inf)].component, network._classes[((b0,), math.inf)].component
+    assert component_a is not component_b
+    steps_a = (list(component_a.levels), [list(frozen) for frozen in component_a.frozen_at])
+    network.transfer(10**9, (b1,), delay_ps=10)
+    env.run(until=11)
+    assert (component_a.levels, component_a.frozen_at) == steps_a
+    # a flow across both groups merges them into one component
+    network.transfer(10**9, (a1, b1), delay_ps=10)
+    env.run(until=22)
+    assert network._classes[((a0,), math.inf)].component is network._classes[((b0,), math.inf)].component
+
+
+def test_a_component_that_lost_half_its_classes_is_split_into_its_parts():
+    env, network, (a, b, c) = checked_network(1.0, 1.0, 1.0)
+    network.transfer(10**6, (a,))
+    network.transfer(10**6, (b,))
+    network.transfer(1_000, (a, b))  # joins a and b: one component, until it ends
+    network.transfer(1_000, (a, c))
+    env.run(until=10)
+    assert network._classes[((a,), math.inf)].component is network._classes[((b,), math.inf)].component
+    env.run(until=100_000)  # the short flows ended: the component lost half its classes
+    assert network._classes[((a,), math.inf)].component is not network._classes[((b,), math.inf)].component
+
+
+def test_a_class_joining_through_a_resource_another_class_just_left_sees_it_fresh():
+    # X alone on r0 ends at 10 ps, the instant Y starts on r0 and r1, where Z runs: Y joins Z's
+    # component through r1 while r0's state from X's component is undone in the same recomputation.
+    # W, on r1 too and created first, ends at the same instant: Z's component is refilled first.
+    env, network, (r0, r1) = checked_network(1.0, 4.0)
+    network.transfer(20, (r1,), cap=4.0)  # W: 2 bytes/ps beside Z, ends at 10 ps
+    network.transfer(10, (r0,))  # X
+    network.transfer(10**6, (r1,))  # Z
+    late = network.transfer(1_000, (r0, r1), delay_ps=10)  # Y
+    env.run(until=11)
+    assert network._classes[((r0, r1), math.inf)].rate == 1.0
+    env.run(late)
+
+
+def test_a_member_ending_as_another_starts_in_its_class_needs_no_refill():
+    # At 10 ps one flow of class (r0,) ends and another of it starts: the member counts, all the
+    # filling depends on, are unchanged, so no recomputation; finish times are the reference's.
+    env, network, (r0, r1) = checked_network(1.0, 2.0)
+    specs = [(5, (r0,), math.inf, 0), (1_000, (r0, r1), math.inf, 0), (500, (r0,), math.inf, 10), (300, (r1,), math.inf, 0)]
+    finish = {}
+    for i, (size, path, cap, delay) in enumerate(specs):
+        network.transfer(size, path, cap=cap, delay_ps=delay).callbacks.append(lambda _e, i=i: finish.__setitem__(i, env.now))
+    env.run(until=10)
+    before = network.recomputations
+    env.run(until=11)
+    assert finish[0] == 10 and network.recomputations == before
+    env.run()
+    assert finish == reference_finish_times({r0: 1.0, r1: 2.0}, specs)

@@ -101,3 +101,12 @@ def test_run_until_raises_a_failure_no_process_handled_and_not_a_handled_one():
     with pytest.raises(ValueError, match="broken kernel") as caught:
         run_until(env, env.process(failing()), 10)
     assert isinstance(caught.value.__cause__, ValueError)  # a copy, raised from the original
+
+
+def test_run_until_calls_back_every_so_many_steps():
+    env = simpy.Environment()
+    for t in range(10):
+        env.timeout(t)
+    seen = []
+    assert run_until(env, env.timeout(20), 100, every=lambda: seen.append(env.now), steps=4) is Stop.DONE
+    assert seen == [3, 7]  # after the 4th and the 8th of the 11 steps

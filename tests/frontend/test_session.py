@@ -97,3 +97,50 @@ def test_a_session_raises_the_young_gc_threshold_and_restores_the_callers_even_o
             assert gc.get_threshold() == (50_000, 7, 9)
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_network_quantum_is_recorded_and_moves_the_time_by_little():
+    exact = npusim.simulate("a2", ROOT / "examples" / "vector_add.py", data=False)
+    approximate = npusim.simulate("a2", ROOT / "examples" / "vector_add.py", data=False, network_quantum="10ns")
+    assert "network_quantum" not in exact.summary and approximate.summary["network_quantum"] == "10ns"
+    assert abs(approximate.simulated_ps - exact.simulated_ps) / exact.simulated_ps < 0.01
+
+
+@pytest.mark.parametrize("quantum, message", [("10", "missing unit"), ("0.1ps", "below 1 ps"), ("3 GB", "a time is needed")])
+def test_a_bad_network_quantum_is_refused(quantum, message):
+    with pytest.raises(npusim.errors.UsageError, match=message):
+        with npusim.session("a2", network_quantum=quantum):
+            pass
+
+
+def test_the_progress_line_appears_after_a_second_and_goes_away(monkeypatch):
+    from npusim.frontend import session as session_module
+
+    clock = iter([0.0, 0.5, 1.2, 1.3, 2.0])
+    monkeypatch.setattr(session_module.time, "perf_counter", lambda: next(clock))
+    shown = []
+    progress = session_module.RunProgress()  # starts at 0.0
+    monkeypatch.setattr(session_module, "Progress", lambda *a, **k: FakeBar(shown))
+    progress.update(5_000_000, 10)  # 0.5 s: too early
+    progress.update(6_000_000, 20)  # 1.2 s: shown
+    progress.update(7_000_000, 30)  # 1.3 s: under half a second since: not refreshed
+    progress.update(9_000_000, 40)  # 2.0 s: refreshed
+    progress.stop()
+    assert shown == ["simulated 6.000 us, 20 events, wall 1.2 s", "simulated 9.000 us, 40 events, wall 2.0 s", "stopped"]
+
+
+class FakeBar:
+    def __init__(self, shown):
+        self.shown = shown
+
+    def start(self):
+        pass
+
+    def add_task(self, description):
+        return 0
+
+    def update(self, task, description):
+        self.shown.append(description)
+
+    def stop(self):
+        self.shown.append("stopped")

@@ -149,3 +149,21 @@ def test_scheduler_thread_counts_are_checked():
             AicpuScheduler(session.system.die(0), [], threads=7, core_choice="least_loaded", name="x")
         with pytest.raises(ConfigError, match="shmem.core_choice='random' is not one of round_robin, least_loaded"):
             AicpuScheduler(session.system.die(0), [], threads=1, core_choice="random", name="x")
+
+
+def test_a_pass_that_matched_keeps_the_other_pollers_awake():
+    """Die 1 polls for a flag that die 0's work raises once die 0's poll has matched. Both passes
+    end at the same instant, die 1's first: die 0's pending timer is not just a poller (its pass
+    matched and goes on with that work), so die 1 must not park for good."""
+    first_flag, second_flag = {"set": True}, {"set": False}
+    with npusim.session("a2") as session:
+        env = session.env
+        waiting, raiser = Poll(second_flag), Poll(first_flag)
+        work = Work(env, 1000, "raise")
+        start = work.start
+        work.start = lambda core: (second_flag.__setitem__("set", True), start(core))[1]
+        raiser.successors, work.pending = [work], 1
+        for die, tasks in ((1, [waiting]), (0, [raiser, work])):  # die 1's process first: its timer fires first
+            scheduler = AicpuScheduler(session.system.die(die), tasks, threads=1, core_choice="round_robin", name=f"die{die}")
+            session.track(session.system.stream(die).submit(scheduler.run))
+    assert waiting.satisfied_calls == 1 and session.result.status == "ok"
