@@ -305,7 +305,7 @@ def test_removing_a_required_key_by_override_is_located_at_the_override():
 def test_unknown_fabric_kind_suggests_the_closest(tmp_path):
     config = write(tmp_path, "c.yaml", "extends: a2\nfabrics:\n  node:\n    kind: ub-l1-switch\n")
     assert error_of(config) == (f"{config}:4: fabrics.node.kind: unknown fabric kind 'ub-l1-switch'; did you mean 'ub_l1_switch'? "
-                                "use one of die_to_die, full_mesh, links, roce, ub_l1_switch, ub_l2_switch")
+                                "use one of die_to_die, full_mesh, links, pcie_switch, roce, ub_l1_switch, ub_l2_switch")
 
 
 def test_a_key_inherited_across_a_kind_change_says_how_to_drop_it(tmp_path):
