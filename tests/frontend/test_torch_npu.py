@@ -136,6 +136,18 @@ def test_a_dtype_row_the_product_does_not_allow_names_the_product():
         call(bf16=False, zero_points=False, quant_scales=np.ones(32, BF16))
 
 
+def test_on_the_atlas_inference_series_only_the_fp16_row_passes_the_checks():
+    with npusim.session("atlas-300i-duo"):
+        with pytest.raises(OpArgumentError, match=r"updates.dtype = bfloat16: not supported on Atlas inference series "
+                                                  r"\(ascend310p\); allowed: float16"):
+            call()  # the A2/A3 bf16 row
+        with pytest.raises(OpArgumentError, match=r"quant_scales.dtype = bfloat16: not supported on Atlas inference series"):
+            call(bf16=False, quant_scales=np.ones(32, BF16))
+        # the fp16 / fp32 / int32 row is accepted; the 310P kernel (its own output chain and UB layout, docs/quant_scatter.md) is not modelled
+        with pytest.raises(UsageError, match=r"the Atlas inference series \(ascend310p\) kernel is not modelled; modelled: atlas_a2, atlas_a3"):
+            call(bf16=False)
+
+
 def test_tensors_on_another_device_or_session_are_refused():
     from npusim import torch_npu
 
