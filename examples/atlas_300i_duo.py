@@ -6,6 +6,9 @@
 2. A matmul tile on one AI core along the 310P's coupled data path: GM -> L1 (MTE2) -> L0A / L0B
    (MTE1) -> cube -> L0C -> UB on the vector pipe (the 310P has no FixPipe) -> GM (MTE3).
 3. The streamed result copied to chip 1 over the card's PCIe by chip 0's SDMA (``npusim.transfer``).
+4. A decode step's KV-cache write with ``torch_npu.npu_quant_scatter_`` on chip 1, in the Atlas
+   inference series' dtypes (fp16 updates, fp32 scales, int32 zero points; bf16 is refused there),
+   on the 310P build of the kernel (its output chain through int32).
 
 With data, every result is checked against numpy.
 
@@ -15,11 +18,12 @@ Run: npusim run --config atlas-300i-duo examples/atlas_300i_duo.py      (--no-da
 import numpy as np
 
 import npusim
-from npusim import isa
+from npusim import isa, torch_npu
 from npusim.isa.fractal import FRACTAL_ROWS, nz_unpack
 
 TILE = 8192  # fp16 elements per tile and buffer: 3 buffers of 16 KiB per core
 M, N, K = 64, 64, 128  # the matmul tile: C[M, N] = A[M, K] @ W[K, N], fp16 in, fp32 out
+CACHE = (24, 4096, 128)  # the KV cache of the op page's example: 24 sequences of 4096 slots of 128, int8
 
 
 def stream_kernel(x, y, z, tile: int) -> isa.Kernel:
@@ -73,6 +77,14 @@ def matmul_tile_kernel(a, w, c) -> isa.Kernel:
     return kernel
 
 
+def kv_cache_expected(cache, slots, token, scales, zero_points):
+    """The op with numpy: int8(clip(rint(u / s + zp))) into cache[b, slots[b]]."""
+    value = token.astype(np.float32) / scales.reshape(-1) + zero_points.reshape(-1).astype(np.float32)
+    out = cache.copy()
+    out[np.arange(len(slots)), slots] = np.clip(np.rint(value[:, 0]), -128, 127).astype(np.int8)
+    return out
+
+
 def main() -> None:
     session = npusim.current_session()
     spec = session.config.spec
@@ -107,6 +119,17 @@ def main() -> None:
     copy_us = session.now_us - start
     print(f"copy of z to chip 1 over PCIe: {elements * 2 / 2**20:.1f} MiB in {copy_us:.2f} us = {elements * 2 / copy_us / 1e3:.1f} GB/s")
 
+    slots = rng.integers(0, CACHE[1], CACHE[0]).astype(np.int32)
+    token = rng.normal(0, 3, (CACHE[0], 1, CACHE[2])).astype(np.float16)
+    scales = rng.uniform(0.01, 0.05, (1, 1, CACHE[2])).astype(np.float32)
+    zero_points = rng.integers(-4, 5, (1, 1, CACHE[2])).astype(np.int32)
+    cache_host = rng.integers(-128, 128, CACHE, dtype=np.int8) if session.with_data else None
+    cache = npusim.tensor(cache_host, device=1) if session.with_data else npusim.empty(CACHE, np.int8, device=1)
+    start = session.now_us
+    torch_npu.npu_quant_scatter_(cache, *(npusim.tensor(a, device=1) for a in (slots, token, scales, zero_points)), axis=-2, quant_axis=-1)
+    npusim.synchronize()
+    print(f"KV-cache write (npu_quant_scatter_, {CACHE[0]} tokens of {CACHE[2]} fp16) on chip 1: {session.now_us - start:.2f} us")
+
     if session.with_data:
         expected = ((x_host.astype(np.float32) * 0.5).astype(np.float16).astype(np.float32)
                     + y_host.astype(np.float32)).astype(np.float16)
@@ -115,6 +138,7 @@ def main() -> None:
             "z": np.array_equal(z.numpy(), expected),
             "C": np.allclose(product, a_host.astype(np.float32) @ w_host.astype(np.float32), rtol=1e-3, atol=1e-3),
             "chip 1's copy": np.array_equal(peer.numpy(), expected),
+            "the KV cache": np.array_equal(cache.numpy(), kv_cache_expected(cache_host, slots, token, scales, zero_points)),
         }
         failed = [name for name, ok in checks.items() if not ok]
         if failed:
