@@ -265,12 +265,11 @@ class KernelVariant:
     integer step saturating; ``wide_updates``, whether the updates buffer is allocated to hold an
     int32 intermediate (4 bytes per element) rather than the updates alone."""
 
-    name: str
     to_int8: tuple[tuple[str, str], ...]
     wide_updates: bool = False
 
 
-A2_A3 = KernelVariant("Atlas A2/A3", (("int16", "rint"), ("float16", ""), ("int8", "")))
+A2_A3 = KernelVariant((("int16", "rint"), ("float16", ""), ("int8", "")))
 """fp32 -> int16 (rint, saturating) -> fp16 -> int8 (saturating), the updates buffer as loaded."""
 
 

@@ -14,7 +14,7 @@ from npusim.isa.target import VectorTarget
 from npusim.kernels.quant_scatter.checks import QuantScatterProblem
 from npusim.kernels.quant_scatter.tiling import KernelVariant, QuantScatterPlan, plan_quant_scatter
 
-ASCEND_310P = KernelVariant("Ascend 310P", (("int32", "rint"), ("float16", ""), ("int8", "")), wide_updates=True)
+ASCEND_310P = KernelVariant((("int32", "rint"), ("float16", ""), ("int8", "")), wide_updates=True)
 """fp32 -> int32 (rint, saturating; ``conv_f32_to_s8`` "round") -> fp16 (``conv_s8_to_s4``, deq with
 scale 1.0) -> int8 (saturating), the int32 values in the widened updates buffer."""
 
