@@ -37,7 +37,11 @@ def _add(product: Product) -> None:
 # Sources: the op pages list "Atlas A2 训练系列产品/Atlas 800I A2 推理产品", "Atlas A3 ..." and
 # "Atlas 推理系列产品" (the 310P family) as the product series (../shared/seeds/); the split
 # architecture of 910B/910C (AIC + 2 AIV per cluster) and the fused AI core of 310P are in the
-# platform files (A2A3.ini cube_vector_combine=split) and the Ascend C docs.
+# platform files (A2A3.ini cube_vector_combine=split; Ascend310P3.ini core_type_list=AICore,VectorCore,
+# hicann/runtime src/platform/platform_config/cann/) and the Ascend C docs (atlas_ascendc_10_0008: the
+# 310P is the coupled architecture). The 310P's TIK and Ascend C kernels run on its AI cores
+# (CORE_NUM = ai_core_cnt); its vector-only cores ("vectorcore" in configs/atlas-300i-duo.yaml) run
+# only kernels built for them.
 _add(Product("ascend910b", "Atlas A2 (ascend910b)", "atlas_a2", vector_cores="aiv", cube_cores="aic"))
 _add(Product("ascend910c", "Atlas A3 (ascend910c)", "atlas_a3", vector_cores="aiv", cube_cores="aic"))
 _add(Product("ascend310p", "Atlas inference series (ascend310p)", "atlas_inference", vector_cores="aicore", cube_cores="aicore"))

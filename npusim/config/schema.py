@@ -176,7 +176,8 @@ class CubeSpec(Spec):
 
 
 class MemorySpec(Spec):
-    """HBM of one die: capacity, peak bandwidth shared by all its readers and writers, access latency."""
+    """The DRAM of one die (HBM on 910B/910C, LPDDR4X on 310P; the config key is ``hbm``): capacity,
+    peak bandwidth shared by all its readers and writers, access latency."""
 
     size: Size
     bandwidth: Rate
@@ -283,7 +284,10 @@ class FabricsSpec(Spec):
         None, description="joins the nodes of the system (second-tier UB switches of an A3 SuperPoD); without it, "
         "dies of different nodes have no load/store path and reach each other by RDMA only"
     )
-    scale_out: FabricLevel = Field(description="the NICs joining every die of every node through a switch (RoCE); carries RDMA")
+    scale_out: OptionalFabricLevel = Field(
+        None, description="the NICs joining every die of every node through a switch (RoCE); carries RDMA. Absent for a system "
+        "whose dies have no NIC (an Atlas 300I Duo card): it then has no RDMA, and one node unless a pod fabric joins nodes"
+    )
 
 
 def fabric_kinds_at(level: str) -> list[str]:
@@ -370,6 +374,11 @@ class SystemSpec(Spec):
                     f"{level} level; use one of {', '.join(fabric_kinds_at(level))}"
                 )
             fabric.check(level, self)
+        if self.shape.nodes > 1 and self.fabrics.pod is None and self.fabrics.scale_out is None:
+            raise ValueError(
+                f"shape.nodes is {self.shape.nodes}, but neither fabrics.pod nor fabrics.scale_out joins the nodes, so the dies of "
+                "one node could not reach those of another; add fabrics.scale_out (the NICs) or fabrics.pod, or use shape.nodes=1"
+            )
         if self.shape.dies_per_package > 1 and self.fabrics.package is None:
             raise ValueError(
                 f"shape.dies_per_package is {self.shape.dies_per_package} but fabrics.package (the die-to-die link of a package) "

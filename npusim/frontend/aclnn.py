@@ -25,6 +25,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
 from npusim.frontend.host import HostLaunch
@@ -135,6 +136,10 @@ class OpCall:
         first = _check_tensors(api, op, args)
         system = first.system
         spec = system.spec
+        product = PRODUCTS.get(spec.product)
+        if op.series is not None and product.series not in op.series:
+            raise UsageError(f"{api}: the op is modelled on {', '.join(sorted(op.series))} only, not on {product.label} "
+                             f"(config {spec.name!r}); use a config of those products")
         problem = op.check(spec.product, args)
         if problem.empty:
             return cls(op, api, problem, None, args, ValueCheck())

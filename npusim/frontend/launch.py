@@ -15,11 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, OpArgumentError, UsageError
 from npusim.frontend.pypto.runtime import RACE_MODES, ShmemLaunch
 from npusim.frontend.pypto.tensors import Tensor
 from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor
+
+
+PYPTO_SERIES = ("atlas_a2", "atlas_a3")
+"""The product series PyPTO runs on: "Ascend-NPU ... 目前支持 A2/A3" (hicann/pypto
+docs/context/prepare_environment.md, commit 6fa0df5cdc750e9ba3895e6eed00ce0f635c86c3)."""
 
 
 def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = None, *,
@@ -28,6 +34,12 @@ def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = 
     session = current_session()
     system = session.system
     spec = system.spec
+    product = PRODUCTS.get(spec.product)
+    if product.series not in PYPTO_SERIES:
+        raise UsageError(
+            f"npusim.launch: PyPTO runs on Atlas A2 and A3 only (its docs: 目前支持 A2/A3), not on {product.label} of config "
+            f"{spec.name!r}; run the PyPTO kernel with an A2 or A3 config (--config a2 or a3)"
+        )
     if spec.shmem is None:
         raise ConfigError(
             f"config {spec.name!r} has no shmem: section, which npusim.launch needs (the scheduler and the "

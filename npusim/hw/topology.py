@@ -9,7 +9,8 @@ of every die, joined by a switch). Each level is a fabric kind registered in
 validated by the kind's ``Spec``. A load/store route (a core's MTE access to another die's GM, an SDMA
 copy) takes the innermost of package, node and pod that holds both dies; a level may cross its
 members through the level inside it (the pod's second-tier switches through each node's first
-tier). RDMA takes ``scale_out``. Dies of two nodes that no pod joins have no load/store route.
+tier). RDMA takes ``scale_out`` (a system whose dies have no NIC has none). Dies of two nodes that
+no pod joins have no load/store route.
 
 A :class:`Route` lists the bandwidth resources a transfer from one die to another crosses and its
 one-way latency. Link resources are created on first use, so a 768-die SuperPoD costs nothing for
@@ -135,9 +136,7 @@ class Topology:
             built = self._build_level(level, inner)
             if built is not None:
                 inner = self.levels[level] = built
-        scale_out = self._build_level("scale_out", None)
-        assert scale_out is not None  # fabrics.scale_out is required
-        self.scale_out = scale_out
+        self.scale_out = self._build_level("scale_out", None)
         self._routes: dict[tuple[int, int, Direction], Route] = {}
         self._rdma_routes: dict[tuple[int, int, Direction], Route] = {}
 
@@ -185,6 +184,12 @@ class Topology:
         key = (src, dst, direction)
         route = self._rdma_routes.get(key)
         if route is None:
+            if self.scale_out is None:
+                raise NoRouteError(
+                    f"RDMA from die {src} to die {dst}: the system {self.spec.name!r} has no scale-out network "
+                    "(fabrics.scale_out): its dies have no NIC; move the data over the load/store fabric "
+                    "(npusim.transfer(..., protocol='hccs')) between dies that one joins"
+                )
             route = self._rdma_routes[key] = self.scale_out.route(src, dst, direction)
         return route
 

@@ -74,6 +74,8 @@ class Op:
     output: ClassVar[str]
     """The tensor argument the kernels write (in place)."""
     Settings: ClassVar[type[BaseModel] | None] = None
+    series: ClassVar[frozenset[str] | None] = None
+    """The product series (``config.products``) the op is modelled on; None: every series."""
 
     @classmethod
     def check_settings(cls, settings: BaseModel, spec: Any) -> None:

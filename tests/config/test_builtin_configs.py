@@ -1,4 +1,4 @@
-"""The two shipped configs: they validate, give the expected derived numbers, and source every number."""
+"""The shipped configs: they validate, give the expected derived numbers, and source every number."""
 
 import re
 from importlib import resources
@@ -92,7 +92,7 @@ def test_a3_crossing_nodes_adds_under_one_microsecond():
     assert extra_ps < 10**6
 
 
-@pytest.mark.parametrize("name", ["a2", "a3"])
+@pytest.mark.parametrize("name", ["a2", "a3", "atlas-300i-duo"])
 def test_every_number_names_its_confidence(name):
     for number, line in enumerate(config_text(name).splitlines(), 1):
         match = re.match(r"\s*(\w+):\s*([^#]*?)\s*(#.*)?$", line)
@@ -119,3 +119,51 @@ def test_quant_scatter_runs_on_a_configured_number_of_vector_cores():
         assert spec.ops["quant_scatter"].vector_cores == 48 <= spec.die.cores["aiv"].count
     assert load_config("a2", ["ops.quant_scatter.vector_cores=24"]).spec.ops["quant_scatter"].vector_cores == 24
     assert load_config("a2", ["ops=null"]).spec.ops == {}
+
+
+DUO_CLOCK = 1.06e9
+
+
+def test_the_atlas_300i_duo_is_one_card_of_two_310p_chips_over_pcie_without_nics():
+    spec = load_config("atlas-300i-duo").spec
+    assert (spec.product, spec.shape.nodes, spec.shape.packages_per_node, spec.shape.dies) == ("ascend310p", 1, 2, 2)
+    fabrics = spec.fabrics
+    assert (fabrics.package, fabrics.pod, fabrics.scale_out) == (None, None, None)
+    assert fabrics.node.kind == "pcie_switch"
+    assert fabrics.node.link.bandwidth.bytes_per_second(DUO_CLOCK) == pytest.approx(31.5e9)
+    assert spec.shmem is None  # PyPTO's runtime supports A2/A3 only
+    assert spec.ops["quant_scatter"].vector_cores == spec.die.cores["aicore"].count == 8
+
+
+def test_the_310p3_die():
+    die = load_config("atlas-300i-duo").spec.die
+    assert die.clock.hz == pytest.approx(DUO_CLOCK)
+    assert list(die.cores) == ["aicore", "vectorcore"]  # the order of trace lanes
+    aicore, vectorcore = die.cores["aicore"], die.cores["vectorcore"]
+    assert (aicore.count, vectorcore.count, die.aicpu.count) == (8, 7, 7)
+    assert aicore.pipes == ["SCALAR", "VECTOR", "CUBE", "MTE1", "MTE2", "MTE3"]  # cube and vector in one core, no FixPipe
+    assert vectorcore.pipes == ["SCALAR", "VECTOR", "MTE2", "MTE3"]
+    assert {name: (b.size.bytes, b.alignment) for name, b in aicore.buffers.items()} == {
+        "UB": (256 * 1024, 32), "L1": (1024 * 1024, 512), "L0A": (64 * 1024, 512), "L0B": (64 * 1024, 512), "L0C": (256 * 1024, 1024)}
+    assert {name: (b.size.bytes, b.alignment) for name, b in vectorcore.buffers.items()} == {"UB": (256 * 1024, 32)}
+    assert {pipe: engine.moves for pipe, engine in aicore.engines.items()} == {
+        "MTE2": ["GM->L1", "GM->L0A", "GM->L0B", "GM->UB"], "MTE1": ["L1->L0A", "L1->L0B", "L1->UB"],
+        "MTE3": ["UB->GM", "UB->L1"], "VECTOR": ["L0C->UB"]}  # the cube's results reach GM through UB
+    assert {pipe: engine.moves for pipe, engine in vectorcore.engines.items()} == {"MTE2": ["GM->UB"], "MTE3": ["UB->GM"]}
+    # the vector cores' GM paths: their own rate (57 B per cycle of their 1000 MHz clock), the AI core's fixed costs
+    assert vectorcore.engines["MTE2"].rate.bytes_per_second(DUO_CLOCK) == pytest.approx(57e9)
+    assert vectorcore.engines["MTE2"].setup == aicore.engines["MTE2"].setup and vectorcore.engines["MTE3"].setup == aicore.engines["MTE3"].setup
+    assert (die.cube.m, die.cube.n, die.cube.k, str(die.cube.per_block)) == (16, 16, 16, "1 cycle")
+    assert (die.vector.repeat_bytes, die.vector.max_repeats) == (256, 255)
+    assert die.l2.size.bytes == 16 * 2**20
+    assert (die.hbm.size.bytes, die.hbm.bandwidth.bytes_per_second(DUO_CLOCK)) == (48 * 2**30, pytest.approx(204e9))
+
+
+def test_the_card_gives_the_published_int8_peak_and_the_chips_share_of_408_gb_per_s():
+    spec = load_config("atlas-300i-duo").spec
+    die = spec.die
+    cube = die.cube
+    int8_macs = cube.m * cube.n * cube.k * 2  # a block spans 32 B of k: 16x32x16 int8
+    tops = spec.shape.dies * die.cores["aicore"].count * int8_macs * 2 * DUO_CLOCK / 1e12
+    assert tops == pytest.approx(280, rel=0.01)
+    assert spec.shape.dies * die.hbm.bandwidth.bytes_per_second(DUO_CLOCK) == pytest.approx(408e9)

@@ -44,7 +44,7 @@ EXPLICIT_LINKS = """
 
 
 def test_builtin_configs_are_listed():
-    assert builtin_configs() == ["a2", "a3"]
+    assert builtin_configs() == ["a2", "a3", "atlas-300i-duo"]
 
 
 @pytest.mark.parametrize(("name", "source"), [("a2", "builtin:a2"), ("a2.yaml", "builtin:a2"), ("a3", "builtin:a3"), ("a3.yaml", "builtin:a3")])
@@ -127,7 +127,7 @@ def test_extends_of_a_missing_file(tmp_path):
     write(tmp_path, "child.yaml", "name: c\nextends: nowhere.yaml\n")
     message = error_of(tmp_path / "child.yaml")
     assert "child.yaml:2: extends: no file 'nowhere.yaml'" in message
-    assert "(a2, a3)" in message and "fix the path" in message
+    assert "(a2, a3, atlas-300i-duo)" in message and "fix the path" in message
 
 
 def test_an_error_points_to_the_file_that_set_the_value(tmp_path):
@@ -305,7 +305,7 @@ def test_removing_a_required_key_by_override_is_located_at_the_override():
 def test_unknown_fabric_kind_suggests_the_closest(tmp_path):
     config = write(tmp_path, "c.yaml", "extends: a2\nfabrics:\n  node:\n    kind: ub-l1-switch\n")
     assert error_of(config) == (f"{config}:4: fabrics.node.kind: unknown fabric kind 'ub-l1-switch'; did you mean 'ub_l1_switch'? "
-                                "use one of die_to_die, full_mesh, links, roce, ub_l1_switch, ub_l2_switch")
+                                "use one of die_to_die, full_mesh, links, pcie_switch, roce, ub_l1_switch, ub_l2_switch")
 
 
 def test_a_key_inherited_across_a_kind_change_says_how_to_drop_it(tmp_path):

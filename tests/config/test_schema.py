@@ -134,7 +134,7 @@ def test_safe_config_names_are_accepted(name):
 def test_each_level_has_its_kinds():
     assert LEVELS == ("package", "node", "pod", "scale_out")
     assert {level: fabric_kinds_at(level) for level in LEVELS} == {
-        "package": ["die_to_die"], "node": ["full_mesh", "links", "ub_l1_switch"], "pod": ["ub_l2_switch"], "scale_out": ["roce"]}
+        "package": ["die_to_die"], "node": ["full_mesh", "links", "pcie_switch", "ub_l1_switch"], "pod": ["ub_l2_switch"], "scale_out": ["roce"]}
 
 
 def test_a_level_is_validated_by_the_model_of_its_kind():
@@ -151,10 +151,17 @@ def test_a_kind_at_another_level_is_refused_with_the_kinds_of_that_level():
                             "the scale_out level; use one of roce")
 
 
-def test_node_and_scale_out_are_required_and_package_with_two_dies_a_package():
+def test_node_is_required_and_package_with_two_dies_a_package():
     assert "fabrics.node: missing required key 'node'" in error_of("a2", ["fabrics.node=null"])
-    assert "fabrics.scale_out: missing required key 'scale_out'" in error_of("a2", ["fabrics.scale_out=null"])
     assert "shape.dies_per_package is 2 but fabrics.package (the die-to-die link of a package) is missing" in error_of("a3", ["fabrics.package=null"])
+
+
+def test_scale_out_is_optional_for_one_node_and_needed_to_join_nodes_without_a_pod():
+    assert load_config("a2", ["fabrics.scale_out=null"]).spec.fabrics.scale_out is None  # a server without NICs
+    assert error_of("a2", ["fabrics.scale_out=null", "shape.nodes=2"]).endswith(
+        "shape.nodes is 2, but neither fabrics.pod nor fabrics.scale_out joins the nodes, so the dies of one node could not "
+        "reach those of another; add fabrics.scale_out (the NICs) or fabrics.pod, or use shape.nodes=1")
+    assert load_config("a3", ["fabrics.scale_out=null", "shape.nodes=2"]).spec.shape.dies == 32  # the pod joins the nodes
 
 
 def test_overrides_build_a_level_kind_first_and_change_its_keys():

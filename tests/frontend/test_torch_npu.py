@@ -137,6 +137,22 @@ def test_a_dtype_row_the_product_does_not_allow_names_the_product():
         call(bf16=False, zero_points=False, quant_scales=np.ones(32, BF16))
 
 
+def test_on_the_atlas_inference_series_only_the_fp16_row_runs():
+    with npusim.session("atlas-300i-duo"):
+        with pytest.raises(OpArgumentError, match=r"updates.dtype = bfloat16: not supported on Atlas inference series "
+                                                  r"\(ascend310p\); allowed: float16"):
+            call()  # the A2/A3 bf16 row
+        with pytest.raises(OpArgumentError, match=r"quant_scales.dtype = bfloat16: not supported on Atlas inference series"):
+            call(bf16=False, quant_scales=np.ones(32, BF16))
+        host = arrays(bf16=False)
+        x = npusim.tensor(host["input"])
+        npusim.torch_npu.npu_quant_scatter_(x, *(npusim.tensor(host[k]) for k in ("indices", "updates", "quant_scales", "quant_zero_points")))
+        expected = host["input"].copy()
+        for b, row in enumerate(host["indices"]):
+            expected[b, row:row + 2] = quantized(host["updates"][b], host["quant_scales"], host["quant_zero_points"])
+        assert np.array_equal(x.numpy(), expected)  # the fp16 / fp32 / int32 row runs, on the 310P kernel
+
+
 def test_tensors_on_another_device_or_session_are_refused():
     from npusim import torch_npu
 

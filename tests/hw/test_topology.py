@@ -83,6 +83,14 @@ def test_rdma_goes_through_both_nics_of_any_two_servers():
     assert across.latency_ps == inside.latency_ps  # one switch joins every NIC
 
 
+def test_a_system_without_nics_has_no_rdma_route():
+    topology = system("a2", "fabrics.scale_out=null").topology
+    assert topology.scale_out is None and names(topology.route(0, 1, READ)) == ["die0->die1 HCCS"]
+    with pytest.raises(NoRouteError, match=r"RDMA from die 0 to die 1: the system 'a2' has no scale-out network \(fabrics.scale_out\): "
+                                           r"its dies have no NIC; move the data over the load/store fabric"):
+        topology.rdma_route(0, 1, WRITE)
+
+
 def test_two_a2_servers_have_no_load_store_path():
     topology = system("a2", "shape.nodes=2").topology
     assert topology.joins(0, 7) and not topology.joins(0, 8)

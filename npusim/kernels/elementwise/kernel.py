@@ -75,7 +75,7 @@ def build_elementwise(name: str, problem: ElementwiseProblem, plan: ElementwiseP
     out = tensors["out"]
     kernel = isa.Kernel(name, die=out.device, system=out.system, op_args=op_args)
     for core, first, count in plan.shares:
-        p = kernel.aiv(core)
+        p = kernel.vector_core(core)
         result = p.alloc(min(plan.chunk, count), problem.dst_dtype)
         if problem.src_dtype is None:
             p.dup(result, problem.value, name="fill")

@@ -1,5 +1,5 @@
-"""``torch_npu.npu_quant_scatter_`` on Atlas A2/A3: argument checks, index mapping, the kernel's
-tiling and its lowering to per-core ISA programs.
+"""``torch_npu.npu_quant_scatter_`` on Atlas A2/A3 and the Atlas inference series (310P): argument
+checks, index mapping, the kernel's tiling and its lowering to per-core ISA programs.
 
 See ``docs/quant_scatter.md`` for what is modelled and the sources.
 """

@@ -1,14 +1,14 @@
-"""The A2/A3 QuantUpdateScatter kernel as per-core ISA programs, lowered from its tiling.
+"""The QuantUpdateScatter kernel as per-core ISA programs, lowered from its tiling.
 
-:func:`build_quant_scatter` turns a :class:`~.tiling.QuantScatterPlan` into one AIV program per
+:func:`build_quant_scatter` turns a :class:`~.tiling.QuantScatterPlan` into one vector-core program per
 used core, as the TIK kernel runs:
 
 - prologue: MTE2 loads the tiling arguments from GM, the scalar unit reads each one;
 - per iteration (``tile`` = the core's iteration index): MTE2 loads all indices (first iteration),
   the updates chunk, the scales and zero points when the iteration needs them; the VECTOR chain
   converts to fp32, divides by the scales row by row (or column by column), adds the zero points and
-  converts fp32 -> int16 (round half to even) -> fp16 -> int8, with the plan's instructions and
-  repeat counts; the SCALAR unit reads each destination's index from UB into a register; MTE3 writes
+  converts to int8 by the plan's output chain (A2/A3: fp32 -> int16 (round half to even) -> fp16 ->
+  int8; 310P: through int32), with the plan's instructions and repeat counts; the SCALAR unit reads each destination's index from UB into a register; MTE3 writes
   each block of int8 (whole 32-byte blocks) at the GM address computed from those registers.
 
 The numbers are computed by the simulated vector instructions on the bytes in UB, and land where
@@ -236,10 +236,15 @@ class _CoreLowering:
             if operand == "updates":
                 return buffers["updates"], buffers["fp32"]
             return quant[operand], quant[f"{operand}_fp32"]
-        as_int16 = buffers["updates"].reinterpret(np.int16)
-        as_fp16 = buffers["fp32"].reinterpret(np.float16)
-        return {
-            "int16": (buffers["fp32"], as_int16),
-            "float16": (as_int16, as_fp16),
-            "int8": (as_fp16, buffers["int8"]),
-        }[step.dtype_out]
+        return self._output_place(step.dtype_in, buffers), self._output_place(step.dtype_out, buffers)
+
+    @staticmethod
+    def _output_place(dtype: str, buffers: dict) -> isa.LocalTensor:
+        """Where the output chain keeps a value of ``dtype``: fp32 in the fp32 buffer, an integer
+        intermediate (int16, int32) in the updates buffer, fp16 over the fp32 buffer, int8 in the
+        result buffer; each buffer's earlier contents are dead by then."""
+        if dtype == "int8":
+            return buffers["int8"]
+        if dtype in ("float32", "float16"):
+            return buffers["fp32"].reinterpret(np.dtype(dtype))
+        return buffers["updates"].reinterpret(np.dtype(dtype))

@@ -19,6 +19,7 @@ from npusim.kernels.scatter_index import value_check
 from npusim.kernels.quant_scatter.checks import OP_NAME, QuantScatterProblem, check_output_mode, check_quant_scatter
 from npusim.kernels.quant_scatter.kernel import KERNEL_NAME, QuantScatterTensors, build_quant_scatter, tiling_arguments
 from npusim.kernels.quant_scatter.tiling import QuantScatterPlan, plan_quant_scatter
+from npusim.kernels.quant_scatter.tiling_inference import plan_quant_scatter_310p
 
 
 class QuantScatterSettings(Spec):
@@ -59,8 +60,10 @@ class QuantScatter(Op):
                                    args["quant_zero_points"], int(args["axis"]), int(args["quant_axis"]), args["reduce"],
                                    product=product)
 
-    tilings: dict[str, Callable[..., QuantScatterPlan]] = {"atlas_a2": plan_quant_scatter, "atlas_a3": plan_quant_scatter}
-    """The kernel's host tiling per product series (the A2/A3 kernel, TIK quant_update_scatter.py)."""
+    tilings: dict[str, Callable[..., QuantScatterPlan]] = {"atlas_a2": plan_quant_scatter, "atlas_a3": plan_quant_scatter,
+                                                           "atlas_inference": plan_quant_scatter_310p}
+    """The kernel's host tiling per product series (TIK quant_update_scatter.py: the A2/A3 build, and
+    the 310P build with its own output chain and updates buffer, :mod:`.tiling_inference`)."""
 
     @classmethod
     def plan(cls, problem: QuantScatterProblem, target: VectorTarget, settings: QuantScatterSettings | None,

@@ -1,4 +1,4 @@
-"""Tiling of the A2/A3 ``QuantUpdateScatter`` kernel (TIK ``impl/dynamic/quant_update_scatter.py``) as data.
+"""Tiling of the ``QuantUpdateScatter`` kernel (TIK ``impl/dynamic/quant_update_scatter.py``) as data.
 
 :func:`plan_quant_scatter` splits the work over vector cores, picks the kernel's tiling mode
 (100..105) from what fits the unified buffer (UB), and lists per core the iterations the kernel runs:
@@ -12,6 +12,8 @@ and the next iteration's loads wait for this one's writes. Each load and write i
 transfer of whole blocks of the MTE granule. The hardware the tiling depends on (UB size and
 alignment, the vector unit's repeat width and longest instruction, the granule) is the
 :class:`~npusim.isa.target.VectorTarget` of the die, as the real host tiling asks the platform.
+What a product's build of the kernel does differently (its output chain, its updates buffer) is a
+:class:`KernelVariant`: :data:`A2_A3` here, the 310P's in :mod:`.tiling_inference`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 from npusim.errors import ResourceError, UsageError
 from npusim.isa.target import VectorTarget
-from npusim.kernels.quant_scatter.checks import FLOAT32, INT8, OP_NAME, QuantScatterProblem
+from npusim.kernels.quant_scatter.checks import FLOAT32, INT8, INT32, OP_NAME, QuantScatterProblem
 
 TILING_ARG_COUNT = 36
 """The kernel's tiling arguments (int64): it copies them from GM into UB, then reads each into a scalar."""
@@ -256,20 +258,36 @@ def _per_column(t: VectorTarget, kind: str, operand: str, row_elements: int, row
     )
 
 
-def _to_int8(t: VectorTarget, elements: int) -> tuple[VectorStep, ...]:
-    """fp32 -> int16 (rint, saturating) -> fp16 -> int8 (saturating), the A2/A3 output chain."""
-    return (
-        _cast(t, elements, "float32", "int16", "updates", rounding="rint"),
-        _cast(t, elements, "int16", "float16", "updates"),
-        _cast(t, elements, "float16", "int8", "updates"),
-    )
+@dataclass(frozen=True)
+class KernelVariant:
+    """What a product's build of the kernel does differently (the TIK file branches on the chip):
+    ``to_int8``, the conversions from the fp32 quotient to int8 as (dtype, rounding) steps, each
+    integer step saturating; ``wide_updates``, whether the updates buffer is allocated to hold an
+    int32 intermediate (4 bytes per element) rather than the updates alone."""
+
+    to_int8: tuple[tuple[str, str], ...]
+    wide_updates: bool = False
+
+
+A2_A3 = KernelVariant((("int16", "rint"), ("float16", ""), ("int8", "")))
+"""fp32 -> int16 (rint, saturating) -> fp16 -> int8 (saturating), the updates buffer as loaded."""
+
+
+def _to_int8(t: VectorTarget, elements: int, variant: KernelVariant) -> tuple[VectorStep, ...]:
+    """The output chain of ``variant`` on ``elements`` elements."""
+    steps, dtype = [], "float32"
+    for dtype_out, rounding in variant.to_int8:
+        steps.append(_cast(t, elements, dtype, dtype_out, "updates", rounding=rounding))
+        dtype = dtype_out
+    return tuple(steps)
 
 
 class _VectorChains:
     """The vector chains of one problem, built once per distinct size and shared by iterations."""
 
-    def __init__(self, problem: QuantScatterProblem, target: VectorTarget):
+    def __init__(self, problem: QuantScatterProblem, target: VectorTarget, variant: KernelVariant):
         self.t = target
+        self.variant = variant
         self.updates = problem.updates_dtype.name
         self.scales = problem.scales_dtype.name
         self.zero_points = None if problem.zero_points_dtype is None else problem.zero_points_dtype.name
@@ -296,7 +314,7 @@ class _VectorChains:
             if self.zero_points:
                 steps += self._to_fp32(self.last_dim, "zero_points")
                 steps.append(_per_row(self.t, "add", "zero_points", self.last_dim, rows))
-            return steps + list(_to_int8(self.t, elements))
+            return steps + list(_to_int8(self.t, elements, self.variant))
 
         return self._cached(("whole", elements), build)
 
@@ -325,7 +343,7 @@ class _VectorChains:
             steps = self._to_fp32(elements, "updates") + [apply(self.t, "div", "scales", self.last_dim, rows)]
             if self.zero_points:
                 steps.append(apply(self.t, "add", "zero_points", self.last_dim, rows))
-            return steps + list(_to_int8(self.t, elements))
+            return steps + list(_to_int8(self.t, elements, self.variant))
 
         return self._cached(("little", axis_rows), build)
 
@@ -339,7 +357,7 @@ class _VectorChains:
             steps.append(_per_row(self.t, "div", "scales", elements, 1))
             if self.zero_points:
                 steps.append(_per_row(self.t, "add", "zero_points", elements, 1))
-            return steps + list(_to_int8(self.t, elements))
+            return steps + list(_to_int8(self.t, elements, self.variant))
 
         return self._cached(("large", elements), build)
 
@@ -357,7 +375,8 @@ class UbLayout:
     (+ an fp32 copy unless fp32) and the zero points (+ an fp32 copy), each of ``quant_elements``.
     The real kernel holds one set (``copies`` 1). Double buffered (``copies`` 2), the buffers that
     MTE2 fills or MTE3 drains are held twice (ping, pong); the others only the vector unit touches,
-    one iteration after the other, and are held once.
+    one iteration after the other, and are held once. ``wide_updates``: the updates buffer also
+    holds an int32 intermediate, so it takes 4 bytes per element (``KernelVariant.wide_updates``).
     """
 
     problem: QuantScatterProblem = field(repr=False)
@@ -366,13 +385,16 @@ class UbLayout:
     quant_elements: int
     copies: int
     alignment: int
+    wide_updates: bool = False
 
     @classmethod
-    def of(cls, problem: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int, target: VectorTarget) -> "UbLayout":
+    def of(cls, problem: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int, target: VectorTarget,
+           variant: KernelVariant = A2_A3) -> "UbLayout":
         """The layout of ``mode`` for ``chunk`` update elements per iteration (with the mode's padding)."""
         quant = (chunk if mode in _LARGE_QUANT_MODES else problem.last_dim) + _QUANT_PAD_ELEMENTS[mode]
         index_elements = -(-problem.index_count // 8) * 8
-        return cls(problem, index_elements, chunk + _UPDATES_PAD_ELEMENTS[mode], quant, copies, target.ub_alignment)
+        return cls(problem, index_elements, chunk + _UPDATES_PAD_ELEMENTS[mode], quant, copies, target.ub_alignment,
+                   variant.wide_updates)
 
     def _aligned(self, nbytes: int) -> int:
         return -(-nbytes // self.alignment) * self.alignment
@@ -381,7 +403,8 @@ class UbLayout:
         """``(name, elements, dtype, staged)`` of the per-iteration buffers; ``staged`` ones are
         filled by MTE2 or drained by MTE3 (held ``copies`` times), the others held once."""
         p, data, quant = self.problem, self.data_elements, self.quant_elements
-        buffers = [("updates", data, p.updates_dtype, True), ("int8", data, INT8, True),
+        updates = data * max(1, INT32.itemsize // p.update_itemsize) if self.wide_updates else data
+        buffers = [("updates", updates, p.updates_dtype, True), ("int8", data, INT8, True),
                    ("scales", quant, p.scales_dtype, True)]
         if p.has_zero_points:
             buffers.append(("zero_points", quant, p.zero_points_dtype, True))
@@ -427,9 +450,11 @@ def _core_split(units: int, cores: int) -> tuple[int, int, int]:
 
 
 def plan_quant_scatter(
-    problem: QuantScatterProblem, target: VectorTarget, *, vector_cores: int, double_buffer: bool = False
+    problem: QuantScatterProblem, target: VectorTarget, *, vector_cores: int, double_buffer: bool = False,
+    variant: KernelVariant = A2_A3,
 ) -> QuantScatterPlan:
-    """The A2/A3 kernel's tiling of ``problem`` on ``vector_cores`` vector cores of ``target``.
+    """The kernel's tiling of ``problem`` on ``vector_cores`` vector cores of ``target``, as the
+    product's build ``variant`` of the kernel allocates and converts (A2/A3 unless given).
 
     Mode choice (derivation in ``docs/quant_scatter.md``): if one bs row (``U * T`` elements) fits
     the mode-100 buffers and its last dim fits one divide instruction, mode 100 when the whole
@@ -449,29 +474,30 @@ def plan_quant_scatter(
     budget = target.ub_bytes - HOST_UB_MARGIN_BYTES
     if problem.empty:
         return QuantScatterPlan(None, "bs", vector_cores, 0, 0, 0, 0, 0, budget, False, ())
-    fixed = UbLayout.of(problem, TilingMode.WHOLE_CORE, 0, 1, target)
+    fixed = UbLayout.of(problem, TilingMode.WHOLE_CORE, 0, 1, target, variant)
     if fixed.fixed_bytes > budget:
         raise ResourceError(
             f"{OP_NAME}: every core stages all {problem.index_count} indices in UB ({fixed.index_bytes} bytes), "
             f"which with the tiling arguments exceeds the {budget} usable bytes of UB; split the call"
         )
-    mode, chunk = _choose_tiling(problem, target, vector_cores, budget, copies=1)
-    if not double_buffer or _max_iterations(problem, target, mode, chunk, vector_cores) <= 1:
-        return _plan(problem, target, mode, chunk, 1, vector_cores, budget)
-    if UbLayout.of(problem, mode, chunk, 2, target).total_bytes <= budget:
-        return _plan(problem, target, mode, chunk, 2, vector_cores, budget)
+    mode, chunk = _choose_tiling(problem, target, vector_cores, budget, 1, variant)
+    if not double_buffer or _max_iterations(problem, target, mode, chunk, vector_cores, variant) <= 1:
+        return _plan(problem, target, mode, chunk, 1, vector_cores, budget, variant)
+    if UbLayout.of(problem, mode, chunk, 2, target, variant).total_bytes <= budget:
+        return _plan(problem, target, mode, chunk, 2, vector_cores, budget, variant)
     try:
-        double_mode, double_chunk = _choose_tiling(problem, target, vector_cores, budget, copies=2)
+        double_mode, double_chunk = _choose_tiling(problem, target, vector_cores, budget, 2, variant)
     except ResourceError:  # two copies of even the smallest chunk do not fit: the real kernel it is
-        return _plan(problem, target, mode, chunk, 1, vector_cores, budget)
-    return _plan(problem, target, double_mode, double_chunk, 2, vector_cores, budget)
+        return _plan(problem, target, mode, chunk, 1, vector_cores, budget, variant)
+    return _plan(problem, target, double_mode, double_chunk, 2, vector_cores, budget, variant)
 
 
-def _choose_tiling(p: QuantScatterProblem, t: VectorTarget, vector_cores: int, budget: int, copies: int) -> tuple[TilingMode, int]:
+def _choose_tiling(p: QuantScatterProblem, t: VectorTarget, vector_cores: int, budget: int, copies: int,
+                   variant: KernelVariant) -> tuple[TilingMode, int]:
     """The mode and the update elements per iteration (chunk) that fit ``copies`` sets of buffers."""
 
     def fits(mode: TilingMode) -> Callable[[int], bool]:
-        return lambda chunk: UbLayout.of(p, mode, chunk, copies, t).total_bytes <= budget
+        return lambda chunk: UbLayout.of(p, mode, chunk, copies, t, variant).total_bytes <= budget
 
     max_chunk, max_row_divide, row_chunk_align = _chunk_limits(t)
     block_elements = p.rows * p.row_elements
@@ -491,7 +517,7 @@ def _choose_tiling(p: QuantScatterProblem, t: VectorTarget, vector_cores: int, b
     if chunk == 0:
         raise ResourceError(
             f"{OP_NAME}: not even {row_chunk_align} elements of a row fit the {budget} usable "
-            f"bytes of UB next to the {UbLayout.of(p, large, 0, 1, t).index_bytes} bytes of indices; split the call"
+            f"bytes of UB next to the {UbLayout.of(p, large, 0, 1, t, variant).index_bytes} bytes of indices; split the call"
         )
     return large, chunk
 
@@ -501,19 +527,20 @@ def _units(p: QuantScatterProblem, mode: TilingMode) -> int:
     return p.rows if mode in _AXIS_SPLIT_MODES else p.bs
 
 
-def _max_iterations(p: QuantScatterProblem, t: VectorTarget, mode: TilingMode, chunk: int, vector_cores: int) -> int:
+def _max_iterations(p: QuantScatterProblem, t: VectorTarget, mode: TilingMode, chunk: int, vector_cores: int,
+                    variant: KernelVariant) -> int:
     """Iterations of the busiest core (the first one, which takes ``each`` units)."""
     each = _core_split(_units(p, mode), vector_cores)[0]
-    return len(_CoreIterations(p, t, mode, chunk, each).core(0, each))
+    return len(_CoreIterations(p, t, mode, chunk, each, variant).core(0, each))
 
 
 def _plan(p: QuantScatterProblem, t: VectorTarget, mode: TilingMode, chunk: int, copies: int, vector_cores: int,
-          budget: int) -> QuantScatterPlan:
+          budget: int, variant: KernelVariant) -> QuantScatterPlan:
     each, used, last = _core_split(_units(p, mode), vector_cores)
-    builder = _CoreIterations(p, t, mode, chunk, each)
+    builder = _CoreIterations(p, t, mode, chunk, each, variant)
     cores = tuple(CorePlan(c, last if c == used - 1 else each, builder.core(c, last if c == used - 1 else each))
                   for c in range(used))
-    layout = UbLayout.of(p, mode, chunk, copies, t)
+    layout = UbLayout.of(p, mode, chunk, copies, t, variant)
     return QuantScatterPlan(
         mode=mode,
         split="axis" if mode in _AXIS_SPLIT_MODES else "bs",
@@ -533,12 +560,13 @@ def _plan(p: QuantScatterProblem, t: VectorTarget, mode: TilingMode, chunk: int,
 class _CoreIterations:
     """Builds each core's iterations for one mode, following the kernel's loop nests."""
 
-    def __init__(self, problem: QuantScatterProblem, target: VectorTarget, mode: TilingMode, chunk: int, each: int):
+    def __init__(self, problem: QuantScatterProblem, target: VectorTarget, mode: TilingMode, chunk: int, each: int,
+                 variant: KernelVariant):
         self.p = problem
         self.mode = mode
         self.chunk = chunk
         self.each = each
-        self.chains = _VectorChains(problem, target)
+        self.chains = _VectorChains(problem, target, variant)
         self.reads = problem.index_rank  # scalar reads to resolve one destination
         self.block = problem.rows * problem.row_elements
 

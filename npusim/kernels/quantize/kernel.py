@@ -81,7 +81,7 @@ def build_quantize(problem: QuantizeProblem, plan: QuantizePlan, tensors: dict[s
     out = tensors["out"]
     kernel = isa.Kernel(KERNEL_NAME, die=out.device, system=out.system, op_args=op_args)
     for core, pieces in plan.cores:
-        _lower_core(kernel.aiv(core), problem, plan, tensors, pieces)
+        _lower_core(kernel.vector_core(core), problem, plan, tensors, pieces)
     return kernel
 
 

@@ -16,6 +16,7 @@ class Quantize(Op):
     """torch_npu's npu_quantize with div_mode=True (aclnnQuantize -> Quantize)."""
 
     name = "quantize"
+    series = frozenset({"atlas_a2", "atlas_a3"})  # the aclnnQuantize build modelled is DAV_2201's (checks.py)
     kernel_name = KERNEL_NAME
     tensors = ("input", "scales", "zero_points", "out")
     optional = frozenset({"zero_points"})

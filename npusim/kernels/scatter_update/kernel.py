@@ -75,7 +75,7 @@ def build_scatter_update(problem: ScatterUpdateProblem, plan: ScatterUpdatePlan,
     target = tensors["input"]
     kernel = isa.Kernel(KERNEL_NAME, die=target.device, system=target.system, op_args=op_args)
     for core, loads in plan.cores:
-        _lower_core(kernel.aiv(core), problem, plan, tensors, loads, skipped_rows)
+        _lower_core(kernel.vector_core(core), problem, plan, tensors, loads, skipped_rows)
     return kernel
 
 

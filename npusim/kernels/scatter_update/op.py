@@ -20,6 +20,7 @@ class ScatterUpdate(Op):
     """torch_npu's scatter_update (aclnnInplaceScatterUpdate -> Scatter)."""
 
     name = "scatter_update"
+    series = frozenset({"atlas_a2", "atlas_a3"})  # the kernel modelled is the A2/A3 one (checks.py)
     kernel_name = KERNEL_NAME
     tensors = ("input", "indices", "updates")
     output = "input"

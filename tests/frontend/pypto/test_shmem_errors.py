@@ -187,6 +187,14 @@ def test_a_config_without_a_shmem_section_is_refused():
             npusim.launch(lambda: None, 2)
 
 
+def test_pypto_on_a_product_it_does_not_support_is_refused_naming_the_product():
+    with npusim.session("atlas-300i-duo"):
+        with pytest.raises(UsageError, match=re.escape(
+                "npusim.launch: PyPTO runs on Atlas A2 and A3 only (its docs: 目前支持 A2/A3), not on Atlas inference series "
+                "(ascend310p) of config 'atlas-300i-duo'; run the PyPTO kernel with an A2 or A3 config")):
+            npusim.launch(lambda: None, 2)
+
+
 def test_a_wait_whose_slots_no_signal_numbered_is_refused():
     with pytest.raises(WorkloadError, match=re.escape("shmem tensor #0 (group 'g') on PE 0: a signal slot at byte 512 lies past the signal areas the program's shmem_signal ops numbered; a shmem_wait_until must use the view and tile shape of its shmem_signal")):
         build(lambda x, o, pe: D.shmem_wait_until(data(shape=(32, 32)), 0, 1, pred=[x]), tile=(1, 32))
