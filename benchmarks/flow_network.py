@@ -23,10 +23,10 @@ import io
 import time
 from pathlib import Path
 
+from engine import build_pipeline, run_bare_simpy
+
 import npusim
 from npusim.frontend.workload import run_workload_file
-
-from engine import build_pipeline, run_bare_simpy
 
 ALLGATHER = Path(__file__).resolve().parents[1] / "examples" / "shmem_allgather.py"
 BARE_PROCESSES = 64  # the bare loop's timeouts are spread over this many SimPy processes

@@ -43,10 +43,10 @@ BARE_PROCESSES = 64  # the bare loop's timeouts are spread over this many SimPy 
 
 def point(workload: str, dies: int, quantum: str | None) -> dict:
     """One run in this process: the figures of the module doc."""
+    from engine import run_bare_simpy
+
     import npusim
     from npusim.frontend.workload import run_workload_file
-
-    from engine import run_bare_simpy
 
     overrides = [f"shape.nodes={dies // DIES_PER_NODE}", *OVERRIDES[workload]]
     with npusim.session("a3", overrides=overrides, data=False):  # an empty session: the memory every run starts from

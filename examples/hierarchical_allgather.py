@@ -30,11 +30,11 @@ Run: python -m npusim run --config a3 --set shape.nodes=2 examples/hierarchical_
 """
 
 import numpy as np
+from shmem_allgather import check_outputs, print_links
 
 import npusim
 from npusim import pypto
 from npusim.errors import UsageError
-from shmem_allgather import check_outputs, print_links
 
 ROWS, COLS = 4, 1024  # per PE: 8 KiB of fp16; a node block of 16 PEs is [64, 1024]: 128 KiB in UB
 GROUP = "world"

@@ -20,11 +20,11 @@ Run: python -m npusim run --config a3 examples/moe_dispatch.py --no-data
 """
 
 import numpy as np
+from shmem_allgather import print_links
 
 import npusim
 from npusim import pypto
 from npusim.errors import UsageError
-from shmem_allgather import check_outputs, print_links
 
 EP = 16  # PEs per expert-parallel group: one a3 node
 TOKENS, HIDDEN = 16, 4096  # per destination: 16 tokens x 4096 fp16 = 128 KiB, one tile in UB

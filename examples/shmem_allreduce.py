@@ -12,10 +12,10 @@ Run: python -m npusim run --config a2 examples/shmem_allreduce.py
 """
 
 import numpy as np
+from shmem_allgather import check_outputs, print_links
 
 import npusim
 from npusim import pypto
-from shmem_allgather import check_outputs, print_links
 
 ROWS, COLS = 64, 2048  # per PE: 256 KiB of fp16, summed into 512 KiB of fp32
 TILE_ROWS = 16  # tile [16, 2048]: 128 KiB of fp32 in UB

@@ -118,7 +118,7 @@ class Quantity:
         """A rate in bytes per second."""
         return self.bytes_per_ps(clock_hz) * PS_PER_SECOND
 
-    def scaled(self, factor: float) -> "Quantity":
+    def scaled(self, factor: float) -> Quantity:
         """The same quantity times ``factor``, written in the unit it was written in (``28 GB/s``
         x 2 is ``56 GB/s``), so its text is itself a valid config value (what-if overrides)."""
         return Quantity(self.value * factor, self.dimension, scale_text(self.text, factor), self.per_cycle)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Sequence
 
 import numpy as np
 

@@ -12,8 +12,9 @@ import math
 import multiprocessing
 import os
 import signal
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from npusim.analysis.points import OUTCOME_COLUMNS, PointTask, run_point
 from npusim.errors import UsageError
@@ -49,7 +50,7 @@ class LocalExecutor:
             self._context = multiprocessing.get_context("spawn")
         self._pool: ProcessPoolExecutor | None = None
 
-    def __enter__(self) -> "LocalExecutor":
+    def __enter__(self) -> LocalExecutor:
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context, initializer=_ignore_interrupts)
         return self
 
@@ -88,7 +89,7 @@ class DaskExecutor:
         self.where = f"the Dask cluster at {address}"
         self._client = None
 
-    def __enter__(self) -> "DaskExecutor":
+    def __enter__(self) -> DaskExecutor:
         try:
             self._client = self._distributed.Client(self.address, timeout="10s")
         except (OSError, TimeoutError, ValueError) as error:

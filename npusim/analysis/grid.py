@@ -12,8 +12,9 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from npusim.errors import UsageError
 

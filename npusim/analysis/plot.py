@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from npusim.analysis.grid import Axis, value_text
 from npusim.files import write_bytes_atomically

@@ -13,8 +13,9 @@ import csv
 import io
 import math
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from npusim.analysis.points import OUTCOME_COLUMNS
 from npusim.errors import UsageError
@@ -39,7 +40,7 @@ class ResultsFile:
         self._exists = exists
 
     @classmethod
-    def open(cls, path: Path, columns: list[str], *, resume: bool) -> tuple["ResultsFile", dict[str, dict[str, str]]]:
+    def open(cls, path: Path, columns: list[str], *, resume: bool) -> tuple[ResultsFile, dict[str, dict[str, str]]]:
         """The file at ``path`` and the rows it already holds, the last row of each key (as text).
         An existing file is continued only with ``resume``."""
         results = cls(path, columns, exists=path.exists())

@@ -26,9 +26,10 @@ baseline's simulated time over the factor's.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from npusim.analysis.grid import Point
 from npusim.analysis.sweep import SweepOutcome, plan, require_pandas, run_plan

@@ -9,8 +9,8 @@ from npusim.cli.compare_cmd import compare_command
 from npusim.cli.config_cmd import config_group
 from npusim.cli.report_cmd import report_command
 from npusim.cli.run import run_command
-from npusim.cli.validate_cmd import validate_command
 from npusim.cli.sweep_cmd import sweep_command
+from npusim.cli.validate_cmd import validate_command
 from npusim.cli.whatif_cmd import whatif_command
 
 

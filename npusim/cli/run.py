@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 
 from npusim import __version__
-from npusim.cli.errors import EXIT_WORKLOAD, report
 from npusim.analysis.report import print_report
+from npusim.cli.errors import EXIT_WORKLOAD, report
 from npusim.config import load_config
 from npusim.errors import NpusimError, UsageError
 from npusim.files import default_folder_name, write_bytes_atomically, write_json_atomically

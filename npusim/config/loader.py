@@ -77,7 +77,7 @@ class Locations:
             self._where.pop(here, None)
             stack.extend(here + (key,) for key in self._below.pop(here, ()))
 
-    def copy_below(self, other: "Locations", path: KeyPath) -> None:
+    def copy_below(self, other: Locations, path: KeyPath) -> None:
         """Take from ``other`` the location of ``path`` and of everything below it."""
         stack = [path]
         while stack:
@@ -137,7 +137,7 @@ def builtin_configs() -> list[str]:
     return sorted(entry.name.removesuffix(SUFFIX) for entry in _builtin_folder().iterdir() if entry.name.endswith(SUFFIX))
 
 
-def load_config(config: str | os.PathLike, overrides: Sequence[str] | Mapping[str, object] = (), *, origin: str = "--set") -> LoadedConfig:
+def load_config(config: str | os.PathLike[str], overrides: Sequence[str] | Mapping[str, object] = (), *, origin: str = "--set") -> LoadedConfig:
     """Read, merge, override and validate a config.
 
     ``config`` is a YAML path or a built-in name (``a3`` or ``a3.yaml``; an existing file wins).
@@ -247,6 +247,7 @@ def _parse_yaml(label: str, text: str) -> tuple[dict[str, Any], Locations]:
     if not isinstance(data, dict):
         found = "the file is empty" if data is None else f"found a {type(data).__name__}"
         raise ConfigError(f"{label}:1: a config is a mapping of keys (name, product, shape, die, fabrics, or `extends`); {found}")
+    assert root is not None  # a mapping came from a node
     locations[()] = f"{label}:{root.start_mark.line + 1}"
     return data, locations
 
@@ -291,9 +292,9 @@ class _NestingBoundLoader(yaml.SafeLoader):
         super().__init__(text)
         self._depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self._depth >= MAX_DEPTH:
-            raise _TooDeep(self.peek_event().start_mark.line)
+            raise _TooDeep(self.peek_event().start_mark.line)  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it untyped
         self._depth += 1
         try:
             return super().compose_node(parent, index)
@@ -386,6 +387,7 @@ def _to_plain(node: yaml.Node, path: KeyPath, locations: Locations, label: str, 
             locations[path + (index,)] = f"{label}:{item.start_mark.line + 1}"
             items.append(_to_plain(item, path + (index,), locations, label, loader))
         return items
+    assert isinstance(node, yaml.MappingNode)  # the one kind of node left
     loader.flatten_mapping(node)  # YAML merge keys (<<: *anchor) become ordinary entries, own keys last
     mapping: dict[str, Any] = {}
     for key_node, value_node in node.value:
@@ -416,10 +418,10 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any], locations: Locations, 
             _replace(base, key, value, path, locations, over_locations)
 
 
-def _replace(container: dict | list, key: str | int, value: Any, path: KeyPath, locations: Locations, over_locations: Locations) -> None:
+def _replace(container: dict[str, Any] | list[Any], key: str | int, value: Any, path: KeyPath, locations: Locations, over_locations: Locations) -> None:
     locations.forget(path)
     locations.copy_below(over_locations, path)
-    container[key] = copy.deepcopy(value)
+    container[key] = copy.deepcopy(value)  # type: ignore[index]  # a key of a mapping, an index of a list
 
 
 def _apply_overrides(resolved: dict[str, Any], locations: Locations, overrides: tuple[str, ...] | dict[str, object], origin: str) -> None:
@@ -503,7 +505,7 @@ def _set(resolved: dict[str, Any], locations: Locations, path: KeyPath, value: A
     for sub in _sub_paths(value):
         over_locations[path + sub] = label
     if isinstance(container, dict):
-        _merge(container, {path[-1]: value}, locations, over_locations, path[:-1])
+        _merge(container, {str(path[-1]): value}, locations, over_locations, path[:-1])
     elif isinstance(value, Mapping) and isinstance(container[path[-1]], dict):
         _merge(container[path[-1]], value, locations, over_locations, path)
     else:
@@ -521,7 +523,7 @@ def _sub_paths(value: Any) -> list[KeyPath]:
 
 def _get(data: Any, path: KeyPath) -> Any:
     for part in path:
-        if isinstance(data, dict) and part in data:
+        if isinstance(data, dict) and part in data:  # noqa: SIM114 (two branches: each narrows its type)
             data = data[part]
         elif isinstance(data, list) and isinstance(part, int) and part < len(data):
             data = data[part]

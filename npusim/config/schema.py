@@ -12,8 +12,7 @@ The hardware model (``npusim.hw``) reads these specs and never writes them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, SerializeAsAny, model_validator
@@ -117,7 +116,7 @@ class CoreKindSpec(Spec):
     engines: dict[PipeName, CopyEngineSpec] = Field(default_factory=dict, description="copy engines, by the pipe they run on")
 
     @model_validator(mode="after")
-    def _engines_fit_the_core(self) -> "CoreKindSpec":
+    def _engines_fit_the_core(self) -> CoreKindSpec:
         if "SCALAR" not in self.pipes:
             raise ValueError("pipes must include SCALAR: the scalar unit issues every instruction of a core")
         if len(set(self.pipes)) != len(self.pipes):
@@ -151,7 +150,7 @@ class VectorSpec(Spec):
     latency: dict[str, Time] = Field(description="pipeline latency per instruction kind (add, mul, div, exp, conv, dup, default)")
 
     @model_validator(mode="after")
-    def _has_default(self) -> "VectorSpec":
+    def _has_default(self) -> VectorSpec:
         if "default" not in self.latency:
             raise ValueError("vector.latency needs a 'default' entry, used for kinds not listed")
         return self
@@ -219,10 +218,10 @@ class DieSpec(Spec):
     l2: L2Spec
     hbm: MemorySpec
     aicpu: AicpuSpec
-    sdma: "SdmaSpec" = Field(description="system DMA engine: bulk GM-to-GM copies between dies (HIXL / HCCL over the scale-up fabric)")
+    sdma: SdmaSpec = Field(description="system DMA engine: bulk GM-to-GM copies between dies (HIXL / HCCL over the scale-up fabric)")
 
     @model_validator(mode="after")
-    def _units_of_the_pipes(self) -> "DieSpec":
+    def _units_of_the_pipes(self) -> DieSpec:
         for unit, pipe in (("vector", "VECTOR"), ("cube", "CUBE")):
             users = [name for name, kind in self.cores.items() if pipe in kind.pipes]
             if users and getattr(self, unit) is None:
@@ -263,7 +262,7 @@ class FabricSpec(Spec):
     levels: ClassVar[tuple[str, ...]] = ()
     uplinks: ClassVar[bool] = False
 
-    def check(self, level: str, system: "SystemSpec") -> None:
+    def check(self, level: str, system: SystemSpec) -> None:
         """Raise ValueError (naming the key path) when this fabric does not fit ``system`` at
         ``level``; the default accepts it (the level itself is checked by the system)."""
 
@@ -341,12 +340,12 @@ class SystemSpec(Spec):
     fabrics: FabricsSpec = Field(description="the interconnect, level by level: package, node, pod, scale_out")
     ops: OpSettings = Field(default_factory=dict, description="per-op settings of the kernels npusim models (not hardware), "
                                   "each validated by its op's own model")
-    shmem: "ShmemSpec | None" = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
-    host: "HostSpec | None" = Field(None, description="the host thread that issues torch programs' ops (npusim.torch_npu with torch); "
+    shmem: ShmemSpec | None = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
+    host: HostSpec | None = Field(None, description="the host thread that issues torch programs' ops (npusim.torch_npu with torch); "
                                     "None: launches cost no host time")
 
     @model_validator(mode="after")
-    def _quantities_fit_the_engine(self) -> "SystemSpec":
+    def _quantities_fit_the_engine(self) -> SystemSpec:
         """Every quantity of the system, converted to the engine's units (cycles with the die clock),
         is in range: one line per problem, each starting with its key path. Per-cycle quantities are
         not checked against a clock that is itself out of range (its own line says so)."""
@@ -363,7 +362,7 @@ class SystemSpec(Spec):
         return self
 
     @model_validator(mode="after")
-    def _fabrics_fit_the_shape(self) -> "SystemSpec":
+    def _fabrics_fit_the_shape(self) -> SystemSpec:
         for level in LEVELS:
             fabric = getattr(self.fabrics, level)
             if fabric is None:
@@ -387,7 +386,7 @@ class SystemSpec(Spec):
         return self
 
     @model_validator(mode="after")
-    def _product_has_its_cores(self) -> "SystemSpec":
+    def _product_has_its_cores(self) -> SystemSpec:
         product = PRODUCTS.get(self.product)
         for role, kind, pipe in (("vector", product.vector_cores, "VECTOR"), ("cube", product.cube_cores, "CUBE")):
             if kind not in self.die.cores:
@@ -398,13 +397,13 @@ class SystemSpec(Spec):
         return self
 
     @model_validator(mode="after")
-    def _op_settings_fit_the_system(self) -> "SystemSpec":
+    def _op_settings_fit_the_system(self) -> SystemSpec:
         for name, settings in self.ops.items():
             OPS.get(name).check_settings(settings, self)
         return self
 
     @model_validator(mode="after")
-    def _shmem_schedulers_fit_the_aicpus(self) -> "SystemSpec":
+    def _shmem_schedulers_fit_the_aicpus(self) -> SystemSpec:
         if self.shmem is not None and self.shmem.schedulers > self.die.aicpu.count:
             raise ValueError(
                 f"shmem.schedulers is {self.shmem.schedulers}, but a die has only {self.die.aicpu.count} AICPUs "

@@ -40,7 +40,7 @@ import heapq
 import itertools
 import math
 import operator
-from typing import Sequence
+from collections.abc import Sequence
 
 import simpy
 
@@ -202,9 +202,9 @@ class FlowNetwork:
         self.record_rates = record_rates
         self.quantum_ps = quantum_ps  # 0: exact; else starts and ends take effect at its multiples only
         self.resources: list[Resource] = []
-        self._classes: dict[tuple, FlowClass] = {}
+        self._classes: dict[tuple[Sequence[Resource], float], FlowClass] = {}
         self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
-        self._finishes: list[tuple[int, int, FlowClass]] = []  # (queued_ps, class order, entry number, class), see _schedule_finish
+        self._finishes: list[tuple[int, int, int, FlowClass]] = []  # (queued_ps, class order, entry number, class), see _schedule_finish
         self._entries = itertools.count()  # numbers the entries of the heap of finishes (ties of one class)
         self._finish_slack = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
@@ -264,7 +264,10 @@ class FlowNetwork:
         if flow_class is None or size_bytes <= 0:
             outcome = (OWN_CAP, start_ps)
             if delay_ps > 0:
-                env.timeout(delay_ps).callbacks.append(lambda _event: done.succeed(outcome))
+                def fire(_event: simpy.Event) -> None:
+                    done.succeed(outcome)
+
+                env.timeout(delay_ps).callbacks.append(fire)
             else:
                 done.succeed(outcome)
             return done
@@ -299,6 +302,7 @@ class FlowNetwork:
             regrouped.append(fresh)
         for resource in path:
             group = resource.peers
+            assert group is not None  # every resource of the path has peers by now
             if group is fresh or any(group is other for other in regrouped):
                 continue
             inside = [r for r in group if id(r) in on_path]
@@ -363,9 +367,11 @@ class FlowNetwork:
             members = flow_class.members
             reached = flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps)
             if members[0][0] - reached > members[0][2] * _FINISH_TOLERANCE:
-                if flow_class.finish_ps > now:
-                    flow_class.queued_ps = flow_class.finish_ps  # not yet: it stays due at its finish_ps
-                    heappush(finishes, (flow_class.finish_ps, flow_class.order, next(entries), flow_class))
+                finish_ps = flow_class.finish_ps
+                assert finish_ps is not None  # a due class has a finish
+                if finish_ps > now:
+                    flow_class.queued_ps = finish_ps  # not yet: it stays due at its finish_ps
+                    heappush(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
                 else:
                     flow_class.advance(now)
                     self._schedule_finish(flow_class, now)
@@ -476,10 +482,12 @@ class FlowNetwork:
                     joining.append(flow_class)
                     continue
                 component = flow_class.component  # it leaves its component (its resources stay in it:
+                assert component is not None  # a busy class is in a component
                 flow_class.component = None  # their state is the component's until its steps are undone)
                 del component.classes[flow_class]
             else:
                 component = flow_class.component
+                assert component is not None
             mine = concerned.get(component)
             if mine is None:
                 concerned[component] = [flow_class]
@@ -512,15 +520,17 @@ class FlowNetwork:
             self._schedule_finish(flow_class, now)
             for resource in flow_class.bounds:
                 peers = resource.peers
+                assert peers is not None  # a resource of a class's path has peers
                 moved[peers[0]] = peers
         for flow_class in changed:
             flow_class.changed = False
             for resource in flow_class.bounds:
                 peers = resource.peers
+                assert peers is not None
                 moved[peers[0]] = peers
-        for first, group in moved.items():
+        for head, group in moved.items():
             total = 0.0  # peers are crossed by the same classes: one sum, in creation order
-            for flow_class in first.crossing:
+            for flow_class in head.crossing:
                 total += flow_class.demand
             for resource in group:
                 if total != resource.rate:
@@ -585,7 +595,7 @@ class FlowNetwork:
                 self._fill(part, classes)
                 refill += classes
             return refill
-        affected = {}
+        affected: dict[Resource, None] = {}
         for flow_class in changed:
             for resource in flow_class.bounds:
                 affected[resource] = None
@@ -627,7 +637,7 @@ class FlowNetwork:
         the busy classes and the ``concerned`` ones, which may have lost all theirs) and build the
         components of the busy classes again, to be filled from scratch."""
         busy = [c for c in self._classes.values() if c.busy]
-        for component in {id(c): c for c in [*concerned, *(c.component for c in busy)]}.values():
+        for component in {id(c): c for c in [*concerned, *(c.component for c in busy)] if c is not None}.values():
             self._undo_steps(component, 0)
         for resource in self.resources:
             resource.component = None
@@ -637,7 +647,7 @@ class FlowNetwork:
         parts = self._connected(busy)
         return {part: [] for part in parts}
 
-    def _first_affected_step(self, component: Component, changed: list[FlowClass], affected) -> int:
+    def _first_affected_step(self, component: Component, changed: list[FlowClass], affected: dict[Resource, None]) -> int:
         """The first step of the last filling that the new member counts of ``changed`` (whose
         paths cross the limiting ``affected`` resources) can alter; every earlier step makes the
         same choice and freezes the same classes at the same level as a filling from scratch.
@@ -751,6 +761,7 @@ class FlowNetwork:
                         freezing.append(flow_class)
                 freezing.sort(key=_class_order)
             else:
+                assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
                 freezing = [c for c in bottleneck.crossing if c.step < 0]
                 limit = bottleneck.index
             touched: dict[Resource, None] = {}  # in first-change order

@@ -29,7 +29,7 @@ clock = attrgetter("_now")
 """``clock(env)`` is ``env.now`` (integer ps), read without the property call."""
 
 
-def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value=None) -> None:
+def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value: object = None) -> None:
     """Trigger the not yet triggered ``event`` with ``value``, ``delay_ps`` ps from now."""
     event._ok = True
     event._value = value
@@ -65,7 +65,7 @@ def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, eve
         if queue[0][0] > limit_ps:
             return Stop.BOUND
         env._now, _, _, event = heappop(queue)
-        callbacks, event.callbacks = event.callbacks, None
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]  # SimPy's mark of a processed event
         for callback in callbacks:
             callback(event)
         if not event._ok and not hasattr(event, "_defused"):  # a failure no process handled
@@ -86,4 +86,4 @@ def queued_events(env: simpy.Environment) -> int:
 
 def next_event_ps(env: simpy.Environment) -> int | None:
     """When the next event is due (ps), or None when none is queued."""
-    return env._queue[0][0] if env._queue else None
+    return int(env._queue[0][0]) if env._queue else None

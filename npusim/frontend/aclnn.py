@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +36,8 @@ from npusim.isa.target import VectorTarget
 from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, Op, OpOptions, ValueCheck
 from npusim.kernels.view_copy import build_view_copy
 
-_OPTIONS: ContextVar[OpOptions] = ContextVar("npusim_op_options", default=OpOptions())
-_HOST_CALL: ContextVar["HostCall | None"] = ContextVar("npusim_host_call", default=None)
+_OPTIONS: ContextVar[OpOptions] = ContextVar("npusim_op_options", default=OpOptions())  # noqa: B039 (frozen: immutable)
+_HOST_CALL: ContextVar[HostCall | None] = ContextVar("npusim_host_call", default=None)
 _CHOICES = {"out_of_range": OUT_OF_RANGE_MODES, "overlap": OVERLAP_MODES}
 
 
@@ -129,7 +130,7 @@ class OpCall:
     check: ValueCheck
 
     @classmethod
-    def prepare(cls, name: str, api: str, args: Mapping[str, Any]) -> "OpCall":
+    def prepare(cls, name: str, api: str, args: Mapping[str, Any]) -> OpCall:
         """Check the call of op ``name`` (``args``: every argument by name) as ``api`` names it."""
         op: type[Op] = OPS.get(name)
         args = dict(args)

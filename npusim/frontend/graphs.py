@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from npusim.errors import GraphCaptureError
 

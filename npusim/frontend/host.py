@@ -37,7 +37,7 @@ class HostThread:
         self.tiling_ps = host.tiling.to_ps(hz) if host is not None else 0
         self.graph_launch_ps = host.graph_launch.to_ps(hz) if host is not None else 0
 
-    def issue(self, die: int, name: str, cost_ps: int, args: dict) -> "HostLaunch":
+    def issue(self, die: int, name: str, cost_ps: int, args: dict) -> HostLaunch:
         """The host spends ``cost_ps`` issuing ``name`` to die ``die``, from its clock on."""
         recorder = self.system.recorder
         start = self.now_ps
@@ -123,7 +123,7 @@ class DeviceEvent:
         if self.recorded is not None:
             self.session.synchronize(self.recorded)
 
-    def elapsed_ps(self, end: "DeviceEvent") -> int:
+    def elapsed_ps(self, end: DeviceEvent) -> int:
         """Simulated time from this event to ``end``, both reached."""
         for which, event in (("this event", self), ("the end event", end)):
             if event.recorded is None or event.time_ps is None:

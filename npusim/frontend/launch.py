@@ -22,7 +22,6 @@ from npusim.frontend.pypto.tensors import Tensor
 from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor
 
-
 PYPTO_SERIES = ("atlas_a2", "atlas_a3")
 """The product series PyPTO runs on: "Ascend-NPU ... 目前支持 A2/A3" (hicann/pypto
 docs/context/prepare_environment.md, commit 6fa0df5cdc750e9ba3895e6eed00ce0f635c86c3)."""

@@ -13,19 +13,17 @@ import gc
 import numbers
 import time
 import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import simpy
 from rich.console import Console
 from rich.progress import Progress, TextColumn
 
-from npusim.engine.loop import Stop, run_until
-from npusim.trace.critical_path import CriticalPath, critical_path
-from npusim.trace.events import events_frame
 from npusim.config import LoadedConfig, load_config
+from npusim.engine.loop import Stop, run_until
 from npusim.errors import DeadlockError, GraphCaptureError, UsageError
 from npusim.frontend.host import HostThread
 from npusim.hw.pipes import Pipe
@@ -33,6 +31,8 @@ from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa import building_for
 from npusim.trace.chrome import write_chrome_trace
+from npusim.trace.critical_path import CriticalPath, critical_path
+from npusim.trace.events import events_frame
 from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder
 from npusim.trace.summary import summarize
@@ -280,7 +280,7 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
 _SESSIONS: list[Session] = []
 """The open sessions, innermost last."""
 
-_SESSION_OF: "weakref.WeakKeyDictionary[System, Session]" = weakref.WeakKeyDictionary()
+_SESSION_OF: weakref.WeakKeyDictionary[System, Session] = weakref.WeakKeyDictionary()
 """The session of each system a session built (tensors reach their session through their system)."""
 
 

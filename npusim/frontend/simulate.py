@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from npusim.frontend.session import SimResult, session
 from npusim.frontend.workload import parse_param_overrides, run_workload_file

@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from npusim.errors import UsageError
-from npusim.hw.memory import Allocation
 from npusim.frontend.session import active_system, session_of
+from npusim.hw.memory import Allocation
 from npusim.hw.system import System
 
 
@@ -77,11 +77,11 @@ class DeviceTensor:
         base = np.zeros(1, dtype=np.uint8)
         return np.lib.stride_tricks.as_strided(base, shape=self.shape, strides=self.strides), base
 
-    def _view_from_layout(self, layout: np.ndarray, base: np.ndarray) -> "DeviceTensor":
+    def _view_from_layout(self, layout: np.ndarray, base: np.ndarray) -> DeviceTensor:
         shift = layout.__array_interface__["data"][0] - base.__array_interface__["data"][0]
         return DeviceTensor(self.system, self.allocation, self.offset_bytes + shift, layout.shape, layout.strides, self.dtype)
 
-    def __getitem__(self, index) -> "DeviceTensor":
+    def __getitem__(self, index) -> DeviceTensor:
         """Basic indexing and slicing give a view (advanced indexing is not a view and is refused)."""
         parts = index if isinstance(index, tuple) else (index,)
         if not all(isinstance(p, (int, slice, type(Ellipsis), type(None))) for p in parts):
@@ -95,20 +95,20 @@ class DeviceTensor:
             raise UsageError(f"indexing {self!r} with {index!r}: {error}") from None
         return self._view_from_layout(np.asarray(view), base)
 
-    def transpose(self, dim0: int, dim1: int) -> "DeviceTensor":
+    def transpose(self, dim0: int, dim1: int) -> DeviceTensor:
         layout, base = self._layout()
         return self._view_from_layout(np.swapaxes(layout, dim0, dim1), base)
 
-    def permute(self, *dims: int) -> "DeviceTensor":
+    def permute(self, *dims: int) -> DeviceTensor:
         layout, base = self._layout()
         return self._view_from_layout(np.transpose(layout, dims), base)
 
     @property
-    def T(self) -> "DeviceTensor":
+    def T(self) -> DeviceTensor:
         layout, base = self._layout()
         return self._view_from_layout(layout.T, base)
 
-    def view(self, *shape: int) -> "DeviceTensor":
+    def view(self, *shape: int) -> DeviceTensor:
         """The same contiguous bytes with another shape (torch ``view``; one dim may be -1)."""
         if not self.is_contiguous():
             raise UsageError(f"view() needs a contiguous tensor; {self!r} is not (copy it first)")

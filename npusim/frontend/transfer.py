@@ -21,14 +21,14 @@ does. See :mod:`npusim.hw.dma` for the timing of each engine.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import simpy
 
 from npusim.errors import OpArgumentError
+from npusim.frontend.session import active_system, session_of
 from npusim.frontend.tensor import DeviceTensor
 from npusim.hw.dma import GmBlock
-from npusim.frontend.session import active_system, session_of
 from npusim.hw.topology import Direction
 from npusim.units import format_bytes
 

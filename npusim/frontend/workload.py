@@ -18,9 +18,10 @@ import ast
 import difflib
 import runpy
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from npusim.errors import UnknownParameterError, UsageError
 from npusim.frontend.session import Session, current_session

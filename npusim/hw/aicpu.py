@@ -45,13 +45,13 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import simpy
 
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import queued_events
-
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class PollCoordinator:
     pending, and which waits are queued, so that a poller can tell when only pollers are left and
     nothing can match any more."""
 
-    _of: "weakref.WeakKeyDictionary[System, PollCoordinator]" = weakref.WeakKeyDictionary()
+    _of: weakref.WeakKeyDictionary[System, PollCoordinator] = weakref.WeakKeyDictionary()
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
@@ -73,7 +73,7 @@ class PollCoordinator:
         self.schedulers: list[AicpuScheduler] = []
 
     @classmethod
-    def of(cls, system: "System") -> "PollCoordinator":
+    def of(cls, system: System) -> PollCoordinator:
         coordinator = cls._of.get(system)
         if coordinator is None:
             coordinator = cls._of[system] = cls(system.env)
@@ -110,7 +110,7 @@ class CorePool:
 class SchedulerThread:
     """One AICPU scheduler thread of a device task: its cores, its queues, its trace lane."""
 
-    def __init__(self, scheduler: "AicpuScheduler", index: int, cores: range) -> None:
+    def __init__(self, scheduler: AicpuScheduler, index: int, cores: range) -> None:
         self.scheduler = scheduler
         self.index = index
         self.cores = cores  # its AIV cores
@@ -184,7 +184,7 @@ class AicpuScheduler:
     ``run()`` is a SimPy generator (submit it to a stream): it holds ``threads`` of the die's AICPUs
     until every task has finished."""
 
-    def __init__(self, die: "Die", tasks: Sequence, *, threads: int, core_choice: str, name: str) -> None:
+    def __init__(self, die: Die, tasks: Sequence, *, threads: int, core_choice: str, name: str) -> None:
         if core_choice not in CORE_CHOICES:
             raise ConfigError(f"shmem.core_choice={core_choice!r} is not one of {', '.join(CORE_CHOICES)}")
         if not 1 <= threads <= die.spec.aicpu.count:

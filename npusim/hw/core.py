@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections import deque
 from struct import error as struct_error
-
 from typing import TYPE_CHECKING
 
 import simpy
@@ -64,7 +63,7 @@ class KernelRun:
     # ``blocked`` maps a pipe (its int value) to the instruction it waits in, or a sentence, for
     # deadlock reports (a pipe blocked in a wait_flag is in ``flag_waiters`` instead).
 
-    def __init__(self, env: simpy.Environment, core: "AICore", program, op: int) -> None:
+    def __init__(self, env: simpy.Environment, core: AICore, program, op: int) -> None:
         self.env = env
         self.core = core
         self.program = program
@@ -92,7 +91,7 @@ class AICore:
     """One core of a die, of the kind ``kind`` names (``die.cores.<kind>``: an AIC, an AIV, a 310P AI
     core ...): its pipes, buffers and DMA engines."""
 
-    def __init__(self, die: "Die", kind: str, index: int) -> None:
+    def __init__(self, die: Die, kind: str, index: int) -> None:
         system = die.system
         self.die = die
         self.system = system

@@ -18,8 +18,9 @@ bytes/ps.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import simpy
 
@@ -61,7 +62,7 @@ class SystemDma:
     its blocks in order, each block paying the engine set-up, the source memory latency and the
     path round trip before its bytes (see the module docstring)."""
 
-    def __init__(self, die: "Die") -> None:
+    def __init__(self, die: Die) -> None:
         spec = die.spec.sdma
         hz = die.spec.clock.hz
         self.die = die
@@ -100,7 +101,7 @@ class RdmaQueuePair:
     transfer the NIC streams the blocks back to back and each block completes one path latency after
     its last byte left (see the module docstring). Its lane is ``rdma qp dieN``."""
 
-    def __init__(self, die: "Die", peer: int) -> None:
+    def __init__(self, die: Die, peer: int) -> None:
         self.die = die
         self.peer = peer
         self.system = die.system

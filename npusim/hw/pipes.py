@@ -19,7 +19,7 @@ class Pipe(enum.IntEnum):
     FIXP = 6
 
     @classmethod
-    def parse(cls, name: "str | Pipe") -> "Pipe":
+    def parse(cls, name: str | Pipe) -> Pipe:
         """``'MTE2'``, ``'mte2'``, ``'V'``, ``'S'``, ``'PIPE_MTE2'`` or a Pipe."""
         if isinstance(name, Pipe):
             return name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Generator
+from collections.abc import Callable, Generator
 
 import simpy
 

@@ -25,7 +25,7 @@ from npusim.trace.recorder import Recorder
 class Die:
     """One die: one device / rank, with the cores of each kind its spec lists (``die.cores``)."""
 
-    def __init__(self, system: "System", index: int, timing: DieTiming) -> None:
+    def __init__(self, system: System, index: int, timing: DieTiming) -> None:
         spec = system.spec.die
         self.system = system
         self.index = index

@@ -24,7 +24,7 @@ class DmaTiming:
     granule_bytes: int
 
     @classmethod
-    def from_spec(cls, spec: CopyEngineSpec, clock_hz: float) -> "DmaTiming":
+    def from_spec(cls, spec: CopyEngineSpec, clock_hz: float) -> DmaTiming:
         return cls(spec.rate.bytes_per_ps(clock_hz), spec.setup.to_ps(clock_hz), spec.per_burst.to_ps(clock_hz), spec.burst_bytes)
 
 
@@ -52,7 +52,7 @@ class CoreKindTiming:
     moves: dict[tuple[str, str], Pipe]
 
     @classmethod
-    def from_spec(cls, name: str, order: int, spec: CoreKindSpec, clock_hz: float) -> "CoreKindTiming":
+    def from_spec(cls, name: str, order: int, spec: CoreKindSpec, clock_hz: float) -> CoreKindTiming:
         engines = {Pipe[pipe]: DmaTiming.from_spec(engine, clock_hz) for pipe, engine in spec.engines.items()}
         moves = {tuple(move.split("->")): Pipe[pipe] for pipe, engine in spec.engines.items() for move in engine.moves}
         buffers = {buffer: BufferTiming(b.size.bytes, b.alignment) for buffer, b in spec.buffers.items()}
@@ -127,7 +127,7 @@ class DieTiming:
         return int(round(cycles * 1e12 / self.clock_hz))
 
     @classmethod
-    def from_spec(cls, die: DieSpec) -> "DieTiming":
+    def from_spec(cls, die: DieSpec) -> DieTiming:
         hz = die.clock.hz
         kinds = {name: CoreKindTiming.from_spec(name, order, kind, hz) for order, (name, kind) in enumerate(die.cores.items())}
         vector = None

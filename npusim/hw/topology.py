@@ -55,7 +55,7 @@ class Route:
     resources: tuple[Resource, ...]
     latency_ps: int
 
-    def __add__(self, other: "Route") -> "Route":
+    def __add__(self, other: Route) -> Route:
         """This route followed by ``other``."""
         return Route(self.resources + other.resources, self.latency_ps + other.latency_ps)
 
@@ -100,7 +100,7 @@ class Fabric(ABC):
 
     Spec: ClassVar[type[FabricSpec]]
 
-    def __init__(self, spec: FabricSpec, shape: SystemShape, wiring: Wiring, inner: "Fabric | None") -> None:
+    def __init__(self, spec: FabricSpec, shape: SystemShape, wiring: Wiring, inner: Fabric | None) -> None:
         self.spec = spec
         self.shape = shape
         self.wiring = wiring

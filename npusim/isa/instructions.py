@@ -12,8 +12,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from npusim.errors import WorkloadError
-from npusim.hw.memory import Allocation
 from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, flag_key
+from npusim.hw.memory import Allocation
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_pack, nz_unpack
@@ -35,14 +35,14 @@ class LocalTensor:
     def nbytes(self) -> int:
         return self.count * self.dtype.itemsize
 
-    def __getitem__(self, index: slice) -> "LocalTensor":
+    def __getitem__(self, index: slice) -> LocalTensor:
         """A contiguous element range ``[start:stop]`` of this tensor."""
         if not isinstance(index, slice) or index.step not in (None, 1):
             raise TypeError("a LocalTensor is sliced by a contiguous range, e.g. ub[128:256]")
         start, stop, _ = index.indices(self.count)
         return LocalTensor(self.buffer, self.offset + start * self.dtype.itemsize, max(stop - start, 0), self.dtype)
 
-    def reinterpret(self, dtype) -> "LocalTensor":
+    def reinterpret(self, dtype) -> LocalTensor:
         """The same bytes seen as another dtype."""
         dtype = np.dtype(dtype)
         return LocalTensor(self.buffer, self.offset, self.nbytes // dtype.itemsize, dtype)
@@ -65,7 +65,7 @@ class GmAddress:
         self.allocation = allocation
         self.offset = offset
 
-    def __add__(self, delta: int | ScalarExpr) -> "GmAddress":
+    def __add__(self, delta: int | ScalarExpr) -> GmAddress:
         return GmAddress(self.allocation, self.offset + delta)
 
     def __repr__(self) -> str:

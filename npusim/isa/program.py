@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Iterator
 
 import numpy as np
 
+from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore
-from npusim.config.products import PRODUCTS
 from npusim.hw.pipes import Pipe
 from npusim.hw.system import System
 from npusim.isa import vector as vector_semantics
+from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
 from npusim.isa.instructions import (
     AtomicAddCopy,
     DmaCopy,
@@ -52,7 +53,6 @@ from npusim.isa.instructions import (
     VectorOp,
     WaitFlag,
 )
-from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
 from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
@@ -92,7 +92,7 @@ def gm(tensor, element_offset: int | ScalarExpr = 0) -> GmAddress:
 class CoreProgram:
     """The instructions of one core for one kernel, in program order, plus its buffer allocations."""
 
-    def __init__(self, kernel: "Kernel", core: AICore) -> None:
+    def __init__(self, kernel: Kernel, core: AICore) -> None:
         self.kernel = kernel
         self.core = core
         self.instructions: list[Instruction] = []

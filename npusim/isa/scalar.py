@@ -8,7 +8,8 @@ instruction uses as a GM offset; the expression is evaluated when that instructi
 from __future__ import annotations
 
 import operator
-from typing import Callable, Union
+from collections.abc import Callable
+from typing import Union
 
 Operand = Union[int, "ScalarExpr"]
 
@@ -28,7 +29,7 @@ class ScalarExpr:
         right = self._right.evaluate(regs) if isinstance(self._right, ScalarExpr) else self._right
         return int(self._op(left, right))
 
-    def _combine(self, op, other, swap=False) -> "ScalarExpr":
+    def _combine(self, op, other, swap=False) -> ScalarExpr:
         if not isinstance(other, (int, ScalarExpr)):
             return NotImplemented
         return ScalarExpr(op, other, self) if swap else ScalarExpr(op, self, other)

@@ -36,7 +36,7 @@ class VectorTarget:
     max_repeats: int
 
     @classmethod
-    def of(cls, system) -> "VectorTarget":
+    def of(cls, system) -> VectorTarget:
         """The vector cores of ``system``'s dies (every die of a system is the same): the core kind
         its product runs vector kernels on, with its UB and the engine that loads UB from GM."""
         spec, timing = system.spec, system.timing

@@ -13,7 +13,7 @@ The reductions (``reduce_sum`` ...) reduce each row of a 2-D operand by the pair
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np

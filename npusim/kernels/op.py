@@ -20,8 +20,9 @@ The model ``Settings`` (None: the op takes none) validates the config section ``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 

@@ -20,8 +20,9 @@ import itertools
 import json
 import operator
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar, cast
 
 import numpy as np
 
@@ -33,6 +34,7 @@ LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffe
 LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
 WRITER_CHUNK_EVENTS = 1024  # events formatted per batch: bounds the writer's extra memory (and was fastest measured)
 _point_time = operator.itemgetter(0)
+_Point = TypeVar("_Point", bound=tuple[Any, ...])  # a counter's point: (time_ps, values ...)
 
 
 def _us(ps: int) -> str:
@@ -47,7 +49,7 @@ def _us_texts(ps: np.ndarray) -> list[str]:
     return [f"{w}.{f:06d}" if f else str(w) for w, f in zip(whole.tolist(), frac.tolist())]
 
 
-def jsonable(value):
+def jsonable(value: Any) -> Any:
     """``value`` with tuples as lists, numpy scalars as Python numbers and anything else unknown as
     its text, so op arguments always serialise."""
     if isinstance(value, dict):
@@ -61,7 +63,7 @@ def jsonable(value):
     return str(value)
 
 
-def write_chrome_trace(record: RunRecord, path: str | os.PathLike, *, metadata: dict | None = None, chunk_events: int = WRITER_CHUNK_EVENTS,
+def write_chrome_trace(record: RunRecord, path: str | os.PathLike[str], *, metadata: dict[str, Any] | None = None, chunk_events: int = WRITER_CHUNK_EVENTS,
                        selection: TraceSelection | None = None) -> Path:
     """Write the run's trace to ``path`` atomically (temporary file, then rename; missing folders
     are created); ``metadata`` is merged into ``otherData`` (see docs/trace-format.md for what the
@@ -102,7 +104,7 @@ class _Writer:
         self.out.write(",\n".join(lines))
         self.first = False
 
-    def write(self, metadata: dict) -> None:
+    def write(self, metadata: dict[str, Any]) -> None:
         self.out.write('{"traceEvents":[\n')
         selection = self.selection
         if selection.level == "ops":
@@ -168,9 +170,10 @@ class _Writer:
         flag_cursor = 0  # flag flows are in the order of their waits: the next one not yet seen
         transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
         # a load is kept as (its track, the middle of its slice in us)
-        loads_since_set: dict[int, collections.deque[tuple[int, str]]] = {}  # load track -> loads since its last set_flag
-        loads_of_set: dict[int, list[tuple[int, str]]] = {}  # set_flag event -> the loads before it
-        awaiting: dict[int, list[tuple[int, str]]] = {}  # track -> loads waiting for their consumer on it
+        # a load is (its track, the middle of its slice as ts text, whether it is written)
+        loads_since_set: dict[int, collections.deque[tuple[int, str, bool]]] = {}  # load track -> loads since its last set_flag
+        loads_of_set: dict[int, collections.deque[tuple[int, str, bool]]] = {}  # set_flag event -> the loads before it
+        awaiting: dict[int, list[tuple[int, str, bool]]] = {}  # track -> loads waiting for their consumer on it
         kept_tracks = self._kept_tracks()
         everything = self.selection.everything
 
@@ -187,7 +190,7 @@ class _Writer:
             self.written += sum(kept)
             rows = zip(c["track"].tolist(), c["name"].tolist(), _us_texts(c["start_ps"]), _us_texts(c["end_ps"] - c["start_ps"]),
                        c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist(), c["start_ps"].tolist(), c["end_ps"].tolist(), kept)
-            lines = []
+            lines: list[str] = []
             add = lines.append
             for index, (track, name, ts, dur, nbytes, op, tile, start_ps, end_ps, keep) in enumerate(rows, first):
                 if keep:
@@ -228,11 +231,12 @@ class _Writer:
 
     def _kept(self, columns: dict[str, np.ndarray], kept_tracks: np.ndarray) -> np.ndarray:
         """A boolean per event of ``columns``: on a kept die and inside the window."""
-        return kept_tracks[columns["track"]] & self.selection.keeps_time(columns["start_ps"], columns["end_ps"])
+        kept: np.ndarray = kept_tracks[columns["track"]] & self.selection.keeps_time(columns["start_ps"], columns["end_ps"])
+        return kept
 
     # -- flows ---------------------------------------------------------------------------------
 
-    def _flow(self, add, name: str, from_track: int, from_ts: str, to_track: int, to_ts: str) -> None:
+    def _flow(self, add: Callable[[str], None], name: str, from_track: int, from_ts: str, to_track: int, to_ts: str) -> None:
         """One arrow (two lines given to ``add``): its start bound to the source slice, its end
         (``bp: e``) to the target slice; ``*_ts`` are times inside those slices (their middle).
         A v1 flow is identified by its id and name."""
@@ -261,7 +265,7 @@ class _Writer:
                 src, dst, name_ids = src[kept], dst[kept], name_ids[kept] if name_ids is not None else None
             rows = zip((lane[src] >> 32).tolist(), _us_texts((start[src] + end[src]) // 2), (lane[dst] >> 32).tolist(),
                        _us_texts((start[dst] + end[dst]) // 2), [flag_name] * len(src) if name_ids is None else name_ids.tolist())
-            lines = []
+            lines: list[str] = []
             for from_track, from_ts, to_track, to_ts, name in rows:
                 self._flow(lines.append, names[name], from_track, from_ts, to_track, to_ts)
             self.emit_lines(lines)
@@ -292,7 +296,7 @@ class _Writer:
             for time_ps, _, nbytes in self._in_window(sorted(series)):
                 self.emit(f'{{"name":{counter},"ph":"C","ts":{_us(time_ps)},"pid":{die},"args":{{"KiB":{nbytes / 1024:.3f}}}}}')
 
-    def _in_window(self, points: list[tuple]) -> list[tuple]:
+    def _in_window(self, points: list[_Point]) -> list[_Point]:
         """The points (time_ps first) of a counter inside the window, the one in force at its
         start moved to the start."""
         window = self.selection.window_ps
@@ -302,7 +306,7 @@ class _Writer:
         first = bisect.bisect_right(points, low, key=_point_time)
         inside = [point for point in points[first:] if point[0] <= high]
         if first and (not inside or inside[0][0] > low):
-            inside.insert(0, (low, *points[first - 1][1:]))
+            inside.insert(0, cast(_Point, (low, *points[first - 1][1:])))
         return inside
 
     # -- selections --------------------------------------------------------------------------
@@ -310,7 +314,8 @@ class _Writer:
     def _kept_rows(self, table: np.ndarray, events: np.ndarray, kept_tracks: np.ndarray) -> np.ndarray:
         """A boolean per event index of ``events``: kept by the selection."""
         rows = table[events]
-        return kept_tracks[rows[:, 0] >> 32] & self.selection.keeps_time(rows[:, 2], rows[:, 3])
+        kept: np.ndarray = kept_tracks[rows[:, 0] >> 32] & self.selection.keeps_time(rows[:, 2], rows[:, 3])
+        return kept
 
     def _op_slices(self) -> None:
         """The ``ops`` level: one slice per op and core (lane ``<core> ops`` of its die), from its
@@ -350,15 +355,15 @@ class _Writer:
             self.emit(f'{{"ph":"M","name":"thread_sort_index","pid":{die},"tid":{unit + 1},"args":{{"sort_index":{rank}}}}}')
         ops = recorder.ops
         lines = []
-        for (op, unit), (start, end, count, moved) in sorted(spans.items(), key=lambda item: (item[1][0], item[0])):
-            lines.append(f'{{"name":{json.dumps(ops[op].name)},"ph":"X","ts":{_us(start)},"dur":{_us(end - start)},"pid":{names[unit][0]},'
-                         f'"tid":{unit + 1},"args":{{"op":{json.dumps(f"{ops[op].name}#{op}")},"instructions":{count},"bytes":{moved}}}}}')
+        for (op_id, unit), (start, end, count, moved) in sorted(spans.items(), key=lambda item: (item[1][0], item[0])):
+            lines.append(f'{{"name":{json.dumps(ops[op_id].name)},"ph":"X","ts":{_us(start)},"dur":{_us(end - start)},"pid":{names[unit][0]},'
+                         f'"tid":{unit + 1},"args":{{"op":{json.dumps(f"{ops[op_id].name}#{op_id}")},"instructions":{count},"bytes":{moved}}}}}')
         self.written = len(lines)
         self.emit_lines(lines)
 
     # -- metadata ------------------------------------------------------------------------------
 
-    def _other_data(self, metadata: dict) -> dict:
+    def _other_data(self, metadata: dict[str, Any]) -> dict[str, Any]:
         recorder = self.recorder
         data = {
             "trace_format": TRACE_FORMAT_VERSION,

@@ -29,6 +29,7 @@ so the shares of the breakdown add up to 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,7 @@ class CriticalPath:
     segments: list[Segment]
     events: list[int]  # the events on the path, in time order
 
-    def breakdown(self) -> list[dict]:
+    def breakdown(self) -> list[dict[str, Any]]:
         """Time per label, largest first: label, kind, time_us, share of the end-to-end time."""
         totals: dict[tuple[str, str], int] = {}
         for segment in self.segments:
@@ -85,7 +86,7 @@ def critical_path(record: RunRecord) -> CriticalPath:
     return _Walk(record).run()
 
 
-def bottlenecks(record: RunRecord, *, rows: int = 12) -> dict:
+def bottlenecks(record: RunRecord, *, rows: int = 12) -> dict[str, Any]:
     """The ``bottlenecks`` section of a summary: end-to-end time, events on the critical path and
     the breakdown's ``rows`` largest entries (the rest summed in one ``other`` row)."""
     path = critical_path(record)
@@ -144,7 +145,8 @@ class _Walk:
 
     def _flow_sources(self, e: int) -> list[int]:
         lo, hi = np.searchsorted(self.flow_to, [e, e + 1])
-        return self.flow_from[lo:hi].tolist()
+        sources: list[int] = self.flow_from[lo:hi].tolist()
+        return sources
 
     def _same_core_before(self, e: int, time_ps: int) -> int:
         """The event of another lane of ``e``'s core and run that ended last at or before ``time_ps``."""

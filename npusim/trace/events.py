@@ -6,14 +6,17 @@ works without it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from npusim.errors import UsageError
+from npusim.trace.recorder import Recorder
 
 EVENT_COLUMNS = ("die", "unit", "lane", "name", "start_us", "end_us", "duration_us", "bytes", "op", "op_name", "tile")
 
 
-def _pandas():
+def _pandas() -> Any:
     try:
         import pandas
     except ImportError:
@@ -22,7 +25,7 @@ def _pandas():
     return pandas
 
 
-def events_frame(recorder):
+def events_frame(recorder: Recorder) -> Any:
     """One row per event: ``die``, ``unit`` (``aiv3``), ``lane`` (pipe), ``name`` (instruction),
     ``start_us``, ``end_us``, ``duration_us``, ``bytes``, ``op`` (id, -1 if none), ``op_name``,
     ``tile`` (-1 if none), in the order the events were recorded. Text columns are categorical."""

@@ -36,7 +36,7 @@ class ResourceRecord:
     rate_log: list[tuple[int, float]]
 
     @classmethod
-    def of(cls, resource: "Resource") -> "ResourceRecord":
+    def of(cls, resource: Resource) -> ResourceRecord:
         return cls(resource.name, resource.kind, resource.die, resource.index, resource.capacity, resource.bytes_moved,
                    resource.flows_done, resource.rate_log if resource.rate_log is not None else [])
 
@@ -55,4 +55,5 @@ class RunRecord:
 
     def package_of(self, die: int) -> int:
         """The NPU package die ``die`` belongs to."""
-        return self.spec.shape.package_of(die)
+        package: int = self.spec.shape.package_of(die)
+        return package

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import struct
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ class Track:
     die: int
     unit: str
     lane: str
-    order: tuple = ()
+    order: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -58,7 +59,7 @@ class OpRecord:
 
     name: str
     die: int
-    args: dict = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.tracks: list[Track] = []
-        self._track_ids: dict[tuple, int] = {}
+        self._track_ids: dict[tuple[int, str, str], int] = {}
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
         self.wait_names: set[int] = set()  # names of events that only wait (flags, barriers): not busy time
@@ -114,7 +115,7 @@ class Recorder:
         self.buffer_spans: list[BufferSpan] = []
         self.flag_name_id = self.name_id("flag")
 
-    def track(self, die: int, unit: str, lane: str, order: tuple = ()) -> int:
+    def track(self, die: int, unit: str, lane: str, order: tuple[int, ...] = ()) -> int:
         """The id of a lane, created on first use."""
         key = (die, unit, lane)
         track_id = self._track_ids.get(key)
@@ -135,7 +136,7 @@ class Recorder:
         """Events named ``name_id`` raise (``set_flag``) or consume (``wait_flag``) flag ``key``."""
         self._flag_names[name_id] = (raises, key)
 
-    def op(self, name: str, die: int, **args) -> int:
+    def op(self, name: str, die: int, **args: Any) -> int:
         """Register an op and return its id (events of its instructions carry it)."""
         self.ops.append(OpRecord(name, die, args))
         return len(self.ops) - 1
@@ -173,7 +174,7 @@ class Recorder:
             self.rows.extend(bytes(len(self.rows)))
         EVENT_ROW.pack_into(self.rows, offset, lane, label, start_ps, end_ps, nbytes)
 
-    def record_columns(self, track, name_id, start_ps, end_ps, nbytes, op, tile) -> None:
+    def record_columns(self, track: Any, name_id: Any, start_ps: Any, end_ps: Any, nbytes: Any, op: Any, tile: Any) -> None:
         """Append many events at once from equal-length integer arrays (as :meth:`record` each)."""
         track, name_id, start_ps, end_ps, nbytes, op, tile = (np.asarray(a, np.int64) for a in (track, name_id, start_ps, end_ps, nbytes, op, tile))
         table = np.stack([pack(track, op), pack(name_id, tile), start_ps, end_ps, nbytes], axis=1)
@@ -184,7 +185,8 @@ class Recorder:
 
     def end_ps(self, index: int) -> int:
         """When event ``index`` ended (ps)."""
-        return EVENT_ROW.unpack_from(self.rows, index * EVENT_ROW.size)[3]
+        end_ps: int = EVENT_ROW.unpack_from(self.rows, index * EVENT_ROW.size)[3]
+        return end_ps
 
     def flow(self, from_event: int, to_event: int, name: str) -> None:
         """Record that event ``to_event`` could not proceed before event ``from_event`` ended (an

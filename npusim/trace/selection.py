@@ -11,6 +11,7 @@ critical path are computed from the whole run whatever is written.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,14 +46,14 @@ class TraceSelection:
     def keeps_die(self, die: int) -> bool:
         return self.dies is None or die in self.dies
 
-    def keeps_time(self, start_ps, end_ps):
+    def keeps_time(self, start_ps: Any, end_ps: Any) -> Any:
         """Whether ``[start_ps, end_ps]`` overlaps the window (elementwise for arrays)."""
         if self.window_ps is None:
             return np.ones(np.shape(start_ps), dtype=bool) if np.ndim(start_ps) else True
         low, high = self.window_ps
         return (np.asarray(start_ps) <= high) & (np.asarray(end_ps) >= low) if np.ndim(start_ps) else start_ps <= high and end_ps >= low
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """The selection as recorded in the trace's ``otherData.trace_selection``."""
         return {"level": self.level, "dies": list(self.dies) if self.dies is not None else None,
                 "window_us": [t / 1e6 for t in self.window_ps] if self.window_ps is not None else None}

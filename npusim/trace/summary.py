@@ -5,22 +5,25 @@ NIC; the bottleneck breakdown of the critical path; warnings. Plain JSON-able da
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from npusim import __version__
 from npusim.trace.critical_path import bottlenecks
 from npusim.trace.record import RunRecord
+from npusim.trace.recorder import Recorder
 
 
-def busy_ps(recorder, columns: dict[str, np.ndarray]) -> np.ndarray:
+def busy_ps(recorder: Recorder, columns: dict[str, np.ndarray]) -> np.ndarray:
     """Each event's busy time in ps: its duration, 0 for events that only wait (flags, barriers)."""
-    duration = columns["end_ps"] - columns["start_ps"]
+    duration: np.ndarray = columns["end_ps"] - columns["start_ps"]
     if recorder.wait_names:
         duration = np.where(np.isin(columns["name"], sorted(recorder.wait_names)), 0, duration)
     return duration
 
 
-def pipe_busy(record: RunRecord) -> list[dict]:
+def pipe_busy(record: RunRecord) -> list[dict[str, Any]]:
     """Per die and pipe: how many cores used it, their summed busy time (us) and the utilisation
     over those cores (busy / (cores x simulated time))."""
     recorder = record.recorder
@@ -46,7 +49,7 @@ def pipe_busy(record: RunRecord) -> list[dict]:
     return rows
 
 
-def bandwidth(record: RunRecord) -> list[dict]:
+def bandwidth(record: RunRecord) -> list[dict[str, Any]]:
     """Per shared resource that moved bytes: bytes, achieved GB/s over the run, peak GB/s."""
     simulated = max(record.simulated_ps, 1)
     rows = []
@@ -72,7 +75,7 @@ DMA_LANES = ("MTE1", "MTE2", "MTE3", "FIXP")
 """Lanes whose events are copies: their bytes are data moved (a vector event's bytes are its output)."""
 
 
-def _spans(keys: np.ndarray, columns: dict[str, np.ndarray], busy: np.ndarray) -> tuple:
+def _spans(keys: np.ndarray, columns: dict[str, np.ndarray], busy: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per distinct key: the key, first start, last end, event count and busy time (ps)."""
     unique, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     first = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
@@ -82,7 +85,7 @@ def _spans(keys: np.ndarray, columns: dict[str, np.ndarray], busy: np.ndarray) -
     return unique, first, last, counts, np.bincount(inverse, weights=busy, minlength=len(unique))
 
 
-def ops(record: RunRecord) -> list[dict]:
+def ops(record: RunRecord) -> list[dict[str, Any]]:
     """Per op: name, die, first start and last end of its instructions (us), instruction count,
     busy time (us, summed over lanes) and ``dma_bytes``, the payload its copies moved
     (MTE1/MTE2/MTE3/FIXP events)."""
@@ -106,7 +109,7 @@ def ops(record: RunRecord) -> list[dict]:
     return rows
 
 
-def tiles(record: RunRecord) -> list[dict]:
+def tiles(record: RunRecord) -> list[dict[str, Any]]:
     """Per op with tiles: how many, the mean, shortest and longest tile time (us) and which tile
     took longest. A tile's time spans the first start to the last end of its instructions (on all
     the cores that worked on that tile index)."""
@@ -131,7 +134,7 @@ def tiles(record: RunRecord) -> list[dict]:
     return rows
 
 
-def summarize(record: RunRecord, config, *, wall_seconds: float, status: str = "ok", error: str | None = None) -> dict:
+def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: str = "ok", error: str | None = None) -> dict[str, Any]:
     """The whole summary of a run."""
     return {
         "npusim_version": __version__,

@@ -2,8 +2,6 @@
 
 from types import SimpleNamespace
 
-import pytest
-
 import npusim
 from npusim.analysis import Bottleneck, bottleneck_of
 from npusim.analysis.bottleneck import class_utilisations, utilisation_columns

@@ -49,7 +49,7 @@ def test_the_dies_of_a_measurement_are_on_two_packages_or_two_nodes():
 def test_two_a2_servers_move_data_by_rdma_whatever_the_protocol_asked():
     results = {(r.case.protocol, r.case.direction, r.case.block_bytes): r.simulated_GiBps for r in run_calibration(["a2"]) if r.case.nodes == 2}
     assert len(results) == 16
-    for (protocol, direction, block), rate in results.items():
+    for (_protocol, direction, block), rate in results.items():
         assert rate == results[("rdma", direction, block)]  # HCCL serves "hccs" between servers over RoCE
 
 

@@ -5,11 +5,11 @@ import math
 
 import pytest
 
+import npusim
 from npusim.analysis import FACTORS, run_whatif, whatif
 from npusim.analysis.whatif import NOTABLE, factor_overrides, reading
 from npusim.config import load_config
 from npusim.errors import WorkloadError
-import npusim
 from tests.analysis.workloads import CREDIT_BOUND_REMOTE_STORE, HBM_BOUND_COPY, LINK_BOUND_REMOTE_LOAD, write
 
 EXPLICIT_LINKS = """extends: a2.yaml

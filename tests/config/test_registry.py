@@ -2,13 +2,10 @@
 
 import sys
 import types
-
-import pytest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
 from typing import Annotated
 
-from pydantic import SerializeAsAny
+import pytest
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
 from npusim.config.registry import KindOf, Registry, SettingsOf, UnknownName
 

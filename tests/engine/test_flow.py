@@ -321,7 +321,7 @@ def reference_finish_times(capacities, specs):
     ends at a wake-up once its bytes left are within TOLERANCE of its size."""
     exact = {r: Fraction(c) for r, c in capacities.items()}
     finish, left, flows, starts = {}, {}, {}, []
-    for i, (size, path, cap, delay) in enumerate(specs):
+    for i, (_size, path, cap, delay) in enumerate(specs):
         if not path and cap == math.inf:
             finish[i] = delay
         else:

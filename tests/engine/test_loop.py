@@ -1,6 +1,7 @@
 """npusim.engine.loop: the one module that uses SimPy's internals. The layout it relies on is
 checked against the installed SimPy, so an upgrade that changes it fails here first."""
 
+import contextlib
 from importlib.metadata import version
 
 import pytest
@@ -90,10 +91,8 @@ def test_run_until_raises_a_failure_no_process_handled_and_not_a_handled_one():
         raise ValueError("broken kernel")
 
     def handling(child):
-        try:
+        with contextlib.suppress(ValueError):
             yield child
-        except ValueError:
-            pass
 
     handled = env.process(failing())
     waiter = env.process(handling(handled))

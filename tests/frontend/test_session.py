@@ -49,7 +49,7 @@ def test_no_data_does_not_change_timing():
 def test_a_failing_workload_marks_the_result_failed():
     with pytest.raises(ZeroDivisionError):
         with npusim.session("a2", data=False) as s:
-            1 / 0
+            _ = 1 / 0
     assert s.result.status == "failed" and "ZeroDivisionError" in s.result.error
 
 
@@ -90,7 +90,7 @@ def test_a_session_raises_the_young_gc_threshold_and_restores_the_callers_even_o
         assert gc.get_threshold() == (500, 7, 9)
         with pytest.raises(ZeroDivisionError):
             with npusim.session("a2", data=False):
-                1 / 0
+                _ = 1 / 0
         assert gc.get_threshold() == (500, 7, 9)
         gc.set_threshold(50_000, 7, 9)  # a caller's higher threshold is kept
         with npusim.session("a2", data=False):

@@ -13,8 +13,8 @@ import pytest
 
 import npusim
 from npusim.config import load_config
-from npusim.hw.system import System
 from npusim.errors import NoRouteError
+from npusim.hw.system import System
 from npusim.hw.topology import LOCAL, Direction, Route
 from npusim.kernels.view_copy import build_view_copy
 

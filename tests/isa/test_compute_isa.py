@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from npusim.isa.fractal import nz_count, nz_pack, nz_unpack
 from npusim.isa.instructions import fractal_matmul
 from npusim.isa.vector import cast, halving_reduce
-
 from tests.frontend.pypto import reference
 
 

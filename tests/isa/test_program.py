@@ -116,7 +116,7 @@ def test_unknown_pipe_vector_kind_and_rounding_are_named():
 
 
 def test_mmad_on_the_cube_core():
-    with npusim.session("a2") as s:
+    with npusim.session("a2"):
         a_host = np.arange(16 * 16, dtype=np.float16).reshape(16, 16) / 256
         b_host = np.eye(16, dtype=np.float16)
         a, b = npusim.tensor(a_host), npusim.tensor(b_host)

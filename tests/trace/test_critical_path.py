@@ -7,9 +7,9 @@ import pytest
 
 import npusim
 from npusim import isa
-from npusim.trace.critical_path import IDLE, critical_path
 from npusim.config import load_config
 from npusim.hw.system import System
+from npusim.trace.critical_path import IDLE, critical_path
 from tests.conftest import events_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import pytest
 
 import npusim
 from npusim import isa
-from npusim.trace.events import EVENT_COLUMNS
 from npusim.errors import UsageError
+from npusim.trace.events import EVENT_COLUMNS
 from tests.conftest import events_of
 
 
@@ -51,4 +51,4 @@ def test_without_pandas_the_error_says_what_to_install(monkeypatch):
     result = small_run()
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(UsageError, match=r"pip install 'npusim\[analysis\]'"):
-        result.events
+        _ = result.events

@@ -15,7 +15,6 @@ import math
 from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
-from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 from npusim.frontend.pypto.runtime import (
     AccessSpec,
     CoreTask,
@@ -28,7 +27,7 @@ from npusim.frontend.pypto.runtime import (
     current_program,
 )
 from npusim.frontend.pypto.symbolic import SymbolicScalar
-from npusim.frontend.pypto.tensors import Tensor, ShmemTensor
+from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
 from npusim.frontend.tensor import empty
 from npusim.isa.instructions import on_recorded
 from npusim.isa.target import VectorTarget
@@ -45,6 +44,7 @@ from npusim.kernels.shmem.checks import (
     check_put_dtypes,
     check_view,
 )
+from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 from npusim.kernels.shmem.layout import SignalGrid, signal_clear_bytes
 from npusim.kernels.shmem.races import READ, WRITE
 from npusim.kernels.shmem.tile_ops import (

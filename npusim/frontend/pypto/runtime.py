@@ -38,14 +38,14 @@ import simpy
 from npusim import isa
 from npusim.config.products import PRODUCTS
 from npusim.errors import RaceError, UsageError, WorkloadError
-from npusim.kernels.shmem.dtypes import DataType
+from npusim.frontend.session import current_session
 from npusim.hw.aicpu import AicpuScheduler
 from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
-from npusim.frontend.session import current_session
 from npusim.hw.system import System
 from npusim.isa.instructions import on_recorded
 from npusim.kernels.shmem.checks import check_group_name, check_n_pes
+from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroupRegistry
 from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
 from npusim.kernels.shmem.tile_ops import GmView

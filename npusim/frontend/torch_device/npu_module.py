@@ -96,13 +96,13 @@ class Stream:
     def device(self) -> torch.device:
         return torch.device("npu", self.device_index)
 
-    def wait_event(self, event: "Event") -> None:
+    def wait_event(self, event: Event) -> None:
         event.wait(self)
 
-    def wait_stream(self, stream: "Stream") -> None:
+    def wait_stream(self, stream: Stream) -> None:
         self.wait_event(stream.record_event())
 
-    def record_event(self, event: "Event | None" = None) -> "Event":
+    def record_event(self, event: Event | None = None) -> Event:
         event = event or Event()
         event.record(self)
         return event
@@ -176,7 +176,7 @@ class Event:
     def synchronize(self) -> None:
         self.event.synchronize()
 
-    def elapsed_time(self, end_event: "Event") -> float:
+    def elapsed_time(self, end_event: Event) -> float:
         """Simulated milliseconds from this event to ``end_event``."""
         return self.event.elapsed_ps(end_event.event) / 1e9
 

@@ -44,8 +44,8 @@ TORCH_DTYPES = {numpy: torch_dtype for torch_dtype, numpy in NUMPY_DTYPES.items(
 
 _SERIAL_SHIFT, _DIE_SHIFT = 48, 37
 _serials = itertools.count(1)
-_session_serials: "weakref.WeakKeyDictionary[Session, int]" = weakref.WeakKeyDictionary()
-_allocations: dict[int, tuple["weakref.ref[Session]", Allocation, tuple]] = {}
+_session_serials: weakref.WeakKeyDictionary[Session, int] = weakref.WeakKeyDictionary()
+_allocations: dict[int, tuple[weakref.ref[Session], Allocation, tuple]] = {}
 """data pointer of a storage -> (its session, its GM allocation, what its DLPack import refers to)."""
 
 class _DLDevice(ctypes.Structure):

@@ -3,7 +3,8 @@ lowering, and the host's reading of the indices (checks against the destination,
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -11,15 +12,14 @@ from pydantic import Field
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.config.schema import Spec
-
 from npusim.errors import OpArgumentError, UsageError
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import Op, OpOptions, ValueCheck
-from npusim.kernels.scatter_index import value_check
 from npusim.kernels.quant_scatter.checks import OP_NAME, QuantScatterProblem, check_output_mode, check_quant_scatter
 from npusim.kernels.quant_scatter.kernel import KERNEL_NAME, QuantScatterTensors, build_quant_scatter, tiling_arguments
 from npusim.kernels.quant_scatter.tiling import QuantScatterPlan, plan_quant_scatter
 from npusim.kernels.quant_scatter.tiling_inference import plan_quant_scatter_310p
+from npusim.kernels.scatter_index import value_check
 
 
 class QuantScatterSettings(Spec):

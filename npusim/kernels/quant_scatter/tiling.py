@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -202,7 +202,7 @@ class QuantScatterPlan:
     ub_budget_bytes: int
     double_buffer: bool
     cores: tuple[CorePlan, ...] = field(repr=False)
-    ub_layout: "UbLayout | None" = field(default=None, repr=False)
+    ub_layout: UbLayout | None = field(default=None, repr=False)
 
     def all_iterations(self):
         """Every iteration of every core, core by core."""
@@ -389,7 +389,7 @@ class UbLayout:
 
     @classmethod
     def of(cls, problem: QuantScatterProblem, mode: TilingMode, chunk: int, copies: int, target: VectorTarget,
-           variant: KernelVariant = A2_A3) -> "UbLayout":
+           variant: KernelVariant = A2_A3) -> UbLayout:
         """The layout of ``mode`` for ``chunk`` update elements per iteration (with the mode's padding)."""
         quant = (chunk if mode in _LARGE_QUANT_MODES else problem.last_dim) + _QUANT_PAD_ELEMENTS[mode]
         index_elements = -(-problem.index_count // 8) * 8

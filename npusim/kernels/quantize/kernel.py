@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from npusim import isa
 from npusim.isa.target import VectorTarget
 from npusim.kernels.quantize.checks import F32, QuantizeProblem

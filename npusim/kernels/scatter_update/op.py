@@ -3,7 +3,8 @@ of the die's: the op takes no settings), the host's reading of the indices and t
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from npusim.errors import OpArgumentError, UsageError
-from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.checks import (
     check_data_shape,
     check_dtype,
@@ -35,6 +34,7 @@ from npusim.kernels.shmem.checks import (
     check_n_pes,
     check_signal_view,
 )
+from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tiling import tile_grid
 
 SHMEM_ALIGN_BYTES = 512

@@ -6,14 +6,13 @@ import json
 import re
 from collections import Counter
 
-import pytest
-
 import numpy as np
+import pytest
+from shmem_allgather import run_allgather
 
 import npusim
 from npusim import pypto
 from npusim.trace.chrome import write_chrome_trace
-from shmem_allgather import run_allgather
 from tests.trace.test_writer import enclosing, slices_by_lane
 
 D = pypto.distributed

@@ -5,11 +5,11 @@ import warnings
 
 import numpy as np
 import pytest
+from shmem_allgather import run_allgather
+from shmem_allreduce import run_allreduce
 
 import npusim
 from npusim import pypto
-from shmem_allgather import run_allgather
-from shmem_allreduce import run_allreduce
 
 D = pypto.distributed
 X = pypto.experimental

@@ -6,12 +6,12 @@ import warnings
 
 import numpy as np
 import pytest
+from shmem_allgather import run_allgather
 
 import npusim
 from npusim import pypto
 from npusim.errors import DeadlockError, RaceError
 from npusim.kernels.shmem.races import ShmemRaceWarning
-from shmem_allgather import run_allgather
 
 D = pypto.distributed
 

@@ -117,7 +117,7 @@ def test_other_operand_types_are_refused():
     with pytest.raises(WorkloadError, match="SymbolicScalar\\(value\\) takes an int, got 'x'"):
         SymbolicScalar("x")
     with pytest.raises(TypeError, match="unhashable"):
-        {pe: 1}
+        _ = {pe: 1}
 
 
 def test_deep_expressions_evaluate_without_recursion():

@@ -49,7 +49,8 @@ def test_the_single_op_example_writes_the_quantised_rows():
         out = torch_npu.npu_quant_scatter_(var, indices, updates, scales, zero_points, axis=-2, quant_axis=-1, reduce="update")
         assert out is var and var.device == torch.device("npu:0") and var.dtype == torch.int8
         got = var.cpu().numpy()
-    bf16 = lambda a: a.astype(np.float32).astype(BF16)  # what .to(torch.bfloat16) makes of fp16 values (exact in fp32)
+    def bf16(a):
+        return a.astype(np.float32).astype(BF16)  # what .to(torch.bfloat16) makes of fp16 values (exact in fp32)
     expected = quant_scatter_reference(data_var, data_indices, bf16(data_updates), bf16(data_scales), bf16(data_zero_points))
     assert np.array_equal(got, expected)
 
@@ -142,8 +143,9 @@ def test_bad_inputs_are_clear_errors():
     with npusim.session("a2") as first:
         old = torch.zeros(1, 1, 32, dtype=torch.int8).npu()
     with npusim.session("a2"):
-        args = lambda var: (var, torch.zeros(1, dtype=torch.int32).npu(), torch.ones(1, 1, 32, dtype=torch.bfloat16).npu(),
-                            torch.ones(1, 1, 32, dtype=torch.bfloat16).npu())
+        def args(var):
+            return (var, torch.zeros(1, dtype=torch.int32).npu(), torch.ones(1, 1, 32, dtype=torch.bfloat16).npu(),
+                                    torch.ones(1, 1, 32, dtype=torch.bfloat16).npu())
         with pytest.raises(UsageError, match="belongs to another npusim session"):
             torch_npu.npu_quant_scatter_(*args(old))
         with pytest.raises(OpArgumentError, match="is on device 1, input on device 0"):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import npusim
 from npusim.frontend.aclnn import run_op

@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npusim.errors import ResourceError, UsageError
-
-from .cases import vector_target
 from npusim.kernels.quant_scatter import (
     TilingMode,
     VectorIssue,
     check_quant_scatter,
     plan_quant_scatter,
 )
+
+from .cases import vector_target
 
 BF16 = ml_dtypes.bfloat16
 UB = 192 * 1024

@@ -7,11 +7,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import npusim
 from npusim import torch_npu
 from npusim.errors import OpArgumentError
+
 
 def reference(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int) -> np.ndarray:
     """data[b, ..., idx + k, ...] = updates[b, ..., k, ...] along ``axis`` (2-D indices: (batch, idx))."""

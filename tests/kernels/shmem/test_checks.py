@@ -6,8 +6,8 @@ import re
 import pytest
 
 from npusim.errors import OpArgumentError
-from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 from npusim.kernels.shmem import checks
+from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 
 
 def refused(pattern: str):
