@@ -13,6 +13,7 @@ The host's reading of the indices (destinations, out-of-range indices, overlaps)
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -193,23 +194,27 @@ ROUND_MODES = ("rint", "round", "hybrid")
 ASCEND_950_DST_TYPES = ("float8_e4m3fn", "float8_e5m2", "hifloat8")
 
 
+class IgnoredArgumentWarning(RuntimeWarning):
+    """An argument the real op accepts and ignores on this product (the result is as without it)."""
+
+
 def check_output_mode(dst_type: str | None, round_mode: str | None) -> None:
     """``dst_type`` (a dtype name or None) and ``round_mode`` of the current schema. On Atlas A2/A3
     op-plugin calls aclnnInplaceQuantScatter, which writes int8 rounded half to even whatever they
-    say (only the Ascend 950 kernel, aclnnInplaceQuantScatterV2, reads them); npusim refuses other
-    values rather than ignore them."""
+    say (only the Ascend 950 kernel, aclnnInplaceQuantScatterV2, reads them): an Ascend 950 output
+    dtype or round mode is accepted and ignored, as on the device, with an IgnoredArgumentWarning
+    saying what is written instead; a value no product takes is refused."""
     if round_mode is not None and round_mode not in ROUND_MODES:
         raise _reject("round_mode", repr(round_mode), f"not a round mode; one of {', '.join(map(repr, ROUND_MODES))}")
-    if dst_type not in (None, "int8"):
-        if dst_type in ASCEND_950_DST_TYPES:
-            rule = ("writing this dtype is an Ascend 950 feature (aclnnInplaceQuantScatterV2); on Atlas A2/A3 the op writes int8: "
-                    "pass dst_type=None or torch.int8")
-        else:
-            rule = "not a dtype the op writes: int8 on Atlas A2/A3 (int8, float8_e4m3fn, float8_e5m2, hifloat8 on Ascend 950)"
-        raise _reject("dst_type", dst_type, rule)
-    if round_mode not in (None, "rint"):
-        raise _reject("round_mode", repr(round_mode), "an int8 output is rounded half to even ('rint') only; 'round' and 'hybrid' "
-                      "are the hifloat8 modes of the Ascend 950 kernel")
+    if dst_type not in (None, "int8") and dst_type not in ASCEND_950_DST_TYPES:
+        raise _reject("dst_type", dst_type, "not a dtype the op writes: int8 on Atlas A2/A3 (int8, float8_e4m3fn, float8_e5m2, "
+                      "hifloat8 on Ascend 950)")
+    ignored = [f"dst_type={dst_type}"] if dst_type not in (None, "int8") else []
+    ignored += [f"round_mode={round_mode!r}"] if round_mode not in (None, "rint") else []
+    if ignored:
+        warnings.warn(f"{OP_NAME}: {' and '.join(ignored)} select the Ascend 950 kernel's outputs (aclnnInplaceQuantScatterV2); "
+                      "on Atlas A2/A3 the op ignores them and writes int8 rounded half to even, as npusim does",
+                      IgnoredArgumentWarning, stacklevel=6)
 
 
 def _merged_view(shape: tuple[int, ...], axis: int) -> tuple[int, int, int, int]:

@@ -5,6 +5,8 @@ code makes them, checked against numpy references."""
 
 from __future__ import annotations
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import npusim
 import npusim.torch_npu as torch_npu
 import npusim.torchair as tng
 from npusim.errors import GraphCaptureError, OpArgumentError, UsageError
+from npusim.kernels.quant_scatter.checks import IgnoredArgumentWarning
 from npusim.torchair.configs.compiler_config import CompilerConfig
 
 BF16 = ml_dtypes.bfloat16
@@ -123,20 +126,36 @@ def test_op_plugin_case_npu_quantize_then_scatter_update_equals_npu_quant_scatte
 
 
 @pytest.mark.parametrize("dst_type, round_mode, message", [
-    (torch.float8_e5m2, "rint", "dst_type = float8_e5m2: writing this dtype is an Ascend 950 feature"),
     (torch.int16, "rint", "dst_type = int16: not a dtype the op writes"),
-    (None, "round", "round_mode = 'round': an int8 output is rounded half to even ('rint') only"),
     (None, "floor", "round_mode = 'floor': not a round mode"),
 ])
-def test_dst_type_and_round_mode_other_than_int8_rint_are_refused_on_a2(dst_type, round_mode, message):
+def test_dst_type_and_round_mode_no_product_takes_are_refused(dst_type, round_mode, message):
     with npusim.session("a2"):
         var = torch.zeros(1, 1, 32, dtype=torch.int8).npu()
         with pytest.raises(OpArgumentError, match=message.replace("(", r"\(").replace(")", r"\)")):
             torch_npu.npu_quant_scatter(var, torch.zeros(1, dtype=torch.int32).npu(), torch.ones(1, 1, 32, dtype=torch.bfloat16).npu(),
                                         torch.ones(1, 1, 32, dtype=torch.bfloat16).npu(), None, -2, -1, "update", dst_type, round_mode)
-        out = torch_npu.npu_quant_scatter(var, torch.zeros(1, dtype=torch.int32).npu(), torch.ones(1, 1, 32, dtype=torch.bfloat16).npu(),
-                                          torch.ones(1, 1, 32, dtype=torch.bfloat16).npu(), None, -2, -1, "update", torch.int8, "rint")
-        assert out.cpu().numpy().tolist() == [[[1] * 32]]
+
+
+@pytest.mark.parametrize("dst_type, round_mode, ignored", [
+    (torch.float8_e5m2, "rint", "dst_type=float8_e5m2"),
+    (None, "round", "round_mode='round'"),
+    (torch.float8_e4m3fn, "hybrid", "dst_type=float8_e4m3fn and round_mode='hybrid'"),
+    (torch.int8, "rint", None),
+])
+def test_the_ascend_950_output_modes_are_ignored_on_a2_as_the_device_does(dst_type, round_mode, ignored):
+    """op-plugin on A2/A3 calls aclnnInplaceQuantScatter, which writes int8 rounded half to even
+    whatever dst_type and round_mode say: the same call gives the same int8 result, with a warning."""
+    with npusim.session("a2"):
+        var = torch.zeros(1, 1, 32, dtype=torch.int8).npu()
+        args = (var, torch.zeros(1, dtype=torch.int32).npu(), torch.ones(1, 1, 32, dtype=torch.bfloat16).npu(),
+                torch.ones(1, 1, 32, dtype=torch.bfloat16).npu(), None, -2, -1, "update", dst_type, round_mode)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = torch_npu.npu_quant_scatter(*args)
+        messages = [str(w.message) for w in caught if issubclass(w.category, IgnoredArgumentWarning)]
+        assert out.dtype == torch.int8 and out.cpu().numpy().tolist() == [[[1] * 32]]
+        assert (messages == []) if ignored is None else (len(messages) == 1 and ignored in messages[0] and "writes int8" in messages[0])
 
 
 def test_bad_inputs_are_clear_errors():
