@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from npusim.config import LoadedConfig, load_config
-from npusim.config.annotated import annotated_yaml
+from npusim.config.annotated import annotated_yaml, header
 from npusim.errors import ConfigError
 
 
@@ -37,9 +37,7 @@ def config_group() -> None:
 def show(config: str, overrides: tuple[str, ...]) -> None:
     """Print the resolved config NAME|PATH as YAML, each value with its source."""
     loaded = _load(config, overrides)
-    with_overrides = "".join(f" --set {text}" for text in overrides)
-    click.echo(f"# {loaded.name}: {loaded.source}{with_overrides}  sha256 {loaded.sha256}")
-    click.echo(annotated_yaml(loaded), nl=False)
+    click.echo(header(loaded) + annotated_yaml(loaded), nl=False)
 
 
 @config_group.command("validate")

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from npusim import __version__
+from npusim.analysis.outputs import run_folder_files
 from npusim.analysis.report import print_report
 from npusim.cli.errors import EXIT_WORKLOAD, report
 from npusim.config import load_config
@@ -98,6 +99,9 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], pa
         (out_dir / "trace.json").unlink(missing_ok=True)  # a trace of an earlier run would not be this run's
     write_json_atomically(out_dir / "summary.json", result.summary)
     write_json_atomically(out_dir / "manifest.json", manifest)
+    for name, data in run_folder_files(result.record, loaded).items():  # config.yaml, op_summary.csv, pipe_utilization.csv
+        write_bytes_atomically(out_dir / name, data)
+        written.append(name)
     if plot and len(result.recorder):
         from npusim.plot import timeline  # matplotlib is imported only when a plot is asked for
 

@@ -20,6 +20,13 @@ import yaml
 from npusim.config.loader import KeyPath, LoadedConfig, builtin_folder
 
 
+def header(loaded: LoadedConfig) -> str:
+    """The first line of ``npusim config show``: name, source, overrides and sha256, as a comment."""
+    given = loaded.overrides.items() if isinstance(loaded.overrides, Mapping) else [text.partition("=")[::2] for text in loaded.overrides]
+    overrides = "".join(f" --set {key}={value}" for key, value in given)
+    return f"# {loaded.name}: {loaded.source}{overrides}  sha256 {loaded.sha256}\n"
+
+
 def annotated_yaml(loaded: LoadedConfig) -> str:
     """``loaded.resolved`` as YAML, each value with its source comment (see the module)."""
     lines: list[str] = []

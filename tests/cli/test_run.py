@@ -1,5 +1,7 @@
 """``npusim run`` end to end, as a user runs it: outputs, exit codes, errors, determinism."""
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -7,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from npusim.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vector_add.py"
@@ -45,7 +49,20 @@ def test_overrides_change_the_result_and_are_recorded(tmp_path):
     t_base = json.loads((tmp_path / "base" / "summary.json").read_text())["simulated_time_us"]
     t_fast = json.loads((tmp_path / "fast" / "summary.json").read_text())["simulated_time_us"]
     assert t_fast < t_base
-    assert json.loads((tmp_path / "fast" / "manifest.json").read_text())["overrides"] == ["die.hbm.bandwidth=3.2 TB/s"]
+    manifest = json.loads((tmp_path / "fast" / "manifest.json").read_text())
+    assert manifest["overrides"] == ["die.hbm.bandwidth=3.2 TB/s"]
+    config = (tmp_path / "fast" / "config.yaml").read_text()  # the config as simulated, the override applied
+    assert "    bandwidth: 3.2 TB/s  # --set die.hbm.bandwidth=3.2 TB/s\n" in config
+    assert load_config(tmp_path / "fast" / "config.yaml").sha256 == manifest["config_sha256"]  # it runs again as it was
+
+
+def test_the_run_folder_holds_the_profiler_tables(tmp_path):
+    run = npusim("run", "-c", "a2", DEMO, "--no-data", "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 0 and "config.yaml, op_summary.csv, pipe_utilization.csv in" in run.stdout
+    ops = list(csv.DictReader(io.StringIO((tmp_path / "out" / "op_summary.csv").read_text())))
+    assert [(row["Op Name"], row["Task Type"], row["Block Dim"]) for row in ops] == [("vector_add#0", "AI_VECTOR_CORE", "48")]
+    cores = list(csv.DictReader(io.StringIO((tmp_path / "out" / "pipe_utilization.csv").read_text())))
+    assert [row["core"] for row in cores] == [f"aiv{i}" for i in range(48)]
 
 
 def test_config_error_exits_2_with_a_located_message(tmp_path):
@@ -179,7 +196,7 @@ def test_trace_none_writes_no_trace_and_the_same_summary(tmp_path):
     full = npusim("run", "-c", "a2", DEMO, "--no-data", "--out", tmp_path / "full", cwd=tmp_path)
     bare = npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", tmp_path / "bare", cwd=tmp_path)
     assert full.returncode == bare.returncode == 0, bare.stderr
-    assert not (tmp_path / "bare" / "trace.json").exists() and "wrote summary.json, manifest.json in" in bare.stdout
+    assert not (tmp_path / "bare" / "trace.json").exists() and "wrote summary.json, manifest.json, config.yaml, op_summary.csv, pipe_utilization.csv in" in bare.stdout
     summaries = [json.loads((tmp_path / name / "summary.json").read_text()) for name in ("full", "bare")]
     for summary in summaries:
         summary.pop("wall_time_s")
