@@ -97,12 +97,23 @@ def test_failing_workload_exits_1_and_keeps_the_trace_up_to_the_failure(tmp_path
     run = npusim("run", "-c", "a2", workload, "--out", tmp_path / "out", cwd=tmp_path)
     assert run.returncode == 1
     assert "boom in the workload" in run.stderr and "Traceback" not in run.stderr
+    assert "        at fails.py:10: raise RuntimeError('boom in the workload')\n" in run.stderr  # the workload's file and line
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["status"] == "failed" and "boom" in summary["error"] and summary["events"] == 1
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
     assert trace["otherData"]["status"] == "failed"
     debug = npusim("run", "-c", "a2", workload, "--out", tmp_path / "out", "--debug", cwd=tmp_path)
     assert debug.returncode == 1 and "Traceback" in debug.stderr
+
+
+def test_an_error_raised_inside_npusim_names_the_workload_line_that_called_it(tmp_path):
+    helper = tmp_path / "helper.py"
+    helper.write_text("import numpy as np\nfrom npusim import isa\n\ndef build():\n    k = isa.Kernel('k', die=0)\n    k.aiv(0).alloc(1 << 30, np.float16)\n")
+    workload = tmp_path / "uses_helper.py"
+    workload.write_text("import helper\n\ndef main():\n    helper.build()\n")
+    run = npusim("run", "-c", "a2", workload, "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 1 and "UB holds 192.00 KiB" in run.stderr and "Traceback" not in run.stderr
+    assert "        at helper.py:6 in build: k.aiv(0).alloc(1 << 30, np.float16)\n" in run.stderr  # the innermost line of the user's code
 
 
 def test_main_function_is_called(tmp_path):
