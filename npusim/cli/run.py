@@ -30,7 +30,7 @@ from npusim.trace.selection import LEVELS, trace_selection
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="override a parameter the workload declares with npusim.param (repeatable)")
 @click.option("--no-data", is_flag=True, help="simulate timing only: no tensor values (timing is unchanged)")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="seed of numpy's random generator for the workload")
-@click.option("--plot", is_flag=True, help="also save timeline.png (the first 48 lanes) next to the trace")
+@click.option("--plot", is_flag=True, help="also save timeline.png (the critical path's cores first, up to 32 lanes) next to the trace")
 @click.option("--trace", "trace_level", type=click.Choice(LEVELS), default="all", show_default=True,
               help="what trace.json holds: every event, flow and counter; one slice per op and core; or no trace file")
 @click.option("--trace-dies", metavar="RANGES", help="write only these dies' lanes, e.g. 0-15 or 0,2,8-11 (default: all)")
