@@ -10,7 +10,7 @@ import numpy as np
 from npusim.errors import UsageError
 from npusim.plot.style import colours, figure
 
-DEFAULT_KINDS = ("hbm", "l2", "link", "nic")
+DEFAULT_KINDS = ("hbm", "l2", "link", "nic", "credits")
 CLASS_ORDER = ("HBM", "L2", "SIO links", "UB links", "HCCS links", "PCIe links", "links", "NIC", "write credits")
 """Panels top to bottom (classes not listed come last)."""
 
@@ -36,15 +36,26 @@ def _binned(log: list[tuple[int, float]], edges_us: np.ndarray) -> np.ndarray:
     return means
 
 
+def _waited_on(result) -> dict[str, float]:
+    """The resources the critical path waited on, by name: their share of the end-to-end time."""
+    waited: dict[str, float] = {}
+    for row in (result.summary.get("bottlenecks") or {}).get("breakdown", []):
+        if row.get("resource"):
+            waited[row["resource"]] = waited.get(row["resource"], 0.0) + row["share"]
+    return waited
+
+
 def bandwidth(result, *, resources: Sequence[str] | None = None, kinds: Sequence[str] = DEFAULT_KINDS,
               window: tuple[float, float] | None = None, top: int = 2, bins: int = 200, width: float = 12.0):
     """GB/s over time through the resources that carried traffic, one panel per class (see
     :func:`resource_class`), its peak dashed: each rate is the mean over ``bins`` equal bins of the
     run (or of ``window=(t0, t1)`` in us), the bytes that went through over the bin's length. A
     panel of at most ``top + 1`` resources draws each as a line; a larger one draws the band from
-    the lowest to the highest of them in each bin, their mean, and the ``top`` that moved the most
-    bytes, so a 16-die run stays readable. ``resources`` picks by name (``"die0 HBM"``); otherwise
-    every resource of ``kinds`` (``hbm``, ``l2``, ``link``, ``nic``, ``credits``)."""
+    the lowest to the highest of them in each bin, their mean, and ``top`` of them: those the
+    critical path waited on longest first, then those that moved the most bytes, so a 16-die run
+    stays readable and its bottleneck visible. Each panel's legend is beside it. ``resources``
+    picks by name (``"die0 HBM"``); otherwise every resource of ``kinds`` (``hbm``, ``l2``,
+    ``link``, ``nic``, ``credits``: the write credits of links that have them)."""
     recorded = result.record.resources
     if resources is not None:
         known = {r.name for r in recorded}
@@ -65,7 +76,8 @@ def bandwidth(result, *, resources: Sequence[str] | None = None, kinds: Sequence
         raise UsageError(f"bandwidth: window={window!r} must be (start_us, end_us) with end after start")
     edges = np.linspace(low, high, bins + 1)
     middles = (edges[:-1] + edges[1:]) / 2
-    fig = figure(width, 0.9 + 2.2 * len(order))
+    waited = _waited_on(result)
+    fig = figure(width, 0.9 + 1.8 * len(order))
     axes = fig.subplots(len(order), 1, sharex=True, squeeze=False)[:, 0]
     for ax, name in zip(axes, order):
         members = groups[name]
@@ -78,11 +90,14 @@ def bandwidth(result, *, resources: Sequence[str] | None = None, kinds: Sequence
             ax.fill_between(middles, rates.min(axis=0), rates.max(axis=0), color="#4c72b0", alpha=0.25, linewidth=0,
                             label=f"lowest to highest of {len(members)}")
             ax.plot(middles, rates.mean(axis=0), color="#222222", linewidth=1.6, label=f"mean of {len(members)}")
-            busiest = sorted(range(len(members)), key=lambda i: (-members[i].bytes_moved, members[i].name))[:top]
-            palette = colours(["(band)", *(members[i].name for i in busiest)])  # the band's blue stays the band's
-            for i in busiest:
-                ax.plot(middles, rates[i], color=palette[members[i].name], linewidth=0.9,
-                        label=f"{members[i].name} (most bytes)" if i == busiest[0] else members[i].name)
+            shown = sorted(range(len(members)), key=lambda i: (-waited.get(members[i].name, 0.0), -members[i].bytes_moved, members[i].name))[:top]
+            palette = colours(["(band)", *(members[i].name for i in shown)])  # the band's blue stays the band's
+            by_bytes = [i for i in shown if members[i].name not in waited]
+            for i in shown:
+                name_of = members[i].name
+                label = (f"{name_of} (critical path {waited[name_of]:.0%})" if name_of in waited else
+                         f"{name_of} (most bytes)" if i == by_bytes[0] else name_of)
+                ax.plot(middles, rates[i], color=palette[name_of], linewidth=0.9, label=label)
         peaks = sorted({r.capacity * 1e3 for r in members})
         for peak in peaks:
             ax.axhline(peak, color="#555555", linestyle="--", linewidth=0.8)
@@ -90,7 +105,7 @@ def bandwidth(result, *, resources: Sequence[str] | None = None, kinds: Sequence
         ax.set_ylim(0, max(peaks) * 1.12)
         ax.grid(alpha=0.3)
         ax.set_title(f"{name} ({len(members)}; dashed: {'peak' if len(peaks) == 1 else 'their peaks'})", fontsize=9, loc="left")
-        ax.legend(loc="best", fontsize=7, framealpha=0.85, ncol=2 if len(members) > 2 else 1)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
     axes[-1].set_xlabel(f"simulated time (us); each point the mean over {(high - low) / bins:.3g} us")
     axes[-1].set_xlim(low, high)
     fig.suptitle(f"bandwidth: {result.config.name}, {result.simulated_us:.3f} us simulated", fontsize=10, x=0.01, ha="left")

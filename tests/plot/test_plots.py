@@ -1,5 +1,6 @@
 """Plots render to PNG headless (Agg), select what they are asked for, and reject bad selections."""
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -104,20 +105,30 @@ def drawn_lines(figure) -> int:
 
 
 def legends_inside(figure) -> bool:
-    figure.canvas.draw()
+    """After the layout a saved PNG gets, every legend is within the figure."""
+    figure.savefig(io.BytesIO(), format="png")
     box = figure.bbox
     legends = [*figure.legends, *(ax.get_legend() for ax in figure.axes if ax.get_legend() is not None)]
     return all(box.x0 - 1 <= e.x0 and e.x1 <= box.x1 + 1 and box.y0 - 1 <= e.y0 and e.y1 <= box.y1 + 1
                for e in (legend.get_window_extent() for legend in legends))
 
 
-@pytest.mark.parametrize("make, most_lines, legends", [(plot.bandwidth, 4 * 5, 4), (plot.utilisation, 4, 0), (plot.bottlenecks, 1, 0)])
+@pytest.mark.parametrize("make, most_lines, legends", [(plot.bandwidth, 5 * 5, 5), (plot.utilisation, 4, 0), (plot.bottlenecks, 1, 0)])
 def test_figures_of_a_16_die_run_draw_a_bounded_number_of_lines_with_their_legend_inside(sixteen_dies, make, most_lines, legends):
     figure = make(sixteen_dies)
     assert drawn_lines(figure) <= most_lines
     assert sum(ax.get_legend() is not None for ax in figure.axes) == legends and legends_inside(figure)
     width, height = figure.get_size_inches()
     assert width <= 14 and height <= 12
+
+
+def test_bandwidth_of_a_16_die_run_shows_each_class_and_the_resource_the_critical_path_waited_on(sixteen_dies):
+    figure = plot.bandwidth(sixteen_dies)
+    assert [ax.get_title(loc="left").split(" (")[0] for ax in figure.axes] == ["HBM", "L2", "SIO links", "UB links", "write credits"]
+    waited = max((row for row in sixteen_dies.summary["bottlenecks"]["breakdown"] if row.get("resource")), key=lambda row: row["share"])
+    panel = next(ax for ax in figure.axes if ax.get_title(loc="left").startswith("write credits"))
+    labels = [text.get_text() for text in panel.get_legend().get_texts()]
+    assert waited["resource"].endswith("write credits") and f"{waited['resource']} (critical path {waited['share']:.0%})" in labels
 
 
 def test_the_timeline_of_a_16_die_run_shows_the_critical_path_dies_lanes_with_its_legend_inside(sixteen_dies):
