@@ -16,19 +16,36 @@ from typing import Any
 import numpy as np
 
 from npusim.config.products import PRODUCTS
+from npusim.config.schema import SystemSpec
 from npusim.trace.record import RunRecord
 from npusim.trace.summary import busy_ps
 from npusim.trace.summary import ops as op_spans
 
-PIPES = (("VECTOR", "vec"), ("CUBE", "mac"), ("SCALAR", "scalar"), ("FIXP", "fixpipe"), ("MTE1", "mte1"), ("MTE2", "mte2"), ("MTE3", "mte3"))
-"""The pipes of an AI core and the names msprof gives their columns (``vec_time(us)``, ``mac_ratio`` ...)."""
+PIPES = (("CUBE", "mac"), ("VECTOR", "vec"), ("SCALAR", "scalar"), ("MTE1", "mte1"), ("MTE2", "mte2"), ("FIXP", "fixpipe"), ("MTE3", "mte3"))
+"""The pipes of an AI core, in msprof's column order, and the names msprof gives their columns
+(``mac_ratio`` is the cube's, ``vec_time(us)`` the vector unit's ...)."""
 
 PIPE_COLUMNS = [column for _, short in PIPES for column in (f"{short}_time(us)", f"{short}_ratio")]
 
-OP_SUMMARY_COLUMNS = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
-                      "Block Dim", "Input Shapes", "Input Data Types", "Output Shapes", "Output Data Types", "aicore_time(us)",
-                      *PIPE_COLUMNS, "dma_bytes"]
+OP_COLUMNS = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
+              "Block Dim", "Mix Block Dim", "Input Shapes", "Input Data Types", "Output Shapes", "Output Data Types"]
+"""The columns of ``op_summary`` before the per-core-kind ones (:func:`op_summary_columns`)."""
 PIPE_UTILIZATION_COLUMNS = ["Device_id", "core", "kind", "ops", "active_time(us)", *PIPE_COLUMNS]
+
+
+def _kind_columns(kind: str, pipes: Sequence[str]) -> list[str]:
+    """A core kind's columns of ``op_summary``, prefixed with the kind as msprof prefixes its
+    ``aic_`` / ``aiv_`` columns: ``aiv_time(us)``, then per pipe of the kind ``aiv_vec_time(us)``,
+    ``aiv_vec_ratio`` ..."""
+    return [f"{kind}_time(us)", *(f"{kind}_{short}_{what}" for pipe, short in PIPES if pipe in pipes for what in ("time(us)", "ratio"))]
+
+
+def op_summary_columns(spec: SystemSpec) -> list[str]:
+    """The columns of ``op_summary`` for a system: ``OP_COLUMNS``, the columns of each kind of AI
+    core of its die (in the config's order; on A2 ``aic_...`` then ``aiv_...``), ``dma_bytes``."""
+    return [*OP_COLUMNS, *(column for kind, core in spec.die.cores.items() for column in _kind_columns(kind, [str(p) for p in core.pipes])),
+            "dma_bytes"]
+
 
 OTHER_UNITS = {"aicpu": "AI_CPU", "sdma": "SDMA", "rdma": "RDMA", "host": "HOST"}
 """The Task Type of an op whose events are on no AI core, by the kind of unit they are on."""
@@ -83,18 +100,22 @@ def _shapes(tensors: Sequence[tuple[tuple[int, ...], str]]) -> tuple[str, str]:
 
 
 def op_summary(record: RunRecord) -> list[dict[str, Any]]:
-    """One row per op launch that has events (``OP_SUMMARY_COLUMNS``), by start time: its span over all its events;
-    the wait since the latest end of the ops before it on its die; the AI cores it ran on (Block
-    Dim) and the mean span of its events on each (``aicore_time``); per pipe of those cores, the
-    busy time per core and its share of ``aicore_time`` (empty for a pipe none of them has); the
-    bytes its copies moved."""
+    """One row per op launch that has events (:func:`op_summary_columns`), by start time: its span
+    over all its events; the wait since the latest end of the ops before it on its die; the AI
+    cores it ran on (``Block Dim``: those of the first kind in the config's order, ``Mix Block
+    Dim``: those of the other kinds, as msprof counts a MIX op's cube and vector cores); per kind
+    of core it ran on, the mean span of its events on one core (``aiv_time(us)``) and per pipe of
+    the kind the busy time per core and its share of that span (``aiv_vec_time(us)``,
+    ``aiv_vec_ratio``; empty for a kind it did not run on); the bytes its copies moved."""
     recorder = record.recorder
     spans = sorted(op_spans(record), key=lambda r: (r["start_us"], r["op"]))
     if not spans:
         return []
     events = _Events(record)
     product = PRODUCTS.get(record.spec.product)
-    n_ops, n_cores = len(recorder.ops), max(len(events.cores), 1)
+    kinds = list(record.spec.die.cores)
+    n_ops, n_cores, n_kinds = len(recorder.ops), max(len(events.cores), 1), len(kinds)
+    core_kind = np.array([kinds.index(_unit_kind(unit)) for _, unit in events.cores] or [0], dtype=np.int64)
     of_op = events.op >= 0
     op, core = events.op[of_op], events.core[of_op]
     # per (op, core): the first start and last end of the op's events there
@@ -103,17 +124,16 @@ def op_summary(record: RunRecord) -> list[dict[str, Any]]:
     last = np.zeros(len(pairs), dtype=np.int64)
     np.minimum.at(first, inverse, events.start[of_op])
     np.maximum.at(last, inverse, events.end[of_op])
-    pair_op, pair_core = pairs // n_cores, pairs % n_cores
-    block_dim = np.bincount(pair_op, minlength=n_ops)
-    core_time = np.bincount(pair_op, weights=last - first, minlength=n_ops)
-    busy = np.bincount(op * len(PIPES) + events.pipe[of_op], weights=events.busy[of_op], minlength=n_ops * len(PIPES)).reshape(n_ops, len(PIPES))
-    kinds: dict[int, set[str]] = {}
-    for op_id, core_id in zip(pair_op.tolist(), pair_core.tolist()):
-        kinds.setdefault(op_id, set()).add(_unit_kind(events.cores[core_id][1]))
+    pair_op, pair_kind = pairs // n_cores, core_kind[pairs % n_cores]
+    cores_of = np.bincount(pair_op * n_kinds + pair_kind, minlength=n_ops * n_kinds).reshape(n_ops, n_kinds)
+    span_of = np.bincount(pair_op * n_kinds + pair_kind, weights=last - first, minlength=n_ops * n_kinds).reshape(n_ops, n_kinds)
+    busy = np.bincount((op * n_kinds + core_kind[core]) * len(PIPES) + events.pipe[of_op], weights=events.busy[of_op],
+                       minlength=n_ops * n_kinds * len(PIPES)).reshape(n_ops, n_kinds, len(PIPES))
     units: dict[int, set[str]] = {}
     placed = np.unique(events.all_op[events.all_op >= 0] * len(events.track_units) + events.all_track[events.all_op >= 0])
     for op_id, track in zip((placed // len(events.track_units)).tolist(), (placed % len(events.track_units)).tolist()):
         units.setdefault(op_id, set()).add(events.track_units[track][0])
+    columns = op_summary_columns(record.spec)
 
     rows = []
     last_end: dict[int, int] = {}  # die -> latest end of the ops so far (ps)
@@ -126,21 +146,23 @@ def op_summary(record: RunRecord) -> list[dict[str, Any]]:
         last_end[die] = max(last_end.get(die, 0), end_ps)
         inputs, input_types = _shapes(record_of_op.inputs)
         outputs, output_types = _shapes(record_of_op.outputs)
-        cores_used, time_on_cores = int(block_dim[op_id]), float(core_time[op_id])
+        used = [k for k in range(n_kinds) if cores_of[op_id, k]]
         row: dict[str, Any] = {
+            **dict.fromkeys(columns, ""),
             "Device_id": die, "Op Name": f"{record_of_op.name}#{op_id}", "OP Type": record_of_op.name,
-            "Task Type": _task_type(kinds.get(op_id, set()), product.vector_cores, product.cube_cores, units.get(op_id, set())),
+            "Task Type": _task_type({kinds[k] for k in used}, product.vector_cores, product.cube_cores, units.get(op_id, set())),
             "Task Start Time(us)": _us(start_ps), "Task Duration(us)": _us(end_ps - start_ps), "Task Wait Time(us)": _us(wait),
-            "Block Dim": cores_used, "Input Shapes": inputs, "Input Data Types": input_types, "Output Shapes": outputs,
-            "Output Data Types": output_types, "aicore_time(us)": _us(time_on_cores / cores_used) if cores_used else "",
-            **dict.fromkeys(PIPE_COLUMNS, ""),
+            "Block Dim": int(cores_of[op_id, used[0]]) if used else 0, "Mix Block Dim": int(sum(cores_of[op_id, k] for k in used[1:])),
+            "Input Shapes": inputs, "Input Data Types": input_types, "Output Shapes": outputs, "Output Data Types": output_types,
+            "dma_bytes": span["dma_bytes"],
         }
-        present = set().union(*(events.kind_pipes[kind] for kind in kinds.get(op_id, ())))
-        for (pipe, short), pipe_busy in zip(PIPES, busy[op_id].tolist()):
-            if pipe in present:  # else empty: none of the op's cores has the pipe
-                row[f"{short}_time(us)"] = _us(pipe_busy / cores_used)
-                row[f"{short}_ratio"] = _ratio(pipe_busy, time_on_cores)
-        row["dma_bytes"] = span["dma_bytes"]
+        for k in used:
+            kind, cores_used, time_on_cores = kinds[k], int(cores_of[op_id, k]), float(span_of[op_id, k])
+            row[f"{kind}_time(us)"] = _us(time_on_cores / cores_used)
+            for (pipe, short), pipe_busy in zip(PIPES, busy[op_id, k].tolist()):
+                if pipe in events.kind_pipes[kind]:
+                    row[f"{kind}_{short}_time(us)"] = _us(pipe_busy / cores_used)
+                    row[f"{kind}_{short}_ratio"] = _ratio(pipe_busy, time_on_cores)
         rows.append(row)
     return rows
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import npusim
-from npusim.analysis.profiling import OP_SUMMARY_COLUMNS, PIPE_COLUMNS, PIPE_UTILIZATION_COLUMNS, PIPES, csv_bytes, op_summary, pipe_utilization
+from npusim.analysis.profiling import PIPE_UTILIZATION_COLUMNS, PIPES, csv_bytes, op_summary, op_summary_columns, pipe_utilization
 from tests.trace.viewers import perfetto_ns
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -35,9 +35,14 @@ def read_csv(data: bytes) -> list[dict]:
 
 def test_the_csvs_have_msprof_column_names_and_one_row_per_op_and_per_core(allgather):
     result, _ = allgather
-    ops = read_csv(csv_bytes(OP_SUMMARY_COLUMNS, op_summary(result.record)))
-    assert list(ops[0]) == OP_SUMMARY_COLUMNS
-    assert {"Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "vec_ratio", "mte2_ratio"} <= set(ops[0])
+    columns = op_summary_columns(result.record.spec)
+    ops = read_csv(csv_bytes(columns, op_summary(result.record)))
+    assert list(ops[0]) == columns
+    assert columns[columns.index("aic_time(us)"):] == [  # msprof's names and order of an A2 op_summary's PipeUtilization columns
+        "aic_time(us)", "aic_mac_time(us)", "aic_mac_ratio", "aic_scalar_time(us)", "aic_scalar_ratio", "aic_mte1_time(us)", "aic_mte1_ratio",
+        "aic_mte2_time(us)", "aic_mte2_ratio", "aic_fixpipe_time(us)", "aic_fixpipe_ratio", "aiv_time(us)", "aiv_vec_time(us)", "aiv_vec_ratio",
+        "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)", "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "dma_bytes"]
+    assert {"Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "Mix Block Dim"} <= set(ops[0])
     ran = set(result.recorder.columns()["op"].tolist()) - {-1}  # ops with events (a wait handled by the AICPU has none of its own)
     assert sorted(row["Op Name"] for row in ops) == sorted(f"{result.recorder.ops[i].name}#{i}" for i in ran)
     starts = [float(row["Task Start Time(us)"]) for row in ops]
@@ -68,16 +73,23 @@ def test_op_durations_and_pipe_times_add_up_to_the_trace_slices(allgather):
         span = max(end for _, _, end, _ in slices) - min(start for _, start, _, _ in slices)
         assert row["Task Duration(us)"] * 1e3 == pytest.approx(span, abs=1)  # the trace's times are on the ns grid
         on_cores = [s for s in slices if s[0].startswith("aiv")]
-        assert row["Block Dim"] == len({lane.split()[0] for lane, _, _, _ in on_cores})
+        assert row["Block Dim"] == len({lane.split()[0] for lane, _, _, _ in on_cores}) and row["Mix Block Dim"] == 0
+        if not on_cores:
+            continue
+        per_core = {}
+        for lane, start, end, _ in on_cores:
+            first, last = per_core.get(lane.split()[0], (start, end))
+            per_core[lane.split()[0]] = (min(first, start), max(last, end))
+        assert row["aiv_time(us)"] * 1e3 == pytest.approx(sum(b - a for a, b in per_core.values()) / len(per_core), abs=1)
         for pipe, short in PIPES:
-            busy = sum(end - start for lane, start, end, name in on_cores if lane.endswith(f" {pipe}") and name not in waits)
-            if row[f"{short}_time(us)"] == "":
-                assert pipe not in ("SCALAR", "VECTOR", "MTE2", "MTE3") or not on_cores  # the vector cores' pipes are all there
+            if pipe not in ("SCALAR", "VECTOR", "MTE2", "MTE3"):
+                assert f"aiv_{short}_time(us)" not in row  # a vector core has no such pipe: no column
                 continue
-            assert row[f"{short}_time(us)"] * row["Block Dim"] * 1e3 == pytest.approx(busy, abs=len(on_cores) + 1)
-            assert 0 <= row[f"{short}_ratio"] <= 1 and row[f"{short}_ratio"] == pytest.approx(row[f"{short}_time(us)"] / row["aicore_time(us)"],
-                                                                                               abs=1e-5)
-        assert row["mac_time(us)"] == row["fixpipe_time(us)"] == ""  # the vector cores have no CUBE or FIXP pipe
+            busy = sum(end - start for lane, start, end, name in on_cores if lane.endswith(f" {pipe}") and name not in waits)
+            assert row[f"aiv_{short}_time(us)"] * row["Block Dim"] * 1e3 == pytest.approx(busy, abs=len(on_cores) + 1)
+            assert 0 <= row[f"aiv_{short}_ratio"] <= 1
+            assert row[f"aiv_{short}_ratio"] == pytest.approx(row[f"aiv_{short}_time(us)"] / row["aiv_time(us)"], abs=1e-5)
+        assert all(value == "" for column, value in row.items() if column.startswith("aic_"))  # it ran on no cube core
 
 
 def test_an_op_on_the_aicpu_only_is_ai_cpu_with_no_block_dim(allgather):
@@ -86,7 +98,7 @@ def test_an_op_on_the_aicpu_only_is_ai_cpu_with_no_block_dim(allgather):
     assert {row["Task Type"] for row in rows.values()} == {"AI_VECTOR_CORE", "AI_CPU"}
     for row in rows.values():
         if row["Task Type"] == "AI_CPU":
-            assert row["Block Dim"] == 0 and all(row[column] == "" for column in PIPE_COLUMNS)
+            assert row["Block Dim"] == row["Mix Block Dim"] == 0 and all(value == "" for column, value in row.items() if column.startswith("ai"))
 
 
 def test_task_wait_time_is_the_gap_since_the_ops_before_on_the_die(allgather):
@@ -129,12 +141,24 @@ def test_an_aclnn_op_lists_its_input_and_output_shapes_and_dtypes():
 def test_cube_and_vector_tile_ops_are_ai_core_and_ai_vector_core():
     result = simulated("a2", "pypto_matmul_add.py", m=128, k=256, n=256)
     rows = {row["OP Type"]: row for row in op_summary(result.record)}
-    assert rows["matmul"]["Task Type"] == "AI_CORE" and rows["matmul"]["mac_ratio"] > 0 and rows["matmul"]["vec_time(us)"] == ""
-    assert rows["add"]["Task Type"] == "AI_VECTOR_CORE" and rows["add"]["vec_ratio"] > 0
+    assert rows["matmul"]["Task Type"] == "AI_CORE" and rows["matmul"]["aic_mac_ratio"] > 0 and rows["matmul"]["aiv_time(us)"] == ""
+    assert rows["add"]["Task Type"] == "AI_VECTOR_CORE" and rows["add"]["aiv_vec_ratio"] > 0 and rows["add"]["aic_time(us)"] == ""
 
 
 def test_an_empty_run_has_only_headers():
     with npusim.session("a2") as s:
         pass
-    assert csv_bytes(OP_SUMMARY_COLUMNS, op_summary(s.result.record)).decode().count("\n") == 1
+    assert csv_bytes(op_summary_columns(s.result.record.spec), op_summary(s.result.record)).decode().count("\n") == 1
     assert pipe_utilization(s.result.record) == [] and np.isfinite(s.result.simulated_ps)
+
+
+def test_an_op_on_two_kinds_of_core_counts_each_kind_and_has_each_kinds_columns():
+    result = simulated("atlas-300i-duo", "atlas_300i_duo.py")
+    columns = op_summary_columns(result.record.spec)
+    assert "aicore_mac_ratio" in columns and "vectorcore_time(us)" in columns and "vectorcore_mac_ratio" not in columns
+    row = next(row for row in op_summary(result.record) if row["OP Type"] == "scale_add")
+    recorder, events = result.recorder, result.recorder.columns()
+    units = {recorder.tracks[track].unit for track, op in zip(events["track"].tolist(), events["op"].tolist()) if op == int(row["Op Name"].split("#")[1])}
+    used = {(unit.rstrip("0123456789"), unit) for unit in units}
+    assert row["Block Dim"] == sum(kind == "aicore" for kind, _ in used) and row["Mix Block Dim"] == sum(kind == "vectorcore" for kind, _ in used) > 0
+    assert row["aicore_mte2_ratio"] > 0 and row["vectorcore_mte2_ratio"] > 0
