@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 import npusim
+from npusim.trace.chrome import write_chrome_trace
+from npusim.trace.selection import TraceSelection
 from tests.trace.viewers import perfetto_import, perfetto_ns, speedscope_import, viewer_problems
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -25,6 +27,7 @@ CASES = [  # (example, config, params): every example, with parameters that keep
     ("atlas_300i_duo.py", "atlas-300i-duo", {}),
     ("moe_dispatch.py", "a2", {"ep": 4, "groups": 2, "tokens": 2, "hidden": 64}),
     ("hierarchical_allgather.py", "a3", {"n_pes": 8, "local": 4, "rows": 2, "cols": 64}),
+    ("shmem_allgather.py", "a3", {"rows": 16, "cols": 512, "tile_rows": 8}),  # the 16 dies of an a3 node, UB links and SIO
 ]
 
 
@@ -32,7 +35,7 @@ def test_every_example_is_listed():
     assert {example for example, _, _ in CASES} == {path.name for path in EXAMPLES.glob("*.py")}
 
 
-@pytest.mark.parametrize("example, config, params", CASES, ids=[case[0] for case in CASES])
+@pytest.mark.parametrize("example, config, params", CASES, ids=[f"{case[0]}-{case[1]}" for case in CASES])
 def test_viewers_import_every_slice_and_arrow_of_the_example(example, config, params, tmp_path):
     with contextlib.redirect_stdout(io.StringIO()):
         result = npusim.simulate(config, EXAMPLES / example, params=params, data=False)
@@ -40,6 +43,15 @@ def test_viewers_import_every_slice_and_arrow_of_the_example(example, config, pa
     events = json.loads(path.read_text())["traceEvents"]
     assert viewer_problems(events) == []
     assert sum(e["ph"] == "X" and e["name"] != "release" for e in events) == len(result.recorder)
+
+
+@pytest.mark.parametrize("selection", [TraceSelection(level="ops"), TraceSelection(window_ps=(10_000_000, 20_000_000)), TraceSelection(dies=(0, 1, 2, 3))],
+                         ids=["ops", "window", "dies"])
+def test_viewers_import_every_slice_and_arrow_of_a_partial_trace(selection, tmp_path):
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = npusim.simulate("a3", EXAMPLES / "shmem_allgather.py", params={"rows": 16, "cols": 512, "tile_rows": 8}, data=False)
+    events = json.loads(write_chrome_trace(result.record, tmp_path / "trace.json", selection=selection).read_text())["traceEvents"]
+    assert any(e["ph"] == "X" for e in events) and viewer_problems(events) == []
 
 
 # -- the replay finds what goes wrong ---------------------------------------------------------
