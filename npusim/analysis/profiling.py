@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from npusim.config.products import PRODUCTS
 from npusim.config.schema import SystemSpec
 from npusim.trace.record import RunRecord
 from npusim.trace.summary import busy_ps
@@ -112,7 +111,6 @@ def op_summary(record: RunRecord) -> list[dict[str, Any]]:
     if not spans:
         return []
     events = _Events(record)
-    product = PRODUCTS.get(record.spec.product)
     kinds = list(record.spec.die.cores)
     n_ops, n_cores, n_kinds = len(recorder.ops), max(len(events.cores), 1), len(kinds)
     core_kind = np.array([kinds.index(_unit_kind(unit)) for _, unit in events.cores] or [0], dtype=np.int64)
@@ -150,7 +148,7 @@ def op_summary(record: RunRecord) -> list[dict[str, Any]]:
         row: dict[str, Any] = {
             **dict.fromkeys(columns, ""),
             "Device_id": die, "Op Name": f"{record_of_op.name}#{op_id}", "OP Type": record_of_op.name,
-            "Task Type": _task_type({kinds[k] for k in used}, product.vector_cores, product.cube_cores, units.get(op_id, set())),
+            "Task Type": _task_type({kinds[k] for k in used}, events.kind_pipes, units.get(op_id, set())),
             "Task Start Time(us)": _us(start_ps), "Task Duration(us)": _us(end_ps - start_ps), "Task Wait Time(us)": _us(wait),
             "Block Dim": int(cores_of[op_id, used[0]]) if used else 0, "Mix Block Dim": int(sum(cores_of[op_id, k] for k in used[1:])),
             "Input Shapes": inputs, "Input Data Types": input_types, "Output Shapes": outputs, "Output Data Types": output_types,
@@ -167,15 +165,13 @@ def op_summary(record: RunRecord) -> list[dict[str, Any]]:
     return rows
 
 
-def _task_type(kinds: set[str], vector: str, cube: str, units: set[str]) -> str:
-    """msprof's Task Type of an op: by the kinds of AI cores it ran on (``AI_CORE`` on cube cores,
-    ``AI_VECTOR_CORE`` on vector cores, ``MIX_AIC`` on both), else by the units its events are on."""
+def _task_type(kinds: set[str], kind_pipes: dict[str, set[str]], units: set[str]) -> str:
+    """msprof's Task Type of an op: by the kinds of AI cores it ran on, ``AI_CORE`` on kinds with a
+    CUBE pipe (the cube cores of A2/A3, the 300I Duo's AI cores), ``AI_VECTOR_CORE`` on kinds
+    without one (vector cores), ``MIX_AIC`` on both; else by the units its events are on."""
     if kinds:
-        if kinds == {cube}:
-            return "AI_CORE"
-        if kinds == {vector}:
-            return "AI_VECTOR_CORE"
-        return "MIX_AIC" if kinds <= {vector, cube} else "+".join(sorted(kinds))
+        cube = {"CUBE" in kind_pipes[kind] for kind in kinds}
+        return "MIX_AIC" if len(cube) == 2 else "AI_CORE" if cube == {True} else "AI_VECTOR_CORE"
     return "+".join(sorted(OTHER_UNITS.get(unit, unit.upper()) for unit in units)) or "OTHER"
 
 

@@ -157,6 +157,7 @@ def test_an_op_on_two_kinds_of_core_counts_each_kind_and_has_each_kinds_columns(
     columns = op_summary_columns(result.record.spec)
     assert "aicore_mac_ratio" in columns and "vectorcore_time(us)" in columns and "vectorcore_mac_ratio" not in columns
     row = next(row for row in op_summary(result.record) if row["OP Type"] == "scale_add")
+    assert row["Task Type"] == "MIX_AIC"  # on the AI cores (with a cube) and the vector cores
     recorder, events = result.recorder, result.recorder.columns()
     units = {recorder.tracks[track].unit for track, op in zip(events["track"].tolist(), events["op"].tolist()) if op == int(row["Op Name"].split("#")[1])}
     used = {(unit.rstrip("0123456789"), unit) for unit in units}
