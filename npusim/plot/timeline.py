@@ -70,10 +70,11 @@ def timeline(result, *, dies: Iterable[int] | None = None, cores: Iterable[int |
     of the critical path are outlined, and the cores it crosses are labelled in bold.
 
     ``dies``, ``cores`` (indices or names like ``"aiv3"``) and ``pipes`` (``"MTE2"``...) select lanes;
-    without them, the lanes that matter come first: the cores the critical path crosses, the AICPU
-    schedulers of their dies, the other cores of those dies, then the other dies. ``window=(t0,
-    t1)`` in us selects a time range (default: the whole run). At most ``max_lanes`` rows are
-    drawn, a core's lanes kept together (the title says how many were left out)."""
+    without them, the lanes that matter are kept first: the cores the critical path crosses, the
+    AICPU schedulers of their dies, the other cores of those dies, then the other dies (drawn in
+    the trace's order). ``window=(t0, t1)`` in us selects a time range (default: the whole run).
+    At most ``max_lanes`` rows are drawn, a core's lanes kept together (the title says how many
+    were left out)."""
     recorder = result.recorder
     if color_by not in ("auto", "op", "name"):
         raise UsageError(f"timeline: color_by must be 'auto', 'op' or 'name', not {color_by!r}")
