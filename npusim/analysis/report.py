@@ -1,6 +1,7 @@
 """Reports of runs for people: the summary ``npusim run`` prints, ``npusim report DIR`` and
 ``npusim compare DIR_A DIR_B``. Everything is read from a run's ``summary.json`` (and
-``manifest.json`` when present), so a report can be made again from a run folder at any time.
+``manifest.json`` and ``config.yaml`` when present), so a report can be made again from a run
+folder at any time.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -20,11 +22,13 @@ MAX_ROWS = 16
 
 @dataclass
 class RunFolder:
-    """A run's output folder: its summary and, when present, its manifest."""
+    """A run's output folder: its summary and, when present, its manifest and its resolved config
+    (``config.yaml``; None in a folder written before npusim wrote it)."""
 
     path: Path
     summary: dict
     manifest: dict
+    config: dict | None = None
 
     @property
     def title(self) -> str:
@@ -40,7 +44,7 @@ def load_run(folder: str | Path) -> RunFolder:
     summary_path = path / "summary.json"
     if not summary_path.is_file():
         raise UsageError(f"{str(path)!r} has no summary.json: it is not the output folder of `npusim run` (which writes trace.json, summary.json, manifest.json)")
-    documents = {}
+    documents: dict[str, dict] = {}
     for name in ("summary", "manifest"):
         file = path / f"{name}.json"
         if not file.is_file():
@@ -53,7 +57,16 @@ def load_run(folder: str | Path) -> RunFolder:
     missing = [key for key in ("simulated_time_us", "ops", "pipes", "bandwidth") if key not in documents["summary"]]
     if missing:
         raise UsageError(f"{summary_path}: missing {', '.join(missing)}; it was written by another tool or an old npusim: run again")
-    return RunFolder(path, documents["summary"], documents["manifest"])
+    config = None
+    config_path = path / "config.yaml"
+    if config_path.is_file():
+        try:
+            config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as error:
+            raise UsageError(f"{config_path}: not valid YAML ({error}); run `npusim run` again to rewrite it") from None
+        if not isinstance(config, dict):
+            raise UsageError(f"{config_path}: not a config (a mapping of keys); run `npusim run` again to rewrite it")
+    return RunFolder(path, documents["summary"], documents["manifest"], config)
 
 
 # -- one run -----------------------------------------------------------------------------------
@@ -73,21 +86,25 @@ def ops_by_name(summary: dict) -> list[dict]:
     return sorted(groups.values(), key=lambda g: (-g["total_us"], g["name"]))
 
 
-def _table(title: str, columns: list[str], rows, console: Console, limit: int, left: tuple[str, ...] = (), total: int | None = None) -> None:
+def _table(title: str, columns: list[str], rows, console: Console, limit: int, left: tuple[str, ...] = (), total: int | None = None,
+           summarise=None) -> None:
     """The first ``limit`` of ``rows`` (an iterable of rows of texts; ``total``: how many there are,
-    if ``rows`` is not a list) as a table, and how many more are in summary.json."""
+    if ``rows`` is not a list) as a table, and how many more are in summary.json (``summarise``:
+    a function of the number shown that says more about the rest)."""
+    if total is None:
+        rows = list(rows)
+        total = len(rows)
     rows = list(itertools.islice(rows, limit))
-    total = len(rows) if total is None else total
     if not rows:
         return
     table = Table(title=title, title_justify="left")
     for column in columns:
-        table.add_column(column, justify="left" if column in left else "right")
+        table.add_column(column, justify="left" if column in left else "right", no_wrap=column in left)
     for row in rows:
         table.add_row(*row)
     console.print(table)
     if total > limit:
-        console.print(f"  ... {total - limit} more rows in summary.json")
+        console.print(summarise(limit) if summarise is not None else f"  ... {total - limit} more rows in summary.json")
 
 
 def print_report(summary: dict, *, title: str, console: Console | None = None, rows: int = MAX_ROWS) -> None:
@@ -114,19 +131,44 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
     _table("pipes (busy time summed over the cores that used them)", ["die", "pipe", "cores", "busy us", "utilisation"],
            [[str(r["die"]), r["pipe"], str(r["cores"]), f"{r['busy_us']:.3f}", f"{r['utilisation']:.1%}"]
             for r in sorted(summary["pipes"], key=lambda r: -r["busy_us"])], console, rows, left=("pipe",))
-    _table("memory and links (achieved over the whole run)", ["resource", "bytes", "achieved GB/s", "peak GB/s", "utilisation"],
-           [[r["resource"], f"{r['bytes']:,}", f"{r['achieved_GBps']:.2f}", f"{r['peak_GBps']:.1f}", f"{r['utilisation']:.1%}"]
-            for r in sorted(summary["bandwidth"], key=lambda r: -r["bytes"])], console, rows, left=("resource",))
+    resources = resources_by_importance(summary)
+    _table("memory and links (waited on by the critical path first, then by utilisation)",
+           ["resource", "critical path", "utilisation", "GB/s of peak", "MiB"],
+           [[r["resource"], f"{r['critical_share']:.1%}" if r["critical_share"] else "", f"{r['utilisation']:.1%}",
+             f"{r['achieved_GBps']:.1f} / {r['peak_GBps']:.0f}", f"{r['bytes'] / 2**20:.1f}"] for r in resources], console, rows, left=("resource",),
+           summarise=lambda shown: _the_rest(resources, shown))
     for warning in summary.get("warnings", [])[:rows]:
         console.print(f"[yellow]warning[/yellow] at {warning['time_us']:.3f} us on die {warning['die']}: {warning['message']}")
+
+
+def resources_by_importance(summary: dict) -> list[dict]:
+    """The summary's memories and links (``bandwidth``), each with ``critical_share``, the share of
+    the end-to-end time the critical path spent waiting on it: those on the critical path first
+    (most waited on first), then the rest by utilisation, highest first."""
+    waited: dict[str, float] = {}
+    for row in (summary.get("bottlenecks") or {}).get("breakdown", []):
+        if row.get("resource"):
+            waited[row["resource"]] = waited.get(row["resource"], 0.0) + row["share"]
+    rows = [{**r, "critical_share": waited.get(r["resource"], 0.0)} for r in summary["bandwidth"]]
+    return sorted(rows, key=lambda r: (-r["critical_share"], -r["utilisation"], r["resource"]))
+
+
+def _the_rest(resources: list[dict], shown: int) -> str:
+    """One line on the resources after the first ``shown``: how many of each kind, and the highest
+    utilisation among them."""
+    kinds: dict[str, list[float]] = {}
+    for r in resources[shown:]:
+        kinds.setdefault(r.get("kind", "other"), []).append(r["utilisation"])
+    parts = ", ".join(f"{len(values)} {kind} (up to {max(values):.1%})" for kind, values in sorted(kinds.items(), key=lambda kv: -max(kv[1])))
+    return f"  ... {len(resources) - shown} more, none on the critical path: {parts}; every row in summary.json"
 
 
 # -- two runs ----------------------------------------------------------------------------------
 
 def _change(a: float | None, b: float | None) -> dict:
-    delta = None if a is None or b is None else b - a
-    ratio = None if delta is None or not a else b / a
-    return {"a": a, "b": b, "delta": delta, "ratio": ratio}
+    if a is None or b is None:
+        return {"a": a, "b": b, "delta": None, "ratio": None}
+    return {"a": a, "b": b, "delta": b - a, "ratio": b / a if a else None}
 
 
 def _paired(rows_a: list[dict], rows_b: list[dict], key, value) -> list[dict]:
@@ -138,10 +180,34 @@ def _paired(rows_a: list[dict], rows_b: list[dict], key, value) -> list[dict]:
     return sorted(paired, key=lambda r: (-(abs(r["delta"]) if r["delta"] is not None else float("inf")), str(r["key"])))
 
 
+def _leaves(value: object, path: str = "") -> dict[str, object]:
+    """Every value of a config that is not a mapping or list, by its dotted key path (list items by index)."""
+    children: list[tuple[object, object]]
+    if isinstance(value, dict):
+        children = list(value.items())
+    elif isinstance(value, list) and value:
+        children = list(enumerate(value))
+    else:
+        return {path: value}
+    leaves: dict[str, object] = {}
+    for key, child in children:
+        leaves.update(_leaves(child, f"{path}.{key}" if path else str(key)))
+    return leaves
+
+
+def config_changes(a: dict, b: dict) -> list[dict]:
+    """The keys whose values differ between two resolved configs, in the order of ``a`` (then the
+    keys only ``b`` has): ``key`` (dotted path), ``a`` and ``b`` (None where a config lacks the key)."""
+    leaves_a, leaves_b = _leaves(a), _leaves(b)
+    keys = list(leaves_a) + [key for key in leaves_b if key not in leaves_a]
+    return [{"key": key, "a": leaves_a.get(key), "b": leaves_b.get(key)} for key in keys if leaves_a.get(key) != leaves_b.get(key)]
+
+
 def compare(a: RunFolder, b: RunFolder) -> dict:
     """What changed from run ``a`` to run ``b``: end-to-end time, per op name (total time), per
     pipe (busy time), per HBM / link (achieved GB/s), per bottleneck (share of the critical path),
-    and the config overrides and parameters that differ."""
+    the config keys whose values differ (``config_keys``; None when a folder has no
+    ``config.yaml``), and the config overrides and parameters that differ."""
     sa, sb = a.summary, b.summary
     settings = {}
     for field in ("config", "config_sha256", "overrides", "params", "data", "workload"):
@@ -151,6 +217,7 @@ def compare(a: RunFolder, b: RunFolder) -> dict:
             settings[field] = {"a": va, "b": vb}
     return {
         "settings": settings,
+        "config_keys": config_changes(a.config, b.config) if a.config is not None and b.config is not None else None,
         "end_to_end_us": _change(sa["simulated_time_us"], sb["simulated_time_us"]),
         "ops": _paired(ops_by_name(sa), ops_by_name(sb), lambda r: r["name"], lambda r: r["total_us"]),
         "pipes": _paired(sa["pipes"], sb["pipes"], lambda r: f"die{r['die']} {r['pipe']}", lambda r: r["busy_us"]),
@@ -172,7 +239,20 @@ def print_comparison(a: RunFolder, b: RunFolder, *, console: Console | None = No
     console.print(f"[bold]A[/bold] = {a.path} ({a.title})")
     console.print(f"[bold]B[/bold] = {b.path} ({b.title})")
     for field, values in result["settings"].items():
-        console.print(f"  {field}: A {values['a']!r}  B {values['b']!r}")
+        if field == "config_sha256":  # the keys that differ follow; the hashes only tell they do
+            console.print(f"  {field}: A {str(values['a'])[:12]}...  B {str(values['b'])[:12]}...")
+        else:
+            console.print(f"  {field}: A {values['a']!r}  B {values['b']!r}")
+    changed = result["config_keys"]
+    if changed is None:
+        older = " and ".join(name for name, run in (("A", a), ("B", b)) if run.config is None)
+        console.print(f"  config keys: not compared, {older} has no config.yaml (written by an older npusim)")
+    elif not changed:
+        console.print("  config keys: the same")
+    else:
+        _table("config keys that differ (config.yaml)", ["key", "A", "B"],
+               [[r["key"], "-" if r["a"] is None else str(r["a"]), "-" if r["b"] is None else str(r["b"])] for r in changed],
+               console, rows, left=("key", "A", "B"))
     verdict = "same time" if not e2e["delta"] else ("B faster" if e2e["delta"] < 0 else "B slower")
     console.print(f"[bold]end to end[/bold]: A {e2e['a']:.3f} us, B {e2e['b']:.3f} us, change {e2e['delta']:+.3f} us "
                   f"(x{_number(e2e['ratio'], '.3f')}): {verdict}")

@@ -9,7 +9,9 @@ unit of work are halved, counts are doubled.
 A link factor models "this link class twice as fast" for every transfer that crosses it: besides
 its bandwidth it doubles its ``write_credits`` where the config gives them, since posted writes
 cross a link at most ``write_credits / (2 x latency)`` (``docs/calibration.md``); doubling the
-bandwidth alone would leave a credit-bound write (a put, a remote store) as slow as before.
+bandwidth alone would leave a credit-bound write (a put, a remote store) as slow as before. Its
+label then says so (``HCCS link bandwidth + write credits``): every label names what its run
+changed, and the ``changed`` column lists the overrides.
 
 What "twice the cores" means: twice the AI cores of each die (every kind of ``die.cores``
 together, so the cube:vector ratio of a cluster stays), with the same HBM, L2, links and per-core
@@ -49,7 +51,8 @@ class Factor:
     """One resource made :data:`FASTER`: ``keys`` (dotted config keys; ``*`` stands for every entry
     of a list or mapping, e.g. every core kind of ``die.cores``) are multiplied by ``scale``; ``reading`` is how the one-line reading names it;
     ``when`` is a ``(key, value)`` the config must have for the factor to apply; ``also`` are keys
-    scaled with them where the config sets them (a link's write credits), skipped where it does not."""
+    scaled with them where the config sets them (a link's write credits), skipped where it does not,
+    named ``also_label`` in the factor's label and reading when they are scaled (:func:`label`)."""
 
     name: str
     reading: str
@@ -57,19 +60,20 @@ class Factor:
     scale: float
     when: tuple[str, str] | None = None
     also: tuple[str, ...] = ()
+    also_label: str = ""
 
 
 FACTORS: tuple[Factor, ...] = (
     Factor("HBM bandwidth", "doubling the HBM bandwidth", ("die.hbm.bandwidth",), FASTER),
     Factor("L2 bandwidth", "doubling the L2 bandwidth", ("die.l2.bandwidth",), FASTER),
     Factor("HCCS link bandwidth", "doubling the HCCS link bandwidth", ("fabrics.node.link.bandwidth",), FASTER,
-           ("fabrics.node.kind", "full_mesh"), ("fabrics.node.link.write_credits",)),
+           ("fabrics.node.kind", "full_mesh"), ("fabrics.node.link.write_credits",), "write credits"),
     Factor("UB link bandwidth", "doubling the UB link bandwidth", ("fabrics.node.link.bandwidth",), FASTER,
-           ("fabrics.node.kind", "ub_l1_switch"), ("fabrics.node.link.write_credits",)),
+           ("fabrics.node.kind", "ub_l1_switch"), ("fabrics.node.link.write_credits",), "write credits"),
     Factor("fabric link bandwidth", "doubling every fabric link's bandwidth", ("fabrics.node.links.*.link.bandwidth",), FASTER,
-           ("fabrics.node.kind", "links"), ("fabrics.node.links.*.link.write_credits",)),
+           ("fabrics.node.kind", "links"), ("fabrics.node.links.*.link.write_credits",), "write credits"),
     Factor("SIO bandwidth", "doubling the SIO (die-to-die) bandwidth", ("fabrics.package.link.bandwidth",), FASTER, None,
-           ("fabrics.package.link.write_credits",)),
+           ("fabrics.package.link.write_credits",), "write credits"),
     Factor("NIC bandwidth", "doubling the NIC bandwidth", ("fabrics.scale_out.bandwidth",), FASTER),
     Factor("vector rate", "doubling the vector rate", ("die.vector.per_repeat",), 1 / FASTER),
     Factor("cube rate", "doubling the cube rate", ("die.cube.per_block",), 1 / FASTER),
@@ -103,6 +107,22 @@ def factor_overrides(factor: Factor, resolved: Mapping[str, Any]) -> list[str] |
             if value is not None:
                 overrides.append(_scaled(path, value, factor.scale))
     return overrides
+
+
+def label(factor: Factor, changes: Sequence[str]) -> tuple[str, str]:
+    """The factor's name and reading for the overrides ``changes`` it made on a config: with its
+    ``also_label`` when it scaled any of its ``also`` keys there (``HCCS link bandwidth + write
+    credits``), so a label names everything its row changed."""
+    also = [pattern.split(".") for pattern in factor.also]
+    scaled_also = any(_matches(change.partition("=")[0].split("."), pattern) for change in changes for pattern in also)
+    if not scaled_also or not factor.also_label:
+        return factor.name, factor.reading
+    return f"{factor.name} + {factor.also_label}", f"{factor.reading} and {factor.also_label}"
+
+
+def _matches(path: Sequence[str], pattern: Sequence[str]) -> bool:
+    """Whether the key path ``path`` is one of the pattern's (``*``: any one entry)."""
+    return len(path) == len(pattern) and all(p == "*" or p == part for part, p in zip(path, pattern))
 
 
 def _scaled(path: Sequence[str], value: Any, scale: float) -> str:
@@ -146,16 +166,19 @@ def run_whatif(config: str | Path, workload: str | Path, *, overrides: Sequence[
     reading. Each row: factor, changed (the overrides), simulated_us, speedup, bottleneck and its
     utilisation, status, error. Raises WorkloadError when the baseline itself fails."""
     base = load_config(config, tuple(overrides or ()))
-    applicable = [(factor, factor_overrides(factor, base.resolved)) for factor in FACTORS]
-    applicable = [(factor, changes) for factor, changes in applicable if changes is not None]
-    points = [Point((), {}, {"factor": BASELINE})] + [Point(tuple(changes), {}, {"factor": factor.name}) for factor, changes in applicable]
+    applicable: list[tuple[Factor, list[str]]] = []
+    for factor in FACTORS:
+        changes = factor_overrides(factor, base.resolved)
+        if changes is not None:
+            applicable.append((factor, changes))
+    points = [Point((), {}, {"factor": BASELINE})] + [Point(tuple(changes), {}, {"factor": label(factor, changes)[0]}) for factor, changes in applicable]
     what_if_plan = plan(config, workload, points, ["factor"], overrides=overrides, params=params, data=data, seed=seed, origin="what-if")
     outcome: SweepOutcome = run_plan(what_if_plan, workers=workers, scheduler=scheduler, progress=progress,
                                      title=f"what-if of {what_if_plan.workload.name} on {what_if_plan.base.name}")
     baseline, *measured = outcome.rows
     if baseline["status"] != "ok":
         raise WorkloadError(f"the baseline run of {what_if_plan.workload.name} failed, so nothing can be compared: {baseline['error_type']}: {baseline['error']}")
-    ranked = [_row(row, factor.reading, changes, baseline) for row, (factor, changes) in zip(measured, applicable)]
+    ranked = [_row(row, label(factor, changes)[1], changes, baseline) for row, (factor, changes) in zip(measured, applicable)]
     ranked.sort(key=lambda row: math.inf if math.isnan(row["speedup"]) else -row["speedup"])
     return [_row(baseline, "", [], baseline)] + ranked, reading(ranked)
 

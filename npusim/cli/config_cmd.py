@@ -1,6 +1,7 @@
 """``npusim config``: show a resolved hardware config, or check one.
 
 ``show`` prints the config after ``extends`` and ``--set`` as YAML (quantities with their units),
+each value with its source (the comment its config line carries and FILE:LINE, or the ``--set``),
 headed by its source and sha256; ``validate`` prints ``OK: ...`` or every located error. A config
 error is printed to stderr and exits with code 2.
 """
@@ -10,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import click
-import yaml
 
 from npusim.config import LoadedConfig, load_config
+from npusim.config.annotated import annotated_yaml, header
 from npusim.errors import ConfigError
 
 
@@ -34,11 +35,9 @@ def config_group() -> None:
 @click.argument("config", metavar="NAME|PATH")
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override one value, e.g. --set shape.nodes=4 (repeatable).")
 def show(config: str, overrides: tuple[str, ...]) -> None:
-    """Print the resolved config NAME|PATH as YAML."""
+    """Print the resolved config NAME|PATH as YAML, each value with its source."""
     loaded = _load(config, overrides)
-    with_overrides = "".join(f" --set {text}" for text in overrides)
-    click.echo(f"# {loaded.name}: {loaded.source}{with_overrides}  sha256 {loaded.sha256}")
-    click.echo(yaml.safe_dump(loaded.resolved, sort_keys=False, allow_unicode=True, width=1000), nl=False)
+    click.echo(header(loaded) + annotated_yaml(loaded), nl=False)
 
 
 @config_group.command("validate")

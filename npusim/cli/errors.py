@@ -1,21 +1,48 @@
 """How the CLI reports errors: one or two lines (a traceback with ``--debug``) and an exit code
-of 2 for usage and config errors, 1 for a failing workload."""
+of 2 for usage and config errors, 1 for a failing workload. An error raised while the workload
+ran names the workload's line it came from (the innermost frame of the user's own code)."""
 
 from __future__ import annotations
 
+import os
 import sys
+import sysconfig
 import traceback
+from pathlib import Path
 
 import click
 
+import npusim
 from npusim.errors import ConfigError, NpusimError, UsageError
 
 EXIT_WORKLOAD = 1
 EXIT_USAGE = 2
 
+_NOT_USER_CODE = tuple({str(Path(npusim.__file__).resolve().parent), *(str(Path(sysconfig.get_paths()[key]).resolve())
+                                                                       for key in ("stdlib", "platstdlib", "purelib", "platlib"))})
+"""Folders whose frames are not the user's: npusim itself, the standard library, installed packages."""
+
 
 def exit_code_for(error: BaseException) -> int:
     return EXIT_USAGE if isinstance(error, (ConfigError, UsageError)) else EXIT_WORKLOAD
+
+
+def user_frame(error: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of ``error``'s traceback in the user's own code (the workload or a
+    module of theirs), if any."""
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if frame.filename.startswith("<"):
+            continue
+        where = str(Path(frame.filename).resolve())
+        if not where.startswith(_NOT_USER_CODE):
+            return frame
+    return None
+
+
+def _shown(filename: str) -> str:
+    """A path relative to the working folder when it is inside it."""
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith("..") else relative
 
 
 def report(error: BaseException, *, debug: bool, context: str = "") -> int:
@@ -25,6 +52,11 @@ def report(error: BaseException, *, debug: bool, context: str = "") -> int:
     kind = "error" if isinstance(error, NpusimError) else f"error ({type(error).__name__})"
     prefix = f"{context}: " if context else ""
     click.echo(f"npusim: {kind}: {prefix}{error}", err=True)
+    frame = None if debug else user_frame(error)
+    if frame is not None:
+        function = f" in {frame.name}" if frame.name != "<module>" else ""
+        code = f": {frame.line.strip()}" if frame.line else ""
+        click.echo(f"        at {_shown(frame.filename)}:{frame.lineno}{function}{code}", err=True)
     if not debug and not isinstance(error, (ConfigError, UsageError)):
         click.echo("        (run again with --debug for the full traceback)", err=True)
     return exit_code_for(error)

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from npusim import __version__
+from npusim.analysis.outputs import run_folder_files
 from npusim.analysis.report import print_report
 from npusim.cli.errors import EXIT_WORKLOAD, report
 from npusim.config import load_config
@@ -29,7 +30,7 @@ from npusim.trace.selection import LEVELS, trace_selection
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="override a parameter the workload declares with npusim.param (repeatable)")
 @click.option("--no-data", is_flag=True, help="simulate timing only: no tensor values (timing is unchanged)")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="seed of numpy's random generator for the workload")
-@click.option("--plot", is_flag=True, help="also save timeline.png (the first 48 lanes) next to the trace")
+@click.option("--plot", is_flag=True, help="also save timeline.png (the critical path's cores first, up to 32 lanes) next to the trace")
 @click.option("--trace", "trace_level", type=click.Choice(LEVELS), default="all", show_default=True,
               help="what trace.json holds: every event, flow and counter; one slice per op and core; or no trace file")
 @click.option("--trace-dies", metavar="RANGES", help="write only these dies' lanes, e.g. 0-15 or 0,2,8-11 (default: all)")
@@ -98,6 +99,9 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], pa
         (out_dir / "trace.json").unlink(missing_ok=True)  # a trace of an earlier run would not be this run's
     write_json_atomically(out_dir / "summary.json", result.summary)
     write_json_atomically(out_dir / "manifest.json", manifest)
+    for name, data in run_folder_files(result.record, loaded).items():  # config.yaml, op_summary.csv, pipe_utilization.csv
+        write_bytes_atomically(out_dir / name, data)
+        written.append(name)
     if plot and len(result.recorder):
         from npusim.plot import timeline  # matplotlib is imported only when a plot is asked for
 

@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -77,6 +77,10 @@ class Locations:
             self._where.pop(here, None)
             stack.extend(here + (key,) for key in self._below.pop(here, ()))
 
+    def snapshot(self) -> dict[KeyPath, str]:
+        """Every located key path and who set it (a copy)."""
+        return dict(self._where)
+
     def copy_below(self, other: Locations, path: KeyPath) -> None:
         """Take from ``other`` the location of ``path`` and of everything below it."""
         stack = [path]
@@ -108,6 +112,8 @@ class LoadedConfig:
     ``resolved`` is the plain mapping after ``extends`` and overrides, quantities as written
     (``'28 GB/s'``); ``sha256`` is the hash of its canonical JSON (sorted keys), so two runs with the
     same hash simulated the same hardware. ``source`` is the path as given or ``builtin:NAME``.
+    ``locations`` says who set each key path of ``resolved``: ``FILE:LINE`` of the file that wrote
+    it last, or the override (``--set key=value``).
     """
 
     spec: SystemSpec
@@ -116,6 +122,7 @@ class LoadedConfig:
     resolved: dict[str, Any]
     sha256: str
     overrides: tuple[str, ...] | Mapping[str, object]
+    locations: Mapping[KeyPath, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -134,7 +141,7 @@ class _ConfigFile:
 
 def builtin_configs() -> list[str]:
     """Names of the configs shipped in ``npusim/configs`` (``a2``, ``a3``), usable wherever a path is."""
-    return sorted(entry.name.removesuffix(SUFFIX) for entry in _builtin_folder().iterdir() if entry.name.endswith(SUFFIX))
+    return sorted(entry.name.removesuffix(SUFFIX) for entry in builtin_folder().iterdir() if entry.name.endswith(SUFFIX))
 
 
 def load_config(config: str | os.PathLike[str], overrides: Sequence[str] | Mapping[str, object] = (), *, origin: str = "--set") -> LoadedConfig:
@@ -155,13 +162,13 @@ def load_config(config: str | os.PathLike[str], overrides: Sequence[str] | Mappi
     _apply_overrides(resolved, locations, given, origin)
     spec = _validate(resolved, locations, source)
     canonical = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return LoadedConfig(spec, spec.name, source, resolved, hashlib.sha256(canonical.encode()).hexdigest(), given)
+    return LoadedConfig(spec, spec.name, source, resolved, hashlib.sha256(canonical.encode()).hexdigest(), given, locations.snapshot())
 
 
 # -- finding files -----------------------------------------------------------------------------
 
 
-def _builtin_folder() -> Traversable:
+def builtin_folder() -> Traversable:
     return resources.files("npusim").joinpath("configs")
 
 
@@ -173,8 +180,8 @@ def _builtin(name: str) -> _ConfigFile | None:
     stem = name.removesuffix(SUFFIX)
     if stem not in builtin_configs():
         return None
-    file = _builtin_folder().joinpath(stem + SUFFIX)
-    return _config_file(file, str(file), _builtin_folder())
+    file = builtin_folder().joinpath(stem + SUFFIX)
+    return _config_file(file, str(file), builtin_folder())
 
 
 def _locate(config: str) -> tuple[_ConfigFile, str]:

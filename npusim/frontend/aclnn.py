@@ -175,10 +175,20 @@ class OpCall:
         tensors[op.output] = work
         tensors.update({name: tensor(values, device=die) for name, values in host_values.items()})
         op_args = {"api": f"torch_npu.{self.api}", **op.describe(self.problem, self.plan)}
+        inputs = [(tuple(self.args[name].shape), self.args[name].dtype.name) for name in op.tensors
+                  if name != op.output and self.args[name] is not None]
+        outputs = [(tuple(out.shape), out.dtype.name)]
         session = session_of(system)
         if (self.check.read or self.check.warning) and session.capture is None:
             session.submit(session.stream(die), self._at_kernel_start(tensors, system, die))
-        enqueue(lambda: op.lower(self.problem, self.plan, tensors, self.check, op_args), system, die)
+
+        def build() -> list:
+            kernels = op.lower(self.problem, self.plan, tensors, self.check, op_args)
+            for kernel in kernels:
+                kernel.op_inputs, kernel.op_outputs = inputs, outputs
+            return kernels
+
+        enqueue(build, system, die)
         if work is not out:
             copy(out, work, "ViewCopy", f"{self.api}: result into the non-contiguous output")
 

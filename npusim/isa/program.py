@@ -557,7 +557,9 @@ def _place(side) -> str:
 
 class Kernel:
     """One kernel launch on one die: a program per core that takes part. Its events carry a new op
-    id, or ``op`` (an id from ``recorder.op``) when several launches make up one op (tile ops)."""
+    id, or ``op`` (an id from ``recorder.op``) when several launches make up one op (tile ops).
+    ``op_inputs`` and ``op_outputs`` (``(shape, dtype name)`` of each tensor, set by the launch
+    path of ops) go to the new op's record."""
 
     def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict | None = None,
                  op: int | None = None) -> None:
@@ -567,6 +569,8 @@ class Kernel:
         self.programs: dict[tuple[str, int], CoreProgram] = {}
         self.op_args = op_args or {}
         self.op = op
+        self.op_inputs: list[tuple[tuple[int, ...], str]] = []
+        self.op_outputs: list[tuple[tuple[int, ...], str]] = []
         self.launched = None
 
     def core(self, kind: str, index: int) -> CoreProgram:
@@ -604,7 +608,11 @@ class Kernel:
         if self.launched is not None:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
         stream = stream or self.system.stream(self.die.index)
-        op = self.op if self.op is not None else self.system.recorder.op(self.name, self.die.index, **self.op_args)
+        op = self.op
+        if op is None:
+            recorder = self.system.recorder
+            op = recorder.op(self.name, self.die.index, **self.op_args)
+            recorder.ops[op].inputs, recorder.ops[op].outputs = list(self.op_inputs), list(self.op_outputs)
         placed = [(program.core, _Placed(program)) for program in self.ordered_programs()]
         env = self.system.env
 

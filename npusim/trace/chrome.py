@@ -7,8 +7,12 @@ a load -> the instruction that consumes it; any flow an op recorded); the rate t
 L2 and link is a counter track in GB/s and each core's buffer occupancy one in KiB; warnings are
 instant events. ``docs/trace-format.md`` documents every field and track.
 
-Timestamps are in microseconds, written exactly from integer picoseconds, so the same run gives the
-same bytes. The writer never unpacks more than one chunk of events at a time: its extra memory is
+Times are in microseconds on a whole-nanosecond grid: each start and end is the simulator's integer
+picoseconds rounded to the nearest ns, so no two slices of a lane overlap in a viewer that rounds
+to ns (Perfetto) or adds in floating point (speedscope); a ``wait_flag`` that was waiting when its
+flag became visible holds a ``release`` slice from then to its end, where the flag arrow ends (an
+arrow ends in a slice that starts no earlier than its source, as Perfetto requires). The same run
+gives the same bytes. The writer never unpacks more than one chunk of events at a time: its extra memory is
 bounded by the chunk, not by the run (``benchmarks/trace_writer.py`` measures it).
 """
 
@@ -29,7 +33,7 @@ import numpy as np
 from npusim.trace.record import RunRecord
 from npusim.trace.selection import TraceSelection
 
-TRACE_FORMAT_VERSION = 2
+TRACE_FORMAT_VERSION = 3  # 3: times on a whole-ns grid, release slices in waits
 LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffers: sources of data flows
 LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
 WRITER_CHUNK_EVENTS = 1024  # events formatted per batch: bounds the writer's extra memory (and was fastest measured)
@@ -37,16 +41,52 @@ _point_time = operator.itemgetter(0)
 _Point = TypeVar("_Point", bound=tuple[Any, ...])  # a counter's point: (time_ps, values ...)
 
 
-def _us(ps: int) -> str:
-    """Integer picoseconds as an exact decimal number of microseconds."""
-    whole, frac = divmod(int(ps), 1_000_000)
-    return f"{whole}.{frac:06d}" if frac else str(whole)
+def ns_of(ps: Any) -> Any:
+    """Integer picoseconds to the nearest whole nanosecond (halves up; elementwise on arrays): the
+    grid every time of the trace is written on."""
+    return (ps + 500) // 1000
 
 
-def _us_texts(ps: np.ndarray) -> list[str]:
-    """``_us`` of every value of an array (the same text, made in one pass)."""
-    whole, frac = np.divmod(ps, 1_000_000)
-    return [f"{w}.{f:06d}" if f else str(w) for w, f in zip(whole.tolist(), frac.tolist())]
+def _ts(ns: int) -> str:
+    """Whole nanoseconds as an exact decimal number of microseconds (``12.345``, ``12``)."""
+    whole, frac = divmod(int(ns), 1000)
+    return f"{whole}.{frac:03d}" if frac else str(whole)
+
+
+def _ts_texts(ns: np.ndarray) -> list[str]:
+    """``_ts`` of every value of an array (the same text, made in one pass)."""
+    whole, frac = np.divmod(ns, 1000)
+    return [f"{w}.{f:03d}" if f else str(w) for w, f in zip(whole.tolist(), frac.tolist())]
+
+
+def _dur(ns: int, short_ps: int = 1) -> str:
+    """A duration of whole nanoseconds as microseconds, ``short_ps`` short (``0.002999`` for 3 ns;
+    ``0`` for 0): Perfetto rounds each ``dur`` to whole ns on its own, so it reads 3 ns, and a viewer
+    that adds ``ts + dur`` in floating point (speedscope) never sees a slice end after the next one
+    starts (nor a nested slice, 2 ps short, after its parent)."""
+    if not ns:
+        return "0"
+    whole, frac = divmod(int(ns) * 1000 - short_ps, 1_000_000)
+    return f"{whole}.{frac:06d}"
+
+
+def _dur_texts(ns: np.ndarray) -> list[str]:
+    """``_dur`` of every value of an array (the same text, made in one pass)."""
+    whole, frac = np.divmod(ns * 1000 - 1, 1_000_000)
+    return [f"{w}.{f:06d}" if n else "0" for n, w, f in zip(ns.tolist(), whole.tolist(), frac.tolist())]
+
+
+def _middle(start_ns: Any, end_ns: Any) -> Any:
+    """A time inside ``[start_ns, end_ns)`` (its middle, on the ns grid; the start for a slice of
+    zero or one ns): where a flow end binds to that slice (elementwise on arrays)."""
+    return start_ns + (end_ns - start_ns) // 2
+
+
+def release_starts(wait_start_ns: Any, wait_end_ns: Any, set_end_ns: Any) -> Any:
+    """Where the ``release`` slice of a ``wait_flag`` starts (ns): when the flag it consumed became
+    visible (its ``set_flag``'s end), if the wait was already waiting then and ended later; else
+    the wait's own start (no release slice). Elementwise on arrays."""
+    return np.where((wait_start_ns < set_end_ns) & (set_end_ns < wait_end_ns), set_end_ns, wait_start_ns)
 
 
 def jsonable(value: Any) -> Any:
@@ -91,6 +131,20 @@ class _Writer:
         self.chunk_events = chunk_events
         self.first = True
         self.flow_id = 0
+        self.released = 0  # release slices written
+
+    def _release_starts(self, events: np.ndarray) -> np.ndarray:
+        """For each of ``events`` (indices): where its ``release`` slice starts (ns), -1 for none
+        (only a ``wait_flag`` that was waiting when the flag it consumed became visible has one)."""
+        sets, waits = self.recorder.flag_flow_pairs()  # the recorder's own arrays, in the order of the waits
+        if not len(waits) or not len(events):
+            return np.full(len(events), -1, dtype=np.int64)
+        position = np.minimum(np.searchsorted(waits, events), len(waits) - 1)
+        table = self.recorder.table()
+        wait_start = ns_of(table[events, 2])
+        at = release_starts(wait_start, ns_of(table[events, 3]), ns_of(table[sets[position], 3]))
+        released: np.ndarray = np.where((waits[position] == events) & (at > wait_start), at, -1)
+        return released
 
     def emit(self, line: str) -> None:
         self.emit_lines([line])
@@ -118,7 +172,7 @@ class _Writer:
         for instant in self.recorder.instants:
             if not (selection.keeps_die(instant.die) and selection.keeps_time(instant.time_ps, instant.time_ps)):
                 continue
-            self.emit(f'{{"name":{json.dumps(instant.name)},"cat":{json.dumps(instant.category)},"ph":"i","s":"p","ts":{_us(instant.time_ps)},'
+            self.emit(f'{{"name":{json.dumps(instant.name)},"cat":{json.dumps(instant.category)},"ph":"i","s":"p","ts":{_ts(ns_of(instant.time_ps))},'
                       f'"pid":{instant.die},"tid":0,"args":{{"message":{json.dumps(instant.message)}}}}}')
         self.out.write('\n],"displayTimeUnit":"ns","otherData":')
         self.out.write(json.dumps(self._other_data(metadata), sort_keys=True))
@@ -169,8 +223,7 @@ class _Writer:
         load_tracks = {i for i, track in enumerate(tracks) if track.lane in LOAD_LANES}
         flag_cursor = 0  # flag flows are in the order of their waits: the next one not yet seen
         transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
-        # a load is kept as (its track, the middle of its slice in us)
-        # a load is (its track, the middle of its slice as ts text, whether it is written)
+        # a load is (its track, a time inside its slice as ts text, whether it is written)
         loads_since_set: dict[int, collections.deque[tuple[int, str, bool]]] = {}  # load track -> loads since its last set_flag
         loads_of_set: dict[int, collections.deque[tuple[int, str, bool]]] = {}  # set_flag event -> the loads before it
         awaiting: dict[int, list[tuple[int, str, bool]]] = {}  # track -> loads waiting for their consumer on it
@@ -186,13 +239,17 @@ class _Writer:
             lo, hi = np.searchsorted(transfer_events, [first, last])
             transfers = recorder.transfers(int(lo), int(hi))
             limit_of = dict(zip(transfers["event"].tolist(), transfers["bottleneck"].tolist()))
+            releases = self._release_starts(np.arange(first, last))
+            released_events = np.flatnonzero(releases >= 0)
+            release_of = dict(zip((released_events + first).tolist(), releases[released_events].tolist()))
             kept = self._kept(c, kept_tracks).tolist()
             self.written += sum(kept)
-            rows = zip(c["track"].tolist(), c["name"].tolist(), _us_texts(c["start_ps"]), _us_texts(c["end_ps"] - c["start_ps"]),
-                       c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist(), c["start_ps"].tolist(), c["end_ps"].tolist(), kept)
+            start_ns, end_ns = ns_of(c["start_ps"]), ns_of(c["end_ps"])
+            rows = zip(c["track"].tolist(), c["name"].tolist(), _ts_texts(start_ns), _dur_texts(end_ns - start_ns),
+                       c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist(), _middle(start_ns, end_ns).tolist(), end_ns.tolist(), kept)
             lines: list[str] = []
             add = lines.append
-            for index, (track, name, ts, dur, nbytes, op, tile, start_ps, end_ps, keep) in enumerate(rows, first):
+            for index, (track, name, ts, dur, nbytes, op, tile, inside, end, keep) in enumerate(rows, first):
                 if keep:
                     args = f'"bytes":{nbytes}' if nbytes else ""
                     if op >= 0:
@@ -202,6 +259,10 @@ class _Writer:
                     if index in limit_of:
                         args += limits[limit_of[index]]
                     add(f'{heads[name]}{ts},"dur":{dur}{places[track]},"args":{{{args}}}}}' if args else f'{heads[name]}{ts},"dur":{dur}{places[track]}}}')
+                    released = release_of.get(index)
+                    if released is not None:  # the wait was waiting when its flag became visible
+                        self.released += 1
+                        add(f'{{"name":"release","ph":"X","ts":{_ts(released)},"dur":{_dur(end - released, short_ps=2)}{places[track]}}}')
 
                 if track in load_tracks:
                     if name in set_names:
@@ -212,17 +273,16 @@ class _Writer:
                         loads = loads_since_set.get(track)
                         if loads is None:
                             loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
-                        loads.append((track, _us((start_ps + end_ps) // 2), keep))
+                        loads.append((track, _ts(inside), keep))
                 setter = setter_of.get(index)
                 if setter is not None:
                     loads = loads_of_set.pop(setter, None)
                     if loads:
                         awaiting.setdefault(track, []).extend(loads)
                 elif name not in sync_names and track in awaiting:
-                    inside = _us((start_ps + end_ps) // 2)
                     for load_track, load_ts, load_kept in awaiting.pop(track):
                         if everything or (keep and load_kept):
-                            self._flow(add, "data", load_track, load_ts, track, inside)
+                            self._flow(add, "data", load_track, load_ts, track, _ts(inside))
             self.emit_lines(lines)
 
     def _kept_tracks(self) -> np.ndarray:
@@ -263,8 +323,16 @@ class _Writer:
             if not keep_all:  # both ends kept
                 kept = self._kept_rows(table, src, kept_tracks) & self._kept_rows(table, dst, kept_tracks)
                 src, dst, name_ids = src[kept], dst[kept], name_ids[kept] if name_ids is not None else None
-            rows = zip((lane[src] >> 32).tolist(), _us_texts((start[src] + end[src]) // 2), (lane[dst] >> 32).tolist(),
-                       _us_texts((start[dst] + end[dst]) // 2), [flag_name] * len(src) if name_ids is None else name_ids.tolist())
+            src_start, dst_start, dst_end = ns_of(start[src]), ns_of(start[dst]), ns_of(end[dst])
+            src_releases = self._release_starts(src)  # a flow end in a wait binds before its release slice
+            from_ts = _middle(src_start, np.where(src_releases >= 0, src_releases, ns_of(end[src])))
+            if name_ids is None:  # a flag flow ends where the wait was released
+                dst_start = release_starts(dst_start, dst_end, ns_of(end[src]))
+            else:
+                dst_releases = self._release_starts(dst)
+                dst_end = np.where(dst_releases >= 0, dst_releases, dst_end)
+            rows = zip((lane[src] >> 32).tolist(), _ts_texts(from_ts), (lane[dst] >> 32).tolist(), _ts_texts(_middle(dst_start, dst_end)),
+                       [flag_name] * len(src) if name_ids is None else name_ids.tolist())
             lines: list[str] = []
             for from_track, from_ts, to_track, to_ts, name in rows:
                 self._flow(lines.append, names[name], from_track, from_ts, to_track, to_ts)
@@ -278,7 +346,7 @@ class _Writer:
                 continue
             counter = json.dumps(f"{resource.name} GB/s")
             for time_ps, rate in self._in_window(resource.rate_log):
-                self.emit(f'{{"name":{counter},"ph":"C","ts":{_us(time_ps)},"pid":{resource.die},"args":{{"GB/s":{rate * 1e3:.3f}}}}}')
+                self.emit(f'{{"name":{counter},"ph":"C","ts":{_ts(ns_of(time_ps))},"pid":{resource.die},"args":{{"GB/s":{rate * 1e3:.3f}}}}}')
 
     def _buffer_counters(self) -> None:
         """Each core's buffer occupancy in KiB: the bytes a program reserved, from the start to the
@@ -294,7 +362,7 @@ class _Writer:
                 continue
             counter = json.dumps(f"{unit} {buffer} KiB")
             for time_ps, _, nbytes in self._in_window(sorted(series)):
-                self.emit(f'{{"name":{counter},"ph":"C","ts":{_us(time_ps)},"pid":{die},"args":{{"KiB":{nbytes / 1024:.3f}}}}}')
+                self.emit(f'{{"name":{counter},"ph":"C","ts":{_ts(ns_of(time_ps))},"pid":{die},"args":{{"KiB":{nbytes / 1024:.3f}}}}}')
 
     def _in_window(self, points: list[_Point]) -> list[_Point]:
         """The points (time_ps first) of a counter inside the window, the one in force at its
@@ -318,8 +386,9 @@ class _Writer:
         return kept
 
     def _op_slices(self) -> None:
-        """The ``ops`` level: one slice per op and core (lane ``<core> ops`` of its die), from its
-        first kept instruction's start to its last one's end, with its instructions and bytes."""
+        """The ``ops`` level: one slice per op and core (lane ``<core> ops`` of its die; ops in
+        flight together on a core on lanes ``<core> ops 2``, ``3`` ...), from its first kept
+        instruction's start to its last one's end, with its instructions and bytes."""
         recorder = self.recorder
         tracks = recorder.tracks
         units: dict[tuple[int, str], int] = {}  # (die, unit) -> its lane
@@ -344,20 +413,36 @@ class _Writer:
                     spans[divmod(key, len(units))] = [start, end, count, int(moved)]
                 else:
                     span[0], span[1], span[2], span[3] = min(span[0], start), max(span[1], end), span[2] + count, span[3] + int(moved)
-        names = {i: key for key, i in units.items()}  # lane -> (die, unit)
-        lanes = sorted({unit for _, unit in spans}, key=names.__getitem__)
-        for die in sorted({names[u][0] for u in lanes}):
+        names = {i: key for key, i in units.items()}  # unit -> (die, unit name)
+        # ops in flight together on a core (tile ops of a scheduler) go to further lanes of the core:
+        # each slice to the first one free when it starts, so no two slices of a lane overlap
+        free_at: dict[int, list[int]] = {}  # unit -> when each of its lanes is free (ns)
+        placed = []
+        for (op_id, unit), (start, end, count, moved) in sorted(spans.items(), key=lambda item: (item[1][0], item[0])):
+            start_ns, end_ns = ns_of(start), ns_of(end)
+            lanes_of_unit = free_at.setdefault(unit, [])
+            lane = next((k for k, free in enumerate(lanes_of_unit) if free <= start_ns), len(lanes_of_unit))
+            if lane == len(lanes_of_unit):
+                lanes_of_unit.append(0)
+            lanes_of_unit[lane] = end_ns
+            placed.append((op_id, unit, lane, start_ns, end_ns, count, moved))
+        units_used = sorted(free_at, key=names.__getitem__)
+        tid_of = {}  # (unit, lane) -> tid
+        for die in sorted({names[u][0] for u in units_used}):
             label = f"die {die}" + (f" (npu {self.record.package_of(die)})" if die >= 0 else "")
             self.emit(f'{{"ph":"M","name":"process_name","pid":{die},"tid":0,"args":{{"name":{json.dumps(label)}}}}}')
-        for rank, unit in enumerate(lanes):
+        for unit in units_used:
             die, name = names[unit]
-            self.emit(f'{{"ph":"M","name":"thread_name","pid":{die},"tid":{unit + 1},"args":{{"name":{json.dumps(f"{name} ops")}}}}}')
-            self.emit(f'{{"ph":"M","name":"thread_sort_index","pid":{die},"tid":{unit + 1},"args":{{"sort_index":{rank}}}}}')
+            for lane in range(len(free_at[unit])):
+                tid = tid_of[unit, lane] = unit + 1 + lane * len(units)
+                label = f"{name} ops" + (f" {lane + 1}" if lane else "")
+                self.emit(f'{{"ph":"M","name":"thread_name","pid":{die},"tid":{tid},"args":{{"name":{json.dumps(label)}}}}}')
+                self.emit(f'{{"ph":"M","name":"thread_sort_index","pid":{die},"tid":{tid},"args":{{"sort_index":{len(tid_of) - 1}}}}}')
         ops = recorder.ops
         lines = []
-        for (op_id, unit), (start, end, count, moved) in sorted(spans.items(), key=lambda item: (item[1][0], item[0])):
-            lines.append(f'{{"name":{json.dumps(ops[op_id].name)},"ph":"X","ts":{_us(start)},"dur":{_us(end - start)},"pid":{names[unit][0]},'
-                         f'"tid":{unit + 1},"args":{{"op":{json.dumps(f"{ops[op_id].name}#{op_id}")},"instructions":{count},"bytes":{moved}}}}}')
+        for op_id, unit, lane, start_ns, end_ns, count, moved in placed:
+            lines.append(f'{{"name":{json.dumps(ops[op_id].name)},"ph":"X","ts":{_ts(start_ns)},"dur":{_dur(end_ns - start_ns)},"pid":{names[unit][0]},'
+                         f'"tid":{tid_of[unit, lane]},"args":{{"op":{json.dumps(f"{ops[op_id].name}#{op_id}")},"instructions":{count},"bytes":{moved}}}}}')
         self.written = len(lines)
         self.emit_lines(lines)
 
@@ -370,6 +455,7 @@ class _Writer:
             "time_unit": "us",
             "events": len(recorder),
             "flows": self.flow_id,
+            "release_slices": self.released,
             "ops": [{"id": i, "name": op.name, "die": op.die, "args": jsonable(op.args)} for i, op in enumerate(recorder.ops)],
             "config_spec": self.record.spec.model_dump(mode="json"),
         }

@@ -43,13 +43,15 @@ IDLE = "idle (no event on the path: launch, host)"
 class Segment:
     """A span of the critical path, ``[start_ps, end_ps)``, attributed to ``label``: ``kind`` is
     ``pipe``, ``dma fixed``, ``engine``, a resource kind (``hbm``, ``l2``, ``link``, ``nic``...) or
-    ``idle``; ``event`` is the event it belongs to (-1 for idle)."""
+    ``idle``; ``event`` is the event it belongs to (-1 for idle); ``resource`` names the resource
+    a DMA waited on (a resource kind's span), else empty."""
 
     start_ps: int
     end_ps: int
     label: str
     kind: str
     event: int
+    resource: str = ""
 
     @property
     def duration_ps(self) -> int:
@@ -65,13 +67,15 @@ class CriticalPath:
     events: list[int]  # the events on the path, in time order
 
     def breakdown(self) -> list[dict[str, Any]]:
-        """Time per label, largest first: label, kind, time_us, share of the end-to-end time."""
-        totals: dict[tuple[str, str], int] = {}
+        """Time per label, largest first: label, kind, time_us, share of the end-to-end time, and
+        ``resource`` (its name) for time waiting on a resource."""
+        totals: dict[tuple[str, str, str], int] = {}
         for segment in self.segments:
-            key = (segment.label, segment.kind)
+            key = (segment.label, segment.kind, segment.resource)
             totals[key] = totals.get(key, 0) + segment.duration_ps
         whole = max(self.end_to_end_ps, 1)
-        rows = [{"label": label, "kind": kind, "time_us": ps / 1e6, "share": ps / whole} for (label, kind), ps in totals.items() if ps > 0]
+        rows = [{"label": label, "kind": kind, "time_us": ps / 1e6, "share": ps / whole, **({"resource": resource} if resource else {})}
+                for (label, kind, resource), ps in totals.items() if ps > 0]
         return sorted(rows, key=lambda row: (-row["time_us"], row["label"]))
 
     def describe(self, top: int = 3) -> str:
@@ -218,6 +222,7 @@ class _Walk:
         if position < len(self.transfer_event) and self.transfer_event[position] == e:
             flowing = int(self.start[e] + self.transfer_fixed[position])
             limit = int(self.transfer_limit[position])
+            waited_on = ""
             if limit == OWN_CAP:
                 label, kind = f"{track.lane} engine rate on {where}", "engine"
             elif limit == UNREGISTERED:
@@ -225,10 +230,10 @@ class _Walk:
             else:
                 resource = self.resources[limit]
                 prefix = "link " if resource.kind == "link" else ""
-                label, kind = f"{track.lane} waiting on {prefix}{resource.name}", resource.kind
+                label, kind, waited_on = f"{track.lane} waiting on {prefix}{resource.name}", resource.kind, resource.name
             # appended latest first, as the walk goes back in time
             if until > flowing:
-                segments.append(Segment(max(since, flowing), until, label, kind, e))
+                segments.append(Segment(max(since, flowing), until, label, kind, e, waited_on))
             if since < flowing:
                 segments.append(Segment(since, min(flowing, until), f"{track.lane} fixed cost (set-up, latency) on {where}", "dma fixed", e))
             return

@@ -55,11 +55,15 @@ class Track:
 
 @dataclass
 class OpRecord:
-    """One op a workload issued (a kernel launch, a tile op family): its name, die and details."""
+    """One op a workload issued (a kernel launch, a tile op family): its name, die and details;
+    for an op launched with tensors (the aclnn ops), the ``(shape, dtype name)`` of its input
+    tensors and of the one its kernels write."""
 
     name: str
     die: int
     args: dict[str, Any] = field(default_factory=dict)
+    inputs: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
+    outputs: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def test_report_reprints_a_run_folder(runs):
     report = npusim("report", folder / "a", cwd=folder)
     assert report.returncode == 0, report.stderr
     for text in ("vector_add.py on a2", "where the end-to-end time goes", "MTE2 waiting on die0 HBM", "ops (by name)", "tiles", "pipes",
-                 "die0 HBM", "peak GB/s"):
+                 "die0 HBM", "GB/s of peak"):
         assert text in report.stdout
 
 
@@ -51,6 +51,9 @@ def test_compare_shows_what_changed_side_by_side(runs):
     compare = npusim("compare", folder / "a", folder / "b", cwd=folder)
     assert compare.returncode == 0, compare.stderr
     assert "B faster" in compare.stdout and "overrides" in compare.stdout and "3.2 TB/s" in compare.stdout
+    assert "config keys that differ (config.yaml)" in compare.stdout
+    assert [line.split("│")[1:4] for line in compare.stdout.splitlines() if "│ die.hbm.bandwidth" in line] == [
+        [" die.hbm.bandwidth ", " 1.6 TB/s ", " 3.2 TB/s "]]  # the one key that differs, with both values
     for section in ("ops (total time per op name)", "bottlenecks (share", "memory and links", "pipes (busy time)"):
         assert section in compare.stdout
     as_json = json.loads(npusim("compare", folder / "a", folder / "b", "--json", cwd=folder).stdout)
@@ -62,6 +65,26 @@ def test_compare_shows_what_changed_side_by_side(runs):
     assert op["delta"] == pytest.approx(b - a)
     hbm = next(row for row in as_json["bandwidth"] if row["key"] == "die0 HBM")
     assert hbm["b"] > hbm["a"]
+    assert as_json["config_keys"] == [{"key": "die.hbm.bandwidth", "a": "1.6 TB/s", "b": "3.2 TB/s"}]
+
+
+def test_compare_of_different_configs_lists_every_key_that_differs(runs, tmp_path):
+    folder, _ = runs
+    a3 = npusim("run", "-c", "a3", DEMO, "--no-data", "--out", tmp_path / "a3", cwd=tmp_path)
+    assert a3.returncode == 0, a3.stderr
+    changed = {row["key"]: (row["a"], row["b"]) for row in json.loads(npusim("compare", folder / "a", tmp_path / "a3", "--json", cwd=tmp_path).stdout)["config_keys"]}
+    assert changed["name"] == ("a2", "a3") and changed["shape.dies_per_package"] == (1, 2) and changed["product"] == ("ascend910b", "ascend910c")
+    assert "die.hbm.bandwidth" not in changed  # a3 inherits a2's HBM
+
+
+def test_compare_says_when_a_folder_has_no_config(runs, tmp_path):
+    folder, _ = runs
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("summary.json", "manifest.json"):
+        (old / name).write_bytes((folder / "a" / name).read_bytes())
+    compare = npusim("compare", old, folder / "b", cwd=tmp_path)
+    assert compare.returncode == 0 and "config keys: not compared, A has no config.yaml" in compare.stdout
 
 
 def test_report_and_compare_name_a_folder_that_is_not_a_run(runs, tmp_path):

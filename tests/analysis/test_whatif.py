@@ -7,7 +7,7 @@ import pytest
 
 import npusim
 from npusim.analysis import FACTORS, run_whatif, whatif
-from npusim.analysis.whatif import NOTABLE, factor_overrides, reading
+from npusim.analysis.whatif import NOTABLE, factor_overrides, label, reading
 from npusim.config import load_config
 from npusim.errors import WorkloadError
 from tests.analysis.workloads import CREDIT_BOUND_REMOTE_STORE, HBM_BOUND_COPY, LINK_BOUND_REMOTE_LOAD, write
@@ -52,6 +52,16 @@ def test_factors_follow_the_config_and_keep_its_units():
     assert a2["NIC bandwidth"] == a3["NIC bandwidth"] == ["fabrics.scale_out.bandwidth=400 Gb/s"]
 
 
+def test_each_label_names_what_its_factor_changed_on_the_config():
+    (_, a2), (_, a3) = applicable("a2"), applicable("a3")
+    by_name = {factor.name: factor for factor in FACTORS}
+    assert label(by_name["HCCS link bandwidth"], a2["HCCS link bandwidth"]) == (
+        "HCCS link bandwidth + write credits", "doubling the HCCS link bandwidth and write credits")
+    assert label(by_name["UB link bandwidth"], a3["UB link bandwidth"])[0] == "UB link bandwidth + write credits"
+    assert label(by_name["SIO bandwidth"], a3["SIO bandwidth"]) == ("SIO bandwidth", "doubling the SIO (die-to-die) bandwidth")  # no credits to double
+    assert label(by_name["HBM bandwidth"], a2["HBM bandwidth"]) == ("HBM bandwidth", "doubling the HBM bandwidth")
+
+
 def test_every_factor_makes_its_resource_exactly_twice_as_fast(tmp_path):
     (tmp_path / "links.yaml").write_text(EXPLICIT_LINKS)
     for config in ("a2", "a3", str(tmp_path / "links.yaml")):
@@ -85,9 +95,9 @@ def test_a_link_bound_remote_load_ranks_the_hccs_link_first(tmp_path):
     rows, line = run_whatif("a2", write(tmp_path, "remote_load.py", LINK_BOUND_REMOTE_LOAD), workers=2, progress=False)
     baseline, first, *rest = rows
     assert baseline["factor"] == "baseline" and baseline["speedup"] == 1.0
-    assert first["factor"] == "HCCS link bandwidth" and first["speedup"] > 1.5
+    assert first["factor"] == "HCCS link bandwidth + write credits" and first["speedup"] > 1.5  # the label names both keys it doubled
     assert all(r["status"] == "ok" and r["speedup"] < NOTABLE for r in rest)
-    assert line.startswith(f"doubling the HCCS link bandwidth gives {first['speedup']:.2f}x; everything else under")
+    assert line.startswith(f"doubling the HCCS link bandwidth and write credits gives {first['speedup']:.2f}x; everything else under")
 
 
 def test_an_hbm_bound_copy_ranks_hbm_first_and_more_cores_do_not_help_much(tmp_path):

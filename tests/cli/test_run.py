@@ -1,5 +1,7 @@
 """``npusim run`` end to end, as a user runs it: outputs, exit codes, errors, determinism."""
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -7,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from npusim.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vector_add.py"
@@ -45,7 +49,20 @@ def test_overrides_change_the_result_and_are_recorded(tmp_path):
     t_base = json.loads((tmp_path / "base" / "summary.json").read_text())["simulated_time_us"]
     t_fast = json.loads((tmp_path / "fast" / "summary.json").read_text())["simulated_time_us"]
     assert t_fast < t_base
-    assert json.loads((tmp_path / "fast" / "manifest.json").read_text())["overrides"] == ["die.hbm.bandwidth=3.2 TB/s"]
+    manifest = json.loads((tmp_path / "fast" / "manifest.json").read_text())
+    assert manifest["overrides"] == ["die.hbm.bandwidth=3.2 TB/s"]
+    config = (tmp_path / "fast" / "config.yaml").read_text()  # the config as simulated, the override applied
+    assert "    bandwidth: 3.2 TB/s  # --set die.hbm.bandwidth=3.2 TB/s\n" in config
+    assert load_config(tmp_path / "fast" / "config.yaml").sha256 == manifest["config_sha256"]  # it runs again as it was
+
+
+def test_the_run_folder_holds_the_profiler_tables(tmp_path):
+    run = npusim("run", "-c", "a2", DEMO, "--no-data", "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 0 and "config.yaml, op_summary.csv, pipe_utilization.csv in" in run.stdout
+    ops = list(csv.DictReader(io.StringIO((tmp_path / "out" / "op_summary.csv").read_text())))
+    assert [(row["Op Name"], row["Task Type"], row["Block Dim"]) for row in ops] == [("vector_add#0", "AI_VECTOR_CORE", "48")]
+    cores = list(csv.DictReader(io.StringIO((tmp_path / "out" / "pipe_utilization.csv").read_text())))
+    assert [row["core"] for row in cores] == [f"aiv{i}" for i in range(48)]
 
 
 def test_config_error_exits_2_with_a_located_message(tmp_path):
@@ -80,12 +97,23 @@ def test_failing_workload_exits_1_and_keeps_the_trace_up_to_the_failure(tmp_path
     run = npusim("run", "-c", "a2", workload, "--out", tmp_path / "out", cwd=tmp_path)
     assert run.returncode == 1
     assert "boom in the workload" in run.stderr and "Traceback" not in run.stderr
+    assert "        at fails.py:10: raise RuntimeError('boom in the workload')\n" in run.stderr  # the workload's file and line
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["status"] == "failed" and "boom" in summary["error"] and summary["events"] == 1
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
     assert trace["otherData"]["status"] == "failed"
     debug = npusim("run", "-c", "a2", workload, "--out", tmp_path / "out", "--debug", cwd=tmp_path)
     assert debug.returncode == 1 and "Traceback" in debug.stderr
+
+
+def test_an_error_raised_inside_npusim_names_the_workload_line_that_called_it(tmp_path):
+    helper = tmp_path / "helper.py"
+    helper.write_text("import numpy as np\nfrom npusim import isa\n\ndef build():\n    k = isa.Kernel('k', die=0)\n    k.aiv(0).alloc(1 << 30, np.float16)\n")
+    workload = tmp_path / "uses_helper.py"
+    workload.write_text("import helper\n\ndef main():\n    helper.build()\n")
+    run = npusim("run", "-c", "a2", workload, "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 1 and "UB holds 192.00 KiB" in run.stderr and "Traceback" not in run.stderr
+    assert "        at helper.py:6 in build: k.aiv(0).alloc(1 << 30, np.float16)\n" in run.stderr  # the innermost line of the user's code
 
 
 def test_main_function_is_called(tmp_path):
@@ -179,7 +207,7 @@ def test_trace_none_writes_no_trace_and_the_same_summary(tmp_path):
     full = npusim("run", "-c", "a2", DEMO, "--no-data", "--out", tmp_path / "full", cwd=tmp_path)
     bare = npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", tmp_path / "bare", cwd=tmp_path)
     assert full.returncode == bare.returncode == 0, bare.stderr
-    assert not (tmp_path / "bare" / "trace.json").exists() and "wrote summary.json, manifest.json in" in bare.stdout
+    assert not (tmp_path / "bare" / "trace.json").exists() and "wrote summary.json, manifest.json, config.yaml, op_summary.csv, pipe_utilization.csv in" in bare.stdout
     summaries = [json.loads((tmp_path / name / "summary.json").read_text()) for name in ("full", "bare")]
     for summary in summaries:
         summary.pop("wall_time_s")

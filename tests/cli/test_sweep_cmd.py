@@ -53,9 +53,9 @@ def test_whatif_ranks_the_link_of_a_link_bound_load_first(tmp_path):
     workload = write(tmp_path, "remote_load.py", LINK_BOUND_REMOTE_LOAD)
     run = npusim("whatif", "-c", "a2", workload, "--param", "tiles=2", "--workers", "2", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "reading: doubling the HCCS link bandwidth gives" in run.stdout and "everything else under 1.05x" in run.stdout
+    assert "reading: doubling the HCCS link bandwidth and write credits gives" in run.stdout and "everything else under 1.05x" in run.stdout
     table = run.stdout.splitlines()
-    assert any(line.split("│")[2].strip() == "HCCS link bandwidth" for line in table if line.startswith("│") and line.split("│")[1].strip() == "1")
+    assert any(line.split("│")[2].strip() == "HCCS link bandwidth + write credits" for line in table if line.startswith("│") and line.split("│")[1].strip() == "1")
 
 
 def test_ctrl_c_stops_the_sweep_with_its_finished_rows_kept_then_resume_finishes_it(tmp_path):

@@ -18,7 +18,18 @@ def test_show_prints_a_header_and_the_resolved_yaml():
     loaded = load_config("a3")
     assert header == f"# a3: builtin:a3  sha256 {loaded.sha256}"
     assert yaml.safe_load(body) == loaded.resolved
-    assert "bandwidth: 1.6 TB/s" in body
+    lines = body.splitlines()
+    hbm = next(line for line in lines if line.strip().startswith("bandwidth: 1.6 TB/s"))
+    assert "  # llm-sim; " in hbm and "[M/L, knob]  (a2.yaml:" in hbm  # the source comment of the line that set it, and where
+    assert "(a3.yaml:" in next(line for line in lines if line.startswith("name: a3"))
+    assert "  L1: {size: 512 KiB, alignment: 32}  # " in body  # a mapping written on one line stays on one line
+
+
+def test_show_prints_the_source_of_every_value():
+    body = invoke("show", "a2").stdout.partition("\n")[2]
+    lines = body.splitlines()
+    values = [line for line in lines if not line.partition("  # ")[0].endswith(":")]  # lines with a value, not a section's head
+    assert len(values) > 50 and all("  # " in line for line in values)
 
 
 def test_show_applies_overrides():
@@ -28,6 +39,7 @@ def test_show_applies_overrides():
     assert header.startswith("# a3: builtin:a3 --set shape.nodes=48 --set die.hbm.bandwidth=3.2 TB/s  sha256 ")
     assert header.endswith(load_config("a3", ["shape.nodes=48", "die.hbm.bandwidth=3.2 TB/s"]).sha256)
     assert yaml.safe_load(body)["shape"]["nodes"] == 48
+    assert "  nodes: 48  # --set shape.nodes=48" in body
 
 
 def test_show_with_a_bad_override_exits_2_with_the_error_on_stderr():

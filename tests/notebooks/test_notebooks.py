@@ -57,5 +57,6 @@ def test_runs_top_to_bottom(path, kernel_of_this_interpreter):
     interpreter = [output["text"] for output in outputs if output.get("name") == "stdout" and "npusim " in output.get("text", "")]
     assert interpreter and str(ROOT / "npusim") in interpreter[0], f"{path.name} did not import this repository's npusim: {interpreter}"
     figures = [output for output in outputs if "image/png" in output.get("data", {})]
-    plotting_cells = [cell for cell in notebook.cells if cell.cell_type == "code" and "plot." in cell.source]
+    plotting_cells = [cell for cell in notebook.cells if cell.cell_type == "code" and any(
+        drawing in cell.source for drawing in ("plot.", "Figure(", "plt."))]  # npusim's plots, a figure of its own, pyplot
     assert len(figures) >= len(plotting_cells), f"{path.name}: {len(plotting_cells)} cells plot but only {len(figures)} figures were shown"

@@ -13,6 +13,7 @@ from npusim.errors import UsageError
 from npusim.frontend.workload import run_workload_file
 from npusim.trace.chrome import write_chrome_trace
 from npusim.trace.selection import TraceSelection, parse_trace_dies, parse_trace_window, trace_selection
+from tests.trace.viewers import perfetto_ns, viewer_problems
 
 ALLGATHER = Path(__file__).resolve().parents[2] / "examples" / "shmem_allgather.py"
 
@@ -68,21 +69,23 @@ def test_a_die_selection_keeps_only_those_dies(run, tmp_path):
     trace = written(run, tmp_path, TraceSelection(dies=(1, 2)))
     events = trace["traceEvents"]
     assert {e["pid"] for e in events} == {1, 2}
-    slices = [e for e in events if e["ph"] == "X"]
+    slices = [e for e in events if e["ph"] == "X" and e["name"] != "release"]
     assert trace["otherData"]["trace_selection"]["events_written"] == len(slices) < len(run.recorder)
     assert_flows_are_paired(events)
+    assert viewer_problems(events) == []
 
 
 def test_a_window_keeps_what_overlaps_it(run, tmp_path):
     low, high = 10.0, 20.0
     trace = written(run, tmp_path, TraceSelection(window_ps=(10_000_000, 20_000_000)))
     events = trace["traceEvents"]
-    slices = [e for e in events if e["ph"] == "X"]
-    assert slices and all(e["ts"] <= high and e["ts"] + e["dur"] >= low for e in slices)
+    slices = [e for e in events if e["ph"] == "X" and e["name"] != "release"]  # a release is part of its wait
+    assert slices and all(perfetto_ns(e["ts"]) <= high * 1000 and perfetto_ns(e["ts"]) + perfetto_ns(e["dur"]) >= low * 1000 for e in slices)
     counters = [e for e in events if e["ph"] == "C"]
     assert counters and all(low <= e["ts"] <= high for e in counters)
     assert min(e["ts"] for e in counters) == low  # each counter starts with its value at the window's start
     assert_flows_are_paired(events)
+    assert viewer_problems(events) == []
     assert trace["otherData"]["trace_selection"]["window_us"] == [10.0, 20.0]
 
 
@@ -96,6 +99,7 @@ def test_the_ops_level_writes_one_slice_per_op_and_core(run, tmp_path):
     on_die0 = [i for i, t in enumerate(table["track"]) if run.recorder.tracks[t].die == 0 and table["op"][i] >= 0]
     assert sum(e["args"]["instructions"] for e in slices) == len(on_die0)
     assert not [e for e in trace["traceEvents"] if e["ph"] in ("s", "f", "C")]
+    assert viewer_problems(trace["traceEvents"]) == []
 
 
 def assert_flows_are_paired(events):

@@ -15,6 +15,7 @@ from npusim.hw.core import flag_key
 from npusim.hw.pipes import Pipe
 from npusim.hw.system import System
 from npusim.trace.chrome import write_chrome_trace
+from tests.trace.viewers import perfetto_import, perfetto_ns, viewer_problems
 
 FIELDS = {
     "X": {"name", "ph", "ts", "dur", "pid", "tid"},
@@ -69,7 +70,7 @@ def test_every_event_has_the_fields_of_its_phase_and_no_negative_duration(writte
         assert FIELDS[e["ph"]] <= e.keys(), e
         if e["ph"] == "X":
             assert e["dur"] >= 0 and e["ts"] >= 0
-    assert sum(e["ph"] == "X" for e in events) == len(result.recorder)
+    assert sum(e["ph"] == "X" for e in events) == len(result.recorder) + trace["otherData"]["release_slices"]
 
 
 def test_lanes_are_named_like_the_vendor_tools_and_only_lanes_with_events_appear(written):
@@ -78,51 +79,44 @@ def test_lanes_are_named_like_the_vendor_tools_and_only_lanes_with_events_appear
     assert names == {f"aiv{c} {pipe}" for c in (0, 1) for pipe in ("MTE2", "VECTOR", "MTE3")}  # no SCALAR work: no SCALAR lane
 
 
-def slices_by_lane(events):
-    lanes = {}
-    for e in events:
-        if e["ph"] == "X":
-            lanes.setdefault((e["pid"], e["tid"]), []).append(e)
-    return lanes
+def flows(events):
+    """Each flow as Perfetto binds it: (name, the event its start binds to, the event its end binds to)."""
+    imported = perfetto_import(events)
+    return [(name, events[source.index], events[target.index]) for (_, name), (source, target) in imported.flows.items()]
 
 
-def enclosing(lanes, e):
-    """The slice of ``e``'s lane that contains its ts (the one a flow end binds to)."""
-    inside = [x for x in lanes[(e["pid"], e["tid"])] if x["ts"] <= e["ts"] < x["ts"] + x["dur"]]
-    assert len(inside) == 1, e
-    return inside[0]
-
-
-def test_every_flow_has_both_ends_each_inside_one_slice(written):
+def test_every_flow_binds_both_ends_in_perfetto_and_points_forward(written):
     _, trace, _ = written
     events = trace["traceEvents"]
-    lanes = slices_by_lane(events)
-    starts = {(e["id"], e["name"]): e for e in events if e["ph"] == "s"}
-    ends = {(e["id"], e["name"]): e for e in events if e["ph"] == "f"}
-    assert starts.keys() == ends.keys() and len(starts) == sum(e["ph"] == "s" for e in events)  # ids unique
-    for key in starts:
-        source, target = enclosing(lanes, starts[key]), enclosing(lanes, ends[key])
-        assert source["ts"] + source["dur"] <= target["ts"] + target["dur"] + 1e-9  # the source ends before its target proceeds
-    assert trace["otherData"]["flows"] == len(starts)
+    starts = {(e["id"], e["name"]) for e in events if e["ph"] == "s"}
+    assert len(starts) == sum(e["ph"] == "s" for e in events) == sum(e["ph"] == "f" for e in events)  # ids unique
+    assert len(flows(events)) == len(starts) == trace["otherData"]["flows"]
+    assert viewer_problems(events) == []  # bound, in order, and drawn from the source's end to a later start
 
 
-def test_flag_flows_join_each_set_flag_to_the_wait_that_consumed_it(written):
+def test_flag_flows_join_each_set_flag_to_where_its_wait_was_released(written):
     _, trace, _ = written
     events = trace["traceEvents"]
-    lanes = slices_by_lane(events)
-    ends = {e["id"]: e for e in events if e["ph"] == "f" and e["name"] == "flag"}
-    pairs = [(enclosing(lanes, e)["name"], enclosing(lanes, ends[e["id"]])["name"]) for e in events if e["ph"] == "s" and e["name"] == "flag"]
-    assert len(pairs) == 2 * (4 * 3 - 2)  # per core: 3 waits per tile, minus the two first MTE3 -> MTE2 waits
-    for set_name, wait_name in pairs:
-        assert set_name.startswith("set_flag ") and wait_name == "wait_flag " + set_name.removeprefix("set_flag ")
+    flag = [(source, target) for name, source, target in flows(events) if name == "flag"]
+    assert len(flag) == 2 * (4 * 3 - 2)  # per core: 3 waits per tile, minus the two first MTE3 -> MTE2 waits
+    waits = {(e["pid"], e["tid"], e["ts"]): e for e in events if e["ph"] == "X" and e["name"].startswith("wait_flag")}
+    released = 0
+    for source, target in flag:
+        assert source["name"].startswith("set_flag ")
+        if target["name"] == "release":  # inside the wait that was waiting when the flag was raised
+            wait = next(w for (pid, tid, ts), w in waits.items() if (pid, tid) == (target["pid"], target["tid"]) and ts < target["ts"] < ts + w["dur"])
+            assert target["ts"] == round(source["ts"] + source["dur"], 3)  # from the moment the set_flag ended
+            released += 1
+        else:
+            wait = target
+            assert wait["ts"] >= source["ts"] + source["dur"]
+        assert wait["name"] == "wait_flag " + source["name"].removeprefix("set_flag ")
+    assert released == trace["otherData"]["release_slices"] > 0
 
 
 def test_data_flows_join_each_load_to_the_vector_instruction_after_its_wait(written):
     _, trace, _ = written
-    events = trace["traceEvents"]
-    lanes = slices_by_lane(events)
-    ends = {e["id"]: e for e in events if e["ph"] == "f" and e["name"] == "data"}
-    pairs = [(enclosing(lanes, e), enclosing(lanes, ends[e["id"]])) for e in events if e["ph"] == "s" and e["name"] == "data"]
+    pairs = [(load, consumer) for name, load, consumer in flows(trace["traceEvents"]) if name == "data"]
     assert len(pairs) == 2 * 4  # one per load
     for load, consumer in pairs:
         assert load["name"] == "load" and consumer["name"] == "muls"
@@ -141,7 +135,7 @@ def test_dma_events_name_their_bottleneck_and_counters_give_bandwidth_and_ub_occ
     assert "die0 HBM GB/s" in counters
     ub = counters["aiv0 UB KiB"]
     assert [c["args"]["KiB"] for c in ub] == [8.0, 0.0]  # two 4 KiB buffers for the run, then freed
-    assert ub[0]["ts"] == 0 and ub[1]["ts"] == max(e["ts"] + e["dur"] for e in events if e["ph"] == "X" and e["tid"] in
+    assert ub[0]["ts"] == 0 and perfetto_ns(ub[1]["ts"]) == max(perfetto_ns(e["ts"]) + perfetto_ns(e["dur"]) for e in events if e["ph"] == "X" and e["tid"] in
                                                    {m["tid"] for m in events if m["name"] == "thread_name" and m["args"]["name"].startswith("aiv0 ")})
 
 
@@ -150,17 +144,9 @@ def test_warnings_are_instants_and_metadata_names_config_ops_and_format(written)
     instants = [e for e in trace["traceEvents"] if e["ph"] == "i"]
     assert [(e["name"], e["args"]["message"]) for e in instants] == [("race", "a test warning")]
     other = trace["otherData"]
-    assert other["config"] == "a2" and other["trace_format"] == 2 and other["time_unit"] == "us"
+    assert other["config"] == "a2" and other["trace_format"] == 3 and other["time_unit"] == "us"
     assert other["ops"] == [{"id": 0, "name": "pipeline", "die": 0, "args": {}}]
-    assert other["config_spec"]["name"] == "a2" and other["events"] == sum(e["ph"] == "X" for e in trace["traceEvents"])
-
-
-def test_no_two_events_overlap_on_one_pipe_lane(written):
-    _, trace, _ = written
-    for spans in slices_by_lane(trace["traceEvents"]).values():
-        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans)
-        for (_, end), (start, _) in zip(spans, spans[1:]):
-            assert start >= end - 1e-9
+    assert other["config_spec"]["name"] == "a2" and other["events"] == sum(e["ph"] == "X" and e["name"] != "release" for e in trace["traceEvents"])
 
 
 def test_the_chunk_size_does_not_change_a_byte(written, tmp_path):
@@ -178,13 +164,10 @@ def test_flows_recorded_by_ops_are_checked_and_drawn_with_their_name(tmp_path):
         recorder.flow(-1, 0, "signal")
     last = len(recorder) - 1
     recorder.flow(np.int64(0), last, "signal")
-    flows = recorder.flows()
-    assert (flows["from"][-1], flows["to"][-1], recorder.names[flows["name"][-1]]) == (0, last, "signal")
+    recorded = recorder.flows()
+    assert (recorded["from"][-1], recorded["to"][-1], recorder.names[recorded["name"][-1]]) == (0, last, "signal")
     events = json.loads(write_chrome_trace(result.record, tmp_path / "t.json").read_text())["traceEvents"]
-    lanes = slices_by_lane(events)
-    start = next(e for e in events if e["ph"] == "s" and e["name"] == "signal")
-    end = next(e for e in events if e["ph"] == "f" and e["id"] == start["id"])
-    assert (enclosing(lanes, start)["name"], enclosing(lanes, end)["name"]) == ("load", "set_flag MTE3->MTE2 #0")
+    assert [(source["name"], target["name"]) for name, source, target in flows(events) if name == "signal"] == [("load", "set_flag MTE3->MTE2 #0")]
 
 
 PATTERN = (  # one tile of a double-buffered core: (lane, instruction, flag source within the tile or None)

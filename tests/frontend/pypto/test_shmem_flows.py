@@ -13,7 +13,7 @@ from shmem_allgather import run_allgather
 import npusim
 from npusim import pypto
 from npusim.trace.chrome import write_chrome_trace
-from tests.trace.test_writer import enclosing, slices_by_lane
+from tests.trace.viewers import perfetto_import, perfetto_ns
 
 D = pypto.distributed
 ROWS, COLS, TILE_ROWS = 64, 4096, 16  # per PE 512 KiB of fp16; a tile: 128 KiB, put in 16 KiB chunks over HCCS
@@ -31,10 +31,10 @@ def allgather(request, tmp_path_factory):
 
 
 def arrows(events, name):
-    """(source slice, target slice) of each arrow called ``name``."""
-    lanes = slices_by_lane(events)
-    ends = {e["id"]: e for e in events if e["ph"] == "f" and e["name"] == name}
-    return [(enclosing(lanes, e), enclosing(lanes, ends[e["id"]])) for e in events if e["ph"] == "s" and e["name"] == name]
+    """(source slice, target slice) of each arrow called ``name``: the slices Perfetto binds its
+    two ends to (``tests/trace/viewers.py``)."""
+    imported = perfetto_import(events)
+    return [(events[source.index], events[target.index]) for (_, flow), (source, target) in imported.flows.items() if flow == name]
 
 
 def lane_names(events):
@@ -71,7 +71,7 @@ def test_the_scheduler_arrows_chain_each_tile_op_through_the_aicpu(allgather):
     for a, b in arrows(events, "dispatch"):
         assert a["name"] == "dispatch" and lanes[(b["pid"], b["tid"])].startswith("aiv")
         assert (a["pid"], a["args"]["op"], a["args"]["tile"]) == (b["pid"], b["args"]["op"], b["args"]["tile"])
-        assert b["ts"] == pytest.approx(a["ts"] + a["dur"])  # the core was free: the program starts at once
+        assert perfetto_ns(b["ts"]) == perfetto_ns(a["ts"]) + perfetto_ns(a["dur"])  # the core was free: the program starts at once
     for a, b in arrows(events, "complete"):
         assert b["name"] == "complete" and (a["args"]["op"], a["args"]["tile"]) == (b["args"]["op"], b["args"]["tile"])
     for a, b in arrows(events, "ready"):

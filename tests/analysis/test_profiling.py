@@ -1,0 +1,165 @@
+"""op_summary.csv and pipe_utilization.csv: their columns, and their numbers add up to the trace."""
+
+import contextlib
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npusim
+from npusim.analysis.profiling import PIPE_UTILIZATION_COLUMNS, PIPES, csv_bytes, op_summary, op_summary_columns, pipe_utilization
+from tests.trace.viewers import perfetto_ns
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def simulated(config, example, **params):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return npusim.simulate(config, EXAMPLES / example, params=params, data=False)
+
+
+@pytest.fixture(scope="module")
+def allgather(tmp_path_factory):
+    """A 4-PE PyPTO all-gather on a2 (tile ops on vector cores, AICPU schedulers) and its trace."""
+    result = simulated("a2", "shmem_allgather.py", n_pes=4)
+    trace = json.loads(result.write_trace(tmp_path_factory.mktemp("allgather") / "trace.json").read_text())
+    return result, trace["traceEvents"]
+
+
+def read_csv(data: bytes) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(data.decode())))
+
+
+def test_the_csvs_have_msprof_column_names_and_one_row_per_op_and_per_core(allgather):
+    result, _ = allgather
+    columns = op_summary_columns(result.record.spec)
+    ops = read_csv(csv_bytes(columns, op_summary(result.record)))
+    assert list(ops[0]) == columns
+    assert columns[columns.index("aic_time(us)"):] == [  # msprof's names and order of an A2 op_summary's PipeUtilization columns
+        "aic_time(us)", "aic_mac_time(us)", "aic_mac_ratio", "aic_scalar_time(us)", "aic_scalar_ratio", "aic_mte1_time(us)", "aic_mte1_ratio",
+        "aic_mte2_time(us)", "aic_mte2_ratio", "aic_fixpipe_time(us)", "aic_fixpipe_ratio", "aiv_time(us)", "aiv_vec_time(us)", "aiv_vec_ratio",
+        "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)", "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "dma_bytes"]
+    assert {"Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "Mix Block Dim"} <= set(ops[0])
+    ran = set(result.recorder.columns()["op"].tolist()) - {-1}  # ops with events (a wait handled by the AICPU has none of its own)
+    assert sorted(row["Op Name"] for row in ops) == sorted(f"{result.recorder.ops[i].name}#{i}" for i in ran)
+    starts = [float(row["Task Start Time(us)"]) for row in ops]
+    assert starts == sorted(starts)
+    cores = read_csv(csv_bytes(PIPE_UTILIZATION_COLUMNS, pipe_utilization(result.record)))
+    assert list(cores[0]) == PIPE_UTILIZATION_COLUMNS
+    used = {(t.die, t.unit) for t in result.recorder.tracks if t.unit.startswith("aiv")}
+    assert {(int(row["Device_id"]), row["core"]) for row in cores} == used
+
+
+def slices_of_ops(events):
+    """The trace's instruction slices by op: (lane name, start ns, end ns, name)."""
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    by_op = {}
+    for e in events:
+        if e["ph"] == "X" and "op" in e.get("args", {}):
+            start = perfetto_ns(e["ts"])
+            by_op.setdefault(e["args"]["op"], []).append((lanes[(e["pid"], e["tid"])], start, start + perfetto_ns(e["dur"]), e["name"]))
+    return by_op
+
+
+def test_op_durations_and_pipe_times_add_up_to_the_trace_slices(allgather):
+    result, events = allgather
+    by_op = slices_of_ops(events)
+    waits = {result.recorder.names[i] for i in result.recorder.wait_names}
+    for row in op_summary(result.record):
+        slices = by_op[row["Op Name"]]
+        span = max(end for _, _, end, _ in slices) - min(start for _, start, _, _ in slices)
+        assert row["Task Duration(us)"] * 1e3 == pytest.approx(span, abs=1)  # the trace's times are on the ns grid
+        on_cores = [s for s in slices if s[0].startswith("aiv")]
+        assert row["Block Dim"] == len({lane.split()[0] for lane, _, _, _ in on_cores}) and row["Mix Block Dim"] == 0
+        if not on_cores:
+            continue
+        per_core = {}
+        for lane, start, end, _ in on_cores:
+            first, last = per_core.get(lane.split()[0], (start, end))
+            per_core[lane.split()[0]] = (min(first, start), max(last, end))
+        assert row["aiv_time(us)"] * 1e3 == pytest.approx(sum(b - a for a, b in per_core.values()) / len(per_core), abs=1)
+        for pipe, short in PIPES:
+            if pipe not in ("SCALAR", "VECTOR", "MTE2", "MTE3"):
+                assert f"aiv_{short}_time(us)" not in row  # a vector core has no such pipe: no column
+                continue
+            busy = sum(end - start for lane, start, end, name in on_cores if lane.endswith(f" {pipe}") and name not in waits)
+            assert row[f"aiv_{short}_time(us)"] * row["Block Dim"] * 1e3 == pytest.approx(busy, abs=len(on_cores) + 1)
+            assert 0 <= row[f"aiv_{short}_ratio"] <= 1
+            assert row[f"aiv_{short}_ratio"] == pytest.approx(row[f"aiv_{short}_time(us)"] / row["aiv_time(us)"], abs=1e-5)
+        assert all(value == "" for column, value in row.items() if column.startswith("aic_"))  # it ran on no cube core
+
+
+def test_an_op_on_the_aicpu_only_is_ai_cpu_with_no_block_dim(allgather):
+    result, _ = allgather
+    rows = {row["Op Name"]: row for row in op_summary(result.record)}
+    assert {row["Task Type"] for row in rows.values()} == {"AI_VECTOR_CORE", "AI_CPU"}
+    for row in rows.values():
+        if row["Task Type"] == "AI_CPU":
+            assert row["Block Dim"] == row["Mix Block Dim"] == 0 and all(value == "" for column, value in row.items() if column.startswith("ai"))
+
+
+def test_task_wait_time_is_the_gap_since_the_ops_before_on_the_die(allgather):
+    result, _ = allgather
+    ends: dict[int, float] = {}
+    gaps = 0
+    for row in op_summary(result.record):
+        die, start = row["Device_id"], row["Task Start Time(us)"]
+        expected = max(0.0, start - ends[die]) if die in ends else 0.0
+        assert row["Task Wait Time(us)"] == pytest.approx(expected, abs=1e-6)
+        gaps += row["Task Wait Time(us)"] > 0
+        ends[die] = max(ends.get(die, 0.0), start + row["Task Duration(us)"])
+    assert gaps  # the all-gather's dies wait between some of their ops
+
+
+def test_pipe_utilization_adds_up_to_the_summary_pipes(allgather):
+    result, _ = allgather
+    rows = pipe_utilization(result.record)
+    simulated_us = result.simulated_ps / 1e6
+    for pipe_row in result.summary["pipes"]:
+        short = dict(PIPES).get(pipe_row["pipe"])
+        if short is None:  # an AICPU lane, not a core's pipe
+            continue
+        times = [row[f"{short}_time(us)"] for row in rows if row["Device_id"] == pipe_row["die"] and row[f"{short}_time(us)"] != ""]
+        assert sum(times) == pytest.approx(pipe_row["busy_us"], abs=1e-5)
+    for row in rows:
+        assert row["active_time(us)"] <= simulated_us + 1e-6
+        assert row["mte2_ratio"] == pytest.approx(row["mte2_time(us)"] / simulated_us, abs=1e-6)
+
+
+def test_an_aclnn_op_lists_its_input_and_output_shapes_and_dtypes():
+    result = simulated("a2", "kv_cache_quant_scatter.py")
+    first = op_summary(result.record)[0]
+    assert first["OP Type"] == "QuantUpdateScatter" and first["Task Type"] == "AI_VECTOR_CORE"
+    assert first["Input Shapes"] == "24;24,1,128;1,1,128;1,1,128" and first["Input Data Types"] == "int32;bfloat16;bfloat16;bfloat16"
+    assert first["Output Shapes"] == "24,4096,128" and first["Output Data Types"] == "int8"  # the cache it writes in place
+    assert first["Block Dim"] == 24 and first["dma_bytes"] > 0
+
+
+def test_cube_and_vector_tile_ops_are_ai_core_and_ai_vector_core():
+    result = simulated("a2", "pypto_matmul_add.py", m=128, k=256, n=256)
+    rows = {row["OP Type"]: row for row in op_summary(result.record)}
+    assert rows["matmul"]["Task Type"] == "AI_CORE" and rows["matmul"]["aic_mac_ratio"] > 0 and rows["matmul"]["aiv_time(us)"] == ""
+    assert rows["add"]["Task Type"] == "AI_VECTOR_CORE" and rows["add"]["aiv_vec_ratio"] > 0 and rows["add"]["aic_time(us)"] == ""
+
+
+def test_an_empty_run_has_only_headers():
+    with npusim.session("a2") as s:
+        pass
+    assert csv_bytes(op_summary_columns(s.result.record.spec), op_summary(s.result.record)).decode().count("\n") == 1
+    assert pipe_utilization(s.result.record) == [] and np.isfinite(s.result.simulated_ps)
+
+
+def test_an_op_on_two_kinds_of_core_counts_each_kind_and_has_each_kinds_columns():
+    result = simulated("atlas-300i-duo", "atlas_300i_duo.py")
+    columns = op_summary_columns(result.record.spec)
+    assert "aicore_mac_ratio" in columns and "vectorcore_time(us)" in columns and "vectorcore_mac_ratio" not in columns
+    row = next(row for row in op_summary(result.record) if row["OP Type"] == "scale_add")
+    assert row["Task Type"] == "MIX_AIC"  # on the AI cores (with a cube) and the vector cores
+    recorder, events = result.recorder, result.recorder.columns()
+    units = {recorder.tracks[track].unit for track, op in zip(events["track"].tolist(), events["op"].tolist()) if op == int(row["Op Name"].split("#")[1])}
+    used = {(unit.rstrip("0123456789"), unit) for unit in units}
+    assert row["Block Dim"] == sum(kind == "aicore" for kind, _ in used) and row["Mix Block Dim"] == sum(kind == "vectorcore" for kind, _ in used) > 0
+    assert row["aicore_mte2_ratio"] > 0 and row["vectorcore_mte2_ratio"] > 0
