@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,24 +33,44 @@ class RunFolder:
         return f"{workload} on {self.summary.get('config', '?')}"
 
 
+READ_ATTEMPTS = 10
+
+
+def _read_documents(path: Path, names: tuple[str, ...]) -> tuple[dict[str, dict | None], bool]:
+    """The JSON documents ``names`` of the folder ``path`` (None for a missing one), all read from
+    the same folder, and whether that folder is still the one at ``path`` (a run replaces its
+    folder whole: npusim.files)."""
+    documents: dict[str, dict | None] = {}
+    folder_fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        for name in names:
+            try:
+                with open(f"{name}.json", encoding="utf-8", opener=lambda entry, flags: os.open(entry, flags, dir_fd=folder_fd)) as handle:
+                    documents[name] = json.load(handle)
+            except FileNotFoundError:
+                documents[name] = None
+            except json.JSONDecodeError as error:
+                raise UsageError(f"{path / (name + '.json')}: not valid JSON ({error}); run `npusim run` again to rewrite it") from None
+        opened, now = os.fstat(folder_fd), os.stat(path)
+    finally:
+        os.close(folder_fd)
+    return documents, (opened.st_dev, opened.st_ino) == (now.st_dev, now.st_ino)
+
+
 def load_run(folder: str | Path) -> RunFolder:
     """Read ``summary.json`` (required) and ``manifest.json`` (optional) of a run folder."""
     path = Path(folder)
     if not path.is_dir():
         raise UsageError(f"run folder {str(path)!r} does not exist; give the --out folder of an `npusim run` (default traces/<workload>-<config>)")
     summary_path = path / "summary.json"
-    if not summary_path.is_file():
-        raise UsageError(f"{str(path)!r} has no summary.json: it is not the output folder of `npusim run` (which writes trace.json, summary.json, manifest.json)")
-    documents = {}
-    for name in ("summary", "manifest"):
-        file = path / f"{name}.json"
-        if not file.is_file():
-            documents[name] = {}
-            continue
-        try:
-            documents[name] = json.loads(file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise UsageError(f"{file}: not valid JSON ({error}); run `npusim run` again to rewrite it") from None
+    for _ in range(READ_ATTEMPTS):  # again when a run replaced the folder while it was read
+        documents, whole = _read_documents(path, ("summary", "manifest"))
+        if whole:
+            break
+    if documents["summary"] is None:
+        raise UsageError(f"{str(path)!r} has no summary.json: it is not the output folder of `npusim run` (which writes trace.json, "
+                         "summary.json, manifest.json)")
+    documents["manifest"] = documents["manifest"] or {}
     missing = [key for key in ("simulated_time_us", "ops", "pipes", "bandwidth") if key not in documents["summary"]]
     if missing:
         raise UsageError(f"{summary_path}: missing {', '.join(missing)}; it was written by another tool or an old npusim: run again")

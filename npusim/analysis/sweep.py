@@ -42,7 +42,7 @@ from npusim.config import LoadedConfig, load_config
 from npusim.errors import ConfigError, UnknownParameterError, UsageError
 from npusim.files import write_json_atomically
 from npusim.frontend.session import check_seed
-from npusim.frontend.workload import NOT_LITERAL, convert_param, parse_param_overrides, scan_declared_params
+from npusim.frontend.workload import NOT_LITERAL, WorkloadSource, convert_param, parse_param_overrides, read_workload, scan_declared_params
 
 RESULTS_CSV = "results.csv"
 RESULTS_PARQUET = "results.parquet"
@@ -88,13 +88,10 @@ def plan(config: str | Path, workload: str | Path, points: Sequence[Point], valu
     check_seed(seed)
     base_overrides = tuple(overrides or ())
     base = load_config(config, base_overrides)
-    workload = Path(workload)
-    if not workload.is_file():
-        raise UsageError(f"workload file {str(workload)!r} does not exist")
-    source = workload.read_bytes()
-    workload_sha256 = hashlib.sha256(source).hexdigest()
+    source = read_workload(workload)
+    workload, workload_sha256 = source.path, source.sha256
     fixed_params = parse_param_overrides(params or {})
-    probe = _check_params(workload, fixed_params, points)
+    probe = _check_params(source, fixed_params, points)
 
     configs: dict[tuple[str, ...], LoadedConfig] = {}
     tasks = []
@@ -108,7 +105,7 @@ def plan(config: str | Path, workload: str | Path, points: Sequence[Point], valu
                 raise ConfigError(f"the point {described}: {error}") from None
         point_params = {**fixed_params, **point.params}
         key = point_key(loaded, point.overrides, point_params, workload_sha256, data, seed)
-        tasks.append(PointTask(index, key, loaded, str(workload.resolve()), source, workload_sha256, point_params, data, seed))
+        tasks.append(PointTask(index, key, loaded, str(workload.resolve()), source.data, workload_sha256, point_params, data, seed))
     return SweepPlan(base, workload, workload_sha256, list(value_columns), list(points), tasks, probe)
 
 
@@ -136,7 +133,7 @@ def _check_not_fixed_and_swept(overrides: Sequence[str] | None, params: Mapping[
         raise UsageError(f"{', '.join(both)} is both fixed (--set / --param) and swept (--grid); keep one")
 
 
-def _check_params(workload: Path, fixed_params: dict, points: Sequence[Point]) -> bool:
+def _check_params(workload: WorkloadSource, fixed_params: dict, points: Sequence[Point]) -> bool:
     """Check the parameters against the workload's declarations; True when some name must be
     checked by running a point (the declaration pass did not find it)."""
     values: dict[str, list[Any]] = {name: [value] for name, value in fixed_params.items()}

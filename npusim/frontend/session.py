@@ -267,6 +267,10 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
             with building_for(current.system):
                 yield current
                 current.synchronize()
+        except KeyboardInterrupt:  # stop now: no summary (it can take a while), ``result`` stays None
+            if current.progress is not None:
+                current.progress.stop()
+            raise
         except BaseException as error:
             current.finish("failed", f"{type(error).__name__}: {error}")
             raise
