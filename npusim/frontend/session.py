@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn
 
 from npusim.config import LoadedConfig, load_config
-from npusim.engine.loop import Stop, run_until
-from npusim.errors import DeadlockError, GraphCaptureError, UsageError
+from npusim.engine.loop import STILL_EVENTS, Stop, due_now, run_until
+from npusim.errors import DeadlockError, GraphCaptureError, NoProgressError, TimeBoundError, UsageError
 from npusim.frontend.host import HostThread
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
@@ -102,6 +102,7 @@ class Session:
         self.system = System(config.spec, with_data=with_data, network_quantum_ps=network_quantum_ps(network_quantum, config))
         self.env: simpy.Environment = self.system.env
         self.time_limit_ps = time_limit_ps
+        self.still_events = STILL_EVENTS  # events at one instant that end the run (engine.loop.run_until)
         self._wall_start = time.perf_counter()
         self.pending: list[simpy.Event] = []
         self.result: SimResult | None = None
@@ -145,7 +146,8 @@ class Session:
     def synchronize(self, until: simpy.Event | None = None) -> None:
         """Run the simulation until every issued task has finished (or only ``until``); the host
         thread waits for it. A DeadlockError when nothing more can happen while work is still
-        waiting, or when the simulated-time bound is reached; a GraphCaptureError while a graph is
+        waiting, a TimeBoundError when the simulated-time bound is reached, a NoProgressError when
+        the simulation loops in zero time; a GraphCaptureError while a graph is
         being captured (a captured graph cannot synchronise)."""
         if self.capture is not None:
             raise GraphCaptureError(
@@ -166,16 +168,26 @@ class Session:
 
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
-        DeadlockError when nothing more can happen or when the next event lies past the time bound."""
+        DeadlockError when nothing more can happen, a TimeBoundError when the next event lies past
+        the time bound, a NoProgressError when ``still_events`` events pass at one instant."""
         progress = None if self.progress is None else (lambda: self.progress.update(self.env.now, self.system.recorder.events))
-        stop = run_until(self.env, target, self.time_limit_ps, every=progress, steps=PROGRESS_STEPS)
+        stop = run_until(self.env, target, self.time_limit_ps, every=progress, steps=PROGRESS_STEPS, still_events=self.still_events)
         if stop is Stop.IDLE:
-            raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting"))
+            raise DeadlockError(self._deadlock_report("deadlock", "nothing more can happen, but issued work is still waiting"))
         if stop is Stop.BOUND:
-            raise DeadlockError(self._deadlock_report(f"the simulated-time bound of {self.time_limit_ps / 1e6:.0f} us was reached"))
+            slowest = self.system.network.slowest_in_flight()
+            raise TimeBoundError(self._deadlock_report(
+                "time bound reached", f"the simulated-time bound of {self.time_limit_ps / 1e6:,.0f} us ended the run while issued work was "
+                "still running (raise it with npusim.session(time_limit_us=...))", [
+                    "  the slowest transfer in flight: " + (slowest.describe() if slowest is not None else "none (no bytes are moving)")]))
+        if stop is Stop.STILL:
+            due = ", ".join(f"{what} ({count})" for what, count in due_now(self.env))
+            raise NoProgressError(self._deadlock_report(
+                "no progress", f"{self.still_events:,} events passed without simulated time advancing: work loops in zero time",
+                [f"  due now, by what they run: {due or 'nothing'}"]))
 
-    def _deadlock_report(self, why: str) -> str:
-        lines = [f"deadlock at {self.env.now / 1e6:.3f} us: {why}."]
+    def _deadlock_report(self, title: str, why: str, first: list[str] | None = None) -> str:
+        lines = [f"{title} at {self.env.now / 1e6:.3f} us: {why}.", *(first or [])]
         for die in self.system.dies:
             for core in die.cores:
                 run = core.current
@@ -185,7 +197,7 @@ class Session:
                     lines.append(f"  die {die.index} {core.name} {Pipe(pipe).name} (kernel {run.program.name!r}) waits in: {what}")
         for reporter in self.deadlock_reporters:
             lines.extend(reporter())
-        if len(lines) == 1:
+        if len(lines) == 1 + len(first or []) and title == "deadlock":
             lines.append("  no core is blocked; a task waits for an event that is never triggered")
         return "\n".join(lines)
 

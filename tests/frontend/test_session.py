@@ -144,3 +144,35 @@ class FakeBar:
 
     def stop(self):
         self.shown.append("stopped")
+
+
+def test_a_run_that_stops_advancing_in_time_ends_with_a_report_of_what_loops():
+    from npusim.errors import NoProgressError
+
+    def polls_forever(env):
+        while True:
+            yield env.timeout(0)
+
+    with pytest.raises(NoProgressError) as error, npusim.session("a2") as s:
+        s.still_events = 50_000
+        s.track(s.env.process(polls_forever(s.env)))
+    report = str(error.value)
+    assert report.startswith("no progress at 0.000 us: 50,000 events passed without simulated time advancing: work loops in zero time.")
+    assert "due now, by what they run: process " in report and "polls_forever (1)" in report
+    assert s.result.status == "failed" and "NoProgressError" in s.result.error
+
+
+def test_the_time_bound_is_not_called_a_deadlock_and_names_the_slowest_transfer():
+    from npusim import isa
+    from npusim.errors import DeadlockError, TimeBoundError
+
+    with pytest.raises(TimeBoundError) as error, npusim.session("a2", time_limit_us=2.0, overrides=["die.hbm.bandwidth=1 GB/s"]):
+        x = npusim.tensor(np.ones(1 << 16, np.float16))
+        kernel = isa.Kernel("slow", die=0)
+        p = kernel.aiv(0)
+        p.copy(p.alloc(1 << 16, np.float16), isa.gm(x))
+        kernel.launch()
+    assert not isinstance(error.value, DeadlockError)
+    report = str(error.value)
+    assert report.startswith("time bound reached at ")
+    assert "the slowest transfer in flight: 1 transfer limited by die0 HBM, at 1 GB/s each" in report
