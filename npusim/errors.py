@@ -55,6 +55,10 @@ class TimeBoundError(WorkloadError):
     """The simulated-time bound of the session was reached while issued work was still running."""
 
 
+class WallTimeError(WorkloadError):
+    """A run went past its wall-clock limit (a sweep's ``--point-timeout``)."""
+
+
 class NoProgressError(WorkloadError):
     """The simulation processed a bounded number of events without simulated time advancing (work
     that loops in zero time)."""

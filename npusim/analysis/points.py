@@ -30,7 +30,8 @@ OUTCOME_COLUMNS = ["status", "simulated_us", "bottleneck", "bottleneck_share", *
 @dataclass(frozen=True)
 class PointTask:
     """A point ready to simulate: ``index`` in the sweep, its ``key``, its loaded config, the workload
-    (absolute path, source bytes and their sha256), the workload parameters, data flag and seed."""
+    (absolute path, source bytes and their sha256), the workload parameters, data flag and seed, and
+    the wall-clock seconds it may take."""
 
     index: int
     key: str
@@ -41,6 +42,7 @@ class PointTask:
     params: dict[str, Any]
     data: bool
     seed: int
+    timeout_s: float | None = None  # wall-clock seconds the point may take (the executor's point timeout)
 
 
 def run_point(task: PointTask) -> tuple[int, dict[str, Any]]:
@@ -52,7 +54,8 @@ def run_point(task: PointTask) -> tuple[int, dict[str, Any]]:
     outcome.update(bottleneck="", error_type="", error="")
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            result = simulate(task.config, workload_source(task), params=task.params, data=task.data, seed=task.seed)
+            result = simulate(task.config, workload_source(task), params=task.params, data=task.data, seed=task.seed,
+                              wall_limit_s=task.timeout_s)
     except (Exception, SystemExit) as error:  # the workload is arbitrary user code; its failure (even sys.exit) is this point's result
         outcome.update(status="failed", error_type=type(error).__name__, error=str(error).strip())
     else:

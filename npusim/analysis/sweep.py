@@ -152,10 +152,12 @@ def _check_params(workload: WorkloadSource, fixed_params: dict, points: Sequence
 
 
 def run_plan(sweep_plan: SweepPlan, *, workers: int | None = None, scheduler: str | None = None, results: ResultsFile | None = None,
-             recorded: Mapping[str, dict[str, str]] | None = None, progress: bool = True, title: str = "sweep") -> SweepOutcome:
+             recorded: Mapping[str, dict[str, str]] | None = None, progress: bool = True, title: str = "sweep",
+             point_timeout_s: float | None = None) -> SweepOutcome:
     """Simulate the points of ``sweep_plan`` whose key is not ``recorded`` as ``ok`` (rows already in
     ``results``) and return every point's row; each new row is appended to ``results`` as its point
-    finishes."""
+    finishes. A point taking longer than ``point_timeout_s`` wall-clock seconds is stopped and
+    recorded as failed (:mod:`~npusim.analysis.executors`)."""
     tasks = sweep_plan.tasks
     columns = columns_for(sweep_plan.value_columns)
     recorded = recorded or {}
@@ -164,7 +166,7 @@ def run_plan(sweep_plan: SweepPlan, *, workers: int | None = None, scheduler: st
     todo = [task for task in tasks if task.index not in texts]
     if scheduler is None and workers is None:
         workers = min(default_workers(), max(len(todo), 1))
-    executor = executor_for(workers, scheduler)
+    executor = executor_for(workers, scheduler, point_timeout_s)
     failed = 0
 
     def record(index: int, outcome: dict[str, Any]) -> None:
@@ -201,10 +203,11 @@ def run_point_alone(executor, task: PointTask) -> tuple[int, dict[str, Any]]:
 def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Sequence[Any]] | Sequence[str], *,
               overrides: Sequence[str] | None = None, params: Mapping[str, Any] | Sequence[str] | None = None,
               workers: int | None = None, scheduler: str | None = None, data: bool = True, seed: int = 0,
-              out: str | Path | None = None, resume: bool = False, progress: bool = True, command: Sequence[str] | None = None) -> SweepOutcome:
+              out: str | Path | None = None, resume: bool = False, progress: bool = True, command: Sequence[str] | None = None,
+              point_timeout_s: float | None = None) -> SweepOutcome:
     """Sweep ``grid`` (``{KEY: [values]}`` or ``--grid`` texts; keys ``param.NAME`` are workload
     parameters) over ``workload`` on ``config``; see the module's notes. With ``out``, write the
-    results file, Parquet, the plot and ``sweep.json`` there."""
+    results file, Parquet, the plot and ``sweep.json`` there. ``point_timeout_s``: see :func:`run_plan`."""
     axes = axes_from(grid)
     _check_not_fixed_and_swept(overrides, params, axes)
     _check_swept_values(config, overrides, axes)
@@ -216,10 +219,10 @@ def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Seque
     title = f"{sweep_plan.workload.name} on {sweep_plan.base.name}"
     try:
         outcome = run_plan(sweep_plan, workers=workers, scheduler=scheduler, results=results, recorded=recorded, progress=progress,
-                           title=f"sweep of {title}")
+                           title=f"sweep of {title}", point_timeout_s=point_timeout_s)
     finally:  # also when interrupted: the results file then says what was swept
         if results is not None and results.path.exists():
-            write_json_atomically(out_dir / MANIFEST_JSON, _manifest(sweep_plan, axes, overrides, params, data, seed, command))
+            write_json_atomically(out_dir / MANIFEST_JSON, _manifest(sweep_plan, axes, overrides, params, data, seed, command, point_timeout_s))
     if out_dir is not None:
         outcome.files.update(csv=out_dir / RESULTS_CSV, manifest=out_dir / MANIFEST_JSON, plot=out_dir / PLOT_PNG)
         if write_parquet(out_dir / RESULTS_PARQUET, outcome.rows, outcome.columns):
@@ -247,7 +250,7 @@ def _check_swept_values(config: str | Path, overrides: Sequence[str] | None, axe
         raise ConfigError("\n".join(dict.fromkeys(errors)))
 
 
-def _manifest(sweep_plan: SweepPlan, axes, overrides, params, data, seed, command) -> dict:
+def _manifest(sweep_plan: SweepPlan, axes, overrides, params, data, seed, command, point_timeout_s) -> dict:
     return {
         "npusim_version": __version__,
         "config": sweep_plan.base.name,
@@ -261,18 +264,19 @@ def _manifest(sweep_plan: SweepPlan, axes, overrides, params, data, seed, comman
         "data": data,
         "seed": seed,
         "points": len(sweep_plan.points),
+        "point_timeout_s": point_timeout_s,
         "command": list(command) if command else None,
     }
 
 
 def sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Sequence[Any]], *, overrides: Sequence[str] | None = None,
           params: Mapping[str, Any] | None = None, workers: int | None = None, scheduler: str | None = None, data: bool = True,
-          seed: int = 0, out: str | Path | None = None, resume: bool = False, progress: bool = True):
+          seed: int = 0, out: str | Path | None = None, resume: bool = False, progress: bool = True, point_timeout_s: float | None = None):
     """:func:`run_sweep` as a pandas DataFrame: one row per point, in grid order (the last axis
     varies fastest), with the columns of the results file."""
     pandas = require_pandas()
     outcome = run_sweep(config, workload, grid, overrides=overrides, params=params, workers=workers, scheduler=scheduler, data=data,
-                        seed=seed, out=out, resume=resume, progress=progress)
+                        seed=seed, out=out, resume=resume, progress=progress, point_timeout_s=point_timeout_s)
     frame = pandas.DataFrame(outcome.rows, columns=outcome.columns)
     frame.attrs.update(ran=outcome.ran, reused=outcome.reused, failed=outcome.failed, files={k: str(v) for k, v in outcome.files.items()})
     return frame

@@ -112,7 +112,7 @@ def due_now(env: simpy.Environment, most: int = 5) -> list[tuple[str, int]]:
         for callback in event.callbacks or ():
             owner = getattr(callback, "__self__", None)
             if isinstance(owner, simpy.Process):
-                what = f"process {owner._generator.__qualname__}"
+                what = f"process {getattr(owner._generator, '__qualname__', owner.name)}"
             else:
                 what = f"callback {getattr(callback, '__qualname__', type(callback).__name__)}"
             counts[what] = counts.get(what, 0) + 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import numbers
 import time
 import weakref
@@ -24,7 +25,7 @@ from rich.progress import Progress, TextColumn
 
 from npusim.config import LoadedConfig, load_config
 from npusim.engine.loop import STILL_EVENTS, Stop, due_now, run_until
-from npusim.errors import DeadlockError, GraphCaptureError, NoProgressError, TimeBoundError, UsageError
+from npusim.errors import DeadlockError, GraphCaptureError, NoProgressError, TimeBoundError, UsageError, WallTimeError
 from npusim.frontend.host import HostThread
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
@@ -92,7 +93,8 @@ class Session:
     """One simulated machine and the work issued to it."""
 
     def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS,
-                 params: dict | None = None, network_quantum: str | None = None, progress: bool = False) -> None:
+                 params: dict | None = None, network_quantum: str | None = None, progress: bool = False,
+                 wall_limit_s: float | None = None) -> None:
         self.config = config
         self.progress = RunProgress() if progress else None  # shown on the terminal while simulating
         self.network_quantum = network_quantum  # as given (e.g. '10ns'); None: the exact network
@@ -103,6 +105,7 @@ class Session:
         self.env: simpy.Environment = self.system.env
         self.time_limit_ps = time_limit_ps
         self.still_events = STILL_EVENTS  # events at one instant that end the run (engine.loop.run_until)
+        self.wall_limit_s = wall_limit_s  # wall-clock seconds after which the simulation stops (None: no limit)
         self._wall_start = time.perf_counter()
         self.pending: list[simpy.Event] = []
         self.result: SimResult | None = None
@@ -170,8 +173,7 @@ class Session:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
         DeadlockError when nothing more can happen, a TimeBoundError when the next event lies past
         the time bound, a NoProgressError when ``still_events`` events pass at one instant."""
-        progress = None if self.progress is None else (lambda: self.progress.update(self.env.now, self.system.recorder.events))
-        stop = run_until(self.env, target, self.time_limit_ps, every=progress, steps=PROGRESS_STEPS, still_events=self.still_events)
+        stop = run_until(self.env, target, self.time_limit_ps, every=self._every_so_often(), steps=PROGRESS_STEPS, still_events=self.still_events)
         if stop is Stop.IDLE:
             raise DeadlockError(self._deadlock_report("deadlock", "nothing more can happen, but issued work is still waiting"))
         if stop is Stop.BOUND:
@@ -185,6 +187,21 @@ class Session:
             raise NoProgressError(self._deadlock_report(
                 "no progress", f"{self.still_events:,} events passed without simulated time advancing: work loops in zero time",
                 [f"  due now, by what they run: {due or 'nothing'}"]))
+
+    def _every_so_often(self):
+        """What the stepping loop calls every PROGRESS_STEPS steps: the progress line and the wall-clock limit (None: neither)."""
+        progress, limit_s = self.progress, self.wall_limit_s
+        if progress is None and limit_s is None:
+            return None
+        deadline = math.inf if limit_s is None else self._wall_start + limit_s
+
+        def look() -> None:
+            if progress is not None:
+                progress.update(self.env.now, self.system.recorder.events)
+            if time.perf_counter() > deadline:
+                raise WallTimeError(f"the run went past its wall-clock limit of {limit_s:g} s at {self.env.now / 1e6:,.3f} us simulated")
+
+        return look
 
     def _deadlock_report(self, title: str, why: str, first: list[str] | None = None) -> str:
         lines = [f"{title} at {self.env.now / 1e6:.3f} us: {why}.", *(first or [])]
@@ -256,19 +273,20 @@ GC_YOUNG_THRESHOLD = 10_000
 @contextlib.contextmanager
 def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
             seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None,
-            network_quantum: str | None = None, progress: bool = False) -> Iterator[Session]:
+            network_quantum: str | None = None, progress: bool = False, wall_limit_s: float | None = None) -> Iterator[Session]:
     """Build the simulated machine of ``config`` (a built-in name or a YAML path, with ``overrides``
     as ``key.path=value``); ``data=False`` simulates timing only; ``params`` override the workload's
     declared parameters (:func:`npusim.param`); ``network_quantum`` (a time, e.g. ``'10ns'``) makes
     the bandwidth network approximate for speed (docs/architecture.md, "Time quantum"); ``progress``
-    shows a progress line on the terminal while simulating (:class:`RunProgress`). numpy's
+    shows a progress line on the terminal while simulating (:class:`RunProgress`); ``wall_limit_s``
+    stops the simulation with a WallTimeError once the session is that many seconds old. numpy's
     global random generator is seeded with ``seed`` so workloads that draw random inputs are
     reproducible."""
     check_seed(seed)
     loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
     current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}), network_quantum=network_quantum,
-                      progress=progress)
+                      progress=progress, wall_limit_s=wall_limit_s)
     np.random.seed(seed)
     _SESSIONS.append(current)
     _SESSION_OF[current.system] = current

@@ -176,3 +176,12 @@ def test_the_time_bound_is_not_called_a_deadlock_and_names_the_slowest_transfer(
     report = str(error.value)
     assert report.startswith("time bound reached at ")
     assert "the slowest transfer in flight: 1 transfer limited by die0 HBM, at 1 GB/s each" in report
+
+
+def test_a_wall_clock_limit_stops_the_simulation_from_inside():
+    from npusim.errors import WallTimeError
+
+    with pytest.raises(WallTimeError, match=r"went past its wall-clock limit of 1e-09 s at [\d.]+ us simulated"):
+        with npusim.session("a2", data=False, wall_limit_s=1e-9):
+            n = 48 * 16 * VECTOR_ADD["TILE"]  # well over the 2048 steps between two looks at the clock
+            VECTOR_ADD["build_vector_add"](npusim.zeros(n, np.float16), npusim.zeros(n, np.float16), npusim.zeros(n, np.float16), cores=48).launch()
