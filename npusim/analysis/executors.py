@@ -97,6 +97,7 @@ class LocalExecutor:
         self.workers = workers
         self.point_timeout_s = check_point_timeout(point_timeout_s)
         self.where = f"{workers} local worker process{'es' if workers > 1 else ''}"
+        self._context: Any
         if "forkserver" in multiprocessing.get_all_start_methods():
             self._context = multiprocessing.get_context("forkserver")
             self._context.set_forkserver_preload([run_point.__module__])  # workers fork with npusim imported
@@ -234,7 +235,7 @@ class DaskExecutor:
         self.address = address
         self.point_timeout_s = check_point_timeout(point_timeout_s)
         self.where = f"the Dask cluster at {address}"
-        self._client = None
+        self._client: Any = None
 
     def __enter__(self) -> DaskExecutor:
         try:

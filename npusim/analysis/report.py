@@ -67,14 +67,14 @@ def load_run(folder: str | Path) -> RunFolder:
         documents, whole = _read_documents(path, ("summary", "manifest"))
         if whole:
             break
-    if documents["summary"] is None:
+    summary, manifest = documents["summary"], documents["manifest"] or {}
+    if summary is None:
         raise UsageError(f"{str(path)!r} has no summary.json: it is not the output folder of `npusim run` (which writes trace.json, "
                          "summary.json, manifest.json)")
-    documents["manifest"] = documents["manifest"] or {}
-    missing = [key for key in ("simulated_time_us", "ops", "pipes", "bandwidth") if key not in documents["summary"]]
+    missing = [key for key in ("simulated_time_us", "ops", "pipes", "bandwidth") if key not in summary]
     if missing:
         raise UsageError(f"{summary_path}: missing {', '.join(missing)}; it was written by another tool or an old npusim: run again")
-    return RunFolder(path, documents["summary"], documents["manifest"])
+    return RunFolder(path, summary, manifest)
 
 
 # -- one run -----------------------------------------------------------------------------------

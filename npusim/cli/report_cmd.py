@@ -27,6 +27,6 @@ def report_command(folder: Path, rows: int, debug: bool) -> None:
     print_report(run.summary, title=run.title, rows=rows)
     status = run.summary.get("status", "ok")
     if status != "ok":
-        error = run.summary.get("error") or run.manifest.get("error") or "no error was stored"
-        click.echo(f"npusim: this run {status}: {error}", err=True)
+        stored = run.summary.get("error") or run.manifest.get("error") or "no error was stored"
+        click.echo(f"npusim: this run {status}: {stored}", err=True)
         sys.exit(EXIT_WORKLOAD)

@@ -31,6 +31,7 @@ from npusim.errors import NpusimError, OutputError, UsageError
 from npusim.files import MARKER, Output, StagedFolder, default_folder_name
 from npusim.frontend.session import MAX_SEED, Session, SimResult, network_quantum_ps, session
 from npusim.frontend.workload import WorkloadSource, check_param_overrides, parse_param_overrides, read_workload, run_workload_file
+from npusim.isa.racecheck import RACE_MODES
 from npusim.trace.chrome import write_chrome_trace
 from npusim.trace.selection import LEVELS, TraceSelection, trace_selection
 
@@ -55,15 +56,17 @@ FAILED_SUFFIX = ".failed"  # <out>.failed: a failed run that did not replace the
 @click.option("--trace-window", metavar="START:END", help="write only what overlaps this simulated time, e.g. 10us:50us (default: all)")
 @click.option("--network-quantum", metavar="TIME", help="approximate the bandwidth network for speed: rates change only at multiples "
               "of TIME, e.g. 10ns (default: exact; see docs/architecture.md)")
+@click.option("--races", type=click.Choice(RACE_MODES), default="warn", show_default=True,
+              help="pipe races of ISA kernels (a read of bytes another pipe or core writes, unordered): warn, fail the run, or no check")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
 def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None, force: bool,
                 no_data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None, trace_window: str | None,
-                network_quantum: str | None, debug: bool) -> None:
+                network_quantum: str | None, races: str, debug: bool) -> None:
     """Simulate WORKLOAD (a Python file) on the machine of CONFIG."""
     with stoppable():
         try:
             _run(config_name, workload, overrides, params, out_dir, force, not no_data, seed, plot, trace_level, trace_dies, trace_window,
-                 network_quantum, debug)
+                 network_quantum, races, debug)
         except KeyboardInterrupt as stop:  # before or after simulating (during it, _simulate says when)
             click.echo("npusim: interrupted; nothing was written", err=True)
             sys.exit(exit_code_for(stop))
@@ -71,7 +74,7 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], pa
 
 def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None, force: bool,
          data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None, trace_window: str | None,
-         network_quantum: str | None, debug: bool) -> None:
+         network_quantum: str | None, races: str, debug: bool) -> None:
     try:
         loaded = load_config(config_name, overrides)
         param_overrides = parse_param_overrides(params)
@@ -87,7 +90,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
         sys.exit(report(error, debug=debug))
 
     with folder:  # removed unless committed: on every failure below, an interrupt included
-        active, failure = _simulate(loaded, source, data, seed, param_overrides, network_quantum, debug)
+        active, failure = _simulate(loaded, source, data, seed, param_overrides, network_quantum, races, debug)
         result = active.result
         assert result is not None
         manifest = {
@@ -106,6 +109,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             "error": result.error,
             "trace": selection.describe(),
             "network_quantum": network_quantum,
+            "races": races,
         }
         metadata = {"config": loaded.name, "config_sha256": loaded.sha256, "workload": workload.name, "npusim_version": __version__,
                     "status": result.status, "op_names": sorted({op.name for op in result.recorder.ops}), "params": result.params,
@@ -129,13 +133,13 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
         sys.exit(report(failure, debug=debug, context=context))
 
 
-def _simulate(loaded, source: WorkloadSource, data: bool, seed: int, params: dict, network_quantum: str | None,
+def _simulate(loaded, source: WorkloadSource, data: bool, seed: int, params: dict, network_quantum: str | None, races: str,
               debug: bool) -> tuple[Session, BaseException | None]:
     """Run the workload in a session: the session and the workload's failure, if it failed. Ctrl-C
     (SIGTERM) ends the command here, saying how far the simulation got."""
     active = None
     try:
-        with session(loaded, data=data, seed=seed, params=params, network_quantum=network_quantum,
+        with session(loaded, data=data, seed=seed, params=params, network_quantum=network_quantum, races=races,
                      progress=sys.stderr.isatty()) as active:
             run_workload_file(source)
     except KeyboardInterrupt as stop:

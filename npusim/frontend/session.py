@@ -31,6 +31,7 @@ from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa import building_for
+from npusim.isa.racecheck import check_mode as check_race_mode
 from npusim.trace.chrome import write_chrome_trace
 from npusim.trace.critical_path import CriticalPath, critical_path
 from npusim.trace.events import events_frame
@@ -94,7 +95,7 @@ class Session:
 
     def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS,
                  params: dict | None = None, network_quantum: str | None = None, progress: bool = False,
-                 wall_limit_s: float | None = None) -> None:
+                 wall_limit_s: float | None = None, races: str = "warn") -> None:
         self.config = config
         self.progress = RunProgress() if progress else None  # shown on the terminal while simulating
         self.network_quantum = network_quantum  # as given (e.g. '10ns'); None: the exact network
@@ -102,6 +103,7 @@ class Session:
         self.param_overrides: dict = dict(params or {})  # workload parameters given by the run
         self.params: dict[str, dict] = {}  # parameters the workload declared: name -> value, default, help
         self.system = System(config.spec, with_data=with_data, network_quantum_ps=network_quantum_ps(network_quantum, config))
+        self.system.race_check = check_race_mode(races)  # what kernel launches do with pipe races (npusim.isa.racecheck)
         self.env: simpy.Environment = self.system.env
         self.time_limit_ps = time_limit_ps
         self.still_events = STILL_EVENTS  # events at one instant that end the run (engine.loop.run_until)
@@ -273,20 +275,24 @@ GC_YOUNG_THRESHOLD = 10_000
 @contextlib.contextmanager
 def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
             seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None,
-            network_quantum: str | None = None, progress: bool = False, wall_limit_s: float | None = None) -> Iterator[Session]:
+            network_quantum: str | None = None, progress: bool = False, wall_limit_s: float | None = None,
+            races: str = "warn") -> Iterator[Session]:
     """Build the simulated machine of ``config`` (a built-in name or a YAML path, with ``overrides``
     as ``key.path=value``); ``data=False`` simulates timing only; ``params`` override the workload's
     declared parameters (:func:`npusim.param`); ``network_quantum`` (a time, e.g. ``'10ns'``) makes
     the bandwidth network approximate for speed (docs/architecture.md, "Time quantum"); ``progress``
     shows a progress line on the terminal while simulating (:class:`RunProgress`); ``wall_limit_s``
-    stops the simulation with a WallTimeError once the session is that many seconds old. numpy's
+    stops the simulation with a WallTimeError once the session is that many seconds old; ``races``
+    says what a kernel launch does with the pipe races it has (:mod:`npusim.isa.racecheck`): ``warn``
+    (a PipeRaceWarning and a warning in the trace and summary), ``error`` (a RaceError) or ``off``. numpy's
     global random generator is seeded with ``seed`` so workloads that draw random inputs are
     reproducible."""
     check_seed(seed)
+    check_race_mode(races)
     loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
     current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}), network_quantum=network_quantum,
-                      progress=progress, wall_limit_s=wall_limit_s)
+                      progress=progress, wall_limit_s=wall_limit_s, races=races)
     np.random.seed(seed)
     _SESSIONS.append(current)
     _SESSION_OF[current.system] = current

@@ -347,3 +347,33 @@ def test_the_workload_is_read_and_hashed_once_before_it_runs(tmp_path):
     deletes.write_text("import os\nos.remove(__file__)\n")
     run = npusim("run", "-c", "a2", deletes, "--out", tmp_path / "deleted", cwd=tmp_path)
     assert run.returncode == 0 and not deletes.exists() and (tmp_path / "deleted" / "summary.json").is_file()
+
+
+RACY = """
+import numpy as np, npusim
+from npusim import isa
+x = npusim.tensor(np.ones(4096, np.float16))
+kernel = isa.Kernel("scale", die=0)
+p = kernel.aiv(0)
+ub = p.alloc(4096, np.float16)
+p.copy(ub, isa.gm(x))
+p.muls(ub, ub, 2.0)  # no flag from MTE2: may compute on UB before the load has filled it
+p.set_flag("VECTOR", "MTE3", 0)
+p.wait_flag("VECTOR", "MTE3", 0)
+p.copy(isa.gm(x), ub)
+kernel.launch()
+"""
+
+
+def test_a_racy_kernel_is_a_warning_by_default_and_fails_the_run_with_races_error(tmp_path):
+    racy = tmp_path / "racy.py"
+    racy.write_text(RACY)
+    warned = npusim("run", "-c", "a2", racy, "--out", tmp_path / "warned", cwd=tmp_path)
+    assert warned.returncode == 0 and "PipeRaceWarning: pipe race in kernel 'scale' on die 0 aiv0: read after write on UB" in warned.stderr
+    summary = json.loads((tmp_path / "warned" / "summary.json").read_text())
+    assert [w["name"] for w in summary["warnings"]] == ["pipe race", "pipe race"]  # UB, and GM (the store may overtake the load)
+    failed = npusim("run", "-c", "a2", racy, "--races", "error", "--out", tmp_path / "failed", cwd=tmp_path)
+    assert failed.returncode == 1 and "error: workload racy.py failed at" in failed.stderr and "(races='error' is set)" in failed.stderr
+    assert json.loads((tmp_path / "failed" / "manifest.json").read_text())["races"] == "error"
+    off = npusim("run", "-c", "a2", racy, "--races", "off", "--out", tmp_path / "off", cwd=tmp_path)
+    assert off.returncode == 0 and "PipeRaceWarning" not in off.stderr
