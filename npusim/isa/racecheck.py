@@ -49,7 +49,7 @@ no check at all."""
 REPORTED_PER_LAUNCH = 3
 """Races reported per launch; the last report counts the others."""
 FOUND_PER_LAUNCH = 1000
-"""Races looked for per launch at most (a kernel without any flag races everywhere)."""
+"""Races looked for at most per core, and across the cores of a launch (a kernel without any flag races everywhere)."""
 _PIPES = len(Pipe)
 
 
