@@ -221,10 +221,12 @@ def _die_with_parent(lifeline: Connection) -> None:
 class DaskExecutor:
     """The workers of the Dask distributed scheduler at ``address`` (``tcp://HOST:PORT``); they
     need npusim installed (the same version). Use as a context manager. A point whose worker dies
-    is rescheduled by Dask (``distributed.scheduler.allowed-failures`` times), then recorded as
-    failed; a point timeout is applied by the session on the worker (a point stuck in the
-    workload's own Python keeps its Dask worker thread until it returns: Dask cannot stop a
-    running task)."""
+    is rescheduled by Dask until ``distributed.scheduler.allowed-failures`` + 1 workers died with it
+    (a point merely queued on a dying worker counts too), then fails with KilledWorker; it is then
+    submitted once more (:data:`RETRIES`) and recorded as failed if that fails too, so a point
+    queued beside one that kills its workers is not lost with it. A point timeout is applied by the
+    session on the worker (a point stuck in the workload's own Python keeps its Dask worker thread
+    until it returns: Dask cannot stop a running task)."""
 
     def __init__(self, address: str, point_timeout_s: float | None = None) -> None:
         try:
@@ -248,14 +250,29 @@ class DaskExecutor:
         self._client.close()
 
     def run(self, tasks: Sequence[PointTask]) -> Iterator[tuple[int, dict[str, Any]]]:
-        futures = [self._client.submit(run_point, replace(task, timeout_s=self.point_timeout_s), pure=False, retries=RETRIES) for task in tasks]
-        index_of = {future.key: task.index for future, task in zip(futures, tasks)}
+        task_of: dict[Any, PointTask] = {}  # future key -> its task
+        tries: dict[int, int] = {}
+        futures: list[Any] = []
+
+        def submit(task: PointTask) -> Any:
+            future = self._client.submit(run_point, task, pure=False)
+            task_of[future.key] = task
+            futures.append(future)
+            return future
+
+        finished = self._distributed.as_completed([submit(replace(task, timeout_s=self.point_timeout_s)) for task in tasks])
         try:
-            for future in self._distributed.as_completed(futures):
+            for future in finished:
                 try:
                     yield future.result()
-                except Exception as error:  # e.g. KilledWorker
-                    yield index_of[future.key], lost_outcome(f"the worker running this point failed: {error}", type(error).__name__)
+                except Exception as error:  # the point did not finish: KilledWorker (its workers died), a lost connection ...
+                    task = task_of[future.key]
+                    tries[task.index] = tries.get(task.index, 0) + 1
+                    if tries[task.index] <= RETRIES:
+                        finished.add(submit(task))
+                    else:
+                        yield task.index, lost_outcome(f"the worker running this point failed {tries[task.index]} times: {error}",
+                                                       type(error).__name__)
         finally:
             self._client.cancel([future for future in futures if not future.done()])
 

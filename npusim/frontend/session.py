@@ -174,8 +174,13 @@ class Session:
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
         DeadlockError when nothing more can happen, a TimeBoundError when the next event lies past
-        the time bound, a NoProgressError when ``still_events`` events pass at one instant."""
-        stop = run_until(self.env, target, self.time_limit_ps, every=self._every_so_often(), steps=PROGRESS_STEPS, still_events=self.still_events)
+        the time bound, a NoProgressError when ``still_events`` events pass at one instant, a
+        WallTimeError past the wall-clock limit (looked at here and every PROGRESS_STEPS steps, so a
+        workload of many short synchronisations is stopped too)."""
+        every = self._every_so_often()
+        if every is not None:
+            every()
+        stop = run_until(self.env, target, self.time_limit_ps, every=every, steps=PROGRESS_STEPS, still_events=self.still_events)
         if stop is Stop.IDLE:
             raise DeadlockError(self._deadlock_report("deadlock", "nothing more can happen, but issued work is still waiting"))
         if stop is Stop.BOUND:

@@ -1,7 +1,8 @@
-"""Local sweep workers under faults: a killed worker fails only its point (after one retry) and the
-pool goes on; a point past its timeout is stopped, in the simulation or stuck in Python; no worker
+"""Sweep workers under faults: a killed worker fails only its point (after one retry) and the pool
+goes on; a point past its timeout is stopped, in the simulation or stuck in Python; no local worker
 survives the sweep process, however it ends (SIGKILL, SIGTERM, Ctrl-C); the workload a worker runs
-is the task's own bytes, never a file someone planted."""
+is the task's own bytes, never a file someone planted. The same on a Dask cluster where it applies
+(a lost worker, a point timeout)."""
 
 import csv
 import hashlib
@@ -13,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import dask
+import distributed
 import pytest
 
 from npusim.analysis import run_sweep
@@ -81,6 +84,32 @@ def test_a_point_stuck_in_python_is_stopped_at_its_timeout_and_the_others_comple
                         point_timeout_s=0.5)
     assert [row["status"] for row in outcome.rows] == ["ok", "failed", "ok"]
     assert outcome.rows[1]["error_type"] == "WallTimeError" and "longer than its timeout of 0.5 s" in outcome.rows[1]["error"]
+
+
+# DIES, and point `forever` simulates until it is stopped (a new small kernel at each synchronisation).
+SIMULATES_FOREVER = DIES + '''
+forever = npusim.param("forever", -1, "the point that never ends")
+while point == forever:
+    again = isa.Kernel("copy", die=0)
+    q = again.aiv(0)
+    q.copy(q.alloc(4096, np.float16), isa.gm(x))
+    again.launch()
+    npusim.synchronize()
+'''
+
+
+def test_on_a_dask_cluster_a_killed_worker_fails_only_its_point_and_a_point_timeout_stops_a_point(tmp_path):
+    workload = write(tmp_path, "dies.py", SIMULATES_FOREVER)
+    # allowed-failures 0: Dask gives up on a task at the first death of its worker (the executor then submits it once more);
+    # worker-saturation 1: a worker holds only the task it runs, so no other point is queued on a dying worker
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        outcome = run_sweep("a2", workload, {"param.point": [0, 1, 2, 3]}, params={"die_on": "1", "forever": "2"}, data=False,
+                            scheduler=cluster.scheduler_address, progress=False, point_timeout_s=1)
+    status = {row["param.point"]: (row["status"], row["error_type"]) for row in outcome.rows}
+    assert status == {0: ("ok", ""), 1: ("failed", "KilledWorker"), 2: ("failed", "WallTimeError"), 3: ("ok", "")}
+    assert "failed 2 times" in outcome.rows[1]["error"]
+    assert "went past its wall-clock limit of 1 s" in outcome.rows[2]["error"]
 
 
 def test_a_point_timeout_must_be_a_positive_number_of_seconds():

@@ -178,10 +178,35 @@ def test_the_time_bound_is_not_called_a_deadlock_and_names_the_slowest_transfer(
     assert "the slowest transfer in flight: 1 transfer limited by die0 HBM, at 1 GB/s each" in report
 
 
-def test_a_wall_clock_limit_stops_the_simulation_from_inside():
+def ticking_clock(monkeypatch):
+    """Make every look at the wall clock one second later than the one before."""
+    import time
+
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))
+
+
+def test_a_wall_clock_limit_stops_the_simulation_from_inside(monkeypatch):
     from npusim.errors import WallTimeError
 
-    with pytest.raises(WallTimeError, match=r"went past its wall-clock limit of 1e-09 s at [\d.]+ us simulated"):
-        with npusim.session("a2", data=False, wall_limit_s=1e-9):
+    ticking_clock(monkeypatch)  # the session starts at 0 s; the look before stepping at 1 s, the first inside the steps at 2 s
+    with pytest.raises(WallTimeError, match=r"went past its wall-clock limit of 1.5 s at [\d.]+ us simulated") as error:
+        with npusim.session("a2", data=False, wall_limit_s=1.5) as s:
             n = 48 * 16 * VECTOR_ADD["TILE"]  # well over the 2048 steps between two looks at the clock
             VECTOR_ADD["build_vector_add"](npusim.zeros(n, np.float16), npusim.zeros(n, np.float16), npusim.zeros(n, np.float16), cores=48).launch()
+    assert s.env.now > 0 and "at 0.000 us" not in str(error.value)  # stopped while simulating, not before
+
+
+def test_a_wall_clock_limit_stops_a_workload_of_many_short_synchronisations(monkeypatch):
+    from npusim.errors import WallTimeError
+
+    ticking_clock(monkeypatch)
+    synchronised = 0
+    with pytest.raises(WallTimeError, match="went past its wall-clock limit of 10 s"):
+        with npusim.session("a2", data=False, wall_limit_s=10):
+            x = npusim.zeros(256, np.float16)
+            for _ in range(1000):  # each far under the 2048 steps between two looks inside the stepping loop
+                VECTOR_ADD["build_vector_add"](x, x, x, cores=1, tile=256).launch()
+                npusim.synchronize()
+                synchronised += 1
+    assert synchronised < 20
