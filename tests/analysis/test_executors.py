@@ -4,6 +4,7 @@ survives the sweep process, however it ends (SIGKILL, SIGTERM, Ctrl-C); the work
 is the task's own bytes, never a file someone planted. The same on a Dask cluster where it applies
 (a lost worker, a point timeout)."""
 
+import contextlib
 import csv
 import hashlib
 import os
@@ -148,11 +149,17 @@ def start_sweep(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
 
 
 def wait_until_gone(group: int) -> list[int]:
+    """The processes of ``group`` still running once its workers had time to exit (none, when they
+    die with the sweep); those are then killed, so that a failing test leaves nothing behind."""
     for _ in range(600):  # the lifeline closes at once; at most 30 s for the processes to be reaped
         if not group_members(group):
             break
         time.sleep(0.05)
-    return group_members(group)
+    survivors = group_members(group)
+    for pid in survivors:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return survivors
 
 
 def test_no_worker_survives_the_sweep_process_killed_with_sigkill(tmp_path):
