@@ -4,8 +4,9 @@ SimPy loop that runs the same number of timeouts, measured in the same process.
     python benchmarks/engine.py [--cores 48] [--tiles 64] [--repeat 3]
 
 Prints the engine's rate (simulating the built programs) and the end-to-end rate (config, building
-the per-core programs and simulating), each against bare SimPy as a ratio (target: the engine at
-least 0.5 of bare SimPy). Timing only (``data=False``), as a sweep runs; with data also printed.
+the per-core programs, checking them for pipe races and simulating), each against bare SimPy as a
+ratio (target: the engine at least 0.5 of bare SimPy), and what the race check costs end to end.
+Timing only (``data=False``), as a sweep runs; with data also printed.
 """
 
 from __future__ import annotations
@@ -47,10 +48,10 @@ def build_pipeline(cores: int, tiles: int, tile_elems: int) -> None:
     kernel.launch()
 
 
-def run_npusim(cores: int, tiles: int, tile_elems: int, data: bool) -> tuple[int, float, float]:
-    """Events, seconds simulating, seconds end to end."""
+def run_npusim(cores: int, tiles: int, tile_elems: int, data: bool, races: str = "warn") -> tuple[int, float, float]:
+    """Events, seconds simulating, seconds end to end (the pipe-race check runs at launch, when building)."""
     start = time.perf_counter()
-    with npusim.session("a3", data=data) as s:
+    with npusim.session("a3", data=data, races=races) as s:
         build_pipeline(cores, tiles, tile_elems)
         built = time.perf_counter()
         s.synchronize()
@@ -87,7 +88,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    best = {"engine": float("inf"), "end_to_end": float("inf"), "engine_data": float("inf"), "bare": float("inf")}
+    best = {"engine": float("inf"), "end_to_end": float("inf"), "end_to_end_unchecked": float("inf"), "engine_data": float("inf"), "bare": float("inf")}
     events = 0
     for _ in range(args.repeat):
         events, engine, total = run_npusim(args.cores, args.tiles, args.tile_elems, data=False)
@@ -96,12 +97,16 @@ def main() -> None:
         best["bare"] = min(best["bare"], run_bare_simpy(processes, events // processes))
         _, engine_data, _ = run_npusim(args.cores, args.tiles, args.tile_elems, data=True)
         best["engine_data"] = min(best["engine_data"], engine_data)
+        _, _, unchecked = run_npusim(args.cores, args.tiles, args.tile_elems, data=False, races="off")
+        best["end_to_end_unchecked"] = min(best["end_to_end_unchecked"], unchecked)
     rate = {key: events / seconds for key, seconds in best.items()}
     print(f"pipeline: {args.cores} cores x {args.tiles} tiles of {args.tile_elems} fp16, {events} events (best of {args.repeat})")
     print(f"bare SimPy timeouts/s:         {rate['bare']:>12,.0f}")
     print(f"npusim engine events/s:        {rate['engine']:>12,.0f}   ratio {rate['engine'] / rate['bare']:.2f}  (target >= 0.5)")
     print(f"npusim end-to-end events/s:    {rate['end_to_end']:>12,.0f}   ratio {rate['end_to_end'] / rate['bare']:.2f}")
     print(f"npusim engine with data:       {rate['engine_data']:>12,.0f}   ratio {rate['engine_data'] / rate['bare']:.2f}")
+    print(f"end-to-end, race check off:    {rate['end_to_end_unchecked']:>12,.0f}   the check costs "
+          f"{best['end_to_end'] / best['end_to_end_unchecked'] - 1:.1%} of the end-to-end time")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Every error a user can meet is an :class:`NpusimError`; its message names the thing that is wrong
 (config file and key, op and argument, PE / core / tile) and what to do. The CLI maps
 :class:`UsageError` and :class:`ConfigError` to exit code 2 and every other error to exit code 1.
+docs/reliability.md lists what is guaranteed under faults and hostile input.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ class ConfigError(NpusimError):
     """A hardware config that cannot be loaded or is invalid (exit code 2)."""
 
 
+class OutputError(NpusimError):
+    """An output that cannot be written (a full disk, a folder removed meanwhile); nothing half-written
+    is left (exit code 1)."""
+
+
 class WorkloadError(NpusimError):
     """A workload that fails: its own exception, or a misuse of a facade (exit code 1)."""
 
@@ -42,7 +48,20 @@ class ResourceError(WorkloadError):
 
 
 class DeadlockError(WorkloadError):
-    """Nothing more can happen while a wait is still unsatisfied, or the simulated-time bound was hit."""
+    """Nothing more can happen while a wait is still unsatisfied."""
+
+
+class TimeBoundError(WorkloadError):
+    """The simulated-time bound of the session was reached while issued work was still running."""
+
+
+class WallTimeError(WorkloadError):
+    """A run went past its wall-clock limit (a sweep's ``--point-timeout``)."""
+
+
+class NoProgressError(WorkloadError):
+    """The simulation processed a bounded number of events without simulated time advancing (work
+    that loops in zero time)."""
 
 
 class RaceError(WorkloadError):

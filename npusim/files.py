@@ -1,14 +1,37 @@
-"""Output files written so that a reader (or an interrupted run) never sees half of one, and the
-default names of output folders."""
+"""Output files and folders written so that a reader, an interrupted run or a full disk never
+leaves half of one, and the default names of output folders.
+
+A file is written under a unique temporary name beside it and renamed over it
+(:func:`atomic_path`). An output folder (a run's ``trace.json``, ``summary.json`` ...) is a list
+of named :class:`Output` s written into a fresh temporary folder beside its destination, which one
+rename then puts in place (:class:`StagedFolder`): a reader sees the whole previous folder or the
+whole new one, never a mix. Every temporary is removed on every failure path this process sees;
+one left by a killed process (its name holds the process id) is removed by the next writer of the
+same destination. docs/reliability.md lists the guarantees and their tests.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import functools
+import glob
 import json
 import os
 import re
+import secrets
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from npusim.errors import UsageError
 
 _NOT_IN_A_FOLDER_NAME = re.compile(r"[^\w.-]")
+PARTIAL = ".partial-"
+"""Marks the temporary name of a folder or file being written: ``.<name>.partial-<pid>-<random>``."""
 
 
 def default_folder_name(workload: Path, config_name: str) -> str:
@@ -20,13 +43,198 @@ def default_folder_name(workload: Path, config_name: str) -> str:
     return "_" + name[1:] if name.startswith(".") else name
 
 
+def temporary_name(path: Path) -> Path:
+    """A name beside ``path`` that no other writer uses: hidden, with this process's id."""
+    return path.with_name(f".{path.name}{PARTIAL}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A unique temporary path beside ``path`` to write; renamed over ``path`` when the block ends,
+    removed when it raises (a full disk, an interrupt)."""
+    temporary = temporary_name(path)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def write_bytes_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to a temporary name next to ``path``, then rename it over ``path``."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
+    with atomic_path(path) as temporary:
+        temporary.write_bytes(data)
 
 
-def write_json_atomically(path: Path, data: dict) -> None:
+def json_bytes(data: Any) -> bytes:
+    """``data`` as indented JSON with sorted keys, the form of every JSON file npusim writes."""
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """``data`` as indented JSON with sorted keys, written atomically."""
-    write_bytes_atomically(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    write_bytes_atomically(path, json_bytes(data))
+
+
+@dataclass(frozen=True)
+class Output:
+    """One file of an output folder: its name and what writes it (called with the path to write)."""
+
+    name: str
+    write: Callable[[Path], object]
+
+    @classmethod
+    def data(cls, name: str, data: bytes) -> Output:
+        """A file of ``data``."""
+        return cls(name, lambda path: path.write_bytes(data))
+
+    @classmethod
+    def json(cls, name: str, document: Any) -> Output:
+        """A JSON file of ``document`` (:func:`json_bytes`)."""
+        return cls.data(name, json_bytes(document))
+
+
+MARKER = "manifest.json"
+"""The file that makes a folder an npusim output folder: only such a folder is ever replaced."""
+
+
+class StagedFolder:
+    """A folder written in full under a unique temporary name beside its destination, then put in
+    place with one rename (:meth:`commit`). Use as a context manager: the temporary folder is
+    removed when the block raises, and after it if it was not committed.
+
+    Making one checks that the destination can be written, before the work whose outputs it will
+    hold: its parent is created, the temporary folder too (so a read-only folder or a file in the
+    way fails here), and a destination that exists must be empty or an npusim output folder
+    (holding :data:`MARKER`): nothing else is ever moved."""
+
+    def __init__(self, destination: Path, *, also: Iterable[Path] = ()) -> None:
+        """``also``: other destinations :meth:`commit` may write or move a folder to (``<out>.prev``),
+        checked the same way."""
+        self.destination = destination
+        for target in (destination, *also):
+            check_replaceable(target)
+        try:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_temporaries(destination)
+            self.path = temporary_name(destination)
+            self.path.mkdir()
+        except OSError as error:
+            in_the_way = next((p for p in destination.parents if p.exists() and not p.is_dir()), None)
+            why = f"{str(in_the_way)!r} is a file, not a folder" if in_the_way is not None else error.strerror or str(error)
+            raise UsageError(f"cannot write the output folder {str(destination)!r}: {why}; choose another --out folder") from None
+        self.committed = False
+
+    def __enter__(self) -> StagedFolder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if not self.committed:
+            self.discard()
+
+    def write(self, outputs: Iterable[Output]) -> list[str]:
+        """Write each output into the temporary folder; returns their names."""
+        names = []
+        for output in outputs:
+            output.write(self.path / output.name)
+            names.append(output.name)
+        return names
+
+    def commit(self, destination: Path, *, previous: Path | None = None) -> None:
+        """Put the folder at ``destination`` with one rename; what was there moves to ``previous``
+        (replacing it), or is deleted when ``previous`` is None."""
+        if previous is not None and destination.exists():
+            if exchange(self.path, destination):  # one atomic swap: the old folder now has our temporary name
+                self.committed = True
+                try:
+                    replace_folder(self.path, previous)
+                finally:
+                    self.discard()  # nothing left there once moved
+                return
+            replace_folder(destination, previous)  # without a swap: the destination is absent until the next rename
+        replace_folder(self.path, destination)
+        self.committed = True
+
+    def discard(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def check_replaceable(target: Path) -> None:
+    """A UsageError unless ``target`` is absent, an empty folder or an npusim output folder."""
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise UsageError(f"{str(target)!r} exists and is not a folder; choose another --out folder")
+    if target.is_dir() and not (target / MARKER).is_file() and any(target.iterdir()):
+        raise UsageError(f"{str(target)!r} is not an npusim output folder (it has no {MARKER}) and is not empty: npusim replaces "
+                         "only its own output folders; choose another --out folder")
+
+
+def replace_folder(source: Path, target: Path) -> None:
+    """Rename the folder ``source`` to ``target``, deleting what ``target`` held (atomically where
+    the system can swap two folders; else the old one is moved away first)."""
+    try:
+        os.rename(source, target)  # target absent or an empty folder
+        return
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+    if exchange(source, target):
+        shutil.rmtree(source)
+        return
+    trash = temporary_name(target)
+    os.rename(target, trash)
+    os.rename(source, target)
+    shutil.rmtree(trash)
+
+
+def remove_stale_temporaries(destination: Path) -> None:
+    """Remove the temporaries of ``destination`` left by writers that no longer run (killed)."""
+    prefix = f".{destination.name}{PARTIAL}"
+    for entry in destination.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = entry.name[len(prefix):].partition("-")[0]
+        if pid.isdigit() and not process_running(int(pid)):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def process_running(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+_RENAME_EXCHANGE = 2  # renameat2's flag (linux/fs.h)
+_AT_FDCWD = -100
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the two existing paths ``a`` and ``b`` atomically (Linux ``renameat2(RENAME_EXCHANGE)``);
+    False where the system cannot."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):  # no such call, or the file system cannot
+        return False
+    raise OSError(code, os.strerror(code), str(a), None, str(b))
+
+
+@functools.cache
+def _renameat2() -> Any:
+    """The C library's ``renameat2``, or None."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function

@@ -1,10 +1,23 @@
-"""Default output folder names: one path component inside traces/ or sweeps/, whatever the names hold."""
+"""Output files and folders under faults: a folder is swapped in whole or not at all, whatever fails
+at any step of writing it (an OSError, a full disk, a killed writer, a concurrent writer), and no
+temporary is left behind; default output folder names stay one safe path component."""
 
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from npusim.files import default_folder_name
+from npusim.errors import UsageError
+from npusim.files import MARKER, PARTIAL, Output, StagedFolder, atomic_path, default_folder_name, exchange, remove_stale_temporaries
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = ("trace.json", "summary.json", MARKER)
 
 
 @pytest.mark.parametrize(
@@ -17,3 +30,209 @@ def test_the_default_folder_name_is_one_safe_path_component(workload, config, fo
     name = default_folder_name(Path(workload), config)
     assert name == folder
     assert (Path("traces") / name).resolve().parent == Path("traces").resolve()
+
+
+def outputs(token: str) -> list[Output]:
+    """A run folder's files, each holding ``token`` (which run wrote it)."""
+    return [Output.json(name, {"run": token, "status": "ok", "simulated_time_us": 1, "ops": [], "pipes": [], "bandwidth": []}) for name in NAMES]
+
+
+def tokens(folder: Path) -> set[str]:
+    """The runs the files of ``folder`` come from (one when the folder is whole)."""
+    assert sorted(p.name for p in folder.iterdir()) == sorted(NAMES)
+    return {json.loads((folder / name).read_text())["run"] for name in NAMES}
+
+
+def write_run(destination: Path, token: str) -> None:
+    with StagedFolder(destination) as folder:
+        folder.write(outputs(token))
+        folder.commit(destination, previous=destination.with_name(destination.name + ".prev"))
+
+
+def leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if PARTIAL in p.name)
+
+
+def test_a_folder_is_swapped_in_whole_and_the_one_it_replaces_kept(tmp_path):
+    out = tmp_path / "run"
+    for token in ("first", "second", "third"):
+        write_run(out, token)
+    assert tokens(out) == {"third"} and tokens(tmp_path / "run.prev") == {"second"}
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("failing", range(len(NAMES)))
+def test_an_oserror_at_any_output_leaves_the_destination_as_it_was_and_no_temporary(tmp_path, failing):
+    out = tmp_path / "run"
+    write_run(out, "good")
+
+    def full_disk(path):
+        path.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    broken = outputs("bad")
+    broken[failing] = Output(broken[failing].name, full_disk)
+    with pytest.raises(OSError, match="No space left"), StagedFolder(out) as folder:
+        folder.write(broken)
+        folder.commit(out, previous=tmp_path / "run.prev")
+    assert tokens(out) == {"good"} and not (tmp_path / "run.prev").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_an_atomic_file_is_removed_when_writing_it_fails(tmp_path):
+    target = tmp_path / "summary.json"
+    target.write_text("before")
+    with pytest.raises(KeyboardInterrupt), atomic_path(target) as temporary:
+        temporary.write_text("half")
+        raise KeyboardInterrupt
+    assert target.read_text() == "before" and leftovers(tmp_path) == []
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 KiB tmpfs (skipped where this user cannot mount one)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_leaves_the_destination_as_it_was_and_no_temporary(small_disk):
+    out = small_disk / "run"
+    write_run(out, "good")
+    big = [Output.data("trace.json", bytes(1 << 20)), *outputs("bad")[1:]]
+    with pytest.raises(OSError) as error, StagedFolder(out) as folder:
+        folder.write(big)
+        folder.commit(out, previous=small_disk / "run.prev")
+    assert error.value.errno == errno.ENOSPC
+    assert tokens(out) == {"good"} and leftovers(small_disk) == []
+    write_run(out, "after")  # the space was given back
+    assert tokens(out) == {"after"}
+
+
+# The child writes a run "new" over the run "old" in DEST and kills itself (SIGKILL: no clean-up
+# runs) at the step named STEP: while writing an output, after all outputs, or inside the commit
+# after the swap and before the old run is moved to <out>.prev.
+KILLED_WRITER = textwrap.dedent("""
+    import json, os, signal, sys
+    from pathlib import Path
+    import npusim.files as files
+
+    dest, step = Path(sys.argv[1]), sys.argv[2]
+    def die(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+    def half_then_die(path):
+        path.write_text('{"run": "ne')
+        die()
+    outputs = [files.Output.json(name, {"run": "new", "status": "ok"}) for name in ("trace.json", "summary.json", "manifest.json")]
+    if step.startswith("output"):
+        index = int(step[len("output"):])
+        outputs[index] = files.Output(outputs[index].name, half_then_die)
+    if step == "commit":
+        files.replace_folder = die
+    folder = files.StagedFolder(dest)
+    folder.write(outputs)
+    if step == "written":
+        die()
+    folder.commit(dest, previous=dest.with_name(dest.name + ".prev"))
+""")
+
+
+@pytest.mark.parametrize("step", ["output0", "output1", "output2", "written", "commit"])
+def test_a_killed_writer_leaves_a_whole_run_and_the_next_writer_removes_its_temporary(tmp_path, step):
+    out = tmp_path / "run"
+    write_run(out, "old")
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(out), step], env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert killed.returncode == -signal.SIGKILL
+    assert tokens(out) == ({"new"} if step == "commit" else {"old"})  # after the swap the new run is in place
+    assert len(leftovers(tmp_path)) == 1  # the killed writer's temporary (at "commit": the old run it was moving)
+    write_run(out, "next")
+    assert tokens(out) == {"next"} and leftovers(tmp_path) == []
+
+
+# Each writer commits ROUNDS runs of its own into DEST while readers load it as `npusim report` does.
+CONCURRENT_WRITER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import npusim.files as files
+
+    dest, who, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    for n in range(rounds):
+        with files.StagedFolder(dest) as folder:
+            folder.write([files.Output.json(name, {"run": f"{who}-{n}", "status": "ok", "simulated_time_us": 1, "ops": [], "pipes": [],
+                                                   "bandwidth": []}) for name in ("trace.json", "summary.json", "manifest.json")])
+            folder.commit(dest, previous=dest.with_name(dest.name + ".prev"))
+""")
+
+
+def test_two_concurrent_writers_leave_one_whole_run_and_readers_never_see_a_mix(tmp_path):
+    from npusim.analysis.report import load_run
+
+    out = tmp_path / "run"
+    write_run(out, "start")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    writers = [subprocess.Popen([sys.executable, "-c", CONCURRENT_WRITER, str(out), who, "40"], env=env) for who in ("a", "b")]
+    reads = 0
+    while any(writer.poll() is None for writer in writers):
+        run = load_run(out)  # the folder is always there and whole
+        assert run.summary["run"] == run.manifest["run"]
+        reads += 1
+    assert [writer.returncode for writer in writers] == [0, 0] and reads > 0
+    (last,) = tokens(out)
+    assert last in ("a-39", "b-39")
+    assert len(tokens(tmp_path / "run.prev")) == 1 and leftovers(tmp_path) == []
+
+
+def test_only_npusim_output_folders_are_replaced(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("keep")
+    with pytest.raises(UsageError, match="not an npusim output folder"):
+        StagedFolder(tmp_path / "notes")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError, match="exists and is not a folder"):
+        StagedFolder(tmp_path / "file")
+    with pytest.raises(UsageError, match="'.*file' is a file, not a folder"):
+        StagedFolder(tmp_path / "file" / "sub")
+    (tmp_path / "empty").mkdir()
+    write_run(tmp_path / "empty", "ok")
+    assert tokens(tmp_path / "empty") == {"ok"} and (tmp_path / "notes" / "mine.txt").read_text() == "keep"
+    assert leftovers(tmp_path) == []
+
+
+def test_a_read_only_place_is_refused_before_anything_is_written(tmp_path):
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+        os.chmod(mount, 0o555)
+        if os.access(mount, os.W_OK):
+            pytest.skip("cannot make a read-only folder here")
+    try:
+        with pytest.raises(UsageError, match=r"cannot write the output folder .*(Read-only|Permission denied)"):
+            StagedFolder(mount / "run")
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def test_only_the_temporaries_of_writers_that_no_longer_run_are_removed(tmp_path):
+    out = tmp_path / "run"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    stale, live = tmp_path / f".run{PARTIAL}{gone}-0000", tmp_path / f".run{PARTIAL}{os.getpid()}-0000"
+    other = tmp_path / f".runs{PARTIAL}{gone}-0000"  # another destination's
+    for folder in (stale, live, other):
+        folder.mkdir()
+    remove_stale_temporaries(out)
+    assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_exchange_swaps_two_folders_or_says_it_cannot(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "x").write_text("a")
+    if not exchange(a, b):
+        pytest.skip("this system cannot swap two folders (the writer then moves the old one away first)")
+    assert (b / "x").read_text() == "a" and not (a / "x").exists()
+    with pytest.raises(OSError):
+        exchange(a, tmp_path / "missing")

@@ -2,22 +2,41 @@
 
 Both run :func:`~npusim.analysis.points.run_point` on :class:`~npusim.analysis.points.PointTask`
 values and yield ``(index, outcome)`` as points finish, in whatever order they finish; the result
-of a point does not depend on where or when it ran. A worker that dies (killed, out of memory) makes
-its points failed outcomes, not an exception.
+of a point does not depend on where or when it ran. A point never takes the sweep down with it:
+
+- a worker that dies (killed, out of memory) fails only the point it ran: the point is run once
+  more on a new worker, and recorded as failed if that one dies too;
+- a point running longer than ``point_timeout_s`` (wall clock) is stopped and recorded as failed:
+  the session stops it from inside the simulation (:class:`~npusim.errors.WallTimeError`), and a
+  local worker stuck outside it (in the workload's own Python) is killed a little later;
+- local workers die with the sweep: each watches a pipe from the sweep process and exits when it
+  closes, whatever ended the sweep (Ctrl-C, SIGTERM, SIGKILL); Ctrl-C stops at once, keeping every
+  point that finished.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
 import signal
+import threading
+import time
+from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from npusim.analysis.points import OUTCOME_COLUMNS, PointTask, run_point
-from npusim.errors import UsageError
+from npusim.errors import UsageError, WallTimeError
+
+RETRIES = 1
+"""How many times a point whose worker died is run again before it is recorded as failed."""
+KILL_GRACE_S = 2.0
+"""Seconds past its timeout after which a local worker still running a point is killed (the
+session stops a simulating point by itself at the timeout)."""
 
 
 def default_workers() -> int:
@@ -25,69 +44,200 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def lost_outcome(error: BaseException) -> dict[str, Any]:
-    """The outcome of a point whose worker failed (rather than its workload)."""
+def lost_outcome(error: str, error_type: str = "WorkerLost") -> dict[str, Any]:
+    """The outcome of a point that did not finish on its worker (rather than failing in its workload)."""
     outcome: dict[str, Any] = dict.fromkeys(OUTCOME_COLUMNS, math.nan)
-    outcome.update(status="failed", bottleneck="", error_type=type(error).__name__, error=f"the worker running this point failed: {error}")
+    outcome.update(status="failed", bottleneck="", error_type=error_type, error=error)
     return outcome
+
+
+def timed_out_outcome(timeout_s: float) -> dict[str, Any]:
+    return lost_outcome(f"the point ran longer than its timeout of {timeout_s:g} s (wall clock) and was stopped", WallTimeError.__name__)
+
+
+def check_point_timeout(point_timeout_s: float | None) -> float | None:
+    if point_timeout_s is None:
+        return None
+    if isinstance(point_timeout_s, bool) or not isinstance(point_timeout_s, (int, float)) or not 0 < point_timeout_s < math.inf:
+        raise UsageError(f"point timeout {point_timeout_s!r}: give a number of seconds above 0, e.g. --point-timeout 600")
+    return float(point_timeout_s)
+
+
+@dataclass
+class _Worker:
+    """One local worker process: its process, the pipe it reads tasks from and the pipe it sends
+    outcomes on; the task it runs (None: idle), when it started it and how many tries it is."""
+
+    process: Any
+    tasks: Connection
+    results: Connection
+    lifeline: Connection
+    task: PointTask | None = None
+    started: float = 0.0
+
+    def stop(self) -> None:
+        """Kill the process (it may be running a point) and release its pipes."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        for connection in (self.tasks, self.results, self.lifeline):
+            connection.close()
 
 
 class LocalExecutor:
     """``workers`` local processes (forkserver where available, else spawn: workers start from a
     clean interpreter, not a copy of the caller, so no state of the caller leaks into a point; the
-    fork server imports npusim once, so each worker starts fast). Use as a context manager. As with
-    any process pool, a script that runs a sweep calls it under ``if __name__ == "__main__":``."""
+    fork server imports npusim once, so each worker starts fast), each running one point at a
+    time. Use as a context manager: every worker is gone when the block ends. As with any process
+    pool, a script that runs a sweep calls it under ``if __name__ == "__main__":``."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, point_timeout_s: float | None = None) -> None:
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise UsageError(f"workers={workers!r}: give a whole number of worker processes, 1 or more (default: all {default_workers()} cores)")
         self.workers = workers
+        self.point_timeout_s = check_point_timeout(point_timeout_s)
         self.where = f"{workers} local worker process{'es' if workers > 1 else ''}"
+        self._context: Any
         if "forkserver" in multiprocessing.get_all_start_methods():
             self._context = multiprocessing.get_context("forkserver")
             self._context.set_forkserver_preload([run_point.__module__])  # workers fork with npusim imported
         else:
             self._context = multiprocessing.get_context("spawn")
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: list[_Worker] = []
 
     def __enter__(self) -> LocalExecutor:
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context, initializer=_ignore_interrupts)
         return self
 
-    def __exit__(self, *exc_info) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop_all()
+
+    def _stop_all(self) -> None:
+        pool, self._pool = self._pool, []
+        for worker in pool:
+            worker.stop()
+
+    def _start_worker(self) -> _Worker:
+        task_r, task_w = self._context.Pipe(duplex=False)
+        result_r, result_w = self._context.Pipe(duplex=False)
+        life_r, life_w = self._context.Pipe(duplex=False)
+        process = self._context.Process(target=_worker_main, args=(task_r, result_w, life_r), daemon=True, name="npusim sweep worker")
+        process.start()
+        for end in (task_r, result_w, life_r):  # the worker's ends: closed here so that its death reads as EOF
+            end.close()
+        worker = _Worker(process, task_w, result_r, life_w)
+        self._pool.append(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> None:
+        self._pool.remove(worker)
+        worker.stop()
 
     def run(self, tasks: Sequence[PointTask]) -> Iterator[tuple[int, dict[str, Any]]]:
-        futures = {self._pool.submit(run_point, task): task for task in tasks}
+        todo = deque(replace(task, timeout_s=self.point_timeout_s) for task in tasks)
+        tries: dict[int, int] = {}
         try:
-            for future in as_completed(futures):
+            while todo or any(worker.task is not None for worker in self._pool):
+                while todo and len(self._pool) < min(self.workers, len(todo) + self._busy()):
+                    self._start_worker()
+                for worker in self._pool:
+                    if worker.task is None and todo:
+                        worker.task, worker.started = todo.popleft(), time.monotonic()
+                        worker.tasks.send(worker.task)
+                yield from self._collect(todo, tries)
+        except BaseException:
+            self._stop_all()  # at once: Ctrl-C stops the sweep without waiting for running points
+            raise
+
+    def _busy(self) -> int:
+        return sum(worker.task is not None for worker in self._pool)
+
+    def _collect(self, todo: deque[PointTask], tries: dict[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Wait for the next finished, dead or overdue worker; yield what it gives."""
+        busy = [worker for worker in self._pool if worker.task is not None]
+        deadline = None
+        if self.point_timeout_s is not None and busy:
+            deadline = min(worker.started for worker in busy) + self.point_timeout_s + KILL_GRACE_S
+        watched = [worker.process.sentinel for worker in self._pool] + [worker.results for worker in busy]
+        ready = set(wait(watched, timeout=None if deadline is None else max(0.0, deadline - time.monotonic())))
+        for worker in list(self._pool):
+            if worker.process.sentinel not in ready and worker.results not in ready:
+                continue
+            task = worker.task
+            if task is not None and worker.results.poll():  # an outcome, perhaps sent just before the worker died
                 try:
-                    yield future.result()
-                except Exception as error:  # the worker process died; the point is lost, the sweep goes on
-                    yield futures[future].index, lost_outcome(error)
-        finally:
-            for future in futures:
-                future.cancel()
+                    outcome = worker.results.recv()
+                except (EOFError, OSError):  # it died while sending
+                    outcome = None
+                if outcome is not None:
+                    worker.task = task = None
+                    yield outcome
+            if worker.process.is_alive():
+                continue
+            self._replace(worker)  # dead: its point is run again, once
+            if task is None:
+                continue
+            tries[task.index] = tries.get(task.index, 0) + 1
+            if tries[task.index] <= RETRIES:
+                todo.appendleft(task)
+            else:
+                yield task.index, lost_outcome(f"the worker running this point died ({_death(worker.process.exitcode)}) "
+                                               f"{tries[task.index]} times; it may need more memory than the machine has")
+        now = time.monotonic()
+        for worker in list(self._pool):
+            task = worker.task
+            if task is not None and self.point_timeout_s is not None and now >= worker.started + self.point_timeout_s + KILL_GRACE_S:
+                self._replace(worker)  # stuck outside the simulation: only killing it stops it
+                yield task.index, timed_out_outcome(self.point_timeout_s)
 
 
-def _ignore_interrupts() -> None:
-    """Worker processes leave Ctrl-C to the parent, which stops the sweep cleanly."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+def _worker_main(tasks: Connection, results: Connection, lifeline: Connection) -> None:
+    """A local worker: runs the points it is sent, one at a time, until its pipe closes; exits as
+    soon as the sweep process is gone (its lifeline closes), even in the middle of a point."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the sweep process handles it
+    threading.Thread(target=_die_with_parent, args=(lifeline,), daemon=True, name="npusim lifeline").start()
+    while True:
+        try:
+            task = tasks.recv()
+        except (EOFError, OSError):
+            return
+        results.send(run_point(task))
+
+
+def _die_with_parent(lifeline: Connection) -> None:
+    with contextlib.suppress(EOFError, OSError):
+        lifeline.recv_bytes()  # the sweep process never writes: this returns only when it is gone
+    os._exit(1)
 
 
 class DaskExecutor:
     """The workers of the Dask distributed scheduler at ``address`` (``tcp://HOST:PORT``); they
-    need npusim installed (the same version). Use as a context manager."""
+    need npusim installed (the same version). Use as a context manager. A point whose worker dies
+    is rescheduled by Dask until ``distributed.scheduler.allowed-failures`` + 1 workers died with it
+    (a point merely queued on a dying worker counts too), then fails with KilledWorker; it is then
+    submitted once more (:data:`RETRIES`) and recorded as failed if that fails too, so a point
+    queued beside one that kills its workers is not lost with it. A point timeout is applied by the
+    session on the worker (a point stuck in the workload's own Python keeps its Dask worker thread
+    until it returns: Dask cannot stop a running task)."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, point_timeout_s: float | None = None) -> None:
         try:
             import distributed
         except ImportError:
             raise UsageError("--scheduler needs Dask distributed, which is not installed; install it with: pip install 'npusim[cluster]'") from None
         self._distributed = distributed
         self.address = address
+        self.point_timeout_s = check_point_timeout(point_timeout_s)
         self.where = f"the Dask cluster at {address}"
-        self._client = None
+        self._client: Any = None
 
     def __enter__(self) -> DaskExecutor:
         try:
@@ -100,24 +250,39 @@ class DaskExecutor:
         self._client.close()
 
     def run(self, tasks: Sequence[PointTask]) -> Iterator[tuple[int, dict[str, Any]]]:
-        futures = [self._client.submit(run_point, task, pure=False) for task in tasks]
-        index_of = {future.key: task.index for future, task in zip(futures, tasks)}
+        task_of: dict[Any, PointTask] = {}  # future key -> its task
+        tries: dict[int, int] = {}
+        futures: list[Any] = []
+
+        def submit(task: PointTask) -> Any:
+            future = self._client.submit(run_point, task, pure=False)
+            task_of[future.key] = task
+            futures.append(future)
+            return future
+
+        finished = self._distributed.as_completed([submit(replace(task, timeout_s=self.point_timeout_s)) for task in tasks])
         try:
-            for future in self._distributed.as_completed(futures):
+            for future in finished:
                 try:
                     yield future.result()
-                except Exception as error:  # e.g. KilledWorker
-                    yield index_of[future.key], lost_outcome(error)
+                except Exception as error:  # the point did not finish: KilledWorker (its workers died), a lost connection ...
+                    task = task_of[future.key]
+                    tries[task.index] = tries.get(task.index, 0) + 1
+                    if tries[task.index] <= RETRIES:
+                        finished.add(submit(task))
+                    else:
+                        yield task.index, lost_outcome(f"the worker running this point failed {tries[task.index]} times: {error}",
+                                                       type(error).__name__)
         finally:
             self._client.cancel([future for future in futures if not future.done()])
 
 
-def executor_for(workers: int | None, scheduler: str | None):
+def executor_for(workers: int | None, scheduler: str | None, point_timeout_s: float | None = None):
     """The executor of a sweep: the Dask cluster at ``scheduler`` if given, else local processes."""
     if scheduler is not None:
         if workers is not None:
             raise UsageError("give --workers or --scheduler, not both: a Dask cluster runs as many points at once as it has workers")
         if not isinstance(scheduler, str) or "://" not in scheduler:
             raise UsageError(f"--scheduler {scheduler!r}: give the scheduler's address, e.g. tcp://10.0.0.5:8786")
-        return DaskExecutor(scheduler)
-    return LocalExecutor(default_workers() if workers is None else workers)
+        return DaskExecutor(scheduler, point_timeout_s)
+    return LocalExecutor(default_workers() if workers is None else workers, point_timeout_s)

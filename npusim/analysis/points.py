@@ -2,8 +2,8 @@
 
 A :class:`PointTask` carries everything a worker needs, so the same task gives the same result in a
 local process or on a Dask worker of another machine: the point's config already loaded and
-validated, the workload's source (used when the worker cannot see the file, or sees another
-version of it), the parameters, the data flag and the seed. Each task runs in a fresh session.
+validated, the workload's source (the bytes every worker runs, wherever it is: the file it was read
+from may have changed or may not exist there), the parameters, the data flag and the seed. Each task runs in a fresh session.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import io
 import math
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,9 @@ from typing import Any
 
 from npusim.analysis.bottleneck import bottleneck_of, class_utilisations, utilisation_columns
 from npusim.config import LoadedConfig
+from npusim.errors import WorkloadError
 from npusim.frontend.simulate import simulate
+from npusim.frontend.workload import WorkloadSource
 
 OUTCOME_COLUMNS = ["status", "simulated_us", "bottleneck", "bottleneck_share", *utilisation_columns(), "wall_s", "error_type", "error"]
 """What a worker reports for a point, in the order of the results file."""
@@ -29,7 +30,8 @@ OUTCOME_COLUMNS = ["status", "simulated_us", "bottleneck", "bottleneck_share", *
 @dataclass(frozen=True)
 class PointTask:
     """A point ready to simulate: ``index`` in the sweep, its ``key``, its loaded config, the workload
-    (absolute path, source bytes and their sha256), the workload parameters, data flag and seed."""
+    (absolute path, source bytes and their sha256), the workload parameters, data flag and seed, and
+    the wall-clock seconds it may take."""
 
     index: int
     key: str
@@ -40,6 +42,7 @@ class PointTask:
     params: dict[str, Any]
     data: bool
     seed: int
+    timeout_s: float | None = None  # wall-clock seconds the point may take (the executor's point timeout)
 
 
 def run_point(task: PointTask) -> tuple[int, dict[str, Any]]:
@@ -51,7 +54,8 @@ def run_point(task: PointTask) -> tuple[int, dict[str, Any]]:
     outcome.update(bottleneck="", error_type="", error="")
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            result = simulate(task.config, workload_file(task), params=task.params, data=task.data, seed=task.seed)
+            result = simulate(task.config, workload_source(task), params=task.params, data=task.data, seed=task.seed,
+                              wall_limit_s=task.timeout_s)
     except (Exception, SystemExit) as error:  # the workload is arbitrary user code; its failure (even sys.exit) is this point's result
         outcome.update(status="failed", error_type=type(error).__name__, error=str(error).strip())
     else:
@@ -63,16 +67,11 @@ def run_point(task: PointTask) -> tuple[int, dict[str, Any]]:
     return task.index, outcome
 
 
-def workload_file(task: PointTask) -> Path:
-    """The workload file to run: the task's path when this machine has that exact file (so modules
-    next to it import), else a copy of the task's source in a temporary folder."""
-    path = Path(task.workload)
-    if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == task.workload_sha256:
-        return path
-    copy = Path(tempfile.gettempdir()) / f"npusim-workload-{task.workload_sha256[:16]}" / path.name
-    if not copy.is_file():
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        partial = copy.with_name(copy.name + f".{time.time_ns()}.tmp")
-        partial.write_bytes(task.workload_source)
-        partial.replace(copy)
-    return copy
+def workload_source(task: PointTask) -> WorkloadSource:
+    """The workload to run: the task's own bytes, checked against its hash, under the task's path
+    (modules beside it import where this machine has them). Nothing is read from or written to a
+    folder other users can write to, so no one can plant code that a point would run."""
+    if hashlib.sha256(task.workload_source).hexdigest() != task.workload_sha256:
+        raise WorkloadError(f"the workload bytes sent with point {task.index} do not match their sha256 {task.workload_sha256[:16]}...; "
+                            "the task was damaged on its way: run the sweep again")
+    return WorkloadSource(Path(task.workload), task.workload_source)

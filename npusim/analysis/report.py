@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,37 +37,69 @@ class RunFolder:
         return f"{workload} on {self.summary.get('config', '?')}"
 
 
+READ_ATTEMPTS = 10
+
+
+def _read_files(path: Path, names: tuple[str, ...]) -> tuple[dict[str, str | None], bool]:
+    """The text of the files ``names`` of the folder ``path`` (None for a missing one), all read
+    from the same folder, and whether that folder is still the one at ``path`` (a run replaces its
+    folder whole: npusim.files)."""
+    texts: dict[str, str | None] = {}
+    folder_fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        for name in names:
+            try:
+                with open(name, encoding="utf-8", opener=lambda entry, flags: os.open(entry, flags, dir_fd=folder_fd)) as handle:
+                    texts[name] = handle.read()
+            except FileNotFoundError:
+                texts[name] = None
+        opened, now = os.fstat(folder_fd), os.stat(path)
+    finally:
+        os.close(folder_fd)
+    return texts, (opened.st_dev, opened.st_ino) == (now.st_dev, now.st_ino)
+
+
+def _parsed_json(path: Path, text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{path}: not valid JSON ({error}); run `npusim run` again to rewrite it") from None
+    return document if isinstance(document, dict) else None
+
+
+def _parsed_config(path: Path, text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise UsageError(f"{path}: not valid YAML ({error}); run `npusim run` again to rewrite it") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path}: not a config (a mapping of keys); run `npusim run` again to rewrite it")
+    return config
+
+
 def load_run(folder: str | Path) -> RunFolder:
-    """Read ``summary.json`` (required) and ``manifest.json`` (optional) of a run folder."""
+    """Read ``summary.json`` (required), ``manifest.json`` and ``config.yaml`` (optional) of a run folder."""
     path = Path(folder)
     if not path.is_dir():
         raise UsageError(f"run folder {str(path)!r} does not exist; give the --out folder of an `npusim run` (default traces/<workload>-<config>)")
     summary_path = path / "summary.json"
-    if not summary_path.is_file():
-        raise UsageError(f"{str(path)!r} has no summary.json: it is not the output folder of `npusim run` (which writes trace.json, summary.json, manifest.json)")
-    documents: dict[str, dict] = {}
-    for name in ("summary", "manifest"):
-        file = path / f"{name}.json"
-        if not file.is_file():
-            documents[name] = {}
-            continue
-        try:
-            documents[name] = json.loads(file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise UsageError(f"{file}: not valid JSON ({error}); run `npusim run` again to rewrite it") from None
-    missing = [key for key in ("simulated_time_us", "ops", "pipes", "bandwidth") if key not in documents["summary"]]
+    for _ in range(READ_ATTEMPTS):  # again when a run replaced the folder while it was read
+        texts, whole = _read_files(path, ("summary.json", "manifest.json", "config.yaml"))
+        if whole:
+            break
+    summary = _parsed_json(summary_path, texts["summary.json"])
+    manifest = _parsed_json(path / "manifest.json", texts["manifest.json"]) or {}
+    if summary is None:
+        raise UsageError(f"{str(path)!r} has no summary.json: it is not the output folder of `npusim run` (which writes trace.json, "
+                         "summary.json, manifest.json)")
+    missing = [key for key in ("simulated_time_us", "ops", "pipes", "bandwidth") if key not in summary]
     if missing:
         raise UsageError(f"{summary_path}: missing {', '.join(missing)}; it was written by another tool or an old npusim: run again")
-    config = None
-    config_path = path / "config.yaml"
-    if config_path.is_file():
-        try:
-            config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as error:
-            raise UsageError(f"{config_path}: not valid YAML ({error}); run `npusim run` again to rewrite it") from None
-        if not isinstance(config, dict):
-            raise UsageError(f"{config_path}: not a config (a mapping of keys); run `npusim run` again to rewrite it")
-    return RunFolder(path, documents["summary"], documents["manifest"], config)
+    return RunFolder(path, summary, manifest, _parsed_config(path / "config.yaml", texts["config.yaml"]))
 
 
 # -- one run -----------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from npusim.config import LoadedConfig, load_config
 from npusim.errors import ConfigError, UnknownParameterError, UsageError
 from npusim.files import write_json_atomically
 from npusim.frontend.session import check_seed
-from npusim.frontend.workload import NOT_LITERAL, convert_param, parse_param_overrides, scan_declared_params
+from npusim.frontend.workload import NOT_LITERAL, WorkloadSource, convert_param, parse_param_overrides, read_workload, scan_declared_params
 
 RESULTS_CSV = "results.csv"
 RESULTS_PARQUET = "results.parquet"
@@ -88,13 +88,10 @@ def plan(config: str | Path, workload: str | Path, points: Sequence[Point], valu
     check_seed(seed)
     base_overrides = tuple(overrides or ())
     base = load_config(config, base_overrides)
-    workload = Path(workload)
-    if not workload.is_file():
-        raise UsageError(f"workload file {str(workload)!r} does not exist")
-    source = workload.read_bytes()
-    workload_sha256 = hashlib.sha256(source).hexdigest()
+    source = read_workload(workload)
+    workload, workload_sha256 = source.path, source.sha256
     fixed_params = parse_param_overrides(params or {})
-    probe = _check_params(workload, fixed_params, points)
+    probe = _check_params(source, fixed_params, points)
 
     configs: dict[tuple[str, ...], LoadedConfig] = {}
     tasks = []
@@ -108,7 +105,7 @@ def plan(config: str | Path, workload: str | Path, points: Sequence[Point], valu
                 raise ConfigError(f"the point {described}: {error}") from None
         point_params = {**fixed_params, **point.params}
         key = point_key(loaded, point.overrides, point_params, workload_sha256, data, seed)
-        tasks.append(PointTask(index, key, loaded, str(workload.resolve()), source, workload_sha256, point_params, data, seed))
+        tasks.append(PointTask(index, key, loaded, str(workload.resolve()), source.data, workload_sha256, point_params, data, seed))
     return SweepPlan(base, workload, workload_sha256, list(value_columns), list(points), tasks, probe)
 
 
@@ -136,7 +133,7 @@ def _check_not_fixed_and_swept(overrides: Sequence[str] | None, params: Mapping[
         raise UsageError(f"{', '.join(both)} is both fixed (--set / --param) and swept (--grid); keep one")
 
 
-def _check_params(workload: Path, fixed_params: dict, points: Sequence[Point]) -> bool:
+def _check_params(workload: WorkloadSource, fixed_params: dict, points: Sequence[Point]) -> bool:
     """Check the parameters against the workload's declarations; True when some name must be
     checked by running a point (the declaration pass did not find it)."""
     values: dict[str, list[Any]] = {name: [value] for name, value in fixed_params.items()}
@@ -155,10 +152,12 @@ def _check_params(workload: Path, fixed_params: dict, points: Sequence[Point]) -
 
 
 def run_plan(sweep_plan: SweepPlan, *, workers: int | None = None, scheduler: str | None = None, results: ResultsFile | None = None,
-             recorded: Mapping[str, dict[str, str]] | None = None, progress: bool = True, title: str = "sweep") -> SweepOutcome:
+             recorded: Mapping[str, dict[str, str]] | None = None, progress: bool = True, title: str = "sweep",
+             point_timeout_s: float | None = None) -> SweepOutcome:
     """Simulate the points of ``sweep_plan`` whose key is not ``recorded`` as ``ok`` (rows already in
     ``results``) and return every point's row; each new row is appended to ``results`` as its point
-    finishes."""
+    finishes. A point taking longer than ``point_timeout_s`` wall-clock seconds is stopped and
+    recorded as failed (:mod:`~npusim.analysis.executors`)."""
     tasks = sweep_plan.tasks
     columns = columns_for(sweep_plan.value_columns)
     recorded = recorded or {}
@@ -167,7 +166,7 @@ def run_plan(sweep_plan: SweepPlan, *, workers: int | None = None, scheduler: st
     todo = [task for task in tasks if task.index not in texts]
     if scheduler is None and workers is None:
         workers = min(default_workers(), max(len(todo), 1))
-    executor = executor_for(workers, scheduler)
+    executor = executor_for(workers, scheduler, point_timeout_s)
     failed = 0
 
     def record(index: int, outcome: dict[str, Any]) -> None:
@@ -204,10 +203,11 @@ def run_point_alone(executor, task: PointTask) -> tuple[int, dict[str, Any]]:
 def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Sequence[Any]] | Sequence[str], *,
               overrides: Sequence[str] | None = None, params: Mapping[str, Any] | Sequence[str] | None = None,
               workers: int | None = None, scheduler: str | None = None, data: bool = True, seed: int = 0,
-              out: str | Path | None = None, resume: bool = False, progress: bool = True, command: Sequence[str] | None = None) -> SweepOutcome:
+              out: str | Path | None = None, resume: bool = False, progress: bool = True, command: Sequence[str] | None = None,
+              point_timeout_s: float | None = None) -> SweepOutcome:
     """Sweep ``grid`` (``{KEY: [values]}`` or ``--grid`` texts; keys ``param.NAME`` are workload
     parameters) over ``workload`` on ``config``; see the module's notes. With ``out``, write the
-    results file, Parquet, the plot and ``sweep.json`` there."""
+    results file, Parquet, the plot and ``sweep.json`` there. ``point_timeout_s``: see :func:`run_plan`."""
     axes = axes_from(grid)
     _check_not_fixed_and_swept(overrides, params, axes)
     _check_swept_values(config, overrides, axes)
@@ -219,10 +219,10 @@ def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Seque
     title = f"{sweep_plan.workload.name} on {sweep_plan.base.name}"
     try:
         outcome = run_plan(sweep_plan, workers=workers, scheduler=scheduler, results=results, recorded=recorded, progress=progress,
-                           title=f"sweep of {title}")
+                           title=f"sweep of {title}", point_timeout_s=point_timeout_s)
     finally:  # also when interrupted: the results file then says what was swept
         if results is not None and results.path.exists():
-            write_json_atomically(out_dir / MANIFEST_JSON, _manifest(sweep_plan, axes, overrides, params, data, seed, command))
+            write_json_atomically(out_dir / MANIFEST_JSON, _manifest(sweep_plan, axes, overrides, params, data, seed, command, point_timeout_s))
     if out_dir is not None:
         outcome.files.update(csv=out_dir / RESULTS_CSV, manifest=out_dir / MANIFEST_JSON, plot=out_dir / PLOT_PNG)
         if write_parquet(out_dir / RESULTS_PARQUET, outcome.rows, outcome.columns):
@@ -250,7 +250,7 @@ def _check_swept_values(config: str | Path, overrides: Sequence[str] | None, axe
         raise ConfigError("\n".join(dict.fromkeys(errors)))
 
 
-def _manifest(sweep_plan: SweepPlan, axes, overrides, params, data, seed, command) -> dict:
+def _manifest(sweep_plan: SweepPlan, axes, overrides, params, data, seed, command, point_timeout_s) -> dict:
     return {
         "npusim_version": __version__,
         "config": sweep_plan.base.name,
@@ -264,18 +264,19 @@ def _manifest(sweep_plan: SweepPlan, axes, overrides, params, data, seed, comman
         "data": data,
         "seed": seed,
         "points": len(sweep_plan.points),
+        "point_timeout_s": point_timeout_s,
         "command": list(command) if command else None,
     }
 
 
 def sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Sequence[Any]], *, overrides: Sequence[str] | None = None,
           params: Mapping[str, Any] | None = None, workers: int | None = None, scheduler: str | None = None, data: bool = True,
-          seed: int = 0, out: str | Path | None = None, resume: bool = False, progress: bool = True):
+          seed: int = 0, out: str | Path | None = None, resume: bool = False, progress: bool = True, point_timeout_s: float | None = None):
     """:func:`run_sweep` as a pandas DataFrame: one row per point, in grid order (the last axis
     varies fastest), with the columns of the results file."""
     pandas = require_pandas()
     outcome = run_sweep(config, workload, grid, overrides=overrides, params=params, workers=workers, scheduler=scheduler, data=data,
-                        seed=seed, out=out, resume=resume, progress=progress)
+                        seed=seed, out=out, resume=resume, progress=progress, point_timeout_s=point_timeout_s)
     frame = pandas.DataFrame(outcome.rows, columns=outcome.columns)
     frame.attrs.update(ran=outcome.ran, reused=outcome.reused, failed=outcome.failed, files={k: str(v) for k, v in outcome.files.items()})
     return frame

@@ -1,13 +1,19 @@
 """How the CLI reports errors: one or two lines (a traceback with ``--debug``) and an exit code
-of 2 for usage and config errors, 1 for a failing workload. An error raised while the workload
-ran names the workload's line it came from (the innermost frame of the user's own code)."""
+of 2 for usage and config errors, 1 for a failing workload (or outputs that cannot be written),
+130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM, as ``timeout`` sends). An error raised
+while the workload ran names the workload's line it came from (the innermost frame of the user's
+own code)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import sysconfig
+import threading
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -17,6 +23,13 @@ from npusim.errors import ConfigError, NpusimError, UsageError
 
 EXIT_WORKLOAD = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so that every clean-up runs (:func:`stoppable`)."""
+
 
 _NOT_USER_CODE = tuple({str(Path(npusim.__file__).resolve().parent), *(str(Path(sysconfig.get_paths()[key]).resolve())
                                                                        for key in ("stdlib", "platstdlib", "purelib", "platlib"))})
@@ -24,6 +37,10 @@ _NOT_USER_CODE = tuple({str(Path(npusim.__file__).resolve().parent), *(str(Path(
 
 
 def exit_code_for(error: BaseException) -> int:
+    if isinstance(error, Terminated):
+        return EXIT_TERMINATED
+    if isinstance(error, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
     return EXIT_USAGE if isinstance(error, (ConfigError, UsageError)) else EXIT_WORKLOAD
 
 
@@ -60,3 +77,21 @@ def report(error: BaseException, *, debug: bool, context: str = "") -> int:
     if not debug and not isinstance(error, (ConfigError, UsageError)):
         click.echo("        (run again with --debug for the full traceback)", err=True)
     return exit_code_for(error)
+
+
+@contextlib.contextmanager
+def stoppable() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (as Ctrl-C raises
+    KeyboardInterrupt), so a command stopped by ``timeout`` or ``kill`` cleans up before it exits."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

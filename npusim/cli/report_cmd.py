@@ -1,4 +1,5 @@
-"""``npusim report DIR``: the report of a run folder (summary, bottlenecks, ops, pipes, links)."""
+"""``npusim report DIR``: the report of a run folder (summary, bottlenecks, ops, pipes, links); for
+a failed run, the report of what was simulated, then the stored error, and exit status 1."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import click
 
 from npusim.analysis.report import MAX_ROWS, load_run, print_report
+from npusim.cli.errors import EXIT_WORKLOAD
 from npusim.cli.errors import report as report_error
 from npusim.errors import NpusimError
 
@@ -23,3 +25,8 @@ def report_command(folder: Path, rows: int, debug: bool) -> None:
     except NpusimError as error:
         sys.exit(report_error(error, debug=debug))
     print_report(run.summary, title=run.title, rows=rows)
+    status = run.summary.get("status", "ok")
+    if status != "ok":
+        stored = run.summary.get("error") or run.manifest.get("error") or "no error was stored"
+        click.echo(f"npusim: this run {status}: {stored}", err=True)
+        sys.exit(EXIT_WORKLOAD)

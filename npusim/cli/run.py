@@ -1,9 +1,23 @@
-"""``npusim run``: simulate a workload on a config, print the summary, write trace and summary."""
+"""``npusim run``: simulate a workload on a config, print the summary, write the run folder.
+
+Everything the command line can get wrong is checked before simulating (exit 2, nothing written):
+the config, the workload's parameters against its declarations, the trace options and the output
+folder (created, writable, not a file, not a folder of something else). The run folder is written
+whole into a temporary folder beside ``--out`` and put in place with one rename (npusim.files),
+so ``--out`` always holds one complete run:
+
+- a run replaces the run in ``--out``; a good run it replaces moves to ``<out>.prev`` (replacing
+  the one there), a failed one is deleted;
+- a failed run never replaces a good one: it goes to ``<out>.failed`` (``--force`` puts it in
+  ``--out`` anyway, the good run then moving to ``<out>.prev``).
+
+Ctrl-C (or SIGTERM) stops the run, writes nothing and exits 130 (143).
+"""
 
 from __future__ import annotations
 
-import hashlib
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -12,21 +26,27 @@ import click
 from npusim import __version__
 from npusim.analysis.outputs import run_folder_files
 from npusim.analysis.report import print_report
-from npusim.cli.errors import EXIT_WORKLOAD, report
-from npusim.config import load_config
-from npusim.errors import NpusimError, UsageError
-from npusim.files import default_folder_name, write_bytes_atomically, write_json_atomically
-from npusim.frontend.session import MAX_SEED, network_quantum_ps, session
-from npusim.frontend.workload import parse_param_overrides, run_workload_file
+from npusim.cli.errors import exit_code_for, report, stoppable
+from npusim.config import LoadedConfig, load_config
+from npusim.errors import NpusimError, OutputError, UsageError
+from npusim.files import MARKER, Output, StagedFolder, default_folder_name
+from npusim.frontend.session import MAX_SEED, Session, SimResult, network_quantum_ps, session
+from npusim.frontend.workload import WorkloadSource, check_param_overrides, parse_param_overrides, read_workload, run_workload_file
+from npusim.isa.racecheck import RACE_MODES
 from npusim.trace.chrome import write_chrome_trace
-from npusim.trace.selection import LEVELS, trace_selection
+from npusim.trace.selection import LEVELS, TraceSelection, trace_selection
+
+PREVIOUS_SUFFIX = ".prev"  # <out>.prev: the good run a later run replaced
+FAILED_SUFFIX = ".failed"  # <out>.failed: a failed run that did not replace the good run in <out>
 
 
 @click.command("run")
 @click.option("--config", "-c", "config_name", required=True, help="a built-in config (a2, a3) or a YAML path")
 @click.argument("workload", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="override a config value (repeatable)")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="output folder (default traces/<workload>-<config>/)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="output folder (default traces/<workload>-<config>/); the run it held moves to <out>.prev")
+@click.option("--force", is_flag=True, help="put a failed run in --out even over a good run (default: in <out>.failed)")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="override a parameter the workload declares with npusim.param (repeatable)")
 @click.option("--no-data", is_flag=True, help="simulate timing only: no tensor values (timing is unchanged)")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, MAX_SEED), help="seed of numpy's random generator for the workload")
@@ -37,81 +57,142 @@ from npusim.trace.selection import LEVELS, trace_selection
 @click.option("--trace-window", metavar="START:END", help="write only what overlaps this simulated time, e.g. 10us:50us (default: all)")
 @click.option("--network-quantum", metavar="TIME", help="approximate the bandwidth network for speed: rates change only at multiples "
               "of TIME, e.g. 10ns (default: exact; see docs/architecture.md)")
+@click.option("--races", type=click.Choice(RACE_MODES), default="warn", show_default=True,
+              help="pipe races of ISA kernels (a read of bytes another pipe or core writes, unordered): warn, fail the run, or no check")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
-def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None,
+def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None, force: bool,
                 no_data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None, trace_window: str | None,
-                network_quantum: str | None, debug: bool) -> None:
+                network_quantum: str | None, races: str, debug: bool) -> None:
     """Simulate WORKLOAD (a Python file) on the machine of CONFIG."""
+    with stoppable():
+        try:
+            _run(config_name, workload, overrides, params, out_dir, force, not no_data, seed, plot, trace_level, trace_dies, trace_window,
+                 network_quantum, races, debug)
+        except KeyboardInterrupt as stop:  # before or after simulating (during it, _simulate says when)
+            click.echo("npusim: interrupted; nothing was written", err=True)
+            sys.exit(exit_code_for(stop))
+
+
+def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None, force: bool,
+         data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None, trace_window: str | None,
+         network_quantum: str | None, races: str, debug: bool) -> None:
     try:
         loaded = load_config(config_name, overrides)
         param_overrides = parse_param_overrides(params)
-        if not workload.is_file():
-            raise UsageError(f"workload file {str(workload)!r} does not exist")
+        source = read_workload(workload)  # read once: what runs is what is hashed
+        check_param_overrides(source, param_overrides)
         selection = trace_selection(trace_level, trace_dies, trace_window, die_count=loaded.spec.shape.dies)
         network_quantum_ps(network_quantum, loaded)  # refused here, before anything runs, if malformed
         if plot and trace_level == "none":
             raise UsageError("--plot draws the trace's timeline; drop --plot or use --trace all or ops")
+        out_dir = out_dir or Path("traces") / default_folder_name(workload, loaded.name)
+        folder = StagedFolder(out_dir, also=(suffixed(out_dir, PREVIOUS_SUFFIX), suffixed(out_dir, FAILED_SUFFIX)))
     except NpusimError as error:
         sys.exit(report(error, debug=debug))
-    out_dir = out_dir or Path("traces") / default_folder_name(workload, loaded.name)
-    out_dir.mkdir(parents=True, exist_ok=True)
 
-    failure: BaseException | None = None
+    with folder:  # removed unless committed: on every failure below, an interrupt included
+        active, failure = _simulate(loaded, source, data, seed, param_overrides, network_quantum, races, debug)
+        result = active.result
+        assert result is not None
+        manifest = {
+            "npusim_version": __version__,
+            "config": loaded.name,
+            "config_source": loaded.source,
+            "config_sha256": loaded.sha256,
+            "overrides": list(overrides),
+            "workload": str(workload),
+            "workload_sha256": source.sha256,
+            "command": ["npusim", *sys.argv[1:]],
+            "seed": seed,
+            "params": result.params,
+            "data": data,
+            "status": result.status,
+            "error": result.error,
+            "trace": selection.describe(),
+            "network_quantum": network_quantum,
+            "races": races,
+        }
+        metadata = {"config": loaded.name, "config_sha256": loaded.sha256, "workload": workload.name, "npusim_version": __version__,
+                    "status": result.status, "op_names": sorted({op.name for op in result.recorder.ops}), "params": result.params,
+                    "overrides": list(overrides), "seed": seed}
+        if network_quantum is not None:
+            metadata["network_quantum"] = network_quantum
+        outputs = run_outputs(result, loaded, manifest, metadata, selection, plot)
+        destination, previous = placement(out_dir, ok=failure is None, force=force)
+        print_report(result.summary, title=f"{workload.name} on {loaded.name}")
+        try:
+            written = folder.write(outputs)
+            folder.commit(destination, previous=previous)
+        except OSError as error:
+            sys.exit(report(OutputError(f"cannot write the run folder {str(destination)!r}: {error.strerror or error}; nothing was written "
+                                        f"and {str(destination)!r} is as it was"), debug=debug))
+    opened = " (open trace.json in https://ui.perfetto.dev)" if trace_level != "none" else ""
+    kept = f"; {out_dir} keeps the earlier good run (--force replaces it)" if destination != out_dir else ""
+    click.echo(f"wrote {', '.join(written)} in {destination}{opened}{kept}")
+    if failure is not None:
+        context = f"workload {workload.name} failed at {result.simulated_us:.3f} us simulated"
+        sys.exit(report(failure, debug=debug, context=context))
+
+
+def _simulate(loaded: LoadedConfig, source: WorkloadSource, data: bool, seed: int, params: dict, network_quantum: str | None, races: str,
+              debug: bool) -> tuple[Session, BaseException | None]:
+    """Run the workload in a session: the session and the workload's failure, if it failed. Ctrl-C
+    (SIGTERM) ends the command here, saying how far the simulation got."""
     active = None
     try:
-        with session(loaded, data=not no_data, seed=seed, params=param_overrides, network_quantum=network_quantum,
+        with session(loaded, data=data, seed=seed, params=params, network_quantum=network_quantum, races=races,
                      progress=sys.stderr.isatty()) as active:
-            run_workload_file(workload)
+            run_workload_file(source)
+    except KeyboardInterrupt as stop:
+        where = f" at {active.now_us:,.3f} us simulated" if active is not None else ""
+        click.echo(f"npusim: interrupted{where}; nothing was written", err=True)
+        sys.exit(exit_code_for(stop))
     except BaseException as error:  # the workload is arbitrary user code
-        if isinstance(error, (KeyboardInterrupt, SystemExit)) and active is None:
-            raise
-        failure = error
-    if active is None:  # the session could not even be built
-        sys.exit(report(failure, debug=debug))
+        if active is None:  # the session could not even be built
+            sys.exit(report(error, debug=debug))
+        return active, error
+    return active, None
 
-    result = active.result
-    manifest = {
-        "npusim_version": __version__,
-        "config": loaded.name,
-        "config_source": loaded.source,
-        "config_sha256": loaded.sha256,
-        "overrides": list(overrides),
-        "workload": str(workload),
-        "workload_sha256": hashlib.sha256(workload.read_bytes()).hexdigest(),
-        "command": ["npusim", *sys.argv[1:]],
-        "seed": seed,
-        "params": result.params,
-        "data": not no_data,
-        "status": result.status,
-        "trace": selection.describe(),
-        "network_quantum": network_quantum,
-    }
-    metadata = {"config": loaded.name, "config_sha256": loaded.sha256, "workload": workload.name, "npusim_version": __version__,
-                "status": result.status, "op_names": sorted({op.name for op in result.recorder.ops}), "params": result.params,
-                "overrides": list(overrides), "seed": seed}
-    if network_quantum is not None:
-        metadata["network_quantum"] = network_quantum
-    written = ["summary.json", "manifest.json"]
-    if trace_level != "none":
-        write_chrome_trace(result.record, out_dir / "trace.json", metadata=metadata, selection=selection)
-        written.insert(0, "trace.json")
-    else:
-        (out_dir / "trace.json").unlink(missing_ok=True)  # a trace of an earlier run would not be this run's
-    write_json_atomically(out_dir / "summary.json", result.summary)
-    write_json_atomically(out_dir / "manifest.json", manifest)
-    for name, data in run_folder_files(result.record, loaded).items():  # config.yaml, op_summary.csv, pipe_utilization.csv
-        write_bytes_atomically(out_dir / name, data)
-        written.append(name)
+
+def run_outputs(result: SimResult, loaded: LoadedConfig, manifest: dict, metadata: dict, selection: TraceSelection, plot: bool) -> list[Output]:
+    """The files of a run folder, in the order they are written: add a file here."""
+    outputs = []
+    if selection.level != "none":
+        outputs.append(Output("trace.json", lambda path: write_chrome_trace(result.record, path, metadata=metadata, selection=selection)))
+    outputs.append(Output.json("summary.json", result.summary))
+    outputs.append(Output.json(MARKER, manifest))  # manifest.json
+    # config.yaml, op_summary.csv, pipe_utilization.csv
+    outputs.extend(Output.data(name, data) for name, data in run_folder_files(result.record, loaded).items())
     if plot and len(result.recorder):
-        from npusim.plot import timeline  # matplotlib is imported only when a plot is asked for
+        outputs.append(Output("timeline.png", lambda path: _save_timeline(result, path)))
+    return outputs
 
-        image = io.BytesIO()
-        timeline(result).savefig(image, format="png", dpi=110)
-        write_bytes_atomically(out_dir / "timeline.png", image.getvalue())
-        written.append("timeline.png")
-    print_report(result.summary, title=f"{workload.name} on {loaded.name}")
-    opened = " (open trace.json in https://ui.perfetto.dev)" if trace_level != "none" else ""
-    click.echo(f"wrote {', '.join(written)} in {out_dir}{opened}")
-    if failure is not None:
-        report(failure, debug=debug, context=f"workload {workload.name} failed at {result.simulated_us:.3f} us simulated")
-        sys.exit(EXIT_WORKLOAD)
+
+def _save_timeline(result: SimResult, path: Path) -> None:
+    from npusim.plot import timeline  # matplotlib is imported only when a plot is asked for
+
+    image = io.BytesIO()
+    timeline(result).savefig(image, format="png", dpi=110)
+    path.write_bytes(image.getvalue())
+
+
+def placement(out_dir: Path, *, ok: bool, force: bool) -> tuple[Path, Path | None]:
+    """Where a run goes (``out_dir``, or ``<out>.failed`` for a failed run that would replace a good
+    one without ``force``) and where the run it replaces goes (``<out>.prev`` if that was a good run,
+    else None: deleted)."""
+    good_there = holds_good_run(out_dir)
+    if not ok and good_there and not force:
+        return suffixed(out_dir, FAILED_SUFFIX), None
+    return out_dir, suffixed(out_dir, PREVIOUS_SUFFIX) if good_there else None
+
+
+def holds_good_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a run that ended well (its manifest says so)."""
+    try:
+        return json.loads((folder / MARKER).read_text(encoding="utf-8")).get("status") == "ok"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def suffixed(folder: Path, suffix: str) -> Path:
+    return folder.with_name(folder.name + suffix)

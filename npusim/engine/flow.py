@@ -41,6 +41,7 @@ import itertools
 import math
 import operator
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import simpy
 
@@ -192,6 +193,24 @@ _component_size = lambda component: len(component.classes)  # noqa: E731
 _class_cap = operator.attrgetter("cap")
 
 
+@dataclass(frozen=True)
+class InFlight:
+    """Transfers of one class still moving bytes (:meth:`FlowNetwork.slowest_in_flight`): what limits
+    them (a resource name), their rate each (bytes/ps), how many, the bytes the last one still has to
+    move, and in how many ps it ends at that rate."""
+
+    limited_by: str
+    rate_bytes_per_ps: float
+    flows: int
+    left_bytes: float
+    ends_in_ps: float
+
+    def describe(self) -> str:
+        gbps = self.rate_bytes_per_ps * 1e3
+        return (f"{self.flows} transfer{'s' if self.flows > 1 else ''} limited by {self.limited_by}, at {gbps:.6g} GB/s each, "
+                f"{self.left_bytes:,.0f} bytes still to move (about {self.ends_in_ps / 1e6:,.3f} us more at that rate)")
+
+
 class FlowNetwork:
     """All flows of a simulation, the max-min fair rates they get, and their completions."""
 
@@ -225,6 +244,23 @@ class FlowNetwork:
     def active_flows(self) -> int:
         """Flows moving bytes now."""
         return sum(len(c.members) for c in self._classes.values())
+
+    def slowest_in_flight(self) -> InFlight | None:
+        """The transfers still moving bytes whose last member ends last at the present rates (None
+        when no bytes are in flight): what limits them, their rate and what they still have to move."""
+        now = clock(self.env)
+        slowest: InFlight | None = None
+        for flow_class in self._classes.values():
+            if not flow_class.members or flow_class.rate <= 0:
+                continue
+            reached = flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps)
+            left = max(0.0, max(member[0] for member in flow_class.members) - reached)
+            ends_in_ps = left / flow_class.rate
+            if slowest is None or ends_in_ps > slowest.ends_in_ps:
+                index = flow_class.bottleneck
+                limit = self.resources[index].name if index >= 0 else "the engine's own rate (the DMA engine that drives it)"
+                slowest = InFlight(limit, flow_class.rate, len(flow_class.members), left, ends_in_ps)
+        return slowest
 
     def transfer(self, size_bytes: int, path: Sequence[Resource], *, cap: float = math.inf, delay_ps: int = 0,
                  done: simpy.Event | None = None) -> simpy.Event:

@@ -45,20 +45,34 @@ class Stop(enum.Enum):
     """No event is left: nothing more can happen, and the target is still pending."""
     BOUND = "bound"
     """The next event lies past the time bound."""
+    STILL = "still"
+    """``still_events`` events were processed without the clock advancing: work loops in zero time."""
+
+
+LOOK_STEPS = 2048
+"""Steps between two looks at the clock for the no-progress guard (when no ``every`` sets the pace)."""
+STILL_EVENTS = 10_000_000
+"""Events at one simulated instant after which :func:`run_until` stops (``Stop.STILL``): far more
+than the busiest instant of a SuperPoD run (every core of 768 dies starting at once), reached in a
+few tens of seconds by work that loops in zero time."""
 
 
 def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, every: Callable[[], None] | None = None,
-              steps: int = 0) -> Stop:
-    """Step ``env`` until ``target`` is processed, or until nothing is left to happen or the next
-    event lies past ``limit_ps``; returns which. ``every`` (if given) is called after each
-    ``steps`` steps (a progress line).
+              steps: int = 0, still_events: int = STILL_EVENTS) -> Stop:
+    """Step ``env`` until ``target`` is processed, or until nothing is left to happen, the next
+    event lies past ``limit_ps``, or ``still_events`` events (rounded up to whole looks, one look
+    every ``steps`` steps, or :data:`LOOK_STEPS` without ``every``) passed without the clock
+    advancing; returns which. ``every`` (if given) is called after each ``steps`` steps (a progress
+    line).
 
     SimPy's ``run(until=...)`` cannot tell these apart from a bound kept as a pending event (that
     event alone would keep the simulation alive until the bound), so the loop looks at the queue.
     Each step is ``Environment.step`` inlined (this is the simulation's innermost loop): pop the
-    next event, run its callbacks, raise (a copy of) a failure no process handled."""
+    next event, run its callbacks, raise (a copy of) a failure no process handled. The guard costs
+    nothing per step: the loop looks at the clock every ``look`` steps only."""
     queue = env._queue
-    done, report_at = 0, steps if every is not None and steps > 0 else -1
+    look = steps if every is not None and steps > 0 else LOOK_STEPS
+    done, look_at, still, seen_ps = 0, look, 0, env._now
     while target.callbacks is not None:  # not processed yet
         if not queue:
             return Stop.IDLE
@@ -73,10 +87,36 @@ def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, eve
             error.__cause__ = event._value
             raise error
         done += 1
-        if done == report_at:
-            report_at += steps
-            every()  # type: ignore[misc]
+        if done == look_at:
+            look_at += look
+            if every is not None:
+                every()
+            if env._now == seen_ps:
+                still += look
+                if still >= still_events:
+                    return Stop.STILL
+            else:
+                seen_ps, still = env._now, 0
     return Stop.DONE
+
+
+def due_now(env: simpy.Environment, most: int = 5) -> list[tuple[str, int]]:
+    """What the events due at the present instant would run, the ``most`` commonest first, as
+    ``(description, events)``: the generator function of a process they resume, else the callback
+    (for the report of a run that stopped advancing)."""
+    counts: dict[str, int] = {}
+    now = env._now
+    for time_ps, _, _, event in env._queue:
+        if time_ps != now:
+            continue
+        for callback in event.callbacks or ():
+            owner = getattr(callback, "__self__", None)
+            if isinstance(owner, simpy.Process):
+                what = f"process {getattr(owner._generator, '__qualname__', owner.name)}"
+            else:
+                what = f"callback {getattr(callback, '__qualname__', type(callback).__name__)}"
+            counts[what] = counts.get(what, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:most]
 
 
 def queued_events(env: simpy.Environment) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import numbers
 import time
 import weakref
@@ -23,13 +24,14 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn
 
 from npusim.config import LoadedConfig, load_config
-from npusim.engine.loop import Stop, run_until
-from npusim.errors import DeadlockError, GraphCaptureError, UsageError
+from npusim.engine.loop import STILL_EVENTS, Stop, due_now, run_until
+from npusim.errors import DeadlockError, GraphCaptureError, NoProgressError, TimeBoundError, UsageError, WallTimeError
 from npusim.frontend.host import HostThread
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa import building_for
+from npusim.isa.racecheck import check_mode as check_race_mode
 from npusim.trace.chrome import write_chrome_trace
 from npusim.trace.critical_path import CriticalPath, critical_path
 from npusim.trace.events import events_frame
@@ -92,7 +94,8 @@ class Session:
     """One simulated machine and the work issued to it."""
 
     def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS,
-                 params: dict | None = None, network_quantum: str | None = None, progress: bool = False) -> None:
+                 params: dict | None = None, network_quantum: str | None = None, progress: bool = False,
+                 wall_limit_s: float | None = None, races: str = "warn") -> None:
         self.config = config
         self.progress = RunProgress() if progress else None  # shown on the terminal while simulating
         self.network_quantum = network_quantum  # as given (e.g. '10ns'); None: the exact network
@@ -100,8 +103,11 @@ class Session:
         self.param_overrides: dict = dict(params or {})  # workload parameters given by the run
         self.params: dict[str, dict] = {}  # parameters the workload declared: name -> value, default, help
         self.system = System(config.spec, with_data=with_data, network_quantum_ps=network_quantum_ps(network_quantum, config))
+        self.system.race_check = check_race_mode(races)  # what kernel launches do with pipe races (npusim.isa.racecheck)
         self.env: simpy.Environment = self.system.env
         self.time_limit_ps = time_limit_ps
+        self.still_events = STILL_EVENTS  # events at one instant that end the run (engine.loop.run_until)
+        self.wall_limit_s = wall_limit_s  # wall-clock seconds after which the simulation stops (None: no limit)
         self._wall_start = time.perf_counter()
         self.pending: list[simpy.Event] = []
         self.result: SimResult | None = None
@@ -145,7 +151,8 @@ class Session:
     def synchronize(self, until: simpy.Event | None = None) -> None:
         """Run the simulation until every issued task has finished (or only ``until``); the host
         thread waits for it. A DeadlockError when nothing more can happen while work is still
-        waiting, or when the simulated-time bound is reached; a GraphCaptureError while a graph is
+        waiting, a TimeBoundError when the simulated-time bound is reached, a NoProgressError when
+        the simulation loops in zero time; a GraphCaptureError while a graph is
         being captured (a captured graph cannot synchronise)."""
         if self.capture is not None:
             raise GraphCaptureError(
@@ -166,16 +173,45 @@ class Session:
 
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
-        DeadlockError when nothing more can happen or when the next event lies past the time bound."""
-        progress = None if self.progress is None else (lambda: self.progress.update(self.env.now, self.system.recorder.events))
-        stop = run_until(self.env, target, self.time_limit_ps, every=progress, steps=PROGRESS_STEPS)
+        DeadlockError when nothing more can happen, a TimeBoundError when the next event lies past
+        the time bound, a NoProgressError when ``still_events`` events pass at one instant, a
+        WallTimeError past the wall-clock limit (looked at here and every PROGRESS_STEPS steps, so a
+        workload of many short synchronisations is stopped too)."""
+        every = self._every_so_often()
+        if every is not None:
+            every()
+        stop = run_until(self.env, target, self.time_limit_ps, every=every, steps=PROGRESS_STEPS, still_events=self.still_events)
         if stop is Stop.IDLE:
-            raise DeadlockError(self._deadlock_report("nothing more can happen, but issued work is still waiting"))
+            raise DeadlockError(self._deadlock_report("deadlock", "nothing more can happen, but issued work is still waiting"))
         if stop is Stop.BOUND:
-            raise DeadlockError(self._deadlock_report(f"the simulated-time bound of {self.time_limit_ps / 1e6:.0f} us was reached"))
+            slowest = self.system.network.slowest_in_flight()
+            raise TimeBoundError(self._deadlock_report(
+                "time bound reached", f"the simulated-time bound of {self.time_limit_ps / 1e6:,.0f} us ended the run while issued work was "
+                "still running (raise it with npusim.session(time_limit_us=...))", [
+                    "  the slowest transfer in flight: " + (slowest.describe() if slowest is not None else "none (no bytes are moving)")]))
+        if stop is Stop.STILL:
+            due = ", ".join(f"{what} ({count})" for what, count in due_now(self.env))
+            raise NoProgressError(self._deadlock_report(
+                "no progress", f"{self.still_events:,} events passed without simulated time advancing: work loops in zero time",
+                [f"  due now, by what they run: {due or 'nothing'}"]))
 
-    def _deadlock_report(self, why: str) -> str:
-        lines = [f"deadlock at {self.env.now / 1e6:.3f} us: {why}."]
+    def _every_so_often(self):
+        """What the stepping loop calls every PROGRESS_STEPS steps: the progress line and the wall-clock limit (None: neither)."""
+        progress, limit_s = self.progress, self.wall_limit_s
+        if progress is None and limit_s is None:
+            return None
+        deadline = math.inf if limit_s is None else self._wall_start + limit_s
+
+        def look() -> None:
+            if progress is not None:
+                progress.update(self.env.now, self.system.recorder.events)
+            if time.perf_counter() > deadline:
+                raise WallTimeError(f"the run went past its wall-clock limit of {limit_s:g} s at {self.env.now / 1e6:,.3f} us simulated")
+
+        return look
+
+    def _deadlock_report(self, title: str, why: str, first: list[str] | None = None) -> str:
+        lines = [f"{title} at {self.env.now / 1e6:.3f} us: {why}.", *(first or [])]
         for die in self.system.dies:
             for core in die.cores:
                 run = core.current
@@ -185,7 +221,7 @@ class Session:
                     lines.append(f"  die {die.index} {core.name} {Pipe(pipe).name} (kernel {run.program.name!r}) waits in: {what}")
         for reporter in self.deadlock_reporters:
             lines.extend(reporter())
-        if len(lines) == 1:
+        if len(lines) == 1 + len(first or []) and title == "deadlock":
             lines.append("  no core is blocked; a task waits for an event that is never triggered")
         return "\n".join(lines)
 
@@ -244,19 +280,24 @@ GC_YOUNG_THRESHOLD = 10_000
 @contextlib.contextmanager
 def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
             seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None,
-            network_quantum: str | None = None, progress: bool = False) -> Iterator[Session]:
+            network_quantum: str | None = None, progress: bool = False, wall_limit_s: float | None = None,
+            races: str = "warn") -> Iterator[Session]:
     """Build the simulated machine of ``config`` (a built-in name or a YAML path, with ``overrides``
     as ``key.path=value``); ``data=False`` simulates timing only; ``params`` override the workload's
     declared parameters (:func:`npusim.param`); ``network_quantum`` (a time, e.g. ``'10ns'``) makes
     the bandwidth network approximate for speed (docs/architecture.md, "Time quantum"); ``progress``
-    shows a progress line on the terminal while simulating (:class:`RunProgress`). numpy's
+    shows a progress line on the terminal while simulating (:class:`RunProgress`); ``wall_limit_s``
+    stops the simulation with a WallTimeError once the session is that many seconds old; ``races``
+    says what a kernel launch does with the pipe races it has (:mod:`npusim.isa.racecheck`): ``warn``
+    (a PipeRaceWarning and a warning in the trace and summary), ``error`` (a RaceError) or ``off``. numpy's
     global random generator is seeded with ``seed`` so workloads that draw random inputs are
     reproducible."""
     check_seed(seed)
+    check_race_mode(races)
     loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
     current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}), network_quantum=network_quantum,
-                      progress=progress)
+                      progress=progress, wall_limit_s=wall_limit_s, races=races)
     np.random.seed(seed)
     _SESSIONS.append(current)
     _SESSION_OF[current.system] = current
@@ -267,6 +308,10 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
             with building_for(current.system):
                 yield current
                 current.synchronize()
+        except KeyboardInterrupt:  # stop now: no summary (it can take a while), ``result`` stays None
+            if current.progress is not None:
+                current.progress.stop()
+            raise
         except BaseException as error:
             current.finish("failed", f"{type(error).__name__}: {error}")
             raise

@@ -7,17 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from npusim.frontend.session import SimResult, session
-from npusim.frontend.workload import parse_param_overrides, run_workload_file
+from npusim.frontend.workload import WorkloadSource, parse_param_overrides, run_workload_file
 
 
-def simulate(config, workload: str | Path, *, overrides: Sequence[str] | Mapping[str, object] | None = None,
+def simulate(config, workload: str | Path | WorkloadSource, *, overrides: Sequence[str] | Mapping[str, object] | None = None,
              params: Mapping[str, Any] | Sequence[str] | None = None, data: bool = True, seed: int = 0,
-             network_quantum: str | None = None) -> SimResult:
-    """Run ``workload`` (a Python file) on ``config`` and return its result (simulated time,
+             network_quantum: str | None = None, wall_limit_s: float | None = None, races: str = "warn") -> SimResult:
+    """Run ``workload`` (a Python file, or its bytes read once) on ``config`` and return its result (simulated time,
     summary, events, the parameters used); ``network_quantum`` (e.g. ``'10ns'``) makes the
-    bandwidth network approximate for speed (see ``session``). Errors propagate; ``result.status``
-    is ``ok``."""
+    bandwidth network approximate for speed, ``wall_limit_s`` stops a run that takes longer, ``races``
+    says what pipe races do (see ``session``). Errors propagate; ``result.status`` is ``ok``."""
     with session(config, overrides=overrides, data=data, seed=seed, params=parse_param_overrides(params or {}),
-                 network_quantum=network_quantum) as active:
+                 network_quantum=network_quantum, wall_limit_s=wall_limit_s, races=races) as active:
         run_workload_file(workload)
     return active.result

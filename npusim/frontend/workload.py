@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import ast
 import difflib
-import runpy
+import functools
+import hashlib
+import operator
 import sys
-from collections.abc import Mapping
+import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npusim.errors import UnknownParameterError, UsageError
+from npusim.errors import UnknownParameterError, UsageError, WorkloadError
 from npusim.frontend.session import Session, current_session
 
 WORKLOAD_RUN_NAME = "__npusim_workload__"
@@ -95,7 +98,7 @@ def unknown_params_error(unknown: list[str], declared) -> UnknownParameterError:
 
 
 NOT_LITERAL = object()
-"""The default of a declaration whose default is an expression (known only when the file runs)."""
+"""The default of a declaration whose default is an expression known only when the file runs."""
 
 
 @dataclass(frozen=True)
@@ -108,22 +111,28 @@ class DeclaredParams:
     complete: bool
 
 
-def scan_declared_params(path: str | Path) -> DeclaredParams:
-    """The parameters the workload file ``path`` declares, read from its source without running it.
+def scan_declared_params(workload: str | Path | WorkloadSource) -> DeclaredParams:
+    """The parameters the workload file declares, read from its source without running it.
     Calls are recognised as ``npusim.param(...)`` (also under ``import npusim as X``) and ``param(...)``
-    after ``from npusim import param``; declarations in other modules the file imports are not seen."""
+    after ``from npusim import param``; declarations in other modules the file imports are not seen,
+    so a file that imports a module of its own folder (or a relative one) is not ``complete``."""
+    source = workload if isinstance(workload, WorkloadSource) else read_workload(workload)
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+        tree = ast.parse(source.data, filename=str(source.path))
     except SyntaxError as error:
-        raise UsageError(f"workload {path}:{error.lineno}: syntax error: {error.msg}; fix the file") from None
+        raise UsageError(f"workload {source.path}:{error.lineno}: syntax error: {error.msg}; fix the file") from None
     modules, functions = set(), set()
+    complete = True
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             modules.update(alias.asname or alias.name for alias in node.names if alias.name == "npusim")
-        elif isinstance(node, ast.ImportFrom) and node.module in ("npusim", "npusim.frontend.workload"):
-            functions.update(alias.asname or alias.name for alias in node.names if alias.name == "param")
+            complete = complete and not any(_is_local_module(source.path, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.module in ("npusim", "npusim.frontend.workload"):
+                functions.update(alias.asname or alias.name for alias in node.names if alias.name == "param")
+            complete = complete and not (node.level or _is_local_module(source.path, node.module or ""))
+    constants = _module_constants(tree)
     defaults: dict[str, Any] = {}
-    complete = True
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not _is_param_function(node.func, modules, functions):
             continue
@@ -133,11 +142,90 @@ def scan_declared_params(path: str | Path) -> DeclaredParams:
         if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
             complete = False
             continue
-        try:
-            defaults[name.value] = ast.literal_eval(default) if default is not None else NOT_LITERAL
-        except (ValueError, TypeError, SyntaxError):
-            defaults[name.value] = NOT_LITERAL
+        defaults[name.value] = NOT_LITERAL if default is None else _constant(default, constants)
     return DeclaredParams(defaults, complete)
+
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+               ast.Div: operator.truediv, ast.Mod: operator.mod, ast.LShift: operator.lshift}
+_LARGEST = 2**64  # a constant beyond this is left to the run (and so is every step towards one)
+
+
+def _constant(node: ast.expr, constants: Mapping[str, ast.expr], depth: int = 0) -> Any:
+    """The value of ``node`` when it is a literal, a name the module binds once to a constant, or
+    arithmetic on numbers of those (``48 * 8 * TILE``); else :data:`NOT_LITERAL`."""
+    if depth > 32:
+        return NOT_LITERAL
+    if isinstance(node, ast.Name):
+        bound = constants.get(node.id)
+        return NOT_LITERAL if bound is None else _constant(bound, constants, depth + 1)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _constant(node.left, constants, depth + 1), _constant(node.right, constants, depth + 1)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
+        if not numbers or (isinstance(node.op, ast.LShift) and not 0 <= right <= 64):
+            return NOT_LITERAL
+        try:
+            value = _ARITHMETIC[type(node.op)](left, right)
+        except (ArithmeticError, TypeError, ValueError):
+            return NOT_LITERAL
+        return value if abs(value) <= _LARGEST else NOT_LITERAL
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _constant(node.operand, constants, depth + 1)
+        return -value if isinstance(value, (int, float)) and not isinstance(value, bool) else NOT_LITERAL
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [_constant(item, constants, depth + 1) for item in node.elts]
+        if any(item is NOT_LITERAL for item in items):
+            return NOT_LITERAL
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_LITERAL
+
+
+def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """The names the module's top level binds once (``TILE = 16384``, ``M, K = 256, 128``) and the
+    file binds nowhere else, with the expression each is bound to."""
+    stores: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    bound: dict[str, ast.expr] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target, value = statement.targets[0], statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            target, value = statement.target, statement.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            bound[target.id] = value
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            bound.update((t.id, v) for t, v in zip(target.elts, value.elts) if isinstance(t, ast.Name))
+    return {name: value for name, value in bound.items() if stores.get(name) == 1}
+
+
+def _is_local_module(workload: Path, module: str) -> bool:
+    """Whether ``module`` (dotted) would be imported from the workload's own folder."""
+    top = workload.parent / module.partition(".")[0]
+    return top.with_suffix(".py").is_file() or top.is_dir()
+
+
+def check_param_overrides(source: WorkloadSource, overrides: Mapping[str, Any]) -> None:
+    """Check ``overrides`` against the declarations of ``source`` before it runs: a value that does
+    not convert to the type of a literal default is a UsageError, and so is a name the file does
+    not declare when the scan sees all its declarations (:attr:`DeclaredParams.complete`); a name
+    the scan cannot see is checked when the workload has run (:func:`check_params_used`)."""
+    declared = scan_declared_params(source)
+    unknown = []
+    for name, raw in overrides.items():
+        default = declared.defaults.get(name, NOT_LITERAL)
+        if default is not NOT_LITERAL:
+            convert_param(name, raw, default)
+        elif name not in declared.defaults and declared.complete:
+            unknown.append(name)
+    if unknown:
+        raise unknown_params_error(unknown, declared.defaults)
 
 
 def _is_param_function(func: ast.expr, modules: set[str], functions: set[str]) -> bool:
@@ -146,7 +234,7 @@ def _is_param_function(func: ast.expr, modules: set[str], functions: set[str]) -
     return isinstance(func, ast.Name) and func.id in functions
 
 
-def has_main_block(source: str) -> bool:
+def has_main_block(source: str | bytes) -> bool:
     """Whether ``source`` has a top-level ``if __name__ == "__main__":`` block."""
     try:
         tree = ast.parse(source)
@@ -161,23 +249,82 @@ def has_main_block(source: str) -> bool:
     return False
 
 
-def run_workload_file(path: str | Path) -> dict:
-    """Execute a workload file in the active session; call its ``main()`` if it defines one (unless
-    it has its own ``__main__`` block, then it runs as ``__main__``); check that every parameter
-    override was declared. Returns the module's globals. The file is the user's own Python, run as
-    is; its folder is importable while it runs."""
+@dataclass(frozen=True)
+class WorkloadSource:
+    """A workload file as read once: its path and bytes. A run executes exactly these bytes, so the
+    hash recorded for it is the hash of what ran, whatever happens to the file meanwhile."""
+
+    path: Path
+    data: bytes
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+def read_workload(path: str | Path) -> WorkloadSource:
+    """The bytes of the workload file ``path`` (a UsageError if it cannot be read)."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"workload file {str(path)!r} does not exist")
-    folder = str(path.resolve().parent)
+    try:
+        return WorkloadSource(path, path.read_bytes())
+    except OSError as error:
+        raise UsageError(f"workload file {str(path)!r} cannot be read: {error.strerror}") from None
+
+
+def run_workload_file(workload: str | Path | WorkloadSource) -> dict:
+    """Execute a workload (a file, or its bytes read once) in the active session; call its ``main()``
+    if it defines one (unless it has its own ``__main__`` block, then it runs as ``__main__``); check
+    that every parameter override was declared. Returns the module's globals. The file is the
+    user's own Python, run as is; its folder is importable while it runs. ``sys.exit()`` or
+    ``sys.exit(0)`` ends the workload normally; another exit status is a WorkloadError."""
+    source = workload if isinstance(workload, WorkloadSource) else read_workload(workload)
+    folder = str(source.path.resolve().parent)
     sys.path.insert(0, folder)
     try:
-        script = has_main_block(path.read_text(encoding="utf-8"))
-        namespace = runpy.run_path(str(path), run_name=SCRIPT_RUN_NAME if script else WORKLOAD_RUN_NAME)
+        script = has_main_block(source.data)
+        namespace, exited = _execute(source, SCRIPT_RUN_NAME if script else WORKLOAD_RUN_NAME)
         entry = namespace.get("main")
-        if callable(entry) and not script:
-            entry()
+        if callable(entry) and not script and not exited:
+            _exiting_normally(entry)
     finally:
         sys.path.remove(folder)
     check_params_used(current_session())
     return namespace
+
+
+def _execute(source: WorkloadSource, run_name: str) -> tuple[dict, bool]:
+    """Run ``source``'s bytes as the module ``run_name`` (as ``runpy.run_path`` runs a file: a
+    temporary module of that name, ``sys.argv[0]`` the file); returns a copy of its globals and
+    whether it ended with ``sys.exit``."""
+    code = compile(source.data, str(source.path), "exec", dont_inherit=True)
+    module = types.ModuleType(run_name)
+    module.__dict__.update(__file__=str(source.path), __cached__=None, __loader__=None, __package__="", __spec__=None)
+    saved_module, saved_argv0 = sys.modules.get(run_name), sys.argv[0] if sys.argv else None
+    sys.modules[run_name] = module
+    if sys.argv:
+        sys.argv[0] = str(source.path)
+    try:
+        exited = _exiting_normally(lambda: exec(code, module.__dict__))
+    finally:
+        if saved_module is None:
+            sys.modules.pop(run_name, None)
+        else:
+            sys.modules[run_name] = saved_module
+        if saved_argv0 is not None:
+            sys.argv[0] = saved_argv0
+    return dict(module.__dict__), exited
+
+
+def _exiting_normally(run: Callable[[], object]) -> bool:
+    """Call ``run``; a ``sys.exit()`` with status 0 (or none) inside it just ends it (returns True)."""
+    try:
+        run()
+    except SystemExit as stop:
+        if isinstance(stop.code, str):
+            raise WorkloadError(f"the workload exited with sys.exit: {stop.code}") from None
+        if stop.code not in (None, 0):
+            raise WorkloadError(f"the workload exited with status {stop.code!r} (sys.exit)") from None
+        return True
+    return False

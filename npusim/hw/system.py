@@ -85,6 +85,7 @@ class System:
         self.spec = spec
         self.env = simpy.Environment()
         self.with_data = with_data
+        self.race_check = "warn"  # what kernel launches do with the races npusim.isa.racecheck finds: warn, error or off
         self.recorder = recorder or Recorder()
         self.network = FlowNetwork(self.env, quantum_ps=network_quantum_ps)
         self.topology = Topology(spec, self.network)

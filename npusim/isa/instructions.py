@@ -16,7 +16,7 @@ from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, flag_k
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.isa import vector as vector_semantics
-from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_pack, nz_unpack
+from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count, nz_pack, nz_unpack
 from npusim.isa.scalar import ScalarExpr, resolve
 
 
@@ -72,6 +72,40 @@ class GmAddress:
         return f"GM(die{self.allocation.die} {self.allocation.label} +{self.offset})"
 
 
+READ, WRITE, ATOMIC = 0, 1, 2
+"""What an instruction does to the bytes of a footprint entry (:meth:`Instruction.footprint`);
+atomic adds (``ATOMIC``) conflict with reads and writes, not with each other."""
+
+
+def _run(side, kind: int, burst_count: int, burst_bytes: int, gap: int) -> tuple | None:
+    """The footprint entry of a copy's side: ``burst_count`` runs of ``burst_bytes``, ``gap`` apart;
+    None for a GM address computed from scalar registers (known only when issued) or no bytes."""
+    if burst_count <= 0 or burst_bytes <= 0:
+        return None
+    if gap == 0:  # contiguous: one run
+        burst_bytes, burst_count = burst_bytes * burst_count, 1
+    if isinstance(side, LocalTensor):
+        return side.buffer, kind, side.offset, burst_bytes, burst_bytes + gap, burst_count
+    if not isinstance(side.offset, int):
+        return None
+    return side.allocation, kind, side.offset, burst_bytes, burst_bytes + gap, burst_count
+
+
+def _span(tensor: LocalTensor, kind: int, nbytes: int | None = None) -> tuple | None:
+    """The footprint entry of ``nbytes`` (default: all) of a local tensor from its start."""
+    size = tensor.nbytes if nbytes is None else nbytes
+    return (tensor.buffer, kind, tensor.offset, size, size, 1) if size > 0 else None
+
+
+def _view_bytes(tensor: LocalTensor, shape: tuple, strides: tuple) -> int:
+    """Bytes from ``tensor``'s start to the end of its strided view (shape, strides in elements)."""
+    return (1 + sum((n - 1) * s for n, s in zip(shape, strides))) * tensor.dtype.itemsize if all(shape) else 0
+
+
+def _entries(*entries: tuple | None) -> tuple[tuple, ...]:
+    return tuple(entry for entry in entries if entry is not None)
+
+
 class Instruction:
     """Base of every instruction; ``npusim.hw.core`` documents the protocol the pipes use.
     ``control`` ones (signal writes) keep their effect when data is off, since waits depend on it.
@@ -96,6 +130,13 @@ class Instruction:
 
     def start(self, core, run):
         raise NotImplementedError
+
+    def footprint(self) -> tuple[tuple, ...]:
+        """The bytes this instruction reads and writes, for the race checker (:mod:`npusim.isa.racecheck`):
+        entries ``(memory, kind, start, length, stride, count)``, ``count`` runs of ``length`` bytes
+        ``stride`` apart from byte ``start`` of ``memory`` (an on-chip buffer's name, or a GM
+        :class:`~npusim.hw.memory.Allocation`); kind :data:`READ`, :data:`WRITE` or :data:`ATOMIC`."""
+        return ()
 
     def __repr__(self) -> str:
         return f"{self.pipe.name} {self.label}"
@@ -140,6 +181,9 @@ class ScalarRead(FixedCost):
     def _read(self, core, run) -> None:
         run.regs[self.reg_id] = self.source.values(core)[self.index].item()
 
+    def footprint(self) -> tuple[tuple, ...]:
+        return _entries(_span(self.source[self.index : self.index + 1], READ))
+
 
 class ScalarWrite(FixedCost):
     """The scalar unit writes ``value`` into element ``index`` of a UB tensor (e.g. a signal value
@@ -154,6 +198,9 @@ class ScalarWrite(FixedCost):
 
     def _write(self, core, run) -> None:
         self.target.values(core)[self.index] = self.value
+
+    def footprint(self) -> tuple[tuple, ...]:
+        return _entries(_span(self.target[self.index : self.index + 1], WRITE))
 
 
 class SetFlag(Instruction):
@@ -248,6 +295,10 @@ class DmaCopy(Instruction):
             fixed_ps += (self.burst_count - 1) * per_burst_ps
         return core.network.start(flow_class, self.moved_bytes, fixed_ps + delay_ps)
 
+    def footprint(self) -> tuple[tuple, ...]:
+        return _entries(_run(self.src, READ, self.burst_count, self.burst_bytes, self.src_gap),
+                        _run(self.dst, ATOMIC if isinstance(self, AtomicAddCopy) else WRITE, self.burst_count, self.burst_bytes, self.dst_gap))
+
     def _offset(self, side, run) -> int:
         if not isinstance(side, GmAddress):
             return side.offset
@@ -332,6 +383,12 @@ class VectorOp(FixedCost):
         self.repeat_layout = repeat_layout
         self.effect = self._compute
 
+    def footprint(self) -> tuple[tuple, ...]:
+        entries = [(src.buffer, READ, src.offset, size, size, 1) for src in self.srcs if (size := src.count * src.dtype.itemsize)]
+        if self.nbytes:  # the destination's bytes
+            entries.append((self.dst.buffer, WRITE, self.dst.offset, self.nbytes, self.nbytes, 1))
+        return tuple(entries)
+
     def _compute(self, core, run) -> None:
         scalar = resolve(self.scalar, run.regs) if isinstance(self.scalar, ScalarExpr) else self.scalar
         values = [t.values(core) for t in [self.dst, *self.srcs]]
@@ -353,6 +410,10 @@ class MatrixVectorOp(VectorOp):
         super().__init__(kind, dst, [src], None, "rint", cost_ps, label)
         self.src_view, self.dst_view = src_view, dst_view
 
+    def footprint(self) -> tuple[tuple, ...]:
+        (src, dst), (src_view, dst_view) = (self.srcs[0], self.dst), (self.src_view, self.dst_view)
+        return _entries(_span(src, READ, _view_bytes(src, *src_view)), _span(dst, WRITE, _view_bytes(dst, *dst_view)))
+
     def _compute(self, core, run) -> None:
         src_values, dst_values = self.srcs[0].values(core), self.dst.values(core)
         (src_shape, src_strides), (dst_shape, dst_strides) = self.src_view, self.dst_view
@@ -373,6 +434,11 @@ class FractalLoad(DmaCopy):
         super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
         self.rows, self.cols, self.src_stride, self.transpose = rows, cols, src_stride, transpose
         self.effect = self._load
+
+    def footprint(self) -> tuple[tuple, ...]:
+        itemsize = self.src.dtype.itemsize
+        return _entries(_run(self.src, READ, self.rows, self.cols * itemsize, (self.src_stride - self.cols) * itemsize),
+                        _span(self.dst, WRITE, self.burst_bytes))
 
     def _load(self, core, run) -> None:
         values = self.src.values(core)
@@ -398,6 +464,10 @@ class FixpipeStore(DmaCopy):
         self.rows, self.cols, self.out_dtype, self.rounding = rows, cols, out_dtype, rounding
         self.effect = self._store
 
+    def footprint(self) -> tuple[tuple, ...]:
+        fractals = nz_count(self.rows, self.cols, FRACTAL_ROWS) * self.src.dtype.itemsize
+        return _entries(_span(self.src, READ, fractals), _run(self.dst, WRITE, self.burst_count, self.burst_bytes, self.dst_gap))
+
     def _store(self, core, run) -> None:
         dst_offset = self._resolved[1] if self._resolved is not None else self.dst.offset
         result = nz_unpack(self.src.values(core), self.rows, self.cols, FRACTAL_ROWS)
@@ -420,6 +490,12 @@ class Mmad(FixedCost):
         super().__init__(Pipe.CUBE, "mmad", cost_ps, dst.nbytes)
         self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate = dst, a, b, m, n, k, accumulate
         self.effect = self._compute
+
+    def footprint(self) -> tuple[tuple, ...]:
+        block = inner_block(self.a.dtype.itemsize)
+        return _entries(_span(self.a, READ, nz_count(self.m, self.k, block) * self.a.dtype.itemsize),
+                        _span(self.b, READ, nz_count(self.n, self.k, block) * self.b.dtype.itemsize),
+                        _span(self.dst, WRITE, nz_count(self.m, self.n, FRACTAL_ROWS) * self.dst.dtype.itemsize))  # accumulating: read too
 
     def _compute(self, core, run) -> None:
         block = inner_block(self.a.dtype.itemsize)

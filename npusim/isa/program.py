@@ -53,6 +53,7 @@ from npusim.isa.instructions import (
     VectorOp,
     WaitFlag,
 )
+from npusim.isa.racecheck import LaunchRaces, core_races, cross_core_races
 from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
@@ -613,7 +614,10 @@ class Kernel:
             recorder = self.system.recorder
             op = recorder.op(self.name, self.die.index, **self.op_args)
             recorder.ops[op].inputs, recorder.ops[op].outputs = list(self.op_inputs), list(self.op_outputs)
-        placed = [(program.core, _Placed(program)) for program in self.ordered_programs()]
+        programs = self.ordered_programs()
+        placed = [(program.core, _Placed(program)) for program in programs]
+        if self.system.race_check != "off":
+            self._check_races(programs)  # after placing: s_dep is set
         env = self.system.env
 
         def task():
@@ -621,3 +625,17 @@ class Kernel:
 
         self.launched = stream.submit(task)
         return self.launched
+
+    def _check_races(self, programs: list[CoreProgram]) -> None:
+        """Find the races of this launch (:mod:`npusim.isa.racecheck`) and have them reported as
+        their instructions run."""
+        gm_accesses: list | None = [] if len(programs) > 1 else None
+        races = []
+        for program in programs:
+            races += core_races(program.core.name, program.instructions, gm_accesses)
+        if gm_accesses:
+            races += cross_core_races(gm_accesses)
+        if races:
+            by_core = {program.core.name: program for program in programs}
+            LaunchRaces(self.name, self.die.index, races, lambda side: by_core[side.core].instructions.index(side.instruction),
+                        self.system.recorder, self.system.race_check)

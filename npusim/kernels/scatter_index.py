@@ -127,7 +127,8 @@ def check_indices(
         raise OpArgumentError(
             f"{problem.op_name}: indices[{b}] = {values[b].tolist()}: " + rule
             + "the hardware does not check indices and would silently corrupt memory" + others
-            + "; pass allow_out_of_range=True to emulate the unchecked writes that stay inside input"
+            + "; to emulate the unchecked writes that stay inside input, issue the op inside "
+            + "`with torch_npu.options(out_of_range='unchecked'):`"
         )
 
     total_rows = d0 * heads * axis_len

@@ -30,6 +30,7 @@ from typing import IO, Any, TypeVar, cast
 
 import numpy as np
 
+from npusim.files import atomic_path
 from npusim.trace.record import RunRecord
 from npusim.trace.selection import TraceSelection
 
@@ -105,16 +106,14 @@ def jsonable(value: Any) -> Any:
 
 def write_chrome_trace(record: RunRecord, path: str | os.PathLike[str], *, metadata: dict[str, Any] | None = None, chunk_events: int = WRITER_CHUNK_EVENTS,
                        selection: TraceSelection | None = None) -> Path:
-    """Write the run's trace to ``path`` atomically (temporary file, then rename; missing folders
-    are created); ``metadata`` is merged into ``otherData`` (see docs/trace-format.md for what the
+    """Write the run's trace to ``path`` atomically (a unique temporary file, then a rename; the
+    temporary is removed if writing fails; missing folders are created); ``metadata`` is merged into ``otherData`` (see docs/trace-format.md for what the
     writer adds itself); ``selection`` keeps only part of the run (``npusim.trace.selection``; its
     level must not be ``none``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as out:
+    with atomic_path(path) as temporary, open(temporary, "w", encoding="utf-8") as out:
         _Writer(record, out, chunk_events, selection or TraceSelection()).write(metadata or {})
-    os.replace(temporary, path)
     return path
 
 

@@ -187,6 +187,11 @@ class Recorder:
         self.rows += table.astype("<i8").tobytes()
         self.events += len(table)
 
+    def span_ps(self, index: int) -> tuple[int, int]:
+        """When event ``index`` started and ended (ps)."""
+        start_ps, end_ps = EVENT_ROW.unpack_from(self.rows, index * EVENT_ROW.size)[2:4]
+        return int(start_ps), int(end_ps)
+
     def end_ps(self, index: int) -> int:
         """When event ``index`` ended (ps)."""
         end_ps: int = EVENT_ROW.unpack_from(self.rows, index * EVENT_ROW.size)[3]

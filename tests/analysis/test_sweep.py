@@ -49,7 +49,10 @@ def test_a_failing_point_is_recorded_and_the_others_complete(copy_workload, tmp_
     assert math.isnan(failed["simulated_us"])
     exits = write(tmp_path, "exits.py", "import sys\nsys.exit('the workload gave up')\n")
     (quits,) = run_sweep("a2", exits, {"die.hbm.bandwidth": ["1 TB/s"]}, data=False, workers=1, progress=False).rows
-    assert (quits["status"], quits["error_type"], quits["error"]) == ("failed", "SystemExit", "the workload gave up")
+    assert (quits["status"], quits["error_type"], quits["error"]) == ("failed", "WorkloadError", "the workload exited with sys.exit: the workload gave up")
+    ends = write(tmp_path, "ends.py", "import sys\nsys.exit(0)\n")
+    (ended,) = run_sweep("a2", ends, {"die.hbm.bandwidth": ["1 TB/s"]}, data=False, workers=1, progress=False).rows
+    assert ended["status"] == "ok"  # sys.exit(0) ends a workload normally
     assert sorted(row["status"] for row in rows_of(out / "results.csv")) == ["failed", "ok"]  # in the order they finished
     assert set(outcome.files) == {"csv", "parquet", "plot", "manifest"} and all(path.exists() for path in outcome.files.values())
     manifest = json.loads((out / "sweep.json").read_text())

@@ -1,11 +1,15 @@
 """``npusim run`` end to end, as a user runs it: outputs, exit codes, errors, determinism."""
 
 import csv
+import hashlib
 import io
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -234,3 +238,170 @@ def test_bad_trace_options_exit_2_before_simulating(tmp_path):
                             (("--trace-window", "5us"), "write START:END"), (("--trace", "none", "--plot"), "drop --plot")):
         run = npusim("run", "-c", "a2", DEMO, *option, "--out", tmp_path, cwd=tmp_path)
         assert run.returncode == 2 and message in run.stderr and not (tmp_path / "summary.json").exists()
+
+
+# -- the run folder: checked before simulating, replaced whole, a good run never lost ---------------
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def temporaries(parent: Path) -> list[str]:
+    return [path.name for path in parent.iterdir() if ".partial-" in path.name]
+
+
+FAILS = "import npusim\nx = npusim.param('x', 1)\nraise RuntimeError('the workload broke')\n"
+
+
+def test_a_failed_run_goes_beside_a_good_one_unless_forced_and_a_good_one_is_kept_as_prev(tmp_path):
+    out = tmp_path / "run"
+    assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
+    good = folder_bytes(out)
+    fails = tmp_path / "fails.py"
+    fails.write_text(FAILS)
+    failed = npusim("run", "-c", "a2", fails, "--out", out, cwd=tmp_path)
+    assert failed.returncode == 1 and "the workload broke" in failed.stderr
+    assert f"in {out}.failed" in failed.stdout and "keeps the earlier good run" in failed.stdout
+    assert folder_bytes(out) == good and json.loads((tmp_path / "run.failed" / "manifest.json").read_text())["status"] == "failed"
+    forced = npusim("run", "-c", "a2", fails, "--out", out, "--force", cwd=tmp_path)
+    assert forced.returncode == 1 and json.loads((out / "manifest.json").read_text())["status"] == "failed"
+    assert folder_bytes(tmp_path / "run.prev") == good  # the good run moved aside, not lost
+    again = npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path)
+    assert again.returncode == 0 and folder_bytes(tmp_path / "run.prev") == good  # the failed run it replaced is not kept
+    assert temporaries(tmp_path) == []
+
+
+def test_report_of_a_failed_run_prints_the_stored_error_and_exits_1(tmp_path):
+    fails = tmp_path / "fails.py"
+    fails.write_text(FAILS)
+    assert npusim("run", "-c", "a2", fails, "--out", tmp_path / "run", cwd=tmp_path).returncode == 1
+    report = npusim("report", tmp_path / "run", cwd=tmp_path)
+    assert report.returncode == 1 and "failed" in report.stdout
+    assert report.stderr.strip() == "npusim: this run failed: RuntimeError: the workload broke"
+
+
+@pytest.mark.parametrize("where", ["file/sub", "notes"])
+def test_an_output_folder_that_cannot_be_written_exits_2_before_simulating(tmp_path, where):
+    (tmp_path / "file").write_text("a file")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("not a run")
+    run = npusim("run", "-c", "a2", DEMO, "--out", tmp_path / where, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert ("/file' is a file, not a folder" if where == "file/sub" else "is not an npusim output folder") in run.stderr
+    assert "simulated" not in run.stdout and (tmp_path / "notes" / "mine.txt").read_text() == "not a run"
+    assert temporaries(tmp_path) == []
+
+
+def test_a_full_disk_exits_1_leaving_the_earlier_run_and_no_temporary(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root); tests/test_files.py injects the OSError instead")
+    try:
+        out = disk / "run"
+        assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
+        earlier = folder_bytes(out)
+        full = npusim("run", "-c", "a2", DEMO, "--no-data", "--out", out, cwd=tmp_path)  # an 800 KB trace on a 256 KB disk
+        assert full.returncode == 1 and "No space left on device" in full.stderr and "Traceback" not in full.stderr
+        assert folder_bytes(out) == earlier and sorted(p.name for p in disk.iterdir()) == ["run"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+@pytest.mark.parametrize(("param", "message"), [("tile=abc", "parameter tile='abc': expected a int like its default 16384"),
+                                                ("tiles=8", "declares no parameter 'tiles' (did you mean 'tile'?)")])
+def test_a_bad_parameter_exits_2_before_simulating_leaving_the_run_folder_untouched(tmp_path, param, message):
+    out = tmp_path / "run"
+    assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
+    before = folder_bytes(out)
+    run = npusim("run", "-c", "a2", DEMO, "--param", param, "--out", out, cwd=tmp_path)
+    assert run.returncode == 2 and message in run.stderr and "simulated" not in run.stdout
+    assert folder_bytes(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+SPINS = """
+from pathlib import Path
+import numpy as np, npusim
+from npusim import isa
+x = npusim.tensor(np.ones(1024, np.float16))
+Path("started").write_text("simulating")
+while True:
+    kernel = isa.Kernel("spin", die=0)
+    p = kernel.aiv(0)
+    p.copy(p.alloc(1024, np.float16), isa.gm(x))
+    kernel.launch()
+    npusim.synchronize()
+"""
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_run_exits_130_saying_how_far_it_got_and_writes_nothing(tmp_path, signum, status):
+    out = tmp_path / "run"
+    assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
+    before = folder_bytes(out)
+    spins = tmp_path / "spins.py"
+    spins.write_text(SPINS)
+    run = subprocess.Popen([sys.executable, "-m", "npusim", "run", "-c", "a2", str(spins), "--out", str(out)], cwd=tmp_path,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not (tmp_path / "started").exists() and run.poll() is None:
+        time.sleep(0.05)
+    run.send_signal(signum)
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == status, stderr
+    assert re.fullmatch(r"npusim: interrupted at [\d,.]+ us simulated; nothing was written\n", stderr)
+    assert folder_bytes(out) == before and temporaries(tmp_path) == []
+
+
+def test_sys_exit_0_ends_a_workload_normally_and_another_status_fails_it(tmp_path):
+    ends = tmp_path / "ends.py"
+    ends.write_text("import sys\nprint('before')\nsys.exit(0)\nprint('after')\n")
+    run = npusim("run", "-c", "a2", ends, "--out", tmp_path / "ok", cwd=tmp_path)
+    assert run.returncode == 0 and "before" in run.stdout and "after" not in run.stdout
+    assert json.loads((tmp_path / "ok" / "manifest.json").read_text())["status"] == "ok"
+    ends.write_text("import sys\nsys.exit(3)\n")
+    run = npusim("run", "-c", "a2", ends, "--out", tmp_path / "bad", cwd=tmp_path)
+    assert run.returncode == 1 and "the workload exited with status 3 (sys.exit)" in run.stderr
+
+
+def test_the_workload_is_read_and_hashed_once_before_it_runs(tmp_path):
+    edits = tmp_path / "edits.py"
+    source = "from pathlib import Path\nPath(__file__).write_text('raise SystemExit(9)\\n')\n"
+    edits.write_text(source)
+    run = npusim("run", "-c", "a2", edits, "--out", tmp_path / "edited", cwd=tmp_path)
+    manifest = json.loads((tmp_path / "edited" / "manifest.json").read_text())
+    assert run.returncode == 0 and manifest["workload_sha256"] == hashlib.sha256(source.encode()).hexdigest()  # of what ran
+    deletes = tmp_path / "deletes.py"
+    deletes.write_text("import os\nos.remove(__file__)\n")
+    run = npusim("run", "-c", "a2", deletes, "--out", tmp_path / "deleted", cwd=tmp_path)
+    assert run.returncode == 0 and not deletes.exists() and (tmp_path / "deleted" / "summary.json").is_file()
+
+
+RACY = """
+import numpy as np, npusim
+from npusim import isa
+x = npusim.tensor(np.ones(4096, np.float16))
+kernel = isa.Kernel("scale", die=0)
+p = kernel.aiv(0)
+ub = p.alloc(4096, np.float16)
+p.copy(ub, isa.gm(x))
+p.muls(ub, ub, 2.0)  # no flag from MTE2: may compute on UB before the load has filled it
+p.set_flag("VECTOR", "MTE3", 0)
+p.wait_flag("VECTOR", "MTE3", 0)
+p.copy(isa.gm(x), ub)
+kernel.launch()
+"""
+
+
+def test_a_racy_kernel_is_a_warning_by_default_and_fails_the_run_with_races_error(tmp_path):
+    racy = tmp_path / "racy.py"
+    racy.write_text(RACY)
+    warned = npusim("run", "-c", "a2", racy, "--out", tmp_path / "warned", cwd=tmp_path)
+    assert warned.returncode == 0 and "PipeRaceWarning: pipe race in kernel 'scale' on die 0 aiv0: read after write on UB" in warned.stderr
+    summary = json.loads((tmp_path / "warned" / "summary.json").read_text())
+    assert [w["name"] for w in summary["warnings"]] == ["pipe race", "pipe race"]  # UB, and GM (the store may overtake the load)
+    failed = npusim("run", "-c", "a2", racy, "--races", "error", "--out", tmp_path / "failed", cwd=tmp_path)
+    assert failed.returncode == 1 and "error: workload racy.py failed at" in failed.stderr and "(races='error' is set)" in failed.stderr
+    assert json.loads((tmp_path / "failed" / "manifest.json").read_text())["races"] == "error"
+    off = npusim("run", "-c", "a2", racy, "--races", "off", "--out", tmp_path / "off", cwd=tmp_path)
+    assert off.returncode == 0 and "PipeRaceWarning" not in off.stderr

@@ -92,3 +92,9 @@ def test_a_negative_seed_is_a_usage_error_of_sweep_and_whatif(tmp_path):
                      "--seed", "-1", cwd=tmp_path)
         assert run.returncode == 2 and "Invalid value for '--seed': -1 is not in the range 0<=x<=4294967295" in run.stderr, run.stderr
     assert not (tmp_path / "sweeps").exists()
+
+
+def test_a_bad_point_timeout_exits_2_before_anything_runs(tmp_path):
+    run = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=8192", "--point-timeout", "0", "--out", tmp_path / "s", cwd=tmp_path)
+    assert run.returncode == 2 and "point timeout 0.0: give a number of seconds above 0" in run.stderr
+    assert not (tmp_path / "s" / "results.csv").exists()

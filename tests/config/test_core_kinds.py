@@ -50,7 +50,7 @@ def test_the_pipe_names_of_the_schema_are_the_hardware_models():
 def test_a_core_kind_written_only_in_a_config_runs_copies_vector_and_cube_work(tmp_path):
     path = tmp_path / "fused.yaml"
     path.write_text(FUSED_CORE)
-    with npusim.session(path) as session:
+    with npusim.session(path, races="error") as session:  # flagged as a kernel must be: no pipe race
         x = npusim.tensor(np.arange(256, dtype=np.float16))
         kernel = isa.Kernel("fused", die=0)
         p = kernel.core("aicore", 1)
@@ -62,8 +62,12 @@ def test_a_core_kind_written_only_in_a_config_runs_copies_vector_and_cube_work(t
         p.set_flag("VECTOR", "MTE3", 0)
         p.wait_flag("VECTOR", "MTE3", 0)
         p.copy(isa.gm(x), ub)
+        p.set_flag("MTE3", "FIXP", 0)              # UB is read by the store before FIXP overwrites it
         a, b, c = p.alloc(256, np.float16, "L0A"), p.alloc(256, np.float16, "L0B"), p.alloc(256, np.float32, "L0C")
         p.mmad(c, a, b, 16, 16, 16)                # CUBE on the same core
+        p.set_flag("CUBE", "FIXP", 0)
+        p.wait_flag("CUBE", "FIXP", 0)
+        p.wait_flag("MTE3", "FIXP", 0)
         p.copy(ub.reinterpret(np.float32)[:64], c[:64])  # FIXP L0C -> UB, as this kind moves it
         kernel.launch()
         assert np.array_equal(x.numpy(), np.arange(256, dtype=np.float16) * 2)

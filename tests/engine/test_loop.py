@@ -8,7 +8,7 @@ import pytest
 import simpy
 from simpy.events import NORMAL, URGENT
 
-from npusim.engine.loop import Stop, clock, next_event_ps, queued_events, run_until, succeed_at
+from npusim.engine.loop import LOOK_STEPS, Stop, clock, due_now, next_event_ps, queued_events, run_until, succeed_at
 
 
 def test_the_installed_simpy_has_the_queue_layout_the_loop_relies_on():
@@ -109,3 +109,33 @@ def test_run_until_calls_back_every_so_many_steps():
     seen = []
     assert run_until(env, env.timeout(20), 100, every=lambda: seen.append(env.now), steps=4) is Stop.DONE
     assert seen == [3, 7]  # after the 4th and the 8th of the 11 steps
+
+
+def spin(env, counter):
+    """A process that loops in zero simulated time."""
+    while True:
+        counter.append(None)
+        yield env.timeout(0)
+
+
+def test_run_until_stops_work_that_loops_in_zero_time():
+    env = simpy.Environment()
+    env.timeout(5)
+    counter = []
+    env.process(spin(env, counter))
+    assert run_until(env, env.event(), 10**9, still_events=10_000) is Stop.STILL
+    assert env.now == 0 and 10_000 <= len(counter) <= 10_000 + 2 * LOOK_STEPS  # bounded work, counted in looks
+    assert due_now(env) == [("process spin", 1)]
+
+
+def test_many_events_at_one_instant_below_the_guard_are_not_stopped():
+    env = simpy.Environment()
+    for _ in range(3 * LOOK_STEPS):
+        env.timeout(0)  # a busy instant: every core of many dies starting at once
+    target = env.timeout(7)
+    assert run_until(env, target, 100, still_events=4 * LOOK_STEPS) is Stop.DONE and env.now == 7
+    for _ in range(3):  # instants that each stay below the guard, one after the other
+        for _ in range(3 * LOOK_STEPS):
+            env.timeout(1)
+        env.timeout(2)
+        assert run_until(env, env.timeout(2), 10**6, still_events=4 * LOOK_STEPS) is Stop.DONE

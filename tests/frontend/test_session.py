@@ -144,3 +144,69 @@ class FakeBar:
 
     def stop(self):
         self.shown.append("stopped")
+
+
+def test_a_run_that_stops_advancing_in_time_ends_with_a_report_of_what_loops():
+    from npusim.errors import NoProgressError
+
+    def polls_forever(env):
+        while True:
+            yield env.timeout(0)
+
+    with pytest.raises(NoProgressError) as error, npusim.session("a2") as s:
+        s.still_events = 50_000
+        s.track(s.env.process(polls_forever(s.env)))
+    report = str(error.value)
+    assert report.startswith("no progress at 0.000 us: 50,000 events passed without simulated time advancing: work loops in zero time.")
+    assert "due now, by what they run: process " in report and "polls_forever (1)" in report
+    assert s.result.status == "failed" and "NoProgressError" in s.result.error
+
+
+def test_the_time_bound_is_not_called_a_deadlock_and_names_the_slowest_transfer():
+    from npusim import isa
+    from npusim.errors import DeadlockError, TimeBoundError
+
+    with pytest.raises(TimeBoundError) as error, npusim.session("a2", time_limit_us=2.0, overrides=["die.hbm.bandwidth=1 GB/s"]):
+        x = npusim.tensor(np.ones(1 << 16, np.float16))
+        kernel = isa.Kernel("slow", die=0)
+        p = kernel.aiv(0)
+        p.copy(p.alloc(1 << 16, np.float16), isa.gm(x))
+        kernel.launch()
+    assert not isinstance(error.value, DeadlockError)
+    report = str(error.value)
+    assert report.startswith("time bound reached at ")
+    assert "the slowest transfer in flight: 1 transfer limited by die0 HBM, at 1 GB/s each" in report
+
+
+def ticking_clock(monkeypatch):
+    """Make every look at the wall clock one second later than the one before."""
+    import time
+
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))
+
+
+def test_a_wall_clock_limit_stops_the_simulation_from_inside(monkeypatch):
+    from npusim.errors import WallTimeError
+
+    ticking_clock(monkeypatch)  # the session starts at 0 s; the look before stepping at 1 s, the first inside the steps at 2 s
+    with pytest.raises(WallTimeError, match=r"went past its wall-clock limit of 1.5 s at [\d.]+ us simulated") as error:
+        with npusim.session("a2", data=False, wall_limit_s=1.5) as s:
+            n = 48 * 16 * VECTOR_ADD["TILE"]  # well over the 2048 steps between two looks at the clock
+            VECTOR_ADD["build_vector_add"](npusim.zeros(n, np.float16), npusim.zeros(n, np.float16), npusim.zeros(n, np.float16), cores=48).launch()
+    assert s.env.now > 0 and "at 0.000 us" not in str(error.value)  # stopped while simulating, not before
+
+
+def test_a_wall_clock_limit_stops_a_workload_of_many_short_synchronisations(monkeypatch):
+    from npusim.errors import WallTimeError
+
+    ticking_clock(monkeypatch)
+    synchronised = 0
+    with pytest.raises(WallTimeError, match="went past its wall-clock limit of 10 s"):
+        with npusim.session("a2", data=False, wall_limit_s=10):
+            x = npusim.zeros(256, np.float16)
+            for _ in range(1000):  # each far under the 2048 steps between two looks inside the stepping loop
+                VECTOR_ADD["build_vector_add"](x, x, x, cores=1, tile=256).launch()
+                npusim.synchronize()
+                synchronised += 1
+    assert synchronised < 20

@@ -115,7 +115,7 @@ BAD_CALLS = [
     (dict(input_shape=(4, 8, 2, 32), updates_shape=(4, 2, 3, 32), axis=1), OpArgumentError, ["updates.shape[2] (3) must equal input.shape[2] (2)"]),
     (dict(input_shape=(4, 8, 48), updates_shape=(4, 2, 48)), OpArgumentError, ["48 int8 = 48 bytes", "multiple of 32 bytes"]),
     (dict(indices=(0, 7, 4, 6)), OpArgumentError,
-     ["indices[1] = 7", "batch 1 would write rows [7, 9) of input batch 1", "silently corrupt memory", "allow_out_of_range"]),
+     ["indices[1] = 7", "batch 1 would write rows [7, 9) of input batch 1", "silently corrupt memory", "torch_npu.options(out_of_range='unchecked')"]),
     (dict(indices=np.array([[0, 0], [4, 0], [1, 0], [2, 0]], np.int32)), OpArgumentError, ["indices[1] = [4, 0]", "input batch 4"]),
     (dict(input_shape=(60000, 1, 32), updates_shape=(60000, 1, 32), indices=np.zeros(60000, np.int32)), ResourceError,
      ["stages all 60000 indices in UB", "split the call"]),

@@ -46,7 +46,8 @@ def test_the_manifest_records_the_parameters(workload, tmp_path):
     assert run.returncode == 0, run.stderr
     assert json.loads((tmp_path / "o" / "manifest.json").read_text())["params"] == {"tokens": 8, "double_buffer": False, "scale": 0.5}
     bad = run_cli("run", "-c", "a2", workload, "--param", "tokns=8", "--out", tmp_path / "o2", cwd=tmp_path)
-    assert bad.returncode == 1 and "did you mean 'tokens'" in bad.stderr
+    assert bad.returncode == 2 and "did you mean 'tokens'" in bad.stderr  # found before simulating: nothing written
+    assert not (tmp_path / "o2").exists() and "simulated" not in bad.stdout
 
 
 def test_the_declarations_of_a_file_are_read_without_running_it(tmp_path):

@@ -64,7 +64,9 @@ def test_wait_flag_really_blocks_until_the_set_flag():
 
 
 def test_without_flags_a_store_races_ahead_of_the_compute():
-    with npusim.session("a2"):
+    from npusim.isa.racecheck import PipeRaceWarning
+
+    with npusim.session("a2"), pytest.warns(PipeRaceWarning, match=r"read after write on UB bytes 0\.\.256: VECTOR `adds`"):
         x = npusim.tensor(np.ones(64, np.float32))
         out = npusim.zeros(64, np.float32)
         k = isa.Kernel("racy", die=0)
