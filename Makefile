@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/pip install --quiet -e '.[test,torch,lint]'
 	touch $(STAMP)
 
-# npusim/engine/flow.py runs compiled (setup.py: mypyc): after an edit, build it again
-$(COMPILED): $(STAMP) npusim/engine/flow.py
+# the engine runs compiled (setup.py: mypyc): after an edit of one of its modules, build them again
+$(COMPILED): $(STAMP) npusim/engine/flow.py npusim/engine/loop.py npusim/engine/progress.py
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(COMPILED)
 

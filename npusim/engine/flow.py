@@ -40,7 +40,8 @@ import heapq
 import itertools
 import math
 import operator
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 
 import simpy
 
@@ -69,7 +70,7 @@ class Resource:
 
     ``bytes_moved`` and ``flows_done`` count finished flows; ``flows`` counts the flows crossing it
     now; ``rate`` is the current total rate; ``rate_log`` (for registered resources) records
-    ``(time_ps, bytes_per_ps)`` at every change. The other slots are the state of the network's
+    ``(time_ps, bytes_per_ps)`` at every change (a :class:`RateLog`). The other slots are the state of the network's
     progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
     the ``residual`` capacity and ``frozen`` members after the last step that changed it, that
     state after each step (``history``: (step, residual, frozen)), a version stamp for the
@@ -90,7 +91,7 @@ class Resource:
         self.bytes_moved = 0
         self.flows_done = 0
         self.rate = 0.0
-        self.rate_log: list[tuple[int, float]] | None = None
+        self.rate_log: RateLog | None = None
         self.flows = 0
         self.index = UNREGISTERED  # position in FlowNetwork.resources once registered
         self.crossing: list[FlowClass] = []
@@ -108,6 +109,28 @@ class Resource:
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
+
+
+class RateLog:
+    """A resource's total rate at every change: ``(time_ps, bytes_per_ps)`` points, kept in two
+    packed arrays (a network-bound run logs millions of them: 16 bytes each, nothing for the
+    garbage collector to walk)."""
+
+    __slots__ = ("times", "rates")
+
+    def __init__(self) -> None:
+        self.times: array[int] = array("q")
+        self.rates: array[float] = array("d")
+
+    def append(self, time_ps: int, rate: float) -> None:
+        self.times.append(time_ps)
+        self.rates.append(rate)
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        return zip(self.times, self.rates)
 
 
 class FlowClass:
@@ -216,7 +239,7 @@ class FlowNetwork:
     def add_resource(self, resource: Resource) -> Resource:
         """Register a resource so that its rate changes are logged and it appears in summaries."""
         if self.record_rates:
-            resource.rate_log = []
+            resource.rate_log = RateLog()
         resource.index = len(self.resources)
         self.resources.append(resource)
         return resource
@@ -536,7 +559,7 @@ class FlowNetwork:
                 if total != resource.rate:
                     resource.rate = total
                     if resource.rate_log is not None:
-                        resource.rate_log.append((now, total))
+                        resource.rate_log.append(now, total)
 
     def _join(self, flow_class: FlowClass, concerned: dict[Component, list[FlowClass]]) -> Component:
         """``flow_class`` became busy: it joins the component of the resources it can be limited

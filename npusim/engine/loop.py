@@ -21,6 +21,7 @@ import enum
 from collections.abc import Callable
 from heapq import heappop, heappush
 from operator import attrgetter
+from typing import Protocol, cast
 
 import simpy
 from simpy.events import NORMAL
@@ -34,6 +35,13 @@ def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value:
     event._ok = True
     event._value = value
     heappush(env._queue, (env._now + delay_ps, NORMAL, next(env._eid), event))
+
+
+class _Processed(Protocol):
+    """An event as the loop watches it: SimPy sets ``callbacks`` to None once the event is
+    processed (its annotation says a list: read through this, the compiled loop accepts None)."""
+
+    callbacks: list[Callable[[simpy.Event], None]] | None
 
 
 class Stop(enum.Enum):
@@ -59,7 +67,8 @@ def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, eve
     next event, run its callbacks, raise (a copy of) a failure no process handled."""
     queue = env._queue
     done, report_at = 0, steps if every is not None and steps > 0 else -1
-    while target.callbacks is not None:  # not processed yet
+    watched = cast(_Processed, target)
+    while watched.callbacks is not None:  # not processed yet
         if not queue:
             return Stop.IDLE
         if queue[0][0] > limit_ps:
