@@ -79,7 +79,7 @@ class Resource:
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting", "component")
+                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting", "component", "mark")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -106,6 +106,7 @@ class Resource:
         # The component of the busy classes crossing it, if it can limit a rate (kept once they have
         # left: its residual and history belong to that component's steps until they are undone).
         self.component: Component | None = None
+        self.mark = 0  # the network's stamp of the last pass that listed it (a set without hashing)
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -204,7 +205,7 @@ class Component:
         self.keys: list[int] = []
         self.level_max: list[float] = []
         self.frozen_at: list[list[FlowClass]] = []
-        self.touched_at: list[dict[Resource, None]] = []
+        self.touched_at: list[list[Resource]] = []
         self.classes: dict[FlowClass, None] = {}
         self.peak = 0
         self.refill = True
@@ -234,6 +235,7 @@ class FlowNetwork:
         self._wakeup_ps: int | None = None
         self._generation = 0
         self._rebuild = False  # a resource became limiting: components and steps are built again from scratch
+        self._marks = 0  # stamps Resource.mark
         self.recomputations = 0
 
     def add_resource(self, resource: Resource) -> Resource:
@@ -623,11 +625,9 @@ class FlowNetwork:
             for resource in flow_class.bounds:
                 affected[resource] = None
         step = self._first_affected_step(component, changed, affected)
-        unfrozen = self._undo_steps(component, step)
-        for flow_class in changed:
-            if flow_class.busy and flow_class.step < 0 and flow_class not in unfrozen:
-                unfrozen[flow_class] = None
-        refill = [c for c in unfrozen if c.busy]
+        never_frozen = [c for c in changed if c.busy and c.step < 0]  # not among the classes the undone steps froze
+        refill = [c for c in self._undo_steps(component, step) if c.busy]
+        refill += never_frozen
         self._fill(component, refill)
         return refill
 
@@ -714,16 +714,16 @@ class FlowNetwork:
                 residual, frozen, start = next_residual, next_frozen, end
         return first
 
-    def _undo_steps(self, component: Component, first: int) -> dict[FlowClass, None]:
+    def _undo_steps(self, component: Component, first: int) -> list[FlowClass]:
         """Forget the steps from ``first`` on, the last first: each resource a step changed drops
         that step's entry of its history and gets back its state before; returns the classes
-        they had frozen."""
-        unfrozen: dict[FlowClass, None] = {}
+        they had frozen (each once: a class is frozen by one step)."""
+        unfrozen: list[FlowClass] = []
         frozen_at, touched_at = component.frozen_at, component.touched_at
         for j in range(len(component.levels) - 1, first - 1, -1):
             for flow_class in frozen_at[j]:
                 flow_class.step = -1
-                unfrozen[flow_class] = None
+                unfrozen.append(flow_class)
             for resource in touched_at[j]:
                 history = resource.history
                 history.pop()
@@ -745,10 +745,13 @@ class FlowNetwork:
         heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
         levels, keys, level_max = component.levels, component.keys, component.level_max
         frozen_at, touched_at = component.frozen_at, component.touched_at
-        live: dict[Resource, None] = {}
+        self._marks = mark = self._marks + 1
+        live: list[Resource] = []  # the resources of their paths, each once, in first-met order
         for flow_class in unfrozen:
             for resource in flow_class.bounds:
-                live[resource] = None
+                if resource.mark != mark:
+                    resource.mark = mark
+                    live.append(resource)
         shares = []
         for resource in live:
             resource.share = resource.residual / (resource.flows - resource.frozen)
@@ -787,7 +790,8 @@ class FlowNetwork:
                 assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
                 freezing = [c for c in bottleneck.crossing if c.step < 0]
                 limit = bottleneck.index
-            touched: dict[Resource, None] = {}  # in first-change order
+            self._marks = mark = self._marks + 1
+            touched: list[Resource] = []  # each once, in first-change order
             for flow_class in freezing:
                 flow_class.step = step
                 flow_class.level = level
@@ -798,7 +802,9 @@ class FlowNetwork:
                     left = resource.residual - demand
                     resource.residual = left if left > 0.0 else 0.0
                     resource.frozen += n
-                    touched[resource] = None
+                    if resource.mark != mark:
+                        resource.mark = mark
+                        touched.append(resource)
             for resource in touched:
                 resource.history.append((step, resource.residual, resource.frozen))
                 unfrozen_members = resource.flows - resource.frozen

@@ -46,7 +46,7 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
@@ -71,6 +71,8 @@ class PollCoordinator:
         self.env = env
         self.armed_timers = 0
         self.schedulers: list[AicpuScheduler] = []
+        # the queued wait (and its thread) that matched when last looked for: it is looked at first
+        self._matching: tuple[Any, SchedulerThread] | None = None
 
     @classmethod
     def of(cls, system: System) -> PollCoordinator:
@@ -85,7 +87,30 @@ class PollCoordinator:
         even at this very instant)."""
         if queued_events(self.env) != self.armed_timers:
             return False
-        return not any(task.matches() for scheduler in self.schedulers for thread in scheduler.threads for task in thread.waits)
+        # Any queued wait that matches answers no. The one found last time usually still does (its
+        # thread takes it at its next pass, while the other threads' idle passes ask again): a
+        # SuperPoD has tens of thousands of queued waits to read otherwise.
+        if self._matching is not None:
+            task, thread = self._matching
+            if task in thread.waits and task.matches():
+                return False
+        for scheduler in self.schedulers:
+            for thread in scheduler.threads:
+                for task in thread.waits:
+                    if task.matches():
+                        self._matching = (task, thread)
+                        return False
+        return True
+
+    def join(self, scheduler: AicpuScheduler) -> None:
+        """A device task starts polling."""
+        self.schedulers.append(scheduler)
+
+    def leave(self, scheduler: AicpuScheduler) -> None:
+        """A device task has ended: its waits are no longer queued."""
+        self.schedulers.remove(scheduler)
+        if self._matching is not None and self._matching[1].scheduler is scheduler:
+            self._matching = None
 
 
 class CorePool:
@@ -222,7 +247,7 @@ class AicpuScheduler:
         """The device task: take the AICPUs, run every task, give them back."""
         requests = [self.die.aicpus.request() for _ in self.threads]
         yield self.env.all_of(requests)
-        self.coordinator.schedulers.append(self)
+        self.coordinator.join(self)
         try:
             for task in self.tasks:
                 if task.pending == 0:
@@ -234,7 +259,7 @@ class AicpuScheduler:
                     thread.notify()
                 yield self.env.all_of(loops)
         finally:
-            self.coordinator.schedulers.remove(self)
+            self.coordinator.leave(self)
             for request in requests:
                 self.die.aicpus.release(request)
 
