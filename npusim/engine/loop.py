@@ -13,6 +13,7 @@ the layout against the installed SimPy.
 - :func:`succeed_at` triggers a fresh event ``delay_ps`` later in one call, with the queue key
   ``Environment.schedule`` would give it, so the order of events, and every result, is SimPy's.
 - :func:`run_until` steps the environment until an event is processed, or says why it cannot.
+- :func:`schedule_stamp` tells whether anything was scheduled between two moments.
 """
 
 from __future__ import annotations
@@ -86,6 +87,14 @@ def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, eve
             report_at += steps
             every()  # type: ignore[misc]
     return Stop.DONE
+
+
+def schedule_stamp(env: simpy.Environment) -> int:
+    """A stamp of the events scheduled so far: two stamps taken one after the other differ by one
+    exactly when no event was scheduled in between. It takes one of SimPy's event ids, which only
+    order events scheduled at the same time and priority: skipping one changes no order."""
+    stamp: int = next(env._eid)
+    return stamp
 
 
 def queued_events(env: simpy.Environment) -> int:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import queued_events
+from npusim.engine.loop import queued_events, schedule_stamp
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -73,6 +73,8 @@ class PollCoordinator:
         self.schedulers: list[AicpuScheduler] = []
         # the queued wait (and its thread) that matched when last looked for: it is looked at first
         self._matching: tuple[Any, SchedulerThread] | None = None
+        self._stamp = -2  # schedule_stamp at the last look past the queue count,
+        self._none_matched = False  # and whether it found no queued wait matching
 
     @classmethod
     def of(cls, system: System) -> PollCoordinator:
@@ -87,6 +89,16 @@ class PollCoordinator:
         even at this very instant)."""
         if queued_events(self.env) != self.armed_timers:
             return False
+        # Nothing scheduled since the last look, which found no match: only its idle poll timers
+        # have fired since, and their threads changed nothing (a pass that takes a wait, a thread
+        # that handles work or ends, all schedule an event first; slots change only in events). So
+        # no wait matches now either: the idle threads whose passes end at one instant (thousands
+        # on a SuperPoD, with tens of thousands of queued waits) read the slots once, not once each.
+        stamp = schedule_stamp(self.env)
+        unchanged, self._stamp = stamp == self._stamp + 1, stamp
+        if unchanged and self._none_matched:
+            return True
+        self._none_matched = False
         # Any queued wait that matches answers no. The one found last time usually still does (its
         # thread takes it at its next pass, while the other threads' idle passes ask again): a
         # SuperPoD has tens of thousands of queued waits to read otherwise.
@@ -100,6 +112,7 @@ class PollCoordinator:
                     if task.matches():
                         self._matching = (task, thread)
                         return False
+        self._none_matched = True
         return True
 
     def join(self, scheduler: AicpuScheduler) -> None:
