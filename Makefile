@@ -5,28 +5,35 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+COMPILED := $(VENV)/.compiled
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,torch,lint]'
 	touch $(STAMP)
 
-run: $(STAMP)
+# the engine runs compiled (setup.py: mypyc): after an edit of one of its modules, build them again
+$(COMPILED): $(STAMP) npusim/engine/flow.py npusim/engine/loop.py npusim/engine/progress.py
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(COMPILED)
+
+run: $(COMPILED)
 	$(BIN)/npusim run --config a3 examples/shmem_allgather.py
 
-test: $(STAMP)
+test: $(COMPILED)
 	$(BIN)/python -m pytest
 
-lint: $(STAMP)
+lint: $(COMPILED)
 	$(BIN)/ruff check npusim tests benchmarks examples
 	$(BIN)/python .ci/typecheck.py
 
-bench: $(STAMP)
+bench: $(COMPILED)
 	$(BIN)/python benchmarks/engine.py
 	$(BIN)/python benchmarks/sweep.py
 
 clean:
-	rm -rf $(VENV) traces/*/ .pytest_cache
+	rm -rf $(VENV) traces/*/ .pytest_cache build
+	find npusim -name '*.so' -delete

@@ -40,7 +40,8 @@ import heapq
 import itertools
 import math
 import operator
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import simpy
@@ -70,7 +71,7 @@ class Resource:
 
     ``bytes_moved`` and ``flows_done`` count finished flows; ``flows`` counts the flows crossing it
     now; ``rate`` is the current total rate; ``rate_log`` (for registered resources) records
-    ``(time_ps, bytes_per_ps)`` at every change. The other slots are the state of the network's
+    ``(time_ps, bytes_per_ps)`` at every change (a :class:`RateLog`). The other slots are the state of the network's
     progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
     the ``residual`` capacity and ``frozen`` members after the last step that changed it, that
     state after each step (``history``: (step, residual, frozen)), a version stamp for the
@@ -79,7 +80,7 @@ class Resource:
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting", "component")
+                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting", "component", "mark")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -91,7 +92,7 @@ class Resource:
         self.bytes_moved = 0
         self.flows_done = 0
         self.rate = 0.0
-        self.rate_log: list[tuple[int, float]] | None = None
+        self.rate_log: RateLog | None = None
         self.flows = 0
         self.index = UNREGISTERED  # position in FlowNetwork.resources once registered
         self.crossing: list[FlowClass] = []
@@ -106,9 +107,32 @@ class Resource:
         # The component of the busy classes crossing it, if it can limit a rate (kept once they have
         # left: its residual and history belong to that component's steps until they are undone).
         self.component: Component | None = None
+        self.mark = 0  # the network's stamp of the last pass that listed it (a set without hashing)
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
+
+
+class RateLog:
+    """A resource's total rate at every change: ``(time_ps, bytes_per_ps)`` points, kept in two
+    packed arrays (a network-bound run logs millions of them: 16 bytes each, nothing for the
+    garbage collector to walk)."""
+
+    __slots__ = ("times", "rates")
+
+    def __init__(self) -> None:
+        self.times: array[int] = array("q")
+        self.rates: array[float] = array("d")
+
+    def append(self, time_ps: int, rate: float) -> None:
+        self.times.append(time_ps)
+        self.rates.append(rate)
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        return zip(self.times, self.rates)
 
 
 class FlowClass:
@@ -182,7 +206,7 @@ class Component:
         self.keys: list[int] = []
         self.level_max: list[float] = []
         self.frozen_at: list[list[FlowClass]] = []
-        self.touched_at: list[dict[Resource, None]] = []
+        self.touched_at: list[list[Resource]] = []
         self.classes: dict[FlowClass, None] = {}
         self.peak = 0
         self.refill = True
@@ -230,12 +254,13 @@ class FlowNetwork:
         self._wakeup_ps: int | None = None
         self._generation = 0
         self._rebuild = False  # a resource became limiting: components and steps are built again from scratch
+        self._marks = 0  # stamps Resource.mark
         self.recomputations = 0
 
     def add_resource(self, resource: Resource) -> Resource:
         """Register a resource so that its rate changes are logged and it appears in summaries."""
         if self.record_rates:
-            resource.rate_log = []
+            resource.rate_log = RateLog()
         resource.index = len(self.resources)
         self.resources.append(resource)
         return resource
@@ -572,7 +597,7 @@ class FlowNetwork:
                 if total != resource.rate:
                     resource.rate = total
                     if resource.rate_log is not None:
-                        resource.rate_log.append((now, total))
+                        resource.rate_log.append(now, total)
 
     def _join(self, flow_class: FlowClass, concerned: dict[Component, list[FlowClass]]) -> Component:
         """``flow_class`` became busy: it joins the component of the resources it can be limited
@@ -636,11 +661,9 @@ class FlowNetwork:
             for resource in flow_class.bounds:
                 affected[resource] = None
         step = self._first_affected_step(component, changed, affected)
-        unfrozen = self._undo_steps(component, step)
-        for flow_class in changed:
-            if flow_class.busy and flow_class.step < 0 and flow_class not in unfrozen:
-                unfrozen[flow_class] = None
-        refill = [c for c in unfrozen if c.busy]
+        never_frozen = [c for c in changed if c.busy and c.step < 0]  # not among the classes the undone steps froze
+        refill = [c for c in self._undo_steps(component, step) if c.busy]
+        refill += never_frozen
         self._fill(component, refill)
         return refill
 
@@ -727,16 +750,16 @@ class FlowNetwork:
                 residual, frozen, start = next_residual, next_frozen, end
         return first
 
-    def _undo_steps(self, component: Component, first: int) -> dict[FlowClass, None]:
+    def _undo_steps(self, component: Component, first: int) -> list[FlowClass]:
         """Forget the steps from ``first`` on, the last first: each resource a step changed drops
         that step's entry of its history and gets back its state before; returns the classes
-        they had frozen."""
-        unfrozen: dict[FlowClass, None] = {}
+        they had frozen (each once: a class is frozen by one step)."""
+        unfrozen: list[FlowClass] = []
         frozen_at, touched_at = component.frozen_at, component.touched_at
         for j in range(len(component.levels) - 1, first - 1, -1):
             for flow_class in frozen_at[j]:
                 flow_class.step = -1
-                unfrozen[flow_class] = None
+                unfrozen.append(flow_class)
             for resource in touched_at[j]:
                 history = resource.history
                 history.pop()
@@ -758,10 +781,13 @@ class FlowNetwork:
         heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
         levels, keys, level_max = component.levels, component.keys, component.level_max
         frozen_at, touched_at = component.frozen_at, component.touched_at
-        live: dict[Resource, None] = {}
+        self._marks = mark = self._marks + 1
+        live: list[Resource] = []  # the resources of their paths, each once, in first-met order
         for flow_class in unfrozen:
             for resource in flow_class.bounds:
-                live[resource] = None
+                if resource.mark != mark:
+                    resource.mark = mark
+                    live.append(resource)
         shares = []
         for resource in live:
             resource.share = resource.residual / (resource.flows - resource.frozen)
@@ -800,7 +826,8 @@ class FlowNetwork:
                 assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
                 freezing = [c for c in bottleneck.crossing if c.step < 0]
                 limit = bottleneck.index
-            touched: dict[Resource, None] = {}  # in first-change order
+            self._marks = mark = self._marks + 1
+            touched: list[Resource] = []  # each once, in first-change order
             for flow_class in freezing:
                 flow_class.step = step
                 flow_class.level = level
@@ -811,7 +838,9 @@ class FlowNetwork:
                     left = resource.residual - demand
                     resource.residual = left if left > 0.0 else 0.0
                     resource.frozen += n
-                    touched[resource] = None
+                    if resource.mark != mark:
+                        resource.mark = mark
+                        touched.append(resource)
             for resource in touched:
                 resource.history.append((step, resource.residual, resource.frozen))
                 unfrozen_members = resource.flows - resource.frozen

@@ -13,6 +13,7 @@ the layout against the installed SimPy.
 - :func:`succeed_at` triggers a fresh event ``delay_ps`` later in one call, with the queue key
   ``Environment.schedule`` would give it, so the order of events, and every result, is SimPy's.
 - :func:`run_until` steps the environment until an event is processed, or says why it cannot.
+- :func:`schedule_stamp` tells whether anything was scheduled between two moments.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import enum
 from collections.abc import Callable
 from heapq import heappop, heappush
 from operator import attrgetter
+from typing import Protocol, cast
 
 import simpy
 from simpy.events import NORMAL
@@ -34,6 +36,13 @@ def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value:
     event._ok = True
     event._value = value
     heappush(env._queue, (env._now + delay_ps, NORMAL, next(env._eid), event))
+
+
+class _Processed(Protocol):
+    """An event as the loop watches it: SimPy sets ``callbacks`` to None once the event is
+    processed (its annotation says a list: read through this, the compiled loop accepts None)."""
+
+    callbacks: list[Callable[[simpy.Event], None]] | None
 
 
 class Stop(enum.Enum):
@@ -73,7 +82,8 @@ def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, eve
     queue = env._queue
     look = steps if every is not None and steps > 0 else LOOK_STEPS
     done, look_at, still, seen_ps = 0, look, 0, env._now
-    while target.callbacks is not None:  # not processed yet
+    watched = cast(_Processed, target)
+    while watched.callbacks is not None:  # not processed yet
         if not queue:
             return Stop.IDLE
         if queue[0][0] > limit_ps:
@@ -117,6 +127,14 @@ def due_now(env: simpy.Environment, most: int = 5) -> list[tuple[str, int]]:
                 what = f"callback {getattr(callback, '__qualname__', type(callback).__name__)}"
             counts[what] = counts.get(what, 0) + 1
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:most]
+
+
+def schedule_stamp(env: simpy.Environment) -> int:
+    """A stamp of the events scheduled so far: two stamps taken one after the other differ by one
+    exactly when no event was scheduled in between. It takes one of SimPy's event ids, which only
+    order events scheduled at the same time and priority: skipping one changes no order."""
+    stamp: int = next(env._eid)
+    return stamp
 
 
 def queued_events(env: simpy.Environment) -> int:

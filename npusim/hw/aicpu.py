@@ -46,12 +46,12 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import queued_events
+from npusim.engine.loop import queued_events, schedule_stamp
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -71,6 +71,10 @@ class PollCoordinator:
         self.env = env
         self.armed_timers = 0
         self.schedulers: list[AicpuScheduler] = []
+        # the queued wait (and its thread) that matched when last looked for: it is looked at first
+        self._matching: tuple[Any, SchedulerThread] | None = None
+        self._stamp = -2  # schedule_stamp at the last look past the queue count,
+        self._none_matched = False  # and whether it found no queued wait matching
 
     @classmethod
     def of(cls, system: System) -> PollCoordinator:
@@ -85,7 +89,41 @@ class PollCoordinator:
         even at this very instant)."""
         if queued_events(self.env) != self.armed_timers:
             return False
-        return not any(task.matches() for scheduler in self.schedulers for thread in scheduler.threads for task in thread.waits)
+        # Nothing scheduled since the last look, which found no match: only its idle poll timers
+        # have fired since, and their threads changed nothing (a pass that takes a wait, a thread
+        # that handles work or ends, all schedule an event first; slots change only in events). So
+        # no wait matches now either: the idle threads whose passes end at one instant (thousands
+        # on a SuperPoD, with tens of thousands of queued waits) read the slots once, not once each.
+        stamp = schedule_stamp(self.env)
+        unchanged, self._stamp = stamp == self._stamp + 1, stamp
+        if unchanged and self._none_matched:
+            return True
+        self._none_matched = False
+        # Any queued wait that matches answers no. The one found last time usually still does (its
+        # thread takes it at its next pass, while the other threads' idle passes ask again): a
+        # SuperPoD has tens of thousands of queued waits to read otherwise.
+        if self._matching is not None:
+            task, thread = self._matching
+            if task in thread.waits and task.matches():
+                return False
+        for scheduler in self.schedulers:
+            for thread in scheduler.threads:
+                for task in thread.waits:
+                    if task.matches():
+                        self._matching = (task, thread)
+                        return False
+        self._none_matched = True
+        return True
+
+    def join(self, scheduler: AicpuScheduler) -> None:
+        """A device task starts polling."""
+        self.schedulers.append(scheduler)
+
+    def leave(self, scheduler: AicpuScheduler) -> None:
+        """A device task has ended: its waits are no longer queued."""
+        self.schedulers.remove(scheduler)
+        if self._matching is not None and self._matching[1].scheduler is scheduler:
+            self._matching = None
 
 
 class CorePool:
@@ -222,7 +260,7 @@ class AicpuScheduler:
         """The device task: take the AICPUs, run every task, give them back."""
         requests = [self.die.aicpus.request() for _ in self.threads]
         yield self.env.all_of(requests)
-        self.coordinator.schedulers.append(self)
+        self.coordinator.join(self)
         try:
             for task in self.tasks:
                 if task.pending == 0:
@@ -234,7 +272,7 @@ class AicpuScheduler:
                     thread.notify()
                 yield self.env.all_of(loops)
         finally:
-            self.coordinator.schedulers.remove(self)
+            self.coordinator.leave(self)
             for request in requests:
                 self.die.aicpus.release(request)
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 
 FIXED, SET_FLAG, WAIT_FLAG, TRANSFER, WAITING = range(5)
+_PIPE_IDS = tuple(int(pipe) for pipe in Pipe)  # iterating the enum itself is slow, and a run starts per tile op
 
 
 def flag_key(src: Pipe, dst: Pipe, event_id: int) -> int:
@@ -68,7 +69,7 @@ class KernelRun:
         self.core = core
         self.program = program
         self.op = op
-        self.progress = [ProgressCounter(env) for _ in Pipe]
+        self.progress = [ProgressCounter(env) for _ in _PIPE_IDS]
         # flag (its flag_key) -> the times its raised, not yet taken, instances become visible
         self.flags: dict[int, deque[int]] = {}
         # flag -> waits blocked on it: (wake-up event, time it is ready to proceed, the wait_flag)
@@ -76,7 +77,7 @@ class KernelRun:
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
         # end time of every instruction per pipe, kept only for programs with a pipe_barrier(ALL)
-        self.ends: dict[int, list[int]] | None = {int(p): [] for p in Pipe} if program.needs_end_times else None
+        self.ends: dict[int, list[int]] | None = {p: [] for p in _PIPE_IDS} if program.needs_end_times else None
 
     def waits(self) -> dict[int, object]:
         """What each blocked pipe (its int value) waits in: an instruction or a sentence."""

@@ -203,6 +203,18 @@ class ScalarWrite(FixedCost):
         return _entries(_span(self.target[self.index : self.index + 1], WRITE))
 
 
+_FLAG_LABELS: dict[tuple[str, int, int, int], tuple[str, int]] = {}  # (verb, src, dst, event id) -> (label, flag key)
+
+
+def _flag(verb: str, src: Pipe, dst: Pipe, event_id: int) -> tuple[str, int]:
+    """The label and the key of a set_flag / wait_flag, made once per flag (programs are built per tile op)."""
+    made = _FLAG_LABELS.get((verb, src, dst, event_id))
+    if made is None:
+        made = _FLAG_LABELS[(verb, src, dst, event_id)] = (f"{verb} {PIPE_NAMES[src]}->{PIPE_NAMES[dst]} #{event_id}",
+                                                            flag_key(src, dst, event_id))
+    return made
+
+
 class SetFlag(Instruction):
     """Raise flag (src pipe -> dst pipe, event id) once the src pipe's earlier instructions are done."""
 
@@ -210,8 +222,8 @@ class SetFlag(Instruction):
     step = SET_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
-        super().__init__(src, f"set_flag {PIPE_NAMES[src]}->{PIPE_NAMES[dst]} #{event_id}")
-        self.key = flag_key(src, dst, event_id)
+        label, self.key = _flag("set_flag", src, dst, event_id)
+        super().__init__(src, label)
         self.cost_ps = cost_ps
 
 
@@ -222,8 +234,8 @@ class WaitFlag(Instruction):
     step = WAIT_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
-        super().__init__(dst, f"wait_flag {PIPE_NAMES[src]}->{PIPE_NAMES[dst]} #{event_id}")
-        self.key = flag_key(src, dst, event_id)
+        label, self.key = _flag("wait_flag", src, dst, event_id)
+        super().__init__(dst, label)
         self.cost_ps = cost_ps
 
 

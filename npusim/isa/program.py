@@ -106,7 +106,7 @@ class CoreProgram:
         self._pipes = kind.pipes
         self._buffers = kind.buffers
         self._copy_pipes = kind.moves
-        self._name_ids: dict[tuple[str, type], int] = {}  # (event name, instruction class) used -> the name's recorder id
+        self._name_ids = self._recorder.label_ids  # (event name, instruction class) used -> the name's recorder id
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -136,14 +136,9 @@ class CoreProgram:
 
     # -- attribution ---------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def tile(self, index: int) -> Iterator[None]:
-        """Instructions appended inside belong to tile ``index`` of the kernel's op."""
-        previous, self._tile = self._tile, index
-        try:
-            yield
-        finally:
-            self._tile = previous
+    def tile(self, index: int) -> _TileScope:
+        """Instructions appended inside (``with p.tile(index):``) belong to tile ``index`` of the kernel's op."""
+        return _TileScope(self, index)
 
     def _append(self, instruction: Instruction, name: str | None = None) -> Instruction:
         label, kind = name or instruction.label, instruction.__class__
@@ -534,6 +529,24 @@ class CoreProgram:
             if instruction.pipe is Pipe.SCALAR:
                 scalars += 1
         return pipes
+
+
+class _TileScope:
+    """The ``with`` block of :meth:`CoreProgram.tile` (a class, not a generator: a program is built
+    per tile op, and entering a generator's context costs several times more)."""
+
+    __slots__ = ("program", "index", "previous")
+
+    def __init__(self, program: CoreProgram, index: int) -> None:
+        self.program = program
+        self.index = index
+        self.previous = -1
+
+    def __enter__(self) -> None:
+        self.previous, self.program._tile = self.program._tile, self.index
+
+    def __exit__(self, *_exc: object) -> None:
+        self.program._tile = self.previous
 
 
 class _Placed:

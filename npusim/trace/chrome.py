@@ -344,7 +344,7 @@ class _Writer:
             if not resource.rate_log or not self.kept_dies[resource.die]:
                 continue
             counter = json.dumps(f"{resource.name} GB/s")
-            for time_ps, rate in self._in_window(resource.rate_log):
+            for time_ps, rate in self._in_window(list(resource.rate_log)):
                 self.emit(f'{{"name":{counter},"ph":"C","ts":{_ts(ns_of(time_ps))},"pid":{resource.die},"args":{{"GB/s":{rate * 1e3:.3f}}}}}')
 
     def _buffer_counters(self) -> None:

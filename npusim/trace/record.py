@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from npusim.engine.flow import RateLog
 from npusim.trace.recorder import Recorder
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ class ResourceRecord:
     """One bandwidth resource at the end of a run: its name, kind (``hbm``, ``l2``, ``link``,
     ``credits``, ``nic`` ...), die (-1 for none), index in the network (the trace's bottleneck
     ids), capacity in bytes/ps, the bytes and flows it carried, and ``rate_log``: ``(time_ps,
-    bytes_per_ps)`` at every change of its total rate (empty for resources that keep no log)."""
+    bytes_per_ps)`` at every change of its total rate (a :class:`~npusim.engine.flow.RateLog`,
+    empty for resources that keep no log)."""
 
     name: str
     kind: str
@@ -33,12 +35,12 @@ class ResourceRecord:
     capacity: float
     bytes_moved: int
     flows_done: int
-    rate_log: list[tuple[int, float]]
+    rate_log: RateLog
 
     @classmethod
     def of(cls, resource: Resource) -> ResourceRecord:
         return cls(resource.name, resource.kind, resource.die, resource.index, resource.capacity, resource.bytes_moved,
-                   resource.flows_done, resource.rate_log if resource.rate_log is not None else [])
+                   resource.flows_done, resource.rate_log if resource.rate_log is not None else RateLog())
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,9 @@ class Recorder:
         self._track_ids: dict[tuple[int, str, str], int] = {}
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
+        # the ISA's cache of the name ids of instruction labels, by (label, instruction class): shared
+        # by every program of the run, since a program is built per tile op
+        self.label_ids: dict[tuple[str, type], int] = {}
         self.wait_names: set[int] = set()  # names of events that only wait (flags, barriers): not busy time
         self.poll_names: set[int] = set()  # names of poll passes (waits that check and check again)
         self.ops: list[OpRecord] = []

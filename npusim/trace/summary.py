@@ -122,15 +122,14 @@ def tiles(record: RunRecord) -> list[dict[str, Any]]:
     keys = selected["op"].astype(np.int64) << 32 | selected["tile"].astype(np.int64)
     unique, first, last, counts, _ = _spans(keys, selected, busy_ps(recorder, columns)[mask])
     duration = last - first
-    op_of = unique >> 32
+    op_ids, starts, tile_counts = np.unique(unique >> 32, return_index=True, return_counts=True)  # keys are sorted: each op's tiles are contiguous
     rows = []
-    for op_id in np.unique(op_of).tolist():
-        of_op = op_of == op_id
-        spans = duration[of_op]
+    for op_id, start, count in zip(op_ids.tolist(), starts.tolist(), tile_counts.tolist()):
+        spans = duration[start:start + count]
         slowest = int(np.argmax(spans))
-        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": int(of_op.sum()), "mean_us": float(spans.mean()) / 1e6,
+        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": count, "mean_us": float(spans.mean()) / 1e6,
                      "min_us": int(spans.min()) / 1e6, "max_us": int(spans.max()) / 1e6,
-                     "slowest_tile": int(unique[of_op][slowest] & 0xFFFFFFFF)})
+                     "slowest_tile": int(unique[start + slowest] & 0xFFFFFFFF)})
     return rows
 
 

@@ -4,12 +4,14 @@ recomputation), and its finish times against a per-flow reference in exact arith
 
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from npusim.engine import flow
 from npusim.engine.flow import FlowNetwork, Resource
 
 GBPS = 1e-3  # 1 GB/s in bytes per picosecond
@@ -78,7 +80,7 @@ def test_bytes_and_rate_log_are_accounted():
     link = Resource("link", 10 * GBPS)
     _, network = run_flows([(10_000, (link,), math.inf, 0)] * 2, [link])
     assert link.bytes_moved == 20_000 and link.flows_done == 2
-    assert link.rate_log == [(0, pytest.approx(10 * GBPS)), (2_000_000, 0.0)]
+    assert list(link.rate_log) == [(0, pytest.approx(10 * GBPS)), (2_000_000, 0.0)]
 
 
 @settings(max_examples=60, deadline=None)
@@ -190,27 +192,43 @@ def test_an_unregistered_resource_is_reported_as_such():
     assert outcomes([(1000, (stray,), math.inf, 0)], [])[0][0] == -2
 
 
-class OracleCheckedNetwork(FlowNetwork):
-    """After every incremental recomputation, the steps kept and refilled must be those of a
-    filling from scratch, and the rates of the busy classes, to the bit, those of the oracle."""
+def check_against_oracle(network, now):
+    """After an incremental recomputation, the steps kept and refilled must be those of a filling
+    from scratch, and the rates of the busy classes, to the bit, those of the oracle."""
+    busy = sorted((c for c in network._classes.values() if c.members), key=lambda c: c.order)
+    components = {id(c.component): c.component for c in busy}.values()
+    for component in components:  # each one is a connected component of the busy classes
+        assert component.classes.keys() == {c for c in busy if c.component is component}
+        assert all(r.component is component for c in component.classes for r in c.bounds)
+        incremental = (list(component.levels), list(component.keys), [list(frozen) for frozen in component.frozen_at])
+        network._fill(component, [c for c in network._undo_steps(component, 0) if c.busy])
+        assert (component.levels, component.keys, component.frozen_at) == incremental, f"steps differ at {now} ps"
+    expected = oracle([(c.path, c.cap, len(c.members)) for c in busy], {r: r.capacity for r in network.resources})
+    assert [c.rate for c in busy] == expected, f"rates differ at {now} ps"
 
-    def _recompute(self, now, changed):
-        super()._recompute(now, changed)
-        busy = sorted((c for c in self._classes.values() if c.members), key=lambda c: c.order)
-        components = {id(c.component): c.component for c in busy}.values()
-        for component in components:  # each one is a connected component of the busy classes
-            assert component.classes.keys() == {c for c in busy if c.component is component}
-            assert all(r.component is component for c in component.classes for r in c.bounds)
-            incremental = (list(component.levels), list(component.keys), [list(frozen) for frozen in component.frozen_at])
-            self._fill(component, [c for c in self._undo_steps(component, 0) if c.busy])
-            assert (component.levels, component.keys, component.frozen_at) == incremental, f"steps differ at {now} ps"
-        expected = oracle([(c.path, c.cap, len(c.members)) for c in busy], {r: r.capacity for r in self.resources})
-        assert [c.rate for c in busy] == expected, f"rates differ at {now} ps"
+
+class OracleCheckedEnvironment(simpy.Environment):
+    """Runs ``network`` checking it against the oracle after every step that recomputed its rates
+    (a step is one wake-up of the network at most, and a wake-up recomputes once at most)."""
+
+    network: FlowNetwork
+
+    def step(self):
+        before = self.network.recomputations
+        super().step()
+        if self.network.recomputations != before:
+            check_against_oracle(self.network, self.now)
+
+
+def oracle_checked_network(quantum_ps=0):
+    """An environment and a network checked against the oracle at every recomputation."""
+    env = OracleCheckedEnvironment()
+    env.network = FlowNetwork(env, quantum_ps=quantum_ps)
+    return env, env.network
 
 
 def checked_network(*capacities):
-    env = simpy.Environment()
-    network = OracleCheckedNetwork(env)
+    env, network = oracle_checked_network()
     return env, network, [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
 
 
@@ -364,8 +382,7 @@ def test_finish_times_match_a_per_flow_reference(instance):
     every incremental recomputation gives the oracle's rates to the bit. A flow is issued at 0 with
     its delay as fixed cost, or issued at its start time (paths then appear while others flow)."""
     capacities, specs = instance
-    env = simpy.Environment()
-    network = OracleCheckedNetwork(env)
+    env, network = oracle_checked_network()
     resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
     finish = {}
 
@@ -415,8 +432,7 @@ def finish_times(capacities, specs, quantum_ps=0):
     """Issue flows (size, path, cap, delay, late) as test_finish_times_match_a_per_flow_reference
     does, on a network with ``quantum_ps`` (rates checked against the oracle at every change); each
     one's finish time in ps."""
-    env = simpy.Environment()
-    network = OracleCheckedNetwork(env, quantum_ps=quantum_ps)
+    env, network = oracle_checked_network(quantum_ps)
     resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
     finish = {}
 
@@ -515,3 +531,16 @@ def test_a_member_ending_as_another_starts_in_its_class_needs_no_refill():
     assert finish[0] == 10 and network.recomputations == before
     env.run()
     assert finish == reference_finish_times({r0: 1.0, r1: 2.0}, specs)
+
+
+def test_the_compiled_engine_is_built_from_the_current_source():
+    """An editable install runs the engine's modules compiled (setup.py); an extension older than
+    its source would simulate the old code: `make` builds them again after an edit (.venv/.compiled)."""
+    engine = Path(flow.__file__).parent
+    extensions = list(engine.glob("*.so"))
+    if not extensions:
+        pytest.skip("the engine runs interpreted (no extension built)")
+    sources = [engine / f"{so.name.split('.')[0]}.py" for so in extensions]
+    newest = max(source.stat().st_mtime for source in sources if source.exists())
+    stale = [so.name for so in extensions if so.stat().st_mtime < newest]
+    assert not stale, f"the engine's sources changed since {stale} were built: run make"

@@ -8,7 +8,7 @@ import pytest
 import simpy
 from simpy.events import NORMAL, URGENT
 
-from npusim.engine.loop import LOOK_STEPS, Stop, clock, due_now, next_event_ps, queued_events, run_until, succeed_at
+from npusim.engine.loop import LOOK_STEPS, Stop, clock, due_now, next_event_ps, queued_events, run_until, schedule_stamp, succeed_at
 
 
 def test_the_installed_simpy_has_the_queue_layout_the_loop_relies_on():
@@ -55,6 +55,25 @@ def test_succeed_at_orders_events_as_simpy_does():
     ours_now.callbacks.append(note("ours_now"))
     env.run()
     assert seen == [("theirs", 0, "now"), ("ours_now", 0, 42), ("ours_late", 5, "late"), ("timeout", 5, "timeout")]
+
+
+def test_schedule_stamp_tells_whether_anything_was_scheduled_and_changes_no_order():
+    """Two stamps one after the other differ by one; any event scheduled in between (SimPy's own or
+    succeed_at's) makes them differ by more; the stamps taken leave the order of events SimPy's."""
+    env = simpy.Environment()
+    seen = []
+    first = schedule_stamp(env)
+    assert schedule_stamp(env) == first + 1
+    env.timeout(3).callbacks.append(lambda _event: seen.append("a"))
+    after_timeout = schedule_stamp(env)
+    assert after_timeout > first + 2
+    ours = simpy.Event(env)
+    succeed_at(env, ours, 3, None)
+    ours.callbacks.append(lambda _event: seen.append("b"))
+    assert schedule_stamp(env) > after_timeout + 1
+    env.timeout(3).callbacks.append(lambda _event: seen.append("c"))
+    env.run()
+    assert seen == ["a", "b", "c"]
 
 
 def test_a_process_waiting_on_succeed_at_resumes_with_its_value():

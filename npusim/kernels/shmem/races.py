@@ -42,15 +42,12 @@ class Access:
     start_ps: int
     end_ps: int | None = None
     pending: list[Access] = field(default_factory=list)  # conflicting accesses to report once both ended
+    pending_in: list[Access] = field(default_factory=list)  # the later accesses that hold this one in their pending
 
     @functools.cached_property
     def bounds(self) -> tuple[int, int]:
         """The first and the end byte of the intervals (they do not change once recorded)."""
         return min(a for a, _ in self.intervals), max(b for _, b in self.intervals)
-
-    def ordered_with(self, other: Access) -> bool:
-        """True if one of the two tile ops happens before the other."""
-        return bool(self.bit & other.ancestors or other.bit & self.ancestors)
 
     def overlap(self, other: Access) -> tuple[int, int] | None:
         """The first overlapping byte range of the two accesses, if any."""
@@ -78,27 +75,31 @@ def describe(reader: Access, writer: Access, overlap: tuple[int, int]) -> str:
 
 
 class RaceDetector:
-    """Checks each new access against the accesses of the other kind to the same memory."""
+    """Checks each new access against the accesses of the other kind to the same memory (kept per
+    memory and kind, in the order they started)."""
 
     def __init__(self, emit: Callable[[str, Access, Access], None]) -> None:
         self.emit = emit
-        self._accesses: dict[tuple, list[Access]] = {}
+        self._accesses: dict[tuple[tuple, str], list[Access]] = {}
         self.reports: list[str] = []
 
     def record(self, access: Access) -> None:
         """A tile op starts ``access``: find the earlier accesses it races with."""
-        others = self._accesses.setdefault(access.memory, [])
-        for other in others:
-            if other.kind == access.kind or other.bit == access.bit or other.ordered_with(access):
-                continue
+        lo, hi = access.bounds
+        bit, ancestors = access.bit, access.ancestors
+        for other in self._accesses.get((access.memory, WRITE if access.kind == READ else READ), ()):
+            other_lo, other_hi = other.bounds  # disjoint bounds cannot overlap: the cheap test first
+            if hi <= other_lo or other_hi <= lo or other.bit == bit or other.bit & ancestors or bit & other.ancestors:
+                continue  # apart, the same tile op, or one happens before the other (its bit among the other's ancestors)
             if other.overlap(access) is not None:
                 access.pending.append(other)
-        others.append(access)
+                other.pending_in.append(access)
+        self._accesses.setdefault((access.memory, access.kind), []).append(access)
 
     def ended(self, access: Access, time_ps: int) -> None:
         """The tile op of ``access`` has ended: report its races whose other side has ended too."""
         access.end_ps = time_ps
-        for other in self._accesses.get(access.memory, ()):
+        for other in access.pending_in:  # the later accesses racing with it, in the order they started
             if access in other.pending and other.end_ps is not None:
                 other.pending.remove(access)
                 self._report(other, access)

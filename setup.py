@@ -1,0 +1,20 @@
+"""Build of npusim's compiled core: the engine's modules (``npusim/engine/``: the fluid bandwidth
+network, the event loop, progress counters) compiled to C extensions by mypyc, from the same
+mypy-strict sources (the metadata is in pyproject.toml).
+
+The network's progressive filling is most of a collective's run and the event loop runs every
+event; compiled, they run the same operations in the same order (the same rates to the bit, the
+same event order) several times faster. Without the extensions (a plain checkout on
+``PYTHONPATH``) Python imports the ``.py`` files themselves: the same code. After editing one of
+them in an editable install, build again (``make`` does: ``.venv/.compiled`` depends on them), or
+the extension built from the old source is what runs.
+"""
+
+from mypyc.build import mypycify
+from setuptools import setup
+
+COMPILED = ["npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py"]
+
+# checked against the project's mypy settings (pyproject.toml), which name modules other than these
+# one shared library for them, npusim/engine/compiled__mypyc (a module name of mypyc's choosing otherwise)
+setup(ext_modules=mypycify(["--no-warn-unused-configs", *COMPILED], opt_level="3", group_name="npusim.engine.compiled"))
