@@ -110,6 +110,7 @@ class Session:
         self.current_streams: dict[int, Stream] = {}  # die -> the stream work is queued on, when not the default
         self.capture = None  # the graph being captured (npusim.frontend.graphs), if any
         self.deadlock_reporters: list = []  # callables returning report lines (e.g. unsatisfied waits)
+        self.pypto_hints: list[dict] = []  # PyPTO compiler hints the workload gave (recorded, not modelled: docs/pypto.md)
 
     @property
     def now_us(self) -> float:
@@ -163,6 +164,13 @@ class Session:
         if pending:
             self._run_until(self.env.all_of(pending))
         self.host.waited_until(self.env.now)
+
+    def run_until(self, event: simpy.Event) -> None:
+        """Run the simulation until ``event`` is processed, without the host waiting (the device
+        waits for it: a PyPTO kernel that reads a device value while it is built). A DeadlockError
+        as :meth:`synchronize`."""
+        if not event.processed:
+            self._run_until(event)
 
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
@@ -305,6 +313,11 @@ def current_session() -> Session:
     if not _SESSIONS:
         raise UsageError("no npusim session is active: wrap the code in `with npusim.session('a3'):` or run the file with `npusim run`")
     return _SESSIONS[-1]
+
+
+def innermost_session() -> Session | None:
+    """The innermost open session, or None when none is open."""
+    return _SESSIONS[-1] if _SESSIONS else None
 
 
 def session_of(system: System) -> Session | None:
