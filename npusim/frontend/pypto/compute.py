@@ -21,9 +21,10 @@ import numpy as np
 from npusim import isa
 from npusim.errors import ResourceError
 from npusim.frontend.pypto.ops import _gm, _on_pe
-from npusim.frontend.pypto.runtime import CoreTask, PeProgram, current_program
-from npusim.frontend.pypto.tensors import Tensor
-from npusim.frontend.tensor import empty
+from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, current_program
+from npusim.frontend.pypto.symbolic import SymbolicScalar
+from npusim.frontend.pypto.tensors import Tensor, regions_meet
+from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
 from npusim.kernels.compute.matmul import CubeTiles, capacity_needs, matmul_tile, matmul_tiles
@@ -56,11 +57,9 @@ def _input(op: str, arg: str, value, program: PeProgram) -> Tensor:
         reject(op, arg, value, "must be a pypto.Tensor")
     if value.program is not program:
         reject(op, arg, value, f"belongs to PE {value.pe}'s program, not to PE {program.pe}'s; each PE uses its own tensors")
-    if value.location == "UB":
-        reject(op, arg, value, "is a shmem_load result (a UB tile); assemble it into a GM tensor first (out[...] = tile): "
-                               "computing on a loaded UB tile directly is not modelled yet")
-    if value.location != "GM":
+    if value.location == "token":
         reject(op, arg, value, "is an op's token (a pred), not data")
+    value = value.in_gm(op)  # a shmem_load result: its tile ops store a GM copy the op reads
     checks.check_rank(op, arg, value.shape)
     return value
 
@@ -103,7 +102,7 @@ def _view(tensor: Tensor, rank: int) -> GmView:
 
 
 def _result(program: PeProgram, shape: Sequence[int], dtype: DataType, valid: Sequence[int], tasks, tiles) -> Tensor:
-    return Tensor(program, "GM", shape, dtype, device=tasks[1], valid_shape=valid,
+    return Tensor.make(program, "GM", shape, dtype, device=tasks[1], valid_shape=valid,
                   writes=[(task, Region(t.offset, t.shape)) for task, t in zip(tasks[0], tiles)])
 
 
@@ -426,6 +425,7 @@ def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int]
     a float for a float dtype: no implicit conversion)."""
     op = "full"
     program = current_program(op)
+    fill_value = program.value_of(fill_value)
     if not isinstance(dtype, DataType):
         reject(op, "dtype", dtype, "must be a pypto.DataType")
     checks.check_dtype(op, "dtype", dtype.name)
@@ -480,23 +480,40 @@ def one_hot(input: Tensor, num_classes: int) -> Tensor:
 @_on_pe
 def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None, inplace: bool = False) -> Tensor:
     """``pypto.reshape``: the same elements with another shape (one dim may be -1). A contiguous GM
-    tensor is viewed in place (no data moves); its readers wait for every writer of the input."""
+    tensor is viewed in place (no data moves), and so is any view when only dims of size 1 come or
+    go; its readers wait for every writer of the input."""
     op = "reshape"
     program = current_program(op)
     x = _input(op, "input", input, program)
     if not isinstance(shape, (list, tuple)) or any(not isinstance(s, int) or isinstance(s, bool) for s in shape) or list(shape).count(-1) > 1:
         reject(op, "shape", shape, "must be a list of ints, at most one of them -1")
     known = math.prod(s for s in shape if s != -1)
-    new = tuple(x.device.size // known if s == -1 and known else s for s in shape)
+    new = tuple(math.prod(x.shape) // known if s == -1 and known else s for s in shape)
     if math.prod(new) != math.prod(x.shape) or any(s <= 0 for s in new):
         reject(op, "shape", list(shape), f"does not hold the {math.prod(x.shape)} elements of input {list(x.shape)}")
+    if [d for d in x.shape if d != 1] == [d for d in new if d != 1]:
+        return _unit_dims_view(program, x, new, valid_shape)
     if not x.device.is_contiguous():
         reject(op, "input", x, "is not contiguous in GM (a strided view): reshape of a view is not modelled")
     valid = tuple(valid_shape) if valid_shape is not None else (new if x.valid_shape == x.shape else None)
     if valid is None:
         reject(op, "valid_shape", None, f"must be given: input has the valid shape {list(x.valid_shape)}, which a reshape does not carry over")
-    return Tensor(program, "GM", new, x.dtype, device=x.device.view(*new), valid_shape=valid,
+    return Tensor.make(program, "GM", new, x.dtype, device=x.device.view(*new), valid_shape=valid,
                   writes=[(task, None) for task in x.tasks_for(None)])
+
+
+def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_shape) -> Tensor:
+    """A reshape that only adds or drops dims of size 1: the same view with those dims (any strides)."""
+    kept = [(stride, valid) for size, stride, valid in zip(x.shape, x.device.strides, x.valid_shape) if size != 1]
+    unit_valid = min([v for size, v in zip(x.shape, x.valid_shape) if size == 1], default=1)
+    strides, valid, rest = [], [], iter(kept)
+    for size in new:
+        stride, v = next(rest) if size != 1 else (x.dtype.itemsize, unit_valid)
+        strides.append(stride)
+        valid.append(v)
+    device = DeviceTensor(x.device.system, x.device.allocation, x.device.offset_bytes, new, tuple(strides), x.dtype.numpy)
+    return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=tuple(valid_shape) if valid_shape is not None else valid,
+                       writes=[(task, None) for task in x.tasks_for(None)])
 
 
 # dims transpose supports on 4-D tensors (pypto-transpose.md 约束说明 3); 2-D and 3-D take any pair
@@ -581,7 +598,79 @@ def concat(tensors: list[Tensor], dim: int = 0) -> Tensor:
             node.tasks.append(task)
             writes.append((task, Region(place, tile.shape)))
         at += t.shape[axis]
-    return Tensor(program, "GM", shape, first.dtype, device=device, writes=writes)
+    return Tensor.make(program, "GM", shape, first.dtype, device=device, writes=writes)
+
+
+# -- GM assembly and single elements ----------------------------------------------------------------
+
+
+def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor) -> None:
+    """``assemble`` of a GM tensor (checked by ``ops.assemble``): per tile of ``input`` (the vector
+    tile shape), one copy of its valid part GM -> UB -> GM (MTE2, MTE3) to ``out`` at ``offsets``.
+    Each copy waits for the writers of what it reads and for the earlier writers of where it writes."""
+    op = "assemble"
+    program = input.program
+    tiles = _tiles(op, program, input.shape, input.valid_shape)
+    source, destination, dtype = _gm(input), _gm(out), input.dtype.numpy
+    node = program.op(op, shape=list(input.shape), offsets=list(offsets), tiles=len(tiles))
+
+    def build(p, tile, _device=None):
+        at = tuple(o + t for o, t in zip(offsets, tile.offset))
+        elementwise_tile(p, [Operand(source.shifted(tile.offset), dtype, tile.valid_shape)], destination.shifted(at), dtype,
+                         tile.valid_shape, "copy", dtype, name=op)
+
+    _dry_build(op, program, tiles[0], build, program.launch.core_kinds["vector"], None)
+    for tile in tiles:
+        def run(p, tile=tile):
+            if tile.moves_data:
+                build(p, tile)
+            else:
+                _empty_program(p)
+
+        task = CoreTask(node, tile.index, run)
+        written = Region(tuple(o + a + t for o, a, t in zip(out.origin, offsets, tile.offset)), tile.valid_shape)
+        task.depend_on(input.tasks_for(Region(tile.offset, tile.valid_shape)))
+        task.depend_on([t for t, region in out.writes if region is None or regions_meet(region, written)])
+        node.tasks.append(task)
+        out.writes.append((task, written))
+
+
+def read_element(tensor: Tensor, index: Sequence) -> SymbolicScalar:
+    """``tensor[i, j]`` in a kernel (the framework's GetTensorData, int32 tensors only): a
+    SymbolicScalar whose value the control-flow AICPU reads once the writers of that element are
+    done; the tile ops built after it wait for the read."""
+    op = "GetTensorData"
+    program = tensor.program
+    what = f"{tensor!r}[{', '.join(map(repr, index))}]"
+    if tensor.location == "token":
+        reject(op, "tensor", tensor, "is an op's token (a pred), not data")
+    if tensor.dtype is not DataType.DT_INT32:
+        reject(op, "tensor.dtype", tensor.dtype.name, "must be DT_INT32: only int32 elements can be read on the device (tensor.cpp GetTensorData)")
+    x = tensor.in_gm(op)
+    at = [program.value_of(i) for i in index]
+    for dim, (i, size) in enumerate(zip(at, x.shape)):
+        if not isinstance(i, int) or not 0 <= i < size:
+            reject(op, "index", at, f"is outside {what} of shape {list(x.shape)} in dim {dim}")
+    node = program.op(op, index=at)
+    read = ControlRead(node, x.device, at, f"{tensor!r}[{', '.join(map(str, at))}]")
+    read.depend_on(x.tasks_for(Region(tuple(at), (1,) * len(at))))
+    node.tasks.append(read)
+    return SymbolicScalar.read(read)
+
+
+def write_element(tensor: Tensor, index: Sequence, value) -> None:
+    """``tensor[i, j] = value`` in a kernel (the framework's SetTensorData, int32 tensors only): a
+    ``full`` of one element with the value, assembled at the index."""
+    op = "SetTensorData"
+    program = tensor.program
+    if tensor.dtype is not DataType.DT_INT32:
+        reject(op, "tensor.dtype", tensor.dtype.name, "must be DT_INT32: only int32 elements can be set (tensor.cpp SetTensorData)")
+    number = program.value_of(value)
+    if not isinstance(number, int) or isinstance(number, bool):
+        reject(op, "value", value, "must be an int or a SymbolicScalar")
+    from npusim.frontend.pypto.ops import assemble
+
+    assemble(full([1] * len(tensor.shape), number, DataType.DT_INT32), list(index), tensor)
 
 
 # -- matmul ------------------------------------------------------------------------------------------

@@ -394,6 +394,7 @@ class ControlRead(Task):
 
     def executed(self, event: int) -> None:
         """The control AICPU has read the element (its trace event ``event``)."""
+        self.ancestors = self.inherit()
         if self.device.allocation.data is not None:
             self._value = int(self.device.host_view()[self.index])
         self.done_event.succeed()
