@@ -23,7 +23,7 @@ from npusim.errors import ResourceError
 from npusim.frontend.pypto.ops import _gm, _on_pe
 from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, current_program
 from npusim.frontend.pypto.symbolic import SymbolicScalar
-from npusim.frontend.pypto.tensors import Tensor, regions_meet
+from npusim.frontend.pypto.tensors import Destination, Tensor, regions_meet
 from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
@@ -102,8 +102,10 @@ def _view(tensor: Tensor, rank: int) -> GmView:
 
 
 def _result(program: PeProgram, shape: Sequence[int], dtype: DataType, valid: Sequence[int], tasks, tiles) -> Tensor:
-    return Tensor.make(program, "GM", shape, dtype, device=tasks[1], valid_shape=valid,
-                  writes=[(task, Region(t.offset, t.shape)) for task, t in zip(tasks[0], tiles)])
+    result = Tensor.make(program, "GM", shape, dtype, device=tasks[1].device, valid_shape=valid,
+                         writes=[(task, Region(t.offset, t.shape)) for task, t in zip(tasks[0], tiles)])
+    result.destination = tasks[1]
+    return result
 
 
 def _empty_program(p) -> None:
@@ -116,13 +118,13 @@ def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Cal
     """One tile op per tile: ``build(p, tile)`` appends its program, ``reads(tile)`` lists the
     (tensor, region) it reads. The first tile's program is built once now, so that a tile that does
     not fit the core's buffers fails before anything runs. Returns (tasks, result device tensor)."""
-    device = empty(tuple(shape), dtype.numpy, device=program.die)
+    destination = Destination(empty(tuple(shape), dtype.numpy, device=program.die))
     node = program.op(op, shape=list(shape), tiles=len(tiles), **(record or {}))
-    _dry_build(op, program, tiles[0], build, program.launch.core_kinds[unit], device)
+    _dry_build(op, program, tiles[0], build, program.launch.core_kinds[unit], destination.device)
     for tile in tiles:
         def run(p, tile=tile):
             if all(v > 0 for v in tile.valid_shape):
-                build(p, tile, device)
+                build(p, tile, destination.device)
             else:
                 _empty_program(p)
 
@@ -130,7 +132,7 @@ def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Cal
         for tensor, region in reads(tile):
             task.depend_on(tensor.tasks_for(region))
         node.tasks.append(task)
-    return node.tasks, device
+    return node.tasks, destination
 
 
 def _dry_build(op: str, program: PeProgram, tile: Tile, build: Callable, core_kind: str, device) -> None:
@@ -652,8 +654,7 @@ def read_element(tensor: Tensor, index: Sequence) -> SymbolicScalar:
         if not isinstance(i, int) or not 0 <= i < size:
             reject(op, "index", at, f"is outside {what} of shape {list(x.shape)} in dim {dim}")
     node = program.op(op, index=at)
-    read = ControlRead(node, x.device, at, f"{tensor!r}[{', '.join(map(str, at))}]")
-    read.depend_on(x.tasks_for(Region(tuple(at), (1,) * len(at))))
+    read = ControlRead(node, x.device, at, f"{tensor!r}[{', '.join(map(str, at))}]", x.tasks_for(Region(tuple(at), (1,) * len(at))))
     node.tasks.append(read)
     return SymbolicScalar.read(read)
 
@@ -692,7 +693,8 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
            extend_params: dict | None = None) -> Tensor:
     """``pypto.matmul``: ``input @ mat2`` (``input`` is ``[K, M]`` with ``a_trans``, ``mat2`` is
     ``[N, K]`` with ``b_trans``) on the AIC cores, accumulated in fp32 (int32 for int8) in the cube's
-    block order and converted to ``out_dtype`` by FIXP; 2-D matrices in ND format."""
+    block order and converted to ``out_dtype`` by FIXP; ND matrices, or batches of them (3-D / 4-D:
+    the leading dims of both, or ``mat2`` one matrix for all), each batch's tiles after the last's."""
     op = "matmul"
     program = current_program(op)
     a = _input(op, "input", input, program)
@@ -704,15 +706,17 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
         reject(op, "c_matrix_nz", c_matrix_nz, "must be False: the framework supports only an ND output")
     if extend_params is not None:
         reject(op, "extend_params", extend_params, "is not modelled yet (bias, quantisation, relu): pass None")
-    if len(a.shape) != 2 or len(b.shape) != 2:
-        reject(op, "input.shape", [list(a.shape), list(b.shape)], "must both be 2-D: batched (3-D / 4-D) matmul is not modelled yet")
+    batch = tuple(a.shape[:-2])
+    if len(a.shape) < 2 or len(b.shape) < 2 or (len(b.shape) > 2 and tuple(b.shape[:-2]) != batch):
+        reject(op, "input.shape", [list(a.shape), list(b.shape)], "must be matrices ([M, K] / [K, N]) or batches of them with the same "
+                                                                  "leading dims (mat2 may also be one matrix for every batch)")
     if a.dtype is not b.dtype or a.dtype.name not in checks.MATMUL_DTYPES:
         reject(op, "mat2.dtype", b.dtype.name, f"with input.dtype={a.dtype.name} is not a pair of the framework's; pairs: "
                                                + ", ".join(f"{d} x {d}" for d in checks.MATMUL_DTYPES))
     if not isinstance(out_dtype, DataType) or out_dtype.name not in checks.MATMUL_DTYPES[a.dtype.name]:
         reject(op, "out_dtype", out_dtype, f"is not an output of {a.dtype.name} inputs; those are {', '.join(checks.MATMUL_DTYPES[a.dtype.name])}")
-    m, k = (a.shape[1], a.shape[0]) if a_trans else a.shape
-    k2, n = (b.shape[1], b.shape[0]) if b_trans else b.shape
+    m, k = (a.shape[-1], a.shape[-2]) if a_trans else a.shape[-2:]
+    k2, n = (b.shape[-1], b.shape[-2]) if b_trans else b.shape[-2:]
     if k != k2:
         reject(op, "mat2.shape", list(b.shape), f"has k={k2}, input has k={k} (shapes {list(a.shape)} x {list(b.shape)}, a_trans={a_trans}, b_trans={b_trans})")
     for arg, tensor in (("input", a), ("mat2", b)):
@@ -735,23 +739,34 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
             raise ResourceError(f"pypto.matmul: cube_tile_shapes {_tile_text(tiles)} need {need} bytes of {buffer} for {a.dtype.name} inputs, "
                                 f"more than its {limits[buffer]} bytes (pypto-set_cube_tile_shapes.md 空间约束); set smaller tiles")
     out_tiles = matmul_tiles(m, n, k, tiles)
-    views = (_gm(a), _gm(b))
-    tile_objects = [Tile(i, (t.m_offset, t.n_offset), (t.m, t.n), (t.m, t.n)) for i, t in enumerate(out_tiles)]
+    a_view, b_view = _gm(a), _gm(b)
+    batches = list(np.ndindex(*batch)) if batch else [()]
+    ones = (1,) * len(batch)
+    tile_objects = [Tile(i, (*index, t.m_offset, t.n_offset), (*ones, t.m, t.n), (*ones, t.m, t.n))
+                    for i, (index, t) in enumerate((index, t) for index in batches for t in out_tiles)]
+
+    def matrix(view: GmView, index: tuple[int, ...]) -> GmView:
+        """Matrix ``index`` of a batch (the last two dims)."""
+        shifted = view.shifted(index + (0, 0)) if index else view
+        return GmView(shifted.allocation, shifted.offset_bytes, tuple(view.strides[-2:]))
 
     def build(p, tile, device):
-        t = out_tiles[tile.index]
-        matmul_tile(p, *views, GmView(device.allocation, device.offset_bytes, device.strides), t, tiles, a.dtype.numpy, out_dtype.numpy,
-                    a_trans=a_trans, b_trans=b_trans, name=op)
+        index = tile.offset[:-2]
+        out = GmView(device.allocation, device.offset_bytes, device.strides)
+        matmul_tile(p, matrix(a_view, index), matrix(b_view, index if len(b.shape) > 2 else ()), matrix(out, index),
+                    out_tiles[tile.index % len(out_tiles)], tiles, a.dtype.numpy, out_dtype.numpy, a_trans=a_trans, b_trans=b_trans, name=op)
 
     def reads(tile):
-        t = out_tiles[tile.index]
-        a_region = Region((0, t.m_offset), (k, t.m)) if a_trans else Region((t.m_offset, 0), (t.m, k))
-        b_region = Region((t.n_offset, 0), (t.n, k)) if b_trans else Region((0, t.n_offset), (k, t.n))
+        index, t = tile.offset[:-2], out_tiles[tile.index % len(out_tiles)]
+        a_region = Region((*index, 0, t.m_offset), (*ones, k, t.m)) if a_trans else Region((*index, t.m_offset, 0), (*ones, t.m, k))
+        b_index, b_ones = (index, ones) if len(b.shape) > 2 else ((), ())
+        b_region = Region((*b_index, t.n_offset, 0), (*b_ones, t.n, k)) if b_trans else Region((*b_index, 0, t.n_offset), (*b_ones, k, t.n))
         return [(a, a_region), (b, b_region)]
 
-    tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=(m, n), dtype=out_dtype,
+    shape = (*batch, m, n)
+    tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=shape, dtype=out_dtype,
                           record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)})
-    return _result(program, (m, n), out_dtype, (m, n), tasks, tile_objects)
+    return _result(program, shape, out_dtype, shape, tasks, tile_objects)
 
 
 def _tile_text(tiles: CubeTiles) -> str:
