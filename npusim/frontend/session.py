@@ -157,13 +157,17 @@ class Session:
         if until is not None:
             pending = [] if until.processed else [until]
         else:
-            streams = self.system.streams + self.user_streams
-            pending = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
-            pending += [e for e in self.pending if not e.processed]
+            pending = self.unfinished_work()
             self.pending = [e for e in self.pending if not e.processed]
         if pending:
             self._run_until(self.env.all_of(pending))
         self.host.waited_until(self.env.now)
+
+    def unfinished_work(self) -> list[simpy.Event]:
+        """The issued work not simulated to its end yet: the tails of the streams, the tracked events."""
+        streams = self.system.streams + self.user_streams
+        work = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
+        return work + [e for e in self.pending if not e.processed]
 
     def run_until(self, event: simpy.Event) -> None:
         """Run the simulation until ``event`` is processed, without the host waiting (the device

@@ -27,8 +27,8 @@ from npusim.frontend.pypto.runtime import (
     current_program,
 )
 from npusim.frontend.pypto.symbolic import SymbolicScalar
-from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
-from npusim.frontend.tensor import empty
+from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor, regions_meet
+from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.isa.instructions import on_recorded
 from npusim.isa.target import VectorTarget
 from npusim.kernels.shmem.checks import (
@@ -176,6 +176,13 @@ def _gm(tensor: Tensor) -> GmView:
     return GmView(device.allocation, device.offset_bytes, device.strides)
 
 
+def _place(out: Tensor, offsets: Sequence[int], shape: Sequence[int]) -> DeviceTensor:
+    """The device tensor of ``shape`` at ``offsets`` of ``out`` (its parts past out's end are never stored to)."""
+    device = out.device
+    start = device.offset_bytes + sum(o * s for o, s in zip(offsets, device.strides))
+    return DeviceTensor(device.system, device.allocation, start, tuple(shape), device.strides, device.dtype)
+
+
 def _shift(offsets: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
     return tuple(a + b for a, b in zip(offsets, more))
 
@@ -250,6 +257,12 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
                 f"{list(out.shape)} in dim {dim} (0 <= {offset} and {offset} + {valid} <= {size} must hold)"
             )
     if input.location == "GM":
+        if input.fold_into(_place(out, offsets, input.shape)):
+            for task, region in input.writes:
+                written = Region(_shift(_shift(out.origin, offsets), region.offset), region.shape)
+                task.depend_on([t for t, r in out.writes if r is None or regions_meet(r, written)])
+                out.writes.append((task, written))
+            return
         from npusim.frontend.pypto.compute import copy_into
 
         copy_into(input, offsets, out)
@@ -380,20 +393,23 @@ def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets:
     program, src, src_pe, pred, tiles = _remote_read(op, f"distributed.{op}", src, src_pe, shape, offsets, valid_shape, pred)
     launch = program.launch
     node = program.op(op, src_pe=src_pe, shape=list(src.shape), offsets=list(src.offsets), tiles=len(tiles))
-    result = empty(src.shape, src.dtype.numpy, device=program.die)
-    target, area, dtype = GmView(result.allocation, 0, result.strides), src.area, src.dtype.numpy
+    destination = Destination(empty(src.shape, src.dtype.numpy, device=program.die))
+    area, dtype = src.area, src.dtype.numpy
     staging = launch.spec.staging_buffer.bytes
     for index, tile in enumerate(tiles):
         at = _shift(src.offsets, tile.offset)
 
         def build(p, tile=tile, at=at):
-            copy_tile(p, area.data_view(src_pe).shifted(at), target.shifted(tile.offset), tile.shape, tile.valid_shape,
-                      dtype, dtype, local_dtype=dtype, staging_bytes=staging, name=op)
+            target = destination.device
+            copy_tile(p, area.data_view(src_pe).shifted(at), GmView(target.allocation, target.offset_bytes, target.strides).shifted(tile.offset),
+                      tile.shape, tile.valid_shape, dtype, dtype, local_dtype=dtype, staging_bytes=staging, name=op)
 
         node.tasks.append(_remote_read_task(node, index, build, tile, area, src_pe, at))
     _depend(node.tasks, src.shape, program, pred)
     writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
-    return Tensor.make(program, "GM", src.shape, src.dtype, device=result, valid_shape=src.valid_shape, writes=writes)
+    result = Tensor.make(program, "GM", src.shape, src.dtype, device=destination.device, valid_shape=src.valid_shape, writes=writes)
+    result.destination = destination
+    return result
 
 
 def _signal(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, value: int, targets: list[int], sig_op: AtomicType,

@@ -383,25 +383,34 @@ class ControlRead(Task):
     on_core = False
     on_control = True
 
-    def __init__(self, op: OpNode, device, index: Sequence[int], what: str) -> None:
+    def __init__(self, op: OpNode, device, index: Sequence[int], what: str, writers: Sequence[Task]) -> None:
         super().__init__(op, 0)
         self.device = device  # the DeviceTensor holding the element
         self.index = tuple(index)
         self.what = what  # how the kernel wrote it, for messages
         self.done_event: simpy.Event = op.program.launch.system.env.event()
         self._value: int | None = None
+        self.depend_on(writers)
+        if op.program.launch.prior_work_done() and all(writer.done for writer in writers):
+            self._take_value()  # final already: nothing left to run writes it (the read still takes its time on the device)
         op.program.control = self
+
+    def _take_value(self) -> None:
+        if self._value is None and self.device.allocation.data is not None:
+            self._value = int(self.device.host_view()[self.index])
 
     def executed(self, event: int) -> None:
         """The control AICPU has read the element (its trace event ``event``)."""
         self.ancestors = self.inherit()
-        if self.device.allocation.data is not None:
-            self._value = int(self.device.host_view()[self.index])
+        self._take_value()
         self.done_event.succeed()
 
     def value(self) -> int:
-        """The element's value, once read on the device (the kernel function waits for it)."""
+        """The element's value, once read on the device, or once final before (the kernel function
+        waits for it only when tile ops still to run may write it)."""
         program = self.op.program
+        if self._value is not None:
+            return self._value
         if not program.launch.system.with_data:
             raise UsageError(
                 f"{self.what} (GetTensorData) on PE {program.pe}: the kernel uses a value read from device memory, but "
@@ -539,10 +548,16 @@ class ShmemLaunch:
         self.done: simpy.Event | None = None
         self.running = False  # submitted while its kernel functions still build (they read device values)
         self._next_bit = 0
+        self.prior_work = current_session().unfinished_work()  # issued before it: may still write its tensors
 
     @property
     def n_pes(self) -> int:
         return len(self.dies)
+
+    def prior_work_done(self) -> bool:
+        """True once the work issued before this launch has been simulated to its end."""
+        self.prior_work = [event for event in self.prior_work if not event.processed]
+        return not self.prior_work
 
     def group_members(self, group_name: str) -> tuple[int, ...]:
         """The PEs of a group, by rank: those ``groups`` gives it, else every PE."""

@@ -129,7 +129,9 @@ class Tensor:
         self.location = location
         self.shape = tuple(int(s) for s in shape)
         self.dtype = dtype
+        self._read = False  # an op has used where its data is (see ``device``)
         self.device = device
+        self.destination: Destination | None = None  # an op's result: where its tile ops will store it
         self.valid_shape = tuple(valid_shape) if valid_shape is not None else self.shape
         self.writes: list[tuple[Task, Region | None]] = writes if writes is not None else []
         self.origin = tuple(origin) if origin is not None else (0,) * len(self.shape)
@@ -178,6 +180,28 @@ class Tensor:
         tensor = cls.make(program, "GM", sizes, dtype, device=empty(tuple(sizes), dtype.numpy, device=program.die))
         tensor.name = name
         return tensor
+
+    @property
+    def device(self) -> DeviceTensor | None:
+        """The device tensor holding the data; an op that asks has used where the data is, so the
+        result can no longer be stored elsewhere (:meth:`fold_into`)."""
+        self._read = True
+        return self._device
+
+    @device.setter
+    def device(self, value: DeviceTensor | None) -> None:
+        self._device = value
+
+    def fold_into(self, target: DeviceTensor) -> bool:
+        """``assemble`` of a whole op result that nothing has read yet, whose tile ops have not been
+        handed to a scheduler: they store into ``target`` instead (the framework folds the assemble
+        into the producer's store); the result then lives there. False if it cannot."""
+        if self.destination is None or self._read or any(task.bit for task, _ in self.writes):
+            return False
+        self.destination.device = target
+        self._device = target
+        self.destination = None
+        return True
 
     @property
     def pe(self) -> int:
@@ -354,6 +378,16 @@ def _is_index(part) -> bool:
 
 def _is_empty(parts: Sequence) -> bool:
     return all(isinstance(p, slice) and p.start is None and p.stop is None for p in parts)
+
+
+class Destination:
+    """Where an op's tile ops store its result (a GM device tensor), read when each tile op runs,
+    so that an ``assemble`` can point it into the tensor assembled into (:meth:`Tensor.fold_into`)."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, device: DeviceTensor) -> None:
+        self.device = device
 
 
 def _compute():
