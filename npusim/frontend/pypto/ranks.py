@@ -9,7 +9,8 @@ run one at a time (deterministically, in the order they were started), behind th
 :class:`Process` (``start``, ``join``, ``exitcode``, ``is_alive``), :class:`Queue` and
 :func:`set_start_method`.
 
-A rank is the index of its worker in start order. Its ``k``-th call of a jit kernel from the host
+A rank is the index of its worker in start order; workers started once every earlier one has ended
+are the ranks of a new program (a test that runs its ranks again, as a benchmark loop does). Its ``k``-th call of a jit kernel from the host
 meets the ``k``-th call of every other rank (:func:`host_call`): the last rank to arrive launches the
 kernel once over all of them (PE ``r`` runs rank ``r``'s call, on the die of its tensors), the
 others wait for that, and each call returns once the launch is queued (the kernel runs
@@ -49,6 +50,11 @@ class World:
         self.groups: dict[str, tuple[int, ...]] = {}
         self.calls: dict[int, dict[int, tuple]] = {}  # call number -> rank -> (kernel, args, kwargs)
         self.met: set[int] = set()  # call numbers whose launch is queued
+
+    def next_program(self) -> None:
+        """Start the ranks of a new SPMD program (every rank of the last one has ended): rank
+        numbers and kernel calls count from 0 again; the groups stay."""
+        self.ranks, self.calls, self.met = [], {}, set()
 
     @classmethod
     def of(cls, session: Session) -> World:
@@ -92,6 +98,8 @@ class Process:
         if self._world is not None:
             raise UsageError(f"{self.name}: a rank can be started once")
         self._world = World.of(current_session())
+        if self._world.ranks and all(p.exitcode is not None for p in self._world.ranks):
+            self._world.next_program()
         self.rank = len(self._world.ranks)
         self._world.ranks.append(self)
         self.name = f"{self.name}-{self.rank}"
