@@ -158,6 +158,15 @@ def test_a_kernel_local_tensor_takes_a_result_and_is_assembled_into_gm():
     np.testing.assert_array_equal(out, expected)
 
 
+def test_a_kernel_local_tensor_in_nz_format_is_an_error_naming_it():
+    @pypto.frontend.jit
+    def nz(x, out):
+        pypto.Tensor([4, 8], pypto.DT_FP32, format=pypto.TileOpFormat.TILEOP_NZ)
+
+    with pytest.raises(UsageError, match=r"format=.*TILEOP_NZ.*: npusim models ND tensors only"):
+        _run(nz, X, out_shape=(4, 8))
+
+
 def test_int32_elements_are_read_and_written_on_the_device():
     @pypto.frontend.jit
     def elements(x, out):
