@@ -112,6 +112,8 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             "network_quantum": network_quantum,
             "races": races,
         }
+        if active.pypto_hints:
+            manifest["pypto_hints"] = active.pypto_hints  # accepted, not modelled (docs/pypto.md)
         metadata = {"config": loaded.name, "config_sha256": loaded.sha256, "workload": workload.name, "npusim_version": __version__,
                     "status": result.status, "op_names": sorted({op.name for op in result.recorder.ops}), "params": result.params,
                     "overrides": list(overrides), "seed": seed}

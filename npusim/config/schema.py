@@ -204,6 +204,7 @@ class AicpuSpec(Spec):
     dependency: Time = Field(description="resolving the dependencies of one finished task")
     completion: Time = Field(description="handling the completion of one task")
     poll_interval: Time = Field(description="interval between two polls of a signal slot")
+    control_read: Time = Field(description="one read of a GM value by the control-flow AICPU (a device-valued scalar of a PyPTO kernel)")
 
 
 class DieSpec(Spec):

@@ -8,15 +8,22 @@ each PE's device task is queued on its die's stream and the session tracks the l
 ``npusim.synchronize()`` (or ``tensor.numpy()``) runs it.
 
 PE i runs on die i by default (on a3, dies 2k and 2k+1 share a package); ``group_dies`` maps the PEs
-onto other dies. ``races="error"`` turns race reports into a RaceError.
+onto other dies. ``groups`` declares communication groups of some of the PEs (``{"even": [0, 2],
+"odd": [1, 3]}``: a PE's rank in a group is its index in that list); a group a kernel names that
+``groups`` does not declare spans every PE. ``races="error"`` turns race reports into a RaceError.
+
+A kernel that reads device values while it builds (``if t[i] == 1:``, ``pypto.loop(t[0])``) starts
+running before ``launch`` returns: the simulation advances until each value has been read
+(``npusim/frontend/pypto/building.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, OpArgumentError, UsageError
+from npusim.frontend.pypto.building import build_launch
 from npusim.frontend.pypto.runtime import RACE_MODES, ShmemLaunch
 from npusim.frontend.pypto.tensors import Tensor
 from npusim.frontend.session import current_session
@@ -28,7 +35,8 @@ docs/context/prepare_environment.md, commit 6fa0df5cdc750e9ba3895e6eed00ce0f635c
 
 
 def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = None, *,
-           group_dies: Sequence[int] | None = None, races: str = "warn") -> ShmemLaunch:
+           group_dies: Sequence[int] | None = None, groups: Mapping[str, Sequence[int]] | None = None,
+           races: str = "warn") -> ShmemLaunch:
     """Run ``kernel`` on ``n_pes`` PEs (see the module docstring); returns the launch."""
     session = current_session()
     system = session.system
@@ -52,15 +60,38 @@ def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = 
         raise UsageError(f"npusim.launch: races={races!r} must be one of {', '.join(RACE_MODES)}")
     dies = _dies(n_pes, group_dies, system.die_count, spec.name)
     name = getattr(kernel, "__name__", "kernel")
-    run = ShmemLaunch(system, name, dies, races)
-    for pe in range(n_pes):
-        values = args(pe) if args is not None else ()
-        values = values if isinstance(values, tuple) else (values,)
-        with run.building(pe) as program:
-            kernel(*(_argument(program, value, pe, i) for i, value in enumerate(values)))
-    run.finish()
-    session.track(run.submit())
+    run = ShmemLaunch(system, name, dies, races, _groups(groups, n_pes))
+
+    def body(pe: int) -> Callable[[], object]:
+        def call() -> object:
+            values = args(pe) if args is not None else ()
+            values = values if isinstance(values, tuple) else (values,)
+            program = run.programs[pe]
+            return kernel(*(_argument(program, value, pe, i) for i, value in enumerate(values)))
+
+        return call
+
+    session.track(build_launch(run, [body(pe) for pe in range(n_pes)]))
     return run
+
+
+def _groups(groups: object, n_pes: int) -> dict[str, tuple[int, ...]]:
+    """``groups`` checked: group name -> its PEs (by rank), each a PE of the launch, none twice."""
+    if groups is None:
+        return {}
+    if not isinstance(groups, Mapping):
+        raise UsageError(f"npusim.launch: groups={groups!r} must be a dict of group name -> list of PEs, e.g. {{'even': [0, 2]}}")
+    checked = {}
+    for name, members in groups.items():
+        if not isinstance(name, str) or not isinstance(members, (list, tuple)) or not members:
+            raise UsageError(f"npusim.launch: groups[{name!r}]={members!r} must be a non-empty list of PEs under a group name")
+        for pe in members:
+            if not isinstance(pe, int) or isinstance(pe, bool) or not 0 <= pe < n_pes:
+                raise OpArgumentError(f"npusim.launch: groups[{name!r}]={list(members)} names PE {pe!r}; the launch has PEs 0..{n_pes - 1}")
+        if len(set(members)) != len(members):
+            raise OpArgumentError(f"npusim.launch: groups[{name!r}]={list(members)} names a PE twice")
+        checked[name] = tuple(members)
+    return checked
 
 
 def _dies(n_pes: object, group_dies: Sequence[int] | None, die_count: int, config: str) -> list[int]:

@@ -116,6 +116,7 @@ class Session:
         self.current_streams: dict[int, Stream] = {}  # die -> the stream work is queued on, when not the default
         self.capture = None  # the graph being captured (npusim.frontend.graphs), if any
         self.deadlock_reporters: list = []  # callables returning report lines (e.g. unsatisfied waits)
+        self.pypto_hints: list[dict] = []  # PyPTO compiler hints the workload gave (recorded, not modelled: docs/pypto.md)
 
     @property
     def now_us(self) -> float:
@@ -163,13 +164,24 @@ class Session:
         if until is not None:
             pending = [] if until.processed else [until]
         else:
-            streams = self.system.streams + self.user_streams
-            pending = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
-            pending += [e for e in self.pending if not e.processed]
+            pending = self.unfinished_work()
             self.pending = [e for e in self.pending if not e.processed]
         if pending:
             self._run_until(self.env.all_of(pending))
         self.host.waited_until(self.env.now)
+
+    def unfinished_work(self) -> list[simpy.Event]:
+        """The issued work not simulated to its end yet: the tails of the streams, the tracked events."""
+        streams = self.system.streams + self.user_streams
+        work = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
+        return work + [e for e in self.pending if not e.processed]
+
+    def run_until(self, event: simpy.Event) -> None:
+        """Run the simulation until ``event`` is processed, without the host waiting (the device
+        waits for it: a PyPTO kernel that reads a device value while it is built). A DeadlockError
+        as :meth:`synchronize`."""
+        if not event.processed:
+            self._run_until(event)
 
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
@@ -353,6 +365,11 @@ def current_session() -> Session:
     if not _SESSIONS:
         raise UsageError("no npusim session is active: wrap the code in `with npusim.session('a3'):` or run the file with `npusim run`")
     return _SESSIONS[-1]
+
+
+def innermost_session() -> Session | None:
+    """The innermost open session, or None when none is open."""
+    return _SESSIONS[-1] if _SESSIONS else None
 
 
 def session_of(system: System) -> Session | None:

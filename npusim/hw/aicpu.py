@@ -20,6 +20,15 @@ of the AIC cores (each kind chosen on its own, as below), and loops, one thing a
    that matched end with it. A signal that lands during a pass is seen by the next one, so a wait
    ends at least one poll interval after its signal lands.
 
+A *control task* (``on_control``: a read of one GM value by the control flow, which the framework
+runs on one more AICPU) waits in the control queue and is run in turn by the control AICPU: it
+takes ``control_read`` ps, records a ``read`` event on the lane ``aicpu control``, calls
+``executed(event)`` and makes its successors ready at once (the control flow issues them).
+
+A device task may be given more tasks while it runs (:meth:`AicpuScheduler.add`, for a program
+that is still being built); :meth:`AicpuScheduler.hold` keeps it from ending until the matching
+:meth:`AicpuScheduler.release`.
+
 Polling must not keep a finished simulation alive: a pass that finds nothing, when the event queue
 holds only poll timers and no queued wait of any die could match, parks its thread instead of
 re-arming (nothing else can ever change a slot). Once every poller is parked the event queue empties
@@ -32,7 +41,8 @@ a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core t
 indices of its program's first instruction and of the one that ended last, -1 if none); an AICPU
 task has ``matches() -> bool`` (read its slot now), ``satisfied()`` (called when it matched, e.g. to
 clear the slot) and ``polled(event)`` (called with the index of the poll pass that saw it match,
-once recorded). Times are integer picoseconds.
+once recorded). When the scheduler has handled a task's completion it sets ``task.done`` and
+``task.completed`` (the index of that event). Times are integer picoseconds.
 
 For the trace and the critical path the scheduler records, besides its events (``dispatch``,
 ``complete`` and ``poll`` on the lane of each thread), the dependencies it enforces as flows:
@@ -238,6 +248,7 @@ class AicpuScheduler:
         self.schedule_ps = aicpu.schedule.to_ps(hz)
         self.completion_ps = aicpu.completion.to_ps(hz) + aicpu.dependency.to_ps(hz)
         self.poll_ps = aicpu.poll_interval.to_ps(hz)
+        self.control_read_ps = aicpu.control_read.to_ps(hz)
         product = PRODUCTS.get(system.spec.product)
         # one pool per kind of core the product runs tile ops on (vector and cube; one pool when the
         # product runs both on the same kind)
@@ -246,6 +257,9 @@ class AicpuScheduler:
         self._next_wait_thread = 0
         self.ready_events: dict[int, int] = {}  # id of a queued AICPU task -> the event that made it ready
         self.remaining = len(self.tasks)
+        self.started = False
+        self.control_queue: deque = deque()
+        self._control_running = False
         self.done: simpy.Event = self.env.event()
         self.coordinator = PollCoordinator.of(system)
         recorder = system.recorder
@@ -261,6 +275,7 @@ class AicpuScheduler:
         requests = [self.die.aicpus.request() for _ in self.threads]
         yield self.env.all_of(requests)
         self.coordinator.join(self)
+        self.started = True
         try:
             for task in self.tasks:
                 if task.pending == 0:
@@ -276,6 +291,31 @@ class AicpuScheduler:
             for request in requests:
                 self.die.aicpus.release(request)
 
+    def add(self, tasks: Sequence) -> None:
+        """More tasks of this device task (its program is still being built); those with no
+        pending predecessor are ready now (once the device task has started)."""
+        self.tasks.extend(tasks)
+        self.remaining += len(tasks)
+        if self.started:
+            for task in tasks:
+                if task.pending == 0:
+                    self.make_ready(task, self._last_completed(task))
+
+    def _last_completed(self, task) -> int:
+        """The completion event of the predecessor of ``task`` that ended last (-1: none)."""
+        events = [dep.completed for dep in task.deps.values() if dep.completed >= 0]
+        return max(events, key=self.recorder.end_ps) if events else -1
+
+    def hold(self) -> None:
+        """Keep the device task from ending (more tasks may come) until :meth:`release`."""
+        self.remaining += 1
+
+    def release(self) -> None:
+        """No more tasks will come (the :meth:`hold` ends)."""
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.done.succeed()
+
     @property
     def waiting(self) -> list:
         """The AICPU tasks queued for polling and not yet satisfied."""
@@ -285,6 +325,12 @@ class AicpuScheduler:
 
     def make_ready(self, task, ready_event: int = -1) -> None:
         """``task`` may run (``ready_event``: the event that made it ready, -1 at the start)."""
+        if getattr(task, "on_control", False):
+            self.control_queue.append((task, ready_event))
+            if not self._control_running:
+                self._control_running = True
+                self.env.process(self._control_loop())
+            return
         if task.on_core:
             pool = self.pools[task.core_kind]
             core = self._choose_core(pool)
@@ -319,9 +365,24 @@ class AicpuScheduler:
         thread.finished.append(task)
         thread.notify()
 
+    def _control_loop(self):
+        """The control AICPU: run the queued control tasks in turn."""
+        track = self.recorder.track(self.die.index, "aicpu control", "CONTROL", (2, len(self.threads)))
+        read_name = self.recorder.name_id("read")
+        while self.control_queue:
+            (task, ready), start = self.control_queue.popleft(), self.env.now
+            yield self.env.timeout(self.control_read_ps)
+            event = self.record(track, read_name, start, task)
+            self.flow(ready, event, "ready")
+            task.executed(event)
+            self.resolve(task, event)
+        self._control_running = False
+
     def resolve(self, task, completed: int) -> None:
         """``task`` has finished (its ``complete`` is event ``completed``): its successors lose one
         pending predecessor."""
+        task.done = True
+        task.completed = completed
         for successor in task.successors:
             successor.pending -= 1
             if successor.pending == 0:

@@ -142,6 +142,7 @@ class _Walk:
             ends_first = np.lexsort((np.arange(n), self.end))  # by end, then index
             for index in ends_first.tolist():
                 self.op_last[int(self.op[index])] = index  # the last write wins: latest end, then highest index
+        self._stream_indexes: dict[int | None, tuple[np.ndarray, list[int], list[int]]] = {}
         self.waits = recorder.wait_names
         self.polls = recorder.poll_names
 
@@ -166,18 +167,27 @@ class _Walk:
         return -1
 
     def _stream_before(self, e: int) -> int:
-        """The last event of the op of ``e``'s die that ended last at or before ``e`` started."""
+        """The last event of the op of ``e``'s die that ended last at or before ``e`` started
+        (among ops ending at the same time, the first in ``op_last``); events of no op count for
+        every die, and an event of no op looks at every op."""
         op = int(self.op[e])
-        die = self.op_die[op] if op >= 0 else None
-        start = self.start[e]
-        best, best_end = -1, -1
-        for other, last in self.op_last.items():
-            if other == op or (die is not None and other >= 0 and self.op_die[other] != die):
-                continue
-            end = self.end[last]
-            if best_end < end <= start:
-                best, best_end = last, end
-        return best
+        ends, ops, lasts = self._stream_index(self.op_die[op] if op >= 0 else None)
+        position = int(np.searchsorted(ends, self.start[e], side="right")) - 1
+        while position >= 0 and ops[position] == op:
+            position -= 1
+        return lasts[position] if position >= 0 else -1
+
+    def _stream_index(self, die: int | None) -> tuple[np.ndarray, list[int], list[int]]:
+        """The ops' last events that :meth:`_stream_before` looks at for ``die``, by end time (ties:
+        the op later in ``op_last`` first); built on first use."""
+        index = self._stream_indexes.get(die)
+        if index is None:
+            entries = [(int(self.end[last]), -order, other, last) for order, (other, last) in enumerate(self.op_last.items())
+                       if die is None or other < 0 or self.op_die[other] == die]
+            entries.sort()
+            index = self._stream_indexes[die] = (np.array([e[0] for e in entries], dtype=np.int64), [e[2] for e in entries],
+                                                 [e[3] for e in entries])
+        return index
 
     def _holder(self, e: int) -> tuple[int, bool]:
         """The dependency of ``e`` that ended last (what held it), or -1; and whether ``e`` follows

@@ -14,11 +14,17 @@ the simulated AICPUs then schedule onto the AIV cores of the PE's die::
         tile = pypto.experimental.shmem_load(data, my_pe, [16, 4096], [0, 0], pred=[wait])
         out[0:, 0:] = tile
 
+Kernels are written as the framework's are: ``@pypto.frontend.jit``, ``pypto.loop``, kernel-local
+tensors (``pypto.tensor(shape, dtype)``), device-valued scalars (``t[i]``), several communication
+groups (``docs/pypto.md``); ``npusim.pypto.ranks`` runs the framework's one-process-per-rank tests.
+
 Module contents: the data types (``pypto.DT_FP16`` ...), ``AtomicType``, ``OpType``,
-``SymbolicScalar``, ``Tensor``, ``set_vec_tile_shapes``, ``view``, ``assemble``.
+``TileOpFormat``, ``DYNAMIC`` / ``STATIC``, ``SymbolicScalar`` (``symbolic_scalar``), ``Tensor``
+(``tensor``), ``frontend`` (``jit``), ``loop``, ``cond``, the compiler hints (``options``,
+``set_pass_options`` ...), ``set_vec_tile_shapes``, ``view``, ``assemble`` and the compute ops.
 """
 
-from npusim.frontend.pypto import distributed, experimental
+from npusim.frontend.pypto import distributed, experimental, frontend, ranks
 from npusim.frontend.pypto.compute import (
     CastMode,
     PrecisionType,
@@ -47,6 +53,22 @@ from npusim.frontend.pypto.compute import (
     sum,
     transpose,
 )
+from npusim.frontend.pypto.control import (
+    cond,
+    is_loop_begin,
+    is_loop_end,
+    jit,
+    loop,
+    loop_unroll,
+    options,
+    set_codegen_options,
+    set_debug_options,
+    set_host_options,
+    set_options,
+    set_pass_options,
+    set_runtime_options,
+    set_verify_options,
+)
 from npusim.frontend.pypto.ops import assemble, set_vec_tile_shapes, view
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
@@ -64,13 +86,26 @@ from npusim.kernels.shmem.dtypes import (
     DT_UINT16,
     DT_UINT32,
     DT_UINT64,
+    DYN,
+    DYNAMIC,
+    STATIC,
     AtomicType,
     DataType,
     OpType,
+    StatusType,
+    TileOpFormat,
 )
 
+tensor = Tensor
+"""``pypto.tensor(shape, dtype, name)``: the framework's alias of ``pypto.Tensor``."""
+symbolic_scalar = SymbolicScalar
+"""``pypto.symbolic_scalar(n)``: the framework's alias of ``pypto.SymbolicScalar``."""
+
 __all__ = [
-    "AtomicType", "DataType", "OpType", "ShmemTensor", "SymbolicScalar", "Tensor",
+    "AtomicType", "DataType", "OpType", "ShmemTensor", "StatusType", "SymbolicScalar", "Tensor", "TileOpFormat",
+    "DYN", "DYNAMIC", "STATIC", "cond", "frontend", "is_loop_begin", "is_loop_end", "jit", "loop", "loop_unroll", "options", "ranks",
+    "set_codegen_options", "set_debug_options", "set_host_options", "set_options", "set_pass_options", "set_runtime_options",
+    "set_verify_options", "symbolic_scalar", "tensor",
     "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64",
     "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64",
     "assemble", "distributed", "experimental", "set_vec_tile_shapes", "view",

@@ -21,9 +21,10 @@ import numpy as np
 from npusim import isa
 from npusim.errors import ResourceError
 from npusim.frontend.pypto.ops import _gm, _on_pe
-from npusim.frontend.pypto.runtime import CoreTask, PeProgram, current_program
-from npusim.frontend.pypto.tensors import Tensor
-from npusim.frontend.tensor import empty
+from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, current_program
+from npusim.frontend.pypto.symbolic import SymbolicScalar
+from npusim.frontend.pypto.tensors import Destination, Tensor, regions_meet
+from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
 from npusim.kernels.compute.matmul import CubeTiles, capacity_needs, matmul_tile, matmul_tiles
@@ -56,11 +57,9 @@ def _input(op: str, arg: str, value, program: PeProgram) -> Tensor:
         reject(op, arg, value, "must be a pypto.Tensor")
     if value.program is not program:
         reject(op, arg, value, f"belongs to PE {value.pe}'s program, not to PE {program.pe}'s; each PE uses its own tensors")
-    if value.location == "UB":
-        reject(op, arg, value, "is a shmem_load result (a UB tile); assemble it into a GM tensor first (out[...] = tile): "
-                               "computing on a loaded UB tile directly is not modelled yet")
-    if value.location != "GM":
+    if value.location == "token":
         reject(op, arg, value, "is an op's token (a pred), not data")
+    value = value.in_gm(op)  # a shmem_load result: its tile ops store a GM copy the op reads
     checks.check_rank(op, arg, value.shape)
     return value
 
@@ -103,8 +102,10 @@ def _view(tensor: Tensor, rank: int) -> GmView:
 
 
 def _result(program: PeProgram, shape: Sequence[int], dtype: DataType, valid: Sequence[int], tasks, tiles) -> Tensor:
-    return Tensor(program, "GM", shape, dtype, device=tasks[1], valid_shape=valid,
-                  writes=[(task, Region(t.offset, t.shape)) for task, t in zip(tasks[0], tiles)])
+    result = Tensor.make(program, "GM", shape, dtype, device=tasks[1].device, valid_shape=valid,
+                         writes=[(task, Region(t.offset, t.shape)) for task, t in zip(tasks[0], tiles)])
+    result.destination = tasks[1]
+    return result
 
 
 def _empty_program(p) -> None:
@@ -117,13 +118,13 @@ def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Cal
     """One tile op per tile: ``build(p, tile)`` appends its program, ``reads(tile)`` lists the
     (tensor, region) it reads. The first tile's program is built once now, so that a tile that does
     not fit the core's buffers fails before anything runs. Returns (tasks, result device tensor)."""
-    device = empty(tuple(shape), dtype.numpy, device=program.die)
+    destination = Destination(empty(tuple(shape), dtype.numpy, device=program.die))
     node = program.op(op, shape=list(shape), tiles=len(tiles), **(record or {}))
-    _dry_build(op, program, tiles[0], build, program.launch.core_kinds[unit], device)
+    _dry_build(op, program, tiles[0], build, program.launch.core_kinds[unit], destination.device)
     for tile in tiles:
         def run(p, tile=tile):
             if all(v > 0 for v in tile.valid_shape):
-                build(p, tile, device)
+                build(p, tile, destination.device)
             else:
                 _empty_program(p)
 
@@ -131,7 +132,7 @@ def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Cal
         for tensor, region in reads(tile):
             task.depend_on(tensor.tasks_for(region))
         node.tasks.append(task)
-    return node.tasks, device
+    return node.tasks, destination
 
 
 def _dry_build(op: str, program: PeProgram, tile: Tile, build: Callable, core_kind: str, device) -> None:
@@ -426,6 +427,7 @@ def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int]
     a float for a float dtype: no implicit conversion)."""
     op = "full"
     program = current_program(op)
+    fill_value = program.value_of(fill_value)
     if not isinstance(dtype, DataType):
         reject(op, "dtype", dtype, "must be a pypto.DataType")
     checks.check_dtype(op, "dtype", dtype.name)
@@ -480,23 +482,40 @@ def one_hot(input: Tensor, num_classes: int) -> Tensor:
 @_on_pe
 def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None, inplace: bool = False) -> Tensor:
     """``pypto.reshape``: the same elements with another shape (one dim may be -1). A contiguous GM
-    tensor is viewed in place (no data moves); its readers wait for every writer of the input."""
+    tensor is viewed in place (no data moves), and so is any view when only dims of size 1 come or
+    go; its readers wait for every writer of the input."""
     op = "reshape"
     program = current_program(op)
     x = _input(op, "input", input, program)
     if not isinstance(shape, (list, tuple)) or any(not isinstance(s, int) or isinstance(s, bool) for s in shape) or list(shape).count(-1) > 1:
         reject(op, "shape", shape, "must be a list of ints, at most one of them -1")
     known = math.prod(s for s in shape if s != -1)
-    new = tuple(x.device.size // known if s == -1 and known else s for s in shape)
+    new = tuple(math.prod(x.shape) // known if s == -1 and known else s for s in shape)
     if math.prod(new) != math.prod(x.shape) or any(s <= 0 for s in new):
         reject(op, "shape", list(shape), f"does not hold the {math.prod(x.shape)} elements of input {list(x.shape)}")
+    if [d for d in x.shape if d != 1] == [d for d in new if d != 1]:
+        return _unit_dims_view(program, x, new, valid_shape)
     if not x.device.is_contiguous():
         reject(op, "input", x, "is not contiguous in GM (a strided view): reshape of a view is not modelled")
     valid = tuple(valid_shape) if valid_shape is not None else (new if x.valid_shape == x.shape else None)
     if valid is None:
         reject(op, "valid_shape", None, f"must be given: input has the valid shape {list(x.valid_shape)}, which a reshape does not carry over")
-    return Tensor(program, "GM", new, x.dtype, device=x.device.view(*new), valid_shape=valid,
+    return Tensor.make(program, "GM", new, x.dtype, device=x.device.view(*new), valid_shape=valid,
                   writes=[(task, None) for task in x.tasks_for(None)])
+
+
+def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_shape) -> Tensor:
+    """A reshape that only adds or drops dims of size 1: the same view with those dims (any strides)."""
+    kept = [(stride, valid) for size, stride, valid in zip(x.shape, x.device.strides, x.valid_shape) if size != 1]
+    unit_valid = min([v for size, v in zip(x.shape, x.valid_shape) if size == 1], default=1)
+    strides, valid, rest = [], [], iter(kept)
+    for size in new:
+        stride, v = next(rest) if size != 1 else (x.dtype.itemsize, unit_valid)
+        strides.append(stride)
+        valid.append(v)
+    device = DeviceTensor(x.device.system, x.device.allocation, x.device.offset_bytes, new, tuple(strides), x.dtype.numpy)
+    return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=tuple(valid_shape) if valid_shape is not None else valid,
+                       writes=[(task, None) for task in x.tasks_for(None)])
 
 
 # dims transpose supports on 4-D tensors (pypto-transpose.md 约束说明 3); 2-D and 3-D take any pair
@@ -581,7 +600,78 @@ def concat(tensors: list[Tensor], dim: int = 0) -> Tensor:
             node.tasks.append(task)
             writes.append((task, Region(place, tile.shape)))
         at += t.shape[axis]
-    return Tensor(program, "GM", shape, first.dtype, device=device, writes=writes)
+    return Tensor.make(program, "GM", shape, first.dtype, device=device, writes=writes)
+
+
+# -- GM assembly and single elements ----------------------------------------------------------------
+
+
+def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor) -> None:
+    """``assemble`` of a GM tensor (checked by ``ops.assemble``): per tile of ``input`` (the vector
+    tile shape), one copy of its valid part GM -> UB -> GM (MTE2, MTE3) to ``out`` at ``offsets``.
+    Each copy waits for the writers of what it reads and for the earlier writers of where it writes."""
+    op = "assemble"
+    program = input.program
+    tiles = _tiles(op, program, input.shape, input.valid_shape)
+    source, destination, dtype = _gm(input), _gm(out), input.dtype.numpy
+    node = program.op(op, shape=list(input.shape), offsets=list(offsets), tiles=len(tiles))
+
+    def build(p, tile, _device=None):
+        at = tuple(o + t for o, t in zip(offsets, tile.offset))
+        elementwise_tile(p, [Operand(source.shifted(tile.offset), dtype, tile.valid_shape)], destination.shifted(at), dtype,
+                         tile.valid_shape, "copy", dtype, name=op)
+
+    _dry_build(op, program, tiles[0], build, program.launch.core_kinds["vector"], None)
+    for tile in tiles:
+        def run(p, tile=tile):
+            if tile.moves_data:
+                build(p, tile)
+            else:
+                _empty_program(p)
+
+        task = CoreTask(node, tile.index, run)
+        written = Region(tuple(o + a + t for o, a, t in zip(out.origin, offsets, tile.offset)), tile.valid_shape)
+        task.depend_on(input.tasks_for(Region(tile.offset, tile.valid_shape)))
+        task.depend_on([t for t, region in out.writes if region is None or regions_meet(region, written)])
+        node.tasks.append(task)
+        out.writes.append((task, written))
+
+
+def read_element(tensor: Tensor, index: Sequence) -> SymbolicScalar:
+    """``tensor[i, j]`` in a kernel (the framework's GetTensorData, int32 tensors only): a
+    SymbolicScalar whose value the control-flow AICPU reads once the writers of that element are
+    done; the tile ops built after it wait for the read."""
+    op = "GetTensorData"
+    program = tensor.program
+    what = f"{tensor!r}[{', '.join(map(repr, index))}]"
+    if tensor.location == "token":
+        reject(op, "tensor", tensor, "is an op's token (a pred), not data")
+    if tensor.dtype is not DataType.DT_INT32:
+        reject(op, "tensor.dtype", tensor.dtype.name, "must be DT_INT32: only int32 elements can be read on the device (tensor.cpp GetTensorData)")
+    x = tensor.in_gm(op)
+    at = [program.value_of(i) for i in index]
+    for dim, (i, size) in enumerate(zip(at, x.shape)):
+        if not isinstance(i, int) or not 0 <= i < size:
+            reject(op, "index", at, f"is outside {what} of shape {list(x.shape)} in dim {dim}")
+    node = program.op(op, index=at)
+    read = ControlRead(node, x.device, at, f"{tensor!r}[{', '.join(map(str, at))}]", x.tasks_for(Region(tuple(at), (1,) * len(at))))
+    node.tasks.append(read)
+    return SymbolicScalar.read(read)
+
+
+def write_element(tensor: Tensor, index: Sequence, value) -> None:
+    """``tensor[i, j] = value`` in a kernel (the framework's SetTensorData, int32 tensors only): a
+    ``full`` of one element with the value, assembled at the index."""
+    op = "SetTensorData"
+    program = tensor.program
+    if tensor.dtype is not DataType.DT_INT32:
+        reject(op, "tensor.dtype", tensor.dtype.name, "must be DT_INT32: only int32 elements can be set (tensor.cpp SetTensorData)")
+    number = program.value_of(value)
+    if not isinstance(number, int) or isinstance(number, bool):
+        reject(op, "value", value, "must be an int or a SymbolicScalar")
+    from npusim.frontend.pypto.ops import assemble
+
+    assemble(full([1] * len(tensor.shape), number, DataType.DT_INT32), list(index), tensor)
 
 
 # -- matmul ------------------------------------------------------------------------------------------
@@ -603,7 +693,8 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
            extend_params: dict | None = None) -> Tensor:
     """``pypto.matmul``: ``input @ mat2`` (``input`` is ``[K, M]`` with ``a_trans``, ``mat2`` is
     ``[N, K]`` with ``b_trans``) on the AIC cores, accumulated in fp32 (int32 for int8) in the cube's
-    block order and converted to ``out_dtype`` by FIXP; 2-D matrices in ND format."""
+    block order and converted to ``out_dtype`` by FIXP; ND matrices, or batches of them (3-D / 4-D:
+    the leading dims of both, or ``mat2`` one matrix for all), each batch's tiles after the last's."""
     op = "matmul"
     program = current_program(op)
     a = _input(op, "input", input, program)
@@ -615,15 +706,17 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
         reject(op, "c_matrix_nz", c_matrix_nz, "must be False: the framework supports only an ND output")
     if extend_params is not None:
         reject(op, "extend_params", extend_params, "is not modelled yet (bias, quantisation, relu): pass None")
-    if len(a.shape) != 2 or len(b.shape) != 2:
-        reject(op, "input.shape", [list(a.shape), list(b.shape)], "must both be 2-D: batched (3-D / 4-D) matmul is not modelled yet")
+    batch = tuple(a.shape[:-2])
+    if len(a.shape) < 2 or len(b.shape) < 2 or (len(b.shape) > 2 and tuple(b.shape[:-2]) != batch):
+        reject(op, "input.shape", [list(a.shape), list(b.shape)], "must be matrices ([M, K] / [K, N]) or batches of them with the same "
+                                                                  "leading dims (mat2 may also be one matrix for every batch)")
     if a.dtype is not b.dtype or a.dtype.name not in checks.MATMUL_DTYPES:
         reject(op, "mat2.dtype", b.dtype.name, f"with input.dtype={a.dtype.name} is not a pair of the framework's; pairs: "
                                                + ", ".join(f"{d} x {d}" for d in checks.MATMUL_DTYPES))
     if not isinstance(out_dtype, DataType) or out_dtype.name not in checks.MATMUL_DTYPES[a.dtype.name]:
         reject(op, "out_dtype", out_dtype, f"is not an output of {a.dtype.name} inputs; those are {', '.join(checks.MATMUL_DTYPES[a.dtype.name])}")
-    m, k = (a.shape[1], a.shape[0]) if a_trans else a.shape
-    k2, n = (b.shape[1], b.shape[0]) if b_trans else b.shape
+    m, k = (a.shape[-1], a.shape[-2]) if a_trans else a.shape[-2:]
+    k2, n = (b.shape[-1], b.shape[-2]) if b_trans else b.shape[-2:]
     if k != k2:
         reject(op, "mat2.shape", list(b.shape), f"has k={k2}, input has k={k} (shapes {list(a.shape)} x {list(b.shape)}, a_trans={a_trans}, b_trans={b_trans})")
     for arg, tensor in (("input", a), ("mat2", b)):
@@ -646,23 +739,34 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
             raise ResourceError(f"pypto.matmul: cube_tile_shapes {_tile_text(tiles)} need {need} bytes of {buffer} for {a.dtype.name} inputs, "
                                 f"more than its {limits[buffer]} bytes (pypto-set_cube_tile_shapes.md 空间约束); set smaller tiles")
     out_tiles = matmul_tiles(m, n, k, tiles)
-    views = (_gm(a), _gm(b))
-    tile_objects = [Tile(i, (t.m_offset, t.n_offset), (t.m, t.n), (t.m, t.n)) for i, t in enumerate(out_tiles)]
+    a_view, b_view = _gm(a), _gm(b)
+    batches = list(np.ndindex(*batch)) if batch else [()]
+    ones = (1,) * len(batch)
+    tile_objects = [Tile(i, (*index, t.m_offset, t.n_offset), (*ones, t.m, t.n), (*ones, t.m, t.n))
+                    for i, (index, t) in enumerate((index, t) for index in batches for t in out_tiles)]
+
+    def matrix(view: GmView, index: tuple[int, ...]) -> GmView:
+        """Matrix ``index`` of a batch (the last two dims)."""
+        shifted = view.shifted(index + (0, 0)) if index else view
+        return GmView(shifted.allocation, shifted.offset_bytes, tuple(view.strides[-2:]))
 
     def build(p, tile, device):
-        t = out_tiles[tile.index]
-        matmul_tile(p, *views, GmView(device.allocation, device.offset_bytes, device.strides), t, tiles, a.dtype.numpy, out_dtype.numpy,
-                    a_trans=a_trans, b_trans=b_trans, name=op)
+        index = tile.offset[:-2]
+        out = GmView(device.allocation, device.offset_bytes, device.strides)
+        matmul_tile(p, matrix(a_view, index), matrix(b_view, index if len(b.shape) > 2 else ()), matrix(out, index),
+                    out_tiles[tile.index % len(out_tiles)], tiles, a.dtype.numpy, out_dtype.numpy, a_trans=a_trans, b_trans=b_trans, name=op)
 
     def reads(tile):
-        t = out_tiles[tile.index]
-        a_region = Region((0, t.m_offset), (k, t.m)) if a_trans else Region((t.m_offset, 0), (t.m, k))
-        b_region = Region((t.n_offset, 0), (t.n, k)) if b_trans else Region((0, t.n_offset), (k, t.n))
+        index, t = tile.offset[:-2], out_tiles[tile.index % len(out_tiles)]
+        a_region = Region((*index, 0, t.m_offset), (*ones, k, t.m)) if a_trans else Region((*index, t.m_offset, 0), (*ones, t.m, k))
+        b_index, b_ones = (index, ones) if len(b.shape) > 2 else ((), ())
+        b_region = Region((*b_index, t.n_offset, 0), (*b_ones, t.n, k)) if b_trans else Region((*b_index, 0, t.n_offset), (*b_ones, k, t.n))
         return [(a, a_region), (b, b_region)]
 
-    tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=(m, n), dtype=out_dtype,
+    shape = (*batch, m, n)
+    tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=shape, dtype=out_dtype,
                           record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)})
-    return _result(program, (m, n), out_dtype, (m, n), tasks, tile_objects)
+    return _result(program, shape, out_dtype, shape, tasks, tile_objects)
 
 
 def _tile_text(tiles: CubeTiles) -> str:

@@ -27,8 +27,8 @@ from npusim.frontend.pypto.runtime import (
     current_program,
 )
 from npusim.frontend.pypto.symbolic import SymbolicScalar
-from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
-from npusim.frontend.tensor import empty
+from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor, regions_meet
+from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.isa.instructions import on_recorded
 from npusim.isa.target import VectorTarget
 from npusim.kernels.shmem.checks import (
@@ -81,22 +81,23 @@ def _on_pe(function):
 # -- arguments ---------------------------------------------------------------------------------------
 
 
-def _int(value, pe: int):
-    """An int or SymbolicScalar argument as its value on PE ``pe`` (anything else as is, for the checks)."""
-    return value.concrete(pe) if isinstance(value, SymbolicScalar) else value
+def _int(value, program: PeProgram):
+    """An int or SymbolicScalar argument as its value on ``program``'s PE (a device-valued one once
+    it has been read; anything else as is, for the checks)."""
+    return program.value_of(value)
 
 
-def _pe_arg(op: str, arg: str, value, pe: int, n_pes: int) -> int:
-    """A PE argument (int or SymbolicScalar) as its checked value on PE ``pe``."""
-    value = _int(value, pe)
+def _pe_arg(op: str, arg: str, value, program: PeProgram, n_pes: int) -> int:
+    """A PE argument (int or SymbolicScalar, a rank in the group) as its checked value on ``program``'s PE."""
+    value = _int(value, program)
     check_pe(op, arg, value, n_pes)
     return value
 
 
-def _ints(op: str, arg: str, values, pe: int) -> list:
+def _ints(op: str, arg: str, values, program: PeProgram) -> list:
     if not isinstance(values, (list, tuple)):
         raise OpArgumentError(f"{op}: {arg}={values!r} must be a list of ints or SymbolicScalars")
-    return [_int(v, pe) for v in values]
+    return [_int(v, program) for v in values]
 
 
 def _shmem(op: str, arg: str, value, program: PeProgram, *, data: bool = False) -> ShmemTensor:
@@ -120,14 +121,14 @@ def _tensor(op: str, arg: str, value, program: PeProgram, location: str | None =
     return value
 
 
-def _view(op: str, src: ShmemTensor, shape, offsets, valid_shape, pe: int) -> ShmemTensor:
+def _view(op: str, src: ShmemTensor, shape, offsets, valid_shape, program: PeProgram) -> ShmemTensor:
     """The view an op works on: ``shmem_view(src, shape, offsets, valid_shape)`` when both
     ``shape`` and ``offsets`` are given (as the framework, which ignores either one alone)."""
     if shape is None or offsets is None:
         return src
-    shape = _ints(op, "shape", shape, pe)
-    offsets = _ints(op, "offsets", offsets, pe)
-    valid = _ints(op, "valid_shape", valid_shape, pe) if valid_shape is not None else None
+    shape = _ints(op, "shape", shape, program)
+    offsets = _ints(op, "offsets", offsets, program)
+    valid = _ints(op, "valid_shape", valid_shape, program) if valid_shape is not None else None
     check_view(op, src.shape, shape, offsets, valid)
     return ShmemTensor(src.program, src.area, [a + b for a, b in zip(src.offsets, offsets)], shape, valid)
 
@@ -175,6 +176,13 @@ def _gm(tensor: Tensor) -> GmView:
     return GmView(device.allocation, device.offset_bytes, device.strides)
 
 
+def _place(out: Tensor, offsets: Sequence[int], shape: Sequence[int]) -> DeviceTensor:
+    """The device tensor of ``shape`` at ``offsets`` of ``out`` (its parts past out's end are never stored to)."""
+    device = out.device
+    start = device.offset_bytes + sum(o * s for o, s in zip(offsets, device.strides))
+    return DeviceTensor(device.system, device.allocation, start, tuple(shape), device.strides, device.dtype)
+
+
 def _shift(offsets: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
     return tuple(a + b for a, b in zip(offsets, more))
 
@@ -206,37 +214,40 @@ def set_vec_tile_shapes(*shape: int) -> None:
 @_on_pe
 def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = None, *, valid_shape: list | None = None,
          dtype: DataType | None = None) -> Tensor:
-    """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory)."""
+    """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory); with
+    ``valid_shape`` the view may run past the tensor's end as long as its valid part does not
+    (a tail block: ``view(x, [8, n], [8, 0], valid_shape=[5, n])`` of a 13-row ``x``)."""
     op = "view"
     program = current_program(op)
-    pe = program.pe
-    input = _tensor(op, "input", input, program, "GM")
+    input = _tensor(op, "input", input, program)
+    input = input.in_gm(op)
     if dtype is not None and dtype is not input.dtype:
         raise OpArgumentError(f"{op}: dtype={dtype!r} differs from the input's {input.dtype.name}; views that reinterpret memory are not modelled")
-    shape = list(input.shape) if shape is None else _ints(op, "shape", shape, pe)
-    offsets = [0] * len(input.shape) if offsets is None else _ints(op, "offsets", offsets, pe)
-    valid = _ints(op, "valid_shape", valid_shape, pe) if valid_shape is not None else None
-    check_view(op, input.shape, shape, offsets, valid, what="tensor")
-    device = input.device[tuple(slice(o, o + s) for o, s in zip(offsets, shape))]
-    return Tensor(program, "GM", shape, input.dtype, device=device, valid_shape=valid, writes=input.writes,
+    shape = list(input.shape) if shape is None else _ints(op, "shape", shape, program)
+    offsets = [0] * len(input.shape) if offsets is None else _ints(op, "offsets", offsets, program)
+    valid = _ints(op, "valid_shape", valid_shape, program) if valid_shape is not None else None
+    check_view(op, input.shape, shape, offsets, valid, what="tensor", valid_bounds=True)
+    device = input.device[tuple(slice(o, o + s) for o, s in zip(offsets, shape))]  # clipped to the tensor
+    return Tensor.make(program, "GM", shape, input.dtype, device=device, valid_shape=valid, writes=input.writes,
                   origin=_shift(input.origin, offsets))
 
 
 @_on_pe
 def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
-    """``pypto.assemble``: write ``input`` (a shmem_load result) into the GM tensor ``out`` at
-    ``offsets``. Each tile is stored (MTE3) by the tile op that loaded it, on the same core."""
+    """``pypto.assemble``: write the valid part of ``input`` into the GM tensor ``out`` at
+    ``offsets``. A shmem_load result (a UB tile): each tile is stored (MTE3) by the tile op that
+    loaded it, on the same core. A GM tensor (a compute or shmem_get result, a view, a kernel-local
+    tensor): one copy GM -> UB -> GM per tile of the vector tile shape (``compute.copy_into``)."""
     op = "assemble"
     program = current_program(op)
     out = _tensor(op, "out", out, program, "GM")
-    if not (isinstance(input, Tensor) and input.location == "UB"):
-        raise OpArgumentError(
-            f"{op}: input={input!r} must be a shmem_load result (a UB tile); assembling GM tensors or tokens is not modelled"
-        )
-    input = _tensor(op, "input", input, program, "UB")
+    input = _tensor(op, "input", input, program)
+    if input.location == "token":
+        raise OpArgumentError(f"{op}: input={input!r} is an op's token (a pred), not data; `local[:] = token` makes a "
+                              "kernel-local tensor the token")
     if input.dtype is not out.dtype:
         raise OpArgumentError(f"{op}: input.dtype={input.dtype.name} differs from out.dtype={out.dtype.name}; assemble does not convert")
-    offsets = _ints(op, "offsets", offsets, program.pe)
+    offsets = _ints(op, "offsets", offsets, program)
     if len(offsets) != len(out.shape) or len(input.shape) != len(out.shape):
         raise OpArgumentError(f"{op}: offsets={offsets} and input {list(input.shape)} must have the {len(out.shape)} dims of out {list(out.shape)}")
     for dim, (offset, valid, size) in enumerate(zip(offsets, input.valid_shape, out.shape)):
@@ -245,6 +256,17 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
                 f"{op}: offsets={offsets} puts the valid part {list(input.valid_shape)} of the input outside out "
                 f"{list(out.shape)} in dim {dim} (0 <= {offset} and {offset} + {valid} <= {size} must hold)"
             )
+    if input.location == "GM":
+        if input.fold_into(_place(out, offsets, input.shape)):
+            for task, region in input.writes:
+                written = Region(_shift(_shift(out.origin, offsets), region.offset), region.shape)
+                task.depend_on([t for t, r in out.writes if r is None or regions_meet(r, written)])
+                out.writes.append((task, written))
+            return
+        from npusim.frontend.pypto.compute import copy_into
+
+        copy_into(input, offsets, out)
+        return
     node = program.op(op, shape=list(input.shape), offsets=offsets)
     node.tasks = [task for task, _ in input.writes]
     destination = _gm(out)
@@ -289,7 +311,7 @@ def shmem_view(src: ShmemTensor, shape: list[int], offsets: list, *, valid_shape
     src = _shmem(op, "src", src, program)
     if shape is None or offsets is None:
         raise OpArgumentError(f"{op}: shape={shape!r} and offsets={offsets!r} must both be lists")
-    return _view(op, src, shape, offsets, valid_shape, program.pe)
+    return _view(op, src, shape, offsets, valid_shape, program)
 
 
 def my_symbolic_pe(group_name: str) -> SymbolicScalar:
@@ -304,7 +326,7 @@ def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: A
     """Local GM ``src`` -> ``dst`` on ``dst_pe`` at ``offsets``, staged through UB; ADD accumulates."""
     op = "shmem_put"
     program = current_program(f"distributed.{op}")
-    pe, launch = program.pe, program.launch
+    launch = program.launch
     src = _tensor(op, "src", src, program, "GM")
     dst = _shmem(op, "dst", dst, program, data=True)
     check_data_shape(op, "src.shape", src.shape)
@@ -312,8 +334,8 @@ def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: A
     check_element_count(op, "src.shape", src.shape)
     check_atomic(op, "put_op", put_op)
     check_put_dtypes(op, src.dtype, dst.dtype, put_op)
-    dst_pe = _pe_arg(op, "dst_pe", dst_pe, pe, dst.n_pes)
-    offsets = _ints(op, "offsets", offsets, pe)
+    dst_pe = _pe_arg(op, "dst_pe", dst_pe, program, dst.n_pes)
+    offsets = _ints(op, "offsets", offsets, program)
     check_view(op, dst.shape, src.shape, offsets, shape_arg="src.shape")
     pred = _pred(op, pred, program)
     tiles = _tiles(op, program, src.shape, src.valid_shape)
@@ -336,6 +358,7 @@ def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: A
         if tile.moves_data:
             task.accesses.append(lambda write=write: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape)])
             task.writes.append(write)
+        task.depend_on(src.tasks_for(Region(tile.offset, tile.valid_shape)))  # the source is an input of the op
         node.tasks.append(task)
     _depend(node.tasks, src.shape, program, pred)
     return _box_token(program, node.tasks, src.shape, tiles)
@@ -347,8 +370,8 @@ def _remote_read(op: str, qualified: str, src, src_pe, shape, offsets, valid_sha
     program = current_program(qualified)
     src = _shmem(op, "src", src, program, data=True)
     check_dtype(op, "src.dtype", src.dtype)
-    src_pe = _pe_arg(op, "src_pe", src_pe, program.pe, src.n_pes)
-    src = _view(op, src, shape, offsets, valid_shape, program.pe)
+    src_pe = _pe_arg(op, "src_pe", src_pe, program, src.n_pes)
+    src = _view(op, src, shape, offsets, valid_shape, program)
     pred = _pred(op, pred, program)
     return program, src, src_pe, pred, _tiles(op, program, src.shape, src.valid_shape)
 
@@ -370,20 +393,23 @@ def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets:
     program, src, src_pe, pred, tiles = _remote_read(op, f"distributed.{op}", src, src_pe, shape, offsets, valid_shape, pred)
     launch = program.launch
     node = program.op(op, src_pe=src_pe, shape=list(src.shape), offsets=list(src.offsets), tiles=len(tiles))
-    result = empty(src.shape, src.dtype.numpy, device=program.die)
-    target, area, dtype = GmView(result.allocation, 0, result.strides), src.area, src.dtype.numpy
+    destination = Destination(empty(src.shape, src.dtype.numpy, device=program.die))
+    area, dtype = src.area, src.dtype.numpy
     staging = launch.spec.staging_buffer.bytes
     for index, tile in enumerate(tiles):
         at = _shift(src.offsets, tile.offset)
 
         def build(p, tile=tile, at=at):
-            copy_tile(p, area.data_view(src_pe).shifted(at), target.shifted(tile.offset), tile.shape, tile.valid_shape,
-                      dtype, dtype, local_dtype=dtype, staging_bytes=staging, name=op)
+            target = destination.device
+            copy_tile(p, area.data_view(src_pe).shifted(at), GmView(target.allocation, target.offset_bytes, target.strides).shifted(tile.offset),
+                      tile.shape, tile.valid_shape, dtype, dtype, local_dtype=dtype, staging_bytes=staging, name=op)
 
         node.tasks.append(_remote_read_task(node, index, build, tile, area, src_pe, at))
     _depend(node.tasks, src.shape, program, pred)
     writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
-    return Tensor(program, "GM", src.shape, src.dtype, device=result, valid_shape=src.valid_shape, writes=writes)
+    result = Tensor.make(program, "GM", src.shape, src.dtype, device=destination.device, valid_shape=src.valid_shape, writes=writes)
+    result.destination = destination
+    return result
 
 
 def _signal(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, value: int, targets: list[int], sig_op: AtomicType,
@@ -393,6 +419,7 @@ def _signal(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, value: 
     tiles = _tiles(op, program, view.shape)
     grid = SignalGrid.of(op, view.tensor_shape, view.shape, program.tile_shape)
     launch.registry.record_signal_tiles(view.area.allocation, grid.total_tiles, op=op)
+    view.area.allocation.signal_used = True
     node = program.op(op, src_pe=src_pe, targets=targets, value=value, sig_op=sig_op.name, tiles=len(tiles), **record)
     area, atomic = view.area, "add" if sig_op is AtomicType.ADD else None
     for index, tile in enumerate(tiles):
@@ -415,6 +442,7 @@ def _wait(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, cmp_value
     """The tile ops of a wait: per tile, an AICPU poll of this PE's slot (owner ``src_pe``)."""
     tiles = _tiles(op, program, view.shape)
     grid = SignalGrid.of(op, view.tensor_shape, view.shape, program.tile_shape)
+    view.area.allocation.signal_used = True
     node = program.op(op, src_pe=src_pe, cmp_value=cmp_value, clear_signal=clear, tiles=len(tiles), **record)
     for index, tile in enumerate(tiles):
         at = _shift(view.offsets, tile.offset)
@@ -429,17 +457,16 @@ def shmem_signal(src: ShmemTensor, src_pe, signal: int, shape: list[int] | None 
     (owner ``src_pe``) on ``target_pe``; the int ``-1`` signals every PE."""
     op = "shmem_signal"
     program = current_program(f"distributed.{op}")
-    pe = program.pe
     src = _shmem(op, "src", src, program)
-    src_pe = _pe_arg(op, "src_pe", src_pe, pe, src.n_pes)
+    src_pe = _pe_arg(op, "src_pe", src_pe, program, src.n_pes)
     if type(target_pe) is int and target_pe == -1:
         targets = list(range(src.n_pes))
     else:
-        target_pe = _pe_arg(op, "target_pe", target_pe, pe, src.n_pes)
+        target_pe = _pe_arg(op, "target_pe", target_pe, program, src.n_pes)
         targets = [target_pe]
     check_int32(op, "signal", signal)
     check_atomic(op, "sig_op", sig_op)
-    view = _view(op, src, shape, offsets, None, pe)
+    view = _view(op, src, shape, offsets, None, program)
     pred = _pred(op, pred, program)
     node = _signal(op, program, view, src_pe, signal, targets, sig_op, pred)
     pieces = _depend(node.tasks, view.shape, program, pred)
@@ -453,14 +480,13 @@ def shmem_wait_until(src: ShmemTensor, src_pe, cmp_value: int = 0, shape: list[i
     ``cmp_value``; ``clear_signal`` then resets them to 0."""
     op = "shmem_wait_until"
     program = current_program(f"distributed.{op}")
-    pe = program.pe
     src = _shmem(op, "src", src, program)
-    src_pe = _pe_arg(op, "src_pe", src_pe, pe, src.n_pes)
+    src_pe = _pe_arg(op, "src_pe", src_pe, program, src.n_pes)
     check_int32(op, "cmp_value", cmp_value)
     check_cmp(op, cmp)
     if not isinstance(clear_signal, bool):
         raise OpArgumentError(f"{op}: clear_signal={clear_signal!r} must be True or False")
-    view = _view(op, src, shape, offsets, None, pe)
+    view = _view(op, src, shape, offsets, None, program)
     pred = _pred(op, pred, program)
     node = _wait(op, program, view, src_pe, cmp_value, clear_signal, pred)
     pieces = _depend(node.tasks, view.shape, program, pred)
@@ -489,9 +515,10 @@ def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: 
     ``prod(view shape)`` elements that follow the view's first element (contiguously, as the framework)."""
     op = "shmem_clear_data"
     program = current_program(f"distributed.{op}")
-    pe, launch = program.pe, program.launch
+    launch = program.launch
     src = _shmem(op, "src", src, program, data=True)
-    view = _view(op, src, shape, offsets, None, pe)
+    view = _view(op, src, shape, offsets, None, program)
+    rank = src.area.rank_of(program)
     pred = _pred(op, pred, program)
     node = program.op(op, shape=list(view.shape), offsets=list(view.offsets), tiles=1)
     area, itemsize = view.area, view.dtype.itemsize
@@ -499,7 +526,7 @@ def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: 
     staging = launch.spec.staging_buffer.bytes
 
     def start() -> GmView:
-        first = area.data_view(pe).shifted(view.offsets)
+        first = area.data_view(rank).shifted(view.offsets)
         return GmView(first.allocation, first.offset_bytes, (itemsize,))
 
     def build(p):
@@ -507,7 +534,7 @@ def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: 
         clear_tile(p, first.allocation, first.offset_bytes, count * itemsize, staging, name=op)
 
     task = CoreTask(node, 0, build)
-    task.accesses.append(lambda: [AccessSpec(WRITE, area, pe, start(), (count,))])
+    task.accesses.append(lambda: [AccessSpec(WRITE, area, rank, start(), (count,))])
     node.tasks.append(task)
     task.depend_on(pred.tasks_for(None))
     return Tensor.token(program, (1, 1), [(task, None)])
@@ -519,14 +546,16 @@ def shmem_clear_signal(src: ShmemTensor, *, pred: list | None = None) -> Tensor:
     int32 words (as the framework's ShmemClearFlag: see ``signal_clear_bytes``)."""
     op = "shmem_clear_signal"
     program = current_program(f"distributed.{op}")
-    pe, launch = program.pe, program.launch
+    launch = program.launch
     src = _shmem(op, "src", src, program)
     pred = _pred(op, pred, program)
     node = program.op(op, tiles=1)
     area = src.area
+    rank = area.rank_of(program)
+    area.allocation.signal_used = True
 
     def build(p):
-        start = area.signal_address(pe, 0)
+        start = area.signal_address(rank, 0)
         size = signal_clear_bytes(area.allocation.n_pes, area.allocation.signal_max_tiles)
         first = start.allocation.address + start.offset
         for store in clear_tile(p, start.allocation, start.offset, size, CLEAR_SIGNAL_STORE_BYTES, control=True, name=op):
@@ -568,7 +597,7 @@ def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets
         node.tasks.append(_remote_read_task(node, index, build, tile, area, src_pe, at))
     _depend(node.tasks, src.shape, program, pred)
     writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
-    result = Tensor(program, "UB", src.shape, src.dtype, valid_shape=src.valid_shape, writes=writes)
+    result = Tensor.make(program, "UB", src.shape, src.dtype, valid_shape=src.valid_shape, writes=writes)
     result.tiles = tiles
     result.tile_shape = program.tile_shape
     return result
@@ -581,7 +610,6 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
     tile (atomic add for ADD), run by the tile op that loaded the tile, on its core."""
     op = "shmem_store"
     program = current_program(f"experimental.{op}")
-    pe = program.pe
     if not (isinstance(src, Tensor) and src.location == "UB"):
         raise OpArgumentError(f"{op}: src={src!r} must be a UB tile tensor (a shmem_load result); a GM tensor goes with shmem_put")
     src = _tensor(op, "src", src, program, "UB")
@@ -589,8 +617,8 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
     check_atomic(op, "put_op", put_op)
     check_put_dtypes(op, src.dtype, dst.dtype, put_op, from_ub=True)
     check_element_count(op, "src.shape", src.shape)
-    dst_pe = _pe_arg(op, "dst_pe", dst_pe, pe, dst.n_pes)
-    offsets = _ints(op, "offsets", offsets, pe)
+    dst_pe = _pe_arg(op, "dst_pe", dst_pe, program, dst.n_pes)
+    offsets = _ints(op, "offsets", offsets, program)
     check_view(op, dst.shape, src.shape, offsets, shape_arg="src.shape")
     if program.tile_shape != src.tile_shape:
         raise OpArgumentError(

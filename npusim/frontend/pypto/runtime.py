@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import simpy
 
 from npusim import isa
 from npusim.config.products import PRODUCTS
-from npusim.errors import RaceError, UsageError, WorkloadError
+from npusim.errors import OpArgumentError, RaceError, UsageError, WorkloadError
 from npusim.frontend.session import current_session
 from npusim.hw.aicpu import AicpuScheduler
 from npusim.hw.memory import Allocation
@@ -53,22 +54,37 @@ RACE_MODES = ("warn", "error")
 READS_AFTER_WAIT = ("shmem_load", "shmem_get")
 """Tile ops whose wait preds get a ``wait->load`` flow: they read the data the wait guards."""
 
-_BUILDING: list[PeProgram] = []
+_LOCAL = threading.local()  # per thread: the PEs whose kernel functions run (each PE's kernel runs in a builder thread)
+
+
+def _building() -> list[PeProgram]:
+    stack = getattr(_LOCAL, "programs", None)
+    if stack is None:
+        stack = _LOCAL.programs = []
+    return stack
+
+
+def building_program() -> PeProgram | None:
+    """The PE whose kernel function is running in this thread, if any."""
+    stack = _building()
+    return stack[-1] if stack else None
 
 
 def building_pe() -> int | None:
     """The PE whose kernel function is running, if any."""
-    return _BUILDING[-1].pe if _BUILDING else None
+    program = building_program()
+    return program.pe if program is not None else None
 
 
 def current_program(op: str) -> PeProgram:
     """The PE whose kernel function is running (UsageError outside ``npusim.launch``)."""
-    if not _BUILDING:
+    program = building_program()
+    if program is None:
         raise UsageError(
             f"pypto.{op} is called outside a kernel: PyPTO ops run inside the kernel function that "
             "npusim.launch(kernel, n_pes, args=...) calls once per PE"
         )
-    return _BUILDING[-1]
+    return program
 
 
 @dataclass(eq=False)
@@ -79,6 +95,7 @@ class ShmemArea:
     launch: ShmemLaunch
     index: int
     allocation: ShmemAllocation
+    creator: int = 0  # the PE that created it first
 
     @property
     def dtype(self) -> DataType | None:
@@ -92,24 +109,39 @@ class ShmemArea:
     def group(self):
         return self.launch.registry.group(self.allocation.group_name)
 
-    def label(self, pe: int) -> str:
-        return f"shmem tensor #{self.index} (group {self.allocation.group_name!r}) on PE {pe}"
+    @property
+    def members(self) -> tuple[int, ...]:
+        """The launch's PEs of the tensor's group, by rank in the group."""
+        return self.launch.group_members(self.allocation.group_name)
 
-    def data_view(self, pe: int) -> GmView:
-        """The whole data tensor on PE ``pe``: its window, offset and (contiguous) strides."""
+    def pe_of(self, rank: int) -> int:
+        """The launch's PE of rank ``rank`` in the tensor's group."""
+        return self.members[rank]
+
+    def rank_of(self, program: PeProgram) -> int:
+        """The rank of ``program``'s PE in the tensor's group."""
+        return program.ranks[self.allocation.group_name]
+
+    def label(self, rank: int) -> str:
+        members = self.members
+        where = f"PE {rank}" if members[rank] == rank else f"rank {rank} (PE {members[rank]})"
+        return f"shmem tensor #{self.index} (group {self.allocation.group_name!r}) on {where}"
+
+    def data_view(self, rank: int) -> GmView:
+        """The whole data tensor on rank ``rank`` of its group: its window, offset and (contiguous) strides."""
         itemsize = self.dtype.itemsize
         shape = self.tensor_shape
         strides = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(len(shape)))
-        window = self.launch.data_windows[(self.allocation.group_name, pe)]
+        window = self.launch.data_windows[(self.allocation.group_name, self.members[rank])]
         return GmView(window, self.group.data_offset_bytes(self.allocation), strides)
 
-    def signal_address(self, pe: int, slot_offset_bytes: int) -> isa.GmAddress:
-        """Byte ``slot_offset_bytes`` of this tensor's signal area on PE ``pe``."""
-        window = self.launch.signal_windows[(self.allocation.group_name, pe)]
+    def signal_address(self, rank: int, slot_offset_bytes: int) -> isa.GmAddress:
+        """Byte ``slot_offset_bytes`` of this tensor's signal area on rank ``rank`` of its group."""
+        window = self.launch.signal_windows[(self.allocation.group_name, self.members[rank])]
         offset = self.group.signal_offset_bytes(self.allocation) + slot_offset_bytes
         if offset + 4 > window.size_bytes:
             raise WorkloadError(
-                f"{self.label(pe)}: a signal slot at byte {offset} lies past the signal areas the program's "
+                f"{self.label(rank)}: a signal slot at byte {offset} lies past the signal areas the program's "
                 "shmem_signal ops numbered; a shmem_wait_until must use the view and tile shape of its shmem_signal"
             )
         return isa.GmAddress(window, offset)
@@ -118,7 +150,7 @@ class ShmemArea:
 @dataclass(eq=False)
 class RemoteWrite:
     """A tile op's store of a box of shmem data: ``shape`` elements at ``offset`` (in the tensor's
-    elements) of ``area`` on PE ``pe``; ``event`` is the index of its last store's event (-1 until
+    elements) of ``area`` on rank ``pe`` of its group; ``event`` is the index of its last store's event (-1 until
     recorded)."""
 
     area: ShmemArea
@@ -146,7 +178,9 @@ class SlotHistory:
 
 class Task:
     """One tile op: its op and tile index, the tile ops it waits for, its happens-before bits and
-    the shmem data it writes (:class:`RemoteWrite`)."""
+    the shmem data it writes (:class:`RemoteWrite`). A tile op built after a device-valued scalar
+    was read (:class:`ControlRead`) also waits for that read: the control flow that issues it ran
+    past the read. ``done`` once the scheduler has handled its completion (``completed``: that event)."""
 
     on_core = True
 
@@ -159,6 +193,12 @@ class Task:
         self.bit = 0
         self.ancestors = 0
         self.writes: list[RemoteWrite] = []
+        self.done = False
+        self.completed = -1
+        program = op.program
+        program.new_tasks.append(self)
+        if program.control is not None:
+            self.deps[id(program.control)] = program.control
 
     def depend_on(self, tasks: Sequence[Task]) -> None:
         for task in tasks:
@@ -267,9 +307,10 @@ class CoreTask(Task):
         from the writes of its preds that it announces."""
         launch = self.op.program.launch
         launch.publish(self, key, event)
+        target_pe = area.pe_of(target)
         for dep in self.deps.values():
             for write in dep.writes:
-                if write.event >= 0 and write.pe == target and (write.area is not area or write.overlaps(offset, shape)):
+                if write.event >= 0 and write.area.pe_of(write.pe) == target_pe and (write.area is not area or write.overlaps(offset, shape)):
                     launch.system.recorder.flow(write.event, event, "put->signal")
 
     def _ended(self, _event) -> None:
@@ -300,7 +341,7 @@ class WaitTask(Task):
 
     def locate(self) -> None:
         """Find the slot in the PE's signal window (once the windows exist)."""
-        address = self.area.signal_address(self.op.pe, self.slot_offset)
+        address = self.area.signal_address(self.area.rank_of(self.op.program), self.slot_offset)
         # word 0 as a 4-byte int: a memoryview reads it as a Python int several times faster than numpy (polls read it often)
         self._word = address.allocation.data[address.offset:address.offset + 4].data.cast("i")
         self._key = (address.allocation.die, address.allocation.address + address.offset)
@@ -333,6 +374,59 @@ class WaitTask(Task):
                 f"expects {self.cmp_value}, the slot holds {self.value()}")
 
 
+class ControlRead(Task):
+    """A device-valued scalar (``tensor[i, j]`` in a kernel, the framework's GetTensorData): the
+    control-flow AICPU reads one int32 of GM once the tile ops that wrote it are done. Its value
+    exists once it has run (``done_event``); the kernel function, which needs it to go on (an
+    ``if``, a loop bound, a PE number or an offset), waits for it (:meth:`value`)."""
+
+    on_core = False
+    on_control = True
+
+    def __init__(self, op: OpNode, device, index: Sequence[int], what: str, writers: Sequence[Task]) -> None:
+        super().__init__(op, 0)
+        self.device = device  # the DeviceTensor holding the element
+        self.index = tuple(index)
+        self.what = what  # how the kernel wrote it, for messages
+        self.done_event: simpy.Event = op.program.launch.system.env.event()
+        self._value: int | None = None
+        self.depend_on(writers)
+        if op.program.launch.prior_work_done() and all(writer.done for writer in writers):
+            self._take_value()  # final already: nothing left to run writes it (the read still takes its time on the device)
+        op.program.control = self
+
+    def _take_value(self) -> None:
+        if self._value is None and self.device.allocation.data is not None:
+            self._value = int(self.device.host_view()[self.index])
+
+    def executed(self, event: int) -> None:
+        """The control AICPU has read the element (its trace event ``event``)."""
+        self.ancestors = self.inherit()
+        self._take_value()
+        self.done_event.succeed()
+
+    def value(self) -> int:
+        """The element's value, once read on the device, or once final before (the kernel function
+        waits for it only when tile ops still to run may write it)."""
+        program = self.op.program
+        if self._value is not None:
+            return self._value
+        if not program.launch.system.with_data:
+            raise UsageError(
+                f"{self.what} (GetTensorData) on PE {program.pe}: the kernel uses a value read from device memory, but "
+                "this run simulates timing only (--no-data) and keeps no values to read; run it with data "
+                "(npusim run without --no-data, or npusim.session(..., data=True))"
+            )
+        if not self.done_event.triggered:
+            program.wait_for(self)
+        assert self._value is not None
+        return self._value
+
+    def report(self) -> str:
+        return (f"PE {self.op.pe} (die {self.op.program.die}) reads {self.what} (GetTensorData), which cannot be read "
+                "until the tile ops that write it have run")
+
+
 @dataclass(eq=False)
 class OpNode:
     """One PyPTO op on one PE: its trace record id and its tile ops."""
@@ -349,15 +443,39 @@ class OpNode:
 
 @dataclass(eq=False)
 class PeProgram:
-    """What one PE's kernel function built: its ops, in call order, and its build state."""
+    """What one PE's kernel function built: its ops, in call order, and its build state:
+    ``creates`` counts its shmem tensors per group, ``control`` is its last device-valued read
+    (the tile ops built after it wait for it), ``new_tasks`` the tile ops not yet handed to the
+    scheduler, ``builder`` the thread its kernel function runs in."""
 
     launch: ShmemLaunch
     pe: int
     die: int
     ops: list[OpNode] = field(default_factory=list)
     tile_shape: tuple[int, ...] | None = None
-    creates: int = 0
+    creates: dict[str, int] = field(default_factory=dict)
     cube_tiles: object | None = None  # set_cube_tile_shapes (a kernels.compute.matmul.CubeTiles)
+    control: ControlRead | None = None
+    new_tasks: list[Task] = field(default_factory=list)
+    builder: object | None = None  # a building.Builder while its kernel function runs
+
+    @property
+    def ranks(self) -> GroupRanks:
+        """This PE's rank in each communication group."""
+        return GroupRanks(self.launch, self.pe)
+
+    def value_of(self, value):
+        """An op argument as its value on this PE: a SymbolicScalar evaluated with this PE's ranks
+        (and its device-valued reads, waiting for them), anything else as it is."""
+        from npusim.frontend.pypto.symbolic import SymbolicScalar
+
+        return value.concrete(self.ranks) if isinstance(value, SymbolicScalar) else value
+
+    def wait_for(self, read: ControlRead) -> None:
+        """The kernel function needs ``read``'s value: it waits while the launch runs (the builder thread blocks)."""
+        if self.builder is None:
+            raise UsageError(f"{read.what}: a device-valued scalar can only be read inside the kernel function of its PE")
+        self.builder.block(read)
 
     def op(self, name: str, **args) -> OpNode:
         """A new op of this PE, with its trace record."""
@@ -375,20 +493,49 @@ class PeProgram:
         return list(seen.values())
 
 
-class ShmemLaunch:
-    """One launch of a PyPTO kernel on ``n_pes`` PEs (PE i on die ``dies[i]``)."""
+class GroupRanks(Mapping[str, int]):
+    """A PE's rank in each communication group: its index among the PEs of a group the launch
+    declares (``groups=``), the PE itself in any other group (one of every PE of the launch)."""
 
-    def __init__(self, system: System, name: str, dies: Sequence[int], races: str) -> None:
+    def __init__(self, launch: ShmemLaunch, pe: int) -> None:
+        self.launch = launch
+        self.pe = pe
+
+    def __getitem__(self, group: str) -> int:
+        members = self.launch.groups.get(group)
+        if members is None:
+            return self.pe
+        if self.pe not in members:
+            raise WorkloadError(
+                f"PE {self.pe} uses communication group {group!r}, but it is not one of its PEs {list(members)}; "
+                "a PE can only use the groups it is in (npusim.launch(..., groups={name: [pe, ...]}))"
+            )
+        return members.index(self.pe)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.launch.groups)
+
+    def __len__(self) -> int:
+        return len(self.launch.groups)
+
+
+class ShmemLaunch:
+    """One launch of a PyPTO kernel on ``n_pes`` PEs (PE i on die ``dies[i]``); ``groups`` names
+    communication groups of some of its PEs (each a list of PEs, by rank); every other group a
+    kernel uses spans all PEs."""
+
+    def __init__(self, system: System, name: str, dies: Sequence[int], races: str,
+                 groups: Mapping[str, Sequence[int]] | None = None) -> None:
         spec = system.spec.shmem
         self.system = system
         self.spec = spec
         self.name = name
         self.dies = list(dies)
         self.races_mode = races
-        self.registry = ShmemGroupRegistry(
-            data_window_bytes=spec.data_window.bytes, signal_window_bytes=spec.signal_window.bytes, max_groups=spec.max_groups
-        )
+        self.groups = {name: tuple(members) for name, members in (groups or {}).items()}
+        self.registry = ShmemGroupRegistry(data_window_bytes=spec.data_window.bytes, signal_window_bytes=spec.signal_window.bytes)
         self.areas: list[ShmemArea] = []
+        self.group_areas: dict[str, list[ShmemArea]] = {}  # per group, its areas in creation order
         product = PRODUCTS.get(system.spec.product)
         self.core_kinds = {"vector": product.vector_cores, "cube": product.cube_cores}  # the core kind of each unit's tile ops
         self.programs = [PeProgram(self, pe, die) for pe, die in enumerate(self.dies)]
@@ -399,51 +546,79 @@ class ShmemLaunch:
         self.schedulers: list[AicpuScheduler] = []
         self._core_streams: dict[tuple, Stream] = {}
         self.done: simpy.Event | None = None
+        self.running = False  # submitted while its kernel functions still build (they read device values)
+        self._next_bit = 0
+        self.prior_work = current_session().unfinished_work()  # issued before it: may still write its tensors
 
     @property
     def n_pes(self) -> int:
         return len(self.dies)
 
+    def prior_work_done(self) -> bool:
+        """True once the work issued before this launch has been simulated to its end."""
+        self.prior_work = [event for event in self.prior_work if not event.processed]
+        return not self.prior_work
+
+    def group_members(self, group_name: str) -> tuple[int, ...]:
+        """The PEs of a group, by rank: those ``groups`` gives it, else every PE."""
+        members = self.groups.get(group_name)
+        return members if members is not None else tuple(range(self.n_pes))
+
     # -- building ----------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def building(self, pe: int) -> Iterator[PeProgram]:
-        """PyPTO ops called inside belong to PE ``pe``."""
-        _BUILDING.append(self.programs[pe])
+        """PyPTO ops called inside (in this thread) belong to PE ``pe``."""
+        stack = _building()
+        stack.append(self.programs[pe])
         try:
             yield self.programs[pe]
         finally:
-            _BUILDING.pop()
+            stack.pop()
 
     def create(self, program: PeProgram, op: str, group_name: str, n_pes: int, dtype: DataType | None,
                shape: Sequence[int] | None) -> ShmemArea:
-        """The ``program.creates``-th shmem tensor of a PE: created by the first PE that gets there,
-        matched by the others (every PE must create the same tensors in the same order)."""
-        index = program.creates
-        program.creates += 1
+        """The next shmem tensor of a PE in a group: created by the first PE of the group that gets
+        there, matched by the others (every PE of a group must create the group's tensors in the same order)."""
         check_group_name(op, group_name)
         check_n_pes(op, n_pes)
-        if index < len(self.areas):
-            area = self.areas[index]
+        used = program.creates
+        if group_name not in used and len(used) >= self.spec.max_groups:
+            raise OpArgumentError(
+                f"{op}: group_name={group_name!r} would be communication group number {len(used) + 1}, "
+                f"but a program may use at most {self.spec.max_groups} (it has {sorted(used)})"
+            )
+        members = self.group_members(group_name)
+        if n_pes != len(members):
+            if group_name in self.groups:
+                raise WorkloadError(f"{op}: n_pes={n_pes}, but group {group_name!r} has the {len(members)} PEs {list(members)}")
+            raise WorkloadError(
+                f"{op}: n_pes={n_pes}, but npusim.launch started {self.n_pes} PEs; a communication group spans "
+                "every PE of the launch unless npusim.launch(..., groups={name: [pe, ...]}) gives its PEs"
+            )
+        program.ranks[group_name]  # refuses a PE outside the group
+        index = used.get(group_name, 0)
+        used[group_name] = index + 1
+        areas = self.group_areas.setdefault(group_name, [])
+        if index < len(areas):
+            area = areas[index]
             mine = (group_name, n_pes, dtype, tuple(shape) if shape is not None else None)
             first = (area.allocation.group_name, area.allocation.n_pes, area.dtype, area.allocation.data_shape)
             if mine != first:
                 raise WorkloadError(
-                    f"{op}: PE {program.pe} creates shmem tensor #{index} as {_created(*mine)}, but PE 0 created it as "
-                    f"{_created(*first)}; every PE must create the same shmem tensors in the same order"
+                    f"{op}: PE {program.pe} creates shmem tensor #{area.index} as {_created(*mine)}, but PE {area.creator} created it "
+                    f"as {_created(*first)}; every PE must create the same shmem tensors in the same order"
                 )
             return area
-        if n_pes != self.n_pes:
-            raise WorkloadError(
-                f"{op}: n_pes={n_pes}, but npusim.launch started {self.n_pes} PEs; a communication group spans "
-                "every PE of the launch"
-            )
         if dtype is None:
             allocation = self.registry.create_signal(group_name, n_pes, op=op)
         else:
             allocation = self.registry.create_tensor(group_name, n_pes, dtype, shape, op=op)
-        area = ShmemArea(self, index, allocation)
+        area = ShmemArea(self, len(self.areas), allocation, program.pe)
         self.areas.append(area)
+        areas.append(area)
+        if self.running:
+            self._open_windows(area.allocation.group_name)
         return area
 
     def core_stream(self, die: int, core: int, kind: str) -> Stream:
@@ -458,36 +633,60 @@ class ShmemLaunch:
 
     def finish(self) -> None:
         """Check the PEs built the same shmem tensors, allocate the windows, link the tile ops."""
-        most = max(self.programs, key=lambda program: program.creates)
-        for program in self.programs:
-            if program.creates != most.creates:
-                raise WorkloadError(
-                    f"npusim.launch: PE {program.pe} created {program.creates} shmem tensors, but PE {most.pe} created "
-                    f"{most.creates}; every PE must create the same shmem tensors"
-                )
+        self._check_creates()
         self._allocate_windows()
-        bit = 0
         for program in self.programs:
             tasks = program.tasks
-            for task in tasks:
-                task.bit = 1 << bit
-                bit += 1
-                if isinstance(task, WaitTask):
-                    task.locate()
-                task.pending = len(task.deps)
-                for predecessor in task.deps.values():
+            program.new_tasks = []
+            self._link(program, tasks)
+
+    def _check_creates(self) -> None:
+        for group_name, areas in self.group_areas.items():
+            for pe in self.group_members(group_name):
+                count = self.programs[pe].creates.get(group_name, 0)
+                if count != len(areas):
+                    most = next(p for p in self.group_members(group_name) if self.programs[p].creates.get(group_name, 0) == len(areas))
+                    raise WorkloadError(
+                        f"npusim.launch: PE {pe} created {count} shmem tensors, but PE {most} created {len(areas)}"
+                        f"{'' if group_name not in self.groups else f' in group {group_name!r}'}; every PE must create "
+                        "the same shmem tensors"
+                    )
+
+    def _link(self, program: PeProgram, tasks: list[Task]) -> None:
+        """Give ``tasks`` (new tile ops of ``program``) their happens-before bits, their successors'
+        links and pending counts (predecessors already done do not count)."""
+        for task in tasks:
+            task.bit = 1 << self._next_bit
+            self._next_bit += 1
+            if isinstance(task, WaitTask):
+                task.locate()
+            pending = 0
+            for predecessor in task.deps.values():
+                if not predecessor.done:
                     predecessor.successors.append(task)
-            _check_acyclic(program, tasks)
+                    pending += 1
+            task.pending = pending
+        _check_acyclic(program, tasks)
 
     def _allocate_windows(self) -> None:
         for group in self.registry.groups:
             data_end = max((group.data_offset_bytes(a) + a.data_bytes for a in group.allocations if a.data_shape is not None), default=0)
             signal_end = max(group.signal_offset_bytes(a) + a.signal_bytes for a in group.allocations)
-            for pe, die in enumerate(self.dies):
-                memory = self.system.die(die).memory
-                if data_end:
-                    self.data_windows[(group.name, pe)] = memory.allocate(data_end, f"shmem data window {group.name!r} PE {pe}")
-                self.signal_windows[(group.name, pe)] = memory.allocate(signal_end, f"shmem signal window {group.name!r} PE {pe}", control=True)
+            self._allocate_group_windows(group.name, data_end, signal_end)
+
+    def _allocate_group_windows(self, group_name: str, data_bytes: int, signal_bytes: int) -> None:
+        for pe in self.group_members(group_name):
+            memory = self.system.die(self.dies[pe]).memory
+            if data_bytes:
+                self.data_windows[(group_name, pe)] = memory.allocate(data_bytes, f"shmem data window {group_name!r} PE {pe}")
+            self.signal_windows[(group_name, pe)] = memory.allocate(signal_bytes, f"shmem signal window {group_name!r} PE {pe}", control=True)
+
+    def _open_windows(self, group_name: str) -> None:
+        """A running launch: the group's windows at their full size (later areas go in them), once."""
+        group = self.registry.group(group_name)
+        group.freeze()
+        if (group_name, self.group_members(group_name)[0]) not in self.signal_windows:
+            self._allocate_group_windows(group_name, group.data_window_bytes, group.signal_window_bytes)
 
     def submit(self) -> simpy.Event:
         """Queue each PE's device task on its die's stream; the event fires when all have ended."""
@@ -501,6 +700,41 @@ class ShmemLaunch:
         current_session().deadlock_reporters.append(self._deadlock_lines)
         self.done = self.system.env.all_of(processes)
         return self.done
+
+    # -- running while building (kernels that read device values) -----------------------------------
+
+    def start_running(self) -> simpy.Event:
+        """Submit the tile ops built so far while the kernel functions are still building: the
+        groups' windows open at full size, each PE's scheduler stays open for more
+        (:meth:`add_new_tasks`) until :meth:`close`. Returns the launch's done event."""
+        self._allocate_windows_running()
+        self.running = True
+        for program in self.programs:
+            tasks = program.tasks
+            program.new_tasks = []
+            self._link(program, tasks)
+        done = self.submit()
+        for scheduler in self.schedulers:
+            scheduler.hold()
+        return done
+
+    def _allocate_windows_running(self) -> None:
+        for group in self.registry.groups:
+            self._open_windows(group.name)
+
+    def add_new_tasks(self, program: PeProgram) -> None:
+        """Hand the tile ops ``program`` built since the last call to its running scheduler."""
+        tasks, program.new_tasks = program.new_tasks, []
+        if not tasks:
+            return
+        self._link(program, tasks)
+        self.schedulers[program.pe].add(tasks)
+
+    def close(self) -> None:
+        """Every kernel function has returned: check the shmem tensors and let the schedulers end."""
+        self._check_creates()
+        for scheduler in self.schedulers:
+            scheduler.release()
 
     def publish(self, task: Task, key: tuple[int, int], event: int) -> None:
         """A signal store of ``task`` (event ``event``) landed in the slot ``key``: a wait that sees
@@ -541,16 +775,19 @@ def _created(group_name: str, n_pes: int, dtype: DataType | None, shape) -> str:
 def _check_acyclic(program: PeProgram, tasks: list[Task]) -> None:
     """A cycle would never run: it comes from a tile op that consumes a loaded tile (and so runs
     with the load) and also waits, through its preds, for something after the load."""
-    pending = {id(t): len(t.deps) for t in tasks}
-    ready = [t for t in tasks if not t.deps]
+    pending = {id(t): 0 for t in tasks}  # predecessors among ``tasks`` (those built earlier have no cycle with them)
+    for task in tasks:
+        pending[id(task)] = sum(1 for dep in task.deps.values() if id(dep) in pending)
+    ready = [t for t in tasks if pending[id(t)] == 0]
     done = 0
     while ready:
         task = ready.pop()
         done += 1
         for successor in task.successors:
-            pending[id(successor)] -= 1
-            if pending[id(successor)] == 0:
-                ready.append(successor)
+            if id(successor) in pending:
+                pending[id(successor)] -= 1
+                if pending[id(successor)] == 0:
+                    ready.append(successor)
     if done < len(tasks):
         stuck = sorted({t.op.name + f"#{t.op.record}" for t in tasks if pending[id(t)] > 0})
         raise WorkloadError(

@@ -14,7 +14,13 @@ operators onto C++ int64 arithmetic:
   logical not;
 - ``a.min(b)`` / ``a.max(b)`` are the element-wise min / max of two values;
 - plain ``int`` operands mix in on either side; dividing by the constant 0 is refused at once;
-- ``int()`` and ``bool()`` work only on a value that does not depend on the PE.
+- ``int()`` and ``bool()`` work only on a value that does not depend on the PE, except inside a
+  kernel, where they give the value on the PE whose kernel function runs (``if my_pe == 0:``).
+
+A value may also depend on device memory: ``t[i, j]`` in a kernel reads one int32 element on the
+device (:meth:`SymbolicScalar.read`, the framework's GetTensorData). Such a value is never folded
+into a constant when an expression is built; evaluating it (``concrete``, ``int()``, ``bool()``, an
+op argument, an ``if``) waits until the device has read it.
 
 Beyond PyPTO, the simulator evaluates a value on a given PE with :meth:`SymbolicScalar.concrete`, and
 bounds it over all PEs of a group with :meth:`min_over_pes` / :meth:`max_over_pes`.
@@ -72,7 +78,7 @@ _DIVISIONS = ("div", "mod")
 class SymbolicScalar:
     """An integer that may depend on the PE: a constant, a group's ``pe`` symbol, or an operation."""
 
-    __slots__ = ("_op", "_args", "_groups")
+    __slots__ = ("_op", "_args", "_groups", "_reads")
     __hash__ = None  # == builds an expression, so instances cannot be dict keys
 
     def __init__(self, value: int) -> None:
@@ -81,6 +87,14 @@ class SymbolicScalar:
         self._op = "const"
         self._args: tuple = (int(value),)
         self._groups: frozenset[str] = frozenset()
+        self._reads = False
+
+    @classmethod
+    def read(cls, source) -> SymbolicScalar:
+        """A value read from device memory: ``source.value()`` gives it (waiting until it is read)."""
+        node = cls._node("read", (source,))
+        node._reads = True
+        return node
 
     @classmethod
     def pe(cls, group_name: str) -> SymbolicScalar:
@@ -95,6 +109,7 @@ class SymbolicScalar:
         node._op = op
         node._args = args
         node._groups = frozenset().union(*(a._groups for a in args if isinstance(a, SymbolicScalar)))
+        node._reads = any(a._reads for a in args if isinstance(a, SymbolicScalar))
         return node
 
     # -- reading the value ---------------------------------------------------------------------
@@ -105,8 +120,8 @@ class SymbolicScalar:
         return self._groups
 
     def is_concrete(self) -> bool:
-        """True if the value is the same on every PE."""
-        return not self._groups
+        """True if the value is known without running anything: the same on every PE, read from no device memory."""
+        return not self._groups and not self._reads
 
     def concrete(self, pe: PeRanks | None = None) -> int:
         """The value on PE ``pe``: a rank used for every group, or ``{group_name: rank}``.
@@ -149,6 +164,8 @@ class SymbolicScalar:
             return int(pe)
 
         def leaf(node: SymbolicScalar) -> int:
+            if node._op == "read":
+                return node._args[0].value()
             return node._args[0] if node._op == "const" else rank_of(node._args[0])
 
         return self._post_order(leaf, SymbolicScalar._apply)
@@ -161,7 +178,7 @@ class SymbolicScalar:
             node, operands_ready = stack.pop()
             if id(node) in results:
                 continue
-            if node._op in ("const", "pe"):
+            if node._op in ("const", "pe", "read"):
                 results[id(node)] = leaf(node)
             elif not operands_ready:
                 stack.append((node, True))
@@ -178,10 +195,18 @@ class SymbolicScalar:
         return _BINARY[self._op][1](*operands)
 
     def __int__(self) -> int:
-        return self.concrete()
+        return self._here()
 
     def __bool__(self) -> bool:
-        return self.concrete() != 0
+        return self._here() != 0
+
+    def _here(self) -> int:
+        """The value where Python needs one (``int()``, ``if``): on the PE whose kernel function is
+        running, if any (a kernel's control flow runs per PE), else only a PE-independent value."""
+        from npusim.frontend.pypto.runtime import building_program
+
+        program = building_program()
+        return self.concrete(program.ranks if program is not None else None)
 
     # -- building expressions ------------------------------------------------------------------
 
@@ -249,6 +274,8 @@ class SymbolicScalar:
 
     def __repr__(self) -> str:
         def leaf(node: SymbolicScalar) -> str:
+            if node._op == "read":
+                return f"read({node._args[0].what})"
             return str(node._args[0]) if node._op == "const" else f"pe[{node._args[0]}]"
 
         def combine(node: SymbolicScalar, operands: list[str]) -> str:

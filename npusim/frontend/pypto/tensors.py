@@ -3,14 +3,26 @@
 A :class:`Tensor` belongs to one PE's program and is one of
 
 - a GM tensor (``location == "GM"``): a kernel argument (a device tensor on the PE's die), a view of
-  one (``pypto.view``, slicing), or a ``shmem_get`` result;
+  one (``pypto.view``, slicing), a kernel-local tensor (``pypto.tensor(shape, dtype)``), a
+  ``shmem_get`` result or a compute result;
 - a UB tile tensor (``"UB"``): a ``shmem_load`` result, held tile by tile in the UB of the cores
-  that loaded it, usable by ``shmem_store`` and by assignment into a GM tensor;
+  that loaded it, usable by ``shmem_store``, by assignment into a GM tensor and by the compute ops
+  (which read it from a GM copy that each tile op stores, see :meth:`Tensor.in_gm`);
 - a token (``"token"``): the int32 "dummy" an op returns, which only orders ops (``pred=[...]``).
 
 Every tensor knows which tile ops wrote which part of it (``writes``: a tile op and a region, or
 None for all of it), so that a pred on it makes an op wait for exactly those tile ops. A view shares
 the writes of the tensor it views, shifted by its ``origin``.
+
+Indexing follows the framework (``python/pypto/tensor.py``): an int (or SymbolicScalar) for every dim
+reads one element on the device (a device-valued SymbolicScalar, ``GetTensorData``); slices give a
+view; ints mixed with slices give a view without the indexed dims. Assigning to slices assembles the
+value at the slices' starts (the stops are not used); to an int per dim writes one element
+(``SetTensorData``); to ``[:]`` makes a kernel-local tensor the value (a kernel argument gets the
+value assembled into it).
+
+``pypto.Tensor(shape, dtype)`` inside a kernel makes a kernel-local tensor; outside one (in a jit
+kernel's parameter annotations) it makes a :class:`TensorAnnotation`.
 """
 
 from __future__ import annotations
@@ -18,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from npusim.errors import UsageError, WorkloadError
-from npusim.kernels.shmem.dtypes import DataType
+from npusim.errors import OpArgumentError, UsageError, WorkloadError
+from npusim.kernels.shmem.dtypes import DataType, StatusType, TileOpFormat
 from npusim.kernels.shmem.tiling import Region
 
 if TYPE_CHECKING:
@@ -35,28 +47,105 @@ def regions_meet(a: Region, b: Region) -> bool:
     return all(ao < bo + bs and bo < ao + as_ for ao, as_, bo, bs in zip(a.offset, a.shape, b.offset, b.shape))
 
 
+class TensorAnnotation:
+    """``pypto.Tensor(shape, dtype, ...)`` written outside a kernel: what a jit kernel's parameter
+    takes. ``shape`` lists ints (the size that dim must have), ``pypto.DYNAMIC`` / ``pypto.STATIC``
+    (any size) and may end in ``...`` (any further dims); an empty or missing shape and a missing
+    dtype take anything."""
+
+    def __init__(self, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None) -> None:
+        if shape is not None and not isinstance(shape, (list, tuple)):
+            raise UsageError(f"pypto.Tensor(shape={shape!r}): the shape must be a list of ints, pypto.DYNAMIC and a final ...")
+        self.shape = list(shape or [])
+        for i, size in enumerate(self.shape):
+            last = i == len(self.shape) - 1
+            if not (isinstance(size, (int, StatusType)) and not isinstance(size, bool) or size is Ellipsis and last or _is_symbolic(size)):
+                raise UsageError(f"pypto.Tensor(shape={shape!r}): dim {i} ({size!r}) must be an int, pypto.DYNAMIC / pypto.STATIC, "
+                                 "a SymbolicScalar or (last) ...")
+        if dtype is not None and not isinstance(dtype, DataType):
+            raise UsageError(f"pypto.Tensor(dtype={dtype!r}): the dtype must be a pypto.DataType (pypto.DT_BF16 ...)")
+        self.dtype = dtype
+        self.name = name
+        self.format = format
+
+    def check(self, where: str, value) -> None:
+        """Refuse an argument ``value`` (a pypto.Tensor) that this annotation does not take."""
+        if self.dtype is not None and value.dtype is not self.dtype:
+            raise OpArgumentError(f"{where}: the argument is {value.dtype.name}, but the parameter is annotated {self.dtype.name}")
+        if not self.shape:
+            return
+        open_end = self.shape[-1] is Ellipsis
+        fixed = self.shape[:-1] if open_end else self.shape
+        if len(value.shape) < len(fixed) or not open_end and len(value.shape) != len(fixed):
+            raise OpArgumentError(f"{where}: the argument has shape {list(value.shape)}, but the parameter is annotated {self!r}")
+        for dim, (size, want) in enumerate(zip(value.shape, fixed)):
+            if isinstance(want, int) and size != want:
+                raise OpArgumentError(f"{where}: dim {dim} of the argument is {size}, but the parameter is annotated {self!r}")
+
+    def __repr__(self) -> str:
+        dims = ", ".join("..." if s is Ellipsis else repr(s) for s in self.shape)
+        return f"pypto.Tensor([{dims}], {self.dtype.name if self.dtype else 'any dtype'})"
+
+
+def _is_symbolic(value) -> bool:
+    from npusim.frontend.pypto.symbolic import SymbolicScalar
+
+    return isinstance(value, SymbolicScalar)
+
+
 class Tensor:
     """``pypto.Tensor``: a tensor of one PE's program (see the module docstring)."""
 
-    def __init__(self, program: PeProgram, location: str, shape: Sequence[int], dtype: DataType, *,
-                 device: DeviceTensor | None = None, valid_shape: Sequence[int] | None = None,
-                 writes: list | None = None, origin: Sequence[int] | None = None) -> None:
+    def __new__(cls, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None):
+        """``pypto.Tensor(shape, dtype, name, format)``: a kernel-local tensor inside a kernel, an
+        annotation (:class:`TensorAnnotation`) outside one."""
+        from npusim.frontend.pypto.runtime import building_program
+
+        program = building_program()
+        if program is None:
+            return TensorAnnotation(shape, dtype, name, format)
+        return cls.local(program, shape, dtype, name, format)
+
+    def __init__(self, *args, **kwargs) -> None:
+        """Tensors are made by ``__new__`` and the class methods."""
+
+    def __class_getitem__(cls, params):
+        """``pypto.Tensor[shape, dtype]``: the annotation syntax."""
+        params = params if isinstance(params, tuple) else (params,)
+        shape = next((p for p in params if isinstance(p, (list, tuple))), None)
+        dtype = next((p for p in params if isinstance(p, DataType)), None)
+        format = next((p for p in params if isinstance(p, TileOpFormat)), None)
+        name = next((p for p in params if isinstance(p, str)), "")
+        return TensorAnnotation(shape, dtype, name, format)
+
+    @classmethod
+    def make(cls, program: PeProgram, location: str, shape: Sequence[int], dtype: DataType, *,
+             device: DeviceTensor | None = None, valid_shape: Sequence[int] | None = None,
+             writes: list | None = None, origin: Sequence[int] | None = None) -> Tensor:
+        """A tensor of ``program`` (the ops' results and views)."""
         assert location in LOCATIONS
+        self = object.__new__(cls)
         self.program = program
         self.location = location
         self.shape = tuple(int(s) for s in shape)
         self.dtype = dtype
+        self._read = False  # an op has used where its data is (see ``device``)
         self.device = device
+        self.destination: Destination | None = None  # an op's result: where its tile ops will store it
         self.valid_shape = tuple(valid_shape) if valid_shape is not None else self.shape
         self.writes: list[tuple[Task, Region | None]] = writes if writes is not None else []
         self.origin = tuple(origin) if origin is not None else (0,) * len(self.shape)
         self.tiles: list[Tile] = []  # a UB tile tensor: the tiles of the shmem_load that made it
         self.tile_shape: tuple[int, ...] | None = None
+        self.name = ""
+        self.is_argument = False  # a kernel argument (the caller's device tensor)
+        self._gm_copy: Tensor | None = None  # a UB tile tensor: the GM copy compute ops read
+        return self
 
     @classmethod
     def token(cls, program: PeProgram, shape: Sequence[int], writes: list) -> Tensor:
         """An op's int32 token."""
-        return cls(program, "token", shape, DataType.DT_INT32, writes=writes)
+        return cls.make(program, "token", shape, DataType.DT_INT32, writes=writes)
 
     @classmethod
     def of_device(cls, program: PeProgram, device: DeviceTensor) -> Tensor:
@@ -65,15 +154,68 @@ class Tensor:
             dtype = DataType.from_numpy(device.dtype)
         except ValueError:
             raise WorkloadError(f"a kernel argument has dtype {device.dtype}, which PyPTO has no DataType for") from None
-        return cls(program, "GM", device.shape, dtype, device=device)
+        tensor = cls.make(program, "GM", device.shape, dtype, device=device)
+        tensor.is_argument = True
+        return tensor
+
+    @classmethod
+    def local(cls, program: PeProgram, shape, dtype: DataType | None, name: str = "", format: TileOpFormat | None = None) -> Tensor:
+        """``pypto.tensor(shape, dtype, name)`` in a kernel: a new zero-filled GM tensor on the PE's die."""
+        from npusim.frontend.tensor import empty
+
+        what = f"pypto.Tensor(shape={shape!r}, dtype={dtype!r})"
+        if isinstance(shape, int) and not isinstance(shape, bool):
+            shape = [shape]
+        if not isinstance(shape, (list, tuple)) or not shape:
+            raise UsageError(f"{what}: a kernel-local tensor needs a shape (a list of positive ints)")
+        sizes = [program.value_of(s) if _is_symbolic(s) else s for s in shape]
+        if any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in sizes):
+            raise UsageError(f"{what}: every dim of a kernel-local tensor must be a positive int (got {sizes})")
+        if dtype is None:
+            dtype = DataType.DT_FP32  # the framework's default
+        if not isinstance(dtype, DataType):
+            raise UsageError(f"{what}: the dtype must be a pypto.DataType (pypto.DT_BF16 ...)")
+        if format not in (None, TileOpFormat.TILEOP_ND):
+            raise UsageError(f"{what}: format={format!r}: npusim models ND tensors only (TileOpFormat.TILEOP_ND)")
+        tensor = cls.make(program, "GM", sizes, dtype, device=empty(tuple(sizes), dtype.numpy, device=program.die))
+        tensor.name = name
+        return tensor
+
+    @property
+    def device(self) -> DeviceTensor | None:
+        """The device tensor holding the data; an op that asks has used where the data is, so the
+        result can no longer be stored elsewhere (:meth:`fold_into`)."""
+        self._read = True
+        return self._device
+
+    @device.setter
+    def device(self, value: DeviceTensor | None) -> None:
+        self._device = value
+
+    def fold_into(self, target: DeviceTensor) -> bool:
+        """``assemble`` of a whole op result that nothing has read yet, whose tile ops have not been
+        handed to a scheduler: they store into ``target`` instead (the framework folds the assemble
+        into the producer's store); the result then lives there. False if it cannot."""
+        if self.destination is None or self._read or any(task.bit for task, _ in self.writes):
+            return False
+        self.destination.device = target
+        self._device = target
+        self.destination = None
+        return True
 
     @property
     def pe(self) -> int:
         """The PE whose program this tensor belongs to."""
         return self.program.pe
 
+    @property
     def dim(self) -> int:
+        """The number of dims (a property, as the framework's)."""
         return len(self.shape)
+
+    @property
+    def format(self) -> TileOpFormat:
+        return TileOpFormat.TILEOP_ND
 
     def tasks_for(self, region: Region | None) -> list[Task]:
         """The tile ops that wrote the part ``region`` of this tensor (None: all of it)."""
@@ -85,62 +227,125 @@ class Tensor:
                 found.setdefault(id(task), task)
         return list(found.values())
 
-    # -- views and assignment ----------------------------------------------------------------------
+    def in_gm(self, op: str) -> Tensor:
+        """This tensor as a GM tensor an op can read: itself, or for a UB tile tensor the GM copy
+        that each of its tile ops stores from UB after loading (made the first time it is needed)."""
+        if self.location == "GM":
+            return self
+        if self.location == "token":
+            raise OpArgumentError(f"pypto.{op}: {self!r} is an op's token (a pred), not data")
+        if self._gm_copy is None:
+            from npusim.frontend.pypto.ops import assemble
+
+            copy = Tensor.local(self.program, list(self.shape), self.dtype)
+            assemble(self, [0] * len(self.shape), copy)
+            copy.valid_shape = self.valid_shape
+            self._gm_copy = copy
+        return self._gm_copy
+
+    def become(self, value: Tensor) -> None:
+        """``local[:] = value``: this kernel-local tensor is ``value`` from now on (the framework's move)."""
+        if not isinstance(value, Tensor):
+            raise UsageError(f"assigning {value!r} to {self!r}[:]: the value must be a pypto.Tensor")
+        self.__dict__.update(value.__dict__)
+
+    # -- indexing --------------------------------------------------------------------------------
 
     def __getitem__(self, key) -> Tensor:
-        """A view by integer indices and slices (``a[:2, 4:8]``), as ``pypto.view``; dims are kept."""
+        """Element read, view, or view without the indexed dims (see the module docstring)."""
+        from npusim.frontend.pypto import compute
         from npusim.frontend.pypto.ops import view
 
-        offsets, shape = self._box(key, "index")
-        return view(self, shape, offsets)
+        parts = self._normalize(key, "index")
+        if _is_empty(parts):
+            return self
+        if all(_is_index(p) for p in parts):
+            return compute.read_element(self, list(parts))
+        keep = [isinstance(p, slice) for p in parts]
+        slices = [p if isinstance(p, slice) else slice(p, p + 1) for p in parts]
+        offsets, sizes = self._view_box(slices)
+        viewed = view(self, sizes, offsets)
+        if all(keep):
+            return viewed
+        return compute.reshape(viewed, [s for s, k in zip(viewed.shape, keep) if k])
 
-    def __setitem__(self, key, value: Tensor) -> None:
-        """``out[a:, b:] = tile`` assembles ``tile`` into this tensor at offsets ``[a, b]`` (as ``pypto.assemble``)."""
+    def __setitem__(self, key, value) -> None:
+        """Assemble ``value`` at the slices' starts, write one element, or (``[:]``) become ``value``."""
+        from npusim.frontend.pypto import compute
         from npusim.frontend.pypto.ops import assemble
 
-        offsets, extent = self._box(key, "assign")
-        if isinstance(value, Tensor):
-            for dim, (size, limit) in enumerate(zip(value.shape, extent)):
-                if size > limit:
-                    raise UsageError(
-                        f"assigning a tensor of shape {list(value.shape)} to {self!r}[{_key_text(key)}]: dim {dim} of the "
-                        f"value ({size}) is larger than the slice ({limit})"
-                    )
+        parts = self._normalize(key, "assign")
+        if _is_empty(parts):
+            if self.is_argument:
+                assemble(value, [0] * len(self.shape), self)
+            else:
+                self.become(value)
+            return
+        if all(_is_index(p) for p in parts):
+            compute.write_element(self, list(parts), value)
+            return
+        offsets = []
+        for dim, part in enumerate(parts):
+            if isinstance(part, slice):
+                if part.start is not None:
+                    offsets.append(part.start)
+                elif part.stop is not None:
+                    offsets.append(part.stop - self.shape[dim])
+                else:
+                    offsets.append(0)
+            else:
+                offsets.append(part)
+        if not all(isinstance(p, slice) for p in parts):
+            if not isinstance(value, Tensor):
+                raise UsageError(f"assigning {value!r} to {self!r}[{_key_text(key)}]: the value must be a pypto.Tensor")
+            slices = sum(isinstance(p, slice) for p in parts)
+            if slices != len(value.shape):
+                raise UsageError(f"assigning a tensor of shape {list(value.shape)} to {self!r}[{_key_text(key)}]: the key has "
+                                 f"{slices} slices; it needs one per dim of the value")
+            dims = iter(value.shape)
+            value = compute.reshape(value.in_gm("assemble"), [next(dims) if isinstance(p, slice) else 1 for p in parts])
         assemble(value, offsets, self)
 
-    def _box(self, key, what: str) -> tuple[list[int], list[int]]:
-        """Offsets and sizes of the box a key selects (SymbolicScalars read on this tensor's PE)."""
-        from npusim.frontend.pypto.symbolic import SymbolicScalar
-
-        def concrete(value):
-            return value.concrete(self.pe) if isinstance(value, SymbolicScalar) else value
-
-        parts = [concrete(p) for p in key] if isinstance(key, tuple) else [concrete(key)]
+    def _normalize(self, key, what: str) -> tuple:
+        """The key with ``...`` expanded, missing trailing dims as ``:``, negative int indices and
+        bounds counted from the end (the framework's normalisation)."""
+        parts = list(key) if isinstance(key, tuple) else [key]
+        for dim, part in enumerate(parts):
+            if isinstance(part, slice) and isinstance(part.stop, Tensor):
+                raise UsageError(f"tensor {what} {_key_text(key)}: a slice ending in a tensor is pypto.gather / pypto.scatter, "
+                                 "which npusim does not model yet")
+            if not (isinstance(part, slice) or _is_index(part) or part is Ellipsis):
+                raise UsageError(f"tensor {what}: {part!r} in dim {dim} of {_key_text(key)} is not an int, a SymbolicScalar, "
+                                 "a slice or ...")
         if sum(p is Ellipsis for p in parts) > 1:
-            raise UsageError(f"tensor {what}: at most one ... in {key!r}")
+            raise UsageError(f"tensor {what}: at most one ... in {_key_text(key)}")
         if Ellipsis in parts:
             at = parts.index(Ellipsis)
             parts[at:at + 1] = [slice(None)] * (len(self.shape) - len(parts) + 1)
         if len(parts) > len(self.shape):
-            raise UsageError(f"tensor {what}: {key!r} has {len(parts)} indices for a tensor of {len(self.shape)} dims")
+            raise UsageError(f"tensor {what}: {_key_text(key)} has {len(parts)} indices for a tensor of {len(self.shape)} dims")
         parts += [slice(None)] * (len(self.shape) - len(parts))
-        offsets, sizes = [], []
+        normal = []
         for dim, (part, size) in enumerate(zip(parts, self.shape)):
             if isinstance(part, slice):
                 if part.step not in (None, 1):
-                    raise UsageError(f"tensor {what}: {key!r} has a step in dim {dim}; PyPTO slices take no step")
-                start = 0 if part.start is None else concrete(part.start)
-                stop = size if part.stop is None else concrete(part.stop)
-                if not isinstance(start, int) or not isinstance(stop, int):
-                    raise UsageError(f"tensor {what}: the slice {part!r} in dim {dim} must have int or SymbolicScalar bounds")
-                start, stop = (start + size if start < 0 else start), (stop + size if stop < 0 else stop)
-                offsets.append(start)
-                sizes.append(stop - start)
-            elif isinstance(part, int):
-                offsets.append(part + size if part < 0 else part)
-                sizes.append(1)
+                    raise UsageError(f"tensor {what}: {_key_text(key)} has a step in dim {dim}; PyPTO slices take no step")
+                start = part.start + size if isinstance(part.start, int) and part.start < 0 else part.start
+                stop = part.stop + size if isinstance(part.stop, int) and part.stop < 0 else part.stop
+                normal.append(slice(start, stop))
             else:
-                raise UsageError(f"tensor {what}: {part!r} in dim {dim} is not an int, a SymbolicScalar or a slice")
+                normal.append(part + size if isinstance(part, int) and part < 0 else part)
+        return tuple(normal)
+
+    def _view_box(self, slices: Sequence[slice]) -> tuple[list, list[int]]:
+        """Offsets and sizes of the view that slices select; the sizes must be known (on this PE)."""
+        offsets, sizes = [], []
+        for dim, part in enumerate(slices):
+            start = 0 if part.start is None else part.start
+            stop = self.shape[dim] if part.stop is None else part.stop
+            size = stop - start
+            offsets.append(start)
+            sizes.append(self.program.value_of(size) if _is_symbolic(size) else size)
         return offsets, sizes
 
     # -- arithmetic operators (pypto.add ...) -------------------------------------------------------
@@ -153,6 +358,9 @@ class Tensor:
     def __truediv__(self, other): return _compute().div(self, other)
     def __neg__(self): return _compute().neg(self)
 
+    def __iter__(self):
+        raise UsageError(f"{self!r} is not iterable: index it (t[i, j]) or slice it")
+
     def numpy(self):
         """The values of a GM tensor (synchronises the session, like ``tensor.cpu()``)."""
         if self.device is None:
@@ -160,7 +368,26 @@ class Tensor:
         return self.device.numpy()
 
     def __repr__(self) -> str:
-        return f"pypto.Tensor({self.location}, shape={list(self.shape)}, {self.dtype.name}, PE {self.pe})"
+        name = f" {self.name!r}" if self.name else ""
+        return f"pypto.Tensor({self.location}{name}, shape={list(self.shape)}, {self.dtype.name}, PE {self.pe})"
+
+
+def _is_index(part) -> bool:
+    return isinstance(part, int) and not isinstance(part, bool) or _is_symbolic(part)
+
+
+def _is_empty(parts: Sequence) -> bool:
+    return all(isinstance(p, slice) and p.start is None and p.stop is None for p in parts)
+
+
+class Destination:
+    """Where an op's tile ops store its result (a GM device tensor), read when each tile op runs,
+    so that an ``assemble`` can point it into the tensor assembled into (:meth:`Tensor.fold_into`)."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, device: DeviceTensor) -> None:
+        self.device = device
 
 
 def _compute():

@@ -104,12 +104,15 @@ def cast_mode(dtype_from: str, dtype_to: str, mode: str) -> str | None:
 
 
 def check_vec_tile(op: str, tile_shape: Sequence[int] | None, rank: int) -> tuple[int, ...]:
+    """The tile shape of a ``rank``-dim tensor: dim i is tiled by ``tile_shape[i]``, so the tile
+    shape needs at least ``rank`` dims and its leading ones are used (binary.cpp tiles dim ``cur``
+    by ``vecTile[cur]``; operation_impl.cpp CheckFwkOpTileShape: tile dims >= tensor dims)."""
     fix = "call pypto.set_vec_tile_shapes(...) with one size per dim of the output before the op"
     if tile_shape is None:
         reject(op, "tile_shape", None, f"is not set; {fix}")
-    if len(tile_shape) != rank:
+    if len(tile_shape) < rank:
         reject(op, "tile_shape", list(tile_shape), f"has {len(tile_shape)} dims; the output has {rank}: {fix}")
-    return tuple(tile_shape)
+    return tuple(tile_shape[:rank])
 
 
 def check_cube_tiles(m: Sequence, k: Sequence, n: Sequence) -> tuple[tuple[int, int], tuple[int, ...], tuple[int, int]]:

@@ -127,9 +127,17 @@ def elementwise_tile(p: CoreProgram, operands: Sequence[Operand], out: GmView, o
     ``scalar`` for the scalar forms) written over the first input, the result cast to ``out_dtype``
     (round to nearest even), stored."""
     frame = TileFrame(p, shape, [o.dtype for o in operands] + [np.dtype(compute_dtype), np.dtype(out_dtype)], name)
-    inputs = [frame.convert(b, compute_dtype) for b in frame.load(operands)]
+    distinct = list(dict.fromkeys(operands))  # an operand given twice (add(x, x)) is loaded once
+    loaded = frame.load(distinct)
+    converted = [frame.convert(b, compute_dtype) for b in loaded]
+    inputs = [converted[distinct.index(o)] for o in operands]
     result = inputs[0]  # in place, as a kernel reuses its first input's buffer
     p.vector(kind, result, *inputs, scalar=scalar, name=name)
+    # the result cast back into a loaded buffer of the output dtype that the cast up freed, if any
+    spare = next((b for b, c in zip(loaded, converted) if c is not b and b.dtype == np.dtype(out_dtype) and b.count == result.count), None)
+    if spare is not None and result.dtype != np.dtype(out_dtype):
+        p.cast(spare, result, "rint", saturate=True, name=f"{name} cast")
+        result = spare
     frame.store(frame.convert(result, out_dtype), out)
 
 

@@ -114,9 +114,12 @@ def check_view(
     *,
     shape_arg: str = "shape",
     what: str = "shmem tensor",
+    valid_bounds: bool = False,
 ) -> None:
     """A view of a shmem tensor (or of another ``what``): as many dims and offsets as the tensor, each
-    offset below its dim, the view inside the tensor, and ``0 <= valid_shape <= shape`` per dim."""
+    offset below its dim, the view inside the tensor, and ``0 <= valid_shape <= shape`` per dim.
+    With ``valid_bounds`` and a ``valid_shape``, only the valid part must lie inside the tensor (a
+    GM tensor's view may run past its end: ``pypto.view``'s tail blocks)."""
     dims = len(tensor_shape)
     if len(shape) != dims:
         _reject(op, shape_arg, shape, f"has {len(shape)} dims; the {what} {_shown(tensor_shape)} has {dims}")
@@ -125,24 +128,25 @@ def check_view(
     if len(offsets) != dims:
         rule = f"has {len(offsets)} values; the {what} {_shown(tensor_shape)} has {dims} dims"
         _reject(op, "offsets", offsets, rule)
-    for i, (offset, size, dim) in enumerate(zip(offsets, shape, tensor_shape)):
+    if valid_shape is not None:
+        if len(valid_shape) != dims:
+            _reject(op, "valid_shape", valid_shape, f"has {len(valid_shape)} dims; the view {_shown(shape)} has {dims}")
+        for i, (valid, size) in enumerate(zip(valid_shape, shape)):
+            if not _is_int(valid) or not 0 <= valid <= size:
+                rule = f"has valid_shape[{i}]={valid}; it must satisfy 0 <= valid <= {size}, the view's dim {i}"
+                _reject(op, "valid_shape", valid_shape, rule)
+    bounded = valid_shape if valid_bounds and valid_shape is not None else shape
+    for i, (offset, size, dim) in enumerate(zip(offsets, bounded, tensor_shape)):
         if not _is_int(offset) or not 0 <= offset < dim:
             rule = f"has offsets[{i}]={offset}; it must satisfy 0 <= offset < {dim}, the size of dim {i}"
             _reject(op, "offsets", offsets, rule)
         if offset + size > dim:
+            part = "the valid part of the view" if bounded is not shape else "the view"
             _reject(
                 op, "offsets", offsets,
-                f"puts the view {_shown(shape)} outside the {what} {_shown(tensor_shape)} in dim {i} "
+                f"puts {part} {_shown(bounded)} outside the {what} {_shown(tensor_shape)} in dim {i} "
                 f"({offset} + {size} > {dim})",
             )
-    if valid_shape is None:
-        return
-    if len(valid_shape) != dims:
-        _reject(op, "valid_shape", valid_shape, f"has {len(valid_shape)} dims; the view {_shown(shape)} has {dims}")
-    for i, (valid, size) in enumerate(zip(valid_shape, shape)):
-        if not _is_int(valid) or not 0 <= valid <= size:
-            rule = f"has valid_shape[{i}]={valid}; it must satisfy 0 <= valid <= {size}, the view's dim {i}"
-            _reject(op, "valid_shape", valid_shape, rule)
 
 
 def check_tile_shape(op: str, tile_shape: Sequence[int] | None, data_dims: int) -> None:

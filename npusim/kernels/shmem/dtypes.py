@@ -3,7 +3,9 @@
 PyPTO exposes ``pypto.DataType`` (an enum whose members are ``DT_INT32``, ``DT_FP16`` ...) and
 module-level aliases ``pypto.DT_INT32`` ...; ``pypto.AtomicType.{SET, ADD}`` selects how shmem_put,
 shmem_store and shmem_signal write; ``pypto.OpType`` is the comparison of shmem_wait_until (which
-accepts only ``EQ``). Here each data type carries the numpy dtype that holds its values in the
+accepts only ``EQ``); ``pypto.TileOpFormat`` is a tensor's layout (npusim models ND only) and
+``pypto.StatusType`` (``pypto.DYNAMIC``, ``pypto.STATIC``) marks a dim of a kernel parameter's
+annotation as bound at run time or at compile time. Here each data type carries the numpy dtype that holds its values in the
 simulator (bf16 through ``ml_dtypes``). Only the types numpy can hold are mirrored.
 """
 
@@ -80,6 +82,36 @@ class OpType(enum.Enum):
 
     __str__ = __repr__
 
+
+class TileOpFormat(enum.Enum):
+    """A tensor's layout in GM: row-major ND, or the cube's fractal NZ."""
+
+    TILEOP_ND = 0
+    TILEOP_NZ = 1
+
+    def __repr__(self) -> str:
+        return f"TileOpFormat.{self.name}"
+
+    __str__ = __repr__
+
+
+class StatusType(enum.Enum):
+    """How a dim of a kernel parameter's annotation is bound: at run time (DYNAMIC, DYN) or when
+    the kernel is compiled (STATIC)."""
+
+    DYN = "DYN"
+    DYNAMIC = "DYNAMIC"
+    STATIC = "STATIC"
+
+    def __repr__(self) -> str:
+        return f"StatusType.{self.name}"
+
+    __str__ = __repr__
+
+
+DYNAMIC = StatusType.DYNAMIC
+STATIC = StatusType.STATIC
+DYN = StatusType.DYN
 
 DT_INT8 = DataType.DT_INT8
 DT_INT16 = DataType.DT_INT16

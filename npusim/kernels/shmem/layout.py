@@ -13,6 +13,13 @@ bump pointer per group and window that wraps to offset 0 when the next area woul
 end; so a program may create more than a window holds, and a late area then reuses the memory of an
 early one. Only an area larger than the whole window is refused.
 
+The framework knows every create and every signal op of a program before it runs, so the offsets
+above are final when it starts. A launch whose kernels read device values runs while it is still
+being built: its groups are *frozen* when it starts (:meth:`ShmemGroup.freeze`), the areas so far
+keep their offsets, a later area goes after the last one (wrapping the same way), and an area whose
+signal numbering grows after that moves to the end of the signal window, which only an area no
+signal op has used yet may do.
+
 Sources: ``shmem_operation_impl.cpp`` (CreateShmemTensor, GetSignalBufferSize, UpdataSignalMaxTile),
 ``distributed_common.h`` (GetTotalTileNum, SHMEM_SIGNAL_STRIDE, SHMEM_SIZE_ALIGN), ``tileop_shmem.h``
 (ShmemSignal, ShmemClearFlag), ``shmem_wait_until.h`` (CalculateTaskAddress),
@@ -50,7 +57,7 @@ DATA_WINDOW_BYTES = 200 * 2**20
 SIGNAL_WINDOW_BYTES = 2**20
 """Default signal window per PE and group (1 MiB)."""
 MAX_GROUPS = 2
-"""Communication groups per program (HCCL_GROUP_NUM; the address encoding would allow 4)."""
+"""Communication groups per program, i.e. per PE (HCCL_GROUP_NUM; the address encoding would allow 4)."""
 MAX_SIGNAL_TILES = 2**12 - 1
 """Largest max_tiles of a signal area: it is encoded in 12 bits of the shmem address."""
 
@@ -147,6 +154,7 @@ class ShmemAllocation:
     dtype: DataType | None
     data_shape: tuple[int, ...] | None
     signal_max_tiles: int = 1
+    signal_used: bool = False  # a signal, wait or clear op uses its slots
 
     @property
     def signal_shape(self) -> tuple[int, ...]:
@@ -175,16 +183,57 @@ class ShmemGroup:
     data_window_bytes: int
     signal_window_bytes: int
     allocations: list[ShmemAllocation] = field(default_factory=list)
+    frozen: bool = False
+    _placed: dict[int, list] = field(default_factory=dict)  # frozen: id(allocation) -> [data offset, signal offset]
+    _ends: list[int] = field(default_factory=lambda: [0, 0])  # frozen: the ends of the last data and signal areas
 
     def data_offset_bytes(self, allocation: ShmemAllocation) -> int | None:
         """Offset of ``allocation``'s data in the data window (None for a signal-only tensor)."""
         if allocation.data_shape is None:
             return None
+        if self.frozen:
+            return self._placed[id(allocation)][0]
         return self._offset(allocation, [a.data_bytes for a in self.allocations], self.data_window_bytes)
 
     def signal_offset_bytes(self, allocation: ShmemAllocation) -> int:
         """Offset of ``allocation``'s signal area in the signal window."""
+        if self.frozen:
+            return self._placed[id(allocation)][1]
         return self._offset(allocation, [a.signal_bytes for a in self.allocations], self.signal_window_bytes)
+
+    def freeze(self) -> None:
+        """The program starts running while it is still built: keep the offsets of the areas so
+        far; later areas go after them (module docstring)."""
+        if self.frozen:
+            return
+        placed = {id(a): [self.data_offset_bytes(a), self.signal_offset_bytes(a)] for a in self.allocations}
+        ends = [0, 0]
+        for a in self.allocations:
+            data, signal = placed[id(a)]
+            if data is not None:
+                ends[0] = data + a.data_bytes
+            ends[1] = signal + a.signal_bytes
+        self._placed, self._ends, self.frozen = placed, ends, True
+
+    def place(self, allocation: ShmemAllocation) -> None:
+        """Frozen: put a new area after the last one."""
+        data = None if allocation.data_shape is None else self._bump(0, allocation.data_bytes, self.data_window_bytes)
+        self._placed[id(allocation)] = [data, self._bump(1, allocation.signal_bytes, self.signal_window_bytes)]
+
+    def regrow(self, allocation: ShmemAllocation, op: str) -> None:
+        """Frozen: ``allocation``'s signal area grew; it moves to the end of the signal window."""
+        if allocation.signal_used:
+            raise OpArgumentError(
+                f"{op}: numbers {allocation.signal_max_tiles} signal slots per PE in shmem tensor of group {self.name!r}, "
+                "more than the signal, wait and clear ops built on it before a device-valued read started the launch; "
+                "give every signal and wait on a shmem tensor the same view and tile shape, or build the largest one first"
+            )
+        self._placed[id(allocation)][1] = self._bump(1, allocation.signal_bytes, self.signal_window_bytes)
+
+    def _bump(self, window: int, size: int, window_bytes: int) -> int:
+        start = 0 if self._ends[window] + size > window_bytes else self._ends[window]
+        self._ends[window] = start + size
+        return start
 
     def _offset(self, allocation: ShmemAllocation, sizes: list[int], window_bytes: int) -> int:
         """The wrapping bump allocator: an area that would pass the window's end starts at 0."""
@@ -198,20 +247,19 @@ class ShmemGroup:
 
 
 class ShmemGroupRegistry:
-    """The shmem tensors of one program, per communication group, with the framework's limits:
-    at most ``max_groups`` groups, one ``n_pes`` per group, group names of 1..127 characters, and
-    each area no larger than its window."""
+    """The shmem tensors of one launch, per communication group, with the framework's limits: one
+    ``n_pes`` per group, group names of 1..127 characters, and each area no larger than its window
+    (the limit of :data:`MAX_GROUPS` groups per PE is the launch's to check: its PEs may use
+    different groups)."""
 
     def __init__(
         self,
         *,
         data_window_bytes: int = DATA_WINDOW_BYTES,
         signal_window_bytes: int = SIGNAL_WINDOW_BYTES,
-        max_groups: int = MAX_GROUPS,
     ) -> None:
         self.data_window_bytes = data_window_bytes
         self.signal_window_bytes = signal_window_bytes
-        self.max_groups = max_groups
         self._groups: dict[str, ShmemGroup] = {}
 
     @property
@@ -264,17 +312,15 @@ class ShmemGroupRegistry:
                 f"window of group {allocation.group_name!r}; use a larger tile shape"
             )
         allocation.signal_max_tiles = total_tiles
+        group = self._groups[allocation.group_name]
+        if group.frozen:
+            group.regrow(allocation, op)
 
     def _group_for(self, op: str, group_name: str, n_pes: int) -> ShmemGroup:
         check_group_name(op, group_name)
         check_n_pes(op, n_pes)
         group = self._groups.get(group_name)
         if group is None:
-            if len(self._groups) >= self.max_groups:
-                raise OpArgumentError(
-                    f"{op}: group_name={group_name!r} would be communication group number {len(self._groups) + 1}, "
-                    f"but a program may use at most {self.max_groups} (it has {sorted(self._groups)})"
-                )
             # registered by _add once it holds an allocation
             return ShmemGroup(group_name, len(self._groups), n_pes, self.data_window_bytes, self.signal_window_bytes)
         if n_pes != group.n_pes:
@@ -292,3 +338,5 @@ class ShmemGroupRegistry:
             )
         group.allocations.append(allocation)
         self._groups.setdefault(group.name, group)
+        if group.frozen:
+            group.place(allocation)

@@ -142,18 +142,33 @@ def test_n_pes_is_the_same_for_a_group():
         registry.create_signal("tp", 4)
 
 
-def test_at_most_two_groups():
-    registry = ShmemGroupRegistry()
+def test_groups_are_numbered_in_creation_order():
+    registry = ShmemGroupRegistry()  # the limit of 2 groups is per PE: the launch checks it (test_shmem_errors)
     registry.create_signal("tp", 8)
     registry.create_signal("ep", 4)
-    assert [(g.name, g.index) for g in registry.groups] == [("tp", 0), ("ep", 1)]
-    with refused("create_shmem_tensor: group_name='dp' would be communication group number 3, but a program may "
-                 "use at most 2 (it has ['ep', 'tp'])"):
-        registry.create_tensor("dp", 2, DataType.DT_FP16, [8, 8])
+    registry.create_signal("dp", 2)
+    assert [(g.name, g.index) for g in registry.groups] == [("tp", 0), ("ep", 1), ("dp", 2)]
+
+
+def test_a_frozen_group_keeps_its_offsets_and_places_later_areas_after_them():
+    registry = ShmemGroupRegistry(signal_window_bytes=4096)
+    a = registry.create_tensor("tp", 2, DataType.DT_FP16, [8, 8])
+    b = registry.create_signal("tp", 2)
+    group = registry.group("tp")
+    group.freeze()
+    c = registry.create_tensor("tp", 2, DataType.DT_FP32, [4, 8])
+    assert [group.signal_offset_bytes(x) for x in (a, b, c)] == [0, 512, 1024]
+    assert [group.data_offset_bytes(x) for x in (a, b, c)] == [0, None, 512]
+    registry.record_signal_tiles(a, 8)  # grows: an unused area moves to the end of the signal window
+    assert group.signal_offset_bytes(a) == 1536 and group.signal_offset_bytes(b) == 512
+    b.signal_used = True
+    with refused("shmem_signal: numbers 16 signal slots per PE in shmem tensor of group 'tp', more than the signal, wait "
+                 "and clear ops built on it before"):
+        registry.record_signal_tiles(b, 16)
 
 
 def test_a_refused_first_tensor_creates_no_group():
-    registry = ShmemGroupRegistry(max_groups=1)
+    registry = ShmemGroupRegistry()
     with refused("create_shmem_tensor: shape=[8] has 1 dims"):
         registry.create_tensor("tp", 8, DataType.DT_FP16, [8])
     with refused("needs 512 bytes, more than the 256-byte data window"):
