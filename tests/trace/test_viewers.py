@@ -27,8 +27,11 @@ CASES = [  # (example, config, params): every example, with parameters that keep
     ("atlas_300i_duo.py", "atlas-300i-duo", {}),
     ("moe_dispatch.py", "a2", {"ep": 4, "groups": 2, "tokens": 2, "hidden": 64}),
     ("hierarchical_allgather.py", "a3", {"n_pes": 8, "local": 4, "rows": 2, "cols": 64}),
+    ("moe_dispatch_combine.py", "a2", {"ranks": 4, "batch": 4, "hidden": 64, "experts": 8, "topk": 2}),
     ("shmem_allgather.py", "a3", {"rows": 16, "cols": 512, "tile_rows": 8}),  # the 16 dies of an a3 node, UB links and SIO
 ]
+WITH_DATA = {"moe_dispatch_combine.py"}  # reads token counts on the device: no timing-only run
+"""Examples that run with data (the others timing only, faster)."""
 
 
 def test_every_example_is_listed():
@@ -38,7 +41,7 @@ def test_every_example_is_listed():
 @pytest.mark.parametrize("example, config, params", CASES, ids=[f"{case[0]}-{case[1]}" for case in CASES])
 def test_viewers_import_every_slice_and_arrow_of_the_example(example, config, params, tmp_path):
     with contextlib.redirect_stdout(io.StringIO()):
-        result = npusim.simulate(config, EXAMPLES / example, params=params, data=False)
+        result = npusim.simulate(config, EXAMPLES / example, params=params, data=example in WITH_DATA)
     path = result.write_trace(tmp_path / "trace.json")
     events = json.loads(path.read_text())["traceEvents"]
     assert viewer_problems(events) == []
