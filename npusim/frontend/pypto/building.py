@@ -106,11 +106,11 @@ def build_launch(launch: ShmemLaunch, bodies: Sequence[Callable[[], object]]) ->
             return launch.submit()
         done = launch.start_running()
         session = current_session()
-        session.deadlock_reporters.append(lambda: [f"  {b.waiting_for.report()}" for b in builders if b.waiting])
+        session.deadlock_reporters.append(lambda: [f"  {read.report()}" for read in _waited_reads(builders)])
         while any(b.waiting for b in builders):
-            ready = [b for b in builders if b.waiting and b.waiting_for.done_event.triggered]
+            ready = [b for b in builders if b.waiting_for is not None and b.waiting_for.done_event.triggered]
             if not ready:
-                session.run_until(launch.system.env.any_of([b.waiting_for.done_event for b in builders if b.waiting]))
+                session.run_until(launch.system.env.any_of([read.done_event for read in _waited_reads(builders)]))
                 continue
             for builder in ready:
                 _step(builder)
@@ -121,6 +121,11 @@ def build_launch(launch: ShmemLaunch, bodies: Sequence[Callable[[], object]]) ->
         for builder in builders:
             builder.cancel()
         raise
+
+
+def _waited_reads(builders: list[Builder]) -> list[ControlRead]:
+    """The device reads the builders wait for."""
+    return [b.waiting_for for b in builders if b.waiting_for is not None]
 
 
 def _step(builder: Builder) -> None:

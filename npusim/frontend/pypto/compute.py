@@ -495,25 +495,26 @@ def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None,
         reject(op, "shape", list(shape), f"does not hold the {math.prod(x.shape)} elements of input {list(x.shape)}")
     if [d for d in x.shape if d != 1] == [d for d in new if d != 1]:
         return _unit_dims_view(program, x, new, valid_shape)
-    if not x.device.is_contiguous():
+    if not x.gm().is_contiguous():
         reject(op, "input", x, "is not contiguous in GM (a strided view): reshape of a view is not modelled")
     valid = tuple(valid_shape) if valid_shape is not None else (new if x.valid_shape == x.shape else None)
     if valid is None:
         reject(op, "valid_shape", None, f"must be given: input has the valid shape {list(x.valid_shape)}, which a reshape does not carry over")
-    return Tensor.make(program, "GM", new, x.dtype, device=x.device.view(*new), valid_shape=valid,
+    return Tensor.make(program, "GM", new, x.dtype, device=x.gm().view(*new), valid_shape=valid,
                   writes=[(task, None) for task in x.tasks_for(None)])
 
 
 def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_shape) -> Tensor:
     """A reshape that only adds or drops dims of size 1: the same view with those dims (any strides)."""
-    kept = [(stride, valid) for size, stride, valid in zip(x.shape, x.device.strides, x.valid_shape) if size != 1]
+    gm = x.gm()
+    kept = [(stride, valid) for size, stride, valid in zip(x.shape, gm.strides, x.valid_shape) if size != 1]
     unit_valid = min([v for size, v in zip(x.shape, x.valid_shape) if size == 1], default=1)
     strides, valid, rest = [], [], iter(kept)
     for size in new:
         stride, v = next(rest) if size != 1 else (x.dtype.itemsize, unit_valid)
         strides.append(stride)
         valid.append(v)
-    device = DeviceTensor(x.device.system, x.device.allocation, x.device.offset_bytes, new, tuple(strides), x.dtype.numpy)
+    device = DeviceTensor(gm.system, gm.allocation, gm.offset_bytes, new, tuple(strides), x.dtype.numpy)
     return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=tuple(valid_shape) if valid_shape is not None else valid,
                        writes=[(task, None) for task in x.tasks_for(None)])
 

@@ -170,7 +170,7 @@ def _box_token(program: PeProgram, tasks: Sequence[Task], shape, tiles: Sequence
 
 
 def _gm(tensor: Tensor) -> GmView:
-    device = tensor.device
+    device = tensor.gm()
     if device.shape and device.strides[-1] != device.dtype.itemsize and device.shape[-1] > 1:
         raise UsageError(f"{tensor!r}: its last dim is not contiguous in GM (strides {list(device.strides)}); DMA bursts need it to be")
     return GmView(device.allocation, device.offset_bytes, device.strides)
@@ -178,7 +178,7 @@ def _gm(tensor: Tensor) -> GmView:
 
 def _place(out: Tensor, offsets: Sequence[int], shape: Sequence[int]) -> DeviceTensor:
     """The device tensor of ``shape`` at ``offsets`` of ``out`` (its parts past out's end are never stored to)."""
-    device = out.device
+    device = out.gm()
     start = device.offset_bytes + sum(o * s for o, s in zip(offsets, device.strides))
     return DeviceTensor(device.system, device.allocation, start, tuple(shape), device.strides, device.dtype)
 

@@ -139,11 +139,17 @@ class Process:
         self._back.release()
         self._go.acquire()
         if self._gone:
-            missing = sorted(set(range(len(self._world.ranks))) - set(self._world.calls.get(call, {})))
+            world = self._require_world()
+            missing = sorted(set(range(len(world.ranks))) - set(world.calls.get(call, {})))
             raise UsageError(
                 f"rank {self.rank} called a jit kernel (its call #{call + 1} from the host), but rank(s) {missing} ended without "
                 "making that call; every rank must call the same kernels in the same order"
             )
+
+    def _require_world(self) -> World:
+        if self._world is None:
+            raise UsageError(f"{self.name}: not started")
+        return self._world
 
     def _end_waiting(self) -> None:
         self._gone = True
@@ -223,7 +229,7 @@ def host_call(kernel, args: tuple, kwargs: dict) -> None:
                              f"dies {sorted(dies)}; call it from each rank of an SPMD world (npusim.pypto.ranks) to run on several")
         launch(_spmd(kernel.__name__), 1, args=lambda pe: (kernel, named, *values), group_dies=[dies.pop() if dies else 0])
         return
-    world = process._world
+    world = process._require_world()
     call = process.calls
     process.calls += 1
     world.calls.setdefault(call, {})[process.rank] = (kernel, values, named)
@@ -236,16 +242,17 @@ def host_call(kernel, args: tuple, kwargs: dict) -> None:
         if getattr(other.function, "__code__", None) is not getattr(first.function, "__code__", None):
             raise UsageError(f"rank {rank}'s jit call #{call + 1} is {other.__name__}, rank 0's is {first.__name__}; every rank must "
                              "call the same kernels in the same order")
-    dies = []
+    rank_dies: list[int] = []
     for rank in range(len(world.ranks)):
         found = _dies_of(calls[rank][0], calls[rank][1], calls[rank][2])
         if len(found) != 1:
             raise UsageError(f"jit kernel {first.__name__}: rank {rank}'s tensors are on dies {sorted(found)}; each rank's must be on "
                              "its one device")
-        dies.append(found.pop())
-    groups = {name: members for name, members in world.groups.items() if all(r < len(dies) for r in members)}
+        rank_dies.append(found.pop())
+    groups = {name: members for name, members in world.groups.items() if all(r < len(rank_dies) for r in members)}
     try:
-        launch(_spmd(first.__name__), len(dies), args=lambda pe: (calls[pe][0], calls[pe][2], *calls[pe][1]), group_dies=dies, groups=groups)
+        launch(_spmd(first.__name__), len(rank_dies), args=lambda pe: (calls[pe][0], calls[pe][2], *calls[pe][1]), group_dies=rank_dies,
+               groups=groups)
     finally:
         world.met.add(call)
         del world.calls[call]

@@ -36,6 +36,7 @@ from npusim.kernels.shmem.tiling import Region
 
 if TYPE_CHECKING:
     from npusim.frontend.pypto.runtime import PeProgram, ShmemArea, Task
+    from npusim.frontend.pypto.symbolic import SymbolicScalar
     from npusim.frontend.tensor import DeviceTensor
     from npusim.kernels.shmem.tiling import Tile
 
@@ -96,6 +97,22 @@ def _is_symbolic(value) -> bool:
 class Tensor:
     """``pypto.Tensor``: a tensor of one PE's program (see the module docstring)."""
 
+    program: PeProgram
+    location: str  # one of LOCATIONS
+    shape: tuple[int, ...]
+    dtype: DataType
+    valid_shape: tuple[int, ...]
+    writes: list[tuple[Task, Region | None]]  # the tile ops that write it, with the region each writes
+    origin: tuple[int, ...]
+    tiles: list[Tile]  # a UB tile tensor: the tiles of the shmem_load that made it
+    tile_shape: tuple[int, ...] | None
+    name: str
+    is_argument: bool  # a kernel argument (the caller's device tensor)
+    destination: Destination | None  # an op's result: where its tile ops will store it
+    _read: bool  # an op has used where its data is (see ``device``)
+    _device: DeviceTensor | None
+    _gm_copy: Tensor | None  # a UB tile tensor: the GM copy compute ops read
+
     def __new__(cls, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None):
         """``pypto.Tensor(shape, dtype, name, format)``: a kernel-local tensor inside a kernel, an
         annotation (:class:`TensorAnnotation`) outside one."""
@@ -129,17 +146,17 @@ class Tensor:
         self.location = location
         self.shape = tuple(int(s) for s in shape)
         self.dtype = dtype
-        self._read = False  # an op has used where its data is (see ``device``)
+        self._read = False
         self.device = device
-        self.destination: Destination | None = None  # an op's result: where its tile ops will store it
+        self.destination = None
         self.valid_shape = tuple(valid_shape) if valid_shape is not None else self.shape
-        self.writes: list[tuple[Task, Region | None]] = writes if writes is not None else []
+        self.writes = writes if writes is not None else []
         self.origin = tuple(origin) if origin is not None else (0,) * len(self.shape)
-        self.tiles: list[Tile] = []  # a UB tile tensor: the tiles of the shmem_load that made it
-        self.tile_shape: tuple[int, ...] | None = None
+        self.tiles = []
+        self.tile_shape = None
         self.name = ""
-        self.is_argument = False  # a kernel argument (the caller's device tensor)
-        self._gm_copy: Tensor | None = None  # a UB tile tensor: the GM copy compute ops read
+        self.is_argument = False
+        self._gm_copy = None
         return self
 
     @classmethod
@@ -191,6 +208,13 @@ class Tensor:
     @device.setter
     def device(self, value: DeviceTensor | None) -> None:
         self._device = value
+
+    def gm(self) -> DeviceTensor:
+        """The device tensor of a tensor in GM (as :attr:`device`); an error for one that has none."""
+        device = self.device
+        if device is None:
+            raise UsageError(f"{self!r} is not in GM (a {self.location} tensor): this use needs a GM tensor")
+        return device
 
     def fold_into(self, target: DeviceTensor) -> bool:
         """``assemble`` of a whole op result that nothing has read yet, whose tile ops have not been
@@ -251,7 +275,7 @@ class Tensor:
 
     # -- indexing --------------------------------------------------------------------------------
 
-    def __getitem__(self, key) -> Tensor:
+    def __getitem__(self, key) -> Tensor | SymbolicScalar:
         """Element read, view, or view without the indexed dims (see the module docstring)."""
         from npusim.frontend.pypto import compute
         from npusim.frontend.pypto.ops import view
@@ -325,7 +349,7 @@ class Tensor:
         if len(parts) > len(self.shape):
             raise UsageError(f"tensor {what}: {_key_text(key)} has {len(parts)} indices for a tensor of {len(self.shape)} dims")
         parts += [slice(None)] * (len(self.shape) - len(parts))
-        normal = []
+        normal: list = []  # slices, and ints or SymbolicScalars for the indexed dims
         for dim, (part, size) in enumerate(zip(parts, self.shape)):
             if isinstance(part, slice):
                 if part.step not in (None, 1):
