@@ -24,7 +24,7 @@ Module contents: the data types (``pypto.DT_FP16`` ...), ``AtomicType``, ``OpTyp
 ``set_pass_options`` ...), ``set_vec_tile_shapes``, ``view``, ``assemble`` and the compute ops.
 """
 
-from npusim.frontend.pypto import distributed, experimental, frontend, ranks
+from npusim.frontend.pypto import converter, distributed, experimental, frontend, ranks
 from npusim.frontend.pypto.compute import (
     CastMode,
     PrecisionType,
@@ -69,6 +69,7 @@ from npusim.frontend.pypto.control import (
     set_runtime_options,
     set_verify_options,
 )
+from npusim.frontend.pypto.converter import from_torch
 from npusim.frontend.pypto.ops import assemble, set_vec_tile_shapes, view
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
@@ -108,7 +109,7 @@ __all__ = [
     "set_verify_options", "symbolic_scalar", "tensor",
     "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64",
     "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64",
-    "assemble", "distributed", "experimental", "set_vec_tile_shapes", "view",
+    "assemble", "converter", "distributed", "experimental", "from_torch", "set_vec_tile_shapes", "view",
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
     "transpose",
