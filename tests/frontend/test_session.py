@@ -92,9 +92,9 @@ def test_a_session_raises_the_young_gc_threshold_and_restores_the_callers_even_o
             with npusim.session("a2", data=False):
                 _ = 1 / 0
         assert gc.get_threshold() == (500, 7, 9)
-        gc.set_threshold(50_000, 7, 9)  # a caller's higher threshold is kept
+        gc.set_threshold(2 * GC_YOUNG_THRESHOLD, 7, 9)  # a caller's higher threshold is kept
         with npusim.session("a2", data=False):
-            assert gc.get_threshold() == (50_000, 7, 9)
+            assert gc.get_threshold() == (2 * GC_YOUNG_THRESHOLD, 7, 9)
     finally:
         gc.set_threshold(*before)
 
