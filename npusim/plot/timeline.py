@@ -30,21 +30,27 @@ def _wanted_units(cores: Iterable[int | str] | None) -> set[str] | None:
 
 
 def _lanes_that_matter(recorder, lanes: list[int], on_path: np.ndarray) -> list[int]:
-    """``lanes`` (in trace order) with those of the units the critical path crosses first, then the
-    AICPU schedulers of those dies, then the other units of those dies, then the rest."""
+    """``lanes`` (in trace order) with those of the units the critical path crosses first, the one
+    it spends most time on first, then the AICPU schedulers of those dies, then the other units of
+    those dies, then the rest."""
     tracks = recorder.tracks
-    path_units = {(tracks[t].die, tracks[t].unit) for t in np.unique(recorder.columns()["track"][on_path]).tolist()}
-    path_dies = {die for die, _ in path_units}
+    c = recorder.columns()
+    path_ps: dict[tuple[int, str], int] = {}
+    for track, duration in zip(c["track"][on_path].tolist(), (c["end_ps"][on_path] - c["start_ps"][on_path]).tolist()):
+        unit = (tracks[track].die, tracks[track].unit)
+        path_ps[unit] = path_ps.get(unit, 0) + duration
+    path_dies = {die for die, _ in path_ps}
 
-    def rank(track: int) -> int:
+    def rank(track: int) -> tuple[int, int]:
         here = tracks[track]
-        if (here.die, here.unit) in path_units:
-            return 0
+        on = path_ps.get((here.die, here.unit))
+        if on is not None:
+            return 0, -on
         if here.die in path_dies:
-            return 1 if here.unit.startswith("aicpu") else 2
-        return 3
+            return (1 if here.unit.startswith("aicpu") else 2), 0
+        return 3, 0
 
-    return sorted(lanes, key=lambda t: (rank(t), tracks[t].die, tracks[t].order, tracks[t].label))
+    return sorted(lanes, key=lambda t: (*rank(t), tracks[t].die, tracks[t].order, tracks[t].label))
 
 
 def _first_lanes(recorder, lanes: list[int], limit: int) -> list[int]:
@@ -70,8 +76,8 @@ def timeline(result, *, dies: Iterable[int] | None = None, cores: Iterable[int |
     of the critical path are outlined, and the cores it crosses are labelled in bold.
 
     ``dies``, ``cores`` (indices or names like ``"aiv3"``) and ``pipes`` (``"MTE2"``...) select lanes;
-    without them, the lanes that matter are kept first: the cores the critical path crosses, the
-    AICPU schedulers of their dies, the other cores of those dies, then the other dies (drawn in
+    without them, the lanes that matter are kept first: the cores and AICPU lanes the critical path
+    crosses (the one it spends most time on first), the AICPU schedulers of their dies, the other cores of those dies, then the other dies (drawn in
     the trace's order). ``window=(t0, t1)`` in us selects a time range (default: the whole run).
     At most ``max_lanes`` rows are drawn, a core's lanes kept together (the title says how many
     were left out)."""

@@ -52,6 +52,22 @@ def test_timeline_keeps_at_most_max_lanes_of_whole_cores_the_critical_path_first
     assert figure.axes[0].get_xlim() == (0, pytest.approx(result.simulated_us))  # the whole run
 
 
+def test_timeline_keeps_the_lane_the_critical_path_spends_most_time_on_even_when_it_crosses_many_cores():
+    # the MoE dispatch + combine's path crosses many cores, but most of its time is the AICPU's
+    # control reads of the token counts: that lane is drawn, whatever the limit cuts
+    moe = npusim.simulate("a2", ROOT / "examples" / "moe_dispatch_combine.py",
+                          params={"ranks": 4, "batch": 4, "hidden": 64, "experts": 8, "topk": 2})
+    tracks, c = moe.recorder.tracks, moe.recorder.columns()
+    path_ps: dict[tuple[int, str], int] = {}
+    for e in moe.critical_path().events:
+        unit = (tracks[c["track"][e]].die, tracks[c["track"][e]].unit)
+        path_ps[unit] = path_ps.get(unit, 0) + int(c["end_ps"][e] - c["start_ps"][e])
+    die, unit = max(path_ps, key=path_ps.get)
+    assert unit.startswith("aicpu") and len(path_ps) > 4  # the case this test is about
+    labels = lane_labels(plot.timeline(moe, max_lanes=4))
+    assert any(label.startswith(f"die{die} {unit}") for label in labels), labels
+
+
 def test_timeline_draws_a_dmas_fixed_cost_apart_from_its_streaming_and_outlines_the_critical_path(result):
     figure = plot.timeline(result, cores=[0], pipes=["MTE2"])
     legend = [text.get_text() for text in figure.legends[0].get_texts()]
