@@ -176,11 +176,13 @@ class CubeSpec(Spec):
 
 class MemorySpec(Spec):
     """The DRAM of one die (HBM on 910B/910C, LPDDR4X on 310P; the config key is ``hbm``): capacity,
-    peak bandwidth shared by all its readers and writers, access latency."""
+    peak bandwidth shared by all its readers and writers, access latency, and the memory's name."""
 
     size: Size
     bandwidth: Rate
     latency: Time
+    technology: str = Field("HBM", pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,31}$",
+                            description="what the memory is (HBM, LPDDR4X): its name in reports, traces and plots (die0 HBM)")
 
 
 class L2Spec(Spec):

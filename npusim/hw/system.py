@@ -33,7 +33,7 @@ class Die:
         self.timing = timing
         hz = spec.clock.hz
         network = system.network
-        self.hbm = network.add_resource(Resource(f"die{index} HBM", spec.hbm.bandwidth.bytes_per_ps(hz), kind="hbm", die=index))
+        self.hbm = network.add_resource(Resource(f"die{index} {spec.hbm.technology}", spec.hbm.bandwidth.bytes_per_ps(hz), kind="hbm", die=index))
         self.l2 = network.add_resource(Resource(f"die{index} L2", spec.l2.bandwidth.bytes_per_ps(hz), kind="l2", die=index))
         self.memory_latency_ps = spec.l2.latency.to_ps(hz) + spec.hbm.latency.to_ps(hz)
         self.memory = DeviceMemory(index, spec.hbm.size.bytes, system.with_data)

@@ -127,6 +127,13 @@ def test_safe_config_names_are_accepted(name):
     assert load_config("a2", [f"name={name}"]).name == name
 
 
+def test_the_memory_technology_names_the_dram_and_must_be_a_short_plain_name():
+    assert load_config("a2").spec.die.hbm.technology == "HBM"
+    assert load_config("atlas-300i-duo").spec.die.hbm.technology == "LPDDR4X"
+    message = error_of("a2", ["die.hbm.technology='HBM\\n<x>'"])
+    assert message.startswith("--set die.hbm.technology=") and "die.hbm.technology" in message and "pattern" in message
+
+
 # -- the interconnect as levels (fabrics.package / node / pod / scale_out): each level validated by the
 # model of its registered kind, kinds only at their levels, overrides that build or change a level
 

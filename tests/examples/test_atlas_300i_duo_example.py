@@ -40,6 +40,9 @@ def test_the_card_example_checks_its_results_and_uses_both_core_kinds_and_the_pc
     assert not any("FIXP" in lane for lane in lanes)  # the 310P has no FixPipe
     assert [op["name"] for op in trace["otherData"]["ops"] if op["name"] == "QuantUpdateScatter"] == ["QuantUpdateScatter"]
     assert trace["otherData"]["config"] == "atlas-300i-duo"
+    summary = json.loads((tmp_path / "data" / "summary.json").read_text())
+    memories = {row["resource"] for row in summary["bandwidth"] if row["kind"] == "hbm"}
+    assert memories == {"die0 LPDDR4X", "die1 LPDDR4X"}  # the card's DRAM by its name (die.hbm.technology), not "HBM"
 
     timing_only = npusim_run("--no-data", out=tmp_path / "no-data")
     assert timing_only.returncode == 0, timing_only.stderr
