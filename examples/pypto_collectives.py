@@ -158,16 +158,7 @@ def sum_two_shot(x, shmem, out, group, ranks, pred):
 
 
 @pypto.frontend.jit
-def all_gather_kernel(x, out, ranks, valid, tile):
-    rows, cols = x.shape
-    x = valid_view(x, valid)
-    pypto.set_vec_tile_shapes(*tile)
-    shmem = D.create_shmem_tensor(WORLD, ranks, x.dtype, [ranks * rows, cols])
-    gather_rows(x, shmem, out, WORLD, ranks, x)
-
-
-@pypto.frontend.jit
-def two_group_all_gather_kernel(x, out, group, ranks, valid, tile):
+def all_gather_kernel(x, out, group, ranks, valid, tile):
     rows, cols = x.shape
     x = valid_view(x, valid)
     pypto.set_vec_tile_shapes(*tile)
@@ -359,7 +350,7 @@ def _all_gather(c, rng, data):
     xs = [random(rng, c["shape"], c["dtype"]) for _ in range(ranks)]
     outs = [npusim.zeros((ranks * rows, cols), NUMPY[c["dtype"]], device=r) for r in range(ranks)]
     ins = [npusim.tensor(x, device=r) for r, x in enumerate(xs)]
-    launch(all_gather_kernel, ranks, lambda r: (ins[r], outs[r], ranks, c["valid"], c["tile"]))
+    launch(all_gather_kernel, ranks, lambda r: (ins[r], outs[r], WORLD, ranks, c["valid"], c["tile"]))
     want = np.zeros((ranks * rows, cols), NUMPY[c["dtype"]])
     want[:ranks * vr, :vc] = np.concatenate([x[:vr, :vc] for x in xs])
     return not data or all(result_cmp(want, o.numpy(), 0.001) for o in outs)
@@ -373,7 +364,7 @@ def _two_group_all_gather(c, rng, data):
     xs = [random(rng, c["shape"], c["dtype"]) for _ in range(ranks)]
     ins = [npusim.tensor(x, device=r) for r, x in enumerate(xs)]
     outs = [npusim.zeros((len(groups[group_of[r]]) * rows, cols), NUMPY[c["dtype"]], device=r) for r in range(ranks)]
-    launch(two_group_all_gather_kernel, ranks, lambda r: (ins[r], outs[r], group_of[r], len(groups[group_of[r]]), c["valid"], c["tile"]),
+    launch(all_gather_kernel, ranks, lambda r: (ins[r], outs[r], group_of[r], len(groups[group_of[r]]), c["valid"], c["tile"]),
            groups=groups)
     vr, vc = c["valid"]
     ok = True

@@ -24,7 +24,7 @@ import itertools
 import json
 import operator
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
@@ -344,7 +344,7 @@ class _Writer:
             if not resource.rate_log or not self.kept_dies[resource.die]:
                 continue
             counter = json.dumps(f"{resource.name} GB/s")
-            for time_ps, rate in self._in_window(list(resource.rate_log)):
+            for time_ps, rate in self._in_window(resource.rate_log):
                 self.emit(f'{{"name":{counter},"ph":"C","ts":{_ts(ns_of(time_ps))},"pid":{resource.die},"args":{{"GB/s":{rate * 1e3:.3f}}}}}')
 
     def _buffer_counters(self) -> None:
@@ -363,13 +363,14 @@ class _Writer:
             for time_ps, _, nbytes in self._in_window(sorted(series)):
                 self.emit(f'{{"name":{counter},"ph":"C","ts":{_ts(ns_of(time_ps))},"pid":{die},"args":{{"KiB":{nbytes / 1024:.3f}}}}}')
 
-    def _in_window(self, points: list[_Point]) -> list[_Point]:
-        """The points (time_ps first) of a counter inside the window, the one in force at its
-        start moved to the start."""
+    def _in_window(self, series: Iterable[_Point]) -> Iterable[_Point]:
+        """The points (time_ps first, in time order) of a counter inside the window, the one in
+        force at its start moved to the start (all of them, as they are, without a window)."""
         window = self.selection.window_ps
         if window is None:
-            return points
+            return series
         low, high = window
+        points = list(series)
         first = bisect.bisect_right(points, low, key=_point_time)
         inside = [point for point in points[first:] if point[0] <= high]
         if first and (not inside or inside[0][0] > low):

@@ -8,16 +8,10 @@ from pydantic import BaseModel
 
 from npusim.config import load_config
 from npusim.config.schema import LEVELS, fabric_kinds_at
-from npusim.errors import ConfigError
 from npusim.units import Dimension, Quantity
+from tests.config.test_loader import error_of
 
 OUT_OF_RANGE = {Dimension.TIME: "0.1 ps", Dimension.SIZE: "0.1 B", Dimension.RATE: "1e400 TB/s", Dimension.FREQUENCY: "1e-300 Hz"}
-
-
-def error_of(config, overrides=()) -> str:
-    with pytest.raises(ConfigError) as caught:
-        load_config(config, overrides)
-    return str(caught.value)
 
 
 def quantity_paths(value, path=()):
