@@ -46,16 +46,22 @@ Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-def _safe_name(name: str) -> str:
-    if not _SAFE_NAME.fullmatch(name):
-        raise ValueError(
-            f"{name!r} is not a safe name: the name becomes part of output folders (traces/<workload>-<name>), so it must be "
-            "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or a digit (no '/', no spaces), e.g. a3-superpod"
-        )
-    return name
+def _safe_name(purpose: str, example: str) -> Callable[[str], str]:
+    """The check of a name that ``purpose`` puts where only plain names are safe."""
+
+    def check(name: str) -> str:
+        if not _SAFE_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name!r} is not a safe name: {purpose}, so it must be "
+                f"1 to 64 letters, digits, '.', '_' or '-', starting with a letter or a digit (no '/', no spaces), e.g. {example}"
+            )
+        return name
+
+    return check
 
 
-ConfigName = Annotated[str, AfterValidator(_safe_name)]
+ConfigName = Annotated[str, AfterValidator(_safe_name("the name becomes part of output folders (traces/<workload>-<name>)", "a3-superpod"))]
+MemoryName = Annotated[str, AfterValidator(_safe_name("the name labels the memory in reports, traces and plots (die0 <name>)", "LPDDR4X"))]
 
 
 class Spec(BaseModel):
@@ -181,8 +187,7 @@ class MemorySpec(Spec):
     size: Size
     bandwidth: Rate
     latency: Time
-    technology: str = Field("HBM", pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,31}$",
-                            description="what the memory is (HBM, LPDDR4X): its name in reports, traces and plots (die0 HBM)")
+    technology: MemoryName = Field("HBM", description="what the memory is (HBM, LPDDR4X): its name in reports, traces and plots (die0 HBM)")
 
 
 class L2Spec(Spec):
