@@ -12,16 +12,19 @@ from npusim.plot.style import colours, figure
 
 DEFAULT_KINDS = ("hbm", "l2", "link", "nic", "credits")
 CLASS_ORDER = ("HBM", "L2", "SIO links", "UB links", "HCCS links", "PCIe links", "links", "NIC", "write credits")
-"""Panels top to bottom (classes not listed come last)."""
+"""Panels top to bottom (a DRAM of another name comes first, with HBM; other classes not listed come last)."""
 
 
 def resource_class(kind: str, name: str) -> str:
-    """The panel a resource goes to: its kind (``HBM``, ``L2``, ``NIC``, ``write credits``) or, for
-    a link, the link named in it (``pkg0 SIO die0->die1``: ``SIO links``; ``die3 UB tx``: ``UB links``)."""
+    """The panel a resource goes to: its kind (``L2``, ``NIC``, ``write credits``), the memory named
+    in it for a die's DRAM (``die0 HBM``: ``HBM``; ``die0 LPDDR4X``: ``LPDDR4X``) or, for a link, the
+    link named in it (``pkg0 SIO die0->die1``: ``SIO links``; ``die3 UB tx``: ``UB links``)."""
+    if kind == "hbm":
+        return name.split(" ", 1)[1] if " " in name else "HBM"
     if kind == "link":
         words = [w for w in name.split() if "->" not in w and w not in ("tx", "rx") and w.rstrip("0123456789") not in ("die", "pkg", "nic")]
         return f"{words[0]} links" if words else "links"
-    return {"hbm": "HBM", "l2": "L2", "nic": "NIC", "credits": "write credits"}.get(kind, kind)
+    return {"l2": "L2", "nic": "NIC", "credits": "write credits"}.get(kind, kind)
 
 
 def _binned(log: list[tuple[int, float]], edges_us: np.ndarray) -> np.ndarray:
@@ -68,7 +71,7 @@ def bandwidth(result, *, resources: Sequence[str] | None = None, kinds: Sequence
     groups: dict[str, list] = {}
     for resource in chosen:
         groups.setdefault(resource_class(resource.kind, resource.name), []).append(resource)
-    order = sorted(groups, key=lambda c: (CLASS_ORDER.index(c) if c in CLASS_ORDER else len(CLASS_ORDER), c))
+    order = sorted(groups, key=lambda c: (CLASS_ORDER.index(c) if c in CLASS_ORDER else 0 if groups[c][0].kind == "hbm" else len(CLASS_ORDER), c))
     if bins < 1:
         raise UsageError(f"bandwidth: bins={bins!r} must be at least 1")
     low, high = window if window is not None else (0.0, max(result.simulated_us, 1e-6))

@@ -147,6 +147,12 @@ def test_bandwidth_of_a_16_die_run_shows_each_class_and_the_resource_the_critica
     assert waited["resource"].endswith("write credits") and f"{waited['resource']} (critical path {waited['share']:.0%})" in labels
 
 
+def test_bandwidth_names_the_memory_panel_after_the_dram_the_config_has():
+    duo = npusim.simulate("atlas-300i-duo", ROOT / "examples" / "atlas_300i_duo.py", data=False)
+    figure = plot.bandwidth(duo)
+    assert [ax.get_title(loc="left").split(" (")[0] for ax in figure.axes] == ["LPDDR4X", "L2", "PCIe links"]
+
+
 def test_the_timeline_of_a_16_die_run_shows_the_critical_path_dies_lanes_with_its_legend_inside(sixteen_dies):
     figure = plot.timeline(sixteen_dies)
     labels = lane_labels(figure)
