@@ -33,11 +33,13 @@ import numpy as np
 from npusim.files import atomic_path
 from npusim.trace.record import RunRecord
 from npusim.trace.selection import TraceSelection
+from npusim.trace.text import Lines, Texts, fixed3
 
 TRACE_FORMAT_VERSION = 3  # 3: times on a whole-ns grid, release slices in waits
 LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffers: sources of data flows
 LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
 WRITER_CHUNK_EVENTS = 1024  # events formatted per batch: bounds the writer's extra memory (and was fastest measured)
+COUNTER_CHUNK_POINTS = 16_384  # counter points formatted per batch (a few MiB of text at most)
 _point_time = operator.itemgetter(0)
 _Point = TypeVar("_Point", bound=tuple[Any, ...])  # a counter's point: (time_ps, values ...)
 
@@ -54,10 +56,11 @@ def _ts(ns: int) -> str:
     return f"{whole}.{frac:03d}" if frac else str(whole)
 
 
-def _ts_texts(ns: np.ndarray) -> list[str]:
-    """``_ts`` of every value of an array (the same text, made in one pass)."""
+def _with_ts(lines: Lines, ns: np.ndarray, where: np.ndarray | None = None) -> Lines:
+    """``lines`` with ``_ts`` of each value of ``ns`` (on each row of ``where``)."""
     whole, frac = np.divmod(ns, 1000)
-    return [f"{w}.{f:03d}" if f else str(w) for w, f in zip(whole.tolist(), frac.tolist())]
+    fractional = frac != 0 if where is None else (frac != 0) & where
+    return lines.integer(whole, where).text(".", fractional).digits(frac, 3, fractional)
 
 
 def _dur(ns: int, short_ps: int = 1) -> str:
@@ -71,10 +74,12 @@ def _dur(ns: int, short_ps: int = 1) -> str:
     return f"{whole}.{frac:06d}"
 
 
-def _dur_texts(ns: np.ndarray) -> list[str]:
-    """``_dur`` of every value of an array (the same text, made in one pass)."""
-    whole, frac = np.divmod(ns * 1000 - 1, 1_000_000)
-    return [f"{w}.{f:06d}" if n else "0" for n, w, f in zip(ns.tolist(), whole.tolist(), frac.tolist())]
+def _with_dur(lines: Lines, ns: np.ndarray, short_ps: int = 1, where: np.ndarray | None = None) -> Lines:
+    """``lines`` with ``_dur`` of each value of ``ns`` (on each row of ``where``)."""
+    zero = ns == 0
+    timed = ~zero if where is None else ~zero & where
+    whole, frac = np.divmod(ns * 1000 - short_ps, 1_000_000)
+    return lines.text("0", zero if where is None else zero & where).integer(whole, timed).text(".", timed).digits(frac, 6, timed)
 
 
 def _middle(start_ns: Any, end_ns: Any) -> Any:
@@ -131,6 +136,7 @@ class _Writer:
         self.first = True
         self.flow_id = 0
         self.released = 0  # release slices written
+        self._text_tables: _Texts | None = None  # made on first use
 
     def _release_starts(self, events: np.ndarray) -> np.ndarray:
         """For each of ``events`` (indices): where its ``release`` slice starts (ns), -1 for none
@@ -146,16 +152,26 @@ class _Writer:
         return released
 
     def emit(self, line: str) -> None:
-        self.emit_lines([line])
+        self.emit_text(line)
 
     def emit_lines(self, lines: list[str]) -> None:
         """Write ``lines`` as events of the array (one write for the whole batch)."""
-        if not lines:
+        if lines:
+            self.emit_text(",\n".join(lines))
+
+    def emit_text(self, text: str) -> None:
+        """Write ``text`` (events of the array, ``,\\n`` between two) as the next events."""
+        if not text:
             return
         if not self.first:
             self.out.write(",\n")
-        self.out.write(",\n".join(lines))
+        self.out.write(text)
         self.first = False
+
+    def _texts(self) -> _Texts:
+        if self._text_tables is None:
+            self._text_tables = _Texts(self.record)
+        return self._text_tables
 
     def write(self, metadata: dict[str, Any]) -> None:
         self.out.write('{"traceEvents":[\n')
@@ -211,23 +227,23 @@ class _Writer:
         follows the load on its pipe (from the last ``LOADS_PER_SET`` loads before that set)."""
         recorder = self.recorder
         tracks = recorder.tracks
-        heads = [f'{{"name":{json.dumps(name)},"ph":"X","ts":' for name in recorder.names]
-        places = [f',"pid":{track.die},"tid":{track_id + 1}' for track_id, track in enumerate(tracks)]
-        ops = [f',"op":{json.dumps(f"{op.name}#{i}")}' for i, op in enumerate(recorder.ops)]
-        limits = {-1: ',"bottleneck":"engine rate"', -2: ',"bottleneck":"unregistered resource"'}
-        limits.update({r.index: f',"bottleneck":{json.dumps(r.name)}' for r in self.record.resources})
-
         set_names = {i for i, name in enumerate(recorder.names) if name.startswith("set_flag")}
         sync_names = set(recorder.wait_names) | set_names
         load_tracks = {i for i, track in enumerate(tracks) if track.lane in LOAD_LANES}
         flag_cursor = 0  # flag flows are in the order of their waits: the next one not yet seen
         transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
-        # a load is (its track, a time inside its slice as ts text, whether it is written)
-        loads_since_set: dict[int, collections.deque[tuple[int, str, bool]]] = {}  # load track -> loads since its last set_flag
-        loads_of_set: dict[int, collections.deque[tuple[int, str, bool]]] = {}  # set_flag event -> the loads before it
-        awaiting: dict[int, list[tuple[int, str, bool]]] = {}  # track -> loads waiting for their consumer on it
+        # a load is (its track, a time inside its slice in ns, whether it is written)
+        loads_since_set: dict[int, collections.deque[tuple[int, int, bool]]] = {}  # load track -> loads since its last set_flag
+        loads_of_set: dict[int, collections.deque[tuple[int, int, bool]]] = {}  # set_flag event -> the loads before it
+        awaiting: dict[int, list[tuple[int, int, bool]]] = {}  # track -> loads waiting for their consumer on it
         kept_tracks = self._kept_tracks()
         everything = self.selection.everything
+        # the events the search for data flows looks at (it passes over the others): those on a load
+        # pipe, the waits of flags, and the instructions on pipes that wait for flags
+        on_load_pipe = np.isin(np.arange(len(tracks)), sorted(load_tracks))
+        sync = np.isin(np.arange(len(recorder.names)), sorted(sync_names))
+        waiting_pipe = np.zeros(len(tracks), dtype=bool)
+        waiting_pipe[recorder.table()[recorder.flag_flow_pairs()[1], 0] >> 32] = True
 
         for first, c in recorder.chunks(self.chunk_events):
             last = first + len(c["start_ps"])
@@ -236,33 +252,16 @@ class _Writer:
             setter_of = dict(zip(waits[:count].tolist(), setters[:count].tolist()))
             flag_cursor += count
             lo, hi = np.searchsorted(transfer_events, [first, last])
-            transfers = recorder.transfers(int(lo), int(hi))
-            limit_of = dict(zip(transfers["event"].tolist(), transfers["bottleneck"].tolist()))
-            releases = self._release_starts(np.arange(first, last))
-            released_events = np.flatnonzero(releases >= 0)
-            release_of = dict(zip((released_events + first).tolist(), releases[released_events].tolist()))
-            kept = self._kept(c, kept_tracks).tolist()
-            self.written += sum(kept)
+            kept = self._kept(c, kept_tracks)
             start_ns, end_ns = ns_of(c["start_ps"]), ns_of(c["end_ps"])
-            rows = zip(c["track"].tolist(), c["name"].tolist(), _ts_texts(start_ns), _dur_texts(end_ns - start_ns),
-                       c["bytes"].tolist(), c["op"].tolist(), c["tile"].tolist(), _middle(start_ns, end_ns).tolist(), end_ns.tolist(), kept)
-            lines: list[str] = []
-            add = lines.append
-            for index, (track, name, ts, dur, nbytes, op, tile, inside, end, keep) in enumerate(rows, first):
-                if keep:
-                    args = f'"bytes":{nbytes}' if nbytes else ""
-                    if op >= 0:
-                        args += ops[op] if args else ops[op][1:]
-                    if tile >= 0:
-                        args += f',"tile":{tile}' if args else f'"tile":{tile}'
-                    if index in limit_of:
-                        args += limits[limit_of[index]]
-                    add(f'{heads[name]}{ts},"dur":{dur}{places[track]},"args":{{{args}}}}}' if args else f'{heads[name]}{ts},"dur":{dur}{places[track]}}}')
-                    released = release_of.get(index)
-                    if released is not None:  # the wait was waiting when its flag became visible
-                        self.released += 1
-                        add(f'{{"name":"release","ph":"X","ts":{_ts(released)},"dur":{_dur(end - released, short_ps=2)}{places[track]}}}')
-
+            text, ends = self._event_lines(c, kept, start_ns, end_ns, self._release_starts(np.arange(first, last)),
+                                           recorder.transfers(int(lo), int(hi)), first)
+            flows: list[tuple[int, list[str]]] = []  # (event, the data flows that end in it)
+            has_setter = np.zeros(last - first, dtype=bool)
+            has_setter[waits[:count] - first] = True
+            looked_at = np.flatnonzero(on_load_pipe[c["track"]] | has_setter | (~sync[c["name"]] & waiting_pipe[c["track"]]))
+            for index, track, name, inside, keep in zip((looked_at + first).tolist(), c["track"][looked_at].tolist(), c["name"][looked_at].tolist(),
+                                                        _middle(start_ns, end_ns)[looked_at].tolist(), kept[looked_at].tolist()):
                 if track in load_tracks:
                     if name in set_names:
                         loads = loads_since_set.pop(track, None)
@@ -272,17 +271,58 @@ class _Writer:
                         loads = loads_since_set.get(track)
                         if loads is None:
                             loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
-                        loads.append((track, _ts(inside), keep))
+                        loads.append((track, inside, keep))
                 setter = setter_of.get(index)
                 if setter is not None:
                     loads = loads_of_set.pop(setter, None)
                     if loads:
                         awaiting.setdefault(track, []).extend(loads)
                 elif name not in sync_names and track in awaiting:
-                    for load_track, load_ts, load_kept in awaiting.pop(track):
+                    lines: list[str] = []
+                    for load_track, load_inside, load_kept in awaiting.pop(track):
                         if everything or (keep and load_kept):
-                            self._flow(add, "data", load_track, load_ts, track, _ts(inside))
-            self.emit_lines(lines)
+                            self._flow(lines.append, "data", load_track, _ts(load_inside), track, _ts(inside))
+                    if lines:
+                        flows.append((index, lines))
+            if flows:  # each after the line of its event (and its release slice)
+                rank = np.cumsum(kept)  # the lines of events up to each
+                pieces, done = [], 0
+                for index, lines in flows:
+                    end = int(ends[rank[index - first] - 1]) if rank[index - first] else 0
+                    pieces.append(text[done:end])
+                    pieces.append(",\n".join(lines) + ",\n")
+                    done = end
+                pieces.append(text[done:])
+                text = "".join(pieces)
+            self.emit_text(text[:-2])  # without the last separator
+
+    def _event_lines(self, c: dict[str, np.ndarray], kept: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, releases: np.ndarray,
+                     transfers: dict[str, np.ndarray], first: int) -> tuple[str, np.ndarray]:
+        """The lines of a chunk's kept events (each followed by its release slice, if it has one;
+        each with ``,\\n`` after it) and where each event's lines end: a complete event with its
+        bytes, op, tile and, for a DMA, what limited it."""
+        texts = self._texts()
+        limit = np.full(len(kept), -3, dtype=np.int64)  # -3: not a DMA
+        events = transfers["event"]
+        last = np.append(events[1:] != events[:-1], True)[: len(events)]  # of an event's records, the last one counts
+        limit[events[last] - first] = transfers["bottleneck"][last]
+        rows = np.flatnonzero(kept)
+        self.written += len(rows)
+        track, name, start, end = c["track"][rows], c["name"][rows], start_ns[rows], end_ns[rows]
+        nbytes, op, tile, limit, released = c["bytes"][rows], c["op"][rows], c["tile"][rows], limit[rows], releases[rows]
+        has_bytes, has_op, has_tile, has_limit, has_release = nbytes != 0, op >= 0, tile >= 0, limit != -3, released >= 0
+        has_args = has_bytes | has_op | has_tile | has_limit
+        self.released += int(has_release.sum())
+        lines = _with_ts(Lines(len(rows)).choice(texts.heads, name), start).text(',"dur":')
+        lines = _with_dur(lines, end - start).choice(texts.places, track)
+        lines.text(',"args":{', has_args).text('"bytes":', has_bytes).integer(nbytes, has_bytes)
+        lines.choice(texts.ops, op + np.where(has_bytes, 0, len(self.recorder.ops)), has_op)  # the op after a comma if it follows the bytes
+        lines.text(",", has_tile & (has_bytes | has_op)).text('"tile":', has_tile).integer(tile, has_tile)
+        lines.choice(texts.limits, texts.limit_row(limit, has_limit), has_limit).text("}", has_args).text("}")
+        lines.text(',\n{"name":"release","ph":"X","ts":', has_release)  # the wait was waiting when its flag became visible
+        lines = _with_ts(lines, released, has_release).text(',"dur":', has_release)
+        lines = _with_dur(lines, end - released, 2, has_release).choice(texts.places, track, has_release).text("}", has_release)
+        return lines.text(",\n").text_of_rows()
 
     def _kept_tracks(self) -> np.ndarray:
         """A boolean per track: its die is kept."""
@@ -309,7 +349,6 @@ class _Writer:
         recorder = self.recorder
         table = recorder.table()
         lane, start, end = table[:, 0], table[:, 2], table[:, 3]
-        names = [json.dumps(name)[1:-1] for name in recorder.names]
         flag_name = recorder.flag_name_id
         op_from, op_to, op_name = (np.frombuffer(column, dtype=np.int64) for column in (recorder.flow_from, recorder.flow_to, recorder.flow_name))
         chunk = self.chunk_events
@@ -330,22 +369,37 @@ class _Writer:
             else:
                 dst_releases = self._release_starts(dst)
                 dst_end = np.where(dst_releases >= 0, dst_releases, dst_end)
-            rows = zip((lane[src] >> 32).tolist(), _ts_texts(from_ts), (lane[dst] >> 32).tolist(), _ts_texts(_middle(dst_start, dst_end)),
-                       [flag_name] * len(src) if name_ids is None else name_ids.tolist())
-            lines: list[str] = []
-            for from_track, from_ts, to_track, to_ts, name in rows:
-                self._flow(lines.append, names[name], from_track, from_ts, to_track, to_ts)
-            self.emit_lines(lines)
+            lines = Lines(len(src))
+            ids = self.flow_id + 1 + np.arange(len(src))
+            self.flow_id += len(src)
+            names = np.full(len(src), flag_name) if name_ids is None else name_ids
+            self._flow_lines(lines, ids, names, lane[src] >> 32, from_ts, lane[dst] >> 32, _middle(dst_start, dst_end))
+            self.emit_text(lines.joined(",\n"))
+
+    def _flow_lines(self, lines: Lines, ids: np.ndarray, names: np.ndarray, from_track: np.ndarray, from_ns: np.ndarray, to_track: np.ndarray,
+                    to_ns: np.ndarray) -> None:
+        """``_flow``'s two lines for each row: arrows ``ids`` named ``names`` (name ids), from a
+        time inside a slice of ``from_track`` to one inside a slice of ``to_track``."""
+        texts = self._texts()
+        lines.text('{"ph":"s","id":').integer(ids).text(',"name":"').choice(texts.flow_names, names).text('","ts":')
+        _with_ts(lines, from_ns).choice(texts.places, from_track).text('},\n{"ph":"f","bp":"e","id":').integer(ids)
+        lines.text(',"name":"').choice(texts.flow_names, names).text('","ts":')
+        _with_ts(lines, to_ns).choice(texts.places, to_track).text("}")
 
     # -- counters ------------------------------------------------------------------------------
 
     def _rate_counters(self) -> None:
+        """Each resource's rate in GB/s, a point at each change of its rate log."""
         for resource in self.record.resources:
             if not resource.rate_log or not self.kept_dies[resource.die]:
                 continue
-            counter = json.dumps(f"{resource.name} GB/s")
-            for time_ps, rate in self._in_window(resource.rate_log):
-                self.emit(f'{{"name":{counter},"ph":"C","ts":{_ts(ns_of(time_ps))},"pid":{resource.die},"args":{{"GB/s":{rate * 1e3:.3f}}}}}')
+            times, rates = self._points_in_window(np.frombuffer(resource.rate_log.times, dtype=np.int64),
+                                                  np.frombuffer(resource.rate_log.rates, dtype=np.float64))
+            head = f'{{"name":{json.dumps(f"{resource.name} GB/s")},"ph":"C","ts":'
+            place = f',"pid":{resource.die},"args":{{"GB/s":'
+            for first in range(0, len(times), COUNTER_CHUNK_POINTS):
+                ns = ns_of(times[first : first + COUNTER_CHUNK_POINTS])
+                self.emit_text(_counter_lines(head, ns, place, rates[first : first + COUNTER_CHUNK_POINTS] * 1e3))
 
     def _buffer_counters(self) -> None:
         """Each core's buffer occupancy in KiB: the bytes a program reserved, from the start to the
@@ -360,8 +414,8 @@ class _Writer:
             if not self.kept_dies[die]:
                 continue
             counter = json.dumps(f"{unit} {buffer} KiB")
-            for time_ps, _, nbytes in self._in_window(sorted(series)):
-                self.emit(f'{{"name":{counter},"ph":"C","ts":{_ts(ns_of(time_ps))},"pid":{die},"args":{{"KiB":{nbytes / 1024:.3f}}}}}')
+            self.emit_lines([f'{{"name":{counter},"ph":"C","ts":{_ts(ns_of(time_ps))},"pid":{die},"args":{{"KiB":{nbytes / 1024:.3f}}}}}'
+                             for time_ps, _, nbytes in self._in_window(sorted(series))])
 
     def _in_window(self, series: Iterable[_Point]) -> Iterable[_Point]:
         """The points (time_ps first, in time order) of a counter inside the window, the one in
@@ -376,6 +430,18 @@ class _Writer:
         if first and (not inside or inside[0][0] > low):
             inside.insert(0, cast(_Point, (low, *points[first - 1][1:])))
         return inside
+
+    def _points_in_window(self, times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_in_window`` of a counter given as its columns (times in ps, in order; values)."""
+        window = self.selection.window_ps
+        if window is None:
+            return times, values
+        low, high = window
+        first = int(np.searchsorted(times, low, side="right"))
+        inside = np.flatnonzero(times[first:] <= high) + first
+        if first and (not len(inside) or times[inside[0]] > low):  # the point in force at the start, moved to it
+            return np.insert(times[inside], 0, low), np.insert(values[inside], 0, values[first - 1])
+        return times[inside], values[inside]
 
     # -- selections --------------------------------------------------------------------------
 
@@ -463,3 +529,42 @@ class _Writer:
             data["trace_selection"] = {**self.selection.describe(), "events_written": self.written}
         data.update(jsonable(metadata))
         return data
+
+
+def _counter_lines(head: str, ns: np.ndarray, place: str, values: np.ndarray) -> str:
+    """Counter points (``head``, a time, ``place``, a value with three decimals, closed), ``,\\n``
+    between two; numpy writes the values where it is exact (fixed3), Python any other."""
+    lines = _with_ts(Lines(len(ns)).text(head), ns).text(place)
+    parts = fixed3(values)
+    if parts is None:
+        lines.choice(Texts([f"{value:.3f}" for value in values.tolist()]), np.arange(len(values)))
+    else:
+        negative, whole, decimals = parts
+        lines.text("-", negative).integer(whole).text(".").digits(decimals, 3)
+    return lines.text("}}").joined(",\n")
+
+
+class _Texts:
+    """The texts of a run that lines pick from (``npusim.trace.text``), made once per trace: an
+    event's head by name id, its ``pid``/``tid`` by track, its op (after a comma, then without),
+    what limited a DMA, a flow's name by name id."""
+
+    def __init__(self, record: RunRecord) -> None:
+        recorder = record.recorder
+        self.heads = Texts([f'{{"name":{json.dumps(name)},"ph":"X","ts":' for name in recorder.names])
+        self.places = Texts([f',"pid":{track.die},"tid":{track_id + 1}' for track_id, track in enumerate(recorder.tracks)])
+        ops = [f',"op":{json.dumps(f"{op.name}#{i}")}' for i, op in enumerate(recorder.ops)]
+        self.ops = Texts(ops + [op[1:] for op in ops])
+        limits = {-1: ',"bottleneck":"engine rate"', -2: ',"bottleneck":"unregistered resource"'}
+        limits.update({r.index: f',"bottleneck":{json.dumps(r.name)}' for r in record.resources})
+        self.limit_codes = np.array(sorted(limits), dtype=np.int64)
+        self.limits = Texts([limits[code] for code in self.limit_codes.tolist()])
+        self.flow_names = Texts([json.dumps(name)[1:-1] for name in recorder.names])
+
+    def limit_row(self, limit: np.ndarray, where: np.ndarray) -> np.ndarray:
+        """The row of ``limits`` of each bottleneck code of ``limit`` (on each row of ``where``)."""
+        row = np.minimum(np.searchsorted(self.limit_codes, limit), len(self.limit_codes) - 1)
+        unknown = where & (self.limit_codes[row] != limit)
+        if unknown.any():
+            raise KeyError(int(limit[unknown][0]))
+        return row
