@@ -2,11 +2,34 @@
 sensitivity ranking :func:`whatif`, the bottleneck of a run :func:`bottleneck_of`), reports and
 comparisons of run folders, and calibration against measurements of real machines. (A single run's
 critical path and events table live with its recorder, in :mod:`npusim.trace`.) The DataFrame functions need pandas (``pip install 'npusim[analysis]'``); sweeps on a
-Dask cluster need ``npusim[cluster]``."""
+Dask cluster need ``npusim[cluster]``.
 
+The public names are imported on first use, so that a module of the package (``npusim run`` needs
+:mod:`npusim.analysis.report`) does not pull in the sweep machinery with it."""
 
-from npusim.analysis.bottleneck import Bottleneck, bottleneck_of
-from npusim.analysis.sweep import run_sweep, sweep
-from npusim.analysis.whatif import FACTORS, run_whatif, whatif
+import importlib
+
+_PUBLIC = {
+    "Bottleneck": "npusim.analysis.bottleneck",
+    "bottleneck_of": "npusim.analysis.bottleneck",
+    "run_sweep": "npusim.analysis.sweep",
+    "sweep": "npusim.analysis.sweep",
+    "FACTORS": "npusim.analysis.whatif",
+    "run_whatif": "npusim.analysis.whatif",
+    "whatif": "npusim.analysis.whatif",
+}
+"""Public name -> the module that defines it."""
 
 __all__ = ["Bottleneck", "FACTORS", "bottleneck_of", "run_sweep", "run_whatif", "sweep", "whatif"]
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'npusim.analysis' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

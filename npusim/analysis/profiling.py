@@ -187,13 +187,19 @@ def pipe_utilization(record: RunRecord) -> list[dict[str, Any]]:
     rows = []
     order = sorted(range(len(events.cores)), key=lambda c: (events.cores[c][0], events.kind_order[_unit_kind(events.cores[c][1])],
                                                            int(events.cores[c][1][len(_unit_kind(events.cores[c][1])):] or 0)))
+    n_cores = len(events.cores)
+    busy = np.bincount(events.core * len(PIPES) + events.pipe, weights=events.busy, minlength=n_cores * len(PIPES)).reshape(n_cores, len(PIPES))
+    first = np.full(n_cores, np.iinfo(np.int64).max)
+    last = np.full(n_cores, np.iinfo(np.int64).min)
+    np.minimum.at(first, events.core, events.start)
+    np.maximum.at(last, events.core, events.end)
+    of_op = events.op >= 0
+    ops = np.bincount(np.unique(events.core[of_op] * (len(recorder.ops) + 1) + events.op[of_op]) // (len(recorder.ops) + 1), minlength=n_cores)
     for core in order:
         die, unit = events.cores[core]
-        mine = events.core == core
-        busy = np.bincount(events.pipe[mine], weights=events.busy[mine], minlength=len(PIPES))
-        row: dict[str, Any] = {"Device_id": die, "core": unit, "kind": _unit_kind(unit), "ops": int(np.unique(events.op[mine & (events.op >= 0)]).size),
-                               "active_time(us)": _us(int(events.end[mine].max()) - int(events.start[mine].min())), **dict.fromkeys(PIPE_COLUMNS, "")}
-        for (pipe, short), pipe_busy in zip(PIPES, busy.tolist()):
+        row: dict[str, Any] = {"Device_id": die, "core": unit, "kind": _unit_kind(unit), "ops": int(ops[core]),
+                               "active_time(us)": _us(int(last[core]) - int(first[core])), **dict.fromkeys(PIPE_COLUMNS, "")}
+        for (pipe, short), pipe_busy in zip(PIPES, busy[core].tolist()):
             if pipe in events.kind_pipes[row["kind"]]:  # else empty: the core has no such pipe
                 row[f"{short}_time(us)"] = _us(pipe_busy)
                 row[f"{short}_ratio"] = _ratio(pipe_busy, simulated)
