@@ -8,6 +8,8 @@ The public names are imported on first use, so that a module of the package (``n
 :mod:`npusim.analysis.report`) does not pull in the sweep machinery with it."""
 
 import importlib
+import sys
+import types
 
 _PUBLIC = {
     "Bottleneck": "npusim.analysis.bottleneck",
@@ -21,6 +23,19 @@ _PUBLIC = {
 """Public name -> the module that defines it."""
 
 __all__ = ["Bottleneck", "FACTORS", "bottleneck_of", "run_sweep", "run_whatif", "sweep", "whatif"]
+
+
+class _Package(types.ModuleType):
+    """The package module: a public function named as its module (``sweep``, ``whatif``) keeps the
+    name when the import system, on importing that module, sets the module on the package (the
+    module stays in ``sys.modules``)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if not (name in _PUBLIC and isinstance(value, types.ModuleType)):
+            super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str):

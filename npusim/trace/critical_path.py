@@ -140,8 +140,11 @@ class _Walk:
         self.op_last: dict[int, int] = {}
         if n:
             ends_first = np.lexsort((np.arange(n), self.end))  # by end, then index
-            for index in ends_first.tolist():
-                self.op_last[int(self.op[index])] = index  # the last write wins: latest end, then highest index
+            op_by_end = self.op[ends_first]
+            ops_seen, first_seen = np.unique(op_by_end, return_index=True)
+            _, last_seen = np.unique(op_by_end[::-1], return_index=True)  # the last one wins: latest end, then highest index
+            for at in np.argsort(first_seen, kind="stable").tolist():  # in the order the ops are first seen by end
+                self.op_last[int(ops_seen[at])] = int(ends_first[n - 1 - last_seen[at]])
         self._stream_indexes: dict[int | None, tuple[np.ndarray, list[int], list[int]]] = {}
         self.waits = recorder.wait_names
         self.polls = recorder.poll_names

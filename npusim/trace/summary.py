@@ -123,13 +123,15 @@ def tiles(record: RunRecord) -> list[dict[str, Any]]:
     unique, first, last, counts, _ = _spans(keys, selected, busy_ps(recorder, columns)[mask])
     duration = last - first
     op_ids, starts, tile_counts = np.unique(unique >> 32, return_index=True, return_counts=True)  # keys are sorted: each op's tiles are contiguous
+    # per op: its tiles' total (exact: integer ps), shortest and longest time, and its first longest tile
+    total, shortest, longest = (ufunc.reduceat(duration, starts) for ufunc in (np.add, np.minimum, np.maximum))
+    position = np.arange(len(duration))
+    slowest = np.minimum.reduceat(np.where(duration == np.repeat(longest, tile_counts), position, len(duration)), starts)
     rows = []
-    for op_id, start, count in zip(op_ids.tolist(), starts.tolist(), tile_counts.tolist()):
-        spans = duration[start:start + count]
-        slowest = int(np.argmax(spans))
-        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": count, "mean_us": float(spans.mean()) / 1e6,
-                     "min_us": int(spans.min()) / 1e6, "max_us": int(spans.max()) / 1e6,
-                     "slowest_tile": int(unique[start + slowest] & 0xFFFFFFFF)})
+    for op_id, count, tile_total, low, high, key in zip(op_ids.tolist(), tile_counts.tolist(), total.tolist(), shortest.tolist(), longest.tolist(),
+                                                        unique[slowest].tolist()):
+        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": count, "mean_us": float(tile_total) / count / 1e6,
+                     "min_us": low / 1e6, "max_us": high / 1e6, "slowest_tile": key & 0xFFFFFFFF})
     return rows
 
 
