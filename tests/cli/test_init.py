@@ -1,0 +1,69 @@
+"""The command group: every command listed and found, each imported only when it is looked up."""
+
+import gc
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+from npusim.cli import COMMANDS, LazyCommands, cli
+from npusim.cli.run import run_collector
+from tests.cli.test_run import ROOT, npusim
+
+# Imports the group, looks one command up; prints which command modules were imported.
+PROBE = """
+import json, sys
+from npusim.cli import COMMANDS, cli
+before = sorted(m for m in sys.modules if m.startswith("npusim.cli."))
+cli.commands["run"]
+after = sorted(m for m in sys.modules if m.startswith("npusim.cli."))
+print(json.dumps([before, after]))
+"""
+
+
+def test_help_lists_every_command_with_its_own_short_help(tmp_path):
+    shown = npusim("--help", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    listed = shown.stdout.split("Commands:\n")[1].splitlines()
+    assert [line.split()[0] for line in listed] == sorted(COMMANDS)
+    for line in listed:
+        name = line.split()[0]
+        assert cli.commands[name].get_short_help_str(limit=1000).startswith(line.split(None, 1)[1].removesuffix("..."))
+
+
+def test_an_unknown_command_is_told_with_the_nearest_one(tmp_path):
+    wrong = npusim("rn", cwd=tmp_path)
+    assert wrong.returncode == 2 and "Error: No such command 'rn'. Did you mean 'run'?" in wrong.stderr
+
+
+def test_a_command_module_is_imported_only_when_it_is_looked_up():
+    probe = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    before, after = json.loads(probe.stdout)
+    assert before == [] and "npusim.cli.run" in after and "npusim.cli.sweep_cmd" not in after
+
+
+def test_lazy_commands_behave_as_a_mapping_of_commands():
+    commands = LazyCommands({"run": "npusim.cli.run:run_command"})
+    extra = click.Command("extra")
+    commands["extra"] = extra
+    assert list(commands) == ["run", "extra"] and len(commands) == 2
+    assert commands["run"].name == "run" and commands["extra"] is extra
+    del commands["extra"]
+    assert list(commands) == ["run"]
+    with pytest.raises(KeyError):
+        commands["missing"]
+
+
+def test_the_run_collector_keeps_the_session_threshold_and_restores_the_callers():
+    thresholds = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with run_collector():
+            assert gc.get_threshold()[0] >= 100_000
+            gc.freeze()
+            assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
+    finally:
+        gc.set_threshold(*thresholds)

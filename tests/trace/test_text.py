@@ -1,0 +1,57 @@
+"""Lines made a column at a time give byte for byte what Python's own formatting gives."""
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from npusim.trace.text import FIXED3_LIMIT, Lines, Texts, fixed3
+
+INT64 = st.integers(-(2**59), 2**59)  # times 7 still an int64
+FINITE = st.floats(allow_nan=False, allow_infinity=False, min_value=-FIXED3_LIMIT, max_value=FIXED3_LIMIT, exclude_min=True, exclude_max=True)
+
+
+def fixed3_text(values: list[float]) -> list[str]:
+    parts = fixed3(np.array(values, dtype=np.float64))
+    assert parts is not None
+    negative, whole, decimals = parts
+    return Lines(len(values)).text("-", negative).integer(whole).text(".").digits(decimals, 3).joined("\n").split("\n")
+
+
+@given(st.lists(FINITE, min_size=1, max_size=50))
+def test_fixed3_rounds_as_python_formats_three_decimals(values):
+    assert fixed3_text(values) == [f"{value:.3f}" for value in values]
+
+
+def test_fixed3_rounds_exact_ties_to_even_and_keeps_the_sign_of_zero():
+    ties = [k / 2000 for k in range(1, 4000, 2)] + [k / 16 for k in range(64)] + [0.0005, 0.0015, 2.0**-11, 2.0**-10, 5e-324]
+    values = ties + [-value for value in ties] + [0.0, -0.0, -1e-9, 2.0**52 - 1]
+    assert fixed3_text(values) == [f"{value:.3f}" for value in values]
+
+
+def test_fixed3_leaves_what_it_cannot_write_exactly_to_the_caller():
+    for value in (np.nan, np.inf, -np.inf, FIXED3_LIMIT, -FIXED3_LIMIT):
+        assert fixed3(np.array([1.5, value])) is None
+
+
+@given(st.lists(st.tuples(INT64, st.booleans(), st.integers(0, 999)), max_size=40))
+def test_integers_digits_and_parts_on_some_rows_only(rows):
+    values, where, small = (np.array(column, dtype=np.int64) for column in zip(*rows)) if rows else (np.zeros(0, np.int64),) * 3
+    where = where.astype(bool)
+    lines = Lines(len(rows)).text("[").integer(values).text(",").integer(values * 7, where).text(";", ~where).digits(small, 3).text("]")
+    assert lines.joined(", ") == ", ".join(f"[{v},{v * 7 if w else ''}{'' if w else ';'}{s:03d}]" for v, w, s in rows)
+
+
+@given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.booleans(), min_size=40, max_size=40))
+def test_choices_pick_their_text_row_by_row(index, where):
+    texts = ["", "abc", '"q"', "x" * 33]
+    picked = np.array(index, dtype=np.int64)
+    kept = np.array(where[: len(index)], dtype=bool)
+    text, ends = Lines(len(index)).choice(Texts(texts), picked).text("|").choice(Texts(texts), picked, kept).text_of_rows()
+    rows = [f"{texts[i]}|{texts[i] if w else ''}" for i, w in zip(index, kept.tolist())]
+    assert text == "".join(rows)
+    assert ends.tolist() == np.cumsum([len(row) for row in rows]).tolist()
+
+
+def test_no_rows_no_text_and_an_empty_table_is_never_picked():
+    assert Lines(0).text("x").integer(np.zeros(0, np.int64)).joined(",\n") == ""
+    assert Lines(2).text("a").choice(Texts([]), np.zeros(2, np.int64), np.zeros(2, bool)).joined(",") == "a,a"
