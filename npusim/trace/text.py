@@ -29,6 +29,7 @@ class Texts:
         self.codes = np.zeros((len(encoded), self.width), dtype=np.uint8)
         for row, text in enumerate(encoded):
             self.codes[row, : len(text)] = np.frombuffer(text, dtype=np.uint8)
+        self.kept = np.arange(self.width) < self.lengths[:, None]  # the bytes each text has
 
 
 class Lines:
@@ -54,7 +55,7 @@ class Lines:
         """``texts[index[row]]`` on each row (of ``where``; ``index`` is ignored elsewhere)."""
         if where is not None:
             index = np.where(where, index, 0)
-        return self._add(texts.codes[index], np.arange(texts.width) < texts.lengths[index][:, None], where)
+        return self._add(texts.codes[index], texts.kept[index], where)
 
     def integer(self, values: np.ndarray, where: np.ndarray | None = None) -> Lines:
         """Each value as ``str(int)`` does (a ``-`` for a negative one), on each row (of ``where``)."""
@@ -90,7 +91,7 @@ class Lines:
     def text_of_rows(self) -> tuple[str, np.ndarray]:
         """The rows' text, one after the other, and where each row ends in it."""
         matrix, kept = self.layout()
-        return matrix[kept].tobytes().decode("ascii"), np.cumsum(kept.sum(axis=1))
+        return str(matrix[kept].data, "ascii"), np.cumsum(kept.sum(axis=1))
 
     def joined(self, separator: str) -> str:
         """The rows' text with ``separator`` between two rows."""
@@ -98,7 +99,7 @@ class Lines:
             return ""
         self.text(separator)
         matrix, kept = self.layout()
-        return matrix[kept].tobytes().decode("ascii")[: -len(separator) or None]
+        return str(matrix[kept].data, "ascii")[: -len(separator) or None]
 
 
 def _digit_codes(values: np.ndarray, width: int) -> np.ndarray:
