@@ -14,6 +14,7 @@ from npusim.errors import UsageError
 from npusim.hw.core import flag_key
 from npusim.hw.pipes import Pipe
 from npusim.hw.system import System
+from npusim.trace import chrome
 from npusim.trace.chrome import write_chrome_trace
 from tests.trace.viewers import perfetto_import, perfetto_ns, viewer_problems
 
@@ -149,10 +150,14 @@ def test_warnings_are_instants_and_metadata_names_config_ops_and_format(written)
     assert other["config_spec"]["name"] == "a2" and other["events"] == sum(e["ph"] == "X" and e["name"] != "release" for e in trace["traceEvents"])
 
 
-def test_the_chunk_size_does_not_change_a_byte(written, tmp_path):
+def test_the_chunk_size_does_not_change_a_byte(written, tmp_path, monkeypatch):
     result, _, path = written
     small = write_chrome_trace(result.record, tmp_path / "small.json", metadata={"config": "a2"}, chunk_events=7)
     assert small.read_bytes() == path.read_bytes()
+    assert max(len(r.rate_log) for r in result.record.resources) > 3
+    monkeypatch.setattr(chrome, "COUNTER_CHUNK_POINTS", 3)  # counter points in batches of 3
+    batched = write_chrome_trace(result.record, tmp_path / "batched.json", metadata={"config": "a2"})
+    assert batched.read_bytes() == path.read_bytes()
 
 
 def test_flows_recorded_by_ops_are_checked_and_drawn_with_their_name(tmp_path):
