@@ -38,8 +38,8 @@ from npusim.trace.text import Lines, Texts, fixed3
 TRACE_FORMAT_VERSION = 3  # 3: times on a whole-ns grid, release slices in waits
 LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffers: sources of data flows
 LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
-WRITER_CHUNK_EVENTS = 1024  # events formatted per batch: bounds the writer's extra memory (and was fastest measured)
-COUNTER_CHUNK_POINTS = 4096  # counter points formatted per batch: bounds the extra memory as WRITER_CHUNK_EVENTS does (as fast as larger ones, measured)
+WRITER_CHUNK_EVENTS = 2048  # events formatted per batch: bounds the writer's extra memory (a few MiB; larger ones are barely faster, measured)
+COUNTER_CHUNK_POINTS = 4096  # counter points formatted per batch: bounds the extra memory as WRITER_CHUNK_EVENTS does (as fast as larger batches, measured)
 _point_time = operator.itemgetter(0)
 _Point = TypeVar("_Point", bound=tuple[Any, ...])  # a counter's point: (time_ps, values ...)
 
@@ -60,7 +60,7 @@ def _with_ts(lines: Lines, ns: np.ndarray, where: np.ndarray | None = None) -> L
     """``lines`` with ``_ts`` of each value of ``ns`` (on each row of ``where``)."""
     whole, frac = np.divmod(ns, 1000)
     fractional = frac != 0 if where is None else (frac != 0) & where
-    return lines.integer(whole, where).text(".", fractional).digits(frac, 3, fractional)
+    return lines.integer(whole, where).digits(frac, 3, fractional, prefix=".")
 
 
 def _dur(ns: int, short_ps: int = 1) -> str:
@@ -79,7 +79,7 @@ def _with_dur(lines: Lines, ns: np.ndarray, short_ps: int = 1, where: np.ndarray
     zero = ns == 0
     timed = ~zero if where is None else ~zero & where
     whole, frac = np.divmod(ns * 1000 - short_ps, 1_000_000)
-    return lines.text("0", zero if where is None else zero & where).integer(whole, timed).text(".", timed).digits(frac, 6, timed)
+    return lines.text("0", zero if where is None else zero & where).integer(whole, timed).digits(frac, 6, timed, prefix=".")
 
 
 def _middle(start_ns: Any, end_ns: Any) -> Any:
@@ -540,7 +540,7 @@ def _counter_lines(head: str, ns: np.ndarray, place: str, values: np.ndarray) ->
         lines.choice(Texts([f"{value:.3f}" for value in values.tolist()]), np.arange(len(values)))
     else:
         negative, whole, decimals = parts
-        lines.text("-", negative).integer(whole).text(".").digits(decimals, 3)
+        lines.text("-", negative).integer(whole).digits(decimals, 3, prefix=".")
     return lines.text("}}").joined(",\n")
 
 

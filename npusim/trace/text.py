@@ -70,10 +70,12 @@ class Lines:
         width = int(digits.max(initial=1))
         return self._add(_digit_codes(values, width), np.arange(width) >= (width - digits)[:, None], where)
 
-    def digits(self, values: np.ndarray, width: int, where: np.ndarray | None = None) -> Lines:
+    def digits(self, values: np.ndarray, width: int, where: np.ndarray | None = None, prefix: str = "") -> Lines:
         """Each value (0 <= value < 10**width) zero-padded to ``width`` digits, as
-        ``f"{value:0{width}d}"`` does, on each row (of ``where``)."""
-        return self._add(_digit_codes(np.asarray(values, dtype=np.int64), width), None, where)
+        ``f"{value:0{width}d}"`` does, after ``prefix``, on each row (of ``where``)."""
+        codes = _digit_codes(np.asarray(values, dtype=np.int64), width, len(prefix))
+        codes[:, : len(prefix)] = np.frombuffer(prefix.encode("ascii"), dtype=np.uint8)
+        return self._add(codes, None, where)
 
     def layout(self) -> tuple[np.ndarray, np.ndarray]:
         """Every row's bytes in one matrix and which of them it has (a boolean per byte)."""
@@ -102,12 +104,13 @@ class Lines:
         return str(matrix[kept].data, "ascii")[: -len(separator) or None]
 
 
-def _digit_codes(values: np.ndarray, width: int) -> np.ndarray:
-    """The last ``width`` decimal digits of each value (>= 0) as ASCII codes, a row per value."""
-    codes = np.empty((len(values), width), dtype=np.uint8)
-    for column in range(width - 1, -1, -1):  # a scalar divisor each time: numpy divides fast by one
+def _digit_codes(values: np.ndarray, width: int, before: int = 0) -> np.ndarray:
+    """The last ``width`` decimal digits of each value (>= 0) as ASCII codes, a row per value,
+    after ``before`` columns left for the caller."""
+    codes = np.empty((len(values), before + width), dtype=np.uint8)
+    for column in range(before + width - 1, before - 1, -1):  # a scalar divisor each time: numpy divides fast by one
         values, codes[:, column] = np.divmod(values, 10)
-    codes += _DIGIT_ZERO
+    codes[:, before:] += _DIGIT_ZERO
     return codes
 
 
