@@ -361,7 +361,8 @@ class AicpuScheduler:
         position = start
         if self.core_choice == "least_loaded":
             outstanding, order = pool.outstanding, pool.core_order
-            position = min(range(start, start + n), key=lambda i: outstanding[order[i % n]])
+            loads = [outstanding[core] for core in order[start:]] + [outstanding[core] for core in order[:start]]  # in turn from start
+            position = start + loads.index(min(loads))  # the first of the least loaded
         pool.next_core = (position + 1) % n
         return pool.core_order[position % n]
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import deque
 from struct import error as struct_error
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import simpy
 
@@ -90,9 +90,9 @@ class KernelRun:
         done = self.pipes_done
         if done.triggered:
             return
-        if not process.ok:
+        if not process.ok:  # its value is the exception the pipe raised
             process.defused = True
-            done.fail(process.value)
+            done.fail(cast(Exception, process.value))
             return
         self.pipes_running -= 1
         if not self.pipes_running:
