@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import queued_events, schedule_stamp
+from npusim.engine.loop import queued_events, schedule_stamp, succeed_at
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -180,17 +180,24 @@ class SchedulerThread:
         env = scheduler.env
         coordinator = scheduler.coordinator
         record = scheduler.record
+        # The thread's one timer, re-armed for each step it takes (scheduled as env.timeout would
+        # schedule a timeout: the same queue key); nothing but this thread waits on it.
+        timer = simpy.Event(env)
         while True:
             if self.finished:
                 task, start = self.finished.popleft(), env.now
-                yield env.timeout(scheduler.completion_ps)
+                timer.callbacks = []
+                succeed_at(env, timer, scheduler.completion_ps)
+                yield timer
                 completed = record(self.track, scheduler.complete_name, start, task)
                 if task.on_core:
                     scheduler.flow(task.last_event, completed, "complete")
                 scheduler.resolve(task, completed)
             elif self.to_dispatch:
                 task, core, ready, start = *self.to_dispatch.popleft(), env.now
-                yield env.timeout(scheduler.schedule_ps)
+                timer.callbacks = []
+                succeed_at(env, timer, scheduler.schedule_ps)
+                yield timer
                 dispatched = record(self.track, scheduler.dispatch_name, start, task)
                 scheduler.flow(ready, dispatched, "ready")
                 task.start(core).callbacks.append(
@@ -206,7 +213,9 @@ class SchedulerThread:
                 idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
                 if idle:  # will go on with that work when it ends
                     coordinator.armed_timers += 1
-                yield env.timeout(scheduler.poll_ps)
+                timer.callbacks = []
+                succeed_at(env, timer, scheduler.poll_ps)
+                yield timer
                 if idle:
                     coordinator.armed_timers -= 1
                 polled = record(self.track, scheduler.poll_name, start, None)
@@ -352,7 +361,8 @@ class AicpuScheduler:
         position = start
         if self.core_choice == "least_loaded":
             outstanding, order = pool.outstanding, pool.core_order
-            position = min(range(start, start + n), key=lambda i: outstanding[order[i % n]])
+            loads = [outstanding[core] for core in order[start:]] + [outstanding[core] for core in order[:start]]  # in turn from start
+            position = start + loads.index(min(loads))  # the first of the least loaded
         pool.next_core = (position + 1) % n
         return pool.core_order[position % n]
 

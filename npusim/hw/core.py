@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import deque
 from struct import error as struct_error
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import simpy
 
@@ -60,7 +60,7 @@ class KernelRun:
     """The state of one program running on one core: per-pipe progress, flag counters, scalar
     registers, and what each blocked pipe is waiting for (for deadlock reports)."""
 
-    __slots__ = ("env", "core", "program", "op", "progress", "flags", "flag_waiters", "regs", "blocked", "ends")
+    __slots__ = ("env", "core", "program", "op", "progress", "flags", "flag_waiters", "regs", "blocked", "ends", "pipes_running", "pipes_done")
     # ``blocked`` maps a pipe (its int value) to the instruction it waits in, or a sentence, for
     # deadlock reports (a pipe blocked in a wait_flag is in ``flag_waiters`` instead).
 
@@ -78,6 +78,25 @@ class KernelRun:
         self.blocked: dict[int, object] = {}
         # end time of every instruction per pipe, kept only for programs with a pipe_barrier(ALL)
         self.ends: dict[int, list[int]] | None = {p: [] for p in _PIPE_IDS} if program.needs_end_times else None
+        # the pipe processes not ended yet, and the event that fires once all have (see pipe_ended)
+        self.pipes_running = 0
+        self.pipes_done = simpy.Event(env)
+
+    def pipe_ended(self, process: simpy.Process) -> None:
+        """A pipe's process has ended: the run is done (``pipes_done`` fires) when every pipe's has,
+        or fails with the first pipe that failed. This is ``env.all_of`` of the pipe processes with
+        its triggers at the same moments (so every event keeps its place in the queue), without the
+        condition's value nobody reads."""
+        done = self.pipes_done
+        if done.triggered:
+            return
+        if not process.ok:  # its value is the exception the pipe raised
+            process.defused = True
+            done.fail(cast(Exception, process.value))
+            return
+        self.pipes_running -= 1
+        if not self.pipes_running:
+            done.succeed()
 
     def waits(self) -> dict[int, object]:
         """What each blocked pipe (its int value) waits in: an instruction or a sentence."""
@@ -144,8 +163,14 @@ class AICore:
             self.current = run
             self.system.recorder.kernel_run(self.die.index, self.name)
             started = self.env.now
-            pipes = [self.env.process(self._pipe_loop(run, pipe, instructions)) for pipe, instructions in program.by_pipe.items() if instructions]
-            yield self.env.all_of(pipes)
+            process, pipe_loop, pipe_ended = self.env.process, self._pipe_loop, run.pipe_ended
+            for pipe, instructions in program.by_pipe.items():
+                if instructions:
+                    process(pipe_loop(run, pipe, instructions)).callbacks.append(pipe_ended)
+                    run.pipes_running += 1
+            if not run.pipes_running:
+                run.pipes_done.succeed()
+            yield run.pipes_done
             self.current = None
             recorder = self.system.recorder
             for name, reserved in program.buffer_bytes.items():
@@ -157,8 +182,11 @@ class AICore:
         # The hot loop of the simulator: locals instead of attribute look-ups, int keys, the
         # recorder's rows packed directly, and flag costs run ahead (see the module doc).
         env = self.env
-        timeout = env.timeout
         new_event = simpy.Event  # not env.event: that descriptor builds a bound method per call
+        # The pipe's one timer: re-armed (fresh callbacks, then scheduled as env.timeout schedules a
+        # timeout: the same queue key) for each busy stretch it sleeps through, instead of a Timeout
+        # built per stretch; nothing but this pipe ever waits on it.
+        timer = new_event(env)
         recorder = self.system.recorder
         rows, pack_row, row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
         put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
@@ -180,7 +208,9 @@ class AICore:
         for instruction in instructions:
             if waits_for_issue and instruction.s_dep > issued.count:
                 if ahead:
-                    yield timeout(ahead)
+                    timer.callbacks = []
+                    succeed_at(env, timer, ahead)
+                    yield timer
                     ahead = 0
                 blocked[pipe_id] = "waiting for the scalar unit to issue it"
                 yield issued.reached(instruction.s_dep)
@@ -189,7 +219,7 @@ class AICore:
             step = instruction.step
             start = now + ahead
             effect = instruction.effect
-            if not with_data and effect is not None and not instruction.control:
+            if effect is not None and not with_data and not instruction.control:
                 effect = None
             if step == FIXED:
                 if may_run_ahead and effect is None:
@@ -199,7 +229,9 @@ class AICore:
                     busy = ahead + instruction.fixed_ps
                     ahead = 0
                     if busy:
-                        yield timeout(busy)
+                        timer.callbacks = []
+                        succeed_at(env, timer, busy)
+                        yield timer
                         now = clock_of(env)
                     end = now
             elif step == TRANSFER:
@@ -217,7 +249,9 @@ class AICore:
                     ahead += instruction.cost_ps
                     end = now + ahead
                 else:
-                    yield timeout(instruction.cost_ps)
+                    timer.callbacks = []
+                    succeed_at(env, timer, instruction.cost_ps)
+                    yield timer
                     now = end = clock_of(env)
                 key = instruction.key
                 waiters = flag_waiters.get(key)
@@ -252,19 +286,25 @@ class AICore:
                     ahead += instruction.cost_ps
                     end = now + ahead
                 else:
-                    yield timeout(ahead + instruction.cost_ps)
+                    timer.callbacks = []
+                    succeed_at(env, timer, ahead + instruction.cost_ps)
+                    yield timer
                     ahead = 0
                     now = end = clock_of(env)
             else:  # WAITING: needs the real time, may block on other pipes
                 if ahead:
-                    yield timeout(ahead)
+                    timer.callbacks = []
+                    succeed_at(env, timer, ahead)
+                    yield timer
                     ahead = 0
                     now = clock_of(env)
                 start = now
                 busy = instruction.start(self, run)
                 if busy.__class__ is int:
                     if busy:
-                        yield timeout(busy)
+                        timer.callbacks = []
+                        succeed_at(env, timer, busy)
+                        yield timer
                 else:
                     blocked[pipe_id] = instruction
                     yield busy
@@ -287,4 +327,6 @@ class AICore:
                 if done.waiters:
                     done.wake()
         if ahead:
-            yield timeout(ahead)
+            timer.callbacks = []
+            succeed_at(env, timer, ahead)
+            yield timer

@@ -59,6 +59,10 @@ class Die:
     def core(self, kind: str, index: int) -> AICore:
         """The ``index``-th core of ``kind`` (a name under ``die.cores``: ``'aiv'``, ``'aic'`` ...),
         created on first use."""
+        if index.__class__ is int:  # a core made before: nothing to check
+            core = self._cores.get((kind, index))
+            if core is not None:
+                return core
         kinds = self.timing.kinds
         if kind not in kinds:
             raise UsageError(f"die {self.index} has no {kind!r} cores; its core kinds are {', '.join(kinds)} (die.cores)")
@@ -116,6 +120,10 @@ class System:
 
     def die(self, index: int) -> Die:
         """Die ``index`` (0 .. dies-1), created on first use."""
+        if index.__class__ is int:  # a die made before: nothing to check
+            die = self._dies.get(index)
+            if die is not None:
+                return die
         if not isinstance(index, int) or not 0 <= index < self.die_count:
             raise UsageError(f"device {index!r} does not exist: the config {self.spec.name!r} has {self.die_count} dies (0..{self.die_count - 1})")
         die = self._dies.get(index)

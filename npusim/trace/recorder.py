@@ -36,6 +36,7 @@ from npusim.errors import UsageError
 CHUNK_EVENTS = 65536  # events unpacked at a time by consumers that stream over the columns
 EVENT_ROW = struct.Struct("<5q")  # lane (track << 32 | op + 1), label (name << 32 | tile + 1), start ps, end ps, bytes
 _FIRST_ROWS = 4096  # rows the buffer holds at first; it doubles when full
+_pack_row, _ROW_BYTES = EVENT_ROW.pack_into, EVENT_ROW.size
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,11 @@ class Recorder:
         """Append one executed instruction (times in ps, ``op``/``tile`` -1 when none); returns
         its event index (for :meth:`flow`)."""
         index = self.events
-        self.put_row(index, pack(track, op), pack(name_id, tile), start_ps, end_ps, nbytes)
+        lane, label = (track << 32) | (op + 1), (name_id << 32) | (tile + 1)  # pack(track, op), pack(name_id, tile)
+        try:
+            _pack_row(self.rows, index * _ROW_BYTES, lane, label, start_ps, end_ps, nbytes)
+        except struct.error:  # the rows are full
+            self.put_row(index, lane, label, start_ps, end_ps, nbytes)
         self.events = index + 1
         return index
 
@@ -204,6 +209,12 @@ class Recorder:
         """Record that event ``to_event`` could not proceed before event ``from_event`` ended (an
         arrow in the trace, an edge of the critical path); both are event indices already recorded."""
         count = self.events
+        if from_event.__class__ is int and to_event.__class__ is int and 0 <= from_event < count and 0 <= to_event < count:
+            self.flow_from.append(from_event)
+            self.flow_to.append(to_event)
+            name_id = self._name_ids.get(name)
+            self.flow_name.append(self.name_id(name) if name_id is None else name_id)
+            return
         for end, index in (("from", from_event), ("to", to_event)):
             if not (isinstance(index, (int, np.integer)) and 0 <= index < count):
                 raise UsageError(

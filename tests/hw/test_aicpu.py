@@ -1,9 +1,11 @@
 """The AICPU scheduler on dummy tasks: dispatch and completion costs, core choice, polling."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import npusim
-from npusim.errors import ConfigError
+from npusim.errors import ConfigError, UsageError
 from npusim.hw.aicpu import AicpuScheduler
 
 
@@ -167,3 +169,29 @@ def test_a_pass_that_matched_keeps_the_other_pollers_awake():
             scheduler = AicpuScheduler(session.system.die(die), tasks, threads=1, core_choice="round_robin", name=f"die{die}")
             session.track(session.system.stream(die).submit(scheduler.run))
     assert waiting.satisfied_calls == 1 and session.result.status == "ok"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_least_loaded_takes_the_first_core_in_turn_among_the_least_loaded(data):
+    with npusim.session("a2", data=False) as session:
+        scheduler = AicpuScheduler(session.system.die(0), [], threads=3, core_choice="least_loaded", name="ll")
+        pool = scheduler.pools["aiv"]
+        pool.outstanding = data.draw(st.lists(st.integers(0, 3), min_size=pool.count, max_size=pool.count))
+        pool.next_core = start = data.draw(st.integers(0, pool.count - 1))
+        in_turn = [pool.core_order[(start + i) % pool.count] for i in range(pool.count)]
+        least = min(pool.outstanding)
+        expected = next(i for i, core in enumerate(in_turn) if pool.outstanding[core] == least)
+        assert scheduler._choose_core(pool) == in_turn[expected]
+        assert pool.next_core == (start + expected + 1) % pool.count
+
+
+def test_a_core_index_is_checked_even_once_the_core_exists():
+    with npusim.session("a2", data=False) as session:
+        die = session.system.die(0)
+        core = die.core("aiv", 1)
+        assert die.core("aiv", 1) is core and session.system.die(0) is die
+        with pytest.raises(UsageError, match="aiv1.0 does not exist"):
+            die.core("aiv", 1.0)
+        with pytest.raises(UsageError, match="device 0.0 does not exist"):
+            session.system.die(0.0)

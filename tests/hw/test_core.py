@@ -5,7 +5,7 @@ import pytest
 
 import npusim
 from npusim import isa
-from npusim.errors import DeadlockError, ResourceError
+from npusim.errors import DeadlockError, ResourceError, WorkloadError
 from tests.conftest import events_of
 
 
@@ -125,3 +125,35 @@ def test_kernels_on_one_stream_run_one_after_the_other():
     first = [e for e in events if e["op"] == 0]
     second = [e for e in events if e["op"] == 1]
     assert min(e["start"] for e in second) >= max(e["end"] for e in first)
+
+
+def test_a_core_program_without_instructions_ends_at_once():
+    with npusim.session("a2", data=False) as s:
+        empty = isa.Kernel("empty", die=0)
+        empty.aiv(0)
+        empty.launch()
+        k = isa.Kernel("after", die=0)
+        p = k.aiv(0)
+        p.scalar(1)
+        k.launch()
+    assert [e["start"] for e in events_of(s.result)] == [0]  # the second kernel's one instruction starts at 0
+
+
+def test_a_pipe_that_fails_fails_its_run_while_the_other_pipes_go_on():
+    # the MTE3 store's address (from a register) is out of bounds while the vector pipe is still
+    # busy: the run fails with the store's error
+    with pytest.raises(WorkloadError, match=r"die0 aiv0: copy UB->GM addresses bytes 288\.\.320 .* out of bounds"):
+        with npusim.session("a2"):
+            table = npusim.tensor(np.zeros((4, 8), np.int32))
+            index = npusim.tensor(np.array([9], np.int32))
+            k = isa.Kernel("bad_store", die=0)
+            p = k.aiv(0)
+            idx, row, busy = p.alloc(8, np.int32), p.alloc(8, np.int32), p.alloc(4096, np.float32)
+            for _ in range(64):
+                p.adds(busy, busy, 1.0)
+            p.copy(idx, isa.gm(index), nbytes=4)
+            p.set_flag("MTE2", "SCALAR", 0)
+            p.wait_flag("MTE2", "SCALAR", 0)
+            r = p.read_scalar(idx, 0)
+            p.copy(isa.gm(table, r * 8), row)
+            k.launch()

@@ -96,6 +96,22 @@ def test_a_flow_must_join_recorded_events():
     recorder.record(0, 0, 0, 1, 0, -1, -1)
     with pytest.raises(UsageError, match="not a recorded event index"):
         recorder.flow(0, 1, "data")
+    for bad in (-1, 0.0, "0", None):
+        with pytest.raises(UsageError, match=f"its from event {bad!r} is not a recorded event index"):
+            recorder.flow(bad, 0, "data")
+    assert recorder.flow_count == 0
+
+
+def test_flows_take_python_and_numpy_indices_alike():
+    recorder = Recorder()
+    for _ in range(3):
+        recorder.record(0, 0, 0, 1, 0, -1, -1)
+    recorder.flow(0, 2, "data")
+    recorder.flow(np.int64(1), np.int32(2), "ready")
+    recorder.flow(True, 2, "data")  # a bool is an int: event 1
+    flows = recorder.flows()
+    assert flows["from"].tolist() == [0, 1, 1] and flows["to"].tolist() == [2, 2, 2]
+    assert [recorder.names[i] for i in flows["name"].tolist()] == ["data", "ready", "data"]
 
 
 @settings(max_examples=60, deadline=None)
