@@ -106,6 +106,18 @@ def _entries(*entries: tuple | None) -> tuple[tuple, ...]:
     return tuple(entry for entry in entries if entry is not None)
 
 
+_new = object.__new__  # an instruction's twin is made without __init__ (it copies what __init__ computed)
+
+
+def _path_key(pipe: Pipe, dst, src) -> tuple:
+    """Which path a copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM)."""
+    if isinstance(dst, GmAddress):
+        return (pipe, dst.allocation.die, True)
+    if isinstance(src, GmAddress):
+        return (pipe, src.allocation.die, False)
+    return (pipe, None, False)
+
+
 class Instruction:
     """Base of every instruction; ``npusim.hw.core`` documents the protocol the pipes use.
     ``control`` ones (signal writes) keep their effect when data is off, since waits depend on it.
@@ -130,6 +142,19 @@ class Instruction:
 
     def start(self, core, run):
         raise NotImplementedError
+
+    def twin(self) -> Instruction:
+        """A new instruction equal to this one as its program built it (pipe, label, cost, operands,
+        tile, ``s_dep``), with its own state: what an op or the race check attached (``recorded``, a
+        wrapped ``effect``) is not carried over. Classes that have no ``twin`` raise TypeError
+        (programs holding them are not reused: :class:`~npusim.isa.program.ProgramTemplate`)."""
+        raise TypeError(f"{type(self).__name__} has no twin")
+
+    def _twin_base(self, new: Instruction) -> None:
+        """Copy the base fields into ``new`` (``effect`` and ``recorded`` start empty)."""
+        new.pipe, new.label, new.nbytes, new.name_id, new.s_dep = self.pipe, self.label, self.nbytes, self.name_id, self.s_dep
+        new.tile, new.label_id, new.fixed_ps, new.control = self.tile, self.label_id, self.fixed_ps, self.control
+        new.effect = new.recorded = None
 
     def footprint(self) -> tuple[tuple, ...]:
         """The bytes this instruction reads and writes, for the race checker (:mod:`npusim.isa.racecheck`):
@@ -166,6 +191,13 @@ class FixedCost(Instruction):
         super().__init__(pipe, label, nbytes)
         self.fixed_ps = cost_ps
 
+    def twin(self) -> Instruction:
+        if type(self) is not FixedCost:  # a subclass with operands of its own defines its twin, or has none
+            return super().twin()
+        new = _new(FixedCost)
+        self._twin_base(new)
+        return new
+
 
 class ScalarRead(FixedCost):
     """The scalar unit reads element ``index`` of a UB tensor into a register (needs the data to
@@ -199,6 +231,13 @@ class ScalarWrite(FixedCost):
     def _write(self, core, run) -> None:
         self.target.values(core)[self.index] = self.value
 
+    def twin(self) -> Instruction:
+        new = _new(ScalarWrite)
+        self._twin_base(new)
+        new.target, new.index, new.value = self.target, self.index, self.value
+        new.effect = new._write
+        return new
+
     def footprint(self) -> tuple[tuple, ...]:
         return _entries(_span(self.target[self.index : self.index + 1], WRITE))
 
@@ -226,6 +265,12 @@ class SetFlag(Instruction):
         super().__init__(src, label)
         self.cost_ps = cost_ps
 
+    def twin(self) -> Instruction:
+        new = _new(SetFlag)
+        self._twin_base(new)
+        new.key, new.cost_ps = self.key, self.cost_ps
+        return new
+
 
 class WaitFlag(Instruction):
     """Block the dst pipe until flag (src pipe -> dst pipe, event id) is raised, then consume it."""
@@ -237,6 +282,12 @@ class WaitFlag(Instruction):
         label, self.key = _flag("wait_flag", src, dst, event_id)
         super().__init__(dst, label)
         self.cost_ps = cost_ps
+
+    def twin(self) -> Instruction:
+        new = _new(WaitFlag)
+        self._twin_base(new)
+        new.key, new.cost_ps = self.key, self.cost_ps
+        return new
 
 
 class PipeBarrierAll(Instruction):
@@ -289,15 +340,36 @@ class DmaCopy(Instruction):
         self.dynamic = isinstance(src.offset, ScalarExpr) or isinstance(dst.offset, ScalarExpr)  # a GM address from registers
         self._resolved: tuple[int, int] | None = None
         self.effect = self._copy
-        # which path the copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM)
-        if isinstance(dst, GmAddress):
-            self.path_key = (pipe, dst.allocation.die, True)
-        elif isinstance(src, GmAddress):
-            self.path_key = (pipe, src.allocation.die, False)
-        else:
-            self.path_key = (pipe, None, False)
+        self.path_key = _path_key(pipe, dst, src)
 
     step = TRANSFER
+
+    def rebased(self, dst, src) -> DmaCopy:
+        """The :meth:`twin` of this copy between ``dst`` and ``src`` (GM addresses of other bytes in
+        place of its GM sides, the same buffers); only a copy of known addresses and of its own class
+        (DmaCopy, AtomicAddCopy) has one."""
+        cls = type(self)
+        if cls is not DmaCopy and cls is not AtomicAddCopy or self.dynamic:
+            raise TypeError(f"{cls.__name__} {self.label!r} is not rebased")
+        new = _new(cls)
+        self._twin_base(new)
+        new.src, new.dst = src, dst
+        new.burst_count, new.burst_bytes, new.src_gap, new.dst_gap = self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap
+        new.moved_bytes, new.dynamic, new._resolved = self.moved_bytes, False, None
+        new.path_key = _path_key(self.pipe, dst, src)
+        if cls is AtomicAddCopy:
+            new.dtype = self.dtype
+            new.effect = new._add
+        else:
+            new.effect = new._copy
+        return new
+
+    def twin(self) -> Instruction:
+        return self.rebased(self.dst, self.src)
+
+    def span(self, gap: int) -> int:
+        """Bytes from a side's first byte to its last one's end, with ``gap`` bytes between bursts."""
+        return self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
 
     def start(self, core, run, delay_ps: int = 0):
         if self.dynamic and (core.system.with_data or self.control):
@@ -315,7 +387,7 @@ class DmaCopy(Instruction):
         if not isinstance(side, GmAddress):
             return side.offset
         offset = resolve(side.offset, run.regs)
-        span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * (self.src_gap if side is self.src else self.dst_gap)
+        span = self.span(self.src_gap if side is self.src else self.dst_gap)
         if offset < 0 or offset + span > side.allocation.size_bytes:
             raise WorkloadError(
                 f"{run.core!r}: {self.label} addresses bytes {offset}..{offset + span} of {side.allocation.label} "
@@ -325,7 +397,7 @@ class DmaCopy(Instruction):
         return offset
 
     def _bytes_of(self, side, core, offset: int, gap: int) -> np.ndarray:
-        span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
+        span = self.span(gap)
         buffer = side.allocation.data if isinstance(side, GmAddress) else core.buffers[side.buffer].reach(offset + span)
         window = buffer[offset : offset + span]
         if self.burst_count == 1:
@@ -360,7 +432,7 @@ class AtomicAddCopy(DmaCopy):
         applied = env.event()
         target = core.system.die(self.dst.allocation.die)
         offset = self._resolved[1] if self._resolved is not None else resolve(self.dst.offset, run.regs)
-        span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * self.dst_gap
+        span = self.span(self.dst_gap)
 
         def apply(_event) -> None:
             done_ps = target.atomics.apply_at(self.dst.allocation, offset, span, env.now)
@@ -394,6 +466,16 @@ class VectorOp(FixedCost):
         self.kind, self.dst, self.srcs, self.scalar, self.rounding = kind, dst, srcs, scalar, rounding
         self.repeat_layout = repeat_layout
         self.effect = self._compute
+
+    def twin(self) -> Instruction:
+        if type(self) is not VectorOp:
+            return super().twin()
+        new = _new(VectorOp)
+        self._twin_base(new)
+        new.kind, new.dst, new.srcs, new.scalar, new.rounding = self.kind, self.dst, self.srcs, self.scalar, self.rounding
+        new.repeat_layout = self.repeat_layout
+        new.effect = new._compute
+        return new
 
     def footprint(self) -> tuple[tuple, ...]:
         entries = [(src.buffer, READ, src.offset, size, size, 1) for src in self.srcs if (size := src.count * src.dtype.itemsize)]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 
 import numpy as np
@@ -31,6 +31,7 @@ import numpy as np
 from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore
+from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
 from npusim.hw.system import System
 from npusim.isa import vector as vector_semantics
@@ -107,6 +108,7 @@ class CoreProgram:
         self._buffers = kind.buffers
         self._copy_pipes = kind.moves
         self._name_ids = self._recorder.label_ids  # (event name, instruction class) used -> the name's recorder id
+        self.race_free: bool | None = None  # the race check's verdict once launched alone (or replayed from a template)
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -213,7 +215,7 @@ class CoreProgram:
             limit, start, what = side.allocation.size_bytes, side.offset, f"GM tensor {side.allocation.label}"
         else:
             return  # checked when the address is known, at issue time
-        if start < 0 or start + span > limit:
+        if not _within(start, span, limit):
             raise UsageError(
                 f"kernel {self.kernel.name!r} {self.core.name}: copy touches bytes {start}..{start + span} of "
                 f"{what}, which has {limit} bytes"
@@ -516,6 +518,82 @@ class CoreProgram:
             raise UsageError(f"{self.core.name} has no {parsed.name} pipe; its pipes are {', '.join(p.name for p in self._pipes)}")
         return parsed
 
+    # -- reuse ---------------------------------------------------------------------------------
+
+    def template(self, bases: Sequence[tuple[Allocation, int]]) -> ProgramTemplate | None:
+        """This program as a :class:`ProgramTemplate` whose GM addresses are offsets from ``bases``
+        (``(allocation, byte offset)`` each, the GM addresses its builder was given); None if it
+        cannot be one: two bases in one allocation, a GM address in no base's allocation or computed
+        from registers, or an instruction without a twin (:meth:`Instruction.twin`)."""
+        slot_of: dict[int, int] = {}
+        for slot, (allocation, _) in enumerate(bases):
+            if slot_of.setdefault(id(allocation), slot) != slot:
+                return None
+        sides: list[tuple[int, int, int, int] | None] = []
+        for instruction in self.instructions:
+            if not isinstance(instruction, DmaCopy):
+                try:
+                    instruction.twin()
+                except TypeError:
+                    return None
+                sides.append(None)
+                continue
+            if type(instruction) not in _REBASED or instruction.dynamic:
+                return None
+            entry: list[int] = []
+            for side in (instruction.dst, instruction.src):
+                if isinstance(side, GmAddress):
+                    slot = slot_of.get(id(side.allocation), -1)
+                    if slot < 0:
+                        return None
+                    entry += (slot, side.offset - bases[slot][1])
+                else:
+                    entry += (-1, 0)
+            sides.append((entry[0], entry[1], entry[2], entry[3]))
+        return ProgramTemplate(list(self.instructions), sides, dict(self._allocated), self._regs, self.core.kind_timing, self.race_free)
+
+    def replay(self, template: ProgramTemplate, bases: Sequence[tuple[Allocation, int]]) -> bool:
+        """Append the twins of ``template``'s instructions to this empty program, each GM address at
+        its offset from ``bases`` (as :meth:`template` took them), in the current tile, with the
+        template's buffer reservations and race verdict. False, appending nothing, where building
+        could differ or fail: a program not empty, another kind of core, two bases in one allocation,
+        a copy past the end of its allocation, an atomic add on a die without atomics (build it then:
+        that says what is wrong)."""
+        if self.instructions or self._regs or template.kind_timing is not self.core.kind_timing or any(self._allocated.values()):
+            return False
+        if len({id(allocation) for allocation, _ in bases}) != len(bases):
+            return False
+        die = self.core.system.die
+        tile = self._tile
+        made: list[Instruction] = []
+        for instruction, side in zip(template.instructions, template.sides):
+            if side is None:
+                new = instruction.twin()
+            else:
+                dst_slot, dst_delta, src_slot, src_delta = side
+                dst, src = instruction.dst, instruction.src
+                if dst_slot >= 0:
+                    allocation, offset = bases[dst_slot]
+                    dst = GmAddress(allocation, offset + dst_delta)
+                    if not _within(dst.offset, instruction.span(instruction.dst_gap), allocation.size_bytes):
+                        return False
+                    if type(instruction) is AtomicAddCopy and die(allocation.die).atomics is None:
+                        return False
+                if src_slot >= 0:
+                    allocation, offset = bases[src_slot]
+                    src = GmAddress(allocation, offset + src_delta)
+                    if not _within(src.offset, instruction.span(instruction.src_gap), allocation.size_bytes):
+                        return False
+                new = instruction.rebased(dst, src)
+            new.tile = tile
+            new.label_id = pack(new.name_id, tile)
+            made.append(new)
+        self.instructions = made
+        self._allocated.update(template.allocated)
+        self._regs = template.regs
+        self.race_free = template.race_free
+        return True
+
     # -- finishing -----------------------------------------------------------------------------
 
     def by_pipe(self) -> dict[Pipe, list[Instruction]]:
@@ -529,6 +607,42 @@ class CoreProgram:
             if instruction.pipe is Pipe.SCALAR:
                 scalars += 1
         return pipes
+
+
+class ProgramTemplate:
+    """A core program built once, to be made again for other GM bytes (:meth:`CoreProgram.replay`):
+    a tile op's program is fixed by what built it (shapes, dtypes, strides, names) except its GM
+    addresses, each the GM address a builder was given (a *base*) plus a constant. It holds the
+    instructions, per instruction its GM sides as ``(base, offset from it)`` (``dst`` then ``src``;
+    base -1: a buffer side, kept), the bytes reserved per buffer, the scalar registers used, the
+    kind of core it was built for, and the race check's verdict on it (``race_free``, None if not
+    checked).
+
+    Why the verdict holds for every replay: a replay has the same instructions in the same order
+    (pipes, kinds, flags, barriers, ``s_dep``) and the same buffer bytes; only its GM sides differ,
+    base i's bytes moved from allocation A_i to A'_i by one offset d_i. The A_i are distinct (else
+    no template is made) and so are the A'_i (else no replay is made), so two GM entries share a
+    memory in the replay exactly when they do in the template, and their offsets from one another
+    within it are the same. :func:`~npusim.isa.racecheck.core_races` sees GM only through which
+    entries share a memory and those relative offsets (a race needs two entries of one memory to
+    overlap); control data is left out in both alike. It therefore walks the same order, keeps the
+    same shadows and finds the same races: none when ``race_free``. (Races across cores need more
+    than one program, whose launch is checked as before.)"""
+
+    __slots__ = ("instructions", "sides", "allocated", "regs", "kind_timing", "race_free")
+
+    def __init__(self, instructions: list[Instruction], sides: list[tuple[int, int, int, int] | None], allocated: dict[str, int],
+                 regs: int, kind_timing, race_free: bool | None) -> None:
+        self.instructions, self.sides, self.allocated, self.regs = instructions, sides, allocated, regs
+        self.kind_timing, self.race_free = kind_timing, race_free
+
+
+_REBASED = (DmaCopy, AtomicAddCopy)  # the copies a template moves to other GM bytes (DmaCopy.rebased)
+
+
+def _within(start: int, span: int, limit: int) -> bool:
+    """Bytes ``[start, start + span)`` lie in ``[0, limit)``."""
+    return start >= 0 and start + span <= limit
 
 
 class _TileScope:
@@ -613,6 +727,8 @@ class Kernel:
 
     def ordered_programs(self) -> list[CoreProgram]:
         """The programs in launch order: by core kind (the die's order of kinds), then core index."""
+        if len(self.programs) == 1:
+            return list(self.programs.values())
         kinds = self.die.timing.kinds
         return [program for _, program in sorted(self.programs.items(), key=lambda kv: (kinds[kv[0][0]].order, kv[0][1]))]
 
@@ -629,8 +745,8 @@ class Kernel:
             recorder.ops[op].inputs, recorder.ops[op].outputs = list(self.op_inputs), list(self.op_outputs)
         programs = self.ordered_programs()
         placed = [(program.core, _Placed(program)) for program in programs]
-        if self.system.race_check != "off":
-            self._check_races(programs)  # after placing: s_dep is set
+        if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
+            self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
         env = self.system.env
 
         def task():
@@ -648,6 +764,8 @@ class Kernel:
             races += core_races(program.core.name, program.instructions, gm_accesses)
         if gm_accesses:
             races += cross_core_races(gm_accesses)
+        if len(programs) == 1:
+            programs[0].race_free = not races
         if races:
             by_core = {program.core.name: program for program in programs}
             LaunchRaces(self.name, self.die.index, races, lambda side: by_core[side.core].instructions.index(side.instruction),

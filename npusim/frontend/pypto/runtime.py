@@ -30,7 +30,7 @@ import contextlib
 import math
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import simpy
@@ -44,6 +44,7 @@ from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa.instructions import on_recorded
+from npusim.isa.program import ProgramTemplate
 from npusim.kernels.shmem.checks import check_group_name, check_n_pes
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroupRegistry
@@ -96,6 +97,7 @@ class ShmemArea:
     index: int
     allocation: ShmemAllocation
     creator: int = 0  # the PE that created it first
+    _views: dict[int, GmView] = field(default_factory=dict)  # rank -> data_view(rank), once its window exists
 
     @property
     def dtype(self) -> DataType | None:
@@ -128,12 +130,19 @@ class ShmemArea:
         return f"shmem tensor #{self.index} (group {self.allocation.group_name!r}) on {where}"
 
     def data_view(self, rank: int) -> GmView:
-        """The whole data tensor on rank ``rank`` of its group: its window, offset and (contiguous) strides."""
-        itemsize = self.dtype.itemsize
-        shape = self.tensor_shape
-        strides = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(len(shape)))
-        window = self.launch.data_windows[(self.allocation.group_name, self.members[rank])]
-        return GmView(window, self.group.data_offset_bytes(self.allocation), strides)
+        """The whole data tensor on rank ``rank`` of its group: its window, offset and (contiguous)
+        strides. Kept once made (tile ops ask for it as they start): a window is allocated once,
+        and the area's offset in it no longer moves by then (tile ops start after the launch is
+        finished, or, in a launch that runs while it builds, in frozen groups, where data areas
+        keep the offset they were placed at)."""
+        view = self._views.get(rank)
+        if view is None:
+            itemsize = self.dtype.itemsize
+            shape = self.tensor_shape
+            strides = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(len(shape)))
+            window = self.launch.data_windows[(self.allocation.group_name, self.members[rank])]
+            view = self._views[rank] = GmView(window, self.group.data_offset_bytes(self.allocation), strides)
+        return view
 
     def signal_address(self, rank: int, slot_offset_bytes: int) -> isa.GmAddress:
         """Byte ``slot_offset_bytes`` of this tensor's signal area on rank ``rank`` of its group."""
@@ -238,24 +247,61 @@ class AccessSpec:
     by: OpNode | None = None
 
 
+class ProgramPiece:
+    """One builder's share of a tile op's program, made so that the program can be reused for other
+    tile ops (:class:`TileTemplate`). ``key`` (hashable) fixes, with the strides of the GmViews of
+    ``gm()``, every instruction ``build`` appends except their GM addresses, each one of the GM
+    addresses ``gm()`` gives (GmViews or GmAddresses, computed when the tile op starts) plus a
+    constant: the key holds the shapes, dtypes, names and constants the builder reads, ``gm()``
+    everything that moves. ``build(p, loaded, *gm)`` appends the instructions and returns ``(its
+    result, the instructions to hand hook)``; the pieces after the first (a load) get its result as
+    ``loaded`` (the UB tile they store), the first gets None. ``hook(instructions, gm)``, if any,
+    watches those instructions' events (it runs for a reused program too)."""
+
+    __slots__ = ("key", "gm", "build", "hook")
+
+    def __init__(self, key: Hashable, gm: Callable[[], tuple], build: Callable, hook: Callable | None = None) -> None:
+        self.key, self.gm, self.build, self.hook = key, gm, build, hook
+
+
+@dataclass(frozen=True)
+class TileTemplate:
+    """A tile op's program kept for reuse: the ISA template (:class:`~npusim.isa.program.ProgramTemplate`,
+    GM addresses as offsets from its pieces' ``gm()`` concatenated) and, per piece, the positions of
+    the instructions its ``build`` handed its hook."""
+
+    program: ProgramTemplate
+    marks: tuple[tuple[int, ...], ...]
+
+
+def _base(address) -> tuple[Allocation, int]:
+    """A GmView or GmAddress as the ``(allocation, byte offset)`` of a template's base."""
+    return (address.allocation, address.offset_bytes if isinstance(address, GmView) else address.offset)
+
+
 class CoreTask(Task):
     """A tile op that runs a small program on one AI core of the kind the product runs its ``unit``
-    ("vector" or "cube") tile ops on (``core_kind``: "aiv" or "aic" on a split die). ``build(p)`` appends its instructions (returning the UB tile of a
-    load); ``consumers`` (stores and assignments of a loaded tile) are appended after it in the same
-    program; each of ``accesses`` lists shmem reads and writes. ``first_event`` / ``last_event``: the
-    events of its program's first instruction and of the one that ended last (-1 until recorded)."""
+    ("vector" or "cube") tile ops on (``core_kind``: "aiv" or "aic" on a split die). ``build`` appends its
+    instructions: a :class:`ProgramPiece` (its program is then reused by the tile ops of the same
+    pieces' keys, see :meth:`start`), or a plain ``build(p)``; ``consumers`` (pieces: stores and
+    assignments of a loaded tile) are appended after it in the same program; each of ``accesses``
+    lists shmem reads and writes. ``first_event`` / ``last_event``: the events of its program's first
+    instruction and of the one that ended last (-1 until recorded)."""
 
-    def __init__(self, op: OpNode, tile: int, build: Callable, unit: str = "vector") -> None:
+    def __init__(self, op: OpNode, tile: int, build: ProgramPiece | Callable, unit: str = "vector") -> None:
         super().__init__(op, tile)
         self.build = build
         self.core_kind = op.program.launch.core_kinds[unit]
-        self.consumers: list[Callable] = []
+        self.consumers: list[ProgramPiece] = []
         self.accesses: list[Callable[[], list[AccessSpec]]] = []
         self._records: list[Access] = []
         self.first_event = -1
         self.last_event = -1
 
     def start(self, core: int) -> simpy.Event:
+        """Record its shmem accesses, build its program (or replay the template of the same pieces'
+        keys on this tile op's GM addresses, keeping one from the first program so built) and launch
+        it on core ``core`` through that core's stream."""
         launch = self.op.program.launch
         env = launch.system.env
         self.ancestors = self.inherit()
@@ -269,11 +315,41 @@ class CoreTask(Task):
                 self._records.append(access)
         kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
         p = kernel.core(self.core_kind, core)
+        build = self.build
+        if not isinstance(build, ProgramPiece):
+            with p.tile(self.tile):
+                build(p)
+            return self._launch(kernel, p, core)
+        pieces = [build, *self.consumers]
+        gms = [piece.gm() for piece in pieces]
+        bases = [_base(address) for gm in gms for address in gm]
+        # the builders read the strides of the views they are given: those are part of the shape
+        key = (self.core_kind, tuple(piece.key for piece in pieces),
+               tuple(address.strides for gm in gms for address in gm if isinstance(address, GmView)))
+        known = launch.templates.get(key)
         with p.tile(self.tile):
-            tile = self.build(p)
-            for consumer in self.consumers:
-                consumer(p, tile)
+            if known is not None and p.replay(known.program, bases):
+                instructions = p.instructions
+                marked = [[instructions[i] for i in marks] for marks in known.marks]
+            else:
+                loaded, handed = build.build(p, None, *gms[0])
+                marked = [handed]
+                for piece, gm in zip(self.consumers, gms[1:]):
+                    marked.append(piece.build(p, loaded, *gm)[1])
+        for piece, handed, gm in zip(pieces, marked, gms):
+            if piece.hook is not None:
+                piece.hook(handed, gm)
+        process = self._launch(kernel, p, core)
+        if known is None:  # after the launch: its race verdict goes with the template
+            template = p.template(bases)
+            if template is not None:
+                position = {id(instruction): i for i, instruction in enumerate(p.instructions)}
+                launch.templates[key] = TileTemplate(template, tuple(tuple(position[id(i)] for i in handed) for handed in marked))
+        return process
+
+    def _launch(self, kernel: isa.Kernel, p: isa.CoreProgram, core: int) -> simpy.Process:
         self._watch(p.instructions)
+        launch = self.op.program.launch
         process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind))
         process.callbacks.append(self._ended)
         return process
@@ -533,6 +609,7 @@ class ShmemLaunch:
         self.dies = list(dies)
         self.races_mode = races
         self.groups = {name: tuple(members) for name, members in (groups or {}).items()}
+        self._every_pe = tuple(range(len(self.dies)))  # the members of a group that ``groups`` does not name
         self.registry = ShmemGroupRegistry(data_window_bytes=spec.data_window.bytes, signal_window_bytes=spec.signal_window.bytes)
         self.areas: list[ShmemArea] = []
         self.group_areas: dict[str, list[ShmemArea]] = {}  # per group, its areas in creation order
@@ -543,6 +620,7 @@ class ShmemLaunch:
         self.signal_windows: dict[tuple[str, int], Allocation] = {}
         self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there
         self.races = RaceDetector(self._race)
+        self.templates: dict[tuple, TileTemplate] = {}  # the programs of tile ops kept for reuse, by their pieces' keys
         self.schedulers: list[AicpuScheduler] = []
         self._core_streams: dict[tuple, Stream] = {}
         self.done: simpy.Event | None = None
@@ -562,7 +640,7 @@ class ShmemLaunch:
     def group_members(self, group_name: str) -> tuple[int, ...]:
         """The PEs of a group, by rank: those ``groups`` gives it, else every PE."""
         members = self.groups.get(group_name)
-        return members if members is not None else tuple(range(self.n_pes))
+        return members if members is not None else self._every_pe
 
     # -- building ----------------------------------------------------------------------------------
 
