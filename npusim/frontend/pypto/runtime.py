@@ -32,6 +32,7 @@ import threading
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import simpy
 
@@ -98,6 +99,7 @@ class ShmemArea:
     allocation: ShmemAllocation
     creator: int = 0  # the PE that created it first
     _views: dict[int, GmView] = field(default_factory=dict)  # rank -> data_view(rank), once its window exists
+    _labels: dict[int, str] = field(default_factory=dict)  # rank -> label(rank)
 
     @property
     def dtype(self) -> DataType | None:
@@ -125,9 +127,12 @@ class ShmemArea:
         return program.ranks[self.allocation.group_name]
 
     def label(self, rank: int) -> str:
-        members = self.members
-        where = f"PE {rank}" if members[rank] == rank else f"rank {rank} (PE {members[rank]})"
-        return f"shmem tensor #{self.index} (group {self.allocation.group_name!r}) on {where}"
+        label = self._labels.get(rank)
+        if label is None:
+            members = self.members
+            where = f"PE {rank}" if members[rank] == rank else f"rank {rank} (PE {members[rank]})"
+            label = self._labels[rank] = f"shmem tensor #{self.index} (group {self.allocation.group_name!r}) on {where}"
+        return label
 
     def data_view(self, rank: int) -> GmView:
         """The whole data tensor on rank ``rank`` of its group: its window, offset and (contiguous)
@@ -234,8 +239,7 @@ class Task:
         return self.who
 
 
-@dataclass(frozen=True)
-class AccessSpec:
+class AccessSpec(NamedTuple):
     """What a core task reads or writes of shmem data: ``shape`` elements from ``view`` on PE ``pe``;
     ``by`` is the op that makes the access when it runs in another op's tile op (a store of a loaded tile)."""
 
@@ -267,16 +271,21 @@ class ProgramPiece:
 @dataclass(frozen=True)
 class TileTemplate:
     """A tile op's program kept for reuse: the ISA template (:class:`~npusim.isa.program.ProgramTemplate`,
-    GM addresses as offsets from its pieces' ``gm()`` concatenated) and, per piece, the positions of
-    the instructions its ``build`` handed its hook."""
+    GM addresses as offsets from its pieces' ``gm()`` concatenated); per piece, the positions of
+    the instructions its ``build`` handed its hook; the positions of the instructions the task
+    watches (:func:`_watched`)."""
 
     program: ProgramTemplate
     marks: tuple[tuple[int, ...], ...]
+    watched: tuple[int, ...]
 
 
-def _base(address) -> tuple[Allocation, int]:
-    """A GmView or GmAddress as the ``(allocation, byte offset)`` of a template's base."""
-    return (address.allocation, address.offset_bytes if isinstance(address, GmView) else address.offset)
+def _watched(instructions: Sequence) -> list:
+    """The instructions whose events a core task notes: the first, then the last of each pipe."""
+    last_of_pipe = {}
+    for instruction in instructions:
+        last_of_pipe[instruction.pipe] = instruction
+    return [instructions[0], *last_of_pipe.values()]
 
 
 class CoreTask(Task):
@@ -322,16 +331,23 @@ class CoreTask(Task):
             return self._launch(kernel, p, core)
         pieces = [build, *self.consumers]
         gms = [piece.gm() for piece in pieces]
-        bases = [_base(address) for gm in gms for address in gm]
-        # the builders read the strides of the views they are given: those are part of the shape
-        key = (self.core_kind, tuple(piece.key for piece in pieces),
-               tuple(address.strides for gm in gms for address in gm if isinstance(address, GmView)))
+        bases, strides = [], []  # the builders read the strides of the views they are given: those are part of the shape
+        for gm in gms:
+            for address in gm:
+                if address.__class__ is GmView:
+                    bases.append((address.allocation, address.offset_bytes))
+                    strides.append(address.strides)
+                else:  # a GmAddress
+                    bases.append((address.allocation, address.offset))
+        key = (self.core_kind, tuple(piece.key for piece in pieces), tuple(strides))
         known = launch.templates.get(key)
         with p.tile(self.tile):
             if known is not None and p.replay(known.program, bases):
                 instructions = p.instructions
                 marked = [[instructions[i] for i in marks] for marks in known.marks]
+                watched = [instructions[i] for i in known.watched]
             else:
+                watched = None
                 loaded, handed = build.build(p, None, *gms[0])
                 marked = [handed]
                 for piece, gm in zip(self.consumers, gms[1:]):
@@ -339,29 +355,27 @@ class CoreTask(Task):
         for piece, handed, gm in zip(pieces, marked, gms):
             if piece.hook is not None:
                 piece.hook(handed, gm)
-        process = self._launch(kernel, p, core)
+        process = self._launch(kernel, p, core, watched)
         if known is None:  # after the launch: its race verdict goes with the template
-            template = p.template(bases)
+            position = {id(instruction): i for i, instruction in enumerate(p.instructions)}
+            marks = tuple(tuple(position[id(i)] for i in handed) for handed in marked)
+            watched_at = tuple(position[id(i)] for i in _watched(p.instructions))
+            template = p.template(bases, own=set(watched_at).union(*marks))
             if template is not None:
-                position = {id(instruction): i for i, instruction in enumerate(p.instructions)}
-                launch.templates[key] = TileTemplate(template, tuple(tuple(position[id(i)] for i in handed) for handed in marked))
+                launch.templates[key] = TileTemplate(template, marks, watched_at)
         return process
 
-    def _launch(self, kernel: isa.Kernel, p: isa.CoreProgram, core: int) -> simpy.Process:
-        self._watch(p.instructions)
+    def _launch(self, kernel: isa.Kernel, p: isa.CoreProgram, core: int, watched: list | None = None) -> simpy.Process:
+        """Watch the program's first instruction and each pipe's last one (``watched``, if known),
+        and launch it."""
+        first, *last_of_pipe = _watched(p.instructions) if watched is None else watched
+        on_recorded(first, self._first_recorded)
+        for instruction in last_of_pipe:
+            on_recorded(instruction, self._pipe_end_recorded)
         launch = self.op.program.launch
         process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind))
         process.callbacks.append(self._ended)
         return process
-
-    def _watch(self, instructions: Sequence) -> None:
-        """Note the events of the program's first instruction and of each pipe's last one."""
-        on_recorded(instructions[0], self._first_recorded)
-        last_of_pipe = {}
-        for instruction in instructions:
-            last_of_pipe[instruction.pipe] = instruction
-        for instruction in last_of_pipe.values():
-            on_recorded(instruction, self._pipe_end_recorded)
 
     def _first_recorded(self, event: int) -> None:
         self.first_event = event

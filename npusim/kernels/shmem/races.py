@@ -80,21 +80,23 @@ class RaceDetector:
 
     def __init__(self, emit: Callable[[str, Access, Access], None]) -> None:
         self.emit = emit
-        self._accesses: dict[tuple[tuple, str], list[Access]] = {}
+        # (memory, kind) -> (first byte, end byte, bit, ancestors, access) of each access, in the order they started
+        # (what the scan of every later access of the other kind reads, unpacked: it runs once per pair)
+        self._accesses: dict[tuple[tuple, str], list[tuple[int, int, int, int, Access]]] = {}
         self.reports: list[str] = []
 
     def record(self, access: Access) -> None:
         """A tile op starts ``access``: find the earlier accesses it races with."""
         lo, hi = access.bounds
         bit, ancestors = access.bit, access.ancestors
-        for other in self._accesses.get((access.memory, WRITE if access.kind == READ else READ), ()):
-            other_lo, other_hi = other.bounds  # disjoint bounds cannot overlap: the cheap test first
-            if hi <= other_lo or other_hi <= lo or other.bit == bit or other.bit & ancestors or bit & other.ancestors:
+        for other_lo, other_hi, other_bit, other_ancestors, other in self._accesses.get((access.memory, WRITE if access.kind == READ else READ), ()):
+            # disjoint bounds cannot overlap: the cheap test first
+            if hi <= other_lo or other_hi <= lo or other_bit == bit or other_bit & ancestors or bit & other_ancestors:
                 continue  # apart, the same tile op, or one happens before the other (its bit among the other's ancestors)
             if other.overlap(access) is not None:
                 access.pending.append(other)
                 other.pending_in.append(access)
-        self._accesses.setdefault((access.memory, access.kind), []).append(access)
+        self._accesses.setdefault((access.memory, access.kind), []).append((lo, hi, bit, ancestors, access))
 
     def ended(self, access: Access, time_ps: int) -> None:
         """The tile op of ``access`` has ended: report its races whose other side has ended too."""

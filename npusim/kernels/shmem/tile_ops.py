@@ -24,6 +24,7 @@ import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,10 +48,9 @@ def align_up(size: int, alignment: int = UB_ALIGN_BYTES) -> int:
     return -(-size // alignment) * alignment
 
 
-@dataclass(frozen=True)
-class GmView:
+class GmView(NamedTuple):
     """Where a box of a tensor lies in GM: the allocation, the byte offset of the box's first
-    element in it, and the tensor's strides in bytes."""
+    element in it, and the tensor's strides in bytes (a named tuple: tile ops make many)."""
 
     allocation: Allocation
     offset_bytes: int
@@ -58,7 +58,10 @@ class GmView:
 
     def shifted(self, element_offset: Sequence[int]) -> GmView:
         """The view of the box that starts ``element_offset`` further in."""
-        return GmView(self.allocation, self.offset_bytes + sum(o * s for o, s in zip(element_offset, self.strides)), self.strides)
+        offset = self.offset_bytes
+        for o, s in zip(element_offset, self.strides):
+            offset += o * s
+        return GmView(self.allocation, offset, self.strides)
 
     def intervals(self, shape: Sequence[int], itemsize: int) -> list[tuple[int, int]]:
         """The byte ranges ``[start, end)`` of the allocation that a box of ``shape`` covers."""
