@@ -124,8 +124,9 @@ class Instruction:
     ``recorded`` (None, or a callable given the index of the instruction's event once the pipe has
     recorded it) lets an op draw flows from or to that event (:func:`on_recorded`)."""
 
-    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "effect", "label", "fixed_ps", "control", "recorded")
+    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "label", "fixed_ps", "control", "recorded")
     step = WAITING
+    effect = None  # a class's own effect method (a class attribute: a bound method kept on the instance would be a reference cycle)
 
     def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
         self.pipe = pipe
@@ -135,7 +136,6 @@ class Instruction:
         self.s_dep = 0
         self.tile = -1
         self.label_id = 0  # (name id, tile) packed for the recorder, set when appended to a program
-        self.effect = None
         self.fixed_ps = None  # the busy time of a FIXED step
         self.control = False
         self.recorded = None
@@ -145,16 +145,16 @@ class Instruction:
 
     def twin(self) -> Instruction:
         """A new instruction equal to this one as its program built it (pipe, label, cost, operands,
-        tile, ``s_dep``), with its own state: what an op or the race check attached (``recorded``, a
-        wrapped ``effect``) is not carried over. Classes that have no ``twin`` raise TypeError
+        tile, ``s_dep``), with its own state: what an op or the race check attached (``recorded``) is
+        not carried over. Classes that have no ``twin`` raise TypeError
         (programs holding them are not reused: :class:`~npusim.isa.program.ProgramTemplate`)."""
         raise TypeError(f"{type(self).__name__} has no twin")
 
     def _twin_base(self, new: Instruction) -> None:
-        """Copy the base fields into ``new`` (``effect`` and ``recorded`` start empty)."""
+        """Copy the base fields into ``new`` (``recorded`` starts empty)."""
         new.pipe, new.label, new.nbytes, new.name_id, new.s_dep = self.pipe, self.label, self.nbytes, self.name_id, self.s_dep
         new.tile, new.label_id, new.fixed_ps, new.control = self.tile, self.label_id, self.fixed_ps, self.control
-        new.effect = new.recorded = None
+        new.recorded = None
 
     def footprint(self) -> tuple[tuple, ...]:
         """The bytes this instruction reads and writes, for the race checker (:mod:`npusim.isa.racecheck`):
@@ -208,10 +208,11 @@ class ScalarRead(FixedCost):
     def __init__(self, source: LocalTensor, index: int, reg_id: int, cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "read_scalar", cost_ps)
         self.source, self.index, self.reg_id = source, index, reg_id
-        self.effect = self._read
 
     def _read(self, core, run) -> None:
         run.regs[self.reg_id] = self.source.values(core)[self.index].item()
+
+    effect = _read
 
     def footprint(self) -> tuple[tuple, ...]:
         return _entries(_span(self.source[self.index : self.index + 1], READ))
@@ -226,16 +227,16 @@ class ScalarWrite(FixedCost):
     def __init__(self, target: LocalTensor, index: int, value: int | float, cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "write_scalar", cost_ps)
         self.target, self.index, self.value = target, index, value
-        self.effect = self._write
 
     def _write(self, core, run) -> None:
         self.target.values(core)[self.index] = self.value
+
+    effect = _write
 
     def twin(self) -> Instruction:
         new = _new(ScalarWrite)
         self._twin_base(new)
         new.target, new.index, new.value = self.target, self.index, self.value
-        new.effect = new._write
         return new
 
     def footprint(self) -> tuple[tuple, ...]:
@@ -339,7 +340,6 @@ class DmaCopy(Instruction):
         self.moved_bytes = burst_count * (-(-burst_bytes // granule) * granule)
         self.dynamic = isinstance(src.offset, ScalarExpr) or isinstance(dst.offset, ScalarExpr)  # a GM address from registers
         self._resolved: tuple[int, int] | None = None
-        self.effect = self._copy
         self.path_key = _path_key(pipe, dst, src)
 
     step = TRANSFER
@@ -359,9 +359,6 @@ class DmaCopy(Instruction):
         new.path_key = _path_key(self.pipe, dst, src)
         if cls is AtomicAddCopy:
             new.dtype = self.dtype
-            new.effect = new._add
-        else:
-            new.effect = new._copy
         return new
 
     def twin(self) -> Instruction:
@@ -412,6 +409,8 @@ class DmaCopy(Instruction):
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
         self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = source
 
+    effect = _copy
+
 
 class AtomicAddCopy(DmaCopy):
     """An MTE3 store from UB to GM that adds its values (in the source's dtype) to those in GM
@@ -424,7 +423,6 @@ class AtomicAddCopy(DmaCopy):
     def __init__(self, dst: GmAddress, src: LocalTensor, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         self.dtype = src.dtype
-        self.effect = self._add
 
     def start(self, core, run, delay_ps: int = 0):
         arrived = super().start(core, run, delay_ps)
@@ -451,6 +449,8 @@ class AtomicAddCopy(DmaCopy):
         with np.errstate(all="ignore"):
             target += source
 
+    effect = _add
+
 
 class VectorOp(FixedCost):
     """One vector instruction (at most ``max_repeats`` repeats) computing on UB tensors.
@@ -465,7 +465,6 @@ class VectorOp(FixedCost):
         super().__init__(Pipe.VECTOR, label, cost_ps, dst.nbytes)
         self.kind, self.dst, self.srcs, self.scalar, self.rounding = kind, dst, srcs, scalar, rounding
         self.repeat_layout = repeat_layout
-        self.effect = self._compute
 
     def twin(self) -> Instruction:
         if type(self) is not VectorOp:
@@ -474,7 +473,6 @@ class VectorOp(FixedCost):
         self._twin_base(new)
         new.kind, new.dst, new.srcs, new.scalar, new.rounding = self.kind, self.dst, self.srcs, self.scalar, self.rounding
         new.repeat_layout = self.repeat_layout
-        new.effect = new._compute
         return new
 
     def footprint(self) -> tuple[tuple, ...]:
@@ -490,6 +488,8 @@ class VectorOp(FixedCost):
             repeats, lanes, strides = self.repeat_layout
             values = [as_strided(v, shape=(repeats, lanes), strides=(s * v.itemsize, v.itemsize)) for v, s in zip(values, strides)]
         vector_semantics.compute(self.kind, values[0], values[1:], scalar, self.rounding)
+
+    effect = _compute
 
 
 class MatrixVectorOp(VectorOp):
@@ -515,6 +515,8 @@ class MatrixVectorOp(VectorOp):
         out = as_strided(dst_values, shape=dst_shape, strides=tuple(s * dst_values.itemsize for s in dst_strides))
         vector_semantics.compute(self.kind, out, [src.copy()], None, "rint")
 
+    effect = _compute
+
 
 class FractalLoad(DmaCopy):
     """MTE1 L1 -> L0A / L0B: a ``rows x cols`` ND matrix in L1 (rows ``src_stride`` elements apart)
@@ -527,7 +529,6 @@ class FractalLoad(DmaCopy):
                  granule: int, label: str) -> None:
         super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
         self.rows, self.cols, self.src_stride, self.transpose = rows, cols, src_stride, transpose
-        self.effect = self._load
 
     def footprint(self) -> tuple[tuple, ...]:
         itemsize = self.src.dtype.itemsize
@@ -541,6 +542,8 @@ class FractalLoad(DmaCopy):
             matrix = matrix.T
         packed = nz_pack(np.ascontiguousarray(matrix), inner_block(values.itemsize))
         self.dst.values(core)[: packed.size] = packed
+
+    effect = _load
 
 
 class FixpipeStore(DmaCopy):
@@ -556,7 +559,6 @@ class FixpipeStore(DmaCopy):
         burst = cols * out_dtype.itemsize
         super().__init__(Pipe.FIXP, dst, src, rows, burst, 0, dst_row_bytes - burst, granule, label)
         self.rows, self.cols, self.out_dtype, self.rounding = rows, cols, out_dtype, rounding
-        self.effect = self._store
 
     def footprint(self) -> tuple[tuple, ...]:
         fractals = nz_count(self.rows, self.cols, FRACTAL_ROWS) * self.src.dtype.itemsize
@@ -568,6 +570,8 @@ class FixpipeStore(DmaCopy):
         with np.errstate(all="ignore"):
             converted = vector_semantics.cast(result, self.out_dtype, self.rounding)
         self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = converted.view(np.uint8).reshape(self.burst_count, self.burst_bytes)
+
+    effect = _store
 
 
 class Mmad(FixedCost):
@@ -583,7 +587,6 @@ class Mmad(FixedCost):
     def __init__(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool, cost_ps: int) -> None:
         super().__init__(Pipe.CUBE, "mmad", cost_ps, dst.nbytes)
         self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate = dst, a, b, m, n, k, accumulate
-        self.effect = self._compute
 
     def footprint(self) -> tuple[tuple, ...]:
         block = inner_block(self.a.dtype.itemsize)
@@ -600,6 +603,8 @@ class Mmad(FixedCost):
         result = fractal_matmul(a, b.T, block, before, out_flat.dtype)
         packed = nz_pack(result, FRACTAL_ROWS)
         out_flat[: packed.size] = packed
+
+    effect = _compute
 
 
 def fractal_matmul(a: np.ndarray, b: np.ndarray, k_block: int, accumulator: np.ndarray | None, out_dtype) -> np.ndarray:

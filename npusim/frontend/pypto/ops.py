@@ -189,14 +189,9 @@ def _shift(offsets: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
 
 
 def _after_effect(instruction, callback) -> None:
-    """Call ``callback`` when ``instruction``'s effect (its bytes landing) is applied."""
-    effect = instruction.effect
-
-    def landed(core, run):
-        effect(core, run)
-        callback()
-
-    instruction.effect = landed
+    """Call ``callback`` once ``instruction``'s effect (its bytes landing, a control store's with data
+    on or off) has been applied: when its event is recorded, right after."""
+    on_recorded(instruction, lambda _event: callback())
 
 
 def _last_store_lands(write: RemoteWrite, stores: Sequence, _gm) -> None:
