@@ -8,6 +8,8 @@ only when data is on, so timing never depends on it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -126,7 +128,7 @@ class Instruction:
 
     __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "label", "fixed_ps", "control", "recorded")
     step = WAITING
-    effect = None  # a class's own effect method (a class attribute: a bound method kept on the instance would be a reference cycle)
+    effect: Callable[..., None] | None = None  # a class's own effect method (a class attribute: a bound method kept on the instance would be a reference cycle)
 
     def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
         self.pipe = pipe
@@ -357,8 +359,6 @@ class DmaCopy(Instruction):
         new.burst_count, new.burst_bytes, new.src_gap, new.dst_gap = self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap
         new.moved_bytes, new.dynamic, new._resolved = self.moved_bytes, False, None
         new.path_key = _path_key(self.pipe, dst, src)
-        if cls is AtomicAddCopy:
-            new.dtype = self.dtype
         return new
 
     def twin(self) -> Instruction:
@@ -423,6 +423,12 @@ class AtomicAddCopy(DmaCopy):
     def __init__(self, dst: GmAddress, src: LocalTensor, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         self.dtype = src.dtype
+
+    def rebased(self, dst, src) -> AtomicAddCopy:
+        new = super().rebased(dst, src)
+        assert isinstance(new, AtomicAddCopy)
+        new.dtype = self.dtype
+        return new
 
     def start(self, core, run, delay_ps: int = 0):
         arrived = super().start(core, run, delay_ps)

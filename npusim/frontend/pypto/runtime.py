@@ -297,7 +297,7 @@ class CoreTask(Task):
     lists shmem reads and writes. ``first_event`` / ``last_event``: the events of its program's first
     instruction and of the one that ended last (-1 until recorded)."""
 
-    def __init__(self, op: OpNode, tile: int, build: ProgramPiece | Callable, unit: str = "vector") -> None:
+    def __init__(self, op: OpNode, tile: int, build: ProgramPiece | Callable | None, unit: str = "vector") -> None:
         super().__init__(op, tile)
         self.build = build
         self.core_kind = op.program.launch.core_kinds[unit]
