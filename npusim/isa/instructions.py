@@ -346,10 +346,10 @@ class DmaCopy(Instruction):
 
     step = TRANSFER
 
-    def rebased(self, dst, src) -> DmaCopy:
+    def rebased(self, dst, src, path_key: tuple | None = None) -> DmaCopy:
         """The :meth:`twin` of this copy between ``dst`` and ``src`` (GM addresses of other bytes in
-        place of its GM sides, the same buffers); only a copy of known addresses and of its own class
-        (DmaCopy, AtomicAddCopy) has one."""
+        place of its GM sides, the same buffers; ``path_key`` the path it then takes, if known); only
+        a copy of known addresses and of its own class (DmaCopy, AtomicAddCopy) has one."""
         cls = type(self)
         if cls is not DmaCopy and cls is not AtomicAddCopy or self.dynamic:
             raise TypeError(f"{cls.__name__} {self.label!r} is not rebased")
@@ -358,7 +358,7 @@ class DmaCopy(Instruction):
         new.src, new.dst = src, dst
         new.burst_count, new.burst_bytes, new.src_gap, new.dst_gap = self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap
         new.moved_bytes, new.dynamic, new._resolved = self.moved_bytes, False, None
-        new.path_key = _path_key(self.pipe, dst, src)
+        new.path_key = _path_key(self.pipe, dst, src) if path_key is None else path_key
         return new
 
     def twin(self) -> Instruction:
@@ -424,8 +424,8 @@ class AtomicAddCopy(DmaCopy):
         super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         self.dtype = src.dtype
 
-    def rebased(self, dst, src) -> AtomicAddCopy:
-        new = super().rebased(dst, src)
+    def rebased(self, dst, src, path_key: tuple | None = None) -> AtomicAddCopy:
+        new = super().rebased(dst, src, path_key)
         assert isinstance(new, AtomicAddCopy)
         new.dtype = self.dtype
         return new

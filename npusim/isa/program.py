@@ -586,24 +586,26 @@ class CoreProgram:
                 new = instruction.twin()
             else:
                 dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span = side
-                dst, src = instruction.dst, instruction.src
-                if dst_slot >= 0:
-                    allocation, offset = bases[dst_slot]
-                    offset += dst_delta
-                    if offset < 0 or offset + dst_span > allocation.size_bytes:
-                        return False
-                    dst = GmAddress(allocation, offset)
-                    if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
-                        if die(allocation.die).atomics is None:
-                            return False
-                        atomic_dies.add(allocation.die)
+                dst, src, path_key = instruction.dst, instruction.src, instruction.path_key
                 if src_slot >= 0:
                     allocation, offset = bases[src_slot]
                     offset += src_delta
                     if offset < 0 or offset + src_span > allocation.size_bytes:
                         return False
                     src = GmAddress(allocation, offset)
-                new = instruction.rebased(dst, src)
+                    path_key = (pipe, allocation.die, False)
+                if dst_slot >= 0:  # the path goes to the GM it writes, as DmaCopy takes it
+                    allocation, offset = bases[dst_slot]
+                    offset += dst_delta
+                    if offset < 0 or offset + dst_span > allocation.size_bytes:
+                        return False
+                    dst = GmAddress(allocation, offset)
+                    path_key = (pipe, allocation.die, True)
+                    if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
+                        if die(allocation.die).atomics is None:
+                            return False
+                        atomic_dies.add(allocation.die)
+                new = instruction.rebased(dst, src, path_key)
             new.tile, new.label_id = tile, label_id
             made[position] = new
             pipes[pipe][at] = new
@@ -729,7 +731,7 @@ class _Placed:
     def __init__(self, program: CoreProgram) -> None:
         self.by_pipe = program.by_pipe()
         self.name = program.kernel.name
-        self.needs_end_times = any(isinstance(i, PipeBarrierAll) for i in self.by_pipe[Pipe.SCALAR])
+        self.needs_end_times = any(i.__class__ is PipeBarrierAll for i in self.by_pipe[_SCALAR])
         self.buffer_bytes = program.allocated_bytes  # bytes reserved per buffer, held for the whole run
 
 

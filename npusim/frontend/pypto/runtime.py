@@ -100,6 +100,10 @@ class ShmemArea:
     creator: int = 0  # the PE that created it first
     _views: dict[int, GmView] = field(default_factory=dict)  # rank -> data_view(rank), once its window exists
     _labels: dict[int, str] = field(default_factory=dict)  # rank -> label(rank)
+    _signal_bases: dict[int, tuple[Allocation, int]] = field(default_factory=dict)  # rank -> (signal window, area offset)
+
+    def __post_init__(self) -> None:
+        self.itemsize = self.dtype.itemsize if self.dtype is not None else 0  # bytes per element (0: signal-only)
 
     @property
     def dtype(self) -> DataType | None:
@@ -142,7 +146,7 @@ class ShmemArea:
         keep the offset they were placed at)."""
         view = self._views.get(rank)
         if view is None:
-            itemsize = self.dtype.itemsize
+            itemsize = self.itemsize
             shape = self.tensor_shape
             strides = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(len(shape)))
             window = self.launch.data_windows[(self.allocation.group_name, self.members[rank])]
@@ -150,9 +154,16 @@ class ShmemArea:
         return view
 
     def signal_address(self, rank: int, slot_offset_bytes: int) -> isa.GmAddress:
-        """Byte ``slot_offset_bytes`` of this tensor's signal area on rank ``rank`` of its group."""
-        window = self.launch.signal_windows[(self.allocation.group_name, self.members[rank])]
-        offset = self.group.signal_offset_bytes(self.allocation) + slot_offset_bytes
+        """Byte ``slot_offset_bytes`` of this tensor's signal area on rank ``rank`` of its group. The
+        area's window and offset are kept once found: asked for by the tile ops of signal, wait and
+        clear ops, which mark the area used when built, and a used area's signal offset no longer
+        moves (a launch that runs while it builds refuses to regrow it; otherwise tile ops start
+        once every op is built)."""
+        base = self._signal_bases.get(rank)
+        if base is None:
+            base = self._signal_bases[rank] = (self.launch.signal_windows[(self.allocation.group_name, self.members[rank])],
+                                               self.group.signal_offset_bytes(self.allocation))
+        window, offset = base[0], base[1] + slot_offset_bytes
         if offset + 4 > window.size_bytes:
             raise WorkloadError(
                 f"{self.label(rank)}: a signal slot at byte {offset} lies past the signal areas the program's "
@@ -314,14 +325,15 @@ class CoreTask(Task):
         launch = self.op.program.launch
         env = launch.system.env
         self.ancestors = self.inherit()
-        for spec in (spec for accesses in self.accesses for spec in accesses()):
-            itemsize = spec.area.dtype.itemsize
-            who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
-            access = Access(spec.kind, who, (spec.view.allocation.die, spec.view.allocation.address), spec.area.label(spec.pe),
-                            spec.view.intervals(spec.shape, itemsize), self.bit, self.ancestors, env.now)
-            if access.intervals:
-                launch.races.record(access)
-                self._records.append(access)
+        for accesses in self.accesses:
+            for spec in accesses():
+                area, view = spec.area, spec.view
+                who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
+                access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe),
+                                view.intervals(spec.shape, area.itemsize), self.bit, self.ancestors, env.now)
+                if access.intervals:
+                    launch.races.record(access)
+                    self._records.append(access)
         kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
         p = kernel.core(self.core_kind, core)
         build = self.build

@@ -17,7 +17,6 @@ sides; the caller decides whether that is a warning or an error.
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,11 +43,11 @@ class Access:
     end_ps: int | None = None
     pending: list[Access] = field(default_factory=list)  # conflicting accesses to report once both ended
     pending_in: list[Access] = field(default_factory=list)  # the later accesses that hold this one in their pending
+    bounds: tuple[int, int] = field(init=False, repr=False)  # the first and the end byte of the intervals ((0, 0): none)
 
-    @functools.cached_property
-    def bounds(self) -> tuple[int, int]:
-        """The first and the end byte of the intervals (they do not change once recorded)."""
-        return min(a for a, _ in self.intervals), max(b for _, b in self.intervals)
+    def __post_init__(self) -> None:
+        intervals = self.intervals
+        self.bounds = (min(a for a, _ in intervals), max(b for _, b in intervals)) if intervals else (0, 0)
 
     def overlap(self, other: Access) -> tuple[int, int] | None:
         """The first overlapping byte range of the two accesses, if any."""
