@@ -581,31 +581,32 @@ class CoreProgram:
         made = skeleton.made.copy()
         pipes = {pipe: shared.copy() for pipe, shared in skeleton.pipes.items()}  # by_pipe, as it goes (s_dep as in the template)
         atomic_dies = template.atomic_dies
-        for position, pipe, at, instruction, side, label_id in skeleton.holes:
-            if side is None:
-                new = instruction.twin()
-            else:
-                dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span = side
-                dst, src, path_key = instruction.dst, instruction.src, instruction.path_key
-                if src_slot >= 0:
-                    allocation, offset = bases[src_slot]
-                    offset += src_delta
-                    if offset < 0 or offset + src_span > allocation.size_bytes:
+        for position, pipe, at, instruction, label_id in skeleton.twins:
+            new = instruction.twin()
+            new.tile, new.label_id = tile, label_id
+            made[position] = new
+            pipes[pipe][at] = new
+        for position, pipe, at, instruction, label_id, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
+            dst, src, path_key = instruction.dst, instruction.src, instruction.path_key
+            if src_slot >= 0:
+                allocation, offset = bases[src_slot]
+                offset += src_delta
+                if offset < 0 or offset + src_span > allocation.size_bytes:
+                    return False
+                src = GmAddress(allocation, offset)
+                path_key = (pipe, allocation.die, False)
+            if dst_slot >= 0:  # the path goes to the GM it writes, as DmaCopy takes it
+                allocation, offset = bases[dst_slot]
+                offset += dst_delta
+                if offset < 0 or offset + dst_span > allocation.size_bytes:
+                    return False
+                dst = GmAddress(allocation, offset)
+                path_key = (pipe, allocation.die, True)
+                if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
+                    if die(allocation.die).atomics is None:
                         return False
-                    src = GmAddress(allocation, offset)
-                    path_key = (pipe, allocation.die, False)
-                if dst_slot >= 0:  # the path goes to the GM it writes, as DmaCopy takes it
-                    allocation, offset = bases[dst_slot]
-                    offset += dst_delta
-                    if offset < 0 or offset + dst_span > allocation.size_bytes:
-                        return False
-                    dst = GmAddress(allocation, offset)
-                    path_key = (pipe, allocation.die, True)
-                    if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
-                        if die(allocation.die).atomics is None:
-                            return False
-                        atomic_dies.add(allocation.die)
-                new = instruction.rebased(dst, src, path_key)
+                    atomic_dies.add(allocation.die)
+            new = instruction.rebased(dst, src, path_key)
             new.tile, new.label_id = tile, label_id
             made[position] = new
             pipes[pipe][at] = new
@@ -674,7 +675,7 @@ class ProgramTemplate:
         own = self.own if share and self.own is not None else None
         made: list[Instruction | None] = []
         pipes: dict[Pipe, list[Instruction | None]] = {pipe: [] for pipe in self.kind_timing.pipes}
-        holes = []
+        twins, copies = [], []
         for position, (instruction, side) in enumerate(zip(self.instructions, self.sides)):
             of_pipe = pipes[instruction.pipe]
             if own is not None and side is None and position not in own:
@@ -683,23 +684,28 @@ class ProgramTemplate:
                 made.append(twin)
                 of_pipe.append(twin)
             else:
-                holes.append((position, instruction.pipe, len(of_pipe), instruction, side, pack(instruction.name_id, tile)))
+                hole = (position, instruction.pipe, len(of_pipe), instruction, pack(instruction.name_id, tile))
+                if side is None:
+                    twins.append(hole)
+                else:
+                    copies.append(hole + side)
                 made.append(None)
                 of_pipe.append(None)
-        skeleton = self._skeletons[(tile, share)] = _Skeleton(made, pipes, holes)
+        skeleton = self._skeletons[(tile, share)] = _Skeleton(made, pipes, twins, copies)
         return skeleton
 
 
 class _Skeleton:
     """The start of a template's replays in one tile: the program (``made``) and its split per
-    pipe (``pipes``) with the shared instructions in place and None in each hole; ``holes``: per
-    instruction each replay makes, ``(position, pipe, index in the pipe's list, the template's
-    instruction, its GM sides, its label id in the tile)``."""
+    pipe (``pipes``) with the shared instructions in place and None in each hole; the holes, each
+    ``(position, pipe, index in the pipe's list, the template's instruction, its label id in the
+    tile)``: ``twins``, filled with a twin, and ``copies``, with a copy rebased on the bases (their
+    GM sides follow, as :meth:`CoreProgram.template` took them)."""
 
-    __slots__ = ("made", "pipes", "holes")
+    __slots__ = ("made", "pipes", "twins", "copies")
 
-    def __init__(self, made: list, pipes: dict, holes: list) -> None:
-        self.made, self.pipes, self.holes = made, pipes, holes
+    def __init__(self, made: list, pipes: dict, twins: list, copies: list) -> None:
+        self.made, self.pipes, self.twins, self.copies = made, pipes, twins, copies
 
 
 _REBASED = (DmaCopy, AtomicAddCopy)  # the copies a template moves to other GM bytes (DmaCopy.rebased)
