@@ -8,6 +8,8 @@ only when data is on, so timing never depends on it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -106,14 +108,27 @@ def _entries(*entries: tuple | None) -> tuple[tuple, ...]:
     return tuple(entry for entry in entries if entry is not None)
 
 
+_new = object.__new__  # an instruction's twin is made without __init__ (it copies what __init__ computed)
+
+
+def _path_key(pipe: Pipe, dst, src) -> tuple:
+    """Which path a copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM)."""
+    if isinstance(dst, GmAddress):
+        return (pipe, dst.allocation.die, True)
+    if isinstance(src, GmAddress):
+        return (pipe, src.allocation.die, False)
+    return (pipe, None, False)
+
+
 class Instruction:
     """Base of every instruction; ``npusim.hw.core`` documents the protocol the pipes use.
     ``control`` ones (signal writes) keep their effect when data is off, since waits depend on it.
     ``recorded`` (None, or a callable given the index of the instruction's event once the pipe has
     recorded it) lets an op draw flows from or to that event (:func:`on_recorded`)."""
 
-    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "effect", "label", "fixed_ps", "control", "recorded")
+    __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "label", "fixed_ps", "control", "recorded")
     step = WAITING
+    effect: Callable[..., None] | None = None  # a class's own effect method (a class attribute: a bound method kept on the instance would be a reference cycle)
 
     def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
         self.pipe = pipe
@@ -123,13 +138,25 @@ class Instruction:
         self.s_dep = 0
         self.tile = -1
         self.label_id = 0  # (name id, tile) packed for the recorder, set when appended to a program
-        self.effect = None
         self.fixed_ps = None  # the busy time of a FIXED step
         self.control = False
         self.recorded = None
 
     def start(self, core, run):
         raise NotImplementedError
+
+    def twin(self) -> Instruction:
+        """A new instruction equal to this one as its program built it (pipe, label, cost, operands,
+        tile, ``s_dep``), with its own state: what an op or the race check attached (``recorded``) is
+        not carried over. Classes that have no ``twin`` raise TypeError
+        (programs holding them are not reused: :class:`~npusim.isa.program.ProgramTemplate`)."""
+        raise TypeError(f"{type(self).__name__} has no twin")
+
+    def _twin_base(self, new: Instruction) -> None:
+        """Copy the base fields into ``new`` (``recorded`` starts empty)."""
+        new.pipe, new.label, new.nbytes, new.name_id, new.s_dep = self.pipe, self.label, self.nbytes, self.name_id, self.s_dep
+        new.tile, new.label_id, new.fixed_ps, new.control = self.tile, self.label_id, self.fixed_ps, self.control
+        new.recorded = None
 
     def footprint(self) -> tuple[tuple, ...]:
         """The bytes this instruction reads and writes, for the race checker (:mod:`npusim.isa.racecheck`):
@@ -166,6 +193,13 @@ class FixedCost(Instruction):
         super().__init__(pipe, label, nbytes)
         self.fixed_ps = cost_ps
 
+    def twin(self) -> Instruction:
+        if type(self) is not FixedCost:  # a subclass with operands of its own defines its twin, or has none
+            return super().twin()
+        new = _new(FixedCost)
+        self._twin_base(new)
+        return new
+
 
 class ScalarRead(FixedCost):
     """The scalar unit reads element ``index`` of a UB tensor into a register (needs the data to
@@ -176,10 +210,11 @@ class ScalarRead(FixedCost):
     def __init__(self, source: LocalTensor, index: int, reg_id: int, cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "read_scalar", cost_ps)
         self.source, self.index, self.reg_id = source, index, reg_id
-        self.effect = self._read
 
     def _read(self, core, run) -> None:
         run.regs[self.reg_id] = self.source.values(core)[self.index].item()
+
+    effect = _read
 
     def footprint(self) -> tuple[tuple, ...]:
         return _entries(_span(self.source[self.index : self.index + 1], READ))
@@ -194,10 +229,17 @@ class ScalarWrite(FixedCost):
     def __init__(self, target: LocalTensor, index: int, value: int | float, cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "write_scalar", cost_ps)
         self.target, self.index, self.value = target, index, value
-        self.effect = self._write
 
     def _write(self, core, run) -> None:
         self.target.values(core)[self.index] = self.value
+
+    effect = _write
+
+    def twin(self) -> Instruction:
+        new = _new(ScalarWrite)
+        self._twin_base(new)
+        new.target, new.index, new.value = self.target, self.index, self.value
+        return new
 
     def footprint(self) -> tuple[tuple, ...]:
         return _entries(_span(self.target[self.index : self.index + 1], WRITE))
@@ -226,6 +268,12 @@ class SetFlag(Instruction):
         super().__init__(src, label)
         self.cost_ps = cost_ps
 
+    def twin(self) -> Instruction:
+        new = _new(SetFlag)
+        self._twin_base(new)
+        new.key, new.cost_ps = self.key, self.cost_ps
+        return new
+
 
 class WaitFlag(Instruction):
     """Block the dst pipe until flag (src pipe -> dst pipe, event id) is raised, then consume it."""
@@ -237,6 +285,12 @@ class WaitFlag(Instruction):
         label, self.key = _flag("wait_flag", src, dst, event_id)
         super().__init__(dst, label)
         self.cost_ps = cost_ps
+
+    def twin(self) -> Instruction:
+        new = _new(WaitFlag)
+        self._twin_base(new)
+        new.key, new.cost_ps = self.key, self.cost_ps
+        return new
 
 
 class PipeBarrierAll(Instruction):
@@ -288,16 +342,31 @@ class DmaCopy(Instruction):
         self.moved_bytes = burst_count * (-(-burst_bytes // granule) * granule)
         self.dynamic = isinstance(src.offset, ScalarExpr) or isinstance(dst.offset, ScalarExpr)  # a GM address from registers
         self._resolved: tuple[int, int] | None = None
-        self.effect = self._copy
-        # which path the copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM)
-        if isinstance(dst, GmAddress):
-            self.path_key = (pipe, dst.allocation.die, True)
-        elif isinstance(src, GmAddress):
-            self.path_key = (pipe, src.allocation.die, False)
-        else:
-            self.path_key = (pipe, None, False)
+        self.path_key = _path_key(pipe, dst, src)
 
     step = TRANSFER
+
+    def rebased(self, dst, src, path_key: tuple | None = None) -> DmaCopy:
+        """The :meth:`twin` of this copy between ``dst`` and ``src`` (GM addresses of other bytes in
+        place of its GM sides, the same buffers; ``path_key`` the path it then takes, if known); only
+        a copy of known addresses and of its own class (DmaCopy, AtomicAddCopy) has one."""
+        cls = type(self)
+        if cls is not DmaCopy and cls is not AtomicAddCopy or self.dynamic:
+            raise TypeError(f"{cls.__name__} {self.label!r} is not rebased")
+        new = _new(cls)
+        self._twin_base(new)
+        new.src, new.dst = src, dst
+        new.burst_count, new.burst_bytes, new.src_gap, new.dst_gap = self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap
+        new.moved_bytes, new.dynamic, new._resolved = self.moved_bytes, False, None
+        new.path_key = _path_key(self.pipe, dst, src) if path_key is None else path_key
+        return new
+
+    def twin(self) -> Instruction:
+        return self.rebased(self.dst, self.src)
+
+    def span(self, gap: int) -> int:
+        """Bytes from a side's first byte to its last one's end, with ``gap`` bytes between bursts."""
+        return self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
 
     def start(self, core, run, delay_ps: int = 0):
         if self.dynamic and (core.system.with_data or self.control):
@@ -315,7 +384,7 @@ class DmaCopy(Instruction):
         if not isinstance(side, GmAddress):
             return side.offset
         offset = resolve(side.offset, run.regs)
-        span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * (self.src_gap if side is self.src else self.dst_gap)
+        span = self.span(self.src_gap if side is self.src else self.dst_gap)
         if offset < 0 or offset + span > side.allocation.size_bytes:
             raise WorkloadError(
                 f"{run.core!r}: {self.label} addresses bytes {offset}..{offset + span} of {side.allocation.label} "
@@ -325,7 +394,7 @@ class DmaCopy(Instruction):
         return offset
 
     def _bytes_of(self, side, core, offset: int, gap: int) -> np.ndarray:
-        span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
+        span = self.span(gap)
         buffer = side.allocation.data if isinstance(side, GmAddress) else core.buffers[side.buffer].reach(offset + span)
         window = buffer[offset : offset + span]
         if self.burst_count == 1:
@@ -340,6 +409,8 @@ class DmaCopy(Instruction):
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
         self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = source
 
+    effect = _copy
+
 
 class AtomicAddCopy(DmaCopy):
     """An MTE3 store from UB to GM that adds its values (in the source's dtype) to those in GM
@@ -352,7 +423,12 @@ class AtomicAddCopy(DmaCopy):
     def __init__(self, dst: GmAddress, src: LocalTensor, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         self.dtype = src.dtype
-        self.effect = self._add
+
+    def rebased(self, dst, src, path_key: tuple | None = None) -> AtomicAddCopy:
+        new = super().rebased(dst, src, path_key)
+        assert isinstance(new, AtomicAddCopy)
+        new.dtype = self.dtype
+        return new
 
     def start(self, core, run, delay_ps: int = 0):
         arrived = super().start(core, run, delay_ps)
@@ -360,7 +436,7 @@ class AtomicAddCopy(DmaCopy):
         applied = env.event()
         target = core.system.die(self.dst.allocation.die)
         offset = self._resolved[1] if self._resolved is not None else resolve(self.dst.offset, run.regs)
-        span = self.burst_count * self.burst_bytes + (self.burst_count - 1) * self.dst_gap
+        span = self.span(self.dst_gap)
 
         def apply(_event) -> None:
             done_ps = target.atomics.apply_at(self.dst.allocation, offset, span, env.now)
@@ -379,6 +455,8 @@ class AtomicAddCopy(DmaCopy):
         with np.errstate(all="ignore"):
             target += source
 
+    effect = _add
+
 
 class VectorOp(FixedCost):
     """One vector instruction (at most ``max_repeats`` repeats) computing on UB tensors.
@@ -393,7 +471,15 @@ class VectorOp(FixedCost):
         super().__init__(Pipe.VECTOR, label, cost_ps, dst.nbytes)
         self.kind, self.dst, self.srcs, self.scalar, self.rounding = kind, dst, srcs, scalar, rounding
         self.repeat_layout = repeat_layout
-        self.effect = self._compute
+
+    def twin(self) -> Instruction:
+        if type(self) is not VectorOp:
+            return super().twin()
+        new = _new(VectorOp)
+        self._twin_base(new)
+        new.kind, new.dst, new.srcs, new.scalar, new.rounding = self.kind, self.dst, self.srcs, self.scalar, self.rounding
+        new.repeat_layout = self.repeat_layout
+        return new
 
     def footprint(self) -> tuple[tuple, ...]:
         entries = [(src.buffer, READ, src.offset, size, size, 1) for src in self.srcs if (size := src.count * src.dtype.itemsize)]
@@ -408,6 +494,8 @@ class VectorOp(FixedCost):
             repeats, lanes, strides = self.repeat_layout
             values = [as_strided(v, shape=(repeats, lanes), strides=(s * v.itemsize, v.itemsize)) for v, s in zip(values, strides)]
         vector_semantics.compute(self.kind, values[0], values[1:], scalar, self.rounding)
+
+    effect = _compute
 
 
 class MatrixVectorOp(VectorOp):
@@ -433,6 +521,8 @@ class MatrixVectorOp(VectorOp):
         out = as_strided(dst_values, shape=dst_shape, strides=tuple(s * dst_values.itemsize for s in dst_strides))
         vector_semantics.compute(self.kind, out, [src.copy()], None, "rint")
 
+    effect = _compute
+
 
 class FractalLoad(DmaCopy):
     """MTE1 L1 -> L0A / L0B: a ``rows x cols`` ND matrix in L1 (rows ``src_stride`` elements apart)
@@ -445,7 +535,6 @@ class FractalLoad(DmaCopy):
                  granule: int, label: str) -> None:
         super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
         self.rows, self.cols, self.src_stride, self.transpose = rows, cols, src_stride, transpose
-        self.effect = self._load
 
     def footprint(self) -> tuple[tuple, ...]:
         itemsize = self.src.dtype.itemsize
@@ -459,6 +548,8 @@ class FractalLoad(DmaCopy):
             matrix = matrix.T
         packed = nz_pack(np.ascontiguousarray(matrix), inner_block(values.itemsize))
         self.dst.values(core)[: packed.size] = packed
+
+    effect = _load
 
 
 class FixpipeStore(DmaCopy):
@@ -474,7 +565,6 @@ class FixpipeStore(DmaCopy):
         burst = cols * out_dtype.itemsize
         super().__init__(Pipe.FIXP, dst, src, rows, burst, 0, dst_row_bytes - burst, granule, label)
         self.rows, self.cols, self.out_dtype, self.rounding = rows, cols, out_dtype, rounding
-        self.effect = self._store
 
     def footprint(self) -> tuple[tuple, ...]:
         fractals = nz_count(self.rows, self.cols, FRACTAL_ROWS) * self.src.dtype.itemsize
@@ -486,6 +576,8 @@ class FixpipeStore(DmaCopy):
         with np.errstate(all="ignore"):
             converted = vector_semantics.cast(result, self.out_dtype, self.rounding)
         self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = converted.view(np.uint8).reshape(self.burst_count, self.burst_bytes)
+
+    effect = _store
 
 
 class Mmad(FixedCost):
@@ -501,7 +593,6 @@ class Mmad(FixedCost):
     def __init__(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool, cost_ps: int) -> None:
         super().__init__(Pipe.CUBE, "mmad", cost_ps, dst.nbytes)
         self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate = dst, a, b, m, n, k, accumulate
-        self.effect = self._compute
 
     def footprint(self) -> tuple[tuple, ...]:
         block = inner_block(self.a.dtype.itemsize)
@@ -518,6 +609,8 @@ class Mmad(FixedCost):
         result = fractal_matmul(a, b.T, block, before, out_flat.dtype)
         packed = nz_pack(result, FRACTAL_ROWS)
         out_flat[: packed.size] = packed
+
+    effect = _compute
 
 
 def fractal_matmul(a: np.ndarray, b: np.ndarray, k_block: int, accumulator: np.ndarray | None, out_dtype) -> np.ndarray:

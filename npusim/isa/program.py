@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextvars import ContextVar
 
 import numpy as np
@@ -31,6 +31,7 @@ import numpy as np
 from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore
+from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
 from npusim.hw.system import System
 from npusim.isa import vector as vector_semantics
@@ -60,6 +61,7 @@ from npusim.units import format_bytes
 
 _WAITING_CLASSES = (WaitFlag, PipeBarrierAll)  # their events are stalls, not busy time
 _FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
+_SCALAR = Pipe.SCALAR  # a module constant: an enum member's look-up is slow, and by_pipe runs per tile op
 _PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
 
 
@@ -107,6 +109,9 @@ class CoreProgram:
         self._buffers = kind.buffers
         self._copy_pipes = kind.moves
         self._name_ids = self._recorder.label_ids  # (event name, instruction class) used -> the name's recorder id
+        self.race_free: bool | None = None  # the race check's verdict once launched alone (or replayed from a template)
+        self.shares = False  # replayed with instructions shared with other replays (ProgramTemplate): launched alone
+        self._replayed: dict[Pipe, list[Instruction]] | None = None  # a replay's instructions per pipe (by_pipe)
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -516,19 +521,194 @@ class CoreProgram:
             raise UsageError(f"{self.core.name} has no {parsed.name} pipe; its pipes are {', '.join(p.name for p in self._pipes)}")
         return parsed
 
+    # -- reuse ---------------------------------------------------------------------------------
+
+    def template(self, bases: Sequence[tuple[Allocation, int]], own: Collection[int] | None = None) -> ProgramTemplate | None:
+        """This program as a :class:`ProgramTemplate` whose GM addresses are offsets from ``bases``
+        (``(allocation, byte offset)`` each, the GM addresses its builder was given); None if it
+        cannot be one: two bases in one allocation, a GM address in no base's allocation or computed
+        from registers, or an instruction without a twin (:meth:`Instruction.twin`).
+
+        ``own``: the positions of the instructions each replay needs its own of, those something is
+        attached to once built (:func:`~npusim.isa.instructions.on_recorded` hooks); the other
+        instructions without GM addresses are then shared by the replays of one tile, made once per
+        tile (exact: the pipes only read instructions). Only for programs launched alone, as race
+        reports attach to what they name (a replay that is race-checked gets its own of each).
+        None: every replay gets its own of each instruction."""
+        slot_of: dict[int, int] = {}
+        for slot, (allocation, _) in enumerate(bases):
+            if slot_of.setdefault(id(allocation), slot) != slot:
+                return None
+        sides: list[tuple[int, int, int, int, int, int] | None] = []
+        for instruction in self.instructions:
+            if not isinstance(instruction, DmaCopy):
+                try:
+                    instruction.twin()
+                except TypeError:
+                    return None
+                sides.append(None)
+                continue
+            if type(instruction) not in _REBASED or instruction.dynamic:
+                return None
+            entry: list[int] = []
+            for side, gap in ((instruction.dst, instruction.dst_gap), (instruction.src, instruction.src_gap)):
+                if isinstance(side, GmAddress):
+                    slot = slot_of.get(id(side.allocation), -1)
+                    if slot < 0:
+                        return None
+                    entry += (slot, side.offset - bases[slot][1], instruction.span(gap))
+                else:
+                    entry += (-1, 0, 0)
+            sides.append((entry[0], entry[1], entry[2], entry[3], entry[4], entry[5]))
+        return ProgramTemplate(list(self.instructions), sides, dict(self._allocated), self._regs, self.core.kind_timing, self.race_free,
+                               None if own is None else frozenset(own))
+
+    def replay(self, template: ProgramTemplate, bases: Sequence[tuple[Allocation, int]]) -> bool:
+        """Append the twins of ``template``'s instructions to this empty program, each GM address at
+        its offset from ``bases`` (as :meth:`template` took them), in the current tile, with the
+        template's buffer reservations and race verdict. False, appending nothing, where building
+        could differ or fail: a program not empty, another kind of core, two bases in one allocation,
+        a copy past the end of its allocation, an atomic add on a die without atomics (build it then:
+        that says what is wrong)."""
+        if self.instructions or self._regs or template.kind_timing is not self.core.kind_timing or any(self._allocated.values()):
+            return False
+        if len({id(allocation) for allocation, _ in bases}) != len(bases):
+            return False
+        die = self.core.system.die
+        tile = self._tile
+        share = template.own is not None and bool(template.race_free or self.core.system.race_check == "off")  # not race-checked
+        skeleton = template.skeleton(tile, share)
+        made = skeleton.made.copy()
+        pipes = {pipe: shared.copy() for pipe, shared in skeleton.pipes.items()}  # by_pipe, as it goes (s_dep as in the template)
+        atomic_dies = template.atomic_dies
+        for position, pipe, at, instruction, label_id in skeleton.twins:
+            new = instruction.twin()
+            new.tile, new.label_id = tile, label_id
+            made[position] = new
+            pipes[pipe][at] = new
+        for position, pipe, at, instruction, label_id, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
+            dst, src, path_key = instruction.dst, instruction.src, instruction.path_key
+            if src_slot >= 0:
+                allocation, offset = bases[src_slot]
+                offset += src_delta
+                if offset < 0 or offset + src_span > allocation.size_bytes:
+                    return False
+                src = GmAddress(allocation, offset)
+                path_key = (pipe, allocation.die, False)
+            if dst_slot >= 0:  # the path goes to the GM it writes, as DmaCopy takes it
+                allocation, offset = bases[dst_slot]
+                offset += dst_delta
+                if offset < 0 or offset + dst_span > allocation.size_bytes:
+                    return False
+                dst = GmAddress(allocation, offset)
+                path_key = (pipe, allocation.die, True)
+                if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
+                    if die(allocation.die).atomics is None:
+                        return False
+                    atomic_dies.add(allocation.die)
+            new = instruction.rebased(dst, src, path_key)
+            new.tile, new.label_id = tile, label_id
+            made[position] = new
+            pipes[pipe][at] = new
+        self.instructions = made
+        self._replayed = pipes
+        self._allocated.update(template.allocated)
+        self._regs = template.regs
+        self.race_free = template.race_free
+        self.shares = share
+        return True
+
     # -- finishing -----------------------------------------------------------------------------
 
     def by_pipe(self) -> dict[Pipe, list[Instruction]]:
         """Split the program per pipe, giving each instruction the number of scalar instructions
         that precede it (it cannot be issued before they finish)."""
+        replayed = self._replayed
+        if replayed is not None and sum(map(len, replayed.values())) == len(self.instructions):  # a replay, as it was made
+            return replayed
         pipes: dict[Pipe, list[Instruction]] = {pipe: [] for pipe in self._pipes}
         scalars = 0
         for instruction in self.instructions:
+            pipe = instruction.pipe
             instruction.s_dep = scalars
-            pipes[instruction.pipe].append(instruction)
-            if instruction.pipe is Pipe.SCALAR:
+            pipes[pipe].append(instruction)
+            if pipe is _SCALAR:
                 scalars += 1
         return pipes
+
+
+class ProgramTemplate:
+    """A core program built once, to be made again for other GM bytes (:meth:`CoreProgram.replay`):
+    a tile op's program is fixed by what built it (shapes, dtypes, strides, names) except its GM
+    addresses, each the GM address a builder was given (a *base*) plus a constant. It holds the
+    instructions, per instruction its GM sides as ``(base, offset from it, bytes spanned)`` (``dst``
+    then ``src``; base -1: a buffer side, kept), the bytes reserved per buffer, the scalar registers used, the
+    kind of core it was built for, and the race check's verdict on it (``race_free``, None if not
+    checked).
+
+    Why the verdict holds for every replay: a replay has the same instructions in the same order
+    (pipes, kinds, flags, barriers, ``s_dep``) and the same buffer bytes; only its GM sides differ,
+    base i's bytes moved from allocation A_i to A'_i by one offset d_i. The A_i are distinct (else
+    no template is made) and so are the A'_i (else no replay is made), so two GM entries share a
+    memory in the replay exactly when they do in the template, and their offsets from one another
+    within it are the same. :func:`~npusim.isa.racecheck.core_races` sees GM only through which
+    entries share a memory and those relative offsets (a race needs two entries of one memory to
+    overlap); control data is left out in both alike. It therefore walks the same order, keeps the
+    same shadows and finds the same races: none when ``race_free``. (Races across cores need more
+    than one program, whose launch is checked as before.)"""
+
+    __slots__ = ("instructions", "sides", "allocated", "regs", "kind_timing", "race_free", "own", "_skeletons", "atomic_dies")
+
+    def __init__(self, instructions: list[Instruction], sides: list[tuple[int, int, int, int, int, int] | None], allocated: dict[str, int],
+                 regs: int, kind_timing, race_free: bool | None, own: frozenset[int] | None = None) -> None:
+        self.instructions, self.sides, self.allocated, self.regs = instructions, sides, allocated, regs
+        self.kind_timing, self.race_free, self.own = kind_timing, race_free, own
+        self._skeletons: dict[tuple[int, bool], _Skeleton] = {}
+        self.atomic_dies: set[int] = set()  # the dies its replays found atomic adds on (die.l2.atomic_add)
+
+    def skeleton(self, tile: int, share: bool) -> _Skeleton:
+        """What the replays in ``tile`` start from (made once per tile): with ``share``, the twins
+        they share of the instructions outside ``own`` without GM addresses; the rest are holes."""
+        skeleton = self._skeletons.get((tile, share))
+        if skeleton is not None:
+            return skeleton
+        own = self.own if share and self.own is not None else None
+        made: list[Instruction | None] = []
+        pipes: dict[Pipe, list[Instruction | None]] = {pipe: [] for pipe in self.kind_timing.pipes}
+        twins, copies = [], []
+        for position, (instruction, side) in enumerate(zip(self.instructions, self.sides)):
+            of_pipe = pipes[instruction.pipe]
+            if own is not None and side is None and position not in own:
+                twin = instruction.twin()
+                twin.tile, twin.label_id = tile, pack(twin.name_id, tile)
+                made.append(twin)
+                of_pipe.append(twin)
+            else:
+                hole = (position, instruction.pipe, len(of_pipe), instruction, pack(instruction.name_id, tile))
+                if side is None:
+                    twins.append(hole)
+                else:
+                    copies.append(hole + side)
+                made.append(None)
+                of_pipe.append(None)
+        skeleton = self._skeletons[(tile, share)] = _Skeleton(made, pipes, twins, copies)
+        return skeleton
+
+
+class _Skeleton:
+    """The start of a template's replays in one tile: the program (``made``) and its split per
+    pipe (``pipes``) with the shared instructions in place and None in each hole; the holes, each
+    ``(position, pipe, index in the pipe's list, the template's instruction, its label id in the
+    tile)``: ``twins``, filled with a twin, and ``copies``, with a copy rebased on the bases (their
+    GM sides follow, as :meth:`CoreProgram.template` took them)."""
+
+    __slots__ = ("made", "pipes", "twins", "copies")
+
+    def __init__(self, made: list, pipes: dict, twins: list, copies: list) -> None:
+        self.made, self.pipes, self.twins, self.copies = made, pipes, twins, copies
+
+
+_REBASED = (DmaCopy, AtomicAddCopy)  # the copies a template moves to other GM bytes (DmaCopy.rebased)
 
 
 class _TileScope:
@@ -557,7 +737,7 @@ class _Placed:
     def __init__(self, program: CoreProgram) -> None:
         self.by_pipe = program.by_pipe()
         self.name = program.kernel.name
-        self.needs_end_times = any(isinstance(i, PipeBarrierAll) for i in self.by_pipe[Pipe.SCALAR])
+        self.needs_end_times = any(i.__class__ is PipeBarrierAll for i in self.by_pipe[_SCALAR])
         self.buffer_bytes = program.allocated_bytes  # bytes reserved per buffer, held for the whole run
 
 
@@ -613,6 +793,8 @@ class Kernel:
 
     def ordered_programs(self) -> list[CoreProgram]:
         """The programs in launch order: by core kind (the die's order of kinds), then core index."""
+        if len(self.programs) == 1:
+            return list(self.programs.values())
         kinds = self.die.timing.kinds
         return [program for _, program in sorted(self.programs.items(), key=lambda kv: (kinds[kv[0][0]].order, kv[0][1]))]
 
@@ -628,9 +810,11 @@ class Kernel:
             op = recorder.op(self.name, self.die.index, **self.op_args)
             recorder.ops[op].inputs, recorder.ops[op].outputs = list(self.op_inputs), list(self.op_outputs)
         programs = self.ordered_programs()
+        if len(programs) > 1 and any(program.shares for program in programs):
+            raise UsageError(f"kernel {self.name!r}: a program replayed with shared instructions (ProgramTemplate own=...) is launched alone")
         placed = [(program.core, _Placed(program)) for program in programs]
-        if self.system.race_check != "off":
-            self._check_races(programs)  # after placing: s_dep is set
+        if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
+            self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
         env = self.system.env
 
         def task():
@@ -648,6 +832,8 @@ class Kernel:
             races += core_races(program.core.name, program.instructions, gm_accesses)
         if gm_accesses:
             races += cross_core_races(gm_accesses)
+        if len(programs) == 1:
+            programs[0].race_free = not races
         if races:
             by_core = {program.core.name: program for program in programs}
             LaunchRaces(self.name, self.die.index, races, lambda side: by_core[side.core].instructions.index(side.instruction),

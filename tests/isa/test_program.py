@@ -1,7 +1,8 @@
 """The kernel builder: copy paths, repeat splitting and costs, 0-repeat instructions, repeat strides,
-buffer bounds, scalar registers."""
+buffer bounds, scalar registers; templates (a program made again on other GM bytes, with its race verdict)."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import npusim
 from npusim import isa
 from npusim.errors import UsageError, WorkloadError
+from npusim.isa.racecheck import PipeRaceWarning
 from tests.conftest import events_of
 
 
@@ -212,3 +214,154 @@ def test_bad_repeat_strides_are_usage_errors(strides, count, match):
         a = p.alloc(256, np.float32)
         with pytest.raises(UsageError, match=match):
             p.abs(a, a, count=count, repeat_strides=strides)
+
+
+# -- templates: a program made again on other GM bytes ------------------------------------------------
+
+
+def describe_program(instructions):
+    """Every instruction as its class and the values of its fields (GM addresses as allocation and
+    offset, buffers as their range), without ``recorded``: what a replay must reproduce."""
+    def value(v):
+        if isinstance(v, isa.GmAddress):
+            return ("GM", id(v.allocation), v.offset)
+        if isinstance(v, isa.LocalTensor):
+            return (v.buffer, v.offset, v.count, str(v.dtype))
+        if isinstance(v, list):
+            return [value(x) for x in v]
+        return v
+
+    slots = lambda cls: [s for k in cls.__mro__ for s in getattr(k, "__slots__", ()) if s != "recorded"]  # noqa: E731
+    return [(type(i).__name__, [(s, value(getattr(i, s))) for s in slots(type(i))]) for i in instructions]
+
+
+def _staged_copy(p, src, dst, chunks=4, nbytes=1024, atomic=None):
+    """A put-like program: ``chunks`` GM -> UB -> GM copies through two buffers, flags between."""
+    ub = [p.alloc(nbytes // 2, np.float16) for _ in range(2)]
+    p.scalar(4, name="address")
+    for k in range(chunks):
+        half = k % 2
+        if k >= 2:
+            p.wait_flag("MTE3", "MTE2", half)
+        p.copy(ub[half], src + k * nbytes)
+        p.set_flag("MTE2", "MTE3", half)
+        p.wait_flag("MTE2", "MTE3", half)
+        p.copy(dst + k * nbytes, ub[half], atomic=atomic)
+        p.set_flag("MTE3", "MTE2", half)
+    p.set_flag("MTE3", "SCALAR", 0)
+    p.wait_flag("MTE3", "SCALAR", 0)
+
+
+def _program(kernel_name="put", core=0, tile=0):
+    p = isa.Kernel(kernel_name, die=0).aiv(core)
+    p._tile = tile
+    return p
+
+
+def test_a_replay_is_the_program_built_on_its_bases_in_its_tile():
+    with npusim.session("a3", data=False):
+        a, b, c, d = (npusim.empty(8192, np.float16, device=die) for die in (0, 1, 2, 3))
+        first = _program()
+        _staged_copy(first, isa.gm(a, 512), isa.gm(b, 1024))
+        first.by_pipe()
+        template = first.template([(a.allocation, 1024), (b.allocation, 2048)])
+        built = _program(tile=3)
+        _staged_copy(built, isa.gm(c, 256), isa.gm(d))
+        built.by_pipe()
+        for own in (None, {0, 5}):
+            replayed = _program(tile=3)
+            assert replayed.replay(first.template([(a.allocation, 1024), (b.allocation, 2048)], own=own), [(c.allocation, 512), (d.allocation, 0)])
+            assert describe_program(replayed.instructions) == describe_program(built.instructions)
+            assert replayed.allocated_bytes == built.allocated_bytes
+            assert [i.path_key for i in replayed.instructions if hasattr(i, "path_key")] == [i.path_key for i in built.instructions if hasattr(i, "path_key")]
+            assert {pipe: describe_program(ins) for pipe, ins in replayed.by_pipe().items()} == {pipe: describe_program(ins) for pipe, ins in built.by_pipe().items()}
+        assert template is not None and template.race_free is None  # not launched: not checked
+
+
+def test_replays_in_one_tile_share_only_what_nobody_watches():
+    with npusim.session("a3", data=False):
+        a, b = npusim.empty(8192, np.float16, device=0), npusim.empty(8192, np.float16, device=1)
+        first = _program()
+        _staged_copy(first, isa.gm(a), isa.gm(b))
+        first.kernel.launch()
+        template = first.template([(a.allocation, 0), (b.allocation, 0)], own={0, len(first.instructions) - 1})
+        assert template.race_free is True
+        one, two, other_tile = _program(), _program(core=1), _program(tile=1)
+        for p in (one, two, other_tile):
+            assert p.replay(template, [(a.allocation, 0), (b.allocation, 0)])
+        pairs = list(zip(one.instructions, two.instructions, other_tile.instructions))
+        for position, (x, y, z) in enumerate(pairs):
+            owned = position in (0, len(pairs) - 1) or hasattr(x, "path_key")
+            assert (x is y) is not owned, position
+            assert x is not z  # another tile: its own label ids
+        assert one.shares and not first.shares
+        kernel = isa.Kernel("two", die=0)
+        kernel.programs[("aiv", 0)], kernel.programs[("aiv", 1)] = one, two
+        with pytest.raises(UsageError, match="replayed with shared instructions .* is launched alone"):
+            kernel.launch()
+
+
+def test_no_template_where_a_replay_could_differ_and_no_replay_where_it_would():
+    with npusim.session("a3", data=False):
+        a, b, c = (npusim.empty(8192, np.float16, device=die) for die in (0, 1, 2))
+        p = _program()
+        _staged_copy(p, isa.gm(a), isa.gm(b))
+        assert p.template([(a.allocation, 0), (a.allocation, 64)]) is None  # two bases in one allocation
+        assert p.template([(a.allocation, 0)]) is None  # GM bytes of no base
+        dynamic = _program()
+        reg = dynamic.read_scalar(dynamic.alloc(16, np.int32))
+        dynamic.copy(dynamic.alloc(16, np.float16), isa.gm(a, reg), nbytes=32)
+        assert dynamic.template([(a.allocation, 0)]) is None  # an address from a register
+        template = p.template([(a.allocation, 0), (b.allocation, 0)])
+        for bases in ([(c.allocation, 0), (c.allocation, 4096)],  # bases in one allocation
+                      [(c.allocation, 8192 * 2 - 1024), (b.allocation, 0)]):  # the last copies would pass the end
+            fresh = _program()
+            assert not fresh.replay(template, bases)
+            assert fresh.instructions == [] and not any(fresh.allocated_bytes.values())
+        used = _program()
+        used.alloc(16, np.float16)
+        assert not used.replay(template, [(c.allocation, 0), (b.allocation, 0)])  # not an empty program
+
+
+def test_a_clean_template_does_not_vouch_for_a_racy_program_of_its_shape():
+    """A template built race-free on two allocations is not replayed where src and dst share one:
+    built again, the overlap of one copy's read with the other's write is reported."""
+    with npusim.session("a3", data=False) as s:
+        a, b = npusim.empty(8192, np.float16, device=0), npusim.empty(8192, np.float16, device=0)
+        clean = _program()
+        _staged_copy(clean, isa.gm(a), isa.gm(b))
+        clean.kernel.launch()
+        template = clean.template([(a.allocation, 0), (b.allocation, 0)], own={0})
+        assert template.race_free is True
+        racy = _program()
+        assert not racy.replay(template, [(a.allocation, 0), (a.allocation, 1024)])
+        _staged_copy(racy, isa.gm(a), isa.gm(a, 512))  # each store writes what the next load reads
+        racy.kernel.launch()
+        with pytest.warns(PipeRaceWarning, match="pipe race in kernel 'put'"):
+            s.synchronize()
+        assert racy.race_free is False
+
+
+def test_a_replay_of_a_racy_template_is_checked_and_reported_again():
+    with npusim.session("a3", data=False) as s:
+        a, b, c, d = (npusim.empty(8192, np.float16, device=die) for die in (0, 1, 2, 3))
+
+        def racy(p, src, dst):
+            ub = p.alloc(512, np.float16)
+            p.copy(ub, src)
+            p.copy(dst, ub)  # no MTE2 -> MTE3 flag: a read after write on UB
+
+        first = _program()
+        racy(first, isa.gm(a), isa.gm(b))
+        first.kernel.launch()
+        template = first.template([(a.allocation, 0), (b.allocation, 0)], own={0})
+        assert template.race_free is False
+        again = _program(core=1)
+        assert again.replay(template, [(c.allocation, 0), (d.allocation, 0)]) and not again.shares
+        again.kernel.launch()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s.synchronize()
+        reports = [str(w.message) for w in caught if issubclass(w.category, PipeRaceWarning)]
+        assert len(reports) == 2 and all("read after write on UB" in r for r in reports)
+        assert "aiv1" in reports[1]

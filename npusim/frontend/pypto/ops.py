@@ -20,6 +20,7 @@ from npusim.frontend.pypto.runtime import (
     CoreTask,
     OpNode,
     PeProgram,
+    ProgramPiece,
     RemoteWrite,
     Task,
     WaitTask,
@@ -188,14 +189,15 @@ def _shift(offsets: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
 
 
 def _after_effect(instruction, callback) -> None:
-    """Call ``callback`` when ``instruction``'s effect (its bytes landing) is applied."""
-    effect = instruction.effect
+    """Call ``callback`` once ``instruction``'s effect (its bytes landing, a control store's with data
+    on or off) has been applied: when its event is recorded, right after."""
+    on_recorded(instruction, lambda _event: callback())
 
-    def landed(core, run):
-        effect(core, run)
-        callback()
 
-    instruction.effect = landed
+def _last_store_lands(write: RemoteWrite, stores: Sequence, _gm) -> None:
+    """The hook of a piece that writes ``write``: its last store's event is when the write lands."""
+    if stores:
+        on_recorded(stores[-1], write.landed)
 
 
 # -- tile shapes, views and assignment --------------------------------------------------------------
@@ -273,11 +275,12 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
     for task, tile in zip(node.tasks, input.tiles):
         at = _shift(offsets, tile.offset)
 
-        def consume(p, ub, at=at, tile=tile):
+        def consume(p, ub, dst, tile=tile):
             if tile.moves_data:
-                store_tile(p, ub, destination.shifted(at), tile.valid_shape, name=op)
+                store_tile(p, ub, dst, tile.valid_shape, name=op)
+            return None, ()
 
-        task.consumers.append(consume)
+        task.consumers.append(ProgramPiece((op, tile.valid_shape), lambda at=at: (destination.shifted(at),), consume))
         out.writes.append((task, Region(_shift(out.origin, at), tile.valid_shape)))
 
 
@@ -347,14 +350,16 @@ def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: A
     for index, tile in enumerate(tiles):
         write = RemoteWrite(area, dst_pe, _shift(at, tile.offset), tuple(tile.valid_shape))
 
-        def build(p, tile=tile, write=write):
-            stores = copy_tile(p, source.shifted(tile.offset), area.data_view(dst_pe).shifted(write.offset), tile.shape,
-                               tile.valid_shape, src.dtype.numpy, area.dtype.numpy, local_dtype=src.dtype.numpy,
-                               staging_bytes=staging, atomic=atomic, name=op)
-            if stores:
-                on_recorded(stores[-1], write.landed)
+        def gm(tile=tile, write=write):
+            return source.shifted(tile.offset), area.data_view(dst_pe).shifted(write.offset)
 
-        task = CoreTask(node, index, build)
+        def build(p, _carried, src_at, dst_at, tile=tile):
+            return None, copy_tile(p, src_at, dst_at, tile.shape, tile.valid_shape, src.dtype.numpy, area.dtype.numpy,
+                                   local_dtype=src.dtype.numpy, staging_bytes=staging, atomic=atomic, name=op)
+
+        piece = ProgramPiece((op, tile.shape, tile.valid_shape, src.dtype.numpy, area.dtype.numpy, staging, atomic), gm, build,
+                             functools.partial(_last_store_lands, write))
+        task = CoreTask(node, index, piece)
         if tile.moves_data:
             task.accesses.append(lambda write=write: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape)])
             task.writes.append(write)
@@ -399,12 +404,16 @@ def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets:
     for index, tile in enumerate(tiles):
         at = _shift(src.offsets, tile.offset)
 
-        def build(p, tile=tile, at=at):
-            target = destination.device
-            copy_tile(p, area.data_view(src_pe).shifted(at), GmView(target.allocation, target.offset_bytes, target.strides).shifted(tile.offset),
-                      tile.shape, tile.valid_shape, dtype, dtype, local_dtype=dtype, staging_bytes=staging, name=op)
+        def gm(tile=tile, at=at):
+            target = destination.device  # the result may have been folded into another tensor since
+            return area.data_view(src_pe).shifted(at), GmView(target.allocation, target.offset_bytes, target.strides).shifted(tile.offset)
 
-        node.tasks.append(_remote_read_task(node, index, build, tile, area, src_pe, at))
+        def build(p, _carried, src_at, dst_at, tile=tile):
+            copy_tile(p, src_at, dst_at, tile.shape, tile.valid_shape, dtype, dtype, local_dtype=dtype, staging_bytes=staging, name=op)
+            return None, ()
+
+        piece = ProgramPiece((op, tile.shape, tile.valid_shape, dtype, staging), gm, build)
+        node.tasks.append(_remote_read_task(node, index, piece, tile, area, src_pe, at))
     _depend(node.tasks, src.shape, program, pred)
     writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
     result = Tensor.make(program, "GM", src.shape, src.dtype, device=destination.device, valid_shape=src.valid_shape, writes=writes)
@@ -422,18 +431,21 @@ def _signal(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, value: 
     view.area.allocation.signal_used = True
     node = program.op(op, src_pe=src_pe, targets=targets, value=value, sig_op=sig_op.name, tiles=len(tiles), **record)
     area, atomic = view.area, "add" if sig_op is AtomicType.ADD else None
+    def build(p, _carried, *addresses):
+        return None, signal_tile(p, addresses, value, atomic=atomic, name=op)
+
     for index, tile in enumerate(tiles):
         at = _shift(view.offsets, tile.offset)
         slot = grid.slot_byte_offset(src_pe, at)
         task = CoreTask(node, index, None)
 
-        def build(p, task=task, slot=slot, at=at, shape=tile.shape):
-            addresses = [area.signal_address(target, slot) for target in targets]
-            for store, address, target in zip(signal_tile(p, addresses, value, atomic=atomic, name=op), addresses, targets):
+        def landed(stores, addresses, task=task, at=at, shape=tile.shape):
+            for store, address, target in zip(stores, addresses, targets):
                 key = (address.allocation.die, address.allocation.address + address.offset)
-                on_recorded(store, lambda event, task=task, key=key, target=target: task.signal_landed(key, target, area, at, shape, event))
+                on_recorded(store, lambda event, key=key, target=target: task.signal_landed(key, target, area, at, shape, event))
 
-        task.build = build
+        task.build = ProgramPiece((op, len(targets), value, atomic), lambda slot=slot: tuple(area.signal_address(target, slot) for target in targets),
+                                  build, landed)
         node.tasks.append(task)
     return node
 
@@ -591,10 +603,11 @@ def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets
     for index, tile in enumerate(tiles):
         at = _shift(src.offsets, tile.offset)
 
-        def build(p, tile=tile, at=at):
-            return load_tile(p, area.data_view(src_pe).shifted(at), tile.shape, tile.valid_shape, dtype, name=op)
+        def build(p, _carried, src_at, tile=tile):
+            return load_tile(p, src_at, tile.shape, tile.valid_shape, dtype, name=op), ()
 
-        node.tasks.append(_remote_read_task(node, index, build, tile, area, src_pe, at))
+        piece = ProgramPiece((op, tile.shape, tile.valid_shape, dtype), lambda at=at: (area.data_view(src_pe).shifted(at),), build)
+        node.tasks.append(_remote_read_task(node, index, piece, tile, area, src_pe, at))
     _depend(node.tasks, src.shape, program, pred)
     writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
     result = Tensor.make(program, "UB", src.shape, src.dtype, valid_shape=src.valid_shape, writes=writes)
@@ -636,12 +649,11 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
     for task, tile in zip(node.tasks, src.tiles):
         write = RemoteWrite(area, dst_pe, _shift(at, tile.offset), tuple(tile.valid_shape))
 
-        def consume(p, ub, tile=tile, write=write):
-            if tile.moves_data:
-                stores = store_tile(p, ub, area.data_view(dst_pe).shifted(write.offset), tile.valid_shape, atomic=atomic, name=op)
-                on_recorded(stores[-1], write.landed)
+        def consume(p, ub, dst, tile=tile):
+            return None, store_tile(p, ub, dst, tile.valid_shape, atomic=atomic, name=op) if tile.moves_data else ()
 
-        task.consumers.append(consume)
+        task.consumers.append(ProgramPiece((op, tile.valid_shape, atomic), lambda write=write: (area.data_view(dst_pe).shifted(write.offset),),
+                                           consume, functools.partial(_last_store_lands, write)))
         if tile.moves_data:
             task.accesses.append(lambda write=write: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape, node)])
             task.writes.append(write)

@@ -30,8 +30,9 @@ import contextlib
 import math
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import simpy
 
@@ -44,6 +45,7 @@ from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa.instructions import on_recorded
+from npusim.isa.program import ProgramTemplate
 from npusim.kernels.shmem.checks import check_group_name, check_n_pes
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroupRegistry
@@ -96,6 +98,12 @@ class ShmemArea:
     index: int
     allocation: ShmemAllocation
     creator: int = 0  # the PE that created it first
+    _views: dict[int, GmView] = field(default_factory=dict)  # rank -> data_view(rank), once its window exists
+    _labels: dict[int, str] = field(default_factory=dict)  # rank -> label(rank)
+    _signal_bases: dict[int, tuple[Allocation, int]] = field(default_factory=dict)  # rank -> (signal window, area offset)
+
+    def __post_init__(self) -> None:
+        self.itemsize = self.dtype.itemsize if self.dtype is not None else 0  # bytes per element (0: signal-only)
 
     @property
     def dtype(self) -> DataType | None:
@@ -123,22 +131,39 @@ class ShmemArea:
         return program.ranks[self.allocation.group_name]
 
     def label(self, rank: int) -> str:
-        members = self.members
-        where = f"PE {rank}" if members[rank] == rank else f"rank {rank} (PE {members[rank]})"
-        return f"shmem tensor #{self.index} (group {self.allocation.group_name!r}) on {where}"
+        label = self._labels.get(rank)
+        if label is None:
+            members = self.members
+            where = f"PE {rank}" if members[rank] == rank else f"rank {rank} (PE {members[rank]})"
+            label = self._labels[rank] = f"shmem tensor #{self.index} (group {self.allocation.group_name!r}) on {where}"
+        return label
 
     def data_view(self, rank: int) -> GmView:
-        """The whole data tensor on rank ``rank`` of its group: its window, offset and (contiguous) strides."""
-        itemsize = self.dtype.itemsize
-        shape = self.tensor_shape
-        strides = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(len(shape)))
-        window = self.launch.data_windows[(self.allocation.group_name, self.members[rank])]
-        return GmView(window, self.group.data_offset_bytes(self.allocation), strides)
+        """The whole data tensor on rank ``rank`` of its group: its window, offset and (contiguous)
+        strides. Kept once made (tile ops ask for it as they start): a window is allocated once,
+        and the area's offset in it no longer moves by then (tile ops start after the launch is
+        finished, or, in a launch that runs while it builds, in frozen groups, where data areas
+        keep the offset they were placed at)."""
+        view = self._views.get(rank)
+        if view is None:
+            itemsize = self.itemsize
+            shape = self.tensor_shape
+            strides = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(len(shape)))
+            window = self.launch.data_windows[(self.allocation.group_name, self.members[rank])]
+            view = self._views[rank] = GmView(window, self.group.data_offset_bytes(self.allocation), strides)
+        return view
 
     def signal_address(self, rank: int, slot_offset_bytes: int) -> isa.GmAddress:
-        """Byte ``slot_offset_bytes`` of this tensor's signal area on rank ``rank`` of its group."""
-        window = self.launch.signal_windows[(self.allocation.group_name, self.members[rank])]
-        offset = self.group.signal_offset_bytes(self.allocation) + slot_offset_bytes
+        """Byte ``slot_offset_bytes`` of this tensor's signal area on rank ``rank`` of its group. The
+        area's window and offset are kept once found: asked for by the tile ops of signal, wait and
+        clear ops, which mark the area used when built, and a used area's signal offset no longer
+        moves (a launch that runs while it builds refuses to regrow it; otherwise tile ops start
+        once every op is built)."""
+        base = self._signal_bases.get(rank)
+        if base is None:
+            base = self._signal_bases[rank] = (self.launch.signal_windows[(self.allocation.group_name, self.members[rank])],
+                                               self.group.signal_offset_bytes(self.allocation))
+        window, offset = base[0], base[1] + slot_offset_bytes
         if offset + 4 > window.size_bytes:
             raise WorkloadError(
                 f"{self.label(rank)}: a signal slot at byte {offset} lies past the signal areas the program's "
@@ -225,8 +250,7 @@ class Task:
         return self.who
 
 
-@dataclass(frozen=True)
-class AccessSpec:
+class AccessSpec(NamedTuple):
     """What a core task reads or writes of shmem data: ``shape`` elements from ``view`` on PE ``pe``;
     ``by`` is the op that makes the access when it runs in another op's tile op (a store of a loaded tile)."""
 
@@ -238,54 +262,132 @@ class AccessSpec:
     by: OpNode | None = None
 
 
+class ProgramPiece:
+    """One builder's share of a tile op's program, made so that the program can be reused for other
+    tile ops (:class:`TileTemplate`). ``key`` (hashable) fixes, with the strides of the GmViews of
+    ``gm()``, every instruction ``build`` appends except their GM addresses, each one of the GM
+    addresses ``gm()`` gives (GmViews or GmAddresses, computed when the tile op starts) plus a
+    constant: the key holds the shapes, dtypes, names and constants the builder reads, ``gm()``
+    everything that moves. ``build(p, loaded, *gm)`` appends the instructions and returns ``(its
+    result, the instructions to hand hook)``; the pieces after the first (a load) get its result as
+    ``loaded`` (the UB tile they store), the first gets None. ``hook(instructions, gm)``, if any,
+    watches those instructions' events (it runs for a reused program too)."""
+
+    __slots__ = ("key", "gm", "build", "hook")
+
+    def __init__(self, key: Hashable, gm: Callable[[], tuple], build: Callable, hook: Callable | None = None) -> None:
+        self.key, self.gm, self.build, self.hook = key, gm, build, hook
+
+
+@dataclass(frozen=True)
+class TileTemplate:
+    """A tile op's program kept for reuse: the ISA template (:class:`~npusim.isa.program.ProgramTemplate`,
+    GM addresses as offsets from its pieces' ``gm()`` concatenated); per piece, the positions of
+    the instructions its ``build`` handed its hook; the positions of the instructions the task
+    watches (:func:`_watched`)."""
+
+    program: ProgramTemplate
+    marks: tuple[tuple[int, ...], ...]
+    watched: tuple[int, ...]
+
+
+def _watched(instructions: Sequence) -> list:
+    """The instructions whose events a core task notes: the first, then the last of each pipe."""
+    last_of_pipe = {}
+    for instruction in instructions:
+        last_of_pipe[instruction.pipe] = instruction
+    return [instructions[0], *last_of_pipe.values()]
+
+
 class CoreTask(Task):
     """A tile op that runs a small program on one AI core of the kind the product runs its ``unit``
-    ("vector" or "cube") tile ops on (``core_kind``: "aiv" or "aic" on a split die). ``build(p)`` appends its instructions (returning the UB tile of a
-    load); ``consumers`` (stores and assignments of a loaded tile) are appended after it in the same
-    program; each of ``accesses`` lists shmem reads and writes. ``first_event`` / ``last_event``: the
-    events of its program's first instruction and of the one that ended last (-1 until recorded)."""
+    ("vector" or "cube") tile ops on (``core_kind``: "aiv" or "aic" on a split die). ``build`` appends its
+    instructions: a :class:`ProgramPiece` (its program is then reused by the tile ops of the same
+    pieces' keys, see :meth:`start`), or a plain ``build(p)``; ``consumers`` (pieces: stores and
+    assignments of a loaded tile) are appended after it in the same program; each of ``accesses``
+    lists shmem reads and writes. ``first_event`` / ``last_event``: the events of its program's first
+    instruction and of the one that ended last (-1 until recorded)."""
 
-    def __init__(self, op: OpNode, tile: int, build: Callable, unit: str = "vector") -> None:
+    def __init__(self, op: OpNode, tile: int, build: ProgramPiece | Callable | None, unit: str = "vector") -> None:
         super().__init__(op, tile)
         self.build = build
         self.core_kind = op.program.launch.core_kinds[unit]
-        self.consumers: list[Callable] = []
+        self.consumers: list[ProgramPiece] = []
         self.accesses: list[Callable[[], list[AccessSpec]]] = []
         self._records: list[Access] = []
         self.first_event = -1
         self.last_event = -1
 
     def start(self, core: int) -> simpy.Event:
+        """Record its shmem accesses, build its program (or replay the template of the same pieces'
+        keys on this tile op's GM addresses, keeping one from the first program so built) and launch
+        it on core ``core`` through that core's stream."""
         launch = self.op.program.launch
         env = launch.system.env
         self.ancestors = self.inherit()
-        for spec in (spec for accesses in self.accesses for spec in accesses()):
-            itemsize = spec.area.dtype.itemsize
-            who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
-            access = Access(spec.kind, who, (spec.view.allocation.die, spec.view.allocation.address), spec.area.label(spec.pe),
-                            spec.view.intervals(spec.shape, itemsize), self.bit, self.ancestors, env.now)
-            if access.intervals:
-                launch.races.record(access)
-                self._records.append(access)
+        for accesses in self.accesses:
+            for spec in accesses():
+                area, view = spec.area, spec.view
+                who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
+                access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe),
+                                view.intervals(spec.shape, area.itemsize), self.bit, self.ancestors, env.now)
+                if access.intervals:
+                    launch.races.record(access)
+                    self._records.append(access)
         kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
         p = kernel.core(self.core_kind, core)
+        build = self.build
+        if not isinstance(build, ProgramPiece):
+            with p.tile(self.tile):
+                build(p)
+            return self._launch(kernel, p, core)
+        pieces = [build, *self.consumers]
+        gms = [piece.gm() for piece in pieces]
+        bases, strides = [], []  # the builders read the strides of the views they are given: those are part of the shape
+        for gm in gms:
+            for address in gm:
+                if address.__class__ is GmView:
+                    bases.append((address.allocation, address.offset_bytes))
+                    strides.append(address.strides)
+                else:  # a GmAddress
+                    bases.append((address.allocation, address.offset))
+        key = (self.core_kind, tuple(piece.key for piece in pieces), tuple(strides))
+        known = launch.templates.get(key)
         with p.tile(self.tile):
-            tile = self.build(p)
-            for consumer in self.consumers:
-                consumer(p, tile)
-        self._watch(p.instructions)
+            if known is not None and p.replay(known.program, bases):
+                instructions = p.instructions
+                marked = [[instructions[i] for i in marks] for marks in known.marks]
+                watched = [instructions[i] for i in known.watched]
+            else:
+                watched = None
+                loaded, handed = build.build(p, None, *gms[0])
+                marked = [handed]
+                for piece, gm in zip(self.consumers, gms[1:]):
+                    marked.append(piece.build(p, loaded, *gm)[1])
+        for piece, handed, gm in zip(pieces, marked, gms):
+            if piece.hook is not None:
+                piece.hook(handed, gm)
+        process = self._launch(kernel, p, core, watched)
+        if known is None:  # after the launch: its race verdict goes with the template
+            position = {id(instruction): i for i, instruction in enumerate(p.instructions)}
+            marks = tuple(tuple(position[id(i)] for i in handed) for handed in marked)
+            watched_at = tuple(position[id(i)] for i in _watched(p.instructions))
+            template = p.template(bases, own=set(watched_at).union(*marks))
+            if template is not None:
+                launch.templates[key] = TileTemplate(template, marks, watched_at)
+        return process
+
+    def _launch(self, kernel: isa.Kernel, p: isa.CoreProgram, core: int, watched: list | None = None) -> simpy.Process:
+        """Watch the program's first instruction and each pipe's last one (``watched``, if known),
+        and launch it."""
+        first, *last_of_pipe = _watched(p.instructions) if watched is None else watched
+        on_recorded(first, self._first_recorded)
+        for instruction in last_of_pipe:
+            on_recorded(instruction, self._pipe_end_recorded)
+        launch = self.op.program.launch
         process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind))
         process.callbacks.append(self._ended)
         return process
-
-    def _watch(self, instructions: Sequence) -> None:
-        """Note the events of the program's first instruction and of each pipe's last one."""
-        on_recorded(instructions[0], self._first_recorded)
-        last_of_pipe = {}
-        for instruction in instructions:
-            last_of_pipe[instruction.pipe] = instruction
-        for instruction in last_of_pipe.values():
-            on_recorded(instruction, self._pipe_end_recorded)
 
     def _first_recorded(self, event: int) -> None:
         self.first_event = event
@@ -533,6 +635,7 @@ class ShmemLaunch:
         self.dies = list(dies)
         self.races_mode = races
         self.groups = {name: tuple(members) for name, members in (groups or {}).items()}
+        self._every_pe = tuple(range(len(self.dies)))  # the members of a group that ``groups`` does not name
         self.registry = ShmemGroupRegistry(data_window_bytes=spec.data_window.bytes, signal_window_bytes=spec.signal_window.bytes)
         self.areas: list[ShmemArea] = []
         self.group_areas: dict[str, list[ShmemArea]] = {}  # per group, its areas in creation order
@@ -543,6 +646,7 @@ class ShmemLaunch:
         self.signal_windows: dict[tuple[str, int], Allocation] = {}
         self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there
         self.races = RaceDetector(self._race)
+        self.templates: dict[tuple, TileTemplate] = {}  # the programs of tile ops kept for reuse, by their pieces' keys
         self.schedulers: list[AicpuScheduler] = []
         self._core_streams: dict[tuple, Stream] = {}
         self.done: simpy.Event | None = None
@@ -562,7 +666,7 @@ class ShmemLaunch:
     def group_members(self, group_name: str) -> tuple[int, ...]:
         """The PEs of a group, by rank: those ``groups`` gives it, else every PE."""
         members = self.groups.get(group_name)
-        return members if members is not None else tuple(range(self.n_pes))
+        return members if members is not None else self._every_pe
 
     # -- building ----------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ sides; the caller decides whether that is a warning or an error.
 
 from __future__ import annotations
 
-import functools
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -43,11 +43,11 @@ class Access:
     end_ps: int | None = None
     pending: list[Access] = field(default_factory=list)  # conflicting accesses to report once both ended
     pending_in: list[Access] = field(default_factory=list)  # the later accesses that hold this one in their pending
+    bounds: tuple[int, int] = field(init=False, repr=False)  # the first and the end byte of the intervals ((0, 0): none)
 
-    @functools.cached_property
-    def bounds(self) -> tuple[int, int]:
-        """The first and the end byte of the intervals (they do not change once recorded)."""
-        return min(a for a, _ in self.intervals), max(b for _, b in self.intervals)
+    def __post_init__(self) -> None:
+        intervals = self.intervals
+        self.bounds = (min(a for a, _ in intervals), max(b for _, b in intervals)) if intervals else (0, 0)
 
     def overlap(self, other: Access) -> tuple[int, int] | None:
         """The first overlapping byte range of the two accesses, if any."""
@@ -80,21 +80,26 @@ class RaceDetector:
 
     def __init__(self, emit: Callable[[str, Access, Access], None]) -> None:
         self.emit = emit
-        self._accesses: dict[tuple[tuple, str], list[Access]] = {}
+        self._accesses: dict[tuple[tuple, str], _Started] = {}  # (memory, kind) -> its accesses so far
+        self._started = 0  # accesses recorded: the order they started in
         self.reports: list[str] = []
 
     def record(self, access: Access) -> None:
         """A tile op starts ``access``: find the earlier accesses it races with."""
         lo, hi = access.bounds
         bit, ancestors = access.bit, access.ancestors
-        for other in self._accesses.get((access.memory, WRITE if access.kind == READ else READ), ()):
-            other_lo, other_hi = other.bounds  # disjoint bounds cannot overlap: the cheap test first
-            if hi <= other_lo or other_hi <= lo or other.bit == bit or other.bit & ancestors or bit & other.ancestors:
-                continue  # apart, the same tile op, or one happens before the other (its bit among the other's ancestors)
+        others = self._accesses.get((access.memory, WRITE if access.kind == READ else READ))
+        for _, _, other_bit, other_ancestors, other in (others.meeting(lo, hi) if others is not None else ()):
+            if other_bit == bit or other_bit & ancestors or bit & other_ancestors:
+                continue  # the same tile op, or one happens before the other (its bit among the other's ancestors)
             if other.overlap(access) is not None:
                 access.pending.append(other)
                 other.pending_in.append(access)
-        self._accesses.setdefault((access.memory, access.kind), []).append(access)
+        mine = self._accesses.get((access.memory, access.kind))
+        if mine is None:
+            mine = self._accesses[(access.memory, access.kind)] = _Started()
+        mine.add(self._started, lo, hi, bit, ancestors, access)
+        self._started += 1
 
     def ended(self, access: Access, time_ps: int) -> None:
         """The tile op of ``access`` has ended: report its races whose other side has ended too."""
@@ -116,3 +121,34 @@ class RaceDetector:
         message = describe(reader, writer, reader.overlap(writer))
         self.reports.append(message)
         self.emit(message, reader, writer)
+
+
+class _Started:
+    """The accesses of one kind to one memory so far, sorted by their first byte (``firsts``), each
+    ``(order started, end byte, bit, ancestors, access)``: an access finds those whose bounds meet its
+    own without scanning the others (tile ops of one memory mostly touch boxes apart)."""
+
+    __slots__ = ("firsts", "entries", "widest")
+
+    def __init__(self) -> None:
+        self.firsts: list[int] = []
+        self.entries: list[tuple[int, int, int, int, Access]] = []
+        self.widest = 0  # the largest end - first byte of an entry
+
+    def add(self, order: int, lo: int, hi: int, bit: int, ancestors: int, access: Access) -> None:
+        at = bisect.bisect_right(self.firsts, lo)
+        self.firsts.insert(at, lo)
+        self.entries.insert(at, (order, hi, bit, ancestors, access))
+        self.widest = max(self.widest, hi - lo)
+
+    def meeting(self, lo: int, hi: int) -> list[tuple[int, int, int, int, Access]]:
+        """The entries whose bounds share a byte with ``[lo, hi)``, in the order they started: a
+        first byte below ``hi`` and an end above ``lo`` (so a first byte above ``lo - widest``)."""
+        first, last = bisect.bisect_right(self.firsts, lo - self.widest), bisect.bisect_left(self.firsts, hi)
+        meeting = [entry for entry in self.entries[first:last] if entry[1] > lo]
+        meeting.sort(key=_order)
+        return meeting
+
+
+def _order(entry: tuple) -> int:
+    return entry[0]

@@ -20,9 +20,11 @@ dims is one copy. In UB a tile is kept row by row with each row padded to 32 byt
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,10 +48,9 @@ def align_up(size: int, alignment: int = UB_ALIGN_BYTES) -> int:
     return -(-size // alignment) * alignment
 
 
-@dataclass(frozen=True)
-class GmView:
+class GmView(NamedTuple):
     """Where a box of a tensor lies in GM: the allocation, the byte offset of the box's first
-    element in it, and the tensor's strides in bytes."""
+    element in it, and the tensor's strides in bytes (a named tuple: tile ops make many)."""
 
     allocation: Allocation
     offset_bytes: int
@@ -57,18 +58,27 @@ class GmView:
 
     def shifted(self, element_offset: Sequence[int]) -> GmView:
         """The view of the box that starts ``element_offset`` further in."""
-        return GmView(self.allocation, self.offset_bytes + sum(o * s for o, s in zip(element_offset, self.strides)), self.strides)
+        offset = self.offset_bytes
+        for o, s in zip(element_offset, self.strides):
+            offset += o * s
+        return GmView(self.allocation, offset, self.strides)
 
     def intervals(self, shape: Sequence[int], itemsize: int) -> list[tuple[int, int]]:
         """The byte ranges ``[start, end)`` of the allocation that a box of ``shape`` covers."""
-        plan = copy_plan(shape, itemsize, self.strides, self.strides)
-        ranges = []
-        for burst in plan:
-            start = self.offset_bytes + burst.a_offset
-            for i in range(burst.count):
-                first = start + i * (burst.nbytes + burst.a_gap)
-                ranges.append((first, first + burst.nbytes))
-        return ranges
+        offset = self.offset_bytes
+        return [(offset + start, offset + end) for start, end in _box_ranges(tuple(shape), itemsize, self.strides)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _box_ranges(shape: tuple[int, ...], itemsize: int, strides: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The byte ranges ``[start, end)`` a box of ``shape`` covers from its first element (tile ops
+    of one shape ask for them over and over, at other offsets)."""
+    ranges = []
+    for burst in copy_plan(shape, itemsize, strides, strides):
+        for i in range(burst.count):
+            first = burst.a_offset + i * (burst.nbytes + burst.a_gap)
+            ranges.append((first, first + burst.nbytes))
+    return tuple(ranges)
 
 
 @dataclass(frozen=True)

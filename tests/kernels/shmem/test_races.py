@@ -1,5 +1,8 @@
 """The happens-before race detector on hand-made accesses."""
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from npusim.kernels.shmem.races import READ, WRITE, Access, RaceDetector
 
 
@@ -48,3 +51,28 @@ def test_disjoint_bytes_other_memories_same_kinds_and_one_tile_op_never_race():
         races.record(a)
         races.ended(a, 5)
     assert [(r, w) for r, w, _ in found] == []
+
+
+@st.composite
+def _accesses(draw):
+    """Accesses of two memories in start order: kinds, tile op bits, ancestors, byte ranges."""
+    made = []
+    for index in range(draw(st.integers(1, 24))):
+        ranges = sorted(draw(st.lists(st.tuples(st.integers(0, 256), st.integers(1, 64)), min_size=1, max_size=3)))
+        bit = draw(st.integers(0, 12))
+        ancestors = draw(st.integers(0, (1 << 13) - 1)) & ~(1 << bit)
+        made.append(access(draw(st.sampled_from([READ, WRITE])), bit, ancestors, [(lo, lo + n) for lo, n in ranges], index,
+                           memory=(draw(st.integers(0, 1)), 0), who=f"a{index}"))
+    return made
+
+
+@given(_accesses())
+def test_each_access_finds_the_earlier_ones_it_races_with_in_start_order(accesses):
+    """The index by first byte finds what a scan of every earlier access of the other kind finds."""
+    races, _ = detector()
+    for position, new in enumerate(accesses):
+        races.record(new)
+        expected = [other for other in accesses[:position]
+                    if other.memory == new.memory and other.kind != new.kind and other.bit != new.bit
+                    and not other.bit & new.ancestors and not new.bit & other.ancestors and other.overlap(new) is not None]
+        assert [a.who for a in new.pending] == [a.who for a in expected]

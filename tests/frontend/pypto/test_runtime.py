@@ -1,0 +1,97 @@
+"""Tile ops reuse their programs: every replay of a template is the program a build would make
+(shmem put, get, load, store, assemble, signal and barrier tile ops, valid regions, dtypes that
+cast, groups), shapes that differ get templates of their own, and nothing racy is vouched for."""
+
+import pytest
+from pypto_collectives import run_case
+from shmem_allgather import run_allgather
+
+import npusim
+from npusim import isa
+from npusim.frontend.pypto import runtime
+from npusim.kernels.shmem.races import ShmemRaceWarning
+from tests.isa.test_program import describe_program
+
+
+@pytest.fixture
+def checked(monkeypatch):
+    """Every tile op's program checked against a fresh build of its pieces; yields the counts of
+    tile ops that replayed a template and that were built."""
+    launched: list[isa.Kernel] = []
+    counts = {"replayed": 0, "built": 0}
+    launch, start, replay = isa.Kernel.launch, runtime.CoreTask.start, isa.CoreProgram.replay
+
+    def recording_launch(self, stream=None):
+        launched.append(self)
+        return launch(self, stream)
+
+    def counting_replay(self, template, bases):
+        done = replay(self, template, bases)
+        counts["replayed"] += done
+        return done
+
+    def checked_start(self, core):
+        replayed = counts["replayed"]
+        process = start(self, core)
+        if isinstance(self.build, runtime.ProgramPiece):
+            counts["built"] += counts["replayed"] == replayed
+            (program,) = launched[-1].programs.values()
+            fresh = isa.Kernel(self.op.name, die=self.op.program.die, system=self.op.program.launch.system).core(self.core_kind, core)
+            gms = [piece.gm() for piece in (self.build, *self.consumers)]
+            with fresh.tile(self.tile):
+                loaded, _ = self.build.build(fresh, None, *gms[0])
+                for piece, gm in zip(self.consumers, gms[1:]):
+                    piece.build(fresh, loaded, *gm)
+            fresh.by_pipe()
+            assert describe_program(program.instructions) == describe_program(fresh.instructions), self
+        return process
+
+    monkeypatch.setattr(isa.Kernel, "launch", recording_launch)
+    monkeypatch.setattr(isa.CoreProgram, "replay", counting_replay)
+    monkeypatch.setattr(runtime.CoreTask, "start", checked_start)
+    return counts
+
+
+@pytest.mark.parametrize("case", ["all_gather", "all_reduce_two_shot", "all_reduce_one_shot", "reduce_scatter_bf16", "two_group_all_gather",
+                                  "cascading_all_reduce"])
+def test_every_replay_is_the_program_its_pieces_build(checked, case):
+    with npusim.session("a3"):
+        assert run_case(case, small=True)
+    assert checked["replayed"] > checked["built"] > 0
+
+
+def _templates(**params):
+    with npusim.session("a2", data=False):
+        _, _, launch = run_allgather(**params)
+    return {key[1][0][0]: key for key in launch.templates}, launch
+
+
+def test_one_template_per_shape_of_tile_op(checked):
+    names, launch = _templates(n_pes=4, rows=16, cols=256, tile_rows=4)
+    assert sorted(names) == ["shmem_barrier_all", "shmem_load", "shmem_put", "shmem_signal"]
+    assert checked["built"] == 4  # the first tile op of each shape; the others replay it
+    core_tasks = {id(task) for p in launch.programs for op in p.ops for task in op.tasks if task.on_core}  # assemble ops hold their loads'
+    assert checked["replayed"] == len(core_tasks) - 4
+    other, _ = _templates(n_pes=4, rows=16, cols=256, tile_rows=8)
+    assert other["shmem_put"] != names["shmem_put"]  # another tile shape: another template
+
+
+def test_a_racy_all_gather_is_still_reported_after_a_clean_one():
+    with npusim.session("a2", data=False):
+        run_allgather(n_pes=4, rows=16, cols=256, tile_rows=4)
+        with pytest.warns(ShmemRaceWarning, match="data race on shmem tensor"):
+            run_allgather(n_pes=4, rows=16, cols=256, tile_rows=4, wait=False)
+
+
+def test_a_racy_put_program_is_reported_on_every_tile_op_that_replays_it(monkeypatch):
+    """A program whose template is racy (here: the put's load is not flagged before its store) is
+    checked again on each replay: every put tile op's race is reported."""
+    from npusim.kernels.shmem import tile_ops
+
+    sync = tile_ops._sync
+    monkeypatch.setattr(tile_ops, "_sync", lambda p, src, dst, event=0: None if (src, dst) == ("MTE2", "MTE3") else sync(p, src, dst, event))
+    with npusim.session("a2", data=False), pytest.warns(isa.racecheck.PipeRaceWarning) as caught:
+        _, _, launch = run_allgather(n_pes=2, rows=8, cols=256, tile_rows=4)
+    puts = {id(task) for p in launch.programs for op in p.ops if op.name == "shmem_put" for task in op.tasks}
+    reported = [w for w in caught if "pipe race in kernel 'shmem_put'" in str(w.message) and "read after write on UB" in str(w.message)]
+    assert len(puts) == 8 and len(reported) == len(puts)  # one chunk per tile: one race per tile op
