@@ -74,13 +74,14 @@ class Resource:
     ``(time_ps, bytes_per_ps)`` at every change (a :class:`RateLog`). The other slots are the state of the network's
     progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
     the ``residual`` capacity and ``frozen`` members after the last step that changed it, that
-    state after each step (``history``: (step, residual, frozen)), a version stamp for the
-    filling's heap, the resources crossed by exactly the same classes (``peers``, None before its
-    first use) and whether it can limit a rate (``limiting``; see FlowNetwork._regroup).
+    state after each step (the first ``depth`` :class:`Snapshot` of ``history``; the later ones
+    are kept to be written over), the resources crossed by exactly the same classes (``peers``,
+    None before its first use) and whether it can limit a rate (``limiting``; see
+    FlowNetwork._regroup).
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting", "component", "mark")
+                 "crossing", "key", "residual", "frozen", "history", "depth", "peers", "limiting", "component", "mark")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -99,9 +100,8 @@ class Resource:
         self.key = 0
         self.residual = capacity
         self.frozen = 0
-        self.history: list[tuple[int, float, int]] = []
-        self.share = 0.0
-        self.version = 0
+        self.history: list[Snapshot] = []
+        self.depth = 0
         self.peers: list[Resource] | None = None
         self.limiting = True
         # The component of the busy classes crossing it, if it can limit a rate (kept once they have
@@ -111,6 +111,18 @@ class Resource:
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
+
+
+class Snapshot:
+    """A resource's ``residual`` capacity (bytes/ps) and ``frozen`` members after filling ``step``
+    (an entry of Resource.history, written over once that step is undone: no allocation per step)."""
+
+    __slots__ = ("step", "residual", "frozen")
+
+    def __init__(self, step: int, residual: float, frozen: int) -> None:
+        self.step = step
+        self.residual = residual
+        self.frozen = frozen
 
 
 class RateLog:
@@ -214,7 +226,6 @@ class Component:
 
 _class_order = operator.attrgetter("order")
 _component_size = lambda component: len(component.classes)  # noqa: E731
-_class_cap = operator.attrgetter("cap")
 
 
 @dataclass(frozen=True)
@@ -568,7 +579,8 @@ class FlowNetwork:
         for component, mine in concerned.items():
             refill += self._refill(component, mine)
 
-        moved: dict[Resource, list[Resource]] = {}  # first member -> peer group whose total may have changed
+        self._marks = mark = self._marks + 1
+        moved: list[list[Resource]] = []  # the peer groups whose total may have changed (their first member marked)
         for flow_class in refill:
             if flow_class.limit != flow_class.bottleneck or not flow_class.changes:  # note a change, at the clock of now
                 flow_class.bottleneck = flow_class.limit
@@ -582,16 +594,22 @@ class FlowNetwork:
             for resource in flow_class.bounds:
                 peers = resource.peers
                 assert peers is not None  # a resource of a class's path has peers
-                moved[peers[0]] = peers
+                head = peers[0]
+                if head.mark != mark:
+                    head.mark = mark
+                    moved.append(peers)
         for flow_class in changed:
             flow_class.changed = False
             for resource in flow_class.bounds:
                 peers = resource.peers
                 assert peers is not None
-                moved[peers[0]] = peers
-        for head, group in moved.items():
+                head = peers[0]
+                if head.mark != mark:
+                    head.mark = mark
+                    moved.append(peers)
+        for group in moved:
             total = 0.0  # peers are crossed by the same classes: one sum, in creation order
-            for flow_class in head.crossing:
+            for flow_class in group[0].crossing:
                 total += flow_class.demand
             for resource in group:
                 if total != resource.rate:
@@ -656,10 +674,13 @@ class FlowNetwork:
                 self._fill(part, classes)
                 refill += classes
             return refill
-        affected: dict[Resource, None] = {}
+        self._marks = mark = self._marks + 1
+        affected: list[Resource] = []
         for flow_class in changed:
             for resource in flow_class.bounds:
-                affected[resource] = None
+                if resource.mark != mark:
+                    resource.mark = mark
+                    affected.append(resource)
         step = self._first_affected_step(component, changed, affected)
         never_frozen = [c for c in changed if c.busy and c.step < 0]  # not among the classes the undone steps froze
         refill = [c for c in self._undo_steps(component, step) if c.busy]
@@ -706,7 +727,7 @@ class FlowNetwork:
         parts = self._connected(busy)
         return {part: [] for part in parts}
 
-    def _first_affected_step(self, component: Component, changed: list[FlowClass], affected: dict[Resource, None]) -> int:
+    def _first_affected_step(self, component: Component, changed: list[FlowClass], affected: list[Resource]) -> int:
         """The first step of the last filling that the new member counts of ``changed`` (whose
         paths cross the limiting ``affected`` resources) can alter; every earlier step makes the
         same choice and freezes the same classes at the same level as a filling from scratch.
@@ -733,9 +754,14 @@ class FlowNetwork:
                 continue
             flows, key = resource.flows, resource.key
             residual, frozen, start = resource.capacity, 0, 0
-            for end, next_residual, next_frozen in (*resource.history, (first, 0.0, 0)):
+            history, depth = resource.history, resource.depth
+            for h in range(depth + 1):
                 # steps start..end (bounded by first) see this residual and frozen count
-                end = min(end + 1, first)
+                if h < depth:
+                    snapshot = history[h]
+                    end, next_residual, next_frozen = min(snapshot.step + 1, first), snapshot.residual, snapshot.frozen
+                else:
+                    end, next_residual, next_frozen = first, 0.0, 0
                 if start >= end:
                     break
                 unfrozen = flows - frozen
@@ -761,10 +787,11 @@ class FlowNetwork:
                 flow_class.step = -1
                 unfrozen.append(flow_class)
             for resource in touched_at[j]:
-                history = resource.history
-                history.pop()
-                if history:
-                    _, resource.residual, resource.frozen = history[-1]
+                depth = resource.depth - 1
+                resource.depth = depth
+                if depth:
+                    snapshot = resource.history[depth - 1]
+                    resource.residual, resource.frozen = snapshot.residual, snapshot.frozen
                 else:
                     resource.residual, resource.frozen = resource.capacity, 0
         for steps in (component.levels, component.keys, component.level_max, component.frozen_at, component.touched_at):
@@ -774,54 +801,58 @@ class FlowNetwork:
     def _fill(self, component: Component, unfrozen: list[FlowClass]) -> None:
         """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
-        those; repeat. Each resource has one entry in a heap, a lower bound of its fair share
-        (shares only rise as classes freeze; an entry is replaced when a share falls below it,
-        by rounding, and refreshed when it reaches the top), so the top, once fresh, is the
-        smallest share, ties to the smallest key. Each step is recorded for the next recomputation."""
-        heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
+        those; repeat. Each step scans the resources of their paths that still have unfrozen
+        members for the smallest fair share (ties to the smallest key; a resource left with none is
+        dropped from the scan) and keeps the smallest cap of the unfrozen classes (found again when
+        its last class freezes). Each step is recorded for the next recomputation."""
         levels, keys, level_max = component.levels, component.keys, component.level_max
         frozen_at, touched_at = component.frozen_at, component.touched_at
         self._marks = mark = self._marks + 1
-        live: list[Resource] = []  # the resources of their paths, each once, in first-met order
+        live: list[Resource] = []  # the resources of their paths, each once
+        capped = math.inf  # the smallest cap of the unfrozen classes, and how many have it
+        at_cap = 0
         for flow_class in unfrozen:
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
                     live.append(resource)
-        shares = []
-        for resource in live:
-            resource.share = resource.residual / (resource.flows - resource.frozen)
-            shares.append((resource.share, resource.key, resource.version, resource))
-        heapq.heapify(shares)
-        by_cap = sorted(unfrozen, key=_class_cap)
-        next_capped = 0
+            cap = flow_class.cap
+            if cap < capped:
+                capped, at_cap = cap, 1
+            elif cap == capped:
+                at_cap += 1
         unfixed = len(unfrozen)
         step = len(levels)
         while unfixed:
-            while shares:
-                share, _, version, resource = shares[0]
-                if version != resource.version:
-                    heappop(shares)
+            bottleneck: Resource | None = None
+            level, key = math.inf, _CAP_STEP_KEY
+            i, n = 0, len(live)
+            while i < n:
+                resource = live[i]
+                members = resource.flows - resource.frozen
+                if members <= 0:  # nothing left to limit: out of the scan (the order of the scan decides nothing)
+                    n -= 1
+                    live[i] = live[n]
+                    live.pop()
                     continue
-                current = resource.residual / (resource.flows - resource.frozen)
-                if current == share:
-                    break
-                resource.version += 1  # its share rose since its entry: enter it again
-                resource.share = current
-                heapreplace(shares, (current, resource.key, resource.version, resource))
-            level, key, _, bottleneck = shares[0] if shares else (math.inf, _CAP_STEP_KEY, 0, None)
-            while by_cap[next_capped].step >= 0:
-                next_capped += 1
-            capped = by_cap[next_capped].cap
+                share = resource.residual / members
+                if share < level or (share == level and resource.key < key):
+                    bottleneck, level, key = resource, share, resource.key
+                i += 1
+            if at_cap == 0:  # the classes of the smallest cap are all frozen: find the next one
+                capped = math.inf
+                for flow_class in unfrozen:
+                    if flow_class.step < 0:
+                        cap = flow_class.cap
+                        if cap < capped:
+                            capped, at_cap = cap, 1
+                        elif cap == capped:
+                            at_cap += 1
             if capped <= level:
                 level, key, limit = capped, _CAP_STEP_KEY, OWN_CAP
-                freezing = []
-                for flow_class in by_cap[next_capped:]:
-                    if flow_class.cap > capped:
-                        break
-                    if flow_class.step < 0:
-                        freezing.append(flow_class)
-                freezing.sort(key=_class_order)
+                freezing = [c for c in unfrozen if c.step < 0 and c.cap == capped]
+                if len(freezing) > 1:
+                    freezing.sort(key=_class_order)
             else:
                 assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
                 freezing = [c for c in bottleneck.crossing if c.step < 0]
@@ -832,6 +863,8 @@ class FlowNetwork:
                 flow_class.step = step
                 flow_class.level = level
                 flow_class.limit = limit
+                if flow_class.cap == capped:
+                    at_cap -= 1
                 n = len(flow_class.members)
                 flow_class.demand = demand = level * n
                 for resource in flow_class.bounds:
@@ -842,16 +875,13 @@ class FlowNetwork:
                         resource.mark = mark
                         touched.append(resource)
             for resource in touched:
-                resource.history.append((step, resource.residual, resource.frozen))
-                unfrozen_members = resource.flows - resource.frozen
-                if not unfrozen_members:
-                    resource.version += 1  # nothing left to limit: its entry is void
-                    continue
-                current = resource.residual / unfrozen_members
-                if current < resource.share:  # its entry must stay a lower bound of its share
-                    resource.version += 1
-                    resource.share = current
-                    heappush(shares, (current, resource.key, resource.version, resource))
+                history, depth = resource.history, resource.depth
+                if depth < len(history):
+                    snapshot = history[depth]
+                    snapshot.step, snapshot.residual, snapshot.frozen = step, resource.residual, resource.frozen
+                else:
+                    history.append(Snapshot(step, resource.residual, resource.frozen))
+                resource.depth = depth + 1
             levels.append(level)
             keys.append(key)
             level_max.append(level if not level_max or level > level_max[-1] else level_max[-1])
