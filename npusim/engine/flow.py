@@ -35,11 +35,10 @@ Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes 
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 import math
-import operator
+import struct
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -64,6 +63,7 @@ _CAP_STEP_KEY = -1  # the key of a step frozen by a cap: a cap wins ties against
 # subtractions, each rounded to half an ulp of a value <= capacity, so their difference stays within
 # k x 2.2e-16 x capacity of the exact one after k subtractions: far inside this margin.
 _SHADOW_MARGIN = 1e-6
+_PENDING_POINTS = 512  # points a RateLog takes in lists before it moves them into its arrays
 
 
 class Resource:
@@ -128,23 +128,51 @@ class Snapshot:
 class RateLog:
     """A resource's total rate at every change: ``(time_ps, bytes_per_ps)`` points, kept in two
     packed arrays (a network-bound run logs millions of them: 16 bytes each, nothing for the
-    garbage collector to walk)."""
+    garbage collector to walk). New points wait in two short lists and enter the arrays
+    _PENDING_POINTS at a time (an append to a list costs far less than one to an array)."""
 
-    __slots__ = ("times", "rates")
+    __slots__ = ("_times", "_rates", "_pending_times", "_pending_rates")
 
     def __init__(self) -> None:
-        self.times: array[int] = array("q")
-        self.rates: array[float] = array("d")
+        self._times: array[int] = array("q")
+        self._rates: array[float] = array("d")
+        self._pending_times: list[int] = []
+        self._pending_rates: list[float] = []
 
     def append(self, time_ps: int, rate: float) -> None:
-        self.times.append(time_ps)
-        self.rates.append(rate)
+        pending = self._pending_times
+        pending.append(time_ps)
+        self._pending_rates.append(rate)
+        if len(pending) >= _PENDING_POINTS:
+            self._flush()
+
+    def _flush(self) -> None:
+        times = self._pending_times
+        if times:
+            count = len(times)  # packed as the arrays hold them (native int64, float64): a copy each, no per-item call
+            self._times.frombytes(struct.pack(f"{count}q", *times))
+            self._rates.frombytes(struct.pack(f"{count}d", *self._pending_rates))
+            self._pending_times = []
+            self._pending_rates = []
+
+    @property
+    def times(self) -> array[int]:
+        """The times of the points (ps)."""
+        self._flush()
+        return self._times
+
+    @property
+    def rates(self) -> array[float]:
+        """The rates of the points (bytes/ps)."""
+        self._flush()
+        return self._rates
 
     def __len__(self) -> int:
-        return len(self.times)
+        return len(self._times) + len(self._pending_times)
 
     def __iter__(self) -> Iterator[tuple[int, float]]:
-        return zip(self.times, self.rates)
+        self._flush()
+        return zip(self._times, self._rates)
 
 
 class FlowClass:
@@ -224,7 +252,28 @@ class Component:
         self.refill = True
 
 
-_class_order = operator.attrgetter("order")
+def _sort_by_order(classes: list[FlowClass]) -> None:
+    """Sort ``classes`` in creation order, in place (short lists, mostly in order already: an
+    insertion sort compares native fields where ``list.sort`` would call a key per class)."""
+    for i in range(1, len(classes)):
+        flow_class = classes[i]
+        order = flow_class.order
+        j = i
+        while j > 0 and classes[j - 1].order > order:
+            classes[j] = classes[j - 1]
+            j -= 1
+        classes[j] = flow_class
+
+
+def _insert_by_order(classes: list[FlowClass], flow_class: FlowClass) -> None:
+    """Insert ``flow_class`` into ``classes`` (in creation order) at its place."""
+    order = flow_class.order
+    j = len(classes)
+    classes.append(flow_class)
+    while j > 0 and classes[j - 1].order > order:
+        classes[j] = classes[j - 1]
+        j -= 1
+    classes[j] = flow_class
 _component_size = lambda component: len(component.classes)  # noqa: E731
 
 
@@ -434,7 +483,7 @@ class FlowNetwork:
                 continue
             due.append(flow_class)
         if len(due) > 1:
-            due.sort(key=_class_order)
+            _sort_by_order(due)
         for flow_class in due:
             members = flow_class.members
             reached = flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps)
@@ -544,7 +593,7 @@ class FlowNetwork:
                 for resource in flow_class.path:
                     crossing = resource.crossing
                     if busy:
-                        bisect.insort(crossing, flow_class, key=_class_order)
+                        _insert_by_order(crossing, flow_class)
                     else:
                         crossing.remove(flow_class)
                     if crossing:
@@ -781,12 +830,16 @@ class FlowNetwork:
         that step's entry of its history and gets back its state before; returns the classes
         they had frozen (each once: a class is frozen by one step)."""
         unfrozen: list[FlowClass] = []
+        levels, keys, level_max = component.levels, component.keys, component.level_max
         frozen_at, touched_at = component.frozen_at, component.touched_at
-        for j in range(len(component.levels) - 1, first - 1, -1):
-            for flow_class in frozen_at[j]:
+        for _ in range(len(levels) - first):
+            levels.pop()
+            keys.pop()
+            level_max.pop()
+            for flow_class in frozen_at.pop():
                 flow_class.step = -1
                 unfrozen.append(flow_class)
-            for resource in touched_at[j]:
+            for resource in touched_at.pop():
                 depth = resource.depth - 1
                 resource.depth = depth
                 if depth:
@@ -794,8 +847,6 @@ class FlowNetwork:
                     resource.residual, resource.frozen = snapshot.residual, snapshot.frozen
                 else:
                     resource.residual, resource.frozen = resource.capacity, 0
-        for steps in (component.levels, component.keys, component.level_max, component.frozen_at, component.touched_at):
-            del steps[first:]
         return unfrozen
 
     def _fill(self, component: Component, unfrozen: list[FlowClass]) -> None:
@@ -852,7 +903,7 @@ class FlowNetwork:
                 level, key, limit = capped, _CAP_STEP_KEY, OWN_CAP
                 freezing = [c for c in unfrozen if c.step < 0 and c.cap == capped]
                 if len(freezing) > 1:
-                    freezing.sort(key=_class_order)
+                    _sort_by_order(freezing)
             else:
                 assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
                 freezing = [c for c in bottleneck.crossing if c.step < 0]
