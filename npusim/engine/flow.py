@@ -36,7 +36,6 @@ Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes 
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import struct
 from array import array
@@ -182,14 +181,14 @@ class FlowClass:
     ``demand`` is ``level`` x members, what it takes from each resource on its path; ``bounds`` are
     the resources of its path that can limit its rate; ``step`` is the filling step that froze the
     class (-1: not frozen) at rate ``level``; ``finish_ps`` is when its first member ends at its
-    rate (None: idle), ``queued_ps`` the time of its live entry in the network's heap of finishes
-    (None: no entry), never later than ``finish_ps``. ``bottleneck`` is the index of what limits the class now (see
+    rate (-1: idle), ``queued_ps`` its key in the network's heap of finishes (-1: not in it), never
+    later than ``finish_ps``, and ``slot`` its position there. ``bottleneck`` is the index of what limits the class now (see
     the module doc; ``limit`` is what froze it in the last filling) and ``changes`` lists
     ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
-                 "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "limit", "bottleneck", "changes",
-                 "component")
+                 "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "slot", "limit", "bottleneck",
+                 "changes", "component")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -206,8 +205,9 @@ class FlowClass:
         self.busy = False
         self.changed = False
         self.step = -1
-        self.finish_ps: int | None = None
-        self.queued_ps: int | None = None
+        self.finish_ps = -1
+        self.queued_ps = -1
+        self.slot = -1
         self.limit = OWN_CAP
         self.bottleneck = OWN_CAP
         self.changes: list[tuple[float, int]] = []
@@ -265,6 +265,60 @@ def _sort_by_order(classes: list[FlowClass]) -> None:
         classes[j] = flow_class
 
 
+def _before(a: FlowClass, b: FlowClass) -> bool:
+    """Whether ``a`` comes before ``b`` in the network's heap of finishes (by key, then creation order)."""
+    return a.queued_ps < b.queued_ps or (a.queued_ps == b.queued_ps and a.order < b.order)
+
+
+def _sift_up(heap: list[FlowClass], flow_class: FlowClass, slot: int) -> None:
+    """Move ``flow_class`` up the binary ``heap`` from ``slot`` (its own, or ``len(heap)`` to
+    enter it) to the place its key, just lowered or new, gives it."""
+    if slot == len(heap):
+        heap.append(flow_class)
+    while slot > 0:
+        parent_slot = (slot - 1) >> 1
+        parent = heap[parent_slot]
+        if not _before(flow_class, parent):
+            break
+        heap[slot] = parent
+        parent.slot = slot
+        slot = parent_slot
+    heap[slot] = flow_class
+    flow_class.slot = slot
+
+
+def _sift_down(heap: list[FlowClass], flow_class: FlowClass, slot: int) -> None:
+    """Move ``flow_class`` down the binary ``heap`` from ``slot`` to the place its key, just
+    raised, gives it."""
+    size = len(heap)
+    while True:
+        child_slot = 2 * slot + 1
+        if child_slot >= size:
+            break
+        child = heap[child_slot]
+        if child_slot + 1 < size:
+            right = heap[child_slot + 1]
+            if _before(right, child):
+                child_slot += 1
+                child = right
+        if not _before(child, flow_class):
+            break
+        heap[slot] = child
+        child.slot = slot
+        slot = child_slot
+    heap[slot] = flow_class
+    flow_class.slot = slot
+
+
+def _pop_first(heap: list[FlowClass]) -> None:
+    """Take the first class out of the binary ``heap``."""
+    first = heap[0]
+    first.queued_ps = first.slot = -1
+    last = heap.pop()
+    if last is not first:
+        _sift_down(heap, last, 0)
+
+
 def _insert_by_order(classes: list[FlowClass], flow_class: FlowClass) -> None:
     """Insert ``flow_class`` into ``classes`` (in creation order) at its place."""
     order = flow_class.order
@@ -307,8 +361,7 @@ class FlowNetwork:
         self.resources: list[Resource] = []
         self._classes: dict[tuple[Sequence[Resource], float], FlowClass] = {}
         self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
-        self._finishes: list[tuple[int, int, int, FlowClass]] = []  # (queued_ps, class order, entry number, class), see _schedule_finish
-        self._entries = itertools.count()  # numbers the entries of the heap of finishes (ties of one class)
+        self._finishes: list[FlowClass] = []  # a binary heap of classes by (queued_ps, order), see _schedule_finish
         self._finish_slack = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
         self._wakeup_ps: int | None = None
@@ -465,23 +518,19 @@ class FlowNetwork:
         now = clock(env)
         changed: list[FlowClass] = []
         finishes = self._finishes
-        heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
+        heappop, heappush = heapq.heappop, heapq.heappush
         horizon = now + self._finish_slack
-        entries = self._entries
         due = []
-        while finishes and finishes[0][0] <= horizon:
-            queued_ps, _, _, flow_class = heappop(finishes)
-            if queued_ps != flow_class.queued_ps:
-                continue  # superseded by an earlier entry of the class
-            flow_class.queued_ps = None
+        while finishes and finishes[0].queued_ps <= horizon:
+            flow_class = finishes[0]
             finish_ps = flow_class.finish_ps
-            if finish_ps is None:
-                continue  # idle since
-            if finish_ps > horizon:
-                flow_class.queued_ps = finish_ps  # its finish moved later: enter it again there
-                heappush(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
+            if horizon < finish_ps:
+                flow_class.queued_ps = finish_ps  # its finish moved later: its key follows
+                _sift_down(finishes, flow_class, 0)
                 continue
-            due.append(flow_class)
+            _pop_first(finishes)
+            if finish_ps >= 0:  # else idle since
+                due.append(flow_class)
         if len(due) > 1:
             _sort_by_order(due)
         for flow_class in due:
@@ -489,10 +538,9 @@ class FlowNetwork:
             reached = flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps)
             if members[0][0] - reached > members[0][2] * _FINISH_TOLERANCE:
                 finish_ps = flow_class.finish_ps
-                assert finish_ps is not None  # a due class has a finish
                 if finish_ps > now:
                     flow_class.queued_ps = finish_ps  # not yet: it stays due at its finish_ps
-                    heappush(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
+                    _sift_up(finishes, flow_class, len(finishes))
                 else:
                     flow_class.advance(now)
                     self._schedule_finish(flow_class, now)
@@ -511,7 +559,7 @@ class FlowNetwork:
             for resource in flow_class.path:
                 resource.bytes_moved += finished_bytes
                 resource.flows_done += finished
-            flow_class.finish_ps = None  # rescheduled by the recomputation if members are left
+            flow_class.finish_ps = -1  # rescheduled by the recomputation if members are left
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
@@ -542,19 +590,17 @@ class FlowNetwork:
                 self._schedule_finish(flow_class, now)
         if counted:
             self._recompute(now, counted)
-        while finishes:  # drop superseded entries, move early ones to their finish
-            queued_ps, _, _, flow_class = finishes[0]
-            if queued_ps == flow_class.queued_ps:
-                finish_ps = flow_class.finish_ps
-                if finish_ps == queued_ps:
-                    break
-                if finish_ps is not None:
-                    flow_class.queued_ps = finish_ps
-                    heapreplace(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
-                    continue
-                flow_class.queued_ps = None
-            heappop(finishes)
-        next_ps = finishes[0][0] if finishes else None
+        while finishes:  # drop idle classes, move early keys to their finish: the first is the next finish
+            flow_class = finishes[0]
+            finish_ps = flow_class.finish_ps
+            if finish_ps == flow_class.queued_ps:
+                break
+            if finish_ps >= 0:
+                flow_class.queued_ps = finish_ps
+                _sift_down(finishes, flow_class, 0)
+            else:
+                _pop_first(finishes)
+        next_ps = finishes[0].queued_ps if finishes else None
         if starts and (next_ps is None or starts[0][0] < next_ps):
             next_ps = starts[0][0]
         if next_ps is not None:
@@ -575,9 +621,12 @@ class FlowNetwork:
             self._finish_slack = slack
         flow_class.finish_ps = finish_ps
         queued_ps = flow_class.queued_ps
-        if queued_ps is None or finish_ps < queued_ps:
+        if queued_ps < 0:
             flow_class.queued_ps = finish_ps
-            heapq.heappush(self._finishes, (finish_ps, flow_class.order, next(self._entries), flow_class))
+            _sift_up(self._finishes, flow_class, len(self._finishes))
+        elif finish_ps < queued_ps:
+            flow_class.queued_ps = finish_ps
+            _sift_up(self._finishes, flow_class, flow_class.slot)
 
     def _recompute(self, now: int, changed: list[FlowClass]) -> None:
         """New rates after the member counts of ``changed`` classes changed: update which classes
