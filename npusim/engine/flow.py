@@ -41,6 +41,7 @@ import struct
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import simpy
 
@@ -48,21 +49,21 @@ from npusim.engine.loop import clock, succeed_at
 
 # A member has finished when its virtual finish is within this many bytes of the class clock,
 # relative to its size (absorbs float rounding; completion times are whole picoseconds).
-_FINISH_TOLERANCE = 1e-9
+_FINISH_TOLERANCE: Final = 1e-9
 
-OWN_CAP = -1  # bottleneck of a flow limited by its own cap (the DMA engine that drives it)
-UNREGISTERED = -2  # bottleneck index of a resource that was never added to the network
+OWN_CAP: Final = -1  # bottleneck of a flow limited by its own cap (the DMA engine that drives it)
+UNREGISTERED: Final = -2  # bottleneck index of a resource that was never added to the network
 # Tie-break key of a resource in the filling: (creation order of the first busy class crossing it)
 # x _KEY_STRIDE + (its position on that class's path), i.e. the order in which a scan of the busy
 # classes meets the resources. Paths are far shorter than the stride.
-_KEY_STRIDE = 1 << 32
-_CAP_STEP_KEY = -1  # the key of a step frozen by a cap: a cap wins ties against any resource
+_KEY_STRIDE: Final = 1 << 32
+_CAP_STEP_KEY: Final = -1  # the key of a step frozen by a cap: a cap wins ties against any resource
 # A resource crossed by exactly the same classes as another whose capacity is lower by more than
 # this fraction never limits a rate (see FlowNetwork._regroup). The two residuals undergo the same
 # subtractions, each rounded to half an ulp of a value <= capacity, so their difference stays within
 # k x 2.2e-16 x capacity of the exact one after k subtractions: far inside this margin.
-_SHADOW_MARGIN = 1e-6
-_PENDING_POINTS = 512  # points a RateLog takes in lists before it moves them into its arrays
+_SHADOW_MARGIN: Final = 1e-6
+_PENDING_POINTS: Final = 512  # points a RateLog takes in lists before it moves them into its arrays
 
 
 class Resource:
