@@ -266,6 +266,21 @@ def _sort_by_order(classes: list[FlowClass]) -> None:
         classes[j] = flow_class
 
 
+def _smallest_cap(classes: list[FlowClass]) -> tuple[float, list[FlowClass]]:
+    """The smallest cap of the ``classes`` not frozen yet (inf if none) and those of that cap."""
+    capped = math.inf
+    at_capped: list[FlowClass] = []
+    for flow_class in classes:
+        if flow_class.step < 0:
+            cap = flow_class.cap
+            if cap < capped:
+                capped = cap
+                at_capped = [flow_class]
+            elif cap == capped:
+                at_capped.append(flow_class)
+    return capped, at_capped
+
+
 def _before(a: FlowClass, b: FlowClass) -> bool:
     """Whether ``a`` comes before ``b`` in the network's heap of finishes (by key, then creation order)."""
     return a.queued_ps < b.queued_ps or (a.queued_ps == b.queued_ps and a.order < b.order)
@@ -903,55 +918,43 @@ class FlowNetwork:
         """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
         those; repeat. Each step scans the resources of their paths that still have unfrozen
-        members for the smallest fair share (ties to the smallest key; a resource left with none is
-        dropped from the scan) and keeps the smallest cap of the unfrozen classes (found again when
-        its last class freezes). Each step is recorded for the next recomputation."""
+        members for the smallest fair share (ties to the smallest key; the resources left with none
+        are dropped from the scan once they are a quarter of it) and keeps the classes of the
+        smallest cap (found again when they are all frozen and a cap could be reached). Each step
+        is recorded for the next recomputation."""
         levels, keys, level_max = component.levels, component.keys, component.level_max
         frozen_at, touched_at = component.frozen_at, component.touched_at
         self._marks = mark = self._marks + 1
         live: list[Resource] = []  # the resources of their paths, each once
-        capped = math.inf  # the smallest cap of the unfrozen classes, and how many have it
-        at_cap = 0
         for flow_class in unfrozen:
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
                     live.append(resource)
-            cap = flow_class.cap
-            if cap < capped:
-                capped, at_cap = cap, 1
-            elif cap == capped:
-                at_cap += 1
+        capped, at_capped = _smallest_cap(unfrozen)  # the smallest cap of the unfrozen classes, the classes of that cap
+        at_cap = len(at_capped)  # and how many of them are not frozen
         unfixed = len(unfrozen)
         step = len(levels)
         while unfixed:
             bottleneck: Resource | None = None
             level, key = math.inf, _CAP_STEP_KEY
-            i, n = 0, len(live)
-            while i < n:
-                resource = live[i]
+            saturated = 0
+            for resource in live:
                 members = resource.flows - resource.frozen
-                if members <= 0:  # nothing left to limit: out of the scan (the order of the scan decides nothing)
-                    n -= 1
-                    live[i] = live[n]
-                    live.pop()
-                    continue
-                share = resource.residual / members
-                if share < level or (share == level and resource.key < key):
-                    bottleneck, level, key = resource, share, resource.key
-                i += 1
-            if at_cap == 0:  # the classes of the smallest cap are all frozen: find the next one
-                capped = math.inf
-                for flow_class in unfrozen:
-                    if flow_class.step < 0:
-                        cap = flow_class.cap
-                        if cap < capped:
-                            capped, at_cap = cap, 1
-                        elif cap == capped:
-                            at_cap += 1
+                if members > 0:
+                    share = resource.residual / members
+                    if share < level or (share == level and resource.key < key):
+                        bottleneck, level, key = resource, share, resource.key
+                else:
+                    saturated += 1  # nothing left to limit
+            if saturated * 4 > len(live):  # out of the scan (whose order decides nothing)
+                live = [r for r in live if r.flows > r.frozen]
+            if at_cap == 0 and capped <= level:  # the classes of the smallest cap are all frozen: the next cap
+                capped, at_capped = _smallest_cap(unfrozen)
+                at_cap = len(at_capped)
             if capped <= level:
                 level, key, limit = capped, _CAP_STEP_KEY, OWN_CAP
-                freezing = [c for c in unfrozen if c.step < 0 and c.cap == capped]
+                freezing = [c for c in at_capped if c.step < 0]
                 if len(freezing) > 1:
                     _sort_by_order(freezing)
             else:
