@@ -35,14 +35,13 @@ Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes 
 
 from __future__ import annotations
 
-import bisect
 import heapq
-import itertools
 import math
-import operator
+import struct
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import simpy
 
@@ -50,20 +49,21 @@ from npusim.engine.loop import clock, succeed_at
 
 # A member has finished when its virtual finish is within this many bytes of the class clock,
 # relative to its size (absorbs float rounding; completion times are whole picoseconds).
-_FINISH_TOLERANCE = 1e-9
+_FINISH_TOLERANCE: Final = 1e-9
 
-OWN_CAP = -1  # bottleneck of a flow limited by its own cap (the DMA engine that drives it)
-UNREGISTERED = -2  # bottleneck index of a resource that was never added to the network
+OWN_CAP: Final = -1  # bottleneck of a flow limited by its own cap (the DMA engine that drives it)
+UNREGISTERED: Final = -2  # bottleneck index of a resource that was never added to the network
 # Tie-break key of a resource in the filling: (creation order of the first busy class crossing it)
 # x _KEY_STRIDE + (its position on that class's path), i.e. the order in which a scan of the busy
 # classes meets the resources. Paths are far shorter than the stride.
-_KEY_STRIDE = 1 << 32
-_CAP_STEP_KEY = -1  # the key of a step frozen by a cap: a cap wins ties against any resource
+_KEY_STRIDE: Final = 1 << 32
+_CAP_STEP_KEY: Final = -1  # the key of a step frozen by a cap: a cap wins ties against any resource
 # A resource crossed by exactly the same classes as another whose capacity is lower by more than
 # this fraction never limits a rate (see FlowNetwork._regroup). The two residuals undergo the same
 # subtractions, each rounded to half an ulp of a value <= capacity, so their difference stays within
 # k x 2.2e-16 x capacity of the exact one after k subtractions: far inside this margin.
-_SHADOW_MARGIN = 1e-6
+_SHADOW_MARGIN: Final = 1e-6
+_PENDING_POINTS: Final = 512  # points a RateLog takes in lists before it moves them into its arrays
 
 
 class Resource:
@@ -74,13 +74,14 @@ class Resource:
     ``(time_ps, bytes_per_ps)`` at every change (a :class:`RateLog`). The other slots are the state of the network's
     progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
     the ``residual`` capacity and ``frozen`` members after the last step that changed it, that
-    state after each step (``history``: (step, residual, frozen)), a version stamp for the
-    filling's heap, the resources crossed by exactly the same classes (``peers``, None before its
-    first use) and whether it can limit a rate (``limiting``; see FlowNetwork._regroup).
+    state after each step (the first ``depth`` :class:`Snapshot` of ``history``; the later ones
+    are kept to be written over), the resources crossed by exactly the same classes (``peers``,
+    None before its first use) and whether it can limit a rate (``limiting``; see
+    FlowNetwork._regroup).
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "history", "share", "version", "peers", "limiting", "component", "mark")
+                 "crossing", "key", "residual", "frozen", "history", "depth", "peers", "limiting", "component", "mark")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -99,9 +100,8 @@ class Resource:
         self.key = 0
         self.residual = capacity
         self.frozen = 0
-        self.history: list[tuple[int, float, int]] = []
-        self.share = 0.0
-        self.version = 0
+        self.history: list[Snapshot] = []
+        self.depth = 0
         self.peers: list[Resource] | None = None
         self.limiting = True
         # The component of the busy classes crossing it, if it can limit a rate (kept once they have
@@ -113,26 +113,66 @@ class Resource:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
 
 
+class Snapshot:
+    """A resource's ``residual`` capacity (bytes/ps) and ``frozen`` members after filling ``step``
+    (an entry of Resource.history, written over once that step is undone: no allocation per step)."""
+
+    __slots__ = ("step", "residual", "frozen")
+
+    def __init__(self, step: int, residual: float, frozen: int) -> None:
+        self.step = step
+        self.residual = residual
+        self.frozen = frozen
+
+
 class RateLog:
     """A resource's total rate at every change: ``(time_ps, bytes_per_ps)`` points, kept in two
     packed arrays (a network-bound run logs millions of them: 16 bytes each, nothing for the
-    garbage collector to walk)."""
+    garbage collector to walk). New points wait in two short lists and enter the arrays
+    _PENDING_POINTS at a time (an append to a list costs far less than one to an array)."""
 
-    __slots__ = ("times", "rates")
+    __slots__ = ("_times", "_rates", "_pending_times", "_pending_rates")
 
     def __init__(self) -> None:
-        self.times: array[int] = array("q")
-        self.rates: array[float] = array("d")
+        self._times: array[int] = array("q")
+        self._rates: array[float] = array("d")
+        self._pending_times: list[int] = []
+        self._pending_rates: list[float] = []
 
     def append(self, time_ps: int, rate: float) -> None:
-        self.times.append(time_ps)
-        self.rates.append(rate)
+        pending = self._pending_times
+        pending.append(time_ps)
+        self._pending_rates.append(rate)
+        if len(pending) >= _PENDING_POINTS:
+            self._flush()
+
+    def _flush(self) -> None:
+        times = self._pending_times
+        if times:
+            count = len(times)  # packed as the arrays hold them (native int64, float64): a copy each, no per-item call
+            self._times.frombytes(struct.pack(f"{count}q", *times))
+            self._rates.frombytes(struct.pack(f"{count}d", *self._pending_rates))
+            self._pending_times = []
+            self._pending_rates = []
+
+    @property
+    def times(self) -> array[int]:
+        """The times of the points (ps)."""
+        self._flush()
+        return self._times
+
+    @property
+    def rates(self) -> array[float]:
+        """The rates of the points (bytes/ps)."""
+        self._flush()
+        return self._rates
 
     def __len__(self) -> int:
-        return len(self.times)
+        return len(self._times) + len(self._pending_times)
 
     def __iter__(self) -> Iterator[tuple[int, float]]:
-        return zip(self.times, self.rates)
+        self._flush()
+        return zip(self._times, self._rates)
 
 
 class FlowClass:
@@ -142,14 +182,14 @@ class FlowClass:
     ``demand`` is ``level`` x members, what it takes from each resource on its path; ``bounds`` are
     the resources of its path that can limit its rate; ``step`` is the filling step that froze the
     class (-1: not frozen) at rate ``level``; ``finish_ps`` is when its first member ends at its
-    rate (None: idle), ``queued_ps`` the time of its live entry in the network's heap of finishes
-    (None: no entry), never later than ``finish_ps``. ``bottleneck`` is the index of what limits the class now (see
+    rate (-1: idle), ``queued_ps`` its key in the network's heap of finishes (-1: not in it), never
+    later than ``finish_ps``, and ``slot`` its position there. ``bottleneck`` is the index of what limits the class now (see
     the module doc; ``limit`` is what froze it in the last filling) and ``changes`` lists
     ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
-                 "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "limit", "bottleneck", "changes",
-                 "component")
+                 "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "slot", "limit", "bottleneck",
+                 "changes", "component")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
         self.path = path
@@ -166,8 +206,9 @@ class FlowClass:
         self.busy = False
         self.changed = False
         self.step = -1
-        self.finish_ps: int | None = None
-        self.queued_ps: int | None = None
+        self.finish_ps = -1
+        self.queued_ps = -1
+        self.slot = -1
         self.limit = OWN_CAP
         self.bottleneck = OWN_CAP
         self.changes: list[tuple[float, int]] = []
@@ -212,9 +253,98 @@ class Component:
         self.refill = True
 
 
-_class_order = operator.attrgetter("order")
+def _sort_by_order(classes: list[FlowClass]) -> None:
+    """Sort ``classes`` in creation order, in place (short lists, mostly in order already: an
+    insertion sort compares native fields where ``list.sort`` would call a key per class)."""
+    for i in range(1, len(classes)):
+        flow_class = classes[i]
+        order = flow_class.order
+        j = i
+        while j > 0 and classes[j - 1].order > order:
+            classes[j] = classes[j - 1]
+            j -= 1
+        classes[j] = flow_class
+
+
+def _smallest_cap(classes: list[FlowClass]) -> tuple[float, list[FlowClass]]:
+    """The smallest cap of the ``classes`` not frozen yet (inf if none) and those of that cap."""
+    capped = math.inf
+    at_capped: list[FlowClass] = []
+    for flow_class in classes:
+        if flow_class.step < 0:
+            cap = flow_class.cap
+            if cap < capped:
+                capped = cap
+                at_capped = [flow_class]
+            elif cap == capped:
+                at_capped.append(flow_class)
+    return capped, at_capped
+
+
+def _before(a: FlowClass, b: FlowClass) -> bool:
+    """Whether ``a`` comes before ``b`` in the network's heap of finishes (by key, then creation order)."""
+    return a.queued_ps < b.queued_ps or (a.queued_ps == b.queued_ps and a.order < b.order)
+
+
+def _sift_up(heap: list[FlowClass], flow_class: FlowClass, slot: int) -> None:
+    """Move ``flow_class`` up the binary ``heap`` from ``slot`` (its own, or ``len(heap)`` to
+    enter it) to the place its key, just lowered or new, gives it."""
+    if slot == len(heap):
+        heap.append(flow_class)
+    while slot > 0:
+        parent_slot = (slot - 1) >> 1
+        parent = heap[parent_slot]
+        if not _before(flow_class, parent):
+            break
+        heap[slot] = parent
+        parent.slot = slot
+        slot = parent_slot
+    heap[slot] = flow_class
+    flow_class.slot = slot
+
+
+def _sift_down(heap: list[FlowClass], flow_class: FlowClass, slot: int) -> None:
+    """Move ``flow_class`` down the binary ``heap`` from ``slot`` to the place its key, just
+    raised, gives it."""
+    size = len(heap)
+    while True:
+        child_slot = 2 * slot + 1
+        if child_slot >= size:
+            break
+        child = heap[child_slot]
+        if child_slot + 1 < size:
+            right = heap[child_slot + 1]
+            if _before(right, child):
+                child_slot += 1
+                child = right
+        if not _before(child, flow_class):
+            break
+        heap[slot] = child
+        child.slot = slot
+        slot = child_slot
+    heap[slot] = flow_class
+    flow_class.slot = slot
+
+
+def _pop_first(heap: list[FlowClass]) -> None:
+    """Take the first class out of the binary ``heap``."""
+    first = heap[0]
+    first.queued_ps = first.slot = -1
+    last = heap.pop()
+    if last is not first:
+        _sift_down(heap, last, 0)
+
+
+def _insert_by_order(classes: list[FlowClass], flow_class: FlowClass) -> None:
+    """Insert ``flow_class`` into ``classes`` (in creation order) at its place."""
+    order = flow_class.order
+    j = len(classes)
+    classes.append(flow_class)
+    while j > 0 and classes[j - 1].order > order:
+        classes[j] = classes[j - 1]
+        j -= 1
+    classes[j] = flow_class
 _component_size = lambda component: len(component.classes)  # noqa: E731
-_class_cap = operator.attrgetter("cap")
 
 
 @dataclass(frozen=True)
@@ -247,8 +377,7 @@ class FlowNetwork:
         self.resources: list[Resource] = []
         self._classes: dict[tuple[Sequence[Resource], float], FlowClass] = {}
         self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
-        self._finishes: list[tuple[int, int, int, FlowClass]] = []  # (queued_ps, class order, entry number, class), see _schedule_finish
-        self._entries = itertools.count()  # numbers the entries of the heap of finishes (ties of one class)
+        self._finishes: list[FlowClass] = []  # a binary heap of classes by (queued_ps, order), see _schedule_finish
         self._finish_slack = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
         self._wakeup_ps: int | None = None
@@ -405,34 +534,29 @@ class FlowNetwork:
         now = clock(env)
         changed: list[FlowClass] = []
         finishes = self._finishes
-        heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
+        heappop, heappush = heapq.heappop, heapq.heappush
         horizon = now + self._finish_slack
-        entries = self._entries
         due = []
-        while finishes and finishes[0][0] <= horizon:
-            queued_ps, _, _, flow_class = heappop(finishes)
-            if queued_ps != flow_class.queued_ps:
-                continue  # superseded by an earlier entry of the class
-            flow_class.queued_ps = None
+        while finishes and finishes[0].queued_ps <= horizon:
+            flow_class = finishes[0]
             finish_ps = flow_class.finish_ps
-            if finish_ps is None:
-                continue  # idle since
-            if finish_ps > horizon:
-                flow_class.queued_ps = finish_ps  # its finish moved later: enter it again there
-                heappush(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
+            if horizon < finish_ps:
+                flow_class.queued_ps = finish_ps  # its finish moved later: its key follows
+                _sift_down(finishes, flow_class, 0)
                 continue
-            due.append(flow_class)
+            _pop_first(finishes)
+            if finish_ps >= 0:  # else idle since
+                due.append(flow_class)
         if len(due) > 1:
-            due.sort(key=_class_order)
+            _sort_by_order(due)
         for flow_class in due:
             members = flow_class.members
             reached = flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps)
             if members[0][0] - reached > members[0][2] * _FINISH_TOLERANCE:
                 finish_ps = flow_class.finish_ps
-                assert finish_ps is not None  # a due class has a finish
                 if finish_ps > now:
                     flow_class.queued_ps = finish_ps  # not yet: it stays due at its finish_ps
-                    heappush(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
+                    _sift_up(finishes, flow_class, len(finishes))
                 else:
                     flow_class.advance(now)
                     self._schedule_finish(flow_class, now)
@@ -451,7 +575,7 @@ class FlowNetwork:
             for resource in flow_class.path:
                 resource.bytes_moved += finished_bytes
                 resource.flows_done += finished
-            flow_class.finish_ps = None  # rescheduled by the recomputation if members are left
+            flow_class.finish_ps = -1  # rescheduled by the recomputation if members are left
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
@@ -482,19 +606,17 @@ class FlowNetwork:
                 self._schedule_finish(flow_class, now)
         if counted:
             self._recompute(now, counted)
-        while finishes:  # drop superseded entries, move early ones to their finish
-            queued_ps, _, _, flow_class = finishes[0]
-            if queued_ps == flow_class.queued_ps:
-                finish_ps = flow_class.finish_ps
-                if finish_ps == queued_ps:
-                    break
-                if finish_ps is not None:
-                    flow_class.queued_ps = finish_ps
-                    heapreplace(finishes, (finish_ps, flow_class.order, next(entries), flow_class))
-                    continue
-                flow_class.queued_ps = None
-            heappop(finishes)
-        next_ps = finishes[0][0] if finishes else None
+        while finishes:  # drop idle classes, move early keys to their finish: the first is the next finish
+            flow_class = finishes[0]
+            finish_ps = flow_class.finish_ps
+            if finish_ps == flow_class.queued_ps:
+                break
+            if finish_ps >= 0:
+                flow_class.queued_ps = finish_ps
+                _sift_down(finishes, flow_class, 0)
+            else:
+                _pop_first(finishes)
+        next_ps = finishes[0].queued_ps if finishes else None
         if starts and (next_ps is None or starts[0][0] < next_ps):
             next_ps = starts[0][0]
         if next_ps is not None:
@@ -515,9 +637,12 @@ class FlowNetwork:
             self._finish_slack = slack
         flow_class.finish_ps = finish_ps
         queued_ps = flow_class.queued_ps
-        if queued_ps is None or finish_ps < queued_ps:
+        if queued_ps < 0:
             flow_class.queued_ps = finish_ps
-            heapq.heappush(self._finishes, (finish_ps, flow_class.order, next(self._entries), flow_class))
+            _sift_up(self._finishes, flow_class, len(self._finishes))
+        elif finish_ps < queued_ps:
+            flow_class.queued_ps = finish_ps
+            _sift_up(self._finishes, flow_class, flow_class.slot)
 
     def _recompute(self, now: int, changed: list[FlowClass]) -> None:
         """New rates after the member counts of ``changed`` classes changed: update which classes
@@ -533,7 +658,7 @@ class FlowNetwork:
                 for resource in flow_class.path:
                     crossing = resource.crossing
                     if busy:
-                        bisect.insort(crossing, flow_class, key=_class_order)
+                        _insert_by_order(crossing, flow_class)
                     else:
                         crossing.remove(flow_class)
                     if crossing:
@@ -568,7 +693,8 @@ class FlowNetwork:
         for component, mine in concerned.items():
             refill += self._refill(component, mine)
 
-        moved: dict[Resource, list[Resource]] = {}  # first member -> peer group whose total may have changed
+        self._marks = mark = self._marks + 1
+        moved: list[list[Resource]] = []  # the peer groups whose total may have changed (their first member marked)
         for flow_class in refill:
             if flow_class.limit != flow_class.bottleneck or not flow_class.changes:  # note a change, at the clock of now
                 flow_class.bottleneck = flow_class.limit
@@ -582,16 +708,22 @@ class FlowNetwork:
             for resource in flow_class.bounds:
                 peers = resource.peers
                 assert peers is not None  # a resource of a class's path has peers
-                moved[peers[0]] = peers
+                head = peers[0]
+                if head.mark != mark:
+                    head.mark = mark
+                    moved.append(peers)
         for flow_class in changed:
             flow_class.changed = False
             for resource in flow_class.bounds:
                 peers = resource.peers
                 assert peers is not None
-                moved[peers[0]] = peers
-        for head, group in moved.items():
+                head = peers[0]
+                if head.mark != mark:
+                    head.mark = mark
+                    moved.append(peers)
+        for group in moved:
             total = 0.0  # peers are crossed by the same classes: one sum, in creation order
-            for flow_class in head.crossing:
+            for flow_class in group[0].crossing:
                 total += flow_class.demand
             for resource in group:
                 if total != resource.rate:
@@ -656,10 +788,13 @@ class FlowNetwork:
                 self._fill(part, classes)
                 refill += classes
             return refill
-        affected: dict[Resource, None] = {}
+        self._marks = mark = self._marks + 1
+        affected: list[Resource] = []
         for flow_class in changed:
             for resource in flow_class.bounds:
-                affected[resource] = None
+                if resource.mark != mark:
+                    resource.mark = mark
+                    affected.append(resource)
         step = self._first_affected_step(component, changed, affected)
         never_frozen = [c for c in changed if c.busy and c.step < 0]  # not among the classes the undone steps froze
         refill = [c for c in self._undo_steps(component, step) if c.busy]
@@ -706,7 +841,7 @@ class FlowNetwork:
         parts = self._connected(busy)
         return {part: [] for part in parts}
 
-    def _first_affected_step(self, component: Component, changed: list[FlowClass], affected: dict[Resource, None]) -> int:
+    def _first_affected_step(self, component: Component, changed: list[FlowClass], affected: list[Resource]) -> int:
         """The first step of the last filling that the new member counts of ``changed`` (whose
         paths cross the limiting ``affected`` resources) can alter; every earlier step makes the
         same choice and freezes the same classes at the same level as a filling from scratch.
@@ -733,9 +868,14 @@ class FlowNetwork:
                 continue
             flows, key = resource.flows, resource.key
             residual, frozen, start = resource.capacity, 0, 0
-            for end, next_residual, next_frozen in (*resource.history, (first, 0.0, 0)):
+            history, depth = resource.history, resource.depth
+            for h in range(depth + 1):
                 # steps start..end (bounded by first) see this residual and frozen count
-                end = min(end + 1, first)
+                if h < depth:
+                    snapshot = history[h]
+                    end, next_residual, next_frozen = min(snapshot.step + 1, first), snapshot.residual, snapshot.frozen
+                else:
+                    end, next_residual, next_frozen = first, 0.0, 0
                 if start >= end:
                     break
                 unfrozen = flows - frozen
@@ -755,73 +895,68 @@ class FlowNetwork:
         that step's entry of its history and gets back its state before; returns the classes
         they had frozen (each once: a class is frozen by one step)."""
         unfrozen: list[FlowClass] = []
+        levels, keys, level_max = component.levels, component.keys, component.level_max
         frozen_at, touched_at = component.frozen_at, component.touched_at
-        for j in range(len(component.levels) - 1, first - 1, -1):
-            for flow_class in frozen_at[j]:
+        for _ in range(len(levels) - first):
+            levels.pop()
+            keys.pop()
+            level_max.pop()
+            for flow_class in frozen_at.pop():
                 flow_class.step = -1
                 unfrozen.append(flow_class)
-            for resource in touched_at[j]:
-                history = resource.history
-                history.pop()
-                if history:
-                    _, resource.residual, resource.frozen = history[-1]
+            for resource in touched_at.pop():
+                depth = resource.depth - 1
+                resource.depth = depth
+                if depth:
+                    snapshot = resource.history[depth - 1]
+                    resource.residual, resource.frozen = snapshot.residual, snapshot.frozen
                 else:
                     resource.residual, resource.frozen = resource.capacity, 0
-        for steps in (component.levels, component.keys, component.level_max, component.frozen_at, component.touched_at):
-            del steps[first:]
         return unfrozen
 
     def _fill(self, component: Component, unfrozen: list[FlowClass]) -> None:
         """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
-        those; repeat. Each resource has one entry in a heap, a lower bound of its fair share
-        (shares only rise as classes freeze; an entry is replaced when a share falls below it,
-        by rounding, and refreshed when it reaches the top), so the top, once fresh, is the
-        smallest share, ties to the smallest key. Each step is recorded for the next recomputation."""
-        heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
+        those; repeat. Each step scans the resources of their paths that still have unfrozen
+        members for the smallest fair share (ties to the smallest key; the resources left with none
+        are dropped from the scan once they are a quarter of it) and keeps the classes of the
+        smallest cap (found again when they are all frozen and a cap could be reached). Each step
+        is recorded for the next recomputation."""
         levels, keys, level_max = component.levels, component.keys, component.level_max
         frozen_at, touched_at = component.frozen_at, component.touched_at
         self._marks = mark = self._marks + 1
-        live: list[Resource] = []  # the resources of their paths, each once, in first-met order
+        live: list[Resource] = []  # the resources of their paths, each once
         for flow_class in unfrozen:
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
                     live.append(resource)
-        shares = []
-        for resource in live:
-            resource.share = resource.residual / (resource.flows - resource.frozen)
-            shares.append((resource.share, resource.key, resource.version, resource))
-        heapq.heapify(shares)
-        by_cap = sorted(unfrozen, key=_class_cap)
-        next_capped = 0
+        capped, at_capped = _smallest_cap(unfrozen)  # the smallest cap of the unfrozen classes, the classes of that cap
+        at_cap = len(at_capped)  # and how many of them are not frozen
         unfixed = len(unfrozen)
         step = len(levels)
         while unfixed:
-            while shares:
-                share, _, version, resource = shares[0]
-                if version != resource.version:
-                    heappop(shares)
-                    continue
-                current = resource.residual / (resource.flows - resource.frozen)
-                if current == share:
-                    break
-                resource.version += 1  # its share rose since its entry: enter it again
-                resource.share = current
-                heapreplace(shares, (current, resource.key, resource.version, resource))
-            level, key, _, bottleneck = shares[0] if shares else (math.inf, _CAP_STEP_KEY, 0, None)
-            while by_cap[next_capped].step >= 0:
-                next_capped += 1
-            capped = by_cap[next_capped].cap
+            bottleneck: Resource | None = None
+            level, key = math.inf, _CAP_STEP_KEY
+            saturated = 0
+            for resource in live:
+                members = resource.flows - resource.frozen
+                if members > 0:
+                    share = resource.residual / members
+                    if share < level or (share == level and resource.key < key):
+                        bottleneck, level, key = resource, share, resource.key
+                else:
+                    saturated += 1  # nothing left to limit
+            if saturated * 4 > len(live):  # out of the scan (whose order decides nothing)
+                live = [r for r in live if r.flows > r.frozen]
+            if at_cap == 0 and capped <= level:  # the classes of the smallest cap are all frozen: the next cap
+                capped, at_capped = _smallest_cap(unfrozen)
+                at_cap = len(at_capped)
             if capped <= level:
                 level, key, limit = capped, _CAP_STEP_KEY, OWN_CAP
-                freezing = []
-                for flow_class in by_cap[next_capped:]:
-                    if flow_class.cap > capped:
-                        break
-                    if flow_class.step < 0:
-                        freezing.append(flow_class)
-                freezing.sort(key=_class_order)
+                freezing = [c for c in at_capped if c.step < 0]
+                if len(freezing) > 1:
+                    _sort_by_order(freezing)
             else:
                 assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
                 freezing = [c for c in bottleneck.crossing if c.step < 0]
@@ -832,6 +967,8 @@ class FlowNetwork:
                 flow_class.step = step
                 flow_class.level = level
                 flow_class.limit = limit
+                if flow_class.cap == capped:
+                    at_cap -= 1
                 n = len(flow_class.members)
                 flow_class.demand = demand = level * n
                 for resource in flow_class.bounds:
@@ -842,16 +979,13 @@ class FlowNetwork:
                         resource.mark = mark
                         touched.append(resource)
             for resource in touched:
-                resource.history.append((step, resource.residual, resource.frozen))
-                unfrozen_members = resource.flows - resource.frozen
-                if not unfrozen_members:
-                    resource.version += 1  # nothing left to limit: its entry is void
-                    continue
-                current = resource.residual / unfrozen_members
-                if current < resource.share:  # its entry must stay a lower bound of its share
-                    resource.version += 1
-                    resource.share = current
-                    heappush(shares, (current, resource.key, resource.version, resource))
+                history, depth = resource.history, resource.depth
+                if depth < len(history):
+                    snapshot = history[depth]
+                    snapshot.step, snapshot.residual, snapshot.frozen = step, resource.residual, resource.frozen
+                else:
+                    history.append(Snapshot(step, resource.residual, resource.frozen))
+                resource.depth = depth + 1
             levels.append(level)
             keys.append(key)
             level_max.append(level if not level_max or level > level_max[-1] else level_max[-1])
