@@ -2,12 +2,13 @@
 
     python benchmarks/tile_dispatch.py [--nodes 1] [--n-pes 16] [--repeat 3] [--against OTHER/.venv/bin/python]
 
-Each run is a fresh process (no cache carries over from one to the next) running the workload (as ``npusim run --config a3 examples/shmem_allgather.py
---no-data`` does, without writing the run folder); it prints, min and median of ``--repeat`` runs: the
-session's CPU seconds (building and simulating) and the CPU us of starting one tile op
-(``CoreTask.start``: access records, building the program, the race check, the launch). With
-``--against``, the same runs of a baseline checkout's interpreter interleaved with these (the
-machine is shared: CPU time, interleaved), and the ratios baseline / this.
+Each run is a fresh process (no cache carries over from one to the next) running the workload as
+``npusim run --config a3 examples/shmem_allgather.py --no-data`` does, without writing the run
+folder; it prints, min and median of ``--repeat`` runs: the session's CPU seconds (building and
+simulating) and the CPU us of starting one tile op (``CoreTask.start``: access records, building
+the program, the race check, the launch). With ``--against``, the same runs of a baseline
+checkout's interpreter interleaved with these (the machine is shared: CPU time, interleaved), and
+the ratios baseline / this.
 """
 
 from __future__ import annotations
