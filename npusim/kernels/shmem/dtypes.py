@@ -17,7 +17,16 @@ import ml_dtypes
 import numpy as np
 
 
-class DataType(enum.Enum):
+class _PyptoEnum(enum.Enum):
+    """An enum that prints as PyPTO prints its members: ``DataType.DT_FP16``, ``AtomicType.ADD``."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    __str__ = __repr__
+
+
+class DataType(_PyptoEnum):
     """A PyPTO tensor element type; its value is the numpy dtype that holds it."""
 
     DT_INT8 = np.dtype(np.int8)
@@ -49,25 +58,15 @@ class DataType(enum.Enum):
         """The PyPTO type of a numpy dtype (ValueError if PyPTO has none mirrored here)."""
         return cls(np.dtype(dtype))
 
-    def __repr__(self) -> str:
-        return f"DataType.{self.name}"
 
-    __str__ = __repr__
-
-
-class AtomicType(enum.Enum):
+class AtomicType(_PyptoEnum):
     """How a shmem write lands: overwrite (SET) or atomic add (ADD)."""
 
     SET = 0
     ADD = 1
 
-    def __repr__(self) -> str:
-        return f"AtomicType.{self.name}"
 
-    __str__ = __repr__
-
-
-class OpType(enum.Enum):
+class OpType(_PyptoEnum):
     """A comparison; shmem_wait_until accepts only EQ."""
 
     EQ = 0
@@ -77,36 +76,21 @@ class OpType(enum.Enum):
     GT = 4
     GE = 5
 
-    def __repr__(self) -> str:
-        return f"OpType.{self.name}"
 
-    __str__ = __repr__
-
-
-class TileOpFormat(enum.Enum):
+class TileOpFormat(_PyptoEnum):
     """A tensor's layout in GM: row-major ND, or the cube's fractal NZ."""
 
     TILEOP_ND = 0
     TILEOP_NZ = 1
 
-    def __repr__(self) -> str:
-        return f"TileOpFormat.{self.name}"
 
-    __str__ = __repr__
-
-
-class StatusType(enum.Enum):
+class StatusType(_PyptoEnum):
     """How a dim of a kernel parameter's annotation is bound: at run time (DYNAMIC, DYN) or when
     the kernel is compiled (STATIC)."""
 
     DYN = "DYN"
     DYNAMIC = "DYNAMIC"
     STATIC = "STATIC"
-
-    def __repr__(self) -> str:
-        return f"StatusType.{self.name}"
-
-    __str__ = __repr__
 
 
 DYNAMIC = StatusType.DYNAMIC
