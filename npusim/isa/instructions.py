@@ -269,10 +269,7 @@ class SetFlag(Instruction):
         self.cost_ps = cost_ps
 
     def twin(self) -> Instruction:
-        new = _new(SetFlag)
-        self._twin_base(new)
-        new.key, new.cost_ps = self.key, self.cost_ps
-        return new
+        return _flag_twin(self)
 
 
 class WaitFlag(Instruction):
@@ -287,10 +284,15 @@ class WaitFlag(Instruction):
         self.cost_ps = cost_ps
 
     def twin(self) -> Instruction:
-        new = _new(WaitFlag)
-        self._twin_base(new)
-        new.key, new.cost_ps = self.key, self.cost_ps
-        return new
+        return _flag_twin(self)
+
+
+def _flag_twin(flag: SetFlag | WaitFlag) -> Instruction:
+    """The twin of a set_flag or wait_flag: the same flag key and cost."""
+    new = _new(type(flag))
+    flag._twin_base(new)
+    new.key, new.cost_ps = flag.key, flag.cost_ps
+    return new
 
 
 class PipeBarrierAll(Instruction):
@@ -346,9 +348,9 @@ class DmaCopy(Instruction):
 
     step = TRANSFER
 
-    def rebased(self, dst, src, path_key: tuple | None = None) -> DmaCopy:
+    def rebased(self, dst, src) -> DmaCopy:
         """The :meth:`twin` of this copy between ``dst`` and ``src`` (GM addresses of other bytes in
-        place of its GM sides, the same buffers; ``path_key`` the path it then takes, if known); only
+        place of its GM sides, the same buffers); only
         a copy of known addresses and of its own class (DmaCopy, AtomicAddCopy) has one."""
         cls = type(self)
         if cls is not DmaCopy and cls is not AtomicAddCopy or self.dynamic:
@@ -358,7 +360,7 @@ class DmaCopy(Instruction):
         new.src, new.dst = src, dst
         new.burst_count, new.burst_bytes, new.src_gap, new.dst_gap = self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap
         new.moved_bytes, new.dynamic, new._resolved = self.moved_bytes, False, None
-        new.path_key = _path_key(self.pipe, dst, src) if path_key is None else path_key
+        new.path_key = _path_key(self.pipe, dst, src)
         return new
 
     def twin(self) -> Instruction:
@@ -424,8 +426,8 @@ class AtomicAddCopy(DmaCopy):
         super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         self.dtype = src.dtype
 
-    def rebased(self, dst, src, path_key: tuple | None = None) -> AtomicAddCopy:
-        new = super().rebased(dst, src, path_key)
+    def rebased(self, dst, src) -> AtomicAddCopy:
+        new = super().rebased(dst, src)
         assert isinstance(new, AtomicAddCopy)
         new.dtype = self.dtype
         return new

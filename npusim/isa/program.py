@@ -541,15 +541,13 @@ class CoreProgram:
                 return None
         sides: list[tuple[int, int, int, int, int, int] | None] = []
         for instruction in self.instructions:
+            try:
+                instruction.twin()  # raises TypeError for an instruction that has none (a copy: other classes, dynamic)
+            except TypeError:
+                return None
             if not isinstance(instruction, DmaCopy):
-                try:
-                    instruction.twin()
-                except TypeError:
-                    return None
                 sides.append(None)
                 continue
-            if type(instruction) not in _REBASED or instruction.dynamic:
-                return None
             entry: list[int] = []
             for side, gap in ((instruction.dst, instruction.dst_gap), (instruction.src, instruction.src_gap)):
                 if isinstance(side, GmAddress):
@@ -559,7 +557,7 @@ class CoreProgram:
                     entry += (slot, side.offset - bases[slot][1], instruction.span(gap))
                 else:
                     entry += (-1, 0, 0)
-            sides.append((entry[0], entry[1], entry[2], entry[3], entry[4], entry[5]))
+            sides.append(tuple(entry))  # type: ignore[arg-type]  # dst then src: (slot, offset, span) each
         return ProgramTemplate(list(self.instructions), sides, dict(self._allocated), self._regs, self.core.kind_timing, self.race_free,
                                None if own is None else frozenset(own))
 
@@ -587,26 +585,24 @@ class CoreProgram:
             made[position] = new
             pipes[pipe][at] = new
         for position, pipe, at, instruction, label_id, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
-            dst, src, path_key = instruction.dst, instruction.src, instruction.path_key
+            dst, src = instruction.dst, instruction.src
             if src_slot >= 0:
                 allocation, offset = bases[src_slot]
                 offset += src_delta
                 if offset < 0 or offset + src_span > allocation.size_bytes:
                     return False
                 src = GmAddress(allocation, offset)
-                path_key = (pipe, allocation.die, False)
-            if dst_slot >= 0:  # the path goes to the GM it writes, as DmaCopy takes it
+            if dst_slot >= 0:
                 allocation, offset = bases[dst_slot]
                 offset += dst_delta
                 if offset < 0 or offset + dst_span > allocation.size_bytes:
                     return False
                 dst = GmAddress(allocation, offset)
-                path_key = (pipe, allocation.die, True)
                 if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
                     if die(allocation.die).atomics is None:
                         return False
                     atomic_dies.add(allocation.die)
-            new = instruction.rebased(dst, src, path_key)
+            new = instruction.rebased(dst, src)
             new.tile, new.label_id = tile, label_id
             made[position] = new
             pipes[pipe][at] = new
@@ -708,7 +704,6 @@ class _Skeleton:
         self.made, self.pipes, self.twins, self.copies = made, pipes, twins, copies
 
 
-_REBASED = (DmaCopy, AtomicAddCopy)  # the copies a template moves to other GM bytes (DmaCopy.rebased)
 
 
 class _TileScope:

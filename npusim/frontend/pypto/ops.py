@@ -188,12 +188,6 @@ def _shift(offsets: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
     return tuple(a + b for a, b in zip(offsets, more))
 
 
-def _after_effect(instruction, callback) -> None:
-    """Call ``callback`` once ``instruction``'s effect (its bytes landing, a control store's with data
-    on or off) has been applied: when its event is recorded, right after."""
-    on_recorded(instruction, lambda _event: callback())
-
-
 def _last_store_lands(write: RemoteWrite, stores: Sequence, _gm) -> None:
     """The hook of a piece that writes ``write``: its last store's event is when the write lands."""
     if stores:
@@ -571,7 +565,7 @@ def shmem_clear_signal(src: ShmemTensor, *, pred: list | None = None) -> Tensor:
         size = signal_clear_bytes(area.allocation.n_pes, area.allocation.signal_max_tiles)
         first = start.allocation.address + start.offset
         for store in clear_tile(p, start.allocation, start.offset, size, CLEAR_SIGNAL_STORE_BYTES, control=True, name=op):
-            _after_effect(store, lambda: launch.forget_slots(start.allocation.die, first, first + size))
+            on_recorded(store, lambda _event: launch.forget_slots(start.allocation.die, first, first + size))  # right after its effect
 
     task = CoreTask(node, 0, build)
     node.tasks.append(task)

@@ -98,9 +98,9 @@ class ShmemArea:
     index: int
     allocation: ShmemAllocation
     creator: int = 0  # the PE that created it first
-    _views: dict[int, GmView] = field(default_factory=dict)  # rank -> data_view(rank), once its window exists
-    _labels: dict[int, str] = field(default_factory=dict)  # rank -> label(rank)
-    _signal_bases: dict[int, tuple[Allocation, int]] = field(default_factory=dict)  # rank -> (signal window, area offset)
+    _views: dict[int, GmView] = field(default_factory=dict, init=False, repr=False)  # rank -> data_view(rank), once its window exists
+    _labels: dict[int, str] = field(default_factory=dict, init=False, repr=False)  # rank -> label(rank)
+    _signal_bases: dict[int, tuple[Allocation, int]] = field(default_factory=dict, init=False, repr=False)  # rank -> (signal window, area offset)
 
     def __post_init__(self) -> None:
         self.itemsize = self.dtype.itemsize if self.dtype is not None else 0  # bytes per element (0: signal-only)
@@ -367,11 +367,13 @@ class CoreTask(Task):
         for piece, handed, gm in zip(pieces, marked, gms):
             if piece.hook is not None:
                 piece.hook(handed, gm)
+        if watched is None:
+            watched = _watched(p.instructions)
         process = self._launch(kernel, p, core, watched)
         if known is None:  # after the launch: its race verdict goes with the template
             position = {id(instruction): i for i, instruction in enumerate(p.instructions)}
             marks = tuple(tuple(position[id(i)] for i in handed) for handed in marked)
-            watched_at = tuple(position[id(i)] for i in _watched(p.instructions))
+            watched_at = tuple(position[id(i)] for i in watched)
             template = p.template(bases, own=set(watched_at).union(*marks))
             if template is not None:
                 launch.templates[key] = TileTemplate(template, marks, watched_at)

@@ -17,6 +17,7 @@ sides; the caller decides whether that is a warning or an error.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -146,9 +147,8 @@ class _Started:
         first byte below ``hi`` and an end above ``lo`` (so a first byte above ``lo - widest``)."""
         first, last = bisect.bisect_right(self.firsts, lo - self.widest), bisect.bisect_left(self.firsts, hi)
         meeting = [entry for entry in self.entries[first:last] if entry[1] > lo]
-        meeting.sort(key=_order)
+        meeting.sort(key=_start_order)
         return meeting
 
 
-def _order(entry: tuple) -> int:
-    return entry[0]
+_start_order = operator.itemgetter(0)  # an entry's order of start
