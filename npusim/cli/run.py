@@ -33,7 +33,7 @@ from npusim.cli.errors import exit_code_for, report, stoppable
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import NpusimError, OutputError, UsageError
 from npusim.files import MARKER, Output, StagedFolder, default_folder_name
-from npusim.frontend.session import GC_YOUNG_THRESHOLD, MAX_SEED, Session, SimResult, network_quantum_ps, session
+from npusim.frontend.session import MAX_SEED, Session, SimResult, network_quantum_ps, session, young_gc_threshold
 from npusim.frontend.workload import WorkloadSource, check_param_overrides, parse_param_overrides, read_workload, run_workload_file
 from npusim.isa.racecheck import RACE_MODES
 from npusim.trace.chrome import write_chrome_trace
@@ -95,6 +95,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
 
     with folder, run_collector():  # the folder is removed unless committed: on every failure below, an interrupt included
         active, failure = _simulate(loaded, source, data, seed, param_overrides, network_quantum, races, debug)
+        gc.freeze()  # see run_collector
         result = active.result
         assert result is not None
         manifest = {
@@ -155,9 +156,7 @@ def _simulate(loaded: LoadedConfig, source: WorkloadSource, data: bool, seed: in
     except BaseException as error:  # the workload is arbitrary user code
         if active is None:  # the session could not even be built
             sys.exit(report(error, debug=debug))
-        gc.freeze()  # see run_collector
         return active, error
-    gc.freeze()  # see run_collector
     return active, None
 
 
@@ -166,15 +165,13 @@ def run_collector() -> Iterator[None]:
     """CPython's garbage collector while a run is simulated and its folder written: at the
     session's young-generation threshold from start to end (a lower one restored as the session
     ends would set off collections that walk the whole simulated machine: ~0.3 s after the
-    README's run), and blind to what the session left once it is over (``_simulate`` freezes it,
+    README's run), and blind to what the session left once it is over (``_run`` freezes it,
     gc.freeze), so that writing the folder collects only what writing allocates. Restored after."""
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
+    with young_gc_threshold():
+        try:
+            yield
+        finally:
+            gc.unfreeze()
 
 
 def run_outputs(result: SimResult, loaded: LoadedConfig, manifest: dict, metadata: dict, selection: TraceSelection, plot: bool) -> list[Output]:

@@ -637,12 +637,9 @@ class FlowNetwork:
             self._finish_slack = slack
         flow_class.finish_ps = finish_ps
         queued_ps = flow_class.queued_ps
-        if queued_ps < 0:
+        if queued_ps < 0 or finish_ps < queued_ps:  # not in the heap of finishes, or to come up earlier there
             flow_class.queued_ps = finish_ps
-            _sift_up(self._finishes, flow_class, len(self._finishes))
-        elif finish_ps < queued_ps:
-            flow_class.queued_ps = finish_ps
-            _sift_up(self._finishes, flow_class, flow_class.slot)
+            _sift_up(self._finishes, flow_class, len(self._finishes) if queued_ps < 0 else flow_class.slot)
 
     def _recompute(self, now: int, changed: list[FlowClass]) -> None:
         """New rates after the member counts of ``changed`` classes changed: update which classes

@@ -38,6 +38,14 @@ def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value:
     heappush(env._queue, (env._now + delay_ps, NORMAL, next(env._eid), event))
 
 
+def rearm_at(env: simpy.Environment, event: simpy.Event, delay_ps: int) -> None:
+    """Trigger ``event`` again, ``delay_ps`` ps from now, once SimPy has processed it: one timer a
+    process sleeps on again and again in place of a new Timeout per sleep (the same queue key a
+    Timeout made at this moment would get)."""
+    event.callbacks = []
+    succeed_at(env, event, delay_ps)
+
+
 class _Processed(Protocol):
     """An event as the loop watches it: SimPy sets ``callbacks`` to None once the event is
     processed (its annotation says a list: read through this, the compiled loop accepts None)."""

@@ -293,6 +293,18 @@ GC_YOUNG_THRESHOLD = 100_000
 
 
 @contextlib.contextmanager
+def young_gc_threshold() -> Iterator[None]:
+    """CPython's young-generation GC threshold raised to at least GC_YOUNG_THRESHOLD while inside;
+    the caller's thresholds restored after."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+@contextlib.contextmanager
 def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
             seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None,
             network_quantum: str | None = None, progress: bool = False, wall_limit_s: float | None = None,
@@ -316,9 +328,7 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
     np.random.seed(seed)
     _SESSIONS.append(current)
     _SESSION_OF[current.system] = current
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
-    try:
+    with young_gc_threshold():
         try:
             with building_for(current.system):
                 yield current
@@ -333,8 +343,6 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
         finally:
             _SESSIONS.remove(current)
         current.finish()
-    finally:
-        gc.set_threshold(*thresholds)
 
 
 _SESSIONS: list[Session] = []

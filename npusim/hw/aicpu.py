@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import queued_events, schedule_stamp, succeed_at
+from npusim.engine.loop import queued_events, rearm_at, schedule_stamp
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -186,8 +186,7 @@ class SchedulerThread:
         while True:
             if self.finished:
                 task, start = self.finished.popleft(), env.now
-                timer.callbacks = []
-                succeed_at(env, timer, scheduler.completion_ps)
+                rearm_at(env, timer, scheduler.completion_ps)
                 yield timer
                 completed = record(self.track, scheduler.complete_name, start, task)
                 if task.on_core:
@@ -195,8 +194,7 @@ class SchedulerThread:
                 scheduler.resolve(task, completed)
             elif self.to_dispatch:
                 task, core, ready, start = *self.to_dispatch.popleft(), env.now
-                timer.callbacks = []
-                succeed_at(env, timer, scheduler.schedule_ps)
+                rearm_at(env, timer, scheduler.schedule_ps)
                 yield timer
                 dispatched = record(self.track, scheduler.dispatch_name, start, task)
                 scheduler.flow(ready, dispatched, "ready")
@@ -213,8 +211,7 @@ class SchedulerThread:
                 idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
                 if idle:  # will go on with that work when it ends
                     coordinator.armed_timers += 1
-                timer.callbacks = []
-                succeed_at(env, timer, scheduler.poll_ps)
+                rearm_at(env, timer, scheduler.poll_ps)
                 yield timer
                 if idle:
                     coordinator.armed_timers -= 1

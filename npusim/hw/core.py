@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, cast
 
 import simpy
 
-from npusim.engine.loop import clock, succeed_at
+from npusim.engine.loop import clock, rearm_at, succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import Pipe
@@ -208,8 +208,7 @@ class AICore:
         for instruction in instructions:
             if waits_for_issue and instruction.s_dep > issued.count:
                 if ahead:
-                    timer.callbacks = []
-                    succeed_at(env, timer, ahead)
+                    rearm_at(env, timer, ahead)
                     yield timer
                     ahead = 0
                 blocked[pipe_id] = "waiting for the scalar unit to issue it"
@@ -229,8 +228,7 @@ class AICore:
                     busy = ahead + instruction.fixed_ps
                     ahead = 0
                     if busy:
-                        timer.callbacks = []
-                        succeed_at(env, timer, busy)
+                        rearm_at(env, timer, busy)
                         yield timer
                         now = clock_of(env)
                     end = now
@@ -249,8 +247,7 @@ class AICore:
                     ahead += instruction.cost_ps
                     end = now + ahead
                 else:
-                    timer.callbacks = []
-                    succeed_at(env, timer, instruction.cost_ps)
+                    rearm_at(env, timer, instruction.cost_ps)
                     yield timer
                     now = end = clock_of(env)
                 key = instruction.key
@@ -286,15 +283,13 @@ class AICore:
                     ahead += instruction.cost_ps
                     end = now + ahead
                 else:
-                    timer.callbacks = []
-                    succeed_at(env, timer, ahead + instruction.cost_ps)
+                    rearm_at(env, timer, ahead + instruction.cost_ps)
                     yield timer
                     ahead = 0
                     now = end = clock_of(env)
             else:  # WAITING: needs the real time, may block on other pipes
                 if ahead:
-                    timer.callbacks = []
-                    succeed_at(env, timer, ahead)
+                    rearm_at(env, timer, ahead)
                     yield timer
                     ahead = 0
                     now = clock_of(env)
@@ -302,8 +297,7 @@ class AICore:
                 busy = instruction.start(self, run)
                 if busy.__class__ is int:
                     if busy:
-                        timer.callbacks = []
-                        succeed_at(env, timer, busy)
+                        rearm_at(env, timer, busy)
                         yield timer
                 else:
                     blocked[pipe_id] = instruction
@@ -327,6 +321,5 @@ class AICore:
                 if done.waiters:
                     done.wake()
         if ahead:
-            timer.callbacks = []
-            succeed_at(env, timer, ahead)
+            rearm_at(env, timer, ahead)
             yield timer

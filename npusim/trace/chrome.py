@@ -438,10 +438,10 @@ class _Writer:
             return times, values
         low, high = window
         first = int(np.searchsorted(times, low, side="right"))
-        inside = np.flatnonzero(times[first:] <= high) + first
-        if first and (not len(inside) or times[inside[0]] > low):  # the point in force at the start, moved to it
-            return np.insert(times[inside], 0, low), np.insert(values[inside], 0, values[first - 1])
-        return times[inside], values[inside]
+        stop = int(np.searchsorted(times, high, side="right"))
+        if first and (stop == first or times[first] > low):  # the point in force at the start, moved to it
+            return np.insert(times[first:stop], 0, low), np.insert(values[first:stop], 0, values[first - 1])
+        return times[first:stop], values[first:stop]
 
     # -- selections --------------------------------------------------------------------------
 

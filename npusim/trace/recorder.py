@@ -209,21 +209,18 @@ class Recorder:
         """Record that event ``to_event`` could not proceed before event ``from_event`` ended (an
         arrow in the trace, an edge of the critical path); both are event indices already recorded."""
         count = self.events
-        if from_event.__class__ is int and to_event.__class__ is int and 0 <= from_event < count and 0 <= to_event < count:
-            self.flow_from.append(from_event)
-            self.flow_to.append(to_event)
-            name_id = self._name_ids.get(name)
-            self.flow_name.append(self.name_id(name) if name_id is None else name_id)
-            return
-        for end, index in (("from", from_event), ("to", to_event)):
-            if not (isinstance(index, (int, np.integer)) and 0 <= index < count):
-                raise UsageError(
-                    f"flow {name!r}: its {end} event {index!r} is not a recorded event index (0..{count - 1}); "
-                    "record both events first and pass the indices Recorder.record returned"
-                )
-        self.flow_from.append(int(from_event))
-        self.flow_to.append(int(to_event))
-        self.flow_name.append(self.name_id(name))
+        if not (from_event.__class__ is int and to_event.__class__ is int and 0 <= from_event < count and 0 <= to_event < count):
+            for end, index in (("from", from_event), ("to", to_event)):
+                if not (isinstance(index, (int, np.integer)) and 0 <= index < count):
+                    raise UsageError(
+                        f"flow {name!r}: its {end} event {index!r} is not a recorded event index (0..{count - 1}); "
+                        "record both events first and pass the indices Recorder.record returned"
+                    )
+            from_event, to_event = int(from_event), int(to_event)  # numpy integers
+        self.flow_from.append(from_event)
+        self.flow_to.append(to_event)
+        name_id = self._name_ids.get(name)
+        self.flow_name.append(self.name_id(name) if name_id is None else name_id)
 
     def buffer_span(self, span: BufferSpan) -> None:
         """Record the buffer bytes a program held on a core over its run."""
