@@ -117,7 +117,7 @@ def write_chrome_trace(record: RunRecord, path: str | os.PathLike[str], *, metad
     level must not be ``none``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as temporary, open(temporary, "w", encoding="utf-8") as out:
+    with atomic_path(path) as temporary, open(temporary, "wb") as out:
         _Writer(record, out, chunk_events, selection or TraceSelection()).write(metadata or {})
     return path
 
@@ -125,7 +125,7 @@ def write_chrome_trace(record: RunRecord, path: str | os.PathLike[str], *, metad
 class _Writer:
     """One pass over the recorder, writing lines as it goes."""
 
-    def __init__(self, record: RunRecord, out: IO[str], chunk_events: int, selection: TraceSelection) -> None:
+    def __init__(self, record: RunRecord, out: IO[bytes], chunk_events: int, selection: TraceSelection) -> None:
         self.record = record
         self.selection = selection
         self.kept_dies = selection.die_mask(record.spec.shape.dies)  # indexed by die (-1: lanes of no die)
@@ -152,19 +152,19 @@ class _Writer:
         return released
 
     def emit(self, line: str) -> None:
-        self.emit_text(line)
+        self.emit_text(line.encode())
 
     def emit_lines(self, lines: list[str]) -> None:
         """Write ``lines`` as events of the array (one write for the whole batch)."""
         if lines:
-            self.emit_text(",\n".join(lines))
+            self.emit_text(",\n".join(lines).encode())
 
-    def emit_text(self, text: str) -> None:
-        """Write ``text`` (events of the array, ``,\\n`` between two) as the next events."""
+    def emit_text(self, text: bytes) -> None:
+        """Write ``text`` (events of the array, ``,\\n`` between two; ASCII) as the next events."""
         if not text:
             return
         if not self.first:
-            self.out.write(",\n")
+            self.out.write(b",\n")
         self.out.write(text)
         self.first = False
 
@@ -174,7 +174,7 @@ class _Writer:
         return self._text_tables
 
     def write(self, metadata: dict[str, Any]) -> None:
-        self.out.write('{"traceEvents":[\n')
+        self.out.write(b'{"traceEvents":[\n')
         selection = self.selection
         if selection.level == "ops":
             self._op_slices()
@@ -189,9 +189,9 @@ class _Writer:
                 continue
             self.emit(f'{{"name":{json.dumps(instant.name)},"cat":{json.dumps(instant.category)},"ph":"i","s":"p","ts":{_ts(ns_of(instant.time_ps))},'
                       f'"pid":{instant.die},"tid":0,"args":{{"message":{json.dumps(instant.message)}}}}}')
-        self.out.write('\n],"displayTimeUnit":"ns","otherData":')
-        self.out.write(json.dumps(self._other_data(metadata), sort_keys=True))
-        self.out.write("}\n")
+        self.out.write(b'\n],"displayTimeUnit":"ns","otherData":')
+        self.out.write(json.dumps(self._other_data(metadata), sort_keys=True).encode())
+        self.out.write(b"}\n")
 
     # -- processes and threads -----------------------------------------------------------------
 
@@ -290,14 +290,14 @@ class _Writer:
                 for index, lines in flows:
                     end = int(ends[rank[index - first] - 1]) if rank[index - first] else 0
                     pieces.append(text[done:end])
-                    pieces.append(",\n".join(lines) + ",\n")
+                    pieces.append((",\n".join(lines) + ",\n").encode())
                     done = end
                 pieces.append(text[done:])
-                text = "".join(pieces)
+                text = b"".join(pieces)
             self.emit_text(text[:-2])  # without the last separator
 
     def _event_lines(self, c: dict[str, np.ndarray], kept: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, releases: np.ndarray,
-                     transfers: dict[str, np.ndarray], first: int) -> tuple[str, np.ndarray]:
+                     transfers: dict[str, np.ndarray], first: int) -> tuple[bytes, np.ndarray]:
         """The lines of a chunk's kept events (each followed by its release slice, if it has one;
         each with ``,\\n`` after it) and where each event's lines end: a complete event with its
         bytes, op, tile and, for a DMA, what limited it."""
@@ -531,7 +531,7 @@ class _Writer:
         return data
 
 
-def _counter_lines(head: str, ns: np.ndarray, place: str, values: np.ndarray) -> str:
+def _counter_lines(head: str, ns: np.ndarray, place: str, values: np.ndarray) -> bytes:
     """Counter points (``head``, a time, ``place``, a value with three decimals, closed), ``,\\n``
     between two; numpy writes the values where it is exact (fixed3), Python any other."""
     lines = _with_ts(Lines(len(ns)).text(head), ns).text(place)

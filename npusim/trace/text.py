@@ -4,8 +4,10 @@ flows and counters are hundreds of thousands of lines that differ only in a few 
 
 :class:`Lines` lays every row out in one byte matrix, each part (a text, a text chosen from a
 :class:`Texts` table, a decimal integer, zero-padded digits) in its own columns of the widest
-width it takes, marks the bytes each row really has, and keeps those in row order: a row absent
-from a part, or shorter in it, simply has fewer bytes there.
+width it takes. A byte a row does not have there (a row absent from a part, or shorter in it) is
+NUL, which no text holds, and the rows' text is the matrix's other bytes in row order. Decimal
+digits are looked up four at a time (one division by 10,000 per four digits). The text comes out
+as ASCII bytes, ready for a binary file.
 """
 
 from __future__ import annotations
@@ -15,47 +17,68 @@ from collections.abc import Sequence
 import numpy as np
 
 _POWERS = 10 ** np.arange(19, dtype=np.int64)  # 1, 10, ... 10**18: every power of ten an int64 holds
-_DIGIT_ZERO = ord("0")
+_GROUP = 4  # digits looked up at a time
+_GROUP_LIMIT = 10**_GROUP
+
+
+def _group_codes(text: str) -> int:
+    """Four characters (NUL for none) as one little-endian word: a row of four bytes."""
+    return int.from_bytes(text.encode("ascii"), "little")
+
+
+# "0000" ... "9999" (the digits of a group with more digits before it), then the same without
+# their leading zeros (the first group of a number; its bytes before the first digit NUL, all four for 0)
+_GROUPS = np.array([_group_codes(f"{group:04d}") for group in range(_GROUP_LIMIT)]
+                   + [_group_codes(f"{group:4d}".replace(" ", "\0") if group else "\0" * 4) for group in range(_GROUP_LIMIT)], dtype="<u4")
+_ZERO = np.uint32(_group_codes("\0" * 3 + "0"))  # the number 0 as a first group: a single "0"
 FIXED3_LIMIT = 2.0**52  # fixed3 is exact below this magnitude (larger values are left to Python)
 
 
+def _codes(text: str) -> np.ndarray:
+    """The ASCII codes of ``text`` (NUL is the matrix's "no byte here": no text holds it)."""
+    if "\0" in text:
+        raise ValueError(f"{text!r}: a text of Lines cannot hold NUL")
+    return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+
+
 class Texts:
-    """A table of texts (ASCII) a part of :class:`Lines` picks from row by row."""
+    """A table of texts (ASCII) a part of :class:`Lines` picks from row by row; its last row
+    (``blank``) is no text, what rows absent from the part pick."""
 
     def __init__(self, texts: Sequence[str]) -> None:
-        encoded = [text.encode("ascii") for text in texts] or [b""]  # a row even for no texts: rows that pick none index it
+        encoded = [_codes(text) for text in texts]
         self.width = max(map(len, encoded), default=0)
-        self.lengths = np.array([len(text) for text in encoded], dtype=np.int64)
-        self.codes = np.zeros((len(encoded), self.width), dtype=np.uint8)
-        for row, text in enumerate(encoded):
-            self.codes[row, : len(text)] = np.frombuffer(text, dtype=np.uint8)
-        self.kept = np.arange(self.width) < self.lengths[:, None]  # the bytes each text has
+        self.blank = len(encoded)
+        self.codes = np.zeros((len(encoded) + 1, self.width), dtype=np.uint8)  # NUL after each text
+        for row, codes in enumerate(encoded):
+            self.codes[row, : len(codes)] = codes
 
 
 class Lines:
     """The text of ``rows`` rows, each the same sequence of parts; ``where`` (a boolean per row)
     keeps a part on some rows only. Build with the part methods in order, then take the
-    :meth:`text`."""
+    :meth:`joined` bytes or the :meth:`text_of_rows`."""
 
     def __init__(self, rows: int) -> None:
         self.rows = rows
-        self._parts: list[tuple[np.ndarray, np.ndarray | None]] = []  # (codes (rows, w) or (w,), kept bytes (rows, w) or (rows, 1) or None: all)
+        self._parts: list[np.ndarray] = []  # the codes of each part, (rows, w) or (w,) (the same on every row); NUL: no byte
 
-    def _add(self, codes: np.ndarray, kept: np.ndarray | None, where: np.ndarray | None) -> Lines:
+    def _add(self, codes: np.ndarray, where: np.ndarray | None) -> Lines:
         if where is not None:
-            kept = where[:, None] if kept is None else kept & where[:, None]
-        self._parts.append((codes, kept))
+            codes = np.where(where[:, None], codes, np.uint8(0))
+        self._parts.append(codes)
         return self
 
     def text(self, text: str, where: np.ndarray | None = None) -> Lines:
         """The same ``text`` on every row (of ``where``)."""
-        return self._add(np.frombuffer(text.encode("ascii"), dtype=np.uint8), None, where)
+        return self._add(_codes(text), where)
 
     def choice(self, texts: Texts, index: np.ndarray, where: np.ndarray | None = None) -> Lines:
         """``texts[index[row]]`` on each row (of ``where``; ``index`` is ignored elsewhere)."""
         if where is not None:
-            index = np.where(where, index, 0)
-        return self._add(texts.codes[index], texts.kept[index], where)
+            index = np.where(where, index, texts.blank)
+        self._parts.append(texts.codes[index])
+        return self
 
     def integer(self, values: np.ndarray, where: np.ndarray | None = None) -> Lines:
         """Each value as ``str(int)`` does (a ``-`` for a negative one), on each row (of ``where``)."""
@@ -66,52 +89,54 @@ class Lines:
         if negative.any():
             self.text("-", negative)
             values = np.abs(values)
-        digits = np.maximum(np.searchsorted(_POWERS, values, side="right"), 1)
-        width = int(digits.max(initial=1))
-        return self._add(_digit_codes(values, width), np.arange(width) >= (width - digits)[:, None], where)
+        width = max(int(np.searchsorted(_POWERS, values.max(initial=0), side="right")), 1)
+        groups = -(-width // _GROUP)
+        codes = np.empty((len(values), groups), dtype="<u4")
+        zero, rest = values == 0, values
+        for group in range(groups - 1, -1, -1):  # the last group first; a scalar divisor each time: numpy divides fast by one
+            quotient = rest // _GROUP_LIMIT
+            codes[:, group] = _GROUPS[rest - quotient * _GROUP_LIMIT + (quotient == 0) * _GROUP_LIMIT]
+            rest = quotient
+        codes[zero, -1] = _ZERO
+        return self._add(codes.view(np.uint8)[:, groups * _GROUP - width :], where)
 
     def digits(self, values: np.ndarray, width: int, where: np.ndarray | None = None, prefix: str = "") -> Lines:
         """Each value (0 <= value < 10**width) zero-padded to ``width`` digits, as
         ``f"{value:0{width}d}"`` does, after ``prefix``, on each row (of ``where``)."""
-        codes = _digit_codes(np.asarray(values, dtype=np.int64), width, len(prefix))
-        codes[:, : len(prefix)] = np.frombuffer(prefix.encode("ascii"), dtype=np.uint8)
-        return self._add(codes, None, where)
+        if prefix:
+            self.text(prefix, where)
+        values = np.asarray(values, dtype=np.int64)
+        groups = -(-width // _GROUP)
+        codes = np.empty((len(values), groups), dtype="<u4")
+        for group in range(groups - 1, -1, -1):
+            quotient = values // _GROUP_LIMIT
+            codes[:, group] = _GROUPS[values - quotient * _GROUP_LIMIT]
+            values = quotient
+        return self._add(codes.view(np.uint8)[:, groups * _GROUP - width :], where)
 
-    def layout(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every row's bytes in one matrix and which of them it has (a boolean per byte)."""
-        widths = [codes.shape[-1] for codes, _ in self._parts]
+    def layout(self) -> np.ndarray:
+        """Every row's bytes in one matrix, NUL where a row has none."""
+        widths = [codes.shape[-1] for codes in self._parts]
         matrix = np.empty((self.rows, sum(widths)), dtype=np.uint8)
-        kept = np.ones((self.rows, sum(widths)), dtype=bool)
         column = 0
-        for (codes, present), width in zip(self._parts, widths):
+        for codes, width in zip(self._parts, widths):
             matrix[:, column : column + width] = codes
-            if present is not None:
-                kept[:, column : column + width] = present
             column += width
-        return matrix, kept
+        return matrix
 
-    def text_of_rows(self) -> tuple[str, np.ndarray]:
+    def text_of_rows(self) -> tuple[bytes, np.ndarray]:
         """The rows' text, one after the other, and where each row ends in it."""
-        matrix, kept = self.layout()
-        return str(matrix[kept].data, "ascii"), np.cumsum(kept.sum(axis=1))
+        matrix = self.layout()
+        present = matrix != 0
+        return matrix[present].tobytes(), np.cumsum(np.count_nonzero(present, axis=1))
 
-    def joined(self, separator: str) -> str:
+    def joined(self, separator: str) -> bytes:
         """The rows' text with ``separator`` between two rows."""
         if not self.rows:
-            return ""
+            return b""
         self.text(separator)
-        matrix, kept = self.layout()
-        return str(matrix[kept].data, "ascii")[: -len(separator) or None]
-
-
-def _digit_codes(values: np.ndarray, width: int, before: int = 0) -> np.ndarray:
-    """The last ``width`` decimal digits of each value (>= 0) as ASCII codes, a row per value,
-    after ``before`` columns left for the caller."""
-    codes = np.empty((len(values), before + width), dtype=np.uint8)
-    for column in range(before + width - 1, before - 1, -1):  # a scalar divisor each time: numpy divides fast by one
-        values, codes[:, column] = np.divmod(values, 10)
-    codes[:, before:] += _DIGIT_ZERO
-    return codes
+        matrix = self.layout()
+        return matrix[matrix != 0].tobytes()[: -len(separator) or None]
 
 
 def fixed3(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -1,6 +1,7 @@
 """Lines made a column at a time give byte for byte what Python's own formatting gives."""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ def fixed3_text(values: list[float]) -> list[str]:
     parts = fixed3(np.array(values, dtype=np.float64))
     assert parts is not None
     negative, whole, decimals = parts
-    return Lines(len(values)).text("-", negative).integer(whole).text(".").digits(decimals, 3).joined("\n").split("\n")
+    return Lines(len(values)).text("-", negative).integer(whole).text(".").digits(decimals, 3).joined("\n").decode().split("\n")
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)  # drawing floats is slow on a busy machine, not wrong
@@ -39,7 +40,7 @@ def test_integers_digits_and_parts_on_some_rows_only(rows):
     values, where, small = (np.array(column, dtype=np.int64) for column in zip(*rows)) if rows else (np.zeros(0, np.int64),) * 3
     where = where.astype(bool)
     lines = Lines(len(rows)).text("[").integer(values).text(",").integer(values * 7, where).text(";", ~where).digits(small, 3).text("]")
-    assert lines.joined(", ") == ", ".join(f"[{v},{v * 7 if w else ''}{'' if w else ';'}{s:03d}]" for v, w, s in rows)
+    assert lines.joined(", ").decode() == ", ".join(f"[{v},{v * 7 if w else ''}{'' if w else ';'}{s:03d}]" for v, w, s in rows)
 
 
 @given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.booleans(), min_size=40, max_size=40))
@@ -49,10 +50,18 @@ def test_choices_pick_their_text_row_by_row(index, where):
     kept = np.array(where[: len(index)], dtype=bool)
     text, ends = Lines(len(index)).choice(Texts(texts), picked).text("|").choice(Texts(texts), picked, kept).text_of_rows()
     rows = [f"{texts[i]}|{texts[i] if w else ''}" for i, w in zip(index, kept.tolist())]
-    assert text == "".join(rows)
+    assert text.decode() == "".join(rows)
     assert ends.tolist() == np.cumsum([len(row) for row in rows]).tolist()
 
 
 def test_no_rows_no_text_and_an_empty_table_is_never_picked():
-    assert Lines(0).text("x").integer(np.zeros(0, np.int64)).joined(",\n") == ""
-    assert Lines(2).text("a").choice(Texts([]), np.zeros(2, np.int64), np.zeros(2, bool)).joined(",") == "a,a"
+    assert Lines(0).text("x").integer(np.zeros(0, np.int64)).joined(",\n") == b""
+    assert Lines(2).text("a").choice(Texts([]), np.zeros(2, np.int64), np.zeros(2, bool)).joined(",") == b"a,a"
+
+
+def test_a_text_holding_nul_is_refused():
+    # NUL marks the bytes a row does not have: a text with one would lose it
+    with pytest.raises(ValueError, match="NUL"):
+        Lines(1).text("a\0b")
+    with pytest.raises(ValueError, match="NUL"):
+        Texts(["ok", "\0"])
