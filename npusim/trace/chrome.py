@@ -24,7 +24,7 @@ import itertools
 import json
 import operator
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
@@ -59,8 +59,7 @@ def _ts(ns: int) -> str:
 def _with_ts(lines: Lines, ns: np.ndarray, where: np.ndarray | None = None) -> Lines:
     """``lines`` with ``_ts`` of each value of ``ns`` (on each row of ``where``)."""
     whole, frac = np.divmod(ns, 1000)
-    fractional = frac != 0 if where is None else (frac != 0) & where
-    return lines.integer(whole, where).digits(frac, 3, fractional, prefix=".")
+    return lines.integer(whole, where).fraction(frac, 3, where, zero=False)
 
 
 def _dur(ns: int, short_ps: int = 1) -> str:
@@ -77,9 +76,8 @@ def _dur(ns: int, short_ps: int = 1) -> str:
 def _with_dur(lines: Lines, ns: np.ndarray, short_ps: int = 1, where: np.ndarray | None = None) -> Lines:
     """``lines`` with ``_dur`` of each value of ``ns`` (on each row of ``where``)."""
     zero = ns == 0
-    timed = ~zero if where is None else ~zero & where
     whole, frac = np.divmod(ns * 1000 - short_ps, 1_000_000)
-    return lines.text("0", zero if where is None else zero & where).integer(whole, timed).digits(frac, 6, timed, prefix=".")
+    return lines.integer(np.where(zero, 0, whole), where).fraction(frac, 6, ~zero if where is None else ~zero & where)
 
 
 def _middle(start_ns: Any, end_ns: Any) -> Any:
@@ -254,9 +252,8 @@ class _Writer:
             lo, hi = np.searchsorted(transfer_events, [first, last])
             kept = self._kept(c, kept_tracks)
             start_ns, end_ns = ns_of(c["start_ps"]), ns_of(c["end_ps"])
-            text, ends = self._event_lines(c, kept, start_ns, end_ns, self._release_starts(np.arange(first, last)),
-                                           recorder.transfers(int(lo), int(hi)), first)
-            flows: list[tuple[int, list[str]]] = []  # (event, the data flows that end in it)
+            lines = self._event_lines(c, kept, start_ns, end_ns, self._release_starts(np.arange(first, last)), recorder.transfers(int(lo), int(hi)), first)
+            flows: list[tuple[int, int, int, int, int]] = []  # the data flows found: (the event it ends in, from track, from ns, to track, to ns)
             has_setter = np.zeros(last - first, dtype=bool)
             has_setter[waits[:count] - first] = True
             looked_at = np.flatnonzero(on_load_pipe[c["track"]] | has_setter | (~sync[c["name"]] & waiting_pipe[c["track"]]))
@@ -278,29 +275,39 @@ class _Writer:
                     if loads:
                         awaiting.setdefault(track, []).extend(loads)
                 elif name not in sync_names and track in awaiting:
-                    lines: list[str] = []
-                    for load_track, load_inside, load_kept in awaiting.pop(track):
-                        if everything or (keep and load_kept):
-                            self._flow(lines.append, "data", load_track, _ts(load_inside), track, _ts(inside))
-                    if lines:
-                        flows.append((index, lines))
+                    flows.extend((index, load_track, load_inside, track, inside) for load_track, load_inside, load_kept in awaiting.pop(track)
+                                 if everything or (keep and load_kept))
             if flows:  # each after the line of its event (and its release slice)
-                rank = np.cumsum(kept)  # the lines of events up to each
-                pieces, done = [], 0
-                for index, lines in flows:
-                    end = int(ends[rank[index - first] - 1]) if rank[index - first] else 0
-                    pieces.append(text[done:end])
-                    pieces.append((",\n".join(lines) + ",\n").encode())
-                    done = end
-                pieces.append(text[done:])
-                text = b"".join(pieces)
-            self.emit_text(text[:-2])  # without the last separator
+                text, ends = lines.text(",\n").text_of_rows()
+                self.emit_text(self._with_data_flows(text, ends, np.cumsum(kept), first, flows)[:-2])  # without the last separator
+            else:
+                self.emit_text(lines.joined(",\n"))
+
+    def _with_data_flows(self, text: bytes, ends: np.ndarray, rank: np.ndarray, first: int, flows: list[tuple[int, int, int, int, int]]) -> bytes:
+        """A chunk's ``text`` (its kept events' lines, each ending where ``ends`` says; ``rank``:
+        the kept events up to each event of the chunk, whose first is event ``first``) with the
+        lines of the data ``flows`` (found in event order) after the lines of the event each ends in."""
+        event, from_track, from_ns, to_track, to_ns = (np.array(column, dtype=np.int64) for column in zip(*flows))
+        ids = self.flow_id + 1 + np.arange(len(event))
+        self.flow_id += len(event)
+        lines = Lines(len(event))
+        self._flow_lines(lines, ids, np.full(len(event), self._texts().data_flow), from_track, from_ns, to_track, to_ns)
+        flow_text, flow_ends = lines.text(",\n").text_of_rows()
+        last_of_event = np.flatnonzero(np.append(event[1:] != event[:-1], True))  # an event's flows are found together
+        pieces, done, flows_done = [], 0, 0
+        for index, last_flow in zip(event[last_of_event].tolist(), last_of_event.tolist()):
+            end = int(ends[rank[index - first] - 1]) if rank[index - first] else 0
+            flows_end = int(flow_ends[last_flow])
+            pieces += (text[done:end], flow_text[flows_done:flows_end])
+            done, flows_done = end, flows_end
+        pieces.append(text[done:])
+        return b"".join(pieces)
 
     def _event_lines(self, c: dict[str, np.ndarray], kept: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, releases: np.ndarray,
-                     transfers: dict[str, np.ndarray], first: int) -> tuple[bytes, np.ndarray]:
-        """The lines of a chunk's kept events (each followed by its release slice, if it has one;
-        each with ``,\\n`` after it) and where each event's lines end: a complete event with its
-        bytes, op, tile and, for a DMA, what limited it."""
+                     transfers: dict[str, np.ndarray], first: int) -> Lines:
+        """The lines of a chunk's kept events, a row per event (its line, then the line of its
+        release slice if it has one): a complete event with its bytes, op, tile and, for a DMA,
+        what limited it."""
         texts = self._texts()
         limit = np.full(len(kept), -3, dtype=np.int64)  # -3: not a DMA
         events = transfers["event"]
@@ -321,8 +328,7 @@ class _Writer:
         lines.choice(texts.limits, texts.limit_row(limit, has_limit), has_limit).text("}", has_args).text("}")
         lines.text(',\n{"name":"release","ph":"X","ts":', has_release)  # the wait was waiting when its flag became visible
         lines = _with_ts(lines, released, has_release).text(',"dur":', has_release)
-        lines = _with_dur(lines, end - released, 2, has_release).choice(texts.places, track, has_release).text("}", has_release)
-        return lines.text(",\n").text_of_rows()
+        return _with_dur(lines, end - released, 2, has_release).choice(texts.places, track, has_release).text("}", has_release)
 
     def _kept_tracks(self) -> np.ndarray:
         """A boolean per track: its die is kept."""
@@ -334,15 +340,6 @@ class _Writer:
         return kept
 
     # -- flows ---------------------------------------------------------------------------------
-
-    def _flow(self, add: Callable[[str], None], name: str, from_track: int, from_ts: str, to_track: int, to_ts: str) -> None:
-        """One arrow (two lines given to ``add``): its start bound to the source slice, its end
-        (``bp: e``) to the target slice; ``*_ts`` are times inside those slices (their middle).
-        A v1 flow is identified by its id and name."""
-        tracks = self.recorder.tracks
-        self.flow_id += 1
-        add(f'{{"ph":"s","id":{self.flow_id},"name":"{name}","ts":{from_ts},"pid":{tracks[from_track].die},"tid":{from_track + 1}}}')
-        add(f'{{"ph":"f","bp":"e","id":{self.flow_id},"name":"{name}","ts":{to_ts},"pid":{tracks[to_track].die},"tid":{to_track + 1}}}')
 
     def _recorded_flows(self) -> None:
         """The flows the run recorded (flags, then those of ops), chunk by chunk."""
@@ -378,8 +375,10 @@ class _Writer:
 
     def _flow_lines(self, lines: Lines, ids: np.ndarray, names: np.ndarray, from_track: np.ndarray, from_ns: np.ndarray, to_track: np.ndarray,
                     to_ns: np.ndarray) -> None:
-        """``_flow``'s two lines for each row: arrows ``ids`` named ``names`` (name ids), from a
-        time inside a slice of ``from_track`` to one inside a slice of ``to_track``."""
+        """Two lines for each row: arrow ``ids`` named ``names`` (rows of ``flow_names``), its start
+        bound to the source slice, a time inside it (its middle) on ``from_track``, its end
+        (``bp: e``) to the target slice, a time inside it on ``to_track``. A v1 flow is identified
+        by its id and name."""
         texts = self._texts()
         lines.text('{"ph":"s","id":').integer(ids).text(',"name":"').choice(texts.flow_names, names).text('","ts":')
         _with_ts(lines, from_ns).choice(texts.places, from_track).text('},\n{"ph":"f","bp":"e","id":').integer(ids)
@@ -540,14 +539,14 @@ def _counter_lines(head: str, ns: np.ndarray, place: str, values: np.ndarray) ->
         lines.choice(Texts([f"{value:.3f}" for value in values.tolist()]), np.arange(len(values)))
     else:
         negative, whole, decimals = parts
-        lines.text("-", negative).integer(whole).digits(decimals, 3, prefix=".")
+        lines.text("-", negative).integer(whole).fraction(decimals, 3)
     return lines.text("}}").joined(",\n")
 
 
 class _Texts:
     """The texts of a run that lines pick from (``npusim.trace.text``), made once per trace: an
     event's head by name id, its ``pid``/``tid`` by track, its op (after a comma, then without),
-    what limited a DMA, a flow's name by name id."""
+    what limited a DMA, a flow's name by name id (then the data flows' name)."""
 
     def __init__(self, record: RunRecord) -> None:
         recorder = record.recorder
@@ -559,7 +558,8 @@ class _Texts:
         limits.update({r.index: f',"bottleneck":{json.dumps(r.name)}' for r in record.resources})
         self.limit_codes = np.array(sorted(limits), dtype=np.int64)
         self.limits = Texts([limits[code] for code in self.limit_codes.tolist()])
-        self.flow_names = Texts([json.dumps(name)[1:-1] for name in recorder.names])
+        self.flow_names = Texts([json.dumps(name)[1:-1] for name in recorder.names] + ["data"])
+        self.data_flow = len(recorder.names)  # the row of flow_names that names the data flows the writer finds
 
     def limit_row(self, limit: np.ndarray, where: np.ndarray) -> np.ndarray:
         """The row of ``limits`` of each bottleneck code of ``limit`` (on each row of ``where``)."""

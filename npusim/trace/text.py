@@ -31,6 +31,10 @@ def _group_codes(text: str) -> int:
 _GROUPS = np.array([_group_codes(f"{group:04d}") for group in range(_GROUP_LIMIT)]
                    + [_group_codes(f"{group:4d}".replace(" ", "\0") if group else "\0" * 4) for group in range(_GROUP_LIMIT)], dtype="<u4")
 _ZERO = np.uint32(_group_codes("\0" * 3 + "0"))  # the number 0 as a first group: a single "0"
+# ".000" ... ".999" and "000" ... "999" (then a NUL), each as a word; row _BLANK of both is all NUL (no text)
+_DOT_THOUSANDS = np.array([_group_codes(f".{group:03d}") for group in range(1000)] + [0], dtype="<u4")
+_THOUSANDS = np.array([_group_codes(f"{group:03d}\0") for group in range(1000)] + [0], dtype="<u4")
+_BLANK = 1000
 FIXED3_LIMIT = 2.0**52  # fixed3 is exact below this magnitude (larger values are left to Python)
 
 
@@ -100,19 +104,24 @@ class Lines:
         codes[zero, -1] = _ZERO
         return self._add(codes.view(np.uint8)[:, groups * _GROUP - width :], where)
 
-    def digits(self, values: np.ndarray, width: int, where: np.ndarray | None = None, prefix: str = "") -> Lines:
-        """Each value (0 <= value < 10**width) zero-padded to ``width`` digits, as
-        ``f"{value:0{width}d}"`` does, after ``prefix``, on each row (of ``where``)."""
-        if prefix:
-            self.text(prefix, where)
+    def fraction(self, values: np.ndarray, places: int, where: np.ndarray | None = None, *, zero: bool = True) -> Lines:
+        """Each value (0 <= value < 10**places; ``places`` a multiple of 3) after a ``.`` as
+        ``f".{value:0{places}d}"`` writes it, on each row (of ``where``; with ``zero=False`` not on
+        rows whose value is 0): looked up three digits at a time."""
         values = np.asarray(values, dtype=np.int64)
-        groups = -(-width // _GROUP)
-        codes = np.empty((len(values), groups), dtype="<u4")
-        for group in range(groups - 1, -1, -1):
-            quotient = values // _GROUP_LIMIT
-            codes[:, group] = _GROUPS[values - quotient * _GROUP_LIMIT]
-            values = quotient
-        return self._add(codes.view(np.uint8)[:, groups * _GROUP - width :], where)
+        absent = None if where is None else ~where
+        if not zero:
+            absent = values == 0 if absent is None else absent | (values == 0)
+        groups = []
+        for _ in range(places // 3):
+            values, group = np.divmod(values, 1000)
+            groups.append(group)
+        groups.reverse()
+        codes = np.empty((len(values), len(groups)), dtype="<u4")
+        for column, (group, table) in enumerate(zip(groups, [_DOT_THOUSANDS] + [_THOUSANDS] * (len(groups) - 1))):
+            codes[:, column] = table[group if absent is None else np.where(absent, _BLANK, group)]
+        self._parts.append(codes.view(np.uint8))
+        return self
 
     def layout(self) -> np.ndarray:
         """Every row's bytes in one matrix, NUL where a row has none."""
@@ -128,7 +137,7 @@ class Lines:
         """The rows' text, one after the other, and where each row ends in it."""
         matrix = self.layout()
         present = matrix != 0
-        return matrix[present].tobytes(), np.cumsum(np.count_nonzero(present, axis=1))
+        return matrix[present].tobytes(), np.cumsum(present.view(np.uint8).sum(axis=1, dtype=np.int64))
 
     def joined(self, separator: str) -> bytes:
         """The rows' text with ``separator`` between two rows."""
