@@ -32,6 +32,7 @@ import numpy as np
 
 from npusim.files import atomic_path
 from npusim.trace.record import RunRecord
+from npusim.trace.recorder import CHUNK_EVENTS
 from npusim.trace.selection import TraceSelection
 from npusim.trace.text import Lines, Texts, fixed3
 
@@ -157,9 +158,9 @@ class _Writer:
         if lines:
             self.emit_text(",\n".join(lines).encode())
 
-    def emit_text(self, text: bytes) -> None:
+    def emit_text(self, text: bytes | memoryview) -> None:
         """Write ``text`` (events of the array, ``,\\n`` between two; ASCII) as the next events."""
-        if not text:
+        if not len(text):
             return
         if not self.first:
             self.out.write(b",\n")
@@ -207,8 +208,11 @@ class _Writer:
         tracks = recorder.tracks
         used = np.zeros(len(tracks), dtype=bool)
         kept_tracks = self._kept_tracks()
-        for _, columns in recorder.chunks(self.chunk_events):
-            used[columns["track"][self._kept(columns, kept_tracks)]] = True
+        table = recorder.table()
+        for first in range(0, len(table), CHUNK_EVENTS):  # only the lane column (and the times for a window): larger chunks
+            rows = table[first : first + CHUNK_EVENTS]
+            track = rows[:, 0] >> 32
+            used[track[kept_tracks[track] & self.selection.keeps_time(rows[:, 2], rows[:, 3])]] = True
         ranked = sorted(np.flatnonzero(used).tolist(), key=lambda t: (tracks[t].die, tracks[t].order, tracks[t].label))
         for rank, track_id in enumerate(ranked):
             track = tracks[track_id]
@@ -283,7 +287,7 @@ class _Writer:
             else:
                 self.emit_text(lines.joined(",\n"))
 
-    def _with_data_flows(self, text: bytes, ends: np.ndarray, rank: np.ndarray, first: int, flows: list[tuple[int, int, int, int, int]]) -> bytes:
+    def _with_data_flows(self, text: memoryview, ends: np.ndarray, rank: np.ndarray, first: int, flows: list[tuple[int, int, int, int, int]]) -> memoryview:
         """A chunk's ``text`` (its kept events' lines, each ending where ``ends`` says; ``rank``:
         the kept events up to each event of the chunk, whose first is event ``first``) with the
         lines of the data ``flows`` (found in event order) after the lines of the event each ends in."""
@@ -301,7 +305,7 @@ class _Writer:
             pieces += (text[done:end], flow_text[flows_done:flows_end])
             done, flows_done = end, flows_end
         pieces.append(text[done:])
-        return b"".join(pieces)
+        return memoryview(b"".join(pieces))
 
     def _event_lines(self, c: dict[str, np.ndarray], kept: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, releases: np.ndarray,
                      transfers: dict[str, np.ndarray], first: int) -> Lines:
@@ -530,7 +534,7 @@ class _Writer:
         return data
 
 
-def _counter_lines(head: str, ns: np.ndarray, place: str, values: np.ndarray) -> bytes:
+def _counter_lines(head: str, ns: np.ndarray, place: str, values: np.ndarray) -> memoryview:
     """Counter points (``head``, a time, ``place``, a value with three decimals, closed), ``,\\n``
     between two; numpy writes the values where it is exact (fixed3), Python any other."""
     lines = _with_ts(Lines(len(ns)).text(head), ns).text(place)

@@ -61,7 +61,7 @@ class Texts:
 class Lines:
     """The text of ``rows`` rows, each the same sequence of parts; ``where`` (a boolean per row)
     keeps a part on some rows only. Build with the part methods in order, then take the
-    :meth:`joined` bytes or the :meth:`text_of_rows`."""
+    :meth:`joined` text or the :meth:`text_of_rows`."""
 
     def __init__(self, rows: int) -> None:
         self.rows = rows
@@ -133,19 +133,20 @@ class Lines:
             column += width
         return matrix
 
-    def text_of_rows(self) -> tuple[bytes, np.ndarray]:
-        """The rows' text, one after the other, and where each row ends in it."""
+    def text_of_rows(self) -> tuple[memoryview, np.ndarray]:
+        """The rows' text (ASCII bytes, a view of the laid-out bytes), one after the other, and
+        where each row ends in it."""
         matrix = self.layout()
         present = matrix != 0
-        return matrix[present].tobytes(), np.cumsum(present.view(np.uint8).sum(axis=1, dtype=np.int64))
+        return memoryview(matrix[present]), np.cumsum(present.view(np.uint8).sum(axis=1, dtype=np.int64))
 
-    def joined(self, separator: str) -> bytes:
-        """The rows' text with ``separator`` between two rows."""
+    def joined(self, separator: str) -> memoryview:
+        """The rows' text (ASCII bytes, a view of the laid-out bytes) with ``separator`` between two rows."""
         if not self.rows:
-            return b""
+            return memoryview(b"")
         self.text(separator)
         matrix = self.layout()
-        return matrix[matrix != 0].tobytes()[: -len(separator) or None]
+        return memoryview(matrix[matrix != 0])[: -len(separator) or None]
 
 
 def fixed3(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

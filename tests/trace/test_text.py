@@ -15,7 +15,7 @@ def fixed3_text(values: list[float]) -> list[str]:
     parts = fixed3(np.array(values, dtype=np.float64))
     assert parts is not None
     negative, whole, decimals = parts
-    return Lines(len(values)).text("-", negative).integer(whole).fraction(decimals, 3).joined("\n").decode().split("\n")
+    return Lines(len(values)).text("-", negative).integer(whole).fraction(decimals, 3).joined("\n").tobytes().decode().split("\n")
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)  # drawing floats is slow on a busy machine, not wrong
@@ -40,7 +40,7 @@ def test_integers_digits_and_parts_on_some_rows_only(rows):
     values, where, small = (np.array(column, dtype=np.int64) for column in zip(*rows)) if rows else (np.zeros(0, np.int64),) * 3
     where = where.astype(bool)
     lines = Lines(len(rows)).text("[").integer(values).text(",").integer(values * 7, where).text(";", ~where).fraction(small, 3).text("]")
-    assert lines.joined(", ").decode() == ", ".join(f"[{v},{v * 7 if w else ''}{'' if w else ';'}.{s:03d}]" for v, w, s in rows)
+    assert lines.joined(", ").tobytes().decode() == ", ".join(f"[{v},{v * 7 if w else ''}{'' if w else ';'}.{s:03d}]" for v, w, s in rows)
 
 
 @given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.booleans(), min_size=40, max_size=40))
@@ -50,7 +50,7 @@ def test_choices_pick_their_text_row_by_row(index, where):
     kept = np.array(where[: len(index)], dtype=bool)
     text, ends = Lines(len(index)).choice(Texts(texts), picked).text("|").choice(Texts(texts), picked, kept).text_of_rows()
     rows = [f"{texts[i]}|{texts[i] if w else ''}" for i, w in zip(index, kept.tolist())]
-    assert text.decode() == "".join(rows)
+    assert text.tobytes().decode() == "".join(rows)
     assert ends.tolist() == np.cumsum([len(row) for row in rows]).tolist()
 
 
@@ -72,4 +72,4 @@ def test_fractions_of_three_and_six_places_and_zero_left_out_on_request(rows):
     values, where = (np.array(column, dtype=np.int64) for column in zip(*rows)) if rows else (np.zeros(0, np.int64),) * 2
     where = where.astype(bool)
     lines = Lines(len(rows)).text("<").fraction(values, 6).text("|").fraction(values % 1000, 3, where, zero=False).text(">")
-    assert lines.joined(";").decode() == ";".join(f"<.{v:06d}|{f'.{v % 1000:03d}' if w and v % 1000 else ''}>" for v, w in rows)
+    assert lines.joined(";").tobytes().decode() == ";".join(f"<.{v:06d}|{f'.{v % 1000:03d}' if w and v % 1000 else ''}>" for v, w in rows)
