@@ -211,8 +211,8 @@ class _Writer:
         table = recorder.table()
         for first in range(0, len(table), CHUNK_EVENTS):  # only the lane column (and the times for a window): larger chunks
             rows = table[first : first + CHUNK_EVENTS]
-            track = rows[:, 0] >> 32
-            used[track[kept_tracks[track] & self.selection.keeps_time(rows[:, 2], rows[:, 3])]] = True
+            of_rows = rows[:, 0] >> 32
+            used[of_rows[kept_tracks[of_rows] & self.selection.keeps_time(rows[:, 2], rows[:, 3])]] = True
         ranked = sorted(np.flatnonzero(used).tolist(), key=lambda t: (tracks[t].die, tracks[t].order, tracks[t].label))
         for rank, track_id in enumerate(ranked):
             track = tracks[track_id]
@@ -298,7 +298,8 @@ class _Writer:
         self._flow_lines(lines, ids, np.full(len(event), self._texts().data_flow), from_track, from_ns, to_track, to_ns)
         flow_text, flow_ends = lines.text(",\n").text_of_rows()
         last_of_event = np.flatnonzero(np.append(event[1:] != event[:-1], True))  # an event's flows are found together
-        pieces, done, flows_done = [], 0, 0
+        pieces: list[memoryview] = []
+        done, flows_done = 0, 0
         for index, last_flow in zip(event[last_of_event].tolist(), last_of_event.tolist()):
             end = int(ends[rank[index - first] - 1]) if rank[index - first] else 0
             flows_end = int(flow_ends[last_flow])
