@@ -256,7 +256,8 @@ class _Writer:
             lo, hi = np.searchsorted(transfer_events, [first, last])
             kept = self._kept(c, kept_tracks)
             start_ns, end_ns = ns_of(c["start_ps"]), ns_of(c["end_ps"])
-            lines = self._event_lines(c, kept, start_ns, end_ns, self._release_starts(np.arange(first, last)), recorder.transfers(int(lo), int(hi)), first)
+            lines, releases = self._event_lines(c, kept, start_ns, end_ns, self._release_starts(np.arange(first, last)), recorder.transfers(int(lo), int(hi)),
+                                                first)
             flows: list[tuple[int, int, int, int, int]] = []  # the data flows found: (the event it ends in, from track, from ns, to track, to ns)
             has_setter = np.zeros(last - first, dtype=bool)
             has_setter[waits[:count] - first] = True
@@ -281,38 +282,25 @@ class _Writer:
                 elif name not in sync_names and track in awaiting:
                     flows.extend((index, load_track, load_inside, track, inside) for load_track, load_inside, load_kept in awaiting.pop(track)
                                  if everything or (keep and load_kept))
-            if flows:  # each after the line of its event (and its release slice)
-                text, ends = lines.text(",\n").text_of_rows()
-                self.emit_text(self._with_data_flows(text, ends, np.cumsum(kept), first, flows)[:-2])  # without the last separator
-            else:
-                self.emit_text(lines.joined(",\n"))
+            inserted = [releases]  # after each event's line, its release slice, then the data flows that end in it
+            if flows:
+                inserted.append((self._data_flow_lines(flows), np.cumsum(kept)[np.array([flow[0] for flow in flows]) - first] - 1))
+            self.emit_text(lines.joined(",\n", inserted))
 
-    def _with_data_flows(self, text: memoryview, ends: np.ndarray, rank: np.ndarray, first: int, flows: list[tuple[int, int, int, int, int]]) -> memoryview:
-        """A chunk's ``text`` (its kept events' lines, each ending where ``ends`` says; ``rank``:
-        the kept events up to each event of the chunk, whose first is event ``first``) with the
-        lines of the data ``flows`` (found in event order) after the lines of the event each ends in."""
-        event, from_track, from_ns, to_track, to_ns = (np.array(column, dtype=np.int64) for column in zip(*flows))
-        ids = self.flow_id + 1 + np.arange(len(event))
-        self.flow_id += len(event)
-        lines = Lines(len(event))
-        self._flow_lines(lines, ids, np.full(len(event), self._texts().data_flow), from_track, from_ns, to_track, to_ns)
-        flow_text, flow_ends = lines.text(",\n").text_of_rows()
-        last_of_event = np.flatnonzero(np.append(event[1:] != event[:-1], True))  # an event's flows are found together
-        pieces: list[memoryview] = []
-        done, flows_done = 0, 0
-        for index, last_flow in zip(event[last_of_event].tolist(), last_of_event.tolist()):
-            end = int(ends[rank[index - first] - 1]) if rank[index - first] else 0
-            flows_end = int(flow_ends[last_flow])
-            pieces += (text[done:end], flow_text[flows_done:flows_end])
-            done, flows_done = end, flows_end
-        pieces.append(text[done:])
-        return memoryview(b"".join(pieces))
+    def _data_flow_lines(self, flows: list[tuple[int, int, int, int, int]]) -> Lines:
+        """The lines of data ``flows`` (the event each ends in, from track, from ns, to track, to ns), a row per flow."""
+        _, from_track, from_ns, to_track, to_ns = (np.array(column, dtype=np.int64) for column in zip(*flows))
+        ids = self.flow_id + 1 + np.arange(len(flows))
+        self.flow_id += len(flows)
+        lines = Lines(len(flows))
+        self._flow_lines(lines, ids, np.full(len(flows), self._texts().data_flow), from_track, from_ns, to_track, to_ns)
+        return lines
 
     def _event_lines(self, c: dict[str, np.ndarray], kept: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, releases: np.ndarray,
-                     transfers: dict[str, np.ndarray], first: int) -> Lines:
-        """The lines of a chunk's kept events, a row per event (its line, then the line of its
-        release slice if it has one): a complete event with its bytes, op, tile and, for a DMA,
-        what limited it."""
+                     transfers: dict[str, np.ndarray], first: int) -> tuple[Lines, tuple[Lines, np.ndarray]]:
+        """The lines of a chunk's kept events, a row per event: a complete event with its bytes,
+        op, tile and, for a DMA, what limited it; and the release slices, a row per event that has
+        one, with the row of its event."""
         texts = self._texts()
         limit = np.full(len(kept), -3, dtype=np.int64)  # -3: not a DMA
         events = transfers["event"]
@@ -331,9 +319,11 @@ class _Writer:
         lines.choice(texts.ops, op + np.where(has_bytes, 0, len(self.recorder.ops)), has_op)  # the op after a comma if it follows the bytes
         lines.text(",", has_tile & (has_bytes | has_op)).text('"tile":', has_tile).integer(tile, has_tile)
         lines.choice(texts.limits, texts.limit_row(limit, has_limit), has_limit).text("}", has_args).text("}")
-        lines.text(',\n{"name":"release","ph":"X","ts":', has_release)  # the wait was waiting when its flag became visible
-        lines = _with_ts(lines, released, has_release).text(',"dur":', has_release)
-        return _with_dur(lines, end - released, 2, has_release).choice(texts.places, track, has_release).text("}", has_release)
+        released_rows = np.flatnonzero(has_release)  # the wait was waiting when its flag became visible
+        release_start, release_end, release_track = released[released_rows], end[released_rows], track[released_rows]
+        release = _with_ts(Lines(len(released_rows)).text('{"name":"release","ph":"X","ts":'), release_start).text(',"dur":')
+        _with_dur(release, release_end - release_start, 2).choice(texts.places, release_track).text("}")
+        return lines, (release, released_rows)
 
     def _kept_tracks(self) -> np.ndarray:
         """A boolean per track: its die is kept."""

@@ -61,7 +61,7 @@ class Texts:
 class Lines:
     """The text of ``rows`` rows, each the same sequence of parts; ``where`` (a boolean per row)
     keeps a part on some rows only. Build with the part methods in order, then take the
-    :meth:`joined` text or the :meth:`text_of_rows`."""
+    :meth:`joined` text."""
 
     def __init__(self, rows: int) -> None:
         self.rows = rows
@@ -133,19 +133,32 @@ class Lines:
             column += width
         return matrix
 
-    def text_of_rows(self) -> tuple[memoryview, np.ndarray]:
-        """The rows' text (ASCII bytes, a view of the laid-out bytes), one after the other, and
-        where each row ends in it."""
-        matrix = self.layout()
-        present = matrix != 0
-        return memoryview(matrix[present]), np.cumsum(present.view(np.uint8).sum(axis=1, dtype=np.int64))
-
-    def joined(self, separator: str) -> memoryview:
-        """The rows' text (ASCII bytes, a view of the laid-out bytes) with ``separator`` between two rows."""
-        if not self.rows:
+    def joined(self, separator: str, inserted: Sequence[tuple[Lines, np.ndarray]] = ()) -> memoryview:
+        """The rows' text (ASCII bytes, a view of the laid-out bytes) with ``separator`` between two
+        rows and, for each ``(lines, after)`` of ``inserted``, row ``k`` of ``lines`` after row
+        ``after[k]`` of these (``after`` ascending; rows inserted after the same row come in the
+        order of ``inserted``, then in their own): all laid out in one matrix, compressed once."""
+        inserted = [(lines, after) for lines, after in inserted if lines.rows]
+        rows = self.rows + sum(lines.rows for lines, _ in inserted)
+        if not rows:
             return memoryview(b"")
-        self.text(separator)
-        matrix = self.layout()
+        own = self.text(separator).layout()
+        if not inserted:
+            return memoryview(own[own != 0])[: -len(separator) or None]
+        extras = [lines.text(separator).layout() for lines, _ in inserted]
+        after = np.concatenate([after for _, after in inserted])
+        order = np.argsort(after, kind="stable")
+        ordered = after[order]
+        before = np.bincount(after, minlength=self.rows)  # rows inserted after each row
+        own_rows = np.arange(self.rows) + np.cumsum(before) - before
+        extra_rows = np.empty(len(after), dtype=np.int64)
+        extra_rows[order] = own_rows[ordered] + 1 + np.arange(len(after)) - np.searchsorted(ordered, ordered)
+        matrix = np.zeros((rows, max(codes.shape[1] for codes in (own, *extras))), dtype=np.uint8)  # NUL after the narrower rows
+        matrix[own_rows, : own.shape[1]] = own
+        first = 0
+        for extra in extras:
+            matrix[extra_rows[first : first + len(extra)], : extra.shape[1]] = extra
+            first += len(extra)
         return memoryview(matrix[matrix != 0])[: -len(separator) or None]
 
 

@@ -48,10 +48,22 @@ def test_choices_pick_their_text_row_by_row(index, where):
     texts = ["", "abc", '"q"', "x" * 33]
     picked = np.array(index, dtype=np.int64)
     kept = np.array(where[: len(index)], dtype=bool)
-    text, ends = Lines(len(index)).choice(Texts(texts), picked).text("|").choice(Texts(texts), picked, kept).text_of_rows()
-    rows = [f"{texts[i]}|{texts[i] if w else ''}" for i, w in zip(index, kept.tolist())]
-    assert text.tobytes().decode() == "".join(rows)
-    assert ends.tolist() == np.cumsum([len(row) for row in rows]).tolist()
+    text = Lines(len(index)).choice(Texts(texts), picked).text("|").choice(Texts(texts), picked, kept).joined(";")
+    assert text.tobytes().decode() == ";".join(f"{texts[i]}|{texts[i] if w else ''}" for i, w in zip(index, kept.tolist()))
+
+
+@given(st.integers(1, 12), st.lists(st.lists(st.integers(0, 11), max_size=15), max_size=3))
+def test_inserted_rows_follow_the_row_they_are_after_in_order(rows, inserted):
+    own = Lines(rows).text("row ").integer(np.arange(rows))
+    sets = []
+    for number, after in enumerate(inserted):
+        after = sorted(a % rows for a in after)
+        sets.append((Lines(len(after)).text(f"set {number} after ").integer(np.array(after, dtype=np.int64)).text(" " * number), np.array(after, dtype=np.int64)))
+    expected = []
+    for row in range(rows):
+        expected.append(f"row {row}")
+        expected += [f"set {number} after {row}" + " " * number for number, (_, after) in enumerate(sets) for a in after.tolist() if a == row]
+    assert own.joined(",\n", sets).tobytes().decode() == ",\n".join(expected)
 
 
 def test_no_rows_no_text_and_an_empty_table_is_never_picked():
