@@ -21,28 +21,30 @@ _GROUP = 4  # digits looked up at a time
 _GROUP_LIMIT = 10**_GROUP
 
 
-def _group_codes(text: str) -> int:
-    """Four characters (NUL for none) as one little-endian word: a row of four bytes."""
-    return int.from_bytes(text.encode("ascii"), "little")
+def _words(codes: np.ndarray) -> np.ndarray:
+    """Rows of four byte codes as little-endian words (a word's bytes, in order, are its row)."""
+    words: np.ndarray = np.ascontiguousarray(codes, dtype=np.uint8).view("<u4")[:, 0]
+    return words
 
 
-# "0000" ... "9999" (the digits of a group with more digits before it), then the same without
-# their leading zeros (the first group of a number; its bytes before the first digit NUL, all four for 0)
-_GROUPS = np.array([_group_codes(f"{group:04d}") for group in range(_GROUP_LIMIT)]
-                   + [_group_codes(f"{group:4d}".replace(" ", "\0") if group else "\0" * 4) for group in range(_GROUP_LIMIT)], dtype="<u4")
-_ZERO = np.uint32(_group_codes("\0" * 3 + "0"))  # the number 0 as a first group: a single "0"
+_DIGITS = (np.arange(_GROUP_LIMIT)[:, None] // 10 ** np.arange(_GROUP - 1, -1, -1)) % 10  # the 4 digits of 0 ... 9999
+_LEADING = np.cumsum(_DIGITS, axis=1) == 0  # the zeros before a group's first digit (all four for 0)
+# "0000" ... "9999" (the digits of a group with more digits before it), then the same without their
+# leading zeros (the first group of a number; those bytes NUL)
+_GROUPS = np.concatenate([_words(_DIGITS + ord("0")), _words(np.where(_LEADING, 0, _DIGITS + ord("0")))])
+_ZERO = _words(np.array([[0, 0, 0, ord("0")]]))[0]  # the number 0 as a first group: a single "0"
 # ".000" ... ".999" and "000" ... "999" (then a NUL), each as a word; row _BLANK of both is all NUL (no text)
-_DOT_THOUSANDS = np.array([_group_codes(f".{group:03d}") for group in range(1000)] + [0], dtype="<u4")
-_THOUSANDS = np.array([_group_codes(f"{group:03d}\0") for group in range(1000)] + [0], dtype="<u4")
+_DOT_THOUSANDS = np.append(_words(np.column_stack([np.full(1000, ord(".")), _DIGITS[:1000, 1:] + ord("0")])), np.uint32(0))
+_THOUSANDS = np.append(_words(np.column_stack([_DIGITS[:1000, 1:] + ord("0"), np.zeros(1000, np.int64)])), np.uint32(0))
 _BLANK = 1000
 FIXED3_LIMIT = 2.0**52  # fixed3 is exact below this magnitude (larger values are left to Python)
 
 
-def _codes(text: str) -> np.ndarray:
-    """The ASCII codes of ``text`` (NUL is the matrix's "no byte here": no text holds it)."""
-    if "\0" in text:
-        raise ValueError(f"{text!r}: a text of Lines cannot hold NUL")
-    return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+def _codes(encoded: bytes) -> np.ndarray:
+    """The codes of ASCII text (NUL is the matrix's "no byte here": no text holds it)."""
+    if b"\0" in encoded:
+        raise ValueError(f"{encoded!r}: a text of Lines cannot hold NUL")
+    return np.frombuffer(encoded, dtype=np.uint8)
 
 
 class Texts:
@@ -50,12 +52,12 @@ class Texts:
     (``blank``) is no text, what rows absent from the part pick."""
 
     def __init__(self, texts: Sequence[str]) -> None:
-        encoded = [_codes(text) for text in texts]
-        self.width = max(map(len, encoded), default=0)
+        encoded = [text.encode("ascii") for text in texts]
+        lengths = np.array([len(text) for text in encoded], dtype=np.int64)
+        self.width = int(lengths.max(initial=0))
         self.blank = len(encoded)
         self.codes = np.zeros((len(encoded) + 1, self.width), dtype=np.uint8)  # NUL after each text
-        for row, codes in enumerate(encoded):
-            self.codes[row, : len(codes)] = codes
+        self.codes[: len(encoded)][np.arange(self.width) < lengths[:, None]] = _codes(b"".join(encoded))
 
 
 class Lines:
@@ -75,7 +77,7 @@ class Lines:
 
     def text(self, text: str, where: np.ndarray | None = None) -> Lines:
         """The same ``text`` on every row (of ``where``)."""
-        return self._add(_codes(text), where)
+        return self._add(_codes(text.encode("ascii")), where)
 
     def choice(self, texts: Texts, index: np.ndarray, where: np.ndarray | None = None) -> Lines:
         """``texts[index[row]]`` on each row (of ``where``; ``index`` is ignored elsewhere)."""
