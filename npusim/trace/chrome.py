@@ -25,6 +25,7 @@ import json
 import operator
 import os
 from collections.abc import Iterable
+from json.encoder import encode_basestring_ascii as _json_string  # what json.dumps writes for a str, without its per-call set-up
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
@@ -306,14 +307,14 @@ class _Writer:
         events = transfers["event"]
         last = np.append(events[1:] != events[:-1], True)[: len(events)]  # of an event's records, the last one counts
         limit[events[last] - first] = transfers["bottleneck"][last]
-        rows = np.flatnonzero(kept)
-        self.written += len(rows)
+        rows = slice(None) if kept.all() else np.flatnonzero(kept)  # all of them, without copies, when everything is kept
         track, name, start, end = c["track"][rows], c["name"][rows], start_ns[rows], end_ns[rows]
         nbytes, op, tile, limit, released = c["bytes"][rows], c["op"][rows], c["tile"][rows], limit[rows], releases[rows]
+        self.written += len(track)
         has_bytes, has_op, has_tile, has_limit, has_release = nbytes != 0, op >= 0, tile >= 0, limit != -3, released >= 0
         has_args = has_bytes | has_op | has_tile | has_limit
         self.released += int(has_release.sum())
-        lines = _with_ts(Lines(len(rows)).choice(texts.heads, name), start).text(',"dur":')
+        lines = _with_ts(Lines(len(track)).choice(texts.heads, name), start).text(',"dur":')
         lines = _with_dur(lines, end - start).choice(texts.places, track)
         lines.text(',"args":{', has_args).text('"bytes":', has_bytes).integer(nbytes, has_bytes)
         lines.choice(texts.ops, op + np.where(has_bytes, 0, len(self.recorder.ops)), has_op)  # the op after a comma if it follows the bytes
@@ -547,7 +548,7 @@ class _Texts:
         recorder = record.recorder
         self.heads = Texts([f'{{"name":{json.dumps(name)},"ph":"X","ts":' for name in recorder.names])
         self.places = Texts([f',"pid":{track.die},"tid":{track_id + 1}' for track_id, track in enumerate(recorder.tracks)])
-        ops = [f',"op":{json.dumps(f"{op.name}#{i}")}' for i, op in enumerate(recorder.ops)]
+        ops = [f',"op":{_json_string(f"{op.name}#{i}")}' for i, op in enumerate(recorder.ops)]
         self.ops = Texts(ops + [op[1:] for op in ops])
         limits = {-1: ',"bottleneck":"engine rate"', -2: ',"bottleneck":"unregistered resource"'}
         limits.update({r.index: f',"bottleneck":{json.dumps(r.name)}' for r in record.resources})
