@@ -77,10 +77,14 @@ class Lines:
 
     def text(self, text: str, where: np.ndarray | None = None) -> Lines:
         """The same ``text`` on every row (of ``where``)."""
+        if where is not None and not where.any():  # on no row: no bytes
+            return self
         return self._add(_codes(text.encode("ascii")), where)
 
     def choice(self, texts: Texts, index: np.ndarray, where: np.ndarray | None = None) -> Lines:
         """``texts[index[row]]`` on each row (of ``where``; ``index`` is ignored elsewhere)."""
+        if where is not None and not where.any():
+            return self
         if where is not None:
             index = np.where(where, index, texts.blank)
         self._parts.append(texts.codes[index])
@@ -88,6 +92,8 @@ class Lines:
 
     def integer(self, values: np.ndarray, where: np.ndarray | None = None) -> Lines:
         """Each value as ``str(int)`` does (a ``-`` for a negative one), on each row (of ``where``)."""
+        if where is not None and not where.any():
+            return self
         values = np.asarray(values, dtype=np.int64)
         if where is not None:
             values = np.where(where, values, 0)
@@ -110,6 +116,8 @@ class Lines:
         """Each value (0 <= value < 10**places; ``places`` a multiple of 3) after a ``.`` as
         ``f".{value:0{places}d}"`` writes it, on each row (of ``where``; with ``zero=False`` not on
         rows whose value is 0): looked up three digits at a time."""
+        if where is not None and not where.any():
+            return self
         values = np.asarray(values, dtype=np.int64)
         absent = None if where is None else ~where
         if not zero:
