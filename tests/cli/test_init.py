@@ -8,7 +8,7 @@ import sys
 import click
 import pytest
 
-from npusim.cli import COMMANDS, LazyCommands, cli
+from npusim.cli import COMMANDS, LazyCommands, cli, lasting_objects
 from npusim.cli.run import run_collector
 from tests.cli.test_run import ROOT, npusim
 
@@ -67,3 +67,31 @@ def test_the_run_collector_keeps_the_session_threshold_and_restores_the_callers(
         assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
     finally:
         gc.set_threshold(*thresholds)
+
+
+class Made:
+    """An object the garbage collector tracks."""
+
+
+def test_lasting_objects_are_made_without_collections_and_kept_in_the_oldest_generation():
+    collections = []
+    gc.callbacks.append(lambda phase, info: collections.append(info["generation"]) if phase == "start" else None)
+    try:
+        with lasting_objects():
+            assert not gc.isenabled()
+            made = [Made() for _ in range(3 * gc.get_threshold()[0])]  # enough to start young collections
+        assert gc.isenabled() and collections == [] and gc.get_freeze_count() == 0
+        oldest = {id(item) for item in gc.get_objects(generation=2)}
+        assert all(id(item) in oldest for item in made)
+    finally:
+        gc.callbacks.pop()
+
+
+def test_lasting_objects_leave_a_paused_collector_paused():
+    gc.disable()
+    try:
+        with lasting_objects():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
