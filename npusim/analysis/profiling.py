@@ -89,14 +89,14 @@ class CoreEvents:
         self.kind_pipes = {kind: {str(pipe) for pipe in spec.pipes} for kind, spec in record.spec.die.cores.items()}
         self.unit_kinds = list(unit_kinds)  # the kinds of unit of the tracks (aiv, aicpu, sdma ...)
         columns = recorder.columns()
-        track = columns["track"]
+        on_track = columns["track"]
         self.all_op = columns["op"].astype(np.int64)
-        self.all_unit_kind = track_unit_kind[track]
-        core = track_core[track]
+        self.all_unit_kind = track_unit_kind[on_track]
+        core = track_core[on_track]
         on_core = core >= 0
         self.op = self.all_op[on_core]
         self.core = core[on_core]
-        self.pipe = track_pipe[track][on_core]
+        self.pipe = track_pipe[on_track][on_core]
         self.start, self.end = columns["start_ps"][on_core], columns["end_ps"][on_core]
         self.busy = busy_ps(recorder, columns)[on_core]
 
