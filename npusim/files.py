@@ -68,8 +68,57 @@ def write_bytes_atomically(path: Path, data: bytes) -> None:
 
 
 def json_bytes(data: Any) -> bytes:
-    """``data`` as indented JSON with sorted keys, the form of every JSON file npusim writes."""
-    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    """``data`` as indented JSON with sorted keys, the form of every JSON file npusim writes:
+    ``json.dumps(data, indent=2, sort_keys=True)``, byte for byte, written faster (:func:`_indented`)."""
+    try:
+        text = _indented(data, 0, set())
+    except _Unusual:
+        text = json.dumps(data, indent=2, sort_keys=True)
+    return (text + "\n").encode("utf-8")
+
+
+_PLAIN = (str, int, float, bool, type(None))
+_ENCODE = json.JSONEncoder(sort_keys=True).encode  # one plain value (or a flat container on one line)
+
+
+class _Unusual(Exception):
+    """What :func:`_indented` leaves to the json module: a type other than dict, list, tuple and the
+    plain ones (a subclass included), a mapping with keys other than strings holding containers, a cycle."""
+
+
+@functools.cache
+def _flat_encoder(level: int) -> Callable[[Any], str]:
+    """The C encoder of a list or mapping of plain values whose entries sit at nesting ``level``:
+    the line break and indent between entries are its item separator."""
+    return json.JSONEncoder(sort_keys=True, separators=(",\n" + "  " * level, ": ")).encode
+
+
+def _indented(value: Any, level: int, containing: set[int]) -> str:
+    """``value`` as ``json.dumps(value, indent=2, sort_keys=True)`` writes it at nesting ``level``.
+    The indented form is the json module's pure-Python encoder; here a list or mapping of plain
+    values (a summary's rows) goes to its C encoder in one call instead, and only the others are
+    written entry by entry (~3x faster on a summary.json)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return _ENCODE(value)
+    if kind not in (dict, list, tuple):
+        raise _Unusual
+    if not value:
+        return "{}" if kind is dict else "[]"
+    pad = "\n" + "  " * level
+    if all(type(child) in _PLAIN for child in (value.values() if kind is dict else value)):
+        text = _flat_encoder(level + 1)(value)
+        return f"{text[0]}{pad}  {text[1:-1]}{pad}{text[-1]}"
+    if id(value) in containing or (kind is dict and not all(type(key) is str for key in value)):
+        raise _Unusual
+    containing.add(id(value))
+    if kind is dict:
+        entries = [f"{_ENCODE(key)}: {_indented(child, level + 1, containing)}" for key, child in sorted(value.items())]
+    else:
+        entries = [_indented(child, level + 1, containing) for child in value]
+    containing.discard(id(value))
+    inner = pad + "  "
+    return ("{" if kind is dict else "[") + inner + ("," + inner).join(entries) + pad + ("}" if kind is dict else "]")
 
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:

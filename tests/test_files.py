@@ -12,9 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from npusim.errors import UsageError
-from npusim.files import MARKER, PARTIAL, Output, StagedFolder, atomic_path, default_folder_name, exchange, remove_stale_temporaries
+from npusim.files import MARKER, PARTIAL, Output, StagedFolder, atomic_path, default_folder_name, exchange, json_bytes, remove_stale_temporaries
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ("trace.json", "summary.json", MARKER)
@@ -236,3 +238,32 @@ def test_exchange_swaps_two_folders_or_says_it_cannot(tmp_path):
     assert (b / "x").read_text() == "a" and not (a / "x").exists()
     with pytest.raises(OSError):
         exchange(a, tmp_path / "missing")
+
+
+PLAIN = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8))
+KEYS = st.one_of(st.text(max_size=6), st.integers(-9, 9), st.floats(-1, 1), st.booleans(), st.none())
+DOCUMENTS = st.recursive(PLAIN, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                         | st.dictionaries(st.text(max_size=6), inner, max_size=4) | st.dictionaries(KEYS, PLAIN, max_size=4), max_leaves=24)
+
+
+@given(DOCUMENTS)
+def test_json_files_are_the_json_modules_indented_sorted_form(document):
+    try:
+        expected = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+    except TypeError as error:  # keys of several types do not sort: refused the same way
+        with pytest.raises(TypeError, match=str(error).split(":")[0]):
+            json_bytes(document)
+        return
+    assert json_bytes(document) == expected
+
+
+def test_a_json_file_of_unusual_values_is_written_by_the_json_module():
+    class Count(int):
+        def __repr__(self) -> str:
+            return "many"
+
+    cyclic: list = []
+    cyclic.append([cyclic])
+    assert json_bytes({"n": [Count(3), {1: [2]}]}) == (json.dumps({"n": [Count(3), {1: [2]}]}, indent=2, sort_keys=True) + "\n").encode()
+    with pytest.raises(ValueError, match="Circular reference"):
+        json_bytes({"a": cyclic})

@@ -4,7 +4,7 @@ the rest of the folder."""
 
 from __future__ import annotations
 
-from npusim.analysis.profiling import PIPE_UTILIZATION_COLUMNS, csv_bytes, op_summary, op_summary_columns, pipe_utilization
+from npusim.analysis.profiling import PIPE_UTILIZATION_COLUMNS, CoreEvents, csv_bytes, op_summary, op_summary_columns, pipe_utilization
 from npusim.config import LoadedConfig
 from npusim.config.annotated import annotated_yaml, header
 from npusim.trace.record import RunRecord
@@ -18,8 +18,9 @@ def run_folder_files(record: RunRecord, loaded: LoadedConfig) -> dict[str, bytes
     """File name -> bytes: ``config.yaml`` (the config as simulated, overrides applied, each value
     with its source; ``--config`` takes it again), ``op_summary.csv`` (a row per op launch) and
     ``pipe_utilization.csv`` (a row per AI core) of :mod:`npusim.analysis.profiling`."""
+    events = CoreEvents(record)
     return {
         CONFIG_FILE: (header(loaded) + annotated_yaml(loaded)).encode("utf-8"),
-        OP_SUMMARY_FILE: csv_bytes(op_summary_columns(record.spec), op_summary(record)),
-        PIPE_UTILIZATION_FILE: csv_bytes(PIPE_UTILIZATION_COLUMNS, pipe_utilization(record)),
+        OP_SUMMARY_FILE: csv_bytes(op_summary_columns(record.spec), op_summary(record, events)),
+        PIPE_UTILIZATION_FILE: csv_bytes(PIPE_UTILIZATION_COLUMNS, pipe_utilization(record, events)),
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,32 +56,47 @@ def _unit_kind(unit: str) -> str:
     return unit.rstrip("0123456789")
 
 
-class _Events:
-    """The run's events on AI cores, as columns: op, core (an index into ``cores``), pipe (an
-    index into ``PIPES``), start and end (ps), busy time (ps)."""
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an integer array, sorted: ``np.unique(values)`` without its check
+    for masked arrays, which imports ``numpy.ma`` (~30 ms) into a run that needs nothing else of it."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
+
+
+class CoreEvents:
+    """The run's events, as columns, for both tables: of every event its op and the kind of unit
+    it is on; of the events on AI cores their op, core (an index into ``cores``), pipe (an index
+    into ``PIPES``), start and end (ps) and busy time (ps). Made once per run folder."""
 
     def __init__(self, record: RunRecord) -> None:
         recorder = record.recorder
         kinds = list(record.spec.die.cores)
-        self.cores: list[tuple[int, str]] = []  # (die, unit) of each core with events
         core_ids: dict[tuple[int, str], int] = {}
+        unit_kinds: dict[str, int] = {}
         track_core = np.full(len(recorder.tracks), -1, dtype=np.int64)
         track_pipe = np.full(len(recorder.tracks), -1, dtype=np.int64)
+        track_unit_kind = np.zeros(len(recorder.tracks), dtype=np.int64)
         pipe_index = {pipe: i for i, (pipe, _) in enumerate(PIPES)}
         for track_id, track in enumerate(recorder.tracks):
-            if _unit_kind(track.unit) in kinds and track.lane in pipe_index:
+            unit_kind = _unit_kind(track.unit)
+            track_unit_kind[track_id] = unit_kinds.setdefault(unit_kind, len(unit_kinds))
+            if unit_kind in kinds and track.lane in pipe_index:
                 track_core[track_id] = core_ids.setdefault((track.die, track.unit), len(core_ids))
                 track_pipe[track_id] = pipe_index[track.lane]
-        self.cores = sorted(core_ids, key=core_ids.__getitem__)
+        self.cores: list[tuple[int, str]] = sorted(core_ids, key=core_ids.__getitem__)  # (die, unit) of each core with events
+        self.kinds = kinds
         self.kind_order = {kind: order for order, kind in enumerate(kinds)}
         self.kind_pipes = {kind: {str(pipe) for pipe in spec.pipes} for kind, spec in record.spec.die.cores.items()}
+        self.unit_kinds = list(unit_kinds)  # the kinds of unit of the tracks (aiv, aicpu, sdma ...)
         columns = recorder.columns()
-        self.track_units = [(_unit_kind(t.unit), t.lane) for t in recorder.tracks]
-        self.all_op, self.all_track = columns["op"].astype(np.int64), columns["track"].astype(np.int64)
-        on_core = track_core[columns["track"]] >= 0
+        on_track = columns["track"]
+        self.all_op = columns["op"].astype(np.int64)
+        self.all_unit_kind = track_unit_kind[on_track]
+        core = track_core[on_track]
+        on_core = core >= 0
         self.op = self.all_op[on_core]
-        self.core = track_core[columns["track"]][on_core]
-        self.pipe = track_pipe[columns["track"]][on_core]
+        self.core = core[on_core]
+        self.pipe = track_pipe[on_track][on_core]
         self.start, self.end = columns["start_ps"][on_core], columns["end_ps"][on_core]
         self.busy = busy_ps(recorder, columns)[on_core]
 
@@ -98,21 +114,22 @@ def _shapes(tensors: Sequence[tuple[tuple[int, ...], str]]) -> tuple[str, str]:
     return ";".join(",".join(str(d) for d in shape) for shape, _ in tensors), ";".join(dtype for _, dtype in tensors)
 
 
-def op_summary(record: RunRecord) -> list[dict[str, Any]]:
+def op_summary(record: RunRecord, events: CoreEvents | None = None) -> list[dict[str, Any]]:
     """One row per op launch that has events (:func:`op_summary_columns`), by start time: its span
     over all its events; the wait since the latest end of the ops before it on its die; the AI
     cores it ran on (``Block Dim``: those of the first kind in the config's order, ``Mix Block
     Dim``: those of the other kinds, as msprof counts a MIX op's cube and vector cores); per kind
     of core it ran on, the mean span of its events on one core (``aiv_time(us)``) and per pipe of
     the kind the busy time per core and its share of that span (``aiv_vec_time(us)``,
-    ``aiv_vec_ratio``; empty for a kind it did not run on); the bytes its copies moved."""
+    ``aiv_vec_ratio``; empty for a kind it did not run on); the bytes its copies moved.
+    ``events``: the run's :class:`CoreEvents`, if already made."""
     recorder = record.recorder
     spans = sorted(op_spans(record), key=lambda r: (r["start_us"], r["op"]))
     if not spans:
         return []
-    events = _Events(record)
-    kinds = list(record.spec.die.cores)
-    n_ops, n_cores, n_kinds = len(recorder.ops), max(len(events.cores), 1), len(kinds)
+    events = events or CoreEvents(record)
+    kinds = events.kinds
+    n_ops, n_cores, n_kinds, n_pipes = len(recorder.ops), max(len(events.cores), 1), len(kinds), len(PIPES)
     core_kind = np.array([kinds.index(_unit_kind(unit)) for _, unit in events.cores] or [0], dtype=np.int64)
     of_op = events.op >= 0
     op, core = events.op[of_op], events.core[of_op]
@@ -125,12 +142,23 @@ def op_summary(record: RunRecord) -> list[dict[str, Any]]:
     pair_op, pair_kind = pairs // n_cores, core_kind[pairs % n_cores]
     cores_of = np.bincount(pair_op * n_kinds + pair_kind, minlength=n_ops * n_kinds).reshape(n_ops, n_kinds)
     span_of = np.bincount(pair_op * n_kinds + pair_kind, weights=last - first, minlength=n_ops * n_kinds).reshape(n_ops, n_kinds)
-    busy = np.bincount((op * n_kinds + core_kind[core]) * len(PIPES) + events.pipe[of_op], weights=events.busy[of_op],
-                       minlength=n_ops * n_kinds * len(PIPES)).reshape(n_ops, n_kinds, len(PIPES))
-    units: dict[int, set[str]] = {}
-    placed = np.unique(events.all_op[events.all_op >= 0] * len(events.track_units) + events.all_track[events.all_op >= 0])
-    for op_id, track in zip((placed // len(events.track_units)).tolist(), (placed % len(events.track_units)).tolist()):
-        units.setdefault(op_id, set()).add(events.track_units[track][0])
+    busy = np.bincount((op * n_kinds + core_kind[core]) * n_pipes + events.pipe[of_op], weights=events.busy[of_op],
+                       minlength=n_ops * n_kinds * n_pipes).reshape(n_ops, n_kinds, n_pipes)
+    # per (op, kind of core), in us before rounding: the mean span on a core, each pipe's busy time per core and share of the span
+    with np.errstate(divide="ignore", invalid="ignore"):
+        time_per_core = (span_of / cores_of / 1e6).tolist()
+        pipe_per_core = (busy / cores_of[:, :, None] / 1e6).tolist()
+        pipe_share = (busy / span_of[:, :, None]).tolist()
+    spanned = (span_of > 0).tolist()
+    counts = cores_of.tolist()
+    kind_pipes = [[p for p, (pipe, _) in enumerate(PIPES) if pipe in events.kind_pipes[kind]] for kind in kinds]
+    unused = [[""] * (1 + 2 * len(pipes)) for pipes in kind_pipes]
+    units: dict[int, set[str]] = {}  # op -> the kinds of unit its events are on
+    of_any_op = events.all_op >= 0
+    n_units = max(len(events.unit_kinds), 1)
+    placed = _distinct(events.all_op[of_any_op] * n_units + events.all_unit_kind[of_any_op])
+    for op_id, unit in zip((placed // n_units).tolist(), (placed % n_units).tolist()):
+        units.setdefault(op_id, set()).add(events.unit_kinds[unit])
     columns = op_summary_columns(record.spec)
 
     rows = []
@@ -144,24 +172,24 @@ def op_summary(record: RunRecord) -> list[dict[str, Any]]:
         last_end[die] = max(last_end.get(die, 0), end_ps)
         inputs, input_types = _shapes(record_of_op.inputs)
         outputs, output_types = _shapes(record_of_op.outputs)
-        used = [k for k in range(n_kinds) if cores_of[op_id, k]]
-        row: dict[str, Any] = {
-            **dict.fromkeys(columns, ""),
-            "Device_id": die, "Op Name": f"{record_of_op.name}#{op_id}", "OP Type": record_of_op.name,
-            "Task Type": _task_type({kinds[k] for k in used}, events.kind_pipes, units.get(op_id, set())),
-            "Task Start Time(us)": _us(start_ps), "Task Duration(us)": _us(end_ps - start_ps), "Task Wait Time(us)": _us(wait),
-            "Block Dim": int(cores_of[op_id, used[0]]) if used else 0, "Mix Block Dim": int(sum(cores_of[op_id, k] for k in used[1:])),
-            "Input Shapes": inputs, "Input Data Types": input_types, "Output Shapes": outputs, "Output Data Types": output_types,
-            "dma_bytes": span["dma_bytes"],
-        }
-        for k in used:
-            kind, cores_used, time_on_cores = kinds[k], int(cores_of[op_id, k]), float(span_of[op_id, k])
-            row[f"{kind}_time(us)"] = _us(time_on_cores / cores_used)
-            for (pipe, short), pipe_busy in zip(PIPES, busy[op_id, k].tolist()):
-                if pipe in events.kind_pipes[kind]:
-                    row[f"{kind}_{short}_time(us)"] = _us(pipe_busy / cores_used)
-                    row[f"{kind}_{short}_ratio"] = _ratio(pipe_busy, time_on_cores)
-        rows.append(row)
+        cores_used = counts[op_id]
+        used = [k for k in range(n_kinds) if cores_used[k]]
+        row = [die, f"{record_of_op.name}#{op_id}", record_of_op.name,
+               _task_type({kinds[k] for k in used}, events.kind_pipes, units.get(op_id, set())),
+               _us(start_ps), _us(end_ps - start_ps), _us(wait),
+               cores_used[used[0]] if used else 0, sum(cores_used[k] for k in used[1:]),
+               inputs, input_types, outputs, output_types]
+        for k in range(n_kinds):
+            if not cores_used[k]:
+                row.extend(unused[k])
+                continue
+            row.append(round(time_per_core[op_id][k], 6))
+            pipe_times, shares = pipe_per_core[op_id][k], pipe_share[op_id][k]
+            for p in kind_pipes[k]:
+                row.append(round(pipe_times[p], 6))
+                row.append(round(shares[p], 6) if spanned[op_id][k] else "")
+        row.append(span["dma_bytes"])
+        rows.append(dict(zip(columns, row)))
     return rows
 
 
@@ -175,16 +203,16 @@ def _task_type(kinds: set[str], kind_pipes: dict[str, set[str]], units: set[str]
     return "+".join(sorted(OTHER_UNITS.get(unit, unit.upper()) for unit in units)) or "OTHER"
 
 
-def pipe_utilization(record: RunRecord) -> list[dict[str, Any]]:
+def pipe_utilization(record: RunRecord, events: CoreEvents | None = None) -> list[dict[str, Any]]:
     """One row per AI core with events (``PIPE_UTILIZATION_COLUMNS``), by die, kind and index: the
     ops it ran, its first start to last end, and per pipe of its kind the busy time over the run and
-    its share of the simulated time (so an unevenly loaded core stands out)."""
+    its share of the simulated time (so an unevenly loaded core stands out). ``events``: the run's
+    :class:`CoreEvents`, if already made."""
     recorder = record.recorder
     if not len(recorder):
         return []
-    events = _Events(record)
+    events = events or CoreEvents(record)
     simulated = max(record.simulated_ps, 1)
-    rows = []
     order = sorted(range(len(events.cores)), key=lambda c: (events.cores[c][0], events.kind_order[_unit_kind(events.cores[c][1])],
                                                            int(events.cores[c][1][len(_unit_kind(events.cores[c][1])):] or 0)))
     n_cores = len(events.cores)
@@ -194,23 +222,29 @@ def pipe_utilization(record: RunRecord) -> list[dict[str, Any]]:
     np.minimum.at(first, events.core, events.start)
     np.maximum.at(last, events.core, events.end)
     of_op = events.op >= 0
-    ops = np.bincount(np.unique(events.core[of_op] * (len(recorder.ops) + 1) + events.op[of_op]) // (len(recorder.ops) + 1), minlength=n_cores)
+    ops = np.bincount(_distinct(events.core[of_op] * (len(recorder.ops) + 1) + events.op[of_op]) // (len(recorder.ops) + 1),
+                      minlength=n_cores).tolist()
+    # per core and pipe, before rounding: the busy time (us) and its share of the simulated time
+    busy_us, share = (busy / 1e6).tolist(), (busy / simulated).tolist()
+    active = (last - first).tolist()
+    kind_pipes = {kind: [p for p, (pipe, _) in enumerate(PIPES) if pipe in pipes] for kind, pipes in events.kind_pipes.items()}
+    rows = []
     for core in order:
         die, unit = events.cores[core]
-        row: dict[str, Any] = {"Device_id": die, "core": unit, "kind": _unit_kind(unit), "ops": int(ops[core]),
-                               "active_time(us)": _us(int(last[core]) - int(first[core])), **dict.fromkeys(PIPE_COLUMNS, "")}
-        for (pipe, short), pipe_busy in zip(PIPES, busy[core].tolist()):
-            if pipe in events.kind_pipes[row["kind"]]:  # else empty: the core has no such pipe
-                row[f"{short}_time(us)"] = _us(pipe_busy)
-                row[f"{short}_ratio"] = _ratio(pipe_busy, simulated)
-        rows.append(row)
+        kind = _unit_kind(unit)
+        cells = [""] * len(PIPE_COLUMNS)
+        for p in kind_pipes[kind]:  # the others stay empty: the core has no such pipe
+            cells[2 * p] = round(busy_us[core][p], 6)
+            cells[2 * p + 1] = round(share[core][p], 6)
+        rows.append(dict(zip(PIPE_UTILIZATION_COLUMNS, [die, unit, kind, ops[core], _us(active[core]), *cells])))
     return rows
 
 
 def csv_bytes(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> bytes:
-    """``rows`` as CSV with a header of ``columns`` (UTF-8, ``\\n`` line ends)."""
+    """``rows`` (each with every one of ``columns``) as CSV with a header of ``columns`` (UTF-8,
+    ``\\n`` line ends)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(map(operator.itemgetter(*columns), rows))
     return out.getvalue().encode("utf-8")

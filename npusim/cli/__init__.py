@@ -1,46 +1,71 @@
 """The ``npusim`` command line: ``run``, ``config show|validate``, and the analyses ``sweep`` and ``whatif``.
 
-Each command's module is imported when the command is looked up (to run it, or to list it in
-``npusim --help``), so a command does not pay for the imports of the others."""
+Each command's module is imported when the command is looked up to run it (or to show its own
+``--help``), so a command does not pay for the imports of the others; ``npusim --help`` lists the
+commands by their summaries without importing any."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 from collections.abc import Iterator, MutableMapping
+from gettext import gettext
 
 import click
 
 from npusim import __version__
 
 COMMANDS = {
-    "compare": "npusim.cli.compare_cmd:compare_command",
-    "config": "npusim.cli.config_cmd:config_group",
-    "report": "npusim.cli.report_cmd:report_command",
-    "run": "npusim.cli.run:run_command",
-    "sweep": "npusim.cli.sweep_cmd:sweep_command",
-    "validate": "npusim.cli.validate_cmd:validate_command",
-    "whatif": "npusim.cli.whatif_cmd:whatif_command",
+    "compare": ("npusim.cli.compare_cmd:compare_command", "Compare two run folders: what changed from FOLDER_A to FOLDER_B."),
+    "config": ("npusim.cli.config_cmd:config_group", "Show and check hardware configs (a YAML path, or a built-in name: a2, a3)."),
+    "report": ("npusim.cli.report_cmd:report_command", "Print the report of FOLDER, the output folder of an `npusim run`."),
+    "run": ("npusim.cli.run:run_command", "Simulate WORKLOAD (a Python file) on the machine of CONFIG."),
+    "sweep": ("npusim.cli.sweep_cmd:sweep_command", "Simulate WORKLOAD on CONFIG at every point of the --grid axes, in parallel."),
+    "validate": ("npusim.cli.validate_cmd:validate_command", "Simulate the measured transfers of the calibration data and compare."),
+    "whatif": ("npusim.cli.whatif_cmd:whatif_command", "Rank what doubling each main resource of CONFIG (HBM, L2, each link class, vector, cube and "
+               "MTE rates, AICPU times, AI cores) gains for WORKLOAD."),
 }
-"""Command name -> ``module:attribute`` of its click command."""
+"""Command name -> ``module:attribute`` of its click command, and its summary: the first sentence
+of its help, which ``npusim --help`` lists (a test keeps the two equal)."""
+
+
+@contextlib.contextmanager
+def lasting_objects() -> Iterator[None]:
+    """CPython's garbage collector paused while the block makes objects that last as long as the
+    process (a command's modules, a run's config and its pydantic validators), which then go
+    straight to the oldest generation (gc.freeze, gc.unfreeze): while the heap grows by importing,
+    the collector would otherwise walk all of it again at each 25% of growth for the little garbage
+    importing leaves (~0.1 s of full collections before `npusim run` simulates), and young
+    collections would walk the new objects after. The caller's collector state is restored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
 
 
 class LazyCommands(MutableMapping[str, click.Command]):
     """A click group's commands by name, each imported from its ``module:attribute`` the first
-    time it is looked up."""
+    time it is looked up; until then known by its summary."""
 
-    def __init__(self, where: dict[str, str]) -> None:
+    def __init__(self, where: dict[str, tuple[str, str]]) -> None:
         self._where = dict(where)
         self._loaded: dict[str, click.Command] = {}
 
     def __getitem__(self, name: str) -> click.Command:
         if name not in self._loaded:
-            module, attribute = self._where[name].split(":")
-            self._loaded[name] = getattr(importlib.import_module(module), attribute)
+            module, attribute = self._where[name][0].split(":")
+            with lasting_objects():
+                self._loaded[name] = getattr(importlib.import_module(module), attribute)
         return self._loaded[name]
 
     def __setitem__(self, name: str, command: click.Command) -> None:
-        self._where[name] = ""
+        self._where[name] = ("", "")  # imported: no module to import, no summary to list
         self._loaded[name] = command
 
     def __delitem__(self, name: str) -> None:
@@ -53,8 +78,26 @@ class LazyCommands(MutableMapping[str, click.Command]):
     def __len__(self) -> int:
         return len(self._where)
 
+    def listed(self, name: str) -> click.Command:
+        """The command if it is imported, else a stand-in with its summary as help, to list it."""
+        return self._loaded.get(name) or click.Command(name, help=self._where[name][1])
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group of :class:`LazyCommands`, listed by their summaries (importing none)."""
+
+    commands: LazyCommands
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing (click.Group.format_commands), of the commands as :meth:`LazyCommands.listed`."""
+        commands = [(name, command) for name in self.list_commands(ctx) if not (command := self.commands.listed(name)).hidden]
+        if commands:
+            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+            with formatter.section(gettext("Commands")):
+                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in commands])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="npusim")
 def cli() -> None:
     """npusim: a cycle-approximate simulator of Huawei Ascend NPUs (Atlas A2 / A3)."""

@@ -29,6 +29,7 @@ import click
 from npusim import __version__
 from npusim.analysis.outputs import run_folder_files
 from npusim.analysis.report import print_report
+from npusim.cli import lasting_objects
 from npusim.cli.errors import exit_code_for, report, stoppable
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import NpusimError, OutputError, UsageError
@@ -80,16 +81,17 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
          data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None, trace_window: str | None,
          network_quantum: str | None, races: str, debug: bool) -> None:
     try:
-        loaded = load_config(config_name, overrides)
-        param_overrides = parse_param_overrides(params)
-        source = read_workload(workload)  # read once: what runs is what is hashed
-        check_param_overrides(source, param_overrides)
-        selection = trace_selection(trace_level, trace_dies, trace_window, die_count=loaded.spec.shape.dies)
-        network_quantum_ps(network_quantum, loaded)  # refused here, before anything runs, if malformed
-        if plot and trace_level == "none":
-            raise UsageError("--plot draws the trace's timeline; drop --plot or use --trace all or ops")
-        out_dir = out_dir or Path("traces") / default_folder_name(workload, loaded.name)
-        folder = StagedFolder(out_dir, also=(suffixed(out_dir, PREVIOUS_SUFFIX), suffixed(out_dir, FAILED_SUFFIX)))
+        with lasting_objects():  # the config, its validators, the modules of its ops and fabrics
+            loaded = load_config(config_name, overrides)
+            param_overrides = parse_param_overrides(params)
+            source = read_workload(workload)  # read once: what runs is what is hashed
+            check_param_overrides(source, param_overrides)
+            selection = trace_selection(trace_level, trace_dies, trace_window, die_count=loaded.spec.shape.dies)
+            network_quantum_ps(network_quantum, loaded)  # refused here, before anything runs, if malformed
+            if plot and trace_level == "none":
+                raise UsageError("--plot draws the trace's timeline; drop --plot or use --trace all or ops")
+            out_dir = out_dir or Path("traces") / default_folder_name(workload, loaded.name)
+            folder = StagedFolder(out_dir, also=(suffixed(out_dir, PREVIOUS_SUFFIX), suffixed(out_dir, FAILED_SUFFIX)))
     except NpusimError as error:
         sys.exit(report(error, debug=debug))
 

@@ -36,8 +36,18 @@ def annotated_yaml(loaded: LoadedConfig) -> str:
 
 def _scalar(value: Any) -> str:
     """One value (or a mapping or list) as YAML on one line."""
+    return _repeated(value) if type(value) in _REPEATED else _one_line(value)
+
+
+def _one_line(value: Any) -> str:
     text: str = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, sort_keys=False, width=1 << 30)
     return text.removesuffix("\n").removesuffix("\n...")
+
+
+_REPEATED = (str, int, bool, type(None))
+"""The kinds of scalar a config repeats (keys, quantities, counts): each is dumped once (not
+floats: 0.0 and -0.0 are equal, yet written apart)."""
+_repeated = functools.lru_cache(maxsize=1024, typed=True)(_one_line)
 
 
 Source = Callable[[KeyPath, bool], str]  # (path, located even without a comment) -> the comment of its line
@@ -84,6 +94,7 @@ def _source(locations: Mapping[KeyPath, str], path: KeyPath, bare: bool) -> str:
     return f"  # {where}"
 
 
+@functools.lru_cache(maxsize=16)
 def _short_name(file: str) -> str:
     """A built-in config by its file name (``a2.yaml``), any other as given."""
     path = Path(file)

@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -244,13 +244,30 @@ def _read_yaml(config: _ConfigFile) -> tuple[dict[str, Any], Locations]:
         text = config.file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{config.label}: cannot read the config ({err}); check the path and that it is UTF-8 text") from None
-    return copy.deepcopy(_parse_yaml(config.label, text))
+    return copy.deepcopy(_parse_yaml(config.label, text, builtin=config.folder == builtin_folder()))
+
+
+_YamlLoader = Union[yaml.SafeLoader, "yaml.CSafeLoader"]
+_LIBYAML_LOADER: type[yaml.CSafeLoader] | None = getattr(yaml, "CSafeLoader", None)
+"""PyYAML's safe loader on libyaml (~15x faster to compose), where PyYAML was built with it."""
 
 
 @functools.lru_cache(maxsize=64)
-def _parse_yaml(label: str, text: str) -> tuple[dict[str, Any], Locations]:
+def _parse_yaml(label: str, text: str, *, builtin: bool = False) -> tuple[dict[str, Any], Locations]:
+    """``builtin``: a config shipped with npusim, which libyaml composes (a test keeps what it
+    composes equal to PyYAML's for each of them); any other text, and any text libyaml refuses, is
+    composed by PyYAML, with its nesting bound and its error messages."""
+    if builtin and _LIBYAML_LOADER is not None:
+        try:
+            return _parse_nodes(label, text, _LIBYAML_LOADER)
+        except (yaml.YAMLError, ConfigError):
+            pass  # said again below, as PyYAML says it
+    return _parse_nodes(label, text, _NestingBoundLoader)
+
+
+def _parse_nodes(label: str, text: str, loader_type: Callable[[str], _YamlLoader]) -> tuple[dict[str, Any], Locations]:
     locations = Locations()
-    root, data = _read_nodes(text, label, locations)
+    root, data = _read_nodes(text, label, locations, loader_type=loader_type)
     if not isinstance(data, dict):
         found = "the file is empty" if data is None else f"found a {type(data).__name__}"
         raise ConfigError(f"{label}:1: a config is a mapping of keys (name, product, shape, die, fabrics, or `extends`); {found}")
@@ -259,12 +276,14 @@ def _parse_yaml(label: str, text: str) -> tuple[dict[str, Any], Locations]:
     return data, locations
 
 
-def _read_nodes(text: str, label: str, locations: Locations, *, lines: bool = True, prefix: KeyPath = ()) -> tuple[yaml.Node | None, Any]:
+def _read_nodes(text: str, label: str, locations: Locations, *, lines: bool = True, prefix: KeyPath = (),
+                loader_type: Callable[[str], _YamlLoader] | None = None) -> tuple[yaml.Node | None, Any]:
     """The YAML node of ``text`` and its Python value, recording in ``locations`` the line of every key and list
     item (``prefix``: where the value will sit, for messages; ``lines``: whether ``label`` is a file). The nodes
     are checked (:func:`_check_nodes`) before any alias is expanded. Raises :class:`ConfigError`, or
-    ``yaml.YAMLError`` for text that is not YAML at all."""
-    loader = _NestingBoundLoader(text)
+    ``yaml.YAMLError`` for text that is not YAML at all. ``loader_type``: the loader's class (default
+    :class:`_NestingBoundLoader`)."""
+    loader = (loader_type or _NestingBoundLoader)(text)
     try:
         root = loader.get_single_node()
         if root is None:
@@ -383,7 +402,7 @@ def _check_nodes(root: yaml.Node, label: str, lines: bool, prefix: KeyPath) -> N
         )
 
 
-def _to_plain(node: yaml.Node, path: KeyPath, locations: Locations, label: str, loader: yaml.SafeLoader) -> Any:
+def _to_plain(node: yaml.Node, path: KeyPath, locations: Locations, label: str, loader: _YamlLoader) -> Any:
     """The Python value of ``node`` (checked by :func:`_check_nodes`), recording the line of every key and list
     item below ``path``."""
     if isinstance(node, yaml.ScalarNode):

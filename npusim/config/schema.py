@@ -65,9 +65,11 @@ MemoryName = Annotated[str, AfterValidator(_safe_name("the name labels the memor
 
 
 class Spec(BaseModel):
-    """Base of every spec: frozen, unknown keys refused, no coercion between types."""
+    """Base of every spec: frozen, unknown keys refused, no coercion between types. Its validator
+    is built when first used (``defer_build``): most specs are only validated inside a whole
+    system's, and a fabric kind's or op's settings only when a config names them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 def _quantities(value: object, path: str) -> Iterator[tuple[str, Quantity]]:
@@ -451,7 +453,3 @@ class ShmemSpec(Spec):
     signal_window: Size = Field(description="signal window per PE and communication group")
     max_groups: PositiveInt = Field(description="communication groups one program may use")
     staging_buffer: Size = Field(description="UB buffer of one put/get tile op per ping-pong half")
-
-
-DieSpec.model_rebuild()
-SystemSpec.model_rebuild()

@@ -8,9 +8,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import npusim
-from npusim.analysis.profiling import PIPE_UTILIZATION_COLUMNS, PIPES, csv_bytes, op_summary, op_summary_columns, pipe_utilization
+from npusim.analysis.profiling import (
+    PIPE_UTILIZATION_COLUMNS,
+    PIPES,
+    CoreEvents,
+    _distinct,
+    csv_bytes,
+    op_summary,
+    op_summary_columns,
+    pipe_utilization,
+)
 from tests.trace.viewers import perfetto_ns
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -163,3 +174,21 @@ def test_an_op_on_two_kinds_of_core_counts_each_kind_and_has_each_kinds_columns(
     used = {(unit.rstrip("0123456789"), unit) for unit in units}
     assert row["Block Dim"] == sum(kind == "aicore" for kind, _ in used) and row["Mix Block Dim"] == sum(kind == "vectorcore" for kind, _ in used) > 0
     assert row["aicore_mte2_ratio"] > 0 and row["vectorcore_mte2_ratio"] > 0
+
+
+def test_both_tables_from_one_pass_over_the_events_are_the_tables_of_the_run(allgather):
+    result, _ = allgather
+    events = CoreEvents(result.record)
+    assert op_summary(result.record, events) == op_summary(result.record)
+    assert pipe_utilization(result.record, events) == pipe_utilization(result.record)
+
+
+def test_a_csv_row_lacking_a_column_is_refused():
+    with pytest.raises(KeyError):
+        csv_bytes(["a", "b"], [{"a": 1}])
+
+
+@given(st.lists(st.integers(-2**62, 2**62)))
+def test_the_distinct_values_are_numpys_unique_values(values):
+    array = np.array(values, dtype=np.int64)
+    assert _distinct(array).tolist() == np.unique(array).tolist()

@@ -1,4 +1,4 @@
-"""The command group: every command listed and found, each imported only when it is looked up."""
+"""The command group: every command listed and found, each imported only when it is looked up (not to list it)."""
 
 import gc
 import json
@@ -8,7 +8,7 @@ import sys
 import click
 import pytest
 
-from npusim.cli import COMMANDS, LazyCommands, cli
+from npusim.cli import COMMANDS, LazyCommands, cli, lasting_objects
 from npusim.cli.run import run_collector
 from tests.cli.test_run import ROOT, npusim
 
@@ -33,6 +33,21 @@ def test_help_lists_every_command_with_its_own_short_help(tmp_path):
         assert cli.commands[name].get_short_help_str(limit=1000).startswith(line.split(None, 1)[1].removesuffix("..."))
 
 
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_commands_summary_is_shortened_as_its_own_help_is(name):
+    stand_in = LazyCommands(COMMANDS).listed(name)
+    command = cli.commands[name]
+    assert stand_in is not command and cli.commands.listed(name) is command
+    assert [stand_in.get_short_help_str(limit) for limit in range(200)] == [command.get_short_help_str(limit) for limit in range(200)]
+
+
+def test_listing_the_commands_imports_none_of_them():
+    listing = "from click.testing import CliRunner; from npusim.cli import cli; import sys; CliRunner().invoke(cli, ['--help']); "
+    listing += "print(sorted(m for m in sys.modules if m.startswith('npusim.cli.')))"
+    probe = subprocess.run([sys.executable, "-c", listing], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    assert probe.stdout.strip() == "[]"
+
+
 def test_an_unknown_command_is_told_with_the_nearest_one(tmp_path):
     wrong = npusim("rn", cwd=tmp_path)
     assert wrong.returncode == 2 and "Error: No such command 'rn'. Did you mean 'run'?" in wrong.stderr
@@ -45,7 +60,7 @@ def test_a_command_module_is_imported_only_when_it_is_looked_up():
 
 
 def test_lazy_commands_behave_as_a_mapping_of_commands():
-    commands = LazyCommands({"run": "npusim.cli.run:run_command"})
+    commands = LazyCommands({"run": COMMANDS["run"]})
     extra = click.Command("extra")
     commands["extra"] = extra
     assert list(commands) == ["run", "extra"] and len(commands) == 2
@@ -67,3 +82,31 @@ def test_the_run_collector_keeps_the_session_threshold_and_restores_the_callers(
         assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
     finally:
         gc.set_threshold(*thresholds)
+
+
+class Made:
+    """An object the garbage collector tracks."""
+
+
+def test_lasting_objects_are_made_without_collections_and_kept_in_the_oldest_generation():
+    collections = []
+    gc.callbacks.append(lambda phase, info: collections.append(info["generation"]) if phase == "start" else None)
+    try:
+        with lasting_objects():
+            assert not gc.isenabled()
+            made = [Made() for _ in range(3 * gc.get_threshold()[0])]  # enough to start young collections
+        assert gc.isenabled() and collections == [] and gc.get_freeze_count() == 0
+        oldest = {id(item) for item in gc.get_objects(generation=2)}
+        assert all(id(item) in oldest for item in made)
+    finally:
+        gc.callbacks.pop()
+
+
+def test_lasting_objects_leave_a_paused_collector_paused():
+    gc.disable()
+    try:
+        with lasting_objects():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

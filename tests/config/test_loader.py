@@ -505,3 +505,20 @@ def test_a_file_parsed_once_is_not_changed_by_loads_that_override_it():
     assert (str(changed.die.hbm.bandwidth), str(changed.fabrics.node.link.bandwidth), str(changed.die.vector.latency["add"])) == ("3.2 TB/s", "1 GB/s", "1 cycle")
     fresh = load_config("a3").spec
     assert (str(fresh.die.hbm.bandwidth), str(fresh.fabrics.node.link.bandwidth), str(fresh.die.vector.latency["add"])) == ("1.6 TB/s", "28 GB/s", "6 cycles")
+
+
+@pytest.mark.parametrize("name", builtin_configs())
+def test_libyaml_composes_each_builtin_config_as_pyyaml_does(name):
+    file = loader.builtin_folder() / f"{name}.yaml"
+    fast, careful = (loader._parse_yaml(str(file), file.read_text(), builtin=builtin) for builtin in (True, False))
+    assert repr(fast[0]) == repr(careful[0])  # the same values, of the same types
+    assert list(fast[1]._where.items()) == list(careful[1]._where.items())  # every key located at the same line
+
+
+@pytest.mark.parametrize("text", ["a: [1, 2", "a: 1\n a: 2\n", "a: &x [*x]\n", "- 1\n- 2\n", ("[" * (MAX_DEPTH + 2)) + "]" * (MAX_DEPTH + 2)])
+def test_a_builtin_text_libyaml_refuses_is_refused_as_pyyaml_refuses_it(text):
+    with pytest.raises(ConfigError) as careful:
+        loader._parse_yaml("mine.yaml", text)
+    with pytest.raises(ConfigError) as fast:
+        loader._parse_yaml("theirs.yaml", text, builtin=True)
+    assert str(fast.value).replace("theirs.yaml", "mine.yaml") == str(careful.value)
