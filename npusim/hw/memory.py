@@ -106,8 +106,9 @@ class LocalBuffer:
     def reach(self, end: int) -> np.ndarray:
         """The buffer's bytes, at least its first ``end``: they are allocated zero-filled only as far
         as they are used (doubling, from one page), so the cores of a timing-only run, which write
-        a few signal bytes into UB, do not each hold a whole UB. Views of the result are valid until
-        the next call that grows it (callers use them within one instruction)."""
+        a few signal bytes into UB, do not each hold a whole UB. Growing moves the bytes: views of the
+        result are valid until the next call that grows it, so an instruction that takes several
+        views of one buffer reaches the furthest first (``isa.instructions.values_together``)."""
         data = self._bytes
         if data is None or len(data) < end:
             size = min(self.capacity_bytes, max(end, 2 * len(data) if data is not None else _FIRST_BYTES))

@@ -8,7 +8,7 @@ only when data is on, so timing never depends on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -55,6 +55,20 @@ class LocalTensor:
 
     def __repr__(self) -> str:
         return f"{self.buffer}[{self.offset}:{self.offset + self.nbytes}]<{self.dtype}>"
+
+
+def values_together(core, tensors: Sequence[LocalTensor]) -> list[np.ndarray]:
+    """Writable numpy views of ``tensors`` in ``core``'s buffers that are valid together.
+
+    A local buffer grows as it is used, and growing moves its bytes: a view taken before another
+    view of the same buffer grew it would read and write the old bytes. So each buffer is first
+    grown to hold the furthest of its tensors, then the views are taken."""
+    ends: dict[str, int] = {}
+    for tensor in tensors:
+        ends[tensor.buffer] = max(ends.get(tensor.buffer, 0), tensor.offset + tensor.nbytes)
+    for name, end in ends.items():
+        core.buffers[name].reach(end)
+    return [tensor.values(core) for tensor in tensors]
 
 
 class GmAddress:
@@ -491,7 +505,7 @@ class VectorOp(FixedCost):
 
     def _compute(self, core, run) -> None:
         scalar = resolve(self.scalar, run.regs) if isinstance(self.scalar, ScalarExpr) else self.scalar
-        values = [t.values(core) for t in [self.dst, *self.srcs]]
+        values = values_together(core, [self.dst, *self.srcs])
         if self.repeat_layout is not None:
             repeats, lanes, strides = self.repeat_layout
             values = [as_strided(v, shape=(repeats, lanes), strides=(s * v.itemsize, v.itemsize)) for v, s in zip(values, strides)]

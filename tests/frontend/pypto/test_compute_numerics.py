@@ -5,7 +5,7 @@ the chip is defined to the bit, within a stated tolerance where it is not (exp, 
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from npusim import pypto
@@ -40,6 +40,8 @@ def shapes_and_tiles(draw, max_rows=24, max_cols=72):
 @FAST
 @given(shapes_and_tiles(), st.sampled_from(["add", "sub", "mul", "div", "maximum", "minimum"]),
        st.sampled_from(FLOATS + [np.dtype(np.int32), np.dtype(np.int16)]), st.integers(0, 2**31))
+# found by hypothesis: the second input's view grew UB after the result's was taken (tests/isa/test_instructions.py)
+@example(((22, 41), (22, 41)), "add", np.dtype(np.float32), 0)
 def test_binary_ops_equal_the_exactly_rounded_result(shape_tile, op, dtype, seed):
     shape, tile = shape_tile
     rng = np.random.default_rng(seed)
