@@ -56,6 +56,7 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -198,16 +199,18 @@ class SchedulerThread:
                 yield timer
                 dispatched = record(self.track, scheduler.dispatch_name, start, task)
                 scheduler.flow(ready, dispatched, "ready")
-                task.start(core).callbacks.append(
-                    lambda _event, task=task, core=core, dispatched=dispatched: scheduler.core_done(task, core, dispatched))
+                task.start(core).callbacks.append(partial(scheduler.core_finished, task, core, dispatched))
             elif self.waits:
                 start = env.now
                 matched = []
-                for task in list(self.waits):  # in turn: a wait that clears its slot hides it from the next
+                waits = self.waits
+                for task in waits:  # in turn: a wait that clears its slot hides it from the next
                     if task.matches():
                         task.satisfied()
-                        self.waits.remove(task)
                         matched.append(task)
+                if matched:
+                    taken = {id(task) for task in matched}
+                    self.waits = [task for task in waits if id(task) not in taken]
                 idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
                 if idle:  # will go on with that work when it ends
                     coordinator.armed_timers += 1
@@ -363,8 +366,9 @@ class AicpuScheduler:
         pool.next_core = (position + 1) % n
         return pool.core_order[position % n]
 
-    def core_done(self, task, core: int, dispatched: int) -> None:
-        """A core finished ``task`` (dispatched as event ``dispatched``): its thread handles the completion."""
+    def core_finished(self, task, core: int, dispatched: int, _event: simpy.Event) -> None:
+        """A core finished ``task`` (dispatched as event ``dispatched``; ``_event``: its run's): its
+        thread handles the completion."""
         self.flow(dispatched, task.first_event, "dispatch")
         pool = self.pools[task.core_kind]
         pool.outstanding[core] -= 1
