@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import queued_events, rearm_at, schedule_stamp
+from npusim.engine.loop import queued_events, rearm_at, schedule_stamp, succeed_at
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class SchedulerThread:
         self.index = index
         self.cores = cores  # its AIV cores
         self.finished: deque = deque()
-        self.to_dispatch: deque = deque()
+        self.to_dispatch: deque[tuple[Any, int, int]] = deque()  # (core task, core, the event that made it ready)
         self.waits: list = []
         self.parked = False
         self.wake: simpy.Event = scheduler.env.event()
@@ -174,7 +174,7 @@ class SchedulerThread:
     def notify(self) -> None:
         """New work for this thread: wake it if it sleeps."""
         if not self.wake.triggered:
-            self.wake.succeed()
+            succeed_at(self.scheduler.env, self.wake, 0)  # wake.succeed(), without its checks
 
     def loop(self):
         scheduler = self.scheduler
