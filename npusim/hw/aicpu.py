@@ -208,9 +208,8 @@ class SchedulerThread:
                     if task.matches():
                         task.satisfied()
                         matched.append(task)
-                if matched:
-                    taken = {id(task) for task in matched}
-                    self.waits = [task for task in waits if id(task) not in taken]
+                for task in matched:  # after the pass: the queue is not copied for it
+                    waits.remove(task)
                 idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
                 if idle:  # will go on with that work when it ends
                     coordinator.armed_timers += 1
