@@ -56,12 +56,13 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import queued_events, rearm_at, schedule_stamp
+from npusim.engine.loop import queued_events, rearm_at, schedule_stamp, succeed_at
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ class SchedulerThread:
         self.index = index
         self.cores = cores  # its AIV cores
         self.finished: deque = deque()
-        self.to_dispatch: deque = deque()
+        self.to_dispatch: deque[tuple[Any, int, int]] = deque()  # (core task, core, the event that made it ready)
         self.waits: list = []
         self.parked = False
         self.wake: simpy.Event = scheduler.env.event()
@@ -173,7 +174,7 @@ class SchedulerThread:
     def notify(self) -> None:
         """New work for this thread: wake it if it sleeps."""
         if not self.wake.triggered:
-            self.wake.succeed()
+            succeed_at(self.scheduler.env, self.wake, 0)  # wake.succeed(), without its checks
 
     def loop(self):
         scheduler = self.scheduler
@@ -198,16 +199,17 @@ class SchedulerThread:
                 yield timer
                 dispatched = record(self.track, scheduler.dispatch_name, start, task)
                 scheduler.flow(ready, dispatched, "ready")
-                task.start(core).callbacks.append(
-                    lambda _event, task=task, core=core, dispatched=dispatched: scheduler.core_done(task, core, dispatched))
+                task.start(core).callbacks.append(partial(scheduler.core_finished, task, core, dispatched))
             elif self.waits:
                 start = env.now
                 matched = []
-                for task in list(self.waits):  # in turn: a wait that clears its slot hides it from the next
+                waits = self.waits
+                for task in waits:  # in turn: a wait that clears its slot hides it from the next
                     if task.matches():
                         task.satisfied()
-                        self.waits.remove(task)
                         matched.append(task)
+                for task in matched:  # after the pass: the queue is not copied for it
+                    waits.remove(task)
                 idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
                 if idle:  # will go on with that work when it ends
                     coordinator.armed_timers += 1
@@ -363,8 +365,9 @@ class AicpuScheduler:
         pool.next_core = (position + 1) % n
         return pool.core_order[position % n]
 
-    def core_done(self, task, core: int, dispatched: int) -> None:
-        """A core finished ``task`` (dispatched as event ``dispatched``): its thread handles the completion."""
+    def core_finished(self, task, core: int, dispatched: int, _event: simpy.Event) -> None:
+        """A core finished ``task`` (dispatched as event ``dispatched``; ``_event``: its run's): its
+        thread handles the completion."""
         self.flow(dispatched, task.first_event, "dispatch")
         pool = self.pools[task.core_kind]
         pool.outstanding[core] -= 1

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import deque
 from struct import error as struct_error
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 
@@ -73,7 +73,7 @@ class KernelRun:
         # flag (its flag_key) -> the times its raised, not yet taken, instances become visible
         self.flags: dict[int, deque[int]] = {}
         # flag -> waits blocked on it: (wake-up event, time it is ready to proceed, the wait_flag)
-        self.flag_waiters: dict[int, deque[tuple[simpy.Event, int, object]]] = {}
+        self.flag_waiters: dict[int, deque[tuple[simpy.Event, int, Any]]] = {}
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
         # end time of every instruction per pipe, kept only for programs with a pipe_barrier(ALL)
@@ -96,7 +96,7 @@ class KernelRun:
             return
         self.pipes_running -= 1
         if not self.pipes_running:
-            done.succeed()
+            succeed_at(self.env, done, 0)  # done.succeed(), without its checks
 
     def waits(self) -> dict[int, object]:
         """What each blocked pipe (its int value) waits in: an instruction or a sentence."""
@@ -105,6 +105,45 @@ class KernelRun:
             for _, _, wait_flag in waiters:
                 waits[int(wait_flag.pipe)] = wait_flag
         return waits
+
+
+class CoreLock:
+    """A core's one program slot, which kernel runs take in the order they ask for it: SimPy's
+    ``Resource(capacity=1)`` with every event at the same moment, so every result is the same,
+    without its generic put and get queues (a run takes it per tile op). A request is an event
+    that triggers at once when the core is free. A release frees the core at once and hands it to
+    the oldest waiting request when its hand-over event is processed, or as soon as a newer request
+    comes, if that is sooner (both as SimPy does). A release with no request waiting schedules no
+    event: SimPy's would do nothing when processed (the core is already free), and the caller's
+    end (:meth:`AICore._execute`'s process event, scheduled right after the release) keeps the
+    queue as long as it would be until then, which the AICPU pollers read."""
+
+    __slots__ = ("env", "busy", "waiting")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.busy = False  # a granted request holds the core
+        self.waiting: deque[simpy.Event] = deque()  # the requests not granted yet, oldest first
+
+    def request(self) -> simpy.Event:
+        """An event that triggers when this request holds the core (at once if it is free)."""
+        grant = simpy.Event(self.env)
+        self.waiting.append(grant)
+        self._grant()
+        return grant
+
+    def release(self) -> None:
+        """The holder is done: the core is free, handed to the oldest waiting request."""
+        self.busy = False
+        if self.waiting:
+            handover = simpy.Event(self.env)
+            handover.callbacks.append(self._grant)
+            succeed_at(self.env, handover, 0)
+
+    def _grant(self, _event: simpy.Event | None = None) -> None:
+        if not self.busy and self.waiting:
+            self.busy = True
+            succeed_at(self.env, self.waiting.popleft(), 0)  # its succeed(): a request is granted once
 
 
 class AICore:
@@ -128,7 +167,7 @@ class AICore:
         recorder = system.recorder
         order_base = (kind_timing.order, index)
         self.tracks = {pipe: recorder.track(die.index, self.name, pipe.name, order_base + (int(pipe),)) for pipe in kind_timing.pipes}
-        self.lock = simpy.Resource(self.env, capacity=1)
+        self.lock = CoreLock(self.env)
         self.current: KernelRun | None = None
         self.network = system.network
         self.dma_routes: dict[tuple, tuple] = {}  # see dma_route
@@ -157,8 +196,9 @@ class AICore:
         return self.env.process(self._execute(program, op))
 
     def _execute(self, program, op: int):
-        with self.lock.request() as granted:
-            yield granted
+        lock = self.lock
+        yield lock.request()
+        try:
             run = KernelRun(self.env, self, program, op)
             self.current = run
             self.system.recorder.kernel_run(self.die.index, self.name)
@@ -177,6 +217,12 @@ class AICore:
                 if reserved:
                     recorder.buffer_span(BufferSpan(self.die.index, self.name, name, self.buffers[name].capacity_bytes, reserved,
                                                     started, self.env.now, op))
+        except GeneratorExit:  # the process is dropped unfinished: no release (as SimPy's request in a with block)
+            raise
+        except BaseException:
+            lock.release()
+            raise
+        lock.release()  # the process ends right after: see CoreLock
 
     def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions):
         # The hot loop of the simulator: locals instead of attribute look-ups, int keys, the

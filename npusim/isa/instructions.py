@@ -374,7 +374,15 @@ class DmaCopy(Instruction):
         new.src, new.dst = src, dst
         new.burst_count, new.burst_bytes, new.src_gap, new.dst_gap = self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap
         new.moved_bytes, new.dynamic, new._resolved = self.moved_bytes, False, None
-        new.path_key = _path_key(self.pipe, dst, src)
+        # _path_key of the new sides: they are GM where this copy's are, so only the GM die can
+        # differ (this copy's key is kept when it does not: one tuple for the copies of one path)
+        key = self.path_key
+        gm_die = key[1]
+        if gm_die is not None:
+            die = (dst if key[2] else src).allocation.die
+            if die != gm_die:
+                key = (key[0], die, key[2])
+        new.path_key = key
         return new
 
     def twin(self) -> Instruction:

@@ -2,10 +2,14 @@
 
 import numpy as np
 import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import npusim
 from npusim import isa
 from npusim.errors import DeadlockError, ResourceError, WorkloadError
+from npusim.hw.core import CoreLock
 from tests.conftest import events_of
 
 
@@ -157,3 +161,38 @@ def test_a_pipe_that_fails_fails_its_run_while_the_other_pipes_go_on():
             r = p.read_scalar(idx, 0)
             p.copy(isa.gm(table, r * 8), row)
             k.launch()
+
+
+def _grant_order(lock_of, release, users: list[tuple[int, int, int]]) -> list[tuple[int, int, str]]:
+    """(time, index, what) of what ``users`` ((arrival ps, zero-time steps, holding ps) each) do on
+    a lock made by ``lock_of``, in the order they do it: each arrives, asks after its zero-time
+    steps (so that requests, releases and hand-overs meet at one instant in every order), holds the
+    lock, releases it and takes one more zero-time step."""
+    env = simpy.Environment()
+    lock = lock_of(env)
+    seen: list[tuple[int, int, str]] = []
+
+    def user(i: int, arrival: int, steps: int, hold: int):
+        yield env.timeout(arrival)
+        for step in range(steps):
+            yield env.timeout(0)
+            seen.append((env.now, len(seen), f"step {step} of {i}"))
+        request = lock.request()
+        yield request
+        seen.append((env.now, len(seen), f"grant {i}"))
+        yield env.timeout(hold)
+        release(lock, request)
+        yield env.timeout(0)
+        seen.append((env.now, len(seen), f"after the release of {i}"))
+
+    for i, (arrival, steps, hold) in enumerate(users):
+        env.process(user(i, arrival, steps, hold))
+    env.run()
+    return seen
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4), st.integers(0, 1)), min_size=1, max_size=8))
+def test_a_core_lock_grants_at_the_moments_simpys_resource_does(users):
+    expected = _grant_order(lambda env: simpy.Resource(env, capacity=1), lambda lock, request: lock.release(request), users)
+    assert _grant_order(CoreLock, lambda lock, _request: lock.release(), users) == expected
