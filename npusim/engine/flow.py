@@ -144,10 +144,13 @@ class RateLog:
     def __init__(self) -> None:
         self._times: array[int] = array("q")
         self._rates: array[float] = array("d")
-        self._pending_times: list[int] = []
-        self._pending_rates: list[float] = []
+        self._pending_times: list[object] = []
+        self._pending_rates: list[object] = []
 
-    def append(self, time_ps: int, rate: float) -> None:
+    def append(self, time_ps: object, rate: object) -> None:
+        """Add the point (``time_ps``: an int, ``rate``: a float), both as Python objects: the
+        network boxes the time of a recomputation once for all its points, and a total once for
+        all the peers that share it."""
         pending = self._pending_times
         pending.append(time_ps)
         self._pending_rates.append(rate)
@@ -679,9 +682,11 @@ class FlowNetwork:
                     crossing = resource.crossing
                     if busy:
                         _insert_by_order(crossing, flow_class)
+                        first_changed = crossing[0] is flow_class
                     else:
+                        first_changed = crossing[0] is flow_class
                         crossing.remove(flow_class)
-                    if crossing:
+                    if first_changed and crossing:  # the key follows the first class crossing it
                         first = crossing[0]
                         resource.key = first.order * _KEY_STRIDE + first.path.index(resource)
                 if busy:
@@ -741,15 +746,20 @@ class FlowNetwork:
                 if head.mark != mark:
                     head.mark = mark
                     moved.append(peers)
+        stamp: object = now  # one Python int for every point logged now
         for group in moved:
             total = 0.0  # peers are crossed by the same classes: one sum, in creation order
             for flow_class in group[0].crossing:
                 total += flow_class.demand
+            logged: object = None  # the total as a Python float, once for the group's logs
             for resource in group:
                 if total != resource.rate:
                     resource.rate = total
-                    if resource.rate_log is not None:
-                        resource.rate_log.append(now, total)
+                    rate_log = resource.rate_log
+                    if rate_log is not None:
+                        if logged is None:
+                            logged = total
+                        rate_log.append(stamp, logged)
 
     def _join(self, flow_class: FlowClass, concerned: dict[Component, list[FlowClass]]) -> Component:
         """``flow_class`` became busy: it joins the component of the resources it can be limited
@@ -963,7 +973,15 @@ class FlowNetwork:
         frozen classes, and in each resource it changed a Snapshot of its state after it."""
         self._marks = mark = self._marks + 1
         live: list[Resource] = []  # the resources of their paths, each once, in the state the kept steps left
+        capped = math.inf  # the smallest cap of the unfrozen classes, and how many of them are not frozen
+        at_cap = 0
         for flow_class in unfrozen:
+            cap = flow_class.cap
+            if cap < capped:
+                capped = cap
+                at_cap = 1
+            elif cap == capped:
+                at_cap += 1
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
@@ -971,7 +989,6 @@ class FlowNetwork:
                     self._restore(resource, component)
                     members = resource.flows - resource.frozen
                     resource.share = resource.residual / float(members) if members > 0 else math.inf
-        capped, at_cap = _smallest_cap(unfrozen)  # the smallest cap of the unfrozen classes, how many of them are not frozen
         unfixed = len(unfrozen)
         steps = component.steps
         step = component.count
@@ -1001,6 +1018,7 @@ class FlowNetwork:
                 assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
                 freezing = [c for c in bottleneck.crossing if c.step < 0]
                 limit = bottleneck.index
+            self._marks = touched = self._marks + 1  # marks the resources this step has changed
             for flow_class in freezing:
                 flow_class.step = step
                 flow_class.level = level
@@ -1018,11 +1036,12 @@ class FlowNetwork:
                     members = resource.flows - frozen
                     resource.share = residual / float(members) if members > 0 else math.inf
                     history, depth = resource.history, resource.depth
-                    if depth and history[depth - 1].step == step:  # changed by this step already
+                    if resource.mark == touched:  # changed by this step already: its entry is the last
                         snapshot = history[depth - 1]
                         snapshot.residual = residual
                         snapshot.frozen = frozen
                     else:
+                        resource.mark = touched
                         if depth < len(history):
                             snapshot = history[depth]
                             snapshot.step, snapshot.serial, snapshot.residual, snapshot.frozen = step, serial, residual, frozen
