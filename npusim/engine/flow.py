@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Final
 
 import simpy
 
-from npusim.engine.loop import clock, succeed_at
+from npusim.engine.loop import clock, rearm_at, succeed_at
 
 if TYPE_CHECKING:  # a native 64-bit int in the compiled module (no tag checks, no boxing in fields); an int when interpreted
     from mypy_extensions import i64
@@ -212,7 +212,8 @@ class FlowClass:
         self.level = 0.0
         self.virtual_bytes = 0.0
         self.updated_ps: i64 = 0
-        self.members: list[tuple[float, int, int, simpy.Event, int]] = []  # heap of (virtual finish, seq, size, done, flowing since ps)
+        # (virtual finish, seq, size, done, flowing since ps) in that order (the first ends first; a few at once)
+        self.members: list[tuple[float, int, int, simpy.Event, int]] = []
         self.counted: i64 = 0  # members counted in the ``flows`` of the resources on the path
         self.busy = False
         self.changed = False
@@ -233,15 +234,24 @@ class FlowClass:
     def main_bottleneck(self, joined: float, finished: float) -> int:
         """The bottleneck under which a member that received virtual bytes ``joined`` to
         ``finished`` got most of them (when it changed during the member's life)."""
-        changes = self.changes
-        got: dict[int, float] = {}
+        bottlenecks: list[int] = []  # in the order met going back from the end, and the bytes under each
+        got: list[float] = []
         until = finished
-        for since, bottleneck in reversed(changes):
-            got[bottleneck] = got.get(bottleneck, 0.0) + until - max(since, joined)
+        for since, bottleneck in reversed(self.changes):
+            if bottleneck in bottlenecks:
+                i = bottlenecks.index(bottleneck)
+                got[i] = got[i] + until - max(since, joined)
+            else:
+                bottlenecks.append(bottleneck)
+                got.append(0.0 + until - max(since, joined))
             if since <= joined:
                 break
             until = since
-        return max(got, key=got.__getitem__)
+        most = 0  # the first met of those that got the most
+        for i in range(1, len(got)):
+            if got[i] > got[most]:
+                most = i
+        return bottlenecks[most]
 
 
 class Step:
@@ -539,20 +549,27 @@ class FlowNetwork:
             for flow_class in self._classes.values():
                 flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
-    def _wake_at(self, time_ps: int) -> None:
+    def _wake_at(self, time_ps: int, timer: simpy.Event | None = None) -> None:
         """Wake up at ``time_ps`` (with a time quantum, at the first multiple of it at or after
-        ``time_ps``), before the pending wake-up if any (which is then ignored)."""
+        ``time_ps``), before the pending wake-up if any (which is then ignored). ``timer`` is the
+        event of the wake-up under way, processed by now: it is triggered again (with the queue key
+        a new Timeout would get) instead of a new one."""
         quantum = self.quantum_ps
         if quantum:
             time_ps = -(-time_ps // quantum) * quantum
         self._wakeup_ps = time_ps
         self._generation += 1
         generation = self._generation
-        simpy.Timeout(self.env, time_ps - clock(self.env)).callbacks.append(lambda _event: self._on_wakeup(generation))
+        env = self.env
+        if timer is None:
+            timer = simpy.Timeout(env, time_ps - clock(env))
+        else:
+            rearm_at(env, timer, time_ps - clock(env))
+        timer.callbacks.append(lambda event: self._on_wakeup(generation, event))
 
-    def _on_wakeup(self, generation: int) -> None:
+    def _on_wakeup(self, generation: int, timer: simpy.Event) -> None:
         """Finish the members that are done (classes in creation order), start the flows due, and
-        recompute the rates if anything changed."""
+        recompute the rates if anything changed; wake up next with ``timer`` (this wake-up's)."""
         if generation != self._generation:
             return  # superseded by an earlier wake-up
         self._wakeup_ps = None
@@ -560,7 +577,7 @@ class FlowNetwork:
         now: i64 = clock(env)
         changed: list[FlowClass] = []
         finishes = self._finishes
-        heappop, heappush = heapq.heappop, heapq.heappush
+        heappop = heapq.heappop
         horizon = now + self._finish_slack
         due = []
         while finishes and finishes[0].queued_ps <= horizon:
@@ -590,7 +607,7 @@ class FlowNetwork:
             flow_class.advance(now)
             finished = finished_bytes = 0
             while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
-                finish, _, size, done, flowing_ps = heappop(members)
+                finish, _, size, done, flowing_ps = members.pop(0)
                 finished += 1
                 finished_bytes += size
                 changes = flow_class.changes
@@ -613,7 +630,12 @@ class FlowNetwork:
                 flow_class.changes = []
             elif flow_class.updated_ps != now:
                 flow_class.advance(now)
-            heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done, now))
+            members = flow_class.members
+            finish = flow_class.virtual_bytes + size
+            j = len(members)  # its place: after those ending no later (started earlier, a smaller seq)
+            while j and members[j - 1][0] > finish:
+                j -= 1
+            members.insert(j, (finish, sequence, size, done, now))
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
@@ -646,7 +668,7 @@ class FlowNetwork:
         if starts and (next_ps is None or starts[0][0] < next_ps):
             next_ps = starts[0][0]
         if next_ps is not None:
-            self._wake_at(next_ps)  # one timeout for the next instant, whichever kind it is
+            self._wake_at(next_ps, timer)  # one timer for the next instant, whichever kind it is
 
     def _schedule_finish(self, flow_class: FlowClass, now: i64) -> None:
         """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``). The
