@@ -538,6 +538,27 @@ def test_a_member_ending_as_another_starts_in_its_class_needs_no_refill():
     assert finish == reference_finish_times({r0: 1.0, r1: 2.0}, specs)
 
 
+def test_undone_steps_leave_a_resource_its_state_until_the_filling_reads_it_again():
+    # A on r0 and r1 froze at 0.25 (r1), B at 0.75 (r0). Undoing the steps only unfreezes the
+    # classes: r0 keeps its entries (their serials are no longer the component's steps') until it
+    # is read, and then it is back at its capacity; a refill numbers its steps anew.
+    env, network, (r0, r1) = checked_network(1.0, 0.25)
+    network.transfer(10**9, (r0, r1))
+    network.transfer(10**9, (r0,))
+    env.run(until=1)
+    component = r0.component
+    before = filling(component)
+    assert [step[:2] for step in before] == [(0.25, r1.key), (0.75, r0.key)] and r0.depth == 2
+    unfrozen = network._undo_steps(component, 0)
+    assert component.count == 0 and all(c.step == -1 for c in unfrozen) and r0.depth == 2
+    network._restore(r0, component)
+    assert (r0.depth, r0.residual, r0.frozen) == (0, r0.capacity, 0)
+    network._fill(component, unfrozen)
+    after = filling(component)
+    assert [step[:3] for step in after] == [step[:3] for step in before]
+    assert all(new[3] > old[3] for new, old in zip(after, before, strict=True))  # new serials: the old entries are stale
+
+
 def test_the_compiled_engine_is_built_from_the_current_source():
     """An editable install runs the engine's modules compiled (setup.py); an extension older than
     its source would simulate the old code: `make` builds them again after an edit (.venv/.compiled)."""
