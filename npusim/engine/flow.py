@@ -41,11 +41,14 @@ import struct
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import simpy
 
-from npusim.engine.loop import clock, succeed_at
+from npusim.engine.loop import clock, rearm_at, succeed_at
+
+if TYPE_CHECKING:  # a native 64-bit int in the compiled module (no tag checks, no boxing in fields); an int when interpreted
+    from mypy_extensions import i64
 
 # A member has finished when its virtual finish is within this many bytes of the class clock,
 # relative to its size (absorbs float rounding; completion times are whole picoseconds).
@@ -73,15 +76,17 @@ class Resource:
     now; ``rate`` is the current total rate; ``rate_log`` (for registered resources) records
     ``(time_ps, bytes_per_ps)`` at every change (a :class:`RateLog`). The other slots are the state of the network's
     progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
-    the ``residual`` capacity and ``frozen`` members after the last step that changed it, that
+    the ``residual`` capacity and ``frozen`` members after the last step that changed it (and, while
+    a filling scans it, its fair ``share`` of the residual per unfrozen member), that
     state after each step (the first ``depth`` :class:`Snapshot` of ``history``; the later ones
-    are kept to be written over), the resources crossed by exactly the same classes (``peers``,
+    are kept to be written over; entries of undone steps are dropped when the filling next reads
+    the resource, :meth:`FlowNetwork._restore`), the resources crossed by exactly the same classes (``peers``,
     None before its first use) and whether it can limit a rate (``limiting``; see
     FlowNetwork._regroup).
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "history", "depth", "peers", "limiting", "component", "mark")
+                 "crossing", "key", "residual", "frozen", "share", "history", "depth", "peers", "limiting", "component", "mark")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -94,33 +99,36 @@ class Resource:
         self.flows_done = 0
         self.rate = 0.0
         self.rate_log: RateLog | None = None
-        self.flows = 0
-        self.index = UNREGISTERED  # position in FlowNetwork.resources once registered
+        self.flows: i64 = 0
+        self.index: i64 = UNREGISTERED  # position in FlowNetwork.resources once registered
         self.crossing: list[FlowClass] = []
-        self.key = 0
+        self.key: i64 = 0
         self.residual = capacity
-        self.frozen = 0
+        self.frozen: i64 = 0
+        self.share = math.inf  # residual / unfrozen members (inf: none), kept by a filling for the resources it scans
         self.history: list[Snapshot] = []
-        self.depth = 0
+        self.depth: i64 = 0
         self.peers: list[Resource] | None = None
         self.limiting = True
         # The component of the busy classes crossing it, if it can limit a rate (kept once they have
         # left: its residual and history belong to that component's steps until they are undone).
         self.component: Component | None = None
-        self.mark = 0  # the network's stamp of the last pass that listed it (a set without hashing)
+        self.mark: i64 = 0  # the network's stamp of the last pass that listed it (a set without hashing)
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
 
 
 class Snapshot:
-    """A resource's ``residual`` capacity (bytes/ps) and ``frozen`` members after filling ``step``
-    (an entry of Resource.history, written over once that step is undone: no allocation per step)."""
+    """A resource's ``residual`` capacity (bytes/ps) and ``frozen`` members after filling ``step``,
+    the step numbered ``serial`` in the network (an entry of Resource.history, valid while its
+    component's step ``step`` has that serial; written over once invalid: no allocation per step)."""
 
-    __slots__ = ("step", "residual", "frozen")
+    __slots__ = ("step", "serial", "residual", "frozen")
 
-    def __init__(self, step: int, residual: float, frozen: int) -> None:
+    def __init__(self, step: i64, serial: i64, residual: float, frozen: i64) -> None:
         self.step = step
+        self.serial = serial
         self.residual = residual
         self.frozen = frozen
 
@@ -136,10 +144,13 @@ class RateLog:
     def __init__(self) -> None:
         self._times: array[int] = array("q")
         self._rates: array[float] = array("d")
-        self._pending_times: list[int] = []
-        self._pending_rates: list[float] = []
+        self._pending_times: list[object] = []
+        self._pending_rates: list[object] = []
 
-    def append(self, time_ps: int, rate: float) -> None:
+    def append(self, time_ps: object, rate: object) -> None:
+        """Add the point (``time_ps``: an int, ``rate``: a float), both as Python objects: the
+        network boxes the time of a recomputation once for all its points, and a total once for
+        all the peers that share it."""
         pending = self._pending_times
         pending.append(time_ps)
         self._pending_rates.append(rate)
@@ -191,7 +202,7 @@ class FlowClass:
                  "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "slot", "limit", "bottleneck",
                  "changes", "component")
 
-    def __init__(self, path: tuple[Resource, ...], cap: float, order: int) -> None:
+    def __init__(self, path: tuple[Resource, ...], cap: float, order: i64) -> None:
         self.path = path
         self.bounds = path
         self.cap = cap
@@ -200,54 +211,78 @@ class FlowClass:
         self.demand = 0.0
         self.level = 0.0
         self.virtual_bytes = 0.0
-        self.updated_ps = 0
-        self.members: list[tuple[float, int, int, simpy.Event, int]] = []  # heap of (virtual finish, seq, size, done, flowing since ps)
-        self.counted = 0  # members counted in the ``flows`` of the resources on the path
+        self.updated_ps: i64 = 0
+        # (virtual finish, seq, size, done, flowing since ps) in that order (the first ends first; a few at once)
+        self.members: list[tuple[float, int, int, simpy.Event, int]] = []
+        self.counted: i64 = 0  # members counted in the ``flows`` of the resources on the path
         self.busy = False
         self.changed = False
-        self.step = -1
-        self.finish_ps = -1
-        self.queued_ps = -1
-        self.slot = -1
-        self.limit = OWN_CAP
-        self.bottleneck = OWN_CAP
+        self.step: i64 = -1
+        self.finish_ps: i64 = -1
+        self.queued_ps: i64 = -1
+        self.slot: i64 = -1
+        self.limit: i64 = OWN_CAP
+        self.bottleneck: i64 = OWN_CAP
         self.changes: list[tuple[float, int]] = []
         self.component: Component | None = None  # while busy
 
-    def advance(self, now: int) -> None:
+    def advance(self, now: i64) -> None:
         """Bring the virtual clock to ``now`` at the current rate."""
-        self.virtual_bytes += self.rate * (now - self.updated_ps)
+        self.virtual_bytes += self.rate * float(now - self.updated_ps)
         self.updated_ps = now
 
     def main_bottleneck(self, joined: float, finished: float) -> int:
         """The bottleneck under which a member that received virtual bytes ``joined`` to
         ``finished`` got most of them (when it changed during the member's life)."""
-        changes = self.changes
-        got: dict[int, float] = {}
+        bottlenecks: list[int] = []  # in the order met going back from the end, and the bytes under each
+        got: list[float] = []
         until = finished
-        for since, bottleneck in reversed(changes):
-            got[bottleneck] = got.get(bottleneck, 0.0) + until - max(since, joined)
+        for since, bottleneck in reversed(self.changes):
+            if bottleneck in bottlenecks:
+                i = bottlenecks.index(bottleneck)
+                got[i] = got[i] + until - max(since, joined)
+            else:
+                bottlenecks.append(bottleneck)
+                got.append(0.0 + until - max(since, joined))
             if since <= joined:
                 break
             until = since
-        return max(got, key=got.__getitem__)
+        most = 0  # the first met of those that got the most
+        for i in range(1, len(got)):
+            if got[i] > got[most]:
+                most = i
+        return bottlenecks[most]
+
+
+class Step:
+    """One step of a progressive filling: the ``level`` (bytes/ps) it raised the unfrozen rates to,
+    its bottleneck's ``key`` (or _CAP_STEP_KEY), the running maximum of the levels up to it
+    (``level_max``), the classes it froze (``frozen``, in creation order) and its ``serial``, unique
+    in the network (the resources it changed are the limiting ones of those classes' paths, each
+    with a Snapshot of that serial in its history). A Component's entry, written over once undone."""
+
+    __slots__ = ("level", "key", "level_max", "serial", "frozen")
+
+    def __init__(self) -> None:
+        self.level = 0.0
+        self.key: i64 = 0
+        self.level_max = 0.0
+        self.serial: i64 = 0
+        self.frozen: list[FlowClass] = []
 
 
 class Component:
     """A connected component of the busy classes (joined by the resources of their paths that can
-    limit a rate) and the steps of its last progressive filling: level (bytes/ps), the bottleneck's
-    key (or _CAP_STEP_KEY), the running maximum of the levels, the classes frozen and the resources
-    changed by each step. ``classes`` are its busy classes; ``peak`` the most it had since its
-    connectivity was last checked; ``refill``: its steps must be refilled from scratch."""
+    limit a rate) and the steps of its last progressive filling (the first ``count`` of ``steps``;
+    the later ones are kept to be written over). ``classes`` are its busy classes; ``peak`` the
+    most it had since its connectivity was last checked; ``refill``: its steps must be refilled
+    from scratch."""
 
-    __slots__ = ("levels", "keys", "level_max", "frozen_at", "touched_at", "classes", "peak", "refill")
+    __slots__ = ("steps", "count", "classes", "peak", "refill")
 
     def __init__(self) -> None:
-        self.levels: list[float] = []
-        self.keys: list[int] = []
-        self.level_max: list[float] = []
-        self.frozen_at: list[list[FlowClass]] = []
-        self.touched_at: list[list[Resource]] = []
+        self.steps: list[Step] = []
+        self.count: i64 = 0
         self.classes: dict[FlowClass, None] = {}
         self.peak = 0
         self.refill = True
@@ -266,19 +301,19 @@ def _sort_by_order(classes: list[FlowClass]) -> None:
         classes[j] = flow_class
 
 
-def _smallest_cap(classes: list[FlowClass]) -> tuple[float, list[FlowClass]]:
-    """The smallest cap of the ``classes`` not frozen yet (inf if none) and those of that cap."""
+def _smallest_cap(classes: list[FlowClass]) -> tuple[float, int]:
+    """The smallest cap of the ``classes`` not frozen yet (inf if none) and how many have it."""
     capped = math.inf
-    at_capped: list[FlowClass] = []
+    at_cap = 0
     for flow_class in classes:
         if flow_class.step < 0:
             cap = flow_class.cap
             if cap < capped:
                 capped = cap
-                at_capped = [flow_class]
+                at_cap = 1
             elif cap == capped:
-                at_capped.append(flow_class)
-    return capped, at_capped
+                at_cap += 1
+    return capped, at_cap
 
 
 def _before(a: FlowClass, b: FlowClass) -> bool:
@@ -378,12 +413,13 @@ class FlowNetwork:
         self._classes: dict[tuple[Sequence[Resource], float], FlowClass] = {}
         self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
         self._finishes: list[FlowClass] = []  # a binary heap of classes by (queued_ps, order), see _schedule_finish
-        self._finish_slack = 2  # ps before its finish_ps at which a class may already be within tolerance
+        self._finish_slack: i64 = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
         self._wakeup_ps: int | None = None
         self._generation = 0
         self._rebuild = False  # a resource became limiting: components and steps are built again from scratch
-        self._marks = 0  # stamps Resource.mark
+        self._marks: i64 = 0  # stamps Resource.mark
+        self._serials: i64 = 0  # numbers the filling steps (Step.serial)
         self.recomputations = 0
 
     def add_resource(self, resource: Resource) -> Resource:
@@ -513,28 +549,35 @@ class FlowNetwork:
             for flow_class in self._classes.values():
                 flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
-    def _wake_at(self, time_ps: int) -> None:
+    def _wake_at(self, time_ps: int, timer: simpy.Event | None = None) -> None:
         """Wake up at ``time_ps`` (with a time quantum, at the first multiple of it at or after
-        ``time_ps``), before the pending wake-up if any (which is then ignored)."""
+        ``time_ps``), before the pending wake-up if any (which is then ignored). ``timer`` is the
+        event of the wake-up under way, processed by now: it is triggered again (with the queue key
+        a new Timeout would get) instead of a new one."""
         quantum = self.quantum_ps
         if quantum:
             time_ps = -(-time_ps // quantum) * quantum
         self._wakeup_ps = time_ps
         self._generation += 1
         generation = self._generation
-        self.env.timeout(time_ps - clock(self.env)).callbacks.append(lambda _event: self._on_wakeup(generation))
+        env = self.env
+        if timer is None:
+            timer = simpy.Timeout(env, time_ps - clock(env))
+        else:
+            rearm_at(env, timer, time_ps - clock(env))
+        timer.callbacks.append(lambda event: self._on_wakeup(generation, event))
 
-    def _on_wakeup(self, generation: int) -> None:
+    def _on_wakeup(self, generation: int, timer: simpy.Event) -> None:
         """Finish the members that are done (classes in creation order), start the flows due, and
-        recompute the rates if anything changed."""
+        recompute the rates if anything changed; wake up next with ``timer`` (this wake-up's)."""
         if generation != self._generation:
             return  # superseded by an earlier wake-up
         self._wakeup_ps = None
         env = self.env
-        now = clock(env)
+        now: i64 = clock(env)
         changed: list[FlowClass] = []
         finishes = self._finishes
-        heappop, heappush = heapq.heappop, heapq.heappush
+        heappop = heapq.heappop
         horizon = now + self._finish_slack
         due = []
         while finishes and finishes[0].queued_ps <= horizon:
@@ -551,7 +594,7 @@ class FlowNetwork:
             _sort_by_order(due)
         for flow_class in due:
             members = flow_class.members
-            reached = flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps)
+            reached = flow_class.virtual_bytes + flow_class.rate * float(now - flow_class.updated_ps)
             if members[0][0] - reached > members[0][2] * _FINISH_TOLERANCE:
                 finish_ps = flow_class.finish_ps
                 if finish_ps > now:
@@ -564,7 +607,7 @@ class FlowNetwork:
             flow_class.advance(now)
             finished = finished_bytes = 0
             while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
-                finish, _, size, done, flowing_ps = heappop(members)
+                finish, _, size, done, flowing_ps = members.pop(0)
                 finished += 1
                 finished_bytes += size
                 changes = flow_class.changes
@@ -587,7 +630,12 @@ class FlowNetwork:
                 flow_class.changes = []
             elif flow_class.updated_ps != now:
                 flow_class.advance(now)
-            heappush(flow_class.members, (flow_class.virtual_bytes + size, sequence, size, done, now))
+            members = flow_class.members
+            finish = flow_class.virtual_bytes + size
+            j = len(members)  # its place: after those ending no later (started earlier, a smaller seq)
+            while j and members[j - 1][0] > finish:
+                j -= 1
+            members.insert(j, (finish, sequence, size, done, now))
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
@@ -620,9 +668,9 @@ class FlowNetwork:
         if starts and (next_ps is None or starts[0][0] < next_ps):
             next_ps = starts[0][0]
         if next_ps is not None:
-            self._wake_at(next_ps)  # one timeout for the next instant, whichever kind it is
+            self._wake_at(next_ps, timer)  # one timer for the next instant, whichever kind it is
 
-    def _schedule_finish(self, flow_class: FlowClass, now: int) -> None:
+    def _schedule_finish(self, flow_class: FlowClass, now: i64) -> None:
         """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``). The
         class enters the heap of finishes only if that is earlier than its entry there: a later
         finish is found when the early entry comes up (rates change far more often than classes
@@ -641,7 +689,7 @@ class FlowNetwork:
             flow_class.queued_ps = finish_ps
             _sift_up(self._finishes, flow_class, len(self._finishes) if queued_ps < 0 else flow_class.slot)
 
-    def _recompute(self, now: int, changed: list[FlowClass]) -> None:
+    def _recompute(self, now: i64, changed: list[FlowClass]) -> None:
         """New rates after the member counts of ``changed`` classes changed: update which classes
         are busy and the components they form, refill each component concerned from its first
         affected step, apply the rates that changed."""
@@ -656,9 +704,11 @@ class FlowNetwork:
                     crossing = resource.crossing
                     if busy:
                         _insert_by_order(crossing, flow_class)
+                        first_changed = crossing[0] is flow_class
                     else:
+                        first_changed = crossing[0] is flow_class
                         crossing.remove(flow_class)
-                    if crossing:
+                    if first_changed and crossing:  # the key follows the first class crossing it
                         first = crossing[0]
                         resource.key = first.order * _KEY_STRIDE + first.path.index(resource)
                 if busy:
@@ -695,7 +745,7 @@ class FlowNetwork:
         for flow_class in refill:
             if flow_class.limit != flow_class.bottleneck or not flow_class.changes:  # note a change, at the clock of now
                 flow_class.bottleneck = flow_class.limit
-                flow_class.changes.append((flow_class.virtual_bytes + flow_class.rate * (now - flow_class.updated_ps), flow_class.limit))
+                flow_class.changes.append((flow_class.virtual_bytes + flow_class.rate * float(now - flow_class.updated_ps), flow_class.limit))
             if flow_class.level != flow_class.rate:
                 flow_class.advance(now)
                 flow_class.rate = flow_class.level
@@ -718,15 +768,20 @@ class FlowNetwork:
                 if head.mark != mark:
                     head.mark = mark
                     moved.append(peers)
+        stamp: object = now  # one Python int for every point logged now
         for group in moved:
             total = 0.0  # peers are crossed by the same classes: one sum, in creation order
             for flow_class in group[0].crossing:
                 total += flow_class.demand
+            logged: object = None  # the total as a Python float, once for the group's logs
             for resource in group:
                 if total != resource.rate:
                     resource.rate = total
-                    if resource.rate_log is not None:
-                        resource.rate_log.append(now, total)
+                    rate_log = resource.rate_log
+                    if rate_log is not None:
+                        if logged is None:
+                            logged = total
+                        rate_log.append(stamp, logged)
 
     def _join(self, flow_class: FlowClass, concerned: dict[Component, list[FlowClass]]) -> Component:
         """``flow_class`` became busy: it joins the component of the resources it can be limited
@@ -794,7 +849,7 @@ class FlowNetwork:
                     affected.append(resource)
         step = self._first_affected_step(component, changed, affected)
         never_frozen = [c for c in changed if c.busy and c.step < 0]  # not among the classes the undone steps froze
-        refill = [c for c in self._undo_steps(component, step) if c.busy]
+        refill = self._undo_steps(component, step)
         refill += never_frozen
         self._fill(component, refill)
         return refill
@@ -851,18 +906,19 @@ class FlowNetwork:
         residuals, member counts and keys as in the last filling, so they choose as before; an
         affected bottleneck of step j either had a changed class frozen at j or gained members, and
         then its share falls below level_j."""
-        levels, keys, level_max = component.levels, component.keys, component.level_max
-        first = len(levels)
+        steps = component.steps
+        first = component.count
         for flow_class in changed:
             if 0 <= flow_class.step < first:
                 first = flow_class.step
         for flow_class in changed:
-            if flow_class.busy and flow_class.step < 0 and first and flow_class.cap <= level_max[first - 1]:
+            if flow_class.busy and flow_class.step < 0 and first and flow_class.cap <= steps[first - 1].level_max:
                 cap = flow_class.cap
-                first = next(j for j in range(first) if cap <= levels[j])
+                first = next(j for j in range(first) if cap <= steps[j].level)
         for resource in affected:
             if not resource.limiting:
                 continue
+            self._restore(resource, component)
             flows, key = resource.flows, resource.key
             residual, frozen, start = resource.capacity, 0, 0
             history, depth = resource.history, resource.depth
@@ -877,116 +933,153 @@ class FlowNetwork:
                     break
                 unfrozen = flows - frozen
                 if unfrozen > 0:
-                    share = residual / unfrozen
-                    if share <= level_max[end - 1]:
+                    share = residual / float(unfrozen)
+                    if share <= steps[end - 1].level_max:
                         for j in range(start, end):
-                            level = levels[j]
-                            if share < level or (share == level and key < keys[j]):
+                            step = steps[j]
+                            level = step.level
+                            if share < level or (share == level and key < step.key):
                                 first = j
                                 break
                 residual, frozen, start = next_residual, next_frozen, end
         return first
 
     def _undo_steps(self, component: Component, first: int) -> list[FlowClass]:
-        """Forget the steps from ``first`` on, the last first: each resource a step changed drops
-        that step's entry of its history and gets back its state before; returns the classes
-        they had frozen (each once: a class is frozen by one step)."""
+        """Forget the steps from ``first`` on, the last first, and unfreeze the classes they froze;
+        returns the busy ones (each once: a class is frozen by one step). The resources those
+        steps changed keep their entries until the filling next reads them (:meth:`_restore`)."""
         unfrozen: list[FlowClass] = []
-        levels, keys, level_max = component.levels, component.keys, component.level_max
-        frozen_at, touched_at = component.frozen_at, component.touched_at
-        for _ in range(len(levels) - first):
-            levels.pop()
-            keys.pop()
-            level_max.pop()
-            for flow_class in frozen_at.pop():
+        steps = component.steps
+        for j in range(component.count - 1, first - 1, -1):
+            for flow_class in steps[j].frozen:
                 flow_class.step = -1
-                unfrozen.append(flow_class)
-            for resource in touched_at.pop():
-                depth = resource.depth - 1
-                resource.depth = depth
-                if depth:
-                    snapshot = resource.history[depth - 1]
-                    resource.residual, resource.frozen = snapshot.residual, snapshot.frozen
-                else:
-                    resource.residual, resource.frozen = resource.capacity, 0
+                if flow_class.busy:
+                    unfrozen.append(flow_class)
+        if first < component.count:
+            component.count = first
         return unfrozen
+
+    def _restore(self, resource: Resource, component: Component) -> None:
+        """Drop the entries of ``resource``'s history whose step ``component`` (its component) no
+        longer has, undone or of another component (their serials are not its steps' serials),
+        and give it back the state after its last valid entry. The valid entries are a prefix of
+        the history: steps are undone from the last, and entries are made in the order of steps."""
+        depth = resource.depth
+        if depth:
+            history = resource.history
+            steps = component.steps
+            count = component.count
+            snapshot = history[depth - 1]
+            if snapshot.step < count and steps[snapshot.step].serial == snapshot.serial:
+                return  # the usual case: nothing undone
+            depth -= 1
+            while depth:
+                snapshot = history[depth - 1]
+                if snapshot.step < count and steps[snapshot.step].serial == snapshot.serial:
+                    break
+                depth -= 1
+            resource.depth = depth
+            if depth:
+                resource.residual, resource.frozen = snapshot.residual, snapshot.frozen
+            else:
+                resource.residual, resource.frozen = resource.capacity, 0
 
     def _fill(self, component: Component, unfrozen: list[FlowClass]) -> None:
         """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
         those; repeat. Each step scans the resources of their paths that still have unfrozen
         members for the smallest fair share (ties to the smallest key; the resources left with none
-        are dropped from the scan once they are a quarter of it) and keeps the classes of the
-        smallest cap (found again when they are all frozen and a cap could be reached). Each step
-        is recorded for the next recomputation."""
-        levels, keys, level_max = component.levels, component.keys, component.level_max
-        frozen_at, touched_at = component.frozen_at, component.touched_at
+        are dropped from the scan once they are a quarter of it) and counts the classes of the
+        smallest cap not frozen yet (the cap is looked for again when they are all frozen and a cap
+        could be reached). Each step is recorded for the next recomputation: its level, key and
+        frozen classes, and in each resource it changed a Snapshot of its state after it."""
         self._marks = mark = self._marks + 1
-        live: list[Resource] = []  # the resources of their paths, each once
+        live: list[Resource] = []  # the resources of their paths, each once, in the state the kept steps left
+        capped = math.inf  # the smallest cap of the unfrozen classes, and how many of them are not frozen
+        at_cap = 0
         for flow_class in unfrozen:
+            cap = flow_class.cap
+            if cap < capped:
+                capped = cap
+                at_cap = 1
+            elif cap == capped:
+                at_cap += 1
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
                     live.append(resource)
-        capped, at_capped = _smallest_cap(unfrozen)  # the smallest cap of the unfrozen classes, the classes of that cap
-        at_cap = len(at_capped)  # and how many of them are not frozen
+                    self._restore(resource, component)
+                    members = resource.flows - resource.frozen
+                    resource.share = resource.residual / float(members) if members > 0 else math.inf
         unfixed = len(unfrozen)
-        step = len(levels)
+        steps = component.steps
+        step = component.count
+        top = steps[step - 1].level_max if step else -math.inf  # the running maximum of the levels
+        serial = self._serials
         while unfixed:
             bottleneck: Resource | None = None
-            level, key = math.inf, _CAP_STEP_KEY
+            level = math.inf
+            key: i64 = _CAP_STEP_KEY
             saturated = 0
             for resource in live:
-                members = resource.flows - resource.frozen
-                if members > 0:
-                    share = resource.residual / members
-                    if share < level or (share == level and resource.key < key):
-                        bottleneck, level, key = resource, share, resource.key
-                else:
+                share = resource.share
+                if share < level or (share == level and resource.key < key):
+                    bottleneck, level, key = resource, share, resource.key
+                elif share == math.inf:
                     saturated += 1  # nothing left to limit
             if saturated * 4 > len(live):  # out of the scan (whose order decides nothing)
                 live = [r for r in live if r.flows > r.frozen]
             if at_cap == 0 and capped <= level:  # the classes of the smallest cap are all frozen: the next cap
-                capped, at_capped = _smallest_cap(unfrozen)
-                at_cap = len(at_capped)
+                capped, at_cap = _smallest_cap(unfrozen)
             if capped <= level:
                 level, key, limit = capped, _CAP_STEP_KEY, OWN_CAP
-                freezing = [c for c in at_capped if c.step < 0]
+                freezing = [c for c in unfrozen if c.step < 0 and c.cap == capped]
                 if len(freezing) > 1:
                     _sort_by_order(freezing)
             else:
                 assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
                 freezing = [c for c in bottleneck.crossing if c.step < 0]
                 limit = bottleneck.index
-            self._marks = mark = self._marks + 1
-            touched: list[Resource] = []  # each once, in first-change order
+            self._marks = touched = self._marks + 1  # marks the resources this step has changed
             for flow_class in freezing:
                 flow_class.step = step
                 flow_class.level = level
                 flow_class.limit = limit
                 if flow_class.cap == capped:
                     at_cap -= 1
-                n = len(flow_class.members)
-                flow_class.demand = demand = level * n
+                n: i64 = len(flow_class.members)
+                flow_class.demand = demand = level * float(n)
                 for resource in flow_class.bounds:
                     left = resource.residual - demand
-                    resource.residual = left if left > 0.0 else 0.0
-                    resource.frozen += n
-                    if resource.mark != mark:
-                        resource.mark = mark
-                        touched.append(resource)
-            for resource in touched:
-                history, depth = resource.history, resource.depth
-                if depth < len(history):
-                    snapshot = history[depth]
-                    snapshot.step, snapshot.residual, snapshot.frozen = step, resource.residual, resource.frozen
-                else:
-                    history.append(Snapshot(step, resource.residual, resource.frozen))
-                resource.depth = depth + 1
-            levels.append(level)
-            keys.append(key)
-            level_max.append(level if not level_max or level > level_max[-1] else level_max[-1])
-            frozen_at.append(freezing)
-            touched_at.append(touched)
+                    residual = left if left > 0.0 else 0.0
+                    frozen = resource.frozen + n
+                    resource.residual = residual
+                    resource.frozen = frozen
+                    members = resource.flows - frozen
+                    resource.share = residual / float(members) if members > 0 else math.inf
+                    history, depth = resource.history, resource.depth
+                    if resource.mark == touched:  # changed by this step already: its entry is the last
+                        snapshot = history[depth - 1]
+                        snapshot.residual = residual
+                        snapshot.frozen = frozen
+                    else:
+                        resource.mark = touched
+                        if depth < len(history):
+                            snapshot = history[depth]
+                            snapshot.step, snapshot.serial, snapshot.residual, snapshot.frozen = step, serial, residual, frozen
+                        else:
+                            history.append(Snapshot(step, serial, residual, frozen))
+                        resource.depth = depth + 1
+            if step < len(steps):
+                record = steps[step]
+            else:
+                record = Step()
+                steps.append(record)
+            if level > top:
+                top = level
+            record.level, record.key, record.level_max, record.serial, record.frozen = level, key, top, serial, freezing
             unfixed -= len(freezing)
             step += 1
+            serial += 1
+        component.count = step
+        self._serials = serial

@@ -192,6 +192,11 @@ def test_an_unregistered_resource_is_reported_as_such():
     assert outcomes([(1000, (stray,), math.inf, 0)], [])[0][0] == -2
 
 
+def filling(component):
+    """The steps of ``component``'s last filling: (level, key, classes frozen, serial) each."""
+    return [(step.level, step.key, list(step.frozen), step.serial) for step in component.steps[:component.count]]
+
+
 def check_against_oracle(network, now):
     """After an incremental recomputation, the steps kept and refilled must be those of a filling
     from scratch, and the rates of the busy classes, to the bit, those of the oracle."""
@@ -200,9 +205,9 @@ def check_against_oracle(network, now):
     for component in components:  # each one is a connected component of the busy classes
         assert component.classes.keys() == {c for c in busy if c.component is component}
         assert all(r.component is component for c in component.classes for r in c.bounds)
-        incremental = (list(component.levels), list(component.keys), [list(frozen) for frozen in component.frozen_at])
-        network._fill(component, [c for c in network._undo_steps(component, 0) if c.busy])
-        assert (component.levels, component.keys, component.frozen_at) == incremental, f"steps differ at {now} ps"
+        incremental = [step[:3] for step in filling(component)]
+        network._fill(component, network._undo_steps(component, 0))
+        assert [step[:3] for step in filling(component)] == incremental, f"steps differ at {now} ps"
     expected = oracle([(c.path, c.cap, len(c.members)) for c in busy], {r: r.capacity for r in network.resources})
     assert [c.rate for c in busy] == expected, f"rates differ at {now} ps"
 
@@ -481,10 +486,10 @@ def test_independent_groups_are_components_and_a_change_refills_only_its_own():
     env.run(until=1)
     component_a, component_b = network._classes[((a0,), math.inf)].component, network._classes[((b0,), math.inf)].component
     assert component_a is not component_b
-    steps_a = (list(component_a.levels), [list(frozen) for frozen in component_a.frozen_at])
+    steps_a = filling(component_a)
     network.transfer(10**9, (b1,), delay_ps=10)
     env.run(until=11)
-    assert (component_a.levels, component_a.frozen_at) == steps_a
+    assert filling(component_a) == steps_a  # the same steps, not filled again (the same serials)
     # a flow across both groups merges them into one component
     network.transfer(10**9, (a1, b1), delay_ps=10)
     env.run(until=22)
@@ -531,6 +536,27 @@ def test_a_member_ending_as_another_starts_in_its_class_needs_no_refill():
     assert finish[0] == 10 and network.recomputations == before
     env.run()
     assert finish == reference_finish_times({r0: 1.0, r1: 2.0}, specs)
+
+
+def test_undone_steps_leave_a_resource_its_state_until_the_filling_reads_it_again():
+    # A on r0 and r1 froze at 0.25 (r1), B at 0.75 (r0). Undoing the steps only unfreezes the
+    # classes: r0 keeps its entries (their serials are no longer the component's steps') until it
+    # is read, and then it is back at its capacity; a refill numbers its steps anew.
+    env, network, (r0, r1) = checked_network(1.0, 0.25)
+    network.transfer(10**9, (r0, r1))
+    network.transfer(10**9, (r0,))
+    env.run(until=1)
+    component = r0.component
+    before = filling(component)
+    assert [step[:2] for step in before] == [(0.25, r1.key), (0.75, r0.key)] and r0.depth == 2
+    unfrozen = network._undo_steps(component, 0)
+    assert component.count == 0 and all(c.step == -1 for c in unfrozen) and r0.depth == 2
+    network._restore(r0, component)
+    assert (r0.depth, r0.residual, r0.frozen) == (0, r0.capacity, 0)
+    network._fill(component, unfrozen)
+    after = filling(component)
+    assert [step[:3] for step in after] == [step[:3] for step in before]
+    assert all(new[3] > old[3] for new, old in zip(after, before, strict=True))  # new serials: the old entries are stale
 
 
 def test_the_compiled_engine_is_built_from_the_current_source():
