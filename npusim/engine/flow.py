@@ -995,15 +995,8 @@ class FlowNetwork:
         frozen classes, and in each resource it changed a Snapshot of its state after it."""
         self._marks = mark = self._marks + 1
         live: list[Resource] = []  # the resources of their paths, each once, in the state the kept steps left
-        capped = math.inf  # the smallest cap of the unfrozen classes, and how many of them are not frozen
-        at_cap = 0
+        capped, at_cap = _smallest_cap(unfrozen)  # the smallest cap of the unfrozen classes, and how many have it
         for flow_class in unfrozen:
-            cap = flow_class.cap
-            if cap < capped:
-                capped = cap
-                at_cap = 1
-            elif cap == capped:
-                at_cap += 1
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark

@@ -589,17 +589,14 @@ class CoreProgram:
         for position, pipe, at, instruction, label_id, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
             dst, src = instruction.dst, instruction.src
             if src_slot >= 0:
-                allocation, offset = bases[src_slot]
-                offset += src_delta
-                if offset < 0 or offset + src_span > allocation.size_bytes:
+                src = _rebased_side(bases[src_slot], src_delta, src_span)
+                if src is None:
                     return False
-                src = GmAddress(allocation, offset)
             if dst_slot >= 0:
-                allocation, offset = bases[dst_slot]
-                offset += dst_delta
-                if offset < 0 or offset + dst_span > allocation.size_bytes:
+                dst = _rebased_side(bases[dst_slot], dst_delta, dst_span)
+                if dst is None:
                     return False
-                dst = GmAddress(allocation, offset)
+                allocation = dst.allocation
                 if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
                     if die(allocation.die).atomics is None:
                         return False
@@ -633,6 +630,16 @@ class CoreProgram:
             if pipe is _SCALAR:
                 scalars += 1
         return pipes
+
+
+def _rebased_side(base: tuple[Allocation, int], delta: int, span: int) -> GmAddress | None:
+    """A replayed copy's GM side: ``delta`` bytes past its base (allocation, offset), or None where
+    its ``span`` bytes would not lie inside that allocation."""
+    allocation, offset = base
+    offset += delta
+    if offset < 0 or offset + span > allocation.size_bytes:
+        return None
+    return GmAddress(allocation, offset)
 
 
 class ProgramTemplate:
