@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 COMPILED := $(VENV)/.compiled
 
-.PHONY: run test lint bench clean
+.PHONY: run test explore lint bench clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ run: $(COMPILED)
 
 test: $(COMPILED)
 	$(BIN)/python -m pytest
+
+# the suite with fresh random examples for its property tests (`make test` draws the same ones every
+# run); SEED=N repeats one exploration
+explore: $(COMPILED)
+	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest $(if $(SEED),--hypothesis-seed=$(SEED))
 
 lint: $(COMPILED)
 	$(BIN)/ruff check npusim tests benchmarks examples

@@ -1,9 +1,21 @@
-"""Shared helpers of the test suite."""
+"""Shared helpers of the test suite, and its hypothesis profiles."""
+
+import os
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import npusim
+
+# The suite is deterministic: every property test draws the same examples on every run and every
+# machine (seeded from the test itself, no example database), so a failure CI meets is the one a
+# developer reproduces. ``make explore`` (HYPOTHESIS_PROFILE=explore) draws fresh random examples,
+# keeps the failures it finds in .hypothesis/ and prints how to pin one with @reproduce_failure;
+# pin a failure found that way as an @example of its test.
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture
