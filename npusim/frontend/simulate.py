@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from npusim.frontend.session import SimResult, session
-from npusim.frontend.workload import WorkloadSource, parse_param_overrides, run_workload_file
+from npusim.frontend.workload import WorkloadSource, check_param_overrides, parse_param_overrides, read_workload, run_workload_file
 
 
 def simulate(config, workload: str | Path | WorkloadSource, *, overrides: Sequence[str] | Mapping[str, object] | None = None,
@@ -16,8 +16,13 @@ def simulate(config, workload: str | Path | WorkloadSource, *, overrides: Sequen
     """Run ``workload`` (a Python file, or its bytes read once) on ``config`` and return its result (simulated time,
     summary, events, the parameters used); ``network_quantum`` (e.g. ``'10ns'``) makes the
     bandwidth network approximate for speed, ``wall_limit_s`` stops a run that takes longer, ``races``
-    says what pipe races do (see ``session``). Errors propagate; ``result.status`` is ``ok``."""
-    with session(config, overrides=overrides, data=data, seed=seed, params=parse_param_overrides(params or {}),
+    says what pipe races do (see ``session``). Errors propagate; ``result.status`` is ``ok``. A
+    parameter the workload does not declare, or a value that does not convert to its default's
+    type, is refused before anything runs when the file's declarations show it (as ``npusim run``)."""
+    source = workload if isinstance(workload, WorkloadSource) else read_workload(workload)  # read once: what runs is what is checked
+    param_overrides = parse_param_overrides(params or {})
+    check_param_overrides(source, param_overrides)
+    with session(config, overrides=overrides, data=data, seed=seed, params=param_overrides,
                  network_quantum=network_quantum, wall_limit_s=wall_limit_s, races=races) as active:
-        run_workload_file(workload)
+        run_workload_file(source)
     return active.result

@@ -112,25 +112,60 @@ class DeclaredParams:
 
 
 def scan_declared_params(workload: str | Path | WorkloadSource) -> DeclaredParams:
-    """The parameters the workload file declares, read from its source without running it.
+    """The parameters the workload file declares, read from its source without running it, with
+    those of the modules of its own folder it imports (each file read once, whatever imports it:
+    importing one runs its top level, and any of its functions the workload calls may declare).
     Calls are recognised as ``npusim.param(...)`` (also under ``import npusim as X``) and ``param(...)``
-    after ``from npusim import param``; declarations in other modules the file imports are not seen,
-    so a file that imports a module of its own folder (or a relative one) is not ``complete``."""
+    after ``from npusim import param``. The scan is ``complete`` unless some call's name is an
+    expression, or a file imports a relative module or a local one that cannot be read or parsed
+    (running the workload reports that); modules outside the folder are taken to declare nothing."""
     source = workload if isinstance(workload, WorkloadSource) else read_workload(workload)
     try:
         tree = ast.parse(source.data, filename=str(source.path))
     except SyntaxError as error:
         raise UsageError(f"workload {source.path}:{error.lineno}: syntax error: {error.msg}; fix the file") from None
+    folder = source.path.parent
+    defaults: dict[str, Any] = {}
+    complete = True
+    files = [tree]
+    scanned = {source.path.resolve()}
+    while files:
+        declared, file_complete, imported = _declarations(files.pop(0), folder)
+        complete = complete and file_complete
+        for name, default in declared.items():
+            # two files declaring one name with different literal defaults: the run tells which
+            defaults[name] = default if defaults.get(name, default) == default else NOT_LITERAL
+        for module in imported:
+            if module.resolve() in scanned:
+                continue
+            scanned.add(module.resolve())
+            try:
+                files.append(ast.parse(module.read_bytes(), filename=str(module)))
+            except (OSError, SyntaxError, ValueError):
+                complete = False
+    return DeclaredParams(defaults, complete)
+
+
+def _declarations(tree: ast.Module, folder: Path) -> tuple[dict[str, Any], bool, list[Path]]:
+    """The ``param`` calls of one parsed file: the literal names with their defaults; whether every
+    call's name is literal and no import is relative; the files of ``folder``'s modules it imports."""
     modules, functions = set(), set()
     complete = True
+    imported: list[Path] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             modules.update(alias.asname or alias.name for alias in node.names if alias.name == "npusim")
-            complete = complete and not any(_is_local_module(source.path, alias.name) for alias in node.names)
+            for alias in node.names:
+                imported.extend(_local_module_files(folder, alias.name))
         elif isinstance(node, ast.ImportFrom):
             if node.module in ("npusim", "npusim.frontend.workload"):
                 functions.update(alias.asname or alias.name for alias in node.names if alias.name == "param")
-            complete = complete and not (node.level or _is_local_module(source.path, node.module or ""))
+            if node.level:
+                complete = False
+            elif node.module:
+                imported.extend(_local_module_files(folder, node.module))
+                for alias in node.names:  # ``from package import module``
+                    imported.extend(_local_module_files(folder, f"{node.module}.{alias.name}"))
     constants = _module_constants(tree)
     defaults: dict[str, Any] = {}
     for node in ast.walk(tree):
@@ -143,7 +178,7 @@ def scan_declared_params(workload: str | Path | WorkloadSource) -> DeclaredParam
             complete = False
             continue
         defaults[name.value] = NOT_LITERAL if default is None else _constant(default, constants)
-    return DeclaredParams(defaults, complete)
+    return defaults, complete, imported
 
 
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -205,10 +240,21 @@ def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
     return {name: value for name, value in bound.items() if stores.get(name) == 1}
 
 
-def _is_local_module(workload: Path, module: str) -> bool:
-    """Whether ``module`` (dotted) would be imported from the workload's own folder."""
-    top = workload.parent / module.partition(".")[0]
-    return top.with_suffix(".py").is_file() or top.is_dir()
+def _local_module_files(folder: Path, module: str) -> list[Path]:
+    """The files of ``folder`` that importing ``module`` (dotted) runs: each package's
+    ``__init__.py`` on the way and the module's own file (none when it is not a module there)."""
+    files = []
+    path = folder
+    for part in module.split("."):
+        path = path / part
+        if path.with_suffix(".py").is_file():
+            files.append(path.with_suffix(".py"))
+            break
+        if not path.is_dir():
+            break
+        if (path / "__init__.py").is_file():
+            files.append(path / "__init__.py")
+    return files
 
 
 def check_param_overrides(source: WorkloadSource, overrides: Mapping[str, Any]) -> None:
