@@ -202,7 +202,7 @@ class AICore:
             run = KernelRun(self.env, self, program, op)
             self.current = run
             self.system.recorder.kernel_run(self.die.index, self.name)
-            started = self.env.now
+            started = clock(self.env)
             process, pipe_loop, pipe_ended = self.env.process, self._pipe_loop, run.pipe_ended
             for pipe, instructions in program.by_pipe.items():
                 if instructions:
@@ -216,7 +216,7 @@ class AICore:
             for name, reserved in program.buffer_bytes.items():
                 if reserved:
                     recorder.buffer_span(BufferSpan(self.die.index, self.name, name, self.buffers[name].capacity_bytes, reserved,
-                                                    started, self.env.now, op))
+                                                    started, clock(self.env), op))
         except GeneratorExit:  # the process is dropped unfinished: no release (as SimPy's request in a with block)
             raise
         except BaseException:
@@ -251,8 +251,9 @@ class AICore:
         # Pipe progress is read only by the scalar issue order (SCALAR's count) and by barriers.
         counts_progress = pipe is Pipe.SCALAR or ends is not None
         waits_for_issue = bool(run.program.by_pipe[Pipe.SCALAR]) and pipe is not Pipe.SCALAR
+        issued_count = 0  # the scalar unit's count as last read: it only grows, so an s_dep up to it needs no look
         for instruction in instructions:
-            if waits_for_issue and instruction.s_dep > issued.count:
+            if waits_for_issue and instruction.s_dep > issued_count and instruction.s_dep > (issued_count := issued.count):
                 if ahead:
                     rearm_at(env, timer, ahead)
                     yield timer
@@ -267,11 +268,12 @@ class AICore:
             if effect is not None and not with_data and not instruction.control:
                 effect = None
             if step == FIXED:
+                fixed_ps = instruction.fixed_ps
                 if may_run_ahead and effect is None:
-                    ahead += instruction.fixed_ps
-                    end = start + instruction.fixed_ps
+                    ahead += fixed_ps
+                    end = start + fixed_ps
                 else:
-                    busy = ahead + instruction.fixed_ps
+                    busy = ahead + fixed_ps
                     ahead = 0
                     if busy:
                         rearm_at(env, timer, busy)
@@ -358,8 +360,9 @@ class AICore:
             except struct_error:  # the rows are full
                 recorder.put_row(index, lane, instruction.label_id, start, end, instruction.nbytes)
             recorder.events = index + 1
-            if instruction.recorded is not None:
-                instruction.recorded(index)
+            recorded = instruction.recorded
+            if recorded is not None:
+                recorded(index)
             if counts_progress:
                 if ends is not None:
                     ends.append(end)

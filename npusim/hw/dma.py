@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import simpy
 
 from npusim.engine.flow import Resource
+from npusim.engine.loop import clock
 from npusim.hw.memory import Allocation
 
 if TYPE_CHECKING:
@@ -41,9 +42,12 @@ class GmBlock(NamedTuple):
     dst_offset: int
     nbytes: int
 
-    def copy(self) -> None:
-        """Move the real bytes (only when data is on)."""
-        self.dst.data[self.dst_offset : self.dst_offset + self.nbytes] = self.src.data[self.src_offset : self.src_offset + self.nbytes]
+    def copy(self, _event: simpy.Event | None = None) -> None:
+        """Move the real bytes (only when data is on; both allocations hold bytes then); a callback
+        of the event that completes the block, too."""
+        dst, src = self.dst.data, self.src.data
+        assert dst is not None and src is not None, "a block's bytes move only with data on"
+        dst[self.dst_offset : self.dst_offset + self.nbytes] = src[self.src_offset : self.src_offset + self.nbytes]
 
 
 @dataclass(frozen=True)
@@ -88,11 +92,11 @@ class SystemDma:
         track = recorder.track(self.die.index, "sdma", f"ch{channel}", (2, channel))
         fixed_ps = self.block_fixed_ps(path)
         for block in blocks:
-            start = self.env.now
+            start = clock(self.env)
             yield system.network.transfer(block.nbytes, path.resources, cap=self.rate_bytes_per_ps, delay_ps=fixed_ps)
             if system.with_data:
                 block.copy()
-            recorder.record(track, name_id, start, self.env.now, block.nbytes, op, -1)
+            recorder.record(track, name_id, start, clock(self.env), block.nbytes, op, -1)
         yield self._free.put(channel)
 
 
@@ -118,12 +122,12 @@ class RdmaQueuePair:
             track = recorder.track(self.die.index, "rdma", f"qp die{self.peer}", (3, self.peer))
             first_byte_ps = path.memory_latency_ps + path.path_latency_ps
             for block in blocks:
-                start = env.now
+                start = clock(env)
                 yield system.network.transfer(block.nbytes, path.resources, delay_ps=first_byte_ps)
                 first_byte_ps = 0
-                recorder.record(track, name_id, start, env.now, block.nbytes, op, -1)
+                recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)
                 completion = env.timeout(path.path_latency_ps)
                 if system.with_data:
-                    completion.callbacks.append(lambda _event, block=block: block.copy())
+                    completion.callbacks.append(block.copy)
                 completions.append(completion)
         yield env.all_of(completions)

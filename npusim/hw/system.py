@@ -11,6 +11,7 @@ import simpy
 
 from npusim.config.schema import SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
+from npusim.engine.loop import clock
 from npusim.errors import NoRouteError, UsageError
 from npusim.hw.core import AICore
 from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
@@ -100,7 +101,7 @@ class System:
 
     def record(self) -> RunRecord:
         """The frozen record of the run so far (at its end: everything the trace and the analysis read)."""
-        return RunRecord(self.spec, self.env.now, self.with_data, self.recorder, tuple(ResourceRecord.of(r) for r in self.network.resources))
+        return RunRecord(self.spec, clock(self.env), self.with_data, self.recorder, tuple(ResourceRecord.of(r) for r in self.network.resources))
 
     def stream(self, die: int) -> Stream:
         """The default stream of die ``die``."""
