@@ -39,7 +39,7 @@ import heapq
 import math
 import struct
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -77,7 +77,7 @@ class Resource:
     ``(time_ps, bytes_per_ps)`` at every change (a :class:`RateLog`). The other slots are the state of the network's
     progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
     the ``residual`` capacity and ``frozen`` members after the last step that changed it (and, while
-    a filling scans it, its fair ``share`` of the residual per unfrozen member), that
+    a filling scans it, its fair ``share`` of the residual per unfrozen member and the next resource of the scan, ``next_live``), that
     state after each step (the first ``depth`` :class:`Snapshot` of ``history``; the later ones
     are kept to be written over; entries of undone steps are dropped when the filling next reads
     the resource, :meth:`FlowNetwork._restore`), the resources crossed by exactly the same classes (``peers``,
@@ -86,7 +86,8 @@ class Resource:
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "share", "history", "depth", "peers", "limiting", "component", "mark")
+                 "crossing", "key", "residual", "frozen", "share", "history", "depth", "peers", "limiting", "component", "mark",
+                 "next_live")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -114,6 +115,7 @@ class Resource:
         # left: its residual and history belong to that component's steps until they are undone).
         self.component: Component | None = None
         self.mark: i64 = 0  # the network's stamp of the last pass that listed it (a set without hashing)
+        self.next_live: Resource | None = None  # the next resource of a filling's scan (a chain: no list to grow or shrink)
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -416,7 +418,8 @@ class FlowNetwork:
         self._finish_slack: i64 = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
         self._wakeup_ps: int | None = None
-        self._generation = 0
+        self._timer: simpy.Event | None = None  # the pending wake-up's event (an earlier one supersedes it)
+        self._wakeup: Callable[[simpy.Event], None] = self._on_wakeup  # bound once: every timer's callback
         self._rebuild = False  # a resource became limiting: components and steps are built again from scratch
         self._marks: i64 = 0  # stamps Resource.mark
         self._serials: i64 = 0  # numbers the filling steps (Step.serial)
@@ -558,20 +561,21 @@ class FlowNetwork:
         if quantum:
             time_ps = -(-time_ps // quantum) * quantum
         self._wakeup_ps = time_ps
-        self._generation += 1
-        generation = self._generation
         env = self.env
         if timer is None:
             timer = simpy.Timeout(env, time_ps - clock(env))
         else:
             rearm_at(env, timer, time_ps - clock(env))
-        timer.callbacks.append(lambda event: self._on_wakeup(generation, event))
+        self._timer = timer
+        timer.callbacks.append(self._wakeup)
 
-    def _on_wakeup(self, generation: int, timer: simpy.Event) -> None:
+    def _on_wakeup(self, timer: simpy.Event) -> None:
         """Finish the members that are done (classes in creation order), start the flows due, and
-        recompute the rates if anything changed; wake up next with ``timer`` (this wake-up's)."""
-        if generation != self._generation:
-            return  # superseded by an earlier wake-up
+        recompute the rates if anything changed; wake up next with ``timer`` (this wake-up's). A
+        timer that is not the pending wake-up's was superseded by an earlier one: nothing to do
+        (only the pending wake-up's timer is ever triggered again, so a superseded one stays so)."""
+        if timer is not self._timer:
+            return
         self._wakeup_ps = None
         env = self.env
         now: i64 = clock(env)
@@ -988,22 +992,26 @@ class FlowNetwork:
         """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
         those; repeat. Each step scans the resources of their paths that still have unfrozen
-        members for the smallest fair share (ties to the smallest key; the resources left with none
-        are dropped from the scan once they are a quarter of it) and counts the classes of the
+        members for the smallest fair share (ties to the smallest key; a resource left with none
+        leaves the scan when the scan next meets it) and counts the classes of the
         smallest cap not frozen yet (the cap is looked for again when they are all frozen and a cap
         could be reached). Each step is recorded for the next recomputation: its level, key and
         frozen classes, and in each resource it changed a Snapshot of its state after it."""
         self._marks = mark = self._marks + 1
-        live: list[Resource] = []  # the resources of their paths, each once, in the state the kept steps left
+        live: Resource | None = None  # the first of the resources of their paths with unfrozen members, each once
         capped, at_cap = _smallest_cap(unfrozen)  # the smallest cap of the unfrozen classes, and how many have it
         for flow_class in unfrozen:
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
-                    live.append(resource)
                     self._restore(resource, component)
                     members = resource.flows - resource.frozen
-                    resource.share = resource.residual / float(members) if members > 0 else math.inf
+                    if members > 0:  # in the state the kept steps left
+                        resource.share = resource.residual / float(members)
+                        resource.next_live = live
+                        live = resource
+                    else:
+                        resource.share = math.inf
         unfixed = len(unfrozen)
         steps = component.steps
         step = component.count
@@ -1013,15 +1021,20 @@ class FlowNetwork:
             bottleneck: Resource | None = None
             level = math.inf
             key: i64 = _CAP_STEP_KEY
-            saturated = 0
-            for resource in live:
-                share = resource.share
-                if share < level or (share == level and resource.key < key):
-                    bottleneck, level, key = resource, share, resource.key
-                elif share == math.inf:
-                    saturated += 1  # nothing left to limit
-            if saturated * 4 > len(live):  # out of the scan (whose order decides nothing)
-                live = [r for r in live if r.flows > r.frozen]
+            before: Resource | None = None  # the last resource the scan kept
+            scanned = live
+            while scanned is not None:
+                share = scanned.share
+                if share == math.inf:  # nothing left to limit, for the rest of this filling: out of the scan
+                    if before is None:  # (whose order decides nothing: the smallest share, ties to the smallest key)
+                        live = scanned.next_live
+                    else:
+                        before.next_live = scanned.next_live
+                else:
+                    if share < level or (share == level and scanned.key < key):
+                        bottleneck, level, key = scanned, share, scanned.key
+                    before = scanned
+                scanned = scanned.next_live
             if at_cap == 0 and capped <= level:  # the classes of the smallest cap are all frozen: the next cap
                 capped, at_cap = _smallest_cap(unfrozen)
             if capped <= level:
