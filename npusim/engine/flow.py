@@ -198,11 +198,13 @@ class FlowClass:
     rate (-1: idle), ``queued_ps`` its key in the network's heap of finishes (-1: not in it), never
     later than ``finish_ps``, and ``slot`` its position there. ``bottleneck`` is the index of what limits the class now (see
     the module doc; ``limit`` is what froze it in the last filling) and ``changes`` lists
-    ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy."""
+    ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy.
+    ``next_frozen`` and ``next_refill`` chain it to the other classes its filling step froze and
+    to the other classes of a refill (chains of native fields: no list to build, grow and free)."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
                  "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "slot", "limit", "bottleneck",
-                 "changes", "component")
+                 "changes", "component", "next_frozen", "next_refill")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: i64) -> None:
         self.path = path
@@ -227,6 +229,8 @@ class FlowClass:
         self.bottleneck: i64 = OWN_CAP
         self.changes: list[tuple[float, int]] = []
         self.component: Component | None = None  # while busy
+        self.next_frozen: FlowClass | None = None  # the next class its filling step froze (Step.first)
+        self.next_refill: FlowClass | None = None  # the next class of the set a filling is given (FlowNetwork._fill)
 
     def advance(self, now: i64) -> None:
         """Bring the virtual clock to ``now`` at the current rate."""
@@ -259,18 +263,19 @@ class FlowClass:
 class Step:
     """One step of a progressive filling: the ``level`` (bytes/ps) it raised the unfrozen rates to,
     its bottleneck's ``key`` (or _CAP_STEP_KEY), the running maximum of the levels up to it
-    (``level_max``), the classes it froze (``frozen``, in creation order) and its ``serial``, unique
+    (``level_max``), the classes it froze (from ``first`` on, in creation order, a chain through
+    FlowClass.next_frozen) and its ``serial``, unique
     in the network (the resources it changed are the limiting ones of those classes' paths, each
     with a Snapshot of that serial in its history). A Component's entry, written over once undone."""
 
-    __slots__ = ("level", "key", "level_max", "serial", "frozen")
+    __slots__ = ("level", "key", "level_max", "serial", "first")
 
     def __init__(self) -> None:
         self.level = 0.0
         self.key: i64 = 0
         self.level_max = 0.0
         self.serial: i64 = 0
-        self.frozen: list[FlowClass] = []
+        self.first: FlowClass | None = None
 
 
 class Component:
@@ -303,11 +308,13 @@ def _sort_by_order(classes: list[FlowClass]) -> None:
         classes[j] = flow_class
 
 
-def _smallest_cap(classes: list[FlowClass]) -> tuple[float, int]:
-    """The smallest cap of the ``classes`` not frozen yet (inf if none) and how many have it."""
+def _smallest_cap(classes: FlowClass | None) -> tuple[float, int]:
+    """The smallest cap of the ``classes`` (a chain through FlowClass.next_refill) not frozen yet
+    (inf if none) and how many have it."""
     capped = math.inf
     at_cap = 0
-    for flow_class in classes:
+    flow_class = classes
+    while flow_class is not None:
         if flow_class.step < 0:
             cap = flow_class.cap
             if cap < capped:
@@ -315,6 +322,7 @@ def _smallest_cap(classes: list[FlowClass]) -> tuple[float, int]:
                 at_cap = 1
             elif cap == capped:
                 at_cap += 1
+        flow_class = flow_class.next_refill
     return capped, at_cap
 
 
@@ -740,29 +748,35 @@ class FlowNetwork:
         if self._rebuild:
             self._rebuild = False
             concerned = self._rebuild_components(concerned)
-        refill = []
+        refilled = []  # the classes refilled, a chain through FlowClass.next_refill per component
         for component, mine in concerned.items():
-            refill += self._refill(component, mine)
+            refilled.append(self._refill(component, mine))
 
         self._marks = mark = self._marks + 1
         moved: list[list[Resource]] = []  # the peer groups whose total may have changed (their first member marked)
-        for flow_class in refill:
-            if flow_class.limit != flow_class.bottleneck or not flow_class.changes:  # note a change, at the clock of now
-                flow_class.bottleneck = flow_class.limit
-                flow_class.changes.append((flow_class.virtual_bytes + flow_class.rate * float(now - flow_class.updated_ps), flow_class.limit))
-            if flow_class.level != flow_class.rate:
-                flow_class.advance(now)
-                flow_class.rate = flow_class.level
-            elif not flow_class.changed:
-                continue
-            self._schedule_finish(flow_class, now)
-            for resource in flow_class.bounds:
-                peers = resource.peers
-                assert peers is not None  # a resource of a class's path has peers
-                head = peers[0]
-                if head.mark != mark:
-                    head.mark = mark
-                    moved.append(peers)
+        for chain in refilled:
+            refilled_class = chain
+            while refilled_class is not None:
+                if refilled_class.limit != refilled_class.bottleneck or not refilled_class.changes:  # note a change, at the clock of now
+                    refilled_class.bottleneck = refilled_class.limit
+                    reached = refilled_class.virtual_bytes + refilled_class.rate * float(now - refilled_class.updated_ps)
+                    refilled_class.changes.append((reached, refilled_class.limit))
+                if refilled_class.level != refilled_class.rate:
+                    refilled_class.advance(now)
+                    refilled_class.rate = refilled_class.level
+                    rescheduled = True
+                else:
+                    rescheduled = refilled_class.changed
+                if rescheduled:
+                    self._schedule_finish(refilled_class, now)
+                    for resource in refilled_class.bounds:
+                        peers = resource.peers
+                        assert peers is not None  # a resource of a class's path has peers
+                        head = peers[0]
+                        if head.mark != mark:
+                            head.mark = mark
+                            moved.append(peers)
+                refilled_class = refilled_class.next_refill
         for flow_class in changed:
             flow_class.changed = False
             for resource in flow_class.bounds:
@@ -824,10 +838,12 @@ class FlowNetwork:
             component.peak = len(component.classes)
         return component
 
-    def _refill(self, component: Component, changed: list[FlowClass]) -> list[FlowClass]:
+    def _refill(self, component: Component, changed: list[FlowClass]) -> FlowClass | None:
         """Refill ``component`` after its ``changed`` classes changed: from its first affected step,
         or from scratch (after a merge; or split into its connected parts once it has lost half its
-        classes since it was last looked at). Returns the classes refilled."""
+        classes since it was last looked at). Returns the classes refilled (a chain through
+        FlowClass.next_refill, in no particular order: what is done with each refilled class
+        concerns that class alone)."""
         if component.refill or len(component.classes) * 2 <= component.peak:
             self._undo_steps(component, 0)
             if component.refill:
@@ -836,14 +852,22 @@ class FlowNetwork:
             else:
                 parts = self._connected(list(component.classes))
                 component.classes = {}  # an idle resource may still name it: it comes back empty
-            refill = []
+            refilled: FlowClass | None = None
             for part in parts:
                 part.refill = False
                 part.peak = len(part.classes)
-                classes = list(part.classes)
+                classes: FlowClass | None = None
+                last: FlowClass | None = None  # the last of the part's chain, to link the other parts' after it
+                for flow_class in part.classes:
+                    flow_class.next_refill = classes
+                    classes = flow_class
+                    if last is None:
+                        last = flow_class
                 self._fill(part, classes)
-                refill += classes
-            return refill
+                if last is not None:
+                    last.next_refill = refilled
+                    refilled = classes
+            return refilled
         self._marks = mark = self._marks + 1
         affected: list[Resource] = []
         for flow_class in changed:
@@ -854,7 +878,9 @@ class FlowNetwork:
         step = self._first_affected_step(component, changed, affected)
         never_frozen = [c for c in changed if c.busy and c.step < 0]  # not among the classes the undone steps froze
         refill = self._undo_steps(component, step)
-        refill += never_frozen
+        for flow_class in never_frozen:
+            flow_class.next_refill = refill
+            refill = flow_class
         self._fill(component, refill)
         return refill
 
@@ -948,17 +974,21 @@ class FlowNetwork:
                 residual, frozen, start = next_residual, next_frozen, end
         return first
 
-    def _undo_steps(self, component: Component, first: int) -> list[FlowClass]:
+    def _undo_steps(self, component: Component, first: int) -> FlowClass | None:
         """Forget the steps from ``first`` on, the last first, and unfreeze the classes they froze;
-        returns the busy ones (each once: a class is frozen by one step). The resources those
-        steps changed keep their entries until the filling next reads them (:meth:`_restore`)."""
-        unfrozen: list[FlowClass] = []
+        returns the busy ones (each once: a class is frozen by one step), a chain through
+        FlowClass.next_refill. The resources those steps changed keep their entries until the
+        filling next reads them (:meth:`_restore`)."""
+        unfrozen: FlowClass | None = None
         steps = component.steps
         for j in range(component.count - 1, first - 1, -1):
-            for flow_class in steps[j].frozen:
+            flow_class = steps[j].first
+            while flow_class is not None:
                 flow_class.step = -1
                 if flow_class.busy:
-                    unfrozen.append(flow_class)
+                    flow_class.next_refill = unfrozen
+                    unfrozen = flow_class
+                flow_class = flow_class.next_frozen
         if first < component.count:
             component.count = first
         return unfrozen
@@ -988,8 +1018,9 @@ class FlowNetwork:
             else:
                 resource.residual, resource.frozen = resource.capacity, 0
 
-    def _fill(self, component: Component, unfrozen: list[FlowClass]) -> None:
-        """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
+    def _fill(self, component: Component, unfrozen: FlowClass | None) -> None:
+        """Progressive filling of the ``unfrozen`` busy classes (a chain through
+        FlowClass.next_refill, left as it is) from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
         those; repeat. Each step scans the resources of their paths that still have unfrozen
         members for the smallest fair share (ties to the smallest key; a resource left with none
@@ -1000,7 +1031,10 @@ class FlowNetwork:
         self._marks = mark = self._marks + 1
         live: Resource | None = None  # the first of the resources of their paths with unfrozen members, each once
         capped, at_cap = _smallest_cap(unfrozen)  # the smallest cap of the unfrozen classes, and how many have it
-        for flow_class in unfrozen:
+        unfixed = 0
+        flow_class = unfrozen
+        while flow_class is not None:
+            unfixed += 1
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
@@ -1012,7 +1046,7 @@ class FlowNetwork:
                         live = resource
                     else:
                         resource.share = math.inf
-        unfixed = len(unfrozen)
+            flow_class = flow_class.next_refill
         steps = component.steps
         step = component.count
         top = steps[step - 1].level_max if step else -math.inf  # the running maximum of the levels
@@ -1037,17 +1071,42 @@ class FlowNetwork:
                 scanned = scanned.next_live
             if at_cap == 0 and capped <= level:  # the classes of the smallest cap are all frozen: the next cap
                 capped, at_cap = _smallest_cap(unfrozen)
+            freezing: FlowClass | None = None  # the classes this step freezes, in creation order, chained by next_frozen
+            count = 0
             if capped <= level:
                 level, key, limit = capped, _CAP_STEP_KEY, OWN_CAP
-                freezing = [c for c in unfrozen if c.step < 0 and c.cap == capped]
-                if len(freezing) > 1:
-                    _sort_by_order(freezing)
+                candidate = unfrozen
+                while candidate is not None:  # each one of the smallest cap put in its place in the chain
+                    if candidate.step < 0 and candidate.cap == capped:
+                        count += 1
+                        order = candidate.order
+                        if freezing is None or order < freezing.order:
+                            candidate.next_frozen = freezing
+                            freezing = candidate
+                        else:
+                            after = freezing
+                            while after.next_frozen is not None and after.next_frozen.order < order:
+                                after = after.next_frozen
+                            candidate.next_frozen = after.next_frozen
+                            after.next_frozen = candidate
+                    candidate = candidate.next_refill
             else:
                 assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
-                freezing = [c for c in bottleneck.crossing if c.step < 0]
+                last: FlowClass | None = None
+                for candidate in bottleneck.crossing:  # in creation order
+                    if candidate.step < 0:
+                        count += 1
+                        if last is None:
+                            freezing = candidate
+                        else:
+                            last.next_frozen = candidate
+                        last = candidate
+                if last is not None:
+                    last.next_frozen = None
                 limit = bottleneck.index
             self._marks = touched = self._marks + 1  # marks the resources this step has changed
-            for flow_class in freezing:
+            flow_class = freezing
+            while flow_class is not None:
                 flow_class.step = step
                 flow_class.level = level
                 flow_class.limit = limit
@@ -1076,6 +1135,7 @@ class FlowNetwork:
                         else:
                             history.append(Snapshot(step, serial, residual, frozen))
                         resource.depth = depth + 1
+                flow_class = flow_class.next_frozen
             if step < len(steps):
                 record = steps[step]
             else:
@@ -1083,8 +1143,8 @@ class FlowNetwork:
                 steps.append(record)
             if level > top:
                 top = level
-            record.level, record.key, record.level_max, record.serial, record.frozen = level, key, top, serial, freezing
-            unfixed -= len(freezing)
+            record.level, record.key, record.level_max, record.serial, record.first = level, key, top, serial, freezing
+            unfixed -= count
             step += 1
             serial += 1
         component.count = step
