@@ -35,7 +35,6 @@ Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes 
 
 from __future__ import annotations
 
-import heapq
 import math
 import struct
 from array import array
@@ -380,6 +379,65 @@ def _pop_first(heap: list[FlowClass]) -> None:
         _sift_down(heap, last, 0)
 
 
+class Start:
+    """A transfer whose bytes start to flow at ``start_ps`` (ps): ``size`` bytes in ``flow_class``,
+    ``done`` fired when the last one arrives. ``sequence`` numbers the transfers in issue order
+    (of equal starts, the first issued comes first). An entry of the network's heap of starts."""
+
+    __slots__ = ("start_ps", "sequence", "flow_class", "size", "done")
+
+    def __init__(self, start_ps: i64, sequence: i64, flow_class: FlowClass, size: i64, done: simpy.Event) -> None:
+        self.start_ps = start_ps
+        self.sequence = sequence
+        self.flow_class = flow_class
+        self.size = size
+        self.done = done
+
+
+def _starts_before(a: Start, b: Start) -> bool:
+    """Whether ``a`` comes before ``b`` in the network's heap of starts (by time, then issue order)."""
+    return a.start_ps < b.start_ps or (a.start_ps == b.start_ps and a.sequence < b.sequence)
+
+
+def _push_start(heap: list[Start], start: Start) -> None:
+    """Put ``start`` into the binary ``heap`` of starts (native fields compared: no tuple of keys)."""
+    slot: i64 = len(heap)
+    heap.append(start)
+    while slot > 0:
+        parent_slot = (slot - 1) >> 1
+        parent = heap[parent_slot]
+        if not _starts_before(start, parent):
+            break
+        heap[slot] = parent
+        slot = parent_slot
+    heap[slot] = start
+
+
+def _pop_start(heap: list[Start]) -> Start:
+    """Take the first start out of the binary ``heap`` of starts."""
+    first = heap[0]
+    last = heap.pop()
+    if last is not first:
+        size: i64 = len(heap)
+        slot: i64 = 0
+        while True:
+            child_slot = 2 * slot + 1
+            if child_slot >= size:
+                break
+            child = heap[child_slot]
+            if child_slot + 1 < size:
+                right = heap[child_slot + 1]
+                if _starts_before(right, child):
+                    child_slot += 1
+                    child = right
+            if not _starts_before(child, last):
+                break
+            heap[slot] = child
+            slot = child_slot
+        heap[slot] = last
+    return first
+
+
 def _insert_by_order(classes: list[FlowClass], flow_class: FlowClass) -> None:
     """Insert ``flow_class`` into ``classes`` (in creation order) at its place."""
     order = flow_class.order
@@ -421,7 +479,7 @@ class FlowNetwork:
         self.quantum_ps = quantum_ps  # 0: exact; else starts and ends take effect at its multiples only
         self.resources: list[Resource] = []
         self._classes: dict[tuple[Sequence[Resource], float], FlowClass] = {}
-        self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
+        self._starts: list[Start] = []  # a binary heap, see _push_start
         self._finishes: list[FlowClass] = []  # a binary heap of classes by (queued_ps, order), see _schedule_finish
         self._finish_slack: i64 = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
@@ -509,7 +567,7 @@ class FlowNetwork:
                 done.succeed(outcome)
             return done
         self._sequence = sequence = self._sequence + 1
-        heapq.heappush(self._starts, (start_ps, sequence, flow_class, size_bytes, done))
+        _push_start(self._starts, Start(start_ps, sequence, flow_class, size_bytes, done))
         wakeup_ps = self._wakeup_ps
         quantum = self.quantum_ps
         if quantum:
@@ -589,7 +647,6 @@ class FlowNetwork:
         now: i64 = clock(env)
         changed: list[FlowClass] = []
         finishes = self._finishes
-        heappop = heapq.heappop
         horizon = now + self._finish_slack
         due = []
         while finishes and finishes[0].queued_ps <= horizon:
@@ -635,8 +692,9 @@ class FlowNetwork:
                 flow_class.changed = True
                 changed.append(flow_class)
         starts = self._starts
-        while starts and starts[0][0] <= now:
-            _, sequence, flow_class, size, done = heappop(starts)
+        while starts and starts[0].start_ps <= now:
+            entry = _pop_start(starts)
+            flow_class, sequence, size, done = entry.flow_class, entry.sequence, entry.size, entry.done
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
                 flow_class.changes = []
@@ -677,8 +735,8 @@ class FlowNetwork:
             else:
                 _pop_first(finishes)
         next_ps = finishes[0].queued_ps if finishes else None
-        if starts and (next_ps is None or starts[0][0] < next_ps):
-            next_ps = starts[0][0]
+        if starts and (next_ps is None or starts[0].start_ps < next_ps):
+            next_ps = starts[0].start_ps
         if next_ps is not None:
             self._wake_at(next_ps, timer)  # one timer for the next instant, whichever kind it is
 
