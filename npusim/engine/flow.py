@@ -203,7 +203,7 @@ class FlowClass:
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
                  "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "slot", "limit", "bottleneck",
-                 "changes", "component", "next_frozen", "next_refill")
+                 "changes", "component", "next_frozen", "next_refill", "first_finish", "first_tolerance")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: i64) -> None:
         self.path = path
@@ -217,6 +217,8 @@ class FlowClass:
         self.updated_ps: i64 = 0
         # (virtual finish, seq, size, done, flowing since ps) in that order (the first ends first; a few at once)
         self.members: list[tuple[float, int, int, simpy.Event, int]] = []
+        self.first_finish = 0.0  # the first member's virtual finish, and the bytes within which it counts as
+        self.first_tolerance = 0.0  # finished (its size x _FINISH_TOLERANCE), while there are members: see note_first
         self.counted: i64 = 0  # members counted in the ``flows`` of the resources on the path
         self.busy = False
         self.changed = False
@@ -230,6 +232,13 @@ class FlowClass:
         self.component: Component | None = None  # while busy
         self.next_frozen: FlowClass | None = None  # the next class its filling step froze (Step.first)
         self.next_refill: FlowClass | None = None  # the next class of the set a filling is given (FlowNetwork._fill)
+
+    def note_first(self) -> None:
+        """Note the virtual finish and the tolerance of the first member (there is one) as native
+        floats, read at every finish check and reschedule (a member ends within the tolerance)."""
+        first = self.members[0]
+        self.first_finish = first[0]
+        self.first_tolerance = first[2] * _FINISH_TOLERANCE
 
     def advance(self, now: i64) -> None:
         """Bring the virtual clock to ``now`` at the current rate."""
@@ -555,7 +564,8 @@ class FlowNetwork:
         env = self.env
         if done is None:
             done = simpy.Event(env)
-        start_ps = clock(env) + delay_ps
+        now = clock(env)
+        start_ps = now + delay_ps
         if flow_class is None or size_bytes <= 0:
             outcome = (OWN_CAP, start_ps)
             if delay_ps > 0:
@@ -573,7 +583,7 @@ class FlowNetwork:
         if quantum:
             start_ps = -(-start_ps // quantum) * quantum
         if wakeup_ps is None or start_ps < wakeup_ps:
-            self._wake_at(start_ps)
+            self._wake_at(start_ps, now)
         return done
 
     # -- internals -----------------------------------------------------------------------------
@@ -618,20 +628,20 @@ class FlowNetwork:
             for flow_class in self._classes.values():
                 flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
-    def _wake_at(self, time_ps: int, timer: simpy.Event | None = None) -> None:
+    def _wake_at(self, time_ps: int, now: int, timer: simpy.Event | None = None) -> None:
         """Wake up at ``time_ps`` (with a time quantum, at the first multiple of it at or after
-        ``time_ps``), before the pending wake-up if any (which is then ignored). ``timer`` is the
-        event of the wake-up under way, processed by now: it is triggered again (with the queue key
-        a new Timeout would get) instead of a new one."""
+        ``time_ps``; ``now`` is the clock), before the pending wake-up if any (which is then
+        ignored). ``timer`` is the event of the wake-up under way, processed by now: it is triggered
+        again (with the queue key a new Timeout would get) instead of a new one."""
         quantum = self.quantum_ps
         if quantum:
             time_ps = -(-time_ps // quantum) * quantum
         self._wakeup_ps = time_ps
         env = self.env
         if timer is None:
-            timer = simpy.Timeout(env, time_ps - clock(env))
+            timer = simpy.Timeout(env, time_ps - now)
         else:
-            rearm_at(env, timer, time_ps - clock(env))
+            rearm_at(env, timer, time_ps - now)
         self._timer = timer
         timer.callbacks.append(self._wakeup)
 
@@ -664,7 +674,7 @@ class FlowNetwork:
         for flow_class in due:
             members = flow_class.members
             reached = flow_class.virtual_bytes + flow_class.rate * float(now - flow_class.updated_ps)
-            if members[0][0] - reached > members[0][2] * _FINISH_TOLERANCE:
+            if flow_class.first_finish - reached > flow_class.first_tolerance:
                 finish_ps = flow_class.finish_ps
                 if finish_ps > now:
                     flow_class.queued_ps = finish_ps  # not yet: it stays due at its finish_ps
@@ -675,8 +685,10 @@ class FlowNetwork:
                 continue
             flow_class.advance(now)
             finished = finished_bytes = 0
-            while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
+            while members and flow_class.first_finish - flow_class.virtual_bytes <= flow_class.first_tolerance:
                 finish, _, size, done, flowing_ps = members.pop(0)
+                if members:
+                    flow_class.note_first()
                 finished += 1
                 finished_bytes += size
                 changes = flow_class.changes
@@ -706,6 +718,8 @@ class FlowNetwork:
             while j and members[j - 1][0] > finish:
                 j -= 1
             members.insert(j, (finish, sequence, size, done, now))
+            if not j:
+                flow_class.note_first()
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
@@ -738,19 +752,18 @@ class FlowNetwork:
         if starts and (next_ps is None or starts[0].start_ps < next_ps):
             next_ps = starts[0].start_ps
         if next_ps is not None:
-            self._wake_at(next_ps, timer)  # one timer for the next instant, whichever kind it is
+            self._wake_at(next_ps, now, timer)  # one timer for the next instant, whichever kind it is
 
     def _schedule_finish(self, flow_class: FlowClass, now: i64) -> None:
         """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``). The
         class enters the heap of finishes only if that is earlier than its entry there: a later
         finish is found when the early entry comes up (rates change far more often than classes
         finish, so most changes cost no heap operation)."""
-        head = flow_class.members[0]
-        left = head[0] - flow_class.virtual_bytes
+        left = flow_class.first_finish - flow_class.virtual_bytes
         rate = flow_class.rate
         finish_ps = now + max(1, math.ceil(left / rate - 1e-9)) if left > 0 else now
         # a member within tolerance ends at any wake-up up to tolerance / rate before its finish_ps
-        slack = 2 + int(head[2] * _FINISH_TOLERANCE / rate)
+        slack = 2 + int(flow_class.first_tolerance / rate)
         if slack > self._finish_slack:
             self._finish_slack = slack
         flow_class.finish_ps = finish_ps
