@@ -80,13 +80,13 @@ class Resource:
     state after each step (the first ``depth`` :class:`Snapshot` of ``history``; the later ones
     are kept to be written over; entries of undone steps are dropped when the filling next reads
     the resource, :meth:`FlowNetwork._restore`), the resources crossed by exactly the same classes (``peers``,
-    None before its first use) and whether it can limit a rate (``limiting``; see
+    None before its first use; the first of them its ``lead``) and whether it can limit a rate (``limiting``; see
     FlowNetwork._regroup).
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
                  "crossing", "key", "residual", "frozen", "share", "history", "depth", "peers", "limiting", "component", "mark",
-                 "next_live")
+                 "next_live", "lead", "next_moved")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -115,6 +115,8 @@ class Resource:
         self.component: Component | None = None
         self.mark: i64 = 0  # the network's stamp of the last pass that listed it (a set without hashing)
         self.next_live: Resource | None = None  # the next resource of a filling's scan (a chain: no list to grow or shrink)
+        self.lead: Resource = self  # the first of its peers, whose mark stands for theirs (itself before its first use)
+        self.next_moved: Resource | None = None  # the next lead of the peer groups a recomputation sums again
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -619,7 +621,9 @@ class FlowNetwork:
         became_limiting = False
         for group in regrouped:
             lowest = min(r.capacity for r in group)
+            lead = group[0]
             for resource in group:
+                resource.lead = lead
                 limiting = resource.capacity <= lowest * (1 + _SHADOW_MARGIN)
                 became_limiting |= limiting and not resource.limiting
                 resource.limiting = limiting
@@ -824,7 +828,7 @@ class FlowNetwork:
             refilled.append(self._refill(component, mine))
 
         self._marks = mark = self._marks + 1
-        moved: list[list[Resource]] = []  # the peer groups whose total may have changed (their first member marked)
+        moved: Resource | None = None  # the leads of the peer groups whose total may have changed (marked), chained
         for chain in refilled:
             refilled_class = chain
             while refilled_class is not None:
@@ -841,28 +845,29 @@ class FlowNetwork:
                 if rescheduled:
                     self._schedule_finish(refilled_class, now)
                     for resource in refilled_class.bounds:
-                        peers = resource.peers
-                        assert peers is not None  # a resource of a class's path has peers
-                        head = peers[0]
-                        if head.mark != mark:
-                            head.mark = mark
-                            moved.append(peers)
+                        lead = resource.lead
+                        if lead.mark != mark:
+                            lead.mark = mark
+                            lead.next_moved = moved
+                            moved = lead
                 refilled_class = refilled_class.next_refill
         for flow_class in changed:
             flow_class.changed = False
             for resource in flow_class.bounds:
-                peers = resource.peers
-                assert peers is not None
-                head = peers[0]
-                if head.mark != mark:
-                    head.mark = mark
-                    moved.append(peers)
+                lead = resource.lead
+                if lead.mark != mark:
+                    lead.mark = mark
+                    lead.next_moved = moved
+                    moved = lead
         stamp: object = now  # one Python int for every point logged now
-        for group in moved:
+        while moved is not None:  # each group once, in no particular order: each resource has its own log
             total = 0.0  # peers are crossed by the same classes: one sum, in creation order
-            for flow_class in group[0].crossing:
+            for flow_class in moved.crossing:
                 total += flow_class.demand
             logged: object = None  # the total as a Python float, once for the group's logs
+            group = moved.peers
+            assert group is not None  # a resource of a class's path has peers
+            moved = moved.next_moved
             for resource in group:
                 if total != resource.rate:
                     resource.rate = total
@@ -1183,7 +1188,7 @@ class FlowNetwork:
                 flow_class.limit = limit
                 if flow_class.cap == capped:
                     at_cap -= 1
-                n: i64 = len(flow_class.members)
+                n = flow_class.counted  # its members (all counted by now)
                 flow_class.demand = demand = level * float(n)
                 for resource in flow_class.bounds:
                     left = resource.residual - demand
