@@ -66,6 +66,9 @@ _CAP_STEP_KEY: Final = -1  # the key of a step frozen by a cap: a cap wins ties 
 # k x 2.2e-16 x capacity of the exact one after k subtractions: far inside this margin.
 _SHADOW_MARGIN: Final = 1e-6
 _PENDING_POINTS: Final = 512  # points a RateLog takes in lists before it moves them into its arrays
+# A full batch of pending points as the arrays hold them (native int64, float64), the formats parsed once.
+_BATCH_TIMES: Final = struct.Struct(f"{_PENDING_POINTS}q")
+_BATCH_RATES: Final = struct.Struct(f"{_PENDING_POINTS}d")
 
 
 class Resource:
@@ -164,8 +167,12 @@ class RateLog:
         times = self._pending_times
         if times:
             count = len(times)  # packed as the arrays hold them (native int64, float64): a copy each, no per-item call
-            self._times.frombytes(struct.pack(f"{count}q", *times))
-            self._rates.frombytes(struct.pack(f"{count}d", *self._pending_rates))
+            if count == _PENDING_POINTS:
+                self._times.frombytes(_BATCH_TIMES.pack(*times))
+                self._rates.frombytes(_BATCH_RATES.pack(*self._pending_rates))
+            else:  # the last points, when the log is read
+                self._times.frombytes(struct.pack(f"{count}q", *times))
+                self._rates.frombytes(struct.pack(f"{count}d", *self._pending_rates))
             self._pending_times = []
             self._pending_rates = []
 
@@ -952,11 +959,12 @@ class FlowNetwork:
                     resource.mark = mark
                     affected.append(resource)
         step = self._first_affected_step(component, changed, affected)
-        never_frozen = [c for c in changed if c.busy and c.step < 0]  # not among the classes the undone steps froze
-        refill = self._undo_steps(component, step)
-        for flow_class in never_frozen:
-            flow_class.next_refill = refill
-            refill = flow_class
+        refill: FlowClass | None = None
+        for flow_class in changed:
+            if flow_class.busy and flow_class.step < 0:  # not among the classes the undone steps froze
+                flow_class.next_refill = refill
+                refill = flow_class
+        refill = self._undo_steps(component, step, refill)
         self._fill(component, refill)
         return refill
 
@@ -1050,12 +1058,11 @@ class FlowNetwork:
                 residual, frozen, start = next_residual, next_frozen, end
         return first
 
-    def _undo_steps(self, component: Component, first: int) -> FlowClass | None:
+    def _undo_steps(self, component: Component, first: int, unfrozen: FlowClass | None = None) -> FlowClass | None:
         """Forget the steps from ``first`` on, the last first, and unfreeze the classes they froze;
-        returns the busy ones (each once: a class is frozen by one step), a chain through
-        FlowClass.next_refill. The resources those steps changed keep their entries until the
-        filling next reads them (:meth:`_restore`)."""
-        unfrozen: FlowClass | None = None
+        returns the busy ones (each once: a class is frozen by one step) put before the chain
+        ``unfrozen`` (through FlowClass.next_refill). The resources those steps changed keep their
+        entries until the filling next reads them (:meth:`_restore`)."""
         steps = component.steps
         for j in range(component.count - 1, first - 1, -1):
             flow_class = steps[j].first
