@@ -35,11 +35,10 @@ Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes 
 
 from __future__ import annotations
 
-import heapq
 import math
 import struct
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -67,6 +66,9 @@ _CAP_STEP_KEY: Final = -1  # the key of a step frozen by a cap: a cap wins ties 
 # k x 2.2e-16 x capacity of the exact one after k subtractions: far inside this margin.
 _SHADOW_MARGIN: Final = 1e-6
 _PENDING_POINTS: Final = 512  # points a RateLog takes in lists before it moves them into its arrays
+# A full batch of pending points as the arrays hold them (native int64, float64), the formats parsed once.
+_BATCH_TIMES: Final = struct.Struct(f"{_PENDING_POINTS}q")
+_BATCH_RATES: Final = struct.Struct(f"{_PENDING_POINTS}d")
 
 
 class Resource:
@@ -77,16 +79,17 @@ class Resource:
     ``(time_ps, bytes_per_ps)`` at every change (a :class:`RateLog`). The other slots are the state of the network's
     progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
     the ``residual`` capacity and ``frozen`` members after the last step that changed it (and, while
-    a filling scans it, its fair ``share`` of the residual per unfrozen member), that
+    a filling scans it, its fair ``share`` of the residual per unfrozen member and the next resource of the scan, ``next_live``), that
     state after each step (the first ``depth`` :class:`Snapshot` of ``history``; the later ones
     are kept to be written over; entries of undone steps are dropped when the filling next reads
     the resource, :meth:`FlowNetwork._restore`), the resources crossed by exactly the same classes (``peers``,
-    None before its first use) and whether it can limit a rate (``limiting``; see
+    None before its first use; the first of them its ``lead``) and whether it can limit a rate (``limiting``; see
     FlowNetwork._regroup).
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "share", "history", "depth", "peers", "limiting", "component", "mark")
+                 "crossing", "key", "residual", "frozen", "share", "history", "depth", "peers", "limiting", "component", "mark",
+                 "next_live", "lead", "next_moved")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -114,6 +117,9 @@ class Resource:
         # left: its residual and history belong to that component's steps until they are undone).
         self.component: Component | None = None
         self.mark: i64 = 0  # the network's stamp of the last pass that listed it (a set without hashing)
+        self.next_live: Resource | None = None  # the next resource of a filling's scan (a chain: no list to grow or shrink)
+        self.lead: Resource = self  # the first of its peers, whose mark stands for theirs (itself before its first use)
+        self.next_moved: Resource | None = None  # the next lead of the peer groups a recomputation sums again
 
     def __repr__(self) -> str:
         return f"Resource({self.name}, {self.capacity * 1e3:.3f} GB/s)"
@@ -161,8 +167,12 @@ class RateLog:
         times = self._pending_times
         if times:
             count = len(times)  # packed as the arrays hold them (native int64, float64): a copy each, no per-item call
-            self._times.frombytes(struct.pack(f"{count}q", *times))
-            self._rates.frombytes(struct.pack(f"{count}d", *self._pending_rates))
+            if count == _PENDING_POINTS:
+                self._times.frombytes(_BATCH_TIMES.pack(*times))
+                self._rates.frombytes(_BATCH_RATES.pack(*self._pending_rates))
+            else:  # the last points, when the log is read
+                self._times.frombytes(struct.pack(f"{count}q", *times))
+                self._rates.frombytes(struct.pack(f"{count}d", *self._pending_rates))
             self._pending_times = []
             self._pending_rates = []
 
@@ -196,11 +206,13 @@ class FlowClass:
     rate (-1: idle), ``queued_ps`` its key in the network's heap of finishes (-1: not in it), never
     later than ``finish_ps``, and ``slot`` its position there. ``bottleneck`` is the index of what limits the class now (see
     the module doc; ``limit`` is what froze it in the last filling) and ``changes`` lists
-    ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy."""
+    ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy.
+    ``next_frozen`` and ``next_refill`` chain it to the other classes its filling step froze and
+    to the other classes of a refill (chains of native fields: no list to build, grow and free)."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
                  "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "slot", "limit", "bottleneck",
-                 "changes", "component")
+                 "changes", "component", "next_frozen", "next_refill", "first_finish", "first_tolerance")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: i64) -> None:
         self.path = path
@@ -214,6 +226,8 @@ class FlowClass:
         self.updated_ps: i64 = 0
         # (virtual finish, seq, size, done, flowing since ps) in that order (the first ends first; a few at once)
         self.members: list[tuple[float, int, int, simpy.Event, int]] = []
+        self.first_finish = 0.0  # the first member's virtual finish, and the bytes within which it counts as
+        self.first_tolerance = 0.0  # finished (its size x _FINISH_TOLERANCE), while there are members: see note_first
         self.counted: i64 = 0  # members counted in the ``flows`` of the resources on the path
         self.busy = False
         self.changed = False
@@ -225,6 +239,15 @@ class FlowClass:
         self.bottleneck: i64 = OWN_CAP
         self.changes: list[tuple[float, int]] = []
         self.component: Component | None = None  # while busy
+        self.next_frozen: FlowClass | None = None  # the next class its filling step froze (Step.first)
+        self.next_refill: FlowClass | None = None  # the next class of the set a filling is given (FlowNetwork._fill)
+
+    def note_first(self) -> None:
+        """Note the virtual finish and the tolerance of the first member (there is one) as native
+        floats, read at every finish check and reschedule (a member ends within the tolerance)."""
+        first = self.members[0]
+        self.first_finish = first[0]
+        self.first_tolerance = first[2] * _FINISH_TOLERANCE
 
     def advance(self, now: i64) -> None:
         """Bring the virtual clock to ``now`` at the current rate."""
@@ -257,18 +280,19 @@ class FlowClass:
 class Step:
     """One step of a progressive filling: the ``level`` (bytes/ps) it raised the unfrozen rates to,
     its bottleneck's ``key`` (or _CAP_STEP_KEY), the running maximum of the levels up to it
-    (``level_max``), the classes it froze (``frozen``, in creation order) and its ``serial``, unique
+    (``level_max``), the classes it froze (from ``first`` on, in creation order, a chain through
+    FlowClass.next_frozen) and its ``serial``, unique
     in the network (the resources it changed are the limiting ones of those classes' paths, each
     with a Snapshot of that serial in its history). A Component's entry, written over once undone."""
 
-    __slots__ = ("level", "key", "level_max", "serial", "frozen")
+    __slots__ = ("level", "key", "level_max", "serial", "first")
 
     def __init__(self) -> None:
         self.level = 0.0
         self.key: i64 = 0
         self.level_max = 0.0
         self.serial: i64 = 0
-        self.frozen: list[FlowClass] = []
+        self.first: FlowClass | None = None
 
 
 class Component:
@@ -301,11 +325,13 @@ def _sort_by_order(classes: list[FlowClass]) -> None:
         classes[j] = flow_class
 
 
-def _smallest_cap(classes: list[FlowClass]) -> tuple[float, int]:
-    """The smallest cap of the ``classes`` not frozen yet (inf if none) and how many have it."""
+def _smallest_cap(classes: FlowClass | None) -> tuple[float, int]:
+    """The smallest cap of the ``classes`` (a chain through FlowClass.next_refill) not frozen yet
+    (inf if none) and how many have it."""
     capped = math.inf
     at_cap = 0
-    for flow_class in classes:
+    flow_class = classes
+    while flow_class is not None:
         if flow_class.step < 0:
             cap = flow_class.cap
             if cap < capped:
@@ -313,6 +339,7 @@ def _smallest_cap(classes: list[FlowClass]) -> tuple[float, int]:
                 at_cap = 1
             elif cap == capped:
                 at_cap += 1
+        flow_class = flow_class.next_refill
     return capped, at_cap
 
 
@@ -370,6 +397,65 @@ def _pop_first(heap: list[FlowClass]) -> None:
         _sift_down(heap, last, 0)
 
 
+class Start:
+    """A transfer whose bytes start to flow at ``start_ps`` (ps): ``size`` bytes in ``flow_class``,
+    ``done`` fired when the last one arrives. ``sequence`` numbers the transfers in issue order
+    (of equal starts, the first issued comes first). An entry of the network's heap of starts."""
+
+    __slots__ = ("start_ps", "sequence", "flow_class", "size", "done")
+
+    def __init__(self, start_ps: i64, sequence: i64, flow_class: FlowClass, size: i64, done: simpy.Event) -> None:
+        self.start_ps = start_ps
+        self.sequence = sequence
+        self.flow_class = flow_class
+        self.size = size
+        self.done = done
+
+
+def _starts_before(a: Start, b: Start) -> bool:
+    """Whether ``a`` comes before ``b`` in the network's heap of starts (by time, then issue order)."""
+    return a.start_ps < b.start_ps or (a.start_ps == b.start_ps and a.sequence < b.sequence)
+
+
+def _push_start(heap: list[Start], start: Start) -> None:
+    """Put ``start`` into the binary ``heap`` of starts (native fields compared: no tuple of keys)."""
+    slot: i64 = len(heap)
+    heap.append(start)
+    while slot > 0:
+        parent_slot = (slot - 1) >> 1
+        parent = heap[parent_slot]
+        if not _starts_before(start, parent):
+            break
+        heap[slot] = parent
+        slot = parent_slot
+    heap[slot] = start
+
+
+def _pop_start(heap: list[Start]) -> Start:
+    """Take the first start out of the binary ``heap`` of starts."""
+    first = heap[0]
+    last = heap.pop()
+    if last is not first:
+        size: i64 = len(heap)
+        slot: i64 = 0
+        while True:
+            child_slot = 2 * slot + 1
+            if child_slot >= size:
+                break
+            child = heap[child_slot]
+            if child_slot + 1 < size:
+                right = heap[child_slot + 1]
+                if _starts_before(right, child):
+                    child_slot += 1
+                    child = right
+            if not _starts_before(child, last):
+                break
+            heap[slot] = child
+            slot = child_slot
+        heap[slot] = last
+    return first
+
+
 def _insert_by_order(classes: list[FlowClass], flow_class: FlowClass) -> None:
     """Insert ``flow_class`` into ``classes`` (in creation order) at its place."""
     order = flow_class.order
@@ -411,12 +497,13 @@ class FlowNetwork:
         self.quantum_ps = quantum_ps  # 0: exact; else starts and ends take effect at its multiples only
         self.resources: list[Resource] = []
         self._classes: dict[tuple[Sequence[Resource], float], FlowClass] = {}
-        self._starts: list[tuple[int, int, FlowClass, int, simpy.Event]] = []
+        self._starts: list[Start] = []  # a binary heap, see _push_start
         self._finishes: list[FlowClass] = []  # a binary heap of classes by (queued_ps, order), see _schedule_finish
         self._finish_slack: i64 = 2  # ps before its finish_ps at which a class may already be within tolerance
         self._sequence = 0
         self._wakeup_ps: int | None = None
-        self._generation = 0
+        self._timer: simpy.Event | None = None  # the pending wake-up's event (an earlier one supersedes it)
+        self._wakeup: Callable[[simpy.Event], None] = self._on_wakeup  # bound once: every timer's callback
         self._rebuild = False  # a resource became limiting: components and steps are built again from scratch
         self._marks: i64 = 0  # stamps Resource.mark
         self._serials: i64 = 0  # numbers the filling steps (Step.serial)
@@ -486,7 +573,8 @@ class FlowNetwork:
         env = self.env
         if done is None:
             done = simpy.Event(env)
-        start_ps = clock(env) + delay_ps
+        now = clock(env)
+        start_ps = now + delay_ps
         if flow_class is None or size_bytes <= 0:
             outcome = (OWN_CAP, start_ps)
             if delay_ps > 0:
@@ -498,13 +586,13 @@ class FlowNetwork:
                 done.succeed(outcome)
             return done
         self._sequence = sequence = self._sequence + 1
-        heapq.heappush(self._starts, (start_ps, sequence, flow_class, size_bytes, done))
+        _push_start(self._starts, Start(start_ps, sequence, flow_class, size_bytes, done))
         wakeup_ps = self._wakeup_ps
         quantum = self.quantum_ps
         if quantum:
             start_ps = -(-start_ps // quantum) * quantum
         if wakeup_ps is None or start_ps < wakeup_ps:
-            self._wake_at(start_ps)
+            self._wake_at(start_ps, now)
         return done
 
     # -- internals -----------------------------------------------------------------------------
@@ -540,7 +628,9 @@ class FlowNetwork:
         became_limiting = False
         for group in regrouped:
             lowest = min(r.capacity for r in group)
+            lead = group[0]
             for resource in group:
+                resource.lead = lead
                 limiting = resource.capacity <= lowest * (1 + _SHADOW_MARGIN)
                 became_limiting |= limiting and not resource.limiting
                 resource.limiting = limiting
@@ -549,35 +639,35 @@ class FlowNetwork:
             for flow_class in self._classes.values():
                 flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
-    def _wake_at(self, time_ps: int, timer: simpy.Event | None = None) -> None:
+    def _wake_at(self, time_ps: int, now: int, timer: simpy.Event | None = None) -> None:
         """Wake up at ``time_ps`` (with a time quantum, at the first multiple of it at or after
-        ``time_ps``), before the pending wake-up if any (which is then ignored). ``timer`` is the
-        event of the wake-up under way, processed by now: it is triggered again (with the queue key
-        a new Timeout would get) instead of a new one."""
+        ``time_ps``; ``now`` is the clock), before the pending wake-up if any (which is then
+        ignored). ``timer`` is the event of the wake-up under way, processed by now: it is triggered
+        again (with the queue key a new Timeout would get) instead of a new one."""
         quantum = self.quantum_ps
         if quantum:
             time_ps = -(-time_ps // quantum) * quantum
         self._wakeup_ps = time_ps
-        self._generation += 1
-        generation = self._generation
         env = self.env
         if timer is None:
-            timer = simpy.Timeout(env, time_ps - clock(env))
+            timer = simpy.Timeout(env, time_ps - now)
         else:
-            rearm_at(env, timer, time_ps - clock(env))
-        timer.callbacks.append(lambda event: self._on_wakeup(generation, event))
+            rearm_at(env, timer, time_ps - now)
+        self._timer = timer
+        timer.callbacks.append(self._wakeup)
 
-    def _on_wakeup(self, generation: int, timer: simpy.Event) -> None:
+    def _on_wakeup(self, timer: simpy.Event) -> None:
         """Finish the members that are done (classes in creation order), start the flows due, and
-        recompute the rates if anything changed; wake up next with ``timer`` (this wake-up's)."""
-        if generation != self._generation:
-            return  # superseded by an earlier wake-up
+        recompute the rates if anything changed; wake up next with ``timer`` (this wake-up's). A
+        timer that is not the pending wake-up's was superseded by an earlier one: nothing to do
+        (only the pending wake-up's timer is ever triggered again, so a superseded one stays so)."""
+        if timer is not self._timer:
+            return
         self._wakeup_ps = None
         env = self.env
         now: i64 = clock(env)
         changed: list[FlowClass] = []
         finishes = self._finishes
-        heappop = heapq.heappop
         horizon = now + self._finish_slack
         due = []
         while finishes and finishes[0].queued_ps <= horizon:
@@ -595,7 +685,7 @@ class FlowNetwork:
         for flow_class in due:
             members = flow_class.members
             reached = flow_class.virtual_bytes + flow_class.rate * float(now - flow_class.updated_ps)
-            if members[0][0] - reached > members[0][2] * _FINISH_TOLERANCE:
+            if flow_class.first_finish - reached > flow_class.first_tolerance:
                 finish_ps = flow_class.finish_ps
                 if finish_ps > now:
                     flow_class.queued_ps = finish_ps  # not yet: it stays due at its finish_ps
@@ -606,8 +696,10 @@ class FlowNetwork:
                 continue
             flow_class.advance(now)
             finished = finished_bytes = 0
-            while members and members[0][0] - flow_class.virtual_bytes <= members[0][2] * _FINISH_TOLERANCE:
+            while members and flow_class.first_finish - flow_class.virtual_bytes <= flow_class.first_tolerance:
                 finish, _, size, done, flowing_ps = members.pop(0)
+                if members:
+                    flow_class.note_first()
                 finished += 1
                 finished_bytes += size
                 changes = flow_class.changes
@@ -623,8 +715,9 @@ class FlowNetwork:
                 flow_class.changed = True
                 changed.append(flow_class)
         starts = self._starts
-        while starts and starts[0][0] <= now:
-            _, sequence, flow_class, size, done = heappop(starts)
+        while starts and starts[0].start_ps <= now:
+            entry = _pop_start(starts)
+            flow_class, sequence, size, done = entry.flow_class, entry.sequence, entry.size, entry.done
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
                 flow_class.changes = []
@@ -636,6 +729,8 @@ class FlowNetwork:
             while j and members[j - 1][0] > finish:
                 j -= 1
             members.insert(j, (finish, sequence, size, done, now))
+            if not j:
+                flow_class.note_first()
             if not flow_class.changed:
                 flow_class.changed = True
                 changed.append(flow_class)
@@ -665,22 +760,21 @@ class FlowNetwork:
             else:
                 _pop_first(finishes)
         next_ps = finishes[0].queued_ps if finishes else None
-        if starts and (next_ps is None or starts[0][0] < next_ps):
-            next_ps = starts[0][0]
+        if starts and (next_ps is None or starts[0].start_ps < next_ps):
+            next_ps = starts[0].start_ps
         if next_ps is not None:
-            self._wake_at(next_ps, timer)  # one timer for the next instant, whichever kind it is
+            self._wake_at(next_ps, now, timer)  # one timer for the next instant, whichever kind it is
 
     def _schedule_finish(self, flow_class: FlowClass, now: i64) -> None:
         """When the first member of ``flow_class`` ends at its rate (its clock is at ``now``). The
         class enters the heap of finishes only if that is earlier than its entry there: a later
         finish is found when the early entry comes up (rates change far more often than classes
         finish, so most changes cost no heap operation)."""
-        head = flow_class.members[0]
-        left = head[0] - flow_class.virtual_bytes
+        left = flow_class.first_finish - flow_class.virtual_bytes
         rate = flow_class.rate
         finish_ps = now + max(1, math.ceil(left / rate - 1e-9)) if left > 0 else now
         # a member within tolerance ends at any wake-up up to tolerance / rate before its finish_ps
-        slack = 2 + int(head[2] * _FINISH_TOLERANCE / rate)
+        slack = 2 + int(flow_class.first_tolerance / rate)
         if slack > self._finish_slack:
             self._finish_slack = slack
         flow_class.finish_ps = finish_ps
@@ -736,44 +830,51 @@ class FlowNetwork:
         if self._rebuild:
             self._rebuild = False
             concerned = self._rebuild_components(concerned)
-        refill = []
+        refilled = []  # the classes refilled, a chain through FlowClass.next_refill per component
         for component, mine in concerned.items():
-            refill += self._refill(component, mine)
+            refilled.append(self._refill(component, mine))
 
         self._marks = mark = self._marks + 1
-        moved: list[list[Resource]] = []  # the peer groups whose total may have changed (their first member marked)
-        for flow_class in refill:
-            if flow_class.limit != flow_class.bottleneck or not flow_class.changes:  # note a change, at the clock of now
-                flow_class.bottleneck = flow_class.limit
-                flow_class.changes.append((flow_class.virtual_bytes + flow_class.rate * float(now - flow_class.updated_ps), flow_class.limit))
-            if flow_class.level != flow_class.rate:
-                flow_class.advance(now)
-                flow_class.rate = flow_class.level
-            elif not flow_class.changed:
-                continue
-            self._schedule_finish(flow_class, now)
-            for resource in flow_class.bounds:
-                peers = resource.peers
-                assert peers is not None  # a resource of a class's path has peers
-                head = peers[0]
-                if head.mark != mark:
-                    head.mark = mark
-                    moved.append(peers)
+        moved: Resource | None = None  # the leads of the peer groups whose total may have changed (marked), chained
+        for chain in refilled:
+            refilled_class = chain
+            while refilled_class is not None:
+                if refilled_class.limit != refilled_class.bottleneck or not refilled_class.changes:  # note a change, at the clock of now
+                    refilled_class.bottleneck = refilled_class.limit
+                    reached = refilled_class.virtual_bytes + refilled_class.rate * float(now - refilled_class.updated_ps)
+                    refilled_class.changes.append((reached, refilled_class.limit))
+                if refilled_class.level != refilled_class.rate:
+                    refilled_class.advance(now)
+                    refilled_class.rate = refilled_class.level
+                    rescheduled = True
+                else:
+                    rescheduled = refilled_class.changed
+                if rescheduled:
+                    self._schedule_finish(refilled_class, now)
+                    for resource in refilled_class.bounds:
+                        lead = resource.lead
+                        if lead.mark != mark:
+                            lead.mark = mark
+                            lead.next_moved = moved
+                            moved = lead
+                refilled_class = refilled_class.next_refill
         for flow_class in changed:
             flow_class.changed = False
             for resource in flow_class.bounds:
-                peers = resource.peers
-                assert peers is not None
-                head = peers[0]
-                if head.mark != mark:
-                    head.mark = mark
-                    moved.append(peers)
+                lead = resource.lead
+                if lead.mark != mark:
+                    lead.mark = mark
+                    lead.next_moved = moved
+                    moved = lead
         stamp: object = now  # one Python int for every point logged now
-        for group in moved:
+        while moved is not None:  # each group once, in no particular order: each resource has its own log
             total = 0.0  # peers are crossed by the same classes: one sum, in creation order
-            for flow_class in group[0].crossing:
+            for flow_class in moved.crossing:
                 total += flow_class.demand
             logged: object = None  # the total as a Python float, once for the group's logs
+            group = moved.peers
+            assert group is not None  # a resource of a class's path has peers
+            moved = moved.next_moved
             for resource in group:
                 if total != resource.rate:
                     resource.rate = total
@@ -820,10 +921,12 @@ class FlowNetwork:
             component.peak = len(component.classes)
         return component
 
-    def _refill(self, component: Component, changed: list[FlowClass]) -> list[FlowClass]:
+    def _refill(self, component: Component, changed: list[FlowClass]) -> FlowClass | None:
         """Refill ``component`` after its ``changed`` classes changed: from its first affected step,
         or from scratch (after a merge; or split into its connected parts once it has lost half its
-        classes since it was last looked at). Returns the classes refilled."""
+        classes since it was last looked at). Returns the classes refilled (a chain through
+        FlowClass.next_refill, in no particular order: what is done with each refilled class
+        concerns that class alone)."""
         if component.refill or len(component.classes) * 2 <= component.peak:
             self._undo_steps(component, 0)
             if component.refill:
@@ -832,14 +935,22 @@ class FlowNetwork:
             else:
                 parts = self._connected(list(component.classes))
                 component.classes = {}  # an idle resource may still name it: it comes back empty
-            refill = []
+            refilled: FlowClass | None = None
             for part in parts:
                 part.refill = False
                 part.peak = len(part.classes)
-                classes = list(part.classes)
+                classes: FlowClass | None = None
+                last: FlowClass | None = None  # the last of the part's chain, to link the other parts' after it
+                for flow_class in part.classes:
+                    flow_class.next_refill = classes
+                    classes = flow_class
+                    if last is None:
+                        last = flow_class
                 self._fill(part, classes)
-                refill += classes
-            return refill
+                if last is not None:
+                    last.next_refill = refilled
+                    refilled = classes
+            return refilled
         self._marks = mark = self._marks + 1
         affected: list[Resource] = []
         for flow_class in changed:
@@ -848,9 +959,12 @@ class FlowNetwork:
                     resource.mark = mark
                     affected.append(resource)
         step = self._first_affected_step(component, changed, affected)
-        never_frozen = [c for c in changed if c.busy and c.step < 0]  # not among the classes the undone steps froze
-        refill = self._undo_steps(component, step)
-        refill += never_frozen
+        refill: FlowClass | None = None
+        for flow_class in changed:
+            if flow_class.busy and flow_class.step < 0:  # not among the classes the undone steps froze
+                flow_class.next_refill = refill
+                refill = flow_class
+        refill = self._undo_steps(component, step, refill)
         self._fill(component, refill)
         return refill
 
@@ -944,17 +1058,20 @@ class FlowNetwork:
                 residual, frozen, start = next_residual, next_frozen, end
         return first
 
-    def _undo_steps(self, component: Component, first: int) -> list[FlowClass]:
+    def _undo_steps(self, component: Component, first: int, unfrozen: FlowClass | None = None) -> FlowClass | None:
         """Forget the steps from ``first`` on, the last first, and unfreeze the classes they froze;
-        returns the busy ones (each once: a class is frozen by one step). The resources those
-        steps changed keep their entries until the filling next reads them (:meth:`_restore`)."""
-        unfrozen: list[FlowClass] = []
+        returns the busy ones (each once: a class is frozen by one step) put before the chain
+        ``unfrozen`` (through FlowClass.next_refill). The resources those steps changed keep their
+        entries until the filling next reads them (:meth:`_restore`)."""
         steps = component.steps
         for j in range(component.count - 1, first - 1, -1):
-            for flow_class in steps[j].frozen:
+            flow_class = steps[j].first
+            while flow_class is not None:
                 flow_class.step = -1
                 if flow_class.busy:
-                    unfrozen.append(flow_class)
+                    flow_class.next_refill = unfrozen
+                    unfrozen = flow_class
+                flow_class = flow_class.next_frozen
         if first < component.count:
             component.count = first
         return unfrozen
@@ -984,27 +1101,35 @@ class FlowNetwork:
             else:
                 resource.residual, resource.frozen = resource.capacity, 0
 
-    def _fill(self, component: Component, unfrozen: list[FlowClass]) -> None:
-        """Progressive filling of the ``unfrozen`` busy classes from the state the kept steps left:
+    def _fill(self, component: Component, unfrozen: FlowClass | None) -> None:
+        """Progressive filling of the ``unfrozen`` busy classes (a chain through
+        FlowClass.next_refill, left as it is) from the state the kept steps left:
         raise their rates together until a resource saturates or a class reaches its cap; freeze
         those; repeat. Each step scans the resources of their paths that still have unfrozen
-        members for the smallest fair share (ties to the smallest key; the resources left with none
-        are dropped from the scan once they are a quarter of it) and counts the classes of the
+        members for the smallest fair share (ties to the smallest key; a resource left with none
+        leaves the scan when the scan next meets it) and counts the classes of the
         smallest cap not frozen yet (the cap is looked for again when they are all frozen and a cap
         could be reached). Each step is recorded for the next recomputation: its level, key and
         frozen classes, and in each resource it changed a Snapshot of its state after it."""
         self._marks = mark = self._marks + 1
-        live: list[Resource] = []  # the resources of their paths, each once, in the state the kept steps left
+        live: Resource | None = None  # the first of the resources of their paths with unfrozen members, each once
         capped, at_cap = _smallest_cap(unfrozen)  # the smallest cap of the unfrozen classes, and how many have it
-        for flow_class in unfrozen:
+        unfixed = 0
+        flow_class = unfrozen
+        while flow_class is not None:
+            unfixed += 1
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
-                    live.append(resource)
                     self._restore(resource, component)
                     members = resource.flows - resource.frozen
-                    resource.share = resource.residual / float(members) if members > 0 else math.inf
-        unfixed = len(unfrozen)
+                    if members > 0:  # in the state the kept steps left
+                        resource.share = resource.residual / float(members)
+                        resource.next_live = live
+                        live = resource
+                    else:
+                        resource.share = math.inf
+            flow_class = flow_class.next_refill
         steps = component.steps
         step = component.count
         top = steps[step - 1].level_max if step else -math.inf  # the running maximum of the levels
@@ -1013,34 +1138,64 @@ class FlowNetwork:
             bottleneck: Resource | None = None
             level = math.inf
             key: i64 = _CAP_STEP_KEY
-            saturated = 0
-            for resource in live:
-                share = resource.share
-                if share < level or (share == level and resource.key < key):
-                    bottleneck, level, key = resource, share, resource.key
-                elif share == math.inf:
-                    saturated += 1  # nothing left to limit
-            if saturated * 4 > len(live):  # out of the scan (whose order decides nothing)
-                live = [r for r in live if r.flows > r.frozen]
+            before: Resource | None = None  # the last resource the scan kept
+            scanned = live
+            while scanned is not None:
+                share = scanned.share
+                if share == math.inf:  # nothing left to limit, for the rest of this filling: out of the scan
+                    if before is None:  # (whose order decides nothing: the smallest share, ties to the smallest key)
+                        live = scanned.next_live
+                    else:
+                        before.next_live = scanned.next_live
+                else:
+                    if share < level or (share == level and scanned.key < key):
+                        bottleneck, level, key = scanned, share, scanned.key
+                    before = scanned
+                scanned = scanned.next_live
             if at_cap == 0 and capped <= level:  # the classes of the smallest cap are all frozen: the next cap
                 capped, at_cap = _smallest_cap(unfrozen)
+            freezing: FlowClass | None = None  # the classes this step freezes, in creation order, chained by next_frozen
+            count = 0
             if capped <= level:
                 level, key, limit = capped, _CAP_STEP_KEY, OWN_CAP
-                freezing = [c for c in unfrozen if c.step < 0 and c.cap == capped]
-                if len(freezing) > 1:
-                    _sort_by_order(freezing)
+                candidate = unfrozen
+                while candidate is not None:  # each one of the smallest cap put in its place in the chain
+                    if candidate.step < 0 and candidate.cap == capped:
+                        count += 1
+                        order = candidate.order
+                        if freezing is None or order < freezing.order:
+                            candidate.next_frozen = freezing
+                            freezing = candidate
+                        else:
+                            after = freezing
+                            while after.next_frozen is not None and after.next_frozen.order < order:
+                                after = after.next_frozen
+                            candidate.next_frozen = after.next_frozen
+                            after.next_frozen = candidate
+                    candidate = candidate.next_refill
             else:
                 assert bottleneck is not None  # no share left means level = inf, and the cap step is taken
-                freezing = [c for c in bottleneck.crossing if c.step < 0]
+                last: FlowClass | None = None
+                for candidate in bottleneck.crossing:  # in creation order
+                    if candidate.step < 0:
+                        count += 1
+                        if last is None:
+                            freezing = candidate
+                        else:
+                            last.next_frozen = candidate
+                        last = candidate
+                if last is not None:
+                    last.next_frozen = None
                 limit = bottleneck.index
             self._marks = touched = self._marks + 1  # marks the resources this step has changed
-            for flow_class in freezing:
+            flow_class = freezing
+            while flow_class is not None:
                 flow_class.step = step
                 flow_class.level = level
                 flow_class.limit = limit
                 if flow_class.cap == capped:
                     at_cap -= 1
-                n: i64 = len(flow_class.members)
+                n = flow_class.counted  # its members (all counted by now)
                 flow_class.demand = demand = level * float(n)
                 for resource in flow_class.bounds:
                     left = resource.residual - demand
@@ -1063,6 +1218,7 @@ class FlowNetwork:
                         else:
                             history.append(Snapshot(step, serial, residual, frozen))
                         resource.depth = depth + 1
+                flow_class = flow_class.next_frozen
             if step < len(steps):
                 record = steps[step]
             else:
@@ -1070,8 +1226,8 @@ class FlowNetwork:
                 steps.append(record)
             if level > top:
                 top = level
-            record.level, record.key, record.level_max, record.serial, record.frozen = level, key, top, serial, freezing
-            unfixed -= len(freezing)
+            record.level, record.key, record.level_max, record.serial, record.first = level, key, top, serial, freezing
+            unfixed -= count
             step += 1
             serial += 1
         component.count = step

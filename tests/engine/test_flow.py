@@ -192,9 +192,19 @@ def test_an_unregistered_resource_is_reported_as_such():
     assert outcomes([(1000, (stray,), math.inf, 0)], [])[0][0] == -2
 
 
+def frozen_by(step):
+    """The classes ``step`` froze, in the order of its chain."""
+    classes = []
+    flow_class = step.first
+    while flow_class is not None:
+        classes.append(flow_class)
+        flow_class = flow_class.next_frozen
+    return classes
+
+
 def filling(component):
     """The steps of ``component``'s last filling: (level, key, classes frozen, serial) each."""
-    return [(step.level, step.key, list(step.frozen), step.serial) for step in component.steps[:component.count]]
+    return [(step.level, step.key, frozen_by(step), step.serial) for step in component.steps[:component.count]]
 
 
 def check_against_oracle(network, now):
@@ -550,7 +560,9 @@ def test_undone_steps_leave_a_resource_its_state_until_the_filling_reads_it_agai
     before = filling(component)
     assert [step[:2] for step in before] == [(0.25, r1.key), (0.75, r0.key)] and r0.depth == 2
     unfrozen = network._undo_steps(component, 0)
-    assert component.count == 0 and all(c.step == -1 for c in unfrozen) and r0.depth == 2
+    chained = [unfrozen, unfrozen.next_refill]  # the two classes, chained
+    assert component.count == 0 and {c.order for c in chained} == {0, 1} and all(c.step == -1 for c in chained)
+    assert r0.depth == 2
     network._restore(r0, component)
     assert (r0.depth, r0.residual, r0.frozen) == (0, r0.capacity, 0)
     network._fill(component, unfrozen)
