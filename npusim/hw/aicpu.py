@@ -360,8 +360,9 @@ class AicpuScheduler:
         position = start
         if self.core_choice == "least_loaded":
             outstanding, order = pool.outstanding, pool.core_order
-            loads = [outstanding[core] for core in order[start:]] + [outstanding[core] for core in order[:start]]  # in turn from start
-            position = start + loads.index(min(loads))  # the first of the least loaded
+            fewest = min(outstanding)
+            while outstanding[order[position % n]] != fewest:  # in turn from start: the first of the least loaded
+                position += 1
         pool.next_core = (position + 1) % n
         return pool.core_order[position % n]
 

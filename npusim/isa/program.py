@@ -101,7 +101,7 @@ class CoreProgram:
         self.kernel = kernel
         self.core = core
         self.instructions: list[Instruction] = []
-        self._allocated = {name: 0 for name in core.buffers}
+        self._allocated = dict.fromkeys(core.buffers, 0)
         self._tile = -1
         self._regs = 0
         self._timing = core.timing
@@ -741,7 +741,7 @@ class _Placed:
     def __init__(self, program: CoreProgram) -> None:
         self.by_pipe = program.by_pipe()
         self.name = program.kernel.name
-        self.needs_end_times = any(i.__class__ is PipeBarrierAll for i in self.by_pipe[_SCALAR])
+        self.needs_end_times = PipeBarrierAll in map(type, self.by_pipe[_SCALAR])
         self.buffer_bytes = program.allocated_bytes  # bytes reserved per buffer, held for the whole run
 
 

@@ -208,6 +208,7 @@ class Task:
     past the read. ``done`` once the scheduler has handled its completion (``completed``: that event)."""
 
     on_core = True
+    on_control = False  # a control task (ControlRead) says True; the scheduler asks each ready task, and a missing attribute is slow to ask
 
     def __init__(self, op: OpNode, tile: int) -> None:
         self.op = op
@@ -343,16 +344,18 @@ class CoreTask(Task):
                 build(p)
             return self._launch(kernel, p, core)
         pieces = [build, *self.consumers]
-        gms = [piece.gm() for piece in pieces]
+        gms = []
         bases, strides = [], []  # the builders read the strides of the views they are given: those are part of the shape
-        for gm in gms:
+        for piece in pieces:
+            gm = piece.gm()
+            gms.append(gm)
             for address in gm:
                 if address.__class__ is GmView:
                     bases.append((address.allocation, address.offset_bytes))
                     strides.append(address.strides)
                 else:  # a GmAddress
                     bases.append((address.allocation, address.offset))
-        key = (self.core_kind, tuple(piece.key for piece in pieces), tuple(strides))
+        key = (self.core_kind, tuple([piece.key for piece in pieces]), tuple(strides))
         known = launch.templates.get(key)
         with p.tile(self.tile):
             if known is not None and p.replay(known.program, bases):
@@ -385,8 +388,9 @@ class CoreTask(Task):
         and launch it."""
         first, *last_of_pipe = _watched(p.instructions) if watched is None else watched
         on_recorded(first, self._first_recorded)
+        pipe_end_recorded = self._pipe_end_recorded
         for instruction in last_of_pipe:
-            on_recorded(instruction, self._pipe_end_recorded)
+            on_recorded(instruction, pipe_end_recorded)
         launch = self.op.program.launch
         process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind))
         process.callbacks.append(self._ended)
