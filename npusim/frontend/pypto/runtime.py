@@ -316,7 +316,6 @@ class CoreTask(Task):
         self.consumers: list[ProgramPiece] = []
         self.accesses: list[Callable[[], list[AccessSpec]]] = []
         self._records: list[Access] = []
-        self._kernel: isa.Kernel | None = None  # its launched kernel, until the run ends (see _ended)
         self.first_event = -1
         self.last_event = -1
 
@@ -394,7 +393,10 @@ class CoreTask(Task):
         launch = self.op.program.launch
         process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind))
         process.callbacks.append(self._ended)
-        self._kernel = kernel
+        # The kernel and its program refer to each other: without that cycle both are freed once
+        # the tile op is built and launched (the core runs the placed program), not left to the
+        # cycle collector, nor kept while the tile op waits for its core
+        kernel.programs.clear()
         return process
 
     def _first_recorded(self, event: int) -> None:
@@ -427,11 +429,6 @@ class CoreTask(Task):
         now = self.op.program.launch.system.env.now
         for access in self._records:
             self.op.program.launch.races.ended(access, now)
-        # The kernel and its program refer to each other: without that cycle the program, its
-        # instructions and the run's events are freed now, not left to the cycle collector.
-        if self._kernel is not None:
-            self._kernel.programs.clear()
-            self._kernel = None
 
 
 class WaitTask(Task):

@@ -17,12 +17,12 @@ from tests.isa.test_program import describe_program
 def checked(monkeypatch):
     """Every tile op's program checked against a fresh build of its pieces; yields the counts of
     tile ops that replayed a template and that were built."""
-    launched: list[isa.Kernel] = []
+    launched: list[list[isa.CoreProgram]] = []  # the programs of each launched kernel (a tile op's kernel lets go of its program once launched)
     counts = {"replayed": 0, "built": 0}
     launch, start, replay = isa.Kernel.launch, runtime.CoreTask.start, isa.CoreProgram.replay
 
     def recording_launch(self, stream=None):
-        launched.append(self)
+        launched.append(list(self.programs.values()))
         return launch(self, stream)
 
     def counting_replay(self, template, bases):
@@ -35,7 +35,7 @@ def checked(monkeypatch):
         process = start(self, core)
         if isinstance(self.build, runtime.ProgramPiece):
             counts["built"] += counts["replayed"] == replayed
-            (program,) = launched[-1].programs.values()
+            (program,) = launched[-1]
             fresh = isa.Kernel(self.op.name, die=self.op.program.die, system=self.op.program.launch.system).core(self.core_kind, core)
             gms = [piece.gm() for piece in (self.build, *self.consumers)]
             with fresh.tile(self.tile):
