@@ -746,14 +746,15 @@ class _Placed:
         self.buffer_bytes = program.allocated_bytes  # bytes reserved per buffer, held for the whole run
 
 
-def _run_placed(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int):
-    """A launched kernel's stream task: each placed program runs on its core; the task ends when
-    all have."""
-    if len(placed) == 1:  # a tile op's: the condition of one run, leaner (_one_after)
-        ((core, program),) = placed
-        yield _one_after(core.execute(program, op))
-    else:
-        yield env.all_of([core.execute(program, op) for core, program in placed])
+def _run_one(core: AICore, program: _Placed, op: int):
+    """The stream task of a kernel of one program (a tile op's): it runs on its core; the
+    condition of that one run is leaner (_one_after)."""
+    yield _one_after(core.execute(program, op))
+
+
+def _run_all(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int):
+    """The stream task of a kernel: each placed program runs on its core; it ends when all have."""
+    yield env.all_of([core.execute(program, op) for core, program in placed])
 
 
 def _one_after(event: simpy.Event) -> simpy.Event:
@@ -847,7 +848,10 @@ class Kernel:
         placed = [(program.core, _Placed(program)) for program in programs]
         if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
             self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
-        self.launched = stream.submit(_run_placed, self.system.env, placed, op)
+        if len(placed) == 1:
+            self.launched = stream.submit(_run_one, *placed[0], op)
+        else:
+            self.launched = stream.submit(_run_all, self.system.env, placed, op)
         return self.launched
 
     def _check_races(self, programs: list[CoreProgram]) -> None:
