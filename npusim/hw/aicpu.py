@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import queued_events, rearm_at, schedule_stamp, succeed_at
+from npusim.engine.loop import clock, queued_events, rearm_at, schedule_stamp, succeed_at
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class SchedulerThread:
         timer = simpy.Event(env)
         while True:
             if self.finished:
-                task, start = self.finished.popleft(), env.now
+                task, start = self.finished.popleft(), clock(env)
                 rearm_at(env, timer, scheduler.completion_ps)
                 yield timer
                 completed = record(self.track, scheduler.complete_name, start, task)
@@ -194,14 +194,14 @@ class SchedulerThread:
                     scheduler.flow(task.last_event, completed, "complete")
                 scheduler.resolve(task, completed)
             elif self.to_dispatch:
-                task, core, ready, start = *self.to_dispatch.popleft(), env.now
+                (task, core, ready), start = self.to_dispatch.popleft(), clock(env)
                 rearm_at(env, timer, scheduler.schedule_ps)
                 yield timer
                 dispatched = record(self.track, scheduler.dispatch_name, start, task)
                 scheduler.flow(ready, dispatched, "ready")
                 task.start(core).callbacks.append(partial(scheduler.core_finished, task, core, dispatched))
             elif self.waits:
-                start = env.now
+                start = clock(env)
                 matched = []
                 waits = self.waits
                 for task in waits:  # in turn: a wait that clears its slot hides it from the next
@@ -360,8 +360,9 @@ class AicpuScheduler:
         position = start
         if self.core_choice == "least_loaded":
             outstanding, order = pool.outstanding, pool.core_order
-            loads = [outstanding[core] for core in order[start:]] + [outstanding[core] for core in order[:start]]  # in turn from start
-            position = start + loads.index(min(loads))  # the first of the least loaded
+            fewest = min(outstanding)
+            while outstanding[order[position % n]] != fewest:  # in turn from start: the first of the least loaded
+                position += 1
         pool.next_core = (position + 1) % n
         return pool.core_order[position % n]
 
@@ -380,7 +381,7 @@ class AicpuScheduler:
         track = self.recorder.track(self.die.index, "aicpu control", "CONTROL", (2, len(self.threads)))
         read_name = self.recorder.name_id("read")
         while self.control_queue:
-            (task, ready), start = self.control_queue.popleft(), self.env.now
+            (task, ready), start = self.control_queue.popleft(), clock(self.env)
             yield self.env.timeout(self.control_read_ps)
             event = self.record(track, read_name, start, task)
             self.flow(ready, event, "ready")
@@ -404,7 +405,7 @@ class AicpuScheduler:
     def record(self, track: int, name_id: int, start_ps: int, task) -> int:
         """Record an event of a thread from ``start_ps`` to now; returns its index."""
         op, tile = (task.trace_op, task.tile) if task is not None else (-1, -1)
-        return self.recorder.record(track, name_id, start_ps, self.env.now, 0, op, tile)
+        return self.recorder.record(track, name_id, start_ps, clock(self.env), 0, op, tile)
 
     def flow(self, from_event: int, to_event: int, name: str) -> None:
         """A flow between two recorded events, when both exist (-1: none)."""

@@ -17,15 +17,16 @@ class Stream:
         self.tail: simpy.Process | None = None
         self.tasks = 0
 
-    def submit(self, task: Callable[[], Generator]) -> simpy.Process:
-        """Queue ``task`` (a function returning a SimPy generator); returns its process."""
-        previous = self.tail
+    def submit(self, task: Callable[..., Generator], *args: object) -> simpy.Process:
+        """Queue ``task`` (a function returning a SimPy generator, given ``args``); returns its process."""
         self.tasks += 1
-
-        def run():
-            if previous is not None and not previous.processed:
-                yield previous
-            yield from task()
-
-        self.tail = self.env.process(run())
+        self.tail = self.env.process(_after(self.tail, task, args))
         return self.tail
+
+
+def _after(previous: simpy.Process | None, task: Callable[..., Generator], args: tuple) -> Generator:
+    """``task(*args)`` once ``previous`` (the stream's task before it, if any) has finished (a
+    module function, not a closure: a stream of tile ops holds thousands of them queued)."""
+    if previous is not None and not previous.processed:
+        yield previous
+    yield from task(*args)

@@ -125,6 +125,9 @@ def _entries(*entries: tuple | None) -> tuple[tuple, ...]:
 _new = object.__new__  # an instruction's twin is made without __init__ (it copies what __init__ computed)
 
 
+_PATH_KEYS: dict[tuple, tuple] = {}  # each path key made for a rebased copy, once: replays of copies to other dies share it
+
+
 def _path_key(pipe: Pipe, dst, src) -> tuple:
     """Which path a copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM)."""
     if isinstance(dst, GmAddress):
@@ -382,6 +385,7 @@ class DmaCopy(Instruction):
             die = (dst if key[2] else src).allocation.die
             if die != gm_die:
                 key = (key[0], die, key[2])
+                key = _PATH_KEYS.setdefault(key, key)
         new.path_key = key
         return new
 

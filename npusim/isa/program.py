@@ -25,6 +25,7 @@ import contextlib
 import math
 from collections.abc import Collection, Iterator, Sequence
 from contextvars import ContextVar
+from functools import partial
 from typing import cast
 
 import numpy as np
@@ -101,7 +102,7 @@ class CoreProgram:
         self.kernel = kernel
         self.core = core
         self.instructions: list[Instruction] = []
-        self._allocated = {name: 0 for name in core.buffers}
+        self._allocated = dict.fromkeys(core.buffers, 0)
         self._tile = -1
         self._regs = 0
         self._timing = core.timing
@@ -741,24 +742,36 @@ class _Placed:
     def __init__(self, program: CoreProgram) -> None:
         self.by_pipe = program.by_pipe()
         self.name = program.kernel.name
-        self.needs_end_times = any(i.__class__ is PipeBarrierAll for i in self.by_pipe[_SCALAR])
+        self.needs_end_times = PipeBarrierAll in map(type, self.by_pipe[_SCALAR])
         self.buffer_bytes = program.allocated_bytes  # bytes reserved per buffer, held for the whole run
+
+
+def _run_one(core: AICore, program: _Placed, op: int):
+    """The stream task of a kernel of one program (a tile op's): it runs on its core; the
+    condition of that one run is leaner (_one_after)."""
+    yield _one_after(core.execute(program, op))
+
+
+def _run_all(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int):
+    """The stream task of a kernel: each placed program runs on its core; it ends when all have."""
+    yield env.all_of([core.execute(program, op) for core, program in placed])
 
 
 def _one_after(event: simpy.Event) -> simpy.Event:
     """An event triggered when ``event`` is processed, with its failure if it failed: what
     ``env.all_of([event])`` does at the same moments (its value, which nobody reads, aside)."""
     after = simpy.Event(event.env)
-
-    def follow(_event: simpy.Event) -> None:
-        if event.ok:
-            after.succeed()
-        else:
-            event.defused = True
-            after.fail(cast(Exception, event.value))
-
-    event.callbacks.append(follow)
+    event.callbacks.append(partial(_follow, after))
     return after
+
+
+def _follow(after: simpy.Event, event: simpy.Event) -> None:
+    """Trigger ``after`` as ``event`` ended (:func:`_one_after`)."""
+    if event.ok:
+        after.succeed()
+    else:
+        event.defused = True
+        after.fail(cast(Exception, event.value))
 
 
 def _place(side) -> str:
@@ -835,16 +848,10 @@ class Kernel:
         placed = [(program.core, _Placed(program)) for program in programs]
         if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
             self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
-        env = self.system.env
-
-        def task():
-            if len(placed) == 1:  # a tile op's: the condition of one run, leaner (_one_after)
-                ((core, program),) = placed
-                yield _one_after(core.execute(program, op))
-            else:
-                yield env.all_of([core.execute(program, op) for core, program in placed])
-
-        self.launched = stream.submit(task)
+        if len(placed) == 1:
+            self.launched = stream.submit(_run_one, *placed[0], op)
+        else:
+            self.launched = stream.submit(_run_all, self.system.env, placed, op)
         return self.launched
 
     def _check_races(self, programs: list[CoreProgram]) -> None:

@@ -208,6 +208,7 @@ class Task:
     past the read. ``done`` once the scheduler has handled its completion (``completed``: that event)."""
 
     on_core = True
+    on_control = False  # a control task (ControlRead) says True; the scheduler asks each ready task, and a missing attribute is slow to ask
 
     def __init__(self, op: OpNode, tile: int) -> None:
         self.op = op
@@ -315,7 +316,6 @@ class CoreTask(Task):
         self.consumers: list[ProgramPiece] = []
         self.accesses: list[Callable[[], list[AccessSpec]]] = []
         self._records: list[Access] = []
-        self._kernel: isa.Kernel | None = None  # its launched kernel, until the run ends (see _ended)
         self.first_event = -1
         self.last_event = -1
 
@@ -343,16 +343,18 @@ class CoreTask(Task):
                 build(p)
             return self._launch(kernel, p, core)
         pieces = [build, *self.consumers]
-        gms = [piece.gm() for piece in pieces]
+        gms = []
         bases, strides = [], []  # the builders read the strides of the views they are given: those are part of the shape
-        for gm in gms:
+        for piece in pieces:
+            gm = piece.gm()
+            gms.append(gm)
             for address in gm:
                 if address.__class__ is GmView:
                     bases.append((address.allocation, address.offset_bytes))
                     strides.append(address.strides)
                 else:  # a GmAddress
                     bases.append((address.allocation, address.offset))
-        key = (self.core_kind, tuple(piece.key for piece in pieces), tuple(strides))
+        key = (self.core_kind, tuple([piece.key for piece in pieces]), tuple(strides))
         known = launch.templates.get(key)
         with p.tile(self.tile):
             if known is not None and p.replay(known.program, bases):
@@ -385,12 +387,16 @@ class CoreTask(Task):
         and launch it."""
         first, *last_of_pipe = _watched(p.instructions) if watched is None else watched
         on_recorded(first, self._first_recorded)
+        pipe_end_recorded = self._pipe_end_recorded
         for instruction in last_of_pipe:
-            on_recorded(instruction, self._pipe_end_recorded)
+            on_recorded(instruction, pipe_end_recorded)
         launch = self.op.program.launch
         process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind))
         process.callbacks.append(self._ended)
-        self._kernel = kernel
+        # The kernel and its program refer to each other: without that cycle both are freed once
+        # the tile op is built and launched (the core runs the placed program), not left to the
+        # cycle collector, nor kept while the tile op waits for its core
+        kernel.programs.clear()
         return process
 
     def _first_recorded(self, event: int) -> None:
@@ -423,11 +429,6 @@ class CoreTask(Task):
         now = self.op.program.launch.system.env.now
         for access in self._records:
             self.op.program.launch.races.ended(access, now)
-        # The kernel and its program refer to each other: without that cycle the program, its
-        # instructions and the run's events are freed now, not left to the cycle collector.
-        if self._kernel is not None:
-            self._kernel.programs.clear()
-            self._kernel = None
 
 
 class WaitTask(Task):

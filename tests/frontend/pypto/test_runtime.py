@@ -2,6 +2,8 @@
 (shmem put, get, load, store, assemble, signal and barrier tile ops, valid regions, dtypes that
 cast, groups), shapes that differ get templates of their own, and nothing racy is vouched for."""
 
+import weakref
+
 import pytest
 from pypto_collectives import run_case
 from shmem_allgather import run_allgather
@@ -17,12 +19,12 @@ from tests.isa.test_program import describe_program
 def checked(monkeypatch):
     """Every tile op's program checked against a fresh build of its pieces; yields the counts of
     tile ops that replayed a template and that were built."""
-    launched: list[isa.Kernel] = []
+    launched: list[list[isa.CoreProgram]] = []  # the programs of each launched kernel (a tile op's kernel lets go of its program once launched)
     counts = {"replayed": 0, "built": 0}
     launch, start, replay = isa.Kernel.launch, runtime.CoreTask.start, isa.CoreProgram.replay
 
     def recording_launch(self, stream=None):
-        launched.append(self)
+        launched.append(list(self.programs.values()))
         return launch(self, stream)
 
     def counting_replay(self, template, bases):
@@ -35,7 +37,7 @@ def checked(monkeypatch):
         process = start(self, core)
         if isinstance(self.build, runtime.ProgramPiece):
             counts["built"] += counts["replayed"] == replayed
-            (program,) = launched[-1].programs.values()
+            (program,) = launched[-1]
             fresh = isa.Kernel(self.op.name, die=self.op.program.die, system=self.op.program.launch.system).core(self.core_kind, core)
             gms = [piece.gm() for piece in (self.build, *self.consumers)]
             with fresh.tile(self.tile):
@@ -95,3 +97,26 @@ def test_a_racy_put_program_is_reported_on_every_tile_op_that_replays_it(monkeyp
     puts = {id(task) for p in launch.programs for op in p.ops if op.name == "shmem_put" for task in op.tasks}
     reported = [w for w in caught if "pipe race in kernel 'shmem_put'" in str(w.message) and "read after write on UB" in str(w.message)]
     assert len(puts) == 8 and len(reported) == len(puts)  # one chunk per tile: one race per tile op
+
+
+def test_a_tile_op_lets_go_of_its_kernel_and_program_once_launched(monkeypatch):
+    """A tile op's kernel and program refer to each other; once launched, its core runs the placed
+    program: both are freed as the tile op starts (no cycle left for the collector, nothing kept
+    while the tile op waits for its core)."""
+    launched = []
+    launch, start = isa.Kernel.launch, runtime.CoreTask.start
+
+    def recording_launch(self, stream=None):
+        launched.append([weakref.ref(self), *map(weakref.ref, self.programs.values())])
+        return launch(self, stream)
+
+    def checked_start(self, core):
+        process = start(self, core)
+        assert all(ref() is None for ref in launched[-1]), self
+        return process
+
+    monkeypatch.setattr(isa.Kernel, "launch", recording_launch)
+    monkeypatch.setattr(runtime.CoreTask, "start", checked_start)
+    with npusim.session("a2", data=False):
+        run_allgather(n_pes=4, rows=16, cols=256, tile_rows=4)
+    assert len(launched) > 4
