@@ -17,17 +17,18 @@ Ctrl-C (or SIGTERM) stops the run, writes nothing and exits 130 (143).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
 
 from npusim import __version__
-from npusim.analysis.outputs import run_folder_files
+from npusim.analysis.outputs import RUN_FOLDER_FILES, run_folder_files
 from npusim.analysis.report import print_report
 from npusim.cli import lasting_objects
 from npusim.cli.errors import exit_code_for, report, stoppable
@@ -37,7 +38,7 @@ from npusim.files import MARKER, Output, StagedFolder, default_folder_name
 from npusim.frontend.session import MAX_SEED, Session, SimResult, network_quantum_ps, session, young_gc_threshold
 from npusim.frontend.workload import WorkloadSource, check_param_overrides, parse_param_overrides, read_workload, run_workload_file
 from npusim.isa.racecheck import RACE_MODES
-from npusim.trace.chrome import write_chrome_trace
+from npusim.trace.chrome import TraceOnTwoCores, write_chrome_trace
 from npusim.trace.selection import LEVELS, TraceSelection, trace_selection
 
 PREVIOUS_SUFFIX = ".prev"  # <out>.prev: the good run a later run replaced
@@ -180,11 +181,16 @@ def run_outputs(result: SimResult, loaded: LoadedConfig, manifest: dict, metadat
     """The files of a run folder, in the order they are written: add a file here."""
     outputs = []
     if selection.level != "none":
-        outputs.append(Output("trace.json", lambda path: write_chrome_trace(result.record, path, metadata=metadata, selection=selection)))
+        outputs.append(Output("trace.json", lambda path: write_chrome_trace(result.record, path, metadata=metadata, selection=selection),
+                              start=lambda path: TraceOnTwoCores(result.record, path, metadata=metadata, selection=selection)))
     outputs.append(Output.json("summary.json", result.summary))
     outputs.append(Output.json(MARKER, manifest))  # manifest.json
-    # config.yaml, op_summary.csv, pipe_utilization.csv
-    outputs.extend(Output.data(name, data) for name, data in run_folder_files(result.record, loaded).items())
+    files = functools.cache(lambda: run_folder_files(result.record, loaded))  # made as the first is written (as another core writes the trace)
+
+    def file_named(name: str) -> Callable[[], bytes]:
+        return lambda: files()[name]
+
+    outputs.extend(Output.made(name, file_named(name)) for name in RUN_FOLDER_FILES)  # config.yaml, op_summary.csv, pipe_utilization.csv
     if plot and len(result.recorder):
         outputs.append(Output("timeline.png", lambda path: _save_timeline(result, path)))
     return outputs

@@ -1,0 +1,119 @@
+"""Whole ``npusim run`` commands with the run folder written on two cores or on one: wall and CPU
+seconds and peak memory, each a fresh process, against a baseline checkout in the same run.
+
+    python benchmarks/run_folder.py [--case main] [--case 32pe] [--baseline /path/to/main/checkout]
+                                    [--repeat 3] [--scratch /dev/shm]
+
+Cases (timing only, ``--no-data``, the default trace): ``main`` the README's job (the a3
+all-gather), ``32pe`` the same on two nodes (``--set shape.nodes=2 --param n_pes=32``),
+``moe768`` the MoE dispatch on 768 dies (48 nodes, as benchmarks/scale.py runs it), ``hier768``
+the hierarchical all-gather on 768 dies. Variants, run interleaved: ``two cores`` (this checkout,
+the default), ``one core`` (this checkout with NPUSIM_NO_FORK=1) and ``baseline`` (with
+``--baseline``). Prints per case and variant the wall and CPU seconds (user + system of the command
+and the copy it forks, os.wait4) of every run, min and median, and the ratio wall(one core or
+baseline) / wall(two cores); the peak resident memory of the largest process (ru_maxrss) and the
+peak proportional memory of the command and its copy together (PSS of /proc/PID/smaps_rollup,
+sampled every 20 ms: pages the two share counted once). The machine must be quiet for the wall
+times to mean anything (say the load average with the figures); bytecode is cached first (one
+untimed run of each variant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+CASES = {
+    "main": ["--config", "a3", "examples/shmem_allgather.py"],
+    "32pe": ["--config", "a3", "--set", "shape.nodes=2", "examples/shmem_allgather.py", "--param", "n_pes=32"],
+    "moe768": ["--config", "a3", "--set", "shape.nodes=48", "examples/moe_dispatch.py", "--param", "ep=16", "--param", "tokens=4",
+               "--param", "hidden=4096", "--param", "tile_tokens=4"],
+    "hier768": ["--config", "a3", "--set", "shape.nodes=48", "--set", "shmem.signal_window=2MiB", "examples/hierarchical_allgather.py",
+                "--param", "rows=4", "--param", "cols=1024"],
+}
+"""Case -> the arguments of ``npusim run`` before ``--no-data`` (examples/ paths in the checkout measured)."""
+SAMPLE_S = 0.02
+
+
+def pss_kib(pid: int) -> int:
+    """The proportional resident memory of ``pid`` and its children (KiB; 0 once it has ended)."""
+    total = 0
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for process in [pid, *map(int, children)]:
+        try:
+            for line in Path(f"/proc/{process}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def measure(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, float]:
+    """Wall s, CPU s, peak RSS MB (largest process) and peak PSS MB (all) of ``command`` run to its end."""
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+        peak_pss = 0
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            peak_pss = max(peak_pss, pss_kib(process.pid))
+            time.sleep(SAMPLE_S)
+        wall = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            errors.seek(0)
+            raise SystemExit(f"{' '.join(command)} failed: {errors.read().decode()[-2000:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024, "pss": peak_pss / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=list(CASES), action="append", help="the cases to run (repeatable; default: main)")
+    parser.add_argument("--baseline", type=Path, help="a checkout (with its .venv) to compare against, e.g. main's")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--scratch", type=Path, default=None, help="where the run folders go (default: the system's temporary folder)")
+    args = parser.parse_args()
+    cases = args.case or ["main"]
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONDONTWRITEBYTECODE", "NPUSIM_NO_FORK")}
+    variants = {"two cores": (HERE, env), "one core": (HERE, {**env, "NPUSIM_NO_FORK": "1"})}
+    if args.baseline:
+        variants["baseline"] = (args.baseline.resolve(), env)
+    with tempfile.TemporaryDirectory(prefix="npusim-run-folder-", dir=args.scratch) as folder:
+        env["PYTHONPYCACHEPREFIX"] = str(Path(folder) / "pycache")
+
+        def command(root: Path, case: str) -> list[str]:
+            arguments = [str(root / a) if a.startswith("examples/") else a for a in CASES[case]]
+            return [str(root / ".venv" / "bin" / "npusim"), "run", *arguments, "--no-data", "--out", str(Path(folder) / "out")]
+
+        for root, variant_env in variants.values():
+            measure(command(root, "main"), Path(folder), variant_env)  # bytecode cached, files in the page cache
+        results: dict[tuple[str, str], list[dict[str, float]]] = {}
+        for case in cases:
+            for _ in range(args.repeat):
+                for name, (root, variant_env) in variants.items():
+                    results.setdefault((case, name), []).append(measure(command(root, case), Path(folder), variant_env))
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for case in cases:
+        two = [r["wall"] for r in results[(case, "two cores")]]
+        for name in variants:
+            runs = results[(case, name)]
+            wall, cpu = [r["wall"] for r in runs], [r["cpu"] for r in runs]
+            ratio = "" if name == "two cores" else f"; wall / two cores' min {min(wall) / min(two):.2f} median {statistics.median(wall) / statistics.median(two):.2f}"
+            print(f"{case:8s} {name:10s} wall s {', '.join(f'{x:.2f}' for x in wall)} (min {min(wall):.2f} median {statistics.median(wall):.2f}); "
+                  f"CPU s min {min(cpu):.2f} median {statistics.median(cpu):.2f}; peak RSS {max(r['rss'] for r in runs):.0f} MB, "
+                  f"PSS {max(r['pss'] for r in runs):.0f} MB{ratio}")
+
+
+if __name__ == "__main__":
+    main()
