@@ -12,6 +12,10 @@ so ``--out`` always holds one complete run:
   ``--out`` anyway, the good run then moving to ``<out>.prev``).
 
 Ctrl-C (or SIGTERM) stops the run, writes nothing and exits 130 (143).
+
+Where it can, the run folder is written on two cores: a forked copy of the process writes most of
+``trace.json`` while the process writes the rest (``npusim.files.Forked``); the same bytes, and
+the same errors, as one process writes; ``NPUSIM_NO_FORK=1`` writes it in one process.
 """
 
 from __future__ import annotations
