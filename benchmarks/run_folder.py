@@ -12,15 +12,16 @@ the default), ``one core`` (this checkout with NPUSIM_NO_FORK=1) and ``baseline`
 ``--baseline``). Prints per case and variant the wall and CPU seconds (user + system of the command
 and the copy it forks, os.wait4) of every run, min and median, and the ratio wall(one core or
 baseline) / wall(two cores); the peak resident memory of the largest process (ru_maxrss) and the
-peak proportional memory of the command and its copy together (PSS of /proc/PID/smaps_rollup,
-sampled every 20 ms: pages the two share counted once). The machine must be quiet for the wall
-times to mean anything (say the load average with the figures); bytecode is cached first (one
-untimed run of each variant).
+peak memory of the command and its copy together (sampled every 20 ms: the resident memory while
+it runs alone, the proportional memory of both, PSS, while it has a copy: shared pages counted
+once). The machine must be quiet for the wall times to mean anything (say the load average with
+the figures); bytecode is cached first (one untimed run of each variant).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -41,20 +42,20 @@ CASES = {
 SAMPLE_S = 0.02
 
 
-def pss_kib(pid: int) -> int:
-    """The proportional resident memory of ``pid`` and its children (KiB; 0 once it has ended)."""
-    total = 0
+def memory_kib(pid: int) -> int:
+    """The memory of ``pid`` and its children (KiB; 0 once it has ended): its resident memory when
+    it runs alone (statm: cheap), the proportional memory of all of them while it has a child
+    (smaps_rollup, which walks their page tables: read only then)."""
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        children = []
+        if not children:
+            return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, IndexError, ValueError):
+        return 0
+    total = 0
     for process in [pid, *map(int, children)]:
-        try:
-            for line in Path(f"/proc/{process}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # ended meanwhile
+            total += sum(int(line.split()[1]) for line in Path(f"/proc/{process}/smaps_rollup").read_text().splitlines() if line.startswith("Pss:"))
     return total
 
 
@@ -68,7 +69,7 @@ def measure(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, flo
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
                 break
-            peak_pss = max(peak_pss, pss_kib(process.pid))
+            peak_pss = max(peak_pss, memory_kib(process.pid))
             time.sleep(SAMPLE_S)
         wall = time.perf_counter() - started
         if os.waitstatus_to_exitcode(status) != 0:
@@ -112,7 +113,7 @@ def main() -> None:
             ratio = "" if name == "two cores" else f"; wall / two cores' min {min(wall) / min(two):.2f} median {statistics.median(wall) / statistics.median(two):.2f}"
             print(f"{case:8s} {name:10s} wall s {', '.join(f'{x:.2f}' for x in wall)} (min {min(wall):.2f} median {statistics.median(wall):.2f}); "
                   f"CPU s min {min(cpu):.2f} median {statistics.median(cpu):.2f}; peak RSS {max(r['rss'] for r in runs):.0f} MB, "
-                  f"PSS {max(r['pss'] for r in runs):.0f} MB{ratio}")
+                  f"both {max(r['pss'] for r in runs):.0f} MB{ratio}")
 
 
 if __name__ == "__main__":

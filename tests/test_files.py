@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import npusim.files as files
 from npusim.errors import UsageError
 from npusim.files import (
     MARKER,
@@ -414,6 +415,25 @@ def test_forking_is_refused_with_no_fork_set_or_another_thread_running(monkeypat
         stop.set()
         thread.join()
     assert can_fork()
+    monkeypatch.setattr(files, "memory_for_a_copy", lambda: False)
+    assert not can_fork()
+
+
+def test_a_copy_needs_as_much_memory_available_as_this_process_holds(monkeypatch):
+    if not Path("/proc/meminfo").exists():
+        pytest.skip("reads Linux's /proc/meminfo")
+    meminfo = Path("/proc/meminfo").read_text()
+    resident_kib = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    real = Path.read_text
+
+    def available(kib):
+        shown = "".join(f"MemAvailable:   {kib} kB\n" if line.startswith("MemAvailable:") else line + "\n" for line in meminfo.splitlines())
+        monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: shown if str(self) == "/proc/meminfo" else real(self, *a, **k))
+
+    available(resident_kib * 2)
+    assert files.memory_for_a_copy()
+    available(resident_kib // 2)
+    assert not files.memory_for_a_copy()
 
 
 class HalfInAChild:
