@@ -2,7 +2,7 @@
 seconds and peak memory, each a fresh process, against a baseline checkout in the same run.
 
     python benchmarks/run_folder.py [--case main] [--case 32pe] [--baseline /path/to/main/checkout]
-                                    [--repeat 3] [--scratch /dev/shm]
+                                    [--repeat 3] [--scratch /dev/shm] [--writes N]
 
 Cases (timing only, ``--no-data``, the default trace): ``main`` the README's job (the a3
 all-gather), ``32pe`` the same on two nodes (``--set shape.nodes=2 --param n_pes=32``),
@@ -15,7 +15,8 @@ baseline) / wall(two cores); the peak resident memory of the largest process (ru
 peak memory of the command and its copy together (sampled every 20 ms: the resident memory while
 it runs alone, the proportional memory of both, PSS, while it has a copy: shared pages counted
 once). The machine must be quiet for the wall times to mean anything (say the load average with
-the figures); bytecode is cached first (one untimed run of each variant).
+the figures); bytecode is cached first (one untimed run of each variant). ``--writes N``
+measures the writing alone instead (:func:`writes_in_process`).
 """
 
 from __future__ import annotations
@@ -78,14 +79,63 @@ def measure(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, flo
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024, "pss": peak_pss / 1024}
 
 
+def writes_in_process(case: str, writes: int, scratch: Path | None) -> None:
+    """The run folder of ``case`` written ``writes`` times on two cores and as many on one,
+    alternately, by this process after one session (as ``npusim run`` writes it: the session's
+    objects frozen, gc.freeze): wall seconds of each write, min and median. The min is the figure
+    of a moment when the other core was free, which a busy machine gives now and then."""
+    import contextlib
+    import gc
+    import io
+
+    from npusim.cli.run import run_outputs
+    from npusim.config import load_config
+    from npusim.files import NO_FORK, StagedFolder
+    from npusim.frontend.session import session
+    from npusim.frontend.workload import read_workload, run_workload_file
+    from npusim.trace.selection import TraceSelection
+
+    arguments = CASES[case]
+    overrides = [arguments[i + 1] for i, a in enumerate(arguments) if a == "--set"]
+    params = dict(arguments[i + 1].split("=") for i, a in enumerate(arguments) if a == "--param")
+    workload = HERE / next(a for a in arguments if a.startswith("examples/"))
+    loaded = load_config(arguments[arguments.index("--config") + 1], overrides)
+    with contextlib.redirect_stdout(io.StringIO()), session(loaded, data=False, params={k: int(v) for k, v in params.items()}) as active:
+        run_workload_file(read_workload(workload))
+    gc.freeze()
+    result = active.result
+    metadata = {"config": loaded.name}
+    times: dict[str, list[float]] = {"two cores": [], "one core": []}
+    with tempfile.TemporaryDirectory(prefix="npusim-run-folder-", dir=scratch) as folder:
+        out = Path(folder) / "out"
+        for _ in range(writes):
+            for name in times:
+                os.environ.pop(NO_FORK, None) if name == "two cores" else os.environ.update({NO_FORK: "1"})
+                started = time.perf_counter()
+                with StagedFolder(out) as staged:
+                    staged.write(run_outputs(result, loaded, {"status": result.status}, metadata, TraceSelection(), False))
+                    staged.commit(out)
+                times[name].append(time.perf_counter() - started)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {case}: the run folder written in this process")
+    for name, walls in times.items():
+        print(f"{name:10s} wall s min {min(walls):.3f} median {statistics.median(walls):.3f}")
+    print(f"one core / two cores: min {min(times['one core']) / min(times['two cores']):.2f} "
+          f"median {statistics.median(times['one core']) / statistics.median(times['two cores']):.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=list(CASES), action="append", help="the cases to run (repeatable; default: main)")
     parser.add_argument("--baseline", type=Path, help="a checkout (with its .venv) to compare against, e.g. main's")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scratch", type=Path, default=None, help="where the run folders go (default: the system's temporary folder)")
+    parser.add_argument("--writes", type=int, default=0, help="instead: write the first case's run folder this many times on two cores "
+                        "and on one, in this process after one session (min and median wall of the writing)")
     args = parser.parse_args()
     cases = args.case or ["main"]
+    if args.writes:
+        writes_in_process(cases[0], args.writes, args.scratch)
+        return
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONDONTWRITEBYTECODE", "NPUSIM_NO_FORK")}
     variants = {"two cores": (HERE, env), "one core": (HERE, {**env, "NPUSIM_NO_FORK": "1"})}
     if args.baseline:
