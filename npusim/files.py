@@ -454,8 +454,9 @@ class Forked(Generic[_Result]):
 def _child(work: Callable[[], object], readable: int, writable: int, parent: int) -> None:
     """The forked copy: run ``work``, send its outcome down the pipe, end without any clean-up."""
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(stop) is not signal.SIG_IGN:  # one the parent ignores (nohup, a background job) stays ignored
+                signal.signal(stop, signal.SIG_DFL)
         os.close(readable)
         _end_with(parent)
         try:

@@ -398,25 +398,40 @@ def test_a_copy_dies_with_its_parent(tmp_path):
     assert not running(pid)
 
 
-def test_forking_is_refused_with_no_fork_set_or_another_thread_running(monkeypatch):
+@pytest.fixture
+def forkable(monkeypatch):
+    """This process as if it could fork: needs fork and two CPUs, and pretends there is no other
+    thread (earlier tests of the suite leave an idle one: dask's offload thread) and memory enough."""
     if not hasattr(os, "fork") or len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs fork and two CPUs")
     monkeypatch.delenv(NO_FORK, raising=False)
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(files, "memory_for_a_copy", lambda: True)
+
+
+def test_forking_is_refused_with_no_fork_set_another_thread_running_or_too_little_memory(forkable, monkeypatch):
     assert can_fork()
     monkeypatch.setenv(NO_FORK, "1")
     assert not can_fork()
     monkeypatch.setenv(NO_FORK, "")
+    assert can_fork()
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    assert not can_fork()
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(files, "memory_for_a_copy", lambda: False)
+    assert not can_fork()
+
+
+def test_a_second_thread_stops_forking():
+    before = threading.active_count()
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
-        assert not can_fork()
+        assert threading.active_count() == before + 1 and not can_fork()
     finally:
         stop.set()
         thread.join()
-    assert can_fork()
-    monkeypatch.setattr(files, "memory_for_a_copy", lambda: False)
-    assert not can_fork()
 
 
 def test_a_copy_needs_as_much_memory_available_as_this_process_holds(monkeypatch):
@@ -476,9 +491,7 @@ def split(token: str, first=None, started=None) -> list[Output]:
     return [Output(NAMES[0], plain[0].write, start=start), *plain[1:]]
 
 
-def test_a_file_written_on_two_cores_is_whole_and_one_process_writes_it_alone_with_no_fork(tmp_path, monkeypatch):
-    if not can_fork():
-        pytest.skip("this process cannot fork")
+def test_a_file_written_on_two_cores_is_whole_and_one_process_writes_it_alone_with_no_fork(tmp_path, monkeypatch, forkable):
     out = tmp_path / "run"
     with StagedFolder(out) as folder:
         folder.write(split("two"))
@@ -491,9 +504,7 @@ def test_a_file_written_on_two_cores_is_whole_and_one_process_writes_it_alone_wi
     assert tokens(out) == {"one"} and leftovers(tmp_path) == []
 
 
-def test_a_file_is_written_by_this_process_alone_when_no_copy_can_be_forked(tmp_path, monkeypatch):
-    if not can_fork():
-        pytest.skip("this process cannot fork")
+def test_a_file_is_written_by_this_process_alone_when_no_copy_can_be_forked(tmp_path, monkeypatch, forkable):
 
     def no_process():
         raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
@@ -518,9 +529,7 @@ def sleeps(path):
 
 
 @pytest.mark.parametrize("where", ["copy", "here"])
-def test_a_failure_of_the_copy_or_of_this_process_leaves_the_destination_as_it_was_and_no_process(tmp_path, where):
-    if not can_fork():
-        pytest.skip("this process cannot fork")
+def test_a_failure_of_the_copy_or_of_this_process_leaves_the_destination_as_it_was_and_no_process(tmp_path, where, forkable):
     out = tmp_path / "run"
     write_run(out, "good")
     started: list[HalfInAChild] = []
