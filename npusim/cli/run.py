@@ -42,7 +42,7 @@ from npusim.files import MARKER, Output, StagedFolder, default_folder_name
 from npusim.frontend.session import MAX_SEED, Session, SimResult, network_quantum_ps, session, young_gc_threshold
 from npusim.frontend.workload import WorkloadSource, check_param_overrides, parse_param_overrides, read_workload, run_workload_file
 from npusim.isa.racecheck import RACE_MODES
-from npusim.trace.chrome import TraceOnTwoCores, write_chrome_trace
+from npusim.trace.chrome import TraceOnTwoCores, pays_on_two_cores, write_chrome_trace
 from npusim.trace.selection import LEVELS, TraceSelection, trace_selection
 
 PREVIOUS_SUFFIX = ".prev"  # <out>.prev: the good run a later run replaced
@@ -186,7 +186,8 @@ def run_outputs(result: SimResult, loaded: LoadedConfig, manifest: dict, metadat
     outputs = []
     if selection.level != "none":
         outputs.append(Output("trace.json", lambda path: write_chrome_trace(result.record, path, metadata=metadata, selection=selection),
-                              start=lambda path: TraceOnTwoCores(result.record, path, metadata=metadata, selection=selection)))
+                              start=(lambda path: TraceOnTwoCores(result.record, path, metadata=metadata, selection=selection))
+                              if pays_on_two_cores(result.record) else None))
     outputs.append(Output.json("summary.json", result.summary))
     outputs.append(Output.json(MARKER, manifest))  # manifest.json
     files = functools.cache(lambda: run_folder_files(result.record, loaded))  # made as the first is written (as another core writes the trace)

@@ -410,14 +410,41 @@ def test_a_racy_kernel_is_a_warning_by_default_and_fails_the_run_with_races_erro
 
 # -- the run folder written on two cores ------------------------------------------------------------
 
-ALLGATHER = ROOT / "examples" / "shmem_allgather.py"
+ALLGATHER = ROOT / "examples" / "shmem_allgather.py"  # on a2: 8 PEs, 21 k events, a trace worth writing on two cores
+
+
+# Runs `npusim run`, the trace writer's events part first saying which process writes it (its pid in WRITER).
+WHO_WRITES = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from npusim.trace import chrome
+
+    events = chrome._Writer._events
+    def said(self):
+        Path("writer").write_text(str(os.getpid()))
+        events(self)
+
+    chrome._Writer._events = said
+    from npusim.cli import main
+    sys.argv = ["npusim", *sys.argv[1:]]
+    main()
+""")
+
+
+@pytest.mark.parametrize(("workload", "copy"), [(DEMO, False), (ALLGATHER, True)])  # 3,744 events; 21,135
+def test_a_large_trace_is_written_by_a_copy_and_a_small_one_by_npusim_itself(tmp_path, workload, copy):
+    run = subprocess.Popen([sys.executable, "-c", WHO_WRITES, "run", "-c", "a2", str(workload), "--no-data", "--out", str(tmp_path / "run")],
+                           cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 0, stderr
+    assert (int((tmp_path / "writer").read_text()) != run.pid) == copy
 
 
 def test_the_run_folder_is_the_same_written_on_two_cores_or_one(tmp_path):
     folders = {}
     for how, env in [("two", {}), ("one", {"NPUSIM_NO_FORK": "1"})]:
         out = tmp_path / how
-        done = subprocess.run([sys.executable, "-m", "npusim", "run", "-c", "a2", str(ALLGATHER), "--param", "n_pes=4", "--no-data", "--out", str(out)],
+        done = subprocess.run([sys.executable, "-m", "npusim", "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)],
                               cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), **env), capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         folders[how] = folder_bytes(out)
@@ -453,7 +480,7 @@ def test_interrupting_the_writing_of_the_run_folder_writes_nothing_and_leaves_no
     out = tmp_path / "run"
     assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
     before = folder_bytes(out)
-    run = subprocess.Popen([sys.executable, "-c", WRITING_STOPS, "run", "-c", "a2", str(DEMO), "--no-data", "--out", str(out)], cwd=tmp_path,
+    run = subprocess.Popen([sys.executable, "-c", WRITING_STOPS, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     writing = tmp_path / "writing"
@@ -477,7 +504,7 @@ def test_a_failure_of_the_copy_writing_the_trace_is_the_run_folders_error(tmp_pa
     assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
     before = folder_bytes(out)
     dies = WRITING_STOPS.replace("time.sleep(120)", "os.kill(os.getpid(), 9)")
-    run = subprocess.run([sys.executable, "-c", dies, "run", "-c", "a2", str(DEMO), "--no-data", "--out", str(out)], cwd=tmp_path,
+    run = subprocess.run([sys.executable, "-c", dies, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert re.match(rf"npusim: error: cannot write the run folder '{out}': the process writing trace.json \(pid \d+\) was killed by SIGKILL; "
