@@ -7,8 +7,8 @@ seconds and peak memory, each a fresh process, against a baseline checkout in th
 Cases (timing only, ``--no-data``, the default trace): ``main`` the README's job (the a3
 all-gather), ``32pe`` the same on two nodes (``--set shape.nodes=2 --param n_pes=32``),
 ``moe768`` the MoE dispatch on 768 dies (48 nodes, as benchmarks/scale.py runs it), ``hier768``
-the hierarchical all-gather on 768 dies. Variants, run interleaved: ``two cores`` (this checkout,
-the default), ``one core`` (this checkout with NPUSIM_NO_FORK=1) and ``baseline`` (with
+the hierarchical all-gather on 768 dies. Variants, run interleaved: ``two cores`` (this checkout
+with NPUSIM_FORK=always), ``one core`` (this checkout with NPUSIM_FORK=never) and ``baseline`` (with
 ``--baseline``). Prints per case and variant the wall and CPU seconds (user + system of the command
 and the copy it forks, os.wait4) of every run, min and median, and the ratio wall(one core or
 baseline) / wall(two cores); the peak resident memory of the largest process (ru_maxrss) and the
@@ -90,7 +90,7 @@ def writes_in_process(case: str, writes: int, scratch: Path | None) -> None:
 
     from npusim.cli.run import run_outputs
     from npusim.config import load_config
-    from npusim.files import NO_FORK, StagedFolder
+    from npusim.files import FORK, StagedFolder
     from npusim.frontend.session import session
     from npusim.frontend.workload import read_workload, run_workload_file
     from npusim.trace.selection import TraceSelection
@@ -110,7 +110,7 @@ def writes_in_process(case: str, writes: int, scratch: Path | None) -> None:
         out = Path(folder) / "out"
         for _ in range(writes):
             for name in times:
-                os.environ.pop(NO_FORK, None) if name == "two cores" else os.environ.update({NO_FORK: "1"})
+                os.environ[FORK] = "always" if name == "two cores" else "never"
                 started = time.perf_counter()
                 with StagedFolder(out) as staged:
                     staged.write(run_outputs(result, loaded, {"status": result.status}, metadata, TraceSelection(), False))
@@ -136,8 +136,8 @@ def main() -> None:
     if args.writes:
         writes_in_process(cases[0], args.writes, args.scratch)
         return
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONDONTWRITEBYTECODE", "NPUSIM_NO_FORK")}
-    variants = {"two cores": (HERE, env), "one core": (HERE, {**env, "NPUSIM_NO_FORK": "1"})}
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONDONTWRITEBYTECODE", "NPUSIM_FORK")}
+    variants = {"two cores": (HERE, {**env, "NPUSIM_FORK": "always"}), "one core": (HERE, {**env, "NPUSIM_FORK": "never"})}
     if args.baseline:
         variants["baseline"] = (args.baseline.resolve(), env)
     with tempfile.TemporaryDirectory(prefix="npusim-run-folder-", dir=args.scratch) as folder:

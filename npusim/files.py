@@ -346,9 +346,13 @@ def _renameat2() -> Any:
     return function
 
 
-NO_FORK = "NPUSIM_NO_FORK"
-"""Environment variable: when set (to anything but an empty text), this process writes every
-output alone, as where it cannot fork (one process to follow in a debugger; the same bytes)."""
+FORK = "NPUSIM_FORK"
+"""Environment variable: whether outputs go to two cores. ``auto`` (the default): where
+:func:`can_fork` and a core looks idle (the load average of the last minute leaves one: on a
+machine whose cores are all busy, a copy only adds the cost of forking); ``always``: wherever
+:func:`can_fork`; ``never``: this process writes every output alone (one process to follow in a
+debugger). The same bytes in every case."""
+FORK_MODES = ("auto", "always", "never")
 
 _Result = TypeVar("_Result")
 
@@ -357,11 +361,23 @@ def can_fork() -> bool:
     """Whether work can go to a forked copy of this process, running on another core: a POSIX
     ``fork``, more than one CPU this process may run on, no other thread (a thread's lock held at
     the fork would stay held forever in the copy), the main thread (whose signal handlers the copy
-    resets), memory for a whole second copy (:func:`memory_for_a_copy`), and :data:`NO_FORK` unset."""
-    if not hasattr(os, "fork") or os.environ.get(NO_FORK):
+    resets), memory for a whole second copy (:func:`memory_for_a_copy`), and :data:`FORK` not
+    ``never`` (and, for ``auto``, an idle core)."""
+    mode = fork_mode()
+    if not hasattr(os, "fork") or mode == "never":
         return False
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cpus > 1 and threading.active_count() == 1 and threading.current_thread() is threading.main_thread() and memory_for_a_copy()
+    if cpus < 2 or threading.active_count() != 1 or threading.current_thread() is not threading.main_thread() or not memory_for_a_copy():
+        return False
+    return mode == "always" or os.getloadavg()[0] < cpus - 0.5  # this process counts for one
+
+
+def fork_mode() -> str:
+    """:data:`FORK`'s value (``auto`` when unset or empty); a UsageError for another."""
+    mode = os.environ.get(FORK) or "auto"
+    if mode not in FORK_MODES:
+        raise UsageError(f"{FORK}={mode!r}: choose one of {', '.join(FORK_MODES)}")
+    return mode
 
 
 def memory_for_a_copy() -> bool:

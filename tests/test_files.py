@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import npusim.files as files
 from npusim.errors import UsageError
 from npusim.files import (
+    FORK,
     MARKER,
-    NO_FORK,
     PARTIAL,
     Forked,
     Output,
@@ -404,17 +404,24 @@ def forkable(monkeypatch):
     thread (earlier tests of the suite leave an idle one: dask's offload thread) and memory enough."""
     if not hasattr(os, "fork") or len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs fork and two CPUs")
-    monkeypatch.delenv(NO_FORK, raising=False)
+    monkeypatch.setenv(FORK, "always")
     monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.setattr(files, "memory_for_a_copy", lambda: True)
 
 
-def test_forking_is_refused_with_no_fork_set_another_thread_running_or_too_little_memory(forkable, monkeypatch):
+def test_forking_is_refused_when_turned_off_another_thread_running_or_too_little_memory(forkable, monkeypatch):
     assert can_fork()
-    monkeypatch.setenv(NO_FORK, "1")
+    monkeypatch.setenv(FORK, "never")
     assert not can_fork()
-    monkeypatch.setenv(NO_FORK, "")
+    monkeypatch.setenv(FORK, "auto")
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.9, 1.0, 1.0))  # every core busy, this process's own included
+    assert not can_fork()
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # this process alone
     assert can_fork()
+    monkeypatch.setenv(FORK, "sometimes")
+    with pytest.raises(UsageError, match="NPUSIM_FORK='sometimes': choose one of auto, always, never"):
+        can_fork()
+    monkeypatch.setenv(FORK, "always")
     monkeypatch.setattr(threading, "active_count", lambda: 2)
     assert not can_fork()
     monkeypatch.setattr(threading, "active_count", lambda: 1)
@@ -491,15 +498,15 @@ def split(token: str, first=None, started=None) -> list[Output]:
     return [Output(NAMES[0], plain[0].write, start=start), *plain[1:]]
 
 
-def test_a_file_written_on_two_cores_is_whole_and_one_process_writes_it_alone_with_no_fork(tmp_path, monkeypatch, forkable):
+def test_a_file_written_on_two_cores_is_whole_and_one_process_writes_it_alone_when_told_to(tmp_path, monkeypatch, forkable):
     out = tmp_path / "run"
     with StagedFolder(out) as folder:
         folder.write(split("two"))
         folder.commit(out)
     assert tokens(out) == {"two"} and json.loads((out / NAMES[0]).read_text())["x"] == ""
-    monkeypatch.setenv(NO_FORK, "1")
+    monkeypatch.setenv(FORK, "never")
     with StagedFolder(out) as folder:
-        folder.write(split("one", first=lambda path: pytest.fail("started with NPUSIM_NO_FORK set")))
+        folder.write(split("one", first=lambda path: pytest.fail("started with NPUSIM_FORK=never")))
         folder.commit(out)
     assert tokens(out) == {"one"} and leftovers(tmp_path) == []
 

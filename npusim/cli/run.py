@@ -13,9 +13,10 @@ so ``--out`` always holds one complete run:
 
 Ctrl-C (or SIGTERM) stops the run, writes nothing and exits 130 (143).
 
-Where it can, the run folder is written on two cores: a forked copy of the process writes most of
-``trace.json`` while the process writes the rest (``npusim.files.Forked``); the same bytes, and
-the same errors, as one process writes; ``NPUSIM_NO_FORK=1`` writes it in one process.
+Where it can and a core looks idle, the run folder is written on two cores: a forked copy of the
+process writes most of a large ``trace.json`` while the process writes the rest
+(``npusim.files.Forked``); the same bytes, and the same errors, as one process writes
+(``NPUSIM_FORK=never`` writes it in one process, ``always`` on two whatever the load).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from npusim.cli import lasting_objects
 from npusim.cli.errors import exit_code_for, report, stoppable
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import NpusimError, OutputError, UsageError
-from npusim.files import MARKER, Output, StagedFolder, default_folder_name
+from npusim.files import MARKER, Output, StagedFolder, default_folder_name, fork_mode
 from npusim.frontend.session import MAX_SEED, Session, SimResult, network_quantum_ps, session, young_gc_threshold
 from npusim.frontend.workload import WorkloadSource, check_param_overrides, parse_param_overrides, read_workload, run_workload_file
 from npusim.isa.racecheck import RACE_MODES
@@ -93,6 +94,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             check_param_overrides(source, param_overrides)
             selection = trace_selection(trace_level, trace_dies, trace_window, die_count=loaded.spec.shape.dies)
             network_quantum_ps(network_quantum, loaded)  # refused here, before anything runs, if malformed
+            fork_mode()  # NPUSIM_FORK too
             if plot and trace_level == "none":
                 raise UsageError("--plot draws the trace's timeline; drop --plot or use --trace all or ops")
             out_dir = out_dir or Path("traces") / default_folder_name(workload, loaded.name)

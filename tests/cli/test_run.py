@@ -431,10 +431,17 @@ WHO_WRITES = textwrap.dedent("""
 """)
 
 
+def test_a_bad_npusim_fork_exits_2_before_simulating(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "npusim", "run", "-c", "a2", str(DEMO), "--out", str(tmp_path / "run")], cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="yes"), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and run.stderr == "npusim: error: NPUSIM_FORK='yes': choose one of auto, always, never\n"
+    assert "simulated" not in run.stdout and not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(("workload", "copy"), [(DEMO, False), (ALLGATHER, True)])  # 3,744 events; 21,135
 def test_a_large_trace_is_written_by_a_copy_and_a_small_one_by_npusim_itself(tmp_path, workload, copy):
     run = subprocess.Popen([sys.executable, "-c", WHO_WRITES, "run", "-c", "a2", str(workload), "--no-data", "--out", str(tmp_path / "run")],
-                           cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, stderr = run.communicate(timeout=300)
     assert run.returncode == 0, stderr
     assert (int((tmp_path / "writer").read_text()) != run.pid) == copy
@@ -442,7 +449,7 @@ def test_a_large_trace_is_written_by_a_copy_and_a_small_one_by_npusim_itself(tmp
 
 def test_the_run_folder_is_the_same_written_on_two_cores_or_one(tmp_path):
     folders = {}
-    for how, env in [("two", {}), ("one", {"NPUSIM_NO_FORK": "1"})]:
+    for how, env in [("two", {"NPUSIM_FORK": "always"}), ("one", {"NPUSIM_FORK": "never"})]:
         out = tmp_path / how
         done = subprocess.run([sys.executable, "-m", "npusim", "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)],
                               cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), **env), capture_output=True, text=True, timeout=300)
@@ -481,7 +488,7 @@ def test_interrupting_the_writing_of_the_run_folder_writes_nothing_and_leaves_no
     assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
     before = folder_bytes(out)
     run = subprocess.Popen([sys.executable, "-c", WRITING_STOPS, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     writing = tmp_path / "writing"
     while not (writing.exists() and writing.read_text()) and run.poll() is None:
@@ -505,7 +512,7 @@ def test_a_failure_of_the_copy_writing_the_trace_is_the_run_folders_error(tmp_pa
     before = folder_bytes(out)
     dies = WRITING_STOPS.replace("time.sleep(120)", "os.kill(os.getpid(), 9)")
     run = subprocess.run([sys.executable, "-c", dies, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+                         env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), capture_output=True, text=True, timeout=300)
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert re.match(rf"npusim: error: cannot write the run folder '{out}': the process writing trace.json \(pid \d+\) was killed by SIGKILL; "
                     rf"nothing was written and '{out}' is as it was$", run.stderr.splitlines()[0]), run.stderr
