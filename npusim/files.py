@@ -8,6 +8,12 @@ rename then puts in place (:class:`StagedFolder`): a reader sees the whole previ
 whole new one, never a mix. Every temporary is removed on every failure path this process sees;
 one left by a killed process (its name holds the process id) is removed by the next writer of the
 same destination. docs/reliability.md lists the guarantees and their tests.
+
+A file whose writing splits in two (the trace: its events and flows, then its counters) can be
+written on two cores (:class:`Output` ``start``, :class:`Forked`): a forked copy of this process
+writes one part while this one writes the rest of the folder, each file byte for byte what one
+process writes; a failure of the copy is raised here as the error it met, and the copy never
+outlives the writing (killed and reaped on every failure path, Ctrl-C included).
 """
 
 from __future__ import annotations
@@ -18,14 +24,18 @@ import functools
 import glob
 import json
 import os
+import pickle
 import re
 import secrets
 import shutil
+import signal
+import threading
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from npusim.errors import UsageError
 
@@ -126,12 +136,26 @@ def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     write_bytes_atomically(path, json_bytes(data))
 
 
+class Pending(Protocol):
+    """A file being written partly by another process (:attr:`Output.start`)."""
+
+    def finish(self) -> object:
+        """Write the rest and wait for the other process: the file is whole when this returns
+        (raises what either process met; nothing is left of the file then)."""
+
+    def abandon(self) -> None:
+        """Stop the other process and remove what was written (nothing once finished)."""
+
+
 @dataclass(frozen=True)
 class Output:
-    """One file of an output folder: its name and what writes it (called with the path to write)."""
+    """One file of an output folder: its name and what writes it (called with the path to write);
+    ``start``, for a file that can be written on two cores, begins writing it at the path with a
+    forked copy of this process (:class:`Forked`) and returns what finishes it."""
 
     name: str
     write: Callable[[Path], object]
+    start: Callable[[Path], Pending] | None = None
 
     @classmethod
     def data(cls, name: str, data: bytes) -> Output:
@@ -139,9 +163,14 @@ class Output:
         return cls(name, lambda path: path.write_bytes(data))
 
     @classmethod
+    def made(cls, name: str, make: Callable[[], bytes]) -> Output:
+        """A file of the bytes ``make`` returns, made when the file is written."""
+        return cls(name, lambda path: path.write_bytes(make()))
+
+    @classmethod
     def json(cls, name: str, document: Any) -> Output:
-        """A JSON file of ``document`` (:func:`json_bytes`)."""
-        return cls.data(name, json_bytes(document))
+        """A JSON file of ``document`` (:func:`json_bytes`), encoded when the file is written."""
+        return cls.made(name, lambda: json_bytes(document))
 
 
 MARKER = "manifest.json"
@@ -183,12 +212,29 @@ class StagedFolder:
             self.discard()
 
     def write(self, outputs: Iterable[Output]) -> list[str]:
-        """Write each output into the temporary folder; returns their names."""
-        names = []
-        for output in outputs:
-            output.write(self.path / output.name)
-            names.append(output.name)
-        return names
+        """Write each output into the temporary folder; returns their names. Where this process
+        can fork (:func:`can_fork`), the outputs that can be written on two cores are started
+        first, the others written while their other parts are, then they are finished."""
+        outputs = list(outputs)
+        pending: list[Pending] = []
+        here = []  # written by this process alone
+        try:
+            forking = can_fork()
+            for output in outputs:
+                part = _started(output, self.path / output.name) if forking else None
+                if part is None:
+                    here.append(output)
+                else:
+                    pending.append(part)
+            for output in here:
+                output.write(self.path / output.name)
+            for part in pending:
+                part.finish()
+        except BaseException:
+            for part in pending:
+                part.abandon()
+            raise
+        return [output.name for output in outputs]
 
     def commit(self, destination: Path, *, previous: Path | None = None) -> None:
         """Put the folder at ``destination`` with one rename; what was there moves to ``previous``
@@ -207,6 +253,17 @@ class StagedFolder:
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _started(output: Output, path: Path) -> Pending | None:
+    """``output`` begun on two cores, or None: it cannot be, or no process could be forked (no
+    memory or process left for one: then this process writes it alone)."""
+    if output.start is None:
+        return None
+    try:
+        return output.start(path)
+    except OSError:
+        return None
 
 
 def check_replaceable(target: Path) -> None:
@@ -287,3 +344,162 @@ def _renameat2() -> Any:
     function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     function.restype = ctypes.c_int
     return function
+
+
+FORK = "NPUSIM_FORK"
+"""Environment variable: whether outputs go to two cores. ``auto`` (the default): where
+:func:`can_fork` and a core looks idle (the load average of the last minute leaves one: on a
+machine whose cores are all busy, a copy only adds the cost of forking); ``always``: wherever
+:func:`can_fork`; ``never``: this process writes every output alone (one process to follow in a
+debugger). The same bytes in every case."""
+FORK_MODES = ("auto", "always", "never")
+
+_Result = TypeVar("_Result")
+
+
+def can_fork() -> bool:
+    """Whether work can go to a forked copy of this process, running on another core: a POSIX
+    ``fork``, more than one CPU this process may run on, no other thread (a thread's lock held at
+    the fork would stay held forever in the copy), the main thread (whose signal handlers the copy
+    resets), memory for a whole second copy (:func:`memory_for_a_copy`), and :data:`FORK` not
+    ``never`` (and, for ``auto``, an idle core)."""
+    mode = fork_mode()
+    if not hasattr(os, "fork") or mode == "never":
+        return False
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if cpus < 2 or threading.active_count() != 1 or threading.current_thread() is not threading.main_thread() or not memory_for_a_copy():
+        return False
+    return mode == "always" or os.getloadavg()[0] < cpus - 0.5  # this process counts for one
+
+
+def fork_mode() -> str:
+    """:data:`FORK`'s value (``auto`` when unset or empty); a UsageError for another."""
+    mode = os.environ.get(FORK) or "auto"
+    if mode not in FORK_MODES:
+        raise UsageError(f"{FORK}={mode!r}: choose one of {', '.join(FORK_MODES)}")
+    return mode
+
+
+def memory_for_a_copy() -> bool:
+    """Whether the machine has as much memory available as this process holds (Linux: MemAvailable
+    of /proc/meminfo against this process's resident memory; True where neither can be read). A
+    copy shares this process's pages until one of the two writes to them, and CPython writes to
+    every object it touches (its reference count): a copy that reads a large run's objects comes
+    to hold a good part of them (~40% of a 768-die MoE dispatch, measured)."""
+    try:
+        resident = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        available = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemAvailable:"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True
+    return available >= resident
+
+
+class Forked(Generic[_Result]):
+    """``work()`` run by a forked copy of this process (a child) from the moment this is made,
+    while this process goes on: :meth:`join` waits for it and returns what ``work`` returned (a
+    small picklable value), or raises the exception it raised (its traceback as a note of it);
+    :meth:`stop` kills it. Either reaps the child: none is left running or a zombie.
+
+    The copy shares this process's memory copy-on-write (what it only reads costs nothing; the
+    caller's objects frozen out of the collector's sight, gc.freeze, are not touched by its
+    collections) and ends with ``os._exit``: no clean-up of this process (atexit, ``finally``
+    blocks, buffered output) ever runs twice. Ctrl-C or SIGTERM ends it at once (the default
+    actions: this process, which the signal reaches too, cleans up); on Linux it is killed when
+    this process dies (``PR_SET_PDEATHSIG``). Only where :func:`can_fork`."""
+
+    def __init__(self, work: Callable[[], _Result], what: str) -> None:
+        """``what``: what the child does, for the error of one that dies (``writing trace.json``)."""
+        self.what = what
+        parent = os.getpid()
+        readable, writable = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:  # no memory or process left for a copy
+            os.close(readable)
+            os.close(writable)
+            raise
+        if pid == 0:
+            _child(work, readable, writable, parent)  # never returns
+        os.close(writable)
+        self.pid: int | None = pid
+        self._outcome = readable
+
+    def join(self) -> _Result:
+        """Wait for the child; what its ``work`` returned (or raised)."""
+        pid = self.pid
+        try:
+            with open(self._outcome, "rb", closefd=False) as pipe:
+                message = pipe.read()  # to the end: the child has closed it (ended)
+            status = self._reap()
+        except BaseException:
+            self.stop()
+            raise
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and message:
+            done, value = pickle.loads(message)
+            if done:
+                return cast(_Result, value)
+            raise value
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C reached the child first: this process is being interrupted too
+        how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status) else f"exited with {os.WEXITSTATUS(status)}"
+        raise OSError(f"the process {self.what} (pid {pid}) {how}")
+
+    def stop(self) -> None:
+        """Kill the child (if it still runs) and reap it."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                self._reap()
+            except (ProcessLookupError, ChildProcessError):  # reaped already (an interrupt just after the wait)
+                self.pid = None
+        self._close()
+
+    def _reap(self) -> int:
+        assert self.pid is not None
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        self._close()
+        return status
+
+    def _close(self) -> None:
+        if self._outcome >= 0:
+            os.close(self._outcome)
+            self._outcome = -1
+
+
+def _child(work: Callable[[], object], readable: int, writable: int, parent: int) -> None:
+    """The forked copy: run ``work``, send its outcome down the pipe, end without any clean-up."""
+    try:
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(stop) is not signal.SIG_IGN:  # one the parent ignores (nohup, a background job) stays ignored
+                signal.signal(stop, signal.SIG_DFL)
+        os.close(readable)
+        _end_with(parent)
+        try:
+            outcome: tuple[bool, object] = (True, work())
+        except BaseException as error:  # sent to the parent, which raises it
+            error.add_note(f"in the process {os.getpid()} forked to write an output:\n" + "".join(traceback.format_exception(error)).rstrip())
+            outcome = (False, error)
+        try:
+            message = pickle.dumps(outcome)
+            pickle.loads(message)  # an exception that does not rebuild goes as its text
+        except Exception:
+            message = pickle.dumps((False, OSError(f"{outcome[1]!r}")))
+        with open(writable, "wb") as pipe:
+            pipe.write(message)
+    finally:
+        os._exit(0)
+
+
+def _end_with(parent: int) -> None:
+    """Have the kernel kill this process when ``parent`` dies (Linux); end now if it already has."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (AttributeError, OSError):
+        return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1  # prctl's option (linux/prctl.h)

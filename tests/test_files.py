@@ -9,14 +9,30 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import npusim.files as files
 from npusim.errors import UsageError
-from npusim.files import MARKER, PARTIAL, Output, StagedFolder, atomic_path, default_folder_name, exchange, json_bytes, remove_stale_temporaries
+from npusim.files import (
+    FORK,
+    MARKER,
+    PARTIAL,
+    Forked,
+    Output,
+    StagedFolder,
+    atomic_path,
+    can_fork,
+    default_folder_name,
+    exchange,
+    json_bytes,
+    remove_stale_temporaries,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ("trace.json", "summary.json", MARKER)
@@ -267,3 +283,269 @@ def test_a_json_file_of_unusual_values_is_written_by_the_json_module():
     assert json_bytes({"n": [Count(3), {1: [2]}]}) == (json.dumps({"n": [Count(3), {1: [2]}]}, indent=2, sort_keys=True) + "\n").encode()
     with pytest.raises(ValueError, match="Circular reference"):
         json_bytes({"a": cyclic})
+
+
+# -- work on another core: a forked copy of the process ---------------------------------------------
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def reaped(pid: int) -> bool:
+    """Whether ``pid`` is no child of this process any more (ended and waited for)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_forked_work_returns_its_value_and_its_changes_stay_in_the_copy():
+    seen = {"n": 1}
+
+    def work():
+        seen["n"] = 2
+        return os.getpid(), seen["n"]
+
+    child = Forked(work, "testing")
+    pid = child.pid
+    assert child.join() == (pid, 2) and pid != os.getpid() and seen == {"n": 1}
+    assert reaped(pid)
+
+
+def test_an_error_of_the_forked_work_is_raised_as_it_was_with_its_traceback_as_a_note():
+    def full_disk():
+        raise OSError(errno.ENOSPC, "No space left on device", "trace.json")
+
+    child = Forked(full_disk, "testing")
+    pid = child.pid
+    with pytest.raises(OSError) as error:
+        child.join()
+    assert (error.value.errno, error.value.strerror, error.value.filename) == (errno.ENOSPC, "No space left on device", "trace.json")
+    assert "in full_disk" in error.value.__notes__[0] and reaped(pid)
+
+
+def test_an_error_that_does_not_pickle_comes_back_as_its_text():
+    class Odd(Exception):
+        def __init__(self, a, b):
+            super().__init__(f"{a} and {b}")
+
+    with pytest.raises(OSError, match="Odd.*1 and 2"):
+        Forked(lambda: (_ for _ in ()).throw(Odd(1, 2)), "testing").join()
+
+
+@pytest.mark.parametrize(("signum", "raised"), [(signal.SIGKILL, "the process writing x .* was killed by SIGKILL"), (signal.SIGINT, None)])
+def test_a_copy_killed_by_a_signal_is_an_oserror_or_an_interrupt(signum, raised):
+    child = Forked(lambda: os.kill(os.getpid(), signum), "writing x")
+    pid = child.pid
+    with pytest.raises(OSError if raised else KeyboardInterrupt, match=raised):
+        child.join()
+    assert reaped(pid)
+
+
+def test_stop_kills_a_running_copy_and_reaps_it():
+    child = Forked(lambda: time.sleep(60), "testing")
+    pid = child.pid
+    started = time.monotonic()
+    child.stop()
+    assert time.monotonic() - started < 10 and not running(pid) and reaped(pid)
+    child.stop()  # twice: nothing more to do
+
+
+def test_an_interrupt_while_waiting_stops_the_copy():
+    child = Forked(lambda: time.sleep(60), "testing")
+    pid = child.pid
+    previous = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            child.join()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not running(pid) and reaped(pid)
+
+
+# A parent that forks a copy (which writes its pid, then sleeps) and is killed with SIGKILL: no clean-up runs in it.
+ORPHANED = textwrap.dedent("""
+    import os, signal, sys, time
+    from pathlib import Path
+    from npusim.files import Forked
+
+    marker = Path(sys.argv[1])
+    Forked(lambda: (marker.write_text(str(os.getpid())), time.sleep(60)), "testing")
+    while not marker.exists() or not marker.read_text():
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_a_copy_dies_with_its_parent(tmp_path):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    marker = tmp_path / "child"
+    parent = subprocess.run([sys.executable, "-c", ORPHANED, str(marker)], env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+    assert parent.returncode == -signal.SIGKILL
+    pid = int(marker.read_text())
+    deadline = time.monotonic() + 10
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not running(pid)
+
+
+@pytest.fixture
+def forkable(monkeypatch):
+    """This process as if it could fork: needs fork and two CPUs, and pretends there is no other
+    thread (earlier tests of the suite leave an idle one: dask's offload thread) and memory enough."""
+    if not hasattr(os, "fork") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs fork and two CPUs")
+    monkeypatch.setenv(FORK, "always")
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(files, "memory_for_a_copy", lambda: True)
+
+
+def test_forking_is_refused_when_turned_off_another_thread_running_or_too_little_memory(forkable, monkeypatch):
+    assert can_fork()
+    monkeypatch.setenv(FORK, "never")
+    assert not can_fork()
+    monkeypatch.setenv(FORK, "auto")
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.9, 1.0, 1.0))  # every core busy, this process's own included
+    assert not can_fork()
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # this process alone
+    assert can_fork()
+    monkeypatch.setenv(FORK, "sometimes")
+    with pytest.raises(UsageError, match="NPUSIM_FORK='sometimes': choose one of auto, always, never"):
+        can_fork()
+    monkeypatch.setenv(FORK, "always")
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    assert not can_fork()
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(files, "memory_for_a_copy", lambda: False)
+    assert not can_fork()
+
+
+def test_a_second_thread_stops_forking():
+    before = threading.active_count()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert threading.active_count() == before + 1 and not can_fork()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_copy_needs_as_much_memory_available_as_this_process_holds(monkeypatch):
+    if not Path("/proc/meminfo").exists():
+        pytest.skip("reads Linux's /proc/meminfo")
+    meminfo = Path("/proc/meminfo").read_text()
+    resident_kib = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    real = Path.read_text
+
+    def available(kib):
+        shown = "".join(f"MemAvailable:   {kib} kB\n" if line.startswith("MemAvailable:") else line + "\n" for line in meminfo.splitlines())
+        monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: shown if str(self) == "/proc/meminfo" else real(self, *a, **k))
+
+    available(resident_kib * 2)
+    assert files.memory_for_a_copy()
+    available(resident_kib // 2)
+    assert not files.memory_for_a_copy()
+
+
+class HalfInAChild:
+    """A file written on two cores, as the trace is: a copy writes its first half, ``finish`` the second."""
+
+    def __init__(self, path: Path, first) -> None:
+        self.path = path
+        self.child: Forked | None = Forked(lambda: first(path), f"writing {path.name}")
+
+    def finish(self) -> None:
+        assert self.child is not None
+        try:
+            self.child.join()
+            self.child = None
+            with open(self.path, "a") as out:
+                out.write('"}')
+        except BaseException:
+            self.abandon()
+            raise
+
+    def abandon(self) -> None:
+        if self.child is not None:
+            self.child.stop()
+            self.child = None
+        self.path.unlink(missing_ok=True)
+
+
+def split(token: str, first=None, started=None) -> list[Output]:
+    """``outputs`` with trace.json written on two cores (its first half by ``first``; each
+    HalfInAChild made appended to ``started``)."""
+    first = first or (lambda path: path.write_text(f'{{"run": "{token}", "status": "ok", "simulated_time_us": 1, "x": "'))
+
+    def start(path):
+        half = HalfInAChild(path, first)
+        if started is not None:
+            started.append(half)
+        return half
+
+    plain = outputs(token)
+    return [Output(NAMES[0], plain[0].write, start=start), *plain[1:]]
+
+
+def test_a_file_written_on_two_cores_is_whole_and_one_process_writes_it_alone_when_told_to(tmp_path, monkeypatch, forkable):
+    out = tmp_path / "run"
+    with StagedFolder(out) as folder:
+        folder.write(split("two"))
+        folder.commit(out)
+    assert tokens(out) == {"two"} and json.loads((out / NAMES[0]).read_text())["x"] == ""
+    monkeypatch.setenv(FORK, "never")
+    with StagedFolder(out) as folder:
+        folder.write(split("one", first=lambda path: pytest.fail("started with NPUSIM_FORK=never")))
+        folder.commit(out)
+    assert tokens(out) == {"one"} and leftovers(tmp_path) == []
+
+
+def test_a_file_is_written_by_this_process_alone_when_no_copy_can_be_forked(tmp_path, monkeypatch, forkable):
+
+    def no_process():
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_process)
+    out = tmp_path / "run"
+    opened = len(os.listdir("/proc/self/fd"))
+    with StagedFolder(out) as folder:
+        folder.write(split("alone", first=lambda path: pytest.fail("forked")))
+        folder.commit(out)
+    assert tokens(out) == {"alone"} and len(os.listdir("/proc/self/fd")) == opened  # the pipe closed
+
+
+def full_disk(path):
+    path.write_text("half")
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def sleeps(path):
+    path.write_text("half")
+    time.sleep(60)
+
+
+@pytest.mark.parametrize("where", ["copy", "here"])
+def test_a_failure_of_the_copy_or_of_this_process_leaves_the_destination_as_it_was_and_no_process(tmp_path, where, forkable):
+    out = tmp_path / "run"
+    write_run(out, "good")
+    started: list[HalfInAChild] = []
+    broken = split("bad", first=full_disk if where == "copy" else sleeps, started=started)
+    if where == "here":  # the copy still writes when this process fails
+        broken[1] = Output(broken[1].name, full_disk)
+    with pytest.raises(OSError, match="No space left"), StagedFolder(out) as folder:
+        folder.write(broken)
+        folder.commit(out, previous=tmp_path / "run.prev")
+    assert tokens(out) == {"good"} and not (tmp_path / "run.prev").exists() and leftovers(tmp_path) == []
+    (half,) = started
+    assert half.child is None  # joined or stopped: reaped

@@ -12,6 +12,8 @@ from npusim.trace.record import RunRecord
 CONFIG_FILE = "config.yaml"
 OP_SUMMARY_FILE = "op_summary.csv"
 PIPE_UTILIZATION_FILE = "pipe_utilization.csv"
+RUN_FOLDER_FILES = (CONFIG_FILE, OP_SUMMARY_FILE, PIPE_UTILIZATION_FILE)
+"""The names :func:`run_folder_files` makes, in its order."""
 
 
 def run_folder_files(record: RunRecord, loaded: LoadedConfig) -> dict[str, bytes]:

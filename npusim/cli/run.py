@@ -12,32 +12,38 @@ so ``--out`` always holds one complete run:
   ``--out`` anyway, the good run then moving to ``<out>.prev``).
 
 Ctrl-C (or SIGTERM) stops the run, writes nothing and exits 130 (143).
+
+Where it can and a core looks idle, the run folder is written on two cores: a forked copy of the
+process writes most of a large ``trace.json`` while the process writes the rest
+(``npusim.files.Forked``); the same bytes, and the same errors, as one process writes
+(``NPUSIM_FORK=never`` writes it in one process, ``always`` on two whatever the load).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
 
 from npusim import __version__
-from npusim.analysis.outputs import run_folder_files
+from npusim.analysis.outputs import RUN_FOLDER_FILES, run_folder_files
 from npusim.analysis.report import print_report
 from npusim.cli import lasting_objects
 from npusim.cli.errors import exit_code_for, report, stoppable
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import NpusimError, OutputError, UsageError
-from npusim.files import MARKER, Output, StagedFolder, default_folder_name
+from npusim.files import MARKER, Output, StagedFolder, default_folder_name, fork_mode
 from npusim.frontend.session import MAX_SEED, Session, SimResult, network_quantum_ps, session, young_gc_threshold
 from npusim.frontend.workload import WorkloadSource, check_param_overrides, parse_param_overrides, read_workload, run_workload_file
 from npusim.isa.racecheck import RACE_MODES
-from npusim.trace.chrome import write_chrome_trace
+from npusim.trace.chrome import TraceOnTwoCores, pays_on_two_cores, write_chrome_trace
 from npusim.trace.selection import LEVELS, TraceSelection, trace_selection
 
 PREVIOUS_SUFFIX = ".prev"  # <out>.prev: the good run a later run replaced
@@ -88,6 +94,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             check_param_overrides(source, param_overrides)
             selection = trace_selection(trace_level, trace_dies, trace_window, die_count=loaded.spec.shape.dies)
             network_quantum_ps(network_quantum, loaded)  # refused here, before anything runs, if malformed
+            fork_mode()  # NPUSIM_FORK too
             if plot and trace_level == "none":
                 raise UsageError("--plot draws the trace's timeline; drop --plot or use --trace all or ops")
             out_dir = out_dir or Path("traces") / default_folder_name(workload, loaded.name)
@@ -180,11 +187,17 @@ def run_outputs(result: SimResult, loaded: LoadedConfig, manifest: dict, metadat
     """The files of a run folder, in the order they are written: add a file here."""
     outputs = []
     if selection.level != "none":
-        outputs.append(Output("trace.json", lambda path: write_chrome_trace(result.record, path, metadata=metadata, selection=selection)))
+        outputs.append(Output("trace.json", lambda path: write_chrome_trace(result.record, path, metadata=metadata, selection=selection),
+                              start=(lambda path: TraceOnTwoCores(result.record, path, metadata=metadata, selection=selection))
+                              if pays_on_two_cores(result.record) else None))
     outputs.append(Output.json("summary.json", result.summary))
     outputs.append(Output.json(MARKER, manifest))  # manifest.json
-    # config.yaml, op_summary.csv, pipe_utilization.csv
-    outputs.extend(Output.data(name, data) for name, data in run_folder_files(result.record, loaded).items())
+    files = functools.cache(lambda: run_folder_files(result.record, loaded))  # made as the first is written (as another core writes the trace)
+
+    def file_named(name: str) -> Callable[[], bytes]:
+        return lambda: files()[name]
+
+    outputs.extend(Output.made(name, file_named(name)) for name in RUN_FOLDER_FILES)  # config.yaml, op_summary.csv, pipe_utilization.csv
     if plot and len(result.recorder):
         outputs.append(Output("timeline.png", lambda path: _save_timeline(result, path)))
     return outputs

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -405,3 +406,114 @@ def test_a_racy_kernel_is_a_warning_by_default_and_fails_the_run_with_races_erro
     assert json.loads((tmp_path / "failed" / "manifest.json").read_text())["races"] == "error"
     off = npusim("run", "-c", "a2", racy, "--races", "off", "--out", tmp_path / "off", cwd=tmp_path)
     assert off.returncode == 0 and "PipeRaceWarning" not in off.stderr
+
+
+# -- the run folder written on two cores ------------------------------------------------------------
+
+ALLGATHER = ROOT / "examples" / "shmem_allgather.py"  # on a2: 8 PEs, 21 k events, a trace worth writing on two cores
+
+
+# Runs `npusim run`, the trace writer's events part first saying which process writes it (its pid in WRITER).
+WHO_WRITES = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from npusim.trace import chrome
+
+    events = chrome._Writer._events
+    def said(self):
+        Path("writer").write_text(str(os.getpid()))
+        events(self)
+
+    chrome._Writer._events = said
+    from npusim.cli import main
+    sys.argv = ["npusim", *sys.argv[1:]]
+    main()
+""")
+
+
+def test_a_bad_npusim_fork_exits_2_before_simulating(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "npusim", "run", "-c", "a2", str(DEMO), "--out", str(tmp_path / "run")], cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="yes"), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and run.stderr == "npusim: error: NPUSIM_FORK='yes': choose one of auto, always, never\n"
+    assert "simulated" not in run.stdout and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("workload", "copy"), [(DEMO, False), (ALLGATHER, True)])  # 3,744 events; 21,135
+def test_a_large_trace_is_written_by_a_copy_and_a_small_one_by_npusim_itself(tmp_path, workload, copy):
+    run = subprocess.Popen([sys.executable, "-c", WHO_WRITES, "run", "-c", "a2", str(workload), "--no-data", "--out", str(tmp_path / "run")],
+                           cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 0, stderr
+    assert (int((tmp_path / "writer").read_text()) != run.pid) == copy
+
+
+def test_the_run_folder_is_the_same_written_on_two_cores_or_one(tmp_path):
+    folders = {}
+    for how, env in [("two", {"NPUSIM_FORK": "always"}), ("one", {"NPUSIM_FORK": "never"})]:
+        out = tmp_path / how
+        done = subprocess.run([sys.executable, "-m", "npusim", "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)],
+                              cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), **env), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        folders[how] = folder_bytes(out)
+        summary = json.loads(folders[how].pop("summary.json"))
+        summary.pop("wall_time_s")
+        manifest = json.loads(folders[how].pop("manifest.json"))
+        assert manifest["command"][-1] == str(out)
+        folders[how]["summary"], folders[how]["command"] = summary, manifest.pop("command")[:-1]
+        folders[how]["manifest"] = manifest
+    assert folders["two"] == folders["one"] and len(folders["two"]["trace.json"]) > 100_000
+
+
+# Runs `npusim run` with the trace writer's events part (written by the forked copy) stopped:
+# it writes its pid to WRITING, then sleeps, so that the test can interrupt the writing.
+WRITING_STOPS = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from npusim.trace import chrome
+
+    def events(self):
+        Path("writing").write_text(str(os.getpid()))
+        time.sleep(120)
+
+    chrome._Writer._events = events
+    from npusim.cli import main
+    sys.argv = ["npusim", *sys.argv[1:]]
+    main()
+""")
+
+
+@pytest.mark.parametrize(("to", "signum", "status"), [("group", signal.SIGINT, 130), ("npusim", signal.SIGTERM, 143)])
+def test_interrupting_the_writing_of_the_run_folder_writes_nothing_and_leaves_no_process(tmp_path, to, signum, status):
+    out = tmp_path / "run"
+    assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
+    before = folder_bytes(out)
+    run = subprocess.Popen([sys.executable, "-c", WRITING_STOPS, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    writing = tmp_path / "writing"
+    while not (writing.exists() and writing.read_text()) and run.poll() is None:
+        time.sleep(0.05)
+    copy = int(writing.read_text())
+    assert copy != run.pid
+    if to == "group":  # Ctrl-C at a terminal: the whole foreground group
+        os.killpg(run.pid, signum)
+    else:  # kill or timeout: npusim alone
+        run.send_signal(signum)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == status, stderr
+    assert stderr == "npusim: interrupted; nothing was written\n"
+    assert folder_bytes(out) == before and temporaries(tmp_path) == []
+    assert not Path(f"/proc/{copy}").exists() or Path(f"/proc/{copy}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_failure_of_the_copy_writing_the_trace_is_the_run_folders_error(tmp_path):
+    out = tmp_path / "run"
+    assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
+    before = folder_bytes(out)
+    dies = WRITING_STOPS.replace("time.sleep(120)", "os.kill(os.getpid(), 9)")
+    run = subprocess.run([sys.executable, "-c", dies, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert re.match(rf"npusim: error: cannot write the run folder '{out}': the process writing trace.json \(pid \d+\) was killed by SIGKILL; "
+                    rf"nothing was written and '{out}' is as it was$", run.stderr.splitlines()[0]), run.stderr
+    assert folder_bytes(out) == before and temporaries(tmp_path) == []

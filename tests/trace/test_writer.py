@@ -1,8 +1,12 @@
 """The trace as a performance engineer reads it: every event well formed, flows with both ends
 bound inside their slices, counters, metadata; and the writer streams in bounded memory."""
 
+import errno
 import json
+import os
+import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +19,8 @@ from npusim.hw.core import flag_key
 from npusim.hw.pipes import Pipe
 from npusim.hw.system import System
 from npusim.trace import chrome
-from npusim.trace.chrome import write_chrome_trace
+from npusim.trace.chrome import TraceOnTwoCores, write_chrome_trace
+from npusim.trace.selection import TraceSelection
 from tests.trace.viewers import perfetto_import, perfetto_ns, viewer_problems
 
 FIELDS = {
@@ -241,3 +246,71 @@ def test_the_writer_streams_100k_events_in_a_fraction_of_the_recorder_memory(tmp
         kinds = [line[line.index('"ph":"') + 6] for line in f if '"ph":"' in line]
     assert kinds.count("X") == len(recorder)
     assert kinds.count("s") == kinds.count("f") == recorder.flow_count + 232 * 48  # flag flows + a data flow per load
+
+
+# -- on two cores: a forked copy writes the events and flows, this process the counters ------------
+
+
+@pytest.fixture(scope="module")
+def four_dies():
+    """A 4-PE all-gather on a2, timing only: events on 4 dies, flows, counters."""
+    import contextlib
+    import io
+
+    from npusim.frontend.workload import run_workload_file
+
+    with contextlib.redirect_stdout(io.StringIO()), npusim.session("a2", data=False, params={"n_pes": 4}) as s:
+        run_workload_file(Path(__file__).resolve().parents[2] / "examples" / "shmem_allgather.py")
+    return s.result
+
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+
+
+@needs_fork
+@pytest.mark.parametrize("selection", [TraceSelection(), TraceSelection("all", (1, 2), None), TraceSelection("all", None, (3_000_000, 9_000_000)),
+                                       TraceSelection("ops", (0, 3), (1_000_000, 20_000_000)), TraceSelection("all", (5,), None),
+                                       TraceSelection("all", None, (10**15, 10**15 + 1))],
+                         ids=["all", "dies", "window", "ops", "a die with nothing", "a window with nothing"])
+def test_two_cores_write_the_bytes_one_writes(four_dies, tmp_path, selection):
+    alone = write_chrome_trace(four_dies.record, tmp_path / "alone.json", metadata={"config": "a2"}, selection=selection, chunk_events=500)
+    two = TraceOnTwoCores(four_dies.record, tmp_path / "two.json", metadata={"config": "a2"}, selection=selection, chunk_events=500)
+    assert two.finish() == tmp_path / "two.json"
+    assert two.path.read_bytes() == alone.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.json", "two.json"]
+
+
+@needs_fork
+def test_a_trace_with_nothing_written_is_the_same_on_two_cores(tmp_path):
+    with npusim.session("a2") as s:
+        pass
+    alone = write_chrome_trace(s.result.record, tmp_path / "alone.json")
+    assert TraceOnTwoCores(s.result.record, tmp_path / "two.json").finish().read_bytes() == alone.read_bytes()
+
+
+def _full_disk(*args):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@needs_fork
+@pytest.mark.parametrize("part", ["_events", "_rate_counters"])  # written by the copy; by this process
+def test_a_failure_of_either_process_leaves_no_trace_and_no_temporary(four_dies, tmp_path, monkeypatch, part):
+    monkeypatch.setattr(chrome._Writer, part, _full_disk)  # the copy is forked with it
+    two = TraceOnTwoCores(four_dies.record, tmp_path / "trace.json")
+    pid = two.head.pid
+    with pytest.raises(OSError) as error:
+        two.finish()
+    assert error.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped
+
+
+@needs_fork
+def test_an_abandoned_trace_stops_its_copy_and_leaves_nothing(four_dies, tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome._Writer, "_events", lambda self: time.sleep(60))
+    two = TraceOnTwoCores(four_dies.record, tmp_path / "trace.json")
+    pid = two.head.pid
+    two.abandon()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
