@@ -158,11 +158,6 @@ class Output:
     start: Callable[[Path], Pending] | None = None
 
     @classmethod
-    def data(cls, name: str, data: bytes) -> Output:
-        """A file of ``data``."""
-        return cls(name, lambda path: path.write_bytes(data))
-
-    @classmethod
     def made(cls, name: str, make: Callable[[], bytes]) -> Output:
         """A file of the bytes ``make`` returns, made when the file is written."""
         return cls(name, lambda path: path.write_bytes(make()))

@@ -120,7 +120,7 @@ def small_disk(tmp_path):
 def test_a_full_disk_leaves_the_destination_as_it_was_and_no_temporary(small_disk):
     out = small_disk / "run"
     write_run(out, "good")
-    big = [Output.data("trace.json", bytes(1 << 20)), *outputs("bad")[1:]]
+    big = [Output.made("trace.json", lambda: bytes(1 << 20)), *outputs("bad")[1:]]
     with pytest.raises(OSError) as error, StagedFolder(out) as folder:
         folder.write(big)
         folder.commit(out, previous=small_disk / "run.prev")

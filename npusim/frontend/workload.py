@@ -136,9 +136,10 @@ def scan_declared_params(workload: str | Path | WorkloadSource) -> DeclaredParam
             # two files declaring one name with different literal defaults: the run tells which
             defaults[name] = default if defaults.get(name, default) == default else NOT_LITERAL
         for module in imported:
-            if module.resolve() in scanned:
+            resolved = module.resolve()
+            if resolved in scanned:
                 continue
-            scanned.add(module.resolve())
+            scanned.add(resolved)
             try:
                 files.append(ast.parse(module.read_bytes(), filename=str(module)))
             except (OSError, SyntaxError, ValueError):
