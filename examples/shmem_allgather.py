@@ -52,7 +52,7 @@ def allgather_kernel(x, out, group, n_pes, rows, tile_rows, wait=True, tile_cols
 
 def run_allgather(n_pes=None, rows=ROWS, cols=COLS, tile_rows=TILE_ROWS, wait=True, seed=0, races="warn", tile_cols=None):
     """Launch the all-gather in the active session (``wait=False`` drops the waits: a racy
-    program); returns (inputs, outputs, launch)."""
+    program); returns (inputs, outputs, launch), the inputs None when timing only."""
     session = npusim.current_session()
     dies = session.config.spec.shape.dies
     n_pes = dies if n_pes is None else n_pes
@@ -60,8 +60,10 @@ def run_allgather(n_pes=None, rows=ROWS, cols=COLS, tile_rows=TILE_ROWS, wait=Tr
         raise UsageError(f"all-gather: n_pes={n_pes!r} must be between 1 and the {dies} dies of the config "
                          f"{session.config.name!r} (one PE per die); pass --param n_pes=N with N in 1..{dies}")
     rng = np.random.default_rng(seed)
-    inputs = [rng.standard_normal((rows, cols)).astype(np.float16) for _ in range(n_pes)]
-    xs = [npusim.tensor(inputs[pe], device=pe) for pe in range(n_pes)]
+    with_data = session.with_data  # timing only: no values to draw (the tensors are the same GM blocks)
+    inputs = [rng.standard_normal((rows, cols)).astype(np.float16) if with_data else None for _ in range(n_pes)]
+    xs = [npusim.tensor(inputs[pe], device=pe) if with_data else npusim.zeros((rows, cols), np.float16, device=pe)
+          for pe in range(n_pes)]
     outs = [npusim.zeros((rows * n_pes, cols), np.float16, device=pe) for pe in range(n_pes)]
     launch = npusim.launch(allgather_kernel, n_pes, args=lambda pe: (xs[pe], outs[pe], GROUP, n_pes, rows, tile_rows, wait, tile_cols),
                            races=races)
