@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 FIXED, SET_FLAG, WAIT_FLAG, TRANSFER, WAITING = range(5)
 _PIPE_IDS = tuple(int(pipe) for pipe in Pipe)  # iterating the enum itself is slow, and a run starts per tile op
+_SCALAR = Pipe.SCALAR  # module constants: an enum member's look-up is slow, and a pipe's loop starts per run
+_SCALAR_ID = int(_SCALAR)
 
 
 def flag_key(src: Pipe, dst: Pipe, event_id: int) -> int:
@@ -260,11 +262,11 @@ class AICore:
         rows, pack_row, row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
         put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
         lane = pack(self.tracks[pipe], run.op)
-        issued = run.progress[Pipe.SCALAR]
-        done = run.progress[pipe]
-        blocked = run.blocked
         pipe_id = int(pipe)
-        may_run_ahead = pipe is not Pipe.SCALAR
+        issued = run.progress[_SCALAR_ID]
+        done = run.progress[pipe_id]
+        blocked = run.blocked
+        may_run_ahead = pipe is not _SCALAR
         effect_from = DATA_EFFECT if self.system.with_data else CONTROL_EFFECT  # the effects applied
         ends = run.ends[pipe_id] if run.ends is not None else None
         flags, flag_waiters = run.flags, run.flag_waiters
@@ -272,8 +274,8 @@ class AICore:
         clock_of = clock  # a local: read after every step
         now = clock_of(env)  # env.now, refreshed after every yield
         # Pipe progress is read only by the scalar issue order (SCALAR's count) and by barriers.
-        counts_progress = pipe is Pipe.SCALAR or ends is not None
-        waits_for_issue = bool(run.program.by_pipe[Pipe.SCALAR]) and pipe is not Pipe.SCALAR
+        counts_progress = not may_run_ahead or ends is not None
+        waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
         issued_count = 0  # the scalar unit's count as last read: it only grows, so an s_dep up to it needs no look
         for instruction, (step, s_dep, cost_ps, key, effect, label_id, nbytes) in zip(instructions, steps):
             if waits_for_issue and s_dep > issued_count and s_dep > (issued_count := issued.count):
