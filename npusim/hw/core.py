@@ -15,7 +15,8 @@ callable, called with the index of the instruction's event right after it is rec
 to draw flows). A pipe reads the fields that do not change once a program is built from a flat
 tuple per instruction (:func:`pipe_step`), made once per program (or once for the replays of a
 template in a tile, which share them), not from the instruction object on every run (a look-up
-that sees instructions of many classes cannot be specialised by the interpreter: it is slow).
+that sees instructions of many classes cannot be specialised by the interpreter: it is slow); it
+reads ``recorded`` only where one may be attached (not on the instructions replays share).
 
 A pipe other than SCALAR runs ahead of SimPy's clock through instructions nobody else can observe
 before a later synchronisation: flags (stamped with the exact time they become visible, so a waiter
@@ -43,7 +44,7 @@ import simpy
 from npusim.engine.loop import clock, rearm_at, succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
-from npusim.hw.pipes import Pipe
+from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.hw.topology import LOCAL
 from npusim.trace.recorder import EVENT_ROW, BufferSpan, pack
 
@@ -67,16 +68,18 @@ NO_EFFECT, DATA_EFFECT, CONTROL_EFFECT = range(3)
 data on), or a ``control`` one (kept with data off too: waits depend on it)."""
 
 
-def pipe_step(instruction) -> tuple[int, int, int, int, int, int, int]:
+def pipe_step(instruction, watched: bool = True) -> tuple[int, int, int, int, int, int, int, bool]:
     """What a pipe reads of ``instruction`` that building fixed: (step, ``s_dep``, cost in ps (the
     ``fixed_ps`` of a FIXED step, the ``cost_ps`` of a flag's; else 0), flag key (else 0), its effect
-    (:data:`NO_EFFECT`, :data:`DATA_EFFECT` or :data:`CONTROL_EFFECT`), label id, nbytes)."""
+    (:data:`NO_EFFECT`, :data:`DATA_EFFECT` or :data:`CONTROL_EFFECT`), label id, nbytes, whether
+    it may have a ``recorded`` callback: ``watched``, False for an instruction the replays of a
+    template share, to which nothing is attached)."""
     step = instruction.step
     flag = step in (SET_FLAG, WAIT_FLAG)
     cost = instruction.fixed_ps if step == FIXED else instruction.cost_ps if flag else 0
     key = instruction.key if flag else 0
     effect = NO_EFFECT if instruction.effect is None else CONTROL_EFFECT if instruction.control else DATA_EFFECT
-    return step, instruction.s_dep, cost, key, effect, instruction.label_id, instruction.nbytes
+    return step, instruction.s_dep, cost, key, effect, instruction.label_id, instruction.nbytes, watched
 
 
 class KernelRun:
@@ -92,7 +95,9 @@ class KernelRun:
         self.core = core
         self.program = program
         self.op = op
-        self.progress = [ProgressCounter(env) for _ in _PIPE_IDS]
+        # per pipe (its int value): the instructions it finished, for the pipes with instructions
+        # (made as their processes start, in AICore._execute; None for the others, which nobody reads)
+        self.progress: list[ProgressCounter | None] = [None] * len(_PIPE_IDS)
         # flag (its flag_key) -> the times its raised, not yet taken, instances become visible
         self.flags: dict[int, deque[int]] = {}
         # flag -> waits blocked on it: (wake-up event, time it is ready to proceed, the wait_flag)
@@ -189,7 +194,7 @@ class AICore:
         self.dma_timing = kind_timing.engines
         recorder = system.recorder
         order_base = (kind_timing.order, index)
-        self.tracks = {pipe: recorder.track(die.index, self.name, pipe.name, order_base + (int(pipe),)) for pipe in kind_timing.pipes}
+        self.tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe], order_base + (int(pipe),)) for pipe in kind_timing.pipes}
         self.lock = CoreLock(self.env)
         self.current: KernelRun | None = None
         self.network = system.network
@@ -228,8 +233,10 @@ class AICore:
             self.system.recorder.kernel_run(self.die.index, self.name)
             started = clock(self.env)
             process, pipe_loop, pipe_ended, steps = self.env.process, self._pipe_loop, run.pipe_ended, program.steps
+            progress, env = run.progress, self.env
             for pipe, instructions in program.by_pipe.items():
                 if instructions:
+                    progress[pipe] = ProgressCounter(env)
                     process(pipe_loop(run, pipe, instructions, steps[pipe])).callbacks.append(pipe_ended)
                     run.pipes_running += 1
             if not run.pipes_running:
@@ -263,8 +270,8 @@ class AICore:
         put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
         lane = pack(self.tracks[pipe], run.op)
         pipe_id = int(pipe)
-        issued = run.progress[_SCALAR_ID]
-        done = run.progress[pipe_id]
+        progress = cast("list[ProgressCounter]", run.progress)  # this pipe's is made; SCALAR's too if any waits for issue
+        issued, done = progress[_SCALAR_ID], progress[pipe_id]
         blocked = run.blocked
         may_run_ahead = pipe is not _SCALAR
         effect_from = DATA_EFFECT if self.system.with_data else CONTROL_EFFECT  # the effects applied
@@ -277,7 +284,7 @@ class AICore:
         counts_progress = not may_run_ahead or ends is not None
         waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
         issued_count = 0  # the scalar unit's count as last read: it only grows, so an s_dep up to it needs no look
-        for instruction, (step, s_dep, cost_ps, key, effect, label_id, nbytes) in zip(instructions, steps):
+        for instruction, (step, s_dep, cost_ps, key, effect, label_id, nbytes, watched) in zip(instructions, steps):
             if waits_for_issue and s_dep > issued_count and s_dep > (issued_count := issued.count):
                 if ahead:
                     rearm_at(env, timer, ahead)
@@ -379,9 +386,10 @@ class AICore:
             except struct_error:  # the rows are full
                 recorder.put_row(index, lane, label_id, start, end, nbytes)
             recorder.events = index + 1
-            recorded = instruction.recorded
-            if recorded is not None:
-                recorded(index)
+            if watched:
+                recorded = instruction.recorded
+                if recorded is not None:
+                    recorded(index)
             if counts_progress:
                 if ends is not None:
                     ends.append(end)

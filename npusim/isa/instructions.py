@@ -197,7 +197,8 @@ class Instruction:
 
 def on_recorded(instruction: Instruction, callback) -> None:
     """Call ``callback(event_index)`` once ``instruction``'s event is recorded (after any callback
-    already attached); with data on or off alike."""
+    already attached); with data on or off alike. Not for an instruction the replays of a template
+    share (:meth:`~npusim.isa.program.CoreProgram.template`'s ``own`` names those that take one)."""
     earlier = instruction.recorded
     if earlier is None:
         instruction.recorded = callback
@@ -408,9 +409,10 @@ class DmaCopy(Instruction):
     def start(self, core, run, delay_ps: int = 0):
         if self.dynamic and (core.system.with_data or self.control):
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
-        flow_class, fixed_ps, per_burst_ps = core.dma_routes.get(self.path_key) or core.dma_route(self.path_key)
-        if self.burst_count > 1:
-            fixed_ps += (self.burst_count - 1) * per_burst_ps
+        key, bursts = self.path_key, self.burst_count
+        flow_class, fixed_ps, per_burst_ps = core.dma_routes.get(key) or core.dma_route(key)
+        if bursts > 1:
+            fixed_ps += (bursts - 1) * per_burst_ps
         return core.network.start(flow_class, self.moved_bytes, fixed_ps + delay_ps)
 
     def footprint(self) -> tuple[tuple, ...]:

@@ -609,7 +609,8 @@ class CoreProgram:
             pipes[pipe][at] = new
         steps = skeleton.steps
         if steps is None:  # the first replay in the tile: the next ones' instructions have the same fixed fields
-            steps = skeleton.steps = {pipe: list(map(pipe_step, instructions)) for pipe, instructions in pipes.items()}
+            steps = skeleton.steps = {pipe: [pipe_step(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
+                                      for pipe, instructions in pipes.items()}
         self.instructions = made
         self._replayed = pipes
         self._replayed_steps = steps
@@ -720,7 +721,8 @@ class _Skeleton:
     tile)``: ``twins``, filled with a twin, and ``copies``, with a copy rebased on the bases (their
     GM sides follow, as :meth:`CoreProgram.template` took them). ``steps``: the
     :func:`~npusim.hw.core.pipe_step` tuples per pipe of every replay in the tile (the same for all:
-    twins and rebased copies have their template's fixed fields), from the first replay."""
+    twins and rebased copies have their template's fixed fields; only the holes are watched), from
+    the first replay."""
 
     __slots__ = ("made", "pipes", "twins", "copies", "steps")
 

@@ -34,7 +34,8 @@ def test_a_pipe_step_holds_what_the_pipe_reads_of_an_instruction():
             (FIXED, 0, scalar.fixed_ps, 0, NO_EFFECT), (FIXED, 1, vector.fixed_ps, 0, DATA_EFFECT), (TRANSFER, 1, 0, 0, DATA_EFFECT),
             (SET_FLAG, 1, set_flag.cost_ps, key, NO_EFFECT), (WAIT_FLAG, 1, wait_flag.cost_ps, key, NO_EFFECT),
             (FIXED, 1, write.fixed_ps, 0, CONTROL_EFFECT)]
-        assert pipe_step(load)[5:] == (load.label_id, 128) and load.label_id != vector.label_id
+        assert pipe_step(load)[5:] == (load.label_id, 128, True) and load.label_id != vector.label_id
+        assert pipe_step(load, watched=False)[7] is False
 
 
 def test_instructions_of_one_pipe_run_in_order_and_pipes_run_concurrently():
