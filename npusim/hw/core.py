@@ -7,11 +7,16 @@ program order have finished (``s_dep``); ``set_flag``/``wait_flag`` order two pi
 ``pipe_barrier(ALL)`` on the scalar pipe waits for every pipe to drain.
 
 Instructions are duck-typed: ``pipe``, ``s_dep``, ``label_id``, ``nbytes``, ``effect`` (None or a
-callable applied to real data at completion), ``step`` (one of the constants below, saying how the
-pipe executes it) and what that step needs: ``fixed_ps`` (FIXED), ``key``/``cost_ps`` (SET_FLAG,
-WAIT_FLAG), ``start(core, run, delay_ps)`` returning an event (TRANSFER), or ``start(core, run)``
-returning ps or an event (WAITING: barriers); ``recorded`` is None or a callable, called with the
-index of the instruction's event right after it is recorded (ops use it to draw flows).
+callable applied to real data at completion), ``control``, ``step`` (one of the constants below,
+saying how the pipe executes it) and what that step needs: ``fixed_ps`` (FIXED), ``key``/``cost_ps``
+(SET_FLAG, WAIT_FLAG), ``start(core, run, delay_ps)`` returning an event (TRANSFER), or
+``start(core, run)`` returning ps or an event (WAITING: barriers); ``recorded`` is None or a
+callable, called with the index of the instruction's event right after it is recorded (ops use it
+to draw flows). A pipe reads the fields that do not change once a program is built from a flat
+tuple per instruction (:func:`pipe_step`), made once per program (or once for the replays of a
+template in a tile, which share them), not from the instruction object on every run (a look-up
+that sees instructions of many classes cannot be specialised by the interpreter: it is slow); it
+reads ``recorded`` only where one may be attached (not on the instructions replays share).
 
 A pipe other than SCALAR runs ahead of SimPy's clock through instructions nobody else can observe
 before a later synchronisation: flags (stamped with the exact time they become visible, so a waiter
@@ -39,7 +44,7 @@ import simpy
 from npusim.engine.loop import clock, rearm_at, succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
-from npusim.hw.pipes import Pipe
+from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.hw.topology import LOCAL
 from npusim.trace.recorder import EVENT_ROW, BufferSpan, pack
 
@@ -49,11 +54,32 @@ if TYPE_CHECKING:
 
 FIXED, SET_FLAG, WAIT_FLAG, TRANSFER, WAITING = range(5)
 _PIPE_IDS = tuple(int(pipe) for pipe in Pipe)  # iterating the enum itself is slow, and a run starts per tile op
+_SCALAR = Pipe.SCALAR  # module constants: an enum member's look-up is slow, and a pipe's loop starts per run
+_SCALAR_ID = int(_SCALAR)
 
 
 def flag_key(src: Pipe, dst: Pipe, event_id: int) -> int:
     """The flag (src pipe -> dst pipe, event id) as one int, the key of a run's flag tables."""
     return event_id << 6 | int(src) << 3 | int(dst)
+
+
+NO_EFFECT, DATA_EFFECT, CONTROL_EFFECT = range(3)
+"""Whether an instruction has an effect (:func:`pipe_step`): none, one on real data (applied with
+data on), or a ``control`` one (kept with data off too: waits depend on it)."""
+
+
+def pipe_step(instruction, watched: bool = True) -> tuple[int, int, int, int, int, int, int, bool]:
+    """What a pipe reads of ``instruction`` that building fixed: (step, ``s_dep``, cost in ps (the
+    ``fixed_ps`` of a FIXED step, the ``cost_ps`` of a flag's; else 0), flag key (else 0), its effect
+    (:data:`NO_EFFECT`, :data:`DATA_EFFECT` or :data:`CONTROL_EFFECT`), label id, nbytes, whether
+    it may have a ``recorded`` callback: ``watched``, False for an instruction the replays of a
+    template share, to which nothing is attached)."""
+    step = instruction.step
+    flag = step in (SET_FLAG, WAIT_FLAG)
+    cost = instruction.fixed_ps if step == FIXED else instruction.cost_ps if flag else 0
+    key = instruction.key if flag else 0
+    effect = NO_EFFECT if instruction.effect is None else CONTROL_EFFECT if instruction.control else DATA_EFFECT
+    return step, instruction.s_dep, cost, key, effect, instruction.label_id, instruction.nbytes, watched
 
 
 class KernelRun:
@@ -69,7 +95,9 @@ class KernelRun:
         self.core = core
         self.program = program
         self.op = op
-        self.progress = [ProgressCounter(env) for _ in _PIPE_IDS]
+        # per pipe (its int value): the instructions it finished, for the pipes with instructions
+        # (made as their processes start, in AICore._execute; None for the others, which nobody reads)
+        self.progress: list[ProgressCounter | None] = [None] * len(_PIPE_IDS)
         # flag (its flag_key) -> the times its raised, not yet taken, instances become visible
         self.flags: dict[int, deque[int]] = {}
         # flag -> waits blocked on it: (wake-up event, time it is ready to proceed, the wait_flag)
@@ -166,7 +194,7 @@ class AICore:
         self.dma_timing = kind_timing.engines
         recorder = system.recorder
         order_base = (kind_timing.order, index)
-        self.tracks = {pipe: recorder.track(die.index, self.name, pipe.name, order_base + (int(pipe),)) for pipe in kind_timing.pipes}
+        self.tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe], order_base + (int(pipe),)) for pipe in kind_timing.pipes}
         self.lock = CoreLock(self.env)
         self.current: KernelRun | None = None
         self.network = system.network
@@ -190,9 +218,10 @@ class AICore:
         return route
 
     def execute(self, program, op: int) -> simpy.Process:
-        """Run ``program`` (``by_pipe``: its instructions per pipe; ``name``; optionally
-        ``buffer_bytes``: bytes it reserves per buffer) on this core once the core is free; the
-        process ends when every pipe is done."""
+        """Run ``program`` (``by_pipe``: its instructions per pipe; ``steps``: their
+        :func:`pipe_step` tuples per pipe, in the same order; ``name``; ``needs_end_times``: it has a
+        ``pipe_barrier(ALL)``; ``buffer_bytes``: bytes it reserves per buffer) on this core once the
+        core is free; the process ends when every pipe is done."""
         return self.env.process(self._execute(program, op))
 
     def _execute(self, program, op: int):
@@ -203,10 +232,12 @@ class AICore:
             self.current = run
             self.system.recorder.kernel_run(self.die.index, self.name)
             started = clock(self.env)
-            process, pipe_loop, pipe_ended = self.env.process, self._pipe_loop, run.pipe_ended
+            process, pipe_loop, pipe_ended, steps = self.env.process, self._pipe_loop, run.pipe_ended, program.steps
+            progress, env = run.progress, self.env
             for pipe, instructions in program.by_pipe.items():
                 if instructions:
-                    process(pipe_loop(run, pipe, instructions)).callbacks.append(pipe_ended)
+                    progress[pipe] = ProgressCounter(env)
+                    process(pipe_loop(run, pipe, instructions, steps[pipe])).callbacks.append(pipe_ended)
                     run.pipes_running += 1
             if not run.pipes_running:
                 run.pipes_done.succeed()
@@ -224,9 +255,10 @@ class AICore:
             raise
         lock.release()  # the process ends right after: see CoreLock
 
-    def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions):
-        # The hot loop of the simulator: locals instead of attribute look-ups, int keys, the
-        # recorder's rows packed directly, and flag costs run ahead (see the module doc).
+    def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions, steps):
+        # The hot loop of the simulator: locals instead of attribute look-ups (the instructions'
+        # fixed fields from their pipe_step tuples), int keys, the recorder's rows packed directly,
+        # and flag costs run ahead (see the module doc).
         env = self.env
         new_event = simpy.Event  # not env.event: that descriptor builds a bound method per call
         # The pipe's one timer: re-armed (fresh callbacks, then scheduled as env.timeout schedules a
@@ -237,43 +269,39 @@ class AICore:
         rows, pack_row, row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
         put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
         lane = pack(self.tracks[pipe], run.op)
-        issued = run.progress[Pipe.SCALAR]
-        done = run.progress[pipe]
-        blocked = run.blocked
         pipe_id = int(pipe)
-        may_run_ahead = pipe is not Pipe.SCALAR
-        with_data = self.system.with_data
+        progress = cast("list[ProgressCounter]", run.progress)  # this pipe's is made; SCALAR's too if any waits for issue
+        issued, done = progress[_SCALAR_ID], progress[pipe_id]
+        blocked = run.blocked
+        may_run_ahead = pipe is not _SCALAR
+        effect_from = DATA_EFFECT if self.system.with_data else CONTROL_EFFECT  # the effects applied
         ends = run.ends[pipe_id] if run.ends is not None else None
         flags, flag_waiters = run.flags, run.flag_waiters
         ahead = 0  # ps this pipe has run ahead of env.now
         clock_of = clock  # a local: read after every step
         now = clock_of(env)  # env.now, refreshed after every yield
         # Pipe progress is read only by the scalar issue order (SCALAR's count) and by barriers.
-        counts_progress = pipe is Pipe.SCALAR or ends is not None
-        waits_for_issue = bool(run.program.by_pipe[Pipe.SCALAR]) and pipe is not Pipe.SCALAR
+        counts_progress = not may_run_ahead or ends is not None
+        waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
         issued_count = 0  # the scalar unit's count as last read: it only grows, so an s_dep up to it needs no look
-        for instruction in instructions:
-            if waits_for_issue and instruction.s_dep > issued_count and instruction.s_dep > (issued_count := issued.count):
+        for instruction, (step, s_dep, cost_ps, key, effect, label_id, nbytes, watched) in zip(instructions, steps):
+            if waits_for_issue and s_dep > issued_count and s_dep > (issued_count := issued.count):
                 if ahead:
                     rearm_at(env, timer, ahead)
                     yield timer
                     ahead = 0
                 blocked[pipe_id] = "waiting for the scalar unit to issue it"
-                yield issued.reached(instruction.s_dep)
+                yield issued.reached(s_dep)
                 del blocked[pipe_id]
                 now = clock_of(env)
-            step = instruction.step
             start = now + ahead
-            effect = instruction.effect
-            if effect is not None and not with_data and not instruction.control:
-                effect = None
+            applies = effect >= effect_from
             if step == FIXED:
-                fixed_ps = instruction.fixed_ps
-                if may_run_ahead and effect is None:
-                    ahead += fixed_ps
-                    end = start + fixed_ps
+                if may_run_ahead and not applies:
+                    ahead += cost_ps
+                    end = start + cost_ps
                 else:
-                    busy = ahead + fixed_ps
+                    busy = ahead + cost_ps
                     ahead = 0
                     if busy:
                         rearm_at(env, timer, busy)
@@ -292,13 +320,12 @@ class AICore:
                 # Raise the flag at ``end``: the oldest waiter wakes then (or when it is ready, if
                 # later); with no waiter, the flag is kept with the time it becomes visible.
                 if may_run_ahead:
-                    ahead += instruction.cost_ps
+                    ahead += cost_ps
                     end = now + ahead
                 else:
-                    rearm_at(env, timer, instruction.cost_ps)
+                    rearm_at(env, timer, cost_ps)
                     yield timer
                     now = end = clock_of(env)
-                key = instruction.key
                 waiters = flag_waiters.get(key)
                 if waiters:
                     event, ready_ps, _ = waiters.popleft()
@@ -312,7 +339,6 @@ class AICore:
                 # Take the oldest raised flag (flags are taken in the order they were raised, so a
                 # wait running ahead of the clock takes the one it would take at its own time), or
                 # wait for one, not before this wait is ready (``start``).
-                key = instruction.key
                 raised = flags.get(key)
                 if raised:
                     visible = raised.popleft()
@@ -328,10 +354,10 @@ class AICore:
                     now = clock_of(env)
                     ahead = 0
                 if may_run_ahead:
-                    ahead += instruction.cost_ps
+                    ahead += cost_ps
                     end = now + ahead
                 else:
-                    rearm_at(env, timer, ahead + instruction.cost_ps)
+                    rearm_at(env, timer, ahead + cost_ps)
                     yield timer
                     ahead = 0
                     now = end = clock_of(env)
@@ -352,17 +378,18 @@ class AICore:
                     yield busy
                     del blocked[pipe_id]
                 now = end = clock_of(env)
-            if effect is not None:
+            if applies:
                 instruction.effect(self, run)
             index = recorder.events
             try:
-                pack_row(rows, index * row_bytes, lane, instruction.label_id, start, end, instruction.nbytes)
+                pack_row(rows, index * row_bytes, lane, label_id, start, end, nbytes)
             except struct_error:  # the rows are full
-                recorder.put_row(index, lane, instruction.label_id, start, end, instruction.nbytes)
+                recorder.put_row(index, lane, label_id, start, end, nbytes)
             recorder.events = index + 1
-            recorded = instruction.recorded
-            if recorded is not None:
-                recorded(index)
+            if watched:
+                recorded = instruction.recorded
+                if recorded is not None:
+                    recorded(index)
             if counts_progress:
                 if ends is not None:
                     ends.append(end)

@@ -9,6 +9,7 @@ only when data is on, so timing never depends on it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import FunctionType
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -159,6 +160,14 @@ class Instruction:
         self.control = False
         self.recorded = None
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # Each class gets its own copy of _twin_base's code: the interpreter specialises each
+        # attribute access of a code object for the one class it sees there, and replays
+        # (CoreProgram.replay) copy instructions of many classes through it; shared, its accesses
+        # take the generic look-up, which makes a twin about twice as slow.
+        cls._twin_base = FunctionType(Instruction._twin_base.__code__.replace(), globals(), "_twin_base")  # type: ignore[method-assign]
+
     def start(self, core, run):
         raise NotImplementedError
 
@@ -188,7 +197,8 @@ class Instruction:
 
 def on_recorded(instruction: Instruction, callback) -> None:
     """Call ``callback(event_index)`` once ``instruction``'s event is recorded (after any callback
-    already attached); with data on or off alike."""
+    already attached); with data on or off alike. Not for an instruction the replays of a template
+    share (:meth:`~npusim.isa.program.CoreProgram.template`'s ``own`` names those that take one)."""
     earlier = instruction.recorded
     if earlier is None:
         instruction.recorded = callback
@@ -399,9 +409,10 @@ class DmaCopy(Instruction):
     def start(self, core, run, delay_ps: int = 0):
         if self.dynamic and (core.system.with_data or self.control):
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
-        flow_class, fixed_ps, per_burst_ps = core.dma_routes.get(self.path_key) or core.dma_route(self.path_key)
-        if self.burst_count > 1:
-            fixed_ps += (self.burst_count - 1) * per_burst_ps
+        key, bursts = self.path_key, self.burst_count
+        flow_class, fixed_ps, per_burst_ps = core.dma_routes.get(key) or core.dma_route(key)
+        if bursts > 1:
+            fixed_ps += (bursts - 1) * per_burst_ps
         return core.network.start(flow_class, self.moved_bytes, fixed_ps + delay_ps)
 
     def footprint(self) -> tuple[tuple, ...]:

@@ -33,7 +33,7 @@ import simpy
 
 from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, ResourceError, UsageError
-from npusim.hw.core import AICore
+from npusim.hw.core import AICore, pipe_step
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
 from npusim.hw.system import System
@@ -115,6 +115,7 @@ class CoreProgram:
         self.race_free: bool | None = None  # the race check's verdict once launched alone (or replayed from a template)
         self.shares = False  # replayed with instructions shared with other replays (ProgramTemplate): launched alone
         self._replayed: dict[Pipe, list[Instruction]] | None = None  # a replay's instructions per pipe (by_pipe)
+        self._replayed_steps: dict[Pipe, list[tuple]] | None = None  # and their pipe_step tuples (pipe_steps)
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -606,8 +607,13 @@ class CoreProgram:
             new.tile, new.label_id = tile, label_id
             made[position] = new
             pipes[pipe][at] = new
+        steps = skeleton.steps
+        if steps is None:  # the first replay in the tile: the next ones' instructions have the same fixed fields
+            steps = skeleton.steps = {pipe: [pipe_step(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
+                                      for pipe, instructions in pipes.items()}
         self.instructions = made
         self._replayed = pipes
+        self._replayed_steps = steps
         self._allocated.update(template.allocated)
         self._regs = template.regs
         self.race_free = template.race_free
@@ -631,6 +637,13 @@ class CoreProgram:
             if pipe is _SCALAR:
                 scalars += 1
         return pipes
+
+    def pipe_steps(self, by_pipe: dict[Pipe, list[Instruction]]) -> dict[Pipe, list[tuple]]:
+        """The :func:`~npusim.hw.core.pipe_step` tuples of the instructions of ``by_pipe`` (what
+        :meth:`by_pipe` gave), per pipe; a replay's are those its template's replays in the tile share."""
+        if by_pipe is self._replayed and self._replayed_steps is not None:
+            return self._replayed_steps
+        return {pipe: list(map(pipe_step, instructions)) for pipe, instructions in by_pipe.items()}
 
 
 def _rebased_side(base: tuple[Allocation, int], delta: int, span: int) -> GmAddress | None:
@@ -706,12 +719,16 @@ class _Skeleton:
     pipe (``pipes``) with the shared instructions in place and None in each hole; the holes, each
     ``(position, pipe, index in the pipe's list, the template's instruction, its label id in the
     tile)``: ``twins``, filled with a twin, and ``copies``, with a copy rebased on the bases (their
-    GM sides follow, as :meth:`CoreProgram.template` took them)."""
+    GM sides follow, as :meth:`CoreProgram.template` took them). ``steps``: the
+    :func:`~npusim.hw.core.pipe_step` tuples per pipe of every replay in the tile (the same for all:
+    twins and rebased copies have their template's fixed fields; only the holes are watched), from
+    the first replay."""
 
-    __slots__ = ("made", "pipes", "twins", "copies")
+    __slots__ = ("made", "pipes", "twins", "copies", "steps")
 
     def __init__(self, made: list, pipes: dict, twins: list, copies: list) -> None:
         self.made, self.pipes, self.twins, self.copies = made, pipes, twins, copies
+        self.steps: dict[Pipe, list[tuple]] | None = None
 
 
 
@@ -735,12 +752,13 @@ class _TileScope:
 
 
 class _Placed:
-    """What the core executes: the per-pipe split of a program."""
+    """What the core executes: the per-pipe split of a program, with its pipe_step tuples."""
 
-    __slots__ = ("by_pipe", "name", "needs_end_times", "buffer_bytes")
+    __slots__ = ("by_pipe", "steps", "name", "needs_end_times", "buffer_bytes")
 
     def __init__(self, program: CoreProgram) -> None:
         self.by_pipe = program.by_pipe()
+        self.steps = program.pipe_steps(self.by_pipe)
         self.name = program.kernel.name
         self.needs_end_times = PipeBarrierAll in map(type, self.by_pipe[_SCALAR])
         self.buffer_bytes = program.allocated_bytes  # bytes reserved per buffer, held for the whole run

@@ -9,12 +9,33 @@ from hypothesis import strategies as st
 import npusim
 from npusim import isa
 from npusim.errors import DeadlockError, ResourceError, WorkloadError
-from npusim.hw.core import CoreLock
+from npusim.hw.core import CONTROL_EFFECT, DATA_EFFECT, FIXED, NO_EFFECT, SET_FLAG, TRANSFER, WAIT_FLAG, CoreLock, flag_key, pipe_step
+from npusim.hw.pipes import Pipe
 from tests.conftest import events_of
 
 
 def vector_ps(session, kind, repeats):
     return session.system.timing.vector.cost_ps(kind, repeats)
+
+
+def test_a_pipe_step_holds_what_the_pipe_reads_of_an_instruction():
+    with npusim.session("a2", data=False):
+        g = npusim.empty(64, np.float16)
+        p = isa.Kernel("k", die=0).aiv(0)
+        a, signal = p.alloc(64, np.float16), p.alloc(8, np.int32)
+        scalar = p.scalar(3)
+        vector = p.adds(a, a, 1.0)[0]
+        load = p.copy(a, isa.gm(g))
+        set_flag, wait_flag = p.set_flag("MTE2", "VECTOR", 1), p.wait_flag("MTE2", "VECTOR", 1)
+        write = p.write_scalar(signal, 1, control=True)
+        p.by_pipe()  # gives each its s_dep
+        key = flag_key(Pipe.MTE2, Pipe.VECTOR, 1)
+        assert [pipe_step(i)[:5] for i in (scalar, vector, load, set_flag, wait_flag, write)] == [
+            (FIXED, 0, scalar.fixed_ps, 0, NO_EFFECT), (FIXED, 1, vector.fixed_ps, 0, DATA_EFFECT), (TRANSFER, 1, 0, 0, DATA_EFFECT),
+            (SET_FLAG, 1, set_flag.cost_ps, key, NO_EFFECT), (WAIT_FLAG, 1, wait_flag.cost_ps, key, NO_EFFECT),
+            (FIXED, 1, write.fixed_ps, 0, CONTROL_EFFECT)]
+        assert pipe_step(load)[5:] == (load.label_id, 128, True) and load.label_id != vector.label_id
+        assert pipe_step(load, watched=False)[7] is False
 
 
 def test_instructions_of_one_pipe_run_in_order_and_pipes_run_concurrently():
