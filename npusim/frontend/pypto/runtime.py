@@ -457,6 +457,7 @@ class WaitTask(Task):
         # word 0 as a 4-byte int: a memoryview reads it as a Python int several times faster than numpy (polls read it often)
         self._word = address.allocation.data[address.offset:address.offset + 4].data.cast("i")
         self._key = (address.allocation.die, address.allocation.address + address.offset)
+        self.op.program.launch.slot_waits.setdefault(self._key, []).append(self)
 
     def value(self) -> int:
         """The slot's word 0 now."""
@@ -470,9 +471,11 @@ class WaitTask(Task):
         history = launch.slots.get(self._key)
         self.ancestors = self.inherit() | (history.clock if history is not None else 0)
         self.signal_events = list(history.signals) if history is not None else []
+        launch.slot_waits[self._key].remove(self)
         if self.clear:
             self._word[0] = 0
             launch.slots.pop(self._key, None)
+            launch.slot_changed(self._key)
 
     def polled(self, event: int) -> None:
         self.poll_event = event
@@ -655,6 +658,7 @@ class ShmemLaunch:
         self.data_windows: dict[tuple[str, int], Allocation] = {}
         self.signal_windows: dict[tuple[str, int], Allocation] = {}
         self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there
+        self.slot_waits: dict[tuple[int, int], list[WaitTask]] = {}  # (die, absolute address) of a slot -> its waits not yet satisfied
         self.races = RaceDetector(self._race)
         self.templates: dict[tuple, TileTemplate] = {}  # the programs of tile ops kept for reuse, by their pieces' keys
         self.schedulers: list[AicpuScheduler] = []
@@ -858,11 +862,23 @@ class ShmemLaunch:
             history = self.slots[key] = SlotHistory()
         history.clock |= task.ancestors | task.bit
         history.signals.append(event)
+        self.slot_changed(key)
 
     def forget_slots(self, die: int, start: int, end: int) -> None:
         """Slots ``[start, end)`` (absolute addresses on ``die``) were cleared."""
         for key in [k for k in self.slots if k[0] == die and start <= k[1] < end]:
             del self.slots[key]
+        for key in [k for k in self.slot_waits if k[0] == die and start <= k[1] < end]:
+            self.slot_changed(key)
+
+    def slot_changed(self, key: tuple[int, int]) -> None:
+        """The word of slot ``key`` has just changed: its waits may match now (each PE's scheduler
+        reads only the waits it is told of, see :meth:`~npusim.hw.aicpu.AicpuScheduler.may_match`)."""
+        waits = self.slot_waits.get(key)
+        if waits:
+            schedulers = self.schedulers
+            for task in waits:
+                schedulers[task.op.program.pe].may_match(task)
 
     def _race(self, message: str, reader: Access, writer: Access) -> None:
         if self.races_mode == "error":
