@@ -44,9 +44,10 @@ a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core t
 indices of its program's first instruction and of the one that ended last, -1 if none); an AICPU
 task has ``matches() -> bool`` (read its slot now), ``satisfied()`` (called when it matched, e.g. to
 clear the slot) and ``polled(event)`` (called with the index of the poll pass that saw it match,
-once recorded); whatever changes what a queued AICPU task's ``matches()`` says calls
-:meth:`AicpuScheduler.may_match` with it (at once: a pass reads the others' slots as they were). When the scheduler has handled a task's completion it sets ``task.done`` and
-``task.completed`` (the index of that event). Times are integer picoseconds.
+once recorded); whatever changes what an AICPU task's ``matches()`` says calls
+:meth:`AicpuScheduler.may_match` with it right after the change (a pass does not read a task
+again until told so). When the scheduler has handled a task's completion it sets ``task.done``
+and ``task.completed`` (the index of that event). Times are integer picoseconds.
 
 For the trace and the critical path the scheduler records, besides its events (``dispatch``,
 ``complete`` and ``poll`` on the lane of each thread), the dependencies it enforces as flows:
