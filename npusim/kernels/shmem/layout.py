@@ -29,6 +29,7 @@ Sources: ``shmem_operation_impl.cpp`` (CreateShmemTensor, GetSignalBufferSize, U
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -113,19 +114,24 @@ class SignalGrid:
         check_signal_view(op, tensor_shape, view_shape)
         return cls(tuple(tensor_shape), tuple(view_shape), tuple(tile_shape))
 
-    @property
-    def view_tile_num(self) -> int:
-        """Tiles in one view."""
-        return math.prod(tile_grid(self.view_shape, self.tile_shape))
+    @functools.cached_property
+    def tiles_per_dim(self) -> tuple[int, ...]:
+        """Tiles of one view per dim (kept once asked: a grid numbers every tile of its op)."""
+        return tile_grid(self.view_shape, self.tile_shape)
 
-    @property
+    @functools.cached_property
+    def view_tile_num(self) -> int:
+        """Tiles in one view (kept once asked)."""
+        return math.prod(self.tiles_per_dim)
+
+    @functools.cached_property
     def total_tiles(self) -> int:
-        """Slots per owner PE: tiles per view times views in the tensor."""
+        """Slots per owner PE: tiles per view times views in the tensor (kept once asked)."""
         return self.view_tile_num * math.prod(t // v for t, v in zip(self.tensor_shape, self.view_shape))
 
     def slot_index(self, tile_offset: Sequence[int]) -> int:
         """The slot of the tile at ``tile_offset`` (absolute, in the tensor) within its owner's row."""
-        tiles_per_dim = tile_grid(self.view_shape, self.tile_shape)
+        tiles_per_dim = self.tiles_per_dim
         tile_in_view, view_index = 0, 0
         tile_stride, view_stride = 1, 1
         for offset, dim, view, tile, tiles in zip(
