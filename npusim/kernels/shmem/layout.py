@@ -112,7 +112,7 @@ class SignalGrid:
     ) -> SignalGrid:
         """The grid of a signal/wait op, checked: the view divides the tensor."""
         check_signal_view(op, tensor_shape, view_shape)
-        return cls(tuple(tensor_shape), tuple(view_shape), tuple(tile_shape))
+        return _signal_grid(tuple(tensor_shape), tuple(view_shape), tuple(tile_shape))
 
     @functools.cached_property
     def tiles_per_dim(self) -> tuple[int, ...]:
@@ -146,6 +146,12 @@ class SignalGrid:
     def slot_byte_offset(self, src_pe: int, tile_offset: Sequence[int]) -> int:
         """Byte offset in the signal area of owner ``src_pe``'s slot for the tile at ``tile_offset``."""
         return (src_pe * self.total_tiles + self.slot_index(tile_offset)) * SIGNAL_SLOT_BYTES
+
+
+@functools.lru_cache(maxsize=256)
+def _signal_grid(tensor_shape: tuple[int, ...], view_shape: tuple[int, ...], tile_shape: tuple[int, ...]) -> SignalGrid:
+    """The grid of these shapes, one for the ops that ask (frozen, its tile counts kept once asked)."""
+    return SignalGrid(tensor_shape, view_shape, tile_shape)
 
 
 @dataclass(eq=False)
