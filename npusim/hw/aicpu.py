@@ -18,7 +18,10 @@ of the AIC cores (each kind chosen on its own, as below), and loops, one thing a
    turn at the start of the pass (one that matches acts at once, e.g. clears its slot, so a later
    wait of the same slot sees the cleared value), the pass takes ``poll_interval``, and the waits
    that matched end with it. A signal that lands during a pass is seen by the next one, so a wait
-   ends at least one poll interval after its signal lands.
+   ends at least one poll interval after its signal lands. A wait that did not match reads the
+   same until its slot changes, so a pass reads, in turn, only the waits queued or told of a
+   change (:meth:`AicpuScheduler.may_match`) since their last read: the same decisions as reading
+   them all, at a cost that follows the slots that changed, not the waits queued.
 
 A *control task* (``on_control``: a read of one GM value by the control flow, which the framework
 runs on one more AICPU) waits in the control queue and is run in turn by the control AICPU: it
@@ -41,8 +44,10 @@ a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core t
 indices of its program's first instruction and of the one that ended last, -1 if none); an AICPU
 task has ``matches() -> bool`` (read its slot now), ``satisfied()`` (called when it matched, e.g. to
 clear the slot) and ``polled(event)`` (called with the index of the poll pass that saw it match,
-once recorded). When the scheduler has handled a task's completion it sets ``task.done`` and
-``task.completed`` (the index of that event). Times are integer picoseconds.
+once recorded); whatever changes what an AICPU task's ``matches()`` says calls
+:meth:`AicpuScheduler.may_match` with it right after the change (a pass does not read a task
+again until told so). When the scheduler has handled a task's completion it sets ``task.done``
+and ``task.completed`` (the index of that event). Times are integer picoseconds.
 
 For the trace and the critical path the scheduler records, besides its events (``dispatch``,
 ``complete`` and ``poll`` on the lane of each thread), the dependencies it enforces as flows:
@@ -57,6 +62,7 @@ import weakref
 from collections import deque
 from collections.abc import Sequence
 from functools import partial
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -82,8 +88,8 @@ class PollCoordinator:
         self.env = env
         self.armed_timers = 0
         self.schedulers: list[AicpuScheduler] = []
-        # the queued wait (and its thread) that matched when last looked for: it is looked at first
-        self._matching: tuple[Any, SchedulerThread] | None = None
+        # the queued wait (its place, itself, its thread) that matched when last looked for: it is looked at first
+        self._matching: tuple[int, Any, SchedulerThread] | None = None
         self._stamp = -2  # schedule_stamp at the last look past the queue count,
         self._none_matched = False  # and whether it found no queued wait matching
 
@@ -110,18 +116,18 @@ class PollCoordinator:
         if unchanged and self._none_matched:
             return True
         self._none_matched = False
-        # Any queued wait that matches answers no. The one found last time usually still does (its
-        # thread takes it at its next pass, while the other threads' idle passes ask again): a
-        # SuperPoD has tens of thousands of queued waits to read otherwise.
+        # Any queued wait that matches answers no: only the unread ones can (the others read the
+        # same as when they did not match). The one found last time usually still does (its
+        # thread takes it at its next pass, while the other threads' idle passes ask again).
         if self._matching is not None:
-            task, thread = self._matching
-            if task in thread.waits and task.matches():
+            place, task, thread = self._matching
+            if place in thread.unread_places and task.matches():
                 return False
         for scheduler in self.schedulers:
             for thread in scheduler.threads:
-                for task in thread.waits:
+                for place, task in thread.unread:
                     if task.matches():
-                        self._matching = (task, thread)
+                        self._matching = (place, task, thread)
                         return False
         self._none_matched = True
         return True
@@ -133,7 +139,7 @@ class PollCoordinator:
     def leave(self, scheduler: AicpuScheduler) -> None:
         """A device task has ended: its waits are no longer queued."""
         self.schedulers.remove(scheduler)
-        if self._matching is not None and self._matching[1].scheduler is scheduler:
+        if self._matching is not None and self._matching[2].scheduler is scheduler:
             self._matching = None
 
 
@@ -165,11 +171,31 @@ class SchedulerThread:
         self.cores = cores  # its AIV cores
         self.finished: deque = deque()
         self.to_dispatch: deque[tuple[Any, int, int]] = deque()  # (core task, core, the event that made it ready)
-        self.waits: list = []
+        self.waits: dict[int, Any] = {}  # its queued AICPU tasks by their place in the queue (a number that grows)
+        # the queued AICPU tasks its next pass reads (those not read since queued or told of a
+        # change: the others do not match), as a heap of (place in the queue, task), and their places
+        self.unread: list[tuple[int, Any]] = []
+        self.unread_places: set[int] = set()
+        # while a pass reads: the tasks it still reads (a heap, as ``unread``), their places, and
+        # the place of the task it reads now
+        self.reading: list[tuple[int, Any]] | None = None
+        self.reading_places: set[int] = set()
+        self.reading_at = -1
         self.parked = False
         self.wake: simpy.Event = scheduler.env.event()
         die = scheduler.die
         self.track = die.system.recorder.track(die.index, f"aicpu{index}", "SCHEDULE", (2, index))
+
+    def mark(self, place: int, task) -> None:
+        """The queued AICPU task at ``place`` may match now: the pass reading (if it has not read
+        it yet: it reads the later tasks after this change) or else the next pass reads it."""
+        if self.reading is not None and place > self.reading_at:
+            heap, places = self.reading, self.reading_places
+        else:
+            heap, places = self.unread, self.unread_places
+        if place not in places:
+            places.add(place)
+            heappush(heap, (place, task))
 
     def notify(self) -> None:
         """New work for this thread: wake it if it sleeps."""
@@ -203,13 +229,19 @@ class SchedulerThread:
             elif self.waits:
                 start = clock(env)
                 matched = []
-                waits = self.waits
-                for task in waits:  # in turn: a wait that clears its slot hides it from the next
-                    if task.matches():
-                        task.satisfied()
-                        matched.append(task)
-                for task in matched:  # after the pass: the queue is not copied for it
-                    waits.remove(task)
+                if self.unread:
+                    waits, queued = self.waits, scheduler.queued
+                    reading = self.reading = self.unread
+                    self.reading_places = self.unread_places
+                    self.unread, self.unread_places = [], set()
+                    while reading:  # in turn: a wait that clears its slot hides it from the next
+                        place, task = heappop(reading)
+                        self.reading_at = place
+                        if task.matches():
+                            del waits[place], queued[id(task)]
+                            task.satisfied()
+                            matched.append(task)
+                    self.reading = None
                 idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
                 if idle:  # will go on with that work when it ends
                     coordinator.armed_timers += 1
@@ -263,6 +295,8 @@ class AicpuScheduler:
         self.pools = {kind: CorePool(kind, die.core_count(kind), threads) for kind in dict.fromkeys((product.vector_cores, product.cube_cores))}
         self.threads = [SchedulerThread(self, k, self.pools[product.vector_cores].cores_of(k)) for k in range(threads)]
         self._next_wait_thread = 0
+        self._next_place = 0  # the place in its thread's queue of the next AICPU task queued
+        self.queued: dict[int, tuple[SchedulerThread, int]] = {}  # id of a queued AICPU task -> its thread and place
         self.ready_events: dict[int, int] = {}  # id of a queued AICPU task -> the event that made it ready
         self.remaining = len(self.tasks)
         self.started = False
@@ -327,7 +361,14 @@ class AicpuScheduler:
     @property
     def waiting(self) -> list:
         """The AICPU tasks queued for polling and not yet satisfied."""
-        return [task for thread in self.threads for task in thread.waits]
+        return [task for thread in self.threads for task in thread.waits.values()]
+
+    def may_match(self, task) -> None:
+        """What ``task``'s ``matches()`` says may have changed (its slot changed): if it is queued,
+        its thread's next pass reads it (or the pass reading now, if it has not read it yet)."""
+        queued = self.queued.get(id(task))
+        if queued is not None:
+            queued[0].mark(queued[1], task)
 
     # -- readiness and completion ------------------------------------------------------------------
 
@@ -348,7 +389,11 @@ class AicpuScheduler:
         else:
             thread = self.threads[self._next_wait_thread]
             self._next_wait_thread = (self._next_wait_thread + 1) % len(self.threads)
-            thread.waits.append(task)
+            place = self._next_place
+            self._next_place += 1
+            thread.waits[place] = task
+            self.queued[id(task)] = (thread, place)
+            thread.mark(place, task)
             if ready_event >= 0:
                 self.ready_events[id(task)] = ready_event
         thread.notify()

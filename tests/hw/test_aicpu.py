@@ -28,7 +28,8 @@ class Work:
 
 
 class Poll:
-    """An AICPU task that matches once ``flag['set']`` is true."""
+    """An AICPU task that matches once ``flag['set']`` is true (whoever sets it tells the scheduler:
+    :meth:`AicpuScheduler.may_match`)."""
 
     on_core = False
 
@@ -94,6 +95,7 @@ def test_a_poll_matches_one_pass_after_the_flag_is_set():
 
         def raise_flag(_event):
             flag["set"] = True
+            scheduler.may_match(poll)
 
         scheduler = AicpuScheduler(session.system.die(0), [poll], threads=1, core_choice="least_loaded", name="poll")
         session.track(session.system.stream(0).submit(scheduler.run))
@@ -163,12 +165,71 @@ def test_a_pass_that_matched_keeps_the_other_pollers_awake():
         waiting, raiser = Poll(second_flag), Poll(first_flag)
         work = Work(env, 1000, "raise")
         start = work.start
-        work.start = lambda core: (second_flag.__setitem__("set", True), start(core))[1]
+        schedulers = {}
+
+        def raise_second_flag():
+            second_flag["set"] = True
+            schedulers[1].may_match(waiting)
+
+        work.start = lambda core: (raise_second_flag(), start(core))[1]
         raiser.successors, work.pending = [work], 1
         for die, tasks in ((1, [waiting]), (0, [raiser, work])):  # die 1's process first: its timer fires first
-            scheduler = AicpuScheduler(session.system.die(die), tasks, threads=1, core_choice="round_robin", name=f"die{die}")
+            scheduler = schedulers[die] = AicpuScheduler(session.system.die(die), tasks, threads=1, core_choice="round_robin", name=f"die{die}")
             session.track(session.system.stream(die).submit(scheduler.run))
     assert waiting.satisfied_calls == 1 and session.result.status == "ok"
+
+
+class SlotWait:
+    """An AICPU task that waits until ``slot['value'] == expected`` (clearing it with ``clear``),
+    telling the scheduler of the other waits of the slot when it clears it; counts its reads."""
+
+    on_core = False
+
+    def __init__(self, slot, expected, clear, name):
+        self.slot, self.expected, self.clear, self.name = slot, expected, clear, name
+        self.tile, self.trace_op, self.pending, self.successors, self.reads = 0, -1, 0, [], 0
+
+    def matches(self):
+        self.reads += 1
+        return self.slot["value"] == self.expected
+
+    def satisfied(self):
+        self.slot["waits"].remove(self)
+        if self.clear:
+            self.slot["value"] = 0
+            for other in self.slot["waits"]:
+                self.slot["scheduler"].may_match(other)
+
+    def polled(self, event):
+        self.polled_at = self.slot["scheduler"].env.now
+
+
+def test_a_pass_reads_the_waits_in_turn_and_a_wait_again_only_once_told_its_slot_changed():
+    """``before`` (queued first) reads the set slot, then ``clearer`` matches and clears it: ``after``,
+    read later in the same pass, sees 0 at once; ``before`` sees it at the next pass. ``idle``, whose
+    slot is set at 10 us, is read when queued and after the change (by the check of the pass that
+    ends then, whether only pollers are left, and by the next pass), not at each of the passes between."""
+    slot = {"value": 1}
+    idle_slot = {"value": 5}
+    with npusim.session("a2") as session:
+        before, clearer, after = SlotWait(slot, 0, False, "before"), SlotWait(slot, 1, True, "clearer"), SlotWait(slot, 0, False, "after")
+        idle = SlotWait(idle_slot, 0, False, "idle")
+        slot["waits"], idle_slot["waits"] = [before, clearer, after], [idle]
+        scheduler = AicpuScheduler(session.system.die(0), [before, clearer, after, idle], threads=1, core_choice="round_robin", name="slots")
+        slot["scheduler"] = idle_slot["scheduler"] = scheduler
+        session.track(session.system.stream(0).submit(scheduler.run))
+
+        def set_idle_slot(_event):
+            idle_slot["value"] = 0
+            scheduler.may_match(idle)
+
+        session.env.timeout(10**7).callbacks.append(set_idle_slot)
+    poll_ps = session.config.spec.die.aicpu.poll_interval.to_ps(session.config.spec.die.clock.hz)
+    _, completion = costs(session)
+    # the second pass starts once the thread has handled the two completions of the first
+    assert (clearer.polled_at, after.polled_at, before.polled_at) == (poll_ps, poll_ps, poll_ps + 2 * completion + poll_ps)
+    assert idle.polled_at - 2 * poll_ps < 10**7 <= idle.polled_at - poll_ps  # the first pass that starts after the change
+    assert (before.reads, clearer.reads, after.reads, idle.reads) == (2, 1, 1, 3)
 
 
 @settings(max_examples=60, deadline=None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
@@ -185,7 +186,7 @@ def _place(out: Tensor, offsets: Sequence[int], shape: Sequence[int]) -> DeviceT
 
 
 def _shift(offsets: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
-    return tuple(a + b for a, b in zip(offsets, more))
+    return tuple(map(operator.add, offsets, more))
 
 
 def _last_store_lands(write: RemoteWrite, stores: Sequence, _gm) -> None:

@@ -12,8 +12,10 @@ control memory, kept even when data is off). Tasks get their successors and thei
 bits, and each PE gets an :class:`~npusim.hw.aicpu.AicpuScheduler` on its die's stream.
 
 Running: a core task builds its tile op's ISA program when it is dispatched and runs it on the
-chosen core through that core's stream; a wait task reads its slot in the PE's signal window. Races
-are checked as tile ops start; a deadlock report lists every wait still polling.
+chosen core through that core's stream; a wait task reads its slot in the PE's signal window, and
+the launch tells the PE's scheduler which waits to read again as their slots change (a signal store
+landing, a clear: :meth:`ShmemLaunch.slot_changed`). Races are checked as tile ops start; a deadlock
+report lists every wait still polling.
 
 Flows (arrows in the trace, edges of the critical path) across PEs, besides the scheduler's own:
 ``put->signal`` from the last store of a shmem_put (or shmem_store) tile op to each signal store
@@ -27,6 +29,7 @@ shmem_load or shmem_get tile op that had the wait as pred.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 import warnings
@@ -39,6 +42,7 @@ import simpy
 from npusim import isa
 from npusim.config.products import PRODUCTS
 from npusim.errors import OpArgumentError, RaceError, UsageError, WorkloadError
+from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.session import current_session
 from npusim.hw.aicpu import AicpuScheduler
 from npusim.hw.memory import Allocation
@@ -186,7 +190,10 @@ class RemoteWrite:
 
     def overlaps(self, offset: Sequence[int], shape: Sequence[int]) -> bool:
         """True if the box ``shape`` at ``offset`` shares an element with this write's box."""
-        return all(a < b + m and b < a + n for a, n, b, m in zip(self.offset, self.shape, offset, shape))
+        for a, n, b, m in zip(self.offset, self.shape, offset, shape):  # noqa: SIM110 (1.7x faster than all(...); asked per signal store and write)
+            if not (a < b + m and b < a + n):
+                return False
+        return True
 
     def landed(self, event: int) -> None:
         self.event = event
@@ -202,8 +209,8 @@ class SlotHistory:
 
 
 class Task:
-    """One tile op: its op and tile index, the tile ops it waits for, its happens-before bits and
-    the shmem data it writes (:class:`RemoteWrite`). A tile op built after a device-valued scalar
+    """One tile op: its op and tile index (``trace_op``: the op id its trace events carry), the
+    tile ops it waits for, its happens-before bits and the shmem data it writes (:class:`RemoteWrite`). A tile op built after a device-valued scalar
     was read (:class:`ControlRead`) also waits for that read: the control flow that issues it ran
     past the read. ``done`` once the scheduler has handled its completion (``completed``: that event)."""
 
@@ -213,6 +220,7 @@ class Task:
     def __init__(self, op: OpNode, tile: int) -> None:
         self.op = op
         self.tile = tile
+        self.trace_op = op.record
         self.deps: dict[int, Task] = {}
         self.pending = 0
         self.successors: list[Task] = []
@@ -237,11 +245,6 @@ class Task:
         for task in self.deps.values():
             ancestors |= task.ancestors | task.bit
         return ancestors
-
-    @property
-    def trace_op(self) -> int:
-        """The op id its trace events carry."""
-        return self.op.record
 
     @property
     def who(self) -> str:
@@ -447,7 +450,7 @@ class WaitTask(Task):
         self.cmp_value = cmp_value
         self.clear = clear
         self._word: memoryview  # word 0 of the slot, found by locate()
-        self._key: tuple | None = None
+        self._key: tuple[int, int]  # the slot's (die, absolute address), found by locate()
         self.signal_events: list[int] = []  # the signal stores it saw (since the slot's last clear)
         self.poll_event = -1  # the poll pass that saw it match
 
@@ -457,6 +460,7 @@ class WaitTask(Task):
         # word 0 as a 4-byte int: a memoryview reads it as a Python int several times faster than numpy (polls read it often)
         self._word = address.allocation.data[address.offset:address.offset + 4].data.cast("i")
         self._key = (address.allocation.die, address.allocation.address + address.offset)
+        self.op.program.launch.slot_waits.setdefault(self._key, []).append(self)
 
     def value(self) -> int:
         """The slot's word 0 now."""
@@ -470,9 +474,14 @@ class WaitTask(Task):
         history = launch.slots.get(self._key)
         self.ancestors = self.inherit() | (history.clock if history is not None else 0)
         self.signal_events = list(history.signals) if history is not None else []
+        waits = launch.slot_waits[self._key]
+        waits.remove(self)
+        if not waits:
+            del launch.slot_waits[self._key]
         if self.clear:
             self._word[0] = 0
             launch.slots.pop(self._key, None)
+            launch.slot_changed(self._key)
 
     def polled(self, event: int) -> None:
         self.poll_event = event
@@ -571,16 +580,14 @@ class PeProgram:
     new_tasks: list[Task] = field(default_factory=list)
     builder: object | None = None  # a building.Builder while its kernel function runs
 
-    @property
+    @functools.cached_property
     def ranks(self) -> GroupRanks:
-        """This PE's rank in each communication group."""
+        """This PE's rank in each communication group (one mapping, kept: it looks the groups up when asked)."""
         return GroupRanks(self.launch, self.pe)
 
     def value_of(self, value):
         """An op argument as its value on this PE: a SymbolicScalar evaluated with this PE's ranks
         (and its device-valued reads, waiting for them), anything else as it is."""
-        from npusim.frontend.pypto.symbolic import SymbolicScalar
-
         return value.concrete(self.ranks) if isinstance(value, SymbolicScalar) else value
 
     def wait_for(self, read: ControlRead) -> None:
@@ -655,6 +662,7 @@ class ShmemLaunch:
         self.data_windows: dict[tuple[str, int], Allocation] = {}
         self.signal_windows: dict[tuple[str, int], Allocation] = {}
         self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there
+        self.slot_waits: dict[tuple[int, int], list[WaitTask]] = {}  # (die, absolute address) of a slot -> its waits not yet satisfied
         self.races = RaceDetector(self._race)
         self.templates: dict[tuple, TileTemplate] = {}  # the programs of tile ops kept for reuse, by their pieces' keys
         self.schedulers: list[AicpuScheduler] = []
@@ -858,11 +866,23 @@ class ShmemLaunch:
             history = self.slots[key] = SlotHistory()
         history.clock |= task.ancestors | task.bit
         history.signals.append(event)
+        self.slot_changed(key)
 
     def forget_slots(self, die: int, start: int, end: int) -> None:
         """Slots ``[start, end)`` (absolute addresses on ``die``) were cleared."""
         for key in [k for k in self.slots if k[0] == die and start <= k[1] < end]:
             del self.slots[key]
+        for key in [k for k in self.slot_waits if k[0] == die and start <= k[1] < end]:
+            self.slot_changed(key)
+
+    def slot_changed(self, key: tuple[int, int]) -> None:
+        """The word of slot ``key`` has just changed: its waits may match now (each PE's scheduler
+        reads only the waits it is told of, see :meth:`~npusim.hw.aicpu.AicpuScheduler.may_match`)."""
+        waits = self.slot_waits.get(key)
+        if waits:
+            schedulers = self.schedulers
+            for task in waits:
+                schedulers[task.op.program.pe].may_match(task)
 
     def _race(self, message: str, reader: Access, writer: Access) -> None:
         if self.races_mode == "error":

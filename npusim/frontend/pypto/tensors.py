@@ -45,7 +45,10 @@ LOCATIONS = ("GM", "UB", "token")
 
 def regions_meet(a: Region, b: Region) -> bool:
     """True if two boxes of the same tensor share an element."""
-    return all(ao < bo + bs and bo < ao + as_ for ao, as_, bo, bs in zip(a.offset, a.shape, b.offset, b.shape))
+    for ao, as_, bo, bs in zip(a.offset, a.shape, b.offset, b.shape):  # noqa: SIM110 (1.7x faster than all(...); asked per tile op and pred)
+        if not (ao < bo + bs and bo < ao + as_):
+            return False
+    return True
 
 
 class TensorAnnotation:

@@ -10,6 +10,7 @@ inside the tensor), which the framework itself does not all enforce; ``docs/shme
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -76,7 +77,7 @@ def check_data_shape(op: str, arg: str, shape: object) -> None:
 
 def check_element_count(op: str, arg: str, shape: Sequence[int]) -> None:
     """A put/store source holds at most INT32_MAX elements."""
-    count = int(np.prod(shape, dtype=object))
+    count = math.prod(map(int, shape))  # Python ints: no overflow
     if count > INT32_MAX:
         _reject(op, arg, shape, f"has {count} elements, more than INT32_MAX={INT32_MAX}")
 

@@ -29,6 +29,7 @@ Sources: ``shmem_operation_impl.cpp`` (CreateShmemTensor, GetSignalBufferSize, U
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -111,21 +112,26 @@ class SignalGrid:
     ) -> SignalGrid:
         """The grid of a signal/wait op, checked: the view divides the tensor."""
         check_signal_view(op, tensor_shape, view_shape)
-        return cls(tuple(tensor_shape), tuple(view_shape), tuple(tile_shape))
+        return _signal_grid(tuple(tensor_shape), tuple(view_shape), tuple(tile_shape))
 
-    @property
+    @functools.cached_property
+    def tiles_per_dim(self) -> tuple[int, ...]:
+        """Tiles of one view per dim (kept once asked: a grid numbers every tile of its op)."""
+        return tile_grid(self.view_shape, self.tile_shape)
+
+    @functools.cached_property
     def view_tile_num(self) -> int:
-        """Tiles in one view."""
-        return math.prod(tile_grid(self.view_shape, self.tile_shape))
+        """Tiles in one view (kept once asked)."""
+        return math.prod(self.tiles_per_dim)
 
-    @property
+    @functools.cached_property
     def total_tiles(self) -> int:
-        """Slots per owner PE: tiles per view times views in the tensor."""
+        """Slots per owner PE: tiles per view times views in the tensor (kept once asked)."""
         return self.view_tile_num * math.prod(t // v for t, v in zip(self.tensor_shape, self.view_shape))
 
     def slot_index(self, tile_offset: Sequence[int]) -> int:
         """The slot of the tile at ``tile_offset`` (absolute, in the tensor) within its owner's row."""
-        tiles_per_dim = tile_grid(self.view_shape, self.tile_shape)
+        tiles_per_dim = self.tiles_per_dim
         tile_in_view, view_index = 0, 0
         tile_stride, view_stride = 1, 1
         for offset, dim, view, tile, tiles in zip(
@@ -140,6 +146,12 @@ class SignalGrid:
     def slot_byte_offset(self, src_pe: int, tile_offset: Sequence[int]) -> int:
         """Byte offset in the signal area of owner ``src_pe``'s slot for the tile at ``tile_offset``."""
         return (src_pe * self.total_tiles + self.slot_index(tile_offset)) * SIGNAL_SLOT_BYTES
+
+
+@functools.lru_cache(maxsize=256)
+def _signal_grid(tensor_shape: tuple[int, ...], view_shape: tuple[int, ...], tile_shape: tuple[int, ...]) -> SignalGrid:
+    """The grid of these shapes, one for the ops that ask (frozen, its tile counts kept once asked)."""
+    return SignalGrid(tensor_shape, view_shape, tile_shape)
 
 
 @dataclass(eq=False)

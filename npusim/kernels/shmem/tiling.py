@@ -14,6 +14,7 @@ every tile op depends on the whole pred, i.e. on every tile op of the op that pr
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -64,7 +65,17 @@ def expand_tiles(
     op: str = "shmem op",
 ) -> list[Tile]:
     """The tiles of a view of ``shape`` (valid part ``valid_shape``, default all) in row-major order."""
+    return list(_tiles_of(tuple(shape), tile_shape if tile_shape is None else tuple(tile_shape),
+                          valid_shape if valid_shape is None else tuple(valid_shape), op))
+
+
+@functools.lru_cache(maxsize=1024)
+def _tiles_of(shape: tuple[int, ...], tile_shape: tuple[int, ...] | None, valid_shape: tuple[int, ...] | None,
+              op: str) -> tuple[Tile, ...]:
+    """:func:`expand_tiles`, kept per arguments (every tile op of a program asks for the tiles of
+    the same few shapes; tiles are frozen, so the calls share them)."""
     check_tile_shape(op, tile_shape, len(shape))
+    assert tile_shape is not None  # check_tile_shape refuses None
     grid = tile_grid(shape, tile_shape)
     count = math.prod(grid)
     if count > MAX_TILES_PER_OP:
@@ -73,27 +84,34 @@ def expand_tiles(
             f"({' x '.join(map(str, grid))}), more than the {MAX_TILES_PER_OP} tile ops a shmem op may have; "
             "set a larger tile shape with pypto.set_vec_tile_shapes(...)"
         )
-    valid = tuple(shape) if valid_shape is None else tuple(valid_shape)
+    valid = shape if valid_shape is None else valid_shape
     tiles = []
     for index, position in enumerate(itertools.product(*(range(n) for n in grid))):
         offset = tuple(i * t for i, t in zip(position, tile_shape))
         box = tuple(min(s - o, t) for s, o, t in zip(shape, offset, tile_shape))
         inside = tuple(min(max(v - o, 0), b) for v, o, b in zip(valid, offset, box))
         tiles.append(Tile(index, offset, box, inside))
-    return tiles
+    return tuple(tiles)
 
 
 def split_pred(pred_shape: Sequence[int], grid: Sequence[int]) -> list[Region] | None:
     """The piece of the pred each tile depends on (row-major, as the tiles), or None if the pred cannot
     be split (other number of dims, or a dim smaller than its tile count): then every tile depends on
     the whole pred."""
+    pieces = _pred_pieces(tuple(pred_shape), tuple(grid))
+    return None if pieces is None else list(pieces)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pred_pieces(pred_shape: tuple[int, ...], grid: tuple[int, ...]) -> tuple[Region, ...] | None:
+    """:func:`split_pred`, kept per arguments (regions are frozen, so the calls share them)."""
     if len(pred_shape) != len(grid) or any(p < n for p, n in zip(pred_shape, grid)):
         return None
     per_dim = [_even_split(p, n) for p, n in zip(pred_shape, grid)]
-    return [
+    return tuple(
         Region(tuple(offset for offset, _ in pieces), tuple(size for _, size in pieces))
         for pieces in itertools.product(*per_dim)
-    ]
+    )
 
 
 def _even_split(size: int, parts: int) -> list[tuple[int, int]]:

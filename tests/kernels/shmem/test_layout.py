@@ -69,6 +69,15 @@ def test_slots_in_a_grid_of_views_with_several_tiles():
 def test_signal_grid_needs_a_view_that_divides_the_tensor():
     with refused("shmem_signal: shape=[3, 8] does not divide the shmem tensor [8, 8]"):
         SignalGrid.of("shmem_signal", [8, 8], [3, 8], [1, 8])
+    SignalGrid.of("shmem_signal", [8, 8], [4, 8], [1, 8])  # a good grid of these shapes is kept: the bad view is still refused
+    with refused("shmem_wait_until: shape=[3, 8] does not divide the shmem tensor [8, 8]"):
+        SignalGrid.of("shmem_wait_until", [8, 8], [3, 8], [1, 8])
+
+
+def test_ops_of_the_same_shapes_share_one_grid():
+    grid = SignalGrid.of("shmem_signal", [4, 6], [2, 3], [1, 2])
+    assert SignalGrid.of("shmem_wait_until", (4, 6), (2, 3), (1, 2)) is grid
+    assert grid == SignalGrid((4, 6), (2, 3), (1, 2))
 
 
 def test_registry_allocates_in_creation_order():

@@ -47,6 +47,18 @@ def test_three_and_four_dims():
     assert tiles[1] == Tile(1, (0, 0, 0, 3), (1, 2, 4, 2), (1, 2, 4, 2))
 
 
+def test_each_call_gets_its_own_list_of_the_kept_tiles():
+    """Tiles and pred pieces are kept per arguments (frozen, shared): a caller that changes its list
+    changes no other caller's."""
+    first = expand_tiles([10, 7], (4, 5), op="shmem_put")
+    first.clear()
+    assert expand_tiles((10, 7), [4, 5], op="shmem_put") == expand_tiles([10, 7], [4, 5])
+    assert len(expand_tiles([10, 7], [4, 5], op="shmem_put")) == 6
+    pieces = split_pred([10, 7], (3, 2))
+    pieces.pop()
+    assert len(split_pred((10, 7), [3, 2])) == 6
+
+
 def test_at_most_1023_tiles():
     assert len(expand_tiles([1023, 8], [1, 8])) == MAX_TILES_PER_OP == 1023
     with pytest.raises(OpArgumentError) as error:
