@@ -33,17 +33,16 @@ from simpy.events import NORMAL
 clock = attrgetter("_now")
 """``clock(env)`` is ``env.now`` (integer ps), read without the property call."""
 
+_Entry = tuple[object, int, int, simpy.Event]  # an entry of SimPy's queue: (time, priority, event id, event)
+_NORMAL: Final[int] = NORMAL  # SimPy's priority of an event triggered by succeed (a native constant once compiled)
+_push: Final[Callable[[list[_Entry], _Entry], None]] = heappush  # held by the module: no look-up by name per call
+
 
 def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value: object = None) -> None:
     """Trigger the not yet triggered ``event`` with ``value``, ``delay_ps`` ps from now."""
     event._ok = True
     event._value = value
-    heappush(env._queue, (env._now + delay_ps, NORMAL, next(env._eid), event))
-
-
-_Entry = tuple[object, int, int, simpy.Event]  # an entry of SimPy's queue: (time, priority, event id, event)
-_NORMAL: Final[int] = NORMAL  # SimPy's priority of an event triggered by succeed (a native constant once compiled)
-_push: Final[Callable[[list[_Entry], _Entry], None]] = heappush  # held by the module: no look-up by name per call
+    _push(cast(list[_Entry], env._queue), (env._now + delay_ps, _NORMAL, next(env._eid), event))
 
 
 class EventQueue:
