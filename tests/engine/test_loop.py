@@ -8,8 +8,7 @@ import pytest
 import simpy
 from simpy.events import NORMAL, URGENT
 
-from npusim.engine.loop import (LOOK_STEPS, EventQueue, Stop, clock, due_now, next_event_ps, queued_events, run_until, schedule_stamp,
-                                succeed_at)
+from npusim.engine.loop import LOOK_STEPS, EventQueue, Stop, clock, due_now, next_event_ps, queued_events, run_until, schedule_stamp, succeed_at
 
 
 def test_the_installed_simpy_has_the_queue_layout_the_loop_relies_on():
