@@ -33,16 +33,20 @@ from simpy.events import NORMAL
 clock = attrgetter("_now")
 """``clock(env)`` is ``env.now`` (integer ps), read without the property call."""
 
-_Entry = tuple[object, int, int, simpy.Event]  # an entry of SimPy's queue: (time, priority, event id, event)
-_NORMAL: Final[int] = NORMAL  # SimPy's priority of an event triggered by succeed (a native constant once compiled)
-_push: Final[Callable[[list[_Entry], _Entry], None]] = heappush  # held by the module: no look-up by name per call
+# An entry of SimPy's queue: (time, priority, event id, event), its numbers kept as the Python ints
+# they are (compiled, an int would be unboxed and boxed again).
+_Entry = tuple[object, object, object, simpy.Event]
+_NORMAL: Final[object] = NORMAL  # SimPy's priority of an event triggered by succeed
+# held by the module: once compiled, no look-up of a name per call
+_push: Final[Callable[[list[_Entry], _Entry], None]] = heappush
+_next: Final[Callable[[Iterator[object]], object]] = next
 
 
 def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value: object = None) -> None:
     """Trigger the not yet triggered ``event`` with ``value``, ``delay_ps`` ps from now."""
     event._ok = True
     event._value = value
-    _push(cast(list[_Entry], env._queue), (env._now + delay_ps, _NORMAL, next(env._eid), event))
+    _push(cast(list[_Entry], env._queue), (env._now + delay_ps, _NORMAL, _next(env._eid), event))
 
 
 class EventQueue:
@@ -56,20 +60,20 @@ class EventQueue:
 
     def __init__(self, env: simpy.Environment) -> None:
         self._queue = cast(list[_Entry], env._queue)  # SimPy 4.1 makes both once per environment (tests/engine/test_loop.py)
-        self._eids: Iterator[int] = env._eid
+        self._eids: Iterator[object] = env._eid
 
     def succeed(self, event: simpy.Event, time_ps: object, value: object) -> None:
         """Trigger the not yet triggered ``event`` with ``value`` at ``time_ps``."""
         event._ok = True
         event._value = value
-        _push(self._queue, (time_ps, _NORMAL, next(self._eids), event))
+        _push(self._queue, (time_ps, _NORMAL, _next(self._eids), event))
 
     def rearm(self, timer: simpy.Event, time_ps: object, callback: Callable[[simpy.Event], None]) -> None:
         """Trigger ``timer`` again at ``time_ps``, with ``callback`` its only callback, once SimPy
         has processed it: a Timeout made without a value, whose outcome (success, None) stays as it
         is; the same queue key a new Timeout made now would get."""
         timer.callbacks = [callback]
-        _push(self._queue, (time_ps, _NORMAL, next(self._eids), timer))
+        _push(self._queue, (time_ps, _NORMAL, _next(self._eids), timer))
 
 
 def rearm_at(env: simpy.Environment, event: simpy.Event, delay_ps: int) -> None:
