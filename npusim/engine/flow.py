@@ -40,11 +40,11 @@ import struct
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import simpy
 
-from npusim.engine.loop import clock, rearm_at, succeed_at
+from npusim.engine.loop import EventQueue, clock
 
 if TYPE_CHECKING:  # a native 64-bit int in the compiled module (no tag checks, no boxing in fields); an int when interpreted
     from mypy_extensions import i64
@@ -102,12 +102,12 @@ class Resource:
         self.flows_done = 0
         self.rate = 0.0
         self.rate_log: RateLog | None = None
-        self.flows: i64 = 0
+        self.flows = 0.0  # a float, as the filling divides by it (counts are exact in a float far beyond any run's)
         self.index: i64 = UNREGISTERED  # position in FlowNetwork.resources once registered
         self.crossing: list[FlowClass] = []
         self.key: i64 = 0
         self.residual = capacity
-        self.frozen: i64 = 0
+        self.frozen = 0.0
         self.share = math.inf  # residual / unfrozen members (inf: none), kept by a filling for the resources it scans
         self.history: list[Snapshot] = []
         self.depth: i64 = 0
@@ -132,7 +132,7 @@ class Snapshot:
 
     __slots__ = ("step", "serial", "residual", "frozen")
 
-    def __init__(self, step: i64, serial: i64, residual: float, frozen: i64) -> None:
+    def __init__(self, step: i64, serial: i64, residual: float, frozen: float) -> None:
         self.step = step
         self.serial = serial
         self.residual = residual
@@ -228,7 +228,7 @@ class FlowClass:
         self.members: list[tuple[float, int, int, simpy.Event, int]] = []
         self.first_finish = 0.0  # the first member's virtual finish, and the bytes within which it counts as
         self.first_tolerance = 0.0  # finished (its size x _FINISH_TOLERANCE), while there are members: see note_first
-        self.counted: i64 = 0  # members counted in the ``flows`` of the resources on the path
+        self.counted = 0.0  # members counted in the ``flows`` of the resources on the path (a float, as they are)
         self.busy = False
         self.changed = False
         self.step: i64 = -1
@@ -325,11 +325,11 @@ def _sort_by_order(classes: list[FlowClass]) -> None:
         classes[j] = flow_class
 
 
-def _smallest_cap(classes: FlowClass | None) -> tuple[float, int]:
+def _smallest_cap(classes: FlowClass | None) -> tuple[float, i64]:
     """The smallest cap of the ``classes`` (a chain through FlowClass.next_refill) not frozen yet
     (inf if none) and how many have it."""
     capped = math.inf
-    at_cap = 0
+    at_cap: i64 = 0
     flow_class = classes
     while flow_class is not None:
         if flow_class.step < 0:
@@ -503,6 +503,7 @@ class FlowNetwork:
         self._sequence = 0
         self._wakeup_ps: int | None = None
         self._timer: simpy.Event | None = None  # the pending wake-up's event (an earlier one supersedes it)
+        self._events = EventQueue(env)  # where completions and the re-armed timer go
         self._wakeup: Callable[[simpy.Event], None] = self._on_wakeup  # bound once: every timer's callback
         self._rebuild = False  # a resource became limiting: components and steps are built again from scratch
         self._marks: i64 = 0  # stamps Resource.mark
@@ -648,13 +649,12 @@ class FlowNetwork:
         if quantum:
             time_ps = -(-time_ps // quantum) * quantum
         self._wakeup_ps = time_ps
-        env = self.env
         if timer is None:
-            timer = simpy.Timeout(env, time_ps - now)
+            timer = simpy.Timeout(self.env, time_ps - now)
+            timer.callbacks.append(self._wakeup)
         else:
-            rearm_at(env, timer, time_ps - now)
+            self._events.rearm(timer, time_ps, self._wakeup)
         self._timer = timer
-        timer.callbacks.append(self._wakeup)
 
     def _on_wakeup(self, timer: simpy.Event) -> None:
         """Finish the members that are done (classes in creation order), start the flows due, and
@@ -664,8 +664,9 @@ class FlowNetwork:
         if timer is not self._timer:
             return
         self._wakeup_ps = None
-        env = self.env
-        now: i64 = clock(env)
+        stamp: object = clock(self.env)  # the clock's int: the time of every completion and rate point of now
+        now: i64 = cast(int, stamp)
+        events = self._events
         changed: list[FlowClass] = []
         finishes = self._finishes
         horizon = now + self._finish_slack
@@ -704,9 +705,9 @@ class FlowNetwork:
                 finished_bytes += size
                 changes = flow_class.changes
                 if not changes or changes[-1][0] <= finish - size:  # one bottleneck all its life: the usual case
-                    succeed_at(env, done, 0, (flow_class.bottleneck, flowing_ps))
+                    events.succeed(done, stamp, (flow_class.bottleneck, flowing_ps))
                 else:
-                    succeed_at(env, done, 0, (flow_class.main_bottleneck(finish - size, finish), flowing_ps))
+                    events.succeed(done, stamp, (flow_class.main_bottleneck(finish - size, finish), flowing_ps))
             for resource in flow_class.path:
                 resource.bytes_moved += finished_bytes
                 resource.flows_done += finished
@@ -748,7 +749,7 @@ class FlowNetwork:
                     flow_class.changes.append((flow_class.virtual_bytes, flow_class.bottleneck))
                 self._schedule_finish(flow_class, now)
         if counted:
-            self._recompute(now, counted)
+            self._recompute(now, stamp, counted)
         while finishes:  # drop idle classes, move early keys to their finish: the first is the next finish
             flow_class = finishes[0]
             finish_ps = flow_class.finish_ps
@@ -783,10 +784,11 @@ class FlowNetwork:
             flow_class.queued_ps = finish_ps
             _sift_up(self._finishes, flow_class, len(self._finishes) if queued_ps < 0 else flow_class.slot)
 
-    def _recompute(self, now: i64, changed: list[FlowClass]) -> None:
+    def _recompute(self, now: i64, stamp: object, changed: list[FlowClass]) -> None:
         """New rates after the member counts of ``changed`` classes changed: update which classes
         are busy and the components they form, refill each component concerned from its first
-        affected step, apply the rates that changed."""
+        affected step, apply the rates that changed (the points of the rate logs at ``stamp``, the
+        clock's int for ``now``)."""
         self.recomputations += 1
         concerned: dict[Component, list[FlowClass]] = {}  # component -> its changed classes
         joining = []
@@ -866,7 +868,6 @@ class FlowNetwork:
                     lead.mark = mark
                     lead.next_moved = moved
                     moved = lead
-        stamp: object = now  # one Python int for every point logged now
         while moved is not None:  # each group once, in no particular order: each resource has its own log
             total = 0.0  # peers are crossed by the same classes: one sum, in creation order
             for flow_class in moved.crossing:
@@ -1034,7 +1035,7 @@ class FlowNetwork:
                 continue
             self._restore(resource, component)
             flows, key = resource.flows, resource.key
-            residual, frozen, start = resource.capacity, 0, 0
+            residual, frozen, start = resource.capacity, 0.0, 0
             history, depth = resource.history, resource.depth
             for h in range(depth + 1):
                 # steps start..end (bounded by first) see this residual and frozen count
@@ -1042,12 +1043,12 @@ class FlowNetwork:
                     snapshot = history[h]
                     end, next_residual, next_frozen = min(snapshot.step + 1, first), snapshot.residual, snapshot.frozen
                 else:
-                    end, next_residual, next_frozen = first, 0.0, 0
+                    end, next_residual, next_frozen = first, 0.0, 0.0
                 if start >= end:
                     break
                 unfrozen = flows - frozen
-                if unfrozen > 0:
-                    share = residual / float(unfrozen)
+                if unfrozen > 0.0:
+                    share = residual / unfrozen
                     if share <= steps[end - 1].level_max:
                         for j in range(start, end):
                             step = steps[j]
@@ -1099,7 +1100,7 @@ class FlowNetwork:
             if depth:
                 resource.residual, resource.frozen = snapshot.residual, snapshot.frozen
             else:
-                resource.residual, resource.frozen = resource.capacity, 0
+                resource.residual, resource.frozen = resource.capacity, 0.0
 
     def _fill(self, component: Component, unfrozen: FlowClass | None) -> None:
         """Progressive filling of the ``unfrozen`` busy classes (a chain through
@@ -1113,25 +1114,36 @@ class FlowNetwork:
         frozen classes, and in each resource it changed a Snapshot of its state after it."""
         self._marks = mark = self._marks + 1
         live: Resource | None = None  # the first of the resources of their paths with unfrozen members, each once
-        capped, at_cap = _smallest_cap(unfrozen)  # the smallest cap of the unfrozen classes, and how many have it
-        unfixed = 0
+        capped = math.inf  # the smallest cap of the unfrozen classes, and how many have it
+        at_cap: i64 = 0
+        unfixed: i64 = 0
+        steps = component.steps
+        step = component.count
         flow_class = unfrozen
         while flow_class is not None:
             unfixed += 1
+            cap = flow_class.cap
+            if cap < capped:
+                capped = cap
+                at_cap = 1
+            elif cap == capped:
+                at_cap += 1
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
-                    self._restore(resource, component)
+                    depth = resource.depth
+                    if depth:  # its state is that of its last entry unless its step was undone: _restore
+                        snapshot = resource.history[depth - 1]
+                        if snapshot.step >= step or steps[snapshot.step].serial != snapshot.serial:
+                            self._restore(resource, component)
                     members = resource.flows - resource.frozen
-                    if members > 0:  # in the state the kept steps left
-                        resource.share = resource.residual / float(members)
+                    if members > 0.0:  # in the state the kept steps left
+                        resource.share = resource.residual / members
                         resource.next_live = live
                         live = resource
                     else:
                         resource.share = math.inf
             flow_class = flow_class.next_refill
-        steps = component.steps
-        step = component.count
         top = steps[step - 1].level_max if step else -math.inf  # the running maximum of the levels
         serial = self._serials
         while unfixed:
@@ -1155,7 +1167,7 @@ class FlowNetwork:
             if at_cap == 0 and capped <= level:  # the classes of the smallest cap are all frozen: the next cap
                 capped, at_cap = _smallest_cap(unfrozen)
             freezing: FlowClass | None = None  # the classes this step freezes, in creation order, chained by next_frozen
-            count = 0
+            count: i64 = 0
             if capped <= level:
                 level, key, limit = capped, _CAP_STEP_KEY, OWN_CAP
                 candidate = unfrozen
@@ -1196,7 +1208,7 @@ class FlowNetwork:
                 if flow_class.cap == capped:
                     at_cap -= 1
                 n = flow_class.counted  # its members (all counted by now)
-                flow_class.demand = demand = level * float(n)
+                flow_class.demand = demand = level * n
                 for resource in flow_class.bounds:
                     left = resource.residual - demand
                     residual = left if left > 0.0 else 0.0
@@ -1204,7 +1216,7 @@ class FlowNetwork:
                     resource.residual = residual
                     resource.frozen = frozen
                     members = resource.flows - frozen
-                    resource.share = residual / float(members) if members > 0 else math.inf
+                    resource.share = residual / members if members > 0.0 else math.inf
                     history, depth = resource.history, resource.depth
                     if resource.mark == touched:  # changed by this step already: its entry is the last
                         snapshot = history[depth - 1]

@@ -12,6 +12,9 @@ the layout against the installed SimPy.
   loops read the clock after every step).
 - :func:`succeed_at` triggers a fresh event ``delay_ps`` later in one call, with the queue key
   ``Environment.schedule`` would give it, so the order of events, and every result, is SimPy's.
+- :class:`EventQueue` does the same for a caller that triggers many events of one environment
+  (the network: a completion per finished transfer, its own timer at every wake-up), holding the
+  queue and its counter of event ids instead of looking them up on the environment at every call.
 - :func:`run_until` steps the environment until an event is processed, or says why it cannot.
 - :func:`schedule_stamp` tells whether anything was scheduled between two moments.
 """
@@ -19,10 +22,10 @@ the layout against the installed SimPy.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from heapq import heappop, heappush
 from operator import attrgetter
-from typing import Protocol, cast
+from typing import Final, Protocol, cast
 
 import simpy
 from simpy.events import NORMAL
@@ -30,12 +33,47 @@ from simpy.events import NORMAL
 clock = attrgetter("_now")
 """``clock(env)`` is ``env.now`` (integer ps), read without the property call."""
 
+# An entry of SimPy's queue: (time, priority, event id, event), its numbers kept as the Python ints
+# they are (compiled, an int would be unboxed and boxed again).
+_Entry = tuple[object, object, object, simpy.Event]
+_NORMAL: Final[object] = NORMAL  # SimPy's priority of an event triggered by succeed
+# held by the module: once compiled, no look-up of a name per call
+_push: Final[Callable[[list[_Entry], _Entry], None]] = heappush
+_next: Final[Callable[[Iterator[object]], object]] = next
+
 
 def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value: object = None) -> None:
     """Trigger the not yet triggered ``event`` with ``value``, ``delay_ps`` ps from now."""
     event._ok = True
     event._value = value
-    heappush(env._queue, (env._now + delay_ps, NORMAL, next(env._eid), event))
+    _push(cast(list[_Entry], env._queue), (env._now + delay_ps, _NORMAL, _next(env._eid), event))
+
+
+class EventQueue:
+    """SimPy's event queue of one environment, for a caller that triggers many of its events:
+    each is put into the queue with the key ``Environment.schedule`` would give it at that moment
+    (time, NORMAL, the next event id), so the order of events, and every result, is SimPy's. Times
+    are absolute (integer ps, no earlier than the clock): a caller passes the clock's own int for
+    an event due now, boxed once for all of them."""
+
+    __slots__ = ("_queue", "_eids")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self._queue = cast(list[_Entry], env._queue)  # SimPy 4.1 makes both once per environment (tests/engine/test_loop.py)
+        self._eids: Iterator[object] = env._eid
+
+    def succeed(self, event: simpy.Event, time_ps: object, value: object) -> None:
+        """Trigger the not yet triggered ``event`` with ``value`` at ``time_ps``."""
+        event._ok = True
+        event._value = value
+        _push(self._queue, (time_ps, _NORMAL, _next(self._eids), event))
+
+    def rearm(self, timer: simpy.Event, time_ps: object, callback: Callable[[simpy.Event], None]) -> None:
+        """Trigger ``timer`` again at ``time_ps``, with ``callback`` its only callback, once SimPy
+        has processed it: a Timeout made without a value, whose outcome (success, None) stays as it
+        is; the same queue key a new Timeout made now would get."""
+        timer.callbacks = [callback]
+        _push(self._queue, (time_ps, _NORMAL, _next(self._eids), timer))
 
 
 def rearm_at(env: simpy.Environment, event: simpy.Event, delay_ps: int) -> None:

@@ -8,7 +8,7 @@ import pytest
 import simpy
 from simpy.events import NORMAL, URGENT
 
-from npusim.engine.loop import LOOK_STEPS, Stop, clock, due_now, next_event_ps, queued_events, run_until, schedule_stamp, succeed_at
+from npusim.engine.loop import LOOK_STEPS, EventQueue, Stop, clock, due_now, next_event_ps, queued_events, run_until, schedule_stamp, succeed_at
 
 
 def test_the_installed_simpy_has_the_queue_layout_the_loop_relies_on():
@@ -74,6 +74,31 @@ def test_schedule_stamp_tells_whether_anything_was_scheduled_and_changes_no_orde
     env.timeout(3).callbacks.append(lambda _event: seen.append("c"))
     env.run()
     assert seen == ["a", "b", "c"]
+
+
+def test_an_event_queue_orders_events_as_simpy_does_and_rearms_a_processed_timeout():
+    """EventQueue holds the environment's own queue and event ids (made once per environment):
+    what it triggers interleaves with SimPy's own events by time, then by the order scheduled; a
+    re-armed timeout fires again with only the callback given, its value still None."""
+    env = simpy.Environment()
+    events = EventQueue(env)
+    seen = []
+
+    def note(name):
+        return lambda event: seen.append((name, env.now, event.value))
+
+    timer = env.timeout(2)
+    timer.callbacks.append(lambda event: events.rearm(event, env.now + 3, note("timer again")))
+    ours = simpy.Event(env)
+    events.succeed(ours, 5, "ours")
+    ours.callbacks.append(note("ours"))
+    env.timeout(5, "theirs").callbacks.append(note("theirs"))
+    now = simpy.Event(env)
+    events.succeed(now, clock(env), 42)
+    now.callbacks.append(note("now"))
+    env.run()
+    assert seen == [("now", 0, 42), ("ours", 5, "ours"), ("theirs", 5, "theirs"), ("timer again", 5, None)]
+    assert timer.ok and timer.processed
 
 
 def test_a_process_waiting_on_succeed_at_resumes_with_its_value():
