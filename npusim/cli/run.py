@@ -199,7 +199,7 @@ def run_outputs(result: SimResult, loaded: LoadedConfig, manifest: dict, metadat
                               if pays_on_two_cores(result.record) else None))
     outputs.append(Output.json("summary.json", result.summary))
     outputs.append(Output.json(MARKER, manifest))  # manifest.json
-    files = functools.cache(lambda: run_folder_files(result.record, loaded))  # made as the first is written (as another core writes the trace)
+    files = functools.cache(lambda: run_folder_files(result.record, loaded, result.summary["ops"]))  # made as the first is written (as another core writes the trace)
 
     def file_named(name: str) -> Callable[[], bytes]:
         return lambda: files()[name]
