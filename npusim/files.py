@@ -30,7 +30,6 @@ import secrets
 import shutil
 import signal
 import threading
-import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -206,10 +205,12 @@ class StagedFolder:
         if not self.committed:
             self.discard()
 
-    def write(self, outputs: Iterable[Output]) -> list[str]:
+    def write(self, outputs: Iterable[Output], *, meanwhile: Callable[[], object] | None = None) -> list[str]:
         """Write each output into the temporary folder; returns their names. Where this process
         can fork (:func:`can_fork`), the outputs that can be written on two cores are started
-        first, the others written while their other parts are, then they are finished."""
+        first, the others written while their other parts are, then they are finished.
+        ``meanwhile``: other work of this process, done once those have started and before the
+        others are written (while another core writes; its errors stop the writing too)."""
         outputs = list(outputs)
         pending: list[Pending] = []
         here = []  # written by this process alone
@@ -221,6 +222,8 @@ class StagedFolder:
                     here.append(output)
                 else:
                     pending.append(part)
+            if meanwhile is not None:
+                meanwhile()
             for output in here:
                 output.write(self.path / output.name)
             for part in pending:
@@ -473,6 +476,8 @@ def _child(work: Callable[[], object], readable: int, writable: int, parent: int
         try:
             outcome: tuple[bool, object] = (True, work())
         except BaseException as error:  # sent to the parent, which raises it
+            import traceback  # in the copy, which failed: not in every run
+
             error.add_note(f"in the process {os.getpid()} forked to write an output:\n" + "".join(traceback.format_exception(error)).rstrip())
             outcome = (False, error)
         try:

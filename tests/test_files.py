@@ -549,3 +549,20 @@ def test_a_failure_of_the_copy_or_of_this_process_leaves_the_destination_as_it_w
     assert tokens(out) == {"good"} and not (tmp_path / "run.prev").exists() and leftovers(tmp_path) == []
     (half,) = started
     assert half.child is None  # joined or stopped: reaped
+
+
+def test_meanwhile_runs_once_the_copy_writes_and_before_this_process_writes_and_its_error_stops_both(tmp_path, forkable):
+    out = tmp_path / "run"
+    started: list[HalfInAChild] = []
+    seen = []
+    with StagedFolder(out) as folder:
+        folder.write(split("two", started=started), meanwhile=lambda: seen.append((len(started), sorted(set(os.listdir(folder.path)) - {NAMES[0]}))))
+        folder.commit(out)
+    assert tokens(out) == {"two"} and seen == [(1, [])]  # the copy started (it may be writing its file); none of this process's files yet
+    write_run(out, "good")
+    started.clear()
+    with pytest.raises(KeyboardInterrupt), StagedFolder(out) as folder:
+        folder.write(split("bad", first=sleeps, started=started), meanwhile=lambda: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert tokens(out) == {"good"} and leftovers(tmp_path) == []
+    (half,) = started
+    assert half.child is None  # stopped and reaped

@@ -4,6 +4,8 @@ the rest of the folder."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from npusim.analysis.profiling import PIPE_UTILIZATION_COLUMNS, CoreEvents, csv_bytes, op_summary, op_summary_columns, pipe_utilization
 from npusim.config import LoadedConfig
 from npusim.config.annotated import annotated_yaml, header
@@ -16,13 +18,14 @@ RUN_FOLDER_FILES = (CONFIG_FILE, OP_SUMMARY_FILE, PIPE_UTILIZATION_FILE)
 """The names :func:`run_folder_files` makes, in its order."""
 
 
-def run_folder_files(record: RunRecord, loaded: LoadedConfig) -> dict[str, bytes]:
+def run_folder_files(record: RunRecord, loaded: LoadedConfig, op_spans: list[dict[str, Any]] | None = None) -> dict[str, bytes]:
     """File name -> bytes: ``config.yaml`` (the config as simulated, overrides applied, each value
     with its source; ``--config`` takes it again), ``op_summary.csv`` (a row per op launch) and
-    ``pipe_utilization.csv`` (a row per AI core) of :mod:`npusim.analysis.profiling`."""
+    ``pipe_utilization.csv`` (a row per AI core) of :mod:`npusim.analysis.profiling`. ``op_spans``:
+    the run summary's ``ops``, if made (else they are)."""
     events = CoreEvents(record)
     return {
         CONFIG_FILE: (header(loaded) + annotated_yaml(loaded)).encode("utf-8"),
-        OP_SUMMARY_FILE: csv_bytes(op_summary_columns(record.spec), op_summary(record, events)),
+        OP_SUMMARY_FILE: csv_bytes(op_summary_columns(record.spec), op_summary(record, events, op_spans)),
         PIPE_UTILIZATION_FILE: csv_bytes(PIPE_UTILIZATION_COLUMNS, pipe_utilization(record, events)),
     }

@@ -114,7 +114,7 @@ def _shapes(tensors: Sequence[tuple[tuple[int, ...], str]]) -> tuple[str, str]:
     return ";".join(",".join(str(d) for d in shape) for shape, _ in tensors), ";".join(dtype for _, dtype in tensors)
 
 
-def op_summary(record: RunRecord, events: CoreEvents | None = None) -> list[dict[str, Any]]:
+def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One row per op launch that has events (:func:`op_summary_columns`), by start time: its span
     over all its events; the wait since the latest end of the ops before it on its die; the AI
     cores it ran on (``Block Dim``: those of the first kind in the config's order, ``Mix Block
@@ -122,9 +122,10 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None) -> list[dict
     of core it ran on, the mean span of its events on one core (``aiv_time(us)``) and per pipe of
     the kind the busy time per core and its share of that span (``aiv_vec_time(us)``,
     ``aiv_vec_ratio``; empty for a kind it did not run on); the bytes its copies moved.
-    ``events``: the run's :class:`CoreEvents`, if already made."""
+    ``events``: the run's :class:`CoreEvents`, if already made; ``spans``: the summary's ``ops``
+    (:func:`npusim.trace.summary.ops`), if already made."""
     recorder = record.recorder
-    spans = sorted(op_spans(record), key=lambda r: (r["start_us"], r["op"]))
+    spans = sorted(op_spans(record) if spans is None else spans, key=lambda r: (r["start_us"], r["op"]))
     if not spans:
         return []
     events = events or CoreEvents(record)

@@ -15,7 +15,7 @@ Ctrl-C (or SIGTERM) stops the run, writes nothing and exits 130 (143).
 
 Where it can and a core looks idle, the run folder is written on two cores: a forked copy of the
 process writes most of a large ``trace.json`` while the process writes the rest
-(``npusim.files.Forked``); the same bytes, and the same errors, as one process writes
+(``npusim.files.Forked``), and prints the report meanwhile; the same bytes, and the same errors, as one process writes
 (``NPUSIM_FORK=never`` writes it in one process, ``always`` on two whatever the load).
 """
 
@@ -134,11 +134,18 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             metadata["network_quantum"] = network_quantum
         outputs = run_outputs(result, loaded, manifest, metadata, selection, plot)
         destination, previous = placement(out_dir, ok=failure is None, force=force)
-        print_report(result.summary, title=f"{workload.name} on {loaded.name}")
+        printed = []  # the report is printed while another core writes the trace, if one does
+
+        def print_it() -> None:
+            print_report(result.summary, title=f"{workload.name} on {loaded.name}")
+            printed.append(True)
+
         try:
-            written = folder.write(outputs)
+            written = folder.write(outputs, meanwhile=print_it)
             folder.commit(destination, previous=previous)
         except OSError as error:
+            if not printed:  # the terminal's error, not the folder's
+                raise
             sys.exit(report(OutputError(f"cannot write the run folder {str(destination)!r}: {error.strerror or error}; nothing was written "
                                         f"and {str(destination)!r} is as it was"), debug=debug))
     opened = " (open trace.json in https://ui.perfetto.dev)" if trace_level != "none" else ""
@@ -192,7 +199,7 @@ def run_outputs(result: SimResult, loaded: LoadedConfig, manifest: dict, metadat
                               if pays_on_two_cores(result.record) else None))
     outputs.append(Output.json("summary.json", result.summary))
     outputs.append(Output.json(MARKER, manifest))  # manifest.json
-    files = functools.cache(lambda: run_folder_files(result.record, loaded))  # made as the first is written (as another core writes the trace)
+    files = functools.cache(lambda: run_folder_files(result.record, loaded, result.summary["ops"]))  # made as the first is written (as another core writes the trace)
 
     def file_named(name: str) -> Callable[[], bytes]:
         return lambda: files()[name]

@@ -17,11 +17,10 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
-from rich.console import Console
-from rich.progress import Progress, TextColumn
 
 from npusim.config import LoadedConfig, load_config
 from npusim.engine.loop import STILL_EVENTS, Stop, due_now, run_until
@@ -39,6 +38,9 @@ from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder
 from npusim.trace.summary import summarize
 from npusim.units import Dimension, parse_quantity
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 DEFAULT_TIME_LIMIT_PS = 10 * 10**12  # 10 s of simulated time: a bound on runaway programs
 MAX_SEED = 2**32 - 1
@@ -270,6 +272,9 @@ class RunProgress:
             return
         self._shown = wall
         if self._bar is None:
+            from rich.console import Console  # imported by the runs that show the line (long ones, on a terminal) only
+            from rich.progress import Progress, TextColumn
+
             self._bar = Progress(TextColumn("{task.description}"), console=Console(stderr=True), transient=True)
             self._bar.start()
             self._task = self._bar.add_task("")

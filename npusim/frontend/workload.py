@@ -120,10 +120,7 @@ def scan_declared_params(workload: str | Path | WorkloadSource) -> DeclaredParam
     expression, or a file imports a relative module or a local one that cannot be read or parsed
     (running the workload reports that); modules outside the folder are taken to declare nothing."""
     source = workload if isinstance(workload, WorkloadSource) else read_workload(workload)
-    try:
-        tree = ast.parse(source.data, filename=str(source.path))
-    except SyntaxError as error:
-        raise UsageError(f"workload {source.path}:{error.lineno}: syntax error: {error.msg}; fix the file") from None
+    tree = parsed(source)
     folder = source.path.parent
     defaults: dict[str, Any] = {}
     complete = True
@@ -145,6 +142,14 @@ def scan_declared_params(workload: str | Path | WorkloadSource) -> DeclaredParam
             except (OSError, SyntaxError, ValueError):
                 complete = False
     return DeclaredParams(defaults, complete)
+
+
+def parsed(source: WorkloadSource) -> ast.Module:
+    """The workload file parsed; a UsageError naming the line if it is not Python."""
+    try:
+        return source.tree
+    except SyntaxError as error:
+        raise UsageError(f"workload {source.path}:{error.lineno}: syntax error: {error.msg}; fix the file") from None
 
 
 def _declarations(tree: ast.Module, folder: Path) -> tuple[dict[str, Any], bool, list[Path]]:
@@ -262,7 +267,11 @@ def check_param_overrides(source: WorkloadSource, overrides: Mapping[str, Any]) 
     """Check ``overrides`` against the declarations of ``source`` before it runs: a value that does
     not convert to the type of a literal default is a UsageError, and so is a name the file does
     not declare when the scan sees all its declarations (:attr:`DeclaredParams.complete`); a name
-    the scan cannot see is checked when the workload has run (:func:`check_params_used`)."""
+    the scan cannot see is checked when the workload has run (:func:`check_params_used`). Without
+    overrides there is nothing to scan for: the file is only parsed (a UsageError if it is not Python)."""
+    if not overrides:
+        parsed(source)
+        return
     declared = scan_declared_params(source)
     unknown = []
     for name, raw in overrides.items():
@@ -281,10 +290,10 @@ def _is_param_function(func: ast.expr, modules: set[str], functions: set[str]) -
     return isinstance(func, ast.Name) and func.id in functions
 
 
-def has_main_block(source: str | bytes) -> bool:
-    """Whether ``source`` has a top-level ``if __name__ == "__main__":`` block."""
+def has_main_block(source: str | bytes | ast.Module) -> bool:
+    """Whether ``source`` (text, or text parsed) has a top-level ``if __name__ == "__main__":`` block."""
     try:
-        tree = ast.parse(source)
+        tree = source if isinstance(source, ast.Module) else ast.parse(source)
     except SyntaxError:
         return False  # running the file reports the error
     for node in tree.body:
@@ -308,6 +317,11 @@ class WorkloadSource:
     def sha256(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
 
+    @functools.cached_property
+    def tree(self) -> ast.Module:
+        """The file parsed once, for the scans before it runs (``SyntaxError`` if it is not Python)."""
+        return ast.parse(self.data, filename=str(self.path))
+
 
 def read_workload(path: str | Path) -> WorkloadSource:
     """The bytes of the workload file ``path`` (a UsageError if it cannot be read)."""
@@ -330,7 +344,10 @@ def run_workload_file(workload: str | Path | WorkloadSource) -> dict:
     folder = str(source.path.resolve().parent)
     sys.path.insert(0, folder)
     try:
-        script = has_main_block(source.data)
+        try:
+            script = has_main_block(source.tree)
+        except SyntaxError:
+            script = False  # running the file reports the error
         namespace, exited = _execute(source, SCRIPT_RUN_NAME if script else WORKLOAD_RUN_NAME)
         entry = namespace.get("main")
         if callable(entry) and not script and not exited:

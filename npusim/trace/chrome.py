@@ -18,18 +18,15 @@ bounded by the chunk, not by the run (``benchmarks/trace_writer.py`` measures it
 
 from __future__ import annotations
 
-import bisect
 import collections
 import itertools
 import json
-import operator
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii as _json_string  # what json.dumps writes for a str, without its per-call set-up
 from pathlib import Path
-from typing import IO, Any, TypeVar, cast
+from typing import IO, Any
 
 import numpy as np
 
@@ -47,8 +44,6 @@ COUNTER_CHUNK_POINTS = 4096  # counter points formatted per batch: bounds the ex
 COUNTERS_IN_MEMORY = 32 << 20  # bytes of counters a trace on two cores holds in memory until its head is written (more: in a file beside it)
 COPY_BLOCK = 1 << 20  # bytes per copy when those counters are appended to the trace
 TWO_CORES_MIN_EVENTS = 10_000  # fewer events are written faster by one process (the 2-PE a3 all-gather, 1,375 events: 19-30 ms alone, 35-51 ms on two, measured)
-_point_time = operator.itemgetter(0)
-_Point = TypeVar("_Point", bound=tuple[Any, ...])  # a counter's point: (time_ps, values ...)
 
 
 def ns_of(ps: Any) -> Any:
@@ -478,35 +473,39 @@ class _Writer:
     def _buffer_counters(self) -> None:
         """Each core's buffer occupancy in KiB: the bytes a program reserved, from the start to the
         end of its run on the core; 0 in between (a run that ends when the next starts is written
-        first, so the new value wins at that instant)."""
-        points: dict[tuple[int, str, str], list[tuple[int, int, int]]] = {}
-        for span in self.recorder.buffer_spans:
-            series = points.setdefault((span.die, span.unit, span.buffer), [])
-            series.append((span.start_ps, 1, span.bytes))
-            series.append((span.end_ps, 0, 0))
-        for (die, unit, buffer), series in sorted(points.items()):
-            if not self.kept_dies[die]:
-                continue
-            counter = json.dumps(f"{unit} {buffer} KiB")
-            self.emit_lines([f'{{"name":{counter},"ph":"C","ts":{_ts(ns_of(time_ps))},"pid":{die},"args":{{"KiB":{nbytes / 1024:.3f}}}}}'
-                             for time_ps, _, nbytes in self._in_window(sorted(series))])
-
-    def _in_window(self, series: Iterable[_Point]) -> Iterable[_Point]:
-        """The points (time_ps first, in time order) of a counter inside the window, the one in
-        force at its start moved to the start (all of them, as they are, without a window)."""
-        window = self.selection.window_ps
-        if window is None:
-            return series
-        low, high = window
-        points = list(series)
-        first = bisect.bisect_right(points, low, key=_point_time)
-        inside = [point for point in points[first:] if point[0] <= high]
-        if first and (not inside or inside[0][0] > low):
-            inside.insert(0, cast(_Point, (low, *points[first - 1][1:])))
-        return inside
+        first, so the new value wins at that instant). A counter per (die, unit, buffer), in that
+        order; its points in the order of (time, 0 for an end and 1 for a start, bytes)."""
+        spans = self.recorder.buffer_spans
+        if not spans:
+            return
+        names = sorted({(span.die, span.unit, span.buffer) for span in spans})
+        counter_of = {name: i for i, name in enumerate(names)}
+        of_span = np.array([counter_of[span.die, span.unit, span.buffer] for span in spans], dtype=np.int64)
+        columns = np.array([(span.start_ps, span.end_ps, span.bytes) for span in spans], dtype=np.int64).reshape(-1, 3)
+        counter = np.concatenate([of_span, of_span])  # two points a span: (start, 1, bytes), (end, 0, 0)
+        time = np.concatenate([columns[:, 0], columns[:, 1]])
+        starts = np.repeat(np.array([1, 0]), len(spans))
+        nbytes = np.concatenate([columns[:, 2], np.zeros(len(spans), dtype=np.int64)])
+        order = np.lexsort((nbytes, starts, time, counter))
+        counter, time, kib = counter[order], time[order], nbytes[order] / 1024
+        kept = self.kept_dies[np.array([die for die, _, _ in names], dtype=np.int64)][counter]
+        counter, time, kib = counter[kept], time[kept], kib[kept]
+        if self.selection.window_ps is not None:
+            bounds = np.searchsorted(counter, np.arange(len(names) + 1))
+            windowed = [(i, *self._points_in_window(time[a:b], kib[a:b])) for i, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+                        if b > a]
+            counter = np.concatenate([np.full(len(points), i, dtype=np.int64) for i, points, _ in windowed] or [counter[:0]])
+            time = np.concatenate([points for _, points, _ in windowed] or [time[:0]])
+            kib = np.concatenate([values for _, _, values in windowed] or [kib[:0]])
+        heads = Texts([f'{{"name":{json.dumps(f"{unit} {buffer} KiB")},"ph":"C","ts":' for _, unit, buffer in names])
+        places = Texts([f',"pid":{die},"args":{{"KiB":' for die, _, _ in names])
+        for first in range(0, len(time), COUNTER_CHUNK_POINTS):
+            rows = slice(first, first + COUNTER_CHUNK_POINTS)
+            self.emit_text(_counter_lines((heads, counter[rows]), ns_of(time[rows]), (places, counter[rows]), kib[rows]))
 
     def _points_in_window(self, times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``_in_window`` of a counter given as its columns (times in ps, in order; values)."""
+        """The points of a counter (times in ps, in order; values) inside the window, the one in
+        force at its start moved to the start (all of them, as they are, without a window)."""
         window = self.selection.window_ps
         if window is None:
             return times, values
@@ -605,10 +604,12 @@ class _Writer:
         return data
 
 
-def _counter_lines(head: str, ns: np.ndarray, place: str, values: np.ndarray) -> memoryview:
+def _counter_lines(head: str | tuple[Texts, np.ndarray], ns: np.ndarray, place: str | tuple[Texts, np.ndarray], values: np.ndarray) -> memoryview:
     """Counter points (``head``, a time, ``place``, a value with three decimals, closed), ``,\\n``
-    between two; numpy writes the values where it is exact (fixed3), Python any other."""
-    lines = _with_ts(Lines(len(ns)).text(head), ns).text(place)
+    between two; ``head`` and ``place`` are one text, or texts and the row of each point's;
+    numpy writes the values where it is exact (fixed3), Python any other."""
+    lines = _with_ts(_text_part(Lines(len(ns)), head), ns)
+    _text_part(lines, place)
     parts = fixed3(values)
     if parts is None:
         lines.choice(Texts([f"{value:.3f}" for value in values.tolist()]), np.arange(len(values)))
@@ -616,6 +617,11 @@ def _counter_lines(head: str, ns: np.ndarray, place: str, values: np.ndarray) ->
         negative, whole, decimals = parts
         lines.text("-", negative).integer(whole).fraction(decimals, 3)
     return lines.text("}}").joined(",\n")
+
+
+def _text_part(lines: Lines, text: str | tuple[Texts, np.ndarray]) -> Lines:
+    """``lines`` with ``text``: the same on every row, or (texts, the row of each line's)."""
+    return lines.text(text) if isinstance(text, str) else lines.choice(*text)
 
 
 class _Texts:

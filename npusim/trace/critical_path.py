@@ -102,6 +102,26 @@ def bottlenecks(record: RunRecord, *, rows: int = 12) -> dict[str, Any]:
     return {"end_to_end_us": path.end_to_end_ps / 1e6, "path_events": len(path.events), "summary": path.describe(), "breakdown": kept}
 
 
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Small integers (track or op ids) as int16 when they fit, for numpy's stable sorts, which are
+    radix sorts (several times faster) for 16-bit integers: the same order, being stable."""
+    if len(values) and np.iinfo(np.int16).min <= int(values.min()) and int(values.max()) <= np.iinfo(np.int16).max:
+        return values.astype(np.int16)
+    return values
+
+
+def _by_then(first: np.ndarray, then: np.ndarray) -> np.ndarray:
+    """The order of ``np.lexsort((then, first))`` (by ``first``, then ``then``, then index; both
+    non-negative integers) as one stable sort of a combined key where it fits in an int64 (~1.5x
+    faster)."""
+    if not len(first):
+        return np.zeros(0, dtype=np.int64)
+    span = int(then.max()) + 1
+    if (int(first.max()) + 1) * span >= 2**63:
+        return np.lexsort((then, first))
+    return np.argsort(first.astype(np.int64) * span + then, kind="stable")
+
+
 class _Walk:
     """Indexes of the recorded events that the backward walk looks things up in."""
 
@@ -115,7 +135,7 @@ class _Walk:
         n = len(self.start)
         self.n = n
         # pipe order: the previous event of the same lane
-        order = np.argsort(self.track, kind="stable")
+        order = np.argsort(_narrow(self.track), kind="stable")
         same = self.track[order[1:]] == self.track[order[:-1]]
         self.prev = np.full(n, -1, dtype=np.int64)
         self.prev[order[1:][same]] = order[:-1][same]
@@ -131,7 +151,7 @@ class _Walk:
         core_of_track = np.array([cores.setdefault((t.die, t.unit), len(cores)) for t in recorder.tracks] or [0], dtype=np.int64)
         core = core_of_track[self.track] if n else np.zeros(0, dtype=np.int64)
         self.core = core
-        self.by_core = np.lexsort((self.end, core))
+        self.by_core = _by_then(core, self.end)
         self.by_core_key = core[self.by_core]
         self.by_core_end = self.end[self.by_core]
         # ops: their dies, last events and end times, for stream order
@@ -139,8 +159,8 @@ class _Walk:
         self.op_die = [op.die for op in ops]
         self.op_last: dict[int, int] = {}
         if n:
-            ends_first = np.lexsort((np.arange(n), self.end))  # by end, then index
-            op_by_end = self.op[ends_first]
+            ends_first = np.argsort(self.end, kind="stable")  # by end, then index
+            op_by_end = _narrow(self.op[ends_first])
             ops_seen, first_seen = np.unique(op_by_end, return_index=True)
             _, last_seen = np.unique(op_by_end[::-1], return_index=True)  # the last one wins: latest end, then highest index
             for at in np.argsort(first_seen, kind="stable").tolist():  # in the order the ops are first seen by end

@@ -110,3 +110,28 @@ def test_lasting_objects_leave_a_paused_collector_paused():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# Ends with exit_now(SystemExit(CODE)) after printing without a newline and registering an exit function.
+ENDING = """
+import atexit, sys, threading
+from npusim.cli import exit_now
+atexit.register(lambda: print(" and the exit functions ran"))
+print("printed", end="")
+if sys.argv[2] == "thread":
+    threading.Thread(target=lambda: (__import__("time").sleep(0.2), print(" and the thread ended", end="")), daemon=False).start()
+exit_now(SystemExit(eval(sys.argv[1])))
+"""
+
+
+@pytest.mark.parametrize(("code", "status"), [("None", 0), ("0", 0), ("3", 3)])
+def test_exit_now_ends_with_the_status_after_the_exit_functions_and_flushed_output(code, status):
+    ended = subprocess.run([sys.executable, "-c", ENDING, code, "alone"], capture_output=True, text=True, timeout=120)
+    assert ended.returncode == status and ended.stdout == "printed and the exit functions ran\n"
+
+
+def test_exit_now_leaves_a_text_status_and_a_running_thread_to_the_ordinary_exit():
+    text = subprocess.run([sys.executable, "-c", ENDING, "'it failed'", "alone"], capture_output=True, text=True, timeout=120)
+    assert text.returncode == 1 and text.stderr == "it failed\n" and text.stdout == "printed and the exit functions ran\n"
+    threaded = subprocess.run([sys.executable, "-c", ENDING, "4", "thread"], capture_output=True, text=True, timeout=120)
+    assert threaded.returncode == 4 and threaded.stdout == "printed and the thread ended and the exit functions ran\n"

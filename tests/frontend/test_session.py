@@ -114,13 +114,15 @@ def test_a_bad_network_quantum_is_refused(quantum, message):
 
 
 def test_the_progress_line_appears_after_a_second_and_goes_away(monkeypatch):
+    import rich.progress
+
     from npusim.frontend import session as session_module
 
     clock = iter([0.0, 0.5, 1.2, 1.3, 2.0])
     monkeypatch.setattr(session_module.time, "perf_counter", lambda: next(clock))
     shown = []
     progress = session_module.RunProgress()  # starts at 0.0
-    monkeypatch.setattr(session_module, "Progress", lambda *a, **k: FakeBar(shown))
+    monkeypatch.setattr(rich.progress, "Progress", lambda *a, **k: FakeBar(shown))  # imported when the line is first shown
     progress.update(5_000_000, 10)  # 0.5 s: too early
     progress.update(6_000_000, 20)  # 1.2 s: shown
     progress.update(7_000_000, 30)  # 1.3 s: under half a second since: not refreshed

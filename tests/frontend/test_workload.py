@@ -71,6 +71,20 @@ def test_the_declarations_of_a_file_are_read_without_running_it(tmp_path):
         scan_declared_params(path)
 
 
+def test_without_overrides_the_file_is_parsed_once_and_not_scanned(tmp_path, monkeypatch):
+    from npusim.frontend import workload as workload_module
+
+    path = tmp_path / "declares.py"
+    path.write_text("import npusim\nnpusim.param('a', 1)\n")
+    source = workload_module.read_workload(path)
+    monkeypatch.setattr(workload_module, "scan_declared_params", lambda source: pytest.fail("scanned without overrides"))
+    workload_module.check_param_overrides(source, {})
+    assert source.tree is source.tree and workload_module.has_main_block(source.tree) is False
+    path.write_text("import npusim\nnpusim.param('a', 1\n")
+    with pytest.raises(UsageError, match=r"declares.py:2: syntax error"):
+        workload_module.check_param_overrides(workload_module.read_workload(path), {})
+
+
 def test_an_unknown_parameter_is_its_own_kind_of_usage_error(workload):
     from npusim.errors import UnknownParameterError
 

@@ -4,12 +4,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import npusim
 from npusim import isa
 from npusim.config import load_config
 from npusim.hw.system import System
-from npusim.trace.critical_path import IDLE, critical_path
+from npusim.trace.critical_path import IDLE, _by_then, _narrow, critical_path
 from tests.conftest import events_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,3 +178,19 @@ def test_a_poll_pass_holds_nothing_the_signal_it_saw_does(before):
     else:
         assert path.events == [first, second, seen, done]
         assert {s.label for s in path.segments} == {lane}
+
+
+# -- the sorts the walk's indexes are made with ---------------------------------------------------
+
+
+@given(hnp.arrays(np.int64, st.integers(0, 300), elements=st.integers(-(2**40), 2**40) | st.integers(-40_000, 40_000) | st.integers(-3, 3)))
+def test_narrowed_ids_sort_stably_in_the_same_order(values):
+    narrowed = _narrow(values)
+    assert np.array_equal(narrowed, values) and np.array_equal(np.argsort(narrowed, kind="stable"), np.argsort(values, kind="stable"))
+
+
+@given(st.integers(0, 200).flatmap(lambda n: st.tuples(hnp.arrays(np.int64, n, elements=st.integers(0, 5) | st.integers(0, 2**62)),
+                                                       hnp.arrays(np.int64, n, elements=st.integers(0, 7) | st.integers(0, 2**62)))))
+def test_by_then_is_lexsorts_order(keys):
+    first, then = keys
+    assert np.array_equal(_by_then(first, then), np.lexsort((then, first)))

@@ -2,14 +2,18 @@
 bound inside their slices, counters, metadata; and the writer streams in bounded memory."""
 
 import errno
+import io
 import json
 import os
 import time
 import tracemalloc
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import npusim
 from npusim import isa
@@ -20,6 +24,7 @@ from npusim.hw.pipes import Pipe
 from npusim.hw.system import System
 from npusim.trace import chrome
 from npusim.trace.chrome import TraceOnTwoCores, write_chrome_trace
+from npusim.trace.recorder import BufferSpan, Recorder
 from npusim.trace.selection import TraceSelection
 from tests.trace.viewers import perfetto_import, perfetto_ns, viewer_problems
 
@@ -314,3 +319,41 @@ def test_an_abandoned_trace_stops_its_copy_and_leaves_nothing(four_dies, tmp_pat
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+# -- buffer counters, against their definition point by point ------------------------------------
+
+SPANS = st.lists(st.builds(lambda die, unit, buffer, start, length, nbytes: BufferSpan(die, unit, buffer, 1 << 20, nbytes, start, start + length, 0),
+                           st.integers(0, 3), st.sampled_from(["aiv0", "aiv1", "aic0"]), st.sampled_from(["UB", "L1"]), st.integers(0, 5000),
+                           st.integers(0, 3000), st.integers(0, 1 << 20)), max_size=40)
+
+
+def buffer_counter_lines(spans, selection):
+    """The buffer counters' lines as they are defined: per (die, unit, buffer) in order, its
+    points (time, 0 for an end and 1 for a start, bytes) in order, inside the window (the point in
+    force at its start moved to it), each a line."""
+    lines = []
+    for die, unit, buffer in sorted({(s.die, s.unit, s.buffer) for s in spans}):
+        if selection.dies is not None and die not in selection.dies:
+            continue
+        points = sorted(p for s in spans if (s.die, s.unit, s.buffer) == (die, unit, buffer) for p in ((s.start_ps, 1, s.bytes), (s.end_ps, 0, 0)))
+        if selection.window_ps is not None:
+            low, high = selection.window_ps
+            before = [p for p in points if p[0] <= low]
+            points = ([(low, *before[-1][1:])] if before else []) + [p for p in points if low < p[0] <= high]
+        name = json.dumps(f"{unit} {buffer} KiB")
+        lines += [f'{{"name":{name},"ph":"C","ts":{chrome._ts(chrome.ns_of(t))},"pid":{die},"args":{{"KiB":{b / 1024:.3f}}}}}' for t, _, b in points]
+    return ",\n".join(lines).encode()
+
+
+@settings(max_examples=60, deadline=None)
+@given(SPANS, st.none() | st.frozensets(st.integers(0, 3)), st.none() | st.tuples(st.integers(0, 9000), st.integers(0, 9000)).map(sorted))
+def test_buffer_counters_are_their_points_in_order_inside_the_selection(spans, dies, window):
+    recorder = Recorder()
+    for span in spans:
+        recorder.buffer_span(span)
+    selection = TraceSelection("all", None if dies is None else tuple(sorted(dies)), None if window is None else tuple(window))
+    out = io.BytesIO()
+    writer = chrome._Writer(SimpleNamespace(spec=SimpleNamespace(shape=SimpleNamespace(dies=4)), recorder=recorder), out, 2048, selection)
+    writer._buffer_counters()
+    assert out.getvalue() == buffer_counter_lines(spans, selection)
