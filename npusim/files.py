@@ -30,7 +30,6 @@ import secrets
 import shutil
 import signal
 import threading
-import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -477,6 +476,8 @@ def _child(work: Callable[[], object], readable: int, writable: int, parent: int
         try:
             outcome: tuple[bool, object] = (True, work())
         except BaseException as error:  # sent to the parent, which raises it
+            import traceback  # in the copy, which failed: not in every run
+
             error.add_note(f"in the process {os.getpid()} forked to write an output:\n" + "".join(traceback.format_exception(error)).rstrip())
             outcome = (False, error)
         try:

@@ -7,19 +7,22 @@ own code)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import sys
-import sysconfig
 import threading
-import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 import npusim
 from npusim.errors import ConfigError, NpusimError, UsageError
+
+if TYPE_CHECKING:
+    import traceback
 
 EXIT_WORKLOAD = 1
 EXIT_USAGE = 2
@@ -31,9 +34,14 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C so that every clean-up runs (:func:`stoppable`)."""
 
 
-_NOT_USER_CODE = tuple({str(Path(npusim.__file__).resolve().parent), *(str(Path(sysconfig.get_paths()[key]).resolve())
-                                                                       for key in ("stdlib", "platstdlib", "purelib", "platlib"))})
-"""Folders whose frames are not the user's: npusim itself, the standard library, installed packages."""
+@functools.cache
+def not_user_code() -> tuple[str, ...]:
+    """Folders whose frames are not the user's: npusim itself, the standard library, installed
+    packages (found when an error is first reported: ~10 ms a command that reports none saves)."""
+    import sysconfig
+
+    return tuple({str(Path(npusim.__file__).resolve().parent), *(str(Path(sysconfig.get_paths()[key]).resolve())
+                                                                 for key in ("stdlib", "platstdlib", "purelib", "platlib"))})
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -47,11 +55,13 @@ def exit_code_for(error: BaseException) -> int:
 def user_frame(error: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of ``error``'s traceback in the user's own code (the workload or a
     module of theirs), if any."""
+    import traceback  # imported by the commands that report an error only
+
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
         if frame.filename.startswith("<"):
             continue
         where = str(Path(frame.filename).resolve())
-        if not where.startswith(_NOT_USER_CODE):
+        if not where.startswith(not_user_code()):
             return frame
     return None
 
@@ -65,6 +75,8 @@ def _shown(filename: str) -> str:
 def report(error: BaseException, *, debug: bool, context: str = "") -> int:
     """Print ``error`` for a person and return the exit code to use."""
     if debug:
+        import traceback
+
         traceback.print_exception(error, file=sys.stderr)
     kind = "error" if isinstance(error, NpusimError) else f"error ({type(error).__name__})"
     prefix = f"{context}: " if context else ""
