@@ -154,7 +154,7 @@ class Lines:
             return memoryview(b"")
         own = self.text(separator).layout()
         if not inserted:
-            return memoryview(own[own != 0])[: -len(separator) or None]
+            return squeezed(own)[: -len(separator) or None]
         extras = [lines.text(separator).layout() for lines, _ in inserted]
         after = np.concatenate([after for _, after in inserted])
         order = np.argsort(after, kind="stable")
@@ -169,7 +169,21 @@ class Lines:
         for extra in extras:
             matrix[extra_rows[first : first + len(extra)], : extra.shape[1]] = extra
             first += len(extra)
-        return memoryview(matrix[matrix != 0])[: -len(separator) or None]
+        return squeezed(matrix)[: -len(separator) or None]
+
+
+SAMPLE_ROWS = 256  # rows of a matrix looked at (spread over it) to tell how much of it is NUL
+DENSE = 0.98  # a matrix at least this much text (not NUL) is squeezed by bytes.replace (measured: ~1.7x faster on the rate counters, 98.5-99.9% text; numpy's mask ~4-5x faster on the events and flows, 56-81%)
+
+
+def squeezed(matrix: np.ndarray) -> memoryview:
+    """The bytes of ``matrix`` in row order without its NULs: by deleting them from its bytes
+    when it is nearly all text (``SAMPLE_ROWS`` rows spread over it at least ``DENSE``), else
+    with a mask. The same bytes either way."""
+    sample = matrix[:: max(1, len(matrix) // SAMPLE_ROWS)]
+    if sample.size and np.count_nonzero(sample) >= DENSE * sample.size:
+        return memoryview(matrix.tobytes().replace(b"\0", b""))
+    return memoryview(matrix[matrix != 0])
 
 
 def fixed3(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

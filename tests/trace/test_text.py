@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
-from npusim.trace.text import FIXED3_LIMIT, Lines, Texts, fixed3
+from npusim.trace import text
+from npusim.trace.text import FIXED3_LIMIT, Lines, Texts, fixed3, squeezed
 
 INT64 = st.integers(-(2**59), 2**59)  # times 7 still an int64
 FINITE = st.floats(allow_nan=False, allow_infinity=False, min_value=-FIXED3_LIMIT, max_value=FIXED3_LIMIT, exclude_min=True, exclude_max=True)
@@ -85,3 +87,11 @@ def test_fractions_of_three_and_six_places_and_zero_left_out_on_request(rows):
     where = where.astype(bool)
     lines = Lines(len(rows)).text("<").fraction(values, 6).text("|").fraction(values % 1000, 3, where, zero=False).text(">")
     assert lines.joined(";").tobytes().decode() == ";".join(f"<.{v:06d}|{f'.{v % 1000:03d}' if w and v % 1000 else ''}>" for v, w in rows)
+
+
+@pytest.mark.parametrize("dense", [0.0, 1.01])  # every matrix squeezed by bytes.replace; none
+@given(matrix=st.integers(0, 600).flatmap(lambda rows: hnp.arrays(np.uint8, (rows, 7), elements=st.sampled_from([0, 48, 65, 123]))))
+def test_a_matrix_squeezed_is_its_bytes_without_nul_by_either_way(dense, matrix):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(text, "DENSE", dense)
+        assert bytes(squeezed(matrix)) == matrix.tobytes().replace(b"\0", b"")
