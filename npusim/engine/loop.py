@@ -15,6 +15,8 @@ the layout against the installed SimPy.
 - :class:`EventQueue` does the same for a caller that triggers many events of one environment
   (the network: a completion per finished transfer, its own timer at every wake-up), holding the
   queue and its counter of event ids instead of looking them up on the environment at every call.
+- :func:`start_process` is ``env.process``, its process resumed by compiled code (:class:`Resume`):
+  SimPy's own steps, the same events at the same moments.
 - :func:`run_until` steps the environment until an event is processed, or says why it cannot.
 - :func:`schedule_stamp` tells whether anything was scheduled between two moments.
 """
@@ -25,10 +27,10 @@ import enum
 from collections.abc import Callable, Iterator
 from heapq import heappop, heappush
 from operator import attrgetter
-from typing import Final, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, URGENT, Initialize, Process, _describe_frame
 
 clock = attrgetter("_now")
 """``clock(env)`` is ``env.now`` (integer ps), read without the property call."""
@@ -37,6 +39,9 @@ clock = attrgetter("_now")
 # they are (compiled, an int would be unboxed and boxed again).
 _Entry = tuple[object, object, object, simpy.Event]
 _NORMAL: Final[object] = NORMAL  # SimPy's priority of an event triggered by succeed
+_URGENT: Final[object] = URGENT  # SimPy's priority of a process's initialisation
+_new_process: Final[Callable[[type], object]] = Process.__new__
+_new_initialize: Final[Callable[[type], object]] = Initialize.__new__
 # held by the module: once compiled, no look-up of a name per call
 _push: Final[Callable[[list[_Entry], _Entry], None]] = heappush
 _next: Final[Callable[[Iterator[object]], object]] = next
@@ -82,6 +87,80 @@ def rearm_at(env: simpy.Environment, event: simpy.Event, delay_ps: int) -> None:
     Timeout made at this moment would get)."""
     event.callbacks = []
     succeed_at(env, event, delay_ps)
+
+
+class Resume:
+    """The callback that resumes one process: SimPy's ``Process._resume`` step for step (send the
+    event's value into the generator, or throw a copy of its failure; on the generator's end
+    trigger the process with its return value, or with the exception it raised; else wait on the
+    event it yielded), compiled, holding the process's environment and generator, and one object
+    per process where SimPy binds a method per wait. It does not set ``env.active_process``, which
+    nothing in the simulator reads (SimPy's interrupts, which do, are not used)."""
+
+    __slots__ = ("process", "env", "generator")
+
+    def __init__(self, process: simpy.Process, env: simpy.Environment, generator: Any) -> None:
+        self.process = process
+        self.env = env
+        self.generator = generator
+
+    def __call__(self, event: simpy.Event) -> None:
+        generator = self.generator
+        target: Any = event
+        while True:
+            try:
+                if target._ok:
+                    target = generator.send(target._value)
+                else:  # the process handles the failure (or fails itself), with a copy of its exception
+                    target._defused = True
+                    failure = target._value
+                    error = type(failure)(*failure.args)
+                    error.__cause__ = failure
+                    target = generator.throw(error)
+            except StopIteration as end:
+                self._end(True, end.args[0] if end.args else None)
+                return
+            except BaseException as error:
+                error.__traceback__ = cast(Any, error.__traceback__).tb_next  # from the generator's frame on, as SimPy's
+                self._end(False, error)
+                return
+            try:
+                callbacks = target.callbacks
+            except AttributeError:
+                if hasattr(target, "callbacks"):
+                    raise
+                raise RuntimeError(f'\n{_describe_frame(generator.gi_frame)}Invalid yield value "{target}"') from None
+            if callbacks is not None:  # not triggered yet: resume when it is
+                callbacks.append(self)
+                self.process._target = target
+                return
+
+    def _end(self, ok: bool, value: object) -> None:
+        """The generator has ended: trigger the process with its outcome, now."""
+        process: Any = self.process
+        process._target = None
+        process._ok = ok
+        process._value = value
+        env = self.env
+        _push(cast(list[_Entry], env._queue), (env._now, _NORMAL, _next(env._eid), process))
+
+
+def start_process(env: simpy.Environment, generator: Any) -> simpy.Process:
+    """``env.process(generator)``: a SimPy process, made as ``Process.__init__`` makes it (its
+    initialisation an URGENT event scheduled now), resumed by a :class:`Resume` (``process._resume``)."""
+    process: Any = _new_process(Process)
+    process.env = env
+    process.callbacks = []
+    process._generator = generator
+    resume = process._resume = Resume(process, env, generator)
+    start: Any = _new_initialize(Initialize)
+    start.env = env
+    start.callbacks = [resume]
+    start._value = None
+    start._ok = True
+    _push(cast(list[_Entry], env._queue), (env._now, _URGENT, _next(env._eid), start))
+    process._target = start
+    return cast(simpy.Process, process)
 
 
 class _Processed(Protocol):
@@ -166,7 +245,7 @@ def due_now(env: simpy.Environment, most: int = 5) -> list[tuple[str, int]]:
         if time_ps != now:
             continue
         for callback in event.callbacks or ():
-            owner = getattr(callback, "__self__", None)
+            owner = callback.process if isinstance(callback, Resume) else getattr(callback, "__self__", None)
             if isinstance(owner, simpy.Process):
                 what = f"process {getattr(owner._generator, '__qualname__', owner.name)}"
             else:

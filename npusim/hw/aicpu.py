@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import clock, queued_events, rearm_at, schedule_stamp, succeed_at
+from npusim.engine.loop import clock, queued_events, rearm_at, schedule_stamp, start_process, succeed_at
 from npusim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -323,7 +323,7 @@ class AicpuScheduler:
                 if task.pending == 0:
                     self.make_ready(task)
             if self.remaining:
-                loops = [self.env.process(thread.loop()) for thread in self.threads]
+                loops = [start_process(self.env, thread.loop()) for thread in self.threads]
                 yield self.done
                 for thread in self.threads:
                     thread.notify()
@@ -378,7 +378,7 @@ class AicpuScheduler:
             self.control_queue.append((task, ready_event))
             if not self._control_running:
                 self._control_running = True
-                self.env.process(self._control_loop())
+                start_process(self.env, self._control_loop())
             return
         if task.on_core:
             pool = self.pools[task.core_kind]

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 
-from npusim.engine.loop import clock, rearm_at, succeed_at
+from npusim.engine.loop import clock, rearm_at, start_process, succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import PIPE_NAMES, Pipe
@@ -222,7 +222,7 @@ class AICore:
         :func:`pipe_step` tuples per pipe, in the same order; ``name``; ``needs_end_times``: it has a
         ``pipe_barrier(ALL)``; ``buffer_bytes``: bytes it reserves per buffer) on this core once the
         core is free; the process ends when every pipe is done."""
-        return self.env.process(self._execute(program, op))
+        return start_process(self.env, self._execute(program, op))
 
     def _execute(self, program, op: int):
         lock = self.lock
@@ -232,12 +232,12 @@ class AICore:
             self.current = run
             self.system.recorder.kernel_run(self.die.index, self.name)
             started = clock(self.env)
-            process, pipe_loop, pipe_ended, steps = self.env.process, self._pipe_loop, run.pipe_ended, program.steps
+            pipe_loop, pipe_ended, steps = self._pipe_loop, run.pipe_ended, program.steps
             progress, env = run.progress, self.env
             for pipe, instructions in program.by_pipe.items():
                 if instructions:
                     progress[pipe] = ProgressCounter(env)
-                    process(pipe_loop(run, pipe, instructions, steps[pipe])).callbacks.append(pipe_ended)
+                    start_process(env, pipe_loop(run, pipe, instructions, steps[pipe])).callbacks.append(pipe_ended)
                     run.pipes_running += 1
             if not run.pipes_running:
                 run.pipes_done.succeed()

@@ -6,6 +6,8 @@ from collections.abc import Callable, Generator
 
 import simpy
 
+from npusim.engine.loop import start_process
+
 
 class Stream:
     """An in-order task queue of one die: each task starts when the previous one has finished."""
@@ -20,7 +22,7 @@ class Stream:
     def submit(self, task: Callable[..., Generator], *args: object) -> simpy.Process:
         """Queue ``task`` (a function returning a SimPy generator, given ``args``); returns its process."""
         self.tasks += 1
-        self.tail = self.env.process(_after(self.tail, task, args))
+        self.tail = start_process(self.env, _after(self.tail, task, args))
         return self.tail
 
 

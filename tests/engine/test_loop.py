@@ -2,13 +2,27 @@
 checked against the installed SimPy, so an upgrade that changes it fails here first."""
 
 import contextlib
+import traceback
+from functools import partial
 from importlib.metadata import version
 
 import pytest
 import simpy
 from simpy.events import NORMAL, URGENT
 
-from npusim.engine.loop import LOOK_STEPS, EventQueue, Stop, clock, due_now, next_event_ps, queued_events, run_until, schedule_stamp, succeed_at
+from npusim.engine.loop import (
+    LOOK_STEPS,
+    EventQueue,
+    Stop,
+    clock,
+    due_now,
+    next_event_ps,
+    queued_events,
+    run_until,
+    schedule_stamp,
+    start_process,
+    succeed_at,
+)
 
 
 def test_the_installed_simpy_has_the_queue_layout_the_loop_relies_on():
@@ -183,3 +197,55 @@ def test_many_events_at_one_instant_below_the_guard_are_not_stopped():
             env.timeout(1)
         env.timeout(2)
         assert run_until(env, env.timeout(2), 10**6, still_events=4 * LOOK_STEPS) is Stop.DONE
+
+
+def _worker(env, log, name, fail_at=None):
+    """A process that sleeps, waits on a failing event it handles, and returns (or raises)."""
+    log.append((name, "start", env.now))
+    yield env.timeout(2)
+    bad = env.event()
+    bad.fail(KeyError(name))
+    try:
+        yield bad
+    except KeyError as error:
+        log.append((name, "handled", str(error), env.now))
+    done = env.event()
+    done.succeed("already")
+    done.callbacks.append(lambda _event: None)
+    log.append((name, "value", (yield done), env.now))
+    if fail_at is not None:
+        yield env.timeout(fail_at)
+        raise ValueError(name)
+    return f"{name} done"
+
+
+def _note_end(ended, process):
+    ended.append((process.ok, str(process.value), process.env.now))
+
+
+def test_start_process_runs_as_env_process_does():
+    """Processes started by start_process interleave with SimPy's own exactly as SimPy's would (the
+    same queue keys, the same outcomes: return value, handled and unhandled failures), and a
+    deadlock report names their generators."""
+    outcomes = []
+    for start in (simpy.Environment.process, start_process):
+        env = simpy.Environment()
+        log: list = []
+        ours = [start(env, _worker(env, log, "a")), env.process(_worker(env, log, "b")), start(env, _worker(env, log, "c", fail_at=1))]
+        ended: list = []
+        for process in ours:
+            process.callbacks.append(partial(_note_end, ended))
+        ours[2].callbacks.append(lambda event: setattr(event, "defused", True))
+        env.run()
+        failure = ours[2].value
+        frames = [frame.name for frame in traceback.extract_tb(failure.__traceback__)]
+        outcomes.append((log, ended, [process.value for process in ours[:2]], frames, [p.is_alive for p in ours]))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[1][3] == ["_worker"]  # the traceback starts at the generator, as SimPy's
+
+    env = simpy.Environment()
+    def waits_forever():
+        yield env.event()
+    start_process(env, waits_forever())
+    [(what, count)] = due_now(env)
+    assert what.startswith("process ") and what.endswith(".waits_forever") and count == 1
