@@ -1,7 +1,9 @@
 """Whole-command CPU of the command line: ``npusim --help``, ``npusim run --help`` and the README's
 main job (``npusim run --config a3 examples/shmem_allgather.py --no-data``, also with ``--trace
-none``) and on 2 PEs (``--param n_pes=2``: the same imports, config and outputs around a simulation
-that takes little), each a fresh process, against a baseline checkout measured in the same run.
+none``), on 2 PEs (``--param n_pes=2``: the same imports, config and outputs around a simulation
+that takes little) and of an empty workload (a file that only imports npusim: the fixed cost of
+``npusim run``, its imports, config and outputs, without the simulation), each a fresh process,
+against a baseline checkout measured in the same run.
 
     python benchmarks/startup.py [--baseline /path/to/main/checkout] [--repeat 3]
 
@@ -28,14 +30,18 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 MAIN_JOB = ["run", "--config", "a3", "examples/shmem_allgather.py", "--no-data"]
+EMPTY_WORKLOAD = "empty_workload.py"
+"""A workload that only imports npusim, written into the scratch folder of the measurement."""
 COMMANDS = {
     "npusim --help": ["--help"],
     "npusim run --help": ["run", "--help"],
     "main job": MAIN_JOB,
     "main job --trace none": [*MAIN_JOB, "--trace", "none"],
     "small job": [*MAIN_JOB, "--param", "n_pes=2"],
+    "empty workload": ["run", "--config", "a3", EMPTY_WORKLOAD, "--no-data"],
 }
-"""Name -> the arguments of ``npusim`` (a run's example path is taken in the checkout measured)."""
+"""Name -> the arguments of ``npusim`` (a run's example path is taken in the checkout measured,
+``EMPTY_WORKLOAD`` in the folder of the measurement)."""
 
 
 def cpu_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> float:
@@ -61,7 +67,8 @@ class Checkout:
 
     def run(self, arguments: list[str]) -> float:
         """CPU seconds of ``npusim ARGUMENTS`` (a run writes into the scratch folder)."""
-        arguments = [str(self.root / a) if a.startswith("examples/") else a for a in arguments]
+        arguments = [str(self.root / a) if a.startswith("examples/") else str(self.scratch.parent / a) if a == EMPTY_WORKLOAD else a
+                     for a in arguments]
         out = self.scratch / "out"
         is_run = arguments[0] == "run" and "--help" not in arguments
         return cpu_seconds([str(self.npusim), *arguments, *(["--out", str(out)] if is_run else [])], self.scratch, self.env)
@@ -82,6 +89,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="npusim-startup-") as folder:
         env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = str(Path(folder) / "pycache")
+        (Path(folder) / EMPTY_WORKLOAD).write_text("import npusim\n")
         this = Checkout(HERE, Path(folder) / "this", env)
         baseline = Checkout(args.baseline.resolve(), Path(folder) / "baseline", env) if args.baseline else None
         checkouts = [c for c in (baseline, this) if c is not None]

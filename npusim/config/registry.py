@@ -7,10 +7,11 @@ A provider registers itself when its module is imported::
         Spec = FullMeshSpec          # the pydantic model of its config section
         ...
 
-The modules of the built-in providers are listed by name and imported on the first look-up, as
-entry points are, so that this layer never imports the layers that implement the kinds (the
-hardware model, the kernels): imports stay one way (docs/architecture.md). A provider of one's own
-is registered by importing its module before the config is loaded.
+The built-in providers are listed by name with the module that registers each, imported on the
+first look-up of one of its names, as entry points are, so that this layer never imports the layers
+that implement the kinds (the hardware model, the kernels): imports stay one way
+(docs/architecture.md), and a run imports only the ops its config and workload name. A provider of
+one's own is registered by importing its module before the config is loaded.
 
 A config section whose shape depends on its ``kind:`` is annotated with :class:`KindOf`; a mapping
 of sections keyed by provider name (``ops: {quant_scatter: {...}}``) with :class:`SettingsOf`.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -37,14 +38,14 @@ class UnknownName(LookupError):
 
 
 class Registry(Generic[P]):
-    """Providers of one concern (``what``: "fabric kind", "op") by name; ``builtins`` are the
-    modules whose import registers the built-in providers."""
+    """Providers of one concern (``what``: "fabric kind", "op") by name; ``builtins``: the name of
+    each built-in provider -> the module whose import registers it (imported when the name is first
+    looked up; all of them when the providers are listed)."""
 
-    def __init__(self, what: str, builtins: tuple[str, ...] = ()) -> None:
+    def __init__(self, what: str, builtins: Mapping[str, str] | None = None) -> None:
         self.what = what
-        self._builtins = builtins
+        self._builtins = dict(builtins or {})
         self._providers: dict[str, P] = {}
-        self._loading = False
 
     def register(self, name: str) -> Callable[[P], P]:
         """Class decorator: register the class under ``name`` (a second provider of a name is a bug)."""
@@ -58,16 +59,14 @@ class Registry(Generic[P]):
         return add
 
     def _load_builtins(self) -> None:
-        if self._builtins and not self._loading:
-            self._loading = True  # a built-in module may look names up while it is imported
-            for module in self._builtins:
-                importlib.import_module(module)
+        for module in dict.fromkeys(self._builtins.values()):
+            importlib.import_module(module)
 
     def get(self, name: str) -> P:
         """The provider registered as ``name``; :class:`UnknownName` (with a did-you-mean) if none is."""
         provider = self._providers.get(name)
-        if provider is None:
-            self._load_builtins()
+        if provider is None and name in self._builtins:
+            importlib.import_module(self._builtins[name])
             provider = self._providers.get(name)
         if provider is None:
             raise UnknownName(self.unknown(name))
@@ -81,17 +80,15 @@ class Registry(Generic[P]):
         return f"unknown {self.what} {name!r}; {hint}use one of {', '.join(names) or '(none registered)'}"
 
     def names(self) -> list[str]:
-        """Every registered name, sorted."""
-        self._load_builtins()
-        return sorted(self._providers)
+        """Every name, registered or built in, sorted."""
+        return sorted(self._providers.keys() | self._builtins.keys())
 
     def __iter__(self) -> Iterator[tuple[str, P]]:
         self._load_builtins()
         return iter(sorted(self._providers.items()))
 
     def __contains__(self, name: object) -> bool:
-        self._load_builtins()
-        return name in self._providers
+        return name in self._providers or name in self._builtins
 
 
 # -- config sections validated by a provider's model --------------------------------------------
@@ -192,8 +189,15 @@ def _under(key: str, error: ValidationError) -> ValidationError:
     return ValidationError.from_exception_data(error.title, details)
 
 
-FABRICS: Registry[Any] = Registry("fabric kind", builtins=("npusim.hw.fabrics",))
+FABRICS: Registry[Any] = Registry("fabric kind", builtins={kind: f"npusim.hw.fabrics.{kind}" for kind in (
+    "die_to_die", "full_mesh", "links", "pcie_switch", "roce", "ub_l1_switch", "ub_l2_switch")})
 """Fabric kinds (``fabric.kind`` and the other levels of a system), implemented in npusim.hw.fabrics."""
 
-OPS: Registry[Any] = Registry("op", builtins=("npusim.kernels",))
+OPS: Registry[Any] = Registry("op", builtins={
+    "cast": "npusim.kernels.elementwise.op",
+    "fill": "npusim.kernels.elementwise.op",
+    "quant_scatter": "npusim.kernels.quant_scatter.op",
+    "quantize": "npusim.kernels.quantize.op",
+    "scatter_update": "npusim.kernels.scatter_update.op",
+})
 """Ops the simulator models (their settings under ``ops:``), implemented in npusim.kernels."""

@@ -1,9 +1,5 @@
 """The ops the simulator models, each as check -> plan -> lower (:mod:`npusim.kernels.op`).
 
-Importing this package registers the built-in ops in :data:`npusim.config.registry.OPS`.
+Each op's ``op`` module registers it in :data:`npusim.config.registry.OPS`, which lists it by name
+and imports that module on the op's first look-up.
 """
-
-from npusim.kernels.elementwise import op as _elementwise  # noqa: F401  (registers "cast", "fill")
-from npusim.kernels.quant_scatter import op as _quant_scatter  # noqa: F401  (registers "quant_scatter")
-from npusim.kernels.quantize import op as _quantize  # noqa: F401  (registers "quantize")
-from npusim.kernels.scatter_update import op as _scatter_update  # noqa: F401  (registers "scatter_update")

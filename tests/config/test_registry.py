@@ -1,5 +1,7 @@
 """Registries and the config sections their providers validate (npusim.config.registry)."""
 
+import json
+import subprocess
 import sys
 import types
 from typing import Annotated
@@ -7,7 +9,7 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
-from npusim.config.registry import KindOf, Registry, SettingsOf, UnknownName
+from npusim.config.registry import FABRICS, OPS, KindOf, Registry, SettingsOf, UnknownName
 
 
 class _Spec(BaseModel):
@@ -94,13 +96,36 @@ def test_a_name_is_registered_once():
     assert fabrics.names() == ["ring"] and "ring" in fabrics and dict(fabrics)["ring"].Spec is _RingSpec
 
 
-def test_builtin_modules_are_imported_on_the_first_look_up(tmp_path, monkeypatch):
+def test_a_builtin_module_is_imported_on_the_first_look_up_of_its_names(tmp_path, monkeypatch):
     holder = types.ModuleType("npusim_test_holder")
-    holder.LAZY = Registry("thing", builtins=("npusim_test_provider",))
+    holder.LAZY = Registry("thing", builtins={"early": "npusim_test_early", "late": "npusim_test_late", "later": "npusim_test_late"})
     monkeypatch.setitem(sys.modules, "npusim_test_holder", holder)
-    monkeypatch.delitem(sys.modules, "npusim_test_provider", raising=False)
-    (tmp_path / "npusim_test_provider.py").write_text(
-        "from npusim_test_holder import LAZY\n@LAZY.register('late')\nclass Late:\n    pass\n")
+    for module, names in (("npusim_test_early", ["early"]), ("npusim_test_late", ["late", "later"])):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+        (tmp_path / f"{module}.py").write_text("from npusim_test_holder import LAZY\n" + "".join(
+            f"@LAZY.register({name!r})\nclass P{i}:\n    pass\n" for i, name in enumerate(names)))
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert "npusim_test_provider" not in sys.modules
-    assert holder.LAZY.names() == ["late"] and "npusim_test_provider" in sys.modules
+    lazy = holder.LAZY
+    assert lazy.names() == ["early", "late", "later"] and "later" in lazy and "lat" not in lazy
+    with pytest.raises(UnknownName, match="unknown thing 'lat'; did you mean 'late'. use one of early, late, later"):
+        lazy.get("lat")
+    assert "npusim_test_early" not in sys.modules and "npusim_test_late" not in sys.modules
+    assert lazy.get("later").__name__ == "P1" and "npusim_test_late" in sys.modules and "npusim_test_early" not in sys.modules
+    assert [name for name, _ in lazy] == ["early", "late", "later"] and "npusim_test_early" in sys.modules
+
+
+@pytest.mark.parametrize("registry", [FABRICS, OPS], ids=["FABRICS", "OPS"])
+def test_the_builtin_names_are_what_their_modules_register(registry):
+    for name, module in registry._builtins.items():
+        provider = registry.get(name)
+        assert provider.__module__ == module, (name, module)
+    assert {name for name, provider in registry if provider.__module__.startswith("npusim.")} == registry._builtins.keys()
+
+
+def test_a_config_is_validated_with_only_the_op_modules_it_names():
+    """a3's ``ops:`` names quant_scatter alone: its registration (``op``) is imported, none of the
+    other ops' modules, nor its own checks, tiling and lowering (imported when the op is called)."""
+    probe = ("import json, sys; from npusim.config import load_config; load_config('a3'); "
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('npusim.kernels.'))))")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(run.stdout) == ["npusim.kernels.op", "npusim.kernels.quant_scatter", "npusim.kernels.quant_scatter.op"]

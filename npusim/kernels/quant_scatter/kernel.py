@@ -31,15 +31,13 @@ import numpy as np
 
 from npusim import isa
 from npusim.kernels.quant_scatter.checks import QuantScatterProblem
+from npusim.kernels.quant_scatter.op import KERNEL_NAME
 from npusim.kernels.quant_scatter.tiling import (
     TILING_ARG_COUNT,
     Iteration,
     QuantScatterPlan,
     VectorStep,
 )
-
-KERNEL_NAME = "QuantUpdateScatter"
-"""The kernel's op type, as the vendor's profiler names it."""
 
 _OPERAND_EVENTS = {"updates": 0, "scales": 1, "zero_points": 2}
 """MTE2 -> VECTOR event ids per loaded operand (plus 3 for the second buffer set)."""
