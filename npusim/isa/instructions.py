@@ -380,6 +380,10 @@ class DmaCopy(Instruction):
         cls = type(self)
         if cls is not DmaCopy and cls is not AtomicAddCopy or self.dynamic:
             raise TypeError(f"{cls.__name__} {self.label!r} is not rebased")
+        return self.moved(dst, src)
+
+    def moved(self, dst, src) -> DmaCopy:
+        """:meth:`rebased`, for a copy known to have one (a template's: its twin was made)."""
         new = self._clone()
         new.src, new.dst = src, dst
         # _path_key of the new sides: they are GM where this copy's are, so only the GM die can
