@@ -198,7 +198,7 @@ class AICore:
         self.lock = CoreLock(self.env)
         self.current: KernelRun | None = None
         self.network = system.network
-        self.dma_routes: dict[tuple, tuple] = {}  # see dma_route
+        self.dma_routes = die.dma_routes.setdefault(kind, {})  # see dma_route; shared by the die's cores of this kind
 
     def __repr__(self) -> str:
         return f"die{self.die.index} {self.name}"
@@ -207,7 +207,8 @@ class AICore:
         """What a DMA of pipe ``key[0]`` takes to read (or write, ``key[2]``) the GM of die ``key[1]``
         (None: between two buffers of this core): the bandwidth network's class of flows along its
         shared resources, capped at the engine's rate; the fixed cost in ps (engine set-up + route
-        latency); the cost in ps of each burst after the first. Kept in ``dma_routes``."""
+        latency); the cost in ps of each burst after the first. Kept in ``dma_routes``, which the
+        die's cores of one kind share: they have the same engines and reach GM the same way."""
         route = self.dma_routes.get(key)
         if route is None:
             pipe, gm_die, to_gm = key

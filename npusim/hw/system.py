@@ -44,6 +44,7 @@ class Die:
         atomic_add = spec.l2.atomic_add
         self.atomics = AtomicUnit(atomic_add.to_ps(hz)) if atomic_add is not None else None  # None: no atomic adds configured
         self._cores: dict[tuple[str, int], AICore] = {}
+        self.dma_routes: dict[str, dict[tuple, tuple]] = {}  # per core kind: what its cores' DMAs take (AICore.dma_route)
 
     def queue_pair(self, peer: int) -> RdmaQueuePair:
         """The RDMA queue pair from this die to die ``peer``, created on first use."""

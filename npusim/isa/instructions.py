@@ -9,7 +9,7 @@ only when data is on, so timing never depends on it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from types import FunctionType
+from typing import Any, Self
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -126,6 +126,19 @@ def _entries(*entries: tuple | None) -> tuple[tuple, ...]:
 _new = object.__new__  # an instruction's twin is made without __init__ (it copies what __init__ computed)
 
 
+def _slot_copier(cls: type[Instruction]) -> Callable:
+    """``cls``'s ``_clone``: one function that makes a new ``cls`` and sets each of its slots (those
+    of every class up to :class:`Instruction`) from the instance given, or to None for those of
+    ``cls._fresh``. One function per class, each slot stored by name: a replay
+    (:meth:`~npusim.isa.program.CoreProgram.replay`) copies many instructions, and the interpreter
+    specialises each attribute access of a code object for the one class it sees there."""
+    slots = [slot for klass in reversed(cls.__mro__) for slot in klass.__dict__.get("__slots__", ())]
+    stores = "".join(f"    new.{slot} = {'None' if slot in cls._fresh else 'self.' + slot}\n" for slot in slots)
+    namespace: dict[str, Any] = {"_new": _new, "cls": cls}
+    exec(f"def _clone(self):\n    new = _new(cls)\n{stores}    return new\n", namespace)  # code made from the slot names only
+    return namespace["_clone"]
+
+
 _PATH_KEYS: dict[tuple, tuple] = {}  # each path key made for a rebased copy, once: replays of copies to other dies share it
 
 
@@ -162,11 +175,7 @@ class Instruction:
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        # Each class gets its own copy of _twin_base's code: the interpreter specialises each
-        # attribute access of a code object for the one class it sees there, and replays
-        # (CoreProgram.replay) copy instructions of many classes through it; shared, its accesses
-        # take the generic look-up, which makes a twin about twice as slow.
-        cls._twin_base = FunctionType(Instruction._twin_base.__code__.replace(), globals(), "_twin_base")  # type: ignore[method-assign]
+        cls._clone = _slot_copier(cls)  # type: ignore[method-assign]
 
     def start(self, core, run):
         raise NotImplementedError
@@ -178,11 +187,12 @@ class Instruction:
         (programs holding them are not reused: :class:`~npusim.isa.program.ProgramTemplate`)."""
         raise TypeError(f"{type(self).__name__} has no twin")
 
-    def _twin_base(self, new: Instruction) -> None:
-        """Copy the base fields into ``new`` (``recorded`` starts empty)."""
-        new.pipe, new.label, new.nbytes, new.name_id, new.s_dep = self.pipe, self.label, self.nbytes, self.name_id, self.s_dep
-        new.tile, new.label_id, new.fixed_ps, new.control = self.tile, self.label_id, self.fixed_ps, self.control
-        new.recorded = None
+    _fresh: tuple[str, ...] = ("recorded",)  # the fields a twin does not copy: its own state, None at first
+
+    def _clone(self) -> Self:
+        """A new instruction of this class with this one's fields (those of ``_fresh`` None):
+        made per class by :func:`_slot_copier`."""
+        raise TypeError(f"{type(self).__name__} has no twin")
 
     def footprint(self) -> tuple[tuple, ...]:
         """The bytes this instruction reads and writes, for the race checker (:mod:`npusim.isa.racecheck`):
@@ -223,9 +233,7 @@ class FixedCost(Instruction):
     def twin(self) -> Instruction:
         if type(self) is not FixedCost:  # a subclass with operands of its own defines its twin, or has none
             return super().twin()
-        new = _new(FixedCost)
-        self._twin_base(new)
-        return new
+        return self._clone()
 
 
 class ScalarRead(FixedCost):
@@ -263,10 +271,7 @@ class ScalarWrite(FixedCost):
     effect = _write
 
     def twin(self) -> Instruction:
-        new = _new(ScalarWrite)
-        self._twin_base(new)
-        new.target, new.index, new.value = self.target, self.index, self.value
-        return new
+        return self._clone()
 
     def footprint(self) -> tuple[tuple, ...]:
         return _entries(_span(self.target[self.index : self.index + 1], WRITE))
@@ -296,7 +301,7 @@ class SetFlag(Instruction):
         self.cost_ps = cost_ps
 
     def twin(self) -> Instruction:
-        return _flag_twin(self)
+        return self._clone()
 
 
 class WaitFlag(Instruction):
@@ -311,15 +316,7 @@ class WaitFlag(Instruction):
         self.cost_ps = cost_ps
 
     def twin(self) -> Instruction:
-        return _flag_twin(self)
-
-
-def _flag_twin(flag: SetFlag | WaitFlag) -> Instruction:
-    """The twin of a set_flag or wait_flag: the same flag key and cost."""
-    new = _new(type(flag))
-    flag._twin_base(new)
-    new.key, new.cost_ps = flag.key, flag.cost_ps
-    return new
+        return self._clone()
 
 
 class PipeBarrierAll(Instruction):
@@ -362,6 +359,7 @@ class DmaCopy(Instruction):
     + bytes (rounded up to the 32-byte granule per burst) / the max-min fair rate of the path."""
 
     __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved", "path_key")
+    _fresh = ("recorded", "_resolved")
 
     def __init__(self, pipe: Pipe, dst, src, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(pipe, label, burst_count * burst_bytes)
@@ -382,11 +380,12 @@ class DmaCopy(Instruction):
         cls = type(self)
         if cls is not DmaCopy and cls is not AtomicAddCopy or self.dynamic:
             raise TypeError(f"{cls.__name__} {self.label!r} is not rebased")
-        new = _new(cls)
-        self._twin_base(new)
+        return self.moved(dst, src)
+
+    def moved(self, dst, src) -> DmaCopy:
+        """:meth:`rebased`, for a copy known to have one (a template's: its twin was made)."""
+        new = self._clone()
         new.src, new.dst = src, dst
-        new.burst_count, new.burst_bytes, new.src_gap, new.dst_gap = self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap
-        new.moved_bytes, new.dynamic, new._resolved = self.moved_bytes, False, None
         # _path_key of the new sides: they are GM where this copy's are, so only the GM die can
         # differ (this copy's key is kept when it does not: one tuple for the copies of one path)
         key = self.path_key
@@ -463,12 +462,6 @@ class AtomicAddCopy(DmaCopy):
         super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         self.dtype = src.dtype
 
-    def rebased(self, dst, src) -> AtomicAddCopy:
-        new = super().rebased(dst, src)
-        assert isinstance(new, AtomicAddCopy)
-        new.dtype = self.dtype
-        return new
-
     def start(self, core, run, delay_ps: int = 0):
         arrived = super().start(core, run, delay_ps)
         env = core.env
@@ -514,11 +507,7 @@ class VectorOp(FixedCost):
     def twin(self) -> Instruction:
         if type(self) is not VectorOp:
             return super().twin()
-        new = _new(VectorOp)
-        self._twin_base(new)
-        new.kind, new.dst, new.srcs, new.scalar, new.rounding = self.kind, self.dst, self.srcs, self.scalar, self.rounding
-        new.repeat_layout = self.repeat_layout
-        return new
+        return self._clone()
 
     def footprint(self) -> tuple[tuple, ...]:
         entries = [(src.buffer, READ, src.offset, size, size, 1) for src in self.srcs if (size := src.count * src.dtype.itemsize)]

@@ -583,12 +583,11 @@ class CoreProgram:
         made = skeleton.made.copy()
         pipes = {pipe: shared.copy() for pipe, shared in skeleton.pipes.items()}  # by_pipe, as it goes (s_dep as in the template)
         atomic_dies = template.atomic_dies
-        for position, pipe, at, instruction, label_id in skeleton.twins:
+        for position, pipe, at, instruction in skeleton.twins:
             new = instruction.twin()
-            new.tile, new.label_id = tile, label_id
             made[position] = new
             pipes[pipe][at] = new
-        for position, pipe, at, instruction, label_id, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
+        for position, pipe, at, instruction, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
             dst, src = instruction.dst, instruction.src
             if src_slot >= 0:
                 src = _rebased_side(bases[src_slot], src_delta, src_span)
@@ -603,8 +602,7 @@ class CoreProgram:
                     if die(allocation.die).atomics is None:
                         return False
                     atomic_dies.add(allocation.die)
-            new = instruction.rebased(dst, src)
-            new.tile, new.label_id = tile, label_id
+            new = instruction.moved(dst, src)  # a template's copy: it has a twin (template)
             made[position] = new
             pipes[pipe][at] = new
         steps = skeleton.steps
@@ -703,7 +701,9 @@ class ProgramTemplate:
                 made.append(twin)
                 of_pipe.append(twin)
             else:
-                hole = (position, instruction.pipe, len(of_pipe), instruction, pack(instruction.name_id, tile))
+                model = instruction.twin()  # the hole's instructions are its twins (in the tile)
+                model.tile, model.label_id = tile, pack(instruction.name_id, tile)
+                hole = (position, instruction.pipe, len(of_pipe), model)
                 if side is None:
                     twins.append(hole)
                 else:
@@ -717,9 +717,10 @@ class ProgramTemplate:
 class _Skeleton:
     """The start of a template's replays in one tile: the program (``made``) and its split per
     pipe (``pipes``) with the shared instructions in place and None in each hole; the holes, each
-    ``(position, pipe, index in the pipe's list, the template's instruction, its label id in the
-    tile)``: ``twins``, filled with a twin, and ``copies``, with a copy rebased on the bases (their
-    GM sides follow, as :meth:`CoreProgram.template` took them). ``steps``: the
+    ``(position, pipe, index in the pipe's list, the twin in the tile of the template's instruction
+    that each replay copies, never run itself)``: ``twins``, filled with a twin of it, and
+    ``copies``, with its copy rebased on the bases (their GM sides follow, as
+    :meth:`CoreProgram.template` took them). ``steps``: the
     :func:`~npusim.hw.core.pipe_step` tuples per pipe of every replay in the tile (the same for all:
     twins and rebased copies have their template's fixed fields; only the holes are watched), from
     the first replay."""

@@ -217,3 +217,16 @@ def _grant_order(lock_of, release, users: list[tuple[int, int, int]]) -> list[tu
 def test_a_core_lock_grants_at_the_moments_simpys_resource_does(users):
     expected = _grant_order(lambda env: simpy.Resource(env, capacity=1), lambda lock, request: lock.release(request), users)
     assert _grant_order(CoreLock, lambda lock, _request: lock.release(), users) == expected
+
+
+def test_the_cores_of_one_kind_on_a_die_share_their_dma_routes():
+    """A die's cores of one kind have the same engines and reach GM the same way: the route one of
+    them found is every one's (the same flow class and costs), those of other kinds and dies their own."""
+    with npusim.session("a3") as s:
+        die0, die1 = s.system.die(0), s.system.die(1)
+        key = (Pipe.MTE2, 1, False)
+        route = die0.core("aiv", 0).dma_route(key)
+        assert die0.core("aiv", 5).dma_routes[key] is route
+        assert die0.core("aiv", 7).dma_route(key) is route
+        assert key not in die0.core("aic", 0).dma_routes and key not in die1.core("aiv", 0).dma_routes
+        assert die0.core("aic", 0).dma_route(key)[0] is not None

@@ -48,7 +48,7 @@ class Access:
 
     def __post_init__(self) -> None:
         intervals = self.intervals
-        self.bounds = (min(a for a, _ in intervals), max(b for _, b in intervals)) if intervals else (0, 0)
+        self.bounds = (min(intervals)[0], max(map(_end_byte, intervals))) if intervals else (0, 0)  # the least start is the least pair's
 
     def overlap(self, other: Access) -> tuple[int, int] | None:
         """The first overlapping byte range of the two accesses, if any."""
@@ -152,3 +152,4 @@ class _Started:
 
 
 _start_order = operator.itemgetter(0)  # an entry's order of start
+_end_byte = operator.itemgetter(1)  # a byte range's end
