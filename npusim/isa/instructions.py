@@ -14,7 +14,7 @@ from typing import Any, Self
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from npusim.errors import WorkloadError
+from npusim.errors import UsageError, WorkloadError
 from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, flag_key
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import PIPE_NAMES, Pipe
@@ -205,11 +205,22 @@ class Instruction:
         return f"{self.pipe.name} {self.label}"
 
 
+def shared_by_replays(event: int) -> None:
+    """The ``recorded`` of an instruction the replays of a template share in a tile
+    (:meth:`~npusim.isa.program.ProgramTemplate.skeleton`): its pipes never call it, and
+    :func:`on_recorded` refuses to attach to it."""
+    raise AssertionError("a pipe called the recorded hook of an instruction shared by replays")
+
+
 def on_recorded(instruction: Instruction, callback) -> None:
     """Call ``callback(event_index)`` once ``instruction``'s event is recorded (after any callback
     already attached); with data on or off alike. Not for an instruction the replays of a template
-    share (:meth:`~npusim.isa.program.CoreProgram.template`'s ``own`` names those that take one)."""
+    share (:meth:`~npusim.isa.program.CoreProgram.template`'s ``own`` names those that take one):
+    UsageError."""
     earlier = instruction.recorded
+    if earlier is shared_by_replays:
+        raise UsageError(f"cannot attach to {instruction!r}: the replays of a template in its tile share it, so "
+                         "its event is every replay's; name its position in the template's own= (CoreProgram.template)")
     if earlier is None:
         instruction.recorded = callback
     else:

@@ -56,6 +56,7 @@ from npusim.isa.instructions import (
     SetFlag,
     VectorOp,
     WaitFlag,
+    shared_by_replays,
 )
 from npusim.isa.racecheck import LaunchRaces, core_races, cross_core_races
 from npusim.isa.scalar import ScalarExpr, ScalarReg
@@ -698,6 +699,7 @@ class ProgramTemplate:
             if own is not None and side is None and position not in own:
                 twin = instruction.twin()
                 twin.tile, twin.label_id = tile, pack(twin.name_id, tile)
+                twin.recorded = shared_by_replays  # nothing may be attached to it (on_recorded)
                 made.append(twin)
                 of_pipe.append(twin)
             else:

@@ -11,6 +11,7 @@ import npusim
 from npusim import isa
 from npusim.errors import UsageError, WorkloadError
 from npusim.hw.core import pipe_step
+from npusim.isa.instructions import on_recorded
 from npusim.isa.racecheck import PipeRaceWarning
 from tests.conftest import events_of
 
@@ -296,6 +297,10 @@ def test_replays_in_one_tile_share_only_what_nobody_watches():
             assert (x is y) is not owned, position
             assert x is not z  # another tile: its own label ids
         assert one.shares and not first.shares
+        shared = next(x for position, (x, y, _) in enumerate(pairs) if x is y)
+        with pytest.raises(UsageError, match="replays of a template in its tile share it.*own="):
+            on_recorded(shared, lambda event: None)  # its event would be every replay's: refused, not silently never called
+        on_recorded(one.instructions[0], lambda event: None)  # an owned one takes a callback
         kernel = isa.Kernel("two", die=0)
         kernel.programs[("aiv", 0)], kernel.programs[("aiv", 1)] = one, two
         with pytest.raises(UsageError, match="replayed with shared instructions .* is launched alone"):
