@@ -171,7 +171,7 @@ class Instruction:
         self.label_id = 0  # (name id, tile) packed for the recorder, set when appended to a program
         self.fixed_ps = None  # the busy time of a FIXED step
         self.control = False
-        self.recorded = None
+        self.recorded: Callable[[int], None] | None = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
