@@ -122,10 +122,12 @@ def test_the_builtin_names_are_what_their_modules_register(registry):
     assert {name for name, provider in registry if provider.__module__.startswith("npusim.")} == registry._builtins.keys()
 
 
-def test_a_config_is_validated_with_only_the_op_modules_it_names():
+def test_a_config_is_validated_with_only_the_op_and_fabric_modules_it_names():
     """a3's ``ops:`` names quant_scatter alone: its registration (``op``) is imported, none of the
-    other ops' modules, nor its own checks, tiling and lowering (imported when the op is called)."""
+    other ops' modules, nor its own checks, tiling and lowering (imported when the op is called);
+    of the fabric kinds, only the four its levels name (roce, its scale-out, from a2)."""
     probe = ("import json, sys; from npusim.config import load_config; load_config('a3'); "
-             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('npusim.kernels.'))))")
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('npusim.kernels.', 'npusim.hw.fabrics.')))))")
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert json.loads(run.stdout) == ["npusim.kernels.op", "npusim.kernels.quant_scatter", "npusim.kernels.quant_scatter.op"]
+    assert json.loads(run.stdout) == ["npusim.hw.fabrics.die_to_die", "npusim.hw.fabrics.roce", "npusim.hw.fabrics.ub_l1_switch", "npusim.hw.fabrics.ub_l2_switch",
+                                      "npusim.kernels.op", "npusim.kernels.quant_scatter", "npusim.kernels.quant_scatter.op"]
