@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 
-from npusim.engine.loop import clock, rearm_at, start_process, succeed_at
+from npusim.engine.loop import clock, rearm_at, run_process, start_process, succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import PIPE_NAMES, Pipe
@@ -235,13 +235,16 @@ class AICore:
             started = clock(self.env)
             pipe_loop, pipe_ended, steps = self._pipe_loop, run.pipe_ended, program.steps
             progress, env = run.progress, self.env
-            for pipe, instructions in program.by_pipe.items():
-                if instructions:
-                    progress[pipe] = ProgressCounter(env)
-                    start_process(env, pipe_loop(run, pipe, instructions, steps[pipe])).callbacks.append(pipe_ended)
-                    run.pipes_running += 1
-            if not run.pipes_running:
+            pipes = [(pipe, instructions) for pipe, instructions in program.by_pipe.items() if instructions]
+            for pipe, _ in pipes:
+                progress[pipe] = ProgressCounter(env)
+            run.pipes_running = len(pipes)
+            if not pipes:
                 run.pipes_done.succeed()
+            # The pipes' first steps run here, in order (run_process): this runs as the core's grant
+            # (a NORMAL event) is processed, and nothing is scheduled after them
+            for pipe, instructions in pipes:
+                run_process(env, pipe_loop(run, pipe, instructions, steps[pipe])).callbacks.append(pipe_ended)
             yield run.pipes_done
             self.current = None
             recorder = self.system.recorder
