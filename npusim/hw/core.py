@@ -96,7 +96,7 @@ class KernelRun:
         self.program = program
         self.op = op
         # per pipe (its int value): the instructions it finished, for the pipes with instructions
-        # (made as their processes start, in AICore._execute; None for the others, which nobody reads)
+        # (made as their processes start, in AICore.run; None for the others, which nobody reads)
         self.progress: list[ProgressCounter | None] = [None] * len(_PIPE_IDS)
         # flag (its flag_key) -> the times its raised, not yet taken, instances become visible
         self.flags: dict[int, deque[int]] = {}
@@ -143,7 +143,7 @@ class CoreLock:
     the oldest waiting request when its hand-over event is processed, or as soon as a newer request
     comes, if that is sooner (both as SimPy does). A release with no request waiting schedules no
     event: SimPy's would do nothing when processed (the core is already free), and the caller's
-    end (:meth:`AICore._execute`'s process event, scheduled right after the release) keeps the
+    end (the event that ends :meth:`AICore.run`'s process, scheduled right after the release) keeps the
     queue as long as it would be until then, which the AICPU pollers read."""
 
     __slots__ = ("env", "busy", "waiting")
@@ -222,10 +222,12 @@ class AICore:
         """Run ``program`` (``by_pipe``: its instructions per pipe; ``steps``: their
         :func:`pipe_step` tuples per pipe, in the same order; ``name``; ``needs_end_times``: it has a
         ``pipe_barrier(ALL)``; ``buffer_bytes``: bytes it reserves per buffer) on this core once the
-        core is free; the process ends when every pipe is done."""
-        return start_process(self.env, self._execute(program, op))
+        core is free; the process (of :meth:`run`) ends when every pipe is done."""
+        return start_process(self.env, self.run(program, op))
 
-    def _execute(self, program, op: int):
+    def run(self, program, op: int):
+        """The run of ``program`` (see :meth:`execute`) as a SimPy generator: it takes the core,
+        runs the pipes, gives the core back."""
         lock = self.lock
         yield lock.request()
         try:
