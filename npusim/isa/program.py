@@ -815,7 +815,7 @@ def _one_after(event: simpy.Event) -> simpy.Event:
 def _follow(after: simpy.Event, event: simpy.Event) -> None:
     """Trigger ``after`` as ``event`` ended (:func:`_one_after`)."""
     if event.ok:
-        after.succeed()
+        succeed_at(event.env, after, 0)  # after.succeed(), without its checks
     else:
         event.defused = True
         after.fail(cast(Exception, event.value))
