@@ -882,11 +882,12 @@ class Kernel:
         """Queue the kernel on the die's stream (default stream unless given); returns its process.
         Every core starts when the previous task of the stream has finished.
 
-        ``inline``: a kernel of one program runs in the stream task's own process, with the same
-        order of events, for a launch whose run's process would start as the next event processed
-        (:func:`~npusim.engine.loop.run_process`): its stream task takes its first step, and on the
-        stream's previous task's end resumes, as the last thing scheduled by a NORMAL event (an
-        AICPU scheduler's dispatch) or as the last callback of that end."""
+        ``inline``: a kernel of one program runs in its stream task's own process, not in one of
+        its own, with the same order of everything where that process's initialisation would be the
+        next event processed (as :func:`~npusim.engine.loop.run_process`): the stream task takes its
+        first step (or resumes after the stream's previous task) while a NORMAL event is processed,
+        and that processing schedules nothing URGENT but the run's start. The tile ops an AICPU
+        scheduler dispatches (``CoreTask._launch``) are launched so."""
         if self.launched is not None:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
         stream = stream or self.system.stream(self.die.index)

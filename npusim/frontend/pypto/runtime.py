@@ -388,10 +388,11 @@ class CoreTask(Task):
     def _launch(self, kernel: isa.Kernel, p: isa.CoreProgram, core: int, watched: list | None = None) -> simpy.Process:
         """Watch the program's first instruction and each pipe's last one (``watched``, if known),
         and launch it ``inline`` (:meth:`~npusim.isa.program.Kernel.launch`): an AICPU scheduler
-        thread dispatches it as its timer (a NORMAL event) is processed, and schedules nothing
-        URGENT after it, so the stream task's first step is the next event processed; a stream task
-        that waits for the one before it on its core's stream resumes as that one's last callback
-        (after this one's ``_ended`` and the scheduler's ``core_finished``)."""
+        thread dispatches it as its timer (a NORMAL event) is processed, scheduling nothing URGENT
+        there but the stream task's start, so the stream task's first step, and then its run's,
+        would be the next events processed; a stream task that waits for the one before it on its
+        core's stream resumes as that one's last callback, the earlier ones (``_ended``, the
+        scheduler's ``core_finished``) scheduling nothing URGENT."""
         first, *last_of_pipe = _watched(p.instructions) if watched is None else watched
         on_recorded(first, self._first_recorded)
         pipe_end_recorded = self._pipe_end_recorded
