@@ -785,8 +785,8 @@ def _run_inline(core: AICore, program: _Placed, op: int):
         yield from core.run(program, op)
     except GeneratorExit:  # dropped unfinished
         raise
-    except BaseException as error:
-        failure = error
+    except BaseException as raised:
+        failure = raised
     env = core.env
     ended = simpy.Event(env)
     succeed_at(env, ended, 0)  # where the run's process would end,
@@ -794,9 +794,9 @@ def _run_inline(core: AICore, program: _Placed, op: int):
     rearm_at(env, ended, 0)  # and where _one_after's event would then be triggered
     yield ended
     if failure is not None:
-        error = type(failure)(*failure.args)
-        error.__cause__ = failure
-        raise error
+        copy = type(failure)(*failure.args)
+        copy.__cause__ = failure
+        raise copy
 
 
 def _run_all(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int):
