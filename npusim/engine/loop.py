@@ -16,7 +16,8 @@ the layout against the installed SimPy.
   (the network: a completion per finished transfer, its own timer at every wake-up), holding the
   queue and its counter of event ids instead of looking them up on the environment at every call.
 - :func:`start_process` is ``env.process``, its process resumed by compiled code (:class:`Resume`):
-  SimPy's own steps, the same events at the same moments.
+  SimPy's own steps, the same events at the same moments; :func:`run_process` takes the first
+  step at once, for a caller whose processes' initialisations would be the next events processed.
 - :func:`run_until` steps the environment until an event is processed, or says why it cannot.
 - :func:`schedule_stamp` tells whether anything was scheduled between two moments.
 """
@@ -160,6 +161,31 @@ def start_process(env: simpy.Environment, generator: Any) -> simpy.Process:
     start._ok = True
     _push(cast(list[_Entry], env._queue), (env._now, _URGENT, _next(env._eid), start))
     process._target = start
+    return cast(simpy.Process, process)
+
+
+_BEGUN: Final[Any] = _new_initialize(Initialize)  # the outcome a process's initialisation sends in: (success, None)
+_BEGUN._ok = True
+_BEGUN._value = None
+
+
+def run_process(env: simpy.Environment, generator: Any) -> simpy.Process:
+    """:func:`start_process` with the process's first step (up to its first yield, or its end) taken
+    now, in this call, instead of when its initialisation event is processed, which is not
+    scheduled. The same order of everything, and so every result, for processes started by the
+    processing of a NORMAL event as the last things it schedules: no URGENT event of this instant
+    is pending then (it would have come first), so their initialisations would be the next events
+    processed, one after the other in the order started, with nothing in between; here their first
+    steps run in that order, and every event they schedule keeps its place among the others (the
+    ids skipped only order events of one time and priority: skipping one changes no order). One
+    event fewer is processed per process."""
+    process: Any = _new_process(Process)
+    process.env = env
+    process.callbacks = []
+    process._generator = generator
+    resume = process._resume = Resume(process, env, generator)
+    process._target = _BEGUN
+    resume(_BEGUN)
     return cast(simpy.Process, process)
 
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 
-from npusim.engine.loop import clock, rearm_at, start_process, succeed_at
+from npusim.engine.loop import clock, rearm_at, run_process, start_process, succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import PIPE_NAMES, Pipe
@@ -96,7 +96,7 @@ class KernelRun:
         self.program = program
         self.op = op
         # per pipe (its int value): the instructions it finished, for the pipes with instructions
-        # (made as their processes start, in AICore._execute; None for the others, which nobody reads)
+        # (made as their processes start, in AICore.run; None for the others, which nobody reads)
         self.progress: list[ProgressCounter | None] = [None] * len(_PIPE_IDS)
         # flag (its flag_key) -> the times its raised, not yet taken, instances become visible
         self.flags: dict[int, deque[int]] = {}
@@ -143,7 +143,7 @@ class CoreLock:
     the oldest waiting request when its hand-over event is processed, or as soon as a newer request
     comes, if that is sooner (both as SimPy does). A release with no request waiting schedules no
     event: SimPy's would do nothing when processed (the core is already free), and the caller's
-    end (:meth:`AICore._execute`'s process event, scheduled right after the release) keeps the
+    end (the event that ends :meth:`AICore.run`'s process, scheduled right after the release) keeps the
     queue as long as it would be until then, which the AICPU pollers read."""
 
     __slots__ = ("env", "busy", "waiting")
@@ -222,10 +222,12 @@ class AICore:
         """Run ``program`` (``by_pipe``: its instructions per pipe; ``steps``: their
         :func:`pipe_step` tuples per pipe, in the same order; ``name``; ``needs_end_times``: it has a
         ``pipe_barrier(ALL)``; ``buffer_bytes``: bytes it reserves per buffer) on this core once the
-        core is free; the process ends when every pipe is done."""
-        return start_process(self.env, self._execute(program, op))
+        core is free; the process (of :meth:`run`) ends when every pipe is done."""
+        return start_process(self.env, self.run(program, op))
 
-    def _execute(self, program, op: int):
+    def run(self, program, op: int):
+        """The run of ``program`` (see :meth:`execute`) as a SimPy generator: it takes the core,
+        runs the pipes, gives the core back."""
         lock = self.lock
         yield lock.request()
         try:
@@ -235,13 +237,16 @@ class AICore:
             started = clock(self.env)
             pipe_loop, pipe_ended, steps = self._pipe_loop, run.pipe_ended, program.steps
             progress, env = run.progress, self.env
-            for pipe, instructions in program.by_pipe.items():
-                if instructions:
-                    progress[pipe] = ProgressCounter(env)
-                    start_process(env, pipe_loop(run, pipe, instructions, steps[pipe])).callbacks.append(pipe_ended)
-                    run.pipes_running += 1
-            if not run.pipes_running:
+            pipes = [(pipe, instructions) for pipe, instructions in program.by_pipe.items() if instructions]
+            for pipe, _ in pipes:
+                progress[pipe] = ProgressCounter(env)
+            run.pipes_running = len(pipes)
+            if not pipes:
                 run.pipes_done.succeed()
+            # The pipes' first steps run here, in order (run_process): this runs as the core's grant
+            # (a NORMAL event) is processed, and nothing is scheduled after them
+            for pipe, instructions in pipes:
+                run_process(env, pipe_loop(run, pipe, instructions, steps[pipe])).callbacks.append(pipe_ended)
             yield run.pipes_done
             self.current = None
             recorder = self.system.recorder

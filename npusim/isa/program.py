@@ -32,6 +32,7 @@ import numpy as np
 import simpy
 
 from npusim.config.products import PRODUCTS
+from npusim.engine.loop import rearm_at, succeed_at
 from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore, pipe_step
 from npusim.hw.memory import Allocation
@@ -773,6 +774,31 @@ def _run_one(core: AICore, program: _Placed, op: int):
     yield _one_after(core.execute(program, op))
 
 
+def _run_inline(core: AICore, program: _Placed, op: int):
+    """The stream task of a kernel of one program whose run would start as the next event
+    processed (:meth:`Kernel.launch` ``inline``): the run goes on in the stream task's own process,
+    and ends as :func:`_run_one`'s: the two events that would end the run's process and then pass
+    that on to the stream task (:func:`_one_after`) are kept, at the same moments, so every event
+    keeps its place; a failure fails the stream task as that would, with a copy of it."""
+    failure = None
+    try:
+        yield from core.run(program, op)
+    except GeneratorExit:  # dropped unfinished
+        raise
+    except BaseException as raised:
+        failure = raised
+    env = core.env
+    ended = simpy.Event(env)
+    succeed_at(env, ended, 0)  # where the run's process would end,
+    yield ended
+    rearm_at(env, ended, 0)  # and where _one_after's event would then be triggered
+    yield ended
+    if failure is not None:
+        copy = type(failure)(*failure.args)
+        copy.__cause__ = failure
+        raise copy
+
+
 def _run_all(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int):
     """The stream task of a kernel: each placed program runs on its core; it ends when all have."""
     yield env.all_of([core.execute(program, op) for core, program in placed])
@@ -789,7 +815,7 @@ def _one_after(event: simpy.Event) -> simpy.Event:
 def _follow(after: simpy.Event, event: simpy.Event) -> None:
     """Trigger ``after`` as ``event`` ended (:func:`_one_after`)."""
     if event.ok:
-        after.succeed()
+        succeed_at(event.env, after, 0)  # after.succeed(), without its checks
     else:
         event.defused = True
         after.fail(cast(Exception, event.value))
@@ -852,9 +878,16 @@ class Kernel:
         kinds = self.die.timing.kinds
         return [program for _, program in sorted(self.programs.items(), key=lambda kv: (kinds[kv[0][0]].order, kv[0][1]))]
 
-    def launch(self, stream=None):
+    def launch(self, stream=None, *, inline: bool = False):
         """Queue the kernel on the die's stream (default stream unless given); returns its process.
-        Every core starts when the previous task of the stream has finished."""
+        Every core starts when the previous task of the stream has finished.
+
+        ``inline``: a kernel of one program runs in its stream task's own process, not in one of
+        its own, with the same order of everything where that process's initialisation would be the
+        next event processed (as :func:`~npusim.engine.loop.run_process`): the stream task takes its
+        first step (or resumes after the stream's previous task) while a NORMAL event is processed,
+        and that processing schedules nothing URGENT but the run's start. The tile ops an AICPU
+        scheduler dispatches (``CoreTask._launch``) are launched so."""
         if self.launched is not None:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
         stream = stream or self.system.stream(self.die.index)
@@ -870,7 +903,7 @@ class Kernel:
         if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
             self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
         if len(placed) == 1:
-            self.launched = stream.submit(_run_one, *placed[0], op)
+            self.launched = stream.submit(_run_inline if inline else _run_one, *placed[0], op)
         else:
             self.launched = stream.submit(_run_all, self.system.env, placed, op)
         return self.launched

@@ -18,6 +18,7 @@ from npusim.engine.loop import (
     due_now,
     next_event_ps,
     queued_events,
+    run_process,
     run_until,
     schedule_stamp,
     start_process,
@@ -249,3 +250,56 @@ def test_start_process_runs_as_env_process_does():
     start_process(env, waits_forever())
     [(what, count)] = due_now(env)
     assert what.startswith("process ") and what.endswith(".waits_forever") and count == 1
+
+
+def _first_steps(env, log, name, end_at_once=False, fail_at_once=False):
+    """A process whose first step schedules events of this instant (a timeout of 0 and a succeed),
+    then sleeps; or ends, or fails, in its first step."""
+    log.append((name, "first", env.now))
+    if fail_at_once:
+        raise ValueError(name)
+    if end_at_once:
+        return f"{name} at once"
+    now = env.event()
+    now.succeed(name)
+    now.callbacks.append(lambda event: log.append((name, "event", event.value, env.now)))
+    yield env.timeout(0)
+    log.append((name, "resumed", env.now))
+    yield env.timeout(1)
+    return f"{name} done"
+
+
+def test_run_process_orders_everything_as_start_process_where_its_initialisation_would_come_next():
+    """Processes a NORMAL event's processing starts as the last things it schedules: taking their
+    first steps at once (run_process) gives the order of every event, and every outcome, that
+    starting them (start_process, SimPy's) gives, with one processed event fewer per process; a
+    process ending or failing in its first step too."""
+    runs = []
+    for start in (start_process, run_process):
+        env = simpy.Environment()
+        log: list = []
+        ended: list = []
+        processes: list = []
+
+        def starts(_event, start=start, env=env, log=log, ended=ended, processes=processes):
+            log.append(("starter", env.now))
+            later = env.timeout(0)  # scheduled before the processes: keeps its place
+            later.callbacks.append(lambda _e: log.append(("later", env.now)))
+            for name, kwargs in (("a", {}), ("b", {"end_at_once": True}), ("c", {}), ("d", {"fail_at_once": True})):
+                process = start(env, _first_steps(env, log, name, **kwargs))
+                process.callbacks.append(partial(_note_end, ended))
+                processes.append(process)
+            processes[-1].callbacks.append(lambda event: setattr(event, "defused", True))
+
+        tick = env.timeout(3)
+        tick.callbacks.append(starts)
+        other = env.timeout(3)  # a NORMAL event of the same instant, after the starter
+        other.callbacks.append(lambda _e, env=env, log=log: log.append(("other", env.now)))
+        steps = 0
+        while env._queue:
+            env.step()
+            steps += 1
+        runs.append((log, ended, [p.value if p.ok else None for p in processes], steps))
+    assert runs[0][:3] == runs[1][:3]
+    assert runs[1][3] == runs[0][3] - 4  # no initialisation event
+    assert runs[1][0][:2] == [("starter", 3), ("a", "first", 3)]  # the first steps run as the starter's event is processed

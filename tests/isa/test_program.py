@@ -404,3 +404,74 @@ def test_a_replay_of_a_racy_template_is_checked_and_reported_again():
         reports = [str(w.message) for w in caught if issubclass(w.category, PipeRaceWarning)]
         assert len(reports) == 2 and all("read after write on UB" in r for r in reports)
         assert "aiv1" in reports[1]
+
+
+def _dispatched_kernels(inline: bool):
+    """Kernels of one program launched as an AICPU thread dispatches tile ops (each by a timer's
+    callback, a NORMAL event, as the last thing it schedules), ``inline`` or not: two on one core
+    from two streams, one queued behind another on its stream, one failing in a pipe (an address
+    out of bounds). What the run records, how each stream task ends, and the SimPy steps taken."""
+    from npusim.hw.stream import Stream
+
+    with npusim.session("a2") as s:
+        env = s.system.env
+        x = npusim.tensor(np.arange(256, dtype=np.float16))
+        table = npusim.tensor(np.zeros((4, 8), np.int32))
+        index = npusim.tensor(np.array([9], np.int32))
+        kernels = []
+        for name, core in (("k0", 0), ("k1", 0), ("k2", 1)):
+            k = isa.Kernel(name, die=0)
+            p = k.aiv(core)
+            ub = p.alloc(256, np.float16)
+            p.copy(ub, isa.gm(x))
+            p.set_flag("MTE2", "VECTOR", 0)
+            p.wait_flag("MTE2", "VECTOR", 0)
+            p.adds(ub, ub, 1.0)
+            p.set_flag("VECTOR", "MTE3", 0)
+            p.wait_flag("VECTOR", "MTE3", 0)
+            p.copy(isa.gm(x), ub)
+            kernels.append(k)
+        bad = isa.Kernel("bad", die=0)
+        p = bad.aiv(2)
+        idx, row = p.alloc(8, np.int32), p.alloc(8, np.int32)
+        p.copy(idx, isa.gm(index), nbytes=4)
+        p.set_flag("MTE2", "SCALAR", 0)
+        p.wait_flag("MTE2", "SCALAR", 0)
+        r = p.read_scalar(idx, 0)
+        p.set_flag("SCALAR", "MTE3", 0)
+        p.wait_flag("SCALAR", "MTE3", 0)
+        p.copy(isa.gm(table, r * 8), row)
+        kernels.append(bad)
+        a, b, c = Stream(env, 0, "a"), Stream(env, 0, "b"), Stream(env, 0, "c")
+        ends = []
+
+        def ended(name, process):
+            failure = process.value if not process.ok else None
+            if failure is not None:
+                process.defused = True
+                failure = (type(failure).__name__, failure.args, type(failure.__cause__).__name__, str(failure.__cause__.__cause__))
+            ends.append((name, process.ok, failure, env.now))
+
+        def dispatch(kernel, stream, _event):
+            kernel.launch(stream=stream, inline=inline).callbacks.append(lambda process: ended(kernel.name, process))
+
+        for kernel, stream, at in zip(kernels, (a, b, a, c), (0, 0, 5, 0)):
+            env.timeout(at).callbacks.append(lambda event, kernel=kernel, stream=stream: dispatch(kernel, stream, event))
+        steps = 0
+        while env._queue:
+            env.step()
+            steps += 1
+    return events_of(s.result), ends, steps
+
+
+def test_a_kernel_launched_inline_runs_and_fails_as_in_a_process_of_its_own():
+    """Kernel.launch(inline=True) runs the one program in the stream task's process: every event
+    at the same place, every stream task ending at the same moment with the same outcome (a
+    failure: a copy of the run's, the failure the pipe raised behind it), with one initialisation
+    event fewer per kernel."""
+    rows, ends, steps = _dispatched_kernels(inline=False)
+    inline_rows, inline_ends, inline_steps = _dispatched_kernels(inline=True)
+    assert inline_rows == rows and inline_ends == ends
+    assert inline_steps == steps - 4
+    assert [name for name, *_ in ends] == ["bad", "k0", "k1", "k2"] and ends[2][3] == ends[3][3]  # k1 and k2 end at one instant
+    assert ends[0][2][0] == "WorkloadError" and "out of bounds" in ends[0][2][1][0]

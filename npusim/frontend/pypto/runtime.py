@@ -387,14 +387,19 @@ class CoreTask(Task):
 
     def _launch(self, kernel: isa.Kernel, p: isa.CoreProgram, core: int, watched: list | None = None) -> simpy.Process:
         """Watch the program's first instruction and each pipe's last one (``watched``, if known),
-        and launch it."""
+        and launch it ``inline`` (:meth:`~npusim.isa.program.Kernel.launch`): an AICPU scheduler
+        thread dispatches it as its timer (a NORMAL event) is processed, scheduling nothing URGENT
+        there but the stream task's start, so the stream task's first step, and then its run's,
+        would be the next events processed; a stream task that waits for the one before it on its
+        core's stream resumes as that one's last callback, the earlier ones (``_ended``, the
+        scheduler's ``core_finished``) scheduling nothing URGENT."""
         first, *last_of_pipe = _watched(p.instructions) if watched is None else watched
         on_recorded(first, self._first_recorded)
         pipe_end_recorded = self._pipe_end_recorded
         for instruction in last_of_pipe:
             on_recorded(instruction, pipe_end_recorded)
         launch = self.op.program.launch
-        process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind))
+        process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind), inline=True)  # see _launch's doc
         process.callbacks.append(self._ended)
         # The kernel and its program refer to each other: without that cycle both are freed once
         # the tile op is built and launched (the core runs the placed program), not left to the

@@ -23,9 +23,9 @@ def checked(monkeypatch):
     counts = {"replayed": 0, "built": 0}
     launch, start, replay = isa.Kernel.launch, runtime.CoreTask.start, isa.CoreProgram.replay
 
-    def recording_launch(self, stream=None):
+    def recording_launch(self, stream=None, **options):
         launched.append(list(self.programs.values()))
-        return launch(self, stream)
+        return launch(self, stream, **options)
 
     def counting_replay(self, template, bases):
         done = replay(self, template, bases)
@@ -99,6 +99,22 @@ def test_a_racy_put_program_is_reported_on_every_tile_op_that_replays_it(monkeyp
     assert len(puts) == 8 and len(reported) == len(puts)  # one chunk per tile: one race per tile op
 
 
+def test_a_tile_op_runs_in_its_stream_tasks_own_process(monkeypatch):
+    """The AICPU dispatches a tile op as the last thing its timer's event schedules, so its kernel
+    is launched inline (Kernel.launch: its run's process would start as the next event)."""
+    options = []
+    launch = isa.Kernel.launch
+
+    def recording_launch(self, stream=None, **given):
+        options.append(given)
+        return launch(self, stream, **given)
+
+    monkeypatch.setattr(isa.Kernel, "launch", recording_launch)
+    with npusim.session("a2", data=False):
+        run_allgather(n_pes=2, rows=8, cols=256, tile_rows=4)
+    assert options and all(given == {"inline": True} for given in options)
+
+
 def test_a_tile_op_lets_go_of_its_kernel_and_program_once_launched(monkeypatch):
     """A tile op's kernel and program refer to each other; once launched, its core runs the placed
     program: both are freed as the tile op starts (no cycle left for the collector, nothing kept
@@ -106,9 +122,9 @@ def test_a_tile_op_lets_go_of_its_kernel_and_program_once_launched(monkeypatch):
     launched = []
     launch, start = isa.Kernel.launch, runtime.CoreTask.start
 
-    def recording_launch(self, stream=None):
+    def recording_launch(self, stream=None, **options):
         launched.append([weakref.ref(self), *map(weakref.ref, self.programs.values())])
-        return launch(self, stream)
+        return launch(self, stream, **options)
 
     def checked_start(self, core):
         process = start(self, core)
