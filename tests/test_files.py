@@ -26,6 +26,7 @@ from npusim.files import (
     Forked,
     Output,
     StagedFolder,
+    TwoEnds,
     atomic_path,
     can_fork,
     default_folder_name,
@@ -316,6 +317,30 @@ def test_forked_work_returns_its_value_and_its_changes_stay_in_the_copy():
     pid = child.pid
     assert child.join() == (pid, 2) and pid != os.getpid() and seen == {"n": 1}
     assert reaped(pid)
+
+
+@pytest.mark.parametrize("pieces", [0, 1, 2, 500])
+def test_two_ends_give_each_piece_to_exactly_one_of_the_two_processes(tmp_path, pieces):
+    ends = TwoEnds(pieces, tmp_path)
+
+    def front():
+        taken = []
+        for piece in iter(ends.front, None):
+            taken.append(piece)
+            time.sleep(0.0001 * (piece % 3))  # the two interleave unevenly
+        return taken
+
+    child = Forked(front, "testing")
+    back = []
+    for piece in iter(ends.back, None):
+        back.append(piece)
+        time.sleep(0.0001 * (piece % 2))
+    from_front = child.join()
+    ends.close()
+    assert from_front == sorted(from_front) and back == sorted(back, reverse=True)  # each from its end, in turn
+    assert sorted(from_front + back) == list(range(pieces))  # each piece once
+    assert not from_front or not back or max(from_front) < min(back)
+    assert list(tmp_path.iterdir()) == []  # the file is unlinked
 
 
 def test_an_error_of_the_forked_work_is_raised_as_it_was_with_its_traceback_as_a_note():
