@@ -31,7 +31,7 @@ from typing import IO, Any
 import numpy as np
 
 from npusim.files import Forked, TwoEnds, atomic_path, temporary_name
-from npusim.trace.record import RunRecord
+from npusim.trace.record import ResourceRecord, RunRecord
 from npusim.trace.recorder import CHUNK_EVENTS
 from npusim.trace.selection import TraceSelection
 from npusim.trace.text import Lines, Texts, fixed3
@@ -43,6 +43,7 @@ WRITER_CHUNK_EVENTS = 4096  # events formatted per batch: bounds the writer's ex
 COUNTER_CHUNK_POINTS = 4096  # counter points formatted per batch: bounds the extra memory as WRITER_CHUNK_EVENTS does (as fast as larger batches, measured)
 COUNTERS_IN_MEMORY = 32 << 20  # bytes of counters a trace on two cores holds in memory until its head is written (more: in a file beside it)
 COPY_BLOCK = 1 << 20  # bytes per copy when those counters are appended to the trace
+_LOAD, _SET, _WAIT, _CONSUMER = 1, 2, 4, 8  # roles of an event in the search for data flows (a load, a set_flag on a load pipe, a wait that consumed a flag, an instruction on a pipe that waits for flags)
 TWO_CORES_MIN_EVENTS = 10_000  # fewer events are written faster by one process (the 2-PE a3 all-gather, 1,375 events: 19-30 ms alone, 35-51 ms on two, measured)
 
 
@@ -232,7 +233,7 @@ class _Writer:
         self.flow_id = 0
         self.released = 0  # release slices written
         self._text_tables: _Texts | None = None  # made on first use
-        self._rates: tuple[Texts, Texts, list[tuple[np.ndarray, np.ndarray]], int, np.ndarray] | None = None  # the rate counters' points (_rate_points)
+        self._rates: list[tuple[ResourceRecord, np.ndarray, np.ndarray]] | None = None  # the rate counters' pieces (_rate_pieces)
 
     def _release_starts(self, events: np.ndarray) -> np.ndarray:
         """For each of ``events`` (indices): where its ``release`` slice starts (ns), -1 for none
@@ -346,71 +347,80 @@ class _Writer:
         follows the load on its pipe (from the last ``LOADS_PER_SET`` loads before that set)."""
         recorder = self.recorder
         tracks = recorder.tracks
+        table = recorder.table()
         set_names = {i for i, name in enumerate(recorder.names) if name.startswith("set_flag")}
         sync_names = set(recorder.wait_names) | set_names
-        load_tracks = {i for i, track in enumerate(tracks) if track.lane in LOAD_LANES}
         flag_cursor = 0  # flag flows are in the order of their waits: the next one not yet seen
         transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
-        # a load is (its track, a time inside its slice in ns, whether it is written)
-        loads_since_set: dict[int, collections.deque[tuple[int, int, bool]]] = {}  # load track -> loads since its last set_flag
-        loads_of_set: dict[int, collections.deque[tuple[int, int, bool]]] = {}  # set_flag event -> the loads before it
-        awaiting: dict[int, list[tuple[int, int, bool]]] = {}  # track -> loads waiting for their consumer on it
+        # a load is its event's index
+        loads_since_set: dict[int, collections.deque[int]] = {}  # load track -> loads since its last set_flag
+        loads_of_set: dict[int, collections.deque[int]] = {}  # set_flag event -> the loads before it
+        awaiting: dict[int, list[int]] = {}  # track -> loads waiting for their consumer on it
         kept_tracks = self._kept_tracks()
         everything = self.selection.everything
-        # the events the search for data flows looks at (it passes over the others): those on a load
-        # pipe, the waits of flags, and the instructions on pipes that wait for flags
-        on_load_pipe = np.isin(np.arange(len(tracks)), sorted(load_tracks))
+        # the events the search for data flows looks at (it passes over the others), by their role
+        # in it (_LOAD ...): those on a load pipe, the waits of flags, the instructions on pipes that wait for flags
+        on_load_pipe = np.isin(np.arange(len(tracks)), [i for i, track in enumerate(tracks) if track.lane in LOAD_LANES])
         sync = np.isin(np.arange(len(recorder.names)), sorted(sync_names))
+        a_set = np.isin(np.arange(len(recorder.names)), sorted(set_names))
         waiting_pipe = np.zeros(len(tracks), dtype=bool)
-        waiting_pipe[recorder.table()[recorder.flag_flow_pairs()[1], 0] >> 32] = True
+        waiting_pipe[table[recorder.flag_flow_pairs()[1], 0] >> 32] = True
 
         for first, c in recorder.chunks(self.chunk_events):
             last = first + len(c["start_ps"])
             setters, waits = recorder.flag_flow_pairs(flag_cursor, flag_cursor + last - first)  # at most one per event
             count = int(np.searchsorted(waits, last))
-            setter_of = dict(zip(waits[:count].tolist(), setters[:count].tolist()))
+            setter_of = np.full(last - first, -1, dtype=np.int64)  # the set_flag of each wait that consumed a flag
+            setter_of[waits[:count] - first] = setters[:count]
             flag_cursor += count
             lo, hi = np.searchsorted(transfer_events, [first, last])
             kept = self._kept(c, kept_tracks)
             start_ns, end_ns = ns_of(c["start_ps"]), ns_of(c["end_ps"])
             lines, releases = self._event_lines(c, kept, start_ns, end_ns, self._release_starts(np.arange(first, last)), recorder.transfers(int(lo), int(hi)),
                                                 first)
-            flows: list[tuple[int, int, int, int, int]] = []  # the data flows found: (the event it ends in, from track, from ns, to track, to ns)
-            has_setter = np.zeros(last - first, dtype=bool)
-            has_setter[waits[:count] - first] = True
-            looked_at = np.flatnonzero(on_load_pipe[c["track"]] | has_setter | (~sync[c["name"]] & waiting_pipe[c["track"]]))
-            for index, track, name, inside, keep in zip((looked_at + first).tolist(), c["track"][looked_at].tolist(), c["name"][looked_at].tolist(),
-                                                        _middle(start_ns, end_ns)[looked_at].tolist(), kept[looked_at].tolist()):
-                if track in load_tracks:
-                    if name in set_names:
-                        loads = loads_since_set.pop(track, None)
-                        if loads:
-                            loads_of_set[index] = loads
-                    elif name not in sync_names:
-                        loads = loads_since_set.get(track)
-                        if loads is None:
-                            loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
-                        loads.append((track, inside, keep))
-                setter = setter_of.get(index)
-                if setter is not None:
+            track_of, on_load, busy = c["track"], on_load_pipe[c["track"]], ~sync[c["name"]]
+            role = ((on_load & busy) * _LOAD | (on_load & a_set[c["name"]]) * _SET | (setter_of >= 0) * _WAIT
+                    | (busy & waiting_pipe[track_of]) * _CONSUMER)
+            looked_at = np.flatnonzero(role)
+            consumers: list[int] = []  # the events data flows end in, one per load they consume
+            consumed: list[int] = []  # those loads
+            for index, role_of, track, setter in zip((looked_at + first).tolist(), role[looked_at].tolist(), track_of[looked_at].tolist(),
+                                                     setter_of[looked_at].tolist()):
+                if role_of & _LOAD:
+                    loads = loads_since_set.get(track)
+                    if loads is None:
+                        loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
+                    loads.append(index)
+                elif role_of & _SET:
+                    loads = loads_since_set.pop(track, None)
+                    if loads:
+                        loads_of_set[index] = loads
+                if role_of & _WAIT:
                     loads = loads_of_set.pop(setter, None)
                     if loads:
                         awaiting.setdefault(track, []).extend(loads)
-                elif name not in sync_names and track in awaiting:
-                    flows.extend((index, load_track, load_inside, track, inside) for load_track, load_inside, load_kept in awaiting.pop(track)
-                                 if everything or (keep and load_kept))
+                elif role_of & _CONSUMER and track in awaiting:
+                    ready = awaiting.pop(track)
+                    consumers.extend([index] * len(ready))
+                    consumed.extend(ready)
             inserted = [releases]  # after each event's line, its release slice, then the data flows that end in it
-            if flows:
-                inserted.append((self._data_flow_lines(flows), np.cumsum(kept)[np.array([flow[0] for flow in flows]) - first] - 1))
+            if consumers:
+                ends, loads_from = np.array(consumers, dtype=np.int64) - first, np.array(consumed, dtype=np.int64)
+                if not everything:  # both ends kept
+                    both = kept[ends] & self._kept_rows(table, loads_from, kept_tracks)
+                    ends, loads_from = ends[both], loads_from[both]
+                if len(ends):
+                    rows = table[loads_from]
+                    flows = self._data_flow_lines(rows[:, 0] >> 32, _middle(ns_of(rows[:, 2]), ns_of(rows[:, 3])), track_of[ends], _middle(start_ns, end_ns)[ends])
+                    inserted.append((flows, np.cumsum(kept)[ends] - 1))
             self.emit_text(lines.joined(",\n", inserted))
 
-    def _data_flow_lines(self, flows: list[tuple[int, int, int, int, int]]) -> Lines:
-        """The lines of data ``flows`` (the event each ends in, from track, from ns, to track, to ns), a row per flow."""
-        _, from_track, from_ns, to_track, to_ns = (np.array(column, dtype=np.int64) for column in zip(*flows))
-        ids = self.flow_id + 1 + np.arange(len(flows))
-        self.flow_id += len(flows)
-        lines = Lines(len(flows))
-        self._flow_lines(lines, ids, np.full(len(flows), self._texts().data_flow), from_track, from_ns, to_track, to_ns)
+    def _data_flow_lines(self, from_track: np.ndarray, from_ns: np.ndarray, to_track: np.ndarray, to_ns: np.ndarray) -> Lines:
+        """The lines of data flows (each from a track and a time in ns to a track and a time), a row per flow."""
+        ids = self.flow_id + 1 + np.arange(len(from_track))
+        self.flow_id += len(from_track)
+        lines = Lines(len(from_track))
+        self._flow_lines(lines, ids, np.full(len(from_track), self._texts().data_flow), from_track, from_ns, to_track, to_ns)
         return lines
 
     def _event_lines(self, c: dict[str, np.ndarray], kept: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, releases: np.ndarray,
@@ -503,43 +513,39 @@ class _Writer:
         """How many pieces the counters are written in (:meth:`counter_piece`)."""
         if self.selection.level == "ops":
             return 0
-        return -(-self._rate_points()[3] // COUNTER_CHUNK_POINTS) + bool(self.recorder.buffer_spans)
+        return len(self._rate_pieces()) + bool(self.recorder.buffer_spans)
 
     def counter_piece(self, piece: int) -> None:
         """Write piece ``piece`` of the counters: each piece depends on nothing written before
         it, so pieces can be written by two processes and put together in order. The rate
-        counters' points ``COUNTER_CHUNK_POINTS`` at a time, then the buffer counters whole."""
-        if piece * COUNTER_CHUNK_POINTS < self._rate_points()[3]:
-            self._rate_counters(piece)
+        counters' points, a resource's ``COUNTER_CHUNK_POINTS`` at a time, then the buffer counters whole."""
+        rates = self._rate_pieces()
+        if piece < len(rates):
+            self._rate_counters(*rates[piece])
         else:
             self._buffer_counters()
 
-    def _rate_points(self) -> tuple[Texts, Texts, list[tuple[np.ndarray, np.ndarray]], int, np.ndarray]:
-        """The rate counters' points: the texts before and after each kept resource's times, its
-        points (times in ps, rates in bytes/ps), how many in all and where each resource's begin
-        among them. Made once."""
+    def _rate_pieces(self) -> list[tuple[ResourceRecord, np.ndarray, np.ndarray]]:
+        """The rate counters' pieces, in order: a resource, its points' times (ps) and rates
+        (bytes/ps). Made once."""
         if self._rates is None:
-            logged = [resource for resource in self.record.resources if resource.rate_log and self.kept_dies[resource.die]]
-            points = [self._points_in_window(np.frombuffer(resource.rate_log.times, dtype=np.int64), np.frombuffer(resource.rate_log.rates, dtype=np.float64))
-                      for resource in logged]
-            begins = np.cumsum([0] + [len(times) for times, _ in points])
-            self._rates = (Texts([f'{{"name":{json.dumps(f"{resource.name} GB/s")},"ph":"C","ts":' for resource in logged]),
-                           Texts([f',"pid":{resource.die},"args":{{"GB/s":' for resource in logged]), points, int(begins[-1]), begins)
+            self._rates = []
+            for resource in self.record.resources:
+                if not resource.rate_log or not self.kept_dies[resource.die]:
+                    continue
+                times, rates = self._points_in_window(np.frombuffer(resource.rate_log.times, dtype=np.int64),
+                                                      np.frombuffer(resource.rate_log.rates, dtype=np.float64))
+                self._rates.extend((resource, times[first : first + COUNTER_CHUNK_POINTS], rates[first : first + COUNTER_CHUNK_POINTS])
+                                   for first in range(0, len(times), COUNTER_CHUNK_POINTS))
         return self._rates
 
-    def _rate_counters(self, piece: int) -> None:
-        """Each resource's rate in GB/s, a point at each change of its rate log: points ``piece *
-        COUNTER_CHUNK_POINTS`` onwards of all resources' in order, ``COUNTER_CHUNK_POINTS`` of them
-        (a resource logs a few hundred points in a typical run: a batch per resource cost ~15% more, measured)."""
-        heads, places, points, total, begins = self._rate_points()
-        low, high = piece * COUNTER_CHUNK_POINTS, min((piece + 1) * COUNTER_CHUNK_POINTS, total)
-        first = int(np.searchsorted(begins, low, side="right")) - 1
-        stop = int(np.searchsorted(begins, high, side="left"))
-        parts = [(row, max(low, int(begins[row])) - int(begins[row]), min(high, int(begins[row + 1])) - int(begins[row])) for row in range(first, stop)]
-        rows = np.repeat(np.array([row for row, _, _ in parts], dtype=np.int64), [end - start for _, start, end in parts])
-        times = np.concatenate([points[row][0][start:end] for row, start, end in parts])
-        rates = np.concatenate([points[row][1][start:end] for row, start, end in parts])
-        self.emit_text(_counter_lines((heads, rows), ns_of(times), (places, rows), rates * 1e3))
+    def _rate_counters(self, resource: ResourceRecord, times: np.ndarray, rates: np.ndarray) -> None:
+        """A resource's rate in GB/s at ``times`` (ps; ``rates`` in bytes/ps): a point at each change
+        of its rate log. (A batch of several resources' points costs more: their names' widths
+        differ, so its lines hold more NULs to squeeze out, callgrind.)"""
+        head = f'{{"name":{json.dumps(f"{resource.name} GB/s")},"ph":"C","ts":'
+        place = f',"pid":{resource.die},"args":{{"GB/s":'
+        self.emit_text(_counter_lines(head, ns_of(times), place, rates * 1e3))
 
     def _buffer_counters(self) -> None:
         """Each core's buffer occupancy in KiB: the bytes a program reserved, from the start to the
@@ -675,11 +681,12 @@ class _Writer:
         return data
 
 
-def _counter_lines(head: tuple[Texts, np.ndarray], ns: np.ndarray, place: tuple[Texts, np.ndarray], values: np.ndarray) -> memoryview:
+def _counter_lines(head: str | tuple[Texts, np.ndarray], ns: np.ndarray, place: str | tuple[Texts, np.ndarray], values: np.ndarray) -> memoryview:
     """Counter points (``head``, a time, ``place``, a value with three decimals, closed), ``,\\n``
-    between two; ``head`` and ``place`` are texts and the row of each point's;
+    between two; ``head`` and ``place`` are one text, or texts and the row of each point's;
     numpy writes the values where it is exact (fixed3), Python any other."""
-    lines = _with_ts(Lines(len(ns)).choice(*head), ns).choice(*place)
+    lines = _with_ts(_text_part(Lines(len(ns)), head), ns)
+    _text_part(lines, place)
     parts = fixed3(values)
     if parts is None:
         lines.choice(Texts([f"{value:.3f}" for value in values.tolist()]), np.arange(len(values)))
@@ -687,6 +694,11 @@ def _counter_lines(head: tuple[Texts, np.ndarray], ns: np.ndarray, place: tuple[
         negative, whole, decimals = parts
         lines.text("-", negative).integer(whole).fraction(decimals, 3)
     return lines.text("}}").joined(",\n")
+
+
+def _text_part(lines: Lines, text: str | tuple[Texts, np.ndarray]) -> Lines:
+    """``lines`` with ``text``: the same on every row, or (texts, the row of each line's)."""
+    return lines.text(text) if isinstance(text, str) else lines.choice(*text)
 
 
 class _Texts:
