@@ -355,6 +355,19 @@ def test_an_error_of_the_forked_work_is_raised_as_it_was_with_its_traceback_as_a
     assert "in full_disk" in error.value.__notes__[0] and reaped(pid)
 
 
+def test_the_outcome_is_had_before_the_copy_is_reaped_and_join_reaps_it():
+    child = Forked(lambda: ("done", os.getpid()), "testing")
+    pid = child.pid
+    assert child.outcome() == ("done", pid) == child.outcome()  # sent, kept
+    assert child.pid == pid  # not reaped yet: it may still be ending
+    assert child.join() == ("done", pid) and reaped(pid)
+    failing = Forked(lambda: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")), "testing")
+    pid = failing.pid
+    with pytest.raises(OSError) as error:
+        failing.outcome()
+    assert error.value.errno == errno.ENOSPC and reaped(pid)  # an error: the copy has ended, reaped
+
+
 def test_an_error_that_does_not_pickle_comes_back_as_its_text():
     class Odd(Exception):
         def __init__(self, a, b):

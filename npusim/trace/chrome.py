@@ -180,8 +180,7 @@ class TraceOnTwoCores:
                     writer.first = True  # each piece without a ",\n" before it: added as the pieces are put in order
                     writer.counter_piece(piece)
                     taken.append((offset, counters.tell() - offset))
-                head_empty, instants, closing = self.head.join()
-                self.head = None
+                head_empty, instants, closing = self.head.outcome()  # the copy ends (and is reaped below) while the file is put together
                 with open(self.temporary, "ab") as out:
                     writer.out, writer.first = out, head_empty
                     for offset, length in reversed(taken):
@@ -193,6 +192,8 @@ class TraceOnTwoCores:
                     writer.emit_text(instants)
                     out.write(closing)
             os.replace(self.temporary, self.path)
+            self.head.join()
+            self.head = None
         except BaseException:
             self.abandon()
             raise
