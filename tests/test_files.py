@@ -26,6 +26,7 @@ from npusim.files import (
     Forked,
     Output,
     StagedFolder,
+    TwoEnds,
     atomic_path,
     can_fork,
     default_folder_name,
@@ -318,6 +319,30 @@ def test_forked_work_returns_its_value_and_its_changes_stay_in_the_copy():
     assert reaped(pid)
 
 
+@pytest.mark.parametrize("pieces", [0, 1, 2, 500])
+def test_two_ends_give_each_piece_to_exactly_one_of_the_two_processes(tmp_path, pieces):
+    ends = TwoEnds(pieces, tmp_path)
+
+    def front():
+        taken = []
+        for piece in iter(ends.front, None):
+            taken.append(piece)
+            time.sleep(0.0001 * (piece % 3))  # the two interleave unevenly
+        return taken
+
+    child = Forked(front, "testing")
+    back = []
+    for piece in iter(ends.back, None):
+        back.append(piece)
+        time.sleep(0.0001 * (piece % 2))
+    from_front = child.join()
+    ends.close()
+    assert from_front == sorted(from_front) and back == sorted(back, reverse=True)  # each from its end, in turn
+    assert sorted(from_front + back) == list(range(pieces))  # each piece once
+    assert not from_front or not back or max(from_front) < min(back)
+    assert list(tmp_path.iterdir()) == []  # the file is unlinked
+
+
 def test_an_error_of_the_forked_work_is_raised_as_it_was_with_its_traceback_as_a_note():
     def full_disk():
         raise OSError(errno.ENOSPC, "No space left on device", "trace.json")
@@ -328,6 +353,19 @@ def test_an_error_of_the_forked_work_is_raised_as_it_was_with_its_traceback_as_a
         child.join()
     assert (error.value.errno, error.value.strerror, error.value.filename) == (errno.ENOSPC, "No space left on device", "trace.json")
     assert "in full_disk" in error.value.__notes__[0] and reaped(pid)
+
+
+def test_the_outcome_is_had_before_the_copy_is_reaped_and_join_reaps_it():
+    child = Forked(lambda: ("done", os.getpid()), "testing")
+    pid = child.pid
+    assert child.outcome() == ("done", pid) == child.outcome()  # sent, kept
+    assert child.pid == pid  # not reaped yet: it may still be ending
+    assert child.join() == ("done", pid) and reaped(pid)
+    failing = Forked(lambda: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")), "testing")
+    pid = failing.pid
+    with pytest.raises(OSError) as error:
+        failing.outcome()
+    assert error.value.errno == errno.ENOSPC and reaped(pid)  # an error: the copy has ended, reaped
 
 
 def test_an_error_that_does_not_pickle_comes_back_as_its_text():

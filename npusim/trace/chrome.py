@@ -19,10 +19,10 @@ bounded by the chunk, not by the run (``benchmarks/trace_writer.py`` measures it
 from __future__ import annotations
 
 import collections
+import io
 import itertools
 import json
 import os
-import shutil
 import tempfile
 from json.encoder import encode_basestring_ascii as _json_string  # what json.dumps writes for a str, without its per-call set-up
 from pathlib import Path
@@ -30,8 +30,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from npusim.files import Forked, atomic_path, temporary_name
-from npusim.trace.record import RunRecord
+from npusim.files import Forked, TwoEnds, atomic_path, temporary_name
+from npusim.trace.record import ResourceRecord, RunRecord
 from npusim.trace.recorder import CHUNK_EVENTS
 from npusim.trace.selection import TraceSelection
 from npusim.trace.text import Lines, Texts, fixed3
@@ -43,6 +43,7 @@ WRITER_CHUNK_EVENTS = 4096  # events formatted per batch: bounds the writer's ex
 COUNTER_CHUNK_POINTS = 4096  # counter points formatted per batch: bounds the extra memory as WRITER_CHUNK_EVENTS does (as fast as larger batches, measured)
 COUNTERS_IN_MEMORY = 32 << 20  # bytes of counters a trace on two cores holds in memory until its head is written (more: in a file beside it)
 COPY_BLOCK = 1 << 20  # bytes per copy when those counters are appended to the trace
+_LOAD, _SET, _WAIT, _CONSUMER = 1, 2, 4, 8  # roles of an event in the search for data flows (a load, a set_flag on a load pipe, a wait that consumed a flag, an instruction on a pipe that waits for flags)
 TWO_CORES_MIN_EVENTS = 10_000  # fewer events are written faster by one process (the 2-PE a3 all-gather, 1,375 events: 19-30 ms alone, 35-51 ms on two, measured)
 
 
@@ -131,47 +132,72 @@ def pays_on_two_cores(record: RunRecord) -> bool:
 class TraceOnTwoCores:
     """A trace being written as :func:`write_chrome_trace` writes it, by two processes: from the
     moment this is made, a forked copy of this process (``npusim.files.Forked``) writes the head
-    (the lanes, events and flows: most of the work) into the file's temporary; :meth:`finish`
-    writes the counters here (in memory, or beyond ``COUNTERS_IN_MEMORY`` bytes into an unlinked
-    file beside it), waits for the head, then appends the counters and the tail. The same bytes
-    as one process writes; the temporary is removed if either process fails (:meth:`abandon`), and
-    the file appears at ``path`` whole or not at all. Only where ``npusim.files.can_fork``."""
+    (the lanes, events and flows: most of the work) into the file's temporary, makes the tail's
+    text, then writes pieces of the counters from the first on; :meth:`finish` writes pieces of
+    the counters from the last back (in memory, or beyond ``COUNTERS_IN_MEMORY`` bytes into an
+    unlinked file beside it) until the two meet (``npusim.files.TwoEnds``), waits for the copy,
+    then appends its pieces in order and the tail. The same bytes as one process writes; the
+    temporary is removed if either process fails (:meth:`abandon`), and the file appears at
+    ``path`` whole or not at all. Only where ``npusim.files.can_fork``."""
 
     def __init__(self, record: RunRecord, path: str | os.PathLike[str], *, metadata: dict[str, Any] | None = None, chunk_events: int = WRITER_CHUNK_EVENTS,
                  selection: TraceSelection | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.temporary = temporary_name(self.path)
-        self.record, self.metadata, self.chunk_events, self.selection = record, metadata or {}, chunk_events, selection or TraceSelection()
-        self.head: Forked[tuple[int, int, int, bool]] | None = Forked(self._write_head, f"writing {self.path.name}")
+        self.metadata = metadata or {}
+        self.writer = _Writer(record, io.BytesIO(), chunk_events, selection or TraceSelection())  # the counters' points made here, before the fork, for both
+        self.counters = TwoEnds(self.writer.counter_pieces(), self.temporary.parent)
+        self.head: Forked[tuple[bool, bytes, bytes]] | None = None
+        try:
+            self.head = Forked(self._write_head, f"writing {self.path.name}")
+        except BaseException:
+            self.counters.close()
+            raise
 
-    def _write_head(self) -> tuple[int, int, int, bool]:
-        """The child's work: the head, into the temporary; what the tail needs of it (the writer's counts)."""
+    def _write_head(self) -> tuple[bool, bytes, bytes]:
+        """The child's work: the head and the first pieces of the counters, into the temporary;
+        whether it wrote no line, and the tail's texts."""
+        writer = self.writer
         with open(self.temporary, "wb") as out:
-            writer = _Writer(self.record, out, self.chunk_events, self.selection)
+            writer.out = out
             writer.head()
-        return writer.written, writer.flow_id, writer.released, writer.first
+            tail = writer.tail_texts(self.metadata)
+            for piece in iter(self.counters.front, None):
+                writer.counter_piece(piece)
+        return (writer.first, *tail)
 
     def finish(self) -> Path:
-        """Write the counters, wait for the head, put the file together at ``path``."""
+        """Write the last pieces of the counters, wait for the copy, put the file together at ``path``."""
         assert self.head is not None, "finished or abandoned already"
         try:
             with tempfile.SpooledTemporaryFile(max_size=COUNTERS_IN_MEMORY, dir=str(self.temporary.parent)) as counters:
-                writer = _Writer(self.record, counters, self.chunk_events, self.selection)
-                writer.first = False  # each counter line after a ",\n" (dropped below if the head wrote no line)
-                writer.counters()
-                length = counters.tell()
-                writer.written, writer.flow_id, writer.released, head_empty = self.head.join()
-                self.head = None
+                writer = self.writer
+                writer.out = counters
+                taken = []  # (offset, length) in the spool of each piece written here, the last piece first
+                for piece in iter(self.counters.back, None):
+                    offset = counters.tell()
+                    writer.first = True  # each piece without a ",\n" before it: added as the pieces are put in order
+                    writer.counter_piece(piece)
+                    taken.append((offset, counters.tell() - offset))
+                head_empty, instants, closing = self.head.outcome()  # the copy ends (and is reaped below) while the file is put together
                 with open(self.temporary, "ab") as out:
-                    counters.seek(len(b",\n") if head_empty and length else 0)
-                    shutil.copyfileobj(counters, out, COPY_BLOCK)
-                    writer.out, writer.first = out, head_empty and not length
-                    writer.tail(self.metadata)
+                    writer.out, writer.first = out, head_empty
+                    for offset, length in reversed(taken):
+                        if length:
+                            out.write(b"" if writer.first else b",\n")
+                            counters.seek(offset)
+                            _copy(counters, out, length)
+                            writer.first = False
+                    writer.emit_text(instants)
+                    out.write(closing)
             os.replace(self.temporary, self.path)
+            self.head.join()
+            self.head = None
         except BaseException:
             self.abandon()
             raise
+        self.counters.close()
         return self.path
 
     def abandon(self) -> None:
@@ -179,7 +205,18 @@ class TraceOnTwoCores:
         if self.head is not None:
             self.head.stop()
             self.head = None
+        self.counters.close()
         self.temporary.unlink(missing_ok=True)
+
+
+def _copy(source: IO[bytes], target: IO[bytes], length: int) -> None:
+    """Copy the next ``length`` bytes of ``source`` to ``target``, ``COPY_BLOCK`` at a time."""
+    while length > 0:
+        block = source.read(min(COPY_BLOCK, length))
+        if not block:
+            raise OSError(f"{length} bytes missing from the counters written")
+        target.write(block)
+        length -= len(block)
 
 
 class _Writer:
@@ -197,6 +234,7 @@ class _Writer:
         self.flow_id = 0
         self.released = 0  # release slices written
         self._text_tables: _Texts | None = None  # made on first use
+        self._rates: list[tuple[ResourceRecord, np.ndarray, np.ndarray]] | None = None  # the rate counters' pieces (_rate_pieces)
 
     def _release_starts(self, events: np.ndarray) -> np.ndarray:
         """For each of ``events`` (indices): where its ``release`` slice starts (ns), -1 for none
@@ -249,23 +287,29 @@ class _Writer:
             self._recorded_flows()
 
     def counters(self) -> None:
-        """The second part: the rate and buffer counters (none at the ops level)."""
-        if self.selection.level != "ops":
-            self._rate_counters()
-            self._buffer_counters()
+        """The second part: the rate and buffer counters (none at the ops level), piece by piece."""
+        for piece in range(self.counter_pieces()):
+            self.counter_piece(piece)
 
     def tail(self, metadata: dict[str, Any]) -> None:
         """The last part: the instant events, then the closing with ``otherData`` (which counts
         what the head wrote: ``written``, ``flow_id``, ``released``)."""
+        instants, closing = self.tail_texts(metadata)
+        self.emit_text(instants)
+        self.out.write(closing)
+
+    def tail_texts(self, metadata: dict[str, Any]) -> tuple[bytes, bytes]:
+        """The tail's text, made once the head is written: its instant events (``,\\n`` between
+        two) and the closing."""
         selection = self.selection
+        instants = []
         for instant in self.recorder.instants:
             if not (selection.keeps_die(instant.die) and selection.keeps_time(instant.time_ps, instant.time_ps)):
                 continue
-            self.emit(f'{{"name":{json.dumps(instant.name)},"cat":{json.dumps(instant.category)},"ph":"i","s":"p","ts":{_ts(ns_of(instant.time_ps))},'
-                      f'"pid":{instant.die},"tid":0,"args":{{"message":{json.dumps(instant.message)}}}}}')
-        self.out.write(b'\n],"displayTimeUnit":"ns","otherData":')
-        self.out.write(json.dumps(self._other_data(metadata), sort_keys=True).encode())
-        self.out.write(b"}\n")
+            instants.append(f'{{"name":{json.dumps(instant.name)},"cat":{json.dumps(instant.category)},"ph":"i","s":"p","ts":{_ts(ns_of(instant.time_ps))},'
+                            f'"pid":{instant.die},"tid":0,"args":{{"message":{json.dumps(instant.message)}}}}}')
+        closing = b'\n],"displayTimeUnit":"ns","otherData":' + json.dumps(self._other_data(metadata), sort_keys=True).encode() + b"}\n"
+        return ",\n".join(instants).encode(), closing
 
     # -- processes and threads -----------------------------------------------------------------
 
@@ -304,71 +348,80 @@ class _Writer:
         follows the load on its pipe (from the last ``LOADS_PER_SET`` loads before that set)."""
         recorder = self.recorder
         tracks = recorder.tracks
+        table = recorder.table()
         set_names = {i for i, name in enumerate(recorder.names) if name.startswith("set_flag")}
         sync_names = set(recorder.wait_names) | set_names
-        load_tracks = {i for i, track in enumerate(tracks) if track.lane in LOAD_LANES}
         flag_cursor = 0  # flag flows are in the order of their waits: the next one not yet seen
         transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
-        # a load is (its track, a time inside its slice in ns, whether it is written)
-        loads_since_set: dict[int, collections.deque[tuple[int, int, bool]]] = {}  # load track -> loads since its last set_flag
-        loads_of_set: dict[int, collections.deque[tuple[int, int, bool]]] = {}  # set_flag event -> the loads before it
-        awaiting: dict[int, list[tuple[int, int, bool]]] = {}  # track -> loads waiting for their consumer on it
+        # a load is its event's index
+        loads_since_set: dict[int, collections.deque[int]] = {}  # load track -> loads since its last set_flag
+        loads_of_set: dict[int, collections.deque[int]] = {}  # set_flag event -> the loads before it
+        awaiting: dict[int, list[int]] = {}  # track -> loads waiting for their consumer on it
         kept_tracks = self._kept_tracks()
         everything = self.selection.everything
-        # the events the search for data flows looks at (it passes over the others): those on a load
-        # pipe, the waits of flags, and the instructions on pipes that wait for flags
-        on_load_pipe = np.isin(np.arange(len(tracks)), sorted(load_tracks))
+        # the events the search for data flows looks at (it passes over the others), by their role
+        # in it (_LOAD ...): those on a load pipe, the waits of flags, the instructions on pipes that wait for flags
+        on_load_pipe = np.isin(np.arange(len(tracks)), [i for i, track in enumerate(tracks) if track.lane in LOAD_LANES])
         sync = np.isin(np.arange(len(recorder.names)), sorted(sync_names))
+        a_set = np.isin(np.arange(len(recorder.names)), sorted(set_names))
         waiting_pipe = np.zeros(len(tracks), dtype=bool)
-        waiting_pipe[recorder.table()[recorder.flag_flow_pairs()[1], 0] >> 32] = True
+        waiting_pipe[table[recorder.flag_flow_pairs()[1], 0] >> 32] = True
 
         for first, c in recorder.chunks(self.chunk_events):
             last = first + len(c["start_ps"])
             setters, waits = recorder.flag_flow_pairs(flag_cursor, flag_cursor + last - first)  # at most one per event
             count = int(np.searchsorted(waits, last))
-            setter_of = dict(zip(waits[:count].tolist(), setters[:count].tolist()))
+            setter_of = np.full(last - first, -1, dtype=np.int64)  # the set_flag of each wait that consumed a flag
+            setter_of[waits[:count] - first] = setters[:count]
             flag_cursor += count
             lo, hi = np.searchsorted(transfer_events, [first, last])
             kept = self._kept(c, kept_tracks)
             start_ns, end_ns = ns_of(c["start_ps"]), ns_of(c["end_ps"])
             lines, releases = self._event_lines(c, kept, start_ns, end_ns, self._release_starts(np.arange(first, last)), recorder.transfers(int(lo), int(hi)),
                                                 first)
-            flows: list[tuple[int, int, int, int, int]] = []  # the data flows found: (the event it ends in, from track, from ns, to track, to ns)
-            has_setter = np.zeros(last - first, dtype=bool)
-            has_setter[waits[:count] - first] = True
-            looked_at = np.flatnonzero(on_load_pipe[c["track"]] | has_setter | (~sync[c["name"]] & waiting_pipe[c["track"]]))
-            for index, track, name, inside, keep in zip((looked_at + first).tolist(), c["track"][looked_at].tolist(), c["name"][looked_at].tolist(),
-                                                        _middle(start_ns, end_ns)[looked_at].tolist(), kept[looked_at].tolist()):
-                if track in load_tracks:
-                    if name in set_names:
-                        loads = loads_since_set.pop(track, None)
-                        if loads:
-                            loads_of_set[index] = loads
-                    elif name not in sync_names:
-                        loads = loads_since_set.get(track)
-                        if loads is None:
-                            loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
-                        loads.append((track, inside, keep))
-                setter = setter_of.get(index)
-                if setter is not None:
+            track_of, on_load, busy = c["track"], on_load_pipe[c["track"]], ~sync[c["name"]]
+            role = ((on_load & busy) * _LOAD | (on_load & a_set[c["name"]]) * _SET | (setter_of >= 0) * _WAIT
+                    | (busy & waiting_pipe[track_of]) * _CONSUMER)
+            looked_at = np.flatnonzero(role)
+            consumers: list[int] = []  # the events data flows end in, one per load they consume
+            consumed: list[int] = []  # those loads
+            for index, role_of, track, setter in zip((looked_at + first).tolist(), role[looked_at].tolist(), track_of[looked_at].tolist(),
+                                                     setter_of[looked_at].tolist()):
+                if role_of & _LOAD:
+                    loads = loads_since_set.get(track)
+                    if loads is None:
+                        loads = loads_since_set[track] = collections.deque(maxlen=LOADS_PER_SET)
+                    loads.append(index)
+                elif role_of & _SET:
+                    loads = loads_since_set.pop(track, None)
+                    if loads:
+                        loads_of_set[index] = loads
+                if role_of & _WAIT:
                     loads = loads_of_set.pop(setter, None)
                     if loads:
                         awaiting.setdefault(track, []).extend(loads)
-                elif name not in sync_names and track in awaiting:
-                    flows.extend((index, load_track, load_inside, track, inside) for load_track, load_inside, load_kept in awaiting.pop(track)
-                                 if everything or (keep and load_kept))
+                elif role_of & _CONSUMER and track in awaiting:
+                    ready = awaiting.pop(track)
+                    consumers.extend([index] * len(ready))
+                    consumed.extend(ready)
             inserted = [releases]  # after each event's line, its release slice, then the data flows that end in it
-            if flows:
-                inserted.append((self._data_flow_lines(flows), np.cumsum(kept)[np.array([flow[0] for flow in flows]) - first] - 1))
+            if consumers:
+                ends, loads_from = np.array(consumers, dtype=np.int64) - first, np.array(consumed, dtype=np.int64)
+                if not everything:  # both ends kept
+                    both = kept[ends] & self._kept_rows(table, loads_from, kept_tracks)
+                    ends, loads_from = ends[both], loads_from[both]
+                if len(ends):
+                    rows = table[loads_from]
+                    flows = self._data_flow_lines(rows[:, 0] >> 32, _middle(ns_of(rows[:, 2]), ns_of(rows[:, 3])), track_of[ends], _middle(start_ns, end_ns)[ends])
+                    inserted.append((flows, np.cumsum(kept)[ends] - 1))
             self.emit_text(lines.joined(",\n", inserted))
 
-    def _data_flow_lines(self, flows: list[tuple[int, int, int, int, int]]) -> Lines:
-        """The lines of data ``flows`` (the event each ends in, from track, from ns, to track, to ns), a row per flow."""
-        _, from_track, from_ns, to_track, to_ns = (np.array(column, dtype=np.int64) for column in zip(*flows))
-        ids = self.flow_id + 1 + np.arange(len(flows))
-        self.flow_id += len(flows)
-        lines = Lines(len(flows))
-        self._flow_lines(lines, ids, np.full(len(flows), self._texts().data_flow), from_track, from_ns, to_track, to_ns)
+    def _data_flow_lines(self, from_track: np.ndarray, from_ns: np.ndarray, to_track: np.ndarray, to_ns: np.ndarray) -> Lines:
+        """The lines of data flows (each from a track and a time in ns to a track and a time), a row per flow."""
+        ids = self.flow_id + 1 + np.arange(len(from_track))
+        self.flow_id += len(from_track)
+        lines = Lines(len(from_track))
+        self._flow_lines(lines, ids, np.full(len(from_track), self._texts().data_flow), from_track, from_ns, to_track, to_ns)
         return lines
 
     def _event_lines(self, c: dict[str, np.ndarray], kept: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, releases: np.ndarray,
@@ -457,18 +510,43 @@ class _Writer:
 
     # -- counters ------------------------------------------------------------------------------
 
-    def _rate_counters(self) -> None:
-        """Each resource's rate in GB/s, a point at each change of its rate log."""
-        for resource in self.record.resources:
-            if not resource.rate_log or not self.kept_dies[resource.die]:
-                continue
-            times, rates = self._points_in_window(np.frombuffer(resource.rate_log.times, dtype=np.int64),
-                                                  np.frombuffer(resource.rate_log.rates, dtype=np.float64))
-            head = f'{{"name":{json.dumps(f"{resource.name} GB/s")},"ph":"C","ts":'
-            place = f',"pid":{resource.die},"args":{{"GB/s":'
-            for first in range(0, len(times), COUNTER_CHUNK_POINTS):
-                ns = ns_of(times[first : first + COUNTER_CHUNK_POINTS])
-                self.emit_text(_counter_lines(head, ns, place, rates[first : first + COUNTER_CHUNK_POINTS] * 1e3))
+    def counter_pieces(self) -> int:
+        """How many pieces the counters are written in (:meth:`counter_piece`)."""
+        if self.selection.level == "ops":
+            return 0
+        return len(self._rate_pieces()) + bool(self.recorder.buffer_spans)
+
+    def counter_piece(self, piece: int) -> None:
+        """Write piece ``piece`` of the counters: each piece depends on nothing written before
+        it, so pieces can be written by two processes and put together in order. The rate
+        counters' points, a resource's ``COUNTER_CHUNK_POINTS`` at a time, then the buffer counters whole."""
+        rates = self._rate_pieces()
+        if piece < len(rates):
+            self._rate_counters(*rates[piece])
+        else:
+            self._buffer_counters()
+
+    def _rate_pieces(self) -> list[tuple[ResourceRecord, np.ndarray, np.ndarray]]:
+        """The rate counters' pieces, in order: a resource, its points' times (ps) and rates
+        (bytes/ps). Made once."""
+        if self._rates is None:
+            self._rates = []
+            for resource in self.record.resources:
+                if not resource.rate_log or not self.kept_dies[resource.die]:
+                    continue
+                times, rates = self._points_in_window(np.frombuffer(resource.rate_log.times, dtype=np.int64),
+                                                      np.frombuffer(resource.rate_log.rates, dtype=np.float64))
+                self._rates.extend((resource, times[first : first + COUNTER_CHUNK_POINTS], rates[first : first + COUNTER_CHUNK_POINTS])
+                                   for first in range(0, len(times), COUNTER_CHUNK_POINTS))
+        return self._rates
+
+    def _rate_counters(self, resource: ResourceRecord, times: np.ndarray, rates: np.ndarray) -> None:
+        """A resource's rate in GB/s at ``times`` (ps; ``rates`` in bytes/ps): a point at each change
+        of its rate log. (A batch of several resources' points costs more: their names' widths
+        differ, so its lines hold more NULs to squeeze out, callgrind.)"""
+        head = f'{{"name":{json.dumps(f"{resource.name} GB/s")},"ph":"C","ts":'
+        place = f',"pid":{resource.die},"args":{{"GB/s":'
+        self.emit_text(_counter_lines(head, ns_of(times), place, rates * 1e3))
 
     def _buffer_counters(self) -> None:
         """Each core's buffer occupancy in KiB: the bytes a program reserved, from the start to the

@@ -298,9 +298,31 @@ def _full_disk(*args):
 
 
 @needs_fork
-@pytest.mark.parametrize("part", ["_events", "_rate_counters"])  # written by the copy; by this process
+@pytest.mark.parametrize("selection", [TraceSelection(), TraceSelection("all", (1, 2), None), TraceSelection("all", None, (3_000_000, 9_000_000)),
+                                       TraceSelection("ops", None, None), TraceSelection("all", None, (10**15, 10**15 + 1))],
+                         ids=["all", "dies", "window", "ops", "a window with nothing"])
+@pytest.mark.parametrize("points", [1, 7, 10**9], ids=["a point a piece", "7 points a piece", "a resource a piece"])
+@pytest.mark.parametrize("taker", ["both", "the copy", "this process"])
+def test_the_counters_split_anywhere_between_the_two_processes_give_the_bytes_one_writes(four_dies, tmp_path, monkeypatch, selection, points, taker):
+    monkeypatch.setattr(chrome, "COUNTER_CHUNK_POINTS", points)
+    if taker == "the copy":  # this process finds every piece taken
+        monkeypatch.setattr(chrome.TwoEnds, "back", lambda self: None)
+    elif taker == "this process":  # the copy does
+        monkeypatch.setattr(chrome.TwoEnds, "front", lambda self: None)
+    alone = write_chrome_trace(four_dies.record, tmp_path / "alone.json", metadata={"config": "a2"}, selection=selection, chunk_events=500)
+    two = TraceOnTwoCores(four_dies.record, tmp_path / "two.json", metadata={"config": "a2"}, selection=selection, chunk_events=500)
+    logs = sum(1 for resource in four_dies.record.resources if resource.rate_log and selection.keeps_die(resource.die))
+    pieces = two.writer.counter_pieces()
+    assert pieces == 0 if selection.level == "ops" else (pieces == logs + 1) == (points == 10**9 or selection.window_ps == (10**15, 10**15 + 1))
+    # none; a resource's points (one for each after the run's end) a piece, and the buffers; more
+    assert two.finish().read_bytes() == alone.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.json", "two.json"]
+
+
+@needs_fork
+@pytest.mark.parametrize("part", ["_events", "_rate_counters", "_copy"])  # written by the copy; by either; by this process
 def test_a_failure_of_either_process_leaves_no_trace_and_no_temporary(four_dies, tmp_path, monkeypatch, part):
-    monkeypatch.setattr(chrome._Writer, part, _full_disk)  # the copy is forked with it
+    monkeypatch.setattr(*(chrome, part) if part == "_copy" else (chrome._Writer, part), _full_disk)  # the copy is forked with it
     two = TraceOnTwoCores(four_dies.record, tmp_path / "trace.json")
     pid = two.head.pid
     with pytest.raises(OSError) as error:
