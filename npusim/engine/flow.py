@@ -79,17 +79,18 @@ class Resource:
     ``(time_ps, bytes_per_ps)`` at every change (a :class:`RateLog`). The other slots are the state of the network's
     progressive filling: the busy classes ``crossing`` it (in creation order), its tie-break ``key``,
     the ``residual`` capacity and ``frozen`` members after the last step that changed it (and, while
-    a filling scans it, its fair ``share`` of the residual per unfrozen member and the next resource of the scan, ``next_live``), that
-    state after each step (the first ``depth`` :class:`Snapshot` of ``history``; the later ones
-    are kept to be written over; entries of undone steps are dropped when the filling next reads
-    the resource, :meth:`FlowNetwork._restore`), the resources crossed by exactly the same classes (``peers``,
+    a filling scans it, its fair ``share`` of the residual per unfrozen member and its neighbours in the scan, ``prev_live`` and
+    ``next_live``), that
+    state after each step (:class:`Snapshot` entries chained from ``entries``, the first ``depth``
+    valid, up to ``last``; the later ones are kept to be written over; entries of undone steps are
+    dropped when the filling next reads the resource, :meth:`FlowNetwork._restore`), the resources crossed by exactly the same classes (``peers``,
     None before its first use; the first of them its ``lead``) and whether it can limit a rate (``limiting``; see
     FlowNetwork._regroup).
     """
 
     __slots__ = ("name", "kind", "die", "capacity", "bytes_moved", "flows_done", "rate", "rate_log", "flows", "index",
-                 "crossing", "key", "residual", "frozen", "share", "history", "depth", "peers", "limiting", "component", "mark",
-                 "next_live", "lead", "next_moved")
+                 "crossing", "key", "residual", "frozen", "share", "entries", "last", "depth", "peers", "limiting", "component", "mark",
+                 "prev_live", "next_live", "lead", "next_moved")
 
     def __init__(self, name: str, capacity: float, *, kind: str = "other", die: int = -1) -> None:
         if not capacity > 0:
@@ -109,7 +110,8 @@ class Resource:
         self.residual = capacity
         self.frozen = 0.0
         self.share = math.inf  # residual / unfrozen members (inf: none), kept by a filling for the resources it scans
-        self.history: list[Snapshot] = []
+        self.entries: Snapshot | None = None  # the first entry of its history (valid or kept to be written over)
+        self.last: Snapshot | None = None  # the last valid entry (None: none)
         self.depth: i64 = 0
         self.peers: list[Resource] | None = None
         self.limiting = True
@@ -117,7 +119,10 @@ class Resource:
         # left: its residual and history belong to that component's steps until they are undone).
         self.component: Component | None = None
         self.mark: i64 = 0  # the network's stamp of the last pass that listed it (a set without hashing)
-        self.next_live: Resource | None = None  # the next resource of a filling's scan (a chain: no list to grow or shrink)
+        # the resources of a filling's scan before and after it (a chain: no list to grow or shrink; a
+        # resource left with no unfrozen member leaves it at once, so the scan meets none)
+        self.prev_live: Resource | None = None
+        self.next_live: Resource | None = None
         self.lead: Resource = self  # the first of its peers, whose mark stands for theirs (itself before its first use)
         self.next_moved: Resource | None = None  # the next lead of the peer groups a recomputation sums again
 
@@ -127,16 +132,21 @@ class Resource:
 
 class Snapshot:
     """A resource's ``residual`` capacity (bytes/ps) and ``frozen`` members after filling ``step``,
-    the step numbered ``serial`` in the network (an entry of Resource.history, valid while its
-    component's step ``step`` has that serial; written over once invalid: no allocation per step)."""
+    the step numbered ``serial`` in the network and kept in ``record`` (an entry of a resource's
+    history, valid while that record has that serial: an undone step's record has none; written
+    over once invalid: no allocation per step). ``prev`` and ``next`` chain the resource's entries
+    in the order of steps (native fields: no list to index)."""
 
-    __slots__ = ("step", "serial", "residual", "frozen")
+    __slots__ = ("step", "serial", "residual", "frozen", "record", "prev", "next")
 
-    def __init__(self, step: i64, serial: i64, residual: float, frozen: float) -> None:
+    def __init__(self, step: i64, serial: i64, residual: float, frozen: float, record: Step, prev: Snapshot | None) -> None:
         self.step = step
         self.serial = serial
         self.residual = residual
         self.frozen = frozen
+        self.record = record
+        self.prev = prev
+        self.next: Snapshot | None = None
 
 
 class RateLog:
@@ -283,7 +293,8 @@ class Step:
     (``level_max``), the classes it froze (from ``first`` on, in creation order, a chain through
     FlowClass.next_frozen) and its ``serial``, unique
     in the network (the resources it changed are the limiting ones of those classes' paths, each
-    with a Snapshot of that serial in its history). A Component's entry, written over once undone."""
+    with a Snapshot of that serial in its history), -1 once undone. A Component's entry, written
+    over once undone."""
 
     __slots__ = ("level", "key", "level_max", "serial", "first")
 
@@ -291,7 +302,7 @@ class Step:
         self.level = 0.0
         self.key: i64 = 0
         self.level_max = 0.0
-        self.serial: i64 = 0
+        self.serial: i64 = -1
         self.first: FlowClass | None = None
 
 
@@ -1033,15 +1044,16 @@ class FlowNetwork:
         for resource in affected:
             if not resource.limiting:
                 continue
-            self._restore(resource, component)
+            self._restore(resource)
             flows, key = resource.flows, resource.key
             residual, frozen, start = resource.capacity, 0.0, 0
-            history, depth = resource.history, resource.depth
-            for h in range(depth + 1):
+            last = resource.last
+            snapshot = resource.entries if last is not None else None  # its valid entries, then the state they leave
+            while True:
                 # steps start..end (bounded by first) see this residual and frozen count
-                if h < depth:
-                    snapshot = history[h]
+                if snapshot is not None:
                     end, next_residual, next_frozen = min(snapshot.step + 1, first), snapshot.residual, snapshot.frozen
+                    snapshot = None if snapshot is last else snapshot.next
                 else:
                     end, next_residual, next_frozen = first, 0.0, 0.0
                 if start >= end:
@@ -1063,10 +1075,12 @@ class FlowNetwork:
         """Forget the steps from ``first`` on, the last first, and unfreeze the classes they froze;
         returns the busy ones (each once: a class is frozen by one step) put before the chain
         ``unfrozen`` (through FlowClass.next_refill). The resources those steps changed keep their
-        entries until the filling next reads them (:meth:`_restore`)."""
+        entries until the filling next reads them (:meth:`_restore`: the records lose their serial)."""
         steps = component.steps
         for j in range(component.count - 1, first - 1, -1):
-            flow_class = steps[j].first
+            record = steps[j]
+            record.serial = -1
+            flow_class = record.first
             while flow_class is not None:
                 flow_class.step = -1
                 if flow_class.busy:
@@ -1077,27 +1091,23 @@ class FlowNetwork:
             component.count = first
         return unfrozen
 
-    def _restore(self, resource: Resource, component: Component) -> None:
-        """Drop the entries of ``resource``'s history whose step ``component`` (its component) no
-        longer has, undone or of another component (their serials are not its steps' serials),
-        and give it back the state after its last valid entry. The valid entries are a prefix of
-        the history: steps are undone from the last, and entries are made in the order of steps."""
-        depth = resource.depth
-        if depth:
-            history = resource.history
-            steps = component.steps
-            count = component.count
-            snapshot = history[depth - 1]
-            if snapshot.step < count and steps[snapshot.step].serial == snapshot.serial:
+    def _restore(self, resource: Resource) -> None:
+        """Drop the entries of ``resource``'s history whose step was undone (its record has another
+        serial now; the steps of a component it left were all undone), and give it back the state
+        after its last valid entry. The valid entries are a prefix of the history: steps are undone
+        from the last, and entries are made in the order of steps."""
+        snapshot = resource.last
+        if snapshot is not None:
+            if snapshot.record.serial == snapshot.serial:
                 return  # the usual case: nothing undone
-            depth -= 1
-            while depth:
-                snapshot = history[depth - 1]
-                if snapshot.step < count and steps[snapshot.step].serial == snapshot.serial:
-                    break
+            depth = resource.depth - 1
+            snapshot = snapshot.prev
+            while snapshot is not None and snapshot.record.serial != snapshot.serial:
                 depth -= 1
+                snapshot = snapshot.prev
             resource.depth = depth
-            if depth:
+            resource.last = snapshot
+            if snapshot is not None:
                 resource.residual, resource.frozen = snapshot.residual, snapshot.frozen
             else:
                 resource.residual, resource.frozen = resource.capacity, 0.0
@@ -1131,15 +1141,16 @@ class FlowNetwork:
             for resource in flow_class.bounds:
                 if resource.mark != mark:
                     resource.mark = mark
-                    depth = resource.depth
-                    if depth:  # its state is that of its last entry unless its step was undone: _restore
-                        snapshot = resource.history[depth - 1]
-                        if snapshot.step >= step or steps[snapshot.step].serial != snapshot.serial:
-                            self._restore(resource, component)
+                    snapshot = resource.last  # its state is that of its last entry unless its step was undone: _restore
+                    if snapshot is not None and snapshot.record.serial != snapshot.serial:
+                        self._restore(resource)
                     members = resource.flows - resource.frozen
                     if members > 0.0:  # in the state the kept steps left
                         resource.share = resource.residual / members
+                        resource.prev_live = None
                         resource.next_live = live
+                        if live is not None:
+                            live.prev_live = resource
                         live = resource
                     else:
                         resource.share = math.inf
@@ -1150,19 +1161,11 @@ class FlowNetwork:
             bottleneck: Resource | None = None
             level = math.inf
             key: i64 = _CAP_STEP_KEY
-            before: Resource | None = None  # the last resource the scan kept
-            scanned = live
+            scanned = live  # (whose order decides nothing: the smallest share, ties to the smallest key)
             while scanned is not None:
                 share = scanned.share
-                if share == math.inf:  # nothing left to limit, for the rest of this filling: out of the scan
-                    if before is None:  # (whose order decides nothing: the smallest share, ties to the smallest key)
-                        live = scanned.next_live
-                    else:
-                        before.next_live = scanned.next_live
-                else:
-                    if share < level or (share == level and scanned.key < key):
-                        bottleneck, level, key = scanned, share, scanned.key
-                    before = scanned
+                if share < level or (share == level and scanned.key < key):
+                    bottleneck, level, key = scanned, share, scanned.key
                 scanned = scanned.next_live
             if at_cap == 0 and capped <= level:  # the classes of the smallest cap are all frozen: the next cap
                 capped, at_cap = _smallest_cap(unfrozen)
@@ -1200,6 +1203,11 @@ class FlowNetwork:
                     last.next_frozen = None
                 limit = bottleneck.index
             self._marks = touched = self._marks + 1  # marks the resources this step has changed
+            if step < len(steps):
+                record = steps[step]
+            else:
+                record = Step()
+                steps.append(record)
             flow_class = freezing
             while flow_class is not None:
                 flow_class.step = step
@@ -1216,26 +1224,37 @@ class FlowNetwork:
                     resource.residual = residual
                     resource.frozen = frozen
                     members = resource.flows - frozen
-                    resource.share = residual / members if members > 0.0 else math.inf
-                    history, depth = resource.history, resource.depth
-                    if resource.mark == touched:  # changed by this step already: its entry is the last
-                        snapshot = history[depth - 1]
-                        snapshot.residual = residual
-                        snapshot.frozen = frozen
+                    if members > 0.0:
+                        resource.share = residual / members
+                    else:  # nothing left to limit, for the rest of this filling: out of the scan
+                        resource.share = math.inf
+                        earlier, later = resource.prev_live, resource.next_live
+                        if earlier is None:
+                            live = later
+                        else:
+                            earlier.next_live = later
+                        if later is not None:
+                            later.prev_live = earlier
+                    newest = resource.last
+                    if resource.mark == touched:  # changed by this step already: its entry is the newest
+                        assert newest is not None
+                        newest.residual = residual
+                        newest.frozen = frozen
                     else:
                         resource.mark = touched
-                        if depth < len(history):
-                            snapshot = history[depth]
+                        snapshot = resource.entries if newest is None else newest.next
+                        if snapshot is not None:
                             snapshot.step, snapshot.serial, snapshot.residual, snapshot.frozen = step, serial, residual, frozen
+                            snapshot.record = record
                         else:
-                            history.append(Snapshot(step, serial, residual, frozen))
-                        resource.depth = depth + 1
+                            snapshot = Snapshot(step, serial, residual, frozen, record, newest)
+                            if newest is None:
+                                resource.entries = snapshot
+                            else:
+                                newest.next = snapshot
+                        resource.last = snapshot
+                        resource.depth += 1
                 flow_class = flow_class.next_frozen
-            if step < len(steps):
-                record = steps[step]
-            else:
-                record = Step()
-                steps.append(record)
             if level > top:
                 top = level
             record.level, record.key, record.level_max, record.serial, record.first = level, key, top, serial, freezing

@@ -550,7 +550,7 @@ def test_a_member_ending_as_another_starts_in_its_class_needs_no_refill():
 
 def test_undone_steps_leave_a_resource_its_state_until_the_filling_reads_it_again():
     # A on r0 and r1 froze at 0.25 (r1), B at 0.75 (r0). Undoing the steps only unfreezes the
-    # classes: r0 keeps its entries (their serials are no longer the component's steps') until it
+    # classes: r0 keeps its entries (their steps' records no longer have their serials) until it
     # is read, and then it is back at its capacity; a refill numbers its steps anew.
     env, network, (r0, r1) = checked_network(1.0, 0.25)
     network.transfer(10**9, (r0, r1))
@@ -563,7 +563,7 @@ def test_undone_steps_leave_a_resource_its_state_until_the_filling_reads_it_agai
     chained = [unfrozen, unfrozen.next_refill]  # the two classes, chained
     assert component.count == 0 and {c.order for c in chained} == {0, 1} and all(c.step == -1 for c in chained)
     assert r0.depth == 2
-    network._restore(r0, component)
+    network._restore(r0)
     assert (r0.depth, r0.residual, r0.frozen) == (0, r0.capacity, 0)
     network._fill(component, unfrozen)
     after = filling(component)
