@@ -52,4 +52,5 @@ bench: $(BYTECODE)
 clean:
 	rm -rf $(VENV) traces/*/ .pytest_cache build
 	find npusim -name '*.so' -delete
+	rm -f npusim/engine/built_from.py
 	find npusim examples -name __pycache__ -prune -exec rm -rf {} +

@@ -10,14 +10,23 @@ them in an editable install, build again (``make`` does: ``.venv/.compiled`` dep
 the extension built from the old source is what runs.
 """
 
+import hashlib
+from pathlib import Path
+
 from mypyc.build import mypycify
 from setuptools import setup
 
 COMPILED = ["npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py"]
+# The sources' digests, compiled into the extension with them: npusim.engine refuses to run an
+# extension built from other sources than the ones beside it (an edit or a pull since the build)
+BUILT_FROM = Path("npusim/engine/built_from.py")
+digests = {Path(name).name: hashlib.sha256(Path(name).read_bytes()).hexdigest() for name in COMPILED}
+BUILT_FROM.write_text(f'"""The SHA-256 of each engine module\'s source, the compiled engine built from them (written by setup.py)."""\n\n'
+                      f"SOURCES = {digests!r}\n")
 
 # checked against the project's mypy settings (pyproject.toml), which name modules other than these
 # one shared library for them, npusim/engine/compiled__mypyc (a module name of mypyc's choosing otherwise)
-extensions = mypycify(["--no-warn-unused-configs", *COMPILED], opt_level="3", group_name="npusim.engine.compiled")
+extensions = mypycify(["--no-warn-unused-configs", *COMPILED, str(BUILT_FROM)], opt_level="3", group_name="npusim.engine.compiled")
 for extension in extensions:
     # without a working C compiler the build goes on without them: Python runs the same modules, slower
     extension.optional = True

@@ -25,6 +25,11 @@ class ConfigError(NpusimError):
     """A hardware config that cannot be loaded or is invalid (exit code 2)."""
 
 
+class InstallError(NpusimError):
+    """An installation that cannot run as it is: a compiled engine built from other sources than
+    the ones beside it (exit code 1)."""
+
+
 class OutputError(NpusimError):
     """An output that cannot be written (a full disk, a folder removed meanwhile); nothing half-written
     is left (exit code 1)."""

@@ -349,8 +349,8 @@ def _renameat2() -> Any:
 
 FORK = "NPUSIM_FORK"
 """Environment variable: whether outputs go to two cores. ``auto`` (the default): where
-:func:`can_fork` and a core looks idle (the load average of the last minute leaves one: on a
-machine whose cores are all busy, a copy only adds the cost of forking); ``always``: wherever
+:func:`can_fork` and a core is idle (:func:`busy_cores`: on a machine whose cores are all busy, a
+copy only adds the cost of forking); ``always``: wherever
 :func:`can_fork`; ``never``: this process writes every output alone (one process to follow in a
 debugger). The same bytes in every case."""
 FORK_MODES = ("auto", "always", "never")
@@ -363,14 +363,28 @@ def can_fork() -> bool:
     ``fork``, more than one CPU this process may run on, no other thread (a thread's lock held at
     the fork would stay held forever in the copy), the main thread (whose signal handlers the copy
     resets), memory for a whole second copy (:func:`memory_for_a_copy`), and :data:`FORK` not
-    ``never`` (and, for ``auto``, an idle core)."""
+    ``never`` (and, for ``auto``, an idle core: :func:`busy_cores`)."""
     mode = fork_mode()
     if not hasattr(os, "fork") or mode == "never":
         return False
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if cpus < 2 or threading.active_count() != 1 or threading.current_thread() is not threading.main_thread() or not memory_for_a_copy():
         return False
-    return mode == "always" or os.getloadavg()[0] < cpus - 0.5  # this process counts for one
+    return mode == "always" or busy_cores() < cpus - 0.5  # this process counts for one
+
+
+LOADAVG = Path("/proc/loadavg")
+"""Linux's load figures; the fourth field is ``runnable/total`` scheduling entities at this instant."""
+
+
+def busy_cores(loadavg: Path = LOADAVG) -> float:
+    """How many cores are busy now, this process included: the tasks runnable at this instant
+    (``loadavg``'s fourth field, Linux), else the load average of the last minute, which lags (a
+    sweep that ended seconds ago still counts)."""
+    try:
+        return float(loadavg.read_text().split()[3].partition("/")[0])
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0]
 
 
 def fork_mode() -> str:

@@ -28,6 +28,7 @@ from npusim.files import (
     StagedFolder,
     TwoEnds,
     atomic_path,
+    busy_cores,
     can_fork,
     default_folder_name,
     exchange,
@@ -452,9 +453,10 @@ def test_forking_is_refused_when_turned_off_another_thread_running_or_too_little
     monkeypatch.setenv(FORK, "never")
     assert not can_fork()
     monkeypatch.setenv(FORK, "auto")
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.9, 1.0, 1.0))  # every core busy, this process's own included
+    cpus = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(files, "busy_cores", lambda: float(cpus))  # every core busy, this process's own included
     assert not can_fork()
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # this process alone
+    monkeypatch.setattr(files, "busy_cores", lambda: cpus - 1.0)  # a core idle
     assert can_fork()
     monkeypatch.setenv(FORK, "sometimes")
     with pytest.raises(UsageError, match="NPUSIM_FORK='sometimes': choose one of auto, always, never"):
@@ -465,6 +467,21 @@ def test_forking_is_refused_when_turned_off_another_thread_running_or_too_little
     monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.setattr(files, "memory_for_a_copy", lambda: False)
     assert not can_fork()
+
+
+def test_busy_cores_are_the_tasks_runnable_now_else_the_last_minutes_load(tmp_path, monkeypatch):
+    """/proc/loadavg's instant count of runnable tasks (its fourth field), not the one-minute
+    average that still counts a sweep ended seconds ago; where it cannot be read (not Linux, an
+    unexpected layout), the load average."""
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("1.98 1.50 0.70 1/345 12345\n")  # a sweep just ended: the average still says two busy cores
+    assert busy_cores(loadavg) == 1.0
+    loadavg.write_text("0.10 0.10 0.10 3/345 12345\n")
+    assert busy_cores(loadavg) == 3.0
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    loadavg.write_text("0.10 0.10\n")
+    assert busy_cores(loadavg) == 1.5
+    assert busy_cores(tmp_path / "absent") == 1.5
 
 
 def test_a_second_thread_stops_forking():

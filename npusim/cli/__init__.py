@@ -19,6 +19,7 @@ from gettext import gettext
 import click
 
 from npusim import __version__
+from npusim.errors import InstallError
 
 COMMANDS = {
     "compare": ("npusim.cli.compare_cmd:compare_command", "Compare two run folders: what changed from FOLDER_A to FOLDER_B."),
@@ -113,7 +114,12 @@ cli.commands = LazyCommands(COMMANDS)
 def main() -> None:
     """Console-script entry point: the command, then the end of the process (:func:`exit_now`)."""
     try:
-        cli(prog_name="npusim")
+        try:
+            cli(prog_name="npusim")
+        except InstallError as error:  # from any command, as it first imports the engine: what to do, not a traceback
+            from npusim.cli.errors import report
+
+            raise SystemExit(report(error, debug=False)) from None
     except SystemExit as end:  # how click ends every command it runs (standalone mode)
         exit_now(end)
     finally:

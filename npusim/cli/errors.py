@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import click
 
 import npusim
-from npusim.errors import ConfigError, NpusimError, UsageError
+from npusim.errors import ConfigError, InstallError, NpusimError, UsageError
 
 if TYPE_CHECKING:
     import traceback
@@ -86,7 +86,7 @@ def report(error: BaseException, *, debug: bool, context: str = "") -> int:
         function = f" in {frame.name}" if frame.name != "<module>" else ""
         code = f": {frame.line.strip()}" if frame.line else ""
         click.echo(f"        at {_shown(frame.filename)}:{frame.lineno}{function}{code}", err=True)
-    if not debug and not isinstance(error, (ConfigError, UsageError)):
+    if not debug and not isinstance(error, (ConfigError, UsageError, InstallError)):  # a traceback would not help
         click.echo("        (run again with --debug for the full traceback)", err=True)
     return exit_code_for(error)
 
