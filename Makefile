@@ -34,12 +34,12 @@ run: $(BYTECODE)
 	$(BIN)/npusim run --config a3 examples/shmem_allgather.py
 
 test: $(BYTECODE)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 # the suite with fresh random examples for its property tests (`make test` draws the same ones every
 # run); SEED=N repeats one exploration
 explore: $(BYTECODE)
-	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest $(if $(SEED),--hypothesis-seed=$(SEED))
+	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q $(if $(SEED),--hypothesis-seed=$(SEED))
 
 lint: $(BYTECODE)
 	$(BIN)/ruff check npusim tests benchmarks examples
