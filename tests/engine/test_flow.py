@@ -4,14 +4,12 @@ recomputation), and its finish times against a per-flow reference in exact arith
 
 import math
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npusim.engine import flow
 from npusim.engine.flow import FlowNetwork, Resource
 
 GBPS = 1e-3  # 1 GB/s in bytes per picosecond
@@ -569,16 +567,3 @@ def test_undone_steps_leave_a_resource_its_state_until_the_filling_reads_it_agai
     after = filling(component)
     assert [step[:3] for step in after] == [step[:3] for step in before]
     assert all(new[3] > old[3] for new, old in zip(after, before, strict=True))  # new serials: the old entries are stale
-
-
-def test_the_compiled_engine_is_built_from_the_current_source():
-    """An editable install runs the engine's modules compiled (setup.py); an extension older than
-    its source would simulate the old code: `make` builds them again after an edit (.venv/.compiled)."""
-    engine = Path(flow.__file__).parent
-    extensions = list(engine.glob("*.so"))
-    if not extensions:
-        pytest.skip("the engine runs interpreted (no extension built)")
-    sources = [engine / f"{so.name.split('.')[0]}.py" for so in extensions]
-    newest = max(source.stat().st_mtime for source in sources if source.exists())
-    stale = [so.name for so in extensions if so.stat().st_mtime < newest]
-    assert not stale, f"the engine's sources changed since {stale} were built: run make"
