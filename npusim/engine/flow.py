@@ -270,13 +270,20 @@ class FlowClass:
         bottlenecks: list[int] = []  # in the order met going back from the end, and the bytes under each
         got: list[float] = []
         until = finished
-        for since, bottleneck in reversed(self.changes):
-            if bottleneck in bottlenecks:
-                i = bottlenecks.index(bottleneck)
-                got[i] = got[i] + until - max(since, joined)
+        changes = self.changes
+        back = len(changes)
+        while back > 0:  # native indices and int compares: no iterator, no generic ``in`` or ``index``
+            back -= 1
+            since, bottleneck = changes[back]
+            start = joined if joined > since else since  # max(since, joined), the first of equals
+            i = 0
+            while i < len(bottlenecks) and bottlenecks[i] != bottleneck:
+                i += 1
+            if i < len(bottlenecks):
+                got[i] = got[i] + until - start
             else:
                 bottlenecks.append(bottleneck)
-                got.append(0.0 + until - max(since, joined))
+                got.append(0.0 + until - start)
             if since <= joined:
                 break
             until = since
