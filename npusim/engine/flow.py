@@ -819,12 +819,18 @@ class FlowNetwork:
                     if busy:
                         _insert_by_order(crossing, flow_class)
                         first_changed = crossing[0] is flow_class
-                    else:
-                        first_changed = crossing[0] is flow_class
-                        crossing.remove(flow_class)
+                    else:  # found by identity, as list.remove would (classes define no equality) without its generic compares
+                        at = 0
+                        while crossing[at] is not flow_class:
+                            at += 1
+                        crossing.pop(at)
+                        first_changed = at == 0
                     if first_changed and crossing:  # the key follows the first class crossing it
                         first = crossing[0]
-                        resource.key = first.order * _KEY_STRIDE + first.path.index(resource)
+                        position = 0  # the resource's place on that class's path (by identity, as tuple.index)
+                        while first.path[position] is not resource:
+                            position += 1
+                        resource.key = first.order * _KEY_STRIDE + position
                 if busy:
                     joining.append(flow_class)
                     continue
