@@ -270,13 +270,20 @@ class FlowClass:
         bottlenecks: list[int] = []  # in the order met going back from the end, and the bytes under each
         got: list[float] = []
         until = finished
-        for since, bottleneck in reversed(self.changes):
-            if bottleneck in bottlenecks:
-                i = bottlenecks.index(bottleneck)
-                got[i] = got[i] + until - max(since, joined)
+        changes = self.changes
+        back = len(changes)
+        while back > 0:  # native indices and int compares: no iterator, no generic ``in`` or ``index``
+            back -= 1
+            since, bottleneck = changes[back]
+            start = joined if joined > since else since  # max(since, joined), the first of equals
+            i = 0
+            while i < len(bottlenecks) and bottlenecks[i] != bottleneck:
+                i += 1
+            if i < len(bottlenecks):
+                got[i] = got[i] + until - start
             else:
                 bottlenecks.append(bottleneck)
-                got.append(0.0 + until - max(since, joined))
+                got.append(0.0 + until - start)
             if since <= joined:
                 break
             until = since
@@ -812,12 +819,18 @@ class FlowNetwork:
                     if busy:
                         _insert_by_order(crossing, flow_class)
                         first_changed = crossing[0] is flow_class
-                    else:
-                        first_changed = crossing[0] is flow_class
-                        crossing.remove(flow_class)
+                    else:  # found by identity, as list.remove would (classes define no equality) without its generic compares
+                        at = 0
+                        while crossing[at] is not flow_class:
+                            at += 1
+                        crossing.pop(at)
+                        first_changed = at == 0
                     if first_changed and crossing:  # the key follows the first class crossing it
                         first = crossing[0]
-                        resource.key = first.order * _KEY_STRIDE + first.path.index(resource)
+                        position = 0  # the resource's place on that class's path (by identity, as tuple.index)
+                        while first.path[position] is not resource:
+                            position += 1
+                        resource.key = first.order * _KEY_STRIDE + position
                 if busy:
                     joining.append(flow_class)
                     continue

@@ -185,6 +185,47 @@ def test_the_bottleneck_is_the_one_that_carried_most_of_the_bytes():
     assert results[0][0] == -1 and results[1][0] == 0
 
 
+def main_bottleneck_reference(changes, joined, finished):
+    """FlowClass.main_bottleneck as first written (an iterator, ``in``, ``index`` and ``max``)."""
+    bottlenecks, got = [], []
+    until = finished
+    for since, bottleneck in reversed(changes):
+        if bottleneck in bottlenecks:
+            i = bottlenecks.index(bottleneck)
+            got[i] = got[i] + until - max(since, joined)
+        else:
+            bottlenecks.append(bottleneck)
+            got.append(0.0 + until - max(since, joined))
+        if since <= joined:
+            break
+        until = since
+    most = 0
+    for i in range(1, len(got)):
+        if got[i] > got[most]:
+            most = i
+    return bottlenecks[most]
+
+
+virtual_bytes = st.integers(0, 20).map(float) | st.just(-0.0)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(virtual_bytes, st.integers(-2, 3)), min_size=1, max_size=12), virtual_bytes,
+       st.integers(0, 10).map(float))
+def test_the_main_bottleneck_is_the_first_written_one(steps, joined, extra):
+    """Changes at non-decreasing virtual bytes (ties and signed zeros included), a member that
+    joined anywhere among them and finished after the last: the same bottleneck as the first
+    written way of counting."""
+    changes, since = [], -1.0
+    for offset, bottleneck in steps:
+        since = max(since, offset)
+        changes.append((since, bottleneck))
+    flow_class = flow.FlowClass((), math.inf, 0)
+    flow_class.changes = changes
+    finished = max(changes[-1][0], joined) + extra
+    assert flow_class.main_bottleneck(joined, finished) == main_bottleneck_reference(changes, joined, finished)
+
+
 def test_an_unregistered_resource_is_reported_as_such():
     stray = Resource("stray", 10 * GBPS)
     assert outcomes([(1000, (stray,), math.inf, 0)], [])[0][0] == -2
