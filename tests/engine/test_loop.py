@@ -2,7 +2,9 @@
 checked against the installed SimPy, so an upgrade that changes it fails here first."""
 
 import contextlib
+import gc
 import traceback
+import weakref
 from functools import partial
 from importlib.metadata import version
 
@@ -289,6 +291,25 @@ def test_a_process_ends_with_simpys_outcome_and_traceback_however_its_generator_
                          for process in processes])
     assert outcomes[0] == outcomes[1] == outcomes[2]
     assert [outcome[3] for outcome in outcomes[1]] == [None, None, None, ["_ends"], ["_ends"]]
+
+
+def test_a_finished_process_is_freed_by_reference_counting():
+    """A process and its generator, once ended (returned or failed), are freed as soon as nothing
+    references them, without a garbage collection (no cycle through its resume is left)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for start in (start_process, run_process):
+            env = simpy.Environment()
+            processes = [start(env, _ends(env, how)) for how in ("value", "handled", "raised")]
+            processes[-1].callbacks.append(lambda event: setattr(event, "defused", True))
+            env.run()
+            freed = [weakref.ref(process) for process in processes]
+            del processes
+            assert [ref() for ref in freed] == [None, None, None]
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _first_steps(env, log, name, end_at_once=False, fail_at_once=False):
