@@ -103,8 +103,9 @@ def _delegate(generator: Any) -> Generator[object, object, None]:
     """``generator``'s steps, one per value sent (``yield from``), then an :class:`_Ended` with its
     return value: its end raises nothing (compiled, ``yield from`` takes the value from
     ``PyIter_Send``), where ``generator.send`` raises a StopIteration (~3,500 instructions of
-    exception handling per process, compiled). A failure is thrown into ``generator`` itself (rare:
-    the StopIteration stays there), this staying suspended in its ``yield from``."""
+    exception handling per process, compiled). A failure is thrown into ``generator`` itself, past
+    this, which stays suspended in its ``yield from`` (a generator that returns on a throw, which
+    is rare, still raises its StopIteration)."""
     value = yield from generator
     yield _Ended(value)
 
