@@ -2,7 +2,9 @@
 checked against the installed SimPy, so an upgrade that changes it fails here first."""
 
 import contextlib
+import gc
 import traceback
+import weakref
 from functools import partial
 from importlib.metadata import version
 
@@ -250,6 +252,64 @@ def test_start_process_runs_as_env_process_does():
     start_process(env, waits_forever())
     [(what, count)] = due_now(env)
     assert what.startswith("process ") and what.endswith(".waits_forever") and count == 1
+
+
+def _ends(env, how):
+    """A process that ends in one of the ways a generator can: returning a value or None after a
+    step, returning or failing while handling a thrown failure, or failing after a step."""
+    yield env.timeout(1)
+    if how == "value":
+        return ("a", "value")
+    if how == "none":
+        return None
+    bad = env.event()
+    bad.fail(KeyError(how))
+    try:
+        yield bad
+    except KeyError:
+        if how == "handled":
+            return "handled"
+        if how == "reraised":
+            raise
+    yield env.timeout(1)
+    raise ValueError(how)
+
+
+def test_a_process_ends_with_simpys_outcome_and_traceback_however_its_generator_ends():
+    """Each way a generator ends (a return after a send or after a thrown failure, an exception
+    from a send or from a throw) gives the process SimPy's outcome, value and traceback alike."""
+    ways = ("value", "none", "handled", "reraised", "raised")
+    outcomes = []
+    for start in (simpy.Environment.process, start_process, run_process):
+        env = simpy.Environment()
+        processes = [start(env, _ends(env, how)) for how in ways]
+        for process in processes:
+            process.callbacks.append(lambda event: setattr(event, "defused", True))
+        env.run()
+        outcomes.append([(process.ok, repr(process.value), env.now,
+                          [frame.name for frame in traceback.extract_tb(process.value.__traceback__)] if not process.ok else None)
+                         for process in processes])
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    assert [outcome[3] for outcome in outcomes[1]] == [None, None, None, ["_ends"], ["_ends"]]
+
+
+def test_a_finished_process_is_freed_by_reference_counting():
+    """A process and its generator, once ended (returned or failed), are freed as soon as nothing
+    references them, without a garbage collection (no cycle through its resume is left)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for start in (start_process, run_process):
+            env = simpy.Environment()
+            processes = [start(env, _ends(env, how)) for how in ("value", "handled", "raised")]
+            processes[-1].callbacks.append(lambda event: setattr(event, "defused", True))
+            env.run()
+            freed = [weakref.ref(process) for process in processes]
+            del processes
+            assert [ref() for ref in freed] == [None, None, None]
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _first_steps(env, log, name, end_at_once=False, fail_at_once=False):
