@@ -360,14 +360,14 @@ class CoreTask(Task):
         key = (self.core_kind, tuple([piece.key for piece in pieces]), tuple(strides))
         known = launch.templates.get(key)
         if known is not None and known.program.unchecked(launch.system):  # a replay launched alone: no kernel, no race check
-            template = known.program
-            replay = template.replay(launch.system.die(self.op.program.die).core(self.core_kind, core), self.tile, bases,
-                                     template.own is not None, self.op.name)
+            kept = known.program
+            replay = kept.replay(launch.system.die(self.op.program.die).core(self.core_kind, core), self.tile, bases, kept.own is not None,
+                                 self.op.name)
             if replay is not None:
                 instructions = replay.instructions
-                for piece, marks, gm in zip(pieces, known.marks, gms):
+                for piece, handed_at, gm in zip(pieces, known.marks, gms):
                     if piece.hook is not None:
-                        piece.hook([instructions[i] for i in marks], gm)
+                        piece.hook([instructions[i] for i in handed_at], gm)
                 return self._launch_replay(replay, core, [instructions[i] for i in known.watched])
         kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
         p = kernel.core(self.core_kind, core)
