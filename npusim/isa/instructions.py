@@ -126,16 +126,18 @@ def _entries(*entries: tuple | None) -> tuple[tuple, ...]:
 _new = object.__new__  # an instruction's twin is made without __init__ (it copies what __init__ computed)
 
 
-def _slot_copier(cls: type[Instruction]) -> Callable:
+def _slot_copier(cls: type[Instruction], given: tuple[str, ...] = ()) -> Callable:
     """``cls``'s ``_clone``: one function that makes a new ``cls`` and sets each of its slots (those
     of every class up to :class:`Instruction`) from the instance given, or to None for those of
-    ``cls._fresh``. One function per class, each slot stored by name: a replay
-    (:meth:`~npusim.isa.program.CoreProgram.replay`) copies many instructions, and the interpreter
-    specialises each attribute access of a code object for the one class it sees there."""
+    ``cls._fresh``; with ``given``, a function that also takes those slots' values, after the
+    instance, in that order (a rebased copy's sides and path). One function per class, each slot
+    stored by name: a replay (:meth:`~npusim.isa.program.CoreProgram.replay`) copies many
+    instructions, and the interpreter specialises each attribute access of a code object for the
+    one class it sees there."""
     slots = [slot for klass in reversed(cls.__mro__) for slot in klass.__dict__.get("__slots__", ())]
-    stores = "".join(f"    new.{slot} = {'None' if slot in cls._fresh else 'self.' + slot}\n" for slot in slots)
+    stores = "".join(f"    new.{slot} = {slot if slot in given else 'None' if slot in cls._fresh else 'self.' + slot}\n" for slot in slots)
     namespace: dict[str, Any] = {"_new": _new, "cls": cls}
-    exec(f"def _clone(self):\n    new = _new(cls)\n{stores}    return new\n", namespace)  # code made from the slot names only
+    exec(f"def _clone(self{''.join(', ' + name for name in given)}):\n    new = _new(cls)\n{stores}    return new\n", namespace)  # code made from the slot names only
     return namespace["_clone"]
 
 
@@ -393,10 +395,16 @@ class DmaCopy(Instruction):
             raise TypeError(f"{cls.__name__} {self.label!r} is not rebased")
         return self.moved(dst, src)
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._moved = _slot_copier(cls, _MOVED)  # type: ignore[method-assign]
+
+    def _moved(self, dst, src, path_key: tuple) -> Self:
+        """A :meth:`_clone` with these sides and path key: made per class by :func:`_slot_copier`."""
+        raise NotImplementedError
+
     def moved(self, dst, src) -> DmaCopy:
         """:meth:`rebased`, for a copy known to have one (a template's: its twin was made)."""
-        new = self._clone()
-        new.src, new.dst = src, dst
         # _path_key of the new sides: they are GM where this copy's are, so only the GM die can
         # differ (this copy's key is kept when it does not: one tuple for the copies of one path)
         key = self.path_key
@@ -406,8 +414,7 @@ class DmaCopy(Instruction):
             if die != gm_die:
                 key = (key[0], die, key[2])
                 key = _PATH_KEYS.setdefault(key, key)
-        new.path_key = key
-        return new
+        return self._moved(dst, src, key)
 
     def twin(self) -> Instruction:
         return self.rebased(self.dst, self.src)
@@ -461,6 +468,10 @@ class DmaCopy(Instruction):
     effect = _copy
 
 
+_MOVED = ("dst", "src", "path_key")  # the slots DmaCopy._moved is given
+DmaCopy._moved = _slot_copier(DmaCopy, _MOVED)  # type: ignore[method-assign]  # (its subclasses' made by __init_subclass__)
+
+
 class AtomicAddCopy(DmaCopy):
     """An MTE3 store from UB to GM that adds its values (in the source's dtype) to those in GM
     instead of overwriting them, as a store after ``set_atomic_add`` does. After its bytes arrive,
@@ -495,8 +506,11 @@ class AtomicAddCopy(DmaCopy):
             src_offset, dst_offset = self.src.offset, self.dst.offset
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy().view(self.dtype)
         target = self._bytes_of(self.dst, core, dst_offset, self.dst_gap).view(self.dtype)
-        with np.errstate(all="ignore"):
+        if self.dtype.kind in "iu":  # integers wrap and raise no floating-point error (signals, added with data off too)
             target += source
+        else:
+            with np.errstate(all="ignore"):
+                target += source
 
     effect = _add
 

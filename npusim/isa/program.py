@@ -576,44 +576,13 @@ class CoreProgram:
         that says what is wrong)."""
         if self.instructions or self._regs or template.kind_timing is not self.core.kind_timing or any(self._allocated.values()):
             return False
-        if len({id(allocation) for allocation, _ in bases}) != len(bases):
+        share = template.own is not None and template.unchecked(self.core.system)  # not race-checked
+        replayed = template.replay(self.core, self._tile, bases, share, self.kernel.name)
+        if replayed is None:
             return False
-        die = self.core.system.die
-        tile = self._tile
-        share = template.own is not None and bool(template.race_free or self.core.system.race_check == "off")  # not race-checked
-        skeleton = template.skeleton(tile, share)
-        made = skeleton.made.copy()
-        pipes = {pipe: shared.copy() for pipe, shared in skeleton.pipes.items()}  # by_pipe, as it goes (s_dep as in the template)
-        atomic_dies = template.atomic_dies
-        for position, pipe, at, instruction in skeleton.twins:
-            new = instruction.twin()
-            made[position] = new
-            pipes[pipe][at] = new
-        for position, pipe, at, instruction, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
-            dst, src = instruction.dst, instruction.src
-            if src_slot >= 0:
-                src = _rebased_side(bases[src_slot], src_delta, src_span)
-                if src is None:
-                    return False
-            if dst_slot >= 0:
-                dst = _rebased_side(bases[dst_slot], dst_delta, dst_span)
-                if dst is None:
-                    return False
-                allocation = dst.allocation
-                if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
-                    if die(allocation.die).atomics is None:
-                        return False
-                    atomic_dies.add(allocation.die)
-            new = instruction.moved(dst, src)  # a template's copy: it has a twin (template)
-            made[position] = new
-            pipes[pipe][at] = new
-        steps = skeleton.steps
-        if steps is None:  # the first replay in the tile: the next ones' instructions have the same fixed fields
-            steps = skeleton.steps = {pipe: [pipe_step(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
-                                      for pipe, instructions in pipes.items()}
-        self.instructions = made
-        self._replayed = pipes
-        self._replayed_steps = steps
+        self.instructions = replayed.instructions
+        self._replayed = replayed.by_pipe
+        self._replayed_steps = replayed.steps
         self._allocated.update(template.allocated)
         self._regs = template.regs
         self.race_free = template.race_free
@@ -676,7 +645,8 @@ class ProgramTemplate:
     same shadows and finds the same races: none when ``race_free``. (Races across cores need more
     than one program, whose launch is checked as before.)"""
 
-    __slots__ = ("instructions", "sides", "allocated", "regs", "kind_timing", "race_free", "own", "_skeletons", "atomic_dies")
+    __slots__ = ("instructions", "sides", "allocated", "regs", "kind_timing", "race_free", "own", "_skeletons", "atomic_dies",
+                 "needs_end_times")
 
     def __init__(self, instructions: list[Instruction], sides: list[tuple[int, int, int, int, int, int] | None], allocated: dict[str, int],
                  regs: int, kind_timing, race_free: bool | None, own: frozenset[int] | None = None) -> None:
@@ -684,6 +654,52 @@ class ProgramTemplate:
         self.kind_timing, self.race_free, self.own = kind_timing, race_free, own
         self._skeletons: dict[tuple[int, bool], _Skeleton] = {}
         self.atomic_dies: set[int] = set()  # the dies its replays found atomic adds on (die.l2.atomic_add)
+        self.needs_end_times = PipeBarrierAll in map(type, instructions)  # as _Placed finds for each replay: it has a pipe_barrier(ALL)
+
+    def unchecked(self, system: System) -> bool:
+        """Whether a replay of it launched alone is not race-checked on ``system``: it was found
+        race-free (which holds for every replay, see the class doc), or races are not checked."""
+        return bool(self.race_free or system.race_check == "off")
+
+    def replay(self, core: AICore, tile: int, bases: Sequence[tuple[Allocation, int]], share: bool, name: str) -> Replay | None:
+        """Its program made again for ``core`` (of the kind it was built for) in ``tile``, each GM
+        address at its offset from ``bases``, placed as :class:`Kernel` places a program of kernel
+        ``name`` (:meth:`CoreProgram.replay` says when it is None); with ``share``, the instructions
+        outside ``own`` without GM addresses are those of every replay in the tile (:meth:`skeleton`)."""
+        if len({id(allocation) for allocation, _ in bases}) != len(bases):
+            return None
+        die = core.system.die
+        skeleton = self.skeleton(tile, share)
+        made = skeleton.made.copy()
+        pipes = {pipe: shared.copy() for pipe, shared in skeleton.pipes.items()}  # by_pipe, as it goes (s_dep as in the template)
+        atomic_dies = self.atomic_dies
+        for position, pipe, at, instruction in skeleton.twins:
+            new = instruction.twin()
+            made[position] = new
+            pipes[pipe][at] = new
+        for position, pipe, at, instruction, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
+            dst, src = instruction.dst, instruction.src
+            if src_slot >= 0:
+                src = _rebased_side(bases[src_slot], src_delta, src_span)
+                if src is None:
+                    return None
+            if dst_slot >= 0:
+                dst = _rebased_side(bases[dst_slot], dst_delta, dst_span)
+                if dst is None:
+                    return None
+                allocation = dst.allocation
+                if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
+                    if die(allocation.die).atomics is None:
+                        return None
+                    atomic_dies.add(allocation.die)
+            new = instruction.moved(dst, src)  # a template's copy: it has a twin (template)
+            made[position] = new
+            pipes[pipe][at] = new
+        steps = skeleton.steps
+        if steps is None:  # the first replay in the tile: the next ones' instructions have the same fixed fields
+            steps = skeleton.steps = {pipe: [pipe_step(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
+                                      for pipe, instructions in pipes.items()}
+        return Replay(core, made, pipes, steps, name, self.needs_end_times, self.allocated)
 
     def skeleton(self, tile: int, share: bool) -> _Skeleton:
         """What the replays in ``tile`` start from (made once per tile): with ``share``, the twins
@@ -756,16 +772,41 @@ class _TileScope:
 
 
 class _Placed:
-    """What the core executes: the per-pipe split of a program, with its pipe_step tuples."""
+    """What the core executes: the per-pipe split of a program, with its pipe_step tuples, the
+    name of its kernel, whether it has a pipe_barrier(ALL), the bytes it reserves per buffer (held
+    for the whole run)."""
 
     __slots__ = ("by_pipe", "steps", "name", "needs_end_times", "buffer_bytes")
 
-    def __init__(self, program: CoreProgram) -> None:
-        self.by_pipe = program.by_pipe()
-        self.steps = program.pipe_steps(self.by_pipe)
-        self.name = program.kernel.name
-        self.needs_end_times = PipeBarrierAll in map(type, self.by_pipe[_SCALAR])
-        self.buffer_bytes = program.allocated_bytes  # bytes reserved per buffer, held for the whole run
+    def __init__(self, by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[tuple]], name: str, needs_end_times: bool,
+                 buffer_bytes: dict[str, int]) -> None:
+        self.by_pipe, self.steps, self.name, self.needs_end_times, self.buffer_bytes = by_pipe, steps, name, needs_end_times, buffer_bytes
+
+    @classmethod
+    def of(cls, program: CoreProgram) -> _Placed:
+        """``program`` placed (its by_pipe split done)."""
+        by_pipe = program.by_pipe()
+        return cls(by_pipe, program.pipe_steps(by_pipe), program.kernel.name, PipeBarrierAll in map(type, by_pipe[_SCALAR]),
+                   program.allocated_bytes)
+
+
+class Replay(_Placed):
+    """A template's program made again for one core (:meth:`ProgramTemplate.replay`), placed:
+    ``instructions`` in program order (positions as in the template). A replay that is not
+    race-checked (:meth:`ProgramTemplate.unchecked`) is launched alone with :meth:`launch`, as a
+    :class:`Kernel` of this one program would launch it, without the kernel and its program."""
+
+    __slots__ = ("core", "instructions")
+
+    def __init__(self, core: AICore, instructions: list[Instruction], by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[tuple]],
+                 name: str, needs_end_times: bool, buffer_bytes: dict[str, int]) -> None:
+        super().__init__(by_pipe, steps, name, needs_end_times, buffer_bytes)
+        self.core, self.instructions = core, instructions
+
+    def launch(self, stream, op: int) -> simpy.Process:
+        """Queue its run on ``stream`` as ``Kernel(name, op=op).launch(stream, inline=True)`` queues
+        a kernel of this one program (see there); returns the stream task's process."""
+        return stream.submit(_run_inline, self.core, self, op)
 
 
 def _run_one(core: AICore, program: _Placed, op: int):
@@ -899,7 +940,7 @@ class Kernel:
         programs = self.ordered_programs()
         if len(programs) > 1 and any(program.shares for program in programs):
             raise UsageError(f"kernel {self.name!r}: a program replayed with shared instructions (ProgramTemplate own=...) is launched alone")
-        placed = [(program.core, _Placed(program)) for program in programs]
+        placed = [(program.core, _Placed.of(program)) for program in programs]
         if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
             self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
         if len(placed) == 1:

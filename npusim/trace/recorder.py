@@ -27,7 +27,7 @@ import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,10 +39,11 @@ _FIRST_ROWS = 4096  # rows the buffer holds at first; it doubles when full
 _pack_row, _ROW_BYTES = EVENT_ROW.pack_into, EVENT_ROW.size
 
 
-@dataclass(frozen=True)
-class Track:
+class Track(NamedTuple):
     """A lane of the timeline: ``lane`` (a pipe name, a link, an AICPU) of ``unit`` (``aiv3``,
-    ``aic0``, ``links``...) on ``die``; ``order`` sorts lanes inside the die's process."""
+    ``aic0``, ``links``...) on ``die``; ``order`` sorts lanes inside the die's process (a named
+    tuple: every core a run uses makes one per pipe, and a frozen dataclass is several times
+    slower to make)."""
 
     die: int
     unit: str
@@ -67,10 +68,10 @@ class OpRecord:
     outputs: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class BufferSpan:
+class BufferSpan(NamedTuple):
     """``bytes`` of ``buffer`` (UB, L1, L0A/B/C) of ``unit`` on ``die``, of ``capacity`` bytes,
-    reserved by the program of op ``op`` from ``start_ps`` to ``end_ps`` (its run on that core)."""
+    reserved by the program of op ``op`` from ``start_ps`` to ``end_ps`` (its run on that core; a
+    named tuple: kernel runs make one per buffer they reserve, tile ops one each)."""
 
     die: int
     unit: str

@@ -49,7 +49,7 @@ from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa.instructions import on_recorded
-from npusim.isa.program import ProgramTemplate
+from npusim.isa.program import ProgramTemplate, Replay
 from npusim.kernels.shmem.checks import check_group_name, check_n_pes
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroupRegistry
@@ -338,10 +338,10 @@ class CoreTask(Task):
                 if access.intervals:
                     launch.races.record(access)
                     self._records.append(access)
-        kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
-        p = kernel.core(self.core_kind, core)
         build = self.build
         if not isinstance(build, ProgramPiece):
+            kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
+            p = kernel.core(self.core_kind, core)
             with p.tile(self.tile):
                 build(p)
             return self._launch(kernel, p, core)
@@ -359,6 +359,18 @@ class CoreTask(Task):
                     bases.append((address.allocation, address.offset))
         key = (self.core_kind, tuple([piece.key for piece in pieces]), tuple(strides))
         known = launch.templates.get(key)
+        if known is not None and known.program.unchecked(launch.system):  # a replay launched alone: no kernel, no race check
+            kept = known.program
+            replay = kept.replay(launch.system.die(self.op.program.die).core(self.core_kind, core), self.tile, bases, kept.own is not None,
+                                 self.op.name)
+            if replay is not None:
+                instructions = replay.instructions
+                for piece, handed_at, gm in zip(pieces, known.marks, gms):
+                    if piece.hook is not None:
+                        piece.hook([instructions[i] for i in handed_at], gm)
+                return self._launch_replay(replay, core, [instructions[i] for i in known.watched])
+        kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
+        p = kernel.core(self.core_kind, core)
         with p.tile(self.tile):
             if known is not None and p.replay(known.program, bases):
                 instructions = p.instructions
@@ -385,6 +397,14 @@ class CoreTask(Task):
                 launch.templates[key] = TileTemplate(template, marks, watched_at)
         return process
 
+    def _watch(self, watched: list) -> None:
+        """Note the events of the program's first instruction and of each pipe's last one (``watched``)."""
+        first, *last_of_pipe = watched
+        on_recorded(first, self._first_recorded)
+        pipe_end_recorded = self._pipe_end_recorded
+        for instruction in last_of_pipe:
+            on_recorded(instruction, pipe_end_recorded)
+
     def _launch(self, kernel: isa.Kernel, p: isa.CoreProgram, core: int, watched: list | None = None) -> simpy.Process:
         """Watch the program's first instruction and each pipe's last one (``watched``, if known),
         and launch it ``inline`` (:meth:`~npusim.isa.program.Kernel.launch`): an AICPU scheduler
@@ -393,11 +413,7 @@ class CoreTask(Task):
         would be the next events processed; a stream task that waits for the one before it on its
         core's stream resumes as that one's last callback, the earlier ones (``_ended``, the
         scheduler's ``core_finished``) scheduling nothing URGENT."""
-        first, *last_of_pipe = _watched(p.instructions) if watched is None else watched
-        on_recorded(first, self._first_recorded)
-        pipe_end_recorded = self._pipe_end_recorded
-        for instruction in last_of_pipe:
-            on_recorded(instruction, pipe_end_recorded)
+        self._watch(_watched(p.instructions) if watched is None else watched)
         launch = self.op.program.launch
         process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind), inline=True)  # see _launch's doc
         process.callbacks.append(self._ended)
@@ -405,6 +421,14 @@ class CoreTask(Task):
         # the tile op is built and launched (the core runs the placed program), not left to the
         # cycle collector, nor kept while the tile op waits for its core
         kernel.programs.clear()
+        return process
+
+    def _launch_replay(self, replay: Replay, core: int, watched: list) -> simpy.Process:
+        """:meth:`_launch` for a replay that is not race-checked (:meth:`~npusim.isa.program.Replay.launch`:
+        the same run, queued as the kernel of that one program would queue it)."""
+        self._watch(watched)
+        process = replay.launch(self.op.program.launch.core_stream(self.op.program.die, core, self.core_kind), self.op.record)
+        process.callbacks.append(self._ended)
         return process
 
     def _first_recorded(self, event: int) -> None:

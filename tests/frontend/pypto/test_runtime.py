@@ -11,6 +11,7 @@ from shmem_allgather import run_allgather
 import npusim
 from npusim import isa
 from npusim.frontend.pypto import runtime
+from npusim.isa import program
 from npusim.kernels.shmem.races import ShmemRaceWarning
 from tests.isa.test_program import describe_program
 
@@ -19,17 +20,21 @@ from tests.isa.test_program import describe_program
 def checked(monkeypatch):
     """Every tile op's program checked against a fresh build of its pieces; yields the counts of
     tile ops that replayed a template and that were built."""
-    launched: list[list[isa.CoreProgram]] = []  # the programs of each launched kernel (a tile op's kernel lets go of its program once launched)
+    launched: list[list] = []  # the programs of each launched kernel or replay (a tile op's kernel lets go of its program once launched)
     counts = {"replayed": 0, "built": 0}
-    launch, start, replay = isa.Kernel.launch, runtime.CoreTask.start, isa.CoreProgram.replay
+    launch, launch_replay, start, replay = isa.Kernel.launch, program.Replay.launch, runtime.CoreTask.start, program.ProgramTemplate.replay
 
     def recording_launch(self, stream=None, **options):
         launched.append(list(self.programs.values()))
         return launch(self, stream, **options)
 
-    def counting_replay(self, template, bases):
-        done = replay(self, template, bases)
-        counts["replayed"] += done
+    def recording_launch_replay(self, stream, op):
+        launched.append([self])
+        return launch_replay(self, stream, op)
+
+    def counting_replay(self, *args):
+        done = replay(self, *args)
+        counts["replayed"] += done is not None
         return done
 
     def checked_start(self, core):
@@ -49,7 +54,8 @@ def checked(monkeypatch):
         return process
 
     monkeypatch.setattr(isa.Kernel, "launch", recording_launch)
-    monkeypatch.setattr(isa.CoreProgram, "replay", counting_replay)
+    monkeypatch.setattr(program.Replay, "launch", recording_launch_replay)
+    monkeypatch.setattr(program.ProgramTemplate, "replay", counting_replay)
     monkeypatch.setattr(runtime.CoreTask, "start", checked_start)
     return counts
 
@@ -135,4 +141,24 @@ def test_a_tile_op_lets_go_of_its_kernel_and_program_once_launched(monkeypatch):
     monkeypatch.setattr(runtime.CoreTask, "start", checked_start)
     with npusim.session("a2", data=False):
         run_allgather(n_pes=4, rows=16, cols=256, tile_rows=4)
-    assert len(launched) > 4
+    assert len(launched) == 4  # the first tile op of each shape; the others launch replays, without a kernel (Replay.launch)
+
+
+@pytest.mark.parametrize("data", [False, True])
+def test_a_replay_launched_alone_runs_as_the_kernel_of_its_program(monkeypatch, data):
+    """Replays that are not race-checked are launched without a kernel and its program
+    (Replay.launch): the run records the same events, flows and simulated time as when every tile
+    op launches a kernel (here: every replay race-checked again, finding nothing)."""
+    def run():
+        with npusim.session("a2", data=data) as session:
+            run_allgather(n_pes=4, rows=16, cols=256, tile_rows=4)
+            recorder = session.system.recorder
+            return session.env.now, bytes(recorder.rows[:recorder.events * 40]), list(recorder.flow_from), list(recorder.flow_to)
+
+    alone = run()
+    kernels = []
+    launch = isa.Kernel.launch
+    monkeypatch.setattr(program.ProgramTemplate, "unchecked", lambda self, system: False)
+    monkeypatch.setattr(isa.Kernel, "launch", lambda self, stream=None, **options: kernels.append(self) or launch(self, stream, **options))
+    assert run() == alone
+    assert len(kernels) > 4  # every tile op launched a kernel
