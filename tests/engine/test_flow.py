@@ -10,7 +10,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npusim.engine.flow import FlowNetwork, Resource
+from npusim.engine.flow import FlowClass, FlowNetwork, Resource
 
 GBPS = 1e-3  # 1 GB/s in bytes per picosecond
 
@@ -220,7 +220,7 @@ def test_the_main_bottleneck_is_the_first_written_one(steps, joined, extra):
     for offset, bottleneck in steps:
         since = max(since, offset)
         changes.append((since, bottleneck))
-    flow_class = flow.FlowClass((), math.inf, 0)
+    flow_class = FlowClass((), math.inf, 0)
     flow_class.changes = changes
     finished = max(changes[-1][0], joined) + extra
     assert flow_class.main_bottleneck(joined, finished) == main_bottleneck_reference(changes, joined, finished)
