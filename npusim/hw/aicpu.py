@@ -206,7 +206,7 @@ class SchedulerThread:
         scheduler = self.scheduler
         env = scheduler.env
         coordinator = scheduler.coordinator
-        record = scheduler.record
+        record, flow = scheduler.record, scheduler.flow
         # The thread's one timer, re-armed for each step it takes (scheduled as env.timeout would
         # schedule a timeout: the same queue key); nothing but this thread waits on it.
         timer = simpy.Event(env)
@@ -217,14 +217,14 @@ class SchedulerThread:
                 yield timer
                 completed = record(self.track, scheduler.complete_name, start, task)
                 if task.on_core:
-                    scheduler.flow(task.last_event, completed, "complete")
+                    flow(task.last_event, completed, scheduler.complete_name)
                 scheduler.resolve(task, completed)
             elif self.to_dispatch:
                 (task, core, ready), start = self.to_dispatch.popleft(), clock(env)
                 rearm_at(env, timer, scheduler.schedule_ps)
                 yield timer
                 dispatched = record(self.track, scheduler.dispatch_name, start, task)
-                scheduler.flow(ready, dispatched, "ready")
+                flow(ready, dispatched, scheduler.ready_name)
                 task.start(core).callbacks.append(partial(scheduler.core_finished, task, core, dispatched))
             elif self.waits:
                 start = clock(env)
@@ -251,7 +251,7 @@ class SchedulerThread:
                     coordinator.armed_timers -= 1
                 polled = record(self.track, scheduler.poll_name, start, None)
                 for task in matched:
-                    scheduler.flow(scheduler.ready_events.pop(id(task), -1), polled, "ready")
+                    flow(scheduler.ready_events.pop(id(task), -1), polled, scheduler.ready_name)
                     task.polled(polled)
                 self.finished.extend(matched)
                 if not matched and not self.finished and not self.to_dispatch and coordinator.only_pollers_left():
@@ -309,6 +309,8 @@ class AicpuScheduler:
         self.dispatch_name = recorder.name_id("dispatch")
         self.complete_name = recorder.name_id("complete")
         self.poll_name = recorder.name_id("poll", polls=True)
+        self.ready_name = recorder.name_id("ready")  # the flows' names: ready, dispatch, complete
+        self.add_flow = recorder.flow_of_ids
 
     # -- the device task -------------------------------------------------------------------------
 
@@ -414,7 +416,7 @@ class AicpuScheduler:
     def core_finished(self, task, core: int, dispatched: int, _event: simpy.Event) -> None:
         """A core finished ``task`` (dispatched as event ``dispatched``; ``_event``: its run's): its
         thread handles the completion."""
-        self.flow(dispatched, task.first_event, "dispatch")
+        self.flow(dispatched, task.first_event, self.dispatch_name)
         pool = self.pools[task.core_kind]
         pool.outstanding[core] -= 1
         thread = self.threads[pool.thread_of_core[core]]
@@ -429,7 +431,7 @@ class AicpuScheduler:
             (task, ready), start = self.control_queue.popleft(), clock(self.env)
             yield self.env.timeout(self.control_read_ps)
             event = self.record(track, read_name, start, task)
-            self.flow(ready, event, "ready")
+            self.flow(ready, event, self.ready_name)
             task.executed(event)
             self.resolve(task, event)
         self._control_running = False
@@ -452,7 +454,7 @@ class AicpuScheduler:
         op, tile = (task.trace_op, task.tile) if task is not None else (-1, -1)
         return self.recorder.record(track, name_id, start_ps, clock(self.env), 0, op, tile)
 
-    def flow(self, from_event: int, to_event: int, name: str) -> None:
-        """A flow between two recorded events, when both exist (-1: none)."""
+    def flow(self, from_event: int, to_event: int, name_id: int) -> None:
+        """A flow named ``name_id`` between two recorded events, when both exist (-1: none)."""
         if from_event >= 0 and to_event >= 0:
-            self.recorder.flow(from_event, to_event, name)
+            self.add_flow(from_event, to_event, name_id)

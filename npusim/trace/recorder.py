@@ -223,6 +223,13 @@ class Recorder:
         name_id = self._name_ids.get(name)
         self.flow_name.append(self.name_id(name) if name_id is None else name_id)
 
+    def flow_of_ids(self, from_event: int, to_event: int, name_id: int) -> None:
+        """:meth:`flow` named by its name id (:meth:`name_id`), for a caller whose event indices are
+        ints that :meth:`record` returned (they are not checked)."""
+        self.flow_from.append(from_event)
+        self.flow_to.append(to_event)
+        self.flow_name.append(name_id)
+
     def buffer_span(self, span: BufferSpan) -> None:
         """Record the buffer bytes a program held on a core over its run."""
         self.buffer_spans.append(span)

@@ -114,6 +114,19 @@ def test_flows_take_python_and_numpy_indices_alike():
     assert [recorder.names[i] for i in flows["name"].tolist()] == ["data", "ready", "data"]
 
 
+def test_a_flow_of_ids_records_what_flow_records_by_name():
+    by_name, by_id = Recorder(), Recorder()
+    for recorder in (by_name, by_id):
+        for _ in range(3):
+            recorder.record(0, 0, 0, 1, 0, -1, -1)
+    by_name.flow(0, 2, "ready")
+    by_name.flow(1, 2, "dispatch")
+    by_id.flow_of_ids(0, 2, by_id.name_id("ready"))
+    by_id.flow_of_ids(1, 2, by_id.name_id("dispatch"))
+    assert by_id.names == by_name.names
+    assert {k: v.tolist() for k, v in by_id.flows().items()} == {k: v.tolist() for k, v in by_name.flows().items()}
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_flag_flows_pair_each_wait_with_the_set_it_consumed_first_in_first_out(data):
