@@ -405,16 +405,20 @@ class DmaCopy(Instruction):
 
     def moved(self, dst, src) -> DmaCopy:
         """:meth:`rebased`, for a copy known to have one (a template's: its twin was made)."""
-        # _path_key of the new sides: they are GM where this copy's are, so only the GM die can
-        # differ (this copy's key is kept when it does not: one tuple for the copies of one path)
+        # _path_key of the new sides: they are GM where this copy's are, so only the GM die can differ
         key = self.path_key
-        gm_die = key[1]
-        if gm_die is not None:
-            die = (dst if key[2] else src).allocation.die
-            if die != gm_die:
-                key = (key[0], die, key[2])
-                key = _PATH_KEYS.setdefault(key, key)
+        if key[1] is not None:
+            key = self.path_key_on((dst if key[2] else src).allocation.die)
         return self._moved(dst, src, key)
+
+    def path_key_on(self, die: int) -> tuple:
+        """Its path key with its GM side on die ``die``: its own when that is where it is (one
+        tuple for the copies of one path)."""
+        key = self.path_key
+        if die != key[1]:
+            key = (key[0], die, key[2])
+            key = _PATH_KEYS.setdefault(key, key)
+        return key
 
     def twin(self) -> Instruction:
         return self.rebased(self.dst, self.src)

@@ -622,7 +622,12 @@ def _rebased_side(base: tuple[Allocation, int], delta: int, span: int) -> GmAddr
     offset += delta
     if offset < 0 or offset + span > allocation.size_bytes:
         return None
-    return GmAddress(allocation, offset)
+    side = _new_address(GmAddress)  # GmAddress(allocation, offset) without the call of its __init__ (one per replayed copy)
+    side.allocation, side.offset = allocation, offset
+    return side
+
+
+_new_address = object.__new__
 
 
 class ProgramTemplate:
@@ -677,7 +682,7 @@ class ProgramTemplate:
             new = instruction.twin()
             made[position] = new
             pipes[pipe][at] = new
-        for position, pipe, at, instruction, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
+        for position, pipe, at, instruction, path_keys, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
             dst, src = instruction.dst, instruction.src
             if src_slot >= 0:
                 src = _rebased_side(bases[src_slot], src_delta, src_span)
@@ -692,7 +697,12 @@ class ProgramTemplate:
                     if die(allocation.die).atomics is None:
                         return None
                     atomic_dies.add(allocation.die)
-            new = instruction.moved(dst, src)  # a template's copy: it has a twin (template)
+            key = instruction.path_key  # as moved() makes it (each other die's kept in the hole's path_keys)
+            if key[1] is not None:
+                gm_die = (dst if key[2] else src).allocation.die
+                if gm_die != key[1]:
+                    key = path_keys.get(gm_die) or path_keys.setdefault(gm_die, instruction.path_key_on(gm_die))
+            new = instruction._moved(dst, src, key)  # a template's copy: it has a twin (template)
             made[position] = new
             pipes[pipe][at] = new
         steps = skeleton.steps
@@ -710,7 +720,8 @@ class ProgramTemplate:
         own = self.own if share and self.own is not None else None
         made: list[Instruction | None] = []
         pipes: dict[Pipe, list[Instruction | None]] = {pipe: [] for pipe in self.kind_timing.pipes}
-        twins, copies = [], []
+        twins: list[tuple] = []
+        copies: list[tuple] = []
         for position, (instruction, side) in enumerate(zip(self.instructions, self.sides)):
             of_pipe = pipes[instruction.pipe]
             if own is not None and side is None and position not in own:
@@ -726,7 +737,7 @@ class ProgramTemplate:
                 if side is None:
                     twins.append(hole)
                 else:
-                    copies.append(hole + side)
+                    copies.append(hole + ({},) + side)
                 made.append(None)
                 of_pipe.append(None)
         skeleton = self._skeletons[(tile, share)] = _Skeleton(made, pipes, twins, copies)
@@ -738,7 +749,8 @@ class _Skeleton:
     pipe (``pipes``) with the shared instructions in place and None in each hole; the holes, each
     ``(position, pipe, index in the pipe's list, the twin in the tile of the template's instruction
     that each replay copies, never run itself)``: ``twins``, filled with a twin of it, and
-    ``copies``, with its copy rebased on the bases (their GM sides follow, as
+    ``copies``, with its copy rebased on the bases (then the path keys of its replays whose GM
+    side is on another die, by die, as they are met; their GM sides follow, as
     :meth:`CoreProgram.template` took them). ``steps``: the
     :func:`~npusim.hw.core.pipe_step` tuples per pipe of every replay in the tile (the same for all:
     twins and rebased copies have their template's fixed fields; only the holes are watched), from

@@ -280,6 +280,25 @@ def test_a_replay_is_the_program_built_on_its_bases_in_its_tile():
         assert template is not None and template.race_free is None  # not launched: not checked
 
 
+def test_replayed_copies_take_the_path_keys_their_twins_would():
+    """A replay's copies to or from other dies have the path keys a twin on the same sides gets
+    (:meth:`~npusim.isa.instructions.DmaCopy.moved`), the same tuple in each replay."""
+    with npusim.session("a3", data=False):
+        a, b, c, d = (npusim.empty(8192, np.float16, device=die) for die in (0, 1, 2, 3))
+        first = _program()
+        _staged_copy(first, isa.gm(a), isa.gm(b))
+        first.by_pipe()
+        template = first.template([(a.allocation, 0), (b.allocation, 0)])
+        for bases in ([(c.allocation, 0), (d.allocation, 0)], [(a.allocation, 0), (d.allocation, 64)], [(d.allocation, 0), (c.allocation, 0)]):
+            replays = [_program(core=core, tile=1) for core in range(2)]
+            for p in replays:
+                assert p.replay(template, bases)
+            for x, y, model in zip(*(p.instructions for p in replays), first.instructions):
+                if hasattr(model, "path_key"):
+                    assert x.path_key is y.path_key is model.moved(x.dst, x.src).path_key
+                    assert x.path_key[1] == (x.dst if x.path_key[2] else x.src).allocation.die
+
+
 def test_replays_in_one_tile_share_only_what_nobody_watches():
     with npusim.session("a3", data=False):
         a, b = npusim.empty(8192, np.float16, device=0), npusim.empty(8192, np.float16, device=1)
