@@ -218,10 +218,8 @@ class Recorder:
                         "record both events first and pass the indices Recorder.record returned"
                     )
             from_event, to_event = int(from_event), int(to_event)  # numpy integers
-        self.flow_from.append(from_event)
-        self.flow_to.append(to_event)
         name_id = self._name_ids.get(name)
-        self.flow_name.append(self.name_id(name) if name_id is None else name_id)
+        self.flow_of_ids(from_event, to_event, self.name_id(name) if name_id is None else name_id)
 
     def flow_of_ids(self, from_event: int, to_event: int, name_id: int) -> None:
         """:meth:`flow` named by its name id (:meth:`name_id`), for a caller whose event indices are

@@ -303,6 +303,13 @@ def _watched(instructions: Sequence) -> list:
     return [instructions[0], *last_of_pipe.values()]
 
 
+def _hand_over(pieces: Sequence[ProgramPiece], handed: Sequence[list], gms: Sequence) -> None:
+    """Give each piece with a hook the instructions it handed over in this program and its GM addresses."""
+    for piece, instructions, gm in zip(pieces, handed, gms):
+        if piece.hook is not None:
+            piece.hook(instructions, gm)
+
+
 class CoreTask(Task):
     """A tile op that runs a small program on one AI core of the kind the product runs its ``unit``
     ("vector" or "cube") tile ops on (``core_kind``: "aiv" or "aic" on a split die). ``build`` appends its
@@ -340,8 +347,7 @@ class CoreTask(Task):
                     self._records.append(access)
         build = self.build
         if not isinstance(build, ProgramPiece):
-            kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
-            p = kernel.core(self.core_kind, core)
+            kernel, p = self._program(core)
             with p.tile(self.tile):
                 build(p)
             return self._launch(kernel, p, core)
@@ -365,12 +371,9 @@ class CoreTask(Task):
                                  self.op.name)
             if replay is not None:
                 instructions = replay.instructions
-                for piece, handed_at, gm in zip(pieces, known.marks, gms):
-                    if piece.hook is not None:
-                        piece.hook([instructions[i] for i in handed_at], gm)
+                _hand_over(pieces, [[instructions[i] for i in marks] for marks in known.marks], gms)
                 return self._launch_replay(replay, core, [instructions[i] for i in known.watched])
-        kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=launch.system, op=self.op.record)
-        p = kernel.core(self.core_kind, core)
+        kernel, p = self._program(core)
         with p.tile(self.tile):
             if known is not None and p.replay(known.program, bases):
                 instructions = p.instructions
@@ -382,9 +385,7 @@ class CoreTask(Task):
                 marked = [handed]
                 for piece, gm in zip(self.consumers, gms[1:]):
                     marked.append(piece.build(p, loaded, *gm)[1])
-        for piece, handed, gm in zip(pieces, marked, gms):
-            if piece.hook is not None:
-                piece.hook(handed, gm)
+        _hand_over(pieces, marked, gms)
         if watched is None:
             watched = _watched(p.instructions)
         process = self._launch(kernel, p, core, watched)
@@ -396,6 +397,11 @@ class CoreTask(Task):
             if template is not None:
                 launch.templates[key] = TileTemplate(template, marks, watched_at)
         return process
+
+    def _program(self, core: int) -> tuple[isa.Kernel, isa.CoreProgram]:
+        """A kernel of this tile op and its program on core ``core``, to build."""
+        kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=self.op.program.launch.system, op=self.op.record)
+        return kernel, kernel.core(self.core_kind, core)
 
     def _watch(self, watched: list) -> None:
         """Note the events of the program's first instruction and of each pipe's last one (``watched``)."""
