@@ -44,8 +44,9 @@ def stale_modules() -> list[str]:
 
 if stale := stale_modules():
     raise InstallError(f"npusim's compiled engine ({Path(__file__).parent}) was built from other versions of {', '.join(stale)} than the "
-                       "ones there now (edited or pulled since the build): build it again with `make` in the checkout (or `pip install "
-                       "--no-deps -e .` in your environment), or delete the engine's .so files to run its Python sources (slower)")
+                       "ones there now (changed since the build, by an edit or a pull): run `make` in the checkout to build it again (or "
+                       f"`pip install --no-deps -e .` in your environment), or delete {Path(__file__).parent / '*.so'} to run the Python "
+                       "sources (slower)")
 
 from npusim.engine.flow import FlowClass, FlowNetwork, Resource  # noqa: E402  (after the check: else the old code runs)
 from npusim.engine.loop import Stop, clock, run_until, succeed_at  # noqa: E402
