@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator, MutableMapping
 from gettext import gettext
+from typing import TextIO
 
 import click
 
@@ -111,8 +112,46 @@ def cli() -> None:
 cli.commands = LazyCommands(COMMANDS)
 
 
+class PrintedOutput:
+    """``sys.stdout`` while a command runs: once the reader of the pipe it writes to has gone
+    (``npusim run ... | head -3``), what is printed after is dropped instead of failing the command,
+    so a closed pipe ends only the printing (the run folder is written as always, the exit code is
+    the command's). Everything else is the stream's own."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """Point the stream's file descriptor at /dev/null: what it still holds, and all that follows, goes nowhere."""
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name: str) -> object:
+        if name == "buffer":  # writing past this object (click rewraps a stream's buffer) would fail again
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     """Console-script entry point: the command, then the end of the process (:func:`exit_now`)."""
+    if sys.stdout is not None and hasattr(sys.stdout, "fileno"):
+        sys.stdout = PrintedOutput(sys.stdout)
     try:
         try:
             cli(prog_name="npusim")

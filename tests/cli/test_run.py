@@ -657,3 +657,36 @@ def test_two_runs_into_one_fresh_out_at_once_keep_both_good_runs(tmp_path):
         prev = out.with_name(out.name + ".prev")
         assert json.loads((out / "manifest.json").read_text())["status"] == json.loads((prev / "manifest.json").read_text())["status"] == "ok"
         assert run_id(out) != run_id(prev) and temporaries(tmp_path) == []  # both runs kept: neither deleted
+
+
+# The workload prints three lines, waits until the reader has closed the pipe, then prints more
+# (as `npusim run ... | head -3` goes once head has its lines); the report follows.
+PRINTS_PAST_ITS_READER = textwrap.dedent("""
+    import time
+    from pathlib import Path
+    for line in ("one", "two", "three"):
+        print(line, flush=True)
+    deadline = time.monotonic() + 60
+    while not Path("closed").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    for n in range(2000):
+        print("more output the reader no longer reads", n)
+""") + TINY
+
+
+def test_a_closed_stdout_ends_only_the_printing_and_the_run_folder_is_written(tmp_path):
+    workload = tmp_path / "prints.py"
+    workload.write_text(PRINTS_PAST_ITS_READER)
+    run = subprocess.Popen([sys.executable, "-m", "npusim", "run", "--config", "a2", str(workload), "--out", "x"], cwd=tmp_path,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert [run.stdout.readline() for _ in range(3)] == ["one\n", "two\n", "three\n"]
+        run.stdout.close()  # head -3 exits
+        (tmp_path / "closed").touch()
+        stderr = run.stderr.read()
+        assert run.wait(timeout=120) == 0, stderr
+    finally:
+        run.kill()
+        run.wait()
+    assert stderr == "" and json.loads((tmp_path / "x" / "manifest.json").read_text())["status"] == "ok"
+    assert not (tmp_path / "x.failed").exists() and temporaries(tmp_path) == []
