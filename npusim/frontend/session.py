@@ -367,10 +367,10 @@ def network_quantum_ps(network_quantum: str | None, config: LoadedConfig) -> int
     except ValueError as error:
         raise UsageError(f"network quantum {network_quantum!r}: {error}; give a time such as 10ns, or leave it unset for the "
                          "exact network") from None
-    quantum_ps = quantum.to_ps(config.spec.die.clock.hz)
-    if quantum_ps < 1:
-        raise UsageError(f"network quantum {network_quantum!r} is below 1 ps, the simulator's time step; give 1ps or more")
-    return quantum_ps
+    problem = quantum.engine_problem(config.spec.die.clock.hz)
+    if problem is not None:
+        raise UsageError(f"network quantum {problem}, or leave it unset for the exact network")
+    return quantum.to_ps(config.spec.die.clock.hz)
 
 
 def current_session() -> Session:

@@ -659,6 +659,14 @@ def test_two_runs_into_one_fresh_out_at_once_keep_both_good_runs(tmp_path):
         assert run_id(out) != run_id(prev) and temporaries(tmp_path) == []  # both runs kept: neither deleted
 
 
+def test_out_of_range_times_of_the_trace_window_and_the_network_quantum_exit_2(tmp_path, tiny):
+    for option, message in ((("--trace-window", "1e400us:2e400us"), "--trace-window '1e400us:2e400us': '1e400us' is more than 2**53 ps"),
+                            (("--network-quantum", "1e300s"), "network quantum '1e300s' is more than 2**53 ps")):
+        run = npusim("run", "-c", "a2", tiny, *option, "--out", "run", cwd=tmp_path)
+        assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "ran").exists()
+
+
 # The workload prints three lines, waits until the reader has closed the pipe, then prints more
 # (as `npusim run ... | head -3` goes once head has its lines); the report follows.
 PRINTS_PAST_ITS_READER = textwrap.dedent("""
