@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from npusim import __version__
 from npusim.errors import UsageError
 
 MAX_ROWS = 16
@@ -38,6 +40,100 @@ class RunFolder:
 
 
 READ_ATTEMPTS = 10
+
+
+class _Read(BaseModel):
+    """Part of summary.json that the reports read: the keys and types they need (other keys are
+    left alone); validated strictly (a number written as text is refused, not converted)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Op(_Read):
+    name: str
+    duration_us: float
+    instructions: int
+
+
+class _Tile(_Read):
+    name: str
+    op: int
+    tiles: int
+    mean_us: float
+    min_us: float
+    max_us: float
+    slowest_tile: int
+
+
+class _Pipe(_Read):
+    die: int
+    pipe: str
+    cores: int
+    busy_us: float
+    utilisation: float
+
+
+class _Resource(_Read):
+    resource: str
+    utilisation: float
+    achieved_GBps: float
+    peak_GBps: float
+    bytes: float
+
+
+class _Share(_Read):
+    share: float
+    time_us: float
+    label: str
+    resource: str | None = None
+
+
+class _Bottlenecks(_Read):
+    path_events: int
+    summary: str
+    breakdown: list[_Share]
+
+
+class _Warning(_Read):
+    time_us: float
+    die: int | None
+    message: str
+
+
+class SummaryRead(_Read):
+    """What ``npusim report`` and ``npusim compare`` read of a run's summary.json."""
+
+    status: str
+    simulated_time_us: float
+    events: int
+    wall_time_s: float
+    ops: list[_Op]
+    pipes: list[_Pipe]
+    bandwidth: list[_Resource]
+    tiles: list[_Tile] = []
+    bottlenecks: _Bottlenecks | None = None
+    warnings: list[_Warning] = []
+
+
+def _version(text: object) -> tuple[int, ...] | None:
+    """A version ``1.2.3`` as numbers to compare (None for anything else)."""
+    parts = str(text).split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def newer_writer(manifest: dict) -> str | None:
+    """The npusim version that wrote a run folder (its manifest) when it is newer than this one, else None."""
+    written, here = _version(manifest.get("npusim_version")), _version(__version__)
+    return str(manifest["npusim_version"]) if written is not None and here is not None and written > here else None
+
+
+def version_warning(run: RunFolder) -> str | None:
+    """A warning for a run folder written by a newer npusim (what it added is not shown), else None."""
+    newer = newer_writer(run.manifest)
+    if newer is None:
+        return None
+    return (f"npusim: warning: {run.path} was written by npusim {newer}, newer than this npusim {__version__}: what it added is not "
+            "shown; update npusim to see it")
 
 
 def _read_files(path: Path, names: tuple[str, ...]) -> tuple[dict[str, str | None], bool]:
@@ -93,12 +189,21 @@ def load_run(folder: str | Path) -> RunFolder:
             break
     summary = _parsed_json(summary_path, texts["summary.json"])
     manifest = _parsed_json(path / "manifest.json", texts["manifest.json"]) or {}
-    if summary is None:
+    if texts["summary.json"] is None:
         raise UsageError(f"{str(path)!r} has no summary.json: it is not the output folder of `npusim run` (which writes trace.json, "
                          "summary.json, manifest.json)")
-    missing = [key for key in ("simulated_time_us", "ops", "pipes", "bandwidth") if key not in summary]
-    if missing:
-        raise UsageError(f"{summary_path}: missing {', '.join(missing)}; it was written by another tool or an old npusim: run again")
+    if summary is None:
+        raise UsageError(f"{summary_path} is not a JSON object: it was written by another tool or edited; run `npusim run` again to rewrite it")
+    try:
+        SummaryRead.model_validate(summary)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        newer = newer_writer(manifest)
+        who = (f"npusim {newer} wrote it, newer than this npusim {__version__}: update npusim to read it" if newer is not None else
+               "it was written by another tool, an older npusim, or edited: run `npusim run` again to rewrite it")
+        raise UsageError(f"{summary_path} is not a summary npusim can read: {where}: {first['msg'].lower()}{more}; {who}") from None
     return RunFolder(path, summary, manifest, _parsed_config(path / "config.yaml", texts["config.yaml"]))
 
 
