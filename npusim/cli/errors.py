@@ -44,7 +44,16 @@ def not_user_code() -> tuple[str, ...]:
                                                                  for key in ("stdlib", "platstdlib", "purelib", "platlib"))})
 
 
+def npusim_error(error: BaseException) -> BaseException:
+    """``error``, or the npusim error it wraps: a library that catches what code it called raised
+    and raises its own error holding it (torch's BackendCompilerFailed keeps what a torch.compile
+    backend raised as ``inner_exception``) is reported as npusim's error."""
+    inner = getattr(error, "inner_exception", None)
+    return inner if isinstance(inner, NpusimError) else error
+
+
 def exit_code_for(error: BaseException) -> int:
+    error = npusim_error(error)
     if isinstance(error, Terminated):
         return EXIT_TERMINATED
     if isinstance(error, KeyboardInterrupt):
@@ -78,10 +87,11 @@ def report(error: BaseException, *, debug: bool, context: str = "") -> int:
         import traceback
 
         traceback.print_exception(error, file=sys.stderr)
+    frame = None if debug else user_frame(error)  # the wrapper's traceback passed through the user's code
+    error = npusim_error(error)
     kind = "error" if isinstance(error, NpusimError) else f"error ({type(error).__name__})"
     prefix = f"{context}: " if context else ""
     click.echo(f"npusim: {kind}: {prefix}{error}", err=True)
-    frame = None if debug else user_frame(error)
     if frame is not None:
         function = f" in {frame.name}" if frame.name != "<module>" else ""
         code = f": {frame.line.strip()}" if frame.line else ""

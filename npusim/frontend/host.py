@@ -73,7 +73,8 @@ class HostLaunch:
 
     def arrow_to(self, kernel) -> None:
         """A ``launch`` flow from the host event to the kernel's first instruction once recorded."""
-        first = kernel.ordered_programs()[0].instructions
+        programs = kernel.ordered_programs()
+        first = programs[0].instructions if programs else None  # a kernel of no work (an empty tensor's copy) has no program
         if first:
             recorder, source = self.system.recorder, self.event
             on_recorded(first[0], lambda index: recorder.flow(source, index, "launch"))

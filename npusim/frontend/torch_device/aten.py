@@ -13,15 +13,22 @@
   get the copies' values back and its results become new npu tensors; it costs no simulated time
   and is marked as an instant event ("host fallback") on the die's timeline, with one
   HostFallbackWarning per process. Inside a graph capture it is an error (it synchronises).
+
+Autograd is not modelled: an op on npu tensors run by a backward pass (``loss.backward()``,
+``torch.autograd.grad``) is a UsageError saying so (:func:`outside_backward`); forward ops on
+tensors that require grad run as any others (a model's parameters do).
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
+from collections.abc import Callable
 
 import torch
 import torch.utils._pytree
 
+from npusim.errors import UsageError
 from npusim.frontend import aclnn
 from npusim.frontend.session import current_session
 from npusim.frontend.torch_device.tensors import device_tensor, is_npu, new_tensor, to_numpy, to_torch, values, view_of
@@ -176,7 +183,7 @@ def _to_device(value: torch.Tensor, device: torch.device) -> torch.Tensor:
     return out
 
 
-KERNELS = {
+KERNELS: dict[str, Callable[..., object]] = {
     "empty.memory_format": empty_memory_format,
     "empty_strided": empty_strided,
     "as_strided": as_strided,
@@ -193,11 +200,27 @@ KERNELS = {
 """The aten kernels of the npu device, by overload name."""
 
 
+def outside_backward(kernel: Callable, name: str) -> Callable:
+    """``kernel`` (of the aten op ``name``, or None for the fallback: the op is its second
+    argument), refusing to run inside a backward pass: autograd on npu tensors is not modelled."""
+
+    @functools.wraps(kernel)
+    def checked(*args, **kwargs):
+        if torch._C._current_graph_task_id() >= 0:
+            op = name or str(args[1])
+            raise UsageError(f"autograd is not modelled on the npu device: the backward pass ran {op} on npu tensors; run the model under "
+                             "torch.no_grad() or torch.inference_mode() on the npu device, and compute gradients on CPU tensors "
+                             "(docs/torch.md, Limits)")
+        return kernel(*args, **kwargs)
+
+    return checked
+
+
 def register(library: torch.library.Library) -> None:
     """Register the kernels and the refusing fallback for the PrivateUse1 ("npu") key."""
     for name, kernel in KERNELS.items():
-        library.impl(name, kernel, "PrivateUse1")
+        library.impl(name, outside_backward(kernel, f"aten.{name}"), "PrivateUse1")
 
 
 def register_fallback(library: torch.library.Library) -> None:
-    library.fallback(host_fallback, "PrivateUse1", with_keyset=True)
+    library.fallback(outside_backward(host_fallback, ""), "PrivateUse1", with_keyset=True)

@@ -218,6 +218,30 @@ def graph(npu_graph: NPUGraph, pool=None, stream: Stream | None = None, capture_
         npu_graph.capture_end()
 
 
+INDUCTOR_NOT_MODELLED = (
+    "torch.compile with the inductor backend (the default) is not modelled on the npu device: inductor generates Triton or C++ "
+    "kernels, which npusim cannot simulate; use backend=npusim.torchair.get_npu_backend() (torchair's graph mode, docs/torch.md), "
+    "or run the model eagerly"
+)
+
+
+class _NotModelled(type):
+    """A class every use of which (an attribute, an instance) is the UsageError of :data:`INDUCTOR_NOT_MODELLED`."""
+
+    def __getattr__(cls, name: str) -> object:
+        raise UsageError(INDUCTOR_NOT_MODELLED)
+
+    def __call__(cls, *args: object, **kwargs: object) -> object:
+        raise UsageError(INDUCTOR_NOT_MODELLED)
+
+
+class InductorCodegen(metaclass=_NotModelled):
+    """What inductor asks the PrivateUse1 backend's module for (``Scheduling``, ``PythonWrapperCodegen``,
+    ``CppWrapperCodegen``, ``WrapperFxCodegen``: torch.utils.backend_registration's custom module
+    hooks, read by ``torch._inductor.codegen.common.init_backend_registration``): its first use
+    refuses inductor for the npu device, saying what to use instead."""
+
+
 def module() -> types.ModuleType:
     """The ``torch.npu`` module object."""
     npu = types.ModuleType("torch.npu", __doc__)
@@ -225,4 +249,6 @@ def module() -> types.ModuleType:
                  "set_device", "get_device_name", "synchronize", "Stream", "current_stream", "default_stream", "set_stream",
                  "stream", "Event", "NPUGraph", "graph"):
         setattr(npu, name, globals()[name])
+    for name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
+        setattr(npu, name, InductorCodegen)
     return npu
