@@ -24,6 +24,7 @@ import importlib.util
 from npusim.frontend.aclnn import OpCall, copy, options, run_op
 from npusim.frontend.tensor import empty
 from npusim.kernels.op import OpOptions as Options
+from npusim.kernels.quant_scatter.checks import DEFAULT_AXIS, DEFAULT_QUANT_AXIS
 
 __all__ = ["Options", "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update", "scatter_update_"]
 
@@ -55,13 +56,15 @@ def _dtype_name(dtype) -> str | None:
     return np.dtype(dtype).name
 
 
-def npu_quant_scatter_(input, indices, updates, quant_scales, quant_zero_points=None, axis=-2, quant_axis=-1, reduce="update",
+def npu_quant_scatter_(input, indices, updates, quant_scales, quant_zero_points=None, axis=DEFAULT_AXIS, quant_axis=DEFAULT_QUANT_AXIS, reduce="update",
                        dst_type=None, round_mode="rint"):
     """Quantise ``updates`` to int8 (``rint(f32(updates) / f32(quant_scales) [+ f32(zero points)])``,
     saturated) and write them into ``input`` along ``axis`` at ``indices``, in place; returns ``input``.
 
     ``indices`` is 1-D ``[B]`` (batch ``b`` goes to rows ``indices[b]`` of input batch ``b``) or 2-D
-    ``[B, 2]`` (``(batch, row)`` pairs). Empty tensors make it a no-op. ``dst_type`` (None or int8)
+    ``[B, 2]`` (``(batch, row)`` pairs). Empty tensors make it a no-op. ``axis`` and ``quant_axis``
+    default to the documented signature's 0 and 1, which the op refuses on every product it runs
+    on, as on the device: give them (``axis=-2, quant_axis=-1``). ``dst_type`` (None or int8)
     and ``round_mode`` ('rint') are the schema's; other values are Ascend 950 features, refused.
     See ``docs/quant_scatter.md``.
     """
@@ -73,7 +76,7 @@ def npu_quant_scatter_(input, indices, updates, quant_scales, quant_zero_points=
     return input
 
 
-def npu_quant_scatter(input, indices, updates, quant_scales, quant_zero_points=None, axis=-2, quant_axis=-1, reduce="update",
+def npu_quant_scatter(input, indices, updates, quant_scales, quant_zero_points=None, axis=DEFAULT_AXIS, quant_axis=DEFAULT_QUANT_AXIS, reduce="update",
                       dst_type=None, round_mode="rint"):
     """The out-of-place :func:`npu_quant_scatter_`: a new contiguous tensor holding a clone of
     ``input`` (copied on the device by a ``Clone`` kernel, charged in the timeline) with the

@@ -11,14 +11,15 @@ import torch
 
 from npusim.frontend import aclnn
 from npusim.frontend.torch_device.tensors import TORCH_DTYPES, device_tensor, new_tensor
+from npusim.kernels.quant_scatter.checks import DEFAULT_AXIS, DEFAULT_QUANT_AXIS
 from npusim.kernels.quantize.checks import output_dtype
 
 SCHEMAS = {
     "npu_quant_scatter": "npu_quant_scatter(Tensor self, Tensor indices, Tensor updates, Tensor quant_scales, "
-                         "Tensor? quant_zero_points=None, int axis=-2, int quant_axis=-1, str reduce='update', "
+                         "Tensor? quant_zero_points=None, int axis=0, int quant_axis=1, str reduce='update', "
                          "int? dst_type=None, str? round_mode='rint') -> Tensor",
     "npu_quant_scatter_": "npu_quant_scatter_(Tensor(a!) self, Tensor indices, Tensor updates, Tensor quant_scales, "
-                          "Tensor? quant_zero_points=None, int axis=-2, int quant_axis=-1, str reduce='update', "
+                          "Tensor? quant_zero_points=None, int axis=0, int quant_axis=1, str reduce='update', "
                           "int? dst_type=None, str? round_mode='rint') -> Tensor(a!)",
     "npu_quantize": "npu_quantize(Tensor self, Tensor scales, Tensor? zero_points, int dtype, int axis=1, bool div_mode=True) -> Tensor",
     "scatter_update": "scatter_update(Tensor self, Tensor indices, Tensor updates, int axis) -> Tensor",
@@ -47,8 +48,8 @@ def _dtype_of(code) -> str | None:
     return str(dtype).removeprefix("torch.") if dtype is not None else f"ScalarType {code}"
 
 
-def npu_quant_scatter_(self, indices, updates, quant_scales, quant_zero_points=None, axis=-2, quant_axis=-1, reduce="update",
-                       dst_type=None, round_mode="rint"):
+def npu_quant_scatter_(self, indices, updates, quant_scales, quant_zero_points=None, axis=DEFAULT_AXIS, quant_axis=DEFAULT_QUANT_AXIS,
+                       reduce="update", dst_type=None, round_mode="rint"):
     api = "npu_quant_scatter_"
     args = _quant_scatter_args(self, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce, dst_type,
                                round_mode, api)
@@ -57,8 +58,8 @@ def npu_quant_scatter_(self, indices, updates, quant_scales, quant_zero_points=N
     return self
 
 
-def npu_quant_scatter(self, indices, updates, quant_scales, quant_zero_points=None, axis=-2, quant_axis=-1, reduce="update",
-                      dst_type=None, round_mode="rint"):
+def npu_quant_scatter(self, indices, updates, quant_scales, quant_zero_points=None, axis=DEFAULT_AXIS, quant_axis=DEFAULT_QUANT_AXIS,
+                      reduce="update", dst_type=None, round_mode="rint"):
     api = "npu_quant_scatter"
     args = _quant_scatter_args(self, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce, dst_type,
                                round_mode, api)
