@@ -157,6 +157,11 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             folder.commit(destination, previous=suffixed(out, PREVIOUS_SUFFIX))
         except OutputError as error:
             sys.exit(report(error, debug=debug))
+        except MemoryError:  # after a run that used up the machine's memory (its error says where): nothing was written
+            if failure is not None:
+                report(failure, debug=debug, context=f"workload {workload.name} failed at {result.simulated_us:.3f} us simulated")
+            sys.exit(report(OutputError(f"cannot write the run folder {str(destination)!r}: the machine has no memory left for it; nothing "
+                                        f"was written and {str(destination)!r} is as it was"), debug=debug))
         except OSError as error:
             if not printed:  # the terminal's error, not the folder's
                 raise

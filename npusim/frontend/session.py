@@ -220,9 +220,16 @@ class Session:
             if progress is not None:
                 progress.update(self.env.now, self.system.recorder.events)
             if time.perf_counter() > deadline:
-                raise WallTimeError(f"the run went past its wall-clock limit of {limit_s:g} s at {self.env.now / 1e6:,.3f} us simulated")
+                self.check_wall_clock()
 
         return look
+
+    def check_wall_clock(self, where: str = "") -> None:
+        """A WallTimeError once the session is older than its wall-clock limit (``where``: what was
+        being done, for the message). The stepping loop looks every PROGRESS_STEPS steps and at every
+        synchronisation; a PyPTO kernel's build at each of its ops and loop iterations."""
+        if self.wall_limit_s is not None and time.perf_counter() - self._wall_start > self.wall_limit_s:
+            raise WallTimeError(f"the run went past its wall-clock limit of {self.wall_limit_s:g} s at {self.now_us:,.3f} us simulated{where}")
 
     def _deadlock_report(self, title: str, why: str, first: list[str] | None = None) -> str:
         lines = [f"{title} at {self.env.now / 1e6:.3f} us: {why}.", *(first or [])]
@@ -332,7 +339,7 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
                       progress=progress, wall_limit_s=wall_limit_s, races=races)
     np.random.seed(seed)
     _SESSIONS.append(current)
-    _SESSION_OF[current.system] = current
+    _SESSION_OF[current.system] = weakref.ref(current)
     with young_gc_threshold():
         try:
             with building_for(current.system):
@@ -353,8 +360,10 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
 _SESSIONS: list[Session] = []
 """The open sessions, innermost last."""
 
-_SESSION_OF: weakref.WeakKeyDictionary[System, Session] = weakref.WeakKeyDictionary()
-"""The session of each system a session built (tensors reach their session through their system)."""
+_SESSION_OF: weakref.WeakKeyDictionary[System, weakref.ref[Session]] = weakref.WeakKeyDictionary()
+"""The session of each system a session built (tensors reach their session through their system),
+weakly: a session refers to its system, so holding it here would keep both alive for as long as
+the process runs (every session, and all it simulated)."""
 
 
 def network_quantum_ps(network_quantum: str | None, config: LoadedConfig) -> int:
@@ -386,8 +395,9 @@ def innermost_session() -> Session | None:
 
 
 def session_of(system: System) -> Session | None:
-    """The session that built ``system``."""
-    return _SESSION_OF.get(system)
+    """The session that built ``system`` (None once nothing refers to that session any more)."""
+    ref = _SESSION_OF.get(system)
+    return ref() if ref is not None else None
 
 
 def active_system() -> System:

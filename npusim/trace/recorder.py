@@ -150,6 +150,11 @@ class Recorder:
         self.ops.append(OpRecord(name, die, args))
         return len(self.ops) - 1
 
+    def forget_ops(self, first: int) -> None:
+        """Drop the ops registered from id ``first`` on: work that was built but never ran (no event
+        carries their ids), e.g. a PyPTO launch whose build failed."""
+        del self.ops[first:]
+
     def name_id(self, name: str, *, waits: bool = False, polls: bool = False) -> int:
         """The id of an event name, interned on first use; ``waits`` marks events that only wait
         for another pipe (their span is a stall, not busy time); ``polls`` marks poll passes (an

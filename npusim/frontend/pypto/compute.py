@@ -23,7 +23,7 @@ from npusim.errors import ResourceError
 from npusim.frontend.pypto.ops import _gm, _on_pe
 from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, current_program
 from npusim.frontend.pypto.symbolic import SymbolicScalar
-from npusim.frontend.pypto.tensors import Destination, Tensor, regions_meet
+from npusim.frontend.pypto.tensors import Destination, Tensor
 from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
@@ -633,9 +633,8 @@ def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor) -> None:
         task = CoreTask(node, tile.index, run)
         written = Region(tuple(o + a + t for o, a, t in zip(out.origin, offsets, tile.offset)), tile.valid_shape)
         task.depend_on(input.tasks_for(Region(tile.offset, tile.valid_shape)))
-        task.depend_on([t for t, region in out.writes if region is None or regions_meet(region, written)])
+        out.writes.write(task, written)
         node.tasks.append(task)
-        out.writes.append((task, written))
 
 
 def read_element(tensor: Tensor, index: Sequence) -> SymbolicScalar:
