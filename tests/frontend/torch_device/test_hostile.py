@@ -41,6 +41,7 @@ def test_torchs_own_error_reaches_the_caller_through_a_temporary_npu_tensor(make
             make()
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the forward pass's host fallbacks (HostFallbackWarning) and torch's note on them
 def test_autograd_is_refused_saying_what_to_use_and_forward_ops_on_parameters_run():
     with npusim.session("a2"):
         model = torch.nn.Linear(4, 4).npu()  # its parameters require grad
