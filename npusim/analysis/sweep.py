@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from npusim.analysis.executors import default_workers, executor_for
 from npusim.analysis.grid import Axis, Point, axes_from, points_of, value_text
 from npusim.analysis.plot import plot_simulated_time
 from npusim.analysis.points import PointTask
+from npusim.analysis.report import output_console
 from npusim.analysis.results import ResultsFile, cell_text, columns_for, typed_rows, write_parquet
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import ConfigError, UnknownParameterError, UsageError
@@ -175,23 +177,59 @@ def run_plan(sweep_plan: SweepPlan, *, workers: int | None = None, scheduler: st
         texts[index] = results.append(row) if results is not None else {column: cell_text(row[column]) for column in columns}
         failed += outcome["status"] != "ok"
 
-    console = Console(stderr=True, highlight=False)
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]}"),
-                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, disable=not progress or not todo)
-    with executor, bar:
-        bar_task = bar.add_task(f"{title} on {executor.where}", total=len(todo), failed="")
+    with executor, PointProgress(f"{title} on {executor.where}", len(todo), shown=progress and bool(todo)) as shown:
         if todo and sweep_plan.probe and not reused:
             first, todo = todo[0], todo[1:]
             index, outcome = run_point_alone(executor, first)
             if outcome["error_type"] == UnknownParameterError.__name__:
                 raise UnknownParameterError(outcome["error"])
             record(index, outcome)
-            bar.advance(bar_task)
+            shown.finished(failed)
         for index, outcome in executor.run(todo):
             record(index, outcome)
-            bar.update(bar_task, advance=1, failed=f"{failed} failed" if failed else "")
+            shown.finished(failed)
     rows = typed_rows([texts[task.index] for task in tasks], sweep_plan.value_columns)
     return SweepOutcome(rows, columns, ran=len(tasks) - reused, reused=reused, failed=sum(row["status"] != "ok" for row in rows), where=executor.where)
+
+
+class PointProgress:
+    """How far a sweep has got, on stderr: a progress bar on a terminal; off one (a pipe, a file, a
+    CI log) plain lines, never a bar: one as the sweep starts, then one as points finish, at most
+    every :attr:`every_s` seconds, and one at the last point. Use as a context manager."""
+
+    every_s = 10.0
+
+    def __init__(self, title: str, total: int, *, shown: bool = True, console: Console | None = None) -> None:
+        self.title, self.total, self.shown, self.done = title, total, shown, 0
+        self.console = console or output_console(stderr=True)
+        self.started = self.last_line = time.monotonic()
+        self._bar: Progress | None = None
+        if shown and self.console.is_terminal:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]}"),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
+
+    def __enter__(self) -> PointProgress:
+        if self._bar is not None:
+            self._bar.start()
+            self._task = self._bar.add_task(self.title, total=self.total, failed="")
+        elif self.shown:
+            self.console.print(f"{self.title}: {self.total} point{'' if self.total == 1 else 's'} to simulate", markup=False, soft_wrap=True)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def finished(self, failed: int) -> None:
+        """One more point finished; ``failed`` of those so far failed."""
+        self.done += 1
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, failed=f"{failed} failed" if failed else "")
+            return
+        now = time.monotonic()
+        if self.shown and (self.done == self.total or now - self.last_line >= self.every_s):
+            self.last_line = now
+            self.console.print(f"{self.title}: {self.done}/{self.total} points done, {failed} failed, {now - self.started:.0f} s", markup=False, soft_wrap=True)
 
 
 def run_point_alone(executor, task: PointTask) -> tuple[int, dict[str, Any]]:

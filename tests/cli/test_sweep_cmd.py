@@ -17,6 +17,7 @@ def test_a_sweep_with_a_failing_point_exits_0_and_writes_its_files(tmp_path):
                  "--workers", "2", "--out", out, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "2 points simulated on 2 local worker processes; 1 failed" in run.stdout
+    assert "━" not in run.stderr and ": 2/2 points done, 1 failed, " in run.stderr  # off a terminal: plain lines, no bar
     assert "failed (1 point): ResourceError: kernel 'vector_add' on die 0 aiv0: allocating 64.00 KiB in UB" in run.stdout
     lines = run.stdout.splitlines()
     first_ok = next(i for i, line in enumerate(lines) if "16384" in line and " ok " in line)
