@@ -673,7 +673,8 @@ class _Writer:
             "events": len(recorder),
             "flows": self.flow_id,
             "release_slices": self.released,
-            "ops": [{"id": i, "name": op.name, "die": op.die, "args": jsonable(op.args)} for i, op in enumerate(recorder.ops)],
+            "ops": [{"id": i, "name": op.name, "die": op.die, "args": jsonable(op.args), **({"part_of": op.part_of} if op.part_of >= 0 else {})}
+                    for i, op in enumerate(recorder.ops)],
             "config_spec": self.record.spec.model_dump(mode="json"),
         }
         if not self.selection.everything:

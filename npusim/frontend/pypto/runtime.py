@@ -631,9 +631,14 @@ class PeProgram:
             raise UsageError(f"{read.what}: a device-valued scalar can only be read inside the kernel function of its PE")
         self.builder.block(read)
 
+    @functools.cached_property
+    def launch_record(self) -> int:
+        """The trace record of this PE's kernel launch, which its ops are part of (made with the first op)."""
+        return self.launch.system.recorder.op(self.launch.name, self.die, pe=self.pe)
+
     def op(self, name: str, **args) -> OpNode:
-        """A new op of this PE, with its trace record."""
-        record = self.launch.system.recorder.op(name, self.die, pe=self.pe, **args)
+        """A new op of this PE, with its trace record (part of the PE's launch record)."""
+        record = self.launch.system.recorder.op(name, self.die, part_of=self.launch_record, pe=self.pe, **args)
         node = OpNode(self, name, record)
         self.ops.append(node)
         return node
