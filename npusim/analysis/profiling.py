@@ -165,11 +165,11 @@ def _memory_bound(ratios: dict[str, float | str]) -> float | str:
     """msprof's ``memory_bound``: ``mte2_ratio / max(mac_ratio, vec_ratio)`` over the compute pipes
     of the kind (a cube core's ``mac``, a vector core's ``vec``); empty where there is no MTE2 or
     the compute pipes did nothing (the quotient is undefined)."""
-    compute = [value for pipe, value in ratios.items() if pipe in COMPUTE_PIPES and value != ""]
+    compute = [float(value) for pipe, value in ratios.items() if pipe in COMPUTE_PIPES and value != ""]
     mte2 = ratios.get("MTE2", "")
-    if mte2 == "" or not compute or max(compute) <= 0:  # type: ignore[type-var]
+    if mte2 == "" or not compute or max(compute) <= 0:
         return ""
-    return round(float(mte2) / float(max(compute)), 6)  # type: ignore[type-var]
+    return round(float(mte2) / max(compute), 6)
 
 
 def _shapes(tensors: Sequence[tuple[tuple[int, ...], str]]) -> tuple[str, str]:
