@@ -15,7 +15,7 @@ def print_sweep_table(rows: list[dict], value_columns: list[str], *, title: str,
     each distinct error of the failed points with how many points it stopped."""
     console = console or output_console()
     ordered = sorted(rows, key=lambda row: (row["status"] != "ok", row["simulated_us"] if row["status"] == "ok" else 0.0))
-    best = next((row["simulated_us"] for row in ordered if row["status"] == "ok"), None)
+    best = next((row["simulated_us"] for row in ordered if row["status"] == "ok"), 0.0)  # read only if some point is ok
     table = Table(title=title, title_justify="left")
     for column in value_columns:
         table.add_column(column, justify="right", no_wrap=True)
@@ -25,7 +25,7 @@ def print_sweep_table(rows: list[dict], value_columns: list[str], *, title: str,
         values = [str(row[column]) for column in value_columns]
         if row["status"] == "ok":
             bottleneck = f"{row['bottleneck']} {row['bottleneck_share']:.0%}" if row["bottleneck"] else "-"
-            table.add_row(*values, f"{row['simulated_us']:.3f}", f"{row['simulated_us'] / best:.2f}", bottleneck, f"{row['wall_s']:.2f}", "ok")
+            table.add_row(*values, f"{row['simulated_us']:.3f}", f"{times_best(row['simulated_us'], best):.2f}", bottleneck, f"{row['wall_s']:.2f}", "ok")
         else:
             table.add_row(*values, "-", "-", "-", f"{row['wall_s']:.2f}", "[red]failed[/red]")
     console.print(table)
@@ -38,6 +38,14 @@ def print_sweep_table(rows: list[dict], value_columns: list[str], *, title: str,
             errors[error] = errors.get(error, 0) + 1
     for error, count in list(errors.items())[:MAX_ROWS]:
         console.print(f"[red]failed[/red] ({count} point{'s' if count > 1 else ''}): {error}", soft_wrap=True)
+
+
+def times_best(simulated_us: float, best_us: float) -> float:
+    """How many times the best time a point took: 1 for a point as fast as the best, also when the
+    best simulated nothing (0 us; then any longer point is infinitely slower)."""
+    if simulated_us == best_us:
+        return 1.0
+    return simulated_us / best_us if best_us > 0 else float("inf")
 
 
 def print_whatif_table(rows: list[dict], reading: str, *, title: str, console: Console | None = None) -> None:

@@ -99,3 +99,20 @@ def test_a_bad_point_timeout_exits_2_before_anything_runs(tmp_path):
     run = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=8192", "--point-timeout", "0", "--out", tmp_path / "s", cwd=tmp_path)
     assert run.returncode == 2 and "point timeout 0.0: give a number of seconds above 0" in run.stderr
     assert not (tmp_path / "s" / "results.csv").exists()
+
+
+def test_a_sweep_whose_points_simulate_nothing_prints_its_table(tmp_path):
+    """Points of 0 us are as fast as the best (1.00), not a ZeroDivisionError after the sweep."""
+    workload = tmp_path / "nothing.py"
+    workload.write_text("import npusim\nn = npusim.param('n', 1)\n")
+    run = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1,2", "--workers", "1", "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 2 and all("0.000 │   1.00 │" in row for row in rows)
+    assert "2 points simulated" in run.stdout and "Traceback" not in run.stderr
+
+
+def test_times_the_best_of_points_of_zero_time():
+    from npusim.cli.tables import times_best
+
+    assert times_best(2.0, 1.0) == 2.0 and times_best(0.0, 0.0) == 1.0 and times_best(3.0, 0.0) == float("inf")
