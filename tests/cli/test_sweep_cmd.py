@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.analysis.workloads import LINK_BOUND_REMOTE_LOAD, write
 from tests.cli.test_run import DEMO, ROOT, npusim
 
@@ -116,3 +118,61 @@ def test_times_the_best_of_points_of_zero_time():
     from npusim.cli.tables import times_best
 
     assert times_best(2.0, 1.0) == 2.0 and times_best(0.0, 0.0) == 1.0 and times_best(3.0, 0.0) == float("inf")
+
+
+NOTHING = "import npusim\nn = npusim.param('n', 1)\n"
+
+
+def test_a_sweep_into_a_folder_of_the_users_is_refused_and_changes_nothing(tmp_path):
+    """As run refuses a folder it did not write: the user's own sweep.json and plot stay as they were."""
+    workload = tmp_path / "w.py"
+    workload.write_text(NOTHING)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "sweep.json").write_text('{"my": "notes"}')
+    (mine / "simulated_time.png").write_bytes(b"my plot")
+    run = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1,2", "--workers", "1", "--out", mine, cwd=tmp_path)
+    assert run.returncode == 2 and "sweep.json' was not written by npusim sweep" in run.stderr and "choose another --out" in run.stderr
+    assert (mine / "sweep.json").read_text() == '{"my": "notes"}' and (mine / "simulated_time.png").read_bytes() == b"my plot"
+    assert sorted(p.name for p in mine.iterdir()) == ["simulated_time.png", "sweep.json"]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    other = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1", "--workers", "1", "--out", tmp_path / "other", cwd=tmp_path)
+    assert other.returncode == 2 and "holds notes.txt, which npusim sweep does not write" in other.stderr
+    ours = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1,2", "--workers", "1", "--out", tmp_path / "ours", cwd=tmp_path)
+    again = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1,2", "--workers", "1", "--out", tmp_path / "ours", "--resume", cwd=tmp_path)
+    assert ours.returncode == again.returncode == 0 and "2 already in results.csv" in again.stdout  # its own folder: continued
+
+
+def test_a_second_sweep_into_the_same_folder_meanwhile_is_refused(tmp_path):
+    from npusim.analysis.sweep import sweep_folder
+
+    workload = tmp_path / "w.py"
+    workload.write_text(NOTHING)
+    out = tmp_path / "out"
+    with sweep_folder(out):  # a sweep writing there now
+        second = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1,2", "--workers", "1", "--out", out, cwd=tmp_path)
+        assert list(out.iterdir()) == []  # nothing of the second's: no second header, no interleaved rows
+    assert second.returncode == 2 and f"another npusim sweep is writing to {str(out)!r} now" in second.stderr
+    first = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1,2", "--workers", "1", "--out", out, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr  # once the first has ended, the folder is free
+
+
+def test_a_full_disk_during_a_sweep_is_one_line_and_keeps_the_whole_rows(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(disk)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root); tests/analysis/test_results.py injects the OSError instead")
+    try:
+        workload = tmp_path / "w.py"
+        workload.write_text(NOTHING)
+        run = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1,2,3", "--workers", "1", "--out", disk / "s", cwd=tmp_path)
+        assert run.returncode == 1 and "Traceback" not in run.stderr
+        errors = [line for line in run.stderr.splitlines() if line.startswith("npusim: error")]
+        assert errors == [f"npusim: error: cannot write the sweep's files in {str(disk / 's')!r}: No space left on device; the rows of the points "
+                          f"that finished are whole in {str(disk / 's' / 'results.csv')!r}: free some space, then run the same command with "
+                          "--resume to simulate only the others"]
+        with open(disk / "s" / "results.csv", newline="") as handle:
+            assert [row["status"] for row in csv.DictReader(handle)] == ["ok", "ok", "ok"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
