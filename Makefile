@@ -56,13 +56,17 @@ run: $(BYTECODE)
 	@echo "make: simulating a PyPTO shmem all-gather on the 16 dies of an Atlas A3 node"
 	$(BIN)/npusim run --config a3 examples/shmem_allgather.py
 
+# on every core (pytest-xdist), the tests of a module on one of them, so that a module's costly
+# fixture is made once (docs/architecture.md, "Determinism")
+PARALLEL := -n auto --dist loadscope
+
 test: $(BYTECODE) $(TEST_DEPS)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL)
 
 # the suite with fresh random examples for its property tests (`make test` draws the same ones every
 # run); SEED=N repeats one exploration
 explore: $(BYTECODE) $(TEST_DEPS)
-	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q $(if $(SEED),--hypothesis-seed=$(SEED))
+	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q $(PARALLEL) $(if $(SEED),--hypothesis-seed=$(SEED))
 
 lint: $(BYTECODE) $(LINT_DEPS) $(TEST_DEPS)
 	$(BIN)/ruff check npusim tests benchmarks examples

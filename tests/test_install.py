@@ -57,7 +57,7 @@ def test_make_test_adds_the_extras_without_compiling_again(tmp_path):
     commands = planned(tmp_path, "test")
     assert set(installed_parts(commands)) == {"build", "run", "test", "torch"}
     assert sum(bool(re.search(r"pip install .*-e \.$", command)) for command in commands) == 1
-    assert commands[-1].endswith("python -m pytest -q")
+    assert commands[-1].endswith("python -m pytest -q -n auto --dist loadscope")  # on every core, a count at the end
 
 
 def test_the_main_jobs_requirements_hold_no_extra():

@@ -194,15 +194,15 @@ def group_members(group: int) -> list[int]:
     return members
 
 
-def start_sweep(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    """An `npusim sweep` with two workers in a process group of its own, once it has finished a
-    point (so its fork server and workers are up)."""
+def start_sweep(tmp_path: Path, started) -> tuple[subprocess.Popen, Path]:
+    """An `npusim sweep` with two workers in a process group of its own (the ``started`` fixture:
+    killed with all it started when the test ends), once it has finished a point (so its fork
+    server and workers are up)."""
     out = tmp_path / "out"
     workload = write(tmp_path, "stuck.py", STUCK)
     command = [sys.executable, "-m", "npusim", "sweep", "-c", "a2", str(workload), "--grid", "param.point=0,1,2,3,4,5", "--param", "stuck=1",
                "--no-data", "--workers", "2", "--out", str(out)]
-    sweep = subprocess.Popen(command, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    sweep = started(command, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while not (out / "results.csv").exists() and sweep.poll() is None:
         time.sleep(0.05)
     assert sweep.poll() is None and len(group_members(sweep.pid)) >= 3  # the sweep, its fork server, its workers
@@ -223,16 +223,16 @@ def wait_until_gone(group: int) -> list[int]:
     return survivors
 
 
-def test_no_worker_survives_the_sweep_process_killed_with_sigkill(tmp_path):
-    sweep, _ = start_sweep(tmp_path)
+def test_no_worker_survives_the_sweep_process_killed_with_sigkill(tmp_path, started):
+    sweep, _ = start_sweep(tmp_path, started)
     sweep.kill()
     sweep.wait()
     assert wait_until_gone(sweep.pid) == []
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_sigterm_and_ctrl_c_stop_the_sweep_at_once_keeping_its_finished_points(tmp_path, signum, status):
-    sweep, out = start_sweep(tmp_path)
+def test_sigterm_and_ctrl_c_stop_the_sweep_at_once_keeping_its_finished_points(tmp_path, signum, status, started):
+    sweep, out = start_sweep(tmp_path, started)
     os.killpg(sweep.pid, signum)  # Ctrl-C reaches the whole group; timeout sends SIGTERM to the sweep
     _, stderr = sweep.communicate(timeout=60)  # without a point timeout the stuck point never ends: only stopping does
     assert sweep.returncode == status and "run the same command with --resume" in stderr
