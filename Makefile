@@ -13,7 +13,7 @@ TEST_DEPS := $(VENV)/.test-deps
 LINT_DEPS := $(VENV)/.lint-deps
 SOURCES := $(shell find npusim examples -name '*.py')
 
-.PHONY: run test explore lint bench clean
+.PHONY: run test explore lint bench golden clean
 
 # python, then the dependencies of `npusim run` and of the engine's build (mypy, setuptools), and no
 # more: torch, pyarrow and the test tools are the extras `make test` adds
@@ -67,6 +67,11 @@ test: $(BYTECODE) $(TEST_DEPS)
 # run); SEED=N repeats one exploration
 explore: $(BYTECODE) $(TEST_DEPS)
 	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q $(PARALLEL) $(if $(SEED),--hypothesis-seed=$(SEED))
+
+# the identity gate's digests (tests/golden), written anew: only for a change that means to move
+# outputs, timing or trace bytes, said in its commit message
+golden: $(BYTECODE) $(TEST_DEPS)
+	$(BIN)/python -m tests.golden.update
 
 lint: $(BYTECODE) $(LINT_DEPS) $(TEST_DEPS)
 	$(BIN)/ruff check npusim tests benchmarks examples
