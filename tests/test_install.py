@@ -5,6 +5,7 @@ the extras; CI runs ``make run``, ``make lint``, ``make test``."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -31,7 +32,8 @@ def planned(tmp_path: Path, target: str) -> list[str]:
         (tmp_path / folder).mkdir(parents=True)
     for name in ("flow.py", "loop.py", "progress.py"):
         (tmp_path / "npusim" / "engine" / name).write_text("")
-    run = subprocess.run(["make", "-n", target], cwd=tmp_path, capture_output=True, text=True, check=True)
+    env = {name: value for name, value in os.environ.items() if name not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # not as a sub-make of make test
+    run = subprocess.run(["make", "--no-print-directory", "-n", target], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
     return run.stdout.splitlines()
 
 
