@@ -32,8 +32,10 @@ def test_a_launch_whose_tile_ops_would_exceed_the_limit_is_refused_before_it_sim
     """The a3 all-gather's 16 PEs make 4,128 tile ops, ~13 kB each while simulated: about 52 MiB."""
     from shmem_allgather import run_allgather  # noqa: F401  (examples/ is on the path below)
 
+    budget = MemoryBudget(1 << 50, "a test")
     with pytest.raises(MemoryLimitError) as refused:
-        with npusim.session("a3", data=False, max_memory=resident_bytes() + SESSION_BYTES + 8 * MiB) as active:
+        with npusim.session("a3", data=False, max_memory=budget) as active:
+            budget.limit = resident_bytes() + 8 * MiB  # what the process holds as the workload starts, and 8 MiB
             with contextlib.redirect_stdout(io.StringIO()):
                 run_allgather()
     message = str(refused.value)
