@@ -200,7 +200,7 @@ def _iteration(running: RunningLoop | None, index: int) -> None:
         program = building_program()
         if program is not None:
             program.left = None
-            program.check_wall_clock()
+            program.look()
 
 
 def loop(*args, **kwargs) -> Iterator[SymbolicScalar]:

@@ -42,6 +42,7 @@ import simpy
 from npusim import isa
 from npusim.config.products import PRODUCTS
 from npusim.errors import OpArgumentError, OutOfMemoryError, RaceError, UsageError, WorkloadError
+from npusim.frontend.memory import BYTES_PER_TILE_OP
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.session import current_session
 from npusim.hw.aicpu import AicpuScheduler
@@ -57,10 +58,8 @@ from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
 from npusim.kernels.shmem.tile_ops import GmView
 
 RACE_MODES = ("warn", "error")
-TILE_OP_BYTES = 6_500
-"""Python memory a tile op holds while its session lasts, with its op, views and events (tracemalloc,
-a loop of n ``pypto.add`` rewriting one [1, 64] fp32 tile: 6.5 KB per iteration between n = 2000 and
-6000; a loop of n row copies: 4.7 KB). Builds grow linearly in it: docs/pypto.md."""
+MEMORY_LOOK_OPS = 256
+"""Ops a kernel function builds between two looks at the run's memory (a look reads /proc: ~7 us, an op takes ~1 ms to build)."""
 READS_AFTER_WAIT = ("shmem_load", "shmem_get")
 """Tile ops whose wait preds get a ``wait->load`` flow: they read the data the wait guards."""
 
@@ -222,7 +221,7 @@ class Task:
     detector compares those alone): the ``ancestors`` of a chain of other tile ops (a loop of compute
     ops) stay empty instead of growing by a bit per tile op.
 
-    Memory: :data:`TILE_OP_BYTES` while its session lasts; its dependencies are the writers its
+    Memory: :data:`~npusim.frontend.memory.BYTES_PER_TILE_OP` once simulated; its dependencies are the writers its
     reads and writes meet, not every earlier writer of the tensor
     (:class:`~npusim.frontend.pypto.tensors.Writes`), so a build is linear in its tile ops."""
 
@@ -652,6 +651,7 @@ class PeProgram:
     builder: object | None = None  # a building.Builder while its kernel function runs
     loops: list[RunningLoop] = field(default_factory=list)  # the pypto.loops its kernel function is in, innermost last
     left: RunningLoop | None = None  # the innermost loop left before its end since the last op or iteration (a break, or an error)
+    _ops_since_memory_look: int = 0
 
     @functools.cached_property
     def ranks(self) -> GroupRanks:
@@ -676,22 +676,33 @@ class PeProgram:
         loop = loop or (self.loops[-1] if self.loops else self.left)
         return f" while PE {self.pe}'s kernel was built" + (f", in {loop}" if loop is not None else "")
 
-    def check_wall_clock(self) -> None:
-        """The session's wall-clock limit, looked at as the kernel function builds (each op and loop iteration)."""
-        self.launch.session.check_wall_clock(self.where())
+    def look(self) -> None:
+        """The session's limits, looked at as the kernel function builds: the wall clock at each op
+        and loop iteration, the memory every :data:`MEMORY_LOOK_OPS` ops."""
+        session = self.launch.session
+        session.check_wall_clock(self.where())
+        self._ops_since_memory_look += 1
+        if session.memory is not None and self._ops_since_memory_look >= MEMORY_LOOK_OPS:
+            self._ops_since_memory_look = 0
+            session.memory.watch_build(self.where())
 
     def out_of_memory(self, loop: RunningLoop | None) -> OutOfMemoryError:
         """The error of a build that ran out of memory in ``loop``: where, and how many tile ops it had built."""
         built = sum(len(op.tasks) for op in self.ops)
-        return OutOfMemoryError(f"the machine ran out of memory{self.where(loop)}, with {built:,} tile ops built (each holds about "
-                                f"{TILE_OP_BYTES // 1000} KB while the run lasts, docs/pypto.md); give the loop fewer iterations, or run it "
-                                "on a machine with more memory")
+        return OutOfMemoryError(f"the machine ran out of memory{self.where(loop)}, with {built:,} tile ops built (each takes about "
+                                f"{BYTES_PER_TILE_OP >> 10} kB once simulated, docs/pypto.md); give the loop fewer iterations, or run it on a "
+                                "machine with more memory")
+
+    @functools.cached_property
+    def launch_record(self) -> int:
+        """The trace record of this PE's kernel launch, which its ops are part of (made with the first op)."""
+        return self.launch.system.recorder.op(self.launch.name, self.die, pe=self.pe)
 
     def op(self, name: str, **args) -> OpNode:
-        """A new op of this PE, with its trace record."""
+        """A new op of this PE, with its trace record (part of the PE's launch record)."""
         self.left = None
-        self.check_wall_clock()
-        record = self.launch.system.recorder.op(name, self.die, pe=self.pe, **args)
+        self.look()
+        record = self.launch.system.recorder.op(name, self.die, part_of=self.launch_record, pe=self.pe, **args)
         node = OpNode(self, name, record)
         self.ops.append(node)
         return node
@@ -911,7 +922,14 @@ class ShmemLaunch:
             self._allocate_group_windows(group_name, group.data_window_bytes, group.signal_window_bytes)
 
     def submit(self) -> simpy.Event:
-        """Queue each PE's device task on its die's stream; the event fires when all have ended."""
+        """Queue each PE's device task on its die's stream; the event fires when all have ended. A
+        run with a memory limit refuses first a launch whose tile ops would take it past the limit
+        (:meth:`npusim.frontend.memory.MemoryBudget.expect`)."""
+        memory = current_session().memory
+        if memory is not None:
+            tiles = sum(len(program.tasks) for program in self.programs)
+            memory.expect(tiles * BYTES_PER_TILE_OP, f"the launch of {self.name} on {self.n_pes} PE{'s' if self.n_pes > 1 else ''} "
+                                                     f"({tiles:,} tile ops)")
         threads, choice = self.spec.schedulers, self.spec.core_choice
         processes = []
         for program in self.programs:

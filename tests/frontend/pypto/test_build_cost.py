@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 import npusim
 from npusim import pypto
-from npusim.errors import OutOfMemoryError, WallTimeError
+from npusim.errors import MemoryLimitError, OutOfMemoryError, WallTimeError
+from npusim.frontend.memory import MemoryBudget, resident_bytes
 from npusim.frontend.pypto import runtime
 from npusim.frontend.pypto.tensors import Writes, regions_meet
 from npusim.frontend.session import Session
@@ -82,6 +83,24 @@ def test_the_wall_clock_limit_stops_a_kernel_while_it_builds_naming_the_loop(mon
 
 
 @pypto.frontend.jit
+def grows(x, out, n):
+    ballast = np.ones(32 << 17)  # 32 MiB the kernel function holds while it builds the loop
+    pypto.set_vec_tile_shapes(1, x.shape[1])
+    for _ in pypto.loop(n, name="GROWS"):
+        out[0:1, :] = pypto.add(x[0:1, :], x[0:1, :])
+    assert ballast.sum() > 0
+
+
+def test_the_memory_limit_stops_a_kernel_while_it_builds_naming_the_loop():
+    budget = MemoryBudget(1 << 50, "a test")
+    with pytest.raises(MemoryLimitError, match=r"of memory while PE 0's kernel was built, in pypto.loop 'GROWS' \(test_build_cost.py:\d+\) "
+                                               r"at iteration \d+ of 1,000: more than its limit of .* \(a test\)"):
+        with npusim.session("a2", data=False, max_memory=budget):
+            budget.limit = resident_bytes() + (8 << 20)  # what the process holds as the workload starts, and 8 MiB
+            grows(npusim.zeros((1, 64), np.float32), npusim.zeros((1, 64), np.float32), 1000)
+
+
+@pypto.frontend.jit
 def runs_out_of_memory(x, out, n, at):
     pypto.set_vec_tile_shapes(1, x.shape[1])
     for i in pypto.loop(n, name="BIG"):
@@ -92,8 +111,8 @@ def runs_out_of_memory(x, out, n, at):
 
 def test_running_out_of_memory_in_a_loop_names_it_and_frees_the_build_for_the_next_session():
     with pytest.raises(OutOfMemoryError, match=r"^the machine ran out of memory while PE 0's kernel was built, in pypto.loop 'BIG' "
-                                               r"\(test_build_cost.py:\d+\) at iteration 31 of 1,000, with 30 tile ops built \(each holds "
-                                               r"about 6 KB while the run lasts, docs/pypto.md\); give the loop fewer iterations"):
+                                               r"\(test_build_cost.py:\d+\) at iteration 31 of 1,000, with 30 tile ops built \(each takes "
+                                               r"about 13 kB once simulated, docs/pypto.md\); give the loop fewer iterations"):
         with npusim.session("a2", data=False) as failed:
             runs_out_of_memory(npusim.zeros((1, 64), np.float32), npusim.zeros((1, 64), np.float32), 1000, 30)
     assert failed.result.status == "failed" and failed.system.recorder.ops == []  # the ops that never ran are not in its trace
