@@ -194,12 +194,16 @@ class Output:
 
 
 MARKER = ".npusim-folder.json"
-"""The file npusim writes last into each of its output folders, and the one sign it knows them by:
-the folder's identity (``id``, a random 32-hex-digit name that the run's manifest records too), its
-``kind`` (``run``), whether the work it holds ended well (``ok``) and the ``files`` npusim wrote
-there. A folder is npusim's, which it may replace, move aside or delete, only when it holds a valid
-marker and nothing the marker does not list (:func:`folder_mark`): a folder of the user's, one that
-merely holds a ``manifest.json``, or an npusim folder the user added a file to is never touched."""
+"""The file npusim writes into each of its output folders, and the one sign it knows them by: the
+folder's identity (``id``, a random 32-hex-digit name that the run's ``manifest.json`` or the
+sweep's ``sweep.json`` records too), its ``kind`` (``run`` or ``sweep``), whether the work it holds
+ended well (``ok``) and the ``files`` npusim writes there. A run folder gets it last (written whole
+beside its destination); a sweep folder, written in place, as the sweep takes the folder (``ok``
+false until the sweep ends). A folder is npusim's, which it may replace, move aside, delete or
+write into, only when it holds a valid marker of the right kind and nothing but the files the
+marker lists (and their temporaries: :func:`temporary_name`) (:func:`folder_mark`): a folder of the
+user's, one that merely holds a ``manifest.json`` or a ``sweep.json``, an npusim folder the user
+added a file to, or a sweep's folder given to ``run`` (and a run's to ``sweep``) is never touched."""
 
 
 @dataclass(frozen=True)
@@ -218,11 +222,12 @@ LegacyMark = Callable[[Path, Collection[str]], FolderMark | None]
 its mark, or None when it is not one."""
 
 
-def folder_mark(folder: Path, legacy: LegacyMark | None = None) -> FolderMark | None:
-    """``folder``'s mark when it is an npusim output folder, else None: its :data:`MARKER` is a JSON
-    object of the marker's fields, and every entry of the folder is the marker or a file it lists
-    (else, without a marker, what ``legacy`` says of it). A symlink, a file, or a folder that cannot
-    be read is not one."""
+def folder_mark(folder: Path, legacy: LegacyMark | None = None, *, kind: str | None = None) -> FolderMark | None:
+    """``folder``'s mark when it is an npusim output folder (of ``kind``, when given), else None: its
+    :data:`MARKER` is a JSON object of the marker's fields, and every other entry of the folder is a
+    file the marker lists or a temporary of one (:func:`temporary_name`: a file being written in
+    place, or left by a writer that was killed) (else, without a marker, what ``legacy`` says of
+    it). A symlink, a file, or a folder that cannot be read is not one."""
     if folder.is_symlink() or not folder.is_dir():
         return None
     try:
@@ -230,7 +235,16 @@ def folder_mark(folder: Path, legacy: LegacyMark | None = None) -> FolderMark | 
     except OSError:
         return None
     if MARKER not in entries:
-        return legacy(folder, entries) if legacy is not None else None
+        mark = legacy(folder, entries) if legacy is not None else None
+    else:
+        mark = _read_mark(folder)
+        if mark is not None and _unlisted(entries, mark.files):
+            mark = None
+    return mark if mark is not None and kind in (None, mark.kind) else None
+
+
+def _read_mark(folder: Path) -> FolderMark | None:
+    """The :data:`MARKER` in ``folder``, or None when it is not one npusim wrote."""
     try:
         marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
         mark = FolderMark(marker["id"], marker["kind"], marker["ok"], tuple(marker["files"]))
@@ -239,11 +253,24 @@ def folder_mark(folder: Path, legacy: LegacyMark | None = None) -> FolderMark | 
     if not (isinstance(mark.id, str) and _ID.fullmatch(mark.id) and isinstance(mark.kind, str) and isinstance(mark.ok, bool)
             and all(isinstance(name, str) for name in mark.files)):
         return None
-    return mark if entries - {MARKER} <= set(mark.files) else None
+    return mark
 
 
-def _not_replaceable(target: Path, legacy: LegacyMark | None) -> str | None:
-    """Why ``target`` may not be replaced, or None: it is absent, an empty folder or npusim's (:func:`folder_mark`)."""
+def _unlisted(entries: Iterable[str], files: Collection[str]) -> list[str]:
+    """The ``entries`` of a folder that are neither the marker, one of ``files``, nor a temporary of one of them, sorted."""
+    names = {*files, MARKER}
+    return sorted(name for name in entries if name not in names
+                  and not (name.startswith(".") and PARTIAL in name and name[1:name.rindex(PARTIAL)] in names))
+
+
+def write_marker(folder: Path, mark: FolderMark) -> None:
+    """Write ``mark`` as ``folder``'s :data:`MARKER` (atomically: a reader sees the old marker or the new one)."""
+    write_json_atomically(folder / MARKER, {"id": mark.id, "kind": mark.kind, "ok": mark.ok, "files": list(mark.files)})
+
+
+def not_npusims(target: Path, kind: str, legacy: LegacyMark | None = None) -> str | None:
+    """Why npusim may not replace or write into ``target`` as a folder of ``kind``, or None: it is
+    absent, an empty folder or an npusim folder of that kind (:func:`folder_mark`)."""
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         return f"{_named(target)!r} exists and is not a folder"
     if not target.is_dir():
@@ -252,16 +279,18 @@ def _not_replaceable(target: Path, legacy: LegacyMark | None) -> str | None:
         entries = sorted(os.listdir(target))
     except OSError as error:
         return f"{_named(target)!r} cannot be read ({error.strerror or error})"
-    if not entries or folder_mark(target, legacy) is not None:
+    if not entries:
         return None
+    mark = folder_mark(target, legacy)
+    if mark is not None:
+        return None if mark.kind == kind else f"{_named(target)!r} is an npusim {mark.kind} folder, not a {kind} folder"
     if MARKER not in entries:
         return (f"{_named(target)!r} is not an npusim output folder (it has no {MARKER}, the marker npusim writes into its own) and is not "
                 "empty")
-    try:
-        listed = set(json.loads((target / MARKER).read_text(encoding="utf-8"))["files"])
-    except (OSError, ValueError, TypeError, KeyError):
+    marked = _read_mark(target)
+    if marked is None:
         return f"{_named(target)!r} has a {MARKER} that npusim did not write"
-    added = [name for name in entries if name != MARKER and name not in listed]
+    added = _unlisted(entries, marked.files)
     return f"{_named(target)!r} holds {', '.join(added[:3])}{' ...' if len(added) > 3 else ''}, which npusim did not write there"
 
 
@@ -291,7 +320,7 @@ class StagedFolder:
         self.legacy = legacy
         self.id = secrets.token_hex(16)
         for target in (destination, *also):
-            why = _not_replaceable(target, legacy)
+            why = not_npusims(target, kind, legacy)
             if why is not None:
                 raise UsageError(f"{why}: npusim replaces only its own output folders; choose another --out folder")
         try:
@@ -341,7 +370,7 @@ class StagedFolder:
                 part.abandon()
             raise
         names = [output.name for output in outputs]
-        (self.path / MARKER).write_bytes(json_bytes({"id": self.id, "kind": self.kind, "ok": ok, "files": names}))
+        write_marker(self.path, FolderMark(self.id, self.kind, ok, tuple(names)))
         return names
 
     def commit(self, destination: Path, *, previous: Path | None = None) -> None:
@@ -370,7 +399,7 @@ class StagedFolder:
                 os.rename(replaced, destination)
                 raise
         self.committed = True
-        mark = folder_mark(replaced, self.legacy)
+        mark = folder_mark(replaced, self.legacy, kind=self.kind)
         if mark is None:  # not npusim's: it came after the checks; give it back
             if replaced == self.path:
                 exchange(self.path, destination)
@@ -384,7 +413,7 @@ class StagedFolder:
             shutil.rmtree(replaced)
             return
         try:
-            replace_folder(replaced, previous, self.legacy)
+            replace_folder(replaced, previous, self.legacy, kind=self.kind)
         except OutputError:
             kept = previous.with_name(f"{previous.name}-{mark.id[:8] or 'earlier'}")
             os.rename(replaced, kept)
@@ -406,17 +435,11 @@ def _started(output: Output, path: Path) -> Pending | None:
         return None
 
 
-def check_replaceable(target: Path, legacy: LegacyMark | None = None) -> None:
-    """A UsageError unless ``target`` is absent, an empty folder or an npusim output folder."""
-    why = _not_replaceable(target, legacy)
-    if why is not None:
-        raise UsageError(f"{why}: npusim replaces only its own output folders; choose another --out folder")
-
-
-def replace_folder(source: Path, target: Path, legacy: LegacyMark | None = None) -> None:
+def replace_folder(source: Path, target: Path, legacy: LegacyMark | None = None, *, kind: str | None = None) -> None:
     """Rename the folder ``source`` to ``target``, deleting what ``target`` held when that is an
-    npusim folder (:func:`folder_mark`; atomically where the system can swap two folders, else the
-    old one is moved away first); anything else there is left as it is (OutputError)."""
+    npusim folder (of ``kind``, when given) (:func:`folder_mark`; atomically where the system can
+    swap two folders, else the old one is moved away first); anything else there is left as it is
+    (OutputError)."""
     try:
         os.rename(source, target)  # target absent or an empty folder
         return
@@ -424,12 +447,12 @@ def replace_folder(source: Path, target: Path, legacy: LegacyMark | None = None)
         if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             raise
     if exchange(source, target):
-        if folder_mark(source, legacy) is None:  # what target held is not npusim's: give it back
+        if folder_mark(source, legacy, kind=kind) is None:  # what target held is not npusim's: give it back
             exchange(source, target)
             raise OutputError(f"{str(target)!r} is not an npusim output folder; it was left as it is")
         shutil.rmtree(source)
         return
-    if folder_mark(target, legacy) is None:
+    if folder_mark(target, legacy, kind=kind) is None:
         raise OutputError(f"{str(target)!r} is not an npusim output folder; it was left as it is")
     trash = temporary_name(target)
     os.rename(target, trash)

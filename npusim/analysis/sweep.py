@@ -27,8 +27,9 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from npusim.analysis.report import output_console
 from npusim.analysis.results import ResultsFile, cell_text, columns_for, typed_rows, write_parquet
 from npusim.config import LoadedConfig, load_config
 from npusim.errors import ConfigError, OutputError, UnknownParameterError, UsageError
-from npusim.files import PARTIAL, write_json_atomically
+from npusim.files import MARKER, PARTIAL, FolderMark, folder_mark, not_npusims, write_json_atomically, write_marker
 from npusim.frontend.session import check_seed
 from npusim.frontend.workload import NOT_LITERAL, WorkloadSource, convert_param, parse_param_overrides, read_workload, scan_declared_params
 
@@ -255,99 +256,118 @@ def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Seque
     sweep_plan = plan(config, workload, points_of(axes), [axis.key for axis in axes], overrides=overrides, params=params, data=data, seed=seed)
     out_dir = Path(out) if out is not None else None
     with contextlib.ExitStack() as held:
-        results, recorded = None, {}
+        results, recorded, folder = None, {}, None
         if out_dir is not None:
-            held.enter_context(sweep_folder(out_dir))
+            folder = held.enter_context(sweep_folder(out_dir))
             results, recorded = ResultsFile.open(out_dir / RESULTS_CSV, columns_for(sweep_plan.value_columns), resume=resume)
         title = f"{sweep_plan.workload.name} on {sweep_plan.base.name}"
         try:
             outcome = run_plan(sweep_plan, workers=workers, scheduler=scheduler, results=results, recorded=recorded, progress=progress,
                                title=f"sweep of {title}", point_timeout_s=point_timeout_s)
         finally:  # also when interrupted: the results file then says what was swept
-            if out_dir is not None and results is not None and results.path.exists():
-                with written_in(out_dir):
-                    write_json_atomically(out_dir / MANIFEST_JSON, _manifest(sweep_plan, axes, overrides, params, data, seed, command, point_timeout_s))
-        if out_dir is not None:
+            if folder is not None and results is not None and results.path.exists():
+                with written_in(folder.path):
+                    write_json_atomically(folder.path / MANIFEST_JSON, _manifest(sweep_plan, folder.id, axes, overrides, params, data, seed, command,
+                                                                                 point_timeout_s))
+        if out_dir is not None and folder is not None:
             outcome.files.update(csv=out_dir / RESULTS_CSV, manifest=out_dir / MANIFEST_JSON, plot=out_dir / PLOT_PNG)
             plotted = [{**point.values, "simulated_us": row["simulated_us"]} for point, row in zip(sweep_plan.points, outcome.rows)]
             with written_in(out_dir):
                 if write_parquet(out_dir / RESULTS_PARQUET, outcome.rows, outcome.columns):
                     outcome.files["parquet"] = out_dir / RESULTS_PARQUET
                 plot_simulated_time(out_dir / PLOT_PNG, axes, plotted, title=title)
+                folder.ended()
     return outcome
 
 
 SWEEP_FILES = (RESULTS_CSV, RESULTS_PARQUET, PLOT_PNG, MANIFEST_JSON)
-"""The files a sweep writes into its output folder, and all that folder may hold."""
+"""The files a sweep writes into its output folder: all that its marker (npusim.files.MARKER) lists."""
+SWEEP = "sweep"
+"""The kind of a sweep's folder, in its marker."""
+
+
+@dataclass
+class SweepFolder:
+    """The output folder a sweep holds (:func:`sweep_folder`): where it is and its identity, the
+    ``id`` of its marker that ``sweep.json`` records too."""
+
+    path: Path
+    id: str
+
+    def ended(self) -> None:
+        """Mark the folder's sweep as one that ran to its end (its marker's ``ok``)."""
+        write_marker(self.path, FolderMark(self.id, SWEEP, True, SWEEP_FILES))
 
 
 @contextlib.contextmanager
-def sweep_folder(out: Path) -> Iterator[None]:
+def sweep_folder(out: Path) -> Iterator[SweepFolder]:
     """``out`` as the output folder of this sweep alone while the block runs. It must be absent,
-    empty or an earlier sweep's (:func:`_not_a_sweep_folder`): a sweep writes its files into it in
-    place, so a folder of the user's (its own ``sweep.json`` or plots) is refused before anything
-    runs, as ``run`` refuses one. It is created, then locked (``flock`` on the folder, released when
-    this process ends, however): a second sweep into it meanwhile is refused, naming the first,
-    instead of interleaving its rows in ``results.csv`` (UsageError, nothing written)."""
-    why = _not_a_sweep_folder(out)
-    if why is not None:
-        raise UsageError(f"{why}: npusim sweep writes only into an empty folder or its own sweep folders; choose another --out folder")
+    empty or a sweep folder of npusim's (npusim.files.folder_mark: its marker, or one written
+    before markers, :func:`legacy_sweep_mark`), the one rule by which ``run`` knows its folders: a
+    sweep writes its files into it in place, so a folder of the user's (its own ``sweep.json`` or
+    plots) or a run's is refused before anything runs. It is created, then locked (``flock`` on
+    the folder, released when this process ends, however): a second sweep into it meanwhile is
+    refused, naming the first, instead of interleaving its rows in ``results.csv`` (UsageError,
+    nothing written). Then it gets its marker (``ok`` false until :meth:`SweepFolder.ended`; the
+    identity of an earlier sweep there is kept, as ``--resume`` continues it); a sweep that ends
+    before writing anything else leaves the folder as it found it."""
+    _check_sweep_folder(out)
     created = [folder for folder in (out, *out.parents) if not folder.exists()]  # made here, the innermost first
     try:
         out.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError as error:
         raise UsageError(f"cannot write the sweep folder {str(out)!r}: {error.strerror or error}; choose another --out folder") from None
+    marked = False
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise UsageError(f"another npusim sweep is writing to {str(out)!r} now; wait for it to end (then add --resume to continue "
                              "its sweep there), or choose another --out folder") from None
-        why = _not_a_sweep_folder(out)  # again, now that no other sweep writes there
-        if why is not None:
-            raise UsageError(f"{why}: npusim sweep writes only into an empty folder or its own sweep folders; choose another --out folder")
-        yield
+        _check_sweep_folder(out)  # again, now that no other sweep writes there
+        earlier = folder_mark(out, legacy_sweep_mark, kind=SWEEP)
+        folder = SweepFolder(out, earlier.id if earlier is not None and earlier.id else secrets.token_hex(16))
+        marked = earlier is None or not earlier.id  # this sweep gives the folder its marker
+        try:
+            write_marker(out, FolderMark(folder.id, SWEEP, False, SWEEP_FILES))
+        except OSError as error:
+            raise UsageError(f"cannot write the sweep folder {str(out)!r}: {error.strerror or error}; choose another --out folder") from None
+        yield folder
     finally:
-        for folder in created:  # a sweep stopped before its first point leaves nothing
+        if marked and sorted(os.listdir(out)) == [MARKER]:  # nothing written but the marker: as it was
+            (out / MARKER).unlink()
+        for created_folder in created:  # a sweep stopped before its first point leaves nothing
             try:
-                folder.rmdir()  # only if empty
+                created_folder.rmdir()  # only if empty
             except OSError:
                 break
         os.close(descriptor)  # releases the lock
 
 
-def _not_a_sweep_folder(out: Path) -> str | None:
-    """Why ``out`` is not a folder a sweep may write into, or None: absent, empty, or holding only
-    :data:`SWEEP_FILES` (and their temporaries) with a ``sweep.json`` and a ``results.csv`` of a
-    sweep's, if it has them."""
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        return f"{str(out)!r} exists and is not a folder"
-    if not out.exists():
+def _check_sweep_folder(out: Path) -> None:
+    why = not_npusims(out, SWEEP, legacy_sweep_mark)
+    if why is not None:
+        raise UsageError(f"{why}: npusim sweep writes only into an empty folder or its own sweep folders; choose another --out folder")
+
+
+def legacy_sweep_mark(out: Path, entries: Collection[str]) -> FolderMark | None:
+    """A sweep folder of npusim from before markers (npusim.files.LegacyMark): nothing but
+    :data:`SWEEP_FILES` (and their temporaries), a ``results.csv`` and a ``sweep.json`` of a
+    sweep's (its header, its keys)."""
+    if RESULTS_CSV not in entries or MANIFEST_JSON not in entries:
+        return None
+    if any(not (name in SWEEP_FILES or (name.startswith(".") and PARTIAL in name)) for name in entries):
         return None
     try:
-        entries = sorted(os.listdir(out))
-    except OSError as error:
-        return f"{str(out)!r} cannot be read ({error.strerror or error})"
-    others = [name for name in entries if name not in SWEEP_FILES and not (name.startswith(".") and PARTIAL in name)]
-    if others:
-        return f"{str(out)!r} holds {', '.join(others[:3])}{' ...' if len(others) > 3 else ''}, which npusim sweep does not write"
-    if MANIFEST_JSON in entries:
-        try:
-            manifest = json.loads((out / MANIFEST_JSON).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            manifest = None
-        if not (isinstance(manifest, dict) and {"npusim_version", "grid", "points"} <= manifest.keys()):
-            return f"{str(out / MANIFEST_JSON)!r} was not written by npusim sweep"
-    if RESULTS_CSV in entries:
-        try:
-            with open(out / RESULTS_CSV, encoding="utf-8") as handle:
-                header = handle.readline()
-        except (OSError, ValueError):
-            header = ""
-        if not header.startswith("key,"):
-            return f"{str(out / RESULTS_CSV)!r} was not written by npusim sweep"
-    return None
+        manifest = json.loads((out / MANIFEST_JSON).read_text(encoding="utf-8"))
+        with open(out / RESULTS_CSV, encoding="utf-8") as handle:
+            header = handle.readline()
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(manifest, dict) and {"npusim_version", "grid", "points"} <= manifest.keys() and header.startswith("key,")):
+        return None
+    return FolderMark("", SWEEP, False, SWEEP_FILES)
 
 
 @contextlib.contextmanager
@@ -380,9 +400,10 @@ def _check_swept_values(config: str | Path, overrides: Sequence[str] | None, axe
         raise ConfigError("\n".join(dict.fromkeys(errors)))
 
 
-def _manifest(sweep_plan: SweepPlan, axes, overrides, params, data, seed, command, point_timeout_s) -> dict:
+def _manifest(sweep_plan: SweepPlan, sweep_id: str, axes, overrides, params, data, seed, command, point_timeout_s) -> dict:
     return {
         "npusim_version": __version__,
+        "sweep_id": sweep_id,
         "config": sweep_plan.base.name,
         "config_source": sweep_plan.base.source,
         "config_sha256": sweep_plan.base.sha256,

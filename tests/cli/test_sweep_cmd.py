@@ -1,6 +1,7 @@
 """``npusim sweep`` and ``npusim whatif`` end to end, as a user runs them: outputs and exit codes."""
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import time
 
 import pytest
 
+from npusim.files import MARKER, folder_mark
 from tests.analysis.workloads import LINK_BOUND_REMOTE_LOAD, write
 from tests.cli.test_run import DEMO, ROOT, npusim
 
@@ -24,9 +26,11 @@ def test_a_sweep_with_a_failing_point_exits_0_and_writes_its_files(tmp_path):
     lines = run.stdout.splitlines()
     first_ok = next(i for i, line in enumerate(lines) if "16384" in line and " ok " in line)
     assert first_ok < next(i for i, line in enumerate(lines) if "32768" in line and "failed" in line)  # sorted, failures last
-    assert {p.name for p in out.iterdir()} == {"results.csv", "results.parquet", "simulated_time.png", "sweep.json"}
+    assert {p.name for p in out.iterdir()} == {"results.csv", "results.parquet", "simulated_time.png", "sweep.json", MARKER}
     with open(out / "results.csv", newline="") as handle:
         assert sorted(row["status"] for row in csv.DictReader(handle)) == ["failed", "ok"]
+    mark = folder_mark(out)  # the marker run folders carry too: the sweep's identity, which sweep.json records
+    assert mark.kind == "sweep" and mark.ok and json.loads((out / "sweep.json").read_text())["sweep_id"] == mark.id
 
     again = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=16384,32768", "--grid", "param.double_buffer=true", "--no-data",
                    "--workers", "2", "--out", out, cwd=tmp_path)
@@ -34,6 +38,7 @@ def test_a_sweep_with_a_failing_point_exits_0_and_writes_its_files(tmp_path):
     resumed = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=16384,32768", "--grid", "param.double_buffer=true", "--no-data",
                      "--workers", "2", "--out", out, "--resume", cwd=tmp_path)
     assert resumed.returncode == 0 and "1 point simulated on 2 local worker processes, 1 already in results.csv; 1 failed" in resumed.stdout
+    assert folder_mark(out) == mark  # resumed: the same sweep
 
 
 def test_every_point_failing_exits_1(tmp_path):
@@ -139,14 +144,58 @@ def test_a_sweep_into_a_folder_of_the_users_is_refused_and_changes_nothing(tmp_p
     (mine / "sweep.json").write_text('{"my": "notes"}')
     (mine / "simulated_time.png").write_bytes(b"my plot")
     run = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1,2", "--workers", "1", "--out", mine, cwd=tmp_path)
-    assert run.returncode == 2 and "sweep.json' was not written by npusim sweep" in run.stderr and "choose another --out" in run.stderr
+    assert run.returncode == 2 and f"'mine' is not an npusim output folder (it has no {MARKER}" in run.stderr
+    assert "choose another --out" in run.stderr
     assert (mine / "sweep.json").read_text() == '{"my": "notes"}' and (mine / "simulated_time.png").read_bytes() == b"my plot"
     assert sorted(p.name for p in mine.iterdir()) == ["simulated_time.png", "sweep.json"]
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     other = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1", "--workers", "1", "--out", tmp_path / "other", cwd=tmp_path)
-    assert other.returncode == 2 and "holds notes.txt, which npusim sweep does not write" in other.stderr
+    assert other.returncode == 2 and "'other' is not an npusim output folder" in other.stderr
     # a sweep's own folder is continued: test_ctrl_c_stops_the_sweep_with_its_finished_rows_kept_then_resume_finishes_it
+
+
+def test_sweep_and_run_know_their_folders_by_one_marker_and_neither_writes_into_the_others(tmp_path):
+    """One rule for both (npusim.files.folder_mark): a folder holding only a plot of the user's
+    (which the four-file rule took for a sweep's), a sweep's folder the user added a file to, a
+    run's folder given to sweep and a sweep's given to run are all refused, and left as they were."""
+    workload = tmp_path / "w.py"
+    workload.write_text(NOTHING)
+    plot = tmp_path / "plot"
+    plot.mkdir()
+    (plot / "simulated_time.png").write_bytes(b"my plot")
+    refused = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1", "--workers", "1", "--out", plot, cwd=tmp_path)
+    assert refused.returncode == 2 and "'plot' is not an npusim output folder" in refused.stderr
+    assert [p.name for p in plot.iterdir()] == ["simulated_time.png"] and (plot / "simulated_time.png").read_bytes() == b"my plot"
+
+    swept = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1", "--workers", "1", "--out", "s", cwd=tmp_path)
+    assert swept.returncode == 0, swept.stderr
+    ran = npusim("run", "-c", "a2", workload, "--out", "r", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    before = {name: sorted(p.name for p in (tmp_path / name).iterdir()) for name in ("s", "r")}
+    into_sweep = npusim("run", "-c", "a2", workload, "--out", "s", cwd=tmp_path)
+    assert into_sweep.returncode == 2 and "'s' is an npusim sweep folder, not a run folder" in into_sweep.stderr
+    into_run = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1", "--workers", "1", "--out", "r", cwd=tmp_path)
+    assert into_run.returncode == 2 and "'r' is an npusim run folder, not a sweep folder" in into_run.stderr
+    (tmp_path / "s" / "notes.txt").write_text("mine")
+    added = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1", "--workers", "1", "--out", "s", "--resume", cwd=tmp_path)
+    assert added.returncode == 2 and "'s' holds notes.txt, which npusim did not write there" in added.stderr
+    assert {name: sorted(p.name for p in (tmp_path / name).iterdir() if p.name != "notes.txt") for name in ("s", "r")} == before
+
+
+def test_a_sweep_folder_written_before_markers_is_continued_and_gets_its_marker(tmp_path):
+    workload = tmp_path / "w.py"
+    workload.write_text(NOTHING)
+    command = ("sweep", "-c", "a2", workload, "--grid", "param.n=1,2", "--workers", "1", "--out", "s")
+    assert npusim(*command, cwd=tmp_path).returncode == 0
+    (tmp_path / "s" / MARKER).unlink()  # as npusim wrote it before markers
+    manifest = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    del manifest["sweep_id"]
+    (tmp_path / "s" / "sweep.json").write_text(json.dumps(manifest))
+    resumed = npusim(*command, "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0 and "2 already in results.csv" in resumed.stdout, resumed.stderr
+    mark = folder_mark(tmp_path / "s")
+    assert mark.kind == "sweep" and mark.ok and json.loads((tmp_path / "s" / "sweep.json").read_text())["sweep_id"] == mark.id
 
 
 def test_a_second_sweep_into_the_same_folder_meanwhile_is_refused(tmp_path):
@@ -157,7 +206,8 @@ def test_a_second_sweep_into_the_same_folder_meanwhile_is_refused(tmp_path):
     out = tmp_path / "out"
     with sweep_folder(out):  # a sweep writing there now
         second = npusim("sweep", "-c", "a2", workload, "--grid", "param.n=1,2", "--workers", "1", "--out", out, cwd=tmp_path)
-        assert list(out.iterdir()) == []  # nothing of the second's: no second header, no interleaved rows
+        assert [p.name for p in out.iterdir()] == [MARKER]  # the first's; nothing of the second's: no second header, no interleaved rows
+    assert not out.exists()  # the first wrote nothing else: the folder is gone as it came
     assert second.returncode == 2 and f"another npusim sweep is writing to {str(out)!r} now" in second.stderr
     with sweep_folder(out):  # once the first has ended, the folder is free
         pass
