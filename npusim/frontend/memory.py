@@ -11,9 +11,18 @@ known, against :class:`MemoryBudget`:
   (the trace is written in chunks of bounded memory). A launch that would take the run past its
   limit is refused with that estimate, before simulating it; one that needs more than
   :data:`LARGE_BYTES` is announced on stderr;
-- while simulating, for everything else (a workload of many small kernels, tensors of its own):
-  the process's resident memory is looked at with the wall clock (every 2048 simulation steps and
-  at every synchronisation); past the limit the run stops, saying how far it got.
+- before a device tensor's values are allocated (a run with data: ``npusim.tensor`` / ``empty``,
+  ``torch.empty(device="npu")`` and the like, a PyPTO launch's shmem data windows): its bytes, held
+  in this process as the simulated GM's (:meth:`MemoryBudget.expect_bytes`), refused and announced
+  the same way, before they are allocated. A timing-only run (``--no-data``) holds none;
+- while simulating, for what cannot be counted before it runs (an ISA kernel's or an op's
+  instructions come from Python code as it runs; a workload's own memory): the process's resident
+  memory is looked at with the wall clock (every 2048 simulation steps and at every
+  synchronisation); past the limit the run stops, saying how far it got.
+
+The machine's size (dies, cores) is within :data:`SESSION_BYTES` for every config (the largest, 768
+dies, included); the trace level changes only what is written, in chunks of bounded memory, never
+what is held while simulating.
 
 The default limit of ``npusim run`` is the memory the machine had available as the run started
 (:func:`available_bytes`, the cgroup's limit included): what it could use before being killed.
@@ -120,19 +129,25 @@ class MemoryBudget:
             raise MemoryLimitError(f"this run needs at least {format_bytes(needed)} of memory to start (the {format_bytes(resident_bytes())} "
                                    f"npusim holds and {format_bytes(SESSION_BYTES)} for the session), more than its limit of {self.describe()}")
 
-    def expect(self, extra: int, what: str) -> None:
+    def expect(self, extra: int, what: str, *, instead: str = "launch fewer PEs or fewer, larger tiles") -> None:
         """``what`` is about to simulate and will take about ``extra`` more bytes: refused (before
-        simulating) when the run would then exceed its limit; announced on stderr when large."""
+        simulating) when the run would then exceed its limit, saying what to do ``instead``;
+        announced on stderr when large."""
         held = resident_bytes()
         estimate = held + extra
         if estimate > self.limit:
             raise MemoryLimitError(f"{what} would need about {format_bytes(extra)} more memory, {format_bytes(estimate)} with the "
-                                   f"{format_bytes(held)} the run holds: more than its limit of {self.describe()}; launch fewer PEs or fewer, "
-                                   "larger tiles, or run it where more memory is available")
+                                   f"{format_bytes(held)} the run holds: more than its limit of {self.describe()}; {instead}, or run it "
+                                   "where more memory is available")
         if extra >= LARGE_BYTES and not self.announced:
             self.announced = True
             print(f"npusim: {what} will need about {format_bytes(estimate)} of memory, with the {format_bytes(held)} the run holds "
                   f"(limit {format_bytes(self.limit)})", file=sys.stderr)
+
+    def expect_bytes(self, size_bytes: int, what: str) -> None:
+        """A device tensor's values, ``size_bytes`` (``what``: the tensor and its die), are about
+        to be allocated in this process (npusim.hw.memory.DeviceMemory.before_bytes): as :meth:`expect`."""
+        self.expect(size_bytes, f"allocating {what}", instead="use smaller tensors or simulate timing only (--no-data, data=False)")
 
     def watch_build(self, where: str) -> None:
         """Looked at while a PyPTO kernel builds (``where``: the kernel and loop): past the limit, the

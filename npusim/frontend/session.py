@@ -110,6 +110,8 @@ class Session:
         self.params: dict[str, dict] = {}  # parameters the workload declared: name -> value, default, help
         self.system = System(config.spec, with_data=with_data, network_quantum_ps=network_quantum_ps(network_quantum, config))
         self.system.race_check = check_race_mode(races)  # what kernel launches do with pipe races (npusim.isa.racecheck)
+        if memory is not None:  # a tensor's values too large for the limit are refused before they are allocated
+            self.system.before_bytes = memory.expect_bytes
         self.env: simpy.Environment = self.system.env
         self.time_limit_ps = time_limit_ps
         self.still_events = STILL_EVENTS  # events at one instant that end the run (engine.loop.run_until)

@@ -6,6 +6,8 @@ or a buffer is touched. With data disabled (``--no-data``) no byte array is ever
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from npusim.errors import ResourceError
@@ -39,6 +41,11 @@ class DeviceMemory:
         self.with_data = with_data
         self.used_bytes = 0
         self.allocations: list[Allocation] = []
+        self.before_bytes: Callable[[int, str], None] | None = None
+        """Told of each allocation of data that will hold real bytes in this process's memory (its
+        size in bytes and what it is, e.g. ``tensor[4096]<float16> on die 0``) once it fits in the
+        HBM and before its bytes are allocated; may raise to refuse it (the run's memory budget,
+        npusim.frontend.memory). Not of control memory, a few bytes of signals."""
 
     def allocate(self, size_bytes: int, label: str, *, control: bool = False) -> Allocation:
         """Reserve ``size_bytes`` (zero-filled when data is on); ResourceError past the HBM size.
@@ -52,6 +59,8 @@ class DeviceMemory:
                 f"{format_bytes(self.capacity_bytes)} ({format_bytes(self.used_bytes)} already in use); "
                 "use smaller tensors or a config with more HBM (die.hbm.size)"
             )
+        if self.with_data and not control and self.before_bytes is not None:
+            self.before_bytes(size_bytes, f"{label} on die {self.die}")
         data = np.zeros(size_bytes, dtype=np.uint8) if self.with_data or control else None
         allocation = Allocation(self.die, address, size_bytes, label, data)
         self.used_bytes = address + size_bytes

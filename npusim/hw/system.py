@@ -7,6 +7,8 @@ cores (created on first use, so that a 768-die SuperPoD is cheap until work land
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import simpy
 
 from npusim.config.schema import SystemSpec
@@ -38,6 +40,7 @@ class Die:
         self.l2 = network.add_resource(Resource(f"die{index} L2", spec.l2.bandwidth.bytes_per_ps(hz), kind="l2", die=index))
         self.memory_latency_ps = spec.l2.latency.to_ps(hz) + spec.hbm.latency.to_ps(hz)
         self.memory = DeviceMemory(index, spec.hbm.size.bytes, system.with_data)
+        self.memory.before_bytes = system.before_bytes
         self.aicpus = simpy.Resource(system.env, capacity=spec.aicpu.count)
         self.sdma = SystemDma(self)
         self._queue_pairs: dict[int, RdmaQueuePair] = {}
@@ -92,6 +95,7 @@ class System:
         self.env = simpy.Environment()
         self.with_data = with_data
         self.race_check = "warn"  # what kernel launches do with the races npusim.isa.racecheck finds: warn, error or off
+        self.before_bytes: Callable[[int, str], None] | None = None  # each die's DeviceMemory.before_bytes, from its creation
         self.recorder = recorder or Recorder()
         self.network = FlowNetwork(self.env, quantum_ps=network_quantum_ps)
         self.topology = Topology(spec, self.network)

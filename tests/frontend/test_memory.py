@@ -94,3 +94,44 @@ def test_npusim_run_refuses_a_limit_it_cannot_start_in_exit_2_writing_nothing(tm
                          text=True, timeout=300)
     assert run.returncode == 2 and "to start" in run.stderr and "more than its limit of 47.68 MiB (--max-memory 50MB)" in run.stderr
     assert not (tmp_path / "out").exists() and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("make", ["npusim", "torch"])
+def test_a_tensor_whose_values_would_exceed_the_limit_is_refused_before_they_are_allocated(make):
+    """A device tensor's values are held in this process (the simulated GM's bytes): 1 GiB of them
+    with 64 MiB left is refused before they are allocated, naming the tensor, its die and what to do;
+    simulating timing only (no values) takes it."""
+    if make == "torch":
+        import torch
+
+        from npusim import torch_npu  # noqa: F401  (the npu device)
+    limit = resident_bytes() + SESSION_BYTES + 64 * MiB
+
+    def allocate():
+        if make == "torch":
+            return torch.empty(1 << 29, dtype=torch.float16, device="npu")
+        return npusim.empty((1 << 29,), np.float16, device=1)
+
+    with pytest.raises(MemoryLimitError) as refused:
+        with npusim.session("a2", max_memory=limit):
+            allocate()
+    message = str(refused.value)
+    die = 0 if make == "torch" else 1
+    assert f"allocating tensor[{1 << 29}]<float16> on die {die} would need about 1.00 GiB more memory" in message
+    assert "use smaller tensors or simulate timing only (--no-data, data=False)" in message
+    assert resident_bytes() < limit  # refused before the bytes were taken
+    with npusim.session("a2", data=False, max_memory=limit):
+        assert allocate() is not None
+
+
+def test_npusim_run_refuses_a_tensor_too_large_for_the_limit_exit_2_writing_nothing(tmp_path):
+    workload = tmp_path / "big.py"
+    workload.write_text("import numpy as np\nimport npusim\nx = npusim.empty((8 << 30,), np.uint8)\n")
+    command = [sys.executable, "-m", "npusim", "run", "-c", "a2", str(workload), "--max-memory", "1GiB", "--out", str(tmp_path / "out")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "allocating tensor[8589934592]<uint8> on die 0 would need about 8.00 GiB more memory" in run.stderr
+    assert "more than its limit of 1.00 GiB (--max-memory 1GiB)" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "out").exists()
+    timing_only = subprocess.run([*command, "--no-data"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert timing_only.returncode == 0, timing_only.stderr
