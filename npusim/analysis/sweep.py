@@ -260,6 +260,8 @@ def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Seque
         if out_dir is not None:
             folder = held.enter_context(sweep_folder(out_dir))
             results, recorded = ResultsFile.open(out_dir / RESULTS_CSV, columns_for(sweep_plan.value_columns), resume=resume)
+            with written_in(out_dir):
+                folder.mark(ended=False)  # running (a resumed sweep's folder too)
         title = f"{sweep_plan.workload.name} on {sweep_plan.base.name}"
         try:
             outcome = run_plan(sweep_plan, workers=workers, scheduler=scheduler, results=results, recorded=recorded, progress=progress,
@@ -276,7 +278,7 @@ def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Seque
                 if write_parquet(out_dir / RESULTS_PARQUET, outcome.rows, outcome.columns):
                     outcome.files["parquet"] = out_dir / RESULTS_PARQUET
                 plot_simulated_time(out_dir / PLOT_PNG, axes, plotted, title=title)
-                folder.ended()
+                folder.mark(ended=True)
     return outcome
 
 
@@ -294,9 +296,9 @@ class SweepFolder:
     path: Path
     id: str
 
-    def ended(self) -> None:
-        """Mark the folder's sweep as one that ran to its end (its marker's ``ok``)."""
-        write_marker(self.path, FolderMark(self.id, SWEEP, True, SWEEP_FILES))
+    def mark(self, *, ended: bool) -> None:
+        """Write the folder's marker: its sweep runs (``ended`` false) or ran to its end."""
+        write_marker(self.path, FolderMark(self.id, SWEEP, ended, SWEEP_FILES))
 
 
 @contextlib.contextmanager
@@ -308,9 +310,10 @@ def sweep_folder(out: Path) -> Iterator[SweepFolder]:
     plots) or a run's is refused before anything runs. It is created, then locked (``flock`` on
     the folder, released when this process ends, however): a second sweep into it meanwhile is
     refused, naming the first, instead of interleaving its rows in ``results.csv`` (UsageError,
-    nothing written). Then it gets its marker (``ok`` false until :meth:`SweepFolder.ended`; the
-    identity of an earlier sweep there is kept, as ``--resume`` continues it); a sweep that ends
-    before writing anything else leaves the folder as it found it."""
+    nothing written). Then a folder without a marker gets one (``ok`` false; an earlier sweep's
+    marker and identity are kept, as ``--resume`` continues it: the sweep marks it as it runs and
+    ends, :meth:`SweepFolder.mark`); a sweep that ends before writing anything else leaves the
+    folder as it found it."""
     _check_sweep_folder(out)
     created = [folder for folder in (out, *out.parents) if not folder.exists()]  # made here, the innermost first
     try:
@@ -328,15 +331,17 @@ def sweep_folder(out: Path) -> Iterator[SweepFolder]:
         _check_sweep_folder(out)  # again, now that no other sweep writes there
         earlier = folder_mark(out, legacy_sweep_mark, kind=SWEEP)
         folder = SweepFolder(out, earlier.id if earlier is not None and earlier.id else secrets.token_hex(16))
-        marked = earlier is None or not earlier.id  # this sweep gives the folder its marker
-        try:
-            write_marker(out, FolderMark(folder.id, SWEEP, False, SWEEP_FILES))
-        except OSError as error:
-            raise UsageError(f"cannot write the sweep folder {str(out)!r}: {error.strerror or error}; choose another --out folder") from None
+        if earlier is None or not earlier.id:  # this sweep gives the folder its marker
+            marked = True
+            try:
+                folder.mark(ended=False)
+            except OSError as error:
+                raise UsageError(f"cannot write the sweep folder {str(out)!r}: {error.strerror or error}; choose another --out folder") from None
         yield folder
     finally:
-        if marked and sorted(os.listdir(out)) == [MARKER]:  # nothing written but the marker: as it was
-            (out / MARKER).unlink()
+        with contextlib.suppress(OSError):
+            if marked and os.listdir(out) == [MARKER]:  # nothing written but the marker: as it was
+                (out / MARKER).unlink()
         for created_folder in created:  # a sweep stopped before its first point leaves nothing
             try:
                 created_folder.rmdir()  # only if empty

@@ -34,7 +34,7 @@ def test_a_sweep_with_a_failing_point_exits_0_and_writes_its_files(tmp_path):
 
     again = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=16384,32768", "--grid", "param.double_buffer=true", "--no-data",
                    "--workers", "2", "--out", out, cwd=tmp_path)
-    assert again.returncode == 2 and "add --resume" in again.stderr
+    assert again.returncode == 2 and "add --resume" in again.stderr and folder_mark(out) == mark  # refused: the folder as it was
     resumed = npusim("sweep", "-c", "a2", DEMO, "--grid", "param.tile=16384,32768", "--grid", "param.double_buffer=true", "--no-data",
                      "--workers", "2", "--out", out, "--resume", cwd=tmp_path)
     assert resumed.returncode == 0 and "1 point simulated on 2 local worker processes, 1 already in results.csv; 1 failed" in resumed.stdout
