@@ -72,7 +72,11 @@ class HostLaunch:
         stream.submit(task)
 
     def arrow_to(self, kernel) -> None:
-        """A ``launch`` flow from the host event to the kernel's first instruction once recorded."""
+        """A ``launch`` flow from the host event to the kernel's first instruction once recorded (a
+        kernel made when it starts, :class:`~npusim.isa.program.KernelAtStart`: once made)."""
+        if hasattr(kernel, "when_built"):
+            kernel.when_built(self.arrow_to)
+            return
         first = kernel.ordered_programs()[0].instructions
         if first:
             recorder, source = self.system.recorder, self.event

@@ -696,16 +696,31 @@ class NzExtract(DmaCopy):
 
 class Dequant(NamedTuple):
     """What FixPipe applies to a result on its way out (the quantised matmuls' epilogue), each a
-    vector held in L1 or None: ``scale`` (one per column: float32, bfloat16, or int64 as
-    ``npu_trans_quant_param`` packs it), ``offset`` (float32, per column), ``token`` (float32, one
-    per row: per-token scales), ``bias`` (float, per column: added last). In float32, each step
-    rounded to float32, in this order: ``acc * scale * token + offset + bias``; then converted to
-    the output dtype (:func:`dequantize`)."""
+    vector held in L1 or None: ``scale`` (one per column, or one for all: float32, bfloat16, or
+    int64 as ``npu_trans_quant_param`` packs it), ``offset`` (float32, per column or one), ``token``
+    (float32, one per row: per-token scales), ``bias`` (float, per column: added last). In float32,
+    each step rounded to float32, in this order: ``acc * scale * token + offset + bias``; then
+    converted to the output dtype (:func:`dequantize`). ``packed``: a float32 scale and offset are
+    taken as ``npu_trans_quant_param`` packs them (:func:`pack_quant_param`), as op-plugin converts
+    them before the kernel when the output is float16 or int8 without per-token scales."""
 
     scale: LocalTensor | None = None
     offset: LocalTensor | None = None
     token: LocalTensor | None = None
     bias: LocalTensor | None = None
+    packed: bool = False
+
+    def vectors(self) -> tuple[LocalTensor, ...]:
+        return tuple(v for v in (self.scale, self.offset, self.token, self.bias) if v is not None)
+
+
+def pack_quant_param(scale: np.ndarray, offset: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The float32 scale and offset ``npu_trans_quant_param`` (round_mode 0) keeps of ``scale`` and
+    ``offset``: the scale truncated to its top 19 bits (FP19: ``bits & 0xFFFFE000``), the offset
+    rounded to an integer and clamped to [-256, 255] (op-plugin torch_npu-npu_trans_quant_param.md)."""
+    bits = scale.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+    kept = None if offset is None else np.clip(np.rint(offset.astype(np.float32)), -256, 255).astype(np.float32)
+    return bits.view(np.float32), kept
 
 
 def unpack_quant_param(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -752,17 +767,20 @@ class FixpipeStore(DmaCopy):
 
     def footprint(self) -> tuple[tuple, ...]:
         fractals = nz_count(self.rows, self.cols, FRACTAL_ROWS) * self.src.dtype.itemsize
-        vectors = () if self.dequant is None else tuple(_span(v, READ) for v in self.dequant if v is not None)
+        vectors = () if self.dequant is None else tuple(_span(v, READ) for v in self.dequant.vectors())
         return _entries(_span(self.src, READ, fractals), *vectors, _run(self.dst, WRITE, self.burst_count, self.burst_bytes, self.dst_gap))
 
     def _store(self, core, run) -> None:
         dst_offset = self._resolved[1] if self._resolved is not None else self.dst.offset
         result = nz_unpack(self.src.values(core), self.rows, self.cols, FRACTAL_ROWS)
         if self.dequant is not None:
-            scale, offset, token, bias = (None if v is None else v.values(core).copy() for v in self.dequant)
+            dequant = self.dequant
+            scale, offset, token, bias = (None if v is None else v.values(core).copy() for v in dequant[:4])
             if scale is not None and scale.dtype == np.int64:
                 scale, packed_offset = unpack_quant_param(scale)
                 offset = packed_offset if offset is None else offset
+            elif scale is not None and dequant.packed:
+                scale, offset = pack_quant_param(scale, offset)
             result = dequantize(result, scale, token, offset, bias)
         with np.errstate(all="ignore"):
             converted = vector_semantics.cast(result, self.out_dtype, self.rounding)

@@ -37,6 +37,7 @@ from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore, pipe_step
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
+from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
@@ -497,8 +498,8 @@ class CoreProgram:
         results rounded with ``rounding``; with ``dequant``, its vectors in L1 applied first:
         :class:`~npusim.isa.instructions.Dequant`), as ND rows ``dst_row_bytes`` apart in GM."""
         if dequant is not None:
-            for field, vector in zip(dequant._fields, dequant):
-                length = rows if field == "token" else cols
+            for field, vector in zip(dequant._fields[:4], dequant[:4]):
+                length = 1 if vector is not None and vector.count == 1 else rows if field == "token" else cols
                 if vector is not None and (vector.buffer != "L1" or vector.count < length):
                     raise UsageError(f"fixpipe: dequant {field} {vector!r} must be an L1 tensor of at least {length} values")
         out_dtype = np.dtype(out_dtype)
@@ -911,6 +912,41 @@ class Replay(_Placed):
         """Queue its run on ``stream`` as ``Kernel(name, op=op).launch(stream, inline=True)`` queues
         a kernel of this one program (see there); returns the stream task's process."""
         return stream.submit(_run_inline, self.core, self, op)
+
+
+class KernelAtStart:
+    """A launch whose programs depend on device values its kernel reads when it starts (a grouped
+    matmul's group sizes, written by work queued before it): ``build()`` makes the :class:`Kernel`
+    when the stream reaches the launch, from the values in GM then, and it runs at once. Until
+    then it has no programs; ``when_built`` callbacks get the kernel once made (the host launch's
+    arrow to its first instruction); ``op_inputs`` / ``op_outputs`` go to it."""
+
+    def __init__(self, name: str, die: int, build, *, system: System | None = None) -> None:
+        self.system = system or default_system()
+        self.name, self.die, self.build = name, die, build
+        self.op_inputs: list[tuple[tuple[int, ...], str]] = []
+        self.op_outputs: list[tuple[tuple[int, ...], str]] = []
+        self.built: list = []
+        self.launched = None
+
+    def when_built(self, callback) -> None:
+        self.built.append(callback)
+
+    def launch(self, stream=None):
+        """Queue the launch on ``stream`` (the die's default stream unless given); returns its process."""
+        if self.launched is not None:
+            raise UsageError(f"kernel {self.name!r} was already launched; build a new one to run it again")
+        stream = stream or self.system.stream(self.die)
+        self.launched = stream.submit(self._run, stream)
+        return self.launched
+
+    def _run(self, stream):
+        kernel = self.build()
+        kernel.op_inputs, kernel.op_outputs = self.op_inputs, self.op_outputs
+        for callback in self.built:
+            callback(kernel)
+        own = Stream(self.system.env, self.die, stream.name)  # nothing queued on it: the kernel starts now
+        yield kernel.launch(own)
 
 
 def _run_one(core: AICore, program: _Placed, op: int):

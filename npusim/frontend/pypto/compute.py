@@ -750,7 +750,7 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
     tile_objects = [Tile(i, (*index, t.m_offset, t.n_offset), (*ones, t.m, t.n), (*ones, t.m, t.n))
                     for i, (index, t) in enumerate((index, t) for index in batches for t in out_tiles)]
     tiling = pipeline_tiling(tiles, item, CubeTarget.of(launch.system))
-    shape_of = GemmShape(k, a.dtype.numpy, out_dtype.numpy, a_trans, b_trans, name=op)
+    shape_of = GemmShape(a.dtype.numpy, out_dtype.numpy, a_trans, b_trans, name=op)
 
     def matrix(view: GmView, index: tuple[int, ...]) -> GmView:
         """Matrix ``index`` of a batch (the last two dims)."""

@@ -83,5 +83,5 @@ def matmul_tile(p: CoreProgram, tiling: CubeTiling, shape: GemmShape, views: Blo
     """The program of one output tile: the cube pipeline's block on buffers of its own."""
     buffers = CoreBuffers(p, tiling, shape)
     prologue(p, buffers)
-    block(p, buffers, views, tile.m, tile.n, FIRST)
+    block(p, buffers, views, tile.m, tile.n, tile.k, FIRST)
     epilogue(p, buffers)

@@ -22,11 +22,13 @@ from npusim.kernels.shmem.tile_ops import GmView
 
 @dataclass(frozen=True)
 class Block:
-    """One output block of a kernel: its index (the trace's tile), its size and where its operands lie."""
+    """One output block of a kernel: its index (the trace's tile), its size ``m x n`` over ``k``, and
+    where its operands lie."""
 
     index: int
     m: int
     n: int
+    k: int
     views: BlockViews
 
 
@@ -42,22 +44,22 @@ def build_gemm(kernel: isa.Kernel, shape: GemmShape, tiling: CubeTiling, schedul
         phase = FIRST
         for item in blocks:
             views = item.views
-            key = (item.m, item.n, phase, views.strides())
+            key = (item.m, item.n, item.k, phase, views.strides())
             bases = views.bases()
             with p.tile(item.index):
                 template = templates.get(key)
                 if template is None or not p.extend(template, bases):
                     start = len(p.instructions)
-                    block(p, buffers, views, item.m, item.n, phase, barrier=schedule.tile_barrier)
+                    block(p, buffers, views, item.m, item.n, item.k, phase, barrier=schedule.tile_barrier)
                     if key not in templates:
                         templates[key] = p.template(bases, start=start)
-            phase = phase.after(shape, tiling)
+            phase = phase.after(item.k, tiling)
         epilogue(p, buffers)
 
 
 @dataclass(frozen=True)
 class Gemm:
-    """One matrix product of a kernel, ``C[m, n] = A[m, k] @ B[k, n]`` (k: the kernel's shape's):
+    """One matrix product of a kernel, ``C[m, n] = A[m, k] @ B[k, n]``:
     where A, B and C start in GM (``a`` as ``[m, k]`` rows, or ``[k, m]`` rows with ``a_trans``;
     ``b`` as ``[k, n]``, or ``[n, k]`` with ``b_trans``; ``c`` as ``[m, n]``), and each epilogue
     vector at its first value (per column ones at column 0, ``token`` at row 0)."""
@@ -67,6 +69,7 @@ class Gemm:
     c: GmView
     m: int
     n: int
+    k: int
     vectors: tuple[GmView, ...] = ()
 
 
@@ -82,8 +85,9 @@ def gemm_blocks(shape: GemmShape, tiling: CubeTiling, schedule: CubeSchedule, ge
             m0, n0 = r * tiling.base_m, c * tiling.base_n
             a = gemm.a.shifted((0, m0) if shape.a_trans else (m0, 0))
             b = gemm.b.shifted((n0, 0) if shape.b_trans else (0, n0))
-            vectors = tuple(view.shifted((m0 if name == "token" else n0,)) for name, view in zip(names, gemm.vectors))
-            blocks.append(Block(len(blocks), min(tiling.base_m, gemm.m - m0), min(tiling.base_n, gemm.n - n0),
+            vectors = tuple(view if name in shape.scalars else view.shifted((m0 if name == "token" else n0,))
+                            for name, view in zip(names, gemm.vectors))
+            blocks.append(Block(len(blocks), min(tiling.base_m, gemm.m - m0), min(tiling.base_n, gemm.n - n0), gemm.k,
                                 BlockViews(a, b, gemm.c.shifted((m0, n0)), vectors)))
     return assign(blocks, schedule.cores, schedule.assignment)
 

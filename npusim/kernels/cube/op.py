@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from npusim.isa.target import CubeTarget
+from npusim.kernels.cube.kernel import Gemm
 from npusim.kernels.cube.pipeline import vector_bytes
 from npusim.kernels.cube.tiling import BASIC_BLOCK, CubeSchedule, CubeTiling, default_tiling, tiling_choice
 from npusim.kernels.op import Op, OpOptions
@@ -35,6 +36,20 @@ def layout(tensor: Any) -> str | None:
     return None
 
 
+def folds_batch(a: Any, b: Any, batch: tuple[int, ...]) -> bool:
+    """Whether ``a @ b`` with output batch dims ``batch`` runs as one product of ``batch x m`` rows,
+    as aclnn's matmuls run it: ``b`` one matrix for every batch, ``a`` in the row layout with the
+    rows of all its matrices evenly spaced."""
+    if not batch or any(size != 1 for size in b.shape[:-2]) or layout(a) != "row" or tuple(a.shape[:-2]) != batch:
+        return False
+    stride = a.strides[-2]
+    for size, step in zip(reversed(a.shape[:-1]), reversed(a.strides[:-1])):
+        if size > 1 and step != stride:
+            return False
+        stride = step * size
+    return True
+
+
 def matrix(tensor: Any, batch: tuple[int, ...] = (), *, transposed: bool = False) -> GmView:
     """The GM view of matrix ``batch`` of ``tensor`` (its leading dims broadcast as numpy does:
     a dim of size 1 repeats) as the kernel reads it: rows of the last dim, or with ``transposed``
@@ -51,6 +66,18 @@ def vector(tensor: Any, offset_elements: int = 0) -> GmView:
     """The GM view of a 1-D run of ``tensor``'s values (contiguous) from ``offset_elements`` on."""
     item = tensor.dtype.itemsize
     return GmView(tensor.allocation, tensor.offset_bytes + offset_elements * item, (item,))
+
+
+def product_gemms(problem: Any, a: Any, b: Any, out: Any, vectors: tuple[GmView, ...]) -> list[Gemm]:
+    """The matrix products of a (batched) product ``out = a @ b``: one of ``batch x m`` rows when
+    the problem folds its batch (``problem.fold``), else one per batch index; every product's
+    epilogue vectors start at ``vectors``."""
+    if problem.fold or not problem.batch:
+        first = (0,) * len(problem.batch)
+        rows = problem.m * int(np.prod(problem.batch))
+        return [Gemm(matrix(a, first), matrix(b, first, transposed=problem.b_trans), matrix(out, first), rows, problem.n, problem.k, vectors)]
+    return [Gemm(matrix(a, index, transposed=problem.a_trans), matrix(b, index, transposed=problem.b_trans), matrix(out, index),
+                 problem.m, problem.n, problem.k, vectors) for index in np.ndindex(*problem.batch)]
 
 
 @dataclass(frozen=True)

@@ -50,18 +50,21 @@ EPILOGUE_VECTORS = ("bias", "scale", "offset", "token", "post_bias")
 
 @dataclass(frozen=True)
 class GemmShape:
-    """What every block of one kernel shares: ``k``, the input and output dtypes, the operands'
-    layouts (``a_trans``: A is ``[K, M]`` in GM; ``b_trans``: B is ``[N, K]``), the dtype of each
-    epilogue vector it has (``vectors``: name -> dtype, names of :data:`EPILOGUE_VECTORS`), and the
-    name its events carry."""
+    """What every block of one kernel shares: the input and output dtypes, the operands' layouts
+    (``a_trans``: A is ``[K, M]`` in GM; ``b_trans``: B is ``[N, K]``), the dtype of each epilogue
+    vector it has (``vectors``: (name, dtype) pairs, names of :data:`EPILOGUE_VECTORS`; ``scalars``:
+    those of one value for every column, per-tensor scales), how FixPipe takes a float32 scale
+    (``packed``: as ``npu_trans_quant_param`` packs it, :class:`~npusim.isa.instructions.Dequant`),
+    and the name its events carry."""
 
-    k: int
     in_dtype: np.dtype
     out_dtype: np.dtype
     a_trans: bool
     b_trans: bool
     vectors: tuple[tuple[str, np.dtype], ...] = ()
     name: str = "matmul"
+    scalars: frozenset[str] = frozenset()
+    packed: bool = False
 
     @property
     def acc_dtype(self) -> np.dtype:
@@ -70,6 +73,11 @@ class GemmShape:
     def vector_bytes(self, tiling: CubeTiling) -> int:
         """L1 bytes of the epilogue's vectors of one block."""
         return vector_bytes(self.vectors, tiling.base_m, tiling.base_n)
+
+
+def vector_length(shape: GemmShape, vector: str, m: int, n: int) -> int:
+    """Values of epilogue ``vector`` an ``m x n`` block takes: one (a per-tensor scale), m (per row), n (per column)."""
+    return 1 if vector in shape.scalars else m if vector == "token" else n
 
 
 def vector_bytes(vectors: tuple[tuple[str, np.dtype], ...], base_m: int, base_n: int) -> int:
@@ -86,9 +94,8 @@ class Phase(NamedTuple):
     l0: int
     l0c: int
 
-    def after(self, shape: GemmShape, tiling: CubeTiling) -> Phase:
-        """The phase of the next block on the same core."""
-        k = shape.k
+    def after(self, k: int, tiling: CubeTiling) -> Phase:
+        """The phase of the next block on the same core, after one of ``k``."""
         return Phase((self.a + -(-k // tiling.chunk_ka)) % tiling.l1_buffers, (self.b + -(-k // tiling.chunk_kb)) % tiling.l1_buffers,
                      (self.l0 + -(-k // tiling.base_k)) % tiling.l0_buffers, (self.l0c + 1) % tiling.l0c_buffers)
 
@@ -164,19 +171,19 @@ def epilogue(p: CoreProgram, buffers: CoreBuffers) -> None:
         p.wait_flag(src, dst, event)
 
 
-def block(p: CoreProgram, buffers: CoreBuffers, views: BlockViews, m: int, n: int, phase: Phase, *, barrier: bool = False) -> None:
-    """Append the program of one ``m x n`` output block (module docstring)."""
+def block(p: CoreProgram, buffers: CoreBuffers, views: BlockViews, m: int, n: int, k: int, phase: Phase, *,
+          barrier: bool = False) -> None:
+    """Append the program of one ``m x n`` output block over ``k`` (module docstring)."""
     tiling, shape = buffers.tiling, buffers.shape
-    k, name = shape.k, shape.name
+    name = shape.name
     p.scalar(ADDRESS_SCALAR_INSTRUCTIONS, name=f"{name} block address")
-    area = buffers.vectors[phase.l0c]
+    area = dict(buffers.vectors[phase.l0c])
     names = [vector for vector, _ in shape.vectors]
     if names:  # the epilogue's vectors of this block, into its L0C buffer's area once FixPipe freed it
         p.wait_flag("FIXP", "MTE2", phase.l0c)
         for vector, view in zip(names, views.vectors):
-            local = area[vector]
-            length = m if vector == "token" else n
-            move_box(p, local, view, (length,), (local.dtype.itemsize,), to_gm=False, name=f"{name} MTE2 {vector} GM->L1")
+            local = area[vector] = area[vector][: vector_length(shape, vector, m, n)]
+            move_box(p, local, view, (local.count,), (local.dtype.itemsize,), to_gm=False, name=f"{name} MTE2 {vector} GM->L1")
         if "bias" in names:
             p.set_flag("MTE2", "CUBE", phase.l0c)
         p.set_flag("MTE2", "FIXP", phase.l0c)
@@ -244,7 +251,7 @@ def block(p: CoreProgram, buffers: CoreBuffers, views: BlockViews, m: int, n: in
     if names:
         p.wait_flag("MTE2", "FIXP", phase.l0c)
         fields = {"scale": "scale", "offset": "offset", "token": "token", "post_bias": "bias"}
-        dequant = Dequant(**{fields[v]: area[v] for v in names if v in fields}) if set(names) - {"bias"} else None
+        dequant = Dequant(**{fields[v]: area[v] for v in names if v in fields}, packed=shape.packed) if set(names) - {"bias"} else None
     c = views.c
     p.fixpipe(GmAddress(c.allocation, c.offset_bytes), l0c, m, n, shape.out_dtype, c.strides[0], dequant=dequant,
               name=f"{name} FIXP L0C->GM")

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from npusim.errors import OpArgumentError
-from npusim.kernels.cube.op import layout
+from npusim.kernels.cube.op import folds_batch, layout
 
 F16, BF16, F32 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)
 DTYPES = (F16, BF16, F32)
@@ -67,16 +67,6 @@ def _broadcast(api: str, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, .
     return tuple(out)
 
 
-def _rows_even(tensor: Any) -> bool:
-    """Whether the rows of every matrix of ``tensor`` (row layout) are one evenly spaced sequence."""
-    stride = tensor.strides[-2]
-    for size, step in zip(reversed(tensor.shape[:-1]), reversed(tensor.strides[:-1])):
-        if size > 1 and step != stride:
-            return False
-        stride = step * size
-    return True
-
-
 def check_matmul(api: str, a: Any, b: Any, bias: Any | None, out: Any) -> MatmulProblem:
     """Check a product of device tensors ``a`` (self) and ``b`` (mat2), each of 2 or more dims."""
     for name, tensor in (("self", a), ("mat2", b)):
@@ -107,6 +97,4 @@ def check_matmul(api: str, a: Any, b: Any, bias: Any | None, out: Any) -> Matmul
         raise _reject(api, "self.shape", list(a.shape), "has k = 0: an empty sum (zeros, or the bias) is not modelled by npusim's "
                       "matmul; make the result with torch.zeros")
     a_trans, b_trans = layout(a) == "col", layout(b) == "col"
-    fold = bool(batch) and all(size == 1 for size in b.shape[:-2]) and not a_trans and layout(a) is not None \
-        and tuple(a.shape[:-2]) == batch and _rows_even(a)
-    return MatmulProblem(api, batch, m, n, k, a_dtype, a_dtype, a_trans, b_trans, fold, vectors, empty)
+    return MatmulProblem(api, batch, m, n, k, a_dtype, a_dtype, a_trans, b_trans, folds_batch(a, b, batch), vectors, empty)

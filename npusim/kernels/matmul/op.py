@@ -7,11 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from npusim.config.registry import OPS
-from npusim.kernels.cube.kernel import Gemm, gemm_kernel
-from npusim.kernels.cube.op import CubeOp, CubePlan, matrix, vector
+from npusim.kernels.cube.kernel import gemm_kernel
+from npusim.kernels.cube.op import CubeOp, CubePlan, product_gemms, vector
 from npusim.kernels.cube.pipeline import GemmShape
 from npusim.kernels.matmul.checks import MatmulProblem, check_matmul
 from npusim.kernels.op import ValueCheck
@@ -35,14 +33,7 @@ class Matmul(CubeOp):
     @classmethod
     def lower(cls, problem: MatmulProblem, plan: CubePlan, tensors: Mapping[str, Any], check: ValueCheck, op_args: dict) -> list:
         a, b, out, bias = tensors["self"], tensors["mat2"], tensors["out"], tensors.get("bias")
-        vectors = () if bias is None else (vector(bias),)
-        if problem.fold or not problem.batch:
-            first = (0,) * len(problem.batch)
-            gemms = [Gemm(matrix(a, first), matrix(b, first, transposed=problem.b_trans), matrix(out, first),
-                          problem.m * int(np.prod(problem.batch)), problem.n, vectors)]
-        else:
-            gemms = [Gemm(matrix(a, index, transposed=problem.a_trans), matrix(b, index, transposed=problem.b_trans), matrix(out, index),
-                          problem.m, problem.n, vectors) for index in np.ndindex(*problem.batch)]
-        shape = GemmShape(problem.k, problem.in_dtype, problem.out_dtype, problem.a_trans, problem.b_trans, problem.vectors, "matmul")
+        gemms = product_gemms(problem, a, b, out, () if bias is None else (vector(bias),))
+        shape = GemmShape(problem.in_dtype, problem.out_dtype, problem.a_trans, problem.b_trans, problem.vectors, "matmul")
         name = "BatchMatMulV3" if len(gemms) > 1 else cls.kernel_name
         return [gemm_kernel(name, out.device, shape, plan.tiling, plan.schedule, gemms, system=out.system, op_args=op_args)]
