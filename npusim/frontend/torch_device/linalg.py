@@ -21,7 +21,10 @@ def _product(api: str, aclnn_api: str, a: torch.Tensor, b: torch.Tensor, bias: t
     """``a @ b (+ bias)`` with torch.matmul's shapes, on the device."""
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
     b2 = b.unsqueeze(-1) if b.dim() == 1 else b
-    batch = torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]) if a2.dim() >= 2 and b2.dim() >= 2 else ()
+    lead_a, lead_b = tuple(a2.shape[:-2]), tuple(b2.shape[:-2])
+    rank = max(len(lead_a), len(lead_b))
+    lead_a, lead_b = (1,) * (rank - len(lead_a)) + lead_a, (1,) * (rank - len(lead_b)) + lead_b
+    batch = tuple(max(x, y) for x, y in zip(lead_a, lead_b))  # mismatches are the op's check to name
     m, n = a2.shape[-2], b2.shape[-1]
     shape = list(batch) + ([m] if a.dim() > 1 else []) + ([n] if b.dim() > 1 else [])
     out = new_tensor(shape, a.dtype, a.device.index)

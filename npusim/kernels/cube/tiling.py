@@ -188,7 +188,7 @@ def default_tiling(m: int, n: int, k: int, itemsize: int, target: CubeTarget, *,
     per_core = max(target.cores // max(n_blocks * blocks_beside, 1), 1)
     base_m = min(base_m, padded(max(-(-m // per_core), 1), FRACTAL_ROWS))  # CalBaseSize
     base_n = min(base_n, padded(n, FRACTAL_ROWS))
-    base_k = min(base_k, align_k(k, itemsize))
+    base_k = min(base_k, padded(k, max(FRACTAL_BYTES // itemsize, FRACTAL_ROWS)))
     l1 = target.l1_bytes - reserved_l1
     depth_a = l1 // 2 // (base_m * base_k * itemsize)
     depth_b = l1 // 2 // (base_n * base_k * itemsize)
