@@ -17,8 +17,9 @@ Formulas (功能说明): ``y_i = x_i @ w_i + bias_i``; per-channel ``y_i = (x_i 
 per-token ``y_i = (x_i @ w_i + bias_i) * scale_i * per_token_scale_i`` (int32 bias); npusim computes them
 as npu_quant_matmul's FixPipe epilogue (:mod:`npusim.kernels.quant_matmul.checks`). A Tensor
 group_list is read by the kernel when it starts, so the counts may come from work queued before it
-(an MoE dispatch); they are checked then. Without data (a timing-only run) its values are unknown:
-the rows are taken as split evenly over the groups (a :class:`GroupSizesAssumedWarning`).
+(an MoE dispatch); they are checked then. In a timing-only run its values are unknown unless it
+lives in control memory (kept without data): the rows are then taken as split evenly over the
+groups (a :class:`GroupSizesAssumedWarning`).
 """
 
 from __future__ import annotations
