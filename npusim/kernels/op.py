@@ -8,8 +8,9 @@ facade's launch path, :mod:`npusim.frontend.aclnn`) drives its steps:
 1. :meth:`Op.check`: a pure check of the call (shapes, dtypes, attributes, what the product
    supports), giving a frozen problem, or an :class:`~npusim.errors.OpArgumentError` naming the
    argument, its value and the rule;
-2. :meth:`Op.plan`: the kernel's tiling of the problem for a :class:`~npusim.isa.target.VectorTarget`
-   (plain frozen data, no SimPy);
+2. :meth:`Op.plan`: the kernel's tiling of the problem for what :meth:`Op.target` reads of the die
+   (a :class:`~npusim.isa.target.VectorTarget`, or a ``CubeTarget`` for the cube ops; plain frozen
+   data, no SimPy);
 3. :meth:`Op.check_values`: for ops whose kernels depend on data values (indices), what the host
    sees in them (the values are read once; the kernel must find the same ones when it starts);
 4. :meth:`Op.host_tensors`: the arrays the host computes and copies to the device (tiling data);
