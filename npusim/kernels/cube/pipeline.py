@@ -25,9 +25,11 @@ only for this block's store (with one L0C buffer). Which halves a block starts i
 :class:`Phase`) continues from the block before. ``barrier``: a ``pipe_barrier(ALL)`` after the
 store (a kernel that publishes each block, as gemm_ar does).
 
-The epilogue's vectors (the bias row of the first mmad, the dequant scale / offset / bias per
-column, the per-token scale per row) are loaded GM -> L1 by MTE2 at the block's start into the
-area of its L0C buffer, released by FixPipe after the store.
+The epilogue's vectors are loaded GM -> L1 by MTE2 into the area of the block's L0C buffer: the
+bias row of the first mmad at the block's start (released by the cube after that mmad), the
+dequant scale / offset / bias per column and the per-token scale per row after the block's last
+chunks (released by FixPipe after the store), so that the next block's chunks never wait behind a
+store.
 """
 
 from __future__ import annotations
@@ -154,7 +156,10 @@ class CoreBuffers:
         flags = [("MTE1", "MTE2", operand * 2 + half) for operand in (0, 1) for half in range(tiling.l1_buffers)]
         flags += [("CUBE", "MTE1", half) for half in range(tiling.l0_buffers)]
         flags += [("FIXP", "CUBE", half) for half in range(tiling.l0c_buffers)]
-        if self.shape.vectors:
+        names = [name for name, _ in self.shape.vectors]
+        if "bias" in names:
+            flags += [("CUBE", "MTE2", half) for half in range(tiling.l0c_buffers)]
+        if set(names) - {"bias"}:
             flags += [("FIXP", "MTE2", half) for half in range(tiling.l0c_buffers)]
         return flags
 
@@ -179,14 +184,18 @@ def block(p: CoreProgram, buffers: CoreBuffers, views: BlockViews, m: int, n: in
     p.scalar(ADDRESS_SCALAR_INSTRUCTIONS, name=f"{name} block address")
     area = dict(buffers.vectors[phase.l0c])
     names = [vector for vector, _ in shape.vectors]
-    if names:  # the epilogue's vectors of this block, into its L0C buffer's area once FixPipe freed it
-        p.wait_flag("FIXP", "MTE2", phase.l0c)
+    dequantised = [vector for vector in names if vector != "bias"]
+
+    def load_vectors(which: list[str]) -> None:
         for vector, view in zip(names, views.vectors):
-            local = area[vector] = area[vector][: vector_length(shape, vector, m, n)]
-            move_box(p, local, view, (local.count,), (local.dtype.itemsize,), to_gm=False, name=f"{name} MTE2 {vector} GM->L1")
-        if "bias" in names:
-            p.set_flag("MTE2", "CUBE", phase.l0c)
-        p.set_flag("MTE2", "FIXP", phase.l0c)
+            if vector in which:
+                local = area[vector] = area[vector][: vector_length(shape, vector, m, n)]
+                move_box(p, local, view, (local.count,), (local.dtype.itemsize,), to_gm=False, name=f"{name} MTE2 {vector} GM->L1")
+
+    if "bias" in names:  # the first mmad's bias row, once the cube has used the one before in this area
+        p.wait_flag("CUBE", "MTE2", phase.l0c)
+        load_vectors(["bias"])
+        p.set_flag("MTE2", "CUBE", phase.l0c)
     l0c = buffers.l0c[phase.l0c]
     steps = list(range(0, k, tiling.base_k))
     chunks = {0: -1, 1: -1}  # operand -> the chunk in L1
@@ -244,18 +253,24 @@ def block(p: CoreProgram, buffers: CoreBuffers, views: BlockViews, m: int, n: in
                 p.wait_flag("MTE2", "CUBE", phase.l0c)
                 bias = area["bias"]
         p.mmad(l0c, l0a, l0b, m, n, k_len, accumulate=index > 0, bias=bias, name=f"{name} mmad")
+        if bias is not None:
+            p.set_flag("CUBE", "MTE2", phase.l0c)
         p.set_flag("CUBE", "MTE1", h0)
+    if dequantised:  # after the block's chunks in MTE2's order: the next block's chunks do not wait behind this store
+        p.wait_flag("FIXP", "MTE2", phase.l0c)
+        load_vectors(dequantised)
+        p.set_flag("MTE2", "FIXP", phase.l0c)
     p.set_flag("CUBE", "FIXP", phase.l0c)
     p.wait_flag("CUBE", "FIXP", phase.l0c)
     dequant = None
-    if names:
+    if dequantised:
         p.wait_flag("MTE2", "FIXP", phase.l0c)
         fields = {"scale": "scale", "offset": "offset", "token": "token", "post_bias": "bias"}
-        dequant = Dequant(**{fields[v]: area[v] for v in names if v in fields}, packed=shape.packed) if set(names) - {"bias"} else None
+        dequant = Dequant(**{fields[v]: area[v] for v in dequantised}, packed=shape.packed)
     c = views.c
     p.fixpipe(GmAddress(c.allocation, c.offset_bytes), l0c, m, n, shape.out_dtype, c.strides[0], dequant=dequant,
               name=f"{name} FIXP L0C->GM")
-    if names:
+    if dequantised:
         p.set_flag("FIXP", "MTE2", phase.l0c)
     p.set_flag("FIXP", "CUBE", phase.l0c)
     if barrier:

@@ -168,3 +168,22 @@ def test_a_kernel_of_no_blocks_on_a_core_leaves_it_out():
                              [Gemm(matrix(a), matrix(b), matrix(c), 16, 16, 16)])
         assert list(kernel.programs) == [("aic", 0)]
         assert isinstance(kernel, isa.Kernel)
+
+
+def test_a_dequantising_store_does_not_hold_the_next_blocks_loads():
+    """The scale of a block's epilogue loads after its chunks: with a slow FixPipe, the next block's
+    chunks still load while this block's dequantised store runs."""
+    slow_store = [o for o in FAST if "FIXP.rate" not in o] + ["die.cores.aic.engines.FIXP.rate=1 B/cycle"]
+    with npusim.session("a2", slow_store, data=False) as session:
+        x, w = npusim.zeros((128, 256), np.int8), npusim.zeros((256, 64), np.int8)
+        y, scale = npusim.zeros((128, 64), ml_dtypes.bfloat16), npusim.zeros(64, np.float32)
+        shape = GemmShape(np.dtype(np.int8), np.dtype(ml_dtypes.bfloat16), False, False, (("scale", np.dtype(np.float32)),))
+        gemm_kernel("q", 0, shape, CubeTiling(64, 64, 128, 1, 1), CubeSchedule(1), [Gemm(matrix(x), matrix(w), matrix(y), 128, 64, 256,
+                                                                                          (vector(scale),))]).launch()
+        npusim.synchronize()
+        recorder = session.system.recorder
+        columns, names = recorder.columns(), recorder.names
+        events = [(names[columns["name"][i]], int(columns["start_ps"][i]), int(columns["end_ps"][i])) for i in range(len(columns["name"]))]
+    first_store = spans(events, "matmul FIXP L0C->GM")[0]
+    second_block_loads = spans(events, "matmul MTE2 GM->L1")[4:]  # two chunks of A and B per block
+    assert second_block_loads[0][0] < first_store[1]
