@@ -119,10 +119,11 @@ def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Cal
                   shape: Sequence[int], dtype: DataType, record: dict | None = None, piece: Callable | None = None):
     """One tile op per tile: ``build(p, tile)`` appends its program, ``reads(tile)`` lists the
     (tensor, region) it reads; ``piece(tile, device)``, if given, makes a tile's program a
-    :class:`ProgramPiece` instead (reused for the tiles of the same shape). The first tile's program
+    :class:`ProgramPiece` instead (reused for the tiles of the same shape; given the
+    :class:`Destination`, read when the tile op runs). The first tile's program
     is built once now, so that a tile that does not fit the core's buffers fails before anything
     runs. Returns (tasks, result device tensor)."""
-    destination = Destination(empty(tuple(shape), dtype.numpy, device=program.die))
+    destination = Destination(empty(tuple(shape), dtype.numpy, device=program.die))  # an assemble may point it elsewhere before the tile ops run
     node = program.op(op, shape=list(shape), tiles=len(tiles), **(record or {}))
     _dry_build(op, program, tiles[0], build, program.launch.core_kinds[unit], destination.device)
     for tile in tiles:
@@ -132,7 +133,7 @@ def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Cal
             else:
                 _empty_program(p)
 
-        task = CoreTask(node, tile.index, piece(tile, destination.device) if piece is not None else run, unit)
+        task = CoreTask(node, tile.index, piece(tile, destination) if piece is not None else run, unit)
         for tensor, region in reads(tile):
             task.depend_on(tensor.tasks_for(region))
         node.tasks.append(task)
@@ -757,11 +758,13 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
         shifted = view.shifted(index + (0, 0)) if index else view
         return GmView(shifted.allocation, shifted.offset_bytes, tuple(view.strides[-2:]))
 
-    def piece(tile, device) -> ProgramPiece:
-        """The tile op's program as a reusable piece: built once per tile shape (and strides), replayed on the others' addresses."""
+    def piece(tile, destination) -> ProgramPiece:
+        """The tile op's program as a reusable piece: built once per tile shape (and strides), replayed
+        on the others' addresses; its output is where ``destination`` points when the tile op runs."""
         index, t = tile.offset[:-2], out_tiles[tile.index % len(out_tiles)]
 
         def gm():
+            device = destination.device
             out = GmView(device.allocation, device.offset_bytes, device.strides)
             a_at = matrix(a_view, index).shifted((0, t.m_offset) if a_trans else (t.m_offset, 0))
             b_at = matrix(b_view, index if len(b.shape) > 2 else ()).shifted((t.n_offset, 0) if b_trans else (0, t.n_offset))
@@ -774,7 +777,7 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
         return ProgramPiece((op, t.m, t.n, shape_of, tiling), gm, build)
 
     def build(p, tile, device):
-        made = piece(tile, device)
+        made = piece(tile, Destination(device))
         made.build(p, None, *made.gm())
 
     def reads(tile):
