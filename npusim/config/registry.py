@@ -196,6 +196,9 @@ FABRICS: Registry[Any] = Registry("fabric kind", builtins={kind: f"npusim.hw.fab
 OPS: Registry[Any] = Registry("op", builtins={
     "cast": "npusim.kernels.elementwise.op",
     "fill": "npusim.kernels.elementwise.op",
+    "matmul": "npusim.kernels.matmul.op",
+    "quant_matmul": "npusim.kernels.quant_matmul.op",
+    "grouped_matmul": "npusim.kernels.grouped_matmul.op",
     "quant_scatter": "npusim.kernels.quant_scatter.op",
     "quantize": "npusim.kernels.quantize.op",
     "scatter_update": "npusim.kernels.scatter_update.op",

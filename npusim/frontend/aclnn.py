@@ -32,7 +32,7 @@ from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadErro
 from npusim.frontend.host import HostLaunch
 from npusim.frontend.session import session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
-from npusim.isa.target import VectorTarget
+from npusim.kernels.cube.tiling import TILING_FIELDS
 from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, Op, OpOptions, ValueCheck
 from npusim.kernels.view_copy import build_view_copy
 
@@ -42,12 +42,15 @@ _CHOICES = {"out_of_range": OUT_OF_RANGE_MODES, "overlap": OVERLAP_MODES}
 
 
 @contextlib.contextmanager
-def options(*, out_of_range: str | None = None, overlap: str | None = None, double_buffer: bool | None = None) -> Iterator[OpOptions]:
+def options(*, out_of_range: str | None = None, overlap: str | None = None, double_buffer: bool | None = None,
+            matmul_tiling: Mapping[str, Any] | None = None) -> Iterator[OpOptions]:
     """Within the block, ops use these settings (see :class:`~npusim.kernels.op.OpOptions`); unset
-    ones are inherited::
+    ones are inherited (``matmul_tiling`` field by field)::
 
         with torch_npu.options(double_buffer=True, overlap="error"):
             torch_npu.npu_quant_scatter_(cache, indices, updates, scales)
+        with torch_npu.options(matmul_tiling={"base_m": 128, "base_n": 256, "cores": 24}):
+            c = a @ b
     """
     changes: dict[str, Any] = {}
     for name, value in (("out_of_range", out_of_range), ("overlap", overlap)):
@@ -59,6 +62,16 @@ def options(*, out_of_range: str | None = None, overlap: str | None = None, doub
         if not isinstance(double_buffer, bool):
             raise UsageError(f"torch_npu.options: double_buffer = {double_buffer!r}: use True or False")
         changes["double_buffer"] = double_buffer
+    if matmul_tiling is not None:
+        if not isinstance(matmul_tiling, Mapping):
+            raise UsageError(f"torch_npu.options: matmul_tiling = {matmul_tiling!r}: give a dict of tiling fields, e.g. "
+                             "{'base_m': 128, 'base_n': 256, 'base_k': 64}")
+        unknown = sorted(set(matmul_tiling) - set(TILING_FIELDS))
+        if unknown:
+            raise UsageError(f"torch_npu.options: matmul_tiling has no field {', '.join(map(repr, unknown))}; its fields are "
+                             f"{', '.join(TILING_FIELDS)}")
+        merged = {**dict(_OPTIONS.get().matmul_tiling), **matmul_tiling}
+        changes["matmul_tiling"] = tuple(sorted(merged.items()))
     token = _OPTIONS.set(dataclasses.replace(_OPTIONS.get(), **changes))
     try:
         yield _OPTIONS.get()
@@ -152,7 +165,7 @@ class OpCall:
                 f"launched); add it, e.g. under `ops: {{{op.name}: {{...}}}}`, or extend a built-in config"
             )
         options_now = _OPTIONS.get()
-        plan = op.plan(problem, VectorTarget.of(system), settings, options_now)
+        plan = op.plan(problem, op.target(system), settings, options_now)
         check = ValueCheck()
         if system.with_data:  # values are data: without data (timing only) they cannot be checked
             values = {name: args[name].host_view().copy() for name in op.value_inputs(problem)}
@@ -170,12 +183,16 @@ class OpCall:
         if call is not None:
             call.tiling = bool(host_values)
         work = out if out.is_contiguous() else _contiguous(out, self.api, "the output")
-        tensors: dict[str, Any] = {name: _contiguous(self.args[name], self.api, name) if self.args[name] is not None else None
-                                   for name in op.tensors if name != op.output}
+        names = op.tensor_names(self.args)
+        tensors: dict[str, Any] = {}
+        for name in names:
+            value = self.args[name]
+            if name != op.output:
+                tensors[name] = None if value is None else value if op.reads_as_is(self.problem, name, value) else _contiguous(value, self.api, name)
         tensors[op.output] = work
         tensors.update({name: tensor(values, device=die) for name, values in host_values.items()})
         op_args = {"api": f"torch_npu.{self.api}", **op.describe(self.problem, self.plan)}
-        inputs = [(tuple(self.args[name].shape), self.args[name].dtype.name) for name in op.tensors
+        inputs = [(tuple(self.args[name].shape), self.args[name].dtype.name) for name in names
                   if name != op.output and self.args[name] is not None]
         outputs = [(tuple(out.shape), out.dtype.name)]
         session = session_of(system)
@@ -220,7 +237,8 @@ def run_op(name: str, api: str, args: Mapping[str, Any], *, out: DeviceTensor) -
 
 def _check_tensors(api: str, op: type[Op], args: dict[str, Any]) -> DeviceTensor:
     """Every tensor argument is a device tensor of one session on one device; returns the first."""
-    for name in op.tensors:
+    names = op.tensor_names(args)
+    for name in names:
         value = args.get(name)
         if value is None and name in op.optional:
             continue
@@ -229,9 +247,9 @@ def _check_tensors(api: str, op: type[Op], args: dict[str, Any]) -> DeviceTensor
                 f"{api}: {name} = {type(value).__name__}: must be an npusim device tensor; "
                 f"make one with npusim.tensor(array, device=...)"
             )
-    first_name = op.tensors[0]
+    first_name = names[0]
     first = args[first_name]
-    for name in op.tensors[1:]:
+    for name in names[1:]:
         value = args.get(name)
         if value is None:
             continue

@@ -72,7 +72,11 @@ class HostLaunch:
         stream.submit(task)
 
     def arrow_to(self, kernel) -> None:
-        """A ``launch`` flow from the host event to the kernel's first instruction once recorded."""
+        """A ``launch`` flow from the host event to the kernel's first instruction once recorded (a
+        kernel made when it starts, :class:`~npusim.isa.program.KernelAtStart`: once made)."""
+        if hasattr(kernel, "when_built"):
+            kernel.when_built(self.arrow_to)
+            return
         programs = kernel.ordered_programs()
         first = programs[0].instructions if programs else None  # a kernel of no work (an empty tensor's copy) has no program
         if first:

@@ -130,3 +130,60 @@ def npu_quantize(input, scales, zero_points, dtype, axis=1, div_mode=True):
     run_op("quantize", "npu_quantize", {"input": input, "scales": scales, "zero_points": zero_points, "out": out, "dtype": name,
                                         "axis": axis, "div_mode": div_mode}, out=out)
     return out
+
+
+def _dtype_code(dtype):
+    """A dtype argument of an ``int? dtype`` schema slot: torch passes its ScalarType code."""
+    if dtype is None or not TORCH:
+        return dtype
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    from npusim.frontend.torch_device.ops import SCALAR_TYPE_CODES
+
+    return {d: code for code, d in SCALAR_TYPE_CODES.items()}[dtype]
+
+
+def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None, output_dtype=None, group_sizes=None, **dtypes):
+    """int8 ``x1 @ x2`` dequantised: ``x1 @ x2 * scale + offset``, ``(x1 @ x2 + bias) * scale`` (int32
+    bias), ``x1 @ x2 * scale [* pertoken_scale] + bias`` (bfloat16 / float32 bias); the result int8
+    (default), float16 or bfloat16 (``output_dtype``). See docs/torch.md (numerics, timing)."""
+    if _is_torch(x1):
+        return torch.ops.npu.npu_quant_matmul(x1, x2, scale, offset=offset, pertoken_scale=pertoken_scale, bias=bias,
+                                              output_dtype=_dtype_code(output_dtype), group_sizes=group_sizes, **dtypes)
+    from npusim.kernels.quant_matmul.checks import output_dtype as result_dtype
+    from npusim.kernels.quant_matmul.checks import result_shape
+
+    name = _dtype_name(output_dtype)
+    out = empty(result_shape(tuple(x1.shape), tuple(x2.shape)), result_dtype(name), device=x1.device)
+    run_op("quant_matmul", "npu_quant_matmul", {"x1": x1, "x2": x2, "scale": scale, "offset": offset, "pertoken_scale": pertoken_scale,
+                                                "bias": bias, "out": out, "output_dtype": name, "group_sizes": group_sizes}, out=out)
+    return out
+
+
+def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiquant_scale=None, antiquant_offset=None, per_token_scale=None,
+                       group_list=None, split_item=0, group_type=None, group_list_type=0, act_type=0, output_dtype=None, **others):
+    """Many matrix products in one kernel: groups of one x's rows (``group_type=0``, ``group_list``
+    counts or running sums, one y) or separate products (``group_type=-1``); int8 with per-channel
+    ``scale`` and ``per_token_scale``, or float16 / bfloat16 / float32. Returns a list of tensors.
+    See docs/torch.md."""
+    if _is_torch(x[0]):
+        return torch.ops.npu.npu_grouped_matmul(x, weight, bias=bias, scale=scale, offset=offset, antiquant_scale=antiquant_scale,
+                                                antiquant_offset=antiquant_offset, per_token_scale=per_token_scale, group_list=group_list,
+                                                split_item=split_item, group_type=group_type, group_list_type=group_list_type,
+                                                act_type=act_type, output_dtype=_dtype_code(output_dtype), **others)
+    from npusim.kernels.grouped_matmul.checks import output_dtype as result_dtype
+    from npusim.kernels.grouped_matmul.checks import result_shapes
+    from npusim.kernels.grouped_matmul.op import arguments
+
+    name = _dtype_name(output_dtype)
+    dtype = result_dtype(name, x[0].dtype, None if not scale else scale[0].dtype)
+    outs = [empty(shape, dtype, device=x[0].device) for shape in result_shapes([tuple(t.shape) for t in x], [tuple(t.shape) for t in weight],
+                                                                                 split_item)]
+    lists = {"x": x, "weight": weight, "bias": bias, "scale": scale, "per_token_scale": per_token_scale, "y": outs}
+    args = arguments(lists, group_list=group_list, offset=offset, antiquant_scale=antiquant_scale, split_item=split_item,
+                     group_type=group_type, group_list_type=group_list_type, act_type=act_type, output_dtype=name)
+    run_op("grouped_matmul", "npu_grouped_matmul", args, out=outs[0])
+    return outs
+
+
+__all__ += ["npu_grouped_matmul", "npu_quant_matmul"]

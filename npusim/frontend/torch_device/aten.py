@@ -217,8 +217,11 @@ def outside_backward(kernel: Callable, name: str) -> Callable:
 
 
 def register(library: torch.library.Library) -> None:
-    """Register the kernels and the refusing fallback for the PrivateUse1 ("npu") key."""
-    for name, kernel in KERNELS.items():
+    """Register the kernels (these and the matrix products of :mod:`.linalg`) and the refusing
+    fallback for the PrivateUse1 ("npu") key."""
+    from npusim.frontend.torch_device import linalg
+
+    for name, kernel in {**KERNELS, **linalg.KERNELS}.items():
         library.impl(name, outside_backward(kernel, f"aten.{name}"), "PrivateUse1")
 
 

@@ -177,9 +177,10 @@ def values(t: torch.Tensor) -> np.ndarray:
 
 def to_torch(array: np.ndarray) -> torch.Tensor:
     """A CPU torch tensor of ``array``'s values (bfloat16 through its bits)."""
+    array = np.ascontiguousarray(array).reshape(array.shape)  # ascontiguousarray makes a 0-d array 1-d
     if array.dtype == NUMPY_DTYPES[torch.bfloat16]:
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(array))
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
