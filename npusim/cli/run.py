@@ -38,6 +38,7 @@ from npusim.analysis.report import print_report
 from npusim.cli import lasting_objects
 from npusim.cli.errors import exit_code_for, report, stoppable
 from npusim.config import LoadedConfig, load_config
+from npusim.config.annotated import confidence_record
 from npusim.errors import NpusimError, OutputError, UsageError
 from npusim.files import MARKER, Output, StagedFolder, default_folder_name, fork_mode
 from npusim.frontend.session import MAX_SEED, Session, SimResult, network_quantum_ps, session, young_gc_threshold
@@ -124,6 +125,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             "trace": selection.describe(),
             "network_quantum": network_quantum,
             "races": races,
+            "config_confidence": confidence_record(loaded),  # what each value of the run rests on: its tag, or user (--set)
         }
         if active.pypto_hints:
             manifest["pypto_hints"] = active.pypto_hints  # accepted, not modelled (docs/pypto.md)

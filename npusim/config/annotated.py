@@ -58,6 +58,16 @@ def values(resolved: Mapping[str, Any], path: KeyPath = ()) -> list[KeyPath]:
     return found
 
 
+def confidence_record(loaded: LoadedConfig) -> dict[str, str]:
+    """Every value's confidence by dotted key, as a run's manifest records it: the tag as written
+    (``M/L, knob``), ``user`` for a value the user gave, ``unrated`` when none is stated."""
+    record = {}
+    for path in values(loaded.resolved):
+        confidence = loaded.confidence_of(path)
+        record[".".join(str(part) for part in path)] = confidence.tag if confidence.level in LEVELS else confidence.level
+    return record
+
+
 def confidence_summary(loaded: LoadedConfig) -> str:
     """Comment lines counting the config's values by confidence (the last lines of ``npusim config
     show``): how many are H, M, L (and knobs), the user's own, and stated nowhere."""

@@ -66,6 +66,12 @@ class Tag:
     assumed: bool
 
 
+def without_tags(comment: str) -> str:
+    """``comment`` without its confidence tags (its source alone)."""
+    tags = {tag.text for tag in parse_tags(comment)}
+    return " ".join(_BRACKETS.sub(lambda match: "" if match.group(1).strip() in tags else match.group(0), comment).split())
+
+
 def parse_tags(comment: str) -> list[Tag]:
     """The confidence tags of a comment, in order (bracketed text that is no tag, such as
     ``[GM->UB]`` or ``[DtypeMKN]``, is skipped)."""
