@@ -185,13 +185,21 @@ NAMED_SHARE = 0.05
 """The reading names the low-confidence values that at least this share of the time rests on."""
 
 
+MARKED_SHARE = 0.1
+"""A low-confidence row's mark names the low-confidence value most of its time rests on, and counts
+the others at least this share of its time rests on."""
+
+
 def low_confidence_mark(row: dict) -> str:
-    """For a breakdown row whose time rests mostly on a low-confidence value, a second line naming
-    it: ``rests on die.aicpu.control_read [L, knob]``; else nothing."""
+    """For a breakdown row whose time rests mostly on low-confidence values, a second line naming
+    them: ``rests on die.aicpu.control_read [L, knob]``; else nothing."""
     if not row.get("low_confidence"):
         return ""
-    entry = next(entry for entry in row["rests_on"] if entry["key"] == row["mostly_on"])
-    return f"\n  [yellow]rests on {entry['key']} {escape(_mark(entry))}[/yellow]"
+    low = [entry for entry in row["rests_on"] if _low(entry) and entry["share"] >= MARKED_SHARE]
+    if not low:
+        return ""
+    more = f" and {len(low) - 1} more" if len(low) > 1 else ""  # one line, short: the table keeps its columns on a narrow terminal
+    return f"\n  [yellow]rests on {low[0]['key']} {escape(_mark(low[0]))}{more}[/yellow]"
 
 
 def _mark(entry: dict) -> str:

@@ -77,10 +77,12 @@ class CriticalPath:
     segments: list[Segment]
     events: list[int]  # the events on the path, in time order
 
-    def breakdown(self) -> list[dict[str, Any]]:
+    def breakdown(self, low: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
         """Time per label, largest first: label, kind, time_us, share of the end-to-end time,
         ``resource`` (its name) for time waiting on a resource, and ``rests_on``: the config keys
-        of its time, each with its share of the row's time (:func:`keys_of`)."""
+        of its time, each with its share of the row's time (:func:`keys_of`); given ``low`` (which
+        keys are of low confidence), ``low_confidence_share``: the share of the row's time resting on
+        at least one of them."""
         totals: dict[tuple[str, str, str], int] = {}
         terms: dict[tuple[str, str, str], list[Term]] = {}
         for segment in self.segments:
@@ -89,7 +91,8 @@ class CriticalPath:
             terms.setdefault(key, []).extend(segment.terms)
         whole = max(self.end_to_end_ps, 1)
         rows = [{"label": label, "kind": kind, "time_us": ps / 1e6, "share": ps / whole, **({"resource": resource} if resource else {}),
-                 "rests_on": keys_of(terms[(label, kind, resource)], ps)}
+                 "rests_on": keys_of(terms[(label, kind, resource)], ps),
+                 **({"low_confidence_share": _resting_on(terms[(label, kind, resource)], low) / ps} if low is not None else {})}
                 for (label, kind, resource), ps in totals.items() if ps > 0]
         return sorted(rows, key=lambda row: (-row["time_us"], row["label"]))
 
@@ -101,14 +104,18 @@ class CriticalPath:
     def share_resting_on(self, chosen: Callable[[str], bool]) -> float:
         """The share of the end-to-end time that rests on at least one key ``chosen`` picks (time
         resting on several counted once)."""
-        ps = sum(term.ps for segment in self.segments for term in segment.terms if any(chosen(key) for key in term.keys))
-        return ps / max(self.end_to_end_ps, 1)
+        return _resting_on([term for segment in self.segments for term in segment.terms], chosen) / max(self.end_to_end_ps, 1)
 
     def describe(self, top: int = 3) -> str:
         """One line: ``61% MTE2 waiting on link die0->die1 HCCS, 24% VECTOR on die0 aiv7, ...``."""
         rows = self.breakdown()
         text = ", ".join(f"{row['share']:.0%} {row['label']}" for row in rows[:top])
         return text + (", ..." if len(rows) > top else "")
+
+
+def _resting_on(terms: list[Term], chosen: Callable[[str], bool]) -> int:
+    """The ps of ``terms`` that rest on at least one key ``chosen`` picks."""
+    return sum(term.ps for term in terms if any(chosen(key) for key in term.keys))
 
 
 def keys_of(terms: list[Term], whole_ps: int) -> list[dict[str, Any]]:
@@ -134,7 +141,7 @@ def bottlenecks(record: RunRecord, *, rows: int = 12, low: Callable[[str], bool]
     path's time rests on (``rests_on``) and, given ``low`` (which keys are of low confidence), the
     share of the time that rests on at least one of them (``low_confidence_share``)."""
     path = critical_path(record)
-    breakdown = path.breakdown()
+    breakdown = path.breakdown(low)
     kept, rest = breakdown[:rows], breakdown[rows:]
     if rest:
         kept.append({"label": f"other ({len(rest)} entries)", "kind": "other", "time_us": sum(r["time_us"] for r in rest),

@@ -168,8 +168,10 @@ def with_confidence(found: dict[str, Any], config: Any) -> dict[str, Any]:
     tag as written or ``user``; ``level``: H, M, L, user or unrated; the path's entries also
     ``basis``, ``source`` and ``where``); a key the config does not set (a schema default, such as a
     link's efficiency of 1) is left out. A row whose time rests mostly (:data:`MOSTLY`) on one key
-    names it (``mostly_on``; of several such keys, a low-confidence one first) and says whether
-    that value is of low confidence (``low_confidence``: level L, or no confidence stated)."""
+    names it (``mostly_on``; of several such keys, a low-confidence one first); a row is of low
+    confidence (``low_confidence``) when mostly its time rests on low-confidence values (level L, or
+    none stated: its ``low_confidence_share``, counted by :func:`~npusim.trace.critical_path.bottlenecks`,
+    above :data:`MOSTLY`), whether one value or several."""
 
     def entries(listed: list[dict[str, Any]], detail: bool) -> list[dict[str, Any]]:
         kept = []
@@ -193,10 +195,9 @@ def with_confidence(found: dict[str, Any], config: Any) -> dict[str, Any]:
             continue
         listed = entries(row["rests_on"], False)
         mostly = [entry for entry in listed if entry["share"] > MOSTLY and entry["key"] != UNATTRIBUTED]
-        marked = {}
+        marked: dict[str, Any] = {"low_confidence": row.get("low_confidence_share", 0.0) > MOSTLY}
         if mostly:  # of the keys it rests mostly on (a term may rest on several), the least trusted
-            key = min(mostly, key=lambda entry: (not is_low(config, entry["key"]), -entry["share"], entry["key"]))["key"]
-            marked = {"mostly_on": key, "low_confidence": is_low(config, key)}
+            marked["mostly_on"] = min(mostly, key=lambda entry: (not is_low(config, entry["key"]), -entry["share"], entry["key"]))["key"]
         rows.append({**row, "rests_on": listed, **marked})
     return {**found, "breakdown": rows, "rests_on": entries(found["rests_on"], True)}
 

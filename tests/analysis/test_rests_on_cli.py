@@ -5,6 +5,7 @@ control reads [L]); a value given with --set is the user's and is not marked; th
 every value's confidence."""
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -84,5 +85,10 @@ def test_the_moe_dispatch_and_combine_rests_on_the_aicpus_control_reads(tmp_path
     control = next(i for i, line in enumerate(lines) if "│" in line and "CONTROL on die" in line)
     assert "rests on die.aicpu.control_read [L, knob]" in lines[control + 1]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    schedule = next(row for row in summary["bottlenecks"]["breakdown"] if row["label"].startswith("SCHEDULE on"))
+    assert "mostly_on" not in schedule and schedule["low_confidence"] and schedule["low_confidence_share"] > 0.5  # several L values, none half
+    assert {entry["key"] for entry in schedule["rests_on"]} >= {"die.aicpu.dependency", "die.aicpu.completion"}
+    scheduling = next(i for i, line in enumerate(lines) if "│" in line and "SCHEDULE on" in line)
+    assert re.search(r"rests on die\.aicpu\.\w+ \[L, knob\] and \d more", lines[scheduling + 1])
     first = summary["bottlenecks"]["rests_on"][0]
     assert (first["key"], first["value"], first["confidence"], first["basis"]) == ("die.aicpu.control_read", "0.5 us", "L, knob", "assumed")
