@@ -72,7 +72,7 @@ def test_an_override_is_the_users_value_and_stays_so_in_a_run_folder(tmp_path):
     again = load_config(str(folder_config))
     assert again.confidence_of("die.hbm.bandwidth").level == USER  # the comment says who gave it
     assert again.confidence_of("die.aicpu.control_read").level == USER
-    assert again.confidence_of("die.clock").level == "H" and again.confidence_of("die.aicpu.schedule").tag == "M, knob"
+    assert again.confidence_of("die.clock").level == "H" and again.confidence_of("die.hbm.latency").tag == "M, knob"
     assert load_config("a2", {"die.hbm.bandwidth": "1 TB/s"}).confidence_of("die.hbm.bandwidth").level == USER  # a mapping of overrides
 
 
