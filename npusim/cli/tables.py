@@ -96,4 +96,4 @@ def print_sensitivity_table(baseline: dict, rows: list[dict], reading: str, *, t
     for row in rows:
         if row["status"] == "not varied":
             console.print(f"not varied: {row['key']} = {row['value']}: {escape(row['error'])}", soft_wrap=True)
-    console.print(f"[bold]reading[/bold]: {escape(reading)}")
+    console.print(f"[bold]reading[/bold]: {escape(reading)}", soft_wrap=True)
