@@ -164,8 +164,13 @@ def of_locations(resolved: Mapping[str, Any], locations: Mapping[KeyPath, str]) 
             confidence[path] = Confidence(USER, where, source=where, where=where)
         else:
             by_line.setdefault(where, []).append(path)
+    files: dict[str, tuple[str, ...]] = {}  # each file's lines, read (and its change checked) once
     for where, paths in by_line.items():
-        comment = line_comment(where)
+        file, _, line = where.rpartition(":")
+        lines = files.get(file)
+        if lines is None:
+            lines = files[file] = _lines(file) if file and line.isdigit() else ()
+        comment = comment_of(lines[int(line) - 1]) if line.isdigit() and 0 < int(line) <= len(lines) else ""
         tags = parse_tags(comment)
         leaves = _one_line_keys(paths, resolved)
         if leaves and len(tags) == len(leaves) > 1:  # a mapping on one line, one tag per key, in order
@@ -226,15 +231,6 @@ def of_path(resolved: Mapping[str, Any], confidence: Mapping[KeyPath, Confidence
     return NOT_IN_CONFIG
 
 
-def line_comment(where: str) -> str:
-    """The comment on the line ``FILE:LINE`` names (empty when there is none, or ``where`` is no
-    file's line)."""
-    file, _, line = where.rpartition(":")
-    if not file or not line.isdigit():
-        return ""
-    return comment_at(file, int(line))
-
-
 def _lines(file: str) -> tuple[str, ...]:
     """The lines of ``file`` (none when it cannot be read), read again only when it changed."""
     try:
@@ -253,12 +249,15 @@ def _read_lines(file: str, _mtime_ns: int, _size: int) -> tuple[str, ...]:
 
 
 def comment_at(file: str, line: int) -> str:
-    """The comment on line ``line`` (from 1) of ``file``: the text after the first ``#`` that is
-    outside quotes and starts the line or follows a blank; empty when there is none."""
+    """The comment on line ``line`` (from 1) of ``file`` (:func:`comment_of`); empty when there is none."""
     lines = _lines(file)
-    if not 0 < line <= len(lines):
-        return ""
-    text, quote = lines[line - 1], ""
+    return comment_of(lines[line - 1]) if 0 < line <= len(lines) else ""
+
+
+def comment_of(text: str) -> str:
+    """The comment of a YAML line: the text after the first ``#`` that is outside quotes and
+    starts the line or follows a blank; empty when there is none."""
+    quote = ""
     for index, char in enumerate(text):
         if quote:
             quote = "" if char == quote else quote

@@ -106,9 +106,10 @@ class CriticalPath:
         resting on several counted once)."""
         return _resting_on([term for segment in self.segments for term in segment.terms], chosen) / max(self.end_to_end_ps, 1)
 
-    def describe(self, top: int = 3) -> str:
-        """One line: ``61% MTE2 waiting on link die0->die1 HCCS, 24% VECTOR on die0 aiv7, ...``."""
-        rows = self.breakdown()
+    def describe(self, top: int = 3, rows: list[dict[str, Any]] | None = None) -> str:
+        """One line: ``61% MTE2 waiting on link die0->die1 HCCS, 24% VECTOR on die0 aiv7, ...``
+        (``rows``: the breakdown, when already made)."""
+        rows = self.breakdown() if rows is None else rows
         text = ", ".join(f"{row['share']:.0%} {row['label']}" for row in rows[:top])
         return text + (", ..." if len(rows) > top else "")
 
@@ -142,11 +143,12 @@ def bottlenecks(record: RunRecord, *, rows: int = 12, low: Callable[[str], bool]
     share of the time that rests on at least one of them (``low_confidence_share``)."""
     path = critical_path(record)
     breakdown = path.breakdown(low)
+    summary = path.describe(rows=breakdown)
     kept, rest = breakdown[:rows], breakdown[rows:]
     if rest:
         kept.append({"label": f"other ({len(rest)} entries)", "kind": "other", "time_us": sum(r["time_us"] for r in rest),
                      "share": sum(r["share"] for r in rest)})
-    found = {"end_to_end_us": path.end_to_end_ps / 1e6, "path_events": len(path.events), "summary": path.describe(), "breakdown": kept,
+    found = {"end_to_end_us": path.end_to_end_ps / 1e6, "path_events": len(path.events), "summary": summary, "breakdown": kept,
              "rests_on": path.rests_on()}
     if low is not None:
         found["low_confidence_share"] = path.share_resting_on(low)

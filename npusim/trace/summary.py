@@ -6,6 +6,7 @@ far each can be trusted (:func:`with_confidence`); warnings. Plain JSON-able dat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -157,11 +158,25 @@ UNATTRIBUTED = "(no config key)"
 
 
 def is_low(config: Any, key: str) -> bool:
-    """Whether the value at ``key`` of ``config`` is of low confidence (a key the config does not set is not a value of it)."""
+    """Whether the value at ``key`` of ``config`` is of low confidence (a key the config does not set
+    is not a value of it)."""
     return value_at(config.resolved, key_path(key)) is not ABSENT and config.confidence_of(key).low
 
 
-def with_confidence(found: dict[str, Any], config: Any) -> dict[str, Any]:
+def low_confidence(config: Any) -> Callable[[str], bool]:
+    """:func:`is_low` for ``config``, each key's answer remembered (every span of a run asks again)."""
+    known: dict[str, bool] = {}
+
+    def low(key: str) -> bool:
+        found = known.get(key)
+        if found is None:
+            found = known[key] = is_low(config, key)
+        return found
+
+    return low
+
+
+def with_confidence(found: dict[str, Any], config: Any, low: Callable[[str], bool] | None = None) -> dict[str, Any]:
     """The ``bottlenecks`` section ``found`` with what its keys are in ``config`` (a
     :class:`~npusim.config.LoadedConfig`): each ``rests_on`` entry (of the whole path, and of each
     breakdown row) gets the value as the config writes it and its confidence (``confidence``: the
@@ -172,6 +187,8 @@ def with_confidence(found: dict[str, Any], config: Any) -> dict[str, Any]:
     confidence (``low_confidence``) when mostly its time rests on low-confidence values (level L, or
     none stated: its ``low_confidence_share``, counted by :func:`~npusim.trace.critical_path.bottlenecks`,
     above :data:`MOSTLY`), whether one value or several."""
+
+    low = low or low_confidence(config)
 
     def entries(listed: list[dict[str, Any]], detail: bool) -> list[dict[str, Any]]:
         kept = []
@@ -197,13 +214,14 @@ def with_confidence(found: dict[str, Any], config: Any) -> dict[str, Any]:
         mostly = [entry for entry in listed if entry["share"] > MOSTLY and entry["key"] != UNATTRIBUTED]
         marked: dict[str, Any] = {"low_confidence": row.get("low_confidence_share", 0.0) > MOSTLY}
         if mostly:  # of the keys it rests mostly on (a term may rest on several), the least trusted
-            marked["mostly_on"] = min(mostly, key=lambda entry: (not is_low(config, entry["key"]), -entry["share"], entry["key"]))["key"]
+            marked["mostly_on"] = min(mostly, key=lambda entry: (not low(entry["key"]), -entry["share"], entry["key"]))["key"]
         rows.append({**row, "rests_on": listed, **marked})
     return {**found, "breakdown": rows, "rests_on": entries(found["rests_on"], True)}
 
 
 def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: str = "ok", error: str | None = None) -> dict[str, Any]:
     """The whole summary of a run."""
+    low = low_confidence(config)
     return {
         "npusim_version": __version__,
         "status": status,
@@ -218,6 +236,6 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
         "tiles": tiles(record),
         "pipes": pipe_busy(record),
         "bandwidth": bandwidth(record),
-        "bottlenecks": with_confidence(bottlenecks(record, low=lambda key: is_low(config, key)), config),
+        "bottlenecks": with_confidence(bottlenecks(record, low=low), config, low),
         "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants],
     }
