@@ -23,8 +23,8 @@ from npusim.isa.instructions import on_recorded
 from npusim.trace.costs import CostRule, Term
 
 HOST_UNIT, HOST_LANE = "host", "launch"
-HOST_ORDER = (-1,)
-"""The host lane sorts before every core lane of its die."""
+HOST_ORDER = (-2,)
+"""The host lane sorts first in its die: before its AICPU lanes (``hw.aicpu.AICPU_ORDER``) and its cores."""
 
 
 class HostThread:
