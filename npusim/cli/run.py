@@ -43,6 +43,7 @@ from npusim.analysis.report import print_report
 from npusim.cli import lasting_objects
 from npusim.cli.errors import EXIT_USAGE, exit_code_for, report, stoppable
 from npusim.config import LoadedConfig, load_config
+from npusim.config.annotated import confidence_record
 from npusim.errors import MemoryLimitError, NpusimError, OutputError, UsageError
 from npusim.files import FolderMark, Output, StagedFolder, default_folder_name, folder_mark, fork_mode, output_path
 from npusim.frontend.memory import MemoryBudget, parse_memory
@@ -140,6 +141,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             "trace": selection.describe(),
             "network_quantum": network_quantum,
             "races": races,
+            "config_confidence": confidence_record(loaded),  # what each value of the run rests on: its tag, or user (--set)
         }
         if active.pypto_hints:
             manifest["pypto_hints"] = active.pypto_hints  # accepted, not modelled (docs/pypto.md)

@@ -94,8 +94,7 @@ class HostCall:
         launch = self.launches.get(die)
         if launch is None:
             host = session.host
-            cost = host.op_launch_ps + (host.tiling_ps if self.tiling else 0)
-            launch = self.launches[die] = host.issue(die, self.api, cost, self.args)
+            launch = self.launches[die] = host.issue(die, self.api, host.eager_call(self.tiling), self.args)
         return launch
 
 

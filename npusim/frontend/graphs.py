@@ -42,7 +42,7 @@ class CapturedGraph:
         for build, die in self.items:
             launch = launches.get(die)
             if launch is None:
-                launch = launches[die] = host.issue(die, f"{self.name} replay", host.graph_launch_ps, {"kernel launches": per_die[die]})
+                launch = launches[die] = host.issue(die, f"{self.name} replay", host.graph_replay(), {"kernel launches": per_die[die]})
             stream = session.stream(die)
             launch.gate(stream)
             for kernel in build():

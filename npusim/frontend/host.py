@@ -20,6 +20,7 @@ import simpy
 from npusim.errors import UsageError
 from npusim.hw.stream import Stream
 from npusim.isa.instructions import on_recorded
+from npusim.trace.costs import CostRule, Term
 
 HOST_UNIT, HOST_LANE = "host", "launch"
 HOST_ORDER = (-2,)
@@ -37,13 +38,25 @@ class HostThread:
         self.tiling_ps = host.tiling.to_ps(hz) if host is not None else 0
         self.graph_launch_ps = host.graph_launch.to_ps(hz) if host is not None else 0
 
-    def issue(self, die: int, name: str, cost_ps: int, args: dict) -> HostLaunch:
-        """The host spends ``cost_ps`` issuing ``name`` to die ``die``, from its clock on."""
+    def eager_call(self, tiling: bool) -> tuple[Term, ...]:
+        """The cost of one eager call, by config key: ``host.op_launch``, and ``host.tiling`` for an
+        op with a host tiling."""
+        return (Term(("host.op_launch",), self.op_launch_ps),) + ((Term(("host.tiling",), self.tiling_ps),) if tiling else ())
+
+    def graph_replay(self) -> tuple[Term, ...]:
+        """The cost of one replay of a captured graph on a die, by config key."""
+        return (Term(("host.graph_launch",), self.graph_launch_ps),)
+
+    def issue(self, die: int, name: str, cost: tuple[Term, ...], args: dict) -> HostLaunch:
+        """The host spends ``cost`` (ps by config key: :meth:`eager_call`, :meth:`graph_replay`)
+        issuing ``name`` to die ``die``, from its clock on."""
         recorder = self.system.recorder
         start = self.now_ps
-        self.now_ps = start + cost_ps
+        self.now_ps = start + sum(term.ps for term in cost)
         track = recorder.track(die, HOST_UNIT, HOST_LANE, HOST_ORDER)
-        event = recorder.record(track, recorder.name_id(name), start, self.now_ps, 0, recorder.op(name, die, **args), -1)
+        name_id = recorder.name_id(name)
+        recorder.costs.rule(HOST_LANE, name_id, CostRule(cost))
+        event = recorder.record(track, name_id, start, self.now_ps, 0, recorder.op(name, die, **args), -1)
         return HostLaunch(self.system, die, self.now_ps, event)
 
     def waited_until(self, time_ps: int) -> None:

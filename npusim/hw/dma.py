@@ -12,8 +12,10 @@
   requests of a queue pair in flight, streaming the bytes of one block right after the previous
   one's, so a transfer pays the path latency once, not once per block.
 
-Both apply each block's bytes (when data is on) at the block's completion. Times in ps, rates in
-bytes/ps.
+Both apply each block's bytes (when data is on) at the block's completion, and record each block
+as a transfer (its fixed part and bottleneck, as the cores' copies are), with the config keys of
+its costs told to the recorder (an SDMA's ``die.sdma`` set-up and rate; the routes' latencies).
+Times in ps, rates in bytes/ps.
 """
 
 from __future__ import annotations
@@ -27,9 +29,14 @@ import simpy
 from npusim.engine.flow import Resource
 from npusim.engine.loop import clock
 from npusim.hw.memory import Allocation
+from npusim.trace.costs import EngineCosts, Term
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die
+
+
+SDMA, RDMA = "sdma", "rdma"
+"""The units of a die's bulk-copy lanes (``sdma chN``, ``rdma qp dieN``), also their kinds of engine."""
 
 
 class GmBlock(NamedTuple):
@@ -54,11 +61,18 @@ class GmBlock(NamedTuple):
 class CopyPath:
     """What every block of a bulk copy from one die's GM to another's crosses: ``resources`` (the
     source's L2 and HBM, the fabric or NIC path, the destination's L2 and HBM), the one-way latency
-    of the path and the access latency of the source memory, in ps."""
+    of the path and the access latency of the source memory, in ps, and both latencies as terms by
+    config key."""
 
     resources: tuple[Resource, ...]
     path_latency_ps: int
     memory_latency_ps: int
+    path_latency: tuple[Term, ...] = ()
+    memory_latency: tuple[Term, ...] = ()
+
+    def latency(self, trips: int) -> tuple[Term, ...]:
+        """The terms of the source memory's latency and ``trips`` crossings of the path."""
+        return self.memory_latency + tuple(Term(term.keys, trips * term.ps) for term in self.path_latency)
 
 
 class SystemDma:
@@ -75,6 +89,9 @@ class SystemDma:
         self.channels = spec.channels
         self.rate_bytes_per_ps = spec.rate.bytes_per_ps(hz)
         self.setup_ps = spec.setup.to_ps(hz)
+        costs = die.system.recorder.costs
+        costs.unit(die.index, SDMA, SDMA)
+        costs.engine(SDMA, "", EngineCosts(Term(("die.sdma.setup",), self.setup_ps), Term((), 0), ("die.sdma.rate",)))
         self._free = simpy.PriorityStore(self.env, capacity=spec.channels)
         for channel in range(spec.channels):
             self._free.put(channel)
@@ -89,14 +106,15 @@ class SystemDma:
         channel = yield self._free.get()
         system = self.system
         recorder = system.recorder
-        track = recorder.track(self.die.index, "sdma", f"ch{channel}", (2, channel))
+        track = recorder.track(self.die.index, SDMA, f"ch{channel}", (2, channel))
         fixed_ps = self.block_fixed_ps(path)
+        recorder.costs.route(self.die.index, SDMA, "", path.latency(2))
         for block in blocks:
             start = clock(self.env)
-            yield system.network.transfer(block.nbytes, path.resources, cap=self.rate_bytes_per_ps, delay_ps=fixed_ps)
+            bottleneck, flowing = yield system.network.transfer(block.nbytes, path.resources, cap=self.rate_bytes_per_ps, delay_ps=fixed_ps)
             if system.with_data:
                 block.copy()
-            recorder.record(track, name_id, start, clock(self.env), block.nbytes, op, -1)
+            recorder.transfer(recorder.record(track, name_id, start, clock(self.env), block.nbytes, op, -1), flowing - start, bottleneck)
         yield self._free.put(channel)
 
 
@@ -111,6 +129,9 @@ class RdmaQueuePair:
         self.system = die.system
         self.env = die.system.env
         self._in_order = simpy.Resource(self.env, capacity=1)
+        costs = die.system.recorder.costs
+        costs.unit(die.index, RDMA, RDMA)
+        costs.engine(RDMA, "", EngineCosts(Term((), 0), Term((), 0), ()))  # the NIC has no cap of its own: its ports are resources
 
     def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
         """SimPy generator: stream ``blocks``; ends when the last block has completed."""
@@ -119,13 +140,14 @@ class RdmaQueuePair:
         completions = []
         with self._in_order.request() as turn:
             yield turn
-            track = recorder.track(self.die.index, "rdma", f"qp die{self.peer}", (3, self.peer))
+            track = recorder.track(self.die.index, RDMA, f"qp die{self.peer}", (3, self.peer))
             first_byte_ps = path.memory_latency_ps + path.path_latency_ps
+            recorder.costs.route(self.die.index, RDMA, "", path.latency(1))
             for block in blocks:
                 start = clock(env)
-                yield system.network.transfer(block.nbytes, path.resources, delay_ps=first_byte_ps)
+                bottleneck, flowing = yield system.network.transfer(block.nbytes, path.resources, delay_ps=first_byte_ps)
                 first_byte_ps = 0
-                recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)
+                recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), flowing - start, bottleneck)
                 completion = env.timeout(path.path_latency_ps)
                 if system.with_data:
                     completion.callbacks.append(block.copy)

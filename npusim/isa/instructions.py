@@ -9,7 +9,7 @@ only when data is on, so timing never depends on it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -21,6 +21,10 @@ from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count, nz_pack, nz_unpack, padded
 from npusim.isa.scalar import ScalarExpr, resolve
+
+if TYPE_CHECKING:
+    from npusim.hw.timing import DieTiming
+    from npusim.trace.costs import CostRule
 
 
 class LocalTensor:
@@ -182,6 +186,11 @@ class Instruction:
     def start(self, core, run):
         raise NotImplementedError
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        """The config keys of this instruction's time (:mod:`npusim.trace.costs`), from the die's
+        ``timing`` its cost came from; None for a copy, whose time the copy's transfer explains."""
+        return None
+
     def twin(self) -> Instruction:
         """A new instruction equal to this one as its program built it (pipe, label, cost, operands,
         tile, ``s_dep``), with its own state: what an op or the race check attached (``recorded``) is
@@ -243,6 +252,11 @@ class FixedCost(Instruction):
         super().__init__(pipe, label, nbytes)
         self.fixed_ps = cost_ps
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        """Scalar work costs ``die.scalar.instruction`` each; on another pipe a fixed cost is a
+        ``pipe_barrier`` of that pipe (:meth:`~npusim.isa.program.CoreProgram.pipe_barrier`)."""
+        return timing.scalar.rule("instruction" if self.pipe is Pipe.SCALAR else "barrier")
+
     def twin(self) -> Instruction:
         if type(self) is not FixedCost:  # a subclass with operands of its own defines its twin, or has none
             return super().twin()
@@ -258,6 +272,9 @@ class ScalarRead(FixedCost):
     def __init__(self, source: LocalTensor, index: int, reg_id: int, cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "read_scalar", cost_ps)
         self.source, self.index, self.reg_id = source, index, reg_id
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("ub_read")
 
     def _read(self, core, run) -> None:
         run.regs[self.reg_id] = self.source.values(core)[self.index].item()
@@ -277,6 +294,9 @@ class ScalarWrite(FixedCost):
     def __init__(self, target: LocalTensor, index: int, value: int | float, cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "write_scalar", cost_ps)
         self.target, self.index, self.value = target, index, value
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("ub_read")
 
     def _write(self, core, run) -> None:
         self.target.values(core)[self.index] = self.value
@@ -313,6 +333,9 @@ class SetFlag(Instruction):
         super().__init__(src, label)
         self.cost_ps = cost_ps
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("flag")
+
     def twin(self) -> Instruction:
         return self._clone()
 
@@ -327,6 +350,9 @@ class WaitFlag(Instruction):
         label, self.key = _flag("wait_flag", src, dst, event_id)
         super().__init__(dst, label)
         self.cost_ps = cost_ps
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("flag")
 
     def twin(self) -> Instruction:
         return self._clone()
@@ -347,6 +373,9 @@ class PipeBarrierAll(Instruction):
         """Its twin waits for the same counts of each pipe: right where it is replayed as a whole
         program; :meth:`~npusim.isa.program.CoreProgram.extend` gives the twin it appends its own."""
         return self._clone()
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("barrier")
 
     def start(self, core, run):
         env = run.env
@@ -488,7 +517,9 @@ class AtomicAddCopy(DmaCopy):
     """An MTE3 store from UB to GM that adds its values (in the source's dtype) to those in GM
     instead of overwriting them, as a store after ``set_atomic_add`` does. After its bytes arrive,
     the target die's L2 applies the adds (:class:`~npusim.hw.memory.AtomicUnit`): ``die.l2.atomic_add``
-    per store, atomic adds to the same 32-byte blocks one after the other."""
+    per store, atomic adds to the same 32-byte blocks one after the other. It ends with its copy's
+    outcome (bottleneck, when the bytes started flowing), so it is recorded as a transfer too (the
+    adds' time then counts with the copy's streaming part)."""
 
     __slots__ = ("dtype",)
 
@@ -504,9 +535,9 @@ class AtomicAddCopy(DmaCopy):
         offset = self._resolved[1] if self._resolved is not None else resolve(self.dst.offset, run.regs)
         span = self.span(self.dst_gap)
 
-        def apply(_event) -> None:
+        def apply(event) -> None:
             done_ps = target.atomics.apply_at(self.dst.allocation, offset, span, env.now)
-            env.timeout(done_ps - env.now).callbacks.append(lambda _: applied.succeed())
+            env.timeout(done_ps - env.now).callbacks.append(lambda _: applied.succeed(event.value))
 
         arrived.callbacks.append(apply)
         return applied
@@ -540,6 +571,10 @@ class VectorOp(FixedCost):
         super().__init__(Pipe.VECTOR, label, cost_ps, dst.nbytes)
         self.kind, self.dst, self.srcs, self.scalar, self.rounding = kind, dst, srcs, scalar, rounding
         self.repeat_layout = repeat_layout
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        assert timing.vector is not None  # a vector instruction is built only for a die with a vector unit
+        return timing.vector.rule(self.kind)
 
     def twin(self) -> Instruction:
         if type(self) is not VectorOp:
@@ -807,6 +842,10 @@ class Mmad(FixedCost):
 
     def twin(self) -> Instruction:
         return self._clone()
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        assert timing.cube is not None  # a multiply is built only for a die with a cube
+        return timing.cube.rule()
 
     def footprint(self) -> tuple[tuple, ...]:
         block = inner_block(self.a.dtype.itemsize)

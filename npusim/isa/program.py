@@ -162,6 +162,9 @@ class CoreProgram:
             name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES)
             if kind in _FLAG_CLASSES:
                 self._recorder.flag_name(name_id, kind is SetFlag, instruction.key)
+            rule = instruction.cost_rule(self._timing)
+            if rule is not None:  # the config keys of its time (the first of its name stands: npusim.trace.costs)
+                self._recorder.costs.rule("", name_id, rule)
         instruction.name_id = name_id
         instruction.tile = self._tile
         instruction.label_id = pack(name_id, self._tile)

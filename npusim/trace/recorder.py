@@ -19,6 +19,8 @@ Besides the events, the recorder keeps what the analysis needs to follow depende
   the resource that limited its rate for most of its bytes (its bottleneck).
 - **buffer spans**: how many bytes of each on-chip buffer a kernel's program reserved on a core,
   from the start to the end of its run there.
+- **cost sources** (:attr:`Recorder.costs`): which config key each cost of the hardware model came
+  from, said once per kind of event, engine, route and resource (:mod:`npusim.trace.costs`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from npusim.errors import UsageError
+from npusim.trace.costs import CostSources
 
 CHUNK_EVENTS = 65536  # events unpacked at a time by consumers that stream over the columns
 EVENT_ROW = struct.Struct("<5q")  # lane (track << 32 | op + 1), label (name << 32 | tile + 1), start ps, end ps, bytes
@@ -125,6 +128,7 @@ class Recorder:
         self.transfer_event = array("q")  # event index of a DMA
         self.transfer_info = array("q")  # fixed ps << 32 | (bottleneck resource index + 2)
         self.buffer_spans: list[BufferSpan] = []
+        self.costs = CostSources()  # which config keys the recorded times come from (the hardware model says so)
         self.flag_name_id = self.name_id("flag")
 
     def track(self, die: int, unit: str, lane: str, order: tuple[int, ...] = ()) -> int:
@@ -357,6 +361,13 @@ class Recorder:
             "to": np.concatenate([flag_to, np.frombuffer(self.flow_to, dtype=np.int64)]),
             "name": np.concatenate([np.full(len(flag_from), self.flag_name_id, dtype=np.int64), np.frombuffer(self.flow_name, dtype=np.int64)]),
         }
+
+    def transfer(self, event: int, fixed_ps: int, bottleneck: int) -> None:
+        """The DMA of event ``event`` (the last recorded) spent ``fixed_ps`` before its bytes flowed and
+        was limited by resource ``bottleneck`` (an index in the network, or the network's OWN_CAP /
+        UNREGISTERED); the AI cores' pipes append the same directly."""
+        self.transfer_event.append(event)
+        self.transfer_info.append(fixed_ps << 32 | (bottleneck + 2))
 
     def transfers(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
         """The DMA records ``start:stop`` (default all) as numpy arrays: event (index), fixed_ps

@@ -58,7 +58,7 @@ def test_overrides_change_the_result_and_are_recorded(tmp_path):
     manifest = json.loads((tmp_path / "fast" / "manifest.json").read_text())
     assert manifest["overrides"] == ["die.hbm.bandwidth=3.2 TB/s"]
     config = (tmp_path / "fast" / "config.yaml").read_text()  # the config as simulated, the override applied
-    assert "    bandwidth: 3.2 TB/s  # --set die.hbm.bandwidth=3.2 TB/s\n" in config
+    assert "    bandwidth: 3.2 TB/s  # --set die.hbm.bandwidth=3.2 TB/s  [your value]\n" in config
     assert load_config(tmp_path / "fast" / "config.yaml").sha256 == manifest["config_sha256"]  # it runs again as it was
 
 
