@@ -363,6 +363,65 @@ class PipeBarrierAll(Instruction):
             yield env.timeout(drained - env.now)
 
 
+class PollGm(Instruction):
+    """The loop of a core that reads status words in GM until ``need`` of them hold ``expected``
+    (flags that other dies write into its window; the kernels sum the flags and compare): an MTE2
+    read of the words, a reduction and a scalar compare per iteration, ``poll_ps`` each, on the
+    scalar pipe, so nothing after it in program order starts before it ends. It ends with the first
+    iteration, counted from its start, that ends once enough words hold ``expected`` (at least one
+    iteration). The words are ``count`` int32 values ``stride`` bytes apart from ``address``, in
+    control memory (real bytes with data off too)."""
+
+    __slots__ = ("address", "count", "stride", "expected", "need", "poll_ps", "waiting_for")
+
+    def __init__(self, address: GmAddress, count: int, stride: int, expected: int, need: int, poll_ps: int, label: str,
+                 waiting_for: str) -> None:
+        super().__init__(Pipe.SCALAR, label)
+        self.address, self.count, self.stride, self.expected, self.poll_ps = address, count, stride, expected, poll_ps
+        self.need = need
+        self.waiting_for = waiting_for
+
+    def words(self) -> np.ndarray:
+        """The polled words as they are now."""
+        data = self.address.allocation.data
+        offset = self.address.offset
+        assert data is not None and isinstance(offset, int), "polled words live in control memory at a known offset"
+        return as_strided(data[offset:], shape=(self.count, 4), strides=(self.stride, 1)).copy().view(np.int32)[:, 0]
+
+    def met(self) -> bool:
+        return int(np.count_nonzero(self.words() == self.expected)) >= self.need
+
+    def start(self, core, run):
+        if self.met():
+            return self.poll_ps
+        env = run.env
+        started, poll_ps = env.now, self.poll_ps
+        allocation = self.address.allocation
+        done = env.event()
+
+        first = self.address.offset
+        watcher = (first, first + (self.count - 1) * self.stride + 4, None)
+
+        def look() -> None:
+            if self.met():
+                allocation.watchers.remove(watcher)
+                iterations = max(1, -(-(env.now - started) // poll_ps))
+                env.timeout(started + iterations * poll_ps - env.now).callbacks.append(lambda _: done.succeed())
+
+        watcher = (watcher[0], watcher[1], look)
+        if allocation.watchers is None:
+            allocation.watchers = []
+        allocation.watchers.append(watcher)
+        return done
+
+    def footprint(self) -> tuple[tuple, ...]:
+        return ()
+
+    def __repr__(self) -> str:
+        return (f"SCALAR {self.label}: {self.waiting_for}; {int(np.count_nonzero(self.words() == self.expected))} of the "
+                f"{self.need} status words needed hold {self.expected}")
+
+
 class DmaCopy(Instruction):
     """A copy by an MTE / FixPipe engine: ``burst_count`` bursts of ``burst_bytes``, the source
     advancing by ``burst_bytes + src_gap`` and the destination by ``burst_bytes + dst_gap`` between
@@ -467,7 +526,13 @@ class DmaCopy(Instruction):
         else:
             src_offset, dst_offset = self.src.offset, self.dst.offset
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
-        self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = source
+        dst = self.dst
+        self._bytes_of(dst, core, dst_offset, self.dst_gap)[...] = source
+        if dst.__class__ is GmAddress and dst.allocation.watchers:
+            end = dst_offset + self.span(self.dst_gap)
+            for first, last, look in list(dst.allocation.watchers):
+                if first < end and dst_offset < last:
+                    look()
 
     effect = _copy
 

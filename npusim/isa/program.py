@@ -52,6 +52,7 @@ from npusim.isa.instructions import (
     MatrixVectorOp,
     Mmad,
     PipeBarrierAll,
+    PollGm,
     ScalarRead,
     ScalarWrite,
     SetFlag,
@@ -318,6 +319,23 @@ class CoreProgram:
     def rsqrt(self, dst, a, **kw): return self.vector("rsqrt", dst, a, **kw)
     def neg(self, dst, a, **kw): return self.vector("neg", dst, a, **kw)
 
+    def vector_time(self, steps: Sequence[tuple[str, int, object]], name: str) -> Instruction:
+        """One event on the vector pipe for a sequence of vector instructions whose results only
+        steer the program (a kernel's index arithmetic, which the op computes where it writes the
+        program): ``steps`` of ``(kind, elements, dtype)``, each timed as :meth:`vector` times it
+        (split at ``max_repeats``), no effect on UB."""
+        self._require(Pipe.VECTOR, name)
+        timing = self._timing.vector
+        cost = 0
+        for kind, count, dtype in steps:
+            per_repeat = vector_semantics.elements_per_repeat(timing.repeat_bytes, np.dtype(dtype))
+            repeats = max(1, -(-count // per_repeat))
+            while repeats > 0:
+                chunk = min(repeats, timing.max_repeats)
+                cost += timing.cost_ps(kind, chunk)
+                repeats -= chunk
+        return self._append(FixedCost(Pipe.VECTOR, name, cost), name)
+
     def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", *, saturate: bool = True, **kw) -> list[Instruction]:
         """Convert ``src`` to ``dst``'s dtype, rounding with ``rounding`` (to integers, and to a
         narrower float format bit-exactly); integer results saturate, or wrap for an integer source
@@ -486,6 +504,32 @@ class CoreProgram:
         instruction = ScalarWrite(dst, index, value, self._timing.scalar.ub_read_ps)
         instruction.control = control
         return self._append(instruction)
+
+    def poll(self, address: GmAddress, count: int, expected: int, *, stride: int = 32, need: int | None = None,
+             name: str = "poll status", waiting_for: str = "status words") -> Instruction:
+        """Spin until ``need`` (default: all) of the ``count`` int32 words ``stride`` bytes apart from
+        ``address`` (control memory: status flags other dies write) hold ``expected``
+        (:class:`~npusim.isa.instructions.PollGm`).
+        One iteration costs what this core pays for it: an MTE2 read of the words (engine set-up,
+        memory latency, their bursts), a vector sum of them and a scalar read of the result."""
+        allocation = address.allocation
+        if allocation.data is None:
+            raise UsageError(f"poll: {allocation.label} holds no bytes with data off; allocate status words as control memory")
+        if not isinstance(address.offset, int) or address.offset < 0 or address.offset + (count - 1) * stride + 4 > allocation.size_bytes:
+            raise UsageError(f"poll: {count} words {stride} bytes apart from byte {address.offset} do not fit in {allocation.label}")
+        need = count if need is None else need
+        return self._append(PollGm(address, count, stride, expected, need, self.poll_ps(count * 32), name, waiting_for), name)
+
+    def poll_ps(self, nbytes: int) -> int:
+        """One iteration of a poll of ``nbytes`` of local GM: an MTE2 read of them, a vector sum of
+        the words read and a scalar read of the sum (what :meth:`poll` charges per look)."""
+        engine = self.core.dma_timing[Pipe.MTE2]
+        die = self.core.die
+        granules = -(-nbytes // engine.granule_bytes)
+        read_ps = engine.setup_ps + die.memory_latency_ps + round(granules * engine.granule_bytes / engine.rate_bytes_per_ps)
+        vector = self._timing.vector
+        sum_ps = vector.cost_ps("add", max(1, -(-nbytes // vector.repeat_bytes)))
+        return read_ps + sum_ps + self._timing.scalar.ub_read_ps
 
     def set_flag(self, src: str | Pipe, dst: str | Pipe, event_id: int = 0) -> Instruction:
         """Raise flag ``event_id`` from pipe ``src`` to pipe ``dst`` (after src's earlier work)."""
@@ -941,9 +985,27 @@ class Kernel:
         first step (or resumes after the stream's previous task) while a NORMAL event is processed,
         and that processing schedules nothing URGENT but the run's start. The tile ops an AICPU
         scheduler dispatches (``CoreTask._launch``) are launched so."""
+        stream = stream or self.system.stream(self.die.index)
+        placed, op = self._place()
+        if len(placed) == 1:
+            self.launched = stream.submit(_run_inline if inline else _run_one, *placed[0], op)
+        else:
+            self.launched = stream.submit(_run_all, self.system.env, placed, op)
+        return self.launched
+
+    def start(self) -> simpy.Event:
+        """Run the kernel now, from a task of a stream that is already running (a step of an op
+        written on the device, :class:`~npusim.kernels.op.DeviceOp`); returns the event of its end:
+        every core runs its program once free, as a launch would."""
+        placed, op = self._place()
+        env = self.system.env
+        self.launched = env.all_of([core.execute(program, op) for core, program in placed])
+        return self.launched
+
+    def _place(self) -> tuple[list[tuple[AICore, _Placed]], int]:
+        """The programs placed on their cores (race-checked), and the op id their events carry."""
         if self.launched is not None:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
-        stream = stream or self.system.stream(self.die.index)
         op = self.op
         if op is None:
             recorder = self.system.recorder
@@ -955,11 +1017,7 @@ class Kernel:
         placed = [(program.core, _Placed.of(program)) for program in programs]
         if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
             self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
-        if len(placed) == 1:
-            self.launched = stream.submit(_run_inline if inline else _run_one, *placed[0], op)
-        else:
-            self.launched = stream.submit(_run_all, self.system.env, placed, op)
-        return self.launched
+        return placed, op
 
     def _check_races(self, programs: list[CoreProgram]) -> None:
         """Find the races of this launch (:mod:`npusim.isa.racecheck`) and have them reported as
