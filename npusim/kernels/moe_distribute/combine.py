@@ -1,0 +1,13 @@
+"""torch_npu.npu_moe_distribute_combine (aclnnMoeDistributeCombine) as a registered op (:mod:`.op`)."""
+
+from __future__ import annotations
+
+from npusim.config.registry import OPS
+from npusim.kernels.moe_distribute.op import MoeCombine
+
+
+@OPS.register("moe_distribute_combine")
+class MoeDistributeCombine(MoeCombine):
+    name = "moe_distribute_combine"
+    kernel_name = "MoeDistributeCombine"
+    version = 1

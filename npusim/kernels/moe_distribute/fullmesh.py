@@ -1,0 +1,416 @@
+"""``comm_alg`` "fullmesh_v1" (A3's default, and the first op pair's A3 kernels): every AIV core of
+a rank writes its tokens straight into the windows of the ranks hosting their experts, with MTE3
+stores over the UB fabric, as hicann/ops-transformer ``moe_distribute_dispatch_v2.h`` and
+``moe_distribute_combine_v2.h`` (c29bc10) do.
+
+Dispatch, three phases with a SyncAll of the cores between them:
+
+1. *send*: the valid (token, k) pairs split over the cores (``SplitToCore``), the last cores
+   sending each active token to its shared experts; per pair a core counts the earlier pairs of
+   the same expert (vector compares over the expert ids: the row's position), loads the token
+   (MTE2), quantises it (quant_mode 2), puts its scale and (rank, token, k) beside it and stores the
+   row into the destination's window (MTE3), two rows in flight (double buffers); then it counts
+   the pairs of each expert of its share of the status entries;
+2. *counts*: each core stores the status entries (flag, count) of its share of the experts into
+   the destinations' windows, then spins on its share of the entries it receives until every sender's
+   has arrived (:func:`~npusim.kernels.comm.aiv.wait_for`);
+3. *copy out*: each core copies the rows of its blocks from the window into ``expand_x``, the
+   triples into ``assist_info_for_combine``, the scales into ``dynamic_scales``, and its share of
+   ``ep_recv_counts``; the last core writes ``expert_token_nums``.
+
+Combine, one phase: each core takes a share of the received rows and stores each back into the
+window of the rank it came from (row ``token * (K + shared) + k``), then a status entry after it;
+then each core takes a share of its rank's active tokens, spins until the token's rows have come
+back, and sums them in float32 weighted by ``expert_scales`` (copy and constant experts from
+``ori_x``, shared experts and ``shared_expert_x`` unweighted), cast to the output dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from npusim.kernels.comm.aiv import read_status, signal, split_to_cores, status_address, status_buffer, wait_for, window_address
+from npusim.kernels.comm.group import Area
+from npusim.kernels.moe_distribute import layout
+from npusim.kernels.moe_distribute.checks import F32, I32, I64, TRIPLE
+from npusim.kernels.moe_distribute.kernel import CountCalc, Flags, MoeCall, Quantizer, gm_at
+from npusim.kernels.moe_distribute.routing import ReceivePlan, SendPlan, check_ids, receive_plan, send_plan, synthetic_expert_ids
+from npusim.kernels.op import AwaitGroup, Run
+
+# -- the windows --------------------------------------------------------------------------------
+
+
+def dispatch_area(call: MoeCall, rank: int) -> Area:
+    shape = call.shape
+    half, status = layout.dispatch_area_bytes(shape, dispatch_row(call), rank)
+    return call.group.area(rank, "dispatch", half, status)
+
+
+def dispatch_row(call: MoeCall) -> layout.RowLayout:
+    return layout.dispatch_row(call.shape, call.problem.out_dtype.itemsize)
+
+
+def combine_area(call: MoeCall, rank: int, itemsize: int) -> Area:
+    half, status = layout.combine_area_bytes(call.shape, itemsize)
+    return call.group.area(rank, "combine", half, status)
+
+
+# -- dispatch -----------------------------------------------------------------------------------
+
+
+def dispatch_steps(call: MoeCall) -> Iterator:
+    """The steps of a fullmesh_v1 dispatch (see the module docstring)."""
+    shape = call.shape
+    yield AwaitGroup(call.group)
+    ids, mask = call.values("expert_ids"), call.values("x_active_mask")
+    if ids is None:
+        ids = synthetic_expert_ids(shape, call.epoch)
+    else:
+        check_ids(call.problem.api, shape, ids, mask)
+    plan = send_plan(shape, ids, mask)
+    call.group.notes[(shape.ep_rank_id, call.epoch)] = plan
+    yield Run((send_kernel(call, plan),), call.plan.sync_all_ps)
+    yield Run((counts_kernel(call, plan),), call.plan.sync_all_ps)
+    own = dispatch_area(call, shape.ep_rank_id)
+    counts = read_status(own, 0, layout.dispatch_blocks(shape, shape.ep_rank_id))[:, 1]
+    yield Run((copy_out_kernel(call, receive_plan(counts)),))
+
+
+def _shared_cores(call: MoeCall) -> int:
+    """Cores that send to the shared experts (the last ones): cores x shared / (K + shared), at least 1."""
+    shape = call.shape
+    if not shape.shared_experts:
+        return 0
+    return max(1, call.plan.cores * shape.shared_experts // (shape.k + shape.shared_experts))
+
+
+def send_kernel(call: MoeCall, plan: SendPlan):
+    shape, problem = call.shape, call.problem
+    kernel = call.kernel("send")
+    row = dispatch_row(call)
+    cores = call.plan.cores
+    shared_cores = _shared_cores(call)
+    moe_cores = cores - shared_cores
+    x, ids_tensor, scales = call.tensors["x"], call.tensors["expert_ids"], call.tensors.get("scales")
+    rank = shape.ep_rank_id
+    n_ids = shape.bs * shape.k
+    for core in range(cores):
+        shared = core >= moe_cores
+        work = (split_to_cores(len(plan.active) * shape.shared_experts, shared_cores, core - moe_cores) if shared
+                else split_to_cores(plan.pairs, moe_cores, core))
+        statuses = split_to_cores(shape.shared_expert_rank_num + shape.moe_expert_num, cores, core)
+        if not work and not statuses:
+            continue
+        p = kernel.vector_core(core)
+        ids = p.alloc(n_ids, I32)
+        quant = Quantizer(p, shape.h, problem.x_dtype, problem.smooth_scales) if problem.quant_mode == 2 else None
+        count = CountCalc(p, p.alloc(8, I32))
+        xin = [p.alloc(shape.h, problem.x_dtype) for _ in range(2)] if quant is not None else None
+        rows = [p.alloc(row.row_bytes, np.uint8) for _ in range(2)]
+        p.copy(ids, gm_at(ids_tensor, 0), n_ids * 4, name="load expert_ids")
+        p.set_flag("MTE2", "SCALAR", 0)
+        p.wait_flag("MTE2", "SCALAR", 0)
+        flags = Flags(p)
+        token_bytes = shape.h * problem.x_dtype.itemsize
+        for i, item in enumerate(work):
+            b = i % 2
+            if shared:
+                token, j = int(plan.active[item % len(plan.active)]), item // len(plan.active)
+                target, k, local, position, scales_row = plan.shared_rank[j], shape.k + j, 0, item % len(plan.active), j
+            else:
+                token, k = int(plan.token[item]), int(plan.k[item])
+                target, local, position = int(plan.rank[item]), int(plan.local[item]), int(plan.position[item])
+                scales_row = int(plan.expert[item]) + shape.shared_experts
+                count(item)
+            destination = window_address(dispatch_area(call, target), call.epoch,
+                                         layout.dispatch_row_offset(shape, row, target, rank, local, position))
+            out = rows[b]
+            if quant is not None:
+                flags.wait("VECTOR", "MTE2", b)
+                p.copy(xin[b], gm_at(x, token * shape.h), token_bytes, name="load token")
+                if quant.smooth is not None:
+                    flags.wait("VECTOR", "MTE2", 2)
+                    p.copy(quant.smooth[0 : shape.h], gm_at(scales, scales_row * shape.h), shape.h * 4, name="load smooth scales")
+                    flags.set("MTE2", "VECTOR", 2)
+                flags.set("MTE2", "VECTOR", b)
+                flags.wait("MTE2", "VECTOR", b)
+                quant.quantize(xin[b], flags, b, out, out[row.scale_offset : row.scale_offset + 4].reinterpret(F32),
+                               lambda b=b, flags=flags: flags.wait("MTE3", "VECTOR", b))
+            else:  # the token is loaded into the row buffer that goes out
+                flags.wait("MTE3", "MTE2", b)
+                p.copy(out[0:token_bytes], gm_at(x, token * shape.h), token_bytes, name="load token")
+                flags.set("MTE2", "VECTOR", b)
+                flags.wait("MTE2", "VECTOR", b)
+            triple = out[row.triple_offset : row.triple_offset + TRIPLE * 4].reinterpret(I32)
+            for w, value in enumerate((rank, token, k)):
+                p.dup(triple[w : w + 1], value, name="fill triple")
+            flags.set("VECTOR", "MTE3", b)
+            flags.wait("VECTOR", "MTE3", b)
+            p.copy(destination, out, row.row_bytes, name="put row")
+            flags.set("MTE3", "VECTOR" if quant is not None else "MTE2", b)
+        for expert in statuses:
+            if expert >= shape.shared_expert_rank_num:
+                count(n_ids)
+        flags.drain()
+        p.pipe_barrier("ALL")
+    return kernel
+
+
+def counts_kernel(call: MoeCall, plan: SendPlan):
+    """Phase 2: the status entries out, then the wait for the entries in."""
+    shape = call.shape
+    kernel = call.kernel("counts")
+    cores, rank = call.plan.cores, shape.ep_rank_id
+    own = dispatch_area(call, rank)
+    received = layout.dispatch_blocks(shape, rank)
+    shared_ranks, local = shape.shared_expert_rank_num, shape.local_experts
+    for core in range(cores):
+        statuses = split_to_cores(shared_ranks + shape.moe_expert_num, cores, core)
+        entries = split_to_cores(received, cores, core)
+        if not statuses and not entries:
+            continue
+        p = kernel.vector_core(core)
+        buffer = status_buffer(p, len(statuses))
+        for slot, expert in enumerate(statuses):
+            if expert < shared_ranks:  # a shared-expert rank: one entry per sender, the active tokens if it is this sender's replica
+                target, entry = expert, layout.dispatch_entry(shape, rank, 0)
+                count = len(plan.active) if expert % shape.ranks_per_shared_expert == rank % shape.ranks_per_shared_expert else 0
+            else:
+                moe_expert = expert - shared_ranks
+                target, entry = shared_ranks + moe_expert // local, layout.dispatch_entry(shape, rank, moe_expert % local)
+                count = int(plan.expert_counts[moe_expert])
+            signal(p, buffer, slot, dispatch_area(call, target), entry, call.epoch, count, name="put count")
+        wait_for(p, own, entries.start, len(entries), call.epoch, name="wait counts",
+                 waiting_for=f"the counts of senders to rank {rank} of group {shape.group_ep!r} (dispatch {call.epoch})")
+        p.pipe_barrier("ALL")
+    return kernel
+
+
+def copy_out_kernel(call: MoeCall, received: ReceivePlan):
+    """Phase 3: the received rows from the window into the outputs, block by block."""
+    shape, problem = call.shape, call.problem
+    kernel = call.kernel("copy out")
+    row = dispatch_row(call)
+    cores, rank, ep = call.plan.cores, shape.ep_rank_id, shape.ep_world_size
+    own = dispatch_area(call, rank)
+    blocks = layout.dispatch_blocks(shape, rank)
+    t = call.tensors
+    quant = problem.quant_mode == 2
+    prefix = np.cumsum(received.counts)
+    working = [core for core in range(cores) if split_to_cores(blocks, cores, core)]
+    for core in working:
+        mine = split_to_cores(blocks, cores, core)
+        p = kernel.vector_core(core)
+        buffers = [p.alloc(row.row_bytes, np.uint8) for _ in range(2)]
+        flags = Flags(p)
+        n = 0
+        for entry in mine:
+            local, sender = divmod(entry, ep)
+            first = int(received.starts[entry])
+            for j in range(int(received.counts[entry])):
+                b = n % 2
+                n += 1
+                flags.wait("MTE3", "MTE2", b)
+                source = window_address(own, call.epoch, layout.dispatch_row_offset(shape, row, rank, sender, local, j))
+                p.copy(buffers[b], source, row.row_bytes, name="load row")
+                flags.set("MTE2", "MTE3", b)
+                flags.wait("MTE2", "MTE3", b)
+                out = first + j
+                p.copy(gm_at(t["assist_info_for_combine"], out * TRIPLE), buffers[b][row.triple_offset : row.triple_offset + TRIPLE * 4],
+                       TRIPLE * 4, name="assist triple")
+                if quant:
+                    p.copy(gm_at(t["dynamic_scales"], out), buffers[b][row.scale_offset : row.scale_offset + 4], 4, name="dynamic scale")
+                p.copy(gm_at(t["expand_x"], out * shape.h), buffers[b][0 : row.data_bytes], row.data_bytes, name="expand_x row")
+                flags.set("MTE3", "MTE2", b)
+        flags.drain()
+        counts = p.alloc(len(mine), I32)
+        for i, entry in enumerate(mine):
+            p.write_scalar(counts, int(prefix[entry]), i)
+        p.copy(gm_at(t["ep_recv_counts"], mine.start), counts, 4 * len(mine), name="ep_recv_counts")
+        if core == working[-1]:
+            experts = layout.hosted_experts(shape, rank)
+            per_expert = received.counts.reshape(experts, -1).sum(axis=1)
+            values = np.cumsum(per_expert) if problem.expert_token_nums_type == 0 else per_expert
+            tokens = p.alloc(experts, I64)
+            for i, value in enumerate(values):
+                p.write_scalar(tokens, int(value), i)
+            p.copy(gm_at(t["expert_token_nums"], 0), tokens, 8 * experts, name="expert_token_nums")
+    return kernel
+
+
+# -- combine ------------------------------------------------------------------------------------
+
+
+def combine_steps(call: MoeCall) -> Iterator:
+    """The steps of a fullmesh combine (see the module docstring): one kernel."""
+    yield AwaitGroup(call.group)
+    yield Run((combine_kernel(call),))
+
+
+def returned_rows(call: MoeCall) -> np.ndarray:
+    """(sender, token, k) of each row this rank received in the matching dispatch, in expand_x
+    order: the assist entries as the device holds them, or, with data off, what the senders' send
+    plans put where."""
+    shape = call.shape
+    counts = call.values("ep_send_counts")
+    assist = call.values("assist_info_for_combine")
+    if counts is not None and assist is not None:
+        rows = int(counts[layout.dispatch_blocks(shape, shape.ep_rank_id) - 1])
+        return assist[: rows * TRIPLE].reshape(rows, TRIPLE).astype(np.int64)
+    return rows_sent_to(call, shape.ep_rank_id)
+
+
+def rows_sent_to(call: MoeCall, rank: int) -> np.ndarray:
+    """From the senders' send plans (kept by their dispatches): the (sender, token, k) rows rank
+    ``rank`` received, block by block as it stored them."""
+    shape = call.shape
+    rows = []
+    experts = layout.hosted_experts(shape, rank)
+    for local in range(experts):
+        for sender in range(shape.ep_world_size):
+            plan: SendPlan = call.group.notes[(sender, call.epoch)]
+            if rank < shape.shared_expert_rank_num:
+                j = next((j for j, r in enumerate(plan.shared_rank) if r == rank), None)
+                if j is not None:
+                    rows += [(sender, int(token), shape.k + j) for token in plan.active]
+                continue
+            chosen = np.flatnonzero((plan.rank == rank) & (plan.local == local))
+            chosen = chosen[np.argsort(plan.position[chosen], kind="stable")]
+            rows += [(sender, int(plan.token[i]), int(plan.k[i])) for i in chosen]
+    return np.array(rows, np.int64).reshape(-1, TRIPLE)
+
+
+def combine_kernel(call: MoeCall):
+    shape, problem = call.shape, call.problem
+    kernel = call.kernel("combine")
+    t = call.tensors
+    cores, rank = call.plan.cores, shape.ep_rank_id
+    itemsize, h = problem.dtype.itemsize, shape.h
+    row_bytes = h * itemsize
+    slots = layout.combine_slots(shape)
+    stride = layout.combine_row_stride(shape, itemsize)
+    rows = returned_rows(call)
+    ids, mask = call.values("expert_ids"), call.values("x_active_mask")
+    if ids is None:
+        ids = synthetic_expert_ids(shape, call.epoch)
+    plan = send_plan(shape, ids, mask)
+    own = combine_area(call, rank, itemsize)
+    expected = np.zeros((shape.bs, slots), bool)
+    expected[plan.token, plan.k] = True
+    expected[plan.active, shape.k:] = True
+    for core in range(cores):
+        sends = split_to_cores(len(rows), cores, core)
+        tokens = split_to_cores(len(plan.active), cores, core)
+        if not sends and not tokens:
+            continue
+        p = kernel.vector_core(core)
+        flags = Flags(p)
+        buffers = [p.alloc(h, problem.dtype) for _ in range(2)]
+        if sends:
+            triples = p.alloc(len(sends) * TRIPLE, I32)
+            p.copy(triples, gm_at(t["assist_info_for_combine"], sends.start * TRIPLE), len(sends) * TRIPLE * 4, name="load assist")
+            p.set_flag("MTE2", "SCALAR", 0)
+            p.wait_flag("MTE2", "SCALAR", 0)
+            status = status_buffer(p, len(sends))
+            for loop in range(len(sends)):
+                index = sends.start + (loop + rank) % len(sends)  # staggered: the cores of all ranks start at different peers
+                sender, token, k = (int(v) for v in rows[index])
+                b = loop % 2
+                flags.wait("MTE3", "MTE2", b)
+                p.copy(buffers[b], gm_at(t["expand_x"], index * h), row_bytes, name="load expert output")
+                flags.set("MTE2", "MTE3", b)
+                flags.wait("MTE2", "MTE3", b)
+                slot = token * slots + k
+                back = combine_area(call, sender, itemsize)
+                p.copy(window_address(back, call.epoch, slot * stride), buffers[b], row_bytes, name="put row back")
+                signal(p, status, loop, back, slot, call.epoch, name="put flag")
+                flags.set("MTE3", "MTE2", b)
+            flags.drain()
+        if tokens:
+            _sum_tokens(call, p, flags, buffers, [int(plan.active[i]) for i in tokens], ids, mask, expected, own)
+    return kernel
+
+
+def _sum_tokens(call: MoeCall, p, flags: Flags, buffers, tokens: list[int], ids: np.ndarray, mask, expected: np.ndarray,
+                own: Area) -> None:
+    """A core's share of the combine's sums (see the module docstring)."""
+    shape, problem = call.shape, call.problem
+    t = call.tensors
+    h, itemsize, k_max = shape.h, problem.dtype.itemsize, shape.k
+    slots = layout.combine_slots(shape)
+    stride = layout.combine_row_stride(shape, itemsize)
+    row_bytes = h * itemsize
+    scales = p.alloc(shape.bs * k_max, F32)
+    p.copy(scales, gm_at(t["expert_scales"], 0), shape.bs * k_max * 4, name="load expert_scales")
+    p.set_flag("MTE2", "SCALAR", 0)
+    p.wait_flag("MTE2", "SCALAR", 0)
+    total = p.alloc(h, F32)
+    value = p.alloc(h, F32)
+    out = p.alloc(h, problem.dtype)
+    const = [p.alloc(h, F32) for _ in range(2)] if shape.const_expert_num else None
+    first_const = shape.moe_expert_num + shape.zero_expert_num + shape.copy_expert_num
+    n = 0
+
+    def load(source, name: str) -> int:
+        """MTE2 a row into the next buffer; returns the buffer, its load waited for on the vector pipe."""
+        nonlocal n
+        b = n % 2
+        n += 1
+        flags.wait("VECTOR", "MTE2", b)
+        p.copy(buffers[b], source, row_bytes, name=name)
+        flags.set("MTE2", "VECTOR", b)
+        flags.wait("MTE2", "VECTOR", b)
+        return b
+
+    def add_row(source, name: str, scale=None) -> None:
+        b = load(source, name)
+        p.cast(value, buffers[b], name="cast f32")
+        flags.set("VECTOR", "MTE2", b)
+        if scale is not None:
+            p.muls(value, value, scale, name="times weight")
+        p.add(total, total, value, name="accumulate")
+
+    for token in tokens:
+        need = int(expected[token].sum())
+        p.poll(status_address(own, token * slots), slots, call.epoch, need=need, name="wait rows back",
+               waiting_for=f"the {need} rows of token {token} coming back to rank {shape.ep_rank_id} (combine {call.epoch})")
+        p.dup(total, 0.0, name="zero sum")
+        for k in range(k_max):
+            p.scalar(1, name="read expert id")
+            expert = int(ids[token, k])
+            if (mask is not None and mask.ndim == 2 and not mask[token, k]) or shape.moe_expert_num <= expert < shape.moe_expert_num + shape.zero_expert_num:
+                continue
+            weight = p.read_scalar(scales, token * k_max + k, name="read weight")
+            if expert < shape.moe_expert_num:
+                add_row(window_address(own, call.epoch, (token * slots + k) * stride), "load returned row", weight)
+            elif expert < first_const:
+                add_row(gm_at(t["ori_x"], token * h), "load ori_x", weight)
+            else:
+                c = expert - first_const
+                for target, name in ((const[0], "const_expert_alpha_1"), (const[1], "ori_x")):
+                    b = load(gm_at(t[name], (c if name != "ori_x" else token) * h), f"load {name}")
+                    p.cast(target, buffers[b], name="cast f32")
+                    flags.set("VECTOR", "MTE2", b)
+                p.mul(const[0], const[0], const[1], name="alpha_1 x ori_x")
+                for target, name in ((const[1], "const_expert_alpha_2"), (value, "const_expert_v")):
+                    b = load(gm_at(t[name], c * h), f"load {name}")
+                    p.cast(target, buffers[b], name="cast f32")
+                    flags.set("VECTOR", "MTE2", b)
+                p.mul(value, value, const[1], name="alpha_2 x v")
+                p.add(value, value, const[0], name="constant expert")
+                p.muls(value, value, weight, name="times weight")
+                p.add(total, total, value, name="accumulate")
+        for j in range(shape.shared_experts):
+            add_row(window_address(own, call.epoch, (token * slots + k_max + j) * stride), "load shared row")
+        if call.problem.shared_expert_x:
+            add_row(gm_at(t["shared_expert_x"], token * h), "load shared_expert_x")
+        flags.wait("MTE3", "VECTOR", 3)
+        p.cast(out, total, "rint", name="cast out")
+        flags.set("VECTOR", "MTE3", 3)
+        flags.wait("VECTOR", "MTE3", 3)
+        p.copy(gm_at(t["out"], token * h), out, row_bytes, name="store token")
+        flags.set("MTE3", "VECTOR", 3)
+    flags.drain()
+

@@ -1,0 +1,167 @@
+"""What every route of the MoE ops shares: the plan of a call (its cores, its barrier), the call's
+context on the device, and the pieces of per-core programs the vendor's kernels repeat (reading
+the expert ids, counting a pair's predecessors, quantising a token, the double-buffered rows).
+
+Programs follow hicann/ops-transformer's A3 kernels (``moe_distribute_dispatch_v2.h``,
+``moe_distribute_combine_v2.h`` at c29bc10): all AIV cores of the die, ``SplitToCore`` splits,
+``TQue`` double buffers of two rows, a ``SyncAll`` between the dispatch's phases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npusim import isa
+from npusim.isa.instructions import GmAddress, LocalTensor
+from npusim.kernels.comm.group import CommGroup
+from npusim.kernels.moe_distribute.checks import F32, I32, MoeShape, align
+
+F16 = np.dtype(np.float16)
+I8 = np.dtype(np.int8)
+U8 = np.dtype(np.uint8)
+QUANT_MAX = 127.0
+"""Dynamic int8 quantisation maps the row's largest magnitude to 127 (the op page: 127 / max|x|)."""
+
+
+@dataclass(frozen=True)
+class MoePlan:
+    """How a call runs: on ``cores`` vector cores of kind ``core_kind``, with ``sync_all_ps``
+    between the phases of a dispatch (``die.sync_all``)."""
+
+    cores: int
+    core_kind: str
+    sync_all_ps: int
+    kernel_name: str
+
+
+@dataclass
+class MoeCall:
+    """A call on the device: its problem and plan, its tensors, its group (and TP group), the
+    epoch its flags carry, and what it leaves for the combine that follows it."""
+
+    problem: Any
+    plan: MoePlan
+    tensors: dict
+    group: CommGroup
+    epoch: int
+    system: Any
+    op: int = -1
+    tp_group: CommGroup | None = None
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def shape(self) -> MoeShape:
+        return self.problem.shape
+
+    @property
+    def die(self) -> int:
+        return self.group.die_of(self.shape.ep_rank_id)
+
+    def kernel(self, phase: str) -> isa.Kernel:
+        """A kernel of this call's op (its events carry the call's op id)."""
+        return isa.Kernel(f"{self.plan.kernel_name}", die=self.die, system=self.system, op=self.op, op_args={"phase": phase})
+
+    def values(self, name: str) -> np.ndarray | None:
+        """The values of tensor ``name`` as the device holds them now (None with data off or no tensor)."""
+        tensor = self.tensors.get(name)
+        if tensor is None or not self.system.with_data:
+            return None
+        return tensor.host_view().copy()
+
+
+def gm_at(tensor, element: int) -> GmAddress:
+    """The GM address of element ``element`` (flat) of a device tensor."""
+    return isa.gm(tensor, element)
+
+
+class CountCalc:
+    """``CalTokenSendExpertCnt``: how many of the first ``n`` expert ids equal an expert, by vector
+    compares over them (dup, sub, abs, mins) and a reduction, then a scalar read of the count,
+    which decides an address. The op computes the count where it writes the program
+    (:mod:`.routing`), so the vector work is timed, not computed (``vector_time``)."""
+
+    STEPS = ("dup", "sub", "abs", "mins", "add")
+
+    def __init__(self, p: isa.CoreProgram, result: LocalTensor) -> None:
+        self.p, self.result = p, result
+
+    def __call__(self, n: int) -> None:
+        if n <= 0:
+            return
+        p = self.p
+        p.vector_time([(kind, n, I32) for kind in self.STEPS], "count pairs")
+        p.set_flag("VECTOR", "SCALAR", 0)
+        p.wait_flag("VECTOR", "SCALAR", 0)
+        p.read_scalar(self.result, 0, name="count: read")
+
+
+class Flags:
+    """Flags of double-buffered pipes: ``wait`` consumes one set earlier, ``drain`` consumes what
+    is left at the program's end, so every flag raised is taken."""
+
+    def __init__(self, p: isa.CoreProgram) -> None:
+        self.p = p
+        self.pending: dict[tuple[str, str, int], int] = {}
+
+    def set(self, src: str, dst: str, event: int) -> None:
+        self.p.set_flag(src, dst, event)
+        key = (src, dst, event)
+        self.pending[key] = self.pending.get(key, 0) + 1
+
+    def wait(self, src: str, dst: str, event: int) -> None:
+        key = (src, dst, event)
+        if self.pending.get(key, 0):
+            self.pending[key] -= 1
+            self.p.wait_flag(src, dst, event)
+
+    def drain(self) -> None:
+        for (src, dst, event), count in sorted(self.pending.items()):
+            for _ in range(count):
+                self.p.wait_flag(src, dst, event)
+        self.pending.clear()
+
+
+class Quantizer:
+    """Dynamic per-token int8 quantisation of one row on the vector pipe, as ``QuantProcess``:
+    cast to float32, times the smooth scales (if any), the largest magnitude, scale = 127 / max
+    (float32), the row times the scale rounded to int32 (half to even), to float16, to int8, and
+    the dequantisation scale 1 / scale (float32) into the row's scale slot."""
+
+    def __init__(self, p: isa.CoreProgram, h: int, x_dtype: np.dtype, smooth: bool) -> None:
+        self.p, self.h = p, h
+        width = align(h, 64)
+        self.f32 = p.alloc(width, F32)
+        self.scratch = p.alloc(width, F32)
+        self.h16 = p.alloc(align(h, 128), F16)
+        self.smooth = p.alloc(width, F32) if smooth else None
+        self.small = p.alloc(8, F32)
+        p.dup(self.small[1:2], QUANT_MAX, name="quant: dup 127")
+        p.dup(self.small[3:4], 1.0, name="quant: dup 1")
+
+    def quantize(self, xin: LocalTensor, flags: Flags, b: int, row: LocalTensor, scale_slot: LocalTensor, wait_out) -> None:
+        """``xin`` (the token in its dtype, its MTE2 done) into ``row[:h]`` (int8) and ``scale_slot``
+        (float32); ``wait_out()`` is called before ``row`` is written (its previous store done)."""
+        p, h, f32, scratch, small = self.p, self.h, self.f32[0 : self.h], self.scratch[0 : self.h], self.small
+        p.cast(f32, xin, name="quant: cast f32")
+        flags.set("VECTOR", "MTE2", b)
+        if self.smooth is not None:
+            flags.wait("MTE2", "VECTOR", 2)
+            p.mul(f32, f32, self.smooth[0:h], name="quant: smooth scales")
+            flags.set("VECTOR", "MTE2", 2)
+        p.abs(scratch, f32, name="quant: abs")
+        p.reduce("reduce_max", small[0:1], scratch, ((1, h), (h, 1)), (1,), name="quant: max")
+        p.div(small[2:3], small[1:2], small[0:1], name="quant: scale")
+        p.set_flag("VECTOR", "SCALAR", 1)
+        p.wait_flag("VECTOR", "SCALAR", 1)
+        scale = p.read_scalar(small, 2, name="quant: read scale")
+        p.muls(f32, f32, scale, name="quant: times scale")
+        as_int = self.scratch.reinterpret(I32)[0:h]
+        p.cast(as_int, f32, "rint", name="quant: to int32")
+        p.cast(self.h16[0:h], as_int, "rint", name="quant: to half")
+        wait_out()
+        p.cast(row.reinterpret(I8)[0:h], self.h16[0:h], "trunc", name="quant: to int8")
+        p.div(scale_slot, small[3:4], small[2:3], name="quant: 1 / scale")
+
