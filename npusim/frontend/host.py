@@ -67,16 +67,23 @@ class HostProcess:
         self.host = HostThread(system)
         self.device: int | None = None
         self.dies: set[int] = set()
-        self.waiting: simpy.Event | None = None  # what its blocked synchronising call waits for
+        self.waiting: list[simpy.Event] | None = None  # what its blocked synchronising call waits for
         self.yield_control = None  # set by the SPMD scheduler (npusim.frontend.ranks): gives control back until woken
 
-    def block(self, event: simpy.Event) -> None:
-        """Wait until ``event`` is processed: the other ranks' code and the simulation run meanwhile."""
-        self.waiting = event
+    def block(self, events: list[simpy.Event]) -> None:
+        """Wait until every one of ``events`` is processed: the other ranks' code and the simulation
+        run meanwhile. (A list, not a condition event: SimPy unhooks the conditions nested in a
+        condition once it triggers, so the scheduler waits on the events themselves.)"""
+        self.waiting = events
         try:
             self.yield_control()
         finally:
             self.waiting = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether what it waits for has happened."""
+        return self.waiting is not None and all(event.processed for event in self.waiting)
 
 
 CURRENT_PROCESS: ContextVar[HostProcess | None] = ContextVar("npusim_host_process", default=None)

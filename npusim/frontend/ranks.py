@@ -122,9 +122,10 @@ def spawn(fn: Callable, args: tuple = (), nprocs: int = 1, join: bool = True, da
         for rank in ranks:
             _step(rank)
         while any(r.waiting for r in ranks):
-            ready = [r for r in ranks if r.waiting and r.process.waiting.processed]
+            ready = [r for r in ranks if r.waiting and r.process.ready]
             if not ready:
-                session.run_until(session.env.any_of([r.process.waiting for r in ranks if r.waiting]))
+                events = [event for r in ranks if r.waiting for event in r.process.waiting if not event.processed]
+                session.run_until(session.env.any_of(events))
                 continue
             for rank in ready:
                 _step(rank)

@@ -182,7 +182,7 @@ class Session:
             self.pending = [e for e in self.pending if not e.processed]
         if pending:
             if process is not None:  # other ranks run meanwhile (npusim.frontend.ranks)
-                process.block(self.env.all_of(pending))
+                process.block(pending)
             else:
                 self._run_until(self.env.all_of(pending))
         self.host.waited_until(self.env.now)
