@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import torch
 
+from npusim.config.registry import OPS
+from npusim.errors import OpArgumentError
 from npusim.frontend import aclnn
-from npusim.frontend.torch_device.tensors import TORCH_DTYPES, device_tensor, new_tensor
+from npusim.frontend.session import current_session
+from npusim.frontend.torch_device.tensors import NUMPY_DTYPES, TORCH_DTYPES, device_tensor, new_tensor
 from npusim.kernels.quantize.checks import output_dtype
 
 SCHEMAS = {
@@ -23,6 +26,35 @@ SCHEMAS = {
     "npu_quantize": "npu_quantize(Tensor self, Tensor scales, Tensor? zero_points, int dtype, int axis=1, bool div_mode=True) -> Tensor",
     "scatter_update": "scatter_update(Tensor self, Tensor indices, Tensor updates, int axis) -> Tensor",
     "scatter_update_": "scatter_update_(Tensor(a!) self, Tensor indices, Tensor updates, int axis) -> Tensor(a!)",
+    "npu_moe_distribute_dispatch": "npu_moe_distribute_dispatch(Tensor x, Tensor expert_ids, str group_ep, int ep_world_size, int ep_rank_id, "
+                                   "int moe_expert_num, *, Tensor? scales=None, Tensor? x_active_mask=None, Tensor? expert_scales=None, "
+                                   "str group_tp=\"\", int tp_world_size=0, int tp_rank_id=0, int expert_shard_type=0, "
+                                   "int shared_expert_num=1, int shared_expert_rank_num=0, int quant_mode=0, int global_bs=0, "
+                                   "int expert_token_nums_type=1) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)",
+    "npu_moe_distribute_dispatch_v2": "npu_moe_distribute_dispatch_v2(Tensor x, Tensor expert_ids, str group_ep, int ep_world_size, "
+                                      "int ep_rank_id, int moe_expert_num, *, Tensor? scales=None, Tensor? x_active_mask=None, "
+                                      "Tensor? expert_scales=None, Tensor? elastic_info=None, Tensor? performance_info=None, "
+                                      "str group_tp=\"\", int tp_world_size=0, int tp_rank_id=0, int expert_shard_type=0, "
+                                      "int shared_expert_num=1, int shared_expert_rank_num=0, int quant_mode=0, int global_bs=0, "
+                                      "int expert_token_nums_type=1, str comm_alg=\"\", int zero_expert_num=0, int copy_expert_num=0, "
+                                      "int const_expert_num=0, int? y_dtype=None, int? x_dtype=None, int? scales_dtype=None) "
+                                      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)",
+    "npu_moe_distribute_combine": "npu_moe_distribute_combine(Tensor expand_x, Tensor expert_ids, Tensor expand_idx, Tensor ep_send_counts, "
+                                  "Tensor expert_scales, str group_ep, int ep_world_size, int ep_rank_id, int moe_expert_num, *, "
+                                  "Tensor? tp_send_counts=None, Tensor? x_active_mask=None, Tensor? activation_scale=None, "
+                                  "Tensor? weight_scale=None, Tensor? group_list=None, Tensor? expand_scales=None, "
+                                  "Tensor? shared_expert_x=None, str group_tp=\"\", int tp_world_size=0, int tp_rank_id=0, "
+                                  "int expert_shard_type=0, int shared_expert_num=1, int shared_expert_rank_num=0, int global_bs=0, "
+                                  "int out_dtype=0, int comm_quant_mode=0, int group_list_type=0) -> Tensor",
+    "npu_moe_distribute_combine_v2": "npu_moe_distribute_combine_v2(Tensor expand_x, Tensor expert_ids, Tensor assist_info_for_combine, "
+                                     "Tensor ep_send_counts, Tensor expert_scales, str group_ep, int ep_world_size, int ep_rank_id, "
+                                     "int moe_expert_num, *, Tensor? tp_send_counts=None, Tensor? x_active_mask=None, "
+                                     "Tensor? expand_scales=None, Tensor? shared_expert_x=None, Tensor? elastic_info=None, "
+                                     "Tensor? ori_x=None, Tensor? const_expert_alpha_1=None, Tensor? const_expert_alpha_2=None, "
+                                     "Tensor? const_expert_v=None, Tensor? performance_info=None, str group_tp=\"\", "
+                                     "int tp_world_size=0, int tp_rank_id=0, int expert_shard_type=0, int shared_expert_num=1, "
+                                     "int shared_expert_rank_num=0, int global_bs=0, int comm_quant_mode=0, str comm_alg=\"\", "
+                                     "int zero_expert_num=0, int copy_expert_num=0, int const_expert_num=0) -> Tensor",
 }
 """op-plugin's schema of each op."""
 
@@ -114,9 +146,78 @@ def _fake_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     return torch.empty(self.shape, dtype=TORCH_DTYPES[output_dtype(_dtype_of(dtype))], device=self.device)
 
 
+MOE_OPS = {"npu_moe_distribute_dispatch": ("moe_distribute_dispatch", "aclnnMoeDistributeDispatch"),
+           "npu_moe_distribute_dispatch_v2": ("moe_distribute_dispatch_v2", "aclnnMoeDistributeDispatchV2"),
+           "npu_moe_distribute_combine": ("moe_distribute_combine", "aclnnMoeDistributeCombine"),
+           "npu_moe_distribute_combine_v2": ("moe_distribute_combine_v2", "aclnnMoeDistributeCombineV2")}
+"""torch_npu's MoE ops: the registered op and the aclnn API each calls."""
+MOE_DTYPE_OVERRIDES = ("y_dtype", "x_dtype", "scales_dtype")
+
+
+def _moe_args(api: str, kwargs: dict, convert) -> dict:
+    """The call's arguments with its tensors converted (``convert(tensor, name)``); the Ascend 950
+    dtype overrides refused."""
+    args = {}
+    for name, value in kwargs.items():
+        if name in MOE_DTYPE_OVERRIDES:
+            if value is not None:
+                raise OpArgumentError(f"torch_npu.{api}: {name} = {value} (an Ascend 950 dtype override) is not modelled; leave it None")
+            continue
+        args[name] = convert(value, name) if isinstance(value, torch.Tensor) else value
+    return args
+
+
+def _moe_kernel(api: str):
+    name, aclnn_api = MOE_OPS[api]
+    params = _schema_params(SCHEMAS[api])
+
+    def kernel(*args, **kwargs):
+        kwargs.update(zip(params, args))
+        call = aclnn.DeviceOpCall.prepare(name, api, _moe_args(api, kwargs, lambda t, n: device_tensor(t, api, n)))
+        outputs = {out: new_tensor(shape, TORCH_DTYPES[dtype], call.die) for out, (shape, dtype) in call.output_specs().items()}
+        with aclnn.host_call(aclnn_api):
+            call.issue({out: device_tensor(t, api, out) for out, t in outputs.items()})
+        values = tuple(outputs.values())
+        return values if len(values) > 1 else values[0]
+
+    def fake(*args, **kwargs):
+        kwargs.update(zip(params, args))
+        op = OPS.get(name)
+        spec = current_session().system.spec
+        problem = op.check_call(spec, {**_moe_args(api, kwargs, _FakeTensor.of), "api": api})
+        values = tuple(torch.empty(shape, dtype=TORCH_DTYPES[dtype], device=kwargs.get("x", kwargs.get("expand_x")).device)
+                       for shape, dtype in op.outputs(problem).values())
+        return values if len(values) > 1 else values[0]
+
+    return kernel, fake
+
+
+class _FakeTensor:
+    """A traced tensor as the checks see it: its shape and numpy dtype."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.shape, self.dtype, self.ndim = tuple(t.shape), NUMPY_DTYPES[t.dtype], t.dim()
+
+    @classmethod
+    def of(cls, t: torch.Tensor, name: str) -> _FakeTensor:
+        return cls(t)
+
+
+def _schema_params(schema: str) -> list[str]:
+    """The positional parameter names of an op schema (before ``*``)."""
+    inside = schema[schema.index("(") + 1 : schema.index(")")]
+    names = []
+    for part in inside.split(","):
+        part = part.strip()
+        if part == "*":
+            break
+        names.append(part.split()[-1].split("=")[0])
+    return names
+
+
 KERNELS = {"npu_quant_scatter": (npu_quant_scatter, _fake_like), "npu_quant_scatter_": (npu_quant_scatter_, _fake_same),
            "npu_quantize": (npu_quantize, _fake_quantize), "scatter_update": (scatter_update, _fake_like),
-           "scatter_update_": (scatter_update_, _fake_same)}
+           "scatter_update_": (scatter_update_, _fake_same), **{api: _moe_kernel(api) for api in MOE_OPS}}
 
 
 def register(library: torch.library.Library) -> None:

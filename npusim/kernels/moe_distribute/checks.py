@@ -176,7 +176,7 @@ class DispatchProblem:
         s = self.shape
         return {"expand_x": ((self.expand_rows, s.h), self.out_dtype),
                 "dynamic_scales": ((self.expand_rows,), F32),
-                "assist_info_for_combine": ((self.assist_entries,), I32),
+                ("expand_idx" if self.version == 1 else "assist_info_for_combine"): ((self.assist_entries,), I32),
                 "expert_token_nums": ((s.rank_local_experts,), I64),
                 "ep_recv_counts": ((self.ep_recv_entries,), I32),
                 "tp_recv_counts": ((s.tp_world_size,), I32),
@@ -369,10 +369,12 @@ def check_shape(api: str, version: int, series: str, combine: bool, args: dict, 
                     shared_num, shared_ranks, global_bs, zero, copy, const)
 
 
-def _mask(api: str, shape: MoeShape, mask: Any) -> int:
+def _mask(api: str, shape: MoeShape, mask: Any, version: int) -> int:
     """The x_active_mask's dims (0: none)."""
     if mask is None:
         return 0
+    if version == 1:
+        raise reject(api, "x_active_mask", "a tensor", "reserved in the first op pair (not used): pass None")
     if shape.series == A2 and shape.comm_alg == "hierarchy":
         raise reject(api, "x_active_mask", "a tensor", "not supported with comm_alg 'hierarchy' on Atlas A2: pass None")
     dims = _dims(api, "x_active_mask", mask, (1, 2))
@@ -453,7 +455,7 @@ def check_dispatch(api: str, version: int, series: str, args: dict, buffer_bytes
         _dtype(api, "scales", scales, (F32,), series)
     elif x_dtype == I32:
         raise reject(api, "scales", None, "with int32 x (packed int4) scales (BS,) float32 must be given")
-    mask_dims = _mask(api, shape, args.get("x_active_mask"))
+    mask_dims = _mask(api, shape, args.get("x_active_mask"), version)
     expert_scales = args.get("expert_scales")
     if expert_scales is not None:
         if series == A3 and shape.comm_alg != "hierarchy":
@@ -517,7 +519,7 @@ def check_combine(api: str, version: int, series: str, args: dict, buffer_bytes:
             raise reject(api, "tp_send_counts", tp_counts if tp_counts is None else tuple(tp_counts.shape),
                          "a TP domain of 2 needs the dispatch's tp_recv_counts (2,) int32")
         _dtype(api, "tp_send_counts", tp_counts, (I32,), series)
-    mask_dims = _mask(api, shape, args.get("x_active_mask"))
+    mask_dims = _mask(api, shape, args.get("x_active_mask"), version)
     expand_scales = args.get("expand_scales")
     if series == A2 and expand_scales is None:
         raise reject(api, "expand_scales", None, "required on Atlas A2: pass the dispatch's expand_scales")

@@ -11,3 +11,5 @@ class MoeDistributeDispatch(MoeDispatch):
     name = "moe_distribute_dispatch"
     kernel_name = "MoeDistributeDispatch"
     version = 1
+    tensors = ("x", "expert_ids", "scales", "x_active_mask", "expert_scales")
+    optional = frozenset({"scales", "x_active_mask", "expert_scales"})

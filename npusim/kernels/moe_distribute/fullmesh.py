@@ -49,7 +49,8 @@ def dispatch_area(call: MoeCall, rank: int) -> Area:
 
 
 def dispatch_row(call: MoeCall) -> layout.RowLayout:
-    return layout.dispatch_row(call.shape, call.problem.out_dtype.itemsize)
+    problem = call.problem
+    return layout.dispatch_row(call.shape, problem.out_dtype.itemsize, problem.version, problem.quant_mode == 2)
 
 
 def combine_area(call: MoeCall, rank: int, itemsize: int) -> Area:
@@ -113,6 +114,7 @@ def send_kernel(call: MoeCall, plan: SendPlan):
         p.set_flag("MTE2", "SCALAR", 0)
         p.wait_flag("MTE2", "SCALAR", 0)
         flags = Flags(p)
+        positions = p.alloc(len(work), I32) if problem.version == 1 and work and not shared else None
         token_bytes = shape.h * problem.x_dtype.itemsize
         for i, item in enumerate(work):
             b = i % 2
@@ -143,13 +145,18 @@ def send_kernel(call: MoeCall, plan: SendPlan):
                 p.copy(out[0:token_bytes], gm_at(x, token * shape.h), token_bytes, name="load token")
                 flags.set("MTE2", "VECTOR", b)
                 flags.wait("MTE2", "VECTOR", b)
-            triple = out[row.triple_offset : row.triple_offset + TRIPLE * 4].reinterpret(I32)
-            for w, value in enumerate((rank, token, k)):
-                p.dup(triple[w : w + 1], value, name="fill triple")
+            if row.triple_offset is not None:
+                triple = out[row.triple_offset : row.triple_offset + TRIPLE * 4].reinterpret(I32)
+                for w, value in enumerate((rank, token, k)):
+                    p.dup(triple[w : w + 1], value, name="fill triple")
+            if positions is not None:  # expand_idx: the pair's position, kept by the scalar unit
+                p.write_scalar(positions, position, i)
             flags.set("VECTOR", "MTE3", b)
             flags.wait("VECTOR", "MTE3", b)
             p.copy(destination, out, row.row_bytes, name="put row")
             flags.set("MTE3", "VECTOR" if quant is not None else "MTE2", b)
+        if positions is not None:
+            p.copy(gm_at(call.tensors["expand_idx"], work.start), positions, 4 * len(work), name="expand_idx")
         for expert in statuses:
             if expert >= shape.shared_expert_rank_num:
                 count(n_ids)
@@ -218,8 +225,9 @@ def copy_out_kernel(call: MoeCall, received: ReceivePlan):
                 flags.set("MTE2", "MTE3", b)
                 flags.wait("MTE2", "MTE3", b)
                 out = first + j
-                p.copy(gm_at(t["assist_info_for_combine"], out * TRIPLE), buffers[b][row.triple_offset : row.triple_offset + TRIPLE * 4],
-                       TRIPLE * 4, name="assist triple")
+                if row.triple_offset is not None:
+                    p.copy(gm_at(t["assist_info_for_combine"], out * TRIPLE),
+                           buffers[b][row.triple_offset : row.triple_offset + TRIPLE * 4], TRIPLE * 4, name="assist triple")
                 if quant:
                     p.copy(gm_at(t["dynamic_scales"], out), buffers[b][row.scale_offset : row.scale_offset + 4], 4, name="dynamic scale")
                 p.copy(gm_at(t["expand_x"], out * shape.h), buffers[b][0 : row.data_bytes], row.data_bytes, name="expand_x row")
@@ -244,8 +252,12 @@ def copy_out_kernel(call: MoeCall, received: ReceivePlan):
 
 
 def combine_steps(call: MoeCall) -> Iterator:
-    """The steps of a fullmesh combine (see the module docstring): one kernel."""
+    """The steps of a fullmesh combine (see the module docstring): one kernel; the first op pair's
+    (:func:`combine_v1_steps`) returns rows block by block, a flag per rank."""
     yield AwaitGroup(call.group)
+    if call.problem.version == 1:
+        yield from combine_v1_steps(call)
+        return
     yield Run((combine_kernel(call),))
 
 
@@ -414,3 +426,135 @@ def _sum_tokens(call: MoeCall, p, flags: Flags, buffers, tokens: list[int], ids:
         flags.set("MTE3", "VECTOR", 3)
     flags.drain()
 
+
+
+# -- the first op pair's combine ------------------------------------------------------------------
+
+
+def combine_v1_steps(call: MoeCall) -> Iterator:
+    """``npu_moe_distribute_combine`` as ``moe_distribute_combine.h`` runs it: the cores split the
+    ranks; for each local expert and each rank of its share a core stores that block of expand_x
+    rows into the rank's window (expert ``e``'s region, row by row), then a status entry per rank;
+    then it spins until every rank of its share of the senders has flagged, and after a SyncAll
+    each core sums its tokens (with fewer tokens than cores, cores share a token's H), reading each
+    (token, k) at ``(expert, expand_idx)`` of its window."""
+    shape, problem = call.shape, call.problem
+    kernel = call.kernel("send back")
+    t = call.tensors
+    cores, rank, ep, local = call.plan.cores, shape.ep_rank_id, shape.ep_world_size, shape.local_experts
+    itemsize, h = problem.dtype.itemsize, shape.h
+    row_bytes = h * itemsize
+    counts = call.values("ep_send_counts")
+    if counts is None:
+        counts = np.cumsum([len(rows_of_block(call, rank, e, s)) for e in range(local) for s in range(ep)])
+    counts = np.asarray(counts[: local * ep], np.int64)
+    starts = np.concatenate(([0], counts[:-1]))
+    area_of = {}
+
+    def area(target: int) -> Area:
+        if target not in area_of:
+            half = shape.moe_expert_num * shape.max_bs * row_bytes
+            area_of[target] = call.group.area(target, "combine v1", half, ep * 32)
+        return area_of[target]
+
+    for core in range(cores):
+        peers = split_to_cores(ep, cores, core)
+        if not peers:
+            continue
+        p = kernel.vector_core(core)
+        flags = Flags(p)
+        buffers = [p.alloc(h, problem.dtype) for _ in range(2)]
+        n = 0
+        for e in range(local):
+            expert = (rank - shape.shared_expert_rank_num) * local + e
+            for peer in peers:
+                block = e * ep + peer
+                for j in range(int(counts[block] - starts[block])):
+                    b = n % 2
+                    n += 1
+                    flags.wait("MTE3", "MTE2", b)
+                    p.copy(buffers[b], gm_at(t["expand_x"], (int(starts[block]) + j) * h), row_bytes, name="load expert output")
+                    flags.set("MTE2", "MTE3", b)
+                    flags.wait("MTE2", "MTE3", b)
+                    offset = (expert * shape.max_bs + j) * row_bytes
+                    p.copy(window_address(area(peer), call.epoch, offset), buffers[b], row_bytes, name="put row back")
+                    flags.set("MTE3", "MTE2", b)
+        flags.drain()
+        status = status_buffer(p, len(peers))
+        for slot, peer in enumerate(peers):
+            signal(p, status, slot, area(peer), rank, call.epoch, name="put flag")
+        wait_for(p, area(rank), peers.start, len(peers), call.epoch, name="wait ranks",
+                 waiting_for=f"the flags of the ranks returning rows to rank {rank} of group {shape.group_ep!r} (combine {call.epoch})")
+        p.pipe_barrier("ALL")
+    yield Run((kernel,), call.plan.sync_all_ps)
+    yield Run((sum_v1_kernel(call, area(rank)),))
+
+
+def rows_of_block(call: MoeCall, rank: int, local: int, sender: int) -> np.ndarray:
+    """The pairs of ``sender`` rank ``rank``'s expert ``local`` received (its send plan's)."""
+    plan: SendPlan = call.group.notes[(sender, call.epoch)]
+    return np.flatnonzero((plan.rank == rank) & (plan.local == local))
+
+
+def sum_v1_kernel(call: MoeCall, own: Area):
+    shape, problem = call.shape, call.problem
+    kernel = call.kernel("sum")
+    t = call.tensors
+    cores, h, k_max = call.plan.cores, shape.h, shape.k
+    itemsize = problem.dtype.itemsize
+    ids, where = call.values("expert_ids"), call.values("expand_idx")
+    if ids is None:
+        plan: SendPlan = call.group.notes[(shape.ep_rank_id, call.epoch)]
+        ids = synthetic_expert_ids(shape, call.epoch)
+        where = np.zeros(shape.bs * k_max, np.int64)
+        where[plan.token * k_max + plan.k] = plan.position
+    pieces = []  # (core, token, first element, elements)
+    if shape.bs < cores:
+        per = cores // shape.bs
+        width = (h // 32 // per) * 32
+        for core in range(shape.bs * per):
+            token, part = divmod(core, per)
+            first = width * part
+            pieces.append((core, token, first, width if part < per - 1 else h - first))
+    else:
+        for core in range(cores):
+            for token in split_to_cores(shape.bs, cores, core):
+                pieces.append((core, token, 0, h))
+    by_core: dict[int, list] = {}
+    for piece in pieces:
+        by_core.setdefault(piece[0], []).append(piece[1:])
+    for core, work in by_core.items():
+        p = kernel.vector_core(core)
+        flags = Flags(p)
+        scales = p.alloc(shape.bs * k_max, F32)
+        p.copy(scales, gm_at(t["expert_scales"], 0), shape.bs * k_max * 4, name="load expert_scales")
+        p.set_flag("MTE2", "SCALAR", 0)
+        p.wait_flag("MTE2", "SCALAR", 0)
+        width = max(n for _, _, n in work)
+        buffers = [p.alloc(width, problem.dtype) for _ in range(2)]
+        total, value, out = p.alloc(width, F32), p.alloc(width, F32), p.alloc(width, problem.dtype)
+        n = 0
+        for token, first, count in work:
+            p.dup(total[0:count], 0.0, name="zero sum")
+            for k in range(k_max):
+                b = n % 2
+                n += 1
+                expert = int(ids[token, k])
+                weight = p.read_scalar(scales, token * k_max + k, name="read weight")
+                offset = (expert * shape.max_bs + int(where[token * k_max + k])) * h * itemsize + first * itemsize
+                flags.wait("VECTOR", "MTE2", b)
+                p.copy(buffers[b][0:count], window_address(own, call.epoch, offset), count * itemsize, name="load returned row")
+                flags.set("MTE2", "VECTOR", b)
+                flags.wait("MTE2", "VECTOR", b)
+                p.cast(value[0:count], buffers[b][0:count], name="cast f32")
+                flags.set("VECTOR", "MTE2", b)
+                p.muls(value[0:count], value[0:count], weight, name="times weight")
+                p.add(total[0:count], total[0:count], value[0:count], name="accumulate")
+            flags.wait("MTE3", "VECTOR", 3)
+            p.cast(out[0:count], total[0:count], "rint", name="cast out")
+            flags.set("VECTOR", "MTE3", 3)
+            flags.wait("VECTOR", "MTE3", 3)
+            p.copy(gm_at(t["out"], token * h + first), out[0:count], count * itemsize, name="store token")
+            flags.set("MTE3", "VECTOR", 3)
+        flags.drain()
+    return kernel

@@ -23,34 +23,34 @@ from npusim.kernels.moe_distribute.checks import TRIPLE, MoeShape, align
 UB_BLOCK = 32
 WINDOW_ALIGN = 512
 SCALE_SLOT = 32
+V1_SCALE_PAD = 128
 
 
 @dataclass(frozen=True)
 class RowLayout:
     """A row in a dispatch window: the token's ``data_bytes``, the scale at ``scale_offset``, the
-    triple at ``triple_offset``; ``row_bytes`` moved, ``row_stride`` apart."""
+    triple at ``triple_offset`` (None: no triple); ``row_bytes`` moved, ``row_stride`` apart.
+
+    The second op pair (v2) aligns the token to 32 bytes, keeps a 32-byte scale slot and the triple
+    after it, rows 512-byte aligned (``hAlignWinSize``); the first pair (v1) puts the scale right
+    after the token in a 128-byte pad when quantising (``scaleParamPad``), no triple, rows back to back."""
 
     data_bytes: int
-
-    @property
-    def scale_offset(self) -> int:
-        return align(self.data_bytes, UB_BLOCK)
-
-    @property
-    def triple_offset(self) -> int:
-        return self.scale_offset + SCALE_SLOT
-
-    @property
-    def row_bytes(self) -> int:
-        return self.triple_offset + TRIPLE * 4
-
-    @property
-    def row_stride(self) -> int:
-        return align(self.row_bytes, WINDOW_ALIGN)
+    scale_offset: int
+    triple_offset: int | None
+    row_bytes: int
+    row_stride: int
 
 
-def dispatch_row(shape: MoeShape, out_itemsize: int) -> RowLayout:
-    return RowLayout(shape.h * out_itemsize)
+def dispatch_row(shape: MoeShape, out_itemsize: int, version: int = 2, quant: bool = False) -> RowLayout:
+    data = shape.h * out_itemsize
+    if version == 1:
+        row = data + (V1_SCALE_PAD if quant else 0)
+        return RowLayout(data, data, None, row, row)
+    scale = align(data, UB_BLOCK)
+    triple = scale + SCALE_SLOT
+    row = triple + TRIPLE * 4
+    return RowLayout(data, scale, triple, row, align(row, WINDOW_ALIGN))
 
 
 def hosted_experts(shape: MoeShape, rank: int) -> int:

@@ -80,6 +80,10 @@ class MoeOp(DeviceOp):
         for name in AGREED + ("comm_alg", "h", "k", "tp_world_size"):
             group.agree(problem.api, shape.ep_rank_id, name, getattr(shape, name))
         cls.route(problem)
+        if problem.version == 1 and shape.shared_expert_rank_num:
+            raise UsageError(f"torch_npu.{problem.api}: shared_expert_rank_num={shape.shared_expert_rank_num}: the first op pair's "
+                             "shared experts (each sender's tokens split over the shared ranks) are not modelled by npusim; use "
+                             "npu_moe_distribute_dispatch_v2 / combine_v2 for shared experts")
         return MoeCall(problem, plan, dict(tensors), group, 0, system)
 
     kind: ClassVar[str]

@@ -110,3 +110,43 @@ def _shapes(case: Case):
         return MoeShape("atlas_a3", "fullmesh_v1", case.bs, case.h, case.k, case.ep, rank, case.experts, 0, 0, "ep", "", 0, 1, 0, 0, 0, 0, 0)
 
     return shape
+
+
+@pytest.mark.parametrize("quant", [False, True])
+def test_first_op_pair_matches_the_reference(quant: bool) -> None:
+    """npu_moe_distribute_dispatch / combine (v1): expand_idx is each pair's position among this
+    rank's pairs of its expert; the combine reads rows back at (expert, expand_idx)."""
+    import npusim
+    import npusim.torch_npu as torch_npu
+
+    case = Case(ep=8, bs=3, h=7168, k=3, experts=16, quant=quant, seed=7)
+    inputs, scales = make_inputs(case)
+    rows = expert_outputs(case, inputs, np.random.default_rng(5))
+    with npusim.session("a3", ["hccl.buffer_size=1 GiB"]):
+        outs, ids = [], []
+        for rank, ri in enumerate(inputs):
+            ids.append(npusim.tensor(ri.ids, device=rank))
+            outs.append(torch_npu.npu_moe_distribute_dispatch(npusim.tensor(ri.x, device=rank), ids[rank], "ep1", case.ep, rank,
+                                                              case.experts, quant_mode=2 if quant else 0))
+        combined = []
+        for rank, ri in enumerate(inputs):
+            expand_x, _, expand_idx, _, counts, _, _ = outs[rank]
+            back = np.zeros(expand_x.shape, case.dtype)
+            back[: len(rows[rank])] = rows[rank]
+            combined.append(torch_npu.npu_moe_distribute_combine(npusim.tensor(back, device=rank), ids[rank], expand_idx, counts,
+                                                                 npusim.tensor(ri.expert_scales, device=rank), "ep1", case.ep, rank,
+                                                                 case.experts))
+        got = [[t.numpy() for t in out] for out in outs]
+        combined = [c.numpy() for c in combined]
+    want = reference.dispatch(inputs, case.experts, quant=quant)
+    for rank, (out, ref) in enumerate(zip(got, want)):
+        n = len(ref["rows"])
+        assert np.array_equal(out[0][:n].view(np.uint8), ref["rows"].view(np.uint8))
+        assert np.array_equal(out[4][: len(ref["ep_recv_counts"])], ref["ep_recv_counts"])
+        positions = {}
+        for t, k, e in reference.pairs_of(inputs[rank].ids, None, case.experts):
+            positions.setdefault(e, []).append(t * case.k + k)
+        for e, pairs in positions.items():
+            assert [int(out[2][pair]) for pair in pairs] == list(range(len(pairs))), f"rank {rank}: expand_idx of expert {e}"
+    for g, w in zip(combined, reference.combine(inputs, rows, case.experts, dtype=case.dtype)):
+        assert np.array_equal(g.view(np.uint16), w.view(np.uint16))
