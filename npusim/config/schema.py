@@ -447,7 +447,7 @@ class HostSpec(Spec):
 class HcclSpec(Spec):
     """HCCL's set-up of a communicator on each rank, as the environment gives it."""
 
-    buffer_size: Size = Field(description="the window of each rank of a communicator (HCCL_BUFFSIZE, default 200 MB): ops check "
+    buffer: Size = Field(description="the window of each rank of a communicator (HCCL_BUFFSIZE, default 200 MB): ops check "
                               "that what they write fits")
 
 

@@ -10,7 +10,7 @@ Each rank has a window in its own GM, the HCCL buffer of the group: areas that o
 into (:class:`Area`: the data, in two halves used alternately by successive calls, as the vendor's
 kernels switch buffers so that a fast rank's next call cannot overwrite what a slow rank still
 reads, and status words: flags and counts in control memory, real bytes with data off too). The
-configured buffer size (``hccl.buffer_size``, ``HCCL_BUFFSIZE``) is what the ops check their needs
+configured buffer size (``hccl.buffer``, ``HCCL_BUFFSIZE``) is what the ops check their needs
 against; only the bytes an area uses are allocated.
 
 Flags carry the call's epoch: the ``n``-th call of an op on every rank of a group signals ``n``,

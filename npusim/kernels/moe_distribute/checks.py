@@ -413,9 +413,9 @@ def check_window(api: str, shape: MoeShape, x_itemsize: int, version: int, buffe
     if buffer_bytes < need:
         raise OpArgumentError(
             f"torch_npu.{api}: rank {shape.ep_rank_id} of group {shape.group_ep!r}: the HCCL buffer of {buffer_bytes / MB:g} MB "
-            f"(hccl.buffer_size, HCCL_BUFFSIZE) is too small: with BS={shape.bs} (max_bs={shape.max_bs}), H={shape.h}, K={shape.k}, "
+            f"(hccl.buffer, HCCL_BUFFSIZE) is too small: with BS={shape.bs} (max_bs={shape.max_bs}), H={shape.h}, K={shape.k}, "
             f"ep_world_size={shape.ep_world_size}, local_expert_num={shape.local_experts} and comm_alg {shape.comm_alg!r} the op page "
-            f"requires at least {math.ceil(need / MB)} MB; raise it (--set hccl.buffer_size='{math.ceil(need / MB)} MiB') or send fewer tokens"
+            f"requires at least {math.ceil(need / MB)} MB; raise it (--set hccl.buffer='{math.ceil(need / MB)} MiB') or send fewer tokens"
         )
 
 

@@ -28,9 +28,9 @@ AGREED = ("moe_expert_num", "expert_shard_type", "shared_expert_num", "shared_ex
 
 def buffer_bytes(spec, api: str) -> int:
     if spec.hccl is None:
-        raise ConfigError(f"torch_npu.{api}: the config {spec.name!r} has no hccl: section (hccl.buffer_size, the HCCL_BUFFSIZE "
+        raise ConfigError(f"torch_npu.{api}: the config {spec.name!r} has no hccl: section (hccl.buffer, the HCCL_BUFFSIZE "
                           "window of each rank); add it, as in configs/a2.yaml")
-    return int(spec.hccl.buffer_size.bytes)
+    return int(spec.hccl.buffer.bytes)
 
 
 def _series(product: str) -> str:

@@ -122,7 +122,7 @@ def test_first_op_pair_matches_the_reference(quant: bool) -> None:
     case = Case(ep=8, bs=3, h=7168, k=3, experts=16, quant=quant, seed=7)
     inputs, scales = make_inputs(case)
     rows = expert_outputs(case, inputs, np.random.default_rng(5))
-    with npusim.session("a3", ["hccl.buffer_size=1 GiB"]):
+    with npusim.session("a3", ["hccl.buffer=1 GiB"]):
         outs, ids = [], []
         for rank, ri in enumerate(inputs):
             ids.append(npusim.tensor(ri.ids, device=rank))
