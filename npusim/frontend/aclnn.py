@@ -30,7 +30,7 @@ from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
 from npusim.frontend.host import HostLaunch, current_process
-from npusim.frontend.session import session_of
+from npusim.frontend.session import innermost_session, session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
 from npusim.isa.instructions import on_recorded
 from npusim.isa.target import VectorTarget
@@ -289,9 +289,13 @@ class DeviceTask:
         context = op.prepare(call.problem, call.plan, call.tensors, system)
         for step in op.steps(call.problem, call.plan, call.tensors, context, op_id):
             if isinstance(step, AwaitGroup):
-                if not step.group.complete:
+                group = step.group
+                if not group.complete:
                     joined = env.event()
-                    step.group.on_complete.append(joined.succeed)
+                    group.on_complete.append(joined.succeed)
+                    session = session_of(system)
+                    if _incomplete_group_report not in session.deadlock_reporters:
+                        session.deadlock_reporters.append(_incomplete_group_report)
                     yield joined
                 continue
             if self._first and step.kernels:
@@ -303,6 +307,21 @@ class DeviceTask:
             yield env.all_of([kernel.start() for kernel in step.kernels])
             if step.barrier_ps:
                 yield env.timeout(step.barrier_ps)
+
+
+def _incomplete_group_report() -> list[str]:
+    """Deadlock report lines: the communication groups some ranks have not joined."""
+    from npusim.kernels.comm.group import groups_of
+
+    session = innermost_session()
+    lines = []
+    for group in groups_of(session.system) if session is not None else ():
+        if not group.complete:
+            missing = ", ".join(str(r) for r in range(group.world_size) if r not in group.members)
+            lines.append(f"  group {group.name!r}: {len(group.members)} of its {group.world_size} ranks have called an op of it (ranks "
+                         f"{', '.join(map(str, sorted(group.members)))}); the ops of ranks {missing} were never called, so the others "
+                         "wait for them")
+    return lines
 
 
 @dataclass
