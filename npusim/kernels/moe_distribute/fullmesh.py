@@ -191,8 +191,25 @@ def counts_kernel(call: MoeCall, plan: SendPlan):
             signal(p, buffer, slot, dispatch_area(call, target), entry, call.epoch, count, name="put count")
         wait_for(p, own, entries.start, len(entries), call.epoch, name="wait counts",
                  waiting_for=f"the counts of senders to rank {rank} of group {shape.group_ep!r} (dispatch {call.epoch})")
+        # SyncCntOnCore: the sum of the counts this core read, copied to every core's slot of the workspace
+        shares = p.alloc(cores * 8, I32)
+        p.vector_time([("reduce_sum", max(1, len(entries)), I32), ("dup", cores * 8, I32)], "sum counts")
+        p.set_flag("VECTOR", "MTE3", 0)
+        p.wait_flag("VECTOR", "MTE3", 0)
+        p.copy(window_address(workspace(call), call.epoch, core * WORKSPACE_SLOT), shares[0:8], burst_count=cores, burst_bytes=32,
+               dst_gap=cores * WORKSPACE_SLOT - 32, name="counts to workspace")
         p.pipe_barrier("ALL")
     return kernel
+
+
+WORKSPACE_SLOT = 512
+"""Bytes between two cores' entries in the dispatch's count workspace (``WORKSPACE_ELEMENT_OFFSET`` int32 apart)."""
+
+
+def workspace(call: MoeCall) -> Area:
+    """The rank's workspace of per-core count sums (local GM): a slot per (reader, writer) core."""
+    cores = call.plan.cores
+    return call.group.area(call.shape.ep_rank_id, "workspace", cores * cores * WORKSPACE_SLOT, 0)
 
 
 def copy_out_kernel(call: MoeCall, received: ReceivePlan):
@@ -210,6 +227,17 @@ def copy_out_kernel(call: MoeCall, received: ReceivePlan):
     for core in working:
         mine = split_to_cores(blocks, cores, core)
         p = kernel.vector_core(core)
+        # GetCumSum: the counts of the cores before this one, from the workspace
+        sums = p.alloc(max(core, 1) * 8, I32)
+        if core:
+            p.copy(sums, window_address(workspace(call), call.epoch, core * cores * WORKSPACE_SLOT), burst_count=core, burst_bytes=32,
+                   src_gap=WORKSPACE_SLOT - 32, name="load core sums")
+            p.set_flag("MTE2", "VECTOR", 0)
+            p.wait_flag("MTE2", "VECTOR", 0)
+            p.vector_time([("copy", core * 8, I32), ("add", core, I32)], "sum earlier cores")
+            p.set_flag("VECTOR", "SCALAR", 0)
+            p.wait_flag("VECTOR", "SCALAR", 0)
+            p.read_scalar(sums, 0, name="read first row")
         buffers = [p.alloc(row.row_bytes, np.uint8) for _ in range(2)]
         flags = Flags(p)
         n = 0
