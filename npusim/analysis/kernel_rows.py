@@ -2,34 +2,50 @@
 
 A row names a published figure (a kernel's time, a rate), the built-in config and the ``--set``
 values of its set-up, and a *workload*: a function registered in :data:`KERNEL_WORKLOADS` that runs
-the kernel as the source ran it, in a fresh timing-only session, and returns its results by name;
+the kernel as the source ran it, in a fresh timing-only session, and returns its results by name
+(module ``<name>`` of ``npusim.calibration.workloads``, its ``run``, or one registered in
+:data:`KERNEL_WORKLOADS`);
 the row's ``quantity`` picks one. Rows that run the same workload with the same config and
 parameters (a dispatch and a combine measured in one run) share one simulation.
 
-Adding a row of a new kind: register a workload (``@KERNEL_WORKLOADS.register("name")``, a function
-of the session and the row's parameters returning ``{quantity: value}``) and add rows to the file.
+Adding a row of a new kind: a workload module in ``npusim/calibration/workloads/`` whose
+``run(**params)`` returns ``{quantity: value}`` in the current session, and rows naming it.
 """
 
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import numpy as np
-
 from npusim.config import load_config
 from npusim.config.registry import Registry
 from npusim.errors import UsageError
-from npusim.frontend.session import Session, session
+from npusim.frontend.session import session
 
 DATA_FILE = "calibration/measured_kernels.csv"
 
+WORKLOAD_MODULES = "npusim.calibration.workloads"
+"""The package of the built-in workloads: module ``<name>`` of it is workload ``<name>`` (its ``run``)."""
+
 KERNEL_WORKLOADS: Registry[Callable[..., dict[str, float]]] = Registry("measured-kernel workload")
-"""Workloads of measured-kernel rows by name: ``f(session, **params) -> {quantity: value}``."""
+"""Workloads registered by hand: ``f(**params) -> {quantity: value}`` in the current session."""
+
+
+def workload(name: str) -> Callable[..., dict[str, float]]:
+    """The workload ``name``: one registered by hand, else ``run`` of module ``<name>`` of :data:`WORKLOAD_MODULES`."""
+    if name in KERNEL_WORKLOADS:
+        return KERNEL_WORKLOADS.get(name)
+    try:
+        module = importlib.import_module(f"{WORKLOAD_MODULES}.{name}")
+    except ModuleNotFoundError:
+        raise UsageError(f"no measured-kernel workload {name!r}: neither registered (KERNEL_WORKLOADS) nor a module of "
+                         f"{WORKLOAD_MODULES}") from None
+    return module.run
 
 
 @dataclass(frozen=True)
@@ -97,41 +113,13 @@ def run_kernel_rows(rows: Sequence[KernelRow], overrides: Sequence[str] = ()) ->
     for row in rows:
         key = (row.workload, row.config, row.overrides, row.params)
         if key not in done:
-            workload = KERNEL_WORKLOADS.get(row.workload)
+            run = workload(row.workload)
             config = load_config(row.config, [*row.overrides, *overrides])
-            with session(config, data=False) as run:
-                done[key] = workload(run, **dict(row.params))
+            with session(config, data=False):
+                done[key] = run(**dict(row.params))
         values = done[key]
         if row.quantity not in values:
             raise UsageError(f"measured kernel {row.name!r}: workload {row.workload!r} gives {', '.join(sorted(values))}, not "
                              f"{row.quantity!r}; fix the row's quantity in npusim/{DATA_FILE}")
         results.append(KernelResult(row, values[row.quantity]))
     return results
-
-
-@KERNEL_WORKLOADS.register("moe_dispatch_combine")
-def moe_dispatch_combine(run: Session, *, ep: int, tokens: int, hidden: int, topk: int, experts: int, quant_mode: int = 2,
-                         comm_alg: str = "") -> dict[str, float]:
-    """torch_npu's MoE dispatch then combine (v2) on ``ep`` ranks (dies 0 .. ep-1), every rank
-    starting each op at once: ``tokens`` tokens of ``hidden`` bf16 values per rank, ``topk`` of
-    ``experts`` experts each (uniform routing: the timing-only ids). ``dispatch_us`` / ``combine_us``:
-    from the op's start to the end of the last rank's, as a benchmark that starts the ranks
-    together and times the op measures it."""
-    import ml_dtypes
-
-    from npusim import torch_npu
-    from npusim.frontend.tensor import empty
-
-    bf16 = np.dtype(ml_dtypes.bfloat16)
-    ids = [empty((tokens, topk), np.int32, device=rank) for rank in range(ep)]
-    outs = [torch_npu.npu_moe_distribute_dispatch_v2(empty((tokens, hidden), bf16, device=rank), ids[rank], "ep", ep, rank, experts,
-                                                     quant_mode=quant_mode, comm_alg=comm_alg) for rank in range(ep)]
-    start = run.env.now
-    run.synchronize()
-    dispatched = run.env.now
-    for rank, (expand_x, _, assist, _, counts, _, _) in enumerate(outs):
-        rows = empty(expand_x.shape, bf16, device=rank)
-        weights = empty((tokens, topk), np.float32, device=rank)
-        torch_npu.npu_moe_distribute_combine_v2(rows, ids[rank], assist, counts, weights, "ep", ep, rank, experts, comm_alg=comm_alg)
-    run.synchronize()
-    return {"dispatch_us": (dispatched - start) / 1e6, "combine_us": (run.env.now - dispatched) / 1e6}

@@ -305,8 +305,6 @@ class DeviceTask:
                         on_recorded(programs[0].instructions[0], callback)
                 self._first = []
             yield env.all_of([kernel.start() for kernel in step.kernels])
-            if step.barrier_ps:
-                yield env.timeout(step.barrier_ps)
 
 
 def _incomplete_group_report() -> list[str]:

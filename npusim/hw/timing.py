@@ -122,6 +122,7 @@ class DieTiming:
     vector: VectorTiming | None
     scalar: ScalarTiming
     cube: CubeTiming | None
+    sync_all_ps: int | None = None  # one SyncAll of a kernel's cores (die.sync_all); None when the config has none
 
     def cycles_to_ps(self, cycles: float) -> int:
         return int(round(cycles * 1e12 / self.clock_hz))
@@ -140,4 +141,5 @@ class DieTiming:
             per_block = die.cube.per_block
             per_block_s = per_block.value / hz if per_block.per_cycle else per_block.value
             cube = CubeTiming(die.cube.m, die.cube.n, die.cube.k, per_block.to_ps(hz), per_block_s * 1e12)
-        return cls(hz, kinds, vector, scalar, cube)
+        sync_all = die.sync_all.to_ps(hz) if die.sync_all is not None else None
+        return cls(hz, kinds, vector, scalar, cube, sync_all)

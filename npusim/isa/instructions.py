@@ -402,11 +402,12 @@ class PollGm(Instruction):
         first = self.address.offset
         watcher = (first, first + (self.count - 1) * self.stride + 4, None)
 
-        def look() -> None:
+        def look(writer: Instruction) -> None:
             if self.met():
                 allocation.watchers.remove(watcher)
                 iterations = max(1, -(-(env.now - started) // poll_ps))
                 env.timeout(started + iterations * poll_ps - env.now).callbacks.append(lambda _: done.succeed())
+                self._arrow_from(writer, core.system.recorder)
 
         watcher = (watcher[0], watcher[1], look)
         if allocation.watchers is None:
@@ -414,12 +415,76 @@ class PollGm(Instruction):
         allocation.watchers.append(watcher)
         return done
 
+    def _arrow_from(self, writer: Instruction, recorder) -> None:
+        """A ``signal->poll`` flow from the store that completed the words to this poll, once both
+        are recorded (the store's event is recorded right after its effect, this poll's when it ends)."""
+        ends: dict[str, int] = {}
+
+        def seen(which: str, index: int) -> None:
+            ends[which] = index
+            if len(ends) == 2:
+                recorder.flow(ends["writer"], ends["poll"], "signal->poll")
+
+        on_recorded(writer, lambda index: seen("writer", index))
+        on_recorded(self, lambda index: seen("poll", index))
+
     def footprint(self) -> tuple[tuple, ...]:
         return ()
 
     def __repr__(self) -> str:
         return (f"SCALAR {self.label}: {self.waiting_for}; {int(np.count_nonzero(self.words() == self.expected))} of the "
                 f"{self.need} status words needed hold {self.expected}")
+
+
+class CoreBarrier:
+    """The SyncAll of the cores of one kernel launch: ``parties`` programs each end a phase with a
+    :class:`SyncAll`; each waits until all have arrived, then ``cost_ps`` more. The last to arrive
+    draws a ``sync all`` flow to every other (the critical path follows it to the slowest core)."""
+
+    def __init__(self, cost_ps: int) -> None:
+        self.cost_ps = cost_ps
+        self.parties = 0
+        self.arrived: list[SyncAll] = []
+        self.release = None
+
+    def arrive(self, instruction: SyncAll, env):
+        if self.release is None:
+            self.release = env.event()
+        self.arrived.append(instruction)
+        if len(self.arrived) == self.parties:
+            release = self.release
+            env.timeout(self.cost_ps).callbacks.append(lambda _: release.succeed())
+            self._arrows(instruction)
+        return self.release
+
+    def _arrows(self, last: SyncAll) -> None:
+        events: dict[int, int] = {}
+        recorder = last.recorder
+
+        def seen(position: int, index: int) -> None:
+            events[position] = index
+            if len(events) == len(self.arrived):
+                source = events[len(self.arrived) - 1]
+                for position in range(len(self.arrived) - 1):
+                    recorder.flow(source, events[position], "sync all")
+
+        for position, instruction in enumerate(self.arrived):
+            on_recorded(instruction, lambda index, position=position: seen(position, index))
+
+
+class SyncAll(Instruction):
+    """``SyncAll()`` of Ascend C (the hard sync of a kernel's vector cores): on the scalar pipe,
+    the core waits at it until every core of the launch has arrived at its own, then the barrier's
+    cost (:class:`CoreBarrier`)."""
+
+    __slots__ = ("barrier", "recorder")
+
+    def __init__(self, barrier: CoreBarrier, recorder) -> None:
+        super().__init__(Pipe.SCALAR, "SyncAll")
+        self.barrier, self.recorder = barrier, recorder
+
+    def start(self, core, run):
+        return self.barrier.arrive(self, run.env)
 
 
 class DmaCopy(Instruction):
@@ -532,7 +597,7 @@ class DmaCopy(Instruction):
             end = dst_offset + self.span(self.dst_gap)
             for first, last, look in list(dst.allocation.watchers):
                 if first < end and dst_offset < last:
-                    look()
+                    look(self)
 
     effect = _copy
 

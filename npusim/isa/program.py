@@ -42,6 +42,7 @@ from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
 from npusim.isa.instructions import (
     AtomicAddCopy,
+    CoreBarrier,
     DmaCopy,
     FixedCost,
     FixpipeStore,
@@ -56,6 +57,7 @@ from npusim.isa.instructions import (
     ScalarRead,
     ScalarWrite,
     SetFlag,
+    SyncAll,
     VectorOp,
     WaitFlag,
     shared_by_replays,
@@ -65,7 +67,8 @@ from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
 
-_WAITING_CLASSES = (WaitFlag, PipeBarrierAll)  # their events are stalls, not busy time
+_WAITING_CLASSES = (WaitFlag, PipeBarrierAll, PollGm, SyncAll)  # their events are stalls, not busy time
+_NAMED_WAITS = (PollGm, SyncAll)  # the critical path calls them by name
 _FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
 _SCALAR = Pipe.SCALAR  # a module constant: an enum member's look-up is slow, and by_pipe runs per tile op
 _PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
@@ -156,7 +159,7 @@ class CoreProgram:
         label, kind = name or instruction.label, instruction.__class__
         name_id = self._name_ids.get((label, kind))
         if name_id is None:  # first use of this name by such an instruction: intern it, note what it waits for
-            name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES)
+            name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES, named=kind in _NAMED_WAITS)
             if kind in _FLAG_CLASSES:
                 self._recorder.flag_name(name_id, kind is SetFlag, instruction.key)
         instruction.name_id = name_id
@@ -530,6 +533,11 @@ class CoreProgram:
         vector = self._timing.vector
         sum_ps = vector.cost_ps("add", max(1, -(-nbytes // vector.repeat_bytes)))
         return read_ps + sum_ps + self._timing.scalar.ub_read_ps
+
+    def sync_all(self, barrier: CoreBarrier) -> Instruction:
+        """Wait until every core of the launch reaches its SyncAll of ``barrier`` (:meth:`Kernel.barrier`)."""
+        barrier.parties += 1
+        return self._append(SyncAll(barrier, self._recorder), "SyncAll")
 
     def set_flag(self, src: str | Pipe, dst: str | Pipe, event_id: int = 0) -> Instruction:
         """Raise flag ``event_id`` from pipe ``src`` to pipe ``dst`` (after src's earlier work)."""
@@ -951,6 +959,13 @@ class Kernel:
         if program is None:
             program = self.programs[key] = CoreProgram(self, self.die.core(kind, index))
         return program
+
+    def barrier(self) -> CoreBarrier:
+        """A SyncAll of the cores of this launch (``CoreProgram.sync_all``), costing ``die.sync_all``."""
+        cost = self.system.timing.sync_all_ps
+        if cost is None:
+            raise ConfigError(f"kernel {self.name!r}: a SyncAll needs die.sync_all (its cost) in config {self.system.spec.name!r}; add it")
+        return CoreBarrier(cost)
 
     def vector_core(self, index: int) -> CoreProgram:
         """The program of the ``index``-th core of the kind the product runs vector kernels on."""

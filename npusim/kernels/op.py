@@ -121,11 +121,9 @@ class Op:
 
 @dataclass(frozen=True)
 class Run:
-    """A step of a :class:`DeviceOp`: run ``kernels`` at once and wait until all have ended, then
-    ``barrier_ps`` more (the cross-core barrier the vendor's kernel passes between its phases)."""
+    """A step of a :class:`DeviceOp`: run ``kernels`` at once and wait until all have ended."""
 
     kernels: tuple
-    barrier_ps: int = 0
 
 
 @dataclass(frozen=True)

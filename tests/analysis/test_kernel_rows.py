@@ -23,7 +23,7 @@ def test_the_data_file_names_each_rows_source_set_up_and_figure() -> None:
 def test_rows_of_one_run_share_one_simulation_and_an_unknown_quantity_is_an_error() -> None:
     calls = []
 
-    def counting(run, *, size: int) -> dict[str, float]:
+    def counting(*, size: int) -> dict[str, float]:
         calls.append(size)
         return {"a": 1.0 * size, "b": 2.0 * size}
 
@@ -41,17 +41,19 @@ def test_rows_of_one_run_share_one_simulation_and_an_unknown_quantity_is_an_erro
     assert results[1].error == pytest.approx(0.0)
     with pytest.raises(UsageError, match="workload '_counting' gives a, b, not 'c'"):
         run_kernel_rows([row("c")])
+    with pytest.raises(UsageError, match="no measured-kernel workload 'nothing'"):
+        kernel_rows.workload("nothing")
     table = format_kernel_table(results[:2])
     assert table[0].split() == ["kernel", "config", "measured", "simulated", "unit", "error"]
     assert table[2].split()[-1] == "+0.0%"
 
 
 def test_the_moe_workload_times_both_ops_on_a_small_group() -> None:
-    values = kernel_rows.KERNEL_WORKLOADS.get("moe_dispatch_combine")
+    run = kernel_rows.workload("moe_dispatch_combine")
     from npusim.frontend.session import session
 
-    with session("a3", data=False) as run:
-        got = values(run, ep=2, tokens=2, hidden=1024, topk=2, experts=4)
+    with session("a3", data=False):
+        got = run(ep=2, tokens=2, hidden=1024, topk=2, experts=4)
     assert set(got) == {"dispatch_us", "combine_us"} and all(v > 0 for v in got.values())
     result = KernelResult(KernelRow("x", "s", "a3", (), "moe", (), "dispatch_us", 1.0, "us"), got["dispatch_us"])
     assert result.error == pytest.approx(got["dispatch_us"] - 1.0)

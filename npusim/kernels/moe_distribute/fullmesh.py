@@ -72,8 +72,8 @@ def dispatch_steps(call: MoeCall) -> Iterator:
         check_ids(call.problem.api, shape, ids, mask)
     plan = send_plan(shape, ids, mask)
     call.group.notes[(shape.ep_rank_id, call.epoch)] = plan
-    yield Run((send_kernel(call, plan),), call.plan.sync_all_ps)
-    yield Run((counts_kernel(call, plan),), call.plan.sync_all_ps)
+    yield Run((send_kernel(call, plan),))
+    yield Run((counts_kernel(call, plan),))
     own = dispatch_area(call, shape.ep_rank_id)
     counts = read_status(own, 0, layout.dispatch_blocks(shape, shape.ep_rank_id))[:, 1]
     yield Run((copy_out_kernel(call, receive_plan(counts)),))
@@ -97,14 +97,16 @@ def send_kernel(call: MoeCall, plan: SendPlan):
     x, ids_tensor, scales = call.tensors["x"], call.tensors["expert_ids"], call.tensors.get("scales")
     rank = shape.ep_rank_id
     n_ids = shape.bs * shape.k
+    barrier = kernel.barrier()
     for core in range(cores):
         shared = core >= moe_cores
         work = (split_to_cores(len(plan.active) * shape.shared_experts, shared_cores, core - moe_cores) if shared
                 else split_to_cores(plan.pairs, moe_cores, core))
         statuses = split_to_cores(shape.shared_expert_rank_num + shape.moe_expert_num, cores, core)
-        if not work and not statuses:
-            continue
         p = kernel.vector_core(core)
+        if not work and not statuses:
+            p.sync_all(barrier)
+            continue
         ids = p.alloc(n_ids, I32)
         quant = Quantizer(p, shape.h, problem.x_dtype, problem.smooth_scales) if problem.quant_mode == 2 else None
         count = CountCalc(p, p.alloc(8, I32))
@@ -162,6 +164,7 @@ def send_kernel(call: MoeCall, plan: SendPlan):
                 count(n_ids)
         flags.drain()
         p.pipe_barrier("ALL")
+        p.sync_all(barrier)
     return kernel
 
 
@@ -173,12 +176,14 @@ def counts_kernel(call: MoeCall, plan: SendPlan):
     own = dispatch_area(call, rank)
     received = layout.dispatch_blocks(shape, rank)
     shared_ranks, local = shape.shared_expert_rank_num, shape.local_experts
+    barrier = kernel.barrier()
     for core in range(cores):
         statuses = split_to_cores(shared_ranks + shape.moe_expert_num, cores, core)
         entries = split_to_cores(received, cores, core)
-        if not statuses and not entries:
-            continue
         p = kernel.vector_core(core)
+        if not statuses and not entries:
+            p.sync_all(barrier)
+            continue
         buffer = status_buffer(p, len(statuses))
         for slot, expert in enumerate(statuses):
             if expert < shared_ranks:  # a shared-expert rank: one entry per sender, the active tokens if it is this sender's replica
@@ -199,6 +204,7 @@ def counts_kernel(call: MoeCall, plan: SendPlan):
         p.copy(window_address(workspace(call), call.epoch, core * WORKSPACE_SLOT), shares[0:8], burst_count=cores, burst_bytes=32,
                dst_gap=cores * WORKSPACE_SLOT - 32, name="counts to workspace")
         p.pipe_barrier("ALL")
+        p.sync_all(barrier)
     return kernel
 
 
@@ -485,11 +491,13 @@ def combine_v1_steps(call: MoeCall) -> Iterator:
             area_of[target] = call.group.area(target, "combine v1", half, ep * 32)
         return area_of[target]
 
+    barrier = kernel.barrier()
     for core in range(cores):
         peers = split_to_cores(ep, cores, core)
-        if not peers:
-            continue
         p = kernel.vector_core(core)
+        if not peers:
+            p.sync_all(barrier)
+            continue
         flags = Flags(p)
         buffers = [p.alloc(h, problem.dtype) for _ in range(2)]
         n = 0
@@ -514,7 +522,8 @@ def combine_v1_steps(call: MoeCall) -> Iterator:
         wait_for(p, area(rank), peers.start, len(peers), call.epoch, name="wait ranks",
                  waiting_for=f"the flags of the ranks returning rows to rank {rank} of group {shape.group_ep!r} (combine {call.epoch})")
         p.pipe_barrier("ALL")
-    yield Run((kernel,), call.plan.sync_all_ps)
+        p.sync_all(barrier)
+    yield Run((kernel,))
     yield Run((sum_v1_kernel(call, area(rank)),))
 
 

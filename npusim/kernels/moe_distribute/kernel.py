@@ -28,12 +28,10 @@ QUANT_MAX = 127.0
 
 @dataclass(frozen=True)
 class MoePlan:
-    """How a call runs: on ``cores`` vector cores of kind ``core_kind``, with ``sync_all_ps``
-    between the phases of a dispatch (``die.sync_all``)."""
+    """How a call runs: on ``cores`` vector cores of kind ``core_kind``."""
 
     cores: int
     core_kind: str
-    sync_all_ps: int
     kernel_name: str
 
 

@@ -59,7 +59,7 @@ class MoeOp(DeviceOp):
             raise ConfigError(f"torch_npu.{problem.api}: die.sync_all (the cost of a SyncAll of the cores) is missing in config "
                               f"{spec.name!r}; the kernel passes barriers between its phases: add it, as in configs/a2.yaml")
         target = VectorTarget.of(system)
-        return MoePlan(target.cores, target.core_kind, spec.die.sync_all.to_ps(spec.die.clock.hz), cls.kernel_name)
+        return MoePlan(target.cores, target.core_kind, cls.kernel_name)
 
     @classmethod
     def route(cls, problem) -> Any:
