@@ -26,7 +26,7 @@ from npusim.frontend.aclnn import OpCall, copy, options, run_op
 from npusim.frontend.tensor import empty
 from npusim.kernels.op import OpOptions as Options
 
-__all__ = ["Options", "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch",
+__all__ = ["Options", "npu_moe_gating_top_k", "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch",
            "npu_moe_distribute_dispatch_v2", "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update",
            "scatter_update_"]
 
@@ -133,6 +133,17 @@ def npu_quantize(input, scales, zero_points, dtype, axis=1, div_mode=True):
 
 
 # -- MoE expert parallelism (docs/moe.md) ------------------------------------------------------------
+
+
+def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, group_count=1, group_select_mode=0, renorm=0,
+                         norm_type=0, out_flag=False, routed_scaling_factor=1.0, eps=1e-20):
+    """A router's choice: the norm (``norm_type`` 1 sigmoid, 0 softmax) of each token's scores, plus
+    ``bias`` for the choice, the ``k_group`` best of ``group_count`` groups, the ``k`` best experts of
+    those; returns ``(y, expert_idx, normOut)``. See docs/moe.md."""
+    args = dict(locals())
+    if _is_torch(x):
+        return torch.ops.npu.npu_moe_gating_top_k(**args)
+    return _device_op("moe_gating_top_k", "npu_moe_gating_top_k", args)
 
 
 def _device_op(name: str, api: str, args: dict):

@@ -26,6 +26,9 @@ SCHEMAS = {
     "npu_quantize": "npu_quantize(Tensor self, Tensor scales, Tensor? zero_points, int dtype, int axis=1, bool div_mode=True) -> Tensor",
     "scatter_update": "scatter_update(Tensor self, Tensor indices, Tensor updates, int axis) -> Tensor",
     "scatter_update_": "scatter_update_(Tensor(a!) self, Tensor indices, Tensor updates, int axis) -> Tensor(a!)",
+    "npu_moe_gating_top_k": "npu_moe_gating_top_k(Tensor x, int k, *, Tensor? bias=None, Tensor? input_ids=None, Tensor? tid2eid=None, "
+                            "int k_group=1, int group_count=1, int group_select_mode=0, int renorm=0, int norm_type=0, "
+                            "bool out_flag=False, float routed_scaling_factor=1.0, float eps=1e-20) -> (Tensor, Tensor, Tensor)",
     "npu_moe_distribute_dispatch": "npu_moe_distribute_dispatch(Tensor x, Tensor expert_ids, str group_ep, int ep_world_size, int ep_rank_id, "
                                    "int moe_expert_num, *, Tensor? scales=None, Tensor? x_active_mask=None, Tensor? expert_scales=None, "
                                    "str group_tp=\"\", int tp_world_size=0, int tp_rank_id=0, int expert_shard_type=0, "
@@ -146,15 +149,16 @@ def _fake_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     return torch.empty(self.shape, dtype=TORCH_DTYPES[output_dtype(_dtype_of(dtype))], device=self.device)
 
 
-MOE_OPS = {"npu_moe_distribute_dispatch": ("moe_distribute_dispatch", "aclnnMoeDistributeDispatch"),
-           "npu_moe_distribute_dispatch_v2": ("moe_distribute_dispatch_v2", "aclnnMoeDistributeDispatchV2"),
-           "npu_moe_distribute_combine": ("moe_distribute_combine", "aclnnMoeDistributeCombine"),
-           "npu_moe_distribute_combine_v2": ("moe_distribute_combine_v2", "aclnnMoeDistributeCombineV2")}
-"""torch_npu's MoE ops: the registered op and the aclnn API each calls."""
+DEVICE_OPS = {"npu_moe_gating_top_k": ("moe_gating_top_k", "aclnnMoeGatingTopK"),
+              "npu_moe_distribute_dispatch": ("moe_distribute_dispatch", "aclnnMoeDistributeDispatch"),
+              "npu_moe_distribute_dispatch_v2": ("moe_distribute_dispatch_v2", "aclnnMoeDistributeDispatchV2"),
+              "npu_moe_distribute_combine": ("moe_distribute_combine", "aclnnMoeDistributeCombine"),
+              "npu_moe_distribute_combine_v2": ("moe_distribute_combine_v2", "aclnnMoeDistributeCombineV2")}
+"""torch_npu's ops written on the device when they start (DeviceOp): the registered op and the aclnn API each calls."""
 MOE_DTYPE_OVERRIDES = ("y_dtype", "x_dtype", "scales_dtype")
 
 
-def _moe_args(api: str, kwargs: dict, convert) -> dict:
+def _device_args(api: str, kwargs: dict, convert) -> dict:
     """The call's arguments with its tensors converted (``convert(tensor, name)``); the Ascend 950
     dtype overrides refused."""
     args = {}
@@ -167,13 +171,13 @@ def _moe_args(api: str, kwargs: dict, convert) -> dict:
     return args
 
 
-def _moe_kernel(api: str):
-    name, aclnn_api = MOE_OPS[api]
+def _device_kernel(api: str):
+    name, aclnn_api = DEVICE_OPS[api]
     params = _schema_params(SCHEMAS[api])
 
     def kernel(*args, **kwargs):
         kwargs.update(zip(params, args))
-        call = aclnn.DeviceOpCall.prepare(name, api, _moe_args(api, kwargs, lambda t, n: device_tensor(t, api, n)))
+        call = aclnn.DeviceOpCall.prepare(name, api, _device_args(api, kwargs, lambda t, n: device_tensor(t, api, n)))
         outputs = {out: new_tensor(shape, TORCH_DTYPES[dtype], call.die) for out, (shape, dtype) in call.output_specs().items()}
         with aclnn.host_call(aclnn_api):
             call.issue({out: device_tensor(t, api, out) for out, t in outputs.items()})
@@ -184,8 +188,9 @@ def _moe_kernel(api: str):
         kwargs.update(zip(params, args))
         op = OPS.get(name)
         spec = current_session().system.spec
-        problem = op.check_call(spec, {**_moe_args(api, kwargs, _FakeTensor.of), "api": api})
-        values = tuple(torch.empty(shape, dtype=TORCH_DTYPES[dtype], device=kwargs.get("x", kwargs.get("expand_x")).device)
+        problem = op.check_call(spec, {**_device_args(api, kwargs, _FakeTensor.of), "api": api})
+        device = next(value.device for value in kwargs.values() if isinstance(value, torch.Tensor))
+        values = tuple(torch.empty(shape, dtype=TORCH_DTYPES[dtype], device=device)
                        for shape, dtype in op.outputs(problem).values())
         return values if len(values) > 1 else values[0]
 
@@ -217,7 +222,7 @@ def _schema_params(schema: str) -> list[str]:
 
 KERNELS = {"npu_quant_scatter": (npu_quant_scatter, _fake_like), "npu_quant_scatter_": (npu_quant_scatter_, _fake_same),
            "npu_quantize": (npu_quantize, _fake_quantize), "scatter_update": (scatter_update, _fake_like),
-           "scatter_update_": (scatter_update_, _fake_same), **{api: _moe_kernel(api) for api in MOE_OPS}}
+           "scatter_update_": (scatter_update_, _fake_same), **{api: _device_kernel(api) for api in DEVICE_OPS}}
 
 
 def register(library: torch.library.Library) -> None:

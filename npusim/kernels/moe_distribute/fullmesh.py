@@ -35,9 +35,10 @@ from npusim.kernels.comm.aiv import read_status, signal, split_to_cores, status_
 from npusim.kernels.comm.group import Area
 from npusim.kernels.moe_distribute import layout
 from npusim.kernels.moe_distribute.checks import F32, I32, I64, TRIPLE
-from npusim.kernels.moe_distribute.kernel import CountCalc, Flags, MoeCall, Quantizer, gm_at
+from npusim.kernels.moe_distribute.kernel import CountCalc, Flags, MoeCall, gm_at
 from npusim.kernels.moe_distribute.routing import ReceivePlan, SendPlan, check_ids, receive_plan, send_plan, synthetic_expert_ids
 from npusim.kernels.op import AwaitGroup, Run
+from npusim.kernels.quantize.dynamic import Quantizer
 
 # -- the windows --------------------------------------------------------------------------------
 
@@ -108,7 +109,7 @@ def send_kernel(call: MoeCall, plan: SendPlan):
             p.sync_all(barrier)
             continue
         ids = p.alloc(n_ids, I32)
-        quant = Quantizer(p, shape.h, problem.x_dtype, problem.smooth_scales) if problem.quant_mode == 2 else None
+        quant = Quantizer(p, shape.h, problem.smooth_scales) if problem.quant_mode == 2 else None
         count = CountCalc(p, p.alloc(8, I32))
         xin = [p.alloc(shape.h, problem.x_dtype) for _ in range(2)] if quant is not None else None
         rows = [p.alloc(row.row_bytes, np.uint8) for _ in range(2)]

@@ -17,13 +17,7 @@ import numpy as np
 from npusim import isa
 from npusim.isa.instructions import GmAddress, LocalTensor
 from npusim.kernels.comm.group import CommGroup
-from npusim.kernels.moe_distribute.checks import F32, I32, MoeShape, align
-
-F16 = np.dtype(np.float16)
-I8 = np.dtype(np.int8)
-U8 = np.dtype(np.uint8)
-QUANT_MAX = 127.0
-"""Dynamic int8 quantisation maps the row's largest magnitude to 127 (the op page: 127 / max|x|)."""
+from npusim.kernels.moe_distribute.checks import I32, MoeShape
 
 
 @dataclass(frozen=True)
@@ -120,46 +114,3 @@ class Flags:
             for _ in range(count):
                 self.p.wait_flag(src, dst, event)
         self.pending.clear()
-
-
-class Quantizer:
-    """Dynamic per-token int8 quantisation of one row on the vector pipe, as ``QuantProcess``:
-    cast to float32, times the smooth scales (if any), the largest magnitude, scale = 127 / max
-    (float32), the row times the scale rounded to int32 (half to even), to float16, to int8, and
-    the dequantisation scale 1 / scale (float32) into the row's scale slot."""
-
-    def __init__(self, p: isa.CoreProgram, h: int, x_dtype: np.dtype, smooth: bool) -> None:
-        self.p, self.h = p, h
-        width = align(h, 64)
-        self.f32 = p.alloc(width, F32)
-        self.scratch = p.alloc(width, F32)
-        self.h16 = p.alloc(align(h, 128), F16)
-        self.smooth = p.alloc(width, F32) if smooth else None
-        self.small = p.alloc(8, F32)
-        p.dup(self.small[1:2], QUANT_MAX, name="quant: dup 127")
-        p.dup(self.small[3:4], 1.0, name="quant: dup 1")
-
-    def quantize(self, xin: LocalTensor, flags: Flags, b: int, row: LocalTensor, scale_slot: LocalTensor, wait_out) -> None:
-        """``xin`` (the token in its dtype, its MTE2 done) into ``row[:h]`` (int8) and ``scale_slot``
-        (float32); ``wait_out()`` is called before ``row`` is written (its previous store done)."""
-        p, h, f32, scratch, small = self.p, self.h, self.f32[0 : self.h], self.scratch[0 : self.h], self.small
-        p.cast(f32, xin, name="quant: cast f32")
-        flags.set("VECTOR", "MTE2", b)
-        if self.smooth is not None:
-            flags.wait("MTE2", "VECTOR", 2)
-            p.mul(f32, f32, self.smooth[0:h], name="quant: smooth scales")
-            flags.set("VECTOR", "MTE2", 2)
-        p.abs(scratch, f32, name="quant: abs")
-        p.reduce("reduce_max", small[0:1], scratch, ((1, h), (h, 1)), (1,), name="quant: max")
-        p.div(small[2:3], small[1:2], small[0:1], name="quant: scale")
-        p.set_flag("VECTOR", "SCALAR", 1)
-        p.wait_flag("VECTOR", "SCALAR", 1)
-        scale = p.read_scalar(small, 2, name="quant: read scale")
-        p.muls(f32, f32, scale, name="quant: times scale")
-        as_int = self.scratch.reinterpret(I32)[0:h]
-        p.cast(as_int, f32, "rint", name="quant: to int32")
-        p.cast(self.h16[0:h], as_int, "rint", name="quant: to half")
-        wait_out()
-        p.cast(row.reinterpret(I8)[0:h], self.h16[0:h], "trunc", name="quant: to int8")
-        p.div(scale_slot, small[3:4], small[2:3], name="quant: 1 / scale")
-
