@@ -143,6 +143,11 @@ class DeviceOp(Op):
     :class:`Run` or :class:`AwaitGroup` it yields is waited for before it goes on, so it reads
     memory (``host_view`` of its tensors, status words) as the device has it at that moment."""
 
+    control_outputs: frozenset[str] = frozenset()
+    """Outputs whose values later work reads to size itself (a dispatch's counts, a grouped
+    matmul's group list): allocated as control memory, real in a timing-only run too, and written
+    by the kernel with control instructions."""
+
     @classmethod
     def check_call(cls, spec: Any, args: Mapping[str, Any]) -> Any:
         """:meth:`check` with the whole system spec (an op that checks against the system, e.g. a

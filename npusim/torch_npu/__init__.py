@@ -151,7 +151,8 @@ def _device_op(name: str, api: str, args: dict):
     from npusim.frontend.aclnn import DeviceOpCall
 
     call = DeviceOpCall.prepare(name, api, args)
-    outputs = {out: empty(shape, dtype, device=call.die) for out, (shape, dtype) in call.output_specs().items()}
+    outputs = {out: empty(shape, dtype, device=call.die, control=out in call.op.control_outputs)
+               for out, (shape, dtype) in call.output_specs().items()}
     call.issue(outputs)
     return tuple(outputs.values())
 

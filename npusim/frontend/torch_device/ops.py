@@ -178,7 +178,8 @@ def _device_kernel(api: str):
     def kernel(*args, **kwargs):
         kwargs.update(zip(params, args))
         call = aclnn.DeviceOpCall.prepare(name, api, _device_args(api, kwargs, lambda t, n: device_tensor(t, api, n)))
-        outputs = {out: new_tensor(shape, TORCH_DTYPES[dtype], call.die) for out, (shape, dtype) in call.output_specs().items()}
+        outputs = {out: new_tensor(shape, TORCH_DTYPES[dtype], call.die, control=out in call.op.control_outputs)
+                   for out, (shape, dtype) in call.output_specs().items()}
         with aclnn.host_call(aclnn_api):
             call.issue({out: device_tensor(t, api, out) for out, t in outputs.items()})
         values = tuple(outputs.values())

@@ -270,16 +270,16 @@ def copy_out_kernel(call: MoeCall, received: ReceivePlan):
         flags.drain()
         counts = p.alloc(len(mine), I32)
         for i, entry in enumerate(mine):
-            p.write_scalar(counts, int(prefix[entry]), i)
-        p.copy(gm_at(t["ep_recv_counts"], mine.start), counts, 4 * len(mine), name="ep_recv_counts")
+            p.write_scalar(counts, int(prefix[entry]), i, control=True)
+        p.copy(gm_at(t["ep_recv_counts"], mine.start), counts, 4 * len(mine), name="ep_recv_counts", control=True)
         if core == working[-1]:
             experts = layout.hosted_experts(shape, rank)
             per_expert = received.counts.reshape(experts, -1).sum(axis=1)
             values = np.cumsum(per_expert) if problem.expert_token_nums_type == 0 else per_expert
             tokens = p.alloc(experts, I64)
             for i, value in enumerate(values):
-                p.write_scalar(tokens, int(value), i)
-            p.copy(gm_at(t["expert_token_nums"], 0), tokens, 8 * experts, name="expert_token_nums")
+                p.write_scalar(tokens, int(value), i, control=True)
+            p.copy(gm_at(t["expert_token_nums"], 0), tokens, 8 * experts, name="expert_token_nums", control=True)
     return kernel
 
 

@@ -102,6 +102,8 @@ class MoeDispatch(MoeOp):
     kind = "dispatch"
     tensors = ("x", "expert_ids", "scales", "x_active_mask", "expert_scales", "elastic_info", "performance_info")
     optional = frozenset({"scales", "x_active_mask", "expert_scales", "elastic_info", "performance_info"})
+    control_outputs = frozenset({"expert_token_nums", "ep_recv_counts"})
+    """The counts the grouped matmuls and the activation read (and the combine takes back)."""
 
     @classmethod
     def check_with(cls, spec, args: Mapping[str, Any]) -> DispatchProblem:

@@ -61,7 +61,9 @@ def make_inputs(case: Case) -> tuple[list[RankInput], np.ndarray | None]:
 
 def run_dispatch(case: Case, inputs: list[RankInput], scales, *, data: bool = True, combine_rows=None, combine_extra=None):
     """Dispatch on every rank (then, with ``combine_rows``, a combine of those rows per rank);
-    returns (dispatch outputs as numpy per rank, combine outputs per rank or None, the session)."""
+    returns (dispatch outputs as numpy per rank, combine outputs per rank or None, the session).
+    Without data the dispatch outputs are the counts only (expert_token_nums, ep_recv_counts: real
+    then too, later ops read them)."""
     common = dict(shared_expert_rank_num=case.shared_ranks, shared_expert_num=case.shared_num if case.shared_ranks else 1,
                   zero_expert_num=case.zero, copy_expert_num=case.copy, const_expert_num=case.const)
     with npusim.session(case.config, case.overrides, data=data) as session:
@@ -86,6 +88,6 @@ def run_dispatch(case: Case, inputs: list[RankInput], scales, *, data: bool = Tr
                     "ep", case.ep, rank, case.experts,
                     x_active_mask=None if ri.mask is None else npusim.tensor(ri.mask, device=rank), **common, **extra))
         npusim.synchronize()
-        got = [[t.numpy() for t in out] for out in outs] if data else None
+        got = [[t.numpy() for t in (out if data else out[3:5])] for out in outs]
         comb = [c.numpy() for c in combined] if data and combined is not None else None
     return got, comb, session

@@ -98,9 +98,13 @@ def test_routing_by_the_synthetic_ids_times_as_with_data() -> None:
     inputs, scales = make_inputs(case)
     shape_of = _shapes(case)
     inputs = [dataclasses.replace(ri, ids=synthetic_expert_ids(shape_of(rank), 1)) for rank, ri in enumerate(inputs)]
-    _, _, with_data = run_dispatch(case, inputs, scales)
-    _, _, without = run_dispatch(case, inputs, scales, data=False)
+    outs, _, with_data = run_dispatch(case, inputs, scales)
+    counts, _, without = run_dispatch(case, inputs, scales, data=False)
     assert with_data.result.simulated_ps == without.result.simulated_ps
+    for rank, out in enumerate(outs):  # the counts are real without data: the grouped matmuls after read them
+        np.testing.assert_array_equal(counts[rank][0], out[3])
+        np.testing.assert_array_equal(counts[rank][1], out[4])
+        assert counts[rank][0].sum() > 0
 
 
 def _shapes(case: Case):
