@@ -195,6 +195,7 @@ FABRICS: Registry[Any] = Registry("fabric kind", builtins={kind: f"npusim.hw.fab
 
 OPS: Registry[Any] = Registry("op", builtins={
     "cast": "npusim.kernels.elementwise.op",
+    "dequant_swiglu_quant": "npusim.kernels.swiglu_quant.op",
     "fill": "npusim.kernels.elementwise.op",
     "moe_distribute_combine": "npusim.kernels.moe_distribute.combine",
     "moe_distribute_combine_v2": "npusim.kernels.moe_distribute.combine_v2",

@@ -19,6 +19,7 @@ the torch_npu facade): only torch programs have a host thread (docs/torch.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 
 import simpy
@@ -68,12 +69,14 @@ class HostProcess:
         self.device: int | None = None
         self.dies: set[int] = set()
         self.waiting: list[simpy.Event] | None = None  # what its blocked synchronising call waits for
-        self.yield_control = None  # set by the SPMD scheduler (npusim.frontend.ranks): gives control back until woken
+        self.yield_control: Callable[[], None] | None = None  # set by the SPMD scheduler (npusim.frontend.ranks): gives control back until woken
 
     def block(self, events: list[simpy.Event]) -> None:
         """Wait until every one of ``events`` is processed: the other ranks' code and the simulation
         run meanwhile. (A list, not a condition event: SimPy unhooks the conditions nested in a
         condition once it triggers, so the scheduler waits on the events themselves.)"""
+        if self.yield_control is None:
+            raise UsageError("a host process blocked outside an SPMD program: only ranks of npusim.spawn block")
         self.waiting = events
         try:
             self.yield_control()

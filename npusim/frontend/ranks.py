@@ -124,7 +124,7 @@ def spawn(fn: Callable, args: tuple = (), nprocs: int = 1, join: bool = True, da
         while any(r.waiting for r in ranks):
             ready = [r for r in ranks if r.waiting and r.process.ready]
             if not ready:
-                events = [event for r in ranks if r.waiting for event in r.process.waiting if not event.processed]
+                events = [event for r in ranks if r.waiting for event in r.process.waiting or () if not event.processed]
                 session.run_until(session.env.any_of(events))
                 continue
             for rank in ready:

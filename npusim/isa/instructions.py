@@ -445,7 +445,7 @@ class CoreBarrier:
         self.cost_ps = cost_ps
         self.parties = 0
         self.arrived: list[SyncAll] = []
-        self.release = None
+        self.release: Any = None  # the event every core waits on, made by the first to arrive
 
     def arrive(self, instruction: SyncAll, env):
         if self.release is None:

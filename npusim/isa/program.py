@@ -322,13 +322,14 @@ class CoreProgram:
     def rsqrt(self, dst, a, **kw): return self.vector("rsqrt", dst, a, **kw)
     def neg(self, dst, a, **kw): return self.vector("neg", dst, a, **kw)
 
-    def vector_time(self, steps: Sequence[tuple[str, int, object]], name: str) -> Instruction:
+    def vector_time(self, steps: Sequence[tuple[str, int, np.dtype | type]], name: str) -> Instruction:
         """One event on the vector pipe for a sequence of vector instructions whose results only
         steer the program (a kernel's index arithmetic, which the op computes where it writes the
         program): ``steps`` of ``(kind, elements, dtype)``, each timed as :meth:`vector` times it
         (split at ``max_repeats``), no effect on UB."""
         self._require(Pipe.VECTOR, name)
         timing = self._timing.vector
+        assert timing is not None  # _require: the core has a vector pipe
         cost = 0
         for kind, count, dtype in steps:
             per_repeat = vector_semantics.elements_per_repeat(timing.repeat_bytes, np.dtype(dtype))
@@ -531,6 +532,7 @@ class CoreProgram:
         granules = -(-nbytes // engine.granule_bytes)
         read_ps = engine.setup_ps + die.memory_latency_ps + round(granules * engine.granule_bytes / engine.rate_bytes_per_ps)
         vector = self._timing.vector
+        assert vector is not None, "poll: the core has no vector unit to sum the words it reads"
         sum_ps = vector.cost_ps("add", max(1, -(-nbytes // vector.repeat_bytes)))
         return read_ps + sum_ps + self._timing.scalar.ub_read_ps
 
@@ -950,7 +952,7 @@ class Kernel:
         self.op = op
         self.op_inputs: list[tuple[tuple[int, ...], str]] = []
         self.op_outputs: list[tuple[tuple[int, ...], str]] = []
-        self.launched = None
+        self.launched: simpy.Event | None = None  # the launch's process (launch) or the event of its end (start)
 
     def core(self, kind: str, index: int) -> CoreProgram:
         """The program of core ``index`` of ``kind`` (a name under ``die.cores``), created on first use."""

@@ -26,8 +26,8 @@ from npusim.frontend.aclnn import OpCall, copy, options, run_op
 from npusim.frontend.tensor import empty
 from npusim.kernels.op import OpOptions as Options
 
-__all__ = ["Options", "npu_moe_gating_top_k", "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch",
-           "npu_moe_distribute_dispatch_v2", "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update",
+__all__ = ["Options", "npu_dequant_swiglu_quant", "npu_moe_gating_top_k", "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2",
+           "npu_moe_distribute_dispatch", "npu_moe_distribute_dispatch_v2", "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update",
            "scatter_update_"]
 
 TORCH = importlib.util.find_spec("torch") is not None
@@ -144,6 +144,20 @@ def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_gro
     if _is_torch(x):
         return torch.ops.npu.npu_moe_gating_top_k(**args)
     return _device_op("moe_gating_top_k", "npu_moe_gating_top_k", args)
+
+
+def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None, quant_scale=None, quant_offset=None,
+                             group_index=None, activate_left=False, quant_mode=0, dst_type=None, round_mode=None, activate_dim=None,
+                             swiglu_mode=0, clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0):
+    """The activation between an MoE layer's grouped matmuls: ``x`` (int32 dequantised by
+    ``weight_scale`` and ``activation_scale``, or float16 / bfloat16) through SwiGLU
+    (``activate_left``: the left half activated), times ``quant_scale``, quantised per row to int8
+    (``quant_mode=1``); ``group_index`` the rows of each group. Returns ``(y, scale)``. See
+    docs/moe.md."""
+    args = dict(locals())
+    if _is_torch(x):
+        return torch.ops.npu.npu_dequant_swiglu_quant(**args)
+    return _device_op("dequant_swiglu_quant", "npu_dequant_swiglu_quant", args)
 
 
 def _device_op(name: str, api: str, args: dict):

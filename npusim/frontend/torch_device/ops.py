@@ -26,6 +26,11 @@ SCHEMAS = {
     "npu_quantize": "npu_quantize(Tensor self, Tensor scales, Tensor? zero_points, int dtype, int axis=1, bool div_mode=True) -> Tensor",
     "scatter_update": "scatter_update(Tensor self, Tensor indices, Tensor updates, int axis) -> Tensor",
     "scatter_update_": "scatter_update_(Tensor(a!) self, Tensor indices, Tensor updates, int axis) -> Tensor(a!)",
+    "npu_dequant_swiglu_quant": "npu_dequant_swiglu_quant(Tensor x, *, Tensor? weight_scale=None, Tensor? activation_scale=None, "
+                                "Tensor? bias=None, Tensor? quant_scale=None, Tensor? quant_offset=None, Tensor? group_index=None, "
+                                "bool activate_left=False, int quant_mode=0, int? dst_type=None, int? round_mode=None, "
+                                "int? activate_dim=None, int swiglu_mode=0, float clamp_limit=7.0, float glu_alpha=1.702, "
+                                "float glu_bias=1.0) -> (Tensor, Tensor)",
     "npu_moe_gating_top_k": "npu_moe_gating_top_k(Tensor x, int k, *, Tensor? bias=None, Tensor? input_ids=None, Tensor? tid2eid=None, "
                             "int k_group=1, int group_count=1, int group_select_mode=0, int renorm=0, int norm_type=0, "
                             "bool out_flag=False, float routed_scaling_factor=1.0, float eps=1e-20) -> (Tensor, Tensor, Tensor)",
@@ -149,7 +154,8 @@ def _fake_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     return torch.empty(self.shape, dtype=TORCH_DTYPES[output_dtype(_dtype_of(dtype))], device=self.device)
 
 
-DEVICE_OPS = {"npu_moe_gating_top_k": ("moe_gating_top_k", "aclnnMoeGatingTopK"),
+DEVICE_OPS = {"npu_dequant_swiglu_quant": ("dequant_swiglu_quant", "aclnnDequantSwigluQuant"),
+              "npu_moe_gating_top_k": ("moe_gating_top_k", "aclnnMoeGatingTopK"),
               "npu_moe_distribute_dispatch": ("moe_distribute_dispatch", "aclnnMoeDistributeDispatch"),
               "npu_moe_distribute_dispatch_v2": ("moe_distribute_dispatch_v2", "aclnnMoeDistributeDispatchV2"),
               "npu_moe_distribute_combine": ("moe_distribute_combine", "aclnnMoeDistributeCombine"),

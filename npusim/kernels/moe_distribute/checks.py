@@ -441,7 +441,7 @@ def check_dispatch(api: str, version: int, series: str, args: dict, buffer_bytes
         raise reject(api, "quant_mode", quant, "with int32 x (packed int4) only 0 is supported")
     scales = args.get("scales")
     smooth = scales is not None
-    if smooth:
+    if scales is not None:
         if x_dtype == I32:
             if _dims(api, "scales", scales, (1,)) != (bs,):
                 raise reject(api, "scales.shape", tuple(scales.shape), f"with int32 x scales is (BS,) = ({bs},)")

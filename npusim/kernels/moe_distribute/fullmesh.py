@@ -33,9 +33,10 @@ import numpy as np
 
 from npusim.kernels.comm.aiv import read_status, signal, split_to_cores, status_address, status_buffer, wait_for, window_address
 from npusim.kernels.comm.group import Area
+from npusim.kernels.flags import Flags
 from npusim.kernels.moe_distribute import layout
 from npusim.kernels.moe_distribute.checks import F32, I32, I64, TRIPLE
-from npusim.kernels.moe_distribute.kernel import CountCalc, Flags, MoeCall, gm_at
+from npusim.kernels.moe_distribute.kernel import CountCalc, MoeCall, gm_at
 from npusim.kernels.moe_distribute.routing import ReceivePlan, SendPlan, check_ids, receive_plan, send_plan, synthetic_expert_ids
 from npusim.kernels.op import AwaitGroup, Run
 from npusim.kernels.quantize.dynamic import Quantizer
@@ -111,7 +112,7 @@ def send_kernel(call: MoeCall, plan: SendPlan):
         ids = p.alloc(n_ids, I32)
         quant = Quantizer(p, shape.h, problem.smooth_scales) if problem.quant_mode == 2 else None
         count = CountCalc(p, p.alloc(8, I32))
-        xin = [p.alloc(shape.h, problem.x_dtype) for _ in range(2)] if quant is not None else None
+        xin = [p.alloc(shape.h, problem.x_dtype) for _ in range(2)] if quant is not None else []
         rows = [p.alloc(row.row_bytes, np.uint8) for _ in range(2)]
         p.copy(ids, gm_at(ids_tensor, 0), n_ids * 4, name="load expert_ids")
         p.set_flag("MTE2", "SCALAR", 0)
@@ -396,7 +397,7 @@ def _sum_tokens(call: MoeCall, p, flags: Flags, buffers, tokens: list[int], ids:
     total = p.alloc(h, F32)
     value = p.alloc(h, F32)
     out = p.alloc(h, problem.dtype)
-    const = [p.alloc(h, F32) for _ in range(2)] if shape.const_expert_num else None
+    const = [p.alloc(h, F32) for _ in range(2)] if shape.const_expert_num else []
     first_const = shape.moe_expert_num + shape.zero_expert_num + shape.copy_expert_num
     n = 0
 
@@ -546,6 +547,7 @@ def sum_v1_kernel(call: MoeCall, own: Area):
         ids = synthetic_expert_ids(shape, call.epoch)
         where = np.zeros(shape.bs * k_max, np.int64)
         where[plan.token * k_max + plan.k] = plan.position
+    assert where is not None  # with data both are the device's values
     pieces = []  # (core, token, first element, elements)
     if shape.bs < cores:
         per = cores // shape.bs

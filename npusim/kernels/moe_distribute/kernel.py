@@ -88,29 +88,3 @@ class CountCalc:
         p.set_flag("VECTOR", "SCALAR", 0)
         p.wait_flag("VECTOR", "SCALAR", 0)
         p.read_scalar(self.result, 0, name="count: read")
-
-
-class Flags:
-    """Flags of double-buffered pipes: ``wait`` consumes one set earlier, ``drain`` consumes what
-    is left at the program's end, so every flag raised is taken."""
-
-    def __init__(self, p: isa.CoreProgram) -> None:
-        self.p = p
-        self.pending: dict[tuple[str, str, int], int] = {}
-
-    def set(self, src: str, dst: str, event: int) -> None:
-        self.p.set_flag(src, dst, event)
-        key = (src, dst, event)
-        self.pending[key] = self.pending.get(key, 0) + 1
-
-    def wait(self, src: str, dst: str, event: int) -> None:
-        key = (src, dst, event)
-        if self.pending.get(key, 0):
-            self.pending[key] -= 1
-            self.p.wait_flag(src, dst, event)
-
-    def drain(self) -> None:
-        for (src, dst, event), count in sorted(self.pending.items()):
-            for _ in range(count):
-                self.p.wait_flag(src, dst, event)
-        self.pending.clear()

@@ -100,7 +100,7 @@ class MoeOp(DeviceOp):
 
 class MoeDispatch(MoeOp):
     kind = "dispatch"
-    tensors = ("x", "expert_ids", "scales", "x_active_mask", "expert_scales", "elastic_info", "performance_info")
+    tensors: ClassVar[tuple[str, ...]] = ("x", "expert_ids", "scales", "x_active_mask", "expert_scales", "elastic_info", "performance_info")
     optional = frozenset({"scales", "x_active_mask", "expert_scales", "elastic_info", "performance_info"})
     control_outputs = frozenset({"expert_token_nums", "ep_recv_counts"})
     """The counts the grouped matmuls and the activation read (and the combine takes back)."""
@@ -123,7 +123,7 @@ class MoeDispatch(MoeOp):
 class MoeCombine(MoeOp):
     kind = "combine"
     assist: ClassVar[str] = "assist_info_for_combine"
-    tensors = ("expand_x", "expert_ids", "assist_info_for_combine", "ep_send_counts", "expert_scales", "tp_send_counts",
+    tensors: ClassVar[tuple[str, ...]] = ("expand_x", "expert_ids", "assist_info_for_combine", "ep_send_counts", "expert_scales", "tp_send_counts",
                "x_active_mask", "expand_scales", "shared_expert_x", "ori_x", "const_expert_alpha_1", "const_expert_alpha_2",
                "const_expert_v")
     optional = frozenset({"tp_send_counts", "x_active_mask", "expand_scales", "shared_expert_x", "ori_x", "const_expert_alpha_1",

@@ -2,7 +2,8 @@
 (``QuantProcess`` of hicann/ops-transformer's MoE dispatch, ``DynamicQuant`` of ops-nn): the row in
 float32, its largest magnitude, ``scale = 127 / max`` (float32), the row times the scale rounded to
 int32 (half to even), to float16 (exact), to int8 (exact), and the dequantisation scale
-``1 / scale``. Used by the MoE dispatch and by ``npu_dequant_swiglu_quant``."""
+``1 / scale``. Used by the MoE dispatch (``npu_dequant_swiglu_quant``'s kernel computes its scale
+the other way round, ``max * (1 / 127)`` then a division: :mod:`npusim.kernels.swiglu_quant.op`)."""
 
 from __future__ import annotations
 
