@@ -32,7 +32,6 @@ from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadErro
 from npusim.frontend.host import HostLaunch, current_process
 from npusim.frontend.session import innermost_session, session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
-from npusim.isa.instructions import on_recorded
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, AwaitGroup, Op, OpOptions, ValueCheck
 from npusim.kernels.view_copy import build_view_copy
@@ -271,10 +270,11 @@ class DeviceTask:
 
     def __init__(self, call: DeviceOpCall) -> None:
         self.call = call
-        self._first: list = []  # callbacks for the first instruction of the first kernel (the host's launch arrow)
+        self._built: list = []  # callbacks for the first kernel once made (the host's launch arrow)
 
-    def on_first_instruction(self, callback) -> None:
-        self._first.append(callback)
+    def when_built(self, callback) -> None:
+        """Call ``callback(kernel)`` with the first kernel of the op once it is made."""
+        self._built.append(callback)
 
     def launch(self, stream) -> None:
         stream.submit(self._run)
@@ -298,12 +298,10 @@ class DeviceTask:
                         session.deadlock_reporters.append(_incomplete_group_report)
                     yield joined
                 continue
-            if self._first and step.kernels:
-                programs = step.kernels[0].ordered_programs()
-                if programs and programs[0].instructions:
-                    for callback in self._first:
-                        on_recorded(programs[0].instructions[0], callback)
-                self._first = []
+            if self._built and step.kernels:
+                for callback in self._built:
+                    callback(step.kernels[0])
+                self._built = []
             yield env.all_of([kernel.start() for kernel in step.kernels])
 
 

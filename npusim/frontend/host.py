@@ -119,16 +119,15 @@ class HostLaunch:
         stream.submit(task)
 
     def arrow_to(self, kernel) -> None:
-        """A ``launch`` flow from the host event to the kernel's first instruction once recorded
-        (for device work written on the device, its first kernel's, once written)."""
-        recorder, source = self.system.recorder, self.event
-        arrow = lambda index: recorder.flow(source, index, "launch")  # noqa: E731
-        if hasattr(kernel, "on_first_instruction"):
-            kernel.on_first_instruction(arrow)
+        """A ``launch`` flow from the host event to the kernel's first instruction once recorded (a
+        kernel made when it starts, :class:`~npusim.frontend.aclnn.DeviceTask`: once made)."""
+        if hasattr(kernel, "when_built"):
+            kernel.when_built(self.arrow_to)
             return
         first = kernel.ordered_programs()[0].instructions
         if first:
-            on_recorded(first[0], arrow)
+            recorder, source = self.system.recorder, self.event
+            on_recorded(first[0], lambda index: recorder.flow(source, index, "launch"))
 
 
 class DeviceEvent:
