@@ -214,6 +214,8 @@ class AicpuSpec(Spec):
     completion: Time = Field(description="handling the completion of one task")
     poll_interval: Time = Field(description="interval between two polls of a signal slot")
     control_read: Time = Field(description="one read of a GM value by the control-flow AICPU (a device-valued scalar of a PyPTO kernel)")
+    rdma_post: Time | None = Field(None, description="posting one RDMA write to the RoCE NIC (one item of HCCL's BatchWrite, the A2 "
+                                   "MoE ops' transfers); ops that post from the AICPU need it")
 
 
 class DieSpec(Spec):

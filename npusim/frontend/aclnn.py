@@ -33,7 +33,7 @@ from npusim.frontend.host import HostLaunch, current_process
 from npusim.frontend.session import innermost_session, session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
 from npusim.isa.target import VectorTarget
-from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, AwaitGroup, Op, OpOptions, ValueCheck
+from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, AwaitGroup, Detached, Op, OpOptions, ValueCheck
 from npusim.kernels.view_copy import build_view_copy
 
 _OPTIONS: ContextVar[OpOptions] = ContextVar("npusim_op_options", default=OpOptions())  # noqa: B039 (frozen: immutable)
@@ -288,6 +288,9 @@ class DeviceTask:
         recorder.ops[op_id].inputs, recorder.ops[op_id].outputs = call.inputs, call.output_shapes
         context = op.prepare(call.problem, call.plan, call.tensors, system)
         for step in op.steps(call.problem, call.plan, call.tensors, context, op_id):
+            if isinstance(step, Detached):
+                env.process(step.work())
+                continue
             if isinstance(step, AwaitGroup):
                 group = step.group
                 if not group.complete:

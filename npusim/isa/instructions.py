@@ -270,16 +270,24 @@ class ScalarRead(FixedCost):
 
 class ScalarWrite(FixedCost):
     """The scalar unit writes ``value`` into element ``index`` of a UB tensor (e.g. a signal value
-    that an MTE3 store then sends; synchronise with ``set_flag(SCALAR, MTE3)`` first)."""
+    that an MTE3 store then sends; synchronise with ``set_flag(SCALAR, MTE3)`` first); ``value`` an
+    array: one write per element, from ``index`` on (``CoreProgram.write_scalars``)."""
 
     __slots__ = ("target", "index", "value")
 
-    def __init__(self, target: LocalTensor, index: int, value: int | float, cost_ps: int) -> None:
-        super().__init__(Pipe.SCALAR, "write_scalar", cost_ps)
+    def __init__(self, target: LocalTensor, index: int, value: int | float | np.ndarray, cost_ps: int, label: str = "write_scalar") -> None:
+        super().__init__(Pipe.SCALAR, label, cost_ps)
         self.target, self.index, self.value = target, index, value
 
+    @property
+    def count(self) -> int:
+        return len(self.value) if isinstance(self.value, np.ndarray) else 1
+
     def _write(self, core, run) -> None:
-        self.target.values(core)[self.index] = self.value
+        if isinstance(self.value, np.ndarray):
+            self.target.values(core)[self.index : self.index + len(self.value)] = self.value
+        else:
+            self.target.values(core)[self.index] = self.value
 
     effect = _write
 
@@ -287,7 +295,7 @@ class ScalarWrite(FixedCost):
         return self._clone()
 
     def footprint(self) -> tuple[tuple, ...]:
-        return _entries(_span(self.target[self.index : self.index + 1], WRITE))
+        return _entries(_span(self.target[self.index : self.index + self.count], WRITE))
 
 
 _FLAG_LABELS: dict[tuple[str, int, int, int], tuple[str, int]] = {}  # (verb, src, dst, event id) -> (label, flag key)
@@ -402,12 +410,15 @@ class PollGm(Instruction):
         first = self.address.offset
         watcher = (first, first + (self.count - 1) * self.stride + 4, None)
 
-        def look(writer: Instruction) -> None:
+        def look(writer: Instruction | None) -> None:
+            """Called by each write into the watched bytes: ``writer`` the store (None: an engine's
+            write, e.g. an RDMA write's flags, which draws no arrow)."""
             if self.met():
                 allocation.watchers.remove(watcher)
                 iterations = max(1, -(-(env.now - started) // poll_ps))
                 env.timeout(started + iterations * poll_ps - env.now).callbacks.append(lambda _: done.succeed())
-                self._arrow_from(writer, core.system.recorder)
+                if writer is not None:
+                    self._arrow_from(writer, core.system.recorder)
 
         watcher = (watcher[0], watcher[1], look)
         if allocation.watchers is None:

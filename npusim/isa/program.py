@@ -509,6 +509,17 @@ class CoreProgram:
         instruction.control = control
         return self._append(instruction)
 
+    def write_scalars(self, dst: LocalTensor, values, index: int = 0, *, control: bool = False, name: str = "write_scalars") -> Instruction:
+        """Write ``values`` (a sequence) into consecutive elements of a UB tensor from ``index`` on:
+        one event for the scalar unit's writes one after the other (each costing what
+        :meth:`write_scalar` does)."""
+        values = np.asarray(values, dtype=dst.dtype)
+        if index < 0 or index + len(values) > dst.count:
+            raise UsageError(f"write_scalars: {len(values)} values from element {index} do not fit {dst!r}")
+        instruction = ScalarWrite(dst, index, values, len(values) * self._timing.scalar.ub_read_ps, name)
+        instruction.control = control
+        return self._append(instruction, name)
+
     def poll(self, address: GmAddress, count: int, expected: int, *, stride: int = 32, need: int | None = None,
              name: str = "poll status", waiting_for: str = "status words") -> Instruction:
         """Spin until ``need`` (default: all) of the ``count`` int32 words ``stride`` bytes apart from

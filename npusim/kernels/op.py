@@ -127,6 +127,15 @@ class Run:
 
 
 @dataclass(frozen=True)
+class Detached:
+    """A step of a :class:`DeviceOp`: start ``work()`` (a SimPy generator: an engine of the die
+    working beside the cores, e.g. the AICPU posting RDMA writes) and go on at once; the op's later
+    kernels see its effects (flags they poll)."""
+
+    work: Any
+
+
+@dataclass(frozen=True)
 class AwaitGroup:
     """A step of a :class:`DeviceOp`: wait until every rank of ``group`` (a
     :class:`~npusim.kernels.comm.group.CommGroup`) has joined it, so every peer's window exists."""

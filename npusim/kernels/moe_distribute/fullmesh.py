@@ -36,8 +36,8 @@ from npusim.kernels.comm.group import Area
 from npusim.kernels.flags import Flags
 from npusim.kernels.moe_distribute import layout
 from npusim.kernels.moe_distribute.checks import F32, I32, I64, TRIPLE
-from npusim.kernels.moe_distribute.kernel import CountCalc, MoeCall, gm_at
-from npusim.kernels.moe_distribute.routing import ReceivePlan, SendPlan, check_ids, receive_plan, send_plan, synthetic_expert_ids
+from npusim.kernels.moe_distribute.kernel import CountCalc, MoeCall, gm_at, sender_plan
+from npusim.kernels.moe_distribute.routing import ReceivePlan, SendPlan, receive_plan, send_plan, synthetic_expert_ids
 from npusim.kernels.op import AwaitGroup, Run
 from npusim.kernels.quantize.dynamic import Quantizer
 
@@ -67,13 +67,7 @@ def dispatch_steps(call: MoeCall) -> Iterator:
     """The steps of a fullmesh_v1 dispatch (see the module docstring)."""
     shape = call.shape
     yield AwaitGroup(call.group)
-    ids, mask = call.values("expert_ids"), call.values("x_active_mask")
-    if ids is None:
-        ids = synthetic_expert_ids(shape, call.epoch)
-    else:
-        check_ids(call.problem.api, shape, ids, mask)
-    plan = send_plan(shape, ids, mask)
-    call.group.notes[(shape.ep_rank_id, call.epoch)] = plan
+    plan = sender_plan(call)
     yield Run((send_kernel(call, plan),))
     yield Run((counts_kernel(call, plan),))
     own = dispatch_area(call, shape.ep_rank_id)

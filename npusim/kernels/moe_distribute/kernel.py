@@ -88,3 +88,20 @@ class CountCalc:
         p.set_flag("VECTOR", "SCALAR", 0)
         p.wait_flag("VECTOR", "SCALAR", 0)
         p.read_scalar(self.result, 0, name="count: read")
+
+
+def sender_plan(call: MoeCall):
+    """The pairs this rank sends (:func:`~.routing.send_plan`): from the expert ids the device holds
+    (checked: out of range, repeated, a mask with a gap), or with data off the synthetic ids; kept in
+    the group's notes for the peers' and the combine's host model."""
+    from npusim.kernels.moe_distribute.routing import check_ids, send_plan, synthetic_expert_ids
+
+    shape = call.shape
+    ids, mask = call.values("expert_ids"), call.values("x_active_mask")
+    if ids is None:
+        ids = synthetic_expert_ids(shape, call.epoch)
+    else:
+        check_ids(call.problem.api, shape, ids, mask)
+    plan = send_plan(shape, ids, mask)
+    call.group.notes[(shape.ep_rank_id, call.epoch)] = plan
+    return plan

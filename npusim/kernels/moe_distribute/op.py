@@ -14,12 +14,12 @@ from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, UsageError
 from npusim.isa.target import VectorTarget
 from npusim.kernels.comm.group import comm_group
-from npusim.kernels.moe_distribute import fullmesh
+from npusim.kernels.moe_distribute import a2_fullmesh, fullmesh
 from npusim.kernels.moe_distribute.checks import SERIES, CombineProblem, DispatchProblem, check_combine, check_dispatch
 from npusim.kernels.moe_distribute.kernel import MoeCall, MoePlan
 from npusim.kernels.op import DeviceOp
 
-ROUTES: dict[str, Any] = {"fullmesh_v1": fullmesh}
+ROUTES: dict[str, Any] = {"fullmesh_v1": fullmesh, "fullmesh": a2_fullmesh}
 """The module writing each ``comm_alg``'s kernels (``dispatch_steps``, ``combine_steps``)."""
 
 AGREED = ("moe_expert_num", "expert_shard_type", "shared_expert_num", "shared_expert_rank_num", "global_bs")

@@ -79,14 +79,15 @@ def run_dispatch(case: Case, inputs: list[RankInput], scales, *, data: bool = Tr
         if combine_rows is not None:
             combined = []
             for rank, ri in enumerate(inputs):
-                expand_x, _, assist, _, counts, _, _ = outs[rank]
+                expand_x, _, assist, _, counts, _, expand_scales = outs[rank]
                 rows = np.zeros(expand_x.shape, case.dtype)
                 rows[: len(combine_rows[rank])] = combine_rows[rank]
                 extra = {name: npusim.tensor(value[rank], device=rank) for name, value in (combine_extra or {}).items()}
                 combined.append(torch_npu.npu_moe_distribute_combine_v2(
                     npusim.tensor(rows, device=rank), ids[rank], assist, counts, npusim.tensor(ri.expert_scales, device=rank),
                     "ep", case.ep, rank, case.experts,
-                    x_active_mask=None if ri.mask is None else npusim.tensor(ri.mask, device=rank), **common, **extra))
+                    x_active_mask=None if ri.mask is None else npusim.tensor(ri.mask, device=rank),
+                    expand_scales=expand_scales if case.config == "a2" else None, **common, **extra))
         npusim.synchronize()
         got = [[t.numpy() for t in (out if data else out[3:5])] for out in outs]
         comb = [c.numpy() for c in combined] if data and combined is not None else None
