@@ -41,7 +41,7 @@ import numpy as np
 
 from npusim.hw.dma import GmBlock
 from npusim.isa.instructions import GmAddress
-from npusim.kernels.comm.aiv import ENTRY_WORDS, split_to_cores, status_address, wait_for, window_address
+from npusim.kernels.comm.aiv import ENTRY_WORDS, read_status, split_to_cores, status_address, wait_for, window_address
 from npusim.kernels.comm.group import STATUS_BYTES, Area
 from npusim.kernels.comm.rdma import RdmaWrite, batch_write
 from npusim.kernels.flags import Flags
@@ -132,11 +132,10 @@ def dispatch_steps(call: MoeCall) -> Iterator:
     yield Run((reorder_kernel(call, plan),))
     writes = [_write_to(call, peer, int(to_rank[peer]), row_bytes(call)) for peer in range(ep) if peer != rank]
     yield Detached(lambda: batch_write(call.system, call.die, writes, call.op))
-    counts = np.zeros((ep, local), np.int64)  # rows from each sender, per local expert
-    for sender in range(ep):
-        other: SendPlan = call.group.notes[(sender, call.epoch)]
-        counts[sender] = np.bincount(other.local[other.rank == rank], minlength=local)
-    yield Run((receive_kernel(call, int(to_rank[rank]), counts),))
+    yield Run((wait_kernel(call, int(to_rank[rank])),))
+    # the counts as the cores read them from the headers (control memory): rows from each sender, per local expert
+    words = read_status(area(call, rank, "in"), 0, ep * header_entries(call)).reshape(ep, header_entries(call), 2)
+    yield Run((copy_out_kernel(call, words[:, :local, 1].astype(np.int64)),))
 
 
 def reorder_kernel(call: MoeCall, plan: SendPlan):
@@ -246,19 +245,16 @@ def _store_headers(call: MoeCall, p, plan: SendPlan, n_ids: int) -> None:
             p.copy(status_address(out, slot + entries - 1), flag, STATUS_BYTES, name="data flag", control=True)
 
 
-def receive_kernel(call: MoeCall, own_rows: int, counts: np.ndarray):
-    """The own rank's rows copied locally (last core), the waits for the others', the copy out."""
-    shape, problem = call.shape, call.problem
-    kernel = call.kernel("receive")
-    t = call.tensors
+def wait_kernel(call: MoeCall, own_rows: int):
+    """The own rank's rows copied locally (last core), then each core's waits for its source ranks'
+    headers and data; SyncAll."""
+    shape = call.shape
+    kernel = call.kernel("wait")
     cores, rank, ep, local = call.plan.cores, shape.ep_rank_id, shape.ep_world_size, shape.local_experts
     width = row_bytes(call)
-    out_bytes = shape.h * problem.out_dtype.itemsize
     entries = header_entries(call)
     own = area(call, rank, "in")
-    starts = np.concatenate(([0], np.cumsum(counts.T.reshape(-1))[:-1])).reshape(local, ep)  # block (expert, sender)'s first row
-    prefix = np.cumsum(counts.T.reshape(-1))
-    arrived, copied = kernel.barrier(), kernel.barrier()
+    arrived = kernel.barrier()
     for core in range(cores):
         p = kernel.vector_core(core)
         buffers = [p.alloc(width, np.uint8) for _ in range(2)]
@@ -286,6 +282,27 @@ def receive_kernel(call: MoeCall, own_rows: int, counts: np.ndarray):
             wait_for(p, own, header_entry(call, sender, entries - 1), 1, call.epoch, name="wait data",
                      waiting_for=f"rank {sender}'s rows (dispatch {call.epoch} of group {shape.group_ep!r})")
         p.sync_all(arrived)
+    return kernel
+
+
+def copy_out_kernel(call: MoeCall, counts: np.ndarray):
+    """The counts' prefix sums and each core's source ranks' rows into the outputs (``counts``: rows
+    from each sender per local expert, as the headers hold them); SyncAll; the headers cleared."""
+    shape, problem = call.shape, call.problem
+    kernel = call.kernel("copy out")
+    t = call.tensors
+    cores, rank, ep, local = call.plan.cores, shape.ep_rank_id, shape.ep_world_size, shape.local_experts
+    width = row_bytes(call)
+    out_bytes = shape.h * problem.out_dtype.itemsize
+    own = area(call, rank, "in")
+    starts = np.concatenate(([0], np.cumsum(counts.T.reshape(-1))[:-1])).reshape(local, ep)  # block (expert, sender)'s first row
+    prefix = np.cumsum(counts.T.reshape(-1))
+    copied = kernel.barrier()
+    for core in range(cores):
+        p = kernel.vector_core(core)
+        buffers = [p.alloc(width, np.uint8) for _ in range(2)]
+        flags = Flags(p)
+        senders = split_to_cores(ep, cores, core)
         # GetStatusCumSum: every header in, the prefix sums over (expert, sender)
         headers = p.alloc(ep * local * ENTRY_WORDS, I32)
         p.copy(headers, status_address(own, 0), burst_count=ep, burst_bytes=local * STATUS_BYTES, src_gap=2 * STATUS_BYTES,
