@@ -14,12 +14,12 @@ from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, UsageError
 from npusim.isa.target import VectorTarget
 from npusim.kernels.comm.group import comm_group
-from npusim.kernels.moe_distribute import a2_fullmesh, fullmesh
+from npusim.kernels.moe_distribute import a2_fullmesh, fullmesh, fullmesh_v2
 from npusim.kernels.moe_distribute.checks import SERIES, CombineProblem, DispatchProblem, check_combine, check_dispatch
 from npusim.kernels.moe_distribute.kernel import MoeCall, MoePlan
 from npusim.kernels.op import DeviceOp
 
-ROUTES: dict[str, Any] = {"fullmesh_v1": fullmesh, "fullmesh": a2_fullmesh}
+ROUTES: dict[str, Any] = {"fullmesh_v1": fullmesh, "fullmesh_v2": fullmesh_v2, "fullmesh": a2_fullmesh}
 """The module writing each ``comm_alg``'s kernels (``dispatch_steps``, ``combine_steps``)."""
 
 AGREED = ("moe_expert_num", "expert_shard_type", "shared_expert_num", "shared_expert_rank_num", "global_bs")
@@ -77,8 +77,10 @@ class MoeOp(DeviceOp):
         die = next(iter(t for t in tensors.values() if t is not None)).device
         group = comm_group(system, problem.api, shape.group_ep, shape.ep_world_size, buffer_bytes(system.spec, problem.api))
         group.join(problem.api, shape.ep_rank_id, die, shape.ep_world_size)
-        for name in AGREED + ("comm_alg", "h", "k", "tp_world_size"):
+        for name in AGREED + ("h", "k", "tp_world_size"):
             group.agree(problem.api, shape.ep_rank_id, name, getattr(shape, name))
+        # the dispatch and the combine each have their comm_alg (a fullmesh_v2 dispatch pairs with the default combine)
+        group.agree(problem.api, shape.ep_rank_id, f"{cls.kind} comm_alg", shape.comm_alg)
         cls.route(problem)
         if problem.version == 1 and shape.shared_expert_rank_num:
             raise UsageError(f"torch_npu.{problem.api}: shared_expert_rank_num={shape.shared_expert_rank_num}: the first op pair's "

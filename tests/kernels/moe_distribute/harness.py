@@ -34,6 +34,7 @@ class Case:
     dtype: np.dtype = BF16
     seed: int = 0
     config: str = "a3"
+    comm_alg: str = ""
     overrides: list = field(default_factory=list)
 
     @property
@@ -74,7 +75,7 @@ def run_dispatch(case: Case, inputs: list[RankInput], scales, *, data: bool = Tr
                 npusim.tensor(ri.x, device=rank), ids[rank], "ep", case.ep, rank, case.experts,
                 scales=None if scales is None else npusim.tensor(scales, device=rank),
                 x_active_mask=None if ri.mask is None else npusim.tensor(ri.mask, device=rank),
-                quant_mode=2 if case.quant else 0, expert_token_nums_type=case.tokens_type, **common))
+                quant_mode=2 if case.quant else 0, expert_token_nums_type=case.tokens_type, comm_alg=case.comm_alg, **common))
         combined = None
         if combine_rows is not None:
             combined = []
@@ -87,7 +88,8 @@ def run_dispatch(case: Case, inputs: list[RankInput], scales, *, data: bool = Tr
                     npusim.tensor(rows, device=rank), ids[rank], assist, counts, npusim.tensor(ri.expert_scales, device=rank),
                     "ep", case.ep, rank, case.experts,
                     x_active_mask=None if ri.mask is None else npusim.tensor(ri.mask, device=rank),
-                    expand_scales=expand_scales if case.config == "a2" else None, **common, **extra))
+                    expand_scales=expand_scales if case.config == "a2" or case.comm_alg == "hierarchy" else None,
+                    comm_alg="" if case.comm_alg == "fullmesh_v2" else case.comm_alg, **common, **extra))
         npusim.synchronize()
         got = [[t.numpy() for t in (out if data else out[3:5])] for out in outs]
         comb = [c.numpy() for c in combined] if data and combined is not None else None

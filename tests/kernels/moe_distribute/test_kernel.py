@@ -60,8 +60,8 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_dispatch_and_combine_match_the_reference(name: str) -> None:
-    case = CASES[name]
+def test_dispatch_and_combine_match_the_reference(name: str, cases: dict | None = None) -> None:
+    case = (cases or CASES)[name]
     inputs, scales = make_inputs(case)
     rng = np.random.default_rng(99)
     rows = expert_outputs(case, inputs, rng)
@@ -83,6 +83,17 @@ def test_dispatch_and_combine_match_the_reference(name: str) -> None:
 
 A2_CASES = {name: dataclasses.replace(CASES[name], config="a2") for name in ("bf16", "quant, smooth scales", "fp16, prefix sums",
                                                                             "1-D mask", "one expert per rank")}
+
+
+V2_CASES = {name: dataclasses.replace(CASES[name], comm_alg="fullmesh_v2") for name in ("bf16", "quant, smooth scales", "fp16, prefix sums",
+                                                                                       "2-D mask", "zero copy const")}
+
+
+@pytest.mark.parametrize("name", list(V2_CASES))
+def test_fullmesh_v2_matches_the_reference(name: str) -> None:
+    """A3's "fullmesh_v2": sends expert by expert, counts from the last core, rows copied out a UB-full
+    at a time once their flags are in; its combine is the default one."""
+    test_dispatch_and_combine_match_the_reference(name, V2_CASES)
 
 
 @pytest.mark.parametrize("name", list(A2_CASES))
