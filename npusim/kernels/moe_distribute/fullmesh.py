@@ -52,6 +52,8 @@ def dispatch_area(call: MoeCall, rank: int) -> Area:
 
 def dispatch_row(call: MoeCall) -> layout.RowLayout:
     problem = call.problem
+    if call.shape.comm_alg == "hierarchy":
+        return layout.hierarchy_row(call.shape, problem.out_dtype.itemsize)
     return layout.dispatch_row(call.shape, problem.out_dtype.itemsize, problem.version, problem.quant_mode == 2)
 
 
@@ -169,7 +171,6 @@ def counts_kernel(call: MoeCall, plan: SendPlan):
     shape = call.shape
     kernel = call.kernel("counts")
     cores, rank = call.plan.cores, shape.ep_rank_id
-    own = dispatch_area(call, rank)
     received = layout.dispatch_blocks(shape, rank)
     shared_ranks, local = shape.shared_expert_rank_num, shape.local_experts
     barrier = kernel.barrier()
@@ -190,18 +191,25 @@ def counts_kernel(call: MoeCall, plan: SendPlan):
                 target, entry = shared_ranks + moe_expert // local, layout.dispatch_entry(shape, rank, moe_expert % local)
                 count = int(plan.expert_counts[moe_expert])
             signal(p, buffer, slot, dispatch_area(call, target), entry, call.epoch, count, name="put count")
-        wait_for(p, own, entries.start, len(entries), call.epoch, name="wait counts",
-                 waiting_for=f"the counts of senders to rank {rank} of group {shape.group_ep!r} (dispatch {call.epoch})")
-        # SyncCntOnCore: the sum of the counts this core read, copied to every core's slot of the workspace
-        shares = p.alloc(cores * 8, I32)
-        p.vector_time([("reduce_sum", max(1, len(entries)), I32), ("dup", cores * 8, I32)], "sum counts")
-        p.set_flag("VECTOR", "MTE3", 0)
-        p.wait_flag("VECTOR", "MTE3", 0)
-        p.copy(window_address(workspace(call), call.epoch, core * WORKSPACE_SLOT), shares[0:8], burst_count=cores, burst_bytes=32,
-               dst_gap=cores * WORKSPACE_SLOT - 32, name="counts to workspace")
+        wait_counts(call, p, core, entries)
         p.pipe_barrier("ALL")
         p.sync_all(barrier)
     return kernel
+
+
+def wait_counts(call: MoeCall, p, core: int, entries: range) -> None:
+    """A core's wait for its share of the status entries of its rank's dispatch area, then
+    SyncCntOnCore: the sum of the counts it read, copied to every core's slot of the workspace."""
+    shape = call.shape
+    cores, rank = call.plan.cores, shape.ep_rank_id
+    wait_for(p, dispatch_area(call, rank), entries.start, len(entries), call.epoch, name="wait counts",
+             waiting_for=f"the counts of senders to rank {rank} of group {shape.group_ep!r} (dispatch {call.epoch})")
+    shares = p.alloc(cores * 8, I32)
+    p.vector_time([("reduce_sum", max(1, len(entries)), I32), ("dup", cores * 8, I32)], "sum counts")
+    p.set_flag("VECTOR", "MTE3", 0)
+    p.wait_flag("VECTOR", "MTE3", 0)
+    p.copy(window_address(workspace(call), call.epoch, core * WORKSPACE_SLOT), shares[0:8], burst_count=cores, burst_bytes=32,
+           dst_gap=cores * WORKSPACE_SLOT - 32, name="counts to workspace")
 
 
 WORKSPACE_SLOT = 512
@@ -260,6 +268,8 @@ def copy_out_kernel(call: MoeCall, received: ReceivePlan):
                            buffers[b][row.triple_offset : row.triple_offset + TRIPLE * 4], TRIPLE * 4, name="assist triple")
                 if quant:
                     p.copy(gm_at(t["dynamic_scales"], out), buffers[b][row.scale_offset : row.scale_offset + 4], 4, name="dynamic scale")
+                if row.weight_offset is not None:
+                    p.copy(gm_at(t["expand_scales"], out), buffers[b][row.weight_offset : row.weight_offset + 4], 4, name="expand scale")
                 p.copy(gm_at(t["expand_x"], out * shape.h), buffers[b][0 : row.data_bytes], row.data_bytes, name="expand_x row")
                 flags.set("MTE3", "MTE2", b)
         flags.drain()

@@ -40,6 +40,8 @@ class RowLayout:
     triple_offset: int | None
     row_bytes: int
     row_stride: int
+    weight_offset: int | None = None
+    """comm_alg "hierarchy": the pair's expert weight (float32) after the triple (``expand_scales``)."""
 
 
 def dispatch_row(shape: MoeShape, out_itemsize: int, version: int = 2, quant: bool = False) -> RowLayout:
@@ -51,6 +53,14 @@ def dispatch_row(shape: MoeShape, out_itemsize: int, version: int = 2, quant: bo
     triple = scale + SCALE_SLOT
     row = triple + TRIPLE * 4
     return RowLayout(data, scale, triple, row, align(row, WINDOW_ALIGN))
+
+
+def hierarchy_row(shape: MoeShape, out_itemsize: int) -> RowLayout:
+    """A3 "hierarchy": the second pair's row with the pair's weight after the triple."""
+    base = dispatch_row(shape, out_itemsize)
+    assert base.triple_offset is not None
+    weight = base.triple_offset + TRIPLE * 4
+    return RowLayout(base.data_bytes, base.scale_offset, base.triple_offset, weight + 4, align(weight + 4, WINDOW_ALIGN), weight)
 
 
 def hosted_experts(shape: MoeShape, rank: int) -> int:

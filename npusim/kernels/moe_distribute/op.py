@@ -14,13 +14,14 @@ from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, UsageError
 from npusim.isa.target import VectorTarget
 from npusim.kernels.comm.group import comm_group
-from npusim.kernels.moe_distribute import a2_fullmesh, fullmesh, fullmesh_v2
-from npusim.kernels.moe_distribute.checks import SERIES, CombineProblem, DispatchProblem, check_combine, check_dispatch
+from npusim.kernels.moe_distribute import a2_fullmesh, fullmesh, fullmesh_v2, hierarchy
+from npusim.kernels.moe_distribute.checks import A2, A3, SERIES, CombineProblem, DispatchProblem, check_combine, check_dispatch
 from npusim.kernels.moe_distribute.kernel import MoeCall, MoePlan
 from npusim.kernels.op import DeviceOp
 
-ROUTES: dict[str, Any] = {"fullmesh_v1": fullmesh, "fullmesh_v2": fullmesh_v2, "fullmesh": a2_fullmesh}
-"""The module writing each ``comm_alg``'s kernels (``dispatch_steps``, ``combine_steps``)."""
+ROUTES: dict[tuple[str, str], Any] = {(A3, "fullmesh_v1"): fullmesh, (A3, "fullmesh_v2"): fullmesh_v2, (A3, "hierarchy"): hierarchy,
+                                      (A2, "fullmesh"): a2_fullmesh}
+"""The module writing each (product series, ``comm_alg``)'s kernels (``dispatch_steps``, ``combine_steps``)."""
 
 AGREED = ("moe_expert_num", "expert_shard_type", "shared_expert_num", "shared_expert_rank_num", "global_bs")
 """What every rank of a group passes alike (the op pages; ep_world_size is the group's own)."""
@@ -63,10 +64,12 @@ class MoeOp(DeviceOp):
 
     @classmethod
     def route(cls, problem) -> Any:
-        module = ROUTES.get(problem.shape.comm_alg)
+        shape = problem.shape
+        module = ROUTES.get((shape.series, shape.comm_alg))
         if module is None:
-            raise UsageError(f"torch_npu.{problem.api}: comm_alg {problem.shape.comm_alg!r} is checked but its kernels are not "
-                             f"modelled by npusim yet; use one of {', '.join(sorted(ROUTES))}")
+            known = ", ".join(repr(alg) for series, alg in sorted(ROUTES) if series == shape.series)
+            raise UsageError(f"torch_npu.{problem.api}: comm_alg {shape.comm_alg!r} is checked but its kernels are not "
+                             f"modelled by npusim on this product yet; use one of {known}")
         return module
 
     @classmethod

@@ -49,6 +49,11 @@ class Quantizer:
             flags.set("VECTOR", "MTE2", 2)
         self.finish(row, scale_slot, wait_out)
 
+    def from_input(self, xin: LocalTensor, row: LocalTensor, scale_slot: LocalTensor) -> None:
+        """Quantise the token ``xin`` (in its dtype, in UB; no smooth scales) into ``row[:h]`` and ``scale_slot``."""
+        self.p.cast(self.f32[0 : self.h], xin, name="quant: cast f32")
+        self.finish(row, scale_slot, lambda: None)
+
     def finish(self, row: LocalTensor, scale_slot: LocalTensor, wait_out) -> None:
         """Quantise ``f32[:h]`` into ``row[:h]`` (int8) and ``scale_slot`` (float32 ``1 / scale``)."""
         p, h, f32, scratch, small = self.p, self.h, self.f32[0 : self.h], self.scratch[0 : self.h], self.small

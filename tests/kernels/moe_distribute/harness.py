@@ -75,7 +75,8 @@ def run_dispatch(case: Case, inputs: list[RankInput], scales, *, data: bool = Tr
                 npusim.tensor(ri.x, device=rank), ids[rank], "ep", case.ep, rank, case.experts,
                 scales=None if scales is None else npusim.tensor(scales, device=rank),
                 x_active_mask=None if ri.mask is None else npusim.tensor(ri.mask, device=rank),
-                quant_mode=2 if case.quant else 0, expert_token_nums_type=case.tokens_type, comm_alg=case.comm_alg, **common))
+                quant_mode=2 if case.quant else 0, expert_token_nums_type=case.tokens_type, comm_alg=case.comm_alg,
+                expert_scales=npusim.tensor(ri.expert_scales, device=rank) if case.comm_alg == "hierarchy" else None, **common))
         combined = None
         if combine_rows is not None:
             combined = []

@@ -149,6 +149,35 @@ def combine(inputs: list[RankInput], outputs: list[np.ndarray], moe: int, *, dty
     return results
 
 
+def combine_hierarchy(inputs: list[RankInput], outputs: list[np.ndarray], moe: int, *, dtype, server: int = 16) -> list[np.ndarray]:
+    """A3 "hierarchy"'s combine (the pages: a token's rows summed inside each server before they
+    cross): per active token, the weighted rows of the experts in each server summed in k order
+    from 0, then those sums added in server order from 0, in float32; cast to the output dtype."""
+    ep = len(inputs)
+    local = moe // ep
+    back: dict[tuple[int, int, int], np.ndarray] = {}
+    for rank, o in enumerate(dispatch(inputs, moe)):
+        for row, (sender, t, k) in zip(outputs[rank], o["assist"]):
+            back[(int(sender), int(t), int(k))] = row
+    results = []
+    for rank, ri in enumerate(inputs):
+        bs, h = ri.x.shape
+        out = np.zeros((bs, h), dtype)
+        for t in active_of(bs, ri.mask):
+            parts: dict[int, np.ndarray] = {}
+            for k in range(ri.ids.shape[1]):
+                e = int(ri.ids[t, k])
+                s = e // local // server
+                term = (back[(rank, t, k)].astype(F32) * F32(ri.expert_scales[t, k])).astype(F32)
+                parts[s] = (parts.get(s, np.zeros(h, F32)) + term).astype(F32)
+            total = np.zeros(h, F32)
+            for s in sorted(parts):
+                total = (total + parts[s]).astype(F32)
+            out[t] = _round(total, dtype)
+        results.append(out)
+    return results
+
+
 def _round(values: np.ndarray, dtype) -> np.ndarray:
     """float32 to a 16-bit float, rounding half to even (ml_dtypes' and numpy's conversions do)."""
     return values.astype(dtype)

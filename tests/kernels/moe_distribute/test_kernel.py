@@ -29,6 +29,9 @@ def check_dispatch(case: Case, got, inputs, scales) -> None:
         assert np.array_equal(counts[: len(ref["ep_recv_counts"])], ref["ep_recv_counts"]), f"rank {rank}: ep_recv_counts"
         if case.quant:
             assert np.array_equal(dynamic_scales[:n].view(np.uint32), ref["scales"].view(np.uint32)), f"rank {rank}: dynamic_scales"
+        if case.comm_alg == "hierarchy":  # expand_scales: each row's weight
+            weights = [inputs[s].expert_scales[t, k] for s, t, k in ref["assist"]]
+            assert np.array_equal(out[6][:n], np.array(weights, np.float32)), f"rank {rank}: expand_scales"
 
 
 def check_positions(ri, positions, case: Case) -> None:
@@ -94,6 +97,25 @@ def test_fullmesh_v2_matches_the_reference(name: str) -> None:
     """A3's "fullmesh_v2": sends expert by expert, counts from the last core, rows copied out a UB-full
     at a time once their flags are in; its combine is the default one."""
     test_dispatch_and_combine_match_the_reference(name, V2_CASES)
+
+
+HIERARCHY_CASES = {"bf16": Case(ep=32, bs=3, k=3, experts=32, comm_alg="hierarchy", overrides=["shape.nodes=2", "hccl.buffer=512 MiB"]),
+                   "quant, two experts a rank": Case(ep=32, bs=2, k=4, experts=64, quant=True, comm_alg="hierarchy",
+                                                     overrides=["shape.nodes=2", "hccl.buffer=512 MiB"], seed=3)}
+
+
+@pytest.mark.parametrize("name", list(HIERARCHY_CASES))
+def test_a3_hierarchy_matches_the_reference(name: str) -> None:
+    """A3's "hierarchy": tokens cross servers once per server, fan out inside it; the combine sums
+    inside each server first."""
+    case = HIERARCHY_CASES[name]
+    inputs, scales = make_inputs(case)
+    rows = expert_outputs(case, inputs, np.random.default_rng(97))
+    got, combined, _ = run_dispatch(case, inputs, scales, combine_rows=rows)
+    check_dispatch(case, got, inputs, scales)
+    want = reference.combine_hierarchy(inputs, rows, case.experts, dtype=case.dtype)
+    for rank, (g, w) in enumerate(zip(combined, want)):
+        assert np.array_equal(g.view(np.uint16), w.view(np.uint16)), f"rank {rank}: combined tokens"
 
 
 @pytest.mark.parametrize("name", list(A2_CASES))
