@@ -964,6 +964,9 @@ class Kernel:
         self.op_inputs: list[tuple[tuple[int, ...], str]] = []
         self.op_outputs: list[tuple[tuple[int, ...], str]] = []
         self.launched: simpy.Event | None = None  # the launch's process (launch) or the event of its end (start)
+        self.race_checked = True
+        """False for a launch whose programs are code already checked for races over other data (a rank
+        of an SPMD op, whose kernels are every rank's program): the launch path skips the check."""
 
     def core(self, kind: str, index: int) -> CoreProgram:
         """The program of core ``index`` of ``kind`` (a name under ``die.cores``), created on first use."""
@@ -1043,7 +1046,7 @@ class Kernel:
         if len(programs) > 1 and any(program.shares for program in programs):
             raise UsageError(f"kernel {self.name!r}: a program replayed with shared instructions (ProgramTemplate own=...) is launched alone")
         placed = [(program.core, _Placed.of(program)) for program in programs]
-        if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
+        if self.race_checked and self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
             self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
         return placed, op
 

@@ -53,8 +53,13 @@ class MoeCall:
         return self.group.die_of(self.shape.ep_rank_id)
 
     def kernel(self, phase: str) -> isa.Kernel:
-        """A kernel of this call's op (its events carry the call's op id)."""
-        return isa.Kernel(f"{self.plan.kernel_name}", die=self.die, system=self.system, op=self.op, op_args={"phase": phase})
+        """A kernel of this call's op (its events carry the call's op id). Every rank runs the same
+        program over its own data: the race check runs on the first rank, the first MoE rank and the
+        last (the shapes of work a rank can have), not on every rank of a large group."""
+        kernel = isa.Kernel(f"{self.plan.kernel_name}", die=self.die, system=self.system, op=self.op, op_args={"phase": phase})
+        shape = self.shape
+        kernel.race_checked = shape.ep_rank_id in (0, shape.shared_expert_rank_num, shape.ep_world_size - 1)
+        return kernel
 
     def values(self, name: str) -> np.ndarray | None:
         """The values of tensor ``name`` as the device holds them now (None with data off or no tensor)."""
