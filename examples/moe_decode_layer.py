@@ -31,7 +31,8 @@ With data (small EP and dims) the output is compared with a float64 reference of
 (int8 rounding of the tokens and activations allowed for: relative error under 3%).
 
 Parameters (``--param NAME=VALUE``): ``ep``, ``tokens`` (per rank), ``hidden``, ``intermediate``
-(per expert), ``experts``, ``topk``, ``comm_alg`` (the ops' ``comm_alg``: "" or ``fullmesh_v1``),
+(per expert), ``experts``, ``topk``, ``comm_alg`` (the dispatch's: "", ``fullmesh_v1``, ``fullmesh_v2`` or, at 16 to
+256 dies, ``hierarchy``),
 ``seed``, ``replays``.
 
 The dispatch's window must hold what the op page requires (``hccl.buffer``, HCCL_BUFFSIZE: 956 MiB
@@ -41,7 +42,7 @@ Run: npusim run --config a3 examples/moe_decode_layer.py --param ep=4 --param to
      npusim run --config a3 --set hccl.buffer=1GiB examples/moe_decode_layer.py --no-data          (EP16, DeepSeek-V3's sizes)
      npusim run --config a3 --set shape.nodes=48 --set hccl.buffer=3GiB examples/moe_decode_layer.py --no-data --trace none
      npusim sweep --config a3 --set hccl.buffer=3GiB examples/moe_decode_layer.py --no-data --grid shape.nodes=1,2,4
-         --grid param.comm_alg=fullmesh_v1
+         --grid param.comm_alg=fullmesh_v1,fullmesh_v2,hierarchy
 """
 
 from __future__ import annotations
@@ -87,19 +88,21 @@ def _npu(array: np.ndarray | None, shape, dtype) -> torch.Tensor:
 def layer(x, gate_w, bias, w1, s1, w2, s2, topk: int, common: dict) -> tuple:
     """The layer's ops on the current device (the module docstring's steps); returns the output,
     the router's choice and the dispatch's counts."""
-    alg = common["comm_alg"]
+    alg = common["comm_alg"]  # the dispatch's; a fullmesh_v2 dispatch pairs with the default combine
     logits = torch.nn.functional.linear(x, gate_w)
     weights, ids, _ = torch_npu.npu_moe_gating_top_k(logits, k=topk, bias=bias, k_group=GROUPS_KEPT, group_count=GROUPS, group_select_mode=1,
                                                      renorm=0, norm_type=1, routed_scaling_factor=SCALING, eps=1e-20)
     weights32 = weights.to(torch.float32)
+    hierarchy = alg == "hierarchy"  # the weights travel with the tokens, for the sums inside each server
     expand_x, token_scales, assist, per_expert, ep_counts, _, expand_scales = torch_npu.npu_moe_distribute_dispatch_v2(
-        x, ids, quant_mode=2, expert_token_nums_type=1, **common)
+        x, ids, quant_mode=2, expert_token_nums_type=1, expert_scales=weights32 if hierarchy else None, **common)
     grouped = dict(split_item=3, group_type=0, group_list_type=1, group_list=per_expert, output_dtype=torch.bfloat16)
     h = torch_npu.npu_grouped_matmul([expand_x], [w1], scale=[s1], per_token_scale=[token_scales], **grouped)[0]
     a, a_scales = torch_npu.npu_dequant_swiglu_quant(h, group_index=per_expert, activate_left=True, quant_mode=1)
     y = torch_npu.npu_grouped_matmul([a], [w2], scale=[s2], per_token_scale=[a_scales], **grouped)[0]
+    combine = {**common, "comm_alg": "" if alg == "fullmesh_v2" else alg}  # the combine has no fullmesh_v2: the default kernel
     out = torch_npu.npu_moe_distribute_combine_v2(y, ids, assist, ep_counts, weights32,
-                                                  expand_scales=expand_scales if alg == "hierarchy" else None, **common)
+                                                  expand_scales=expand_scales if hierarchy else None, **combine)
     return out, ids, weights32, per_expert
 
 

@@ -457,6 +457,9 @@ def check_dispatch(api: str, version: int, series: str, args: dict, buffer_bytes
         raise reject(api, "scales", None, "with int32 x (packed int4) scales (BS,) float32 must be given")
     mask_dims = _mask(api, shape, args.get("x_active_mask"), version)
     expert_scales = args.get("expert_scales")
+    if expert_scales is None and series == A3 and shape.comm_alg == "hierarchy" and version == 2:
+        raise reject(api, "expert_scales", None, "required with comm_alg 'hierarchy' on Atlas A3 (BS, K) float32: the weights travel "
+                     "with the tokens for the combine's sums inside each server")
     if expert_scales is not None:
         if series == A3 and shape.comm_alg != "hierarchy":
             raise reject(api, "expert_scales", "a tensor", f"not supported with comm_alg {shape.comm_alg!r} on Atlas A3: pass None")
@@ -523,6 +526,9 @@ def check_combine(api: str, version: int, series: str, args: dict, buffer_bytes:
     expand_scales = args.get("expand_scales")
     if series == A2 and expand_scales is None:
         raise reject(api, "expand_scales", None, "required on Atlas A2: pass the dispatch's expand_scales")
+    if series == A3 and shape.comm_alg == "hierarchy" and expand_scales is None:
+        raise reject(api, "expand_scales", None, "required with comm_alg 'hierarchy' on Atlas A3 (the weights each server's sums "
+                     "use): pass the dispatch's expand_scales")
     if expand_scales is not None:
         if series == A3 and shape.comm_alg != "hierarchy":
             raise reject(api, "expand_scales", "a tensor", "supported with comm_alg 'hierarchy' only on Atlas A3: pass None")
