@@ -179,17 +179,20 @@ def _shapes(case: Case):
     return shape
 
 
-@pytest.mark.parametrize("quant", [False, True])
-def test_first_op_pair_matches_the_reference(quant: bool) -> None:
+@pytest.mark.parametrize("quant, config", [(False, "a3"), (True, "a3"), (True, "a2")])
+def test_first_op_pair_matches_the_reference(quant: bool, config: str) -> None:
     """npu_moe_distribute_dispatch / combine (v1): expand_idx is each pair's position among this
-    rank's pairs of its expert; the combine reads rows back at (expert, expand_idx)."""
+    rank's pairs of its expert; the combine reads rows back at (expert, expand_idx). On A2 (16 ranks
+    on two servers, the first pair's smallest group there) the "fullmesh" route runs it."""
     import npusim
     import npusim.torch_npu as torch_npu
 
-    case = Case(ep=8, bs=3, h=7168, k=3, experts=16, quant=quant, seed=7)
+    case = (Case(ep=8, bs=3, h=7168, k=3, experts=16, quant=quant, seed=7) if config == "a3"
+            else Case(ep=16, bs=2, h=1024, k=2, experts=16, quant=quant, seed=7, config="a2"))
     inputs, scales = make_inputs(case)
     rows = expert_outputs(case, inputs, np.random.default_rng(5))
-    with npusim.session("a3", ["hccl.buffer=1 GiB"]):
+    overrides = ["hccl.buffer=1 GiB"] + (["shape.nodes=2"] if config == "a2" else [])
+    with npusim.session(config, overrides):
         outs, ids = [], []
         for rank, ri in enumerate(inputs):
             ids.append(npusim.tensor(ri.ids, device=rank))
@@ -197,12 +200,12 @@ def test_first_op_pair_matches_the_reference(quant: bool) -> None:
                                                               case.experts, quant_mode=2 if quant else 0))
         combined = []
         for rank, ri in enumerate(inputs):
-            expand_x, _, expand_idx, _, counts, _, _ = outs[rank]
+            expand_x, _, expand_idx, _, counts, _, expand_scales = outs[rank]
             back = np.zeros(expand_x.shape, case.dtype)
             back[: len(rows[rank])] = rows[rank]
             combined.append(torch_npu.npu_moe_distribute_combine(npusim.tensor(back, device=rank), ids[rank], expand_idx, counts,
                                                                  npusim.tensor(ri.expert_scales, device=rank), "ep1", case.ep, rank,
-                                                                 case.experts))
+                                                                 case.experts, expand_scales=expand_scales if config == "a2" else None))
         got = [[t.numpy() for t in out] for out in outs]
         combined = [c.numpy() for c in combined]
     want = reference.dispatch(inputs, case.experts, quant=quant)
