@@ -247,6 +247,8 @@ class AicpuSpec(Spec):
     completion: Time = Field(description="handling the completion of one task")
     poll_interval: Time = Field(description="interval between two polls of a signal slot")
     control_read: Time = Field(description="one read of a GM value by the control-flow AICPU (a device-valued scalar of a PyPTO kernel)")
+    rdma_post: Time | None = Field(None, description="posting one RDMA write to the RoCE NIC (one item of HCCL's BatchWrite, the A2 "
+                                   "MoE ops' transfers); ops that post from the AICPU need it")
 
 
 class DieSpec(Spec):
@@ -262,6 +264,8 @@ class DieSpec(Spec):
     hbm: MemorySpec
     aicpu: AicpuSpec
     sdma: SdmaSpec = Field(description="system DMA engine: bulk GM-to-GM copies between dies (HIXL / HCCL over the scale-up fabric)")
+    sync_all: Time | None = Field(None, description="one SyncAll of a kernel's vector cores (Ascend C's cross-core barrier: every core "
+                                  "waits until all have reached it); kernels that call it need it")
 
     @model_validator(mode="after")
     def _units_of_the_pipes(self) -> DieSpec:
@@ -386,6 +390,8 @@ class SystemSpec(Spec):
     shmem: ShmemSpec | None = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
     host: HostSpec | None = Field(None, description="the host thread that issues torch programs' ops (npusim.torch_npu with torch); "
                                     "None: launches cost no host time")
+    hccl: HcclSpec | None = Field(None, description="HCCL's communicators: what the ops that communicate through them are given "
+                                    "(the MoE distribute ops); None: those ops cannot run")
 
     @model_validator(mode="after")
     def _quantities_fit_the_engine(self) -> SystemSpec:
@@ -471,6 +477,13 @@ class HostSpec(Spec):
     op_launch: Time = Field(description="one eager op call: torch dispatch, the aclnn API's checks and executor, and queueing its kernels on the stream")
     tiling: Time = Field(description="the op's tiling computed on the host and copied to the device, for ops that have one")
     graph_launch: Time = Field(description="one replay of a captured graph (all its kernels in one launch)")
+
+
+class HcclSpec(Spec):
+    """HCCL's set-up of a communicator on each rank, as the environment gives it."""
+
+    buffer: Size = Field(description="the window of each rank of a communicator (HCCL_BUFFSIZE, default 200 MB): ops check "
+                              "that what they write fits")
 
 
 class ShmemSpec(Spec):

@@ -29,11 +29,12 @@ import numpy as np
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
-from npusim.frontend.host import HostLaunch
-from npusim.frontend.session import session_of
+from npusim.frontend.host import HostLaunch, current_process
+from npusim.frontend.session import innermost_session, session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
+from npusim.isa.target import VectorTarget
 from npusim.kernels.cube.tiling import TILING_FIELDS
-from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, Op, OpOptions, ValueCheck
+from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, AwaitGroup, Detached, Op, OpOptions, ValueCheck
 from npusim.kernels.view_copy import build_view_copy
 
 _OPTIONS: ContextVar[OpOptions] = ContextVar("npusim_op_options", default=OpOptions())  # noqa: B039 (frozen: immutable)
@@ -114,6 +115,9 @@ def enqueue(build, system, die: int) -> None:
     stream of die ``die``: recorded for replays while a graph is captured; in an eager host call,
     after the host has issued them."""
     session = session_of(system)
+    process = current_process()
+    if process is not None:
+        process.dies.add(die)
     if session.capture is not None:
         session.capture.add(build, die)
         return
@@ -275,3 +279,117 @@ def copy(dst: DeviceTensor, src: DeviceTensor, name: str, purpose: str) -> None:
     """Queue a device copy of ``src`` into ``dst`` (same shape) under the kernel name ``name``."""
     op_args = {"purpose": purpose, "shape": list(src.shape), "dtype": src.dtype.name}
     enqueue(lambda: [build_view_copy(dst, src, name=name, op_args=op_args)], dst.system, dst.device)
+
+
+class DeviceTask:
+    """The device work of one call of a :class:`~npusim.kernels.op.DeviceOp`, queued as one stream
+    task: it runs the op's steps when its turn comes (each :class:`~npusim.kernels.op.Run` launched
+    on the cores there and then, each :class:`~npusim.kernels.op.AwaitGroup` waited for)."""
+
+    def __init__(self, call: DeviceOpCall) -> None:
+        self.call = call
+        self._built: list = []  # callbacks for the first kernel once made (the host's launch arrow)
+
+    def when_built(self, callback) -> None:
+        """Call ``callback(kernel)`` with the first kernel of the op once it is made."""
+        self._built.append(callback)
+
+    def launch(self, stream) -> None:
+        stream.submit(self._run)
+
+    def _run(self):
+        call = self.call
+        op, system = call.op, call.system
+        env, recorder = system.env, system.recorder
+        die = call.die
+        op_id = recorder.op(op.kernel_name, die, **call.op_args)
+        recorder.ops[op_id].inputs, recorder.ops[op_id].outputs = call.inputs, call.output_shapes
+        context = op.prepare(call.problem, call.plan, call.tensors, system)
+        for step in op.steps(call.problem, call.plan, call.tensors, context, op_id):
+            if isinstance(step, Detached):
+                env.process(step.work())
+                continue
+            if isinstance(step, AwaitGroup):
+                group = step.group
+                if not group.complete:
+                    joined = env.event()
+                    group.on_complete.append(joined.succeed)
+                    session = session_of(system)
+                    if _incomplete_group_report not in session.deadlock_reporters:
+                        session.deadlock_reporters.append(_incomplete_group_report)
+                    yield joined
+                continue
+            if self._built and step.kernels:
+                for callback in self._built:
+                    callback(step.kernels[0])
+                self._built = []
+            yield env.all_of([kernel.start() for kernel in step.kernels])
+
+
+def _incomplete_group_report() -> list[str]:
+    """Deadlock report lines: the communication groups some ranks have not joined."""
+    from npusim.kernels.comm.group import groups_of
+
+    session = innermost_session()
+    lines = []
+    for group in groups_of(session.system) if session is not None else ():
+        if not group.complete:
+            missing = ", ".join(str(r) for r in range(group.world_size) if r not in group.members)
+            lines.append(f"  group {group.name!r}: {len(group.members)} of its {group.world_size} ranks have called an op of it (ranks "
+                         f"{', '.join(map(str, sorted(group.members)))}); the ops of ranks {missing} were never called, so the others "
+                         "wait for them")
+    return lines
+
+
+@dataclass
+class DeviceOpCall:
+    """A checked call of a :class:`~npusim.kernels.op.DeviceOp`: its problem and plan; the outputs
+    it allocates (:meth:`output_specs`); :meth:`issue` queues it with its tensors."""
+
+    op: Any
+    api: str
+    problem: Any
+    plan: Any
+    args: dict
+    system: Any
+    die: int
+    tensors: dict = dataclasses.field(default_factory=dict)
+    op_args: dict = dataclasses.field(default_factory=dict)
+    inputs: list = dataclasses.field(default_factory=list)
+    output_shapes: list = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def prepare(cls, name: str, api: str, args: Mapping[str, Any]) -> DeviceOpCall:
+        """Check the call of op ``name`` (every argument by name) on the host."""
+        op = OPS.get(name)
+        args = dict(args)
+        first = _check_tensors(api, op, args)
+        system = first.system
+        spec = system.spec
+        product = PRODUCTS.get(spec.product)
+        if op.series is not None and product.series not in op.series:
+            raise UsageError(f"{api}: the op is modelled on {', '.join(sorted(op.series))} only, not on {product.label} "
+                             f"(config {spec.name!r}); use a config of those products")
+        problem = op.check_call(spec, {**args, "api": api})
+        plan = op.plan_for(problem, system)
+        return cls(op, api, problem, plan, args, system, first.device)
+
+    def output_specs(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """The outputs to allocate on the call's device: name -> (shape, dtype)."""
+        return self.op.outputs(self.problem)
+
+    def issue(self, outputs: Mapping[str, DeviceTensor]) -> None:
+        """Queue the call, writing into ``outputs`` (contiguous, on the call's device)."""
+        op = self.op
+        tensors: dict[str, Any] = {name: _contiguous(self.args[name], self.api, name) if self.args.get(name) is not None else None
+                                   for name in op.tensors}
+        tensors.update(outputs)
+        self.tensors = tensors
+        self.op_args = {"api": f"torch_npu.{self.api}", **op.describe(self.problem, self.plan)}
+        self.inputs = [(tuple(t.shape), t.dtype.name) for name in op.tensors if (t := self.args.get(name)) is not None]
+        self.output_shapes = [(tuple(t.shape), t.dtype.name) for t in outputs.values()]
+        op.prepare(self.problem, self.plan, tensors, self.system)  # joins the group now: a rank that disagrees is refused at its call
+        call = _HOST_CALL.get()
+        if call is not None:
+            call.tiling = True  # the op's host tiling (its aclnn GetWorkspaceSize)
+        enqueue(lambda: [DeviceTask(self)], self.system, self.die)

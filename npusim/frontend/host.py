@@ -7,6 +7,10 @@ synchronises (``tensor.cpu()``, ``torch.npu.synchronize()``, ``event.synchronize
 clock moves to the time the awaited work ended. Each launch is an event on the die's ``host
 launch`` lane, with a ``launch`` flow arrow to the first instruction of every kernel it queued.
 
+An SPMD program (:func:`npusim.spawn`) runs one simulated host process per rank
+(:class:`HostProcess`), each with its own host thread and current device, as each rank of a real
+deployment is its own Python process driving its own device.
+
 Streams are in-order task queues of one die (:class:`npusim.hw.stream.Stream`); a kernel is gated
 on its stream until the host has issued it. Events mark a point of a stream's work; another
 stream can wait for that point. Nothing here charges time on the numpy path (``npusim.tensor`` with
@@ -14,6 +18,9 @@ the torch_npu facade): only torch programs have a host thread (docs/torch.md).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
 
 import simpy
 
@@ -64,6 +71,46 @@ class HostThread:
         self.now_ps = max(self.now_ps, time_ps)
 
 
+class HostProcess:
+    """One simulated host process of an SPMD program (a rank of :func:`npusim.spawn`): its host
+    thread, its current device (``torch.npu.set_device``) and the dies it has queued work on (what
+    its synchronising calls wait for)."""
+
+    def __init__(self, system, rank: int) -> None:
+        self.rank = rank
+        self.host = HostThread(system)
+        self.device: int | None = None
+        self.dies: set[int] = set()
+        self.waiting: list[simpy.Event] | None = None  # what its blocked synchronising call waits for
+        self.yield_control: Callable[[], None] | None = None  # set by the SPMD scheduler (npusim.frontend.ranks): gives control back until woken
+
+    def block(self, events: list[simpy.Event]) -> None:
+        """Wait until every one of ``events`` is processed: the other ranks' code and the simulation
+        run meanwhile. (A list, not a condition event: SimPy unhooks the conditions nested in a
+        condition once it triggers, so the scheduler waits on the events themselves.)"""
+        if self.yield_control is None:
+            raise UsageError("a host process blocked outside an SPMD program: only ranks of npusim.spawn block")
+        self.waiting = events
+        try:
+            self.yield_control()
+        finally:
+            self.waiting = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether what it waits for has happened."""
+        return self.waiting is not None and all(event.processed for event in self.waiting)
+
+
+CURRENT_PROCESS: ContextVar[HostProcess | None] = ContextVar("npusim_host_process", default=None)
+"""The host process whose code runs now (None: the session's own, single host program)."""
+
+
+def current_process() -> HostProcess | None:
+    """The SPMD rank whose code runs now, or None outside :func:`npusim.spawn`."""
+    return CURRENT_PROCESS.get()
+
+
 class HostLaunch:
     """One host launch: the device may start its kernels from ``ready_ps``; ``event`` is the host
     lane's event that the flow arrows start from."""
@@ -86,7 +133,8 @@ class HostLaunch:
 
     def arrow_to(self, kernel) -> None:
         """A ``launch`` flow from the host event to the kernel's first instruction once recorded (a
-        kernel made when it starts, :class:`~npusim.isa.program.KernelAtStart`: once made)."""
+        kernel made when it starts, :class:`~npusim.isa.program.KernelAtStart` or an op's
+        :class:`~npusim.frontend.aclnn.DeviceTask`: once made)."""
         if hasattr(kernel, "when_built"):
             kernel.when_built(self.arrow_to)
             return

@@ -25,7 +25,7 @@ import simpy
 from npusim.config import LoadedConfig, load_config
 from npusim.engine.loop import STILL_EVENTS, Stop, due_now, run_until
 from npusim.errors import DeadlockError, GraphCaptureError, NoProgressError, TimeBoundError, UsageError, WallTimeError
-from npusim.frontend.host import HostThread
+from npusim.frontend.host import HostThread, current_process
 from npusim.frontend.memory import MemoryBudget, parse_memory
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
@@ -117,7 +117,7 @@ class Session:
         self._wall_start = time.perf_counter()
         self.pending: list[simpy.Event] = []
         self.result: SimResult | None = None
-        self.host = HostThread(self.system)  # the torch program's host thread (docs/torch.md)
+        self.main_host = HostThread(self.system)  # the torch program's host thread (docs/torch.md); a rank of npusim.spawn has its own
         self.user_streams: list[Stream] = []  # streams made with new_stream, besides each die's default
         self.current_streams: dict[int, Stream] = {}  # die -> the stream work is queued on, when not the default
         self.capture = None  # the graph being captured (npusim.frontend.graphs), if any
@@ -132,6 +132,13 @@ class Session:
     @property
     def with_data(self) -> bool:
         return self.system.with_data
+
+    @property
+    def host(self) -> HostThread:
+        """The host thread of the code running now: the current SPMD rank's (:func:`npusim.spawn`),
+        else the session's own."""
+        process = current_process()
+        return process.host if process is not None else self.main_host
 
     def track(self, event: simpy.Event) -> simpy.Event:
         """Count ``event`` as issued work that ``synchronize`` must wait for."""
@@ -167,13 +174,21 @@ class Session:
                 f"during the capture of {self.capture.name}: captured work does not run until the graph is replayed, so "
                 "there is nothing to wait for; move the call out of the captured region"
             )
+        process = current_process()
         if until is not None:
             pending = [] if until.processed else [until]
+        elif process is not None:  # a rank waits for the work of its own devices, as torch.npu.synchronize does
+            dies = process.dies | {process.device or 0}
+            streams = [s for s in self.system.streams + self.user_streams if s.die in dies]
+            pending = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
         else:
             pending = self.unfinished_work()
             self.pending = [e for e in self.pending if not e.processed]
         if pending:
-            self._run_until(self.env.all_of(pending))
+            if process is not None:  # other ranks run meanwhile (npusim.frontend.ranks)
+                process.block(pending)
+            else:
+                self._run_until(self.env.all_of(pending))
         self.host.waited_until(self.env.now)
 
     def unfinished_work(self) -> list[simpy.Event]:

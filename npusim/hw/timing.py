@@ -156,6 +156,7 @@ class DieTiming:
     scalar: ScalarTiming
     cube: CubeTiming | None
     memory_latency: tuple[Term, ...] = ()
+    sync_all_ps: int | None = None  # one SyncAll of a kernel's cores (die.sync_all); None when the config has none
 
     @property
     def memory_latency_ps(self) -> int:
@@ -179,4 +180,5 @@ class DieTiming:
             per_block_s = per_block.value / hz if per_block.per_cycle else per_block.value
             cube = CubeTiming(die.cube.m, die.cube.n, die.cube.k, per_block.to_ps(hz), per_block_s * 1e12)
         memory = (Term(("die.l2.latency",), die.l2.latency.to_ps(hz)), Term(("die.hbm.latency",), die.hbm.latency.to_ps(hz)))
-        return cls(hz, kinds, vector, scalar, cube, memory)
+        sync_all = die.sync_all.to_ps(hz) if die.sync_all is not None else None
+        return cls(hz, kinds, vector, scalar, cube, memory, sync_all)

@@ -287,19 +287,27 @@ class ScalarRead(FixedCost):
 
 class ScalarWrite(FixedCost):
     """The scalar unit writes ``value`` into element ``index`` of a UB tensor (e.g. a signal value
-    that an MTE3 store then sends; synchronise with ``set_flag(SCALAR, MTE3)`` first)."""
+    that an MTE3 store then sends; synchronise with ``set_flag(SCALAR, MTE3)`` first); ``value`` an
+    array: one write per element, from ``index`` on (``CoreProgram.write_scalars``)."""
 
     __slots__ = ("target", "index", "value")
 
-    def __init__(self, target: LocalTensor, index: int, value: int | float, cost_ps: int) -> None:
-        super().__init__(Pipe.SCALAR, "write_scalar", cost_ps)
+    def __init__(self, target: LocalTensor, index: int, value: int | float | np.ndarray, cost_ps: int, label: str = "write_scalar") -> None:
+        super().__init__(Pipe.SCALAR, label, cost_ps)
         self.target, self.index, self.value = target, index, value
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("ub_read")
 
+    @property
+    def count(self) -> int:
+        return len(self.value) if isinstance(self.value, np.ndarray) else 1
+
     def _write(self, core, run) -> None:
-        self.target.values(core)[self.index] = self.value
+        if isinstance(self.value, np.ndarray):
+            self.target.values(core)[self.index : self.index + len(self.value)] = self.value
+        else:
+            self.target.values(core)[self.index] = self.value
 
     effect = _write
 
@@ -307,7 +315,7 @@ class ScalarWrite(FixedCost):
         return self._clone()
 
     def footprint(self) -> tuple[tuple, ...]:
-        return _entries(_span(self.target[self.index : self.index + 1], WRITE))
+        return _entries(_span(self.target[self.index : self.index + self.count], WRITE))
 
 
 _FLAG_LABELS: dict[tuple[str, int, int, int], tuple[str, int]] = {}  # (verb, src, dst, event id) -> (label, flag key)
@@ -395,6 +403,133 @@ class PipeBarrierAll(Instruction):
         drained = self._drained_at(run)
         if drained > env.now:
             yield env.timeout(drained - env.now)
+
+
+class PollGm(Instruction):
+    """The loop of a core that reads status words in GM until ``need`` of them hold ``expected``
+    (flags that other dies write into its window; the kernels sum the flags and compare): an MTE2
+    read of the words, a reduction and a scalar compare per iteration, ``poll_ps`` each, on the
+    scalar pipe, so nothing after it in program order starts before it ends. It ends with the first
+    iteration, counted from its start, that ends once enough words hold ``expected`` (at least one
+    iteration). The words are ``count`` int32 values ``stride`` bytes apart from ``address``, in
+    control memory (real bytes with data off too)."""
+
+    __slots__ = ("address", "count", "stride", "expected", "need", "poll_ps", "waiting_for")
+
+    def __init__(self, address: GmAddress, count: int, stride: int, expected: int, need: int, poll_ps: int, label: str,
+                 waiting_for: str) -> None:
+        super().__init__(Pipe.SCALAR, label)
+        self.address, self.count, self.stride, self.expected, self.poll_ps = address, count, stride, expected, poll_ps
+        self.need = need
+        self.waiting_for = waiting_for
+
+    def words(self) -> np.ndarray:
+        """The polled words as they are now."""
+        data = self.address.allocation.data
+        offset = self.address.offset
+        assert data is not None and isinstance(offset, int), "polled words live in control memory at a known offset"
+        return as_strided(data[offset:], shape=(self.count, 4), strides=(self.stride, 1)).copy().view(np.int32)[:, 0]
+
+    def met(self) -> bool:
+        return int(np.count_nonzero(self.words() == self.expected)) >= self.need
+
+    def start(self, core, run):
+        if self.met():
+            return self.poll_ps
+        env = run.env
+        started, poll_ps = env.now, self.poll_ps
+        allocation = self.address.allocation
+        done = env.event()
+
+        first = self.address.offset
+        watcher = (first, first + (self.count - 1) * self.stride + 4, None)
+
+        def look(writer: Instruction | None) -> None:
+            """Called by each write into the watched bytes: ``writer`` the store (None: an engine's
+            write, e.g. an RDMA write's flags, which draws no arrow)."""
+            if self.met():
+                allocation.watchers.remove(watcher)
+                iterations = max(1, -(-(env.now - started) // poll_ps))
+                env.timeout(started + iterations * poll_ps - env.now).callbacks.append(lambda _: done.succeed())
+                if writer is not None:
+                    self._arrow_from(writer, core.system.recorder)
+
+        watcher = (watcher[0], watcher[1], look)
+        if allocation.watchers is None:
+            allocation.watchers = []
+        allocation.watchers.append(watcher)
+        return done
+
+    def _arrow_from(self, writer: Instruction, recorder) -> None:
+        """A ``signal->poll`` flow from the store that completed the words to this poll, once both
+        are recorded (the store's event is recorded right after its effect, this poll's when it ends)."""
+        ends: dict[str, int] = {}
+
+        def seen(which: str, index: int) -> None:
+            ends[which] = index
+            if len(ends) == 2:
+                recorder.flow(ends["writer"], ends["poll"], "signal->poll")
+
+        on_recorded(writer, lambda index: seen("writer", index))
+        on_recorded(self, lambda index: seen("poll", index))
+
+    def footprint(self) -> tuple[tuple, ...]:
+        return ()
+
+    def __repr__(self) -> str:
+        return (f"SCALAR {self.label}: {self.waiting_for}; {int(np.count_nonzero(self.words() == self.expected))} of the "
+                f"{self.need} status words needed hold {self.expected}")
+
+
+class CoreBarrier:
+    """The SyncAll of the cores of one kernel launch: ``parties`` programs each end a phase with a
+    :class:`SyncAll`; each waits until all have arrived, then ``cost_ps`` more. The last to arrive
+    draws a ``sync all`` flow to every other (the critical path follows it to the slowest core)."""
+
+    def __init__(self, cost_ps: int) -> None:
+        self.cost_ps = cost_ps
+        self.parties = 0
+        self.arrived: list[SyncAll] = []
+        self.release: Any = None  # the event every core waits on, made by the first to arrive
+
+    def arrive(self, instruction: SyncAll, env):
+        if self.release is None:
+            self.release = env.event()
+        self.arrived.append(instruction)
+        if len(self.arrived) == self.parties:
+            release = self.release
+            env.timeout(self.cost_ps).callbacks.append(lambda _: release.succeed())
+            self._arrows(instruction)
+        return self.release
+
+    def _arrows(self, last: SyncAll) -> None:
+        events: dict[int, int] = {}
+        recorder = last.recorder
+
+        def seen(position: int, index: int) -> None:
+            events[position] = index
+            if len(events) == len(self.arrived):
+                source = events[len(self.arrived) - 1]
+                for position in range(len(self.arrived) - 1):
+                    recorder.flow(source, events[position], "sync all")
+
+        for position, instruction in enumerate(self.arrived):
+            on_recorded(instruction, lambda index, position=position: seen(position, index))
+
+
+class SyncAll(Instruction):
+    """``SyncAll()`` of Ascend C (the hard sync of a kernel's vector cores): on the scalar pipe,
+    the core waits at it until every core of the launch has arrived at its own, then the barrier's
+    cost (:class:`CoreBarrier`)."""
+
+    __slots__ = ("barrier", "recorder")
+
+    def __init__(self, barrier: CoreBarrier, recorder) -> None:
+        super().__init__(Pipe.SCALAR, "SyncAll")
+        self.barrier, self.recorder = barrier, recorder
+
+    def start(self, core, run):
+        return self.barrier.arrive(self, run.env)
 
 
 class DmaCopy(Instruction):
@@ -504,7 +639,13 @@ class DmaCopy(Instruction):
         else:
             src_offset, dst_offset = self.src.offset, self.dst.offset
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
-        self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = source
+        dst = self.dst
+        self._bytes_of(dst, core, dst_offset, self.dst_gap)[...] = source
+        if dst.__class__ is GmAddress and dst.allocation.watchers:
+            end = dst_offset + self.span(self.dst_gap)
+            for first, last, look in list(dst.allocation.watchers):
+                if first < end and dst_offset < last:
+                    look(self)
 
     effect = _copy
 

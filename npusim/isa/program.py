@@ -43,6 +43,7 @@ from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
 from npusim.isa.instructions import (
     AtomicAddCopy,
+    CoreBarrier,
     Dequant,
     DmaCopy,
     FixedCost,
@@ -56,9 +57,11 @@ from npusim.isa.instructions import (
     Nd2NzLoad,
     NzExtract,
     PipeBarrierAll,
+    PollGm,
     ScalarRead,
     ScalarWrite,
     SetFlag,
+    SyncAll,
     VectorOp,
     WaitFlag,
     shared_by_replays,
@@ -68,7 +71,8 @@ from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
 
-_WAITING_CLASSES = (WaitFlag, PipeBarrierAll)  # their events are stalls, not busy time
+_WAITING_CLASSES = (WaitFlag, PipeBarrierAll, PollGm, SyncAll)  # their events are stalls, not busy time
+_NAMED_WAITS = (PollGm, SyncAll)  # the critical path calls them by name
 _FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
 _SCALAR = Pipe.SCALAR  # a module constant: an enum member's look-up is slow, and by_pipe runs per tile op
 _PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
@@ -159,7 +163,7 @@ class CoreProgram:
         label, kind = name or instruction.label, instruction.__class__
         name_id = self._name_ids.get((label, kind))
         if name_id is None:  # first use of this name by such an instruction: intern it, note what it waits for
-            name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES)
+            name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES, named=kind in _NAMED_WAITS)
             if kind in _FLAG_CLASSES:
                 self._recorder.flag_name(name_id, kind is SetFlag, instruction.key)
             rule = instruction.cost_rule(self._timing)
@@ -324,6 +328,24 @@ class CoreProgram:
     def sqrt(self, dst, a, **kw): return self.vector("sqrt", dst, a, **kw)
     def rsqrt(self, dst, a, **kw): return self.vector("rsqrt", dst, a, **kw)
     def neg(self, dst, a, **kw): return self.vector("neg", dst, a, **kw)
+
+    def vector_time(self, steps: Sequence[tuple[str, int, np.dtype | type]], name: str) -> Instruction:
+        """One event on the vector pipe for a sequence of vector instructions whose results only
+        steer the program (a kernel's index arithmetic, which the op computes where it writes the
+        program): ``steps`` of ``(kind, elements, dtype)``, each timed as :meth:`vector` times it
+        (split at ``max_repeats``), no effect on UB."""
+        self._require(Pipe.VECTOR, name)
+        timing = self._timing.vector
+        assert timing is not None  # _require: the core has a vector pipe
+        cost = 0
+        for kind, count, dtype in steps:
+            per_repeat = vector_semantics.elements_per_repeat(timing.repeat_bytes, np.dtype(dtype))
+            repeats = max(1, -(-count // per_repeat))
+            while repeats > 0:
+                chunk = min(repeats, timing.max_repeats)
+                cost += timing.cost_ps(kind, chunk)
+                repeats -= chunk
+        return self._append(FixedCost(Pipe.VECTOR, name, cost), name)
 
     def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", *, saturate: bool = True, **kw) -> list[Instruction]:
         """Convert ``src`` to ``dst``'s dtype, rounding with ``rounding`` (to integers, and to a
@@ -539,6 +561,49 @@ class CoreProgram:
         instruction = ScalarWrite(dst, index, value, self._timing.scalar.ub_read_ps)
         instruction.control = control
         return self._append(instruction)
+
+    def write_scalars(self, dst: LocalTensor, values, index: int = 0, *, control: bool = False, name: str = "write_scalars") -> Instruction:
+        """Write ``values`` (a sequence) into consecutive elements of a UB tensor from ``index`` on:
+        one event for the scalar unit's writes one after the other (each costing what
+        :meth:`write_scalar` does)."""
+        values = np.asarray(values, dtype=dst.dtype)
+        if index < 0 or index + len(values) > dst.count:
+            raise UsageError(f"write_scalars: {len(values)} values from element {index} do not fit {dst!r}")
+        instruction = ScalarWrite(dst, index, values, len(values) * self._timing.scalar.ub_read_ps, name)
+        instruction.control = control
+        return self._append(instruction, name)
+
+    def poll(self, address: GmAddress, count: int, expected: int, *, stride: int = 32, need: int | None = None,
+             name: str = "poll status", waiting_for: str = "status words") -> Instruction:
+        """Spin until ``need`` (default: all) of the ``count`` int32 words ``stride`` bytes apart from
+        ``address`` (control memory: status flags other dies write) hold ``expected``
+        (:class:`~npusim.isa.instructions.PollGm`).
+        One iteration costs what this core pays for it: an MTE2 read of the words (engine set-up,
+        memory latency, their bursts), a vector sum of them and a scalar read of the result."""
+        allocation = address.allocation
+        if allocation.data is None:
+            raise UsageError(f"poll: {allocation.label} holds no bytes with data off; allocate status words as control memory")
+        if not isinstance(address.offset, int) or address.offset < 0 or address.offset + (count - 1) * stride + 4 > allocation.size_bytes:
+            raise UsageError(f"poll: {count} words {stride} bytes apart from byte {address.offset} do not fit in {allocation.label}")
+        need = count if need is None else need
+        return self._append(PollGm(address, count, stride, expected, need, self.poll_ps(count * 32), name, waiting_for), name)
+
+    def poll_ps(self, nbytes: int) -> int:
+        """One iteration of a poll of ``nbytes`` of local GM: an MTE2 read of them, a vector sum of
+        the words read and a scalar read of the sum (what :meth:`poll` charges per look)."""
+        engine = self.core.dma_timing[Pipe.MTE2]
+        die = self.core.die
+        granules = -(-nbytes // engine.granule_bytes)
+        read_ps = engine.setup_ps + die.memory_latency_ps + round(granules * engine.granule_bytes / engine.rate_bytes_per_ps)
+        vector = self._timing.vector
+        assert vector is not None, "poll: the core has no vector unit to sum the words it reads"
+        sum_ps = vector.cost_ps("add", max(1, -(-nbytes // vector.repeat_bytes)))
+        return read_ps + sum_ps + self._timing.scalar.ub_read_ps
+
+    def sync_all(self, barrier: CoreBarrier) -> Instruction:
+        """Wait until every core of the launch reaches its SyncAll of ``barrier`` (:meth:`Kernel.barrier`)."""
+        barrier.parties += 1
+        return self._append(SyncAll(barrier, self._recorder), "SyncAll")
 
     def set_flag(self, src: str | Pipe, dst: str | Pipe, event_id: int = 0) -> Instruction:
         """Raise flag ``event_id`` from pipe ``src`` to pipe ``dst`` (after src's earlier work)."""
@@ -1029,7 +1094,10 @@ class Kernel:
         self.op = op
         self.op_inputs: list[tuple[tuple[int, ...], str]] = []
         self.op_outputs: list[tuple[tuple[int, ...], str]] = []
-        self.launched = None
+        self.launched: simpy.Event | None = None  # the launch's process (launch) or the event of its end (start)
+        self.race_checked = True
+        """False for a launch whose programs are code already checked for races over other data (a rank
+        of an SPMD op, whose kernels are every rank's program): the launch path skips the check."""
 
     def core(self, kind: str, index: int) -> CoreProgram:
         """The program of core ``index`` of ``kind`` (a name under ``die.cores``), created on first use."""
@@ -1038,6 +1106,13 @@ class Kernel:
         if program is None:
             program = self.programs[key] = CoreProgram(self, self.die.core(kind, index))
         return program
+
+    def barrier(self) -> CoreBarrier:
+        """A SyncAll of the cores of this launch (``CoreProgram.sync_all``), costing ``die.sync_all``."""
+        cost = self.system.timing.sync_all_ps
+        if cost is None:
+            raise ConfigError(f"kernel {self.name!r}: a SyncAll needs die.sync_all (its cost) in config {self.system.spec.name!r}; add it")
+        return CoreBarrier(cost)
 
     def vector_core(self, index: int) -> CoreProgram:
         """The program of the ``index``-th core of the kind the product runs vector kernels on."""
@@ -1072,9 +1147,27 @@ class Kernel:
         first step (or resumes after the stream's previous task) while a NORMAL event is processed,
         and that processing schedules nothing URGENT but the run's start. The tile ops an AICPU
         scheduler dispatches (``CoreTask._launch``) are launched so."""
+        stream = stream or self.system.stream(self.die.index)
+        placed, op = self._place()
+        if len(placed) == 1:
+            self.launched = stream.submit(_run_inline if inline else _run_one, *placed[0], op)
+        else:
+            self.launched = stream.submit(_run_all, self.system.env, placed, op)
+        return self.launched
+
+    def start(self) -> simpy.Event:
+        """Run the kernel now, from a task of a stream that is already running (a step of an op
+        written on the device, :class:`~npusim.kernels.op.DeviceOp`); returns the event of its end:
+        every core runs its program once free, as a launch would."""
+        placed, op = self._place()
+        env = self.system.env
+        self.launched = env.all_of([core.execute(program, op) for core, program in placed])
+        return self.launched
+
+    def _place(self) -> tuple[list[tuple[AICore, _Placed]], int]:
+        """The programs placed on their cores (race-checked), and the op id their events carry."""
         if self.launched is not None:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
-        stream = stream or self.system.stream(self.die.index)
         op = self.op
         if op is None:
             recorder = self.system.recorder
@@ -1084,13 +1177,9 @@ class Kernel:
         if len(programs) > 1 and any(program.shares for program in programs):
             raise UsageError(f"kernel {self.name!r}: a program replayed with shared instructions (ProgramTemplate own=...) is launched alone")
         placed = [(program.core, _Placed.of(program)) for program in programs]
-        if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
+        if self.race_checked and self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
             self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
-        if len(placed) == 1:
-            self.launched = stream.submit(_run_inline if inline else _run_one, *placed[0], op)
-        else:
-            self.launched = stream.submit(_run_all, self.system.env, placed, op)
-        return self.launched
+        return placed, op
 
     def _check_races(self, programs: list[CoreProgram]) -> None:
         """Find the races of this launch (:mod:`npusim.isa.racecheck`) and have them reported as

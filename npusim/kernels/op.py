@@ -142,3 +142,69 @@ class Op:
     def describe(cls, problem: Any, plan: Any) -> dict:
         """The op's arguments as the trace shows them on its launch."""
         return {}
+
+
+@dataclass(frozen=True)
+class Run:
+    """A step of a :class:`DeviceOp`: run ``kernels`` at once and wait until all have ended."""
+
+    kernels: tuple
+
+
+@dataclass(frozen=True)
+class Detached:
+    """A step of a :class:`DeviceOp`: start ``work()`` (a SimPy generator: an engine of the die
+    working beside the cores, e.g. the AICPU posting RDMA writes) and go on at once; the op's later
+    kernels see its effects (flags they poll)."""
+
+    work: Any
+
+
+@dataclass(frozen=True)
+class AwaitGroup:
+    """A step of a :class:`DeviceOp`: wait until every rank of ``group`` (a
+    :class:`~npusim.kernels.comm.group.CommGroup`) has joined it, so every peer's window exists."""
+
+    group: Any
+
+
+class DeviceOp(Op):
+    """An op whose kernels are written on the device, when its turn on the stream comes: what they
+    do depends on values the device computed just before (the expert ids of a router) and on what
+    other ranks sent (counts arriving in the window), which the real kernels read on the device.
+    ``check`` and ``plan`` run on the host as for every op; the op allocates its outputs
+    (:meth:`outputs`); :meth:`steps` is a generator the launch path runs on the device: each
+    :class:`Run` or :class:`AwaitGroup` it yields is waited for before it goes on, so it reads
+    memory (``host_view`` of its tensors, status words) as the device has it at that moment."""
+
+    control_outputs: frozenset[str] = frozenset()
+    """Outputs whose values later work reads to size itself (a dispatch's counts, a grouped
+    matmul's group list): allocated as control memory, real in a timing-only run too, and written
+    by the kernel with control instructions."""
+
+    @classmethod
+    def check_call(cls, spec: Any, args: Mapping[str, Any]) -> Any:
+        """:meth:`check` with the whole system spec (an op that checks against the system, e.g. a
+        window's size, overrides this)."""
+        return cls.check(spec.product, args)
+
+    @classmethod
+    def plan_for(cls, problem: Any, system: Any) -> Any:
+        """The plan of a call on ``system`` (default: :meth:`plan` for the die's vector cores)."""
+        return cls.plan(problem, VectorTarget.of(system), None, OpOptions())
+
+    @classmethod
+    def outputs(cls, problem: Any) -> dict[str, tuple[tuple[int, ...], Any]]:
+        """The tensors the op allocates, by name: (shape, dtype), in the order it returns them."""
+        raise NotImplementedError
+
+    @classmethod
+    def prepare(cls, problem: Any, plan: Any, tensors: Mapping[str, Any], system: Any) -> Any:
+        """Host work of a call before it is queued (joining its communication group); returns the
+        context :meth:`steps` gets."""
+        raise NotImplementedError
+
+    @classmethod
+    def steps(cls, problem: Any, plan: Any, tensors: Mapping[str, Any], context: Any, op: int):
+        """The generator of the op's steps on the device (events carry the op id ``op``)."""
+        raise NotImplementedError

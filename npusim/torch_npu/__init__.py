@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import importlib.util
 
+from npusim.errors import UsageError
 from npusim.frontend.aclnn import OpCall, copy, options, run_op
 from npusim.frontend.tensor import empty
 from npusim.kernels.op import OpOptions as Options
 from npusim.kernels.quant_scatter.checks import DEFAULT_AXIS, DEFAULT_QUANT_AXIS
 
-__all__ = ["Options", "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update", "scatter_update_"]
+__all__ = ["Options", "npu_dequant_swiglu_quant", "npu_moe_gating_top_k", "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2",
+           "npu_moe_distribute_dispatch", "npu_moe_distribute_dispatch_v2", "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update",
+           "scatter_update_"]
 
 TORCH = importlib.util.find_spec("torch") is not None
 """Whether torch is installed: then the ops also take torch npu tensors."""
@@ -187,3 +190,98 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
 
 
 __all__ += ["npu_grouped_matmul", "npu_quant_matmul"]
+
+# -- MoE expert parallelism (docs/moe.md) ------------------------------------------------------------
+
+
+def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, group_count=1, group_select_mode=0, renorm=0,
+                         norm_type=0, out_flag=False, routed_scaling_factor=1.0, eps=1e-20):
+    """A router's choice: the norm (``norm_type`` 1 sigmoid, 0 softmax) of each token's scores, plus
+    ``bias`` for the choice, the ``k_group`` best of ``group_count`` groups, the ``k`` best experts of
+    those; returns ``(y, expert_idx, normOut)``. See docs/moe.md."""
+    args = dict(locals())
+    if _is_torch(x):
+        return torch.ops.npu.npu_moe_gating_top_k(**args)
+    return _device_op("moe_gating_top_k", "npu_moe_gating_top_k", args)
+
+
+def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None, quant_scale=None, quant_offset=None,
+                             group_index=None, activate_left=False, quant_mode=0, dst_type=None, round_mode=None, activate_dim=None,
+                             swiglu_mode=0, clamp_limit=7.0, glu_alpha=1.702, glu_bias=1.0):
+    """The activation between an MoE layer's grouped matmuls: ``x`` (int32 dequantised by
+    ``weight_scale`` and ``activation_scale``, or float16 / bfloat16) through SwiGLU
+    (``activate_left``: the left half activated), times ``quant_scale``, quantised per row to int8
+    (``quant_mode=1``); ``group_index`` the rows of each group. Returns ``(y, scale)``. See
+    docs/moe.md."""
+    args = dict(locals())
+    if _is_torch(x):
+        return torch.ops.npu.npu_dequant_swiglu_quant(**args)
+    return _device_op("dequant_swiglu_quant", "npu_dequant_swiglu_quant", args)
+
+
+def _device_op(name: str, api: str, args: dict):
+    """Check, allocate the outputs on the call's device, issue; returns the outputs in order."""
+    from npusim.frontend.aclnn import DeviceOpCall
+
+    call = DeviceOpCall.prepare(name, api, args)
+    outputs = {out: empty(shape, dtype, device=call.die, control=out in call.op.control_outputs)
+               for out, (shape, dtype) in call.output_specs().items()}
+    call.issue(outputs)
+    return tuple(outputs.values())
+
+
+def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, scales=None, x_active_mask=None,
+                                   expert_scales=None, elastic_info=None, performance_info=None, group_tp="", tp_world_size=0, tp_rank_id=0,
+                                   expert_shard_type=0, shared_expert_num=1, shared_expert_rank_num=0, quant_mode=0, global_bs=0,
+                                   expert_token_nums_type=1, comm_alg="", zero_expert_num=0, copy_expert_num=0, const_expert_num=0,
+                                   y_dtype=None, x_dtype=None, scales_dtype=None):
+    """Send each token of this rank to the ranks of its top-k experts (called on every rank of the
+    EP group ``group_ep``, each with its ``ep_rank_id``); returns ``(expand_x, dynamic_scales,
+    assist_info_for_combine, expert_token_nums, ep_recv_counts, tp_recv_counts, expand_scales)``:
+    the tokens this rank's experts received (int8 with ``quant_mode=2``, their scales in
+    ``dynamic_scales``), grouped by local expert then sender. See docs/moe.md."""
+    args = dict(locals())
+    if _is_torch(x):
+        return torch.ops.npu.npu_moe_distribute_dispatch_v2(**args)
+    for ignored in ("y_dtype", "x_dtype", "scales_dtype"):
+        if args.pop(ignored) is not None:
+            raise UsageError(f"npu_moe_distribute_dispatch_v2: {ignored} (an Ascend 950 dtype override) is not modelled; leave it None")
+    return _device_op("moe_distribute_dispatch_v2", "npu_moe_distribute_dispatch_v2", args)
+
+
+def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales, group_ep, ep_world_size,
+                                  ep_rank_id, moe_expert_num, *, tp_send_counts=None, x_active_mask=None, expand_scales=None,
+                                  shared_expert_x=None, elastic_info=None, ori_x=None, const_expert_alpha_1=None, const_expert_alpha_2=None,
+                                  const_expert_v=None, performance_info=None, group_tp="", tp_world_size=0, tp_rank_id=0,
+                                  expert_shard_type=0, shared_expert_num=1, shared_expert_rank_num=0, global_bs=0, comm_quant_mode=0,
+                                  comm_alg="", zero_expert_num=0, copy_expert_num=0, const_expert_num=0):
+    """Send each expert output back to the rank of its token and sum each token's outputs weighted
+    by ``expert_scales`` (float32); returns the combined tokens (BS, H). See docs/moe.md."""
+    args = dict(locals())
+    if _is_torch(expand_x):
+        return torch.ops.npu.npu_moe_distribute_combine_v2(**args)
+    return _device_op("moe_distribute_combine_v2", "npu_moe_distribute_combine_v2", args)[0]
+
+
+def npu_moe_distribute_dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, scales=None, x_active_mask=None,
+                                expert_scales=None, group_tp="", tp_world_size=0, tp_rank_id=0, expert_shard_type=0, shared_expert_num=1,
+                                shared_expert_rank_num=0, quant_mode=0, global_bs=0, expert_token_nums_type=1):
+    """The first dispatch op: as :func:`npu_moe_distribute_dispatch_v2`, returning ``expand_idx``
+    (BS * K: each pair's position among this rank's pairs of its expert) in place of the assist
+    entries. See docs/moe.md."""
+    args = dict(locals())
+    if _is_torch(x):
+        return torch.ops.npu.npu_moe_distribute_dispatch(**args)
+    return _device_op("moe_distribute_dispatch", "npu_moe_distribute_dispatch", args)
+
+
+def npu_moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts, expert_scales, group_ep, ep_world_size, ep_rank_id,
+                               moe_expert_num, *, tp_send_counts=None, x_active_mask=None, activation_scale=None, weight_scale=None,
+                               group_list=None, expand_scales=None, shared_expert_x=None, group_tp="", tp_world_size=0, tp_rank_id=0,
+                               expert_shard_type=0, shared_expert_num=1, shared_expert_rank_num=0, global_bs=0, out_dtype=0,
+                               comm_quant_mode=0, group_list_type=0):
+    """The first combine op, the partner of :func:`npu_moe_distribute_dispatch`. See docs/moe.md."""
+    args = dict(locals())
+    if _is_torch(expand_x):
+        return torch.ops.npu.npu_moe_distribute_combine(**args)
+    return _device_op("moe_distribute_combine", "npu_moe_distribute_combine", args)[0]

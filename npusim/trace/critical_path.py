@@ -227,6 +227,7 @@ class _Walk:
                 self.op_last[int(ops_seen[at])] = int(ends_first[n - 1 - last_seen[at]])
         self._stream_indexes: dict[int | None, tuple[np.ndarray, list[int], list[int]]] = {}
         self.waits = recorder.wait_names
+        self.named_waits = recorder.named_waits
         self.polls = recorder.poll_names
 
     # -- dependencies --------------------------------------------------------------------------
@@ -310,7 +311,8 @@ class _Walk:
             return
         track = self.recorder.tracks[self.track[e]]
         where = f"die{track.die} {track.unit}".strip()
-        pipe_label = f"{track.lane} on {where}"
+        name = int(self.name[e])
+        pipe_label = f"{self.recorder.names[name]} on {where}" if name in self.named_waits else f"{track.lane} on {where}"
         costs = self.recorder.costs
         position = int(np.searchsorted(self.transfer_event, e))
         if position < len(self.transfer_event) and self.transfer_event[position] == e:

@@ -113,6 +113,7 @@ class Recorder:
         self.label_ids: dict[tuple[str, type], int] = {}
         self.wait_names: set[int] = set()  # names of events that only wait (flags, barriers): not busy time
         self.poll_names: set[int] = set()  # names of poll passes (waits that check and check again)
+        self.named_waits: set[int] = set()  # waits the critical path calls by their own name (a SyncAll, a core's poll of status words)
         self.ops: list[OpRecord] = []
         self.instants: list[Instant] = []
         self.rows = bytearray(EVENT_ROW.size * _FIRST_ROWS)  # the events' rows, then free space
@@ -163,11 +164,12 @@ class Recorder:
         carries their ids), e.g. a PyPTO launch whose build failed."""
         del self.ops[first:]
 
-    def name_id(self, name: str, *, waits: bool = False, polls: bool = False) -> int:
+    def name_id(self, name: str, *, waits: bool = False, polls: bool = False, named: bool = False) -> int:
         """The id of an event name, interned on first use; ``waits`` marks events that only wait
         for another pipe (their span is a stall, not busy time); ``polls`` marks poll passes (an
         AICPU reading signal slots), which wait too: a pass holds up nothing by what it found, so
-        what the next event of its lane waited for is that event's own flow sources."""
+        what the next event of its lane waited for is that event's own flow sources; ``named``
+        waits are called by their name on the critical path ("SyncAll on die3 aiv9"), not by their pipe."""
         name_id = self._name_ids.get(name)
         if name_id is None:
             name_id = len(self.names)
@@ -177,6 +179,8 @@ class Recorder:
             self.wait_names.add(name_id)
         if polls:
             self.poll_names.add(name_id)
+        if named:
+            self.named_waits.add(name_id)
         return name_id
 
     def record(self, track: int, name_id: int, start_ps: int, end_ps: int, nbytes: int, op: int, tile: int) -> int:

@@ -11,7 +11,7 @@ import torch
 
 from npusim.errors import GraphCaptureError, UsageError
 from npusim.frontend.graphs import CapturedGraph, capture
-from npusim.frontend.host import DeviceEvent
+from npusim.frontend.host import DeviceEvent, current_process
 from npusim.frontend.session import Session, active_system, current_session
 
 DEVICE_NAMES = {"ascend910b": "Ascend910B2", "ascend910c": "Ascend910_9392"}
@@ -66,11 +66,22 @@ def _index(device) -> int:
 
 
 def current_device() -> int:
-    return _current_device.get(id(current_session()), 0) if _running() else 0
+    """The current device of the running host process (an SPMD rank's own, :func:`npusim.spawn`)."""
+    if not _running():
+        return 0
+    process = current_process()
+    if process is not None:
+        return process.device if process.device is not None else 0
+    return _current_device.get(id(current_session()), 0)
 
 
 def set_device(device) -> None:
-    _current_device[id(current_session())] = _index(device)
+    index = _index(device)
+    process = current_process()
+    if process is not None:
+        process.device = index
+    else:
+        _current_device[id(current_session())] = index
 
 
 def get_device_name(device=None) -> str:
@@ -79,7 +90,7 @@ def get_device_name(device=None) -> str:
 
 
 def synchronize(device=None) -> None:
-    """The host waits until all work issued so far has finished."""
+    """The host waits until all work issued so far has finished (an SPMD rank: the work of its own devices)."""
     current_session().synchronize()
 
 

@@ -11,8 +11,10 @@ from collections.abc import Callable
 
 import torch
 
+from npusim.config.registry import OPS
 from npusim.errors import OpArgumentError
 from npusim.frontend import aclnn
+from npusim.frontend.session import current_session
 from npusim.frontend.torch_device.tensors import NUMPY_DTYPES, TORCH_DTYPES, device_tensor, new_tensor
 from npusim.kernels.grouped_matmul.checks import output_dtype as grouped_output_dtype
 from npusim.kernels.grouped_matmul.checks import result_shapes as grouped_result_shapes
@@ -47,6 +49,43 @@ SCHEMAS = {
                                "Tensor[]? per_token_scale=None, int[]? group_list=None, Tensor[]? activation_input=None, "
                                "Tensor[]? activation_quant_scale=None, Tensor[]? activation_quant_offset=None, int? split_item=0, "
                                "int? group_type=None, int? group_list_type=0, int? act_type=0, ScalarType? output_dtype=None) -> Tensor[]",
+    "npu_dequant_swiglu_quant": "npu_dequant_swiglu_quant(Tensor x, *, Tensor? weight_scale=None, Tensor? activation_scale=None, "
+                                "Tensor? bias=None, Tensor? quant_scale=None, Tensor? quant_offset=None, Tensor? group_index=None, "
+                                "bool activate_left=False, int quant_mode=0, int? dst_type=None, int? round_mode=None, "
+                                "int? activate_dim=None, int swiglu_mode=0, float clamp_limit=7.0, float glu_alpha=1.702, "
+                                "float glu_bias=1.0) -> (Tensor, Tensor)",
+    "npu_moe_gating_top_k": "npu_moe_gating_top_k(Tensor x, int k, *, Tensor? bias=None, Tensor? input_ids=None, Tensor? tid2eid=None, "
+                            "int k_group=1, int group_count=1, int group_select_mode=0, int renorm=0, int norm_type=0, "
+                            "bool out_flag=False, float routed_scaling_factor=1.0, float eps=1e-20) -> (Tensor, Tensor, Tensor)",
+    "npu_moe_distribute_dispatch": "npu_moe_distribute_dispatch(Tensor x, Tensor expert_ids, str group_ep, int ep_world_size, int ep_rank_id, "
+                                   "int moe_expert_num, *, Tensor? scales=None, Tensor? x_active_mask=None, Tensor? expert_scales=None, "
+                                   "str group_tp=\"\", int tp_world_size=0, int tp_rank_id=0, int expert_shard_type=0, "
+                                   "int shared_expert_num=1, int shared_expert_rank_num=0, int quant_mode=0, int global_bs=0, "
+                                   "int expert_token_nums_type=1) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)",
+    "npu_moe_distribute_dispatch_v2": "npu_moe_distribute_dispatch_v2(Tensor x, Tensor expert_ids, str group_ep, int ep_world_size, "
+                                      "int ep_rank_id, int moe_expert_num, *, Tensor? scales=None, Tensor? x_active_mask=None, "
+                                      "Tensor? expert_scales=None, Tensor? elastic_info=None, Tensor? performance_info=None, "
+                                      "str group_tp=\"\", int tp_world_size=0, int tp_rank_id=0, int expert_shard_type=0, "
+                                      "int shared_expert_num=1, int shared_expert_rank_num=0, int quant_mode=0, int global_bs=0, "
+                                      "int expert_token_nums_type=1, str comm_alg=\"\", int zero_expert_num=0, int copy_expert_num=0, "
+                                      "int const_expert_num=0, int? y_dtype=None, int? x_dtype=None, int? scales_dtype=None) "
+                                      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)",
+    "npu_moe_distribute_combine": "npu_moe_distribute_combine(Tensor expand_x, Tensor expert_ids, Tensor expand_idx, Tensor ep_send_counts, "
+                                  "Tensor expert_scales, str group_ep, int ep_world_size, int ep_rank_id, int moe_expert_num, *, "
+                                  "Tensor? tp_send_counts=None, Tensor? x_active_mask=None, Tensor? activation_scale=None, "
+                                  "Tensor? weight_scale=None, Tensor? group_list=None, Tensor? expand_scales=None, "
+                                  "Tensor? shared_expert_x=None, str group_tp=\"\", int tp_world_size=0, int tp_rank_id=0, "
+                                  "int expert_shard_type=0, int shared_expert_num=1, int shared_expert_rank_num=0, int global_bs=0, "
+                                  "int out_dtype=0, int comm_quant_mode=0, int group_list_type=0) -> Tensor",
+    "npu_moe_distribute_combine_v2": "npu_moe_distribute_combine_v2(Tensor expand_x, Tensor expert_ids, Tensor assist_info_for_combine, "
+                                     "Tensor ep_send_counts, Tensor expert_scales, str group_ep, int ep_world_size, int ep_rank_id, "
+                                     "int moe_expert_num, *, Tensor? tp_send_counts=None, Tensor? x_active_mask=None, "
+                                     "Tensor? expand_scales=None, Tensor? shared_expert_x=None, Tensor? elastic_info=None, "
+                                     "Tensor? ori_x=None, Tensor? const_expert_alpha_1=None, Tensor? const_expert_alpha_2=None, "
+                                     "Tensor? const_expert_v=None, Tensor? performance_info=None, str group_tp=\"\", "
+                                     "int tp_world_size=0, int tp_rank_id=0, int expert_shard_type=0, int shared_expert_num=1, "
+                                     "int shared_expert_rank_num=0, int global_bs=0, int comm_quant_mode=0, str comm_alg=\"\", "
+                                     "int zero_expert_num=0, int copy_expert_num=0, int const_expert_num=0) -> Tensor",
 }
 """op-plugin's schema of each op."""
 
@@ -219,11 +258,86 @@ def _fake_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     return torch.empty(self.shape, dtype=TORCH_DTYPES[output_dtype(_dtype_of(dtype))], device=self.device)
 
 
-KERNELS: dict[str, tuple[Callable, Callable]] = {"npu_quant_scatter": (npu_quant_scatter, _fake_like), "npu_quant_scatter_": (npu_quant_scatter_, _fake_same),
-           "npu_quantize": (npu_quantize, _fake_quantize), "scatter_update": (scatter_update, _fake_like),
-           "scatter_update_": (scatter_update_, _fake_same), "npu_quant_matmul": (npu_quant_matmul, _fake_quant_matmul),
-           "npu_grouped_matmul": (npu_grouped_matmul, _fake_grouped_matmul),
-           "npu_grouped_matmul.List": (npu_grouped_matmul_list, _fake_grouped_matmul)}
+DEVICE_OPS = {"npu_dequant_swiglu_quant": ("dequant_swiglu_quant", "aclnnDequantSwigluQuant"),
+              "npu_moe_gating_top_k": ("moe_gating_top_k", "aclnnMoeGatingTopK"),
+              "npu_moe_distribute_dispatch": ("moe_distribute_dispatch", "aclnnMoeDistributeDispatch"),
+              "npu_moe_distribute_dispatch_v2": ("moe_distribute_dispatch_v2", "aclnnMoeDistributeDispatchV2"),
+              "npu_moe_distribute_combine": ("moe_distribute_combine", "aclnnMoeDistributeCombine"),
+              "npu_moe_distribute_combine_v2": ("moe_distribute_combine_v2", "aclnnMoeDistributeCombineV2")}
+"""torch_npu's ops written on the device when they start (DeviceOp): the registered op and the aclnn API each calls."""
+MOE_DTYPE_OVERRIDES = ("y_dtype", "x_dtype", "scales_dtype")
+
+
+def _device_args(api: str, kwargs: dict, convert) -> dict:
+    """The call's arguments with its tensors converted (``convert(tensor, name)``); the Ascend 950
+    dtype overrides refused."""
+    args = {}
+    for name, value in kwargs.items():
+        if name in MOE_DTYPE_OVERRIDES:
+            if value is not None:
+                raise OpArgumentError(f"torch_npu.{api}: {name} = {value} (an Ascend 950 dtype override) is not modelled; leave it None")
+            continue
+        args[name] = convert(value, name) if isinstance(value, torch.Tensor) else value
+    return args
+
+
+def _device_kernel(api: str):
+    name, aclnn_api = DEVICE_OPS[api]
+    params = _schema_params(SCHEMAS[api])
+
+    def kernel(*args, **kwargs):
+        kwargs.update(zip(params, args))
+        call = aclnn.DeviceOpCall.prepare(name, api, _device_args(api, kwargs, lambda t, n: device_tensor(t, api, n)))
+        outputs = {out: new_tensor(shape, TORCH_DTYPES[dtype], call.die, control=out in call.op.control_outputs)
+                   for out, (shape, dtype) in call.output_specs().items()}
+        with aclnn.host_call(aclnn_api):
+            call.issue({out: device_tensor(t, api, out) for out, t in outputs.items()})
+        values = tuple(outputs.values())
+        return values if len(values) > 1 else values[0]
+
+    def fake(*args, **kwargs):
+        kwargs.update(zip(params, args))
+        op = OPS.get(name)
+        spec = current_session().system.spec
+        problem = op.check_call(spec, {**_device_args(api, kwargs, _FakeTensor.of), "api": api})
+        device = next(value.device for value in kwargs.values() if isinstance(value, torch.Tensor))
+        values = tuple(torch.empty(shape, dtype=TORCH_DTYPES[dtype], device=device)
+                       for shape, dtype in op.outputs(problem).values())
+        return values if len(values) > 1 else values[0]
+
+    return kernel, fake
+
+
+class _FakeTensor:
+    """A traced tensor as the checks see it: its shape and numpy dtype."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.shape, self.dtype, self.ndim = tuple(t.shape), NUMPY_DTYPES[t.dtype], t.dim()
+
+    @classmethod
+    def of(cls, t: torch.Tensor, name: str) -> _FakeTensor:
+        return cls(t)
+
+
+def _schema_params(schema: str) -> list[str]:
+    """The positional parameter names of an op schema (before ``*``)."""
+    inside = schema[schema.index("(") + 1 : schema.index(")")]
+    names = []
+    for part in inside.split(","):
+        part = part.strip()
+        if part == "*":
+            break
+        names.append(part.split()[-1].split("=")[0])
+    return names
+
+
+KERNELS: dict[str, tuple[Callable, Callable]] = {
+    "npu_quant_scatter": (npu_quant_scatter, _fake_like), "npu_quant_scatter_": (npu_quant_scatter_, _fake_same),
+    "npu_quantize": (npu_quantize, _fake_quantize), "scatter_update": (scatter_update, _fake_like),
+    "scatter_update_": (scatter_update_, _fake_same), "npu_quant_matmul": (npu_quant_matmul, _fake_quant_matmul),
+    "npu_grouped_matmul": (npu_grouped_matmul, _fake_grouped_matmul),
+    "npu_grouped_matmul.List": (npu_grouped_matmul_list, _fake_grouped_matmul),
+    **{api: _device_kernel(api) for api in DEVICE_OPS}}
 
 
 def register(library: torch.library.Library) -> None:
