@@ -139,9 +139,13 @@ class Communicator:
     def layout(self) -> Layout:
         """Where the ranks sit (known once every rank has called: asked only then)."""
         if self._layout is None:
-            shape = self.spec.shape
-            self._layout = Layout.of([(shape.pod_of(d), shape.node_of(d)) for d in map(self.die_of, range(self.size))])
+            self._layout = self.layout_of(list(range(self.size)))
         return self._layout
+
+    def layout_of(self, ranks: list[int]) -> Layout:
+        """Where ``ranks`` sit, as a layout of their own (ranks numbered in that order)."""
+        shape = self.spec.shape
+        return Layout.of([(shape.pod_of(d), shape.node_of(d)) for d in map(self.die_of, ranks)])
 
     def _rank(self, rank: object, what: str) -> int:
         if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.size:
@@ -214,8 +218,9 @@ class Communicator:
             arrived = sorted(run.requests)
             missing = [r for r in run.ranks if r not in run.requests]
             what = f"{API_NAMES[run.op or SEND]} #{run.sequence + 1}" + (f" from rank {run.pair[0]} to rank {run.pair[1]}" if run.pair else "")
+            known = [f"rank {r} on npu:{self.dies[r]}" for r in missing if self.dies[r] is not None]
             lines.append(f"  communicator {self.name!r}: {what}: rank(s) {_ranks(arrived)} called it and wait; rank(s) "
-                         f"{_ranks(missing)} (npu:{', npu:'.join(str(self.dies[r]) if self.dies[r] is not None else '?' for r in missing)}) never did")
+                         f"{_ranks(missing)} never did" + (f" ({', '.join(known)})" if known else ""))
         return lines
 
 
@@ -325,8 +330,9 @@ class Run:
         else:
             call = Collective(first.op, itemsize, _count(first), root=first.root)
         self.call = call
-        self.choice = choose(comm.spec, comm.layout, call, first.reduce_op, first.dtype)
-        self.schedule = plan(call, comm.layout, self.choice.algorithms, comm.hccl.buffer.bytes)
+        layout = comm.layout if self.pair is None else comm.layout_of(list(self.pair))
+        self.choice = choose(comm.spec, layout, call, first.reduce_op, first.dtype)
+        self.schedule = plan(call, layout, self.choice.algorithms, comm.hccl.buffer.bytes)
         self._prepare()
 
     def _prepare(self) -> None:

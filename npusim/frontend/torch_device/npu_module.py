@@ -13,6 +13,7 @@ from npusim.errors import GraphCaptureError, UsageError
 from npusim.frontend.graphs import CapturedGraph, capture
 from npusim.frontend.host import DeviceEvent
 from npusim.frontend.session import Session, active_system, current_session
+from npusim.frontend.spmd import current_rank
 
 DEVICE_NAMES = {"ascend910b": "Ascend910B2", "ascend910c": "Ascend910_9392"}
 """What ``torch.npu.get_device_name()`` says per product (the chip names of A2 and A3 servers)."""
@@ -66,11 +67,22 @@ def _index(device) -> int:
 
 
 def current_device() -> int:
-    return _current_device.get(id(current_session()), 0) if _running() else 0
+    """The device of the running rank of an SPMD program (by default its rank's), else of the session."""
+    if not _running():
+        return 0
+    rank = current_rank()
+    if rank is not None:
+        return rank.device if rank.device is not None else rank.index % device_count()
+    return _current_device.get(id(current_session()), 0)
 
 
 def set_device(device) -> None:
-    _current_device[id(current_session())] = _index(device)
+    index = _index(device)
+    rank = current_rank()
+    if rank is not None:
+        rank.device = index
+    else:
+        _current_device[id(current_session())] = index
 
 
 def get_device_name(device=None) -> str:
@@ -79,7 +91,8 @@ def get_device_name(device=None) -> str:
 
 
 def synchronize(device=None) -> None:
-    """The host waits until all work issued so far has finished."""
+    """The host waits until all work issued so far has finished (in an SPMD program: the work of the
+    rank's device)."""
     current_session().synchronize()
 
 

@@ -18,7 +18,9 @@ from npusim.kernels.hccl.pipeline import Pipeline, staging_bytes
 from npusim.kernels.hccl.schedule import INPUT, OUTPUT, WORK, Region, Schedule, Transfer, concurrent
 
 SEND = "send"
-"""A point-to-point transfer (torch's send / recv, one pair of a batch_isend_irecv)."""
+"""A point-to-point transfer (torch's send / recv, one pair of a batch_isend_irecv), from the sender's
+tensor straight into the receiver's: a rank's sends and receives run side by side, so they cannot
+share its one communication buffer."""
 STAGE_IN, STAGE_OUT = -1, -2
 """The levels of the staging copies (into and out of the communication buffer)."""
 
@@ -56,17 +58,15 @@ def _stage(rank: int, src_offset: int, dst_offset: int, nbytes: int, into_work: 
 
 def plan(call: Collective, layout: Layout, algorithms: Mapping[int, Algorithm], buffer_bytes: int) -> Schedule:
     """The schedule of ``call`` on ``layout``'s ranks, level ``k`` run by ``algorithms[k]``, passes of
-    at most ``buffer_bytes`` of work buffer each."""
+    at most ``buffer_bytes`` of work buffer each (a send: ``layout`` of its two ranks, sender first)."""
     schedule = Schedule(algorithms={level: a.name for level, a in algorithms.items() if level in layout.levels})
     ranks = len(layout.coords)
     composer = Composer(layout, algorithms, call.itemsize)
     size = call.itemsize
-    if call.op == SEND:
-        nbytes = call.count * size
-        schedule.add("stage in", STAGE_IN, [_stage(call.root, 0, 0, nbytes, True)])
-        schedule.add("send", _level_between(layout, call.root, call.peer), [[Transfer(call.root, call.peer, 0, 0, nbytes)] if nbytes else []])
-        schedule.add("stage out", STAGE_OUT, [_stage(call.peer, 0, 0, nbytes, False)])
-        schedule.work_bytes = nbytes
+    if call.op == SEND:  # ``layout``: the sender's and the receiver's places only (ranks 0 and 1)
+        nbytes = call.count * size  # straight from the input to the output: a rank's sends and receives run side by side
+        schedule.add("send", _level_between(layout, 0, 1),
+                     [[Transfer(call.root, call.peer, 0, 0, nbytes, src_buffer=INPUT, dst_buffer=OUTPUT)] if nbytes else []])
         return schedule
     if call.op == ALL_TO_ALL:
         return _all_to_all(call, layout, algorithms, schedule)
