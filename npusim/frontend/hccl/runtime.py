@@ -33,7 +33,7 @@ from npusim.config.products import PRODUCTS
 from npusim.engine.loop import clock
 from npusim.errors import OpArgumentError, UsageError
 from npusim.frontend.tensor import DeviceTensor
-from npusim.hw.dma import GmBlock, VectorCoreWrites
+from npusim.hw.dma import CopyPath, GmBlock, VectorCoreWrites
 from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
 from npusim.hw.topology import Direction
@@ -41,7 +41,7 @@ from npusim.kernels.hccl.algorithm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BR
 from npusim.kernels.hccl.hierarchy import Layout
 from npusim.kernels.hccl.plan import SEND, Collective, plan
 from npusim.kernels.hccl.reduce import check_reduction, combiner, divide, inline
-from npusim.kernels.hccl.schedule import INPUT, OUTPUT, Schedule, Step, Transfer
+from npusim.kernels.hccl.schedule import INPUT, OUTPUT, RankStep, Schedule, Step, Transfer
 from npusim.kernels.hccl.selection import Choice, choose, hccl_spec, series_of
 
 API_NAMES = {ALL_REDUCE: "HcclAllReduce", ALL_GATHER: "HcclAllGather", REDUCE_SCATTER: "HcclReduceScatter",
@@ -49,6 +49,7 @@ API_NAMES = {ALL_REDUCE: "HcclAllReduce", ALL_GATHER: "HcclAllGather", REDUCE_SC
              SEND: "HcclSend"}
 """The HCCL API each op is (the trace's op names)."""
 _communicator_serials = itertools.count()
+_DMA, _RDMA = "dma", "rdma"
 _point_to_point: weakref.WeakKeyDictionary[Stream, list[simpy.Event]] = weakref.WeakKeyDictionary()
 """Per stream, the sends and receives started on it and not yet waited for by a later collective."""
 
@@ -109,6 +110,7 @@ class Communicator:
         self.work: list[Allocation | None] = [None] * size
         self.vector_kind = PRODUCTS.get(self.spec.product).vector_cores
         self.aiv_engines: dict[int, VectorCoreWrites] = {}
+        self.paths: dict[tuple[int, int], tuple[str, CopyPath]] = {}
         session.deadlock_reporters.append(self._waiting)
 
     @property
@@ -194,6 +196,22 @@ class Communicator:
         if index == len(runs):
             runs.append(Run(self, index, [sender, receiver], pair=(sender, receiver)))
         return runs[index]
+
+    def path(self, src: int, dst: int) -> tuple[str, CopyPath]:
+        """How a copy goes from die ``src``'s GM to die ``dst``'s: by SDMA inside a die or over the
+        load/store fabric, else by RDMA (kept per pair of dies)."""
+        key = (src, dst)
+        found = self.paths.get(key)
+        if found is None:
+            system = self.system
+            if src == dst:
+                found = (_DMA, system.local_copy_path(src))
+            elif system.topology.joins(src, dst):
+                found = (_DMA, system.copy_path(src, dst, Direction.WRITE, rdma=False))
+            else:
+                found = (_RDMA, system.copy_path(src, dst, Direction.WRITE, rdma=True))
+            self.paths[key] = found
+        return found
 
     def aiv(self, die: int) -> VectorCoreWrites:
         """The AIV cores of die ``die`` as the engine of an AIV-expanded op."""
@@ -344,7 +362,7 @@ class Run:
         first = self.requests[self.ranks[0]]
         self.buffers = {r: _Buffers(comm.work_buffer(r, schedule.work_bytes), self.requests[r].input, self.requests[r].output)
                         for r in self.ranks}
-        self.steps_of = schedule.per_rank(comm.size)
+        self.plays = schedule.by_rank(comm.size)
         api = API_NAMES[self.call.op]
         described = self.choice.describe() if self.pair is None else {"transport": self.choice.transport}
         self.op_ids = {r: recorder.op(api, comm.die_of(r), communicator=comm.name, rank=r, ranks=comm.size, dtype=first.dtype.name,
@@ -393,25 +411,19 @@ class Run:
             self.finished[rank].succeed()
             return
         assert self.schedule is not None and self.call is not None
-        for index in self.steps_of[rank]:
-            yield from self._step(rank, index, self.schedule.steps[index])
+        for part in self.plays[rank]:
+            yield from self._step(rank, part)
         request = self.requests[rank]
         if request.reduce_op == "avg" and request.output is not None and (self.call.op != REDUCE or rank == self.call.root):
             yield from self._local_pass(rank, _Divide(request.output, self.communicator.size), "avg: divide by the group size")
         self.finished[rank].succeed()
 
-    def _step(self, rank: int, index: int, step: Step):
+    def _step(self, rank: int, part: RankStep):
         comm = self.communicator
         env = comm.system.env
         start = clock(env)
+        index, step, outgoing, incoming = part
         self.event(rank, index).succeed()
-        outgoing: dict[int, list[Transfer]] = {}
-        incoming: list[Transfer] = []
-        for t in step.transfers:
-            if t.src == rank:
-                outgoing.setdefault(t.dst, []).append(t)
-            elif t.dst == rank:
-                incoming.append(t)
         waits = [env.process(self._job(rank, peer, transfers, index, step, len(outgoing))) for peer, transfers in outgoing.items()]
         senders = sorted({t.src for t in incoming})
         # a sender's job announces its data to this rank (a notify) once it has landed
@@ -450,18 +462,13 @@ class Run:
         src_die, dst_die = comm.die_of(rank), comm.die_of(peer)
         die = system.die(src_die)
         op = self.op_ids[rank]
-        topology = system.topology
-        if not remote:
-            yield from die.sdma.run(blocks, system.local_copy_path(src_die), self.engine_name, op)
-        elif topology.joins(src_die, dst_die):
-            path = system.copy_path(src_die, dst_die, Direction.WRITE, rdma=False)
-            if self.choice.transport == "aiv" and step.level >= 0:  # type: ignore[union-attr]
-                cores = comm.hccl.aiv_cores / fanout
-                yield from comm.aiv(src_die).run(blocks, path, cores, self.engine_name, op)
+        kind, path = comm.path(src_die, dst_die)
+        if kind == _DMA:
+            if self.choice.transport == "aiv" and step.level >= 0 and remote:  # type: ignore[union-attr]
+                yield from comm.aiv(src_die).run(blocks, path, comm.hccl.aiv_cores / fanout, self.engine_name, op)
             else:
                 yield from die.sdma.run(blocks, path, self.engine_name, op)
         else:
-            path = system.copy_path(src_die, dst_die, Direction.WRITE, rdma=True)
             yield from die.queue_pair(dst_die).run(blocks, path, self.engine_name, op)
         if remote and any(t.reduce for t in transfers) and not self.inline:
             # the bytes landed in scratch; the receiver's local pass reduces them into its buffer

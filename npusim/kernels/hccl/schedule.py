@@ -81,18 +81,32 @@ class Schedule:
         for i, transfers in enumerate(kept):
             self.steps.append(Step(f"{label} {i + 1}/{len(kept)}" if len(kept) > 1 else label, level, transfers))
 
-    def per_rank(self, ranks: int) -> list[list[int]]:
-        """For each rank, the indices of the steps it takes part in, in order."""
-        taking: list[list[int]] = [[] for _ in range(ranks)]
+    def by_rank(self, ranks: int) -> list[list[RankStep]]:
+        """For each rank, the steps it takes part in, in order, with its transfers in each (one pass
+        over the schedule)."""
+        taking: list[list[RankStep]] = [[] for _ in range(ranks)]
         for index, step in enumerate(self.steps):
-            seen: set[int] = set()
+            mine: dict[int, RankStep] = {}
             for t in step.transfers:
-                for rank in (t.src, t.dst):
-                    if rank not in seen:
-                        seen.add(rank)
-                        taking[rank].append(index)
+                for rank in (t.src, t.dst) if t.src != t.dst else (t.src,):
+                    entry = mine.get(rank)
+                    if entry is None:
+                        entry = mine[rank] = RankStep(index, step, {}, [])
+                        taking[rank].append(entry)
+                    if rank == t.src:
+                        entry.outgoing.setdefault(t.dst, []).append(t)
+                    else:
+                        entry.incoming.append(t)
         return taking
 
+
+class RankStep(NamedTuple):
+    """One rank's part of a step: its transfers out, by receiver (in the step's order), and in."""
+
+    index: int
+    step: Step
+    outgoing: dict[int, list[Transfer]]
+    incoming: list[Transfer]
 
 def concurrent(groups: Iterable[StepList]) -> StepList:
     """The steps of groups that share no rank, run side by side: step ``k`` of each group together."""
