@@ -1,8 +1,9 @@
-"""A whole collective as HCCL runs it in single-op mode (torch's eager calls): each pass copies the
-ranks' input into their communication buffer (HCCL's CCL buffer), runs the algorithm's phases
-there, and copies the result out to the output tensor; an op whose data does not fit the buffer
-(``hccl.buffer``, HCCL_BUFFSIZE) runs in passes of what fits, one after the other (hcomm's
-``*OpbaseLoopExecutor``s).
+"""A whole collective as HCCL runs it in single-op mode (torch's eager calls): each pass runs the
+algorithm's phases in the ranks' communication buffer (HCCL's CCL buffer) as if the input had been
+copied in and the result were copied out, then reads the input and writes the output where they are
+(:func:`~npusim.kernels.hccl.staging.direct`, HCCL's DMA elimination), so only what a reduction
+needs is staged; an op whose data does not fit the buffer (``hccl.buffer``, HCCL_BUFFSIZE) runs in
+passes of what fits, one after the other (hcomm's ``*OpbaseLoopExecutor``s).
 
 :func:`plan` gives the :class:`~npusim.kernels.hccl.schedule.Schedule`; the runtime plays it.
 """
@@ -16,6 +17,7 @@ from npusim.kernels.hccl.algorithm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BR
 from npusim.kernels.hccl.hierarchy import Composer, Layout, Segment
 from npusim.kernels.hccl.pipeline import Pipeline, staging_bytes
 from npusim.kernels.hccl.schedule import INPUT, OUTPUT, WORK, Region, Schedule, Transfer, concurrent
+from npusim.kernels.hccl.staging import direct
 
 SEND = "send"
 """A point-to-point transfer (torch's send / recv, one pair of a batch_isend_irecv), from the sender's
@@ -83,9 +85,15 @@ def plan(call: Collective, layout: Layout, algorithms: Mapping[int, Algorithm], 
     return schedule
 
 
-def _add(schedule: Schedule, segments: list[Segment]) -> None:
-    for label, level, steps in segments:
-        schedule.add(label, level, steps)
+def _add(schedule: Schedule, stage_in: list[Transfer], segments: list[Segment], stage_out: list[Transfer], ranks: int) -> None:
+    """One pass: its staging and phases, the tensors read and written where they are (staging.direct)."""
+    kept_in, steps, kept_out = direct(stage_in, [step for _, _, phase in segments for step in phase], stage_out, ranks)
+    schedule.add("stage in", STAGE_IN, [kept_in])
+    first = 0
+    for label, level, phase in segments:
+        schedule.add(label, level, steps[first:first + len(phase)])
+        first += len(phase)
+    schedule.add("stage out", STAGE_OUT, [kept_out])
 
 
 def _whole_pass(call: Collective, composer: Composer, ranks: int, start: int, chunk: int, schedule: Schedule) -> None:
@@ -94,14 +102,14 @@ def _whole_pass(call: Collective, composer: Composer, ranks: int, start: int, ch
     root = call.root
     senders = [root] if call.op == BROADCAST else range(ranks)
     receivers = [root] if call.op == REDUCE else [r for r in range(ranks) if not (call.op == BROADCAST and r == root)]
-    schedule.add("stage in", STAGE_IN, [[t for r in senders for t in _stage(r, start, 0, chunk, True)]])
     if call.op == ALL_REDUCE:
-        _add(schedule, composer.all_reduce(region))
+        segments = composer.all_reduce(region)
     elif call.op == BROADCAST:
-        _add(schedule, composer.broadcast(root, region))
+        segments = composer.broadcast(root, region)
     else:
-        _add(schedule, composer.reduce(root, region))
-    schedule.add("stage out", STAGE_OUT, [[t for r in receivers for t in _stage(r, 0, start, chunk, False)]])
+        segments = composer.reduce(root, region)
+    _add(schedule, [t for r in senders for t in _stage(r, start, 0, chunk, True)], segments,
+         [t for r in receivers for t in _stage(r, 0, start, chunk, False)], ranks)
 
 
 def _scaled_pass(call: Collective, composer: Composer, ranks: int, start: int, chunk: int, schedule: Schedule) -> None:
@@ -110,15 +118,13 @@ def _scaled_pass(call: Collective, composer: Composer, ranks: int, start: int, c
     per_rank = call.count * call.itemsize
     blocks = [(Region(r * chunk, chunk),) for r in range(ranks)]
     if call.op == ALL_GATHER:
-        schedule.add("stage in", STAGE_IN, [[t for r in range(ranks) for t in _stage(r, start, r * chunk, chunk, True)]])
-        _add(schedule, composer.all_gather(blocks))
-        schedule.add("stage out", STAGE_OUT, [[t for r in range(ranks) for q in range(ranks)
-                                                for t in _stage(r, q * chunk, q * per_rank + start, chunk, False)]])
+        _add(schedule, [t for r in range(ranks) for t in _stage(r, start, r * chunk, chunk, True)], composer.all_gather(blocks),
+             [t for r in range(ranks) for q in range(ranks) for t in _stage(r, q * chunk, q * per_rank + start, chunk, False)], ranks)
         return
     senders = [call.root] if call.op == SCATTER else range(ranks)
-    schedule.add("stage in", STAGE_IN, [[t for r in senders for q in range(ranks) for t in _stage(r, q * per_rank + start, q * chunk, chunk, True)]])
-    _add(schedule, composer.reduce_scatter(blocks) if call.op == REDUCE_SCATTER else composer.scatter(call.root, blocks))
-    schedule.add("stage out", STAGE_OUT, [[t for r in range(ranks) for t in _stage(r, r * chunk, start, chunk, False)]])
+    _add(schedule, [t for r in senders for q in range(ranks) for t in _stage(r, q * per_rank + start, q * chunk, chunk, True)],
+         composer.reduce_scatter(blocks) if call.op == REDUCE_SCATTER else composer.scatter(call.root, blocks),
+         [t for r in range(ranks) for t in _stage(r, r * chunk, start, chunk, False)], ranks)
 
 
 def _all_to_all(call: Collective, layout: Layout, algorithms: Mapping[int, Algorithm], schedule: Schedule) -> Schedule:
@@ -133,7 +139,8 @@ def _all_to_all(call: Collective, layout: Layout, algorithms: Mapping[int, Algor
     out_offsets = [[sum(col[:i]) for i in range(ranks)] for col in got]
     inbox = max(sum(row) for row in sent)
     pieces = [[(in_offsets[i][j], inbox + out_offsets[j][i], sent[i][j]) for j in range(ranks)] for i in range(ranks)]
-    schedule.add("stage in", STAGE_IN, [[t for r in range(ranks) for t in _stage(r, 0, 0, sum(sent[r]), True)]])
+    stage_in = [t for r in range(ranks) for t in _stage(r, 0, 0, sum(sent[r]), True)]
+    stage_out = [t for r in range(ranks) for t in _stage(r, inbox, 0, sum(got[r]), False)]
     local = [[t for r in range(ranks) if sent[r][r] for t in [Transfer(r, r, in_offsets[r][r], inbox + out_offsets[r][r], sent[r][r])]]]
     top = max(layout.levels, default=0)
     algorithm = algorithms.get(top)
@@ -144,13 +151,13 @@ def _all_to_all(call: Collective, layout: Layout, algorithms: Mapping[int, Algor
         grid = [[at[(i, s, 0)] for i in range(local_size)] for s in range(servers)]
         staging = staging_bytes(grid, pieces)
         phases = algorithm.grid_all_to_all(grid, pieces, [work] * ranks)
-        schedule.add(f"{algorithm.name} A2A", top, concurrent([local, phases]))
+        segment = (f"{algorithm.name} A2A", top, concurrent([local, phases]))
         work += staging
     elif algorithm is not None:
-        schedule.add(f"{algorithm.name} A2A", top, concurrent([local, algorithm.all_to_all(list(range(ranks)), pieces)]))
+        segment = (f"{algorithm.name} A2A", top, concurrent([local, algorithm.all_to_all(list(range(ranks)), pieces)]))
     else:
-        schedule.add("local A2A", 0, local)
-    schedule.add("stage out", STAGE_OUT, [[t for r in range(ranks) for t in _stage(r, inbox, 0, sum(got[r]), False)]])
+        segment = ("local A2A", 0, local)
+    _add(schedule, stage_in, [segment], stage_out, ranks)
     schedule.work_bytes = work
     return schedule
 
