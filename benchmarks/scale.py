@@ -1,6 +1,6 @@
 """How the simulator scales with dies: the SuperPoD collectives of ``examples/`` at 16 to 768 dies.
 
-    python benchmarks/scale.py [--dies 16,32,128,768] [--only moe_dispatch,hierarchical_allgather]
+    python benchmarks/scale.py [--dies 16,32,128,768] [--only moe_dispatch,hierarchical_allgather,hccl_allreduce]
                                [--network-quantum 10ns] [--repeat 1]
 
 Each point is a fresh process (so its peak memory is its own) running, timing only, the a3 config
@@ -9,7 +9,10 @@ with ``shape.nodes = dies / 16``:
 - ``moe_dispatch``: ``examples/moe_dispatch.py``, EP groups of 16 PEs (one node each), 4 tokens x
   4096 fp16 (32 KiB) per destination;
 - ``hierarchical_allgather``: ``examples/hierarchical_allgather.py``, 4 x 1024 fp16 (8 KiB) per PE,
-  within each node then across nodes (with a 2 MiB signal window, which 768 PEs need).
+  within each node then across nodes (with a 2 MiB signal window, which 768 PEs need);
+- ``hccl_allreduce``: ``examples/hccl_allreduce.py``, HCCL's all-reduce of 256 MiB of fp16 over
+  every die, with the algorithms HCCL picks (docs/collectives.md; on 768 dies: double ring in each
+  node, then NHR across the 48 nodes); bound 120 s and 8 GB at 768 dies (issue 30).
 
 For each: simulated us, recorded events, the session's wall seconds (building the programs and
 simulating; best of ``--repeat``) and CPU seconds (the same and the summary), events per wall second, a bare SimPy loop of as many timeouts in the
@@ -36,8 +39,9 @@ DIES_PER_NODE = 16  # an a3 node
 WORKLOADS = {
     "moe_dispatch": {"ep": 16, "tokens": 4, "hidden": 4096, "tile_tokens": 4},
     "hierarchical_allgather": {"rows": 4, "cols": 1024},
+    "hccl_allreduce": {"op": "allreduce", "mib": 256.0},
 }
-OVERRIDES = {"moe_dispatch": [], "hierarchical_allgather": ["shmem.signal_window=2MiB"]}  # 48 nodes x 768 PEs of signal slots
+OVERRIDES = {"moe_dispatch": [], "hierarchical_allgather": ["shmem.signal_window=2MiB"], "hccl_allreduce": []}  # 48 nodes x 768 PEs of signal slots
 BARE_PROCESSES = 64  # the bare loop's timeouts are spread over this many SimPy processes
 
 

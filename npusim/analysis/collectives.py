@@ -14,6 +14,7 @@ all-to-all, 1 for a broadcast and a reduce. hccl_test reports ``alg_bandwidth`` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,8 +22,10 @@ import numpy as np
 
 import npusim
 from npusim.config import load_config
-from npusim.errors import UsageError
+from npusim.errors import ConfigError, OpArgumentError, UsageError
+from npusim.frontend.session import current_session
 from npusim.kernels.hccl.algorithm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, REDUCE, REDUCE_SCATTER
+from npusim.kernels.hccl.selection import forced_algorithm
 
 OPS = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST, REDUCE)
 BUS_FACTORS = {ALL_REDUCE: lambda n: 2 * (n - 1) / n, ALL_GATHER: lambda n: (n - 1) / n, REDUCE_SCATTER: lambda n: (n - 1) / n,
@@ -45,6 +48,7 @@ class Point:
     busbw: float
     forced: str = "auto"
     correct: bool | None = None
+    ranks: int = 0
 
 
 def sizes(begin: int, end: int, factor: int) -> list[int]:
@@ -64,29 +68,54 @@ def measure(config: str, op: str, size: int, *, ranks: int | None = None, dtype:
     the config) in a fresh session; ``forced``: ``level1=ring`` style, applied as hccl.algo.<op>."""
     if op not in OPS:
         raise UsageError(f"op {op!r}: benchmark one of {', '.join(OPS)}")
-    itemsize = np.dtype(_numpy(dtype)).itemsize
     extra = [] if forced == "auto" else [f"hccl.algo.{op}.{forced}"]
     loaded = load_config(config, [*overrides, *extra])
-    dies = loaded.spec.shape.dies if ranks is None else ranks
-    if not 1 <= dies <= loaded.spec.shape.dies:
-        raise UsageError(f"--ranks {dies}: the config {loaded.name!r} has {loaded.spec.shape.dies} dies; use 1 to that many "
-                         "(or --set shape.nodes=... for more)")
-    per_rank = _per_rank_elements(op, size, itemsize, dies)
-    rng = np.random.default_rng(size)
+    with npusim.session(loaded, data=data):
+        point = measure_in_session(op, size, ranks=ranks, dtype=dtype)
+    return dataclasses.replace(point, forced=forced)
+
+
+def check_sweep(config: str, overrides: Sequence[str], op: str, level: str, names: Sequence[str]) -> None:
+    """A UsageError unless each of ``names`` may be forced for ``op`` at ``level`` (``level1``) on
+    the config (HCCL's support tables), before any point runs."""
+    for name in names:
+        try:
+            spec = load_config(config, [*overrides, f"hccl.algo.{op}.{level}={name}"]).spec
+            forced = spec.hccl.algo.forced(op, level)
+            if forced not in ("auto", "NA"):
+                forced_algorithm(forced, op, int(level[-1]), spec)
+        except (OpArgumentError, ConfigError) as error:
+            raise UsageError(f"--sweep {level}={name}: {error}") from None
+
+
+def measure_in_session(op: str, size: int, *, ranks: int | None = None, dtype: str = "float16") -> Point:
+    """:func:`measure` in the running session: the collective on dies ``0 .. ranks - 1``, its time
+    from the call to the end of every rank's part (the session synchronised before and after)."""
+    if op not in OPS:
+        raise UsageError(f"op {op!r}: benchmark one of {', '.join(OPS)}")
+    session = current_session()
     np_dtype = np.dtype(_numpy(dtype))
-    with npusim.session(loaded, data=data) as session:
-        group = npusim.hccl.communicator(range(dies))
-        inputs, outputs, expected = _tensors(op, per_rank, dies, np_dtype, rng, data)
-        run = _call(group, op, inputs, outputs)
-        session.synchronize()
-        correct = None if not data else all(np.array_equal(o.numpy(), e) for o, e in zip(outputs, expected) if e is not None)
-    time_us = session.result.simulated_ps / 1e6 if session.result is not None else 0.0
+    dies = session.system.die_count if ranks is None else ranks
+    if not 1 <= dies <= session.system.die_count:
+        raise UsageError(f"--ranks {dies}: the config {session.config.name!r} has {session.system.die_count} dies; use 1 to that "
+                         "many (or --set shape.nodes=... for more)")
+    per_rank, size = _per_rank_elements(op, size, np_dtype.itemsize, dies)
+    rng = np.random.default_rng(size)
+    data = session.with_data
+    group = npusim.hccl.communicator(range(dies))
+    inputs, outputs, expected = _tensors(op, per_rank, dies, np_dtype, rng, data)
+    session.synchronize()
+    start = session.now_us
+    run = _call(group, op, inputs, outputs)
+    session.synchronize()
+    time_us = session.now_us - start
+    correct = None if not data else all(np.array_equal(o.numpy(), e) for o, e in zip(outputs, expected) if e is not None)
     algbw = size / (time_us * 1e3) if time_us else 0.0
     chosen = run.choice.describe() if run.choice is not None else {}
     algorithms = " ".join(v.split(" (")[0] for k, v in sorted(chosen.items()) if k.startswith("level")) or "local"
     if chosen.get("transport") == "aiv":
         algorithms += " aiv"
-    return Point(size, per_rank, algorithms, time_us, algbw, algbw * BUS_FACTORS[op](dies), forced, correct)
+    return Point(size, per_rank, algorithms, time_us, algbw, algbw * BUS_FACTORS[op](dies), correct=correct, ranks=dies)
 
 
 def _numpy(dtype: str):
@@ -97,41 +126,53 @@ def _numpy(dtype: str):
     return ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
 
 
-def _per_rank_elements(op: str, size: int, itemsize: int, ranks: int) -> int:
-    """Elements per rank of a collective whose size (module docstring) is ``size`` bytes (rounded down
-    to whole elements on every rank; at least one)."""
+def _per_rank_elements(op: str, size: int, itemsize: int, ranks: int) -> tuple[int, int]:
+    """The element count ``_tensors`` takes for a collective whose size (module docstring) is
+    ``size`` bytes, rounded down to whole elements on every rank (at least one per rank, or per peer
+    for an all-to-all), and the size in bytes it really is (what the figures use, as nccl-tests)."""
     per = size // itemsize
-    if op in (ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL):
-        per //= ranks
-    return max(per, 1)
+    if op in (ALL_GATHER, REDUCE_SCATTER):
+        count = max(per // ranks, 1)
+        return count, count * ranks * itemsize
+    if op == ALL_TO_ALL:
+        piece = max(per // ranks, 1)
+        return piece * ranks, piece * ranks * itemsize
+    return max(per, 1), max(per, 1) * itemsize
 
 
 def _tensors(op: str, count: int, ranks: int, dtype, rng, data: bool):
-    """Inputs, outputs and (with data) the expected outputs of ``op``."""
-    def values(n):
-        return rng.integers(-3, 4, n).astype(dtype)
-
+    """Inputs, outputs and (with data) the expected outputs of ``op``; timing only, no host values
+    at all (a 768-rank 256 MiB all-reduce would otherwise make 192 GiB of them)."""
     if op == ALL_TO_ALL:
-        piece = count // ranks if count >= ranks else count
-        xs = [values(piece * ranks) for _ in range(ranks)]
-        expected = [np.concatenate([x[j * piece:(j + 1) * piece] for x in xs]) for j in range(ranks)] if data else [None] * ranks
-        return ([npusim.tensor(x, device=r) for r, x in enumerate(xs)], [npusim.zeros((piece * ranks,), dtype, device=r) for r in range(ranks)],
-                expected)
+        sent = received = count
+    elif op == ALL_GATHER:
+        sent, received = count, count * ranks
+    elif op == REDUCE_SCATTER:
+        sent, received = count * ranks, count
+    else:
+        sent = received = count
+    if not data:
+        inputs = [npusim.empty((sent,), dtype, device=r) for r in range(ranks)]
+        in_place = op in (ALL_REDUCE, BROADCAST, REDUCE)
+        outputs = inputs if in_place else [npusim.empty((received,), dtype, device=r) for r in range(ranks)]
+        return inputs, outputs, [None] * ranks
+    xs = [rng.integers(-3, 4, sent).astype(dtype) for _ in range(ranks)]
+    inputs = [npusim.tensor(x, device=r) for r, x in enumerate(xs)]
+    if op in (ALL_REDUCE, BROADCAST, REDUCE):
+        outputs = inputs
+    else:
+        outputs = [npusim.zeros((received,), dtype, device=r) for r in range(ranks)]
+    if op == ALL_TO_ALL:
+        piece = count // ranks
+        return inputs, outputs, [np.concatenate([x[j * piece:(j + 1) * piece] for x in xs]) for j in range(ranks)]
     if op == ALL_GATHER:
-        xs = [values(count) for _ in range(ranks)]
-        return ([npusim.tensor(x, device=r) for r, x in enumerate(xs)], [npusim.zeros((count * ranks,), dtype, device=r) for r in range(ranks)],
-                [np.concatenate(xs)] * ranks if data else [None] * ranks)
-    if op == REDUCE_SCATTER:
-        xs = [values(count * ranks) for _ in range(ranks)]
-        total = _sum(xs, dtype) if data else None
-        return ([npusim.tensor(x, device=r) for r, x in enumerate(xs)], [npusim.zeros((count,), dtype, device=r) for r in range(ranks)],
-                [total[r * count:(r + 1) * count] if total is not None else None for r in range(ranks)])
-    xs = [values(count) for _ in range(ranks)]
-    tensors = [npusim.tensor(x, device=r) for r, x in enumerate(xs)]
+        return inputs, outputs, [np.concatenate(xs)] * ranks
     if op == BROADCAST:
-        return tensors, tensors, [xs[0]] * ranks if data else [None] * ranks
-    total = _sum(xs, dtype) if data else None
-    return tensors, tensors, ([total] * ranks if op == ALL_REDUCE else [total] + [None] * (ranks - 1))
+        return inputs, outputs, [xs[0]] * ranks
+    total = _sum(xs, dtype)
+    if op == REDUCE_SCATTER:
+        return inputs, outputs, [total[r * count:(r + 1) * count] for r in range(ranks)]
+    return inputs, outputs, ([total] * ranks if op == ALL_REDUCE else [total] + [None] * (ranks - 1))
 
 
 def _sum(xs, dtype) -> np.ndarray:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import click
 
-from npusim.analysis.collectives import DTYPES, OPS, measure, sizes
+from npusim.analysis.collectives import DTYPES, OPS, check_sweep, measure, sizes
 from npusim.cli.errors import report
 from npusim.errors import NpusimError, UsageError
-from npusim.files import write_bytes_atomically
+from npusim.files import MARKER, Output, StagedFolder
 from npusim.units import Dimension, format_bytes, parse_quantity
 
 BUSBW = {"allreduce": "2(n-1)/n", "allgather": "(n-1)/n", "reducescatter": "(n-1)/n", "alltoall": "(n-1)/n", "broadcast": "1", "reduce": "1"}
@@ -70,35 +70,53 @@ def _run(config_name, op, begin, end, factor, explicit, ranks, dtype, overrides,
         level, sep, names = sweep.partition("=")
         if not sep or level not in ("level0", "level1", "level2") or not names:
             raise UsageError(f"--sweep {sweep!r}: write LEVEL=ALGO,ALGO,... with LEVEL level0, level1 or level2, e.g. level1=ring,nhr")
-        forced += [f"{level}={name.strip()}" for name in names.split(",") if name.strip()]
+        chosen = [name.strip() for name in names.split(",") if name.strip()]
+        check_sweep(config_name, overrides, op, level, chosen)
+        forced += [f"{level}={name}" for name in chosen]
+    folder = out or Path("traces") / f"bench-{op}-{Path(config_name).stem}"
+    with StagedFolder(folder) as staged:  # checks the folder can be written before the work
+        points = _measure_all(config_name, op, size_list, forced, ranks, dtype, overrides, check)
+        rows = [dataclasses.asdict(p) for p in points]
+        title = f"{op} on {config_name}{' ' + ' '.join(overrides) if overrides else ''}, {points[0].ranks} ranks, {dtype}"
+        manifest = {"command": "npusim bench collectives", "config": config_name, "overrides": list(overrides), "op": op, "dtype": dtype,
+                    "ranks": points[0].ranks, "sizes": size_list, "forced": forced, "data": check}
+        staged.write([Output.made("bench.csv", lambda: _csv(rows).encode()), Output.made("busbw.png", lambda: _png(points, title)),
+                      Output.json(MARKER, manifest)])
+        staged.commit(folder)
+    click.echo(f"wrote bench.csv, busbw.png and {MARKER} in {folder}")
+    return points
+
+
+def _measure_all(config_name, op, size_list, forced, ranks, dtype, overrides, check):
+    """Each size with each forced algorithm, a line printed for each; the fastest per size."""
     points = []
     header = f"{'size':>12} {'count':>12} {'type':>9} {'forced':>16} {'algorithms':>24} {'time us':>12} {'algbw':>8} {'busbw':>8}"
     click.echo(f"# npusim bench collectives: {op} on {config_name}{' ' + ' '.join(overrides) if overrides else ''}, {dtype}; busbw = algbw x "
                f"{BUSBW[op]} (nccl-tests), GB/s = 1e9 B/s; simulated, {'data checked' if check else 'timing only'}")
     click.echo("#" + header[1:])
+    fastest = []
     for size in size_list:
+        row = []
         for name in forced:
             point = measure(config_name, op, size, ranks=ranks, dtype=dtype, overrides=overrides, forced=name, data=check)
-            points.append(point)
+            row.append(point)
             mark = "" if point.correct is None else ("  ok" if point.correct else "  WRONG")
-            click.echo(f"{size:>12} {point.count:>12} {dtype:>9} {name:>16} {point.algorithms:>24} {point.time_us:>12.3f} "
+            click.echo(f"{point.size:>12} {point.count:>12} {dtype:>9} {name:>16} {point.algorithms:>24} {point.time_us:>12.3f} "
                        f"{point.algbw:>8.2f} {point.busbw:>8.2f}{mark}")
+        points += row
+        best = min(p.time_us for p in row)
+        fastest.append(f"{format_bytes(row[0].size)} {'/'.join(p.forced for p in row if p.time_us <= best * 1.001)}")
     if len(forced) > 1:
-        click.echo("# fastest per size: " + ", ".join(f"{format_bytes(size)} {min((p for p in points if p.size == size), key=lambda p: p.time_us).forced}"
-                                                     for size in size_list))
-    folder = out or Path("traces") / f"bench-{op}-{Path(config_name).stem}"
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = [dataclasses.asdict(p) for p in points]
-    text = _csv(rows)
-    write_bytes_atomically(folder / "bench.csv", text.encode())
+        click.echo("# fastest per size (several: within 0.1%): " + ", ".join(fastest))
+    return points
+
+
+def _png(points, title: str) -> bytes:
     from npusim.plot.collectives import plot_collectives
 
-    figure = plot_collectives(points, title=f"{op} on {config_name}, {ranks or 'all'} ranks, {dtype}")
     image = io.BytesIO()
-    figure.savefig(image, format="png", dpi=110)
-    write_bytes_atomically(folder / "busbw.png", image.getvalue())
-    click.echo(f"wrote bench.csv and busbw.png in {folder}")
-    return points
+    plot_collectives(points, title=title).savefig(image, format="png", dpi=110)
+    return image.getvalue()
 
 
 def _csv(rows: list[dict]) -> str:

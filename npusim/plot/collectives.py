@@ -19,12 +19,14 @@ def plot_collectives(points: Sequence, *, title: str) -> Figure:
     palette = colours(list(lines))
     fig = figure(8, 6.5)
     busbw, time = fig.subplots(2, 1, sharex=True)
-    for forced, group in lines.items():
+    styles = ["-", "--", "-.", ":"]
+    for index, (forced, group) in enumerate(lines.items()):
         group = sorted(group, key=lambda p: p.size)
         label = "HCCL's choice" if forced == "auto" else forced
         sizes = [p.size for p in group]
-        busbw.plot(sizes, [p.busbw for p in group], marker="o", markersize=3, color=palette[forced], label=label)
-        time.plot(sizes, [p.time_us for p in group], marker="o", markersize=3, color=palette[forced], label=label)
+        style = {"marker": "o", "markersize": 3, "color": palette[forced], "linestyle": styles[index % len(styles)], "label": label}
+        busbw.plot(sizes, [p.busbw for p in group], **style)  # equal lines stay apart by their dashes
+        time.plot(sizes, [p.time_us for p in group], **style)
     for axes in (busbw, time):
         axes.set_xscale("log", base=2)
         axes.grid(True, which="both", alpha=0.3)

@@ -91,7 +91,7 @@ def choose(spec: SystemSpec, layout: Layout, call: Collective, reduce_op: str | 
     for level in layout.levels:
         forced = hccl.algo.forced(op, f"level{level}")
         if forced not in ("auto", "NA"):
-            algorithms[level] = _forced(forced, op, level, series, spec)
+            algorithms[level] = forced_algorithm(forced, op, level, spec)
             reasons[level] = f"hccl.algo level{level}"
             continue
         if level == 0:
@@ -105,7 +105,11 @@ def choose(spec: SystemSpec, layout: Layout, call: Collective, reduce_op: str | 
     return Choice(algorithms, reasons, transport)
 
 
-def _forced(name: str, op: str, level: int, series: str, spec: SystemSpec) -> Algorithm:
+def forced_algorithm(name: str, op: str, level: int, spec: SystemSpec) -> Algorithm:
+    """The algorithm ``name`` forced for ``op`` at ``level``, or an OpArgumentError when HCCL's
+    support table for the product does not list it (outside a server) or it does not run inside a
+    server (level 0)."""
+    series = series_of(spec)
     algorithm: Algorithm = COLLECTIVES.get(name)()
     if level == 0:
         if not algorithm.inside_server:
