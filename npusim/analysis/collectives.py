@@ -112,7 +112,10 @@ def measure_in_session(op: str, size: int, *, ranks: int | None = None, dtype: s
     correct = None if not data else all(np.array_equal(o.numpy(), e) for o, e in zip(outputs, expected) if e is not None)
     algbw = size / (time_us * 1e3) if time_us else 0.0
     chosen = run.choice.describe() if run.choice is not None else {}
-    algorithms = " ".join(v.split(" (")[0] for k, v in sorted(chosen.items()) if k.startswith("level")) or "local"
+    levels = sorted(k for k in chosen if k.startswith("level"))
+    if op == ALL_TO_ALL:
+        levels = levels[-1:]  # an all-to-all runs the outermost level's algorithm over every rank
+    algorithms = " ".join(chosen[k].split(" (")[0] for k in levels) or "local"
     if chosen.get("transport") == "aiv":
         algorithms += " aiv"
     return Point(size, per_rank, algorithms, time_us, algbw, algbw * BUS_FACTORS[op](dies), correct=correct, ranks=dies)

@@ -170,6 +170,8 @@ def _level1(hccl: HcclSpec, series: str, layout: Layout, call: Collective, can_i
 
 
 def _level2(series: str, layout: Layout, op: str) -> tuple[str, str]:
+    if op == ALL_TO_ALL:  # the support table lists no all-to-all algorithm between SuperPoDs: the full mesh spans them
+        return "mesh", "HCCL's grouped full mesh"
     pods = layout.dims[2]
     name = "ring" if pods < 8 and pods & (pods - 1) else "rhd"
     algorithm = COLLECTIVES.get(name)

@@ -59,6 +59,7 @@ def test_a3_runs_nhr_where_hccl_would_take_rhd_and_picks_level2_by_pod_count() -
     assert picked("a3", ["shape.pods=2"], (2, 1, 16), "allreduce", 1 << 20)[2] == "rhd"
     assert picked("a3", ["shape.pods=3"], (3, 1, 16), "allreduce", 1 << 20)[2] == "ring"
     assert picked("a3", ["shape.pods=2"], (2, 1, 16), "allgather", 1 << 20)[2] == "nhr"  # RHD lacks AllGather at level 2
+    assert picked("a3", ["shape.pods=2"], (2, 1, 16), "alltoall", 1 << 20)[2] == "mesh"  # no all-to-all algorithm there: the full mesh spans the pods
 
 
 def test_forcing_an_algorithm() -> None:
