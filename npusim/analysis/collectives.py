@@ -25,7 +25,7 @@ from npusim.config import load_config
 from npusim.errors import ConfigError, OpArgumentError, UsageError
 from npusim.frontend.session import current_session
 from npusim.kernels.hccl.algorithm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, REDUCE, REDUCE_SCATTER
-from npusim.kernels.hccl.selection import forced_algorithm
+from npusim.kernels.hccl.selection import forced_algorithm, hccl_spec
 
 OPS = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST, REDUCE)
 BUS_FACTORS = {ALL_REDUCE: lambda n: 2 * (n - 1) / n, ALL_GATHER: lambda n: (n - 1) / n, REDUCE_SCATTER: lambda n: (n - 1) / n,
@@ -81,7 +81,7 @@ def check_sweep(config: str, overrides: Sequence[str], op: str, level: str, name
     for name in names:
         try:
             spec = load_config(config, [*overrides, f"hccl.algo.{op}.{level}={name}"]).spec
-            forced = spec.hccl.algo.forced(op, level)
+            forced = hccl_spec(spec).algo.forced(op, level)
             if forced not in ("auto", "NA"):
                 forced_algorithm(forced, op, int(level[-1]), spec)
         except (OpArgumentError, ConfigError) as error:

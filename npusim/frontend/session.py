@@ -203,7 +203,7 @@ class Session:
                 hooks.wait_for(self.env.all_of(pending))
             else:
                 self._run_until(self.env.all_of(pending))
-        self.host.waited_until(self.env.now)
+        self.host.waited_until(int(self.env.now))
 
     def unfinished_work(self) -> list[simpy.Event]:
         """The issued work not simulated to its end yet: the tails of the streams, the tracked events."""

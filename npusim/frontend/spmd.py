@@ -105,7 +105,7 @@ class World:
                 self.session.run_events(_first_of([r.waiting for r in alive if r.waiting is not None], self.session.env))
                 for rank in alive:
                     if rank.waiting is not None and rank.waiting.processed:
-                        rank.host.waited_until(self.session.env.now)
+                        rank.host.waited_until(int(self.session.env.now))
                         rank.waiting = None
         finally:
             for rank, thread in zip(self.ranks, threads):

@@ -44,11 +44,11 @@ class Group:
     def size(self) -> int:
         return self.communicator.size
 
-    def _per_rank(self, what: str, values: Sequence[DeviceTensor | None]) -> list[DeviceTensor | None]:
-        values = list(values)
-        if len(values) != self.size:
-            raise OpArgumentError(f"npusim.hccl: {what} has {len(values)} tensors; give one per rank ({self.size})")
-        return values
+    def _per_rank(self, what: str, values: Sequence[DeviceTensor]) -> list[DeviceTensor]:
+        listed = list(values)
+        if len(listed) != self.size:
+            raise OpArgumentError(f"npusim.hccl: {what} has {len(listed)} tensors; give one per rank ({self.size})")
+        return listed
 
     def _streams(self, streams: Sequence[Stream] | None) -> list[Stream]:
         comm = self.communicator
@@ -67,8 +67,8 @@ class Group:
 
     def all_reduce(self, tensors: Sequence[DeviceTensor], op: str = "sum", *, streams: Sequence[Stream] | None = None) -> Run:
         """Reduce every rank's tensor into every rank's, in place."""
-        tensors = self._per_rank("tensors", tensors)
-        return self._call(ALL_REDUCE, tensors, tensors, streams, reduce_op=op)
+        each = self._per_rank("tensors", tensors)
+        return self._call(ALL_REDUCE, each, each, streams, reduce_op=op)
 
     def all_gather(self, outputs: Sequence[DeviceTensor], inputs: Sequence[DeviceTensor], *,
                    streams: Sequence[Stream] | None = None) -> Run:
@@ -82,13 +82,13 @@ class Group:
 
     def broadcast(self, tensors: Sequence[DeviceTensor], root: int = 0, *, streams: Sequence[Stream] | None = None) -> Run:
         """Every rank's tensor gets the root's."""
-        tensors = self._per_rank("tensors", tensors)
-        return self._call(BROADCAST, tensors, tensors, streams, root=self.communicator._rank(root, "root"))
+        each = self._per_rank("tensors", tensors)
+        return self._call(BROADCAST, each, each, streams, root=self.communicator._rank(root, "root"))
 
     def reduce(self, tensors: Sequence[DeviceTensor], root: int = 0, op: str = "sum", *, streams: Sequence[Stream] | None = None) -> Run:
         """The root's tensor gets the reduction of every rank's."""
-        tensors = self._per_rank("tensors", tensors)
-        return self._call(REDUCE, tensors, tensors, streams, root=self.communicator._rank(root, "root"), reduce_op=op)
+        each = self._per_rank("tensors", tensors)
+        return self._call(REDUCE, each, each, streams, root=self.communicator._rank(root, "root"), reduce_op=op)
 
     def scatter(self, outputs: Sequence[DeviceTensor], source: DeviceTensor, root: int = 0, *,
                 streams: Sequence[Stream] | None = None) -> Run:
@@ -101,13 +101,13 @@ class Group:
                    streams: Sequence[Stream] | None = None) -> Run:
         """Rank ``i`` sends ``counts[i][j]`` elements (its input's ``j``-th piece) to rank ``j``, which
         keeps the pieces in rank order; ``counts=None``: equal pieces."""
-        inputs, outputs = self._per_rank("inputs", inputs), self._per_rank("outputs", outputs)
+        sources, targets = self._per_rank("inputs", inputs), self._per_rank("outputs", outputs)
         p = self.size
         if counts is None:
-            counts = [[inputs[i].size // p] * p for i in range(p)]  # type: ignore[union-attr]
+            counts = [[sources[i].size // p] * p for i in range(p)]
         rows = [tuple(int(c) for c in row) for row in counts]
         columns = [tuple(rows[i][j] for i in range(p)) for j in range(p)]
-        return self._call(ALL_TO_ALL, inputs, outputs, streams, send_counts=rows, recv_counts=columns)
+        return self._call(ALL_TO_ALL, sources, targets, streams, send_counts=rows, recv_counts=columns)
 
     def send(self, tensor: DeviceTensor, src: int, into: DeviceTensor, dst: int, *, streams: Sequence[Stream] | None = None) -> Run:
         """Rank ``src`` sends ``tensor`` to rank ``dst``, which receives it into ``into``."""

@@ -40,18 +40,19 @@ from npusim.frontend.hccl.runtime import Communicator, Request
 from npusim.frontend.host import DeviceEvent
 from npusim.frontend.session import Session, current_session
 from npusim.frontend.spmd import current_rank, spawn
+from npusim.frontend.torch_device.npu_module import current_device
 from npusim.frontend.torch_device.tensors import device_tensor, new_tensor
 from npusim.hw.stream import Stream
 from npusim.kernels.hccl.algorithm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, REDUCE, REDUCE_SCATTER, SCATTER
 from npusim.kernels.hccl.plan import SEND
 
 BACKEND = "hccl"
-_REDUCE_OPS = {dist.ReduceOp.RedOpType.SUM: "sum", dist.ReduceOp.RedOpType.PRODUCT: "prod", dist.ReduceOp.RedOpType.MIN: "min",
-               dist.ReduceOp.RedOpType.MAX: "max", dist.ReduceOp.RedOpType.AVG: "avg"}
+_REDUCE_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.PRODUCT: "prod", dist.ReduceOp.MIN: "min", dist.ReduceOp.MAX: "max",
+               dist.ReduceOp.AVG: "avg"}
 
 
 def _reduce_op(op, api: str) -> str:
-    kind = op.op if isinstance(op, dist.ReduceOp) else op
+    kind = op.op if isinstance(op, dist.ReduceOp) else op  # type: ignore[attr-defined]  # a ReduceOp holds its kind in .op (not in torch's stubs)
     name = _REDUCE_OPS.get(kind)
     if name is None:
         raise OpArgumentError(f"{api}: ReduceOp.{getattr(kind, 'name', kind)} is not supported with HCCL (torch_npu refuses BAND, BOR, "
@@ -78,7 +79,7 @@ class _RankState(c10d._World):
     tags_to_pg = property(lambda self: self._maps["tags_to_pg"])
     pg_to_tag = property(lambda self: self._maps["pg_to_tag"])
 
-    @property  # type: ignore[override]
+    @property
     def group_count(self) -> int:
         return self._count
 
@@ -203,14 +204,33 @@ def _init_process_group(backend=None, init_method=None, timeout=None, world_size
 
 
 class _Shared:
-    """What the ranks' groups of one name share: the communicator and each rank's HCCL stream."""
+    """What the ranks' groups of one name share: the communicator, each rank's HCCL stream, each
+    global rank's group, and the communicator's name as HCCL gives it (``get_hccl_comm_name``)."""
 
     def __init__(self, session: Session, size: int, name: str) -> None:
         self.communicator = Communicator(session, size, name)
         self.streams: dict[int, Stream] = {}
+        self.members: dict[int, HcclProcessGroup] = {}
+        self.comm_name = f"npusim_hccl_{self.communicator.index}_{name.replace(' ', '_')}"
 
 
 _shared: dict[tuple[int, str], _Shared] = {}
+
+
+def group_of_comm_name(name: str, api: str) -> HcclProcessGroup:
+    """The running rank's group of the communicator HCCL names ``name`` (an MC2 op's ``hcom``)."""
+    rank = current_rank()
+    if rank is None:
+        raise UsageError(f"{api}: hcom={name!r}: MC2 ops run inside the ranks of a torch program (torch.multiprocessing.spawn) "
+                         "with a process group of the hccl backend")
+    for (world, _), shared in _shared.items():
+        if world == id(rank.world) and shared.comm_name == name:
+            group = shared.members.get(rank.index)
+            if group is None:
+                raise OpArgumentError(f"{api}: hcom={name!r} is a group rank {rank.index} is not a member of")
+            return group
+    raise OpArgumentError(f"{api}: hcom={name!r} names no communicator of this program; pass "
+                          "pg._get_backend(torch.device('npu')).get_hccl_comm_name(rank) of a group of the hccl backend")
 
 
 def _create(options, backend_options=None) -> HcclProcessGroup:
@@ -224,7 +244,9 @@ def _create(options, backend_options=None) -> HcclProcessGroup:
     shared = _shared.get(key)
     if shared is None:
         shared = _shared[key] = _Shared(rank.world.session, options.group_size, "world" if name == "0" else f"group {name}")
-    return HcclProcessGroup(options.group_rank, options.group_size, shared, list(options.global_ranks_in_group))
+    group = HcclProcessGroup(options.group_rank, options.group_size, shared, list(options.global_ranks_in_group))
+    shared.members[rank.index] = group
+    return group
 
 
 class HcclWork(dist.Work):
@@ -242,7 +264,7 @@ class HcclWork(dist.Work):
         if self._blocking:
             self._event.synchronize()
         else:
-            self._event.wait_on(self._event.session.stream(torch.npu.current_device()))
+            self._event.wait_on(self._event.session.stream(current_device()))
         return True
 
     def is_completed(self) -> bool:
@@ -268,7 +290,7 @@ class HcclProcessGroup(dist.ProcessGroup):
     """One rank's view of a group (module docstring)."""
 
     def __init__(self, rank: int, size: int, shared: _Shared, global_ranks: list[int]) -> None:
-        super().__init__(rank, size)
+        super().__init__(rank, size)  # type: ignore[call-arg]  # a Python process group's constructor: (rank, size)
         self._rank = rank
         self._size = size
         self._shared = shared
@@ -276,6 +298,22 @@ class HcclProcessGroup(dist.ProcessGroup):
 
     def getBackendName(self) -> str:
         return BACKEND
+
+    def _get_backend(self, device=None) -> HcclProcessGroup:  # type: ignore[override]  # torch's takes a device and returns a Backend
+        """The group itself: a Python process group is its own backend (torch_npu's programs ask for
+        ``pg._get_backend(torch.device("npu"))`` to reach get_hccl_comm_name)."""
+        return self
+
+    def get_hccl_comm_name(self, rank: int = 0, init_comm: bool = True) -> str:
+        """The communicator's name (torch_npu's ProcessGroupHCCL API; MC2 ops take it as ``hcom``)."""
+        return self._shared.comm_name
+
+    def rank(self) -> int:
+        return self._rank
+
+    def hccl_stream(self, die: int) -> Stream:
+        """This group's HCCL stream on ``die``."""
+        return self._stream(die)
 
     @property
     def communicator(self) -> Communicator:
@@ -314,19 +352,19 @@ class HcclProcessGroup(dist.ProcessGroup):
 
     # -- the collectives -------------------------------------------------------------------------
 
-    def allreduce(self, tensors, opts=None) -> HcclWork:
+    def allreduce(self, tensors, opts=None) -> HcclWork:  # type: ignore[override]  # c10d calls a Python group's collectives as (tensors, opts)
         tensor = _one(tensors, "all_reduce")
         op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, "all_reduce")
         t = device_tensor(tensor, "all_reduce", "tensor")
         return self._issue("HcclAllReduce", lambda s, g: Request(ALL_REDUCE, t, t, s, reduce_op=op, gate=g), tensor, result=[tensor])
 
-    def broadcast(self, tensors, opts=None) -> HcclWork:
+    def broadcast(self, tensors, opts=None) -> HcclWork:  # type: ignore[override]  # c10d calls a Python group's collectives as (tensors, opts)
         tensor = _one(tensors, "broadcast")
         root = opts.rootRank if opts is not None else 0
         t = device_tensor(tensor, "broadcast", "tensor")
         return self._issue("HcclBroadcast", lambda s, g: Request(BROADCAST, t, t, s, root=root, gate=g), tensor, result=[tensor])
 
-    def reduce(self, tensors, opts=None) -> HcclWork:
+    def reduce(self, tensors, opts=None) -> HcclWork:  # type: ignore[override]  # c10d calls a Python group's collectives as (tensors, opts)
         tensor = _one(tensors, "reduce")
         op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, "reduce")
         root = opts.rootRank if opts is not None else 0
@@ -367,9 +405,9 @@ class HcclProcessGroup(dist.ProcessGroup):
         return self._issue("HcclReduceScatter", lambda s, g: Request(REDUCE_SCATTER, i, o, s, reduce_op=op, gate=g), input,
                            result=[output])
 
-    _reduce_scatter_base = reduce_scatter_single
+    _reduce_scatter_base = reduce_scatter_single  # type: ignore[assignment]  # torch's older name of the same call
 
-    def reduce_scatter(self, outputs, input_lists, opts=None) -> HcclWork:
+    def reduce_scatter(self, outputs, input_lists, opts=None) -> HcclWork:  # type: ignore[override]  # c10d calls a Python group's collectives as (tensors, opts)
         output, inputs = _one(outputs, "reduce_scatter"), input_lists[0]
         if len(inputs) != self._size:
             raise OpArgumentError(f"reduce_scatter: input_list has {len(inputs)} tensors; give one per rank of the group ({self._size})")
@@ -387,7 +425,7 @@ class HcclProcessGroup(dist.ProcessGroup):
                                                                   recv_counts=tuple(c * row_out for c in recv), gate=g),
                            input, result=[output])
 
-    alltoall_base = all_to_all_single
+    alltoall_base = all_to_all_single  # type: ignore[assignment]  # torch's older name of the same call
 
     def alltoall(self, outputs, inputs, opts=None) -> HcclWork:
         if len(outputs) != self._size or len(inputs) != self._size:
@@ -406,7 +444,7 @@ class HcclProcessGroup(dist.ProcessGroup):
                                                                   recv_counts=tuple(t.numel() for t in outputs), gate=g),
                            flat_in, result=list(outputs), then=copy_out)
 
-    def scatter(self, outputs, input_lists, opts=None) -> HcclWork:
+    def scatter(self, outputs, input_lists, opts=None) -> HcclWork:  # type: ignore[override]  # c10d calls a Python group's collectives as (tensors, opts)
         output = _one(outputs, "scatter")
         root = opts.rootRank if opts is not None else 0
         o = device_tensor(output, "scatter", "tensor")
@@ -429,11 +467,11 @@ class HcclProcessGroup(dist.ProcessGroup):
     def recv_anysource(self, tensors, tag: int = 0) -> HcclWork:
         raise UsageError("recv without src (any source): HCCL has no receive from any rank; name the sender (dist.recv(t, src=...))")
 
-    def gather(self, outputs, inputs, opts=None) -> HcclWork:
+    def gather(self, outputs, inputs, opts=None) -> HcclWork:  # type: ignore[override]  # c10d calls a Python group's collectives as (tensors, opts)
         raise UsageError("gather: HCCL has no gather (torch_npu refuses it); use all_gather, or a reduce of a zero-padded tensor")
 
     def barrier(self, opts=None) -> HcclWork:
-        token = new_tensor([1], torch.float32, torch.npu.current_device())
+        token = new_tensor([1], torch.float32, current_device())
         t = device_tensor(token, "barrier", "token")
         return self._issue("HcclBarrier", lambda s, g: Request(ALL_REDUCE, t, t, s, reduce_op="sum", gate=g), token, blocking=True)
 
@@ -493,5 +531,5 @@ def install() -> None:
         return
     dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["npu"])
     torch.multiprocessing.spawn = _spawn
-    dist.init_process_group = _init_process_group
-    c10d.init_process_group = _init_process_group
+    dist.init_process_group = _init_process_group  # type: ignore[assignment]  # the same call, with the ranks' shared store
+    c10d.init_process_group = _init_process_group  # type: ignore[assignment]

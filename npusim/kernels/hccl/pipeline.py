@@ -69,7 +69,8 @@ class Pipeline(Algorithm):
         """``pieces[a][b]`` for ranks ``a, b`` as in :meth:`Algorithm.all_to_all`; ``staging[a]`` is where
         rank ``a``'s buffer has room for what it relays (:func:`staging_bytes`)."""
         servers, local = len(grid), len(grid[0])
-        gather_step, relay_steps = [], [[] for _ in range(servers - 1)]
+        gather_step: list[Transfer] = []
+        relay_steps: list[list[Transfer]] = [[] for _ in range(servers - 1)]
         for s in range(servers):
             for i in range(local):
                 source = grid[s][i]

@@ -103,7 +103,8 @@ class Schedule:
 class RankStep(NamedTuple):
     """One rank's part of a step: its transfers out, by receiver (in the step's order), and in."""
 
-    index: int
+    position: int
+    """The step's index in the schedule."""
     step: Step
     outgoing: dict[int, list[Transfer]]
     incoming: list[Transfer]

@@ -4,7 +4,6 @@ async work ordering the stream, and the refusals."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
