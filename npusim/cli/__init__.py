@@ -23,6 +23,7 @@ from npusim import __version__
 from npusim.errors import InstallError
 
 COMMANDS = {
+    "bench": ("npusim.cli.bench_cmd:bench_group", "Benchmark the simulated machine: HCCL's collectives over a range of sizes (hccl_test style)."),
     "compare": ("npusim.cli.compare_cmd:compare_command", "Compare two run folders: what changed from FOLDER_A to FOLDER_B."),
     "config": ("npusim.cli.config_cmd:config_group", "Show and check hardware configs (a YAML path, or a built-in name: a2, a3)."),
     "report": ("npusim.cli.report_cmd:report_command", "Print the report of FOLDER, the output folder of an `npusim run`."),

@@ -210,3 +210,8 @@ OPS: Registry[Any] = Registry("op", builtins={
     "scatter_update": "npusim.kernels.scatter_update.op",
 })
 """Ops the simulator models (their settings under ``ops:``), implemented in npusim.kernels."""
+
+COLLECTIVES: Registry[Any] = Registry("collective algorithm", builtins={name: f"npusim.kernels.hccl.{name}" for name in (
+    "double_ring", "mesh", "nb", "nhr", "pairwise", "pipeline", "rhd", "ring")})
+"""HCCL's collective algorithms (``hccl.algo``), each a schedule of transfers over the fabric levels,
+implemented in npusim.kernels.hccl."""

@@ -110,6 +110,11 @@ def host_call(api: str, **args) -> Iterator[HostCall]:
         _HOST_CALL.reset(token)
 
 
+def current_host_call() -> HostCall | None:
+    """The eager host call being issued, if any."""
+    return _HOST_CALL.get()
+
+
 def enqueue(build, system, die: int) -> None:
     """Queue the kernels that ``build()`` returns (a list, built anew for each run) on the current
     stream of die ``die``: recorded for replays while a graph is captured; in an eager host call,

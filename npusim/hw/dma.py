@@ -12,17 +12,22 @@
   requests of a queue pair in flight, streaming the bytes of one block right after the previous
   one's, so a transfer pays the path latency once, not once per block.
 
-Both apply each block's bytes (when data is on) at the block's completion, and record each block
-as a transfer (its fixed part and bottleneck, as the cores' copies are), with the config keys of
-its costs told to the recorder (an SDMA's ``die.sdma`` set-up and rate; the routes' latencies).
-Times in ps, rates in bytes/ps.
+- :class:`VectorCoreWrites` is a die's AIV cores copying straight from its GM into another die's
+  (an AIV-expanded HCCL op: HCCL_OP_EXPANSION_MODE=AIV): no descriptor set-up, the cores' GM read
+  and write paths instead, at the rate of the cores the copy is given.
+
+All apply each block's bytes (when data is on) at the block's completion: a block is a
+:class:`GmBlock` or anything with its ``nbytes`` and ``copy`` (a copy that reduces into the
+destination, HCCL's inline reduce), and record each block as a transfer (its fixed part and
+bottleneck, as the cores' copies are), with the config keys of its costs told to the recorder (an
+SDMA's ``die.sdma`` set-up and rate; the routes' latencies). Times in ps, rates in bytes/ps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import simpy
 
@@ -55,6 +60,15 @@ class GmBlock(NamedTuple):
         dst, src = self.dst.data, self.src.data
         assert dst is not None and src is not None, "a block's bytes move only with data on"
         dst[self.dst_offset : self.dst_offset + self.nbytes] = src[self.src_offset : self.src_offset + self.nbytes]
+
+
+class Block(Protocol):
+    """One descriptor's bytes and what they do when they land (``copy``, called with data on)."""
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def copy(self, _event: simpy.Event | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -100,7 +114,7 @@ class SystemDma:
         """The fixed cost of one block before its bytes flow: set-up, source memory, round trip."""
         return self.setup_ps + path.memory_latency_ps + 2 * path.path_latency_ps
 
-    def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
         """SimPy generator: take the lowest free channel, run ``blocks`` in order on it (each one an
         event on the channel's lane ``sdma chN``), give the channel back."""
         channel = yield self._free.get()
@@ -133,7 +147,7 @@ class RdmaQueuePair:
         costs.unit(die.index, RDMA, RDMA)
         costs.engine(RDMA, "", EngineCosts(Term((), 0), Term((), 0), ()))  # the NIC has no cap of its own: its ports are resources
 
-    def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
         """SimPy generator: stream ``blocks``; ends when the last block has completed."""
         env, system = self.env, self.system
         recorder = system.recorder
@@ -153,3 +167,31 @@ class RdmaQueuePair:
                     completion.callbacks.append(block.copy)
                 completions.append(completion)
         yield env.all_of(completions)
+
+
+class VectorCoreWrites:
+    """A die's vector (AIV) cores copying from its GM into another die's (or its own): each copy is
+    staged through UB by the cores it is given, so it pays the cores' GM read and write set-up
+    (MTE2 and MTE3) and the path's latency once, and moves at no more than those cores' write rate.
+    Its lane is ``hccl aiv writes``."""
+
+    def __init__(self, die: Die, kind: str) -> None:
+        self.die = die
+        self.system = die.system
+        timing = die.timing.kinds[kind]
+        read, write = timing.moves[("GM", "UB")], timing.moves[("UB", "GM")]
+        self.setup_ps = timing.engines[read].setup_ps + timing.engines[write].setup_ps
+        self.core_rate = min(timing.engines[read].rate_bytes_per_ps, timing.engines[write].rate_bytes_per_ps)
+
+    def run(self, blocks: Sequence[Block], path: CopyPath, cores: float, name_id: int, op: int):
+        """SimPy generator: move ``blocks`` one after the other with ``cores`` cores' worth of rate."""
+        system = self.system
+        env = system.env
+        track = system.recorder.track(self.die.index, "hccl", "aiv writes", (4, 0))
+        fixed_ps = self.setup_ps + path.memory_latency_ps + path.path_latency_ps
+        for block in blocks:
+            start = clock(env)
+            yield system.network.transfer(block.nbytes, path.resources, cap=cores * self.core_rate, delay_ps=fixed_ps)
+            if system.with_data:
+                block.copy()
+            system.recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)

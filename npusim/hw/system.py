@@ -176,3 +176,9 @@ class System:
         route = topology.rdma_route(src_die, dst_die, direction) if rdma else topology.route(src_die, dst_die, direction)
         resources = (source.l2, source.hbm) + route.resources + (destination.l2, destination.hbm)
         return CopyPath(resources, route.latency_ps, source.memory_latency_ps, route.latency_terms, source.memory_latency)
+
+    def local_copy_path(self, die: int) -> CopyPath:
+        """What a copy inside the GM of die ``die`` crosses: its L2 and HBM (once each: the engine's
+        reads and writes share them; the network takes a resource once per flow)."""
+        memory = self.die(die)
+        return CopyPath((memory.l2, memory.hbm), 0, memory.memory_latency_ps, (), memory.memory_latency)

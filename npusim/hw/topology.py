@@ -3,7 +3,8 @@ composed into routes between dies.
 
 The levels, innermost first: ``package`` (the die-to-die link of a package: SIO on 910C), ``node``
 (the dies of one node: HCCS full mesh in an A2 server, first-tier UB switches in an A3 node), ``pod``
-(the nodes of the system: second-tier UB switches of an A3 SuperPoD) and ``scale_out`` (the RoCE NICs
+(the nodes of a pod: second-tier UB switches of an A3 SuperPoD; ``shape.pods`` SuperPoDs are joined
+by the scale-out network only) and ``scale_out`` (the RoCE NICs
 of every die, joined by a switch). Each level is a fabric kind registered in
 :data:`npusim.config.registry.FABRICS` (the modules of :mod:`npusim.hw.fabrics`), its config section
 validated by the kind's ``Spec``. A load/store route (a core's MTE access to another die's GM, an SDMA
@@ -191,6 +192,9 @@ class Topology:
     def node_of(self, die: int) -> int:
         return self.spec.shape.node_of(die)
 
+    def pod_of(self, die: int) -> int:
+        return self.spec.shape.pod_of(die)
+
     def level_joining(self, src: int, dst: int) -> str | None:
         """The innermost load/store level that holds both dies (package, node or pod; None for one
         die, or for dies of two nodes that no pod fabric joins)."""
@@ -200,7 +204,7 @@ class Topology:
             return "package"
         if self.node_of(src) == self.node_of(dst):
             return "node"
-        return "pod" if "pod" in self.levels else None
+        return "pod" if "pod" in self.levels and self.pod_of(src) == self.pod_of(dst) else None
 
     def joins(self, src: int, dst: int) -> bool:
         """Whether a load/store route joins two different dies (else only RDMA reaches across)."""
@@ -236,6 +240,12 @@ class Topology:
         if src == dst:
             return LOCAL
         level = self.level_joining(src, dst)
+        if level is None and "pod" in self.levels:
+            raise NoRouteError(
+                f"die {src} and die {dst} are in different pods ({self.pod_of(src)} and {self.pod_of(dst)}): the pod fabric "
+                "joins the nodes of one pod only, so the dies reach each other only through their NICs; move the data by RDMA, "
+                "npusim.transfer(..., protocol='rdma')"
+            )
         if level is None:
             raise NoRouteError(
                 f"die {src} and die {dst} are in different nodes ({self.node_of(src)} and {self.node_of(dst)}) and no pod "

@@ -153,6 +153,17 @@ class CoreProgram:
         """Bytes reserved so far in each buffer."""
         return dict(self._allocated)
 
+    @contextlib.contextmanager
+    def reused_buffers(self) -> Iterator[None]:
+        """What is allocated inside is free again after it: for a program that runs pieces one after
+        the other, each draining its pipes before the next (its last instruction waits for them), so
+        the next piece may take the same buffer space (the race check still sees every access)."""
+        marks = dict(self._allocated)
+        try:
+            yield
+        finally:
+            self._allocated = marks
+
     # -- attribution ---------------------------------------------------------------------------
 
     def tile(self, index: int) -> _TileScope:

@@ -285,3 +285,26 @@ def npu_moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts,
     if _is_torch(expand_x):
         return torch.ops.npu.npu_moe_distribute_combine(**args)
     return _device_op("moe_distribute_combine", "npu_moe_distribute_combine", args)[0]
+
+def _mc2(name: str):
+    """An MC2 op (a matmul fused with a collective, docs/collectives.md): torch npu tensors of ranks
+    whose process group has the hccl backend; its communicator named by ``hcom``."""
+    def op(*args, **kwargs):
+        if not TORCH:
+            from npusim.errors import UsageError
+
+            raise UsageError(f"torch_npu.{name} runs in torch programs (its hcom is a torch.distributed process group's "
+                             "communicator); install npusim[torch]")
+        return getattr(torch.ops.npu, name)(*args, **kwargs)
+
+    op.__name__ = op.__qualname__ = name
+    return op
+
+
+npu_mm_all_reduce_base = _mc2("npu_mm_all_reduce_base")
+"""``all_reduce(x1 @ x2)`` in one launch, each row tile's all-reduce overlapping the next tile's matmul."""
+npu_mm_reduce_scatter_base = _mc2("npu_mm_reduce_scatter_base")
+"""``reduce_scatter(input @ x2)`` over ``world_size`` ranks, pipelined by row tiles."""
+npu_all_gather_base_mm = _mc2("npu_all_gather_base_mm")
+"""``(all_gather(input) @ x2, all_gather(input))``: the rank's own rows multiplied while the others arrive."""
+__all__ += ["npu_all_gather_base_mm", "npu_mm_all_reduce_base", "npu_mm_reduce_scatter_base"]

@@ -202,3 +202,12 @@ def test_a_fabric_kind_of_ones_own_is_one_module_registered_on_import(tmp_path):
     assert result["links"] == ["node0 bus"] and result["bandwidth"] == "14 GB/s"
     one, two = result["rates"]["1"], result["rates"]["2"]
     assert 1.9 < two / one < 2.0  # two transfers of disjoint pairs share the bus: twice the time, minus the fixed part
+
+
+def test_pods_are_joined_by_the_nics_only():
+    """The pod fabric joins the nodes of one pod; dies of two pods (SuperPoDs) reach each other by RDMA."""
+    topology = system("a3", "shape.pods=2", "shape.nodes=2").topology
+    assert topology.level_joining(0, 16) == "pod" and topology.level_joining(0, 32) is None
+    with pytest.raises(NoRouteError, match="different pods"):
+        topology.route(0, 32, WRITE)
+    assert names(topology.rdma_route(0, 32, WRITE)) == ["nic0 tx", "nic32 rx"]

@@ -341,10 +341,12 @@ KERNELS: dict[str, tuple[Callable, Callable]] = {
 
 
 def register(library: torch.library.Library) -> None:
-    """Define the ``npu::`` ops with their npu kernels and fake kernels."""
-    for name, schema in SCHEMAS.items():
+    """Define the ``npu::`` ops with their npu kernels and fake kernels (the MC2 ops': :mod:`.mc2`)."""
+    from npusim.frontend.torch_device import mc2
+
+    for name, schema in {**SCHEMAS, **mc2.SCHEMAS}.items():
         library.define(schema)
-        kernel, fake = KERNELS[name]
+        kernel, fake = {**KERNELS, **mc2.KERNELS}[name]
         library.impl(name, kernel, "PrivateUse1")
         torch.library.register_fake(f"npu::{name}", fake, lib=library)
     _probe_scalar_type_codes(library)
