@@ -31,6 +31,7 @@ from typing import cast
 import numpy as np
 import simpy
 
+from npusim import formats
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import rearm_at, succeed_at
 from npusim.errors import ConfigError, ResourceError, UsageError
@@ -361,7 +362,13 @@ class CoreProgram:
     def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", *, saturate: bool = True, **kw) -> list[Instruction]:
         """Convert ``src`` to ``dst``'s dtype, rounding with ``rounding`` (to integers, and to a
         narrower float format bit-exactly); integer results saturate, or wrap for an integer source
-        with ``saturate=False``."""
+        with ``saturate=False``; to hifloat8 with ``round`` or ``hybrid`` only, ``hybrid`` nowhere else
+        (Ascend C's CAST_HYBRID)."""
+        to_hifloat8 = dst.dtype == formats.HIFLOAT8
+        if (rounding in vector_semantics.HIFLOAT8_ROUNDING) != to_hifloat8 and (to_hifloat8 or rounding == "hybrid"):
+            allowed = "round or hybrid" if to_hifloat8 else "any but hybrid"
+            raise UsageError(f"cast {formats.name_of(src.dtype)} -> {formats.name_of(dst.dtype)} with rounding {rounding!r}: "
+                             f"a conversion to this format rounds with {allowed}")
         return self.vector("cast", dst, src, rounding=rounding, scalar=None if saturate else "wrap", **kw)
 
     def _matrix_cost(self, kind: str, level_elements: list[int], itemsize: int) -> int:
