@@ -172,6 +172,11 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
            summarise=lambda shown: _the_rest(resources, shown))
     for warning in summary.get("warnings", [])[:rows]:
         console.print(f"[yellow]warning[/yellow] at {warning['time_us']:.3f} us on die {warning['die']}: {warning['message']}")
+    fallbacks = summary.get("host_fallbacks", [])
+    if fallbacks:
+        console.print("[yellow]host fallbacks[/yellow] (torch ops the npu device does not model ran on the host, in no simulated time): "
+                      + "; ".join(f"{row['op']} x{row['count']} (first: {row['message']})" for row in fallbacks[:rows])
+                      + (f"; {len(fallbacks) - rows} more in summary.json" if len(fallbacks) > rows else ""))
 
 
 def resources_by_importance(summary: dict) -> list[dict]:

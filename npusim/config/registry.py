@@ -196,6 +196,8 @@ FABRICS: Registry[Any] = Registry("fabric kind", builtins={kind: f"npusim.hw.fab
 OPS: Registry[Any] = Registry("op", builtins={
     "cast": "npusim.kernels.elementwise.op",
     "fill": "npusim.kernels.elementwise.op",
+    "add": "npusim.kernels.elementwise.op",
+    "sub": "npusim.kernels.elementwise.op",
     "quant_scatter": "npusim.kernels.quant_scatter.op",
     "quantize": "npusim.kernels.quantize.op",
     "scatter_update": "npusim.kernels.scatter_update.op",

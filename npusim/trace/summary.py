@@ -1,6 +1,7 @@
 """The summary of a run: simulated time; time per op and per tile of each op; busy time and
 utilisation per die and pipe; bytes and achieved bandwidth against the peak of each HBM / L2 / link /
-NIC; the bottleneck breakdown of the critical path; warnings. Plain JSON-able data (``summary.json``).
+NIC; the bottleneck breakdown of the critical path; warnings; the ops a torch program ran on the host, counted.
+Plain JSON-able data (``summary.json``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from npusim import __version__
 from npusim.trace.critical_path import bottlenecks
 from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder
+
+HOST_FALLBACK = "host fallback"
+"""The category of the instants that mark an op a torch program ran on the host (``docs/torch.md``)."""
 
 
 def busy_ps(recorder: Recorder, columns: dict[str, np.ndarray]) -> np.ndarray:
@@ -164,5 +168,24 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
         "pipes": pipe_busy(record),
         "bandwidth": bandwidth(record),
         "bottlenecks": bottlenecks(record),
-        "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants],
+        "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants
+                     if i.category != HOST_FALLBACK],
+        "host_fallbacks": host_fallbacks(record),
     }
+
+
+
+def host_fallbacks(record: RunRecord) -> list[dict[str, Any]]:
+    """One row per op that ran on the host instead of the device: how many times, the first time
+    (us) and die, and the first one's message (which names the program's line), in order of first use."""
+    rows: dict[str, dict[str, Any]] = {}
+    for instant in record.recorder.instants:
+        if instant.category != HOST_FALLBACK:
+            continue
+        row = rows.get(instant.key)
+        if row is None:
+            rows[instant.key] = {"op": instant.key, "count": 1, "first_us": instant.time_ps / 1e6, "die": instant.die,
+                                 "message": instant.message}
+        else:
+            row["count"] += 1
+    return list(rows.values())
