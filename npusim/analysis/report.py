@@ -175,7 +175,8 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
     fallbacks = summary.get("host_fallbacks", [])
     if fallbacks:
         console.print("[yellow]host fallbacks[/yellow] (torch ops the npu device does not model ran on the host, in no simulated time): "
-                      + "; ".join(f"{row['op']} x{row['count']} (first: {row['message']})" for row in fallbacks[:rows])
+                      + "; ".join(f"{row['message']} ({row['count']} time{'s' if row['count'] > 1 else ''}, the first shown)" if row["count"] > 1
+                                  else row["message"] for row in fallbacks[:rows])
                       + (f"; {len(fallbacks) - rows} more in summary.json" if len(fallbacks) > rows else ""))
 
 

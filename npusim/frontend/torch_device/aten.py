@@ -191,27 +191,28 @@ class HostFallbackWarning(UserWarning):
     """A torch op the npu device does not model ran on the host instead."""
 
 
-_warned: weakref.WeakKeyDictionary[Session, set[str]] = weakref.WeakKeyDictionary()
-"""Per session, the ops whose host fallback has been warned about (once per op name)."""
+_warned: weakref.WeakKeyDictionary[Session, set] = weakref.WeakKeyDictionary()
+"""Per session, the op names and program lines a host fallback warning has named."""
 
 
 def _note_fallback(session: Session, op, die: int) -> None:
-    """Warn once per op name and session, naming the program's line; mark each fallback in the
-    trace (the summary counts them per op)."""
+    """Warn once per op name and session, naming the program's line (and not again for that line:
+    one ``print(x)`` runs a dozen ops on the host); mark each fallback in the trace (the summary
+    counts them per op)."""
     name = str(op.overloadpacket)  # the op as the program calls it (aten.exp), whichever overload (out=, Scalar ...) ran
     where = callsite()
     at = f" at {where}" if where is not None else ""
-    message = f"{name} ran on the host{at}"
     seen = _warned.setdefault(session, set())
-    if name not in seen:
-        seen.add(name)
+    if name not in seen and where not in seen:
+        seen.update((name, where))
         text = (f"{name} is not modelled on the npu device: it ran on the host{at} (no simulated time; the result is torch's "
-                "CPU result); the run summary counts each op's host fallbacks (docs/torch.md)")
+                "CPU result); every op that runs on the host is counted in the run summary (host_fallbacks) and marked in the trace "
+                "(docs/torch.md)")
         if where is not None:
             warnings.warn_explicit(text, HostFallbackWarning, where.filename, where.lineno)
         else:
             warnings.warn(text, HostFallbackWarning, stacklevel=2)
-    session.system.recorder.instant(session.env.now, die, "host fallback", message, category=HOST_FALLBACK, key=name)
+    session.system.recorder.instant(session.env.now, die, "host fallback", f"{name} ran on the host{at}", category=HOST_FALLBACK, key=name)
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:

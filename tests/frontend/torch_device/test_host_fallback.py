@@ -218,3 +218,14 @@ def test_torch_npu_ops_take_views(layout):
         torch_npu.scatter_update_(target.transpose(1, 2).transpose(1, 2), torch.tensor([1, 3]).npu(), updates.npu(), -2)
         data[0, :, 1], data[1, :, 3] = updates[0, :, 0], updates[1, :, 0]
         assert torch.equal(target.cpu(), data)
+
+
+def test_printing_warns_once_for_its_line(capsys):
+    """print(x) runs a dozen ops on the host (abs, ne, masked_select, max ...): one warning for that line."""
+    with npusim.session("a2") as session:
+        x = torch.randn(3, 4).npu()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            print(x)
+        assert len([w for w in caught if issubclass(w.category, HostFallbackWarning)]) == 1
+    assert len(session.result.summary["host_fallbacks"]) > 5
