@@ -24,7 +24,9 @@ Module contents: the data types (``pypto.DT_FP16`` ...), ``AtomicType``, ``OpTyp
 ``set_pass_options`` ...), ``set_vec_tile_shapes``, ``view``, ``assemble`` and the compute ops.
 """
 
-from npusim.frontend.pypto import converter, distributed, experimental, frontend, ranks
+import sys as _sys
+
+from npusim.frontend.pypto import converter, distributed, experimental, frontend, ranks, runtime
 from npusim.frontend.pypto.compute import (
     CastMode,
     PrecisionType,
@@ -70,6 +72,7 @@ from npusim.frontend.pypto.control import (
     set_verify_options,
 )
 from npusim.frontend.pypto.converter import from_torch
+from npusim.frontend.pypto.host_data import RunMode, function
 from npusim.frontend.pypto.ops import assemble, set_vec_tile_shapes, view
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
@@ -99,14 +102,31 @@ from npusim.kernels.shmem.dtypes import (
 
 tensor = Tensor
 """``pypto.tensor(shape, dtype, name)``: the framework's alias of ``pypto.Tensor``."""
+
+
+def min(a, b) -> SymbolicScalar:  # noqa: A001 - PyPTO's name
+    """``pypto.min(a, b)``: the smaller of two scalars (ints or SymbolicScalars; the framework's
+    operation.py), e.g. a tail block's valid size ``pypto.min(n - i * block, block)``."""
+    return (a if isinstance(a, SymbolicScalar) else SymbolicScalar(a)).min(b)
+
+
+def max(a, b) -> SymbolicScalar:  # noqa: A001 - PyPTO's name
+    """``pypto.max(a, b)``: the larger of two scalars (ints or SymbolicScalars)."""
+    return (a if isinstance(a, SymbolicScalar) else SymbolicScalar(a)).max(b)
+
+
+if "torch" in _sys.modules:  # a torch program: torch.npu is the simulated device, as torch_npu, which the framework's torch loads, gives it
+    from npusim.frontend.torch_device import install as _install_torch_device
+
+    _install_torch_device()
 symbolic_scalar = SymbolicScalar
 """``pypto.symbolic_scalar(n)``: the framework's alias of ``pypto.SymbolicScalar``."""
 
 __all__ = [
     "AtomicType", "DataType", "OpType", "ShmemTensor", "StatusType", "SymbolicScalar", "Tensor", "TileOpFormat",
-    "DYN", "DYNAMIC", "STATIC", "cond", "frontend", "is_loop_begin", "is_loop_end", "jit", "loop", "loop_unroll", "options", "ranks",
+    "DYN", "DYNAMIC", "RunMode", "STATIC", "cond", "frontend", "function", "is_loop_begin", "is_loop_end", "jit", "loop", "loop_unroll", "options", "ranks",
     "set_codegen_options", "set_debug_options", "set_host_options", "set_options", "set_pass_options", "set_runtime_options",
-    "set_verify_options", "symbolic_scalar", "tensor",
+    "set_verify_options", "symbolic_scalar", "tensor", "min", "max", "runtime",
     "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64",
     "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64",
     "assemble", "converter", "distributed", "experimental", "from_torch", "set_vec_tile_shapes", "view",

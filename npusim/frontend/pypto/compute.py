@@ -216,7 +216,7 @@ def _binary(op: str, input, other, kind: str, scalar_kind: str | None, *, negate
         return _elementwise(op, [x, y], kind)
     value = _scalar_value(op, x, other)
     if scalar_kind is None:  # no vector instruction with a scalar operand: the scalar is duplicated into a tile first
-        constant = full(list(x.shape), float(value) if np.issubdtype(x.dtype.numpy, np.floating) else int(value), x.dtype)
+        constant = full(list(x.shape), int(value) if np.issubdtype(x.dtype.numpy, np.integer) else float(value), x.dtype)
         return _elementwise(op, [x, constant], kind)
     return _elementwise(op, [x], scalar_kind, scalar=-value if negate else value, record={"scalar": value})
 
@@ -253,6 +253,15 @@ def div(input: Tensor, other, precision_type: PrecisionType = PrecisionType.HIGH
         x = cast(x, DataType.DT_FP32)
         other = cast(other, DataType.DT_FP32) if isinstance(other, Tensor) else float(_scalar_value(op, input, other))
     return _binary(op, x, other, "div", None)
+
+
+def divide_scalar_by(value, input: Tensor) -> Tensor:
+    """``value / input`` (a Python number over a tensor): ``value`` filled into a tensor of the
+    input's shape, divided by the input."""
+    x = _input("div", "other", input, current_program("div"))
+    value = _scalar_value("div", x, value)
+    fill = int(value) if np.issubdtype(x.dtype.numpy, np.integer) else float(value)
+    return div(full(list(x.shape), fill, x.dtype, valid_shape=list(x.valid_shape)), x)
 
 
 @_on_pe
@@ -716,15 +725,26 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
                                                + ", ".join(f"{d} x {d}" for d in checks.MATMUL_DTYPES))
     if not isinstance(out_dtype, DataType) or out_dtype.name not in checks.MATMUL_DTYPES[a.dtype.name]:
         reject(op, "out_dtype", out_dtype, f"is not an output of {a.dtype.name} inputs; those are {', '.join(checks.MATMUL_DTYPES[a.dtype.name])}")
-    m, k = (a.shape[-1], a.shape[-2]) if a_trans else a.shape[-2:]
-    k2, n = (b.shape[-1], b.shape[-2]) if b_trans else b.shape[-2:]
+    m_size, k = (a.shape[-1], a.shape[-2]) if a_trans else a.shape[-2:]
+    k2, n_size = (b.shape[-1], b.shape[-2]) if b_trans else b.shape[-2:]
     if k != k2:
         reject(op, "mat2.shape", list(b.shape), f"has k={k2}, input has k={k} (shapes {list(a.shape)} x {list(b.shape)}, a_trans={a_trans}, b_trans={b_trans})")
     for arg, tensor in (("input", a), ("mat2", b)):
         if tensor.shape[-1] > 65535:
             reject(op, f"{arg}.shape", list(tensor.shape), "has an inner axis over 65535, the ND limit")
-        if tensor.valid_shape != tensor.shape:
-            reject(op, f"{arg}.valid_shape", list(tensor.valid_shape), "must equal the shape: matmul of a partly valid view is not modelled yet")
+        if tensor.valid_shape[:-2] != tensor.shape[:-2]:
+            reject(op, f"{arg}.valid_shape", list(tensor.valid_shape), "must equal the shape in the batch dims (only the matrix dims "
+                                                                       "of a matmul operand may be partly valid)")
+    # a partly valid operand (a tail block of a view): the product of the valid parts, as the framework's
+    # valid shapes give it; the rest of the result is not written (its valid shape says so)
+    m, k_a = (a.valid_shape[-1], a.valid_shape[-2]) if a_trans else a.valid_shape[-2:]
+    k_b, n = (b.valid_shape[-1], b.valid_shape[-2]) if b_trans else b.valid_shape[-2:]
+    if k_a != k_b:
+        reject(op, "mat2.valid_shape", list(b.valid_shape), f"has {k_b} valid elements of k, input {list(a.valid_shape)} has {k_a}: "
+                                                            "the valid parts of k must be the same")
+    k = k_a
+    if not (m and n and k):
+        reject(op, "valid_shape", [list(a.valid_shape), list(b.valid_shape)], "leaves no valid element in m, n or k: nothing to multiply")
     tiles = program.cube_tiles
     if tiles is None:
         reject(op, "cube_tile_shapes", None, "are not set; call pypto.set_cube_tile_shapes(m, k, n) before the matmul")
@@ -764,10 +784,10 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
         b_region = Region((*b_index, t.n_offset, 0), (*b_ones, t.n, k)) if b_trans else Region((*b_index, 0, t.n_offset), (*b_ones, k, t.n))
         return [(a, a_region), (b, b_region)]
 
-    shape = (*batch, m, n)
+    shape = (*batch, m_size, n_size)
     tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=shape, dtype=out_dtype,
                           record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)})
-    return _result(program, shape, out_dtype, shape, tasks, tile_objects)
+    return _result(program, shape, out_dtype, (*batch, m, n), tasks, tile_objects)
 
 
 def _tile_text(tiles: CubeTiles) -> str:

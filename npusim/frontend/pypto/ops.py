@@ -211,9 +211,12 @@ def set_vec_tile_shapes(*shape: int) -> None:
 @_on_pe
 def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = None, *, valid_shape: list | None = None,
          dtype: DataType | None = None) -> Tensor:
-    """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory); with
-    ``valid_shape`` the view may run past the tensor's end as long as its valid part does not
-    (a tail block: ``view(x, [8, n], [8, 0], valid_shape=[5, n])`` of a 13-row ``x``)."""
+    """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory). The view
+    may run past the tensor's end as long as its valid part does not (a tail block:
+    ``view(x, [8, n], [8, 0])`` of a 13-row ``x`` has 5 valid rows); without ``valid_shape`` the
+    valid part is what the tensor's valid part leaves of the view, per dim
+    ``min(max(valid - offset, 0), size)``, as the framework infers it (logical_tensor.cpp
+    GetViewValidShape)."""
     op = "view"
     program = current_program(op)
     input = _tensor(op, "input", input, program)
@@ -222,7 +225,12 @@ def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = N
         raise OpArgumentError(f"{op}: dtype={dtype!r} differs from the input's {input.dtype.name}; views that reinterpret memory are not modelled")
     shape = list(input.shape) if shape is None else _ints(op, "shape", shape, program)
     offsets = [0] * len(input.shape) if offsets is None else _ints(op, "offsets", offsets, program)
-    valid = _ints(op, "valid_shape", valid_shape, program) if valid_shape is not None else None
+    if valid_shape is not None:
+        valid = _ints(op, "valid_shape", valid_shape, program)
+    elif len(shape) == len(input.shape) and len(offsets) == len(input.shape) and all(isinstance(o, int) for o in offsets):
+        valid = [min(max(v - o, 0), s) for v, o, s in zip(input.valid_shape, offsets, shape)]
+    else:
+        valid = None  # check_view names what is wrong
     check_view(op, input.shape, shape, offsets, valid, what="tensor", valid_bounds=True)
     device = input.device[tuple(slice(o, o + s) for o, s in zip(offsets, shape))]  # clipped to the tensor
     return Tensor.make(program, "GM", shape, input.dtype, device=device, valid_shape=valid, writes=input.writes,

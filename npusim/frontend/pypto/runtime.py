@@ -628,7 +628,8 @@ class PeProgram:
     def wait_for(self, read: ControlRead) -> None:
         """The kernel function needs ``read``'s value: it waits while the launch runs (the builder thread blocks)."""
         if self.builder is None:
-            raise UsageError(f"{read.what}: a device-valued scalar can only be read inside the kernel function of its PE")
+            raise UsageError(f"{read.what}: a device-valued scalar can only be read inside the kernel function of its PE (npusim.launch, "
+                             "a jit kernel); a function recorded with pypto.function on host data has no data until it runs")
         self.builder.block(read)
 
     def op(self, name: str, **args) -> OpNode:
@@ -963,3 +964,14 @@ def _check_acyclic(program: PeProgram, tasks: list[Task]) -> None:
             f"PE {program.pe}: the preds form a cycle among {', '.join(stuck)}: a tile op that stores or assigns a "
             "loaded tile runs with its shmem_load, so its preds must not wait for ops that come after the load"
         )
+
+
+# -- the framework's pypto.runtime names (its host-data launch style: host_data.py, which builds on this module) --
+
+from npusim.frontend.pypto import host_data as _host_data  # noqa: E402 (it builds on this module's launch)
+
+RunMode = _host_data.RunMode
+_device_init = _host_data.device_init
+_device_fini = _host_data.device_fini
+_device_synchronize = _host_data.device_synchronize
+_device_run_once_data_from_host = _host_data.run_once_data_from_host

@@ -111,6 +111,7 @@ class Tensor:
     tile_shape: tuple[int, ...] | None
     name: str
     is_argument: bool  # a kernel argument (the caller's device tensor)
+    host_declaration: tuple[list[int], DataType, str] | None  # declared on the host (pypto.function's parameter): shape, dtype, name
     destination: Destination | None  # an op's result: where its tile ops will store it
     _read: bool  # an op has used where its data is (see ``device``)
     _device: DeviceTensor | None
@@ -159,6 +160,7 @@ class Tensor:
         self.tile_shape = None
         self.name = ""
         self.is_argument = False
+        self.host_declaration = None
         self._gm_copy = None
         return self
 
@@ -177,6 +179,19 @@ class Tensor:
         tensor = cls.make(program, "GM", device.shape, dtype, device=device)
         tensor.is_argument = True
         return tensor
+
+    @classmethod
+    def declared(cls, value: Tensor | TensorAnnotation, program: PeProgram, device: DeviceTensor, name: str) -> Tensor:
+        """A tensor declared on the host (``pypto.tensor(shape, dtype, name)`` outside a kernel) as
+        an argument of ``program`` over ``device``: the object ``value`` itself becomes that tensor
+        (the framework's host tensor is one object, the function's parameter inside ``pypto.function``)."""
+        tensor = cls.of_device(program, device)
+        tensor.name = name
+        tensor.host_declaration = (list(device.shape), tensor.dtype, name)
+        value.__class__ = cls
+        value.__dict__.clear()
+        value.__dict__.update(tensor.__dict__)
+        return value  # type: ignore[return-value]
 
     @classmethod
     def local(cls, program: PeProgram, shape, dtype: DataType | None, name: str = "", format: TileOpFormat | None = None) -> Tensor:
@@ -275,6 +290,14 @@ class Tensor:
         if not isinstance(value, Tensor):
             raise UsageError(f"assigning {value!r} to {self!r}[:]: the value must be a pypto.Tensor")
         self.__dict__.update(value.__dict__)
+
+    def move(self, value: Tensor) -> None:
+        """``t.move(value)``: ``value`` becomes this tensor's value (the framework's Move): a kernel
+        argument gets it assembled into its GM, a kernel-local tensor is ``value`` from now on; the
+        same as ``t[:] = value``."""
+        if not isinstance(value, Tensor):
+            raise UsageError(f"{self!r}.move({value!r}): only a pypto.Tensor can be moved into a tensor")
+        self[:] = value
 
     # -- indexing --------------------------------------------------------------------------------
 
@@ -380,9 +403,11 @@ class Tensor:
     def __add__(self, other): return _compute().add(self, other)
     def __radd__(self, other): return _compute().add(self, other)
     def __sub__(self, other): return _compute().sub(self, other)
+    def __rsub__(self, other): return _compute().add(_compute().neg(self), other)  # other - x is exactly (-x) + other
     def __mul__(self, other): return _compute().mul(self, other)
     def __rmul__(self, other): return _compute().mul(self, other)
     def __truediv__(self, other): return _compute().div(self, other)
+    def __rtruediv__(self, other): return _compute().divide_scalar_by(other, self)
     def __neg__(self): return _compute().neg(self)
 
     def __iter__(self):

@@ -85,7 +85,8 @@ CASES = {
     "assemble outside out": (lambda x, o, pe: o.__setitem__((slice(4, None), slice(0, None)), X.shmem_load(data(), 0, [8, 32], [0, 0])), "assemble: offsets=[4, 0] puts the valid part [8, 32] of the input outside out [8, 32] in dim 0 (0 <= 4 and 4 + 8 <= 8 must hold)"),
     "assemble dtype": (lambda x, o, pe: pypto.assemble(X.shmem_load(data(dtype=FP32), 0), [0, 0], o), "assemble: input.dtype=DT_FP32 differs from out.dtype=DT_FP16; assemble does not convert"),
     "view dtype": (lambda x, o, pe: pypto.view(x, dtype=FP32), "view: dtype=DataType.DT_FP32 differs from the input's DT_FP16; views that reinterpret memory are not modelled"),
-    "view outside": (lambda x, o, pe: pypto.view(x, [4, 32], [6, 0]), "view: offsets=[6, 0] puts the view [4, 32] outside the tensor [8, 32] in dim 0 (6 + 4 > 8)"),
+    "view outside": (lambda x, o, pe: pypto.view(x, [4, 32], [6, 0], valid_shape=[4, 32]),
+                     "view: offsets=[6, 0] puts the valid part of the view [4, 32] outside the tensor [8, 32] in dim 0 (6 + 4 > 8)"),
 }
 
 
