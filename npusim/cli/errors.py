@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import click
 
 from npusim.errors import ConfigError, InstallError, NpusimError, UsageError
-from npusim.frontend.callsite import Callsite, shown, user_frame
+from npusim.frontend.callsite import blamed, shown, user_frame
 
 EXIT_WORKLOAD = 1
 EXIT_USAGE = 2
@@ -44,14 +44,12 @@ def report(error: BaseException, *, debug: bool, context: str = "") -> int:
     kind = "error" if isinstance(error, NpusimError) else f"error ({type(error).__name__})"
     prefix = f"{context}: " if context else ""
     click.echo(f"npusim: {kind}: {prefix}{error}", err=True)
-    blamed = getattr(error, "blame", None)  # the user's line an error is about (a race's access), when not where it surfaced
-    if debug:
-        pass
-    elif isinstance(blamed, Callsite):
-        function = f" in {blamed.function}" if blamed.function != "<module>" else ""
-        code = blamed.code()
-        click.echo(f"        at {blamed}{function}{': ' + code if code else ''}", err=True)
-    elif (frame := user_frame(error)) is not None:
+    line = None if debug else blamed(error)  # the user's line an error is about (a race's access), when not where it surfaced
+    if line is not None:
+        function = f" in {line.function}" if line.function != "<module>" else ""
+        code = line.code()
+        click.echo(f"        at {line}{function}{': ' + code if code else ''}", err=True)
+    elif not debug and (frame := user_frame(error)) is not None:
         function = f" in {frame.name}" if frame.name != "<module>" else ""
         code = f": {frame.line.strip()}" if frame.line else ""
         click.echo(f"        at {shown(frame.filename)}:{frame.lineno}{function}{code}", err=True)

@@ -82,3 +82,16 @@ def user_frame(error: BaseException) -> traceback.FrameSummary | None:
         if is_user_file(frame.filename):
             return frame
     return None
+
+
+def blamed(error: BaseException) -> Callsite | None:
+    """The program line an error is about when not where it surfaced (a RaceError's racing access:
+    its ``blame``), found on the error or the errors it was raised from (the simulation loop raises
+    a copy of a failure, SimPy's way, with the original as its cause)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        line = getattr(seen, "blame", None)
+        if isinstance(line, Callsite):
+            return line
+        seen = seen.__cause__
+    return None

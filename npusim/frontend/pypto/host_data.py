@@ -116,7 +116,7 @@ def function(name: str, *args: Any) -> Iterator[RecordedFunction]:
         raise UsageError(f"pypto.function({name!r}): PyPTO runs on Atlas A2 and A3 only, not on {product.label}; use --config a2 or a3")
     declared = [a for a in args if isinstance(a, (Tensor, TensorAnnotation))]
     die = _current_die()
-    launch = ShmemLaunch(system, name, [die], "warn")
+    launch = ShmemLaunch(system, name, [die], system.race_check)
     program = launch.programs[0]
     parameters = []
     for index, value in enumerate(declared):

@@ -283,7 +283,7 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
                 store_tile(p, ub, dst, tile.valid_shape, name=op)
             return None, ()
 
-        task.consumers.append(ProgramPiece((op, tile.valid_shape), lambda at=at: (destination.shifted(at),), consume))
+        task.consumers.append(ProgramPiece((op, tile.valid_shape), lambda at=at: (destination.shifted(at),), consume, source=node.source))
         out.writes.append((task, Region(_shift(out.origin, at), tile.valid_shape)))
 
 
@@ -656,7 +656,7 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
             return None, store_tile(p, ub, dst, tile.valid_shape, atomic=atomic, name=op) if tile.moves_data else ()
 
         task.consumers.append(ProgramPiece((op, tile.valid_shape, atomic), lambda write=write: (area.data_view(dst_pe).shifted(write.offset),),
-                                           consume, functools.partial(_last_store_lands, write)))
+                                           consume, functools.partial(_last_store_lands, write), source=node.source))
         if tile.moves_data:
             task.accesses.append(lambda write=write: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape, node)])
             task.writes.append(write)

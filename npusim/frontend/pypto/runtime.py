@@ -42,6 +42,7 @@ import simpy
 from npusim import isa
 from npusim.config.products import PRODUCTS
 from npusim.errors import OpArgumentError, RaceError, UsageError, WorkloadError
+from npusim.frontend.callsite import Callsite, callsite
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.session import current_session
 from npusim.hw.aicpu import AicpuScheduler
@@ -56,7 +57,6 @@ from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, Shme
 from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
 from npusim.kernels.shmem.tile_ops import GmView
 
-RACE_MODES = ("warn", "error")
 READS_AFTER_WAIT = ("shmem_load", "shmem_get")
 """Tile ops whose wait preds get a ``wait->load`` flow: they read the data the wait guards."""
 
@@ -275,12 +275,14 @@ class ProgramPiece:
     everything that moves. ``build(p, loaded, *gm)`` appends the instructions and returns ``(its
     result, the instructions to hand hook)``; the pieces after the first (a load) get its result as
     ``loaded`` (the UB tile they store), the first gets None. ``hook(instructions, gm)``, if any,
-    watches those instructions' events (it runs for a reused program too)."""
+    watches those instructions' events (it runs for a reused program too). ``source``: the program
+    line of the op a consumer piece comes from, when not the tile op's own op (race reports name it)."""
 
-    __slots__ = ("key", "gm", "build", "hook")
+    __slots__ = ("key", "gm", "build", "hook", "source")
 
-    def __init__(self, key: Hashable, gm: Callable[[], tuple], build: Callable, hook: Callable | None = None) -> None:
-        self.key, self.gm, self.build, self.hook = key, gm, build, hook
+    def __init__(self, key: Hashable, gm: Callable[[], tuple], build: Callable, hook: Callable | None = None,
+                 source: Callsite | None = None) -> None:
+        self.key, self.gm, self.build, self.hook, self.source = key, gm, build, hook, source
 
 
 @dataclass(frozen=True)
@@ -293,6 +295,7 @@ class TileTemplate:
     program: ProgramTemplate
     marks: tuple[tuple[int, ...], ...]
     watched: tuple[int, ...]
+    starts: tuple[int, ...]  # per consumer piece, the position of its first instruction (its program line starts there)
 
 
 def _watched(instructions: Sequence) -> list:
@@ -339,9 +342,12 @@ class CoreTask(Task):
         for accesses in self.accesses:
             for spec in accesses():
                 area, view = spec.area, spec.view
+                by = self.op if spec.by is None else spec.by
                 who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
+                if by.source is not None:
+                    who += f" at {by.source}"
                 access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe),
-                                view.intervals(spec.shape, area.itemsize), self.bit, self.ancestors, env.now)
+                                view.intervals(spec.shape, area.itemsize), self.bit, self.ancestors, env.now, source=by.source)
                 if access.intervals:
                     launch.races.record(access)
                     self._records.append(access)
@@ -374,16 +380,21 @@ class CoreTask(Task):
                 _hand_over(pieces, [[instructions[i] for i in marks] for marks in known.marks], gms)
                 return self._launch_replay(replay, core, [instructions[i] for i in known.watched])
         kernel, p = self._program(core)
+        starts = []
         with p.tile(self.tile):
             if known is not None and p.replay(known.program, bases):
                 instructions = p.instructions
                 marked = [[instructions[i] for i in marks] for marks in known.marks]
                 watched = [instructions[i] for i in known.watched]
+                starts = list(known.starts)
+                p.sources = [(start, piece.source) for start, piece in zip(starts, self.consumers) if piece.source is not None]
             else:
                 watched = None
                 loaded, handed = build.build(p, None, *gms[0])
                 marked = [handed]
                 for piece, gm in zip(self.consumers, gms[1:]):
+                    starts.append(len(p.instructions))
+                    p.note_source(piece.source)
                     marked.append(piece.build(p, loaded, *gm)[1])
         _hand_over(pieces, marked, gms)
         if watched is None:
@@ -395,12 +406,13 @@ class CoreTask(Task):
             watched_at = tuple(position[id(i)] for i in watched)
             template = p.template(bases, own=set(watched_at).union(*marks))
             if template is not None:
-                launch.templates[key] = TileTemplate(template, marks, watched_at)
+                launch.templates[key] = TileTemplate(template, marks, watched_at, tuple(starts))
         return process
 
     def _program(self, core: int) -> tuple[isa.Kernel, isa.CoreProgram]:
         """A kernel of this tile op and its program on core ``core``, to build."""
-        kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=self.op.program.launch.system, op=self.op.record)
+        kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=self.op.program.launch.system, op=self.op.record,
+                            source=self.op.source)
         return kernel, kernel.core(self.core_kind, core)
 
     def _watch(self, watched: list) -> None:
@@ -585,12 +597,14 @@ class ControlRead(Task):
 
 @dataclass(eq=False)
 class OpNode:
-    """One PyPTO op on one PE: its trace record id and its tile ops."""
+    """One PyPTO op on one PE: its trace record id, its tile ops, and the line of the user's program
+    that called it (``source``, a Callsite or None: race reports name it)."""
 
     program: PeProgram
     name: str
     record: int
     tasks: list[Task] = field(default_factory=list)
+    source: Callsite | None = None
 
     @property
     def pe(self) -> int:
@@ -635,7 +649,7 @@ class PeProgram:
     def op(self, name: str, **args) -> OpNode:
         """A new op of this PE, with its trace record."""
         record = self.launch.system.recorder.op(name, self.die, pe=self.pe, **args)
-        node = OpNode(self, name, record)
+        node = OpNode(self, name, record, source=callsite())
         self.ops.append(node)
         return node
 
@@ -920,10 +934,18 @@ class ShmemLaunch:
             for task in waits:
                 schedulers[task.op.program.pe].may_match(task)
 
-    def _race(self, message: str, reader: Access, writer: Access) -> None:
+    def _race(self, message: str, reader: Access, writer: Access, racing: Access) -> None:
+        if self.races_mode == "off":
+            return
         if self.races_mode == "error":
-            raise RaceError(message)
-        warnings.warn_explicit(message, ShmemRaceWarning, f"npusim launch {self.name!r}", 0)
+            error = RaceError(message)
+            error.blame = racing.source  # the access that races (started last), not the synchronisation that ran it
+            raise error
+        source = racing.source
+        if source is not None:
+            warnings.warn_explicit(message, ShmemRaceWarning, source.filename, source.lineno)
+        else:
+            warnings.warn_explicit(message, ShmemRaceWarning, f"npusim launch {self.name!r}", 0)
         self.system.recorder.instant(self.system.env.now, reader.memory[0], "data race", message)
 
     def _deadlock_lines(self) -> list[str]:
