@@ -13,6 +13,7 @@ The reductions (``reduce_sum`` ...) reduce each row of a 2-D operand by the pair
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import ml_dtypes
@@ -29,8 +30,34 @@ BINARY = {
 WITH_SCALAR = {"adds": np.add, "muls": np.multiply, "maxs": np.maximum, "mins": np.minimum}
 UNARY = {
     "exp": np.exp, "abs": np.abs, "relu": lambda x: np.maximum(x, 0), "copy": np.copy, "neg": np.negative,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "invert": np.invert,
 }
+
+def _elementwise_math(function) -> Callable[[np.ndarray], np.ndarray]:
+    """A scalar ``math`` function over an array (float64 in and out)."""
+    vectorized = np.frompyfunc(function, 1, 1)
+    return lambda x: vectorized(x).astype(np.float64)
+
+
+MATH = {
+    "exp2": np.exp2, "expm1": np.expm1, "ln": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "erf": _elementwise_math(math.erf), "erfc": _elementwise_math(math.erfc), "sign": np.sign, "reciprocal": np.reciprocal,
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
+}
+"""Float functions of one operand, evaluated in float64 on the operand's values and rounded once to
+the destination dtype: the correctly rounded result (nearly always; floor / ceil / trunc / rint /
+sign / reciprocal exactly). The chip's algorithms for the transcendental ones are not published:
+its results may differ in the last bits (docs/pypto.md)."""
+MATH_BINARY = {"pow": np.power, "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign}
+"""Float functions of two operands, as :data:`MATH`."""
+BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+"""Integer bitwise operations, in the operands' dtype."""
+PREDICATE = {"isnan": np.isnan, "isfinite": np.isfinite, "signbit": np.signbit, "not": np.logical_not}
+"""Tests of one operand: 1 where true, else 0, in the destination dtype (bool)."""
+COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+"""Comparisons of two operands (16-bit floats compared exactly, in float32): 1 where true, else 0 (bool)."""
 REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
 """Row reductions: ``dst[r] = reduce(src[r, :])`` by :func:`halving_reduce` (the vcadd / vcmax family)."""
 
@@ -43,7 +70,8 @@ ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "odd": lambda x: _round_to_odd(x),  # CAST_ODD: inexact results get an odd last digit (von Neumann)
 }
 
-KINDS = tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot")
+KINDS = (tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(MATH) + tuple(MATH_BINARY) + tuple(BITWISE) + tuple(PREDICATE)
+         + tuple(COMPARE) + tuple(REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot", "select"))
 
 # float formats as (mantissa bits with the implicit one, smallest normal exponent, largest exponent)
 _FORMATS = {np.dtype(np.float16): (11, -14, 15), np.dtype(ml_dtypes.bfloat16): (8, -126, 127), np.dtype(np.float32): (24, -126, 127)}
@@ -150,6 +178,20 @@ def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar, rounding
     elif kind in UNARY:
         with np.errstate(all="ignore"):
             dst[...] = UNARY[kind](srcs[0]).astype(dst.dtype)
+    elif kind in MATH:
+        with np.errstate(all="ignore"):
+            dst[...] = MATH[kind](srcs[0].astype(np.float64)).astype(dst.dtype)
+    elif kind in MATH_BINARY:
+        with np.errstate(all="ignore"):
+            dst[...] = MATH_BINARY[kind](srcs[0].astype(np.float64), srcs[1].astype(np.float64)).astype(dst.dtype)
+    elif kind in BITWISE:
+        dst[...] = BITWISE[kind](srcs[0], srcs[1]).astype(dst.dtype)
+    elif kind in PREDICATE:
+        dst[...] = PREDICATE[kind](_widen(srcs[0])).astype(dst.dtype)
+    elif kind in COMPARE:
+        dst[...] = COMPARE[kind](_widen(srcs[0]), _widen(srcs[1])).astype(dst.dtype)
+    elif kind == "select":  # dst = srcs[1] where srcs[0] is not 0, else srcs[2]
+        dst[...] = np.where(srcs[0] != 0, srcs[1], srcs[2]).astype(dst.dtype)
     elif kind in REDUCE:  # dst has the shape of srcs[0] without its last axis
         dst[...] = halving_reduce(srcs[0], REDUCE[kind]).astype(dst.dtype)
     elif kind == "cumsum":  # running sum along the last axis, one element after the other, in dst's dtype

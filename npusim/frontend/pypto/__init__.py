@@ -36,6 +36,7 @@ from npusim.frontend.pypto.compute import (
     amax,
     amin,
     cast,
+    clone,
     concat,
     cumsum,
     div,
@@ -54,6 +55,7 @@ from npusim.frontend.pypto.compute import (
     sub,
     sum,
     transpose,
+    unsqueeze,
 )
 from npusim.frontend.pypto.control import (
     cond,
@@ -73,7 +75,64 @@ from npusim.frontend.pypto.control import (
 )
 from npusim.frontend.pypto.converter import from_torch
 from npusim.frontend.pypto.host_data import RunMode, function
-from npusim.frontend.pypto.ops import assemble, set_vec_tile_shapes, view
+from npusim.frontend.pypto.math_ops import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    cbrt,
+    ceil,
+    clip,
+    copysign,
+    cos,
+    cosh,
+    eq,
+    erf,
+    erfc,
+    exp2,
+    expm1,
+    floor,
+    fmod,
+    ge,
+    greater,
+    gt,
+    hypot,
+    isfinite,
+    isnan,
+    le,
+    log,
+    log1p,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    lrelu,
+    lt,
+    ne,
+    pow,
+    reciprocal,
+    relu,
+    rms_norm,
+    round,
+    sigmoid,
+    sign,
+    signbit,
+    sin,
+    sinh,
+    softmax,
+    tan,
+    tanh,
+    trunc,
+    where,
+)
+from npusim.frontend.pypto.ops import assemble, get_cube_tile_shapes, get_vec_tile_shapes, set_vec_tile_shapes, view
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
 from npusim.kernels.shmem.dtypes import (
@@ -104,6 +163,25 @@ tensor = Tensor
 """``pypto.tensor(shape, dtype, name)``: the framework's alias of ``pypto.Tensor``."""
 
 
+def set_matrix_size(size: list[int]) -> None:
+    """``pypto.set_matrix_size(size)``: a hint of the framework's scope (recorded, not modelled)."""
+    from npusim.frontend.pypto.control import record_hint
+
+    record_hint("set_matrix_size", {"size": list(size)})
+
+
+def zeros(*size, dtype: DataType | None = None) -> Tensor:
+    """``pypto.zeros(*size, dtype=DT_FP32)``: ``pypto.full`` of 0 (creation.py)."""
+    shape = list(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else list(size)
+    return full(shape, 0, dtype or DT_FP32)
+
+
+def ones(*size, dtype: DataType | None = None) -> Tensor:
+    """``pypto.ones(*size, dtype=DT_FP32)``: ``pypto.full`` of 1."""
+    shape = list(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else list(size)
+    return full(shape, 1, dtype or DT_FP32)
+
+
 def min(a, b) -> SymbolicScalar:  # noqa: A001 - PyPTO's name
     """``pypto.min(a, b)``: the smaller of two scalars (ints or SymbolicScalars; the framework's
     operation.py), e.g. a tail block's valid size ``pypto.min(n - i * block, block)``."""
@@ -132,10 +210,14 @@ __all__ = [
     "assemble", "converter", "distributed", "experimental", "from_torch", "set_vec_tile_shapes", "view",
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose",
+    "transpose", "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "unsqueeze", "clone", "rms_norm",
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cbrt",
+    "ceil", "clip", "copysign", "cos", "cosh", "eq", "erf", "erfc", "exp2", "expm1", "floor", "fmod", "ge", "greater", "gt", "hypot",
+    "isfinite", "isnan", "le", "log", "log1p", "log2", "log10", "logical_and", "logical_not", "lrelu", "lt", "ne", "pow",
+    "reciprocal", "relu", "round", "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "tan", "tanh", "trunc", "where",
 ]
 
-NOT_YET = frozenset(["scaled_mm", "conv", "prod", "argmax", "argmin", "var", "topk", "argsort", "sort32", "mrgsort", "greater", "gt", "ge", "eq", "ne", "lt", "le", "where", "clip", "pow", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "erf", "erfc", "reciprocal", "relu", "lrelu", "prelu", "sign", "signbit", "round", "floor", "ceil", "trunc", "hypot", "fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "logical_not", "logical_and", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "expand_clone", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "zeros", "ones", "cumprod", "triu", "tril", "copysign", "isfinite", "isnan", "cbrt", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif", "set_matrix_size"])
+NOT_YET = frozenset(["scaled_mm", "conv", "prod", "argmax", "argmin", "var", "topk", "argsort", "sort32", "mrgsort", "prelu", "remainder", "bitwise_left_shift", "bitwise_right_shift", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "expand_clone", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "cumprod", "triu", "tril", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif"])
 """Compute ops of the framework that npusim does not model yet (docs/pypto.md)."""
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from npusim import isa
 from npusim.errors import ResourceError
-from npusim.frontend.pypto.ops import _gm, _on_pe
+from npusim.frontend.pypto.ops import _LAST_TILES, _cube_tuple, _gm, _on_pe
 from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, current_program
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Destination, Tensor, regions_meet
@@ -432,8 +432,8 @@ def cumsum(input: Tensor, dim: int) -> Tensor:
 
 @_on_pe
 def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int] | None = None) -> Tensor:
-    """``pypto.full``: a tensor of ``size`` filled with ``fill_value`` (an int for an integer dtype,
-    a float for a float dtype: no implicit conversion)."""
+    """``pypto.full``: a tensor of ``size`` filled with ``fill_value`` (an int for an integer dtype;
+    an int or a float for a float dtype)."""
     op = "full"
     program = current_program(op)
     fill_value = program.value_of(fill_value)
@@ -445,8 +445,12 @@ def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int]
     checks.check_rank(op, "size", size)
     if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
         reject(op, "fill_value", fill_value, "must be an int or a float")
-    if np.issubdtype(dtype.numpy, np.integer) != isinstance(fill_value, int):
-        reject(op, "fill_value", fill_value, f"does not match dtype={dtype.name}: the value must have the dtype's kind (no implicit conversion)")
+    if np.issubdtype(dtype.numpy, np.integer) and isinstance(fill_value, float):
+        reject(op, "fill_value", fill_value, f"is a float, but dtype={dtype.name} is an integer type: give an int")
+    if np.issubdtype(dtype.numpy, np.unsignedinteger) and fill_value < 0:
+        reject(op, "fill_value", fill_value, f"is negative, which the unsigned dtype={dtype.name} cannot hold (creation.py)")
+    if not np.issubdtype(dtype.numpy, np.integer):
+        fill_value = float(fill_value)  # an int for a float dtype is its value (the framework's Element(dtype, value))
     shape = tuple(size)
     valid = tuple(valid_shape) if valid_shape is not None else shape
     tiles = _tiles(op, program, shape, valid)
@@ -526,6 +530,26 @@ def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_s
     device = DeviceTensor(gm.system, gm.allocation, gm.offset_bytes, new, tuple(strides), x.dtype.numpy)
     return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=tuple(valid_shape) if valid_shape is not None else valid,
                        writes=[(task, None) for task in x.tasks_for(None)])
+
+
+@_on_pe
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """``pypto.unsqueeze``: a dim of size 1 inserted at ``dim`` (-rank-1 <= dim <= rank): a view."""
+    x = _input("unsqueeze", "input", input, current_program("unsqueeze"))
+    rank = len(x.shape)
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -rank - 1 <= dim <= rank:
+        reject("unsqueeze", "dim", dim, f"must be an int with -{rank + 1} <= dim <= {rank}")
+    at = dim % (rank + 1)
+    return reshape(x, [*x.shape[:at], 1, *x.shape[at:]], valid_shape=[*x.valid_shape[:at], 1, *x.valid_shape[at:]])
+
+
+@_on_pe
+def clone(input: Tensor) -> Tensor:
+    """``pypto.clone``: a copy of the input in a new GM tensor (one copy per tile)."""
+    op = "clone"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    return _elementwise(op, [x], "copy", compute=x.dtype.numpy)
 
 
 # dims transpose supports on 4-D tensors (pypto-transpose.md 约束说明 3); 2-D and 3-D take any pair
@@ -696,6 +720,7 @@ def set_cube_tile_shapes(m: list[int], k: list[int], n: list[int], enable_split_
     if enable_split_k is not False:
         reject("set_cube_tile_shapes", "enable_split_k", enable_split_k, "is not modelled yet (the multi-core split of k); pass False")
     program.cube_tiles = CubeTiles(m0, m1, k0, ka, kb, n0, n1)
+    _LAST_TILES["cube"] = _cube_tuple(program.cube_tiles)
 
 
 @_on_pe
@@ -704,7 +729,11 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
     """``pypto.matmul``: ``input @ mat2`` (``input`` is ``[K, M]`` with ``a_trans``, ``mat2`` is
     ``[N, K]`` with ``b_trans``) on the AIC cores, accumulated in fp32 (int32 for int8) in the cube's
     block order and converted to ``out_dtype`` by FIXP; ND matrices, or batches of them (3-D / 4-D:
-    the leading dims of both, or ``mat2`` one matrix for all), each batch's tiles after the last's."""
+    the leading dims broadcast as numpy's), each batch's tiles after the last's. A bias
+    (``extend_params={'bias_tensor': b}``, ``[1, N]`` or ``[N]`` fp32) is added to the fp32 product
+    before the conversion, as the framework adds it in L0C: npusim adds it with a vector op on the
+    fp32 result and casts after (the same values; the time of a vector add and a cast instead of
+    the fixpipe's)."""
     op = "matmul"
     program = current_program(op)
     a = _input(op, "input", input, program)
@@ -714,12 +743,26 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
             reject(op, arg, value, "must be True or False")
     if c_matrix_nz:
         reject(op, "c_matrix_nz", c_matrix_nz, "must be False: the framework supports only an ND output")
+    bias = None
     if extend_params is not None:
-        reject(op, "extend_params", extend_params, "is not modelled yet (bias, quantisation, relu): pass None")
-    batch = tuple(a.shape[:-2])
-    if len(a.shape) < 2 or len(b.shape) < 2 or (len(b.shape) > 2 and tuple(b.shape[:-2]) != batch):
-        reject(op, "input.shape", [list(a.shape), list(b.shape)], "must be matrices ([M, K] / [K, N]) or batches of them with the same "
-                                                                  "leading dims (mat2 may also be one matrix for every batch)")
+        if not isinstance(extend_params, dict) or set(extend_params) - {"bias_tensor"}:
+            reject(op, "extend_params", extend_params, "is modelled with a bias_tensor only (dequantisation scales and relu are not "
+                                                       "modelled yet)")
+        bias = _input(op, "extend_params['bias_tensor']", extend_params["bias_tensor"], program)
+        if not _is_float_type(a.dtype) or bias.dtype.name not in ("DT_FP32", a.dtype.name):
+            reject(op, "extend_params['bias_tensor'].dtype", bias.dtype.name, f"must be DT_FP32 or input's {a.dtype.name} (a float matmul)")
+        product = matmul(a, b, DataType.DT_FP32, a_trans=a_trans, b_trans=b_trans)
+        saved, cube = program.tile_shape, program.cube_tiles
+        rows = max(1, min(cube.m0, BIAS_TILE_ELEMENTS // cube.n0))  # rows of a cube output tile that fit the vector add's UB
+        program.tile_shape = (1,) * (len(product.shape) - 2) + (rows, cube.n0)
+        try:
+            total = add(product, bias if bias.dtype is DataType.DT_FP32 else cast(bias, DataType.DT_FP32))
+            return total if out_dtype is DataType.DT_FP32 else cast(total, out_dtype)
+        finally:
+            program.tile_shape = saved
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        reject(op, "input.shape", [list(a.shape), list(b.shape)], "must be matrices ([M, K] / [K, N]) or batches of them")
+    batch = checks.broadcast_shape(op, tuple(a.shape[:-2]), tuple(b.shape[:-2]))  # the batch dims broadcast as numpy's
     if a.dtype is not b.dtype or a.dtype.name not in checks.MATMUL_DTYPES:
         reject(op, "mat2.dtype", b.dtype.name, f"with input.dtype={a.dtype.name} is not a pair of the framework's; pairs: "
                                                + ", ".join(f"{d} x {d}" for d in checks.MATMUL_DTYPES))
@@ -771,16 +814,23 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
         shifted = view.shifted(index + (0, 0)) if index else view
         return GmView(shifted.allocation, shifted.offset_bytes, tuple(view.strides[-2:]))
 
+    def operand_index(tensor: Tensor, index: tuple[int, ...]) -> tuple[int, ...]:
+        """The batch of ``tensor`` that output batch ``index`` takes (0 along its broadcast dims)."""
+        lead = tensor.shape[:-2]
+        own = index[len(index) - len(lead):] if lead else ()
+        return tuple(i if size != 1 else 0 for i, size in zip(own, lead))
+
     def build(p, tile, device):
         index = tile.offset[:-2]
         out = GmView(device.allocation, device.offset_bytes, device.strides)
-        matmul_tile(p, matrix(a_view, index), matrix(b_view, index if len(b.shape) > 2 else ()), matrix(out, index),
+        matmul_tile(p, matrix(a_view, operand_index(a, index)), matrix(b_view, operand_index(b, index)), matrix(out, index),
                     out_tiles[tile.index % len(out_tiles)], tiles, a.dtype.numpy, out_dtype.numpy, a_trans=a_trans, b_trans=b_trans, name=op)
 
     def reads(tile):
         index, t = tile.offset[:-2], out_tiles[tile.index % len(out_tiles)]
-        a_region = Region((*index, 0, t.m_offset), (*ones, k, t.m)) if a_trans else Region((*index, t.m_offset, 0), (*ones, t.m, k))
-        b_index, b_ones = (index, ones) if len(b.shape) > 2 else ((), ())
+        a_index, b_index = operand_index(a, index), operand_index(b, index)
+        a_ones, b_ones = (1,) * len(a_index), (1,) * len(b_index)
+        a_region = Region((*a_index, 0, t.m_offset), (*a_ones, k, t.m)) if a_trans else Region((*a_index, t.m_offset, 0), (*a_ones, t.m, k))
         b_region = Region((*b_index, t.n_offset, 0), (*b_ones, t.n, k)) if b_trans else Region((*b_index, 0, t.n_offset), (*b_ones, k, t.n))
         return [(a, a_region), (b, b_region)]
 
@@ -788,6 +838,14 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
     tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=shape, dtype=out_dtype,
                           record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)})
     return _result(program, shape, out_dtype, (*batch, m, n), tasks, tile_objects)
+
+
+BIAS_TILE_ELEMENTS = 8192
+"""Elements of one tile of a matmul's bias add (32 KiB of fp32 per buffer, three buffers in UB)."""
+
+
+def _is_float_type(dtype: DataType) -> bool:
+    return dtype.name in checks.FLOAT
 
 
 def _tile_text(tiles: CubeTiles) -> str:
@@ -798,5 +856,5 @@ def _tile_text(tiles: CubeTiles) -> str:
 __all__ = [
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose",
+    "transpose", "unsqueeze", "clone",
 ]

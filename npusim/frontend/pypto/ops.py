@@ -26,6 +26,7 @@ from npusim.frontend.pypto.runtime import (
     Task,
     WaitTask,
     building_pe,
+    building_program,
     current_program,
 )
 from npusim.frontend.pypto.symbolic import SymbolicScalar
@@ -206,6 +207,35 @@ def set_vec_tile_shapes(*shape: int) -> None:
     if not 1 <= len(shape) <= MAX_TILE_DIMS or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in shape):
         raise OpArgumentError(f"set_vec_tile_shapes: shape={list(shape)} must be 1 to {MAX_TILE_DIMS} positive ints")
     program.tile_shape = tuple(shape)
+    _LAST_TILES["vec"] = list(shape)
+
+
+_LAST_TILES: dict[str, object] = {"vec": None, "cube": None}
+"""The tile shapes set last by any kernel (what the framework's scope answers on the host)."""
+
+
+def get_vec_tile_shapes() -> list[int]:
+    """``pypto.get_vec_tile_shapes()``: the vector tile shape of the PE being built; on the host, the
+    one a kernel set last (None before any)."""
+    program = building_program()
+    if program is not None:
+        return list(program.tile_shape) if program.tile_shape is not None else []
+    return _LAST_TILES["vec"]  # type: ignore[return-value]
+
+
+def get_cube_tile_shapes() -> tuple | None:
+    """``pypto.get_cube_tile_shapes()``: ``(m, k, n, enable_split_k)`` as set on the PE being built (on
+    the host, as a kernel set them last)."""
+    program = building_program()
+    tiles = program.cube_tiles if program is not None else None
+    if tiles is None:
+        return _LAST_TILES["cube"]  # type: ignore[return-value]
+    return _cube_tuple(tiles)
+
+
+def _cube_tuple(tiles) -> tuple:
+    k = [tiles.k0, tiles.k_a] if tiles.k_a == tiles.k_b else [tiles.k0, tiles.k_a, tiles.k_b]
+    return ([tiles.m0, tiles.m1], k, [tiles.n0, tiles.n1], False)
 
 
 @_on_pe

@@ -409,6 +409,20 @@ class Tensor:
     def __truediv__(self, other): return _compute().div(self, other)
     def __rtruediv__(self, other): return _compute().divide_scalar_by(other, self)
     def __neg__(self): return _compute().neg(self)
+    def __pos__(self): return self
+    def __pow__(self, other): return _op("pow")(self, other)
+    def __matmul__(self, other): return _compute().matmul(self, other, self.dtype)
+    def __lt__(self, other): return _op("lt")(self, other)
+    def __le__(self, other): return _op("le")(self, other)
+    def __gt__(self, other): return _op("gt")(self, other)
+    def __ge__(self, other): return _op("ge")(self, other)
+    # a += b makes a name the new result, as the framework's in-place operators do
+    __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
+    # == and != stay identity (tensors are dict keys and list members here); use pypto.eq / pypto.ne
+
+    def assemble(self, input: Tensor, offsets) -> None:
+        """``t.assemble(input, offsets)``: ``pypto.assemble(input, offsets, t)``."""
+        _op("assemble")(input, offsets, self)
 
     def __iter__(self):
         raise UsageError(f"{self!r} is not iterable: index it (t[i, j]) or slice it")
@@ -446,6 +460,36 @@ def _compute():
     from npusim.frontend.pypto import compute
 
     return compute
+
+
+def _op(name: str):
+    """The ``pypto.<name>`` op (imported when first used: the ops import this module)."""
+    import npusim.frontend.pypto as pypto
+
+    return getattr(pypto, name)
+
+
+TENSOR_METHODS = (
+    "abs", "acos", "acosh", "add", "amax", "amin", "asin", "asinh", "atan", "atanh", "ceil", "clone", "cos", "cosh", "cumsum", "div",
+    "erf", "erfc", "exp", "exp2", "expm1", "floor", "fmod", "greater", "hypot", "isfinite", "isnan", "log", "log1p", "log2", "log10",
+    "logical_not", "lrelu", "matmul", "maximum", "minimum", "mul", "neg", "reciprocal", "relu", "reshape", "round", "rsqrt",
+    "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "sqrt", "sub", "sum", "tan", "tanh", "transpose", "trunc", "unsqueeze",
+    "view",
+)
+"""The framework's Tensor methods that are ``pypto.<name>(tensor, ...)`` (python/pypto/tensor.py)."""
+
+
+def _method(name: str):
+    def method(self, *args, **kwargs):
+        return _op(name)(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``tensor.{name}(...)``: ``pypto.{name}(tensor, ...)``."
+    return method
+
+
+for _name in TENSOR_METHODS:
+    setattr(Tensor, _name, _method(_name))
 
 
 def _key_text(key) -> str:
