@@ -229,3 +229,20 @@ def test_printing_warns_once_for_its_line(capsys):
             print(x)
         assert len([w for w in caught if issubclass(w.category, HostFallbackWarning)]) == 1
     assert len(session.result.summary["host_fallbacks"]) > 5
+
+
+def test_npu_quant_scatter_into_a_sliced_cache_equals_into_a_contiguous_one():
+    """npu_quant_scatter_ on a view of a wider cache (made contiguous on the device, written back) and
+    on a contiguous cache give the same rows; the columns outside the view stay untouched."""
+    rng = np.random.default_rng(8)
+    updates = torch.from_numpy(rng.normal(size=(2, 1, 128)).astype(np.float32)).to(torch.bfloat16)
+    scales = torch.full((128,), 0.25, dtype=torch.bfloat16)
+    indices = torch.tensor([1, 3], dtype=torch.int32)
+    with npusim.session("a2"):
+        wide = torch.full((2, 8, 256), 5, dtype=torch.int8).npu()
+        narrow = torch.zeros(2, 8, 128, dtype=torch.int8).npu()
+        torch_npu.npu_quant_scatter_(wide[:, :, :128], indices.npu(), updates.npu(), scales.npu())
+        torch_npu.npu_quant_scatter_(narrow, indices.npu(), updates.npu(), scales.npu())
+        got, expected = wide.cpu(), narrow.cpu()
+    assert torch.equal(got[0, 1, :128], expected[0, 1]) and torch.equal(got[1, 3, :128], expected[1, 3])  # batch b at row indices[b]
+    assert expected[0, 1].any() and (got[:, :, 128:] == 5).all() and (got[0, 0] == 5).all()
