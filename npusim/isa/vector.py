@@ -39,7 +39,7 @@ def _elementwise_math(function) -> Callable[[np.ndarray], np.ndarray]:
     return lambda x: vectorized(x).astype(np.float64)
 
 
-MATH = {
+MATH: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp2": np.exp2, "expm1": np.expm1, "ln": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
@@ -50,7 +50,7 @@ MATH = {
 the destination dtype: the correctly rounded result (nearly always; floor / ceil / trunc / rint /
 sign / reciprocal exactly). The chip's algorithms for the transcendental ones are not published:
 its results may differ in the last bits (docs/pypto.md)."""
-MATH_BINARY = {"pow": np.power, "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign}
+MATH_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {"pow": np.power, "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign}
 """Float functions of two operands, as :data:`MATH`."""
 BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 """Integer bitwise operations, in the operands' dtype."""

@@ -753,6 +753,7 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
             reject(op, "extend_params['bias_tensor'].dtype", bias.dtype.name, f"must be DT_FP32 or input's {a.dtype.name} (a float matmul)")
         product = matmul(a, b, DataType.DT_FP32, a_trans=a_trans, b_trans=b_trans)
         saved, cube = program.tile_shape, program.cube_tiles
+        assert isinstance(cube, CubeTiles)  # the matmul above checked it is set
         rows = max(1, min(cube.m0, BIAS_TILE_ELEMENTS // cube.n0))  # rows of a cube output tile that fit the vector add's UB
         program.tile_shape = (1,) * (len(product.shape) - 2) + (rows, cube.n0)
         try:

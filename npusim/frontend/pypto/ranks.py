@@ -292,9 +292,10 @@ def _run_on_host_data(kernel, args: tuple, kwargs: dict) -> None:
     import torch
 
     from npusim.frontend.torch_device import install
+    from npusim.frontend.torch_device.npu_module import current_device
 
     install()
-    device = torch.device("npu", torch.npu.current_device())
+    device = torch.device("npu", current_device())
     staged: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def on_device(value):

@@ -942,7 +942,7 @@ class ShmemLaunch:
             error.blame = racing.source  # the access that races (started last), not the synchronisation that ran it
             raise error
         source = racing.source
-        if source is not None:
+        if isinstance(source, Callsite):
             warnings.warn_explicit(message, ShmemRaceWarning, source.filename, source.lineno)
         else:
             warnings.warn_explicit(message, ShmemRaceWarning, f"npusim launch {self.name!r}", 0)

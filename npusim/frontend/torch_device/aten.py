@@ -212,15 +212,16 @@ def _note_fallback(session: Session, op, die: int) -> None:
             warnings.warn_explicit(text, HostFallbackWarning, where.filename, where.lineno)
         else:
             warnings.warn(text, HostFallbackWarning, stacklevel=2)
-    session.system.recorder.instant(session.env.now, die, "host fallback", f"{name} ran on the host{at}", category=HOST_FALLBACK, key=name)
+    session.system.recorder.instant(int(session.env.now), die, "host fallback", f"{name} ran on the host{at}", category=HOST_FALLBACK,
+                                    key=name)
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
     """The storage elements ``[lo, hi)`` an npu tensor's view touches."""
+    first = int(t.storage_offset())
     if t.numel() == 0:
-        return t.storage_offset(), t.storage_offset()
-    last = t.storage_offset() + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
-    return t.storage_offset(), last + 1
+        return first, first
+    return first, first + sum(int(size - 1) * int(stride) for size, stride in zip(t.shape, t.stride())) + 1
 
 
 def _host_copy(t: torch.Tensor) -> tuple[torch.Tensor, int]:

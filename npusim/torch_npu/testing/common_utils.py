@@ -35,6 +35,8 @@ def get_npu_device() -> str:
 
 def set_npu_device() -> str:
     """Make :func:`get_npu_device` the current device and return it."""
+    from npusim.frontend.torch_device.npu_module import set_device
+
     device = get_npu_device()
-    torch.npu.set_device(device)
+    set_device(device)
     return device
