@@ -134,13 +134,19 @@ from npusim.frontend.pypto.math_ops import (
 )
 from npusim.frontend.pypto.ops import assemble, get_cube_tile_shapes, get_vec_tile_shapes, set_vec_tile_shapes, view
 from npusim.frontend.pypto.symbolic import SymbolicScalar
+from npusim.frontend.pypto.symbolic_scalar import SymInt
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
 from npusim.kernels.shmem.dtypes import (
     DT_BF16,
     DT_BOOL,
     DT_DOUBLE,
+    DT_FP4_E2M1,
+    DT_FP8E4M3,
+    DT_FP8E5M2,
+    DT_FP8E8M0,
     DT_FP16,
     DT_FP32,
+    DT_INT4,
     DT_INT8,
     DT_INT16,
     DT_INT32,
@@ -161,6 +167,27 @@ from npusim.kernels.shmem.dtypes import (
 
 tensor = Tensor
 """``pypto.tensor(shape, dtype, name)``: the framework's alias of ``pypto.Tensor``."""
+
+
+def ceildiv(a, b):
+    """``pypto.ceildiv(a, b)``: (a + b - 1) // b of ints or SymbolicScalars (the framework's _utils.py)."""
+    return (a + b - 1) // b
+
+
+def set_semantic_label(label: str) -> None:
+    """``pypto.set_semantic_label(label)``: a label the framework attaches to the following ops
+    (recorded as a hint, not modelled)."""
+    from npusim.frontend.pypto.control import record_hint
+
+    record_hint("set_semantic_label", {"label": label})
+
+
+def set_verify_golden_data(in_out_tensors=None, goldens=None) -> None:
+    """``pypto.set_verify_golden_data``: golden data for the framework's pass-level verification,
+    which npusim does not run (its results are the simulated device's); accepted, recorded."""
+    from npusim.frontend.pypto.control import record_hint
+
+    record_hint("set_verify_golden_data", {"goldens": len(goldens or [])})
 
 
 def set_matrix_size(size: list[int]) -> None:
@@ -205,12 +232,13 @@ __all__ = [
     "DYN", "DYNAMIC", "RunMode", "STATIC", "cond", "frontend", "function", "is_loop_begin", "is_loop_end", "jit", "loop", "loop_unroll", "options", "ranks",
     "set_codegen_options", "set_debug_options", "set_host_options", "set_options", "set_pass_options", "set_runtime_options",
     "set_verify_options", "symbolic_scalar", "tensor", "min", "max", "runtime",
-    "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64",
+    "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64", "DT_INT4",
+    "DT_FP8E4M3", "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1",
     "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64",
     "assemble", "converter", "distributed", "experimental", "from_torch", "set_vec_tile_shapes", "view",
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose", "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "unsqueeze", "clone", "rms_norm",
+    "transpose", "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "SymInt", "ceildiv", "set_semantic_label", "set_verify_golden_data", "unsqueeze", "clone", "rms_norm",
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cbrt",
     "ceil", "clip", "copysign", "cos", "cosh", "eq", "erf", "erfc", "exp2", "expm1", "floor", "fmod", "ge", "greater", "gt", "hypot",
     "isfinite", "isnan", "le", "log", "log1p", "log2", "log10", "logical_and", "logical_not", "lrelu", "lt", "ne", "pow",
@@ -221,7 +249,16 @@ NOT_YET = frozenset(["scaled_mm", "conv", "prod", "argmax", "argmin", "var", "to
 """Compute ops of the framework that npusim does not model yet (docs/pypto.md)."""
 
 
+UNHELD_TYPES = {"DT_HF8": "hifloat8", "DT_HF4": "hifloat4", "DT_FP8": "fp8", "DT_FP4_E2M1X2": "two packed fp4 e2m1"}
+"""The framework's data types no numpy type holds (DataType mirrors the others)."""
+
+
 def __getattr__(name: str):
+    if name in UNHELD_TYPES:
+        from npusim.errors import UsageError
+
+        raise UsageError(f"pypto.{name} ({UNHELD_TYPES[name]}) is a data type npusim cannot hold (no numpy type); its data types are "
+                         f"{', '.join(t.name for t in DataType)}")
     if name in NOT_YET:
         from npusim.errors import UsageError
 

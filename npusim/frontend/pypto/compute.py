@@ -61,7 +61,7 @@ def _input(op: str, arg: str, value, program: PeProgram) -> Tensor:
         reject(op, arg, value, "is an op's token (a pred), not data")
     value = value.in_gm(op)  # a shmem_load result: its tile ops store a GM copy the op reads
     checks.check_rank(op, arg, value.shape)
-    return value
+    return value.as_read()
 
 
 def compute_dtype(op: str, dtype: np.dtype) -> np.dtype:

@@ -86,6 +86,10 @@ class RecordedFunction:
         self.parameters = parameters
         self.ran = False
 
+    def __iter__(self) -> Iterator[None]:
+        """``for _ in function:`` runs its body once (the framework's RecordFunc iterates once over a plain function)."""
+        yield None
+
 
 _recorded: weakref.WeakKeyDictionary[Session, RecordedFunction] = weakref.WeakKeyDictionary()
 """Per session, the function recorded last (the one ``_device_run_once_data_from_host`` runs)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import weakref
 from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
@@ -31,6 +32,7 @@ from npusim.frontend.pypto.runtime import (
 )
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor, regions_meet
+from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.isa.instructions import on_recorded
 from npusim.isa.target import VectorTarget
@@ -200,14 +202,23 @@ def _last_store_lands(write: RemoteWrite, stores: Sequence, _gm) -> None:
 
 
 def set_vec_tile_shapes(*shape: int) -> None:
-    """The vector tile shape that the following ops of this PE are tiled by (1 to 4 dims)."""
-    program = current_program("set_vec_tile_shapes")
+    """The vector tile shape that the following ops of this PE are tiled by (1 to 4 dims). Called on
+    the host (outside a kernel) it is the framework's scope default: the tile shape kernels built
+    afterwards start with."""
     if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
         shape = tuple(shape[0])
     if not 1 <= len(shape) <= MAX_TILE_DIMS or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in shape):
         raise OpArgumentError(f"set_vec_tile_shapes: shape={list(shape)} must be 1 to {MAX_TILE_DIMS} positive ints")
-    program.tile_shape = tuple(shape)
+    program = building_program()
+    if program is None:
+        HOST_TILE_SHAPES[current_session()] = tuple(shape)
+    else:
+        program.tile_shape = tuple(shape)
     _LAST_TILES["vec"] = list(shape)
+
+
+HOST_TILE_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per session, the vector tile shape set on the host, which every PE program built afterwards starts with."""
 
 
 _LAST_TILES: dict[str, object] = {"vec": None, "cube": None}
@@ -246,7 +257,8 @@ def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = N
     ``view(x, [8, n], [8, 0])`` of a 13-row ``x`` has 5 valid rows); without ``valid_shape`` the
     valid part is what the tensor's valid part leaves of the view, per dim
     ``min(max(valid - offset, 0), size)``, as the framework infers it (logical_tensor.cpp
-    GetViewValidShape)."""
+    GetViewValidShape). A given ``valid_shape`` may exceed the view's shape up to the tensor's (the
+    framework's rule); the view's valid part is then all of that dim."""
     op = "view"
     program = current_program(op)
     input = _tensor(op, "input", input, program)
@@ -257,6 +269,12 @@ def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = N
     offsets = [0] * len(input.shape) if offsets is None else _ints(op, "offsets", offsets, program)
     if valid_shape is not None:
         valid = _ints(op, "valid_shape", valid_shape, program)
+        if len(valid) == len(input.shape) == len(shape):
+            for dim, (v, size) in enumerate(zip(valid, input.shape)):
+                if isinstance(v, int) and not 0 <= v <= size:
+                    raise OpArgumentError(f"{op}: valid_shape={valid} has valid_shape[{dim}]={v}; it cannot exceed the tensor's "
+                                          f"shape {list(input.shape)} in dim {dim} (operation_impl.cpp CheckViewValidShapesConstraint)")
+            valid = [min(v, s) if isinstance(v, int) else v for v, s in zip(valid, shape)]  # the part of the view it covers
     elif len(shape) == len(input.shape) and len(offsets) == len(input.shape) and all(isinstance(o, int) for o in offsets):
         valid = [min(max(v - o, 0), s) for v, o, s in zip(input.valid_shape, offsets, shape)]
     else:

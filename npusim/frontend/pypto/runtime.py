@@ -708,7 +708,10 @@ class ShmemLaunch:
         self.group_areas: dict[str, list[ShmemArea]] = {}  # per group, its areas in creation order
         product = PRODUCTS.get(system.spec.product)
         self.core_kinds = {"vector": product.vector_cores, "cube": product.cube_cores}  # the core kind of each unit's tile ops
-        self.programs = [PeProgram(self, pe, die) for pe, die in enumerate(self.dies)]
+        from npusim.frontend.pypto.ops import HOST_TILE_SHAPES  # the scope default the host set (ops imports this module)
+
+        host_tiles = HOST_TILE_SHAPES.get(current_session())
+        self.programs = [PeProgram(self, pe, die, tile_shape=host_tiles) for pe, die in enumerate(self.dies)]
         self.data_windows: dict[tuple[str, int], Allocation] = {}
         self.signal_windows: dict[tuple[str, int], Allocation] = {}
         self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there

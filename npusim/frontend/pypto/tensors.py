@@ -199,6 +199,10 @@ class Tensor:
         from npusim.frontend.tensor import empty
 
         what = f"pypto.Tensor(shape={shape!r}, dtype={dtype!r})"
+        if shape is None and dtype is None:  # pypto.tensor(): a placeholder a later move gives its value
+            placeholder = cls.make(program, "token", (), DataType.DT_INT32)
+            placeholder.name = name or "empty"
+            return placeholder
         if isinstance(shape, int) and not isinstance(shape, bool):
             shape = [shape]
         if not isinstance(shape, (list, tuple)) or not shape:
@@ -226,6 +230,16 @@ class Tensor:
     @device.setter
     def device(self, value: DeviceTensor | None) -> None:
         self._device = value
+
+    def as_read(self) -> Tensor:
+        """The tensor as an op reads it now: marked read (its data stays where it is) and a copy of
+        its state, so that the op's tile ops, built later, see this tensor even if the object is
+        made another tensor's value meanwhile (``t.move(x)``, ``t[:] = x``: the framework's Move
+        gives the object a new logical tensor; the ops that used the old one keep it)."""
+        self._read = True
+        snapshot = object.__new__(Tensor)
+        snapshot.__dict__.update(self.__dict__)
+        return snapshot
 
     def gm(self) -> DeviceTensor:
         """The device tensor of a tensor in GM (as :attr:`device`); an error for one that has none."""
@@ -293,11 +307,16 @@ class Tensor:
 
     def move(self, value: Tensor) -> None:
         """``t.move(value)``: ``value`` becomes this tensor's value (the framework's Move): a kernel
-        argument gets it assembled into its GM, a kernel-local tensor is ``value`` from now on; the
-        same as ``t[:] = value``."""
+        argument gets it assembled into its GM; a kernel-local tensor, a view or a placeholder
+        (``pypto.tensor()``) is ``value`` from now on (the ops that used it before keep the old one)."""
         if not isinstance(value, Tensor):
             raise UsageError(f"{self!r}.move({value!r}): only a pypto.Tensor can be moved into a tensor")
-        self[:] = value
+        if self.is_argument:
+            from npusim.frontend.pypto.ops import assemble
+
+            assemble(value, [0] * len(self.shape), self)
+        else:
+            self.become(value)
 
     # -- indexing --------------------------------------------------------------------------------
 

@@ -220,3 +220,60 @@ def test_importing_pypto_after_torch_gives_torch_npu():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "1"
+
+
+def test_moving_a_result_into_a_view_keeps_the_ops_that_read_the_view():
+    """test_cumsum_onboard.py: ``view.move(pypto.cumsum(view, 0))`` then assemble the view (now the
+    int64 result) into the output; the cumsum built before the move still reads the int32 view."""
+    a = torch.randint(-10, 10, (10, 10), dtype=torch.int32, generator=torch.Generator().manual_seed(1))
+    out = torch.zeros(10, 10, dtype=torch.int64)
+    with npusim.session("a2"):
+        pypto.runtime._device_init()
+        x = pypto.tensor((10, 10), pypto.DT_INT32, "in")
+        y = pypto.tensor((10, 10), pypto.DT_INT64, "out")
+        with pypto.function("MAIN", x, y):
+            for b in pypto.loop(3):
+                view = pypto.view(x, (10, 4), [0, b * 4],
+                                  valid_shape=[pypto.symbolic_scalar(10), pypto.min(pypto.symbolic_scalar(10) - b * 4, pypto.symbolic_scalar(4))])
+                pypto.set_vec_tile_shapes(10, 4)
+                view.move(pypto.cumsum(view, 0))
+                pypto.assemble(view, [0, b * 4], y)
+        pypto.runtime._device_run_once_data_from_host(pypto.from_torch(a), pypto.from_torch(out))
+    assert torch.equal(out, torch.cumsum(a, 0))
+
+
+def test_the_frameworks_test_builder_style():
+    """python/tests/st/pypto_test.py's run_pto: the tile shape set on the host, ``for _ in function``,
+    ``pypto.tensor()`` placeholders given their value by move, a valid_shape past the view (test_relu.py)."""
+    a = torch.rand(32, 32) * 100 - 50
+    b = torch.zeros(32, 32)
+    with npusim.session("a2"):
+        inputs, outputs = [pypto.tensor((32, 32), pypto.DT_FP32, "A")], [pypto.tensor((32, 32), pypto.DT_FP32, "B")]
+        pypto.set_vec_tile_shapes(32, 32)
+        with pypto.function("MAIN", *inputs, *outputs) as recorded:
+            for _ in recorded:
+                for i in pypto.loop(2):
+                    for j in pypto.loop(2):
+                        tile = pypto.view(inputs[0], (16, 16), [i * 16, j * 16],
+                                          valid_shape=[pypto.min(pypto.symbolic_scalar(32) - i * 16, pypto.symbolic_scalar(32)),
+                                                       pypto.min(pypto.symbolic_scalar(32) - i * 16, pypto.symbolic_scalar(32))])
+                        pypto.set_vec_tile_shapes(8, 8)
+                        result = pypto.tensor()
+                        result.move(pypto.relu(tile))
+                        pypto.assemble(result, [i * 16, j * 16], outputs[0])
+        assert all(isinstance(t, pypto.tensor) for t in outputs)
+        pypto.runtime._device_run_once_data_from_host(pypto.from_torch(a), pypto.from_torch(b))
+    assert torch.equal(b, torch.relu(a))
+
+
+def test_the_frameworks_module_paths_and_helper_names():
+    from npusim.pypto.symbolic_scalar import SymbolicScalar, SymInt
+
+    assert callable(pypto.symbolic_scalar) and pypto.symbolic_scalar is SymbolicScalar  # the module import leaves it a function
+    assert int(pypto.ceildiv(pypto.symbolic_scalar(7), 2)) == 4 and pypto.ceildiv(7, 2) == 4 and SymInt is not None
+    assert pypto.DT_INT4.numpy == np.dtype(ml_dtypes.int4) and pypto.DT_FP8E4M3.numpy == np.dtype(ml_dtypes.float8_e4m3fn)
+    with pytest.raises(UsageError, match=r"pypto.DT_HF8 \(hifloat8\) is a data type npusim cannot hold"):
+        getattr(pypto, "DT_HF8")  # noqa: B009 (the attribute access is what is tested)
+    with npusim.session("a2") as session:
+        pypto.set_semantic_label("Query-Linear")
+    assert {"where": "set_semantic_label", "options": {"label": "Query-Linear"}} in session.pypto_hints

@@ -151,8 +151,26 @@ def test_ops_outside_a_launch_are_refused():
     with npusim.session("a2"):
         with pytest.raises(UsageError, match=re.escape("pypto.distributed.create_shmem_signal is called outside a kernel: PyPTO ops run inside the kernel function that npusim.launch(kernel, n_pes, args=...) calls once per PE")):
             D.create_shmem_signal("g", 2)
-        with pytest.raises(UsageError, match="pypto.set_vec_tile_shapes is called outside a kernel"):
-            pypto.set_vec_tile_shapes(4, 4)
+        with pytest.raises(UsageError, match="pypto.add is called outside a kernel"):
+            pypto.add(None, 1)
+
+
+def test_a_tile_shape_set_on_the_host_is_where_kernels_start():
+    """The framework's scope default: pypto_test.py's run_pto sets it before recording the function."""
+    with npusim.session("a2"):
+        pypto.set_vec_tile_shapes(2, 8)
+        assert pypto.get_vec_tile_shapes() == [2, 8]
+
+        def kernel(x, out):
+            assert pypto.get_vec_tile_shapes() == [2, 8]
+            out[:] = x + x
+
+        out = npusim.zeros((4, 8), np.float32)
+        npusim.launch(kernel, 1, args=lambda pe: (npusim.tensor(np.ones((4, 8), np.float32)), out))
+        assert (out.numpy() == 2).all()
+    with npusim.session("a2"):  # the default belongs to its session
+        with pytest.raises(OpArgumentError, match="tile_shape=None is not set"):
+            npusim.launch(lambda x, out: pypto.add(x, x), 1, args=lambda pe: (npusim.tensor(np.ones((4, 8), np.float32)), None))
 
 
 LAUNCH_CASES = {
