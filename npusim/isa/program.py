@@ -358,12 +358,13 @@ class CoreProgram:
     def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *,
                name: str | None = None) -> Instruction:
         """Reduce the last axis of ``src_view`` = (shape, strides in elements) of ``src`` into ``dst``
-        (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``) by pairwise halving
-        (:func:`~npusim.isa.vector.halving_reduce`). Timed as the instructions of the halving: one vector
+        (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``, ``reduce_prod``) by
+        pairwise halving (:func:`~npusim.isa.vector.halving_reduce`), or to the index of the row's largest
+        (smallest) value (``reduce_argmax``, ``reduce_argmin``). Timed as the instructions of the halving: one vector
         instruction per level while a row is longer than one repeat (all rows' pairs at once), then one
         in-repeat reduction (vcadd / vcmax) of one repeat per row."""
-        if kind not in vector_semantics.REDUCE:
-            raise UsageError(f"reduce: kind {kind!r} is not one of {', '.join(vector_semantics.REDUCE)}")
+        if kind not in vector_semantics.REDUCE and kind not in vector_semantics.ARG_REDUCE:
+            raise UsageError(f"reduce: kind {kind!r} is not one of {', '.join([*vector_semantics.REDUCE, *vector_semantics.ARG_REDUCE])}")
         shape, strides = tuple(src_view[0]), tuple(src_view[1])
         dst_view = (shape[:-1], tuple(dst_strides))
         self._check_view(kind, src, shape, strides)

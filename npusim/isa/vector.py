@@ -58,8 +58,11 @@ PREDICATE = {"isnan": np.isnan, "isfinite": np.isfinite, "signbit": np.signbit, 
 """Tests of one operand: 1 where true, else 0, in the destination dtype (bool)."""
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
 """Comparisons of two operands (16-bit floats compared exactly, in float32): 1 where true, else 0 (bool)."""
-REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
+REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum, "reduce_prod": np.multiply}
 """Row reductions: ``dst[r] = reduce(src[r, :])`` by :func:`halving_reduce` (the vcadd / vcmax family)."""
+ARG_REDUCE = {"reduce_argmax": np.argmax, "reduce_argmin": np.argmin}
+"""Row reductions to an index: ``dst[r]`` = the first position of the row's largest (smallest)
+value, a NaN counting as the largest (torch's and numpy's rule), written in ``dst``'s dtype."""
 
 ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "rint": np.rint,  # round half to even (CAST_RINT)
@@ -71,7 +74,7 @@ ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 KINDS = (tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(MATH) + tuple(MATH_BINARY) + tuple(BITWISE) + tuple(PREDICATE)
-         + tuple(COMPARE) + tuple(REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot", "select"))
+         + tuple(COMPARE) + tuple(REDUCE) + tuple(ARG_REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot", "select"))
 
 # float formats as (mantissa bits with the implicit one, smallest normal exponent, largest exponent)
 _FORMATS = {np.dtype(np.float16): (11, -14, 15), np.dtype(ml_dtypes.bfloat16): (8, -126, 127), np.dtype(np.float32): (24, -126, 127)}
@@ -194,6 +197,8 @@ def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar, rounding
         dst[...] = np.where(srcs[0] != 0, srcs[1], srcs[2]).astype(dst.dtype)
     elif kind in REDUCE:  # dst has the shape of srcs[0] without its last axis
         dst[...] = halving_reduce(srcs[0], REDUCE[kind]).astype(dst.dtype)
+    elif kind in ARG_REDUCE:
+        dst[...] = ARG_REDUCE[kind](srcs[0], axis=-1).astype(dst.dtype)
     elif kind == "cumsum":  # running sum along the last axis, one element after the other, in dst's dtype
         dst[...] = np.cumsum(srcs[0], axis=-1, dtype=dst.dtype)
     elif kind == "one_hot":  # dst[..., c] = 1 where srcs[0][...] == c

@@ -367,6 +367,8 @@ def _along(op: str, input, dim: int, out_dtype_of: Callable[[DataType], DataType
     compute = compute_dtype(op, x.dtype.numpy)
     if kind == "cumsum":  # math.cpp TensorCumOperation: fp16 / bf16 run in fp32, integers in int32
         compute = np.dtype(np.int32) if np.issubdtype(x.dtype.numpy, np.integer) else FP32
+    if kind in ("reduce_argmax", "reduce_argmin"):  # ArgMax / ArgMin cast fp16 to fp32 first; the index is exact in fp32
+        compute = FP32
     in_shape = tuple(x.shape)
     if kind == "cumsum":
         out_shape, out_valid = in_shape, x.valid_shape
@@ -417,6 +419,26 @@ def amax(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
 def amin(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
     """``pypto.amin``: the smallest element along ``dim``."""
     return _along("amin", input, dim, lambda d: d, "reduce_min", keepdim)
+
+
+@_on_pe
+def prod(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+    """``pypto.prod``: the product along ``dim`` (fp32 / int32 / int16 in their dtype, ints wrapping;
+    the same pairwise halving order as ``sum``: not bit-exact against a sequential product)."""
+    return _along("prod", input, dim, lambda d: d, "reduce_prod", keepdim)
+
+
+@_on_pe
+def argmax(input: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
+    """``pypto.argmax``: the index (DT_INT32) of the first largest element along ``dim`` (fp16 / bf16
+    compared in fp32, reduction.cpp ArgMax; a NaN counts as the largest)."""
+    return _along("argmax", input, dim, lambda d: DataType.DT_INT32, "reduce_argmax", keepdim)
+
+
+@_on_pe
+def argmin(input: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
+    """``pypto.argmin``: the index (DT_INT32) of the first smallest element along ``dim``."""
+    return _along("argmin", input, dim, lambda d: DataType.DT_INT32, "reduce_argmin", keepdim)
 
 
 @_on_pe
@@ -857,5 +879,5 @@ def _tile_text(tiles: CubeTiles) -> str:
 __all__ = [
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose", "unsqueeze", "clone",
+    "transpose", "unsqueeze", "clone", "prod", "argmax", "argmin",
 ]

@@ -489,9 +489,9 @@ def _op(name: str):
 
 
 TENSOR_METHODS = (
-    "abs", "acos", "acosh", "add", "amax", "amin", "asin", "asinh", "atan", "atanh", "ceil", "clone", "cos", "cosh", "cumsum", "div",
+    "abs", "acos", "acosh", "add", "amax", "amin", "argmax", "argmin", "asin", "asinh", "atan", "atanh", "ceil", "clone", "cos", "cosh", "cumsum", "div",
     "erf", "erfc", "exp", "exp2", "expm1", "floor", "fmod", "greater", "hypot", "isfinite", "isnan", "log", "log1p", "log2", "log10",
-    "logical_not", "lrelu", "matmul", "maximum", "minimum", "mul", "neg", "reciprocal", "relu", "reshape", "round", "rsqrt",
+    "logical_not", "lrelu", "matmul", "maximum", "minimum", "mul", "neg", "prod", "reciprocal", "relu", "reshape", "round", "rsqrt",
     "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "sqrt", "sub", "sum", "tan", "tanh", "transpose", "trunc", "unsqueeze",
     "view",
 )

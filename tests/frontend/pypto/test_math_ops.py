@@ -165,7 +165,34 @@ def test_tile_shape_queries_and_hints():
     assert {"where": "set_matrix_size", "options": {"size": [4, 8]}} in session.pypto_hints
 
 
-@pytest.mark.parametrize("name", ["argmax", "prod", "gather", "topk"])
+@pytest.mark.parametrize("dtype", list(FLOAT_TYPES))
+def test_argmax_argmin_give_the_first_extreme_index_as_int32(dtype):
+    """test_argmax_onboard.py / test_argmin_onboard.py: [8, 8] blocks along dim 1, goldens torch.argmax(...).to(int32)."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(8, 8)).astype(dtype)
+    x[0, 2] = x[0, 6] = 50  # a tie: the first index
+    x[1, 1] = x[1, 4] = -50
+    np.testing.assert_array_equal(_run(lambda a: pypto.argmax(a, 1), x, out_shape=(8,), out_dtype=np.int32),
+                                  np.argmax(x.astype(np.float32), 1))
+    np.testing.assert_array_equal(_run(lambda a: a.argmin(1, True), x, out_shape=(8, 1), out_dtype=np.int32),
+                                  np.argmin(x.astype(np.float32), 1)[:, None])
+
+
+def test_prod_multiplies_in_the_halving_order():
+    rng = np.random.default_rng(8)
+    x = rng.uniform(0.5, 1.5, (4, 16)).astype(np.float32)
+    i = rng.integers(-3, 4, (4, 16)).astype(np.int32)
+    expected = x.copy()
+    n = 16
+    while n > 1:  # the order of sum (docs/pypto.md): x[i] *= x[i + h], h = ceil(n / 2)
+        h = (n + 1) // 2
+        expected[:, : n - h] = expected[:, : n - h] * expected[:, h:n]
+        n = h
+    np.testing.assert_array_equal(_run(lambda a: pypto.prod(a, 1), x, out_shape=(4,)), expected[:, 0])
+    np.testing.assert_array_equal(_run(lambda a: pypto.prod(a, -1), i, out_shape=(4,)), np.prod(i, 1, dtype=np.int32))
+
+
+@pytest.mark.parametrize("name", ["var", "gather", "topk", "cumprod"])
 def test_what_is_not_modelled_is_refused_by_name(name):
     with pytest.raises(UsageError, match=rf"pypto.{name} is not modelled by npusim yet"):
         getattr(pypto, name)
