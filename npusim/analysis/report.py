@@ -174,10 +174,11 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
         console.print(f"[yellow]warning[/yellow] at {warning['time_us']:.3f} us on die {warning['die']}: {warning['message']}")
     fallbacks = summary.get("host_fallbacks", [])
     if fallbacks:
-        console.print("[yellow]host fallbacks[/yellow] (torch ops the npu device does not model ran on the host, in no simulated time): "
-                      + "; ".join(f"{row['message']} ({row['count']} time{'s' if row['count'] > 1 else ''}, the first shown)" if row["count"] > 1
-                                  else row["message"] for row in fallbacks[:rows])
-                      + (f"; {len(fallbacks) - rows} more in summary.json" if len(fallbacks) > rows else ""))
+        ops = ", ".join(f"{row['op']}" + (f" x{row['count']}" if row["count"] > 1 else "") for row in fallbacks[:rows])
+        lines = list(dict.fromkeys(row.get("at") or "?" for row in fallbacks))
+        more = f" and {len(fallbacks) - rows} more ops" if len(fallbacks) > rows else ""
+        console.print(f"[yellow]host fallbacks[/yellow] (ran on the host in no simulated time, torch's CPU results): {ops}{more}; "
+                      f"first at {', '.join(lines[:3])}{' ...' if len(lines) > 3 else ''} (summary.json host_fallbacks)")
 
 
 def resources_by_importance(summary: dict) -> list[dict]:

@@ -177,7 +177,8 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
 
 def host_fallbacks(record: RunRecord) -> list[dict[str, Any]]:
     """One row per op that ran on the host instead of the device: how many times, the first time
-    (us) and die, and the first one's message (which names the program's line), in order of first use."""
+    (us) and die, the first one's message and the program's line it names (``at``, "" if none), in
+    order of first use."""
     rows: dict[str, dict[str, Any]] = {}
     for instant in record.recorder.instants:
         if instant.category != HOST_FALLBACK:
@@ -185,7 +186,7 @@ def host_fallbacks(record: RunRecord) -> list[dict[str, Any]]:
         row = rows.get(instant.key)
         if row is None:
             rows[instant.key] = {"op": instant.key, "count": 1, "first_us": instant.time_ps / 1e6, "die": instant.die,
-                                 "message": instant.message}
+                                 "message": instant.message, "at": instant.message.partition(" at ")[2]}
         else:
             row["count"] += 1
     return list(rows.values())
