@@ -246,3 +246,23 @@ def test_npu_quant_scatter_into_a_sliced_cache_equals_into_a_contiguous_one():
         got, expected = wide.cpu(), narrow.cpu()
     assert torch.equal(got[0, 1, :128], expected[0, 1]) and torch.equal(got[1, 3, :128], expected[1, 3])  # batch b at row indices[b]
     assert expected[0, 1].any() and (got[:, :, 128:] == 5).all() and (got[0, 0] == 5).all()
+
+
+def test_aten_add_inside_a_torchair_capture():
+    """A torchair graph whose forward adds npu tensors (aten.add) captures and replays it: add is a
+    device op, not a host fallback (which a capture refuses)."""
+    import npusim.torchair as tng
+
+    def forward(x, y):
+        return torch.sub(x + y, x)  # add then sub, both on the device
+
+    compiled = torch.compile(forward, backend=tng.get_npu_backend(), dynamic=False, fullgraph=True)
+    a, b = torch.arange(8.0).reshape(2, 4), torch.ones(2, 4)
+    with npusim.session("a2") as session:
+        x, y = a.npu(), b.npu()
+        first = compiled(x, y).cpu()
+        start = session.host.now_ps
+        again = compiled(x, y)
+        assert session.host.now_ps - start == session.host.graph_launch_ps  # a replay: one launch, no per-op cost
+        assert not [i for i in session.system.recorder.instants if i.category == "host fallback"]
+        assert torch.equal(first, b) and torch.equal(again.cpu(), b)
