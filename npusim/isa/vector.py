@@ -50,7 +50,9 @@ MATH: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 the destination dtype: the correctly rounded result (nearly always; floor / ceil / trunc / rint /
 sign / reciprocal exactly). The chip's algorithms for the transcendental ones are not published:
 its results may differ in the last bits (docs/pypto.md)."""
-MATH_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {"pow": np.power, "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign}
+MATH_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {"pow": np.power, "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign,
+    "remainder": np.remainder,
+}
 """Float functions of two operands, as :data:`MATH`."""
 BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 """Integer bitwise operations, in the operands' dtype."""

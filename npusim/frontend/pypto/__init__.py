@@ -26,7 +26,7 @@ Module contents: the data types (``pypto.DT_FP16`` ...), ``AtomicType``, ``OpTyp
 
 import sys as _sys
 
-from npusim.frontend.pypto import converter, distributed, experimental, frontend, ranks, runtime
+from npusim.frontend.pypto import converter, distributed, error, experimental, frontend, ranks, runtime
 from npusim.frontend.pypto.compute import (
     CastMode,
     PrecisionType,
@@ -122,6 +122,7 @@ from npusim.frontend.pypto.math_ops import (
     pow,
     reciprocal,
     relu,
+    remainder,
     rms_norm,
     round,
     sigmoid,
@@ -133,6 +134,7 @@ from npusim.frontend.pypto.math_ops import (
     tan,
     tanh,
     trunc,
+    var,
     where,
 )
 from npusim.frontend.pypto.ops import assemble, get_cube_tile_shapes, get_vec_tile_shapes, set_vec_tile_shapes, view
@@ -236,32 +238,41 @@ __all__ = [
     "set_codegen_options", "set_debug_options", "set_host_options", "set_options", "set_pass_options", "set_runtime_options",
     "set_verify_options", "symbolic_scalar", "tensor", "min", "max", "runtime",
     "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64", "DT_INT4",
-    "DT_FP8E4M3", "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1",
+    "DT_FP8E4M3", "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1", "DT_HF8", "DT_HF4", "DT_FP8", "DT_FP4_E2M1X2", "UnheldDataType",
     "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64",
     "assemble", "converter", "distributed", "experimental", "from_torch", "set_vec_tile_shapes", "view",
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose", "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "SymInt", "ceildiv", "set_semantic_label", "set_verify_golden_data", "unsqueeze", "clone", "rms_norm", "prod", "argmax", "argmin",
+    "transpose", "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "SymInt", "ceildiv", "set_semantic_label", "set_verify_golden_data", "unsqueeze", "clone", "rms_norm", "prod", "argmax", "argmin", "remainder", "var", "error",
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cbrt",
     "ceil", "clip", "copysign", "cos", "cosh", "eq", "erf", "erfc", "exp2", "expm1", "floor", "fmod", "ge", "greater", "gt", "hypot",
     "isfinite", "isnan", "le", "log", "log1p", "log2", "log10", "logical_and", "logical_not", "lrelu", "lt", "ne", "pow",
     "reciprocal", "relu", "round", "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "tan", "tanh", "trunc", "where",
 ]
 
-NOT_YET = frozenset(["scaled_mm", "conv", "var", "topk", "argsort", "sort32", "mrgsort", "prelu", "remainder", "bitwise_left_shift", "bitwise_right_shift", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "expand_clone", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "cumprod", "triu", "tril", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif"])
+NOT_YET = frozenset(["scaled_mm", "conv", "topk", "argsort", "sort32", "mrgsort", "prelu", "bitwise_left_shift", "bitwise_right_shift", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "expand_clone", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "cumprod", "triu", "tril", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif"])
 """Compute ops of the framework that npusim does not model yet (docs/pypto.md)."""
 
 
-UNHELD_TYPES = {"DT_HF8": "hifloat8", "DT_HF4": "hifloat4", "DT_FP8": "fp8", "DT_FP4_E2M1X2": "two packed fp4 e2m1"}
-"""The framework's data types no numpy type holds (DataType mirrors the others)."""
+class UnheldDataType:
+    """A data type of the framework's that no numpy type holds (DataType mirrors the others): the
+    name exists, so tables of dtypes import; an op given it refuses it (it is not a pypto.DataType)."""
+
+    def __init__(self, name: str, what: str) -> None:
+        self.name = name
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"DataType.{self.name} ({self.what}: npusim cannot hold it)"
+
+
+DT_HF8 = UnheldDataType("DT_HF8", "hifloat8")
+DT_HF4 = UnheldDataType("DT_HF4", "hifloat4")
+DT_FP8 = UnheldDataType("DT_FP8", "fp8")
+DT_FP4_E2M1X2 = UnheldDataType("DT_FP4_E2M1X2", "two packed fp4 e2m1")
 
 
 def __getattr__(name: str):
-    if name in UNHELD_TYPES:
-        from npusim.errors import UsageError
-
-        raise UsageError(f"pypto.{name} ({UNHELD_TYPES[name]}) is a data type npusim cannot hold (no numpy type); its data types are "
-                         f"{', '.join(t.name for t in DataType)}")
     if name in NOT_YET:
         from npusim.errors import UsageError
 

@@ -75,7 +75,7 @@ class JitKernel:
         self.options = options
         self.__name__ = getattr(function, "__name__", "kernel")
         self.__doc__ = function.__doc__
-        self._signature = inspect.signature(function)
+        self._signature = _signature(function)
         functools.update_wrapper(self, function)
 
     def __call__(self, *args, **kwargs):
@@ -102,6 +102,15 @@ class JitKernel:
 
     def __repr__(self) -> str:
         return f"<pypto jit kernel {self.__name__}>"
+
+
+def _signature(function: Callable) -> inspect.Signature:
+    """The function's signature with its annotations evaluated (a module with ``from __future__
+    import annotations`` keeps them as strings); as written when they cannot be evaluated."""
+    try:
+        return inspect.signature(function, eval_str=True)
+    except Exception:  # noqa: BLE001 - an annotation that does not evaluate is only not checked
+        return inspect.signature(function)
 
 
 def jit(function: Callable | None = None, *, new_ir: bool = True, create_new_logical_tensor: bool = False, **options):

@@ -41,6 +41,7 @@ from npusim.frontend.pypto.compute import sum as _sum
 from npusim.frontend.pypto.ops import _on_pe
 from npusim.frontend.pypto.runtime import current_program
 from npusim.frontend.pypto.tensors import Tensor
+from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
 from npusim.kernels.shmem.dtypes import DataType
 
@@ -128,6 +129,7 @@ bitwise_not = _unary("bitwise_not", "invert", INTS)
 atan2 = _binary("atan2", "atan2")
 hypot = _binary("hypot", "hypot")
 fmod = _binary("fmod", "fmod")
+remainder = _binary("remainder", "remainder")
 copysign = _binary("copysign", "copysign")
 bitwise_and = _binary("bitwise_and", "and", INTS)
 bitwise_or = _binary("bitwise_or", "or", INTS)
@@ -265,6 +267,34 @@ def rms_norm(input: Tensor, gamma: Tensor | None = None, epsilon: float = 1e-6) 
 
 
 @_on_pe
+def var(input: Tensor, dim=None, correction: float = 1, keepdim: bool = False) -> Tensor:
+    """``pypto.var``: sum((x - mean)^2) / max(0, N - correction) over ``dim`` (an int, a list, or None
+    for every dim), in float32. The framework has one Var op; npusim composes it of sum, sub, mul
+    and div (the same formula, not bit-exact against the framework's order)."""
+    op = "var"
+    x = _input(op, "input", input, current_program(op))
+    _check(op, x, FLOATS)
+    rank = len(x.shape)
+    dims = list(range(rank)) if dim is None or dim == [] or dim == () else [dim] if isinstance(dim, int) else list(dim)
+    dims = sorted({checks.check_dim(op, d, rank) for d in dims})
+    dtype = x.dtype
+    wide = cast(x, DataType.DT_FP32) if dtype is not DataType.DT_FP32 else x
+    count = 1
+    total = wide
+    for d in dims:
+        count *= x.shape[d]
+        total = _sum(total, d, True)
+    centred = sub(wide, mul(total, 1.0 / count))
+    squares = mul(centred, centred)
+    for d in dims:
+        squares = _sum(squares, d, True)
+    result = mul(squares, 1.0 / max(0.0, count - correction)) if count > correction else div(squares, 0.0)
+    if not keepdim:
+        result = reshape(result, [s for i, s in enumerate(result.shape) if i not in dims] or [1])
+    return cast(result, dtype) if dtype is not DataType.DT_FP32 else result
+
+
+@_on_pe
 def cbrt(input: Tensor) -> Tensor:
     """``pypto.cbrt``: copysign(pow(abs(x), 1/3), x), as the framework composes it."""
     return copysign(pow(_abs(input), 1.0 / 3.0), input)
@@ -282,6 +312,6 @@ def lrelu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 __all__ = [
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cbrt",
     "ceil", "clip", "copysign", "cos", "cosh", "eq", "erf", "erfc", "exp2", "expm1", "floor", "fmod", "ge", "greater", "gt", "hypot",
-    "isfinite", "isnan", "le", "log", "log1p", "log2", "log10", "logical_and", "logical_not", "lrelu", "lt", "ne", "pow",
-    "reciprocal", "relu", "rms_norm", "round", "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "tan", "tanh", "trunc", "where",
+    "isfinite", "isnan", "le", "log", "log1p", "remainder", "log2", "log10", "logical_and", "logical_not", "lrelu", "lt", "ne", "pow",
+    "reciprocal", "relu", "rms_norm", "round", "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "tan", "tanh", "trunc", "var", "where",
 ]

@@ -73,18 +73,22 @@ class TensorAnnotation:
         self.format = format
 
     def check(self, where: str, value) -> None:
-        """Refuse an argument ``value`` (a pypto.Tensor) that this annotation does not take."""
+        """Refuse an argument ``value`` (a pypto.Tensor) that this annotation does not take (the
+        framework's wording: "does not match the dtype / shape")."""
         if self.dtype is not None and value.dtype is not self.dtype:
-            raise OpArgumentError(f"{where}: the argument is {value.dtype.name}, but the parameter is annotated {self.dtype.name}")
+            raise OpArgumentError(f"{where}: the argument's dtype {value.dtype.name} does not match the dtype {self.dtype.name} the "
+                                  "parameter is annotated with")
         if not self.shape:
             return
         open_end = self.shape[-1] is Ellipsis
         fixed = self.shape[:-1] if open_end else self.shape
         if len(value.shape) < len(fixed) or not open_end and len(value.shape) != len(fixed):
-            raise OpArgumentError(f"{where}: the argument has shape {list(value.shape)}, but the parameter is annotated {self!r}")
+            raise OpArgumentError(f"{where}: the argument's shape {list(value.shape)} does not match the shape {self!r} the parameter "
+                                  f"is annotated with ({len(value.shape)} dims)")
         for dim, (size, want) in enumerate(zip(value.shape, fixed)):
             if isinstance(want, int) and size != want:
-                raise OpArgumentError(f"{where}: dim {dim} of the argument is {size}, but the parameter is annotated {self!r}")
+                raise OpArgumentError(f"{where}: the argument's shape {list(value.shape)} does not match the shape {self!r} the "
+                                      f"parameter is annotated with (dim {dim} is {size}, not {want})")
 
     def __repr__(self) -> str:
         dims = ", ".join("..." if s is Ellipsis else repr(s) for s in self.shape)
@@ -422,6 +426,8 @@ class Tensor:
     def __add__(self, other): return _compute().add(self, other)
     def __radd__(self, other): return _compute().add(self, other)
     def __sub__(self, other): return _compute().sub(self, other)
+    def __mod__(self, other): return _op("remainder")(self, other)
+    def __floordiv__(self, other): return _op("floor")(_compute().div(self, other))
     def __rsub__(self, other): return _compute().add(_compute().neg(self), other)  # other - x is exactly (-x) + other
     def __mul__(self, other): return _compute().mul(self, other)
     def __rmul__(self, other): return _compute().mul(self, other)

@@ -272,8 +272,7 @@ def test_the_frameworks_module_paths_and_helper_names():
     assert callable(pypto.symbolic_scalar) and pypto.symbolic_scalar is SymbolicScalar  # the module import leaves it a function
     assert int(pypto.ceildiv(pypto.symbolic_scalar(7), 2)) == 4 and pypto.ceildiv(7, 2) == 4 and SymInt is not None
     assert pypto.DT_INT4.numpy == np.dtype(ml_dtypes.int4) and pypto.DT_FP8E4M3.numpy == np.dtype(ml_dtypes.float8_e4m3fn)
-    with pytest.raises(UsageError, match=r"pypto.DT_HF8 \(hifloat8\) is a data type npusim cannot hold"):
-        getattr(pypto, "DT_HF8")  # noqa: B009 (the attribute access is what is tested)
+    assert "npusim cannot hold it" in repr(pypto.DT_HF8)  # a name (dtype tables import); ops refuse it
     with npusim.session("a2") as session:
         pypto.set_semantic_label("Query-Linear")
     assert {"where": "set_semantic_label", "options": {"label": "Query-Linear"}} in session.pypto_hints

@@ -192,7 +192,38 @@ def test_prod_multiplies_in_the_halving_order():
     np.testing.assert_array_equal(_run(lambda a: pypto.prod(a, -1), i, out_shape=(4,)), np.prod(i, 1, dtype=np.int32))
 
 
-@pytest.mark.parametrize("name", ["var", "gather", "topk", "cumprod"])
+@pytest.mark.parametrize("name", ["gather", "topk", "cumprod", "arange"])
 def test_what_is_not_modelled_is_refused_by_name(name):
     with pytest.raises(UsageError, match=rf"pypto.{name} is not modelled by npusim yet"):
         getattr(pypto, name)
+
+
+def test_var_remainder_and_the_tensor_operators_of_them():
+    """test_var_onboard.py's formula, sum((x - mean)^2) / max(0, N - correction), over a dim list or
+    one dim with keepdim; ``%`` is remainder and ``//`` floor(div), as the framework's Tensor."""
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(4, 8, 16)).astype(np.float32)
+    np.testing.assert_allclose(_run(lambda a: pypto.var(a, [1, 2]), x, out_shape=(4,), tile=(4, 8, 16)), x.var(axis=(1, 2), ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(_run(lambda a: pypto.var(a, -1, correction=0, keepdim=True), x, out_shape=(4, 8, 1), tile=(4, 8, 16)),
+                               x.var(-1, ddof=0, keepdims=True), rtol=1e-5)
+    y = x[0]
+    np.testing.assert_array_equal(_run(lambda a: a % 0.7, y), np.remainder(y, np.float32(0.7)))
+    np.testing.assert_array_equal(_run(lambda a: a // 0.5, y), np.floor(y / np.float32(0.5)))
+
+
+def test_the_frameworks_error_classes_and_unheld_types():
+    """``except pypto.error.FeError`` catches npusim's errors (test_annotation_check.py); the
+    annotation check says "does not match the shape / dtype" (test_function_kernel.py); DT_FP8 ... exist as
+    names (dtype tables import) and an op refuses them."""
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([pypto.STATIC, 32], pypto.DT_INT32), out: pypto.Tensor([], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(16, 16)
+        out.move(a + a)
+
+    with npusim.session("a2"):
+        for bad, wording in ((np.ones((32, 31), np.int32), "does not match the shape"), (np.ones((32, 32), np.float32), "does not match the dtype")):
+            with pytest.raises(pypto.error.FeError, match=wording):
+                kernel(npusim.tensor(bad), npusim.zeros((32, 32), np.int32))
+        assert {pypto.DT_FP8.name, pypto.DT_HF8.name} == {"DT_FP8", "DT_HF8"}
+        with pytest.raises(pypto.error.FeError, match="dtype=.*DT_FP8"):
+            npusim.launch(lambda: pypto.full([4, 4], 0.0, pypto.DT_FP8), 1)
