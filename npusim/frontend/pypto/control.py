@@ -25,6 +25,7 @@ device-valued scalar: the build waits until the device has read it (``ControlRea
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 from collections.abc import Callable, Iterator
@@ -219,6 +220,18 @@ def is_loop_end(index) -> SymbolicScalar:
 
 
 # -- compiler hints ---------------------------------------------------------------------------------------
+
+
+class CompStage(enum.Enum):
+    """``pypto.CompStage``: where the framework's compiler stops (``host_options={"compile_stage": ...}``,
+    config.py); a hint here: npusim builds and runs the kernel whatever the stage."""
+
+    ALL_COMPLETE = 0
+    TENSOR_GRAPH = 1
+    TILE_GRAPH = 2
+    EXECUTE_GRAPH = 3
+    CODEGEN_INSTRUCTION = 4
+    CODEGEN_BINARY = 5
 
 
 class Options:

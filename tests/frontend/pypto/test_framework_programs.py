@@ -273,6 +273,7 @@ def test_the_frameworks_module_paths_and_helper_names():
     assert int(pypto.ceildiv(pypto.symbolic_scalar(7), 2)) == 4 and pypto.ceildiv(7, 2) == 4 and SymInt is not None
     assert pypto.DT_INT4.numpy == np.dtype(ml_dtypes.int4) and pypto.DT_FP8E4M3.numpy == np.dtype(ml_dtypes.float8_e4m3fn)
     assert "npusim cannot hold it" in repr(pypto.DT_HF8)  # a name (dtype tables import); ops refuse it
+    assert pypto.CompStage.TILE_GRAPH.value == 2 and pypto.symbolic_scalar(3).as_variable() is None  # hints
     with npusim.session("a2") as session:
         pypto.set_semantic_label("Query-Linear")
     assert {"where": "set_semantic_label", "options": {"label": "Query-Linear"}} in session.pypto_hints
