@@ -9,7 +9,7 @@ COMPILED := $(VENV)/.compiled
 BYTECODE := $(VENV)/.bytecode
 SOURCES := $(shell find npusim examples -name '*.py')
 
-.PHONY: run test explore lint bench clean
+.PHONY: run test explore lint bench golden clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ test: $(BYTECODE)
 # run); SEED=N repeats one exploration
 explore: $(BYTECODE)
 	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q $(if $(SEED),--hypothesis-seed=$(SEED))
+
+# the identity gate's digests (tests/golden), written anew: only for a change that means to move
+# outputs, timing or trace bytes, said in its commit message
+golden: $(BYTECODE)
+	$(BIN)/python -m tests.golden.update
 
 lint: $(BYTECODE)
 	$(BIN)/ruff check npusim tests benchmarks examples
