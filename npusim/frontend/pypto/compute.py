@@ -52,7 +52,7 @@ bf16 ops are all computed in fp32 there (UNSUPPORT_BF16_OPS)."""
 # -- arguments ---------------------------------------------------------------------------------------
 
 
-def _input(op: str, arg: str, value, program: PeProgram) -> Tensor:
+def _input(op: str, arg: str, value, program: PeProgram, *, read: bool = True) -> Tensor:
     if not isinstance(value, Tensor):
         reject(op, arg, value, "must be a pypto.Tensor")
     if value.program is not program:
@@ -61,7 +61,7 @@ def _input(op: str, arg: str, value, program: PeProgram) -> Tensor:
         reject(op, arg, value, "is an op's token (a pred), not data")
     value = value.in_gm(op)  # a shmem_load result: its tile ops store a GM copy the op reads
     checks.check_rank(op, arg, value.shape)
-    return value.as_read()
+    return value.as_read() if read else value
 
 
 def compute_dtype(op: str, dtype: np.dtype) -> np.dtype:
@@ -521,7 +521,7 @@ def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None,
     go; its readers wait for every writer of the input."""
     op = "reshape"
     program = current_program(op)
-    x = _input(op, "input", input, program)
+    x = _input(op, "input", input, program, read=False)  # read below, but for a view of an op result not yet placed
     if not isinstance(shape, (list, tuple)) or any(not isinstance(s, int) or isinstance(s, bool) for s in shape) or list(shape).count(-1) > 1:
         reject(op, "shape", shape, "must be a list of ints, at most one of them -1")
     known = math.prod(s for s in shape if s != -1)
@@ -530,6 +530,9 @@ def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None,
         reject(op, "shape", list(shape), f"does not hold the {math.prod(x.shape)} elements of input {list(x.shape)}")
     if [d for d in x.shape if d != 1] == [d for d in new if d != 1]:
         return _unit_dims_view(program, x, new, valid_shape)
+    x = x.as_read()
+    if valid_shape is not None and (tuple(x.valid_shape) != tuple(x.shape) or tuple(x.gm().shape) != tuple(x.shape)):
+        return _reshape_valid_part(program, x, new, _ints_or_reject(op, "valid_shape", valid_shape, len(new), program))
     if not x.gm().is_contiguous():
         reject(op, "input", x, "is not contiguous in GM (a strided view): reshape of a view is not modelled")
     valid = tuple(valid_shape) if valid_shape is not None else (new if x.valid_shape == x.shape else None)
@@ -539,9 +542,75 @@ def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None,
                   writes=[(task, None) for task in x.tasks_for(None)])
 
 
+def _ints_or_reject(op: str, name: str, values, rank: int, program: PeProgram) -> tuple[int, ...]:
+    values = [program.value_of(v) for v in values] if isinstance(values, (list, tuple)) else values
+    if not isinstance(values, list) or len(values) != rank or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
+        reject(op, name, values, f"must be {rank} non-negative ints")
+    return tuple(values)
+
+
+def view_strides(shape: Sequence[int], strides: Sequence[int], new: Sequence[int]) -> tuple[int, ...] | None:
+    """The strides of ``new`` viewing the elements of a strided ``shape`` in row-major order without
+    moving them (torch's computeStride), or None when no strides do."""
+    if math.prod(shape) == 0 or not shape:
+        return tuple(0 for _ in new) if math.prod(shape) == math.prod(new) else None
+    out = [0] * len(new)
+    view_d, base = len(new) - 1, strides[-1]
+    tensor_numel = view_numel = 1
+    for d in reversed(range(len(shape))):
+        tensor_numel *= shape[d]
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
+            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                out[view_d] = view_numel * base
+                view_numel *= new[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                base, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return tuple(out) if view_d == -1 else None
+
+
+def _as_shape(device: DeviceTensor, shape: Sequence[int]) -> DeviceTensor | None:
+    strides = view_strides(device.shape, device.strides, shape)
+    return None if strides is None else DeviceTensor(device.system, device.allocation, device.offset_bytes, tuple(shape), strides, device.dtype)
+
+
+def _reshape_valid_part(program: PeProgram, x: Tensor, new: tuple[int, ...], valid: tuple[int, ...]) -> Tensor:
+    """``reshape`` of a partly valid input (a tail block, a view past the tensor's end) with a
+    ``valid_shape``: the framework's reshape copy. The input's valid elements, in row-major order,
+    become the result's valid part ``valid`` in a new GM tensor of ``new``: one copy GM -> UB -> GM
+    per tile of the vector tile shape, over whichever of the two valid shapes both sides can be
+    viewed as (the one of the vector tile shape's rank first)."""
+    op = "reshape"
+    if math.prod(valid) != math.prod(x.valid_shape) or any(v > s for v, s in zip(valid, new)):
+        reject(op, "valid_shape", list(valid), f"must lie in the shape {list(new)} and hold the input's {math.prod(x.valid_shape)} "
+               f"valid elements (its valid shape {list(x.valid_shape)})")
+    source = x.gm()[tuple(slice(0, v) for v in x.valid_shape)]
+    target = empty(new, x.dtype.numpy, device=program.die)
+    placed = target[tuple(slice(0, v) for v in valid)]
+    options = [(tuple(x.valid_shape), source, _as_shape(placed, x.valid_shape)), (valid, _as_shape(source, valid), placed)]
+    options.sort(key=lambda option: len(option[0]) != len(program.tile_shape or ()))
+    for shape, read, write in options:
+        if read is not None and write is not None:
+            break
+    else:
+        reject(op, "valid_shape", list(valid), f"the valid part {list(x.valid_shape)} of the input and the result's {list(valid)} "
+               "are not views of one shape in GM (a reshape copy of this layout is not modelled)")
+    if math.prod(shape) == 0:
+        return Tensor.make(program, "GM", new, x.dtype, device=target, valid_shape=valid, writes=[])
+    given = Tensor.make(program, "GM", shape, x.dtype, device=read, valid_shape=shape, writes=[(task, None) for task in x.tasks_for(None)])
+    into = Tensor.make(program, "GM", shape, x.dtype, device=write, valid_shape=shape, writes=[])
+    copy_into(given, [0] * len(shape), into, op=op)
+    return Tensor.make(program, "GM", new, x.dtype, device=target, valid_shape=valid, writes=[(task, None) for task, _ in into.writes])
+
+
 def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_shape) -> Tensor:
-    """A reshape that only adds or drops dims of size 1: the same view with those dims (any strides)."""
-    gm = x.gm()
+    """A reshape that only adds or drops dims of size 1: the same view with those dims (any strides).
+    Of an op result not yet placed (``x[i, :, :] = op(...)`` assembles such a view), an ``assemble``
+    of the view still folds into the producer's store (:meth:`Tensor.fold_into`)."""
+    unplaced = (x.destination is not None and not x.destination.pinned and not x._read and not any(task.bit for task, _ in x.writes))
+    gm = x.destination.device if unplaced and x.destination is not None else x.as_read().gm()
     kept = [(stride, valid) for size, stride, valid in zip(x.shape, gm.strides, x.valid_shape) if size != 1]
     unit_valid = min([v for size, v in zip(x.shape, x.valid_shape) if size == 1], default=1)
     strides, valid, rest = [], [], iter(kept)
@@ -550,8 +619,21 @@ def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_s
         strides.append(stride)
         valid.append(v)
     device = DeviceTensor(gm.system, gm.allocation, gm.offset_bytes, new, tuple(strides), x.dtype.numpy)
-    return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=tuple(valid_shape) if valid_shape is not None else valid,
-                       writes=[(task, None) for task in x.tasks_for(None)])
+    valid_shape = tuple(valid_shape) if valid_shape is not None else valid
+    if not unplaced:
+        return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=valid_shape, writes=[(task, None) for task in x.tasks_for(None)])
+    kept_dims = [dim for dim, size in enumerate(x.shape) if size != 1]
+
+    def region(written: Region | None) -> Region | None:
+        if written is None:
+            return None
+        parts = iter([(written.offset[dim], written.shape[dim]) for dim in kept_dims])
+        placed = [next(parts) if size != 1 else (0, 1) for size in new]
+        return Region(tuple(o for o, _ in placed), tuple(s for _, s in placed))
+
+    result = Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=valid_shape, writes=[(task, region(r)) for task, r in x.writes])
+    result._unit_of = (x.destination, x.shape)
+    return result
 
 
 @_on_pe
@@ -662,11 +744,10 @@ def concat(tensors: list[Tensor], dim: int = 0) -> Tensor:
 # -- GM assembly and single elements ----------------------------------------------------------------
 
 
-def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor) -> None:
+def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor, *, op: str = "assemble") -> None:
     """``assemble`` of a GM tensor (checked by ``ops.assemble``): per tile of ``input`` (the vector
     tile shape), one copy of its valid part GM -> UB -> GM (MTE2, MTE3) to ``out`` at ``offsets``.
     Each copy waits for the writers of what it reads and for the earlier writers of where it writes."""
-    op = "assemble"
     program = input.program
     tiles = _tiles(op, program, input.shape, input.valid_shape)
     source, destination, dtype = _gm(input), _gm(out), input.dtype.numpy

@@ -120,6 +120,7 @@ class Tensor:
     _read: bool  # an op has used where its data is (see ``device``)
     _device: DeviceTensor | None
     _gm_copy: Tensor | None  # a UB tile tensor: the GM copy compute ops read
+    _unit_of: tuple[Destination, tuple[int, ...]] | None  # a view adding or dropping dims of size 1 of an op result not yet placed: its destination and shape
 
     def __new__(cls, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None):
         """``pypto.Tensor(shape, dtype, name, format)``: a kernel-local tensor inside a kernel, an
@@ -166,6 +167,7 @@ class Tensor:
         self.is_argument = False
         self.host_declaration = None
         self._gm_copy = None
+        self._unit_of = None
         return self
 
     @classmethod
@@ -229,7 +231,19 @@ class Tensor:
         """The device tensor holding the data; an op that asks has used where the data is, so the
         result can no longer be stored elsewhere (:meth:`fold_into`)."""
         self._read = True
+        self._pin()
+        if self.destination is not None:
+            self._device = self.destination.device
+        elif self._unit_of is not None:  # where the op result it views is now
+            self._device = _compute()._as_shape(self._unit_of[0].device, self.shape)
         return self._device
+
+    def _pin(self) -> None:
+        """The op result's tile ops store where they do now: no assemble folds them elsewhere."""
+        if self.destination is not None:
+            self.destination.pinned = True
+        if self._unit_of is not None:
+            self._unit_of[0].pinned = True
 
     @device.setter
     def device(self, value: DeviceTensor | None) -> None:
@@ -241,6 +255,7 @@ class Tensor:
         made another tensor's value meanwhile (``t.move(x)``, ``t[:] = x``: the framework's Move
         gives the object a new logical tensor; the ops that used the old one keep it)."""
         self._read = True
+        self._pin()
         snapshot = object.__new__(Tensor)
         snapshot.__dict__.update(self.__dict__)
         return snapshot
@@ -256,9 +271,19 @@ class Tensor:
         """``assemble`` of a whole op result that nothing has read yet, whose tile ops have not been
         handed to a scheduler: they store into ``target`` instead (the framework folds the assemble
         into the producer's store); the result then lives there. False if it cannot."""
-        if self.destination is None or self._read or any(task.bit for task, _ in self.writes):
+        if self._read or any(task.bit for task, _ in self.writes):
             return False
-        self.destination.device = target
+        if self._unit_of is not None:  # the producer's result, viewed with dims of size 1 added or dropped
+            destination, shape = self._unit_of
+            placed = _compute()._as_shape(target, shape)
+            if destination.pinned or placed is None:
+                return False
+            destination.device, destination.pinned = placed, True
+            self._device, self._unit_of = target, None
+            return True
+        if self.destination is None or self.destination.pinned:
+            return False
+        self.destination.device, self.destination.pinned = target, True
         self._device = target
         self.destination = None
         return True
@@ -475,10 +500,11 @@ class Destination:
     """Where an op's tile ops store its result (a GM device tensor), read when each tile op runs,
     so that an ``assemble`` can point it into the tensor assembled into (:meth:`Tensor.fold_into`)."""
 
-    __slots__ = ("device",)
+    __slots__ = ("device", "pinned")
 
     def __init__(self, device: DeviceTensor) -> None:
         self.device = device
+        self.pinned = False  # an op has read it where it is, or an assemble has placed it
 
 
 def _compute():

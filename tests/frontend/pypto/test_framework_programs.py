@@ -140,6 +140,83 @@ def test_matmul_of_ragged_tail_blocks(m, k, n):
 
 
 @pypto.frontend.jit
+def reshape_tail_rows(k_in: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, pypto.STATIC]),
+                      k_out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, pypto.STATIC])):
+    """python/tests/st/frontend/test_reshape_copy_out.py's kernel: a view past the end (l of l_max
+    rows valid), reshaped to 2-D and back with valid shapes, squared in between."""
+    t, l, d = k_in.shape  # noqa: E741 - the framework's names
+    l_max = 32
+    for t_idx in pypto.loop(0, t, 4, name="t", idx_name="t_idx"):
+        k = pypto.view(k_in, [4, l_max, d], [t_idx, 0, 0], valid_shape=[4, l, d])
+        pypto.set_vec_tile_shapes(8, 16, 128)
+        k_2d = pypto.reshape(k, [4 * l_max, d], valid_shape=[4 * l, d])
+        pypto.set_vec_tile_shapes(128, 128)
+        k_fp32 = pypto.cast(k_2d, pypto.DT_FP32)
+        squared = pypto.mul(k_fp32, k_fp32)
+        pypto.set_vec_tile_shapes(8, 16, 128)
+        pypto.assemble(pypto.reshape(squared, [4, l_max, d], valid_shape=[4, l, d]), [t_idx, 0, 0], k_out)
+
+
+@pypto.frontend.jit
+def reshape_blocks_then_matmul(a: pypto.Tensor([pypto.STATIC, pypto.DYNAMIC, pypto.DYNAMIC]),
+                               b: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, pypto.STATIC]),
+                               out: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC, pypto.STATIC, pypto.STATIC])):
+    """python/tests/st/frontend/test_reshape_validshape_matmul.py's kernel: 5x5 blocks past the end
+    of a 3x5 batch, flattened with valid shapes, multiplied, the 2-D result assembled by indexing
+    into a 4-D output while the vector tile shape is 3-D."""
+    batch, seq = b.shape[:2]
+    for b_idx in pypto.loop((batch + 4) // 5, name="b", idx_name="b_idx"):
+        for s_idx in pypto.loop((seq + 4) // 5, name="s", idx_name="s_idx"):
+            pypto.set_cube_tile_shapes([32, 32], [64, 64], [64, 64])
+            pypto.set_vec_tile_shapes(32, 32, 32)
+            a_view = a[:, b_idx * 5:(b_idx + 1) * 5, s_idx * 5:(s_idx + 1) * 5]
+            b_view = b[b_idx * 5:(b_idx + 1) * 5, s_idx * 5:(s_idx + 1) * 5, :]
+            valid_b = pypto.min(5, batch - b_idx * 5)
+            valid_s = pypto.min(5, seq - s_idx * 5)
+            a_2d = pypto.reshape(a_view, [a_view.shape[0], 25], valid_shape=[a_view.shape[0], valid_b * valid_s])
+            b_2d = pypto.reshape(b_view, [25, b_view.shape[-1]], valid_shape=[valid_b * valid_s, b_view.shape[-1]])
+            out[b_idx, s_idx, :, :] = pypto.matmul(a_2d, b_2d, out_dtype=pypto.DT_FP32)
+
+
+def test_a_reshape_of_a_view_past_the_end_copies_its_valid_part():
+    k = torch.randn(4, 8, 512, dtype=torch.bfloat16)
+    with npusim.session("a2"):
+        k_out = torch.zeros(4, 8, 512, dtype=torch.float32).npu()
+        reshape_tail_rows(k.npu(), k_out)
+        got = k_out.cpu()
+    assert torch.equal(got, k.float() ** 2)
+
+
+def test_a_reshaped_tail_block_feeds_matmul_and_its_result_is_assembled_by_indexing():
+    torch.manual_seed(20260608)
+    a, b = torch.randn(256, 3, 5), torch.randn(3, 5, 64)
+    with npusim.session("a2"):
+        out = torch.zeros(1, 1, 256, 64).npu()
+        reshape_blocks_then_matmul(a.npu(), b.npu(), out)
+        got = out.cpu()
+    torch.testing.assert_close(got[0, 0], a.reshape(256, 15) @ b.reshape(15, 64), rtol=1e-4, atol=1e-4)
+
+
+@pypto.frontend.jit
+def unit_view_read_then_assembled(x, out, twice):
+    pypto.set_vec_tile_shapes(16, 16)
+    total = pypto.add(x, x)
+    pypto.set_vec_tile_shapes(1, 16, 16)
+    viewed = pypto.reshape(total, [1, 16, 16])
+    twice[:] = pypto.add(viewed, viewed)
+    out[0, :, :] = total  # total was read where it is: this assemble copies it
+
+
+def test_an_op_result_read_through_a_unit_dims_view_stays_where_it_was_read():
+    x = torch.randn(16, 16)
+    with npusim.session("a2"):
+        out, twice = torch.zeros(2, 16, 16).npu(), torch.zeros(1, 16, 16).npu()
+        unit_view_read_then_assembled(x.npu(), out, twice)
+        assert torch.equal(out.cpu()[0], x + x)
+        assert torch.equal(twice.cpu()[0], (x + x) + (x + x))
+
+
+@pypto.frontend.jit
 def divide_by_int(x, out):
     pypto.set_vec_tile_shapes(4, 16)
     out[:] = x / 3
