@@ -99,7 +99,19 @@ def _binary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: Da
     return _on_pe(function)
 
 
-exp2 = _unary("exp2", "exp2")
+_exp2 = _unary("exp2", "exp2")
+EXP2_INTS = ("DT_INT32", "DT_INT16", "DT_INT8", "DT_UINT8")
+
+
+@_on_pe
+def exp2(input: Tensor) -> Tensor:
+    """``pypto.exp2``: 2 ** input; an int input (DT_INT32 / INT16 / INT8 / UINT8) is cast to DT_FP32
+    first and the result is DT_FP32 (pypto-exp2.md: values within [-2^24, 2^24] convert exactly)."""
+    if isinstance(input, Tensor) and input.dtype.name in EXP2_INTS:
+        if input.dtype.name in ("DT_INT8", "DT_UINT8"):  # the chip casts 8-bit ints to fp16 only (exactly)
+            input = cast(input, DataType.DT_FP16)
+        input = cast(input, DataType.DT_FP32)
+    return _exp2(input)
 expm1 = _unary("expm1", "expm1")
 log1p = _unary("log1p", "log1p")
 sin = _unary("sin", "sin")

@@ -71,6 +71,14 @@ def test_unary_float_math_is_float32_rounded_once(name, dtype):
     np.testing.assert_array_equal(got.astype(np.float64), expected.astype(np.float64))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32])
+def test_exp2_of_ints_is_float32(dtype):
+    """pypto-exp2.md: DT_INT32 / INT16 / INT8 / UINT8 inputs give DT_FP32 (test_exp2.py's int8 and uint8 cases)."""
+    x = np.random.default_rng(3).integers(0 if dtype == np.uint8 else -5, 6, (8, 16)).astype(dtype)
+    got = _run(pypto.exp2, x, out_dtype=np.float32)
+    assert np.array_equal(got, np.exp2(x.astype(np.float32)))
+
+
 @pytest.mark.parametrize("dtype", list(FLOAT_TYPES))
 def test_comparisons_predicates_and_where(dtype):
     rng = np.random.default_rng(3)
