@@ -43,6 +43,7 @@ from npusim.frontend.pypto.compute import (
     cumsum,
     div,
     exp,
+    expand_clone,
     full,
     matmul,
     maximum,
@@ -244,14 +245,14 @@ __all__ = [
     "assemble", "converter", "distributed", "experimental", "from_torch", "set_vec_tile_shapes", "view",
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose", "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "SymInt", "ceildiv", "set_semantic_label", "set_verify_golden_data", "unsqueeze", "clone", "rms_norm", "prod", "argmax", "argmin", "remainder", "var", "error", "CompStage",
+    "transpose", "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "SymInt", "ceildiv", "set_semantic_label", "set_verify_golden_data", "unsqueeze", "clone", "expand_clone", "rms_norm", "prod", "argmax", "argmin", "remainder", "var", "error", "CompStage",
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cbrt",
     "ceil", "clip", "copysign", "cos", "cosh", "eq", "erf", "erfc", "exp2", "expm1", "floor", "fmod", "ge", "greater", "gt", "hypot",
     "isfinite", "isnan", "le", "log", "log1p", "log2", "log10", "logical_and", "logical_not", "lrelu", "lt", "ne", "pow",
     "reciprocal", "relu", "round", "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "tan", "tanh", "trunc", "where",
 ]
 
-NOT_YET = frozenset(["scaled_mm", "conv", "topk", "argsort", "sort32", "mrgsort", "prelu", "bitwise_left_shift", "bitwise_right_shift", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "expand_clone", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "cumprod", "triu", "tril", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif"])
+NOT_YET = frozenset(["scaled_mm", "conv", "topk", "argsort", "sort32", "mrgsort", "prelu", "bitwise_left_shift", "bitwise_right_shift", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "cumprod", "triu", "tril", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif"])
 """Compute ops of the framework that npusim does not model yet (docs/pypto.md)."""
 
 

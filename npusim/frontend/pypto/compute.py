@@ -163,12 +163,15 @@ def _region(operand: Tensor, offset, box) -> Region:
 
 
 def _elementwise(op: str, tensors: Sequence[Tensor], kind: str, *, scalar=None, out_dtype: DataType | None = None,
-                 compute: np.dtype | None = None, record: dict | None = None) -> Tensor:
+                 compute: np.dtype | None = None, record: dict | None = None, out_shape: Sequence[int] | None = None,
+                 out_valid: Sequence[int] | None = None) -> Tensor:
     program = tensors[0].program
     shape = tuple(tensors[0].shape)
     for other in tensors[1:]:
         shape = checks.broadcast_shape(op, shape, other.shape)
-    valid = list(shape)  # an operand limits the valid part of the dims it is not broadcast along
+    if out_shape is not None:  # broadcast to this shape (expand_clone)
+        shape = checks.broadcast_shape(op, shape, tuple(out_shape))
+    valid = list(out_valid) if out_valid is not None else list(shape)  # an operand limits the valid part of the dims it is not broadcast along
     for tensor in tensors:
         lead = len(shape) - len(tensor.shape)
         for dim, (size, v) in enumerate(zip(tensor.shape, tensor.valid_shape), lead):
@@ -474,7 +477,9 @@ def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int]
     if not np.issubdtype(dtype.numpy, np.integer):
         fill_value = float(fill_value)  # an int for a float dtype is its value (the framework's Element(dtype, value))
     shape = tuple(size)
-    valid = tuple(valid_shape) if valid_shape is not None else shape
+    valid = _ints_or_reject(op, "valid_shape", valid_shape, len(shape), program) if valid_shape is not None else shape
+    if any(v > s for v, s in zip(valid, shape)):
+        reject(op, "valid_shape", list(valid), f"must lie in size {list(shape)}")
     tiles = _tiles(op, program, shape, valid)
 
     def build(p, tile, device):
@@ -528,14 +533,16 @@ def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None,
     new = tuple(math.prod(x.shape) // known if s == -1 and known else s for s in shape)
     if math.prod(new) != math.prod(x.shape) or any(s <= 0 for s in new):
         reject(op, "shape", list(shape), f"does not hold the {math.prod(x.shape)} elements of input {list(x.shape)}")
+    if valid_shape is not None:
+        valid_shape = _ints_or_reject(op, "valid_shape", valid_shape, len(new), program)
     if [d for d in x.shape if d != 1] == [d for d in new if d != 1]:
         return _unit_dims_view(program, x, new, valid_shape)
     x = x.as_read()
     if valid_shape is not None and (tuple(x.valid_shape) != tuple(x.shape) or tuple(x.gm().shape) != tuple(x.shape)):
-        return _reshape_valid_part(program, x, new, _ints_or_reject(op, "valid_shape", valid_shape, len(new), program))
+        return _reshape_valid_part(program, x, new, valid_shape)
     if not x.gm().is_contiguous():
         reject(op, "input", x, "is not contiguous in GM (a strided view): reshape of a view is not modelled")
-    valid = tuple(valid_shape) if valid_shape is not None else (new if x.valid_shape == x.shape else None)
+    valid = valid_shape if valid_shape is not None else (new if x.valid_shape == x.shape else None)
     if valid is None:
         reject(op, "valid_shape", None, f"must be given: input has the valid shape {list(x.valid_shape)}, which a reshape does not carry over")
     return Tensor.make(program, "GM", new, x.dtype, device=x.gm().view(*new), valid_shape=valid,
@@ -645,6 +652,21 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
         reject("unsqueeze", "dim", dim, f"must be an int with -{rank + 1} <= dim <= {rank}")
     at = dim % (rank + 1)
     return reshape(x, [*x.shape[:at], 1, *x.shape[at:]], valid_shape=[*x.valid_shape[:at], 1, *x.valid_shape[at:]])
+
+
+@_on_pe
+def expand_clone(input: Tensor, shape: list[int], *, valid_shape: list | None = None) -> Tensor:
+    """``pypto.expand_clone``: ``input`` broadcast along its dims of size 1 to ``shape`` (same rank),
+    a new GM tensor (one copy per tile of the vector tile shape, the broadcast dims read once)."""
+    op = "expand_clone"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    target = _ints_or_reject(op, "shape", list(shape) if isinstance(shape, tuple) else shape, len(x.shape), program)
+    for dim, (size, want) in enumerate(zip(x.shape, target)):
+        if size != want and size != 1:
+            reject(op, "shape", list(target), f"differs from input {list(x.shape)} in dim {dim}, which is not of size 1 (only dims of size 1 broadcast)")
+    valid = _ints_or_reject(op, "valid_shape", valid_shape, len(target), program) if valid_shape else None  # [] is none (tensor.expand_clone)
+    return _elementwise(op, [x], "copy", compute=x.dtype.numpy, out_shape=target, out_valid=valid)
 
 
 @_on_pe

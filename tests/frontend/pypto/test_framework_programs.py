@@ -354,3 +354,22 @@ def test_the_frameworks_module_paths_and_helper_names():
     with npusim.session("a2") as session:
         pypto.set_semantic_label("Query-Linear")
     assert {"where": "set_semantic_label", "options": {"label": "Query-Linear"}} in session.pypto_hints
+
+
+def test_full_takes_a_valid_shape_of_symbolic_scalars():
+    """test_vector_operation_part_one.py's full: 16-row blocks of a 2.0 fill, the valid rows by SymbolicScalar.min."""
+    n, m = 24, 32
+    with npusim.session("a2"):
+        pypto.runtime._device_init()
+        a = pypto.tensor((n, m), pypto.DT_FP32, "a")
+        with pypto.function("FULL", a):
+            pypto.set_vec_tile_shapes(8, 8)
+            for b_idx in pypto.loop(2, name="L0", idx_name="b_idx"):
+                block = pypto.tensor()
+                block.move(pypto.full((16, m), 2.0, pypto.DT_FP32,
+                                      valid_shape=[(pypto.symbolic_scalar(n) - b_idx * 16).min(pypto.symbolic_scalar(16)), m]))
+                pypto.assemble(block, [b_idx * 16, 0], a)
+        out = torch.zeros(n, m)
+        pypto.runtime._device_run_once_data_from_host(pypto.from_torch(out))
+        pypto.runtime._device_fini()
+    assert torch.equal(out, torch.full((n, m), 2.0))

@@ -206,6 +206,22 @@ def test_what_is_not_modelled_is_refused_by_name(name):
         getattr(pypto, name)
 
 
+def test_a_tensor_method_of_an_op_not_modelled_names_the_op():
+    x = np.ones((4, 16), np.float32)
+    with pytest.raises(UsageError, match=r"pypto.scatter_update is not modelled by npusim yet"):
+        _run(lambda a: a.scatter_update(-2, a, a), x)
+
+
+@pytest.mark.parametrize("shape, target", [((16, 1), (16, 32)), ((1, 32), (16, 32)), ((1, 1), (16, 32))])
+def test_expand_clone_broadcasts_dims_of_size_1(shape, target):
+    """test_vector_operation_part_one.py's expand: [n, 1] to [n, m]; and the other dims."""
+    x = np.random.default_rng(2).normal(size=shape).astype(np.float32)
+    got = _run(lambda a: a.expand_clone(list(target)), x, out_shape=target, tile=(8, 8))
+    assert np.array_equal(got, np.broadcast_to(x, target))
+    with pytest.raises(Exception, match="only dims of size 1 broadcast"):
+        _run(lambda a: pypto.expand_clone(a, [32, 32]), np.ones((16, 32), np.float32), out_shape=(32, 32), tile=(8, 8))
+
+
 def test_var_remainder_and_the_tensor_operators_of_them():
     """test_var_onboard.py's formula, sum((x - mean)^2) / max(0, N - correction), over a dim list or
     one dim with keepdim; ``%`` is remainder and ``//`` floor(div), as the framework's Tensor."""
