@@ -21,6 +21,12 @@ class UnknownParameterError(UsageError):
     """A run overrides a workload parameter that the workload does not declare (exit code 2)."""
 
 
+class MemoryLimitError(UsageError):
+    """A run needs more memory than it may use (``--max-memory``, by default what the machine has
+    available): refused before it simulates the work that would exceed it, or stopped as it does,
+    before the system kills it (exit code 2, nothing written)."""
+
+
 class ConfigError(NpusimError):
     """A hardware config that cannot be loaded or is invalid (exit code 2)."""
 

@@ -556,7 +556,7 @@ def _child(work: Callable[[], object], readable: int, writable: int, parent: int
             if signal.getsignal(stop) is not signal.SIG_IGN:  # one the parent ignores (nohup, a background job) stays ignored
                 signal.signal(stop, signal.SIG_DFL)
         os.close(readable)
-        _end_with(parent)
+        end_with(parent)
         try:
             outcome: tuple[bool, object] = (True, work())
         except BaseException as error:  # sent to the parent, which raises it
@@ -575,7 +575,7 @@ def _child(work: Callable[[], object], readable: int, writable: int, parent: int
         os._exit(0)
 
 
-def _end_with(parent: int) -> None:
+def end_with(parent: int) -> None:
     """Have the kernel kill this process when ``parent`` dies (Linux); end now if it already has."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl

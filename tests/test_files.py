@@ -187,13 +187,13 @@ CONCURRENT_WRITER = textwrap.dedent("""
 """)
 
 
-def test_two_concurrent_writers_leave_one_whole_run_and_readers_never_see_a_mix(tmp_path):
+def test_two_concurrent_writers_leave_one_whole_run_and_readers_never_see_a_mix(tmp_path, started):
     from npusim.analysis.report import load_run
 
     out = tmp_path / "run"
     write_run(out, "start")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    writers = [subprocess.Popen([sys.executable, "-c", CONCURRENT_WRITER, str(out), who, "40"], env=env) for who in ("a", "b")]
+    writers = [started([sys.executable, "-c", CONCURRENT_WRITER, str(out), who, "40"], env=env) for who in ("a", "b")]
     reads = 0
     while any(writer.poll() is None for writer in writers):
         run = load_run(out)  # the folder is always there and whole

@@ -19,6 +19,20 @@ from rich.table import Table
 from npusim.errors import UsageError
 
 MAX_ROWS = 16
+UNWRAPPED_WIDTH = 100_000
+"""Columns of a console that is not a terminal (a pipe, a file, a CI log): wide enough that no line
+or table is ever wrapped or cut (rich would otherwise assume 80 columns); a table takes only the
+width its cells need."""
+
+
+def output_console(*, stderr: bool = False) -> Console:
+    """A console for the reports and tables of the commands: on a terminal, the terminal's width
+    (a label column wraps, a number never: :func:`number_column`); off one, lines as long as they
+    are (:data:`UNWRAPPED_WIDTH`)."""
+    console = Console(highlight=False, stderr=stderr)
+    if not console.is_terminal and not console.is_jupyter:
+        console.width = UNWRAPPED_WIDTH
+    return console
 
 
 @dataclass
@@ -132,7 +146,10 @@ def _table(title: str, columns: list[str], rows, console: Console, limit: int, l
         return
     table = Table(title=title, title_justify="left")
     for column in columns:
-        table.add_column(column, justify="left" if column in left else "right", no_wrap=column in left)
+        if column in left:
+            table.add_column(column, justify="left", overflow="fold")
+        else:  # a number: never wrapped or cut (rich narrows the text columns first)
+            table.add_column(column, justify="right", no_wrap=True)
     for row in rows:
         table.add_row(*row)
     console.print(table)
@@ -143,7 +160,7 @@ def _table(title: str, columns: list[str], rows, console: Console, limit: int, l
 def print_report(summary: dict, *, title: str, console: Console | None = None, rows: int = MAX_ROWS) -> None:
     """Print a run's summary: the time, the bottleneck breakdown, ops and tiles, pipes, memories
     and links, warnings; each table keeps its ``rows`` largest rows."""
-    console = console or Console(highlight=False)
+    console = console or output_console()
     status = summary["status"]
     console.print(
         f"[bold]{title}[/bold]: simulated {summary['simulated_time_us']:.3f} us, {summary['events']} events, "
@@ -211,12 +228,19 @@ def _change(a: float | None, b: float | None) -> dict:
     return {"a": a, "b": b, "delta": b - a, "ratio": b / a if a else None}
 
 
-def _paired(rows_a: list[dict], rows_b: list[dict], key, value) -> list[dict]:
-    """Rows of both runs matched by ``key``, with ``value`` compared; biggest absolute change first."""
-    a = {key(r): value(r) for r in rows_a}
-    b = {key(r): value(r) for r in rows_b}
+def _paired(rows_a: list[dict], rows_b: list[dict], key, value, share=None) -> list[dict]:
+    """Rows of both runs matched by ``key``, with ``value`` compared (``a``, ``b``, ``delta``,
+    ``ratio`` B/A) and, with ``share``, each side's share as a fraction (``share_a``, ``share_b``;
+    None where a run lacks the row); biggest absolute change first."""
+    a = {key(r): r for r in rows_a}
+    b = {key(r): r for r in rows_b}
     names = list(a) + [k for k in b if k not in a]
-    paired = [{"key": k, **_change(a.get(k), b.get(k))} for k in names]
+    paired = []
+    for k in names:
+        row = {"key": k, **_change(value(a[k]) if k in a else None, value(b[k]) if k in b else None)}
+        if share is not None:
+            row.update(share_a=share(a[k]) if k in a else None, share_b=share(b[k]) if k in b else None)
+        paired.append(row)
     return sorted(paired, key=lambda r: (-(abs(r["delta"]) if r["delta"] is not None else float("inf")), str(r["key"])))
 
 
@@ -245,9 +269,10 @@ def config_changes(a: dict, b: dict) -> list[dict]:
 
 def compare(a: RunFolder, b: RunFolder) -> dict:
     """What changed from run ``a`` to run ``b``: end-to-end time, per op name (total time), per
-    pipe (busy time), per HBM / link (achieved GB/s), per bottleneck (share of the critical path),
-    the config keys whose values differ (``config_keys``; None when a folder has no
-    ``config.yaml``), and the config overrides and parameters that differ."""
+    pipe (busy time, with its utilisation), per HBM / link (achieved GB/s, with its utilisation),
+    per bottleneck (time on the critical path, with its share of it): B/A is always a ratio of the
+    compared values, never of shares; the config keys whose values differ (``config_keys``; None
+    when a folder has no ``config.yaml``), and the config overrides and parameters that differ."""
     sa, sb = a.summary, b.summary
     settings = {}
     for field in ("config", "config_sha256", "overrides", "params", "data", "workload"):
@@ -260,10 +285,10 @@ def compare(a: RunFolder, b: RunFolder) -> dict:
         "config_keys": config_changes(a.config, b.config) if a.config is not None and b.config is not None else None,
         "end_to_end_us": _change(sa["simulated_time_us"], sb["simulated_time_us"]),
         "ops": _paired(ops_by_name(sa), ops_by_name(sb), lambda r: r["name"], lambda r: r["total_us"]),
-        "pipes": _paired(sa["pipes"], sb["pipes"], lambda r: f"die{r['die']} {r['pipe']}", lambda r: r["busy_us"]),
-        "bandwidth": _paired(sa["bandwidth"], sb["bandwidth"], lambda r: r["resource"], lambda r: r["achieved_GBps"]),
-        "bottlenecks": _paired(sa.get("bottlenecks", {}).get("breakdown", []), sb.get("bottlenecks", {}).get("breakdown", []),
-                               lambda r: r["label"], lambda r: r["share"]),
+        "pipes": _paired(sa["pipes"], sb["pipes"], lambda r: f"die{r['die']} {r['pipe']}", lambda r: r["busy_us"], lambda r: r["utilisation"]),
+        "bandwidth": _paired(sa["bandwidth"], sb["bandwidth"], lambda r: r["resource"], lambda r: r["achieved_GBps"], lambda r: r["utilisation"]),
+        "bottlenecks": _paired((sa.get("bottlenecks") or {}).get("breakdown", []), (sb.get("bottlenecks") or {}).get("breakdown", []),
+                               lambda r: r["label"], lambda r: r["time_us"], lambda r: r["share"]),
     }
 
 
@@ -273,7 +298,7 @@ def _number(value: float | None, fmt: str) -> str:
 
 def print_comparison(a: RunFolder, b: RunFolder, *, console: Console | None = None, rows: int = MAX_ROWS) -> dict:
     """Print :func:`compare` of the two runs side by side; returns it."""
-    console = console or Console(highlight=False)
+    console = console or output_console()
     result = compare(a, b)
     e2e = result["end_to_end_us"]
     console.print(f"[bold]A[/bold] = {a.path} ({a.title})")
@@ -297,13 +322,15 @@ def print_comparison(a: RunFolder, b: RunFolder, *, console: Console | None = No
     console.print(f"[bold]end to end[/bold]: A {e2e['a']:.3f} us, B {e2e['b']:.3f} us, change {e2e['delta']:+.3f} us "
                   f"(x{_number(e2e['ratio'], '.3f')}): {verdict}")
 
-    def side_by_side(title: str, unit: str, paired: list[dict], fmt: str) -> None:
-        _table(title, ["", f"A {unit}", f"B {unit}", "change", "B/A"],
+    def side_by_side(title: str, unit: str, paired: list[dict], fmt: str, shares: str = "") -> None:
+        """The values of A and B in ``unit``, the change, B/A, and each side's ``shares`` in % (when named)."""
+        columns = ["", f"A {unit}", f"B {unit}", f"change {unit}", "B/A"] + ([f"A {shares}", f"B {shares}"] if shares else [])
+        _table(title, columns,
                [[str(r["key"]), _number(r["a"], fmt), _number(r["b"], fmt), _number(r["delta"], "+" + fmt), _number(r["ratio"], ".3f")]
-                for r in paired], console, rows, left=("",))
+                + ([_number(r["share_a"], ".1%"), _number(r["share_b"], ".1%")] if shares else []) for r in paired], console, rows, left=("",))
 
     side_by_side("ops (total time per op name)", "us", result["ops"], ".3f")
-    side_by_side("bottlenecks (share of the critical path)", "share", result["bottlenecks"], ".3f")
-    side_by_side("memory and links (achieved bandwidth)", "GB/s", result["bandwidth"], ".2f")
-    side_by_side("pipes (busy time)", "us", result["pipes"], ".3f")
+    side_by_side("bottlenecks (time on the critical path, and its share of it)", "us", result["bottlenecks"], ".3f", shares="%")
+    side_by_side("memory and links (achieved bandwidth, and utilisation)", "GB/s", result["bandwidth"], ".2f", shares="%")
+    side_by_side("pipes (busy time, and utilisation)", "us", result["pipes"], ".3f", shares="%")
     return result

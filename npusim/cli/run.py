@@ -38,8 +38,9 @@ from npusim.analysis.report import print_report
 from npusim.cli import lasting_objects
 from npusim.cli.errors import exit_code_for, report, stoppable
 from npusim.config import LoadedConfig, load_config
-from npusim.errors import NpusimError, OutputError, UsageError
+from npusim.errors import MemoryLimitError, NpusimError, OutputError, UsageError
 from npusim.files import MARKER, Output, StagedFolder, default_folder_name, fork_mode
+from npusim.frontend.memory import MemoryBudget, parse_memory
 from npusim.frontend.session import MAX_SEED, Session, SimResult, network_quantum_ps, session, young_gc_threshold
 from npusim.frontend.workload import WorkloadSource, check_param_overrides, parse_param_overrides, read_workload, run_workload_file
 from npusim.isa.racecheck import RACE_MODES
@@ -68,18 +69,20 @@ FAILED_SUFFIX = ".failed"  # <out>.failed: a failed run that did not replace the
 @click.option("--trace-window", metavar="START:END", help="write only what overlaps this simulated time, e.g. 10us:50us (default: all)")
 @click.option("--network-quantum", metavar="TIME", help="approximate the bandwidth network for speed: rates change only at multiples "
               "of TIME, e.g. 10ns (default: exact; see docs/architecture.md)")
+@click.option("--max-memory", "max_memory", metavar="SIZE", help="the memory the run may use, e.g. 8GiB (default: what the machine has "
+              "available as it starts): a launch estimated to need more is refused before it simulates, a run that uses more is stopped")
 @click.option("--races", type=click.Choice(RACE_MODES), default="warn", show_default=True,
               help="pipe races of ISA kernels (a read of bytes another pipe or core writes, unordered): warn, fail the run, or no check")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
 def run_command(config_name: str, workload: Path, script_args: tuple[str, ...], overrides: tuple[str, ...], params: tuple[str, ...],
                 out_dir: Path | None, force: bool, no_data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None,
-                trace_window: str | None, network_quantum: str | None, races: str, debug: bool) -> None:
+                trace_window: str | None, network_quantum: str | None, max_memory: str | None, races: str, debug: bool) -> None:
     """Simulate WORKLOAD (a Python file) on the machine of CONFIG. What follows ``--`` is the
     script's own command line (its ``sys.argv[1:]``, as ``python WORKLOAD ARGS`` gives it)."""
     with stoppable():
         try:
             _run(config_name, workload, overrides, params, out_dir, force, not no_data, seed, plot, trace_level, trace_dies, trace_window,
-                 network_quantum, races, debug, script_args)
+                 network_quantum, max_memory, races, debug, script_args)
         except KeyboardInterrupt as stop:  # before or after simulating (during it, _simulate says when)
             click.echo("npusim: interrupted; nothing was written", err=True)
             sys.exit(exit_code_for(stop))
@@ -87,7 +90,7 @@ def run_command(config_name: str, workload: Path, script_args: tuple[str, ...], 
 
 def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None, force: bool,
          data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None, trace_window: str | None,
-         network_quantum: str | None, races: str, debug: bool, script_args: tuple[str, ...] = ()) -> None:
+         network_quantum: str | None, max_memory: str | None, races: str, debug: bool, script_args: tuple[str, ...] = ()) -> None:
     try:
         with lasting_objects():  # the config, its validators, the modules of its ops and fabrics
             loaded = load_config(config_name, overrides)
@@ -97,6 +100,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             selection = trace_selection(trace_level, trace_dies, trace_window, die_count=loaded.spec.shape.dies)
             network_quantum_ps(network_quantum, loaded)  # refused here, before anything runs, if malformed
             fork_mode()  # NPUSIM_FORK too
+            memory = MemoryBudget(parse_memory(max_memory), f"--max-memory {max_memory}") if max_memory else MemoryBudget.of_machine()
             if plot and trace_level == "none":
                 raise UsageError("--plot draws the trace's timeline; drop --plot or use --trace all or ops")
             out_dir = out_dir or Path("traces") / default_folder_name(workload, loaded.name)
@@ -105,7 +109,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
         sys.exit(report(error, debug=debug))
 
     with folder, run_collector():  # the folder is removed unless committed: on every failure below, an interrupt included
-        active, failure = _simulate(loaded, source, data, seed, param_overrides, network_quantum, races, debug, script_args)
+        active, failure = _simulate(loaded, source, data, seed, param_overrides, network_quantum, memory, races, debug, script_args)
         gc.freeze()  # see run_collector
         result = active.result
         assert result is not None
@@ -158,19 +162,22 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
         sys.exit(report(failure, debug=debug, context=context))
 
 
-def _simulate(loaded: LoadedConfig, source: WorkloadSource, data: bool, seed: int, params: dict, network_quantum: str | None, races: str,
-              debug: bool, script_args: tuple[str, ...] = ()) -> tuple[Session, BaseException | None]:
+def _simulate(loaded: LoadedConfig, source: WorkloadSource, data: bool, seed: int, params: dict, network_quantum: str | None,
+              memory: MemoryBudget | None, races: str, debug: bool, script_args: tuple[str, ...] = ()) -> tuple[Session, BaseException | None]:
     """Run the workload in a session: the session and the workload's failure, if it failed. Ctrl-C
-    (SIGTERM) ends the command here, saying how far the simulation got."""
+    (SIGTERM) ends the command here, saying how far the simulation got; so does a run that needs
+    more memory than it may use (exit 2: writing the run folder would need more still)."""
     active = None
     try:
         with session(loaded, data=data, seed=seed, params=params, network_quantum=network_quantum, races=races,
-                     progress=sys.stderr.isatty()) as active:
+                     progress=sys.stderr.isatty(), max_memory=memory) as active:
             run_workload_file(source, script_args)
     except KeyboardInterrupt as stop:
         where = f" at {active.now_us:,.3f} us simulated" if active is not None else ""
         click.echo(f"npusim: interrupted{where}; nothing was written", err=True)
         sys.exit(exit_code_for(stop))
+    except MemoryLimitError as error:
+        sys.exit(report(error, debug=debug))
     except BaseException as error:  # the workload is arbitrary user code
         if active is None:  # the session could not even be built
             sys.exit(report(error, debug=debug))

@@ -5,34 +5,27 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from npusim.analysis.report import output_console
+
 MAX_ROWS = 16
-LOG_WIDTH = 200  # columns of a table written to a file or pipe rather than a terminal
-
-
-def wide_console() -> Console:
-    """A console for wide tables: the terminal's width, or :data:`LOG_WIDTH` when not a terminal."""
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = LOG_WIDTH
-    return console
 
 
 def print_sweep_table(rows: list[dict], value_columns: list[str], *, title: str, console: Console | None = None, limit: int = 2 * MAX_ROWS) -> None:
     """The points of a sweep, fastest first (failed points last), the first ``limit`` of them, then
     each distinct error of the failed points with how many points it stopped."""
-    console = console or wide_console()
+    console = console or output_console()
     ordered = sorted(rows, key=lambda row: (row["status"] != "ok", row["simulated_us"] if row["status"] == "ok" else 0.0))
-    best = next((row["simulated_us"] for row in ordered if row["status"] == "ok"), None)
+    best = next((row["simulated_us"] for row in ordered if row["status"] == "ok"), 0.0)  # read only if some point is ok
     table = Table(title=title, title_justify="left")
     for column in value_columns:
         table.add_column(column, justify="right", no_wrap=True)
-    for column in ("simulated us", "x best", "bottleneck", "wall s", "status"):
-        table.add_column(column, justify="left" if column in ("bottleneck", "status") else "right", no_wrap=True)
+    for column in ("simulated us", "x best", "bottleneck", "wall s", "status"):  # the bottleneck's label wraps on a narrow terminal, nothing else
+        table.add_column(column, justify="left" if column in ("bottleneck", "status") else "right", no_wrap=column != "bottleneck", overflow="fold")
     for row in ordered[:limit]:
         values = [str(row[column]) for column in value_columns]
         if row["status"] == "ok":
             bottleneck = f"{row['bottleneck']} {row['bottleneck_share']:.0%}" if row["bottleneck"] else "-"
-            table.add_row(*values, f"{row['simulated_us']:.3f}", f"{row['simulated_us'] / best:.2f}", bottleneck, f"{row['wall_s']:.2f}", "ok")
+            table.add_row(*values, f"{row['simulated_us']:.3f}", f"{times_best(row['simulated_us'], best):.2f}", bottleneck, f"{row['wall_s']:.2f}", "ok")
         else:
             table.add_row(*values, "-", "-", "-", f"{row['wall_s']:.2f}", "[red]failed[/red]")
     console.print(table)
@@ -47,15 +40,24 @@ def print_sweep_table(rows: list[dict], value_columns: list[str], *, title: str,
         console.print(f"[red]failed[/red] ({count} point{'s' if count > 1 else ''}): {error}", soft_wrap=True)
 
 
+def times_best(simulated_us: float, best_us: float) -> float:
+    """How many times the best time a point took: 1 for a point as fast as the best, also when the
+    best simulated nothing (0 us; then any longer point is infinitely slower)."""
+    if simulated_us == best_us:
+        return 1.0
+    return simulated_us / best_us if best_us > 0 else float("inf")
+
+
 def print_whatif_table(rows: list[dict], reading: str, *, title: str, console: Console | None = None) -> None:
     """The baseline, then each factor by speedup, then the one-line reading."""
-    console = console or wide_console()
+    console = console or output_console()
     baseline, *ranked = rows
     bottleneck = f", critical path mostly: {baseline['bottleneck']} ({baseline['bottleneck_share']:.0%})" if baseline["bottleneck"] else ""
     console.print(f"[bold]{title}[/bold]: baseline {baseline['simulated_us']:.3f} us simulated{bottleneck}")
     table = Table(title="each resource made twice as fast, by speedup", title_justify="left")
-    for column in ("rank", "factor", "speedup", "simulated us", "bottleneck then", "overrides"):
-        table.add_column(column, justify="right" if column in ("rank", "speedup", "simulated us") else "left")
+    for column in ("rank", "factor", "speedup", "simulated us", "bottleneck then", "overrides"):  # numbers never wrap or get cut; texts wrap
+        number = column in ("rank", "speedup", "simulated us")
+        table.add_column(column, justify="right" if number else "left", no_wrap=number, overflow="fold")
     for rank, row in enumerate(ranked, start=1):
         if row["status"] == "ok":
             limited_by = f"{row['bottleneck']} ({row['bottleneck_share']:.0%})" if row["bottleneck"] else "-"

@@ -40,8 +40,41 @@ Size = Annotated[Quantity, BeforeValidator(_parser(Dimension.SIZE)), _AS_WRITTEN
 Rate = Annotated[Quantity, BeforeValidator(_parser(Dimension.RATE)), _AS_WRITTEN]
 Time = Annotated[Quantity, BeforeValidator(_parser(Dimension.TIME)), _AS_WRITTEN]
 Frequency = Annotated[Quantity, BeforeValidator(_parser(Dimension.FREQUENCY)), _AS_WRITTEN]
-PositiveInt = Annotated[int, Field(gt=0)]
 Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+
+# Every count of the schema is bounded above by what any Ascend part could have, far above the
+# products' own values, so that a typo (``--set die.sdma.channels=100000000``) is a located config
+# error at once rather than a process that allocates for minutes (tests/config/test_schema.py
+# checks that every whole-number field has a bound).
+MAX_CORES = 1024
+"""AI cores of one kind per die (A2: 24 cube + 48 vector; 310P: 8 + 7)."""
+MAX_AICPUS = 64
+"""AICPUs per die, and AICPU threads of one task (A2/A3: 6; 310P: 7)."""
+MAX_CHANNELS = 1024
+"""Queues of one engine (SDMA channels: 8 assumed on A2/A3), switch planes of one node (A3: 7)."""
+MAX_PACKAGES = 64
+"""NPU packages per node (A2 / A3 servers: 8; an Atlas 300I Duo card: 2)."""
+MAX_GRANULE_BYTES = 1 << 20
+"""A transfer granule or an alignment in bytes (32 to 1024 on Ascend): no core buffer holds more than 1 MiB."""
+MAX_VECTOR_BYTES = 4096
+"""Bytes of one vector repeat (256 on Ascend: 128 fp16 lanes)."""
+MAX_REPEATS = 65535
+"""Repeats one vector instruction carries (255 on Ascend, an 8-bit field; a 16-bit one at most)."""
+MAX_CUBE_SIDE = 256
+"""A side of the cube unit's m x n x k block (16 on Ascend)."""
+MAX_GROUPS = 64
+"""Communication groups one program may use (PyPTO: 2)."""
+
+
+CoreCount = Annotated[int, Field(gt=0, le=MAX_CORES)]
+AicpuCount = Annotated[int, Field(gt=0, le=MAX_AICPUS)]
+ChannelCount = Annotated[int, Field(gt=0, le=MAX_CHANNELS)]
+PackageCount = Annotated[int, Field(gt=0, le=MAX_PACKAGES)]
+GranuleBytes = Annotated[int, Field(gt=0, le=MAX_GRANULE_BYTES)]
+VectorBytes = Annotated[int, Field(gt=0, le=MAX_VECTOR_BYTES)]
+RepeatCount = Annotated[int, Field(gt=0, le=MAX_REPEATS)]
+CubeSide = Annotated[int, Field(gt=0, le=MAX_CUBE_SIDE)]
+GroupCount = Annotated[int, Field(gt=0, le=MAX_GROUPS)]
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -104,21 +137,21 @@ class CopyEngineSpec(Spec):
     rate: Rate = Field(description="peak rate of this core's engine (per core, one direction)")
     setup: Time = Field(description="fixed cost of one DMA instruction: issue and descriptor set-up")
     per_burst: Time = Field(description="extra cost per burst of a strided (multi-burst) copy")
-    burst_bytes: PositiveInt = Field(32, description="transfer granule in bytes; copies move whole granules")
+    burst_bytes: GranuleBytes = Field(32, description="transfer granule in bytes; copies move whole granules")
 
 
 class BufferSpec(Spec):
     """An on-chip buffer of a core: its capacity and the alignment of every allocation in it."""
 
     size: Size
-    alignment: PositiveInt = Field(description="bytes every allocation starts at a multiple of")
+    alignment: GranuleBytes = Field(description="bytes every allocation starts at a multiple of")
 
 
 class CoreKindSpec(Spec):
     """One kind of core of a die (AIC, AIV, a 310P AI core ...): how many the die has, its pipes
     (each an in-order queue, all running concurrently), its buffers, and its copy engines by pipe."""
 
-    count: PositiveInt = Field(description="cores of this kind per die")
+    count: CoreCount = Field(description=f"cores of this kind per die (at most {MAX_CORES})")
     pipes: list[PipeName] = Field(min_length=1, description="its pipes; SCALAR issues every instruction")
     buffers: dict[BufferName, BufferSpec] = Field(default_factory=dict)
     engines: dict[PipeName, CopyEngineSpec] = Field(default_factory=dict, description="copy engines, by the pipe they run on")
@@ -151,8 +184,8 @@ class CoreKindSpec(Spec):
 class VectorSpec(Spec):
     """The AIV vector unit: instructions of up to ``max_repeats`` repeats of ``repeat_bytes``."""
 
-    repeat_bytes: PositiveInt = Field(256, description="bytes processed by one repeat (128 fp16 / 64 fp32 lanes)")
-    max_repeats: PositiveInt = Field(255, description="largest repeat count one instruction can carry")
+    repeat_bytes: VectorBytes = Field(256, description="bytes processed by one repeat (128 fp16 / 64 fp32 lanes)")
+    max_repeats: RepeatCount = Field(255, description="largest repeat count one instruction can carry")
     per_repeat: Time = Field(description="issue interval of one repeat")
     issue: Time = Field(description="fixed issue overhead of one vector instruction")
     latency: dict[str, Time] = Field(description="pipeline latency per instruction kind (add, mul, div, exp, conv, dup, default)")
@@ -176,9 +209,9 @@ class ScalarSpec(Spec):
 class CubeSpec(Spec):
     """The cube unit of the cores with a CUBE pipe: an m x n x k block of multiply-accumulates per cycle."""
 
-    m: PositiveInt = 16
-    n: PositiveInt = 16
-    k: PositiveInt = 16
+    m: CubeSide = 16
+    n: CubeSide = 16
+    k: CubeSide = 16
     per_block: Time = Field(description="time of one m x n x k fp16 block")
 
 
@@ -208,7 +241,7 @@ class L2Spec(Spec):
 class AicpuSpec(Spec):
     """The die's AICPUs: they schedule tile ops and poll signals."""
 
-    count: PositiveInt
+    count: AicpuCount = Field(description=f"AICPUs of the die (at most {MAX_AICPUS})")
     schedule: Time = Field(description="scheduling one ready task onto a core")
     dependency: Time = Field(description="resolving the dependencies of one finished task")
     completion: Time = Field(description="handling the completion of one task")
@@ -308,7 +341,7 @@ class SystemShape(Spec):
     """How many nodes, packages and dies the system has."""
 
     nodes: Annotated[int, Field(ge=1, le=48)] = Field(1, description="nodes: A2 servers, or the nodes of an A3 SuperPoD (up to 48)")
-    packages_per_node: PositiveInt = Field(description="NPU packages per node")
+    packages_per_node: PackageCount = Field(description=f"NPU packages per node (at most {MAX_PACKAGES})")
     dies_per_package: Annotated[int, Field(ge=1, le=2)] = Field(1, description="dies per package (2 on 910C)")
 
     @property
@@ -426,7 +459,7 @@ class SdmaSpec(Spec):
     """A die's system DMA engine (SDMA): ``channels`` independent queues, each executing its copy
     descriptors one after the other (a descriptor starts when the previous one has completed)."""
 
-    channels: PositiveInt = Field(description="channels: transfers that run at once on the die, one per channel")
+    channels: ChannelCount = Field(description=f"channels: transfers that run at once on the die, one per channel (at most {MAX_CHANNELS})")
     rate: Rate = Field(description="peak rate of one channel (one direction)")
     setup: Time = Field(description="fixed cost of one descriptor: fetch and decode, completion report")
 
@@ -448,8 +481,8 @@ class ShmemSpec(Spec):
         description="how a scheduler picks the AIV core of a ready tile op: the next core in turn, or the core "
         "with the fewest tile ops dispatched and not yet finished"
     )
-    schedulers: PositiveInt = Field(description="AICPU scheduler threads per device task; each manages an equal share of the AIV cores")
+    schedulers: AicpuCount = Field(description="AICPU scheduler threads per device task; each manages an equal share of the AIV cores")
     data_window: Size = Field(description="data window per PE and communication group (HCCL buffer)")
     signal_window: Size = Field(description="signal window per PE and communication group")
-    max_groups: PositiveInt = Field(description="communication groups one program may use")
+    max_groups: GroupCount = Field(description=f"communication groups one program may use (at most {MAX_GROUPS})")
     staging_buffer: Size = Field(description="UB buffer of one put/get tile op per ping-pong half")

@@ -22,8 +22,8 @@ from npusim.hw.stream import Stream
 from npusim.isa.instructions import on_recorded
 
 HOST_UNIT, HOST_LANE = "host", "launch"
-HOST_ORDER = (-1,)
-"""The host lane sorts before every core lane of its die."""
+HOST_ORDER = (-2,)
+"""The host lane sorts first in its die: before its AICPU lanes (``hw.aicpu.AICPU_ORDER``) and its cores."""
 
 
 class HostThread:

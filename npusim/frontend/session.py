@@ -26,6 +26,7 @@ from npusim.config import LoadedConfig, load_config
 from npusim.engine.loop import STILL_EVENTS, Stop, due_now, run_until
 from npusim.errors import DeadlockError, GraphCaptureError, NoProgressError, TimeBoundError, UsageError, WallTimeError
 from npusim.frontend.host import HostThread
+from npusim.frontend.memory import MemoryBudget, parse_memory
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
@@ -97,7 +98,10 @@ class Session:
 
     def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS,
                  params: dict | None = None, network_quantum: str | None = None, progress: bool = False,
-                 wall_limit_s: float | None = None, races: str = "warn") -> None:
+                 wall_limit_s: float | None = None, races: str = "warn", memory: MemoryBudget | None = None) -> None:
+        if memory is not None:
+            memory.check_start()
+        self.memory = memory  # what the run may use (npusim.frontend.memory); None: no limit
         self.config = config
         self.progress = RunProgress() if progress else None  # shown on the terminal while simulating
         self.network_quantum = network_quantum  # as given (e.g. '10ns'); None: the exact network
@@ -210,9 +214,10 @@ class Session:
                 [f"  due now, by what they run: {due or 'nothing'}"]))
 
     def _every_so_often(self):
-        """What the stepping loop calls every PROGRESS_STEPS steps: the progress line and the wall-clock limit (None: neither)."""
-        progress, limit_s = self.progress, self.wall_limit_s
-        if progress is None and limit_s is None:
+        """What the stepping loop calls every PROGRESS_STEPS steps: the progress line, the wall-clock
+        limit and the memory limit (None: none of them)."""
+        progress, limit_s, memory = self.progress, self.wall_limit_s, self.memory
+        if progress is None and limit_s is None and memory is None:
             return None
         deadline = math.inf if limit_s is None else self._wall_start + limit_s
 
@@ -221,6 +226,8 @@ class Session:
                 progress.update(self.env.now, self.system.recorder.events)
             if time.perf_counter() > deadline:
                 raise WallTimeError(f"the run went past its wall-clock limit of {limit_s:g} s at {self.env.now / 1e6:,.3f} us simulated")
+            if memory is not None:
+                memory.watch(self.env.now, self.system.recorder.events)
 
         return look
 
@@ -313,7 +320,7 @@ def young_gc_threshold() -> Iterator[None]:
 def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
             seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None,
             network_quantum: str | None = None, progress: bool = False, wall_limit_s: float | None = None,
-            races: str = "warn") -> Iterator[Session]:
+            races: str = "warn", max_memory: int | str | MemoryBudget | None = None) -> Iterator[Session]:
     """Build the simulated machine of ``config`` (a built-in name or a YAML path, with ``overrides``
     as ``key.path=value``); ``data=False`` simulates timing only; ``params`` override the workload's
     declared parameters (:func:`npusim.param`); ``network_quantum`` (a time, e.g. ``'10ns'``) makes
@@ -321,15 +328,19 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
     shows a progress line on the terminal while simulating (:class:`RunProgress`); ``wall_limit_s``
     stops the simulation with a WallTimeError once the session is that many seconds old; ``races``
     says what a kernel launch does with the pipe races it has (:mod:`npusim.isa.racecheck`): ``warn``
-    (a PipeRaceWarning and a warning in the trace and summary), ``error`` (a RaceError) or ``off``. numpy's
+    (a PipeRaceWarning and a warning in the trace and summary), ``error`` (a RaceError) or ``off``;
+    ``max_memory`` (bytes, or a size such as ``'4GiB'``) is the memory the run may use: a
+    MemoryLimitError before it simulates what would exceed it, or as it does
+    (:mod:`npusim.frontend.memory`; ``npusim run`` takes what the machine has available). numpy's
     global random generator is seeded with ``seed`` so workloads that draw random inputs are
     reproducible."""
     check_seed(seed)
     check_race_mode(races)
+    memory = memory_budget(max_memory)
     loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
     current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}), network_quantum=network_quantum,
-                      progress=progress, wall_limit_s=wall_limit_s, races=races)
+                      progress=progress, wall_limit_s=wall_limit_s, races=races, memory=memory)
     np.random.seed(seed)
     _SESSIONS.append(current)
     _SESSION_OF[current.system] = current
@@ -371,6 +382,17 @@ def network_quantum_ps(network_quantum: str | None, config: LoadedConfig) -> int
     if quantum_ps < 1:
         raise UsageError(f"network quantum {network_quantum!r} is below 1 ps, the simulator's time step; give 1ps or more")
     return quantum_ps
+
+
+def memory_budget(max_memory: int | str | MemoryBudget | None) -> MemoryBudget | None:
+    """The :class:`MemoryBudget` of ``session(max_memory=...)``."""
+    if max_memory is None or isinstance(max_memory, MemoryBudget):
+        return max_memory
+    if isinstance(max_memory, str):
+        return MemoryBudget(parse_memory(max_memory), f"max_memory={max_memory!r}")
+    if isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory <= 0:
+        raise UsageError(f"max_memory={max_memory!r}: give a number of bytes above 0 or a size such as '4GiB'")
+    return MemoryBudget(max_memory, f"max_memory={max_memory}")
 
 
 def current_session() -> Session:

@@ -74,6 +74,10 @@ from npusim.errors import ConfigError
 if TYPE_CHECKING:
     from npusim.hw.system import Die, System
 
+AICPU_ORDER = (-1,)
+"""Where a die's AICPU lanes sort in the trace (``Track.order``): first, before its AI cores (kind
+order 0, 1 ...), as MindStudio Insight shows the control path, the schedulers by index, then the
+control AICPU; only a torch program's host lane (``frontend.host.HOST_ORDER``) comes before them."""
 CORE_CHOICES = ("round_robin", "least_loaded")
 
 
@@ -184,7 +188,7 @@ class SchedulerThread:
         self.parked = False
         self.wake: simpy.Event = scheduler.env.event()
         die = scheduler.die
-        self.track = die.system.recorder.track(die.index, f"aicpu{index}", "SCHEDULE", (2, index))
+        self.track = die.system.recorder.track(die.index, f"aicpu{index}", "SCHEDULE", AICPU_ORDER + (index,))
 
     def mark(self, place: int, task) -> None:
         """The queued AICPU task at ``place`` may match now: the pass reading (if it has not read
@@ -425,7 +429,7 @@ class AicpuScheduler:
 
     def _control_loop(self):
         """The control AICPU: run the queued control tasks in turn."""
-        track = self.recorder.track(self.die.index, "aicpu control", "CONTROL", (2, len(self.threads)))
+        track = self.recorder.track(self.die.index, "aicpu control", "CONTROL", AICPU_ORDER + (len(self.threads),))
         read_name = self.recorder.name_id("read")
         while self.control_queue:
             (task, ready), start = self.control_queue.popleft(), clock(self.env)

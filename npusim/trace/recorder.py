@@ -59,13 +59,16 @@ class Track(NamedTuple):
 class OpRecord:
     """One op a workload issued (a kernel launch, a tile op family): its name, die and details;
     for an op launched with tensors (the aclnn ops), the ``(shape, dtype name)`` of its input
-    tensors and of the one its kernels write."""
+    tensors and of the one its kernels write; ``part_of``, the id of the launch it is part of (a
+    PyPTO op: its PE's kernel launch, an op of its own with no events), -1 for an op launched by
+    itself."""
 
     name: str
     die: int
     args: dict[str, Any] = field(default_factory=dict)
     inputs: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
     outputs: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
+    part_of: int = -1
 
 
 class BufferSpan(NamedTuple):
@@ -147,9 +150,10 @@ class Recorder:
         """Events named ``name_id`` raise (``set_flag``) or consume (``wait_flag``) flag ``key``."""
         self._flag_names[name_id] = (raises, key)
 
-    def op(self, name: str, die: int, **args: Any) -> int:
-        """Register an op and return its id (events of its instructions carry it)."""
-        self.ops.append(OpRecord(name, die, args))
+    def op(self, name: str, die: int, part_of: int = -1, **args: Any) -> int:
+        """Register an op and return its id (events of its instructions carry it); ``part_of``:
+        the id of the launch it is part of (:class:`OpRecord`)."""
+        self.ops.append(OpRecord(name, die, args, part_of=part_of))
         return len(self.ops) - 1
 
     def name_id(self, name: str, *, waits: bool = False, polls: bool = False) -> int:

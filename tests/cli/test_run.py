@@ -337,14 +337,14 @@ while True:
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_an_interrupted_run_exits_130_saying_how_far_it_got_and_writes_nothing(tmp_path, signum, status):
+def test_an_interrupted_run_exits_130_saying_how_far_it_got_and_writes_nothing(tmp_path, signum, status, started):
     out = tmp_path / "run"
     assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
     before = folder_bytes(out)
     spins = tmp_path / "spins.py"
     spins.write_text(SPINS)
-    run = subprocess.Popen([sys.executable, "-m", "npusim", "run", "-c", "a2", str(spins), "--out", str(out)], cwd=tmp_path,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = started([sys.executable, "-m", "npusim", "run", "-c", "a2", str(spins), "--out", str(out)], cwd=tmp_path,
+                  env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while not (tmp_path / "started").exists() and run.poll() is None:
         time.sleep(0.05)
     run.send_signal(signum)
@@ -439,9 +439,9 @@ def test_a_bad_npusim_fork_exits_2_before_simulating(tmp_path):
 
 
 @pytest.mark.parametrize(("workload", "copy"), [(DEMO, False), (ALLGATHER, True)])  # 3,744 events; 21,135
-def test_a_large_trace_is_written_by_a_copy_and_a_small_one_by_npusim_itself(tmp_path, workload, copy):
-    run = subprocess.Popen([sys.executable, "-c", WHO_WRITES, "run", "-c", "a2", str(workload), "--no-data", "--out", str(tmp_path / "run")],
-                           cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_a_large_trace_is_written_by_a_copy_and_a_small_one_by_npusim_itself(tmp_path, workload, copy, started):
+    run = started([sys.executable, "-c", WHO_WRITES, "run", "-c", "a2", str(workload), "--no-data", "--out", str(tmp_path / "run")],
+                  cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, stderr = run.communicate(timeout=300)
     assert run.returncode == 0, stderr
     assert (int((tmp_path / "writer").read_text()) != run.pid) == copy
@@ -483,13 +483,12 @@ WRITING_STOPS = textwrap.dedent("""
 
 
 @pytest.mark.parametrize(("to", "signum", "status"), [("group", signal.SIGINT, 130), ("npusim", signal.SIGTERM, 143)])
-def test_interrupting_the_writing_of_the_run_folder_writes_nothing_and_leaves_no_process(tmp_path, to, signum, status):
+def test_interrupting_the_writing_of_the_run_folder_writes_nothing_and_leaves_no_process(tmp_path, to, signum, status, started):
     out = tmp_path / "run"
     assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
     before = folder_bytes(out)
-    run = subprocess.Popen([sys.executable, "-c", WRITING_STOPS, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
+    run = started([sys.executable, "-c", WRITING_STOPS, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
+                  env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     writing = tmp_path / "writing"
     while not (writing.exists() and writing.read_text()) and run.poll() is None:
         time.sleep(0.05)

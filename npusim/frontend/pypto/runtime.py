@@ -43,6 +43,7 @@ from npusim import isa
 from npusim.config.products import PRODUCTS
 from npusim.errors import OpArgumentError, RaceError, UsageError, WorkloadError
 from npusim.frontend.callsite import Callsite, callsite
+from npusim.frontend.memory import BYTES_PER_TILE_OP
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.session import current_session
 from npusim.hw.aicpu import AicpuScheduler
@@ -646,9 +647,14 @@ class PeProgram:
                              "a jit kernel); a function recorded with pypto.function on host data has no data until it runs")
         self.builder.block(read)
 
+    @functools.cached_property
+    def launch_record(self) -> int:
+        """The trace record of this PE's kernel launch, which its ops are part of (made with the first op)."""
+        return self.launch.system.recorder.op(self.launch.name, self.die, pe=self.pe)
+
     def op(self, name: str, **args) -> OpNode:
-        """A new op of this PE, with its trace record."""
-        record = self.launch.system.recorder.op(name, self.die, pe=self.pe, **args)
+        """A new op of this PE, with its trace record (part of the PE's launch record)."""
+        record = self.launch.system.recorder.op(name, self.die, part_of=self.launch_record, pe=self.pe, **args)
         node = OpNode(self, name, record, source=callsite())
         self.ops.append(node)
         return node
@@ -864,7 +870,14 @@ class ShmemLaunch:
             self._allocate_group_windows(group_name, group.data_window_bytes, group.signal_window_bytes)
 
     def submit(self) -> simpy.Event:
-        """Queue each PE's device task on its die's stream; the event fires when all have ended."""
+        """Queue each PE's device task on its die's stream; the event fires when all have ended. A
+        run with a memory limit refuses first a launch whose tile ops would take it past the limit
+        (:meth:`npusim.frontend.memory.MemoryBudget.expect`)."""
+        memory = current_session().memory
+        if memory is not None:
+            tiles = sum(len(program.tasks) for program in self.programs)
+            memory.expect(tiles * BYTES_PER_TILE_OP, f"the launch of {self.name} on {self.n_pes} PE{'s' if self.n_pes > 1 else ''} "
+                                                     f"({tiles:,} tile ops)")
         threads, choice = self.spec.schedulers, self.spec.core_choice
         processes = []
         for program in self.programs:

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from npusim.config.registry import FABRICS
-from npusim.config.schema import FabricSpec, LinkSpec, PositiveInt, SwitchSpec, SystemShape
+from npusim.config.schema import MAX_CHANNELS, ChannelCount, FabricSpec, LinkSpec, SwitchSpec, SystemShape
 from npusim.hw.topology import Direction, Fabric, Route, Wiring
 
 
@@ -19,7 +19,7 @@ class UbL1SwitchSpec(FabricSpec):
     kind: Literal["ub_l1_switch"]
     levels: ClassVar[tuple[str, ...]] = ("node",)
     uplinks: ClassVar[bool] = True
-    planes: PositiveInt = Field(description="first-tier switches per node = links per die")
+    planes: ChannelCount = Field(description=f"first-tier switches per node = links per die (at most {MAX_CHANNELS})")
     link: LinkSpec = Field(description="one die-to-switch link; a first-tier switch reaches the second tier over the same link")
     switch: SwitchSpec = Field(description="one first-tier switch")
 

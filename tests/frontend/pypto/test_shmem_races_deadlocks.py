@@ -77,8 +77,9 @@ def test_a_wait_for_a_value_never_signalled_ends_in_a_deadlock_report():
     assert session.result.status == "failed"
     report = str(error.value)
     assert report.startswith("deadlock at 0.500 us: nothing more can happen")
+    waits = [i for i, op in enumerate(session.result.recorder.ops) if op.name == "shmem_wait_until"]  # each PE's launch has an op record too
     for pe in range(2):
-        assert (f"PE {pe} (die {pe}) shmem_wait_until#{pe} tile 0 waits for the signal slot of owner PE 1, tile at [0, 0], "
+        assert (f"PE {pe} (die {pe}) shmem_wait_until#{waits[pe]} tile 0 waits for the signal slot of owner PE 1, tile at [0, 0], "
                 f"of shmem tensor #0 (group 'g') on PE {pe}: expects 3, the slot holds 0") in report
     poll_ps = session.config.spec.die.aicpu.poll_interval.to_ps(session.config.spec.die.clock.hz)
     assert stopped_at == poll_ps  # the pollers park after the first pass that finds nothing can change

@@ -256,10 +256,10 @@ def test_overlap_search_scales_to_many_batches():
     slots = np.random.default_rng(0).permutation(batches * 2)[:batches]  # distinct (batch, offset) pairs
     slots[123] = slots[17456]
     indices = np.stack([slots // 2, slots % 2], axis=1)
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: not the wall time, which other work on the machine (the suite on every core) stretches
     pairs = find_overlaps(check_indices(p, indices))
     assert pairs == [(123, 17456)]
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0  # a pairwise search of 20,000 batches would take minutes
 
 
 # ----------------------------------------------------------------- properties against the reference
