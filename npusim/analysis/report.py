@@ -298,6 +298,13 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
            summarise=lambda shown: _the_rest(resources, shown))
     for warning in summary.get("warnings", [])[:rows]:
         console.print(f"[yellow]warning[/yellow] at {warning['time_us']:.3f} us on die {warning['die']}: {warning['message']}")
+    fallbacks = summary.get("host_fallbacks", [])
+    if fallbacks:
+        ops = ", ".join(f"{row['op']}" + (f" x{row['count']}" if row["count"] > 1 else "") for row in fallbacks[:rows])
+        lines = list(dict.fromkeys(row.get("at") or "?" for row in fallbacks))
+        more = f" and {len(fallbacks) - rows} more ops" if len(fallbacks) > rows else ""
+        console.print(f"[yellow]host fallbacks[/yellow] (ran on the host in no simulated time, torch's CPU results): {ops}{more}; "
+                      f"first at {', '.join(lines[:3])}{' ...' if len(lines) > 3 else ''} (summary.json host_fallbacks)")
 
 
 LOW_SHARE = 0.2

@@ -205,6 +205,8 @@ OPS: Registry[Any] = Registry("op", builtins={
     "moe_distribute_dispatch": "npusim.kernels.moe_distribute.dispatch",
     "moe_distribute_dispatch_v2": "npusim.kernels.moe_distribute.dispatch_v2",
     "moe_gating_top_k": "npusim.kernels.moe_gating.op",
+    "add": "npusim.kernels.elementwise.op",
+    "sub": "npusim.kernels.elementwise.op",
     "quant_scatter": "npusim.kernels.quant_scatter.op",
     "quantize": "npusim.kernels.quantize.op",
     "scatter_update": "npusim.kernels.scatter_update.op",

@@ -534,11 +534,9 @@ class SystemSpec(Spec):
                                   "each validated by its op's own model")
     shmem: ShmemSpec | None = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
     hccl: HcclSpec | None = Field(None, description="HCCL, the collective communication library: its algorithms per fabric level, "
-                                  "transport and buffers (docs/collectives.md); torch.distributed's hccl backend needs it")
+                                  "transport and buffers (docs/collectives.md); torch.distributed's hccl backend and the MoE distribute ops need it")
     host: HostSpec | None = Field(None, description="the host thread that issues torch programs' ops (npusim.torch_npu with torch); "
                                     "None: launches cost no host time")
-    hccl: HcclSpec | None = Field(None, description="HCCL's communicators: what the ops that communicate through them are given "
-                                    "(the MoE distribute ops); None: those ops cannot run")
 
     @model_validator(mode="after")
     def _quantities_fit_the_engine(self) -> SystemSpec:
@@ -629,13 +627,6 @@ class HostSpec(Spec):
     op_launch: Time = Field(description="one eager op call: torch dispatch, the aclnn API's checks and executor, and queueing its kernels on the stream")
     tiling: Time = Field(description="the op's tiling computed on the host and copied to the device, for ops that have one")
     graph_launch: Time = Field(description="one replay of a captured graph (all its kernels in one launch)")
-
-
-class HcclSpec(Spec):
-    """HCCL's set-up of a communicator on each rank, as the environment gives it."""
-
-    buffer: Size = Field(description="the window of each rank of a communicator (HCCL_BUFFSIZE, default 200 MB): ops check "
-                              "that what they write fits")
 
 
 class ShmemSpec(Spec):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -29,10 +30,10 @@ import numpy as np
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
+from npusim.frontend.callsite import callsite
 from npusim.frontend.host import HostLaunch, current_process
 from npusim.frontend.session import innermost_session, session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
-from npusim.isa.target import VectorTarget
 from npusim.kernels.cube.tiling import TILING_FIELDS
 from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, AwaitGroup, Detached, Op, OpOptions, ValueCheck
 from npusim.kernels.view_copy import build_view_copy
@@ -123,11 +124,12 @@ def enqueue(build, system, die: int) -> None:
     process = current_process()
     if process is not None:
         process.dies.add(die)
+    source = callsite()  # the program's line that issued it: race reports name it
     if session.capture is not None:
-        session.capture.add(build, die)
+        session.capture.add(lambda: _from(source, build()), die)
         return
     stream = session.stream(die)
-    kernels = build()
+    kernels = _from(source, build())
     call = _HOST_CALL.get()
     if call is not None:
         launch = call.launch(session, die)
@@ -136,6 +138,28 @@ def enqueue(build, system, die: int) -> None:
             launch.arrow_to(kernel)
     for kernel in kernels:
         kernel.launch(stream)
+
+
+@contextlib.contextmanager
+def at_program_line() -> Iterator[None]:
+    """The warnings an op's checks give inside (an ignored argument, overlapping writes) shown at the
+    line of the user's program that called the op, not at npusim's."""
+    where = callsite()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        if where is not None:
+            warnings.warn_explicit(warning.message, warning.category, where.filename, where.lineno)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+def _from(source, kernels: list) -> list:
+    """``kernels`` marked as issued by the program line ``source``."""
+    for kernel in kernels:
+        kernel.source = source
+    return kernels
 
 
 @dataclass
@@ -162,7 +186,8 @@ class OpCall:
         if op.series is not None and product.series not in op.series:
             raise UsageError(f"{api}: the op is modelled on {', '.join(sorted(op.series))} only, not on {product.label} "
                              f"(config {spec.name!r}); use a config of those products")
-        problem = op.check(spec.product, args)
+        with at_program_line():
+            problem = op.check(spec.product, args)
         if problem.empty:
             return cls(op, api, problem, None, args, ValueCheck())
         settings = spec.ops.get(op.name)
@@ -177,7 +202,8 @@ class OpCall:
         check = ValueCheck()
         if system.with_data:  # values are data: without data (timing only) they cannot be checked
             values = {name: args[name].host_view().copy() for name in op.value_inputs(problem)}
-            check = op.check_values(problem, values, options_now)
+            with at_program_line():
+                check = op.check_values(problem, values, options_now)
         return cls(op, api, problem, plan, args, check)
 
     def issue(self, out: DeviceTensor) -> None:

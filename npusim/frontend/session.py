@@ -145,12 +145,6 @@ class Session:
         self.pypto_hints: list[dict] = []  # PyPTO compiler hints the workload gave (recorded, not modelled: docs/pypto.md)
 
     @property
-    def host(self) -> HostThread:
-        """The host thread issuing work now: the running rank's, else the program's."""
-        hooks = rank_hooks.get()
-        return hooks.host if hooks is not None else self.main_host
-
-    @property
     def now_us(self) -> float:
         """The simulated time so far, in microseconds."""
         return self.env.now / 1e6
@@ -161,10 +155,13 @@ class Session:
 
     @property
     def host(self) -> HostThread:
-        """The host thread of the code running now: the current SPMD rank's (:func:`npusim.spawn`),
-        else the session's own."""
+        """The host thread of the code running now: the current SPMD rank's (:func:`npusim.spawn`, or
+        torch.multiprocessing.spawn's rank in a session), else the session's own."""
         process = current_process()
-        return process.host if process is not None else self.main_host
+        if process is not None:
+            return process.host
+        hooks = rank_hooks.get()
+        return hooks.host if hooks is not None else self.main_host
 
     def track(self, event: simpy.Event) -> simpy.Event:
         """Count ``event`` as issued work that ``synchronize`` must wait for."""

@@ -127,6 +127,22 @@ class CoreProgram:
         self.shares = False  # replayed with instructions shared with other replays (ProgramTemplate): launched alone
         self._replayed: dict[Pipe, list[Instruction]] | None = None  # a replay's instructions per pipe (by_pipe)
         self._replayed_steps: dict[Pipe, list[tuple]] | None = None  # and their pipe_step tuples (pipe_steps)
+        self.sources: list[tuple[int, object]] = []  # (first instruction position, the program line its instructions come from)
+
+    def note_source(self, source: object) -> None:
+        """The instructions appended from now on come from ``source`` (a line of the user's program,
+        shown by race reports), until the next note; before any note they come from the kernel's."""
+        if source is not None:
+            self.sources.append((len(self.instructions), source))
+
+    def source_of(self, position: int) -> object:
+        """The program line instruction ``position`` came from (see :meth:`note_source`), or None."""
+        found = self.kernel.source
+        for first, source in self.sources:
+            if first > position:
+                break
+            found = source
+        return found
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -389,12 +405,13 @@ class CoreProgram:
     def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *,
                name: str | None = None) -> Instruction:
         """Reduce the last axis of ``src_view`` = (shape, strides in elements) of ``src`` into ``dst``
-        (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``) by pairwise halving
-        (:func:`~npusim.isa.vector.halving_reduce`). Timed as the instructions of the halving: one vector
+        (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``, ``reduce_prod``) by
+        pairwise halving (:func:`~npusim.isa.vector.halving_reduce`), or to the index of the row's largest
+        (smallest) value (``reduce_argmax``, ``reduce_argmin``). Timed as the instructions of the halving: one vector
         instruction per level while a row is longer than one repeat (all rows' pairs at once), then one
         in-repeat reduction (vcadd / vcmax) of one repeat per row."""
-        if kind not in vector_semantics.REDUCE:
-            raise UsageError(f"reduce: kind {kind!r} is not one of {', '.join(vector_semantics.REDUCE)}")
+        if kind not in vector_semantics.REDUCE and kind not in vector_semantics.ARG_REDUCE:
+            raise UsageError(f"reduce: kind {kind!r} is not one of {', '.join([*vector_semantics.REDUCE, *vector_semantics.ARG_REDUCE])}")
         shape, strides = tuple(src_view[0]), tuple(src_view[1])
         dst_view = (shape[:-1], tuple(dst_strides))
         self._check_view(kind, src, shape, strides)
@@ -1100,12 +1117,14 @@ class Kernel:
     """One kernel launch on one die: a program per core that takes part. Its events carry a new op
     id, or ``op`` (an id from ``recorder.op``) when several launches make up one op (tile ops).
     ``op_inputs`` and ``op_outputs`` (``(shape, dtype name)`` of each tensor, set by the launch
-    path of ops) go to the new op's record."""
+    path of ops) go to the new op's record. ``source`` (set by the frontend that issues it) is the
+    line of the user's program it comes from; race reports name it."""
 
     def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict | None = None,
-                 op: int | None = None) -> None:
+                 op: int | None = None, source: object = None) -> None:
         self.system = system or default_system()
         self.name = name
+        self.source = source  # the line of the user's program that issued it (a frontend Callsite; race reports name it)
         self.die = self.system.die(die)
         self.programs: dict[tuple[str, int], CoreProgram] = {}
         self.op_args = op_args or {}
@@ -1212,5 +1231,9 @@ class Kernel:
             programs[0].race_free = not races
         if races:
             by_core = {program.core.name: program for program in programs}
-            LaunchRaces(self.name, self.die.index, races, lambda side: by_core[side.core].instructions.index(side.instruction),
-                        self.system.recorder, self.system.race_check)
+
+            def position(side) -> int:
+                return by_core[side.core].instructions.index(side.instruction)
+
+            LaunchRaces(self.name, self.die.index, races, position, self.system.recorder, self.system.race_check,
+                        source_of=lambda side: by_core[side.core].source_of(position(side)))

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import importlib.util
 
-from npusim.errors import UsageError
+from npusim import __version__ as _npusim_version
+from npusim.errors import OpArgumentError, UsageError
 from npusim.frontend.aclnn import OpCall, copy, options, run_op
 from npusim.frontend.tensor import empty
 from npusim.kernels.op import OpOptions as Options
 from npusim.kernels.quant_scatter.checks import DEFAULT_AXIS, DEFAULT_QUANT_AXIS
 
-__all__ = ["Options", "npu_dequant_swiglu_quant", "npu_moe_gating_top_k", "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2",
-           "npu_moe_distribute_dispatch", "npu_moe_distribute_dispatch_v2", "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update",
-           "scatter_update_"]
+__all__ = ["Options", "__version__", "get_npu_format", "npu_dequant_swiglu_quant", "npu_format_cast", "npu_moe_gating_top_k",
+           "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch", "npu_moe_distribute_dispatch_v2",
+           "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update", "scatter_update_"]
 
 TORCH = importlib.util.find_spec("torch") is not None
 """Whether torch is installed: then the ops also take torch npu tensors."""
@@ -42,6 +43,35 @@ if TORCH:
     _install()
     npu = torch.npu
     __all__.append("npu")
+
+__version__ = f"{torch.__version__.split('+')[0] if TORCH else '0'}+npusim.{_npusim_version}"
+"""torch_npu's version follows torch's (torch_npu 2.6.0 goes with torch 2.6.0): the installed torch's,
+with npusim's version as the local part (``2.13.0+npusim.0.1.0``)."""
+
+ND_FORMATS = {0: "NCHW", 1: "NHWC", 2: "ND"}
+"""ACL formats whose bytes are the tensor's plain row-major layout (acl_base.h aclFormat): the only
+layout npusim's npu tensors have."""
+OTHER_FORMATS = {3: "NC1HWC0", 4: "FRACTAL_Z", 29: "FRACTAL_NZ"}
+
+
+def get_npu_format(tensor) -> int:
+    """``torch_npu.get_npu_format``: the tensor's ACL format; npusim's npu tensors are ND (2)."""
+    return 2
+
+
+def npu_format_cast(tensor, acl_format: int, customize_dtype=None):
+    """``torch_npu.npu_format_cast(tensor, acl_format)``: the tensor in another ACL storage format.
+    npusim's tensors are ND: a cast to an ND format (0 NCHW, 1 NHWC, 2 ND) returns the tensor
+    itself (its bytes are already in that layout); a private format (29 FRACTAL_NZ ...) is not
+    modelled and is refused, naming it."""
+    if isinstance(acl_format, bool) or not isinstance(acl_format, int):
+        raise OpArgumentError(f"npu_format_cast: acl_format = {acl_format!r}: must be an int (an aclFormat: 2 is ND, 29 FRACTAL_NZ)")
+    if acl_format in ND_FORMATS:
+        return tensor
+    name = OTHER_FORMATS.get(acl_format, f"format {acl_format}")
+    raise UsageError(f"npu_format_cast: acl_format = {acl_format} ({name}): npusim models ND tensors only (formats "
+                     f"{', '.join(f'{k} {v}' for k, v in ND_FORMATS.items())}); private formats such as FRACTAL_NZ are not "
+                     "modelled: leave the tensor ND")
 
 
 def _is_torch(value) -> bool:
@@ -123,13 +153,14 @@ def scatter_update(data, indices, updates, axis):
 def npu_quantize(input, scales, zero_points, dtype, axis=1, div_mode=True):
     """``rint(f32(input) / f32(scales) [+ f32(zero_points)])`` saturated to ``dtype`` (``torch.qint8``
     -> int8, ``torch.quint8`` -> uint8, ``torch.int32``), scales of 1 element or of
-    ``input.shape[axis]``; a new tensor. Only ``div_mode=True`` (aclnnQuantize) is modelled."""
+    ``input.shape[axis]``; a new tensor. ``div_mode=False`` (aclnnAscendQuantV3) multiplies by the
+    scales instead (``rint(f32(input) * f32(scales) [+ f32(zero_points)])`` to int8)."""
     if _is_torch(input):
         return torch.ops.npu.npu_quantize(input, scales, zero_points, dtype, axis, div_mode)
     from npusim.kernels.quantize.checks import output_dtype
 
     name = _dtype_name(dtype)
-    out = empty(input.shape, output_dtype(name), device=input.device)
+    out = empty(input.shape, output_dtype(name, bool(div_mode)), device=input.device)
     run_op("quantize", "npu_quantize", {"input": input, "scales": scales, "zero_points": zero_points, "out": out, "dtype": name,
                                         "axis": axis, "div_mode": div_mode}, out=out)
     return out

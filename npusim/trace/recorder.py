@@ -91,13 +91,15 @@ class BufferSpan(NamedTuple):
 
 @dataclass(frozen=True)
 class Instant:
-    """A point event: a warning (race, overlapping scatter segment) or a marker, at ``time_ps``."""
+    """A point event: a warning (race, overlapping scatter segment) or a marker, at ``time_ps``;
+    ``key`` names what it is about when instants of one name are counted by it (a host fallback's op)."""
 
     time_ps: int
     die: int
     name: str
     message: str
     category: str = "warning"
+    key: str = ""
 
 
 class Recorder:
@@ -249,9 +251,9 @@ class Recorder:
         """Record the buffer bytes a program held on a core over its run."""
         self.buffer_spans.append(span)
 
-    def instant(self, time_ps: int, die: int, name: str, message: str, category: str = "warning") -> None:
+    def instant(self, time_ps: int, die: int, name: str, message: str, category: str = "warning", key: str = "") -> None:
         """Record a point event (e.g. a race warning)."""
-        self.instants.append(Instant(time_ps, die, name, message, category))
+        self.instants.append(Instant(time_ps, die, name, message, category, key))
 
     def __len__(self) -> int:
         return self.events

@@ -1,7 +1,8 @@
 """The summary of a run: simulated time; time per op and per tile of each op; busy time and
 utilisation per die and pipe; bytes and achieved bandwidth against the peak of each HBM / L2 / link /
 NIC; the bottleneck breakdown of the critical path, with the config values its time rests on and how
-far each can be trusted (:func:`with_confidence`); warnings. Plain JSON-able data (``summary.json``).
+far each can be trusted (:func:`with_confidence`); warnings; the ops a torch program ran on the host,
+counted. Plain JSON-able data (``summary.json``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from npusim.config.confidence import ABSENT, key_path, value_at
 from npusim.trace.critical_path import bottlenecks
 from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder
+
+HOST_FALLBACK = "host fallback"
+"""The category of the instants that mark an op a torch program ran on the host (``docs/torch.md``)."""
 
 
 def busy_ps(recorder: Recorder, columns: dict[str, np.ndarray]) -> np.ndarray:
@@ -237,5 +241,25 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
         "pipes": pipe_busy(record),
         "bandwidth": bandwidth(record),
         "bottlenecks": with_confidence(bottlenecks(record, low=low), config, low),
-        "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants],
+        "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants
+                     if i.category != HOST_FALLBACK],
+        "host_fallbacks": host_fallbacks(record),
     }
+
+
+
+def host_fallbacks(record: RunRecord) -> list[dict[str, Any]]:
+    """One row per op that ran on the host instead of the device: how many times, the first time
+    (us) and die, the first one's message and the program's line it names (``at``, "" if none), in
+    order of first use."""
+    rows: dict[str, dict[str, Any]] = {}
+    for instant in record.recorder.instants:
+        if instant.category != HOST_FALLBACK:
+            continue
+        row = rows.get(instant.key)
+        if row is None:
+            rows[instant.key] = {"op": instant.key, "count": 1, "first_us": instant.time_ps / 1e6, "die": instant.die,
+                                 "message": instant.message, "at": instant.message.partition(" at ")[2]}
+        else:
+            row["count"] += 1
+    return list(rows.values())

@@ -1,6 +1,7 @@
 """``torch.npu``: the device module torch_npu registers, on the simulated machine of the running
 session (devices are its dies), with torch_npu's names: devices, ``synchronize``, ``Stream``,
-``Event``, ``current_stream``, ``stream``, ``NPUGraph`` and ``graph``."""
+``Event``, ``current_stream``, ``stream``, ``NPUGraph``, ``graph``, ``is_current_stream_capturing``
+and ``config``."""
 
 from __future__ import annotations
 
@@ -100,6 +101,31 @@ def get_device_name(device=None) -> str:
 def synchronize(device=None) -> None:
     """The host waits until all work issued so far has finished (an SPMD rank: the work of its own devices)."""
     current_session().synchronize()
+
+
+def is_current_stream_capturing() -> bool:
+    """Whether work is being captured into a graph (``NPUGraph``, a torchair capture) instead of run."""
+    return _running() and current_session().capture is not None
+
+
+def empty_cache() -> None:
+    """Release the allocator's cached blocks: npusim's GM is a bump allocator without a cache (its
+    tensors keep their memory to the end of the session), so there is nothing to release."""
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes of the device's GM in use (npusim never frees GM within a session)."""
+    return current_session().system.die(_index(device)).memory.used_bytes if _running() else 0
+
+
+memory_reserved = memory_allocated
+"""Bytes the allocator holds: the same as :func:`memory_allocated` (no cache)."""
+
+
+config = types.SimpleNamespace(allow_internal_format=False)
+"""``torch.npu.config``: ``allow_internal_format`` lets torch_npu keep tensors in private formats
+(NZ ...); it is recorded and changes nothing, since npusim's npu tensors are ND
+(``torch_npu.npu_format_cast``)."""
 
 
 class Stream:
@@ -265,8 +291,9 @@ def module() -> types.ModuleType:
     """The ``torch.npu`` module object."""
     npu = types.ModuleType("torch.npu", __doc__)
     for name in ("is_available", "is_initialized", "_is_in_bad_fork", "manual_seed_all", "device_count", "current_device",
-                 "set_device", "get_device_name", "synchronize", "Stream", "current_stream", "default_stream", "set_stream",
-                 "stream", "Event", "NPUGraph", "graph"):
+                 "set_device", "get_device_name", "synchronize", "is_current_stream_capturing", "config", "empty_cache",
+                 "memory_allocated", "memory_reserved", "Stream", "current_stream",
+                 "default_stream", "set_stream", "stream", "Event", "NPUGraph", "graph"):
         setattr(npu, name, globals()[name])
     for name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
         setattr(npu, name, InductorCodegen)

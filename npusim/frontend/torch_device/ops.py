@@ -156,11 +156,11 @@ def scatter_update(self, indices, updates, axis):
 
 def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     api = "npu_quantize"
-    out = new_tensor(self.shape, TORCH_DTYPES[output_dtype(_dtype_of(dtype))], self.device.index)
+    out = new_tensor(self.shape, TORCH_DTYPES[output_dtype(_dtype_of(dtype), div_mode)], self.device.index)
     args = {"input": device_tensor(self, api, "input"), "scales": device_tensor(scales, api, "scales"),
             "zero_points": None if zero_points is None else device_tensor(zero_points, api, "zero_points"),
             "out": device_tensor(out, api, "the result"), "dtype": _dtype_of(dtype), "axis": axis, "div_mode": div_mode}
-    with aclnn.host_call("aclnnQuantize"):
+    with aclnn.host_call("aclnnQuantize" if div_mode else "aclnnAscendQuantV3"):
         aclnn.run_op("quantize", api, args, out=args["out"])
     return out
 
@@ -255,7 +255,7 @@ def _fake_like(self, *args, **kwargs):
 
 
 def _fake_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
-    return torch.empty(self.shape, dtype=TORCH_DTYPES[output_dtype(_dtype_of(dtype))], device=self.device)
+    return torch.empty(self.shape, dtype=TORCH_DTYPES[output_dtype(_dtype_of(dtype), div_mode)], device=self.device)
 
 
 DEVICE_OPS = {"npu_dequant_swiglu_quant": ("dequant_swiglu_quant", "aclnnDequantSwigluQuant"),
