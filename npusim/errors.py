@@ -81,7 +81,11 @@ class NoProgressError(WorkloadError):
 
 
 class RaceError(WorkloadError):
-    """A data race reported as an error (races are warnings unless the user asks for errors)."""
+    """A data race reported as an error (races are warnings unless the user asks for errors).
+    ``blame``: the line of the user's program whose access races (a frontend Callsite, or None), which
+    the CLI names instead of the line where the error surfaced (the synchronisation that ran it)."""
+
+    blame: object = None
 
 
 class GraphCaptureError(WorkloadError):

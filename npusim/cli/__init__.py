@@ -23,14 +23,15 @@ from npusim import __version__
 from npusim.errors import InstallError
 
 COMMANDS = {
+    "bench": ("npusim.cli.bench_cmd:bench_group", "Benchmark the simulated machine: HCCL's collectives over a range of sizes (hccl_test style)."),
     "compare": ("npusim.cli.compare_cmd:compare_command", "Compare two run folders: what changed from FOLDER_A to FOLDER_B."),
     "config": ("npusim.cli.config_cmd:config_group", "Show and check hardware configs (a YAML path, or a built-in name: a2, a3)."),
     "report": ("npusim.cli.report_cmd:report_command", "Print the report of FOLDER, the output folder of an `npusim run`."),
     "run": ("npusim.cli.run:run_command", "Simulate WORKLOAD (a Python file) on the machine of CONFIG."),
     "sweep": ("npusim.cli.sweep_cmd:sweep_command", "Simulate WORKLOAD on CONFIG at every point of the --grid axes, in parallel."),
-    "validate": ("npusim.cli.validate_cmd:validate_command", "Simulate the measured transfers of the calibration data and compare."),
-    "whatif": ("npusim.cli.whatif_cmd:whatif_command", "Rank what doubling each main resource of CONFIG (HBM, L2, each link class, vector, cube and "
-               "MTE rates, AICPU times, AI cores) gains for WORKLOAD."),
+    "validate": ("npusim.cli.validate_cmd:validate_command", "Simulate the measured transfers and kernels of the calibration data and compare."),
+    "whatif": ("npusim.cli.whatif_cmd:whatif_command", "Rank the config values of CONFIG the end-to-end time of WORKLOAD is most sensitive to (each "
+               "moved -/+ a step, the runs in parallel), with each value's confidence and source."),
 }
 """Command name -> ``module:attribute`` of its click command, and its summary: the first sentence
 of its help, which ``npusim --help`` lists (a test keeps the two equal)."""

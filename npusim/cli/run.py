@@ -43,6 +43,7 @@ from npusim.analysis.report import print_report
 from npusim.cli import lasting_objects
 from npusim.cli.errors import EXIT_USAGE, exit_code_for, report, stoppable
 from npusim.config import LoadedConfig, load_config
+from npusim.config.annotated import confidence_record
 from npusim.errors import MemoryLimitError, NpusimError, OutputError, UsageError
 from npusim.files import FolderMark, Output, StagedFolder, default_folder_name, folder_mark, fork_mode, output_path
 from npusim.frontend.memory import MemoryBudget, parse_memory
@@ -59,6 +60,7 @@ FAILED_SUFFIX = ".failed"  # <out>.failed: a failed run that did not replace the
 @click.command("run")
 @click.option("--config", "-c", "config_name", required=True, help="a built-in config (a2, a3) or a YAML path")
 @click.argument("workload", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SCRIPT_ARGS]...")
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="override a config value (repeatable)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help="output folder (default traces/<workload>-<config>/, -<hash> of --set, --param, --no-data, --seed, --network-quantum "
@@ -79,14 +81,15 @@ FAILED_SUFFIX = ".failed"  # <out>.failed: a failed run that did not replace the
 @click.option("--races", type=click.Choice(RACE_MODES), default="warn", show_default=True,
               help="pipe races of ISA kernels (a read of bytes another pipe or core writes, unordered): warn, fail the run, or no check")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
-def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None, force: bool,
-                no_data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None, trace_window: str | None,
-                network_quantum: str | None, max_memory: str | None, races: str, debug: bool) -> None:
-    """Simulate WORKLOAD (a Python file) on the machine of CONFIG."""
+def run_command(config_name: str, workload: Path, script_args: tuple[str, ...], overrides: tuple[str, ...], params: tuple[str, ...],
+                out_dir: Path | None, force: bool, no_data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None,
+                trace_window: str | None, network_quantum: str | None, max_memory: str | None, races: str, debug: bool) -> None:
+    """Simulate WORKLOAD (a Python file) on the machine of CONFIG. What follows ``--`` is the
+    script's own command line (its ``sys.argv[1:]``, as ``python WORKLOAD ARGS`` gives it)."""
     with stoppable():
         try:
             _run(config_name, workload, overrides, params, out_dir, force, not no_data, seed, plot, trace_level, trace_dies, trace_window,
-                 network_quantum, max_memory, races, debug)
+                 network_quantum, max_memory, races, debug, script_args)
         except KeyboardInterrupt as stop:  # before or after simulating (during it, _simulate says when)
             click.echo("npusim: interrupted; nothing was written", err=True)
             sys.exit(exit_code_for(stop))
@@ -94,7 +97,7 @@ def run_command(config_name: str, workload: Path, overrides: tuple[str, ...], pa
 
 def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: tuple[str, ...], out_dir: Path | None, force: bool,
          data: bool, seed: int, plot: bool, trace_level: str, trace_dies: str | None, trace_window: str | None,
-         network_quantum: str | None, max_memory: str | None, races: str, debug: bool) -> None:
+         network_quantum: str | None, max_memory: str | None, races: str, debug: bool, script_args: tuple[str, ...] = ()) -> None:
     try:
         with lasting_objects():  # the config, its validators, the modules of its ops and fabrics
             loaded = load_config(config_name, overrides)
@@ -115,7 +118,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
         sys.exit(report(error, debug=debug))
 
     with folder, run_collector():  # the folder is removed unless committed: on every failure below, an interrupt included
-        active, failure = _simulate(loaded, source, data, seed, param_overrides, network_quantum, memory, races, debug)
+        active, failure = _simulate(loaded, source, data, seed, param_overrides, network_quantum, memory, races, debug, script_args)
         gc.freeze()  # see run_collector
         result = active.result
         assert result is not None
@@ -140,6 +143,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
             "trace": selection.describe(),
             "network_quantum": network_quantum,
             "races": races,
+            "config_confidence": confidence_record(loaded),  # what each value of the run rests on: its tag, or user (--set)
         }
         if active.pypto_hints:
             manifest["pypto_hints"] = active.pypto_hints  # accepted, not modelled (docs/pypto.md)
@@ -180,7 +184,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
 
 
 def _simulate(loaded: LoadedConfig, source: WorkloadSource, data: bool, seed: int, params: dict, network_quantum: str | None,
-              memory: MemoryBudget | None, races: str, debug: bool) -> tuple[Session, BaseException | None]:
+              memory: MemoryBudget | None, races: str, debug: bool, script_args: tuple[str, ...] = ()) -> tuple[Session, BaseException | None]:
     """Run the workload in a session: the session and the workload's failure, if it failed. Ctrl-C
     (SIGTERM) ends the command here, saying how far the simulation got; so does a run that needs
     more memory than it may use (exit 2: writing the run folder would need more still)."""
@@ -188,7 +192,7 @@ def _simulate(loaded: LoadedConfig, source: WorkloadSource, data: bool, seed: in
     try:
         with session(loaded, data=data, seed=seed, params=params, network_quantum=network_quantum, races=races,
                      progress=sys.stderr.isatty(), max_memory=memory) as active:
-            run_workload_file(source)
+            run_workload_file(source, script_args)
     except KeyboardInterrupt as stop:
         where = f" at {active.now_us:,.3f} us simulated" if active is not None else ""
         click.echo(f"npusim: interrupted{where}; nothing was written", err=True)

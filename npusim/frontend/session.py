@@ -15,6 +15,7 @@ import numbers
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ import simpy
 from npusim.config import LoadedConfig, load_config
 from npusim.engine.loop import STILL_EVENTS, Stop, due_now, run_until
 from npusim.errors import DeadlockError, GraphCaptureError, NoProgressError, TimeBoundError, UsageError, WallTimeError
-from npusim.frontend.host import HostThread
+from npusim.frontend.host import HostThread, current_process
 from npusim.frontend.memory import MemoryBudget, parse_memory
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
@@ -93,6 +94,25 @@ class SimResult:
                                                                "status": self.status, "params": self.params})
 
 
+class RankHooks:
+    """What a rank of an SPMD program (``npusim.frontend.spmd``) changes in the session it runs in:
+    its own host thread, synchronisations that wait for its own devices' work and block only it."""
+
+    host: HostThread
+
+    def wait_for(self, event: simpy.Event) -> None:
+        """Block the rank until ``event`` is processed."""
+        raise NotImplementedError
+
+    def dies(self) -> list[int]:
+        """The dies whose work the rank's synchronisations wait for."""
+        raise NotImplementedError
+
+
+rank_hooks: ContextVar[RankHooks | None] = ContextVar("npusim_rank", default=None)
+"""The rank the running thread is (None outside an SPMD program)."""
+
+
 class Session:
     """One simulated machine and the work issued to it."""
 
@@ -119,7 +139,7 @@ class Session:
         self._wall_start = time.perf_counter()
         self.pending: list[simpy.Event] = []
         self.result: SimResult | None = None
-        self.host = HostThread(self.system)  # the torch program's host thread (docs/torch.md)
+        self.main_host = HostThread(self.system)  # the torch program's host thread (docs/torch.md); a rank of npusim.spawn has its own
         self.user_streams: list[Stream] = []  # streams made with new_stream, besides each die's default
         self.current_streams: dict[int, Stream] = {}  # die -> the stream work is queued on, when not the default
         self.capture = None  # the graph being captured (npusim.frontend.graphs), if any
@@ -134,6 +154,16 @@ class Session:
     @property
     def with_data(self) -> bool:
         return self.system.with_data
+
+    @property
+    def host(self) -> HostThread:
+        """The host thread of the code running now: the current SPMD rank's (:func:`npusim.spawn`, or
+        torch.multiprocessing.spawn's rank in a session), else the session's own."""
+        process = current_process()
+        if process is not None:
+            return process.host
+        hooks = rank_hooks.get()
+        return hooks.host if hooks is not None else self.main_host
 
     def track(self, event: simpy.Event) -> simpy.Event:
         """Count ``event`` as issued work that ``synchronize`` must wait for."""
@@ -169,14 +199,28 @@ class Session:
                 f"during the capture of {self.capture.name}: captured work does not run until the graph is replayed, so "
                 "there is nothing to wait for; move the call out of the captured region"
             )
+        process = current_process()
+        hooks = rank_hooks.get()
         if until is not None:
             pending = [] if until.processed else [until]
+        elif process is not None:  # a rank of npusim.spawn waits for the work of its own devices, as torch.npu.synchronize does
+            dies = process.dies | {process.device or 0}
+            streams = [s for s in self.system.streams + self.user_streams if s.die in dies]
+            pending = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
+        elif hooks is not None:  # a rank of torch.multiprocessing.spawn (npusim.frontend.spmd): the same
+            dies = hooks.dies()
+            pending = [s.tail for s in self.system.streams + self.user_streams if s.die in dies and s.tail is not None and not s.tail.processed]
         else:
             pending = self.unfinished_work()
             self.pending = [e for e in self.pending if not e.processed]
         if pending:
-            self._run_until(self.env.all_of(pending))
-        self.host.waited_until(self.env.now)
+            if process is not None:  # other ranks run meanwhile (npusim.frontend.ranks)
+                process.block(pending)
+            elif hooks is not None:
+                hooks.wait_for(self.env.all_of(pending))
+            else:
+                self._run_until(self.env.all_of(pending))
+        self.host.waited_until(int(self.env.now))
 
     def unfinished_work(self) -> list[simpy.Event]:
         """The issued work not simulated to its end yet: the tails of the streams, the tracked events."""
@@ -190,6 +234,11 @@ class Session:
         as :meth:`synchronize`."""
         if not event.processed:
             self._run_until(event)
+
+    def run_events(self, target: simpy.Event) -> None:
+        """Step the simulation until ``target`` is processed (errors as :meth:`synchronize`); the
+        SPMD scheduler's way to advance when every rank waits."""
+        self._run_until(target)
 
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A

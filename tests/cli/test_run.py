@@ -58,7 +58,7 @@ def test_overrides_change_the_result_and_are_recorded(tmp_path):
     manifest = json.loads((tmp_path / "fast" / "manifest.json").read_text())
     assert manifest["overrides"] == ["die.hbm.bandwidth=3.2 TB/s"]
     config = (tmp_path / "fast" / "config.yaml").read_text()  # the config as simulated, the override applied
-    assert "    bandwidth: 3.2 TB/s  # --set die.hbm.bandwidth=3.2 TB/s\n" in config
+    assert "    bandwidth: 3.2 TB/s  # --set die.hbm.bandwidth=3.2 TB/s  [your value]\n" in config
     assert load_config(tmp_path / "fast" / "config.yaml").sha256 == manifest["config_sha256"]  # it runs again as it was
 
 
@@ -688,3 +688,28 @@ def test_a_closed_stdout_ends_only_the_printing_and_the_run_folder_is_written(tm
     assert run.wait(timeout=120) == 0, stderr
     assert stderr == "" and json.loads((tmp_path / "x" / "manifest.json").read_text())["status"] == "ok"
     assert not (tmp_path / "x.failed").exists() and temporaries(tmp_path) == []
+
+
+def test_races_error_names_the_racing_access_not_the_synchronisation(tmp_path):
+    """--races error in a PyPTO program: the all-gather without its waits; the report names both
+    accesses' lines, and the CLI points at the access that races (a shmem op of the kernel's file),
+    not at the workload's npusim.synchronize() that ran the simulation."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    workload = tmp_path / "racy.py"
+    workload.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(examples)!r})\n"
+        "import numpy as np, npusim\n"
+        "from shmem_allgather import allgather_kernel\n"
+        "xs = [npusim.tensor(np.ones((8, 64), np.float16), device=pe) for pe in range(2)]\n"
+        "outs = [npusim.zeros((16, 64), np.float16, device=pe) for pe in range(2)]\n"
+        "npusim.launch(allgather_kernel, 2, args=lambda pe: (xs[pe], outs[pe], 'world', 2, 8, 8, False))\n"
+        "npusim.synchronize()\n"
+    )
+    run = npusim("run", "-c", "a2", workload, "--races", "error", "--trace", "none", "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 1
+    assert "data race on shmem tensor #0" in run.stderr and "shmem_allgather.py:" in run.stderr
+    at = re.search(r"^\s+at (\S+):(\d+) in allgather_kernel: (.*)$", run.stderr, re.M)
+    assert at, run.stderr
+    assert at.group(1).endswith("shmem_allgather.py") and ("shmem_put" in at.group(3) or "shmem_load" in at.group(3))
+    assert "racy.py:8" not in run.stderr

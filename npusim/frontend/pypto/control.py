@@ -26,6 +26,7 @@ device-valued scalar: the build waits until the device has read it (``ControlRea
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import inspect
 from collections.abc import Callable, Iterator
@@ -77,7 +78,7 @@ class JitKernel:
         self.options = options
         self.__name__ = getattr(function, "__name__", "kernel")
         self.__doc__ = function.__doc__
-        self._signature = inspect.signature(function)
+        self._signature = _signature(function)
         functools.update_wrapper(self, function)
 
     def __call__(self, *args, **kwargs):
@@ -104,6 +105,15 @@ class JitKernel:
 
     def __repr__(self) -> str:
         return f"<pypto jit kernel {self.__name__}>"
+
+
+def _signature(function: Callable) -> inspect.Signature:
+    """The function's signature with its annotations evaluated (a module with ``from __future__
+    import annotations`` keeps them as strings); as written when they cannot be evaluated."""
+    try:
+        return inspect.signature(function, eval_str=True)
+    except Exception:  # noqa: BLE001 - an annotation that does not evaluate is only not checked
+        return inspect.signature(function)
 
 
 def jit(function: Callable | None = None, *, new_ir: bool = True, create_new_logical_tensor: bool = False, **options):
@@ -251,6 +261,18 @@ def is_loop_end(index) -> SymbolicScalar:
 
 
 # -- compiler hints ---------------------------------------------------------------------------------------
+
+
+class CompStage(enum.Enum):
+    """``pypto.CompStage``: where the framework's compiler stops (``host_options={"compile_stage": ...}``,
+    config.py); a hint here: npusim builds and runs the kernel whatever the stage."""
+
+    ALL_COMPLETE = 0
+    TENSOR_GRAPH = 1
+    TILE_GRAPH = 2
+    EXECUTE_GRAPH = 3
+    CODEGEN_INSTRUCTION = 4
+    CODEGEN_BINARY = 5
 
 
 class Options:

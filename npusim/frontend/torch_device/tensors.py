@@ -107,8 +107,9 @@ def _serial(session: Session) -> int:
     return serial
 
 
-def new_tensor(shape, dtype: torch.dtype, die: int, strides=None) -> torch.Tensor:
-    """A new npu tensor in the GM of die ``die`` of the running session (zero-filled)."""
+def new_tensor(shape, dtype: torch.dtype, die: int, strides=None, *, control: bool = False) -> torch.Tensor:
+    """A new npu tensor in the GM of die ``die`` of the running session (zero-filled); ``control``:
+    its bytes are real in a timing-only run too (:func:`npusim.frontend.tensor.empty`)."""
     session = current_session()
     np_dtype = numpy_dtype(dtype, "torch.empty(device='npu')")
     shape = [int(s) for s in shape]
@@ -117,7 +118,7 @@ def new_tensor(shape, dtype: torch.dtype, die: int, strides=None) -> torch.Tenso
     strides = [int(s) for s in strides]
     elements = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides)) if all(shape) else 0
     nbytes = elements * np_dtype.itemsize
-    allocation = session.system.die(die).memory.allocate(max(nbytes, 1), f"tensor{shape}<{np_dtype}>")
+    allocation = session.system.die(die).memory.allocate(max(nbytes, 1), f"tensor{shape}<{np_dtype}>", control=control)
     pointer = _serial(session) << _SERIAL_SHIFT | die << _DIE_SHIFT | allocation.address + 1
     tensor, keep = _from_address(pointer, die, shape, strides, np_dtype)
     _allocations[pointer] = (weakref.ref(session), allocation, keep)
@@ -177,9 +178,10 @@ def values(t: torch.Tensor) -> np.ndarray:
 
 def to_torch(array: np.ndarray) -> torch.Tensor:
     """A CPU torch tensor of ``array``'s values (bfloat16 through its bits)."""
+    array = np.ascontiguousarray(array).reshape(array.shape)  # ascontiguousarray makes a 0-d array 1-d
     if array.dtype == NUMPY_DTYPES[torch.bfloat16]:
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(array))
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
