@@ -53,7 +53,7 @@ class DeviceMemory:
         """Told of each allocation of data that will hold real bytes in this process's memory (its
         size in bytes and what it is, e.g. ``tensor[4096]<float16> on die 0``) once it fits in the
         HBM and before its bytes are allocated; may raise to refuse it (the run's memory budget,
-        npusim.frontend.memory). Not of control memory, a few bytes of signals."""
+        npusim.frontend.memory). Not of control memory (signals, flags, an op's counts: a few bytes)."""
 
     def allocate(self, size_bytes: int, label: str, *, control: bool = False, window: bool = False) -> Allocation:
         """Reserve ``size_bytes`` (zero-filled when data is on); ResourceError past the HBM size.
