@@ -198,8 +198,10 @@ class DeviceEvent:
 
     def elapsed_ps(self, end: DeviceEvent) -> int:
         """Simulated time from this event to ``end``, both reached."""
+        times = []
         for which, event in (("this event", self), ("the end event", end)):
             if event.recorded is None or event.time_ps is None:
                 raise UsageError(f"elapsed_time: {which} has not been recorded and reached yet; record it and synchronise first")
-        return end.time_ps - self.time_ps
+            times.append(event.time_ps)
+        return times[1] - times[0]
 

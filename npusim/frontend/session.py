@@ -50,7 +50,7 @@ MAX_SEED = 2**32 - 1
 
 def check_seed(seed: object) -> int:
     """``seed`` when numpy's global random generator takes it; else a :class:`UsageError` saying what it takes."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) <= MAX_SEED:
         raise UsageError(f"seed {seed!r}: give a whole number from 0 to {MAX_SEED} (it seeds numpy's random generator)")
     return int(seed)
 

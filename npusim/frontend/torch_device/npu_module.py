@@ -225,7 +225,7 @@ class NPUGraph:
 
     def __init__(self) -> None:
         self.graph = CapturedGraph(current_session(), "NPUGraph")
-        self._capturing = None
+        self._capturing: contextlib.AbstractContextManager[CapturedGraph] | None = None
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
         if self._capturing is not None or self.graph.captured:
