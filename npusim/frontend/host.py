@@ -72,15 +72,22 @@ class HostThread:
 
 
 class HostProcess:
-    """One simulated host process of an SPMD program (a rank of :func:`npusim.spawn`): its host
-    thread, its current device (``torch.npu.set_device``) and the dies it has queued work on (what
-    its synchronising calls wait for)."""
+    """One simulated host process of an SPMD program (rank ``rank`` of the ``size`` ranks of one
+    :func:`npusim.spawn`): its host thread (its clock from ``start_ps``, when the program spawned
+    it), its current device (``torch.npu.set_device``), the dies it has queued work on (what its
+    synchronising calls wait for), and what other layers keep for it: ``state`` its own (its
+    torch.distributed state), ``program`` shared by the ranks of its spawn (their store and
+    communicators), as separate processes of one job share only what they set up together."""
 
-    def __init__(self, system, rank: int) -> None:
+    def __init__(self, system, rank: int, size: int = 1, program: dict | None = None, start_ps: int = 0) -> None:
         self.rank = rank
+        self.size = size
         self.host = HostThread(system)
+        self.host.now_ps = start_ps
         self.device: int | None = None
         self.dies: set[int] = set()
+        self.state: dict = {}
+        self.program: dict = program if program is not None else {}
         self.waiting: list[simpy.Event] | None = None  # what its blocked synchronising call waits for
         self.yield_control: Callable[[], None] | None = None  # set by the SPMD scheduler (npusim.frontend.ranks): gives control back until woken
 
@@ -191,8 +198,10 @@ class DeviceEvent:
 
     def elapsed_ps(self, end: DeviceEvent) -> int:
         """Simulated time from this event to ``end``, both reached."""
+        times = []
         for which, event in (("this event", self), ("the end event", end)):
             if event.recorded is None or event.time_ps is None:
                 raise UsageError(f"elapsed_time: {which} has not been recorded and reached yet; record it and synchronise first")
-        return end.time_ps - self.time_ps
+            times.append(event.time_ps)
+        return times[1] - times[0]
 

@@ -22,6 +22,10 @@ work is done go on (in rank order). A rank waiting for work that can never finis
 another rank never joins because it waits itself) is a :class:`~npusim.errors.DeadlockError` naming
 the waiting ranks. ``spawn`` returns when every rank has returned, as ``join=True`` does; an
 exception in a rank ends the program and is raised again with the rank named.
+
+Inside a session, ``torch.multiprocessing.spawn`` is this function (installed with the npu device,
+:mod:`npusim.frontend.torch_device.distributed`), with each rank's own torch.distributed state: a
+torch program's ranks run unchanged.
 """
 
 from __future__ import annotations
@@ -97,8 +101,8 @@ class _Rank:
 
 
 def spawn(fn: Callable, args: tuple = (), nprocs: int = 1, join: bool = True, daemon: bool = False, start_method: str = "spawn") -> None:
-    """Run ``fn(rank, *args)`` for ranks 0 .. ``nprocs - 1``, each as its own simulated host process
-    (see the module docstring); returns when all have returned. ``join``, ``daemon`` and
+    """Run ``fn(rank, *args)`` for ranks 0 .. ``nprocs - 1`` (at most one per die), each as its own
+    simulated host process (see the module docstring); returns when all have returned. ``join``, ``daemon`` and
     ``start_method`` are torch's; only ``join=True`` is modelled (the program waits for its ranks)."""
     session = current_session()
     if not callable(fn):
@@ -111,7 +115,13 @@ def spawn(fn: Callable, args: tuple = (), nprocs: int = 1, join: bool = True, da
         raise UsageError("npusim.spawn: join=False is not modelled; the program waits for its ranks (join=True)")
     if CURRENT_PROCESS.get() is not None:
         raise UsageError("npusim.spawn: called from inside a rank; spawn the ranks once, from the main program")
-    ranks = [_Rank(HostProcess(session.system, rank), fn, args) for rank in range(nprocs)]
+    if nprocs > session.system.die_count:
+        raise UsageError(f"npusim.spawn: nprocs={nprocs} is more than the {session.system.die_count} devices of config "
+                         f"{session.config.name!r}; each rank drives its own device: spawn at most that many, or use a config with "
+                         "more dies (--set shape.nodes=2)")
+    program: dict = {}  # what the ranks of this program share (torch.distributed's store and communicators)
+    start = session.host.now_ps  # the ranks start when the main program spawns them
+    ranks = [_Rank(HostProcess(session.system, rank, nprocs, program, start), fn, args) for rank in range(nprocs)]
 
     def reporter() -> list[str]:
         return [f"  rank {r.process.rank} waits in a synchronising call (torch.npu.synchronize, .cpu(), .item()) for its device's work"

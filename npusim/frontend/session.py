@@ -15,7 +15,6 @@ import numbers
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,7 +50,7 @@ MAX_SEED = 2**32 - 1
 
 def check_seed(seed: object) -> int:
     """``seed`` when numpy's global random generator takes it; else a :class:`UsageError` saying what it takes."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) <= MAX_SEED:
         raise UsageError(f"seed {seed!r}: give a whole number from 0 to {MAX_SEED} (it seeds numpy's random generator)")
     return int(seed)
 
@@ -92,25 +91,6 @@ class SimResult:
         """Write the Chrome/Perfetto trace of the run to ``path`` (returned)."""
         return write_chrome_trace(self.record, path, metadata={"config": self.config.name, "config_sha256": self.config.sha256,
                                                                "status": self.status, "params": self.params})
-
-
-class RankHooks:
-    """What a rank of an SPMD program (``npusim.frontend.spmd``) changes in the session it runs in:
-    its own host thread, synchronisations that wait for its own devices' work and block only it."""
-
-    host: HostThread
-
-    def wait_for(self, event: simpy.Event) -> None:
-        """Block the rank until ``event`` is processed."""
-        raise NotImplementedError
-
-    def dies(self) -> list[int]:
-        """The dies whose work the rank's synchronisations wait for."""
-        raise NotImplementedError
-
-
-rank_hooks: ContextVar[RankHooks | None] = ContextVar("npusim_rank", default=None)
-"""The rank the running thread is (None outside an SPMD program)."""
 
 
 class Session:
@@ -157,13 +137,10 @@ class Session:
 
     @property
     def host(self) -> HostThread:
-        """The host thread of the code running now: the current SPMD rank's (:func:`npusim.spawn`, or
-        torch.multiprocessing.spawn's rank in a session), else the session's own."""
+        """The host thread of the code running now: the current SPMD rank's (:func:`npusim.spawn`, which
+        torch.multiprocessing.spawn is in a session), else the session's own."""
         process = current_process()
-        if process is not None:
-            return process.host
-        hooks = rank_hooks.get()
-        return hooks.host if hooks is not None else self.main_host
+        return process.host if process is not None else self.main_host
 
     def track(self, event: simpy.Event) -> simpy.Event:
         """Count ``event`` as issued work that ``synchronize`` must wait for."""
@@ -200,24 +177,18 @@ class Session:
                 "there is nothing to wait for; move the call out of the captured region"
             )
         process = current_process()
-        hooks = rank_hooks.get()
         if until is not None:
             pending = [] if until.processed else [until]
         elif process is not None:  # a rank of npusim.spawn waits for the work of its own devices, as torch.npu.synchronize does
             dies = process.dies | {process.device or 0}
             streams = [s for s in self.system.streams + self.user_streams if s.die in dies]
             pending = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
-        elif hooks is not None:  # a rank of torch.multiprocessing.spawn (npusim.frontend.spmd): the same
-            dies = hooks.dies()
-            pending = [s.tail for s in self.system.streams + self.user_streams if s.die in dies and s.tail is not None and not s.tail.processed]
         else:
             pending = self.unfinished_work()
             self.pending = [e for e in self.pending if not e.processed]
         if pending:
             if process is not None:  # other ranks run meanwhile (npusim.frontend.ranks)
                 process.block(pending)
-            elif hooks is not None:
-                hooks.wait_for(self.env.all_of(pending))
             else:
                 self._run_until(self.env.all_of(pending))
         self.host.waited_until(int(self.env.now))
@@ -234,11 +205,6 @@ class Session:
         as :meth:`synchronize`."""
         if not event.processed:
             self._run_until(event)
-
-    def run_events(self, target: simpy.Event) -> None:
-        """Step the simulation until ``target`` is processed (errors as :meth:`synchronize`); the
-        SPMD scheduler's way to advance when every rank waits."""
-        self._run_until(target)
 
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A

@@ -155,7 +155,8 @@ def parsed(source: WorkloadSource) -> ast.Module:
 def _declarations(tree: ast.Module, folder: Path) -> tuple[dict[str, Any], bool, list[Path]]:
     """The ``param`` calls of one parsed file: the literal names with their defaults; whether every
     call's name is literal and no import is relative; the files of ``folder``'s modules it imports."""
-    modules, functions = set(), set()
+    modules: set[str] = set()
+    functions: set[str] = set()
     complete = True
     imported: list[Path] = []
     for node in ast.walk(tree):

@@ -65,9 +65,19 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+CONFIG_PROSE = ("basis", "source", "where")
+"""What the bottlenecks' ``rests_on`` entries quote of the config's lines: their comments (edited
+freely, as config.yaml's) and ``FILE:LINE`` (the checkout's path: /work/main and a worktree differ)."""
+
+
 def _summary_bytes(summary: dict) -> bytes:
-    """summary.json's content without what differs between two runs of the same inputs (the wall time)."""
+    """summary.json's content without what differs between two runs of the same inputs (the wall time,
+    the checkout's path) or with the configs' comments (:data:`CONFIG_PROSE`)."""
     kept = {key: value for key, value in summary.items() if key != "wall_time_s"}
+    bottlenecks = kept.get("bottlenecks")
+    if isinstance(bottlenecks, dict) and "rests_on" in bottlenecks:
+        entries = [{key: value for key, value in entry.items() if key not in CONFIG_PROSE} for entry in bottlenecks["rests_on"]]
+        kept["bottlenecks"] = {**bottlenecks, "rests_on": entries}
     return json.dumps(kept, sort_keys=True).encode()
 
 

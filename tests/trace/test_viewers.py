@@ -32,6 +32,7 @@ CASES = [  # (example, config, params): every example, with parameters that keep
     ("pypto_collectives.py", "a2", {"case": "reduce_scatter_bf16"}),
     ("torch_gemm.py", "a2", {"m": 64, "k": 256, "n": 96}),
     ("hccl_allreduce.py", "a2", {"mib": 1.0}),
+    ("torch_tensor_parallel.py", "a2", {"tokens": 32, "hidden": 512, "ffn": 1024}),
     ("moe_decode_layer.py", "a3", {"ep": 4, "tokens": 8, "hidden": 1024, "intermediate": 128}),
 ]
 KNOWN_DEFECTS = {"moe_decode_layer.py": "its 'read expert id' slices are mis-nested with 'read weight' ones in Perfetto: a defect of the "

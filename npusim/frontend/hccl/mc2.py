@@ -111,9 +111,8 @@ class _Plan:
         system = self.communicator.system
         problem = self.problem
         name = KERNEL_NAMES[problem.op]
-        cores = system.spec.die.cores[_cube_kind(system)].count
-        aclnn.enqueue(lambda: [matmul_kernel(name, self.die, gemms, problem.dtype, b_trans=problem.b_trans, cube_cores=cores,
-                                             system=system, op_args={"api": self.api, "ranks": problem.ranks})], system, self.die)
+        aclnn.enqueue(lambda: [matmul_kernel(name, self.die, gemms, problem.dtype, b_trans=problem.b_trans, system=system,
+                                             op_args={"api": self.api, "ranks": problem.ranks})], system, self.die)
 
     def collective(self, request: Request) -> None:
         """A tile's collective on the communicator's stream, after the tile's matmul (an all-gather

@@ -32,6 +32,7 @@ import simpy
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import clock
 from npusim.errors import OpArgumentError, UsageError
+from npusim.frontend.hccl.environment import check_environment
 from npusim.frontend.tensor import DeviceTensor
 from npusim.hw.dma import CopyPath, GmBlock, VectorCoreWrites
 from npusim.hw.memory import Allocation
@@ -96,6 +97,7 @@ class Communicator:
         self.system = system
         self.spec = system.spec
         self.hccl = hccl_spec(self.spec)
+        check_environment(self.hccl)
         series_of(self.spec)
         self.name = name
         self.index = next(_communicator_serials)

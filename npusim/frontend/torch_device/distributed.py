@@ -1,8 +1,8 @@
 """``torch.distributed`` with the ``hccl`` backend on the simulated ranks (docs/collectives.md).
 
 A torch program runs its ranks with ``torch.multiprocessing.spawn(fn, args, nprocs)``, which inside a
-session runs them as ranks of the session (:mod:`npusim.frontend.spmd`: one simulated device and host
-thread each), and calls ``dist.init_process_group("hccl", rank=rank, world_size=n)`` in each. Nothing
+session is :func:`npusim.spawn` (:mod:`npusim.frontend.ranks`: one simulated host process each, driving
+its own device), and calls ``dist.init_process_group("hccl", rank=rank, world_size=n)`` in each. Nothing
 else of the program changes. Made of torch's own extension points:
 
 - ``hccl`` is registered with ``torch.distributed.Backend.register_backend`` (the extended API, which
@@ -26,7 +26,7 @@ a rank's consecutive sends and receives run side by side (torch's batch_isend_ir
 from __future__ import annotations
 
 import contextlib
-import threading
+import itertools
 from typing import Any
 
 import torch
@@ -37,9 +37,9 @@ import torch.multiprocessing
 from npusim.errors import OpArgumentError, UsageError
 from npusim.frontend import aclnn
 from npusim.frontend.hccl.runtime import Communicator, Request
-from npusim.frontend.host import DeviceEvent
+from npusim.frontend.host import DeviceEvent, current_process
+from npusim.frontend.ranks import spawn
 from npusim.frontend.session import Session, current_session
-from npusim.frontend.spmd import current_rank, spawn
 from npusim.frontend.torch_device.npu_module import current_device
 from npusim.frontend.torch_device.tensors import device_tensor, new_tensor
 from npusim.hw.stream import Stream
@@ -96,12 +96,12 @@ class _PerRankWorld:
         object.__setattr__(self, "_outside", outside)
 
     def _state(self) -> Any:
-        rank = current_rank()
-        if rank is None:
+        process = current_process()
+        if process is None:
             return object.__getattribute__(self, "_outside")
-        state = rank.state.get("c10d")
+        state = process.state.get("c10d")
         if state is None:
-            state = rank.state["c10d"] = _RankState()
+            state = process.state["c10d"] = _RankState()
         return state
 
     def __getattr__(self, name: str) -> Any:
@@ -113,35 +113,19 @@ class _PerRankWorld:
 
 def _rank_name(name: str) -> str:
     """A group's name in torch's process-wide registry of names (C++): made the running rank's own."""
-    rank = current_rank()
-    return name if rank is None else f"{name}@npusim-rank{rank.index}-world{id(rank.world)}"
+    process = current_process()
+    if process is None:
+        return name
+    program = process.program.setdefault("c10d serial", next(_programs))
+    return f"{name}@npusim-program{program}-rank{process.rank}"
+
+
+_programs = itertools.count(1)
+"""Serials of the SPMD programs that used torch.distributed (the registry outlives a program that failed)."""
 
 
 _REGISTRY = ("_register_process_group", "_unregister_process_group", "_resolve_process_group")
-_installed: list[Any] = []
-_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _rank_worlds():
-    """c10d's state and its registry of group names per rank while the block runs (nested: the
-    outermost installs it)."""
-    with _lock:
-        first = not _installed
-        if first:
-            _installed.append((c10d._world, {name: getattr(c10d, name) for name in _REGISTRY}))
-            c10d._world = _PerRankWorld(c10d._world)
-            for name, original in _installed[0][1].items():
-                setattr(c10d, name, _per_rank_name(original))
-    try:
-        yield
-    finally:
-        if first:
-            with _lock:
-                world, registry = _installed.pop()
-                c10d._world = world
-                for name, original in registry.items():
-                    setattr(c10d, name, original)
+"""c10d's functions of its process-wide registry of group names (C++), made per rank by :func:`install`."""
 
 
 def _per_rank_name(function):
@@ -158,46 +142,44 @@ _original_init = dist.init_process_group
 
 
 def _spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-    """``torch.multiprocessing.spawn``: inside a session, the ranks of the session (module docstring);
+    """``torch.multiprocessing.spawn``: inside a session, :func:`npusim.spawn` (module docstring);
     outside one, torch's own."""
     from npusim.frontend.session import innermost_session
 
     if innermost_session() is None:
         return _original_spawn(fn, args=args, nprocs=nprocs, join=join, daemon=daemon, start_method=start_method)
-    if not join:
-        raise UsageError("torch.multiprocessing.spawn(join=False): npusim's ranks run to their end inside spawn; call it with "
-                         "join=True (the default)")
-    with _rank_worlds():
-        spawn(fn, args, nprocs)
+    spawn(fn, tuple(args), nprocs, join=join)
     return None
-
-
-_stores: dict[int, Any] = {}
 
 
 def _init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None, group_name="",
                         pg_options=None, device_id=None, **kwargs):
     """``dist.init_process_group``: in a rank, the hccl backend with the ranks' shared in-process store
     and, when not given, the rank and world size of the running program."""
-    me = current_rank()
+    me = current_process()
     if me is None:
         return _original_init(backend, init_method, timeout, world_size, rank, store, group_name, pg_options, device_id, **kwargs)
     name = str(backend).lower() if backend is not None else BACKEND
     if name != BACKEND:
         raise UsageError(f"init_process_group(backend={backend!r}): npusim simulates HCCL; use backend='hccl' (torch_npu's backend "
                          "of the npu device)")
-    size = len(me.world.ranks)
+    size = me.size
     if world_size not in (-1, size):
         raise UsageError(f"init_process_group(world_size={world_size}): the program runs {size} ranks (spawn's nprocs); pass "
                          f"world_size={size}")
-    if rank not in (-1, me.index):
-        raise UsageError(f"init_process_group(rank={rank}) is called from rank {me.index}; pass each rank its own index "
+    if rank not in (-1, me.rank):
+        raise UsageError(f"init_process_group(rank={rank}) is called from rank {me.rank}; pass each rank its own index "
                          "(spawn calls fn(rank, ...))")
+    device = current_device()
+    devices = me.program.setdefault("init devices", {})  # device -> the rank that initialised on it
+    other = devices.setdefault(device, me.rank)
+    if other != me.rank:
+        raise UsageError(f"init_process_group: ranks {other} and {me.rank} both run on npu:{device}; HCCL runs one rank per device: "
+                         "call torch.npu.set_device(rank) in each rank before init_process_group (a rank's device is npu:0 until "
+                         "it sets one)")
     if store is None:
-        store = _stores.get(id(me.world))
-        if store is None:
-            store = _stores[id(me.world)] = dist.HashStore()
-    return _original_init(BACKEND, None, timeout, size, me.index, store, group_name, pg_options, device_id, **kwargs)
+        store = me.program.setdefault("c10d store", dist.HashStore())
+    return _original_init(BACKEND, None, timeout, size, me.rank, store, group_name, pg_options, device_id, **kwargs)
 
 
 # -- the process group ----------------------------------------------------------------------------
@@ -214,20 +196,22 @@ class _Shared:
         self.comm_name = f"npusim_hccl_{self.communicator.index}_{name.replace(' ', '_')}"
 
 
-_shared: dict[tuple[int, str], _Shared] = {}
+def _groups(process) -> dict[str, _Shared]:
+    """The groups of the running program, by c10d's group name."""
+    return process.program.setdefault("hccl groups", {})
 
 
 def group_of_comm_name(name: str, api: str) -> HcclProcessGroup:
     """The running rank's group of the communicator HCCL names ``name`` (an MC2 op's ``hcom``)."""
-    rank = current_rank()
-    if rank is None:
+    process = current_process()
+    if process is None:
         raise UsageError(f"{api}: hcom={name!r}: MC2 ops run inside the ranks of a torch program (torch.multiprocessing.spawn) "
                          "with a process group of the hccl backend")
-    for (world, _), shared in _shared.items():
-        if world == id(rank.world) and shared.comm_name == name:
-            group = shared.members.get(rank.index)
+    for shared in _groups(process).values():
+        if shared.comm_name == name:
+            group = shared.members.get(process.rank)
             if group is None:
-                raise OpArgumentError(f"{api}: hcom={name!r} is a group rank {rank.index} is not a member of")
+                raise OpArgumentError(f"{api}: hcom={name!r} is a group rank {process.rank} is not a member of")
             return group
     raise OpArgumentError(f"{api}: hcom={name!r} names no communicator of this program; pass "
                           "pg._get_backend(torch.device('npu')).get_hccl_comm_name(rank) of a group of the hccl backend")
@@ -235,17 +219,17 @@ def group_of_comm_name(name: str, api: str) -> HcclProcessGroup:
 
 def _create(options, backend_options=None) -> HcclProcessGroup:
     """The creator ``register_backend`` calls in each rank for each group."""
-    rank = current_rank()
-    if rank is None:
+    process = current_process()
+    if process is None:
         raise UsageError("the hccl backend of npusim runs inside spawned ranks: start the program's ranks with "
                          "torch.multiprocessing.spawn(fn, nprocs=N) inside an npusim session (npusim run)")
     name = str(options.group_id)
-    key = (id(rank.world), name)
-    shared = _shared.get(key)
+    groups = _groups(process)
+    shared = groups.get(name)
     if shared is None:
-        shared = _shared[key] = _Shared(rank.world.session, options.group_size, "world" if name == "0" else f"group {name}")
+        shared = groups[name] = _Shared(current_session(), options.group_size, "world" if name == "0" else f"group {name}")
     group = HcclProcessGroup(options.group_rank, options.group_size, shared, list(options.global_ranks_in_group))
-    shared.members[rank.index] = group
+    shared.members[process.rank] = group
     return group
 
 
@@ -526,10 +510,13 @@ def _splits(tensor: torch.Tensor, sizes, ranks: int, what: str) -> list[int]:
 
 
 def install() -> None:
-    """Register the hccl backend and the spawn / init wrappers (idempotent)."""
+    """Register the hccl backend, the spawn / init wrappers and c10d's state per rank (idempotent)."""
     if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
         return
     dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["npu"])
+    c10d._world = _PerRankWorld(c10d._world)  # type: ignore[assignment]  # the same attributes, the running rank's
+    for name in _REGISTRY:
+        setattr(c10d, name, _per_rank_name(getattr(c10d, name)))
     torch.multiprocessing.spawn = _spawn
     dist.init_process_group = _init_process_group  # type: ignore[assignment]  # the same call, with the ranks' shared store
     c10d.init_process_group = _init_process_group  # type: ignore[assignment]

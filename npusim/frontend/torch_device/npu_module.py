@@ -14,7 +14,6 @@ from npusim.errors import GraphCaptureError, UsageError
 from npusim.frontend.graphs import CapturedGraph, capture
 from npusim.frontend.host import DeviceEvent, current_process
 from npusim.frontend.session import Session, active_system, current_session
-from npusim.frontend.spmd import current_rank
 
 DEVICE_NAMES = {"ascend910b": "Ascend910B2", "ascend910c": "Ascend910_9392"}
 """What ``torch.npu.get_device_name()`` says per product (the chip names of A2 and A3 servers)."""
@@ -68,27 +67,21 @@ def _index(device) -> int:
 
 
 def current_device() -> int:
-    """The current device of the running host process (an SPMD rank's own: :func:`npusim.spawn`, or
-    torch.multiprocessing.spawn in a session, by default its rank's), else of the session."""
+    """The current device of the running host process (an SPMD rank's own: :func:`npusim.spawn`, which
+    torch.multiprocessing.spawn is in a session; npu:0 until it sets one, as in torch), else of the session."""
     if not _running():
         return 0
     process = current_process()
     if process is not None:
         return process.device if process.device is not None else 0
-    rank = current_rank()
-    if rank is not None:
-        return rank.device if rank.device is not None else rank.index % device_count()
     return _current_device.get(id(current_session()), 0)
 
 
 def set_device(device) -> None:
     index = _index(device)
     process = current_process()
-    rank = current_rank()
     if process is not None:
         process.device = index
-    elif rank is not None:
-        rank.device = index
     else:
         _current_device[id(current_session())] = index
 
@@ -232,7 +225,7 @@ class NPUGraph:
 
     def __init__(self) -> None:
         self.graph = CapturedGraph(current_session(), "NPUGraph")
-        self._capturing = None
+        self._capturing: contextlib.AbstractContextManager[CapturedGraph] | None = None
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
         if self._capturing is not None or self.graph.captured:

@@ -20,10 +20,10 @@ estimates them from the simulated machine (:class:`Estimates`: the cube's peak a
 matmul, the path to a peer and the SDMA engines for the collective), so the cut follows the same
 rules on its numbers; the estimates are rooflines, so the cut is only as balanced as they are close.
 
-**The kernel of a tile** (:func:`matmul_kernel`): output blocks of ``BASE_BLOCK_M x BASE_BLOCK_N``
-over k steps of ``BASE_BLOCK_K`` (MC2's base blocks), spread round robin over the die's cube cores,
-each block the cube tile program of :mod:`npusim.kernels.compute.matmul` (the cube pipeline of
-torch's matmul ops, when it lands, replaces it here: one function).
+**The kernel of a tile** (:func:`matmul_kernel`): the cube pipeline of torch's matmul ops
+(:mod:`npusim.kernels.cube`) with MC2's base block (``BASE_BLOCK_M x BASE_BLOCK_N`` over k steps of
+``BASE_BLOCK_K``, ``L1_K`` of each operand per L1 chunk, L1 and L0 double buffered), its output blocks
+spread round robin over the die's cube cores, each core's blocks overlapping one another.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from npusim import isa
 from npusim.config.schema import SystemSpec
 from npusim.errors import OpArgumentError
 from npusim.isa.target import CubeTarget
-from npusim.kernels.compute.matmul import CubeTiles, MatmulTile, matmul_tile, pipeline_tiling
-from npusim.kernels.cube.pipeline import BlockViews, GemmShape
+from npusim.kernels.cube import kernel as cube
+from npusim.kernels.cube.pipeline import GemmShape
+from npusim.kernels.cube.tiling import CubeSchedule, CubeTiling
 from npusim.kernels.hccl.algorithm import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from npusim.kernels.shmem.tile_ops import GmView
 
@@ -227,25 +228,12 @@ class Gemm:
     k: int
 
 
-def matmul_kernel(name: str, die: int, gemms: Sequence[Gemm], dtype: np.dtype, *, b_trans: bool, cube_cores: int, system,
-                  op_args: dict) -> isa.Kernel:
+def matmul_kernel(name: str, die: int, gemms: Sequence[Gemm], dtype: np.dtype, *, b_trans: bool, system, op_args: dict) -> isa.Kernel:
     """One launch of ``gemms`` on die ``die`` (module docstring)."""
-    kernel = isa.Kernel(name, die, system=system, op_args=op_args)
-    k = gemms[0].k
-    tiles = CubeTiles(BASE_BLOCK_M, BASE_BLOCK_M, BASE_BLOCK_K, min(L1_K, _align16(k)), min(L1_K, _align16(k)), BASE_BLOCK_N,
-                      BASE_BLOCK_N)
-    tiling = pipeline_tiling(tiles, np.dtype(dtype).itemsize, CubeTarget.of(system))
-    shape = GemmShape(np.dtype(dtype), np.dtype(dtype), False, b_trans, name=name)
-    blocks = [(gemm, MatmulTile(mo, no, min(BASE_BLOCK_M, gemm.m - mo), min(BASE_BLOCK_N, gemm.n - no), gemm.k))
-              for gemm in gemms for no in range(0, gemm.n, BASE_BLOCK_N) for mo in range(0, gemm.m, BASE_BLOCK_M)]
-    for index, (gemm, block) in enumerate(blocks):
-        program = kernel.cube_core(index % cube_cores)
-        views = BlockViews(gemm.a.shifted((block.m_offset, 0)), gemm.b.shifted((block.n_offset, 0) if b_trans else (0, block.n_offset)),
-                           gemm.out.shifted((block.m_offset, block.n_offset)))
-        with program.reused_buffers():  # the tile program drains its pipes at its end (FIXP -> SCALAR)
-            matmul_tile(program, tiling, shape, views, block)
-    return kernel
-
-
-def _align16(k: int) -> int:
-    return -(-k // 16) * 16
+    target = CubeTarget.of(system)
+    steps = min(L1_K // BASE_BLOCK_K, -(-gemms[0].k // BASE_BLOCK_K))  # k steps per L1 chunk, no more than k has
+    tiling = CubeTiling(BASE_BLOCK_M, BASE_BLOCK_N, BASE_BLOCK_K, steps, steps, 2, 2, 1)
+    tiling.check(target, np.dtype(dtype).itemsize, name)
+    shape = GemmShape(np.dtype(dtype), np.dtype(dtype), a_trans=False, b_trans=b_trans, name=name)
+    products = [cube.Gemm(g.a, g.b, g.out, g.m, g.n, g.k) for g in gemms]
+    return cube.gemm_kernel(name, die, shape, tiling, CubeSchedule(target.cores), products, system=system, op_args=op_args)

@@ -206,3 +206,29 @@ def test_spawn_outside_a_session_is_torchs_own() -> None:
     assert mp.spawn is not _original_spawn
     with pytest.raises(UsageError, match="more than the 8 devices"), npusim.session("a2"):
         mp.spawn(collectives, args=(torch.float32,), nprocs=9)
+
+
+def test_npusim_spawn_is_the_one_rank_mechanism() -> None:
+    """torch.multiprocessing.spawn in a session is npusim.spawn: a program started with either runs
+    the same collectives with the same result and the same simulated time."""
+    times = []
+    for start in (mp.spawn, npusim.spawn):
+        results.clear()
+        with npusim.session("a2") as s:
+            start(collectives, args=(torch.float32,), nprocs=WORLD)
+            s.synchronize()
+            times.append(s.now_us)
+        assert torch.equal(results[3]["sum"], torch.full((3, 5), 10.0))
+    assert times[0] == times[1] > 0
+
+
+def no_device(rank: int) -> None:
+    dist.init_process_group("hccl", rank=rank, world_size=2)
+    dist.all_reduce(torch.ones(4).npu())
+
+
+def test_ranks_left_on_npu0_are_told_to_set_their_device() -> None:
+    """A rank's current device is npu:0 until it sets one, as in torch: two ranks on one device are
+    refused, naming set_device."""
+    with pytest.raises(UsageError, match=r"ranks 0 and 1 both run on npu:0.*set_device\(rank\) in each rank"), npusim.session("a2"):
+        mp.spawn(no_device, nprocs=2)

@@ -101,7 +101,7 @@ def test_each_tiles_all_reduce_overlaps_the_next_tiles_matmul() -> None:
     fused = results[(0, "fused")][0]
     matmul, both = results[(0, "apart")]
     all_reduce = both - matmul
-    assert max(matmul, all_reduce) < fused < 0.9 * (matmul + all_reduce)  # 174.5 us against 89.3 + 120.7 (each with its host launch)
+    assert max(matmul, all_reduce) < fused < 0.9 * (matmul + all_reduce)  # 174.5 us against 104.5 + 120.7 (each with its host launch)
 
 
 def side_stream(rank: int, world: int, mode: str) -> None:
