@@ -52,6 +52,7 @@ from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa.instructions import on_recorded
 from npusim.isa.program import ProgramTemplate, Replay
+from npusim.kernels.compute.matmul import CubeTiles
 from npusim.kernels.shmem.checks import check_group_name, check_n_pes
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroupRegistry
@@ -625,7 +626,7 @@ class PeProgram:
     ops: list[OpNode] = field(default_factory=list)
     tile_shape: tuple[int, ...] | None = None
     creates: dict[str, int] = field(default_factory=dict)
-    cube_tiles: object | None = None  # set_cube_tile_shapes (a kernels.compute.matmul.CubeTiles)
+    cube_tiles: CubeTiles | None = None  # set_cube_tile_shapes
     control: ControlRead | None = None
     new_tasks: list[Task] = field(default_factory=list)
     builder: object | None = None  # a building.Builder while its kernel function runs

@@ -120,6 +120,7 @@ class Tensor:
     _read: bool  # an op has used where its data is (see ``device``)
     _device: DeviceTensor | None
     _gm_copy: Tensor | None  # a UB tile tensor: the GM copy compute ops read
+    autocast: Destination | None  # an upcast op's fp16 / bf16 result (computed in fp32 and cast down): where its fp32 value can be kept
     _unit_of: tuple[Destination, tuple[int, ...]] | None  # a view adding or dropping dims of size 1 of an op result not yet placed: its destination and shape
 
     def __new__(cls, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None):
@@ -168,6 +169,7 @@ class Tensor:
         self.host_declaration = None
         self._gm_copy = None
         self._unit_of = None
+        self.autocast = None
         return self
 
     @classmethod
@@ -500,11 +502,12 @@ class Destination:
     """Where an op's tile ops store its result (a GM device tensor), read when each tile op runs,
     so that an ``assemble`` can point it into the tensor assembled into (:meth:`Tensor.fold_into`)."""
 
-    __slots__ = ("device", "pinned")
+    __slots__ = ("device", "pinned", "exact")
 
     def __init__(self, device: DeviceTensor) -> None:
         self.device = device
         self.pinned = False  # an op has read it where it is, or an assemble has placed it
+        self.exact: DeviceTensor | None = None  # an upcast op's result: where its tile ops also store it before the cast down
 
 
 def _compute():

@@ -8,6 +8,7 @@ and the rule.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 from npusim.errors import OpArgumentError
 
@@ -57,7 +58,7 @@ CAST_PAIRS = {
 MATMUL_DTYPES = {"DT_FP16": ("DT_FP16", "DT_FP32"), "DT_BF16": ("DT_BF16", "DT_FP32"), "DT_FP32": ("DT_FP32",), "DT_INT8": ("DT_INT32",)}
 
 
-def reject(op: str, arg: str, value, rule: str) -> None:
+def reject(op: str, arg: str, value, rule: str) -> NoReturn:
     raise OpArgumentError(f"pypto.{op}: {arg}={value!r} {rule}")
 
 
