@@ -94,6 +94,8 @@ class JitKernel:
         except TypeError as error:
             raise UsageError(f"jit kernel {self.__name__}: {error}") from None
         for name, value in bound.arguments.items():
+            if isinstance(value, Tensor) and not value.name:
+                value.name = name  # the framework names a kernel's tensor arguments after its parameters
             annotation = self._signature.parameters[name].annotation
             if isinstance(annotation, TensorAnnotation):
                 if not isinstance(value, Tensor):

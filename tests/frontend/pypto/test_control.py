@@ -92,6 +92,20 @@ def test_jit_checks_arguments_against_its_annotations():
         _run(annotated, 3, out_shape=(4, 8))
 
 
+def test_a_kernels_tensor_arguments_are_named_after_its_parameters():
+    """test_compile_pipeline.py's assemble_kernel asserts ``a.name == "a"`` on a torch argument."""
+    names = []
+
+    @pypto.frontend.jit
+    def named(a, out):
+        names.extend([a.name, out.name])
+        pypto.set_vec_tile_shapes(4, 8)
+        out[:] = a
+
+    _run(named, X, out_shape=(4, 8))
+    assert names == ["a", "out"]
+
+
 @pytest.mark.parametrize("args, expected", [((4,), [0, 1, 2, 3]), ((1, 7, 2), [1, 3, 5]), ((5, 1, -2), [5, 3]), ((2, 2), [])])
 def test_loop_ranges_are_pythons(args, expected):
     assert [int(i) for i in pypto.loop(*args)] == expected
