@@ -166,8 +166,7 @@ def test_npu_quant_scatter_of_views_equals_it_on_contiguous_copies(layout, targe
         torch_npu.npu_quant_scatter_(TARGETS[target](device), indices, npu_updates, scales)
         fresh = torch_npu.npu_quant_scatter(TARGETS[target](cache.npu()), indices, npu_updates, scales).cpu()
         reference = TARGETS[target](cache.npu()).contiguous()
-        # indices from the host: the simulator reads them at the call, before a queued .contiguous() would have run
-        torch_npu.npu_quant_scatter_(reference, torch.tensor([2, 6], dtype=torch.int32).npu(), npu_updates.contiguous(), scales.contiguous())
+        torch_npu.npu_quant_scatter_(reference, indices.contiguous(), npu_updates.contiguous(), scales.contiguous())
         got, expected_rows = device.cpu(), reference.cpu()
     expected = cache.clone()
     TARGETS[target](expected).copy_(expected_rows)
