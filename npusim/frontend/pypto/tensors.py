@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from npusim.errors import OpArgumentError, UsageError, WorkloadError
 from npusim.kernels.shmem.dtypes import DataType, StatusType, TileOpFormat
 from npusim.kernels.shmem.tiling import Region
@@ -93,6 +95,11 @@ class TensorAnnotation:
     def __repr__(self) -> str:
         dims = ", ".join("..." if s is Ellipsis else repr(s) for s in self.shape)
         return f"pypto.Tensor([{dims}], {self.dtype.name if self.dtype else 'any dtype'})"
+
+
+def _is_number(value) -> bool:
+    """A Python or numpy number (not a bool: ``x == True`` is not the framework's comparison)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def _is_symbolic(value) -> bool:
@@ -470,7 +477,16 @@ class Tensor:
     def __ge__(self, other): return _op("ge")(self, other)
     # a += b makes a name the new result, as the framework's in-place operators do
     __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
-    # == and != stay identity (tensors are dict keys and list members here); use pypto.eq / pypto.ne
+    # == and != with a number compare elementwise (test_tensor_operators.py: y.move(x == 0.5)); between
+    # tensors they stay identity (tensors are dict keys and list members here): use pypto.eq / pypto.ne
+
+    def __eq__(self, other):
+        return _op("eq")(self, other) if _is_number(other) else NotImplemented
+
+    def __ne__(self, other):
+        return _op("ne")(self, other) if _is_number(other) else NotImplemented
+
+    __hash__ = object.__hash__
 
     def assemble(self, input: Tensor, offsets) -> None:
         """``t.assemble(input, offsets)``: ``pypto.assemble(input, offsets, t)``."""

@@ -248,6 +248,23 @@ def test_remainder_of_ints_and_of_a_number_by_a_tensor(dtype):
     np.testing.assert_array_equal(_run(lambda x: pypto.remainder(3.2, x), y), np.remainder(np.float32(3.2), y))
 
 
+def test_equality_with_a_number_is_elementwise_and_between_tensors_identity():
+    """test_tensor_operators.py: y.move(x == 0.5) and x != 0.5 are pypto.eq / pypto.ne; two tensors
+    compare by identity (tensors are dict keys and list members), and stay hashable."""
+    x = np.arange(64, dtype=np.float32).reshape(4, 16) / 2
+    np.testing.assert_array_equal(_run(lambda a: a == 0.5, x, out_dtype=np.bool_), x == 0.5)
+    np.testing.assert_array_equal(_run(lambda a: a != 3, x, out_dtype=np.bool_), x != 3)
+    seen = []
+
+    def body(a):
+        b = a + 1.0
+        seen.extend([a == a, a == b, a != b, len({a, b})])
+        return b
+
+    _run(body, x)
+    assert seen == [True, False, True, 2]
+
+
 def test_the_frameworks_error_classes_and_unheld_types():
     """``except pypto.error.FeError`` catches npusim's errors (test_annotation_check.py); the
     annotation check says "does not match the shape / dtype" (test_function_kernel.py); DT_FP8 ... exist as
