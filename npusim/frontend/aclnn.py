@@ -249,7 +249,7 @@ def _queued_work_done(system, die: int) -> None:
     simulation runs ahead, as for a PyPTO kernel that reads a device value while it is built. Work
     of other streams is not waited for: a change it makes is still refused at the kernel's start."""
     session = session_of(system)
-    if session.capture is not None:
+    if session is None or session.capture is not None:
         return
     tail = session.stream(die).tail
     if tail is not None:
