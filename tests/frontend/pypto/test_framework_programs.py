@@ -40,13 +40,17 @@ def _amin_function(input_shape=(8, 8), view_shape=(4, 8), tile_shape=(4, 8)):
     return input_tensor, dst_tensor
 
 
+@pytest.mark.parametrize("flat", [False, True])
 @pytest.mark.parametrize("rows", [8, 11])
-def test_a_function_recorded_on_the_host_runs_once_on_cpu_data(rows):
+def test_a_function_recorded_on_the_host_runs_once_on_cpu_data(rows, flat):
+    """flat: the data of each parameter as a 1-D tensor of its elements in row-major order, as
+    pto_test_case_runner.py passes it (the framework copies bytes; the shapes need not be the same)."""
     a = torch.from_numpy(np.random.default_rng(rows).normal(size=(rows, 8)).astype(np.float32))
     b = torch.zeros(rows)
     with npusim.session("a2"):
         _amin_function((rows, 8))
-        pypto.runtime._device_run_once_data_from_host(pypto.from_torch(a, "a_tensor"), pypto.from_torch(b, "b_tensor"))
+        given = a.reshape(-1) if flat else a
+        pypto.runtime._device_run_once_data_from_host(pypto.from_torch(given, "a_tensor"), pypto.from_torch(b, "b_tensor"))
         pypto.runtime._device_fini()
         with pytest.raises(UsageError, match="has run; a recorded function runs once"):
             pypto.runtime._device_run_once_data_from_host(pypto.from_torch(a), pypto.from_torch(b))
@@ -60,8 +64,10 @@ def test_host_data_mismatches_are_clear_errors():
         _amin_function()
         with pytest.raises(OpArgumentError, match="1 tensors given, but function 'MAIN' takes 2"):
             pypto.runtime._device_run_once_data_from_host(pypto.from_torch(torch.zeros(8, 8)))
-        with pytest.raises(OpArgumentError, match="argument 1 .* does not match parameter 1"):
+        with pytest.raises(OpArgumentError, match="argument 1 .* does not match parameter 1 .* the numbers of elements must be the same"):
             pypto.runtime._device_run_once_data_from_host(pypto.from_torch(torch.zeros(8, 8)), pypto.from_torch(torch.zeros(4)))
+        with pytest.raises(OpArgumentError, match="argument 0 .* does not match parameter 0 .* the dtypes"):
+            pypto.runtime._device_run_once_data_from_host(pypto.from_torch(torch.zeros(64, dtype=torch.float16)), pypto.from_torch(torch.zeros(8)))
         with pytest.raises(OpArgumentError, match="takes pypto.from_torch"):
             pypto.runtime._device_run_once_data_from_host(np.zeros((8, 8)), np.zeros(8))
 
