@@ -122,6 +122,7 @@ def function(name: str, *args: Any) -> Iterator[RecordedFunction]:
     declared = [a for a in args if isinstance(a, (Tensor, TensorAnnotation))]
     die = _current_die()
     launch = ShmemLaunch(system, name, [die], system.race_check)
+    launch.awaiting_host_data = True  # a device value read while it builds has no data yet: an error, not the GM's zeros
     program = launch.programs[0]
     parameters = []
     for index, value in enumerate(declared):

@@ -404,3 +404,17 @@ def test_a_chain_of_fp16_or_bf16_ops_rounds_once_at_its_end(dtype):
     af, bf = a.float(), b.float()
     assert torch.equal(got, (((af * (af + bf)) - bf) * bf).to(dtype))
     assert torch.equal(got_rounded, ((af + bf) + (af + bf).to(dtype).float()).to(dtype))
+
+
+def test_a_device_value_read_while_a_host_data_function_records_is_an_error_not_zero():
+    """test_page_attention.py's loop bound act_seqs[b] in a pypto.function on host tensors: its data
+    only exists when the function runs, so reading it while recording is refused (it read the
+    empty GM's 0 before: the loop ran no iteration and the output stayed zero, silently)."""
+    with npusim.session("a2"):
+        seqs = pypto.tensor([2], pypto.DT_INT32, "seqs")
+        out = pypto.tensor([4, 8], pypto.DT_FP32, "out")
+        with pytest.raises(UsageError, match=r"seqs.*\[0\]: a device-valued scalar .* recorded with pypto.function on host data has no data"):
+            with pypto.function("MAIN", seqs, out):
+                pypto.set_vec_tile_shapes(4, 8)
+                for _ in pypto.loop(0, seqs[0], 1):
+                    pypto.assemble(pypto.full([4, 8], 1.0, pypto.DT_FP32), [0, 0], out)
