@@ -70,6 +70,11 @@ class WallTimeError(WorkloadError):
     """A run went past its wall-clock limit (a sweep's ``--point-timeout``)."""
 
 
+class OutOfMemoryError(WorkloadError, MemoryError):
+    """The machine running npusim ran out of memory while a run was built (says where: the PyPTO
+    loop and iteration); the run's objects are freed, so the process can go on."""
+
+
 class NoProgressError(WorkloadError):
     """The simulation processed a bounded number of events without simulated time advancing (work
     that loops in zero time)."""

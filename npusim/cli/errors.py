@@ -27,7 +27,16 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C so that every clean-up runs (:func:`stoppable`)."""
 
 
+def npusim_error(error: BaseException) -> BaseException:
+    """``error``, or the npusim error it wraps: a library that catches what code it called raised
+    and raises its own error holding it (torch's BackendCompilerFailed keeps what a torch.compile
+    backend raised as ``inner_exception``) is reported as npusim's error."""
+    inner = getattr(error, "inner_exception", None)
+    return inner if isinstance(inner, NpusimError) else error
+
+
 def exit_code_for(error: BaseException) -> int:
+    error = npusim_error(error)
     if isinstance(error, Terminated):
         return EXIT_TERMINATED
     if isinstance(error, KeyboardInterrupt):
@@ -41,6 +50,8 @@ def report(error: BaseException, *, debug: bool, context: str = "") -> int:
         import traceback
 
         traceback.print_exception(error, file=sys.stderr)
+    frame = None if debug else user_frame(error)  # the wrapper's traceback passed through the user's code
+    error = npusim_error(error)
     kind = "error" if isinstance(error, NpusimError) else f"error ({type(error).__name__})"
     prefix = f"{context}: " if context else ""
     click.echo(f"npusim: {kind}: {prefix}{error}", err=True)
@@ -49,7 +60,7 @@ def report(error: BaseException, *, debug: bool, context: str = "") -> int:
         function = f" in {line.function}" if line.function != "<module>" else ""
         code = line.code()
         click.echo(f"        at {line}{function}{': ' + code if code else ''}", err=True)
-    elif not debug and (frame := user_frame(error)) is not None:
+    elif frame is not None:
         function = f" in {frame.name}" if frame.name != "<module>" else ""
         code = f": {frame.line.strip()}" if frame.line else ""
         click.echo(f"        at {shown(frame.filename)}:{frame.lineno}{function}{code}", err=True)

@@ -56,7 +56,7 @@ class CapturedGraph:
         for build, die in self.items:
             launch = launches.get(die)
             if launch is None:
-                launch = launches[die] = host.issue(die, f"{self.name} replay", host.graph_launch_ps, {"kernel launches": per_die[die]})
+                launch = launches[die] = host.issue(die, f"{self.name} replay", host.graph_replay(), {"kernel launches": per_die[die]})
             if isinstance(build, CapturedCall):
                 launch.gate(session.system.stream(die))
                 build.start()

@@ -157,13 +157,15 @@ def core_races(core: str, instructions: Sequence[Any], gm_accesses: list | None 
     gm_first: dict[Allocation, tuple[int, int]] = {}  # allocation -> (its number, the first offset of it seen)
     for instruction in instructions:
         step = instruction.step
-        sync = instruction.key if step in (SET_FLAG, WAIT_FLAG) else tuple(instruction.targets) if step == _WAITING else None
+        sync = instruction.key if step in (SET_FLAG, WAIT_FLAG) else tuple(instruction.targets) if isinstance(instruction, PipeBarrierAll) else None
         entries = instruction.footprint()
         if not entries:
             shape.append((instruction.pipe, step, instruction.s_dep, sync))
             continue
         if instruction.control:  # signals in GM are polled by design: not checked
             entries = tuple(entry for entry in entries if not isinstance(entry[0], Allocation))
+        else:  # nor communication windows, read after peers' flags
+            entries = tuple(entry for entry in entries if not (isinstance(entry[0], Allocation) and entry[0].window))
         footprints[id(instruction)] = entries
         pipe = int(instruction.pipe)
         relative = []

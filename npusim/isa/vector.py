@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import ml_dtypes
 import numpy as np
+
+from npusim import formats
 
 BINARY = {
     "add": np.add,
@@ -66,54 +67,15 @@ ARG_REDUCE = {"reduce_argmax": np.argmax, "reduce_argmin": np.argmin}
 """Row reductions to an index: ``dst[r]`` = the first position of the row's largest (smallest)
 value, a NaN counting as the largest (torch's and numpy's rule), written in ``dst``'s dtype."""
 
-ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "rint": np.rint,  # round half to even (CAST_RINT)
-    "round": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),  # half away from zero (CAST_ROUND)
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "trunc": np.trunc,
-    "odd": lambda x: _round_to_odd(x),  # CAST_ODD: inexact results get an odd last digit (von Neumann)
-}
+ROUNDING = formats.ROUNDING
+"""The conversions' rounding modes (:data:`npusim.formats.ROUNDING`)."""
+HIFLOAT8_ROUNDING = ("round", "hybrid")
+"""The modes a conversion to hifloat8 takes (Ascend C: CAST_ROUND, CAST_HYBRID)."""
+ROUNDING_NAMES = (*ROUNDING, "hybrid")
+"""Every rounding an instruction may name (``hybrid`` only on a conversion to hifloat8)."""
 
 KINDS = (tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(MATH) + tuple(MATH_BINARY) + tuple(BITWISE) + tuple(PREDICATE)
          + tuple(COMPARE) + tuple(REDUCE) + tuple(ARG_REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot", "select"))
-
-# float formats as (mantissa bits with the implicit one, smallest normal exponent, largest exponent)
-_FORMATS = {np.dtype(np.float16): (11, -14, 15), np.dtype(ml_dtypes.bfloat16): (8, -126, 127), np.dtype(np.float32): (24, -126, 127)}
-
-
-def _round_to_odd(x: np.ndarray) -> np.ndarray:
-    truncated = np.trunc(x)
-    inexact = truncated != x
-    odd = np.where(np.fmod(np.abs(truncated), 2) == 0, truncated + np.sign(x), truncated)
-    return np.where(inexact, odd, truncated)
-
-
-def round_float(values: np.ndarray, dtype: np.dtype, rounding: str) -> np.ndarray:
-    """``values`` (exactly representable in float64) rounded to the float format ``dtype`` with
-    ``rounding``, bit-exactly: the value is scaled so that the target's last mantissa digit has
-    weight 1 (subnormals keep the smallest normal exponent's weight), rounded to an integer there,
-    scaled back. Past the largest finite value: RINT / ROUND / CEIL (upwards) / FLOOR (downwards)
-    give infinity, TRUNC / ODD / the other directed mode the largest finite value."""
-    dtype = np.dtype(dtype)
-    digits, emin, emax = _FORMATS[dtype]
-    x = np.asarray(values, np.float64)
-    finite = np.isfinite(x) & (x != 0)
-    with np.errstate(all="ignore"):
-        exponent = np.floor(np.log2(np.abs(np.where(finite, x, 1.0))))
-        exponent = np.maximum(exponent, emin)
-        quantum = np.exp2(exponent - (digits - 1))
-        scaled = np.where(finite, x / quantum, 0.0)
-        # log2 may be off by one next to a power of two: keep the scaled value inside [2^(p-1), 2^p)
-        high = np.abs(scaled) >= 2.0 ** digits
-        quantum = np.where(high, quantum * 2, quantum)
-        scaled = np.where(high, scaled / 2, scaled)
-        rounded = ROUNDING[rounding](scaled) * quantum
-    largest = (2.0 - 2.0 ** (1 - digits)) * 2.0 ** emax
-    to_inf = {"rint": (True, True), "round": (True, True), "ceil": (True, False), "floor": (False, True)}.get(rounding, (False, False))
-    rounded = np.where(rounded > largest, np.inf if to_inf[0] else largest, rounded)
-    rounded = np.where(rounded < -largest, -np.inf if to_inf[1] else -largest, rounded)
-    return np.where(finite, rounded, x).astype(dtype)
 
 
 def elements_per_repeat(repeat_bytes: int, *dtypes: np.dtype) -> int:
@@ -129,8 +91,14 @@ def elements_per_repeat(repeat_bytes: int, *dtypes: np.dtype) -> int:
 def cast(values: np.ndarray, dtype: np.dtype, rounding: str, saturate: bool = True) -> np.ndarray:
     """Convert ``values`` to ``dtype``: to an integer type with ``rounding`` and saturation (an
     integer source narrower-cast with ``saturate=False`` wraps instead); to a narrower float format
-    (or an integer to a float) with ``rounding`` (:func:`round_float`); widening is exact."""
+    (or an integer to a float) with ``rounding`` (:func:`npusim.formats.round_to_format`); to an
+    8-bit float (float8_e4m3fn, float8_e5m2, hifloat8) with ``rounding`` and saturation to its
+    largest finite value (the Ascend 950's SatMode::SAT with the overflow mode set to saturate, as
+    its quantising kernels run it; ``saturate=False``: overflow to infinity or NaN); from hifloat8
+    through its exact values; widening is exact."""
     dtype = np.dtype(dtype)
+    if values.dtype == formats.HIFLOAT8:
+        values = formats.hifloat8_values(values)
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         if np.issubdtype(values.dtype, np.integer):
@@ -141,9 +109,12 @@ def cast(values: np.ndarray, dtype: np.dtype, rounding: str, saturate: bool = Tr
             wide = ROUNDING[rounding](values.astype(np.float64))
             wide = np.nan_to_num(wide, nan=0.0, posinf=info.max, neginf=info.min)
         return np.clip(wide, info.min, info.max).astype(dtype)
-    if dtype in _FORMATS and values.dtype != dtype and not (values.dtype in _FORMATS and _FORMATS[values.dtype][0] <= _FORMATS[dtype][0]
-                                                           and _FORMATS[values.dtype][1] >= _FORMATS[dtype][1]):
-        return round_float(values.astype(np.float64), dtype, rounding)
+    if dtype in formats.FLOAT8_DTYPES:
+        return formats.convert(values, dtype, rounding, saturate)
+    table = formats.FLOAT_FORMATS
+    if dtype in table and values.dtype != dtype and not (values.dtype in table and table[values.dtype].digits <= table[dtype].digits
+                                                         and table[values.dtype].emin >= table[dtype].emin):
+        return formats.round_to_format(values.astype(np.float64), dtype, rounding)
     return values.astype(dtype)
 
 

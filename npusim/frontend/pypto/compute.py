@@ -21,13 +21,14 @@ import numpy as np
 from npusim import isa
 from npusim.errors import ResourceError
 from npusim.frontend.pypto.ops import _LAST_TILES, _cube_tuple, _gm, _on_pe
-from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, current_program
+from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, ProgramPiece, current_program
 from npusim.frontend.pypto.symbolic import SymbolicScalar
-from npusim.frontend.pypto.tensors import Destination, Tensor, regions_meet
+from npusim.frontend.pypto.tensors import Destination, Tensor
 from npusim.frontend.tensor import DeviceTensor, empty
+from npusim.isa.target import CubeTarget
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
-from npusim.kernels.compute.matmul import CubeTiles, capacity_needs, matmul_tile, matmul_tiles
+from npusim.kernels.compute.matmul import CubeTiles, capacity_needs, matmul_tile, matmul_tiles, pipeline_tiling
 from npusim.kernels.compute.modes import CastMode, PrecisionType, SaturationMode
 from npusim.kernels.compute.vector_tiles import (
     Operand,
@@ -39,6 +40,7 @@ from npusim.kernels.compute.vector_tiles import (
     reduce_tile,
     transpose_tile,
 )
+from npusim.kernels.cube.pipeline import BlockViews, GemmShape
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tile_ops import ADDRESS_SCALAR_INSTRUCTIONS, GmView
 from npusim.kernels.shmem.tiling import Region, Tile, tile_grid
@@ -114,11 +116,14 @@ def _empty_program(p) -> None:
 
 
 def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Callable, reads: Callable, *, unit: str = "vector",
-                  shape: Sequence[int], dtype: DataType, record: dict | None = None):
+                  shape: Sequence[int], dtype: DataType, record: dict | None = None, piece: Callable | None = None):
     """One tile op per tile: ``build(p, tile)`` appends its program, ``reads(tile)`` lists the
-    (tensor, region) it reads. The first tile's program is built once now, so that a tile that does
-    not fit the core's buffers fails before anything runs. Returns (tasks, result device tensor)."""
-    destination = Destination(empty(tuple(shape), dtype.numpy, device=program.die))
+    (tensor, region) it reads; ``piece(tile, device)``, if given, makes a tile's program a
+    :class:`ProgramPiece` instead (reused for the tiles of the same shape; given the
+    :class:`Destination`, read when the tile op runs). The first tile's program
+    is built once now, so that a tile that does not fit the core's buffers fails before anything
+    runs. Returns (tasks, result device tensor)."""
+    destination = Destination(empty(tuple(shape), dtype.numpy, device=program.die))  # an assemble may point it elsewhere before the tile ops run
     node = program.op(op, shape=list(shape), tiles=len(tiles), **(record or {}))
     _dry_build(op, program, tiles[0], build, program.launch.core_kinds[unit], destination.device)
     for tile in tiles:
@@ -128,7 +133,7 @@ def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Cal
             else:
                 _empty_program(p)
 
-        task = CoreTask(node, tile.index, run, unit)
+        task = CoreTask(node, tile.index, piece(tile, destination) if piece is not None else run, unit)
         for tensor, region in reads(tile):
             task.depend_on(tensor.tasks_for(region))
         node.tasks.append(task)
@@ -626,11 +631,11 @@ def _reshape_valid_part(program: PeProgram, x: Tensor, new: tuple[int, ...], val
     placed = target[tuple(slice(0, v) for v in valid)]
     options = [(tuple(x.valid_shape), source, _as_shape(placed, x.valid_shape)), (valid, _as_shape(source, valid), placed)]
     options.sort(key=lambda option: len(option[0]) != len(program.tile_shape or ()))
-    chosen = next((option for option in options if option[1] is not None and option[2] is not None), None)
-    if chosen is None:
+    usable = [option for option in options if option[1] is not None and option[2] is not None]
+    if not usable:
         reject(op, "valid_shape", list(valid), f"the valid part {list(x.valid_shape)} of the input and the result's {list(valid)} "
                "are not views of one shape in GM (a reshape copy of this layout is not modelled)")
-    shape, read, write = chosen
+    shape, read, write = usable[0]
     if math.prod(shape) == 0:
         return Tensor.make(program, "GM", new, x.dtype, device=target, valid_shape=valid, writes=[])
     given = Tensor.make(program, "GM", shape, x.dtype, device=read, valid_shape=shape, writes=[(task, None) for task in x.tasks_for(None)])
@@ -818,9 +823,8 @@ def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor, *, op: str = "
         task = CoreTask(node, tile.index, run)
         written = Region(tuple(o + a + t for o, a, t in zip(out.origin, offsets, tile.offset)), tile.valid_shape)
         task.depend_on(input.tasks_for(Region(tile.offset, tile.valid_shape)))
-        task.depend_on([t for t, region in out.writes if region is None or regions_meet(region, written)])
+        out.writes.write(task, written)
         node.tasks.append(task)
-        out.writes.append((task, written))
 
 
 def read_element(tensor: Tensor, index: Sequence) -> SymbolicScalar:
@@ -961,6 +965,8 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
     ones = (1,) * len(batch)
     tile_objects = [Tile(i, (*index, t.m_offset, t.n_offset), (*ones, t.m, t.n), (*ones, t.m, t.n))
                     for i, (index, t) in enumerate((index, t) for index in batches for t in out_tiles)]
+    tiling = pipeline_tiling(tiles, item, CubeTarget.of(launch.system))
+    shape_of = GemmShape(a.dtype.numpy, out_dtype.numpy, a_trans, b_trans, name=op)
 
     def matrix(view: GmView, index: tuple[int, ...]) -> GmView:
         """Matrix ``index`` of a batch (the last two dims)."""
@@ -973,11 +979,27 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
         own = index[len(index) - len(lead):] if lead else ()
         return tuple(i if size != 1 else 0 for i, size in zip(own, lead))
 
+    def piece(tile, destination) -> ProgramPiece:
+        """The tile op's program as a reusable piece: built once per tile shape (and strides), replayed
+        on the others' addresses; its output is where ``destination`` points when the tile op runs."""
+        index, t = tile.offset[:-2], out_tiles[tile.index % len(out_tiles)]
+
+        def gm():
+            device = destination.device
+            out = GmView(device.allocation, device.offset_bytes, device.strides)
+            a_at = matrix(a_view, operand_index(a, index)).shifted((0, t.m_offset) if a_trans else (t.m_offset, 0))
+            b_at = matrix(b_view, operand_index(b, index)).shifted((t.n_offset, 0) if b_trans else (0, t.n_offset))
+            return a_at, b_at, matrix(out, index).shifted((t.m_offset, t.n_offset))
+
+        def build(p, _loaded, a_at, b_at, c_at):
+            matmul_tile(p, tiling, shape_of, BlockViews(a_at, b_at, c_at), t)
+            return None, ()
+
+        return ProgramPiece((op, t.m, t.n, shape_of, tiling), gm, build)
+
     def build(p, tile, device):
-        index = tile.offset[:-2]
-        out = GmView(device.allocation, device.offset_bytes, device.strides)
-        matmul_tile(p, matrix(a_view, operand_index(a, index)), matrix(b_view, operand_index(b, index)), matrix(out, index),
-                    out_tiles[tile.index % len(out_tiles)], tiles, a.dtype.numpy, out_dtype.numpy, a_trans=a_trans, b_trans=b_trans, name=op)
+        made = piece(tile, Destination(device))
+        made.build(p, None, *made.gm())
 
     def reads(tile):
         index, t = tile.offset[:-2], out_tiles[tile.index % len(out_tiles)]
@@ -989,7 +1011,7 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
 
     shape = (*batch, m_size, n_size)
     tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=shape, dtype=out_dtype,
-                          record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)})
+                          record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)}, piece=piece)
     return _result(program, shape, out_dtype, (*batch, m, n), tasks, tile_objects)
 
 

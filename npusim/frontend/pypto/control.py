@@ -25,14 +25,16 @@ device-valued scalar: the build waits until the device has read it (``ControlRea
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import inspect
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from npusim.errors import OpArgumentError, UsageError
-from npusim.frontend.pypto.runtime import building_program
+from npusim.frontend.pypto.runtime import RunningLoop, building_program
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Tensor, TensorAnnotation
 from npusim.frontend.session import innermost_session
@@ -180,12 +182,49 @@ class LoopIndex(SymbolicScalar):
         self.loop_end = end
 
 
+@contextlib.contextmanager
+def _running(kwargs: dict, start: int, stop: int, step: int) -> Iterator[RunningLoop | None]:
+    """The loop as its PE's kernel function runs it (:class:`RunningLoop`, None outside a kernel):
+    known while it runs, for the messages of a build stopped inside it (the wall-clock limit, memory)."""
+    program = building_program()
+    if program is None:
+        yield None
+        return
+    caller = inspect.currentframe()
+    for _ in range(3):  # this function, contextlib's __enter__, the loop generator: then the kernel function's frame
+        caller = caller.f_back if caller is not None else None
+    written_at = f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}" if caller is not None else "?"
+    running = RunningLoop(str(kwargs.get("name") or ""), written_at, start, stop, step)
+    program.loops.append(running)
+    program.left = None
+    try:
+        yield running
+    except GeneratorExit:  # left before its end: a break, or an error raised in its body (the innermost loop is closed first)
+        if program.left is None:
+            program.left = running
+        raise
+    finally:
+        program.loops.remove(running)
+
+
+def _iteration(running: RunningLoop | None, index: int) -> None:
+    """Note the iteration a loop in a kernel function begins, and look at the wall clock."""
+    if running is not None:
+        running.index = index
+        program = building_program()
+        if program is not None:
+            program.left = None
+            program.look()
+
+
 def loop(*args, **kwargs) -> Iterator[SymbolicScalar]:
     """``pypto.loop``: the body once per iteration (module docstring)."""
     start, stop, step = _loop_range(args, kwargs, "loop")
     last = start + ((stop - start - (1 if step > 0 else -1)) // step) * step if (stop - start) * step > 0 else start
-    for index in range(start, stop, step):
-        yield LoopIndex(index, start, last)
+    with _running(kwargs, start, stop, step) as running:
+        for index in range(start, stop, step):
+            _iteration(running, index)
+            yield LoopIndex(index, start, last)
 
 
 def loop_unroll(*args, unroll_list=(1,), **kwargs) -> Iterator[tuple[SymbolicScalar, int]]:
@@ -194,12 +233,14 @@ def loop_unroll(*args, unroll_list=(1,), **kwargs) -> Iterator[tuple[SymbolicSca
     start, stop, step = _loop_range(args, kwargs, "loop_unroll")
     factors = sorted(set(unroll_list) | {1}, reverse=True)
     begin = start
-    for factor in factors:
-        stride = step * factor
-        end = stop - (stop - start) % stride
-        for index in range(begin, end, stride):
-            yield LoopIndex(index, begin, end - stride), factor
-        begin = end
+    with _running(kwargs, start, stop, step) as running:
+        for factor in factors:
+            stride = step * factor
+            end = stop - (stop - start) % stride
+            for index in range(begin, end, stride):
+                _iteration(running, index)
+                yield LoopIndex(index, begin, end - stride), factor
+            begin = end
 
 
 def cond(scalar, file: str | None = None, lineno: int | None = None) -> bool:

@@ -31,7 +31,7 @@ from npusim.frontend.pypto.runtime import (
     current_program,
 )
 from npusim.frontend.pypto.symbolic import SymbolicScalar
-from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor, regions_meet
+from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor
 from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.isa.instructions import on_recorded
@@ -312,9 +312,7 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
     if input.location == "GM":
         if input.fold_into(_place(out, offsets, input.shape)):
             for task, region in input.writes:
-                written = Region(_shift(_shift(out.origin, offsets), region.offset), region.shape)
-                task.depend_on([t for t, r in out.writes if r is None or regions_meet(r, written)])
-                out.writes.append((task, written))
+                out.writes.write(task, Region(_shift(_shift(out.origin, offsets), region.offset), region.shape))
             return
         from npusim.frontend.pypto.compute import copy_into
 

@@ -41,7 +41,7 @@ import simpy
 
 from npusim import isa
 from npusim.config.products import PRODUCTS
-from npusim.errors import OpArgumentError, RaceError, UsageError, WorkloadError
+from npusim.errors import OpArgumentError, OutOfMemoryError, RaceError, UsageError, WorkloadError
 from npusim.frontend.callsite import Callsite, callsite
 from npusim.frontend.memory import BYTES_PER_TILE_OP
 from npusim.frontend.pypto.symbolic import SymbolicScalar
@@ -59,6 +59,8 @@ from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, Shme
 from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
 from npusim.kernels.shmem.tile_ops import GmView
 
+MEMORY_LOOK_OPS = 256
+"""Ops a kernel function builds between two looks at the run's memory (a look reads /proc: ~7 us, an op takes ~1 ms to build)."""
 READS_AFTER_WAIT = ("shmem_load", "shmem_get")
 """Tile ops whose wait preds get a ``wait->load`` flow: they read the data the wait guards."""
 
@@ -214,7 +216,15 @@ class Task:
     """One tile op: its op and tile index (``trace_op``: the op id its trace events carry), the
     tile ops it waits for, its happens-before bits and the shmem data it writes (:class:`RemoteWrite`). A tile op built after a device-valued scalar
     was read (:class:`ControlRead`) also waits for that read: the control flow that issues it ran
-    past the read. ``done`` once the scheduler has handled its completion (``completed``: that event)."""
+    past the read. ``linked`` once handed to its scheduler (:meth:`ShmemLaunch._link`); ``done`` once
+    the scheduler has handled its completion (``completed``: that event). Its own happens-before
+    ``bit`` is given as it starts, and only to a tile op that reads or writes shmem data (the race
+    detector compares those alone): the ``ancestors`` of a chain of other tile ops (a loop of compute
+    ops) stay empty instead of growing by a bit per tile op.
+
+    Memory: :data:`~npusim.frontend.memory.BYTES_PER_TILE_OP` once simulated; its dependencies are the writers its
+    reads and writes meet, not every earlier writer of the tensor
+    (:class:`~npusim.frontend.pypto.tensors.Writes`), so a build is linear in its tile ops."""
 
     on_core = True
     on_control = False  # a control task (ControlRead) says True; the scheduler asks each ready task, and a missing attribute is slow to ask
@@ -229,6 +239,7 @@ class Task:
         self.bit = 0
         self.ancestors = 0
         self.writes: list[RemoteWrite] = []
+        self.linked = False
         self.done = False
         self.completed = -1
         program = op.program
@@ -344,15 +355,19 @@ class CoreTask(Task):
         for accesses in self.accesses:
             for spec in accesses():
                 area, view = spec.area, spec.view
+                intervals = view.intervals(spec.shape, area.itemsize)
+                if not intervals:
+                    continue
+                if not self.bit:
+                    self.bit = launch.new_bit()
                 by = self.op if spec.by is None else spec.by
                 who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
                 if by.source is not None:
                     who += f" at {by.source}"
-                access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe),
-                                view.intervals(spec.shape, area.itemsize), self.bit, self.ancestors, env.now, source=by.source)
-                if access.intervals:
-                    launch.races.record(access)
-                    self._records.append(access)
+                access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe), intervals, self.bit,
+                                self.ancestors, env.now, source=by.source)
+                launch.races.record(access)
+                self._records.append(access)
         build = self.build
         if not isinstance(build, ProgramPiece):
             kernel, p = self._program(core)
@@ -614,6 +629,25 @@ class OpNode:
         return self.program.pe
 
 
+@dataclass
+class RunningLoop:
+    """A ``pypto.loop`` running in a kernel function: its ``name`` (as given, may be empty), where it
+    is written (``file:line``), the iteration it is at (``index``) and its range."""
+
+    name: str
+    written_at: str
+    start: int
+    stop: int
+    step: int
+    index: int | None = None
+
+    def __str__(self) -> str:
+        named = f" {self.name!r}" if self.name else ""
+        count = len(range(self.start, self.stop, self.step))
+        at = f" at iteration {len(range(self.start, self.index, self.step)) + 1:,} of {count:,}" if self.index is not None else ""
+        return f"pypto.loop{named} ({self.written_at}){at}"
+
+
 @dataclass(eq=False)
 class PeProgram:
     """What one PE's kernel function built: its ops, in call order, and its build state:
@@ -631,6 +665,9 @@ class PeProgram:
     control: ControlRead | None = None
     new_tasks: list[Task] = field(default_factory=list)
     builder: object | None = None  # a building.Builder while its kernel function runs
+    loops: list[RunningLoop] = field(default_factory=list)  # the pypto.loops its kernel function is in, innermost last
+    left: RunningLoop | None = None  # the innermost loop left before its end since the last op or iteration (a break, or an error)
+    _ops_since_memory_look: int = 0
 
     @functools.cached_property
     def ranks(self) -> GroupRanks:
@@ -649,6 +686,30 @@ class PeProgram:
                              "a jit kernel); a function recorded with pypto.function on host data has no data until it runs")
         self.builder.block(read)
 
+    def where(self, loop: RunningLoop | None = None) -> str:
+        """Where this PE's kernel function is being built (in ``loop``, else its innermost running
+        loop), for messages: ``while PE 0's kernel was built, in pypto.loop 'ROWS' (kernel.py:12) at
+        iteration 7 of 64``."""
+        loop = loop or (self.loops[-1] if self.loops else self.left)
+        return f" while PE {self.pe}'s kernel was built" + (f", in {loop}" if loop is not None else "")
+
+    def look(self) -> None:
+        """The session's limits, looked at as the kernel function builds: the wall clock at each op
+        and loop iteration, the memory every :data:`MEMORY_LOOK_OPS` ops."""
+        session = self.launch.session
+        session.check_wall_clock(self.where())
+        self._ops_since_memory_look += 1
+        if session.memory is not None and self._ops_since_memory_look >= MEMORY_LOOK_OPS:
+            self._ops_since_memory_look = 0
+            session.memory.watch_build(self.where())
+
+    def out_of_memory(self, loop: RunningLoop | None) -> OutOfMemoryError:
+        """The error of a build that ran out of memory in ``loop``: where, and how many tile ops it had built."""
+        built = sum(len(op.tasks) for op in self.ops)
+        return OutOfMemoryError(f"the machine ran out of memory{self.where(loop)}, with {built:,} tile ops built (each takes about "
+                                f"{BYTES_PER_TILE_OP >> 10} kB once simulated, docs/pypto.md); give the loop fewer iterations, or run it on a "
+                                "machine with more memory")
+
     @functools.cached_property
     def launch_record(self) -> int:
         """The trace record of this PE's kernel launch, which its ops are part of (made with the first op)."""
@@ -656,6 +717,8 @@ class PeProgram:
 
     def op(self, name: str, **args) -> OpNode:
         """A new op of this PE, with its trace record (part of the PE's launch record)."""
+        self.left = None
+        self.look()
         record = self.launch.system.recorder.op(name, self.die, part_of=self.launch_record, pe=self.pe, **args)
         node = OpNode(self, name, record, source=callsite())
         self.ops.append(node)
@@ -732,7 +795,9 @@ class ShmemLaunch:
         self.running = False  # submitted while its kernel functions still build (they read device values)
         self.awaiting_host_data = False  # a pypto.function recorded on host tensors: its parameters have no data until it runs
         self._next_bit = 0
-        self.prior_work = current_session().unfinished_work()  # issued before it: may still write its tensors
+        self.session = current_session()
+        self.prior_work = self.session.unfinished_work()  # issued before it: may still write its tensors
+        self.first_op = len(system.recorder.ops)  # the trace id of its first op
 
     @property
     def n_pes(self) -> int:
@@ -836,12 +901,17 @@ class ShmemLaunch:
                         "the same shmem tensors"
                     )
 
+    def new_bit(self) -> int:
+        """A happens-before bit no tile op of the launch has yet (see :class:`Task`)."""
+        bit = 1 << self._next_bit
+        self._next_bit += 1
+        return bit
+
     def _link(self, program: PeProgram, tasks: list[Task]) -> None:
-        """Give ``tasks`` (new tile ops of ``program``) their happens-before bits, their successors'
-        links and pending counts (predecessors already done do not count)."""
+        """Give ``tasks`` (new tile ops of ``program``) their successors' links and pending counts
+        (predecessors already done do not count)."""
         for task in tasks:
-            task.bit = 1 << self._next_bit
-            self._next_bit += 1
+            task.linked = True
             if isinstance(task, WaitTask):
                 task.locate()
             pending = 0
@@ -920,6 +990,17 @@ class ShmemLaunch:
             return
         self._link(program, tasks)
         self.schedulers[program.pe].add(tasks)
+
+    def abandon(self) -> None:
+        """The build failed before anything of it ran: drop what it made (the tile ops, their
+        programs and templates, the trace's records of its ops), so that its memory is freed even
+        while its error, and the frames that refer to this launch, are kept."""
+        for program in self.programs:
+            program.ops.clear()
+            program.new_tasks.clear()
+            program.control = None
+        self.templates.clear()
+        self.system.recorder.forget_ops(self.first_op)
 
     def close(self) -> None:
         """Every kernel function has returned: check the shmem tensors and let the schedulers end."""

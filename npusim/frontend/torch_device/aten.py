@@ -20,17 +20,24 @@
   new npu tensor. It costs no simulated time, is marked as an instant event ("host fallback") on
   the die's timeline and counted per op in the run summary, with one HostFallbackWarning per op
   and session naming the program's line. Inside a graph capture it is an error (it synchronises).
+
+Autograd is not modelled: an op on npu tensors run by a backward pass (``loss.backward()``,
+``torch.autograd.grad``) is a UsageError saying so (:func:`outside_backward`); forward ops on
+tensors that require grad run as any others (a model's parameters do).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 import weakref
+from collections.abc import Callable
 
 import torch
 import torch.utils._pytree
 
+from npusim.errors import UsageError
 from npusim.frontend import aclnn
 from npusim.frontend.callsite import callsite
 from npusim.frontend.session import Session, current_session
@@ -326,7 +333,7 @@ def unfold(self, dimension, size, step):
     return view_of(aten.unfold.default, self, dimension, size, step)
 
 
-KERNELS = {
+KERNELS: dict[str, Callable[..., object]] = {
     "empty.memory_format": empty_memory_format,
     "empty_strided": empty_strided,
     "as_strided": as_strided,
@@ -348,11 +355,30 @@ KERNELS = {
 """The aten kernels of the npu device, by overload name."""
 
 
+def outside_backward(kernel: Callable, name: str) -> Callable:
+    """``kernel`` (of the aten op ``name``, or None for the fallback: the op is its second
+    argument), refusing to run inside a backward pass: autograd on npu tensors is not modelled."""
+
+    @functools.wraps(kernel)
+    def checked(*args, **kwargs):
+        if torch._C._current_graph_task_id() >= 0:
+            op = name or str(args[1])
+            raise UsageError(f"autograd is not modelled on the npu device: the backward pass ran {op} on npu tensors; run the model under "
+                             "torch.no_grad() or torch.inference_mode() on the npu device, and compute gradients on CPU tensors "
+                             "(docs/torch.md, Limits)")
+        return kernel(*args, **kwargs)
+
+    return checked
+
+
 def register(library: torch.library.Library) -> None:
-    """Register the kernels and the refusing fallback for the PrivateUse1 ("npu") key."""
-    for name, kernel in KERNELS.items():
-        library.impl(name, kernel, "PrivateUse1")
+    """Register the kernels (these and the matrix products of :mod:`.linalg`) and the refusing
+    fallback for the PrivateUse1 ("npu") key."""
+    from npusim.frontend.torch_device import linalg
+
+    for name, kernel in {**KERNELS, **linalg.KERNELS}.items():
+        library.impl(name, outside_backward(kernel, f"aten.{name}"), "PrivateUse1")
 
 
 def register_fallback(library: torch.library.Library) -> None:
-    library.fallback(host_fallback, "PrivateUse1", with_keyset=True)
+    library.fallback(outside_backward(host_fallback, ""), "PrivateUse1", with_keyset=True)

@@ -12,8 +12,9 @@ import torch
 
 from npusim.errors import GraphCaptureError, UsageError
 from npusim.frontend.graphs import CapturedGraph, capture
-from npusim.frontend.host import DeviceEvent
+from npusim.frontend.host import DeviceEvent, current_process
 from npusim.frontend.session import Session, active_system, current_session
+from npusim.frontend.spmd import current_rank
 
 DEVICE_NAMES = {"ascend910b": "Ascend910B2", "ascend910c": "Ascend910_9392"}
 """What ``torch.npu.get_device_name()`` says per product (the chip names of A2 and A3 servers)."""
@@ -71,11 +72,29 @@ def _index(device) -> int:
 
 
 def current_device() -> int:
-    return _current_device.get(id(current_session()), 0) if _running() else 0
+    """The current device of the running host process (an SPMD rank's own: :func:`npusim.spawn`, or
+    torch.multiprocessing.spawn in a session, by default its rank's), else of the session."""
+    if not _running():
+        return 0
+    process = current_process()
+    if process is not None:
+        return process.device if process.device is not None else 0
+    rank = current_rank()
+    if rank is not None:
+        return rank.device if rank.device is not None else rank.index % device_count()
+    return _current_device.get(id(current_session()), 0)
 
 
 def set_device(device) -> None:
-    _current_device[id(current_session())] = _index(device)
+    index = _index(device)
+    process = current_process()
+    rank = current_rank()
+    if process is not None:
+        process.device = index
+    elif rank is not None:
+        rank.device = index
+    else:
+        _current_device[id(current_session())] = index
 
 
 def get_device_name(device=None) -> str:
@@ -84,7 +103,7 @@ def get_device_name(device=None) -> str:
 
 
 def synchronize(device=None) -> None:
-    """The host waits until all work issued so far has finished."""
+    """The host waits until all work issued so far has finished (an SPMD rank: the work of its own devices)."""
     current_session().synchronize()
 
 
@@ -248,6 +267,30 @@ def graph(npu_graph: NPUGraph, pool=None, stream: Stream | None = None, capture_
         npu_graph.capture_end()
 
 
+INDUCTOR_NOT_MODELLED = (
+    "torch.compile with the inductor backend (the default) is not modelled on the npu device: inductor generates Triton or C++ "
+    "kernels, which npusim cannot simulate; use backend=npusim.torchair.get_npu_backend() (torchair's graph mode, docs/torch.md), "
+    "or run the model eagerly"
+)
+
+
+class _NotModelled(type):
+    """A class every use of which (an attribute, an instance) is the UsageError of :data:`INDUCTOR_NOT_MODELLED`."""
+
+    def __getattr__(cls, name: str) -> object:
+        raise UsageError(INDUCTOR_NOT_MODELLED)
+
+    def __call__(cls, *args: object, **kwargs: object) -> object:
+        raise UsageError(INDUCTOR_NOT_MODELLED)
+
+
+class InductorCodegen(metaclass=_NotModelled):
+    """What inductor asks the PrivateUse1 backend's module for (``Scheduling``, ``PythonWrapperCodegen``,
+    ``CppWrapperCodegen``, ``WrapperFxCodegen``: torch.utils.backend_registration's custom module
+    hooks, read by ``torch._inductor.codegen.common.init_backend_registration``): its first use
+    refuses inductor for the npu device, saying what to use instead."""
+
+
 def module() -> types.ModuleType:
     """The ``torch.npu`` module object."""
     npu = types.ModuleType("torch.npu", __doc__)
@@ -256,4 +299,6 @@ def module() -> types.ModuleType:
                  "memory_allocated", "memory_reserved", "Stream", "current_stream",
                  "default_stream", "set_stream", "stream", "Event", "NPUGraph", "graph"):
         setattr(npu, name, globals()[name])
+    for name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
+        setattr(npu, name, InductorCodegen)
     return npu
