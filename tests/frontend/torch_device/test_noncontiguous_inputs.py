@@ -163,10 +163,10 @@ def test_npu_quant_scatter_of_views_equals_it_on_contiguous_copies(layout, targe
         indices = torch.tensor([5, 2, 5, 6], dtype=torch.int32).npu()[1::2]
         npu_updates = UPDATE_LAYOUTS[layout](updates.npu())
         device = cache.npu()
-        torch_npu.npu_quant_scatter_(TARGETS[target](device), indices, npu_updates, scales)
-        fresh = torch_npu.npu_quant_scatter(TARGETS[target](cache.npu()), indices, npu_updates, scales).cpu()
+        torch_npu.npu_quant_scatter_(TARGETS[target](device), indices, npu_updates, scales, axis=-2, quant_axis=-1)
+        fresh = torch_npu.npu_quant_scatter(TARGETS[target](cache.npu()), indices, npu_updates, scales, axis=-2, quant_axis=-1).cpu()
         reference = TARGETS[target](cache.npu()).contiguous()
-        torch_npu.npu_quant_scatter_(reference, indices.contiguous(), npu_updates.contiguous(), scales.contiguous())
+        torch_npu.npu_quant_scatter_(reference, indices.contiguous(), npu_updates.contiguous(), scales.contiguous(), axis=-2, quant_axis=-1)
         got, expected_rows = device.cpu(), reference.cpu()
     expected = cache.clone()
     TARGETS[target](expected).copy_(expected_rows)
