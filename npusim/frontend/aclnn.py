@@ -201,6 +201,8 @@ class OpCall:
         plan = op.plan(problem, op.target(system), settings, options_now)
         check = ValueCheck()
         if system.with_data:  # values are data: without data (timing only) they cannot be checked
+            if op.value_inputs(problem):
+                _queued_work_done(system, first.device)
             values = {name: args[name].host_view().copy() for name in op.value_inputs(problem)}
             with at_program_line():
                 check = op.check_values(problem, values, options_now)
@@ -262,6 +264,20 @@ class OpCall:
             yield env.timeout(0)
 
         return task
+
+
+def _queued_work_done(system, die: int) -> None:
+    """Simulate the work queued so far on die ``die``'s current stream, so that the host reads the
+    values an op's kernel will read (an index tensor that a device op queued just before wrote):
+    the op's kernels run after that work anyway. The host does not wait (its clock stays); only the
+    simulation runs ahead, as for a PyPTO kernel that reads a device value while it is built. Work
+    of other streams is not waited for: a change it makes is still refused at the kernel's start."""
+    session = session_of(system)
+    if session is None or session.capture is not None:
+        return
+    tail = session.stream(die).tail
+    if tail is not None:
+        session.run_until(tail)
 
 
 def run_op(name: str, api: str, args: Mapping[str, Any], *, out: DeviceTensor) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import npusim
-from npusim.errors import ConfigError, OpArgumentError, RaceError, ResourceError, UsageError, WorkloadError
+from npusim.errors import ConfigError, OpArgumentError, RaceError, ResourceError, UsageError
 from npusim.kernels.quant_scatter import OverlappingWritesWarning
 from npusim.trace.summary import ops
 
@@ -242,7 +242,7 @@ def test_without_data_indices_are_not_checked():
     assert [op.name for op in session.result.recorder.ops] == ["QuantUpdateScatter"]
 
 
-def write_on_device(dst, src):
+def write_on_device(dst, src, stream=None):
     """Queue a kernel on dst's die that copies src into dst through UB (work the op must not overtake)."""
     from npusim import isa
 
@@ -253,34 +253,46 @@ def write_on_device(dst, src):
     program.set_flag("MTE2", "MTE3", 0)
     program.wait_flag("MTE2", "MTE3", 0)
     program.copy(isa.gm(dst), staging)
-    kernel.launch()
+    kernel.launch(stream)
 
 
-def test_indices_written_by_queued_work_are_refused_unless_the_call_synchronises_first():
-    """The host checks the index values in GM at the call; if queued work then changes them, the
-    kernel would read values nobody checked: the run fails naming the op and the fix. After a
-    synchronise the final values are checked and used."""
-    from npusim import torch_npu
-
-    host = arrays(indices=(0, 2, 4, 6))
-    final = np.array([6, 4, 2, 0], np.int32)
-    with pytest.raises(WorkloadError, match=r"npu_quant_scatter_: indices changed between the call and the kernel's start .*npusim.synchronize\(\)"):
-        with npusim.session("a2"):
-            t = on_device(host)
-            write_on_device(t["indices"], npusim.tensor(final))
-            torch_npu.npu_quant_scatter_(**t, axis=-2, quant_axis=-1)
-            npusim.synchronize()
-
-    with npusim.session("a2"):
-        t = on_device(host)
-        write_on_device(t["indices"], npusim.tensor(final))
-        npusim.synchronize()
-        out = torch_npu.npu_quant_scatter_(**t, axis=-2, quant_axis=-1).numpy()
+def _expected_with_indices(host, final):
     expected = host["input"].copy()
     q = quantized(host["updates"], host["quant_scales"], host["quant_zero_points"])
     for b, row in enumerate(final):
         expected[b, row:row + 2] = q[b]
-    assert np.array_equal(out, expected)
+    return expected
+
+
+def test_indices_written_by_work_queued_on_the_ops_stream_are_the_values_it_uses():
+    """The host checks the index values at the call; work queued before the op on its stream runs
+    before its kernels, so the simulation runs that work first (the host does not wait: its clock
+    and the op's launch are those without it) and the op checks and uses the values it leaves."""
+    from npusim import torch_npu
+
+    host = arrays(indices=(0, 2, 4, 6))
+    final = np.array([6, 4, 2, 0], np.int32)
+    with npusim.session("a2") as session:
+        t = on_device(host)
+        write_on_device(t["indices"], npusim.tensor(final))
+        host_before = session.host.now_ps
+        out = torch_npu.npu_quant_scatter_(**t, axis=-2, quant_axis=-1)
+        assert session.host.now_ps == host_before < session.env.now  # the simulation ran ahead; the host did not wait
+        got = out.numpy()
+    assert np.array_equal(got, _expected_with_indices(host, final))
+
+
+def test_indices_a_device_add_computes_just_before_the_call_are_used():
+    """Issue 31's add / sub run on the device: indices = base + offset (npu int32 tensors) right
+    before a scatter_update_ are the values its kernel reads."""
+    import torch
+
+    from npusim import torch_npu
+
+    with npusim.session("a2"):
+        indices = torch.tensor([0, 1], dtype=torch.int32).npu() + torch.tensor([3, 4], dtype=torch.int32).npu()
+        got = torch_npu.scatter_update_(torch.zeros(2, 4, 6, 8).npu(), indices, torch.ones(2, 4, 1, 8).npu(), -2).cpu()
+    assert got[0, :, 3].eq(1).all() and got[1, :, 5].eq(1).all() and got.sum() == 2 * 4 * 8
 
 
 # ------------------------------------------------------------------------ out of place, views

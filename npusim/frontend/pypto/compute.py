@@ -182,26 +182,54 @@ def _elementwise(op: str, tensors: Sequence[Tensor], kind: str, *, scalar=None, 
         for dim, (size, v) in enumerate(zip(tensor.shape, tensor.valid_shape), lead):
             if size == shape[dim]:
                 valid[dim] = min(valid[dim], v)
-    valid = tuple(valid)
+    valid_shape = tuple(valid)
     dtype = tensors[0].dtype
     out_dtype = out_dtype or dtype
-    compute = compute if compute is not None else compute_dtype(op, dtype.numpy)
-    tiles = _tiles(op, program, shape, valid)
-    views = [_view(t, len(shape)) for t in tensors]
+    compute = np.dtype(compute if compute is not None else compute_dtype(op, dtype.numpy))
+    tiles = _tiles(op, program, shape, valid_shape)
+    read = [_exact_value(t, compute) for t in tensors]  # fp32 values an upcast producer keeps (AutoCast's cast chains removed)
+    views = [_view(t, len(shape)) if exact is None else _exact_view(exact, len(shape)) for t, exact in zip(tensors, read)]
+    dtypes = [t.dtype.numpy if exact is None else exact.dtype for t, exact in zip(tensors, read)]
+    upcast = out_dtype.numpy != compute and compute == FP32 and out_dtype.name in ("DT_FP16", "DT_BF16")
+    placed: list[Destination] = []  # the result's destination, once made
 
     def build(p, tile, device):
         operands = []
-        for tensor, view in zip(tensors, views):
+        for tensor, view, operand_dtype in zip(tensors, views, dtypes):
             offset, box = _box_of(tensor, shape, tile)
-            operands.append(Operand(view.shifted(offset), tensor.dtype.numpy, box))
+            operands.append(Operand(view.shifted(offset), operand_dtype, box))
         out = GmView(device.allocation, device.offset_bytes, device.strides).shifted(tile.offset)
-        elementwise_tile(p, operands, out, out_dtype.numpy, tile.valid_shape, kind, compute, scalar=scalar, name=op)
+        exact = placed[0].exact if placed else None
+        keep = None if exact is None else GmView(exact.allocation, exact.offset_bytes, exact.strides).shifted(tile.offset)
+        elementwise_tile(p, operands, out, out_dtype.numpy, tile.valid_shape, kind, compute, scalar=scalar, name=op, keep=keep)
 
     def reads(tile):
         return [(t, _region(t, *_box_of(t, shape, tile))) for t in tensors]
 
     tasks = _launch_tiles(op, program, tiles, build, reads, shape=shape, dtype=out_dtype, record=record)
-    return _result(program, shape, out_dtype, valid, tasks, tiles)
+    placed.append(tasks[1])
+    result = _result(program, shape, out_dtype, valid_shape, tasks, tiles)
+    if upcast:
+        result.autocast = tasks[1]
+    return result
+
+
+def _exact_value(tensor: Tensor, compute: np.dtype) -> DeviceTensor | None:
+    """For an op that computes ``tensor`` (fp16 / bf16) in fp32: the fp32 value of it that its
+    producer computed before casting it down, kept in GM beside it (None: read it as it is). The
+    framework's AutoCast pass puts a cast to fp32 around each such op and then removes the cast
+    pairs between two of them (auto_cast.cpp RemoveRedundantCastChain): a chain of fp16 / bf16 ops
+    rounds once, at its end. Only an op result whose tile ops are not yet linked can still keep it."""
+    destination = tensor.autocast
+    if compute != FP32 or destination is None or any(task.bit for task, _ in tensor.writes):
+        return None
+    if destination.exact is None:
+        destination.exact = empty(tuple(tensor.shape), np.float32, device=tensor.program.die)
+    return destination.exact
+
+
+def _exact_view(exact: DeviceTensor, rank: int) -> GmView:
+    return GmView(exact.allocation, exact.offset_bytes, (0,) * (rank - len(exact.shape)) + tuple(exact.strides))
 
 
 def _scalar_value(op: str, tensor: Tensor, value):

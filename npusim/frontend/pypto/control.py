@@ -29,6 +29,7 @@ import contextlib
 import enum
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -96,6 +97,8 @@ class JitKernel:
         except TypeError as error:
             raise UsageError(f"jit kernel {self.__name__}: {error}") from None
         for name, value in bound.arguments.items():
+            if isinstance(value, Tensor) and not value.name:
+                value.name = name  # the framework names a kernel's tensor arguments after its parameters
             annotation = self._signature.parameters[name].annotation
             if isinstance(annotation, TensorAnnotation):
                 if not isinstance(value, Tensor):
@@ -149,8 +152,9 @@ LOOP_KEYWORDS = ("name", "idx_name", "unroll_list", "submit_before_loop", "paral
 
 def _loop_range(args: tuple, kwargs: dict, what: str) -> tuple[int, int, int]:
     unknown = sorted(set(kwargs) - set(LOOP_KEYWORDS))
-    if unknown:
-        raise UsageError(f"pypto.{what}: unknown keyword(s) {unknown}; it takes {', '.join(LOOP_KEYWORDS)}")
+    if unknown:  # the framework ignores them (test_page_attention.py passes unroll_List=): so does npusim, saying so
+        warnings.warn(f"pypto.{what}: unknown keyword(s) {unknown} ignored, as the framework ignores them; it takes "
+                      f"{', '.join(LOOP_KEYWORDS)}", UserWarning, stacklevel=3)
     if not 1 <= len(args) <= 3:
         raise UsageError(f"pypto.{what} takes 1 to 3 positional arguments (stop, or start, stop[, step]), got {len(args)}")
     start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)

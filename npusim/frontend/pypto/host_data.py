@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import math
 import sys
 import weakref
 from collections.abc import Iterator, Sequence
@@ -121,6 +122,7 @@ def function(name: str, *args: Any) -> Iterator[RecordedFunction]:
     declared = [a for a in args if isinstance(a, (Tensor, TensorAnnotation))]
     die = _current_die()
     launch = ShmemLaunch(system, name, [die], system.race_check)
+    launch.awaiting_host_data = True  # a device value read while it builds has no data yet: an error, not the GM's zeros
     program = launch.programs[0]
     parameters = []
     for index, value in enumerate(declared):
@@ -168,20 +170,25 @@ def run_once_data_from_host(*tensors: Any) -> None:
     session.synchronize()
     if session.with_data:
         for parameter, value in zip(recorded.parameters, tensors):
-            parameter.gm().host_view()[...] = to_numpy(value.tensor)
+            view = parameter.gm().host_view()
+            view[...] = to_numpy(value.tensor).reshape(view.shape)
     recorded.ran = True
     session.track(recorded.launch.submit())
     session.synchronize()
     if session.with_data:
         for parameter, value in zip(recorded.parameters, tensors):
-            value.tensor.copy_(to_torch(parameter.gm().host_view()))
+            value.tensor.copy_(to_torch(parameter.gm().host_view()).reshape(value.tensor.shape))
 
 
 def _check_pairs(what: str, recorded: RecordedFunction, tensors: Sequence[HostTensor]) -> None:
+    """Each CPU tensor holds its parameter's data: the same dtype and number of elements, in
+    row-major order whatever its shape (the framework copies the bytes: pto_test_case_runner.py
+    passes flat data for a [1, 1, 16, 16] parameter)."""
     for index, (parameter, value) in enumerate(zip(recorded.parameters, tensors)):
-        if list(parameter.shape) != value.shape or parameter.dtype is not value.dtype:
+        if math.prod(parameter.shape) != math.prod(value.shape) or parameter.dtype is not value.dtype:
             raise OpArgumentError(f"{what}: argument {index} {value!r} does not match parameter {index} of function "
-                                  f"{recorded.name!r}, {parameter!r}: the shapes and dtypes must be the same")
+                                  f"{recorded.name!r}, {parameter!r}: the dtypes and the numbers of elements must be the same "
+                                  "(the data is taken in row-major order, whatever its shape)")
 
 
 def device_synchronize() -> None:

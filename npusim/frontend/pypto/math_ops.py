@@ -84,9 +84,12 @@ def _unary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: Dat
     return _on_pe(function)
 
 
-def _binary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: DataType | None = None) -> Callable:
+def _binary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: DataType | None = None, number_input: bool = False) -> Callable:
+    """``number_input``: the input may be a Python number when other is a tensor (filled like other)."""
     def function(input, other, *args, **kwargs) -> Tensor:
         program = current_program(op)
+        if number_input and not isinstance(input, Tensor) and isinstance(other, Tensor):
+            input = _operand(op, _input(op, "other", other, program), input, "input")
         x = _input(op, "input", input, program)
         _check(op, x, allowed)
         y = _operand(op, x, other)
@@ -141,7 +144,9 @@ bitwise_not = _unary("bitwise_not", "invert", INTS)
 atan2 = _binary("atan2", "atan2")
 hypot = _binary("hypot", "hypot")
 fmod = _binary("fmod", "fmod")
-remainder = _binary("remainder", "remainder")
+remainder = _binary("remainder", "remainder", FLOATS + ("DT_INT32", "DT_INT16"), number_input=True)
+"""input - other * floor(input / other) (pypto-remainder.md: DT_FP32 / FP16 / BF16 / INT32 / INT16, input or other a number);
+ints in their own dtype, where that formula is exact (numpy's remainder)."""
 copysign = _binary("copysign", "copysign")
 bitwise_and = _binary("bitwise_and", "and", INTS)
 bitwise_or = _binary("bitwise_or", "or", INTS)

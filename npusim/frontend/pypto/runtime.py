@@ -576,7 +576,8 @@ class ControlRead(Task):
         self.done_event: simpy.Event = op.program.launch.system.env.event()
         self._value: int | None = None
         self.depend_on(writers)
-        if op.program.launch.prior_work_done() and all(writer.done for writer in writers):
+        launch = op.program.launch
+        if not launch.awaiting_host_data and launch.prior_work_done() and all(writer.done for writer in writers):
             self._take_value()  # final already: nothing left to run writes it (the read still takes its time on the device)
         op.program.control = self
 
@@ -792,6 +793,7 @@ class ShmemLaunch:
         self._core_streams: dict[tuple, Stream] = {}
         self.done: simpy.Event | None = None
         self.running = False  # submitted while its kernel functions still build (they read device values)
+        self.awaiting_host_data = False  # a pypto.function recorded on host tensors: its parameters have no data until it runs
         self._next_bit = 0
         self.session = current_session()
         self.prior_work = self.session.unfinished_work()  # issued before it: may still write its tensors

@@ -33,6 +33,8 @@ import bisect
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from npusim.errors import OpArgumentError, UsageError, WorkloadError
 from npusim.kernels.shmem.dtypes import DataType, StatusType, TileOpFormat
 from npusim.kernels.shmem.tiling import Region
@@ -209,6 +211,11 @@ class TensorAnnotation:
         return f"pypto.Tensor([{dims}], {self.dtype.name if self.dtype else 'any dtype'})"
 
 
+def _is_number(value) -> bool:
+    """A Python or numpy number (not a bool: ``x == True`` is not the framework's comparison)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
 def _is_symbolic(value) -> bool:
     from npusim.frontend.pypto.symbolic import SymbolicScalar
 
@@ -234,6 +241,7 @@ class Tensor:
     _read: bool  # an op has used where its data is (see ``device``)
     _device: DeviceTensor | None
     _gm_copy: Tensor | None  # a UB tile tensor: the GM copy compute ops read
+    autocast: Destination | None  # an upcast op's fp16 / bf16 result (computed in fp32 and cast down): where its fp32 value can be kept
     _unit_of: tuple[Destination, tuple[int, ...]] | None  # a view adding or dropping dims of size 1 of an op result not yet placed: its destination and shape
 
     def __new__(cls, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None):
@@ -282,6 +290,7 @@ class Tensor:
         self.host_declaration = None
         self._gm_copy = None
         self._unit_of = None
+        self.autocast = None
         return self
 
     @classmethod
@@ -581,7 +590,16 @@ class Tensor:
     def __ge__(self, other): return _op("ge")(self, other)
     # a += b makes a name the new result, as the framework's in-place operators do
     __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
-    # == and != stay identity (tensors are dict keys and list members here); use pypto.eq / pypto.ne
+    # == and != with a number compare elementwise (test_tensor_operators.py: y.move(x == 0.5)); between
+    # tensors they stay identity (tensors are dict keys and list members here): use pypto.eq / pypto.ne
+
+    def __eq__(self, other):
+        return _op("eq")(self, other) if _is_number(other) else NotImplemented
+
+    def __ne__(self, other):
+        return _op("ne")(self, other) if _is_number(other) else NotImplemented
+
+    __hash__ = object.__hash__
 
     def assemble(self, input: Tensor, offsets) -> None:
         """``t.assemble(input, offsets)``: ``pypto.assemble(input, offsets, t)``."""
@@ -613,11 +631,12 @@ class Destination:
     """Where an op's tile ops store its result (a GM device tensor), read when each tile op runs,
     so that an ``assemble`` can point it into the tensor assembled into (:meth:`Tensor.fold_into`)."""
 
-    __slots__ = ("device", "pinned")
+    __slots__ = ("device", "pinned", "exact")
 
     def __init__(self, device: DeviceTensor) -> None:
         self.device = device
         self.pinned = False  # an op has read it where it is, or an assemble has placed it
+        self.exact: DeviceTensor | None = None  # an upcast op's result: where its tile ops also store it before the cast down
 
 
 def _compute():

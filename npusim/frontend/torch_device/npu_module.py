@@ -60,6 +60,10 @@ def _index(device) -> int:
         if device.type != "npu":
             raise UsageError(f"{device} is not an npu device")
         index = device.index if device.index is not None else current_device()
+    if not _running():
+        raise UsageError(f"npu:{index}: no npusim session is running in this process, so there is no npu device; run the program "
+                         "with `npusim run`, or inside `with npusim.session(config):` (a child process that multiprocessing starts "
+                         "has none: run ranks with npusim.pypto.ranks instead)")
     count = device_count()
     if not 0 <= index < count:
         raise UsageError(f"npu:{index} does not exist: the session's config has {count} devices (npu:0..npu:{count - 1})")

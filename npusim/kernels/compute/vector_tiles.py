@@ -121,11 +121,12 @@ def _sync(p: CoreProgram, src: str, dst: str, event: int = 0) -> None:
 
 
 def elementwise_tile(p: CoreProgram, operands: Sequence[Operand], out: GmView, out_dtype, shape: Sequence[int], kind: str,
-                     compute_dtype, *, scalar=None, name: str) -> None:
+                     compute_dtype, *, scalar=None, name: str, keep: GmView | None = None) -> None:
     """One tile of an elementwise op: load the operands, cast them to ``compute_dtype`` (fp32 where
     the framework's AutoCast pass upcasts fp16 / bf16), one vector instruction ``kind`` (with
     ``scalar`` for the scalar forms) written over the first input, the result cast to ``out_dtype``
-    (round to nearest even), stored."""
+    (round to nearest even), stored. ``keep``: where the result is also stored before that cast
+    (the value in ``compute_dtype`` that a following upcast op reads)."""
     frame = TileFrame(p, shape, [o.dtype for o in operands] + [np.dtype(compute_dtype), np.dtype(out_dtype)], name)
     distinct = list(dict.fromkeys(operands))  # an operand given twice (add(x, x)) is loaded once
     loaded = frame.load(distinct)
@@ -133,6 +134,8 @@ def elementwise_tile(p: CoreProgram, operands: Sequence[Operand], out: GmView, o
     inputs = [converted[distinct.index(o)] for o in operands]
     result = inputs[0]  # in place, as a kernel reuses its first input's buffer
     p.vector(kind, result, *inputs, scalar=scalar, name=name)
+    if keep is not None:
+        frame.store(result, keep)
     # the result cast back into a loaded buffer of the output dtype that the cast up freed, if any
     spare = next((b for b, c in zip(loaded, converted) if c is not b and b.dtype == np.dtype(out_dtype) and b.count == result.count), None)
     if spare is not None and result.dtype != np.dtype(out_dtype):

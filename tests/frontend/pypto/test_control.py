@@ -92,6 +92,20 @@ def test_jit_checks_arguments_against_its_annotations():
         _run(annotated, 3, out_shape=(4, 8))
 
 
+def test_a_kernels_tensor_arguments_are_named_after_its_parameters():
+    """test_compile_pipeline.py's assemble_kernel asserts ``a.name == "a"`` on a torch argument."""
+    names = []
+
+    @pypto.frontend.jit
+    def named(a, out):
+        names.extend([a.name, out.name])
+        pypto.set_vec_tile_shapes(4, 8)
+        out[:] = a
+
+    _run(named, X, out_shape=(4, 8))
+    assert names == ["a", "out"]
+
+
 @pytest.mark.parametrize("args, expected", [((4,), [0, 1, 2, 3]), ((1, 7, 2), [1, 3, 5]), ((5, 1, -2), [5, 3]), ((2, 2), [])])
 def test_loop_ranges_are_pythons(args, expected):
     assert [int(i) for i in pypto.loop(*args)] == expected
@@ -106,10 +120,17 @@ def test_loop_unroll_takes_the_largest_factor_that_fits_then_smaller_ones():
     assert [(int(i), f) for i, f in pypto.loop_unroll(0, 11, 1, unroll_list=[4, 2])] == [(0, 4), (4, 4), (8, 2), (10, 1)]
 
 
+def test_an_unknown_loop_keyword_is_ignored_with_a_warning_at_the_programs_line():
+    """The framework's loop ignores keywords it does not know (test_page_attention.py passes
+    unroll_List=); npusim runs the loop and says at the program's line that it ignored them."""
+    with pytest.warns(UserWarning, match=r"pypto.loop: unknown keyword\(s\) \['stride'\] ignored") as caught:
+        assert [int(i) for i in pypto.loop(4, stride=2)] == [0, 1, 2, 3]
+    assert caught[0].filename == __file__
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: list(pypto.loop(0, 4, 0)), "step=0 would never end"),
     (lambda: list(pypto.loop(1, 2, 3, 4)), "1 to 3 positional arguments"),
-    (lambda: list(pypto.loop(4, stride=2)), r"unknown keyword\(s\) \['stride'\]"),
     (lambda: pypto.frontend.jit(pass_option={}), r"unknown option\(s\) \['pass_option'\]"),
     (lambda: pypto.options(tile_shapes=[1]), r"unknown option\(s\) \['tile_shapes'\]"),
     (lambda: pypto.frontend.dynamic("B"), r"pypto.frontend.dynamic\('B'\): symbolic dims in annotations are not modelled"),

@@ -40,13 +40,17 @@ def _amin_function(input_shape=(8, 8), view_shape=(4, 8), tile_shape=(4, 8)):
     return input_tensor, dst_tensor
 
 
+@pytest.mark.parametrize("flat", [False, True])
 @pytest.mark.parametrize("rows", [8, 11])
-def test_a_function_recorded_on_the_host_runs_once_on_cpu_data(rows):
+def test_a_function_recorded_on_the_host_runs_once_on_cpu_data(rows, flat):
+    """flat: the data of each parameter as a 1-D tensor of its elements in row-major order, as
+    pto_test_case_runner.py passes it (the framework copies bytes; the shapes need not be the same)."""
     a = torch.from_numpy(np.random.default_rng(rows).normal(size=(rows, 8)).astype(np.float32))
     b = torch.zeros(rows)
     with npusim.session("a2"):
         _amin_function((rows, 8))
-        pypto.runtime._device_run_once_data_from_host(pypto.from_torch(a, "a_tensor"), pypto.from_torch(b, "b_tensor"))
+        given = a.reshape(-1) if flat else a
+        pypto.runtime._device_run_once_data_from_host(pypto.from_torch(given, "a_tensor"), pypto.from_torch(b, "b_tensor"))
         pypto.runtime._device_fini()
         with pytest.raises(UsageError, match="has run; a recorded function runs once"):
             pypto.runtime._device_run_once_data_from_host(pypto.from_torch(a), pypto.from_torch(b))
@@ -60,8 +64,10 @@ def test_host_data_mismatches_are_clear_errors():
         _amin_function()
         with pytest.raises(OpArgumentError, match="1 tensors given, but function 'MAIN' takes 2"):
             pypto.runtime._device_run_once_data_from_host(pypto.from_torch(torch.zeros(8, 8)))
-        with pytest.raises(OpArgumentError, match="argument 1 .* does not match parameter 1"):
+        with pytest.raises(OpArgumentError, match="argument 1 .* does not match parameter 1 .* the numbers of elements must be the same"):
             pypto.runtime._device_run_once_data_from_host(pypto.from_torch(torch.zeros(8, 8)), pypto.from_torch(torch.zeros(4)))
+        with pytest.raises(OpArgumentError, match="argument 0 .* does not match parameter 0 .* the dtypes"):
+            pypto.runtime._device_run_once_data_from_host(pypto.from_torch(torch.zeros(64, dtype=torch.float16)), pypto.from_torch(torch.zeros(8)))
         with pytest.raises(OpArgumentError, match="takes pypto.from_torch"):
             pypto.runtime._device_run_once_data_from_host(np.zeros((8, 8)), np.zeros(8))
 
@@ -238,8 +244,8 @@ def test_a_bf16_tensor_divided_by_a_python_int():
         reflected = npusim.zeros((4, 16), bf16)
         reflected_ops(npusim.tensor(x), reflected)
         assert np.array_equal(out.numpy(), (x.astype(np.float32) / np.float32(3)).astype(bf16))
-        expected = ((1 - x.astype(np.float32)).astype(bf16).astype(np.float32) + (2 / x.astype(np.float32)).astype(bf16).astype(np.float32))
-        assert np.array_equal(reflected.numpy(), expected.astype(bf16))
+        wide = x.astype(np.float32)  # the chain rounds once, at its end (AutoCast's cast pairs removed)
+        assert np.array_equal(reflected.numpy(), ((np.float32(1) - wide) + (np.float32(2) / wide)).astype(bf16))
 
 
 @pypto.frontend.jit(runtime_options={"run_mode": pypto.RunMode.SIM})
@@ -373,3 +379,42 @@ def test_full_takes_a_valid_shape_of_symbolic_scalars():
         pypto.runtime._device_run_once_data_from_host(pypto.from_torch(out))
         pypto.runtime._device_fini()
     assert torch.equal(out, torch.full((n, m), 2.0))
+
+
+@pypto.frontend.jit
+def fp16_chain(x, y, out, rounded):
+    """test_verify_frontend_jit.py's add_dyn_kernel body: ((x * (x + y)) - y) * y in fp16."""
+    pypto.set_vec_tile_shapes(32, 32)
+    out[:] = ((x * (x + y)) - y) * y
+    total = pypto.cast(pypto.cast(x + y, pypto.DT_FP32), x.dtype)  # the program's own casts stay
+    rounded[:] = pypto.add(x + y, total)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_chain_of_fp16_or_bf16_ops_rounds_once_at_its_end(dtype):
+    """The framework computes each fp16 add / sub / mul (and every bf16 op) in fp32 between casts
+    its AutoCast pass adds, then removes the cast pairs between two such ops
+    (auto_cast.cpp RemoveRedundantCastChain): test_verify_dyn's golden, computed in fp32 and rounded
+    once, holds with torch.allclose's default tolerance."""
+    a, b = torch.rand(72, 144, dtype=dtype), torch.rand(72, 144, dtype=dtype)
+    with npusim.session("a2"):
+        out, rounded = torch.zeros(72, 144, dtype=dtype).npu(), torch.zeros(72, 144, dtype=dtype).npu()
+        fp16_chain(a.npu(), b.npu(), out, rounded)
+        got, got_rounded = out.cpu(), rounded.cpu()
+    af, bf = a.float(), b.float()
+    assert torch.equal(got, (((af * (af + bf)) - bf) * bf).to(dtype))
+    assert torch.equal(got_rounded, ((af + bf) + (af + bf).to(dtype).float()).to(dtype))
+
+
+def test_a_device_value_read_while_a_host_data_function_records_is_an_error_not_zero():
+    """test_page_attention.py's loop bound act_seqs[b] in a pypto.function on host tensors: its data
+    only exists when the function runs, so reading it while recording is refused (it read the
+    empty GM's 0 before: the loop ran no iteration and the output stayed zero, silently)."""
+    with npusim.session("a2"):
+        seqs = pypto.tensor([2], pypto.DT_INT32, "seqs")
+        out = pypto.tensor([4, 8], pypto.DT_FP32, "out")
+        with pytest.raises(UsageError, match=r"seqs.*\[0\]: a device-valued scalar .* recorded with pypto.function on host data has no data"):
+            with pypto.function("MAIN", seqs, out):
+                pypto.set_vec_tile_shapes(4, 8)
+                for _ in pypto.loop(0, seqs[0], 1):
+                    pypto.assemble(pypto.full([4, 8], 1.0, pypto.DT_FP32), [0, 0], out)

@@ -235,6 +235,36 @@ def test_var_remainder_and_the_tensor_operators_of_them():
     np.testing.assert_array_equal(_run(lambda a: a // 0.5, y), np.floor(y / np.float32(0.5)))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int16])
+def test_remainder_of_ints_and_of_a_number_by_a_tensor(dtype):
+    """pypto-remainder.md: DT_INT32 / DT_INT16 too (other without 0), and input or other a number
+    (test_remainder_onboard.py's int16 cases and remainder(3.2, tensor))."""
+    rng = np.random.default_rng(10)
+    a = rng.integers(-1000, 1000, size=(4, 16)).astype(dtype)
+    b = rng.integers(1, 50, size=(4, 16)).astype(dtype) * np.where(rng.random((4, 16)) < 0.5, 1, -1).astype(dtype)
+    np.testing.assert_array_equal(_run(pypto.remainder, a, b), np.remainder(a, b))
+    np.testing.assert_array_equal(_run(lambda x: pypto.remainder(x, 7), a), np.remainder(a, dtype(7)))
+    y = rng.uniform(0.5, 4, size=(4, 16)).astype(np.float32)
+    np.testing.assert_array_equal(_run(lambda x: pypto.remainder(3.2, x), y), np.remainder(np.float32(3.2), y))
+
+
+def test_equality_with_a_number_is_elementwise_and_between_tensors_identity():
+    """test_tensor_operators.py: y.move(x == 0.5) and x != 0.5 are pypto.eq / pypto.ne; two tensors
+    compare by identity (tensors are dict keys and list members), and stay hashable."""
+    x = np.arange(64, dtype=np.float32).reshape(4, 16) / 2
+    np.testing.assert_array_equal(_run(lambda a: a == 0.5, x, out_dtype=np.bool_), x == 0.5)
+    np.testing.assert_array_equal(_run(lambda a: a != 3, x, out_dtype=np.bool_), x != 3)
+    seen = []
+
+    def body(a):
+        b = a + 1.0
+        seen.extend([a == a, a == b, a != b, len({a, b})])
+        return b
+
+    _run(body, x)
+    assert seen == [True, False, True, 2]
+
+
 def test_the_frameworks_error_classes_and_unheld_types():
     """``except pypto.error.FeError`` catches npusim's errors (test_annotation_check.py); the
     annotation check says "does not match the shape / dtype" (test_function_kernel.py); DT_FP8 ... exist as

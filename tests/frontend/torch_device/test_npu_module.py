@@ -25,6 +25,13 @@ def test_devices_are_the_dies_of_the_session():
             torch.npu.set_device(9)
 
 
+def test_a_device_outside_a_session_says_there_is_no_session():
+    """The framework's distributed tests as written start a process per rank (multiprocessing):
+    there, without a session, the error says so and what to do."""
+    with pytest.raises(npusim.errors.UsageError, match=r"npu:1: no npusim session is running in this process.*npusim.pypto.ranks"):
+        torch.npu.get_device_name(1)
+
+
 def test_views_copies_casts_and_fills_behave_as_on_the_cpu():
     rng = np.random.default_rng(0)
     host = torch.from_numpy(rng.normal(0, 3, (4, 6)))
