@@ -25,7 +25,8 @@ from npusim.frontend.aclnn import OpCall, copy, options, run_op
 from npusim.frontend.tensor import empty
 from npusim.kernels.op import OpOptions as Options
 
-__all__ = ["Options", "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update", "scatter_update_"]
+__all__ = ["Options", "hifloat8", "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update",
+           "scatter_update_"]
 
 TORCH = importlib.util.find_spec("torch") is not None
 """Whether torch is installed: then the ops also take torch npu tensors."""
@@ -38,6 +39,10 @@ if TORCH:
     _install()
     npu = torch.npu
     __all__.append("npu")
+    from npusim.frontend.torch_device.ops import HIFLOAT8_CODE as hifloat8  # torch_npu.hifloat8: an int code, values in torch.uint8
+else:
+    hifloat8 = "hifloat8"
+    """torch_npu.hifloat8 as a ``dst_type``: without torch, the format's name."""
 
 
 def _is_torch(value) -> bool:
@@ -48,6 +53,8 @@ def _dtype_name(dtype) -> str | None:
     """A dtype argument (None, a name, a numpy or torch dtype) as its name."""
     if dtype is None or isinstance(dtype, str):
         return dtype
+    if TORCH and dtype == hifloat8:
+        return "hifloat8"
     if TORCH and isinstance(dtype, torch.dtype):
         return str(dtype).removeprefix("torch.")
     import numpy as np
@@ -61,9 +68,11 @@ def npu_quant_scatter_(input, indices, updates, quant_scales, quant_zero_points=
     saturated) and write them into ``input`` along ``axis`` at ``indices``, in place; returns ``input``.
 
     ``indices`` is 1-D ``[B]`` (batch ``b`` goes to rows ``indices[b]`` of input batch ``b``) or 2-D
-    ``[B, 2]`` (``(batch, row)`` pairs). Empty tensors make it a no-op. ``dst_type`` (None or int8)
-    and ``round_mode`` ('rint') are the schema's; other values are Ascend 950 features, refused.
-    See ``docs/quant_scatter.md``.
+    ``[B, 2]`` (``(batch, row)`` pairs). Empty tensors make it a no-op. ``dst_type`` and
+    ``round_mode`` select the Ascend 950 kernel's output (aclnnInplaceQuantScatterV2): int8 (None),
+    float8_e4m3fn or float8_e5m2 with 'rint', :data:`hifloat8` with 'round' or 'hybrid', written into
+    input's bytes; on Atlas A2/A3 and the 310P they are ignored with a warning (int8, half to even),
+    as the device does. See ``docs/quant_scatter.md``.
     """
     if _is_torch(input):
         return torch.ops.npu.npu_quant_scatter_(input, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce,

@@ -11,6 +11,7 @@ import torch
 
 from npusim.frontend import aclnn
 from npusim.frontend.torch_device.tensors import TORCH_DTYPES, device_tensor, new_tensor
+from npusim.kernels.quant_scatter.op import aclnn_api
 from npusim.kernels.quantize.checks import output_dtype
 
 SCHEMAS = {
@@ -29,6 +30,11 @@ SCHEMAS = {
 SCALAR_TYPE_CODES: dict[int, torch.dtype] = {}
 """c10 ScalarType code -> dtype, for ``int dtype`` arguments (torch passes a dtype as its code)."""
 
+HIFLOAT8_CODE = 290
+"""``torch_npu.hifloat8``: torch has no hifloat8, so torch_npu names it by an int code of its own
+(c10_npu::DType::HIFLOAT8) passed as an ``int dtype`` argument, its values held in torch.uint8.
+npusim's code is above every c10 ScalarType; compare by the name ``torch_npu.hifloat8``, not by value."""
+
 
 def _quant_scatter_args(self, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce, dst_type,
                         round_mode, api: str) -> dict:
@@ -43,6 +49,8 @@ def _dtype_of(code) -> str | None:
     """The name of the dtype an ``int dtype`` argument carries (``qint8``, ``float8_e5m2``...)."""
     if code is None:
         return None
+    if code == HIFLOAT8_CODE:
+        return "hifloat8"
     dtype = SCALAR_TYPE_CODES.get(code)
     return str(dtype).removeprefix("torch.") if dtype is not None else f"ScalarType {code}"
 
@@ -52,7 +60,7 @@ def npu_quant_scatter_(self, indices, updates, quant_scales, quant_zero_points=N
     api = "npu_quant_scatter_"
     args = _quant_scatter_args(self, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce, dst_type,
                                round_mode, api)
-    with aclnn.host_call("aclnnInplaceQuantScatter"):
+    with aclnn.host_call(aclnn_api(args["input"].system.spec.product)):
         aclnn.run_op("quant_scatter", api, args, out=args["input"])
     return self
 
@@ -65,7 +73,7 @@ def npu_quant_scatter(self, indices, updates, quant_scales, quant_zero_points=No
     call = aclnn.OpCall.prepare("quant_scatter", api, args)
     out = new_tensor(self.shape, self.dtype, self.device.index)
     result = device_tensor(out, api, "the result")
-    with aclnn.host_call("aclnnInplaceQuantScatter"):
+    with aclnn.host_call(aclnn_api(args["input"].system.spec.product)):
         aclnn.copy(result, args["input"], "Clone", f"{api}: clone of input")
         call.issue(result)
     return out
