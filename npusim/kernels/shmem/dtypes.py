@@ -6,7 +6,9 @@ shmem_store and shmem_signal write; ``pypto.OpType`` is the comparison of shmem_
 accepts only ``EQ``); ``pypto.TileOpFormat`` is a tensor's layout (npusim models ND only) and
 ``pypto.StatusType`` (``pypto.DYNAMIC``, ``pypto.STATIC``) marks a dim of a kernel parameter's
 annotation as bound at run time or at compile time. Here each data type carries the numpy dtype that holds its values in the
-simulator (bf16 through ``ml_dtypes``). Only the types numpy can hold are mirrored.
+simulator (bf16 and the Ascend 950's 8-bit floats through ``ml_dtypes``, hifloat8 as
+:data:`npusim.formats.HIFLOAT8` codes). Only the types numpy can hold are mirrored (no packed
+4-bit types).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import enum
 
 import ml_dtypes
 import numpy as np
+
+from npusim import formats
 
 
 class _PyptoEnum(enum.Enum):
@@ -42,6 +46,10 @@ class DataType(_PyptoEnum):
     DT_UINT64 = np.dtype(np.uint64)
     DT_BOOL = np.dtype(np.bool_)
     DT_DOUBLE = np.dtype(np.float64)
+    DT_FP8E4M3 = formats.FLOAT8_E4M3FN
+    DT_FP8E5M2 = formats.FLOAT8_E5M2
+    DT_FP8E8M0 = formats.FLOAT8_E8M0FNU
+    DT_HF8 = formats.HIFLOAT8
 
     @property
     def numpy(self) -> np.dtype:
@@ -110,3 +118,7 @@ DT_UINT32 = DataType.DT_UINT32
 DT_UINT64 = DataType.DT_UINT64
 DT_BOOL = DataType.DT_BOOL
 DT_DOUBLE = DataType.DT_DOUBLE
+DT_FP8E4M3 = DataType.DT_FP8E4M3
+DT_FP8E5M2 = DataType.DT_FP8E5M2
+DT_FP8E8M0 = DataType.DT_FP8E8M0
+DT_HF8 = DataType.DT_HF8
