@@ -31,6 +31,10 @@ __all__ = ["Options", "hifloat8", "npu_quant_scatter", "npu_quant_scatter_", "np
 TORCH = importlib.util.find_spec("torch") is not None
 """Whether torch is installed: then the ops also take torch npu tensors."""
 
+hifloat8: int | str = "hifloat8"
+"""``torch_npu.hifloat8`` as a ``dst_type``: with torch, torch_npu's int code (values held in
+torch.uint8); without torch, the format's name."""
+
 if TORCH:
     import torch
 
@@ -39,10 +43,9 @@ if TORCH:
     _install()
     npu = torch.npu
     __all__.append("npu")
-    from npusim.frontend.torch_device.ops import HIFLOAT8_CODE as hifloat8  # torch_npu.hifloat8: an int code, values in torch.uint8
-else:
-    hifloat8 = "hifloat8"
-    """torch_npu.hifloat8 as a ``dst_type``: without torch, the format's name."""
+    from npusim.frontend.torch_device.ops import HIFLOAT8_CODE
+
+    hifloat8 = HIFLOAT8_CODE
 
 
 def _is_torch(value) -> bool:
