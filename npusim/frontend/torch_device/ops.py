@@ -101,7 +101,7 @@ def scatter_update(self, indices, updates, axis):
 
 def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     api = "npu_quantize"
-    out = new_tensor(self.shape, TORCH_DTYPES[output_dtype(_dtype_of(dtype))], self.device.index)
+    out = new_tensor(self.shape, _torch_output(dtype), self.device.index)
     args = {"input": device_tensor(self, api, "input"), "scales": device_tensor(scales, api, "scales"),
             "zero_points": None if zero_points is None else device_tensor(zero_points, api, "zero_points"),
             "out": device_tensor(out, api, "the result"), "dtype": _dtype_of(dtype), "axis": axis, "div_mode": div_mode}
@@ -119,7 +119,13 @@ def _fake_like(self, *args, **kwargs):
 
 
 def _fake_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
-    return torch.empty(self.shape, dtype=TORCH_DTYPES[output_dtype(_dtype_of(dtype))], device=self.device)
+    return torch.empty(self.shape, dtype=_torch_output(dtype), device=self.device)
+
+
+def _torch_output(dtype) -> torch.dtype:
+    """The torch dtype of npu_quantize's result: hifloat8 codes in torch.uint8, as torch_npu holds them."""
+    name = _dtype_of(dtype)
+    return torch.uint8 if name == "hifloat8" else TORCH_DTYPES[output_dtype(name)]
 
 
 KERNELS = {"npu_quant_scatter": (npu_quant_scatter, _fake_like), "npu_quant_scatter_": (npu_quant_scatter_, _fake_same),
