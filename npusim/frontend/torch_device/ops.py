@@ -124,7 +124,7 @@ def _fake_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
 
 def _torch_output(dtype) -> torch.dtype:
     """The torch dtype of npu_quantize's result: hifloat8 codes in torch.uint8, as torch_npu holds them."""
-    name = _dtype_of(dtype)
+    name = str(_dtype_of(dtype))
     return torch.uint8 if name == "hifloat8" else TORCH_DTYPES[output_dtype(name)]
 
 
