@@ -13,6 +13,9 @@ The reductions (``reduce_sum`` ...) reduce each row of a 2-D operand by the pair
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import numpy as np
 
 from npusim import formats
@@ -28,10 +31,41 @@ BINARY = {
 WITH_SCALAR = {"adds": np.add, "muls": np.multiply, "maxs": np.maximum, "mins": np.minimum}
 UNARY = {
     "exp": np.exp, "abs": np.abs, "relu": lambda x: np.maximum(x, 0), "copy": np.copy, "neg": np.negative,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "invert": np.invert,
 }
-REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
+
+def _elementwise_math(function) -> Callable[[np.ndarray], np.ndarray]:
+    """A scalar ``math`` function over an array (float64 in and out)."""
+    vectorized = np.frompyfunc(function, 1, 1)
+    return lambda x: vectorized(x).astype(np.float64)
+
+
+MATH: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "exp2": np.exp2, "expm1": np.expm1, "ln": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "erf": _elementwise_math(math.erf), "erfc": _elementwise_math(math.erfc), "sign": np.sign, "reciprocal": np.reciprocal,
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
+}
+"""Float functions of one operand, evaluated in float64 on the operand's values and rounded once to
+the destination dtype: the correctly rounded result (nearly always; floor / ceil / trunc / rint /
+sign / reciprocal exactly). The chip's algorithms for the transcendental ones are not published:
+its results may differ in the last bits (docs/pypto.md)."""
+MATH_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {"pow": np.power, "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign,
+    "remainder": np.remainder,
+}
+"""Float functions of two operands, as :data:`MATH`."""
+BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+"""Integer bitwise operations, in the operands' dtype."""
+PREDICATE = {"isnan": np.isnan, "isfinite": np.isfinite, "signbit": np.signbit, "not": np.logical_not}
+"""Tests of one operand: 1 where true, else 0, in the destination dtype (bool)."""
+COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+"""Comparisons of two operands (16-bit floats compared exactly, in float32): 1 where true, else 0 (bool)."""
+REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum, "reduce_prod": np.multiply}
 """Row reductions: ``dst[r] = reduce(src[r, :])`` by :func:`halving_reduce` (the vcadd / vcmax family)."""
+ARG_REDUCE = {"reduce_argmax": np.argmax, "reduce_argmin": np.argmin}
+"""Row reductions to an index: ``dst[r]`` = the first position of the row's largest (smallest)
+value, a NaN counting as the largest (torch's and numpy's rule), written in ``dst``'s dtype."""
 
 ROUNDING = formats.ROUNDING
 """The conversions' rounding modes (:data:`npusim.formats.ROUNDING`)."""
@@ -40,7 +74,8 @@ HIFLOAT8_ROUNDING = ("round", "hybrid")
 ROUNDING_NAMES = (*ROUNDING, "hybrid")
 """Every rounding an instruction may name (``hybrid`` only on a conversion to hifloat8)."""
 
-KINDS = tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot")
+KINDS = (tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(MATH) + tuple(MATH_BINARY) + tuple(BITWISE) + tuple(PREDICATE)
+         + tuple(COMPARE) + tuple(REDUCE) + tuple(ARG_REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot", "select"))
 
 
 def elements_per_repeat(repeat_bytes: int, *dtypes: np.dtype) -> int:
@@ -119,8 +154,24 @@ def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar, rounding
     elif kind in UNARY:
         with np.errstate(all="ignore"):
             dst[...] = UNARY[kind](srcs[0]).astype(dst.dtype)
+    elif kind in MATH:
+        with np.errstate(all="ignore"):
+            dst[...] = MATH[kind](srcs[0].astype(np.float64)).astype(dst.dtype)
+    elif kind in MATH_BINARY:
+        with np.errstate(all="ignore"):
+            dst[...] = MATH_BINARY[kind](srcs[0].astype(np.float64), srcs[1].astype(np.float64)).astype(dst.dtype)
+    elif kind in BITWISE:
+        dst[...] = BITWISE[kind](srcs[0], srcs[1]).astype(dst.dtype)
+    elif kind in PREDICATE:
+        dst[...] = PREDICATE[kind](_widen(srcs[0])).astype(dst.dtype)
+    elif kind in COMPARE:
+        dst[...] = COMPARE[kind](_widen(srcs[0]), _widen(srcs[1])).astype(dst.dtype)
+    elif kind == "select":  # dst = srcs[1] where srcs[0] is not 0, else srcs[2]
+        dst[...] = np.where(srcs[0] != 0, srcs[1], srcs[2]).astype(dst.dtype)
     elif kind in REDUCE:  # dst has the shape of srcs[0] without its last axis
         dst[...] = halving_reduce(srcs[0], REDUCE[kind]).astype(dst.dtype)
+    elif kind in ARG_REDUCE:
+        dst[...] = ARG_REDUCE[kind](srcs[0], axis=-1).astype(dst.dtype)
     elif kind == "cumsum":  # running sum along the last axis, one element after the other, in dst's dtype
         dst[...] = np.cumsum(srcs[0], axis=-1, dtype=dst.dtype)
     elif kind == "one_hot":  # dst[..., c] = 1 where srcs[0][...] == c

@@ -15,7 +15,8 @@ from npusim.kernels.quantize.kernel import KERNEL_NAME, QuantizePlan, build_quan
 
 @OPS.register("quantize")
 class Quantize(Op):
-    """torch_npu's npu_quantize with div_mode=True (aclnnQuantize -> Quantize)."""
+    """torch_npu's npu_quantize: div_mode=True (aclnnQuantize -> Quantize), div_mode=False
+    (aclnnAscendQuantV3 -> AscendQuantV2); the same kernel, dividing or multiplying by the scales."""
 
     name = "quantize"
     series = frozenset({"atlas_a2", "atlas_a3", "ascend_950"})  # DAV_2201's build, and on the 950 its outputs (checks.py); its own tiling is not modelled
@@ -39,4 +40,5 @@ class Quantize(Op):
 
     @classmethod
     def describe(cls, problem: QuantizeProblem, plan: QuantizePlan) -> dict:
-        return {"input": list(problem.shape), "view": list(problem.view), "dtype": formats.name_of(problem.out_dtype), "cores": plan.used_cores}
+        return {"input": list(problem.shape), "view": list(problem.view), "dtype": formats.name_of(problem.out_dtype), "cores": plan.used_cores,
+                "div_mode": not problem.multiply}

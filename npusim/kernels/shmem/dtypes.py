@@ -6,9 +6,9 @@ shmem_store and shmem_signal write; ``pypto.OpType`` is the comparison of shmem_
 accepts only ``EQ``); ``pypto.TileOpFormat`` is a tensor's layout (npusim models ND only) and
 ``pypto.StatusType`` (``pypto.DYNAMIC``, ``pypto.STATIC``) marks a dim of a kernel parameter's
 annotation as bound at run time or at compile time. Here each data type carries the numpy dtype that holds its values in the
-simulator (bf16 and the Ascend 950's 8-bit floats through ``ml_dtypes``, hifloat8 as
-:data:`npusim.formats.HIFLOAT8` codes). Only the types numpy can hold are mirrored (no packed
-4-bit types).
+simulator (bf16, int4, the fp8 and fp4 formats through ``ml_dtypes``, hifloat8 as
+:data:`npusim.formats.HIFLOAT8` codes). Only the types numpy can hold are mirrored (the framework's
+DT_HF4 / DT_FP8 / DT_FP4_E2M1X2 are not); the compute ops take the types their checks list.
 """
 
 from __future__ import annotations
@@ -46,9 +46,11 @@ class DataType(_PyptoEnum):
     DT_UINT64 = np.dtype(np.uint64)
     DT_BOOL = np.dtype(np.bool_)
     DT_DOUBLE = np.dtype(np.float64)
-    DT_FP8E4M3 = formats.FLOAT8_E4M3FN
-    DT_FP8E5M2 = formats.FLOAT8_E5M2
-    DT_FP8E8M0 = formats.FLOAT8_E8M0FNU
+    DT_INT4 = np.dtype(ml_dtypes.int4)
+    DT_FP8E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
+    DT_FP8E5M2 = np.dtype(ml_dtypes.float8_e5m2)
+    DT_FP8E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+    DT_FP4_E2M1 = np.dtype(ml_dtypes.float4_e2m1fn)
     DT_HF8 = formats.HIFLOAT8
 
     @property
@@ -118,7 +120,9 @@ DT_UINT32 = DataType.DT_UINT32
 DT_UINT64 = DataType.DT_UINT64
 DT_BOOL = DataType.DT_BOOL
 DT_DOUBLE = DataType.DT_DOUBLE
+DT_INT4 = DataType.DT_INT4
 DT_FP8E4M3 = DataType.DT_FP8E4M3
 DT_FP8E5M2 = DataType.DT_FP8E5M2
 DT_FP8E8M0 = DataType.DT_FP8E8M0
+DT_FP4_E2M1 = DataType.DT_FP4_E2M1
 DT_HF8 = DataType.DT_HF8

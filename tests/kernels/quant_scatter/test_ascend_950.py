@@ -72,7 +72,7 @@ def run_case(case: dict):
         x = npusim.tensor(host.view(held_dtype(dst)))
         u, _ = device_view(updates, case.get("updates_layout", "contiguous"), rng)
         zp = None if zero_points is None else npusim.tensor(zero_points)
-        torch_npu.npu_quant_scatter_(x, npusim.tensor(indices), u, npusim.tensor(scales), zp, axis=axis, dst_type=dst,
+        torch_npu.npu_quant_scatter_(x, npusim.tensor(indices), u, npusim.tensor(scales), zp, axis=axis, quant_axis=-1, dst_type=dst,
                                      round_mode=case["round_mode"])
         out = x.numpy().view(np.uint8)
     expected = host.copy()
