@@ -33,7 +33,7 @@ from typing import Any
 from npusim.analysis.grid import Point
 from npusim.analysis.sweep import SweepOutcome, plan, require_pandas, run_plan
 from npusim.config import LoadedConfig, load_config
-from npusim.config.annotated import values
+from npusim.config.annotated import short_where, values
 from npusim.config.confidence import ABSENT, dotted, key_path, value_at, without_tags
 from npusim.errors import ConfigError, UsageError, WorkloadError
 from npusim.frontend.simulate import simulate
@@ -245,7 +245,7 @@ def _row(base: LoadedConfig, entry: Varied, base_us: float, lower: dict[str, Any
         "low": confidence.low,
         "basis": confidence.basis,
         "source": without_tags(confidence.source),
-        "where": confidence.where,
+        "where": short_where(confidence.where),
         "status": "ok" if ran and not failed else "failed" if failed else "not varied",
         "error": error,
     }

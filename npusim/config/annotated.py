@@ -152,6 +152,14 @@ def _source(loaded: LoadedConfig, path: KeyPath, bare: bool) -> str:
 
 
 @functools.lru_cache(maxsize=16)
+def short_where(where: str) -> str:
+    """``FILE:LINE`` with a built-in config's file by its name (``a2.yaml:56``), so that what names
+    it (a summary's confidence entries) is the same from any checkout; an override or a user's
+    file as given."""
+    file, colon, line = where.rpartition(":")
+    return f"{_short_name(file)}:{line}" if colon and line.isdigit() else where
+
+
 def _short_name(file: str) -> str:
     """A built-in config by its file name (``a2.yaml``), any other as given."""
     path = Path(file)

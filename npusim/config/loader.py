@@ -180,14 +180,6 @@ def builtin_folder() -> Traversable:
     return resources.files("npusim").joinpath("configs")
 
 
-def portable_where(where: str) -> str:
-    """A ``FILE:LINE`` location with a built-in config's file named from the package
-    (``npusim/configs/a2.yaml:48``), so that what a run writes does not depend on where npusim is
-    installed; any other location as it is."""
-    folder = str(builtin_folder()).rstrip("/") + "/"
-    return "npusim/configs/" + where[len(folder):] if where.startswith(folder) else where
-
-
 def _config_file(file: Traversable, label: str, fallback_folder: Traversable) -> _ConfigFile:
     return _ConfigFile(file, label, file.parent if isinstance(file, Path) else fallback_folder)
 

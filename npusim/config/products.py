@@ -45,3 +45,9 @@ def _add(product: Product) -> None:
 _add(Product("ascend910b", "Atlas A2 (ascend910b)", "atlas_a2", vector_cores="aiv", cube_cores="aic"))
 _add(Product("ascend910c", "Atlas A3 (ascend910c)", "atlas_a3", vector_cores="aiv", cube_cores="aic"))
 _add(Product("ascend310p", "Atlas inference series (ascend310p)", "atlas_inference", vector_cores="aicore", cube_cores="aicore"))
+# The Ascend 950PR and 950DT (NpuArch 3510, "arch35") are one SoC design with two memories: their
+# CANN platform files (hicann/runtime src/platform/platform_config/cann-dev/Ascend950PR_*.ini and
+# Ascend950DT_*.ini) give the same split architecture (cube_vector_combine=split, 36 AIC + 72 AIV)
+# and the op pages list them as one product row, "Ascend 950PR/Ascend 950DT": one series.
+_add(Product("ascend950pr", "Ascend 950PR (ascend950pr, what-if)", "ascend_950", vector_cores="aiv", cube_cores="aic"))
+_add(Product("ascend950dt", "Ascend 950DT (ascend950dt, what-if)", "ascend_950", vector_cores="aiv", cube_cores="aic"))

@@ -351,7 +351,8 @@ class SystemShape(Spec):
 
     pods: PodCount = Field(1, description="pods (A3 SuperPoDs) of `nodes` nodes each; the pod fabric joins the nodes of one "
                            "pod only, so dies of two pods reach each other through the scale-out network (RDMA) alone")
-    nodes: Annotated[int, Field(ge=1, le=48)] = Field(1, description="nodes per pod: A2 servers, or the nodes of an A3 SuperPoD (up to 48)")
+    nodes: Annotated[int, Field(ge=1, le=128)] = Field(
+        1, description="nodes per pod: A2 servers, the nodes of an A3 SuperPoD (up to 48) or the cabinets of an Atlas 950 SuperPoD (up to 128)")
     packages_per_node: PackageCount = Field(description=f"NPU packages per node (at most {MAX_PACKAGES})")
     dies_per_package: Annotated[int, Field(ge=1, le=2)] = Field(1, description="dies per package (2 on 910C)")
 

@@ -31,9 +31,10 @@ from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor
 from npusim.isa.racecheck import RACE_MODES
 
-PYPTO_SERIES = ("atlas_a2", "atlas_a3")
+PYPTO_SERIES = ("atlas_a2", "atlas_a3", "ascend_950")
 """The product series PyPTO runs on: "Ascend-NPU ... 目前支持 A2/A3" (hicann/pypto
-docs/context/prepare_environment.md, commit 6fa0df5cdc750e9ba3895e6eed00ce0f635c86c3)."""
+docs/context/prepare_environment.md, commit 6fa0df5cdc750e9ba3895e6eed00ce0f635c86c3), and the
+Ascend 950PR/950DT its later op pages list (pypto-cast.md's 950 table; its runtime's DAV_3510)."""
 
 
 def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = None, *,
@@ -46,8 +47,8 @@ def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = 
     product = PRODUCTS.get(spec.product)
     if product.series not in PYPTO_SERIES:
         raise UsageError(
-            f"npusim.launch: PyPTO runs on Atlas A2 and A3 only (its docs: 目前支持 A2/A3), not on {product.label} of config "
-            f"{spec.name!r}; run the PyPTO kernel with an A2 or A3 config (--config a2 or a3)"
+            f"npusim.launch: PyPTO runs on Atlas A2 and A3 and the Ascend 950 only (its docs), not on {product.label} of config "
+            f"{spec.name!r}; run the PyPTO kernel with an A2, A3 or 950 config (--config a2, a3 or ascend-950pr)"
         )
     if spec.shmem is None:
         raise ConfigError(

@@ -285,8 +285,8 @@ class CoreProgram:
         ``control``: the result is control data (e.g. zeros for signal slots), computed even when data is off."""
         if kind not in vector_semantics.KINDS:
             raise UsageError(f"unknown vector instruction {kind!r}; known: {', '.join(vector_semantics.KINDS)}")
-        if rounding not in vector_semantics.ROUNDING:
-            raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING)}")
+        if rounding not in vector_semantics.ROUNDING_NAMES:
+            raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING_NAMES)}")
         self._require(Pipe.VECTOR, f"vector {kind}")
         count = dst.count if count is None else count
         operands = (dst,) + srcs
@@ -568,8 +568,8 @@ class CoreProgram:
             raise UsageError(f"fixpipe moves L0C to GM; got {src!r} -> {dst!r}")
         if src.count < nz_count(rows, cols, FRACTAL_ROWS):
             raise UsageError(f"fixpipe of {rows}x{cols}: {src!r} holds fewer than the {nz_count(rows, cols, FRACTAL_ROWS)} elements of its fractals")
-        if rounding not in vector_semantics.ROUNDING:
-            raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING)}")
+        if rounding not in vector_semantics.ROUNDING_NAMES:
+            raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING_NAMES)}")
         self._check_span(dst, rows, cols * out_dtype.itemsize, dst_row_bytes - cols * out_dtype.itemsize)
         granule = self.core.dma_timing[Pipe.FIXP].granule_bytes
         label = name or "fixpipe L0C->GM"

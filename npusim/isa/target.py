@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npusim import formats
 from npusim.config.products import PRODUCTS
 from npusim.config.schema import GM
 from npusim.errors import ConfigError
@@ -50,8 +51,8 @@ class VectorTarget:
                    kind.engines[load].granule_bytes, timing.vector.repeat_bytes, timing.vector.max_repeats)
 
     def lanes(self, *dtypes) -> int:
-        """Elements one repeat covers when its widest operand has one of ``dtypes``."""
-        return self.repeat_bytes // max(np.dtype(d).itemsize for d in dtypes)
+        """Elements one repeat covers when its widest operand has one of ``dtypes`` (dtypes or format names: ``hifloat8``)."""
+        return self.repeat_bytes // max(formats.dtype_named(d).itemsize if isinstance(d, str) else np.dtype(d).itemsize for d in dtypes)
 
     def blocks(self, nbytes: int) -> int:
         """Granules one contiguous transfer of ``nbytes`` moves."""

@@ -28,12 +28,16 @@ from npusim.frontend.tensor import empty
 from npusim.kernels.op import OpOptions as Options
 from npusim.kernels.quant_scatter.checks import DEFAULT_AXIS, DEFAULT_QUANT_AXIS
 
-__all__ = ["Options", "__version__", "get_npu_format", "npu_dequant_swiglu_quant", "npu_format_cast", "npu_moe_gating_top_k",
+__all__ = ["Options", "__version__", "hifloat8", "get_npu_format", "npu_dequant_swiglu_quant", "npu_format_cast", "npu_moe_gating_top_k",
            "npu_moe_distribute_combine", "npu_moe_distribute_combine_v2", "npu_moe_distribute_dispatch", "npu_moe_distribute_dispatch_v2",
            "npu_quant_scatter", "npu_quant_scatter_", "npu_quantize", "options", "scatter_update", "scatter_update_"]
 
 TORCH = importlib.util.find_spec("torch") is not None
 """Whether torch is installed: then the ops also take torch npu tensors."""
+
+hifloat8: int | str = "hifloat8"
+"""``torch_npu.hifloat8`` as a ``dst_type``: with torch, torch_npu's int code (values held in
+torch.uint8); without torch, the format's name."""
 
 if TORCH:
     import torch
@@ -43,6 +47,9 @@ if TORCH:
     _install()
     npu = torch.npu
     __all__.append("npu")
+    from npusim.frontend.torch_device.ops import HIFLOAT8_CODE
+
+    hifloat8 = HIFLOAT8_CODE
 
 __version__ = f"{torch.__version__.split('+')[0] if TORCH else '0'}+npusim.{_npusim_version}"
 """torch_npu's version follows torch's (torch_npu 2.6.0 goes with torch 2.6.0): the installed torch's,
@@ -82,6 +89,8 @@ def _dtype_name(dtype) -> str | None:
     """A dtype argument (None, a name, a numpy or torch dtype) as its name."""
     if dtype is None or isinstance(dtype, str):
         return dtype
+    if TORCH and dtype == hifloat8:
+        return "hifloat8"
     if TORCH and isinstance(dtype, torch.dtype):
         return str(dtype).removeprefix("torch.")
     import numpy as np
@@ -97,8 +106,11 @@ def npu_quant_scatter_(input, indices, updates, quant_scales, quant_zero_points=
     ``indices`` is 1-D ``[B]`` (batch ``b`` goes to rows ``indices[b]`` of input batch ``b``) or 2-D
     ``[B, 2]`` (``(batch, row)`` pairs). Empty tensors make it a no-op. ``axis`` and ``quant_axis``
     default to the documented signature's 0 and 1, which the op refuses on every product it runs
-    on, as on the device: give them (``axis=-2, quant_axis=-1``). ``dst_type`` (None or int8)
-    and ``round_mode`` ('rint') are the schema's; other values are Ascend 950 features, refused.
+    on, as on the device: give them (``axis=-2, quant_axis=-1``). ``dst_type`` and
+    ``round_mode`` select the Ascend 950 kernel's output (aclnnInplaceQuantScatterV2): int8 (None),
+    float8_e4m3fn or float8_e5m2 with 'rint', :data:`hifloat8` with 'round' or 'hybrid', written into
+    input's bytes; on Atlas A2/A3 and the 310P they are ignored with a warning (int8, half to even),
+    as the device does.
     See ``docs/quant_scatter.md``.
     """
     if _is_torch(input):

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from npusim import __version__
+from npusim.config.annotated import short_where
 from npusim.config.confidence import ABSENT, key_path, value_at
-from npusim.config.loader import portable_where
 from npusim.trace.critical_path import bottlenecks
 from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder
@@ -206,7 +206,7 @@ def with_confidence(found: dict[str, Any], config: Any, low: Callable[[str], boo
             if value is ABSENT:
                 continue
             confidence = config.confidence_of(key)
-            extra = {"basis": confidence.basis, "source": confidence.source, "where": portable_where(confidence.where)} if detail else {}
+            extra = {"basis": confidence.basis, "source": confidence.source, "where": short_where(confidence.where)} if detail else {}
             kept.append({**entry, "value": value, "confidence": confidence.tag, "level": confidence.level, **extra})
         return kept
 

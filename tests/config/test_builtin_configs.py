@@ -1,5 +1,6 @@
 """The shipped configs: they validate, give the expected derived numbers, and source every number."""
 
+import re
 from importlib import resources
 
 import pytest
@@ -170,3 +171,57 @@ def test_the_card_gives_the_published_int8_peak_and_the_chips_share_of_408_gb_pe
     tops = spec.shape.dies * die.cores["aicore"].count * int8_macs * 2 * DUO_CLOCK / 1e12
     assert tops == pytest.approx(280, rel=0.01)
     assert spec.shape.dies * die.hbm.bandwidth.bytes_per_second(DUO_CLOCK) == pytest.approx(408e9)
+
+
+CLOCK_950 = 1.8e9
+
+
+@pytest.mark.parametrize("name", ["ascend-950pr", "ascend-950dt"])
+def test_the_950_die_is_its_platform_file(name):
+    """Ascend950PR_9599.ini / Ascend950DT_9591.ini: 36 AIC + 72 AIV at 1800 MHz, L0C 256 KiB, UB 248 KiB,
+    L2 128 MiB, 8 AICPUs; the cube's 16x32x16 fp8 block per cycle gives the announced 1 PFLOPS FP8."""
+    spec = load_config(name).spec
+    die = spec.die
+    assert spec.product == name.replace("-", "") and spec.shape.dies == 8
+    aic, aiv = die.cores["aic"], die.cores["aiv"]
+    assert (aic.count, aiv.count, die.aicpu.count) == (36, 72, 8)
+    assert die.clock.hz == pytest.approx(CLOCK_950)
+    assert {b: aic.buffers[b].size.bytes for b in aic.buffers} == {"L1": 512 * 1024, "L0A": 64 * 1024, "L0B": 64 * 1024, "L0C": 256 * 1024}
+    assert aiv.buffers["UB"].size.bytes == 253952
+    assert die.l2.size.bytes == 128 * 2**20
+    fp8_flops = aic.count * die.cube.m * die.cube.n * (die.cube.k * 2) * 2 / (die.cube.per_block.to_ps(CLOCK_950) * 1e-12)
+    assert fp8_flops == pytest.approx(1.06e15, rel=0.01)
+
+
+def test_the_950s_differ_in_their_memory_only():
+    pr, dt = load_config("ascend-950pr").spec, load_config("ascend-950dt").spec
+    assert (pr.die.hbm.size.bytes, dt.die.hbm.size.bytes) == (128 * 2**30, 144 * 2**30)
+    assert pr.die.hbm.bandwidth.bytes_per_second(CLOCK_950) == pytest.approx(1.6e12)
+    assert dt.die.hbm.bandwidth.bytes_per_second(CLOCK_950) == pytest.approx(4e12)
+    assert (pr.die.hbm.technology, dt.die.hbm.technology) == ("HiBL-1.0", "HiZQ-2.0")
+    assert pr.die.model_copy(update={"hbm": dt.die.hbm}) == dt.die
+    assert pr.fabrics == dt.fabrics
+
+
+def test_the_950_ub_ports_carry_the_announced_terabyte_per_direction():
+    node = load_config("ascend-950pr").spec.fabrics.node
+    assert node.kind == "ub_l1_switch"
+    assert node.planes * node.link.bandwidth.bytes_per_second(CLOCK_950) == pytest.approx(1e12)
+
+
+def test_the_atlas_950_superpod_has_8192_chips():
+    spec = load_config("atlas-950-superpod").spec
+    assert (spec.product, spec.shape.nodes, spec.shape.packages_per_node, spec.shape.dies) == ("ascend950dt", 128, 64, 8192)
+    assert spec.fabrics.pod.kind == "ub_l2_switch"
+
+
+@pytest.mark.parametrize("name", ["ascend-950pr", "ascend-950dt", "atlas-950-superpod"])
+def test_every_950_value_not_from_a_vendor_file_says_so(name):
+    """What-if configs: every assumed line carries [L]; no line taken from a2/a3 claims more than [L]."""
+    valued = re.compile(r"^\s*[\w-]+:\s*[^\s#][^#]*#")  # a key with its value on the line, then a comment
+    lines = [line for line in config_text(name).splitlines() if valued.match(line)]
+    assert lines
+    for line in lines:
+        comment = line.split("#", 1)[1]
+        if "assumed" in comment or "a2.yaml's" in comment or "a3.yaml's" in comment:
+            assert "[L" in comment, line

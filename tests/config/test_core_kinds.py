@@ -105,7 +105,8 @@ def test_a_pipe_needs_its_unit_and_a_product_its_core_kinds(tmp_path):
 
 
 def test_products_name_the_core_kinds_of_their_kernels():
-    assert [name for name, _ in PRODUCTS] == ["ascend310p", "ascend910b", "ascend910c"]
+    assert [name for name, _ in PRODUCTS] == ["ascend310p", "ascend910b", "ascend910c", "ascend950dt", "ascend950pr"]
+    assert {PRODUCTS.get(name).series for name in ("ascend950pr", "ascend950dt")} == {"ascend_950"}
     a2 = PRODUCTS.get("ascend910b")
     assert (a2.series, a2.vector_cores, a2.cube_cores) == ("atlas_a2", "aiv", "aic")
     assert PRODUCTS.get("ascend310p").vector_cores == "aicore"

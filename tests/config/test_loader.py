@@ -44,7 +44,7 @@ EXPLICIT_LINKS = """
 
 
 def test_builtin_configs_are_listed():
-    assert builtin_configs() == ["a2", "a3", "atlas-300i-duo"]
+    assert builtin_configs() == ["a2", "a3", "ascend-950dt", "ascend-950pr", "atlas-300i-duo", "atlas-950-superpod"]
 
 
 @pytest.mark.parametrize(("name", "source"), [("a2", "builtin:a2"), ("a2.yaml", "builtin:a2"), ("a3", "builtin:a3"), ("a3.yaml", "builtin:a3")])
@@ -127,7 +127,7 @@ def test_extends_of_a_missing_file(tmp_path):
     write(tmp_path, "child.yaml", "name: c\nextends: nowhere.yaml\n")
     message = error_of(tmp_path / "child.yaml")
     assert "child.yaml:2: extends: no file 'nowhere.yaml'" in message
-    assert "(a2, a3, atlas-300i-duo)" in message and "fix the path" in message
+    assert "(a2, a3, ascend-950dt, ascend-950pr, atlas-300i-duo, atlas-950-superpod)" in message and "fix the path" in message
 
 
 def test_an_error_points_to_the_file_that_set_the_value(tmp_path):
@@ -262,9 +262,9 @@ def test_non_positive_size_or_rate(tmp_path, key, value):
 
 
 def test_out_of_range_integer_names_the_meaning(tmp_path):
-    config = write(tmp_path, "c.yaml", "extends: a3\nshape:\n  nodes: 64\n")
+    config = write(tmp_path, "c.yaml", "extends: a3\nshape:\n  nodes: 129\n")
     message = error_of(config)
-    assert message.startswith(f"{config}:3: shape.nodes: must be less than or equal to 48, got 64; give a smaller value")
+    assert message.startswith(f"{config}:3: shape.nodes: must be less than or equal to 128, got 129; give a smaller value")
     assert "the nodes of an A3 SuperPoD (up to 48)" in message
 
 

@@ -16,7 +16,8 @@ CELL_TIMEOUT_S = 300  # a bound on a hung cell, far above what any cell takes
 
 
 def test_the_notebooks_are_found():
-    assert [path.name for path in NOTEBOOKS] == ["01_timelines.ipynb", "02_pipeline_whatif.ipynb", "03_torch_graph_mode.ipynb"]
+    assert [path.name for path in NOTEBOOKS] == ["01_timelines.ipynb", "02_pipeline_whatif.ipynb", "03_torch_graph_mode.ipynb",
+                                                       "04_next_generation.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)

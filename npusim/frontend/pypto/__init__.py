@@ -153,6 +153,7 @@ from npusim.kernels.shmem.dtypes import (
     DT_FP8E8M0,
     DT_FP16,
     DT_FP32,
+    DT_HF8,
     DT_INT4,
     DT_INT8,
     DT_INT16,
@@ -268,7 +269,6 @@ class UnheldDataType:
         return f"DataType.{self.name} ({self.what}: npusim cannot hold it)"
 
 
-DT_HF8 = UnheldDataType("DT_HF8", "hifloat8")
 DT_HF4 = UnheldDataType("DT_HF4", "hifloat4")
 DT_FP8 = UnheldDataType("DT_FP8", "fp8")
 DT_FP4_E2M1X2 = UnheldDataType("DT_FP4_E2M1X2", "two packed fp4 e2m1")

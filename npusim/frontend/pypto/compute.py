@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from npusim import isa
+from npusim.config.products import PRODUCTS
 from npusim.errors import ResourceError
 from npusim.frontend.pypto.ops import _LAST_TILES, _cube_tuple, _gm, _on_pe
 from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, ProgramPiece, current_program
@@ -372,8 +373,9 @@ def cast(input: Tensor, dtype: DataType, mode: CastMode = CastMode.CAST_NONE, sa
         reject(op, "mode", mode, "must be a pypto.CastMode")
     if not isinstance(satmode, SaturationMode):
         reject(op, "satmode", satmode, "must be a pypto.SaturationMode")
-    checks.check_cast(x.dtype.name, dtype.name)
-    chosen = checks.cast_mode(x.dtype.name, dtype.name, mode.name)
+    product = PRODUCTS.get(program.launch.system.spec.product)
+    checks.check_cast(x.dtype.name, dtype.name, product)
+    chosen = checks.cast_mode(x.dtype.name, dtype.name, mode.name, product)
     rounding = CastMode[chosen].rounding if chosen is not None else "rint"
     saturate = not (np.issubdtype(x.dtype.numpy, np.integer) and satmode is SaturationMode.OFF)
     shape, valid = tuple(x.shape), x.valid_shape

@@ -22,6 +22,7 @@ from npusim.kernels.grouped_matmul.op import arguments as grouped_arguments
 from npusim.kernels.quant_matmul.checks import output_dtype as quant_output_dtype
 from npusim.kernels.quant_matmul.checks import result_shape as quant_result_shape
 from npusim.kernels.quant_scatter.checks import DEFAULT_AXIS, DEFAULT_QUANT_AXIS
+from npusim.kernels.quant_scatter.op import aclnn_api
 from npusim.kernels.quantize.checks import output_dtype
 
 SCHEMAS = {
@@ -92,6 +93,11 @@ SCHEMAS = {
 SCALAR_TYPE_CODES: dict[int, torch.dtype] = {}
 """c10 ScalarType code -> dtype, for ``int dtype`` arguments (torch passes a dtype as its code)."""
 
+HIFLOAT8_CODE = 290
+"""``torch_npu.hifloat8``: torch has no hifloat8, so torch_npu names it by an int code of its own
+(c10_npu::DType::HIFLOAT8) passed as an ``int dtype`` argument, its values held in torch.uint8.
+npusim's code is above every c10 ScalarType; compare by the name ``torch_npu.hifloat8``, not by value."""
+
 
 def _quant_scatter_args(self, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce, dst_type,
                         round_mode, api: str) -> dict:
@@ -106,6 +112,8 @@ def _dtype_of(code) -> str | None:
     """The name of the dtype an ``int dtype`` argument carries (``qint8``, ``float8_e5m2``...)."""
     if code is None:
         return None
+    if code == HIFLOAT8_CODE:
+        return "hifloat8"
     dtype = SCALAR_TYPE_CODES.get(code)
     return str(dtype).removeprefix("torch.") if dtype is not None else f"ScalarType {code}"
 
@@ -115,7 +123,7 @@ def npu_quant_scatter_(self, indices, updates, quant_scales, quant_zero_points=N
     api = "npu_quant_scatter_"
     args = _quant_scatter_args(self, indices, updates, quant_scales, quant_zero_points, axis, quant_axis, reduce, dst_type,
                                round_mode, api)
-    with aclnn.host_call("aclnnInplaceQuantScatter"):
+    with aclnn.host_call(aclnn_api(args["input"].system.spec.product)):
         aclnn.run_op("quant_scatter", api, args, out=args["input"])
     return self
 
@@ -128,7 +136,7 @@ def npu_quant_scatter(self, indices, updates, quant_scales, quant_zero_points=No
     call = aclnn.OpCall.prepare("quant_scatter", api, args)
     out = new_tensor(self.shape, self.dtype, self.device.index)
     result = device_tensor(out, api, "the result")
-    with aclnn.host_call("aclnnInplaceQuantScatter"):
+    with aclnn.host_call(aclnn_api(args["input"].system.spec.product)):
         aclnn.copy(result, args["input"], "Clone", f"{api}: clone of input")
         call.issue(result)
     return out
@@ -156,7 +164,7 @@ def scatter_update(self, indices, updates, axis):
 
 def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     api = "npu_quantize"
-    out = new_tensor(self.shape, TORCH_DTYPES[output_dtype(_dtype_of(dtype), div_mode)], self.device.index)
+    out = new_tensor(self.shape, _torch_output(dtype, div_mode), self.device.index)
     args = {"input": device_tensor(self, api, "input"), "scales": device_tensor(scales, api, "scales"),
             "zero_points": None if zero_points is None else device_tensor(zero_points, api, "zero_points"),
             "out": device_tensor(out, api, "the result"), "dtype": _dtype_of(dtype), "axis": axis, "div_mode": div_mode}
@@ -255,7 +263,13 @@ def _fake_like(self, *args, **kwargs):
 
 
 def _fake_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
-    return torch.empty(self.shape, dtype=TORCH_DTYPES[output_dtype(_dtype_of(dtype), div_mode)], device=self.device)
+    return torch.empty(self.shape, dtype=_torch_output(dtype, div_mode), device=self.device)
+
+
+def _torch_output(dtype, div_mode=True) -> torch.dtype:
+    """The torch dtype of npu_quantize's result: hifloat8 codes in torch.uint8, as torch_npu holds them."""
+    name = str(_dtype_of(dtype))
+    return torch.uint8 if name == "hifloat8" else TORCH_DTYPES[output_dtype(name, div_mode)]
 
 
 DEVICE_OPS = {"npu_dequant_swiglu_quant": ("dequant_swiglu_quant", "aclnnDequantSwigluQuant"),

@@ -38,8 +38,18 @@ NUMPY_DTYPES: dict[torch.dtype, np.dtype] = {
     torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
     torch.float32: np.dtype(np.float32),
     torch.float64: np.dtype(np.float64),
+    torch.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
+    torch.float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
 }
-"""The dtypes an npu tensor may have, and the numpy dtype of their bytes."""
+"""The dtypes an npu tensor may have, and the numpy dtype of their bytes (hifloat8 is held in
+torch.uint8, as torch_npu holds it: its codes)."""
+_BITS: dict[torch.dtype, tuple[np.dtype, torch.dtype]] = {
+    torch.bfloat16: (np.dtype(np.int16), torch.int16),
+    torch.float8_e4m3fn: (np.dtype(np.uint8), torch.uint8),
+    torch.float8_e5m2: (np.dtype(np.uint8), torch.uint8),
+}
+"""The dtypes torch and numpy exchange through their bits (numpy holds them by ml_dtypes): the
+integer dtype of the same size on each side."""
 TORCH_DTYPES = {numpy: torch_dtype for torch_dtype, numpy in NUMPY_DTYPES.items()}
 
 _SERIAL_SHIFT, _DIE_SHIFT = 48, 37
@@ -71,6 +81,7 @@ _NO_DELETER = _DELETER()  # NULL, which DLPack allows and torch skips: GM is nev
 # deleter would run as torch frees the tensor, and clear an exception being raised past it: a SystemError)
 _DL_EXT_DEV = 12  # DLPack's extension device, which torch maps to its PrivateUse1 backend
 _DL_CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "V": 4}  # bool, int, uint, float, bfloat (ml_dtypes' kind is V)
+_DL_FLOAT8_CODES = {np.dtype(ml_dtypes.float8_e4m3fn): 10, np.dtype(ml_dtypes.float8_e5m2): 12}  # DLPack 1.x kDLFloat8_e4m3fn, kDLFloat8_e5m2
 _new_capsule = ctypes.pythonapi.PyCapsule_New
 _new_capsule.restype, _new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
@@ -80,7 +91,7 @@ def _from_address(pointer: int, die: int, shape: list[int], strides: list[int], 
     PrivateUse1 tensor on any device index); returns it and the structures it refers to."""
     sizes, steps = (ctypes.c_int64 * len(shape))(*shape), (ctypes.c_int64 * len(shape))(*strides)
     managed = _DLManagedTensor()
-    managed.dl_tensor = _DLTensor(pointer, _DLDevice(_DL_EXT_DEV, die), len(shape), _DLDataType(_DL_CODES[dtype.kind], dtype.itemsize * 8, 1),
+    managed.dl_tensor = _DLTensor(pointer, _DLDevice(_DL_EXT_DEV, die), len(shape), _DLDataType(_DL_FLOAT8_CODES.get(dtype) or _DL_CODES[dtype.kind], dtype.itemsize * 8, 1),
                                   sizes, steps, 0)
     managed.deleter = _NO_DELETER
     return torch.utils.dlpack.from_dlpack(_new_capsule(ctypes.addressof(managed), b"dltensor", None)), (sizes, steps, managed)
@@ -177,17 +188,20 @@ def values(t: torch.Tensor) -> np.ndarray:
 
 
 def to_torch(array: np.ndarray) -> torch.Tensor:
-    """A CPU torch tensor of ``array``'s values (bfloat16 through its bits)."""
+    """A CPU torch tensor of ``array``'s values (bfloat16 and the float8 formats through their bits)."""
     array = np.ascontiguousarray(array).reshape(array.shape)  # ascontiguousarray makes a 0-d array 1-d
-    if array.dtype == NUMPY_DTYPES[torch.bfloat16]:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    dtype = TORCH_DTYPES.get(array.dtype)
+    if dtype in _BITS:
+        bits, _ = _BITS[dtype]
+        return torch.from_numpy(array.view(bits)).view(dtype)
     return torch.from_numpy(array)
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """The values of CPU tensor ``t`` as numpy (bfloat16 through its bits)."""
+    """The values of CPU tensor ``t`` as numpy (bfloat16 and the float8 formats through their bits)."""
     t = t.detach().contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(NUMPY_DTYPES[torch.bfloat16])
+    if t.dtype in _BITS:
+        bits, torch_bits = _BITS[t.dtype]
+        return t.view(torch_bits).numpy().view(NUMPY_DTYPES[t.dtype])
     numpy_dtype(t.dtype, "copy to the npu device")
     return t.numpy()

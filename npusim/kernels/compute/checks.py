@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NoReturn
 
+from npusim.config.products import PRODUCTS, Product
 from npusim.errors import OpArgumentError
 
 MAX_DIMS = 4
@@ -29,7 +30,7 @@ OP_DTYPES = {
 
 # cast pairs of Atlas A2 / A3 (pypto-cast.md): (source, target) -> (modes the pair takes, default mode)
 _ROUNDED = ("CAST_RINT", "CAST_ROUND", "CAST_FLOOR", "CAST_CEIL", "CAST_TRUNC")
-CAST_PAIRS = {
+_A2_A3_CASTS = {
     ("DT_FP32", "DT_FP16"): (_ROUNDED + ("CAST_ODD",), "CAST_RINT"),
     ("DT_FP32", "DT_FP32"): (_ROUNDED, "CAST_RINT"),
     ("DT_FP32", "DT_BF16"): (_ROUNDED, "CAST_RINT"),
@@ -53,6 +54,29 @@ CAST_PAIRS = {
     ("DT_UINT8", "DT_FP16"): ((), None),
     ("DT_INT8", "DT_FP16"): ((), None),
 }
+
+# cast pairs of the Ascend 950PR / 950DT (pypto-cast.md, its 950 table), those the simulator holds
+# (no packed int4 / fp4, no deq int32 -> fp16): the A2/A3 conversions it lists, more integer ones,
+# bf16 -> fp16, and the 8-bit floats (fp32 -> fp8 with any rounding; fp32 / fp16 -> hifloat8 with
+# CAST_ROUND only, ROUND_A; every 8-bit float -> fp32 widening)
+_950_CASTS = {
+    **{pair: rule for pair, rule in _A2_A3_CASTS.items() if pair != ("DT_INT16", "DT_FP32")},
+    ("DT_FP32", "DT_FP8E4M3"): (_ROUNDED, "CAST_RINT"),
+    ("DT_FP32", "DT_FP8E5M2"): (_ROUNDED, "CAST_RINT"),
+    ("DT_FP32", "DT_HF8"): (("CAST_ROUND",), "CAST_ROUND"),
+    ("DT_FP16", "DT_HF8"): (("CAST_ROUND",), "CAST_ROUND"),
+    ("DT_FP8E4M3", "DT_FP32"): ((), None),
+    ("DT_FP8E5M2", "DT_FP32"): ((), None),
+    ("DT_HF8", "DT_FP32"): ((), None),
+    ("DT_BF16", "DT_FP16"): (_ROUNDED, "CAST_RINT"),
+    ("DT_INT16", "DT_FP32"): ((), None),
+    ("DT_INT8", "DT_INT16"): ((), None),
+    ("DT_INT8", "DT_INT32"): ((), None),
+    ("DT_INT16", "DT_INT32"): ((), None),
+}
+CAST_PAIRS = {"atlas_a2": _A2_A3_CASTS, "atlas_a3": _A2_A3_CASTS, "ascend_950": _950_CASTS}
+"""Per product series: (source, target) -> (modes the pair takes, default mode)."""
+
 
 # matmul (pypto-matmul.md table 3, Atlas A2 / A3): input dtype -> output dtypes
 MATMUL_DTYPES = {"DT_FP16": ("DT_FP16", "DT_FP32"), "DT_BF16": ("DT_BF16", "DT_FP32"), "DT_FP32": ("DT_FP32",), "DT_INT8": ("DT_INT32",)}
@@ -92,16 +116,20 @@ def check_dim(op: str, dim, rank: int) -> int:
     return dim % rank
 
 
-def check_cast(dtype_from: str, dtype_to: str) -> None:
-    if (dtype_from, dtype_to) not in CAST_PAIRS:
-        pairs = ", ".join(f"{a}->{b}" for a, b in CAST_PAIRS)
-        reject("cast", "dtype", dtype_to, f"from {dtype_from} is not a conversion of Atlas A2 / A3; the pairs are {pairs}")
+def check_cast(dtype_from: str, dtype_to: str, product: Product) -> None:
+    pairs = CAST_PAIRS[product.series]
+    if (dtype_from, dtype_to) not in pairs:
+        elsewhere = [p.label for _, p in PRODUCTS if (dtype_from, dtype_to) in CAST_PAIRS.get(p.series, {})]
+        where = f" (it is one on {', '.join(elsewhere)})" if elsewhere else ""
+        listed = ", ".join(f"{a}->{b}" for a, b in pairs)
+        reject("cast", "dtype", dtype_to, f"from {dtype_from} is not a conversion of {product.label}{where}; the pairs are {listed}")
 
 
-def cast_mode(dtype_from: str, dtype_to: str, mode: str) -> str | None:
-    """The CastMode a cast runs with: the one given if the pair takes it, else the pair's default
-    (the framework falls back silently, pypto-cast.md 其他约束 5); None for a widening (no rounding)."""
-    modes, default = CAST_PAIRS[(dtype_from, dtype_to)]
+def cast_mode(dtype_from: str, dtype_to: str, mode: str, product: Product) -> str | None:
+    """The CastMode a cast runs with on ``product``: the one given if the pair takes it, else the
+    pair's default (the framework falls back silently, pypto-cast.md 其他约束 5); None for a
+    widening (no rounding)."""
+    modes, default = CAST_PAIRS[product.series][(dtype_from, dtype_to)]
     return mode if mode in modes else default
 
 

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import ml_dtypes
 import numpy as np
 
+from npusim import formats
 from npusim.config.products import PRODUCTS, Product
 from npusim.errors import OpArgumentError, UsageError
 from npusim.kernels.scatter_index import (  # noqa: F401  (re-exported: the op's own names)
@@ -64,9 +65,34 @@ SERIES_DTYPE_ROWS: dict[str, tuple[tuple[np.dtype, np.dtype, np.dtype], ...]] = 
     "atlas_a2": _A2_A3_ROWS,
     "atlas_a3": _A2_A3_ROWS,
     "atlas_inference": _INFERENCE_ROWS,
+    "ascend_950": _A2_A3_ROWS,
 }
 """Allowed (updates, quant_scales, quant_zero_points) dtypes per product series (the op page's
-table, ../shared/seeds/); zero points may be absent."""
+table, ../shared/seeds/; the Ascend 950's from aclnnInplaceQuantScatterV2's, hicann/ops-nn
+index/quant_update_scatter/docs: the A2/A3 rows with int32 or int64 indices); zero points may be absent."""
+
+SERIES_OUTPUT_DTYPES: dict[str, tuple[np.dtype, ...]] = {
+    "atlas_a2": (INT8,),
+    "atlas_a3": (INT8,),
+    "atlas_inference": (INT8,),
+    "ascend_950": (INT8, *formats.FLOAT8_DTYPES),
+}
+"""The dtypes the op writes per product series: int8 (aclnnInplaceQuantScatter), and on the Ascend
+950 also float8_e4m3fn, float8_e5m2 and hifloat8 (aclnnInplaceQuantScatterV2's selfRef)."""
+
+SERIES_INPUT_DTYPES: dict[str, tuple[np.dtype, ...]] = {"ascend_950": (INT8, np.dtype(np.uint8), *formats.FLOAT8_DTYPES)}
+"""Where the written format is the call's (``dst_type``), the dtypes input may have: any one-byte
+dtype among the written ones, and uint8 (torch_npu holds hifloat8 codes in torch.uint8); op-plugin
+hands input to aclnnInplaceQuantScatterV2 as ``dst_type`` whatever its torch dtype. Elsewhere input
+has the written dtype."""
+
+SERIES_ROUND_MODES: dict[str, dict[np.dtype, tuple[str, ...]]] = {
+    "ascend_950": {INT8: ("rint",), formats.FLOAT8_E4M3FN: ("rint",), formats.FLOAT8_E5M2: ("rint",),
+                   formats.HIFLOAT8: ("round", "hybrid")},
+}
+"""The round modes the Ascend 950 kernel takes per output dtype (aclnnInplaceQuantScatterV2's
+roundMode: int8 and the OFP8 formats 'rint' only, hifloat8 'round' or 'hybrid'); a series not
+listed reads no round mode (its kernel rounds half to even)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +121,11 @@ class QuantScatterProblem:
     scales_dtype: np.dtype
     zero_points_dtype: np.dtype | None
     empty: bool = False
+    output_dtype: np.dtype = INT8
+    """The format the kernel writes into ``input`` (int8; on the Ascend 950 also an 8-bit float:
+    ``dst_type``), whatever ``input``'s own dtype of one byte."""
+    round_mode: str = "rint"
+    """How the fp32 quotient is rounded to ``output_dtype`` (``rint``; ``round`` or ``hybrid`` to hifloat8)."""
     op_name: ClassVar[str] = OP_NAME
 
     @property
@@ -173,8 +204,13 @@ def _dtype_name(dtype: np.dtype | None) -> str:
 
 
 def _check_dtypes(product: Product, input_dtype, indices_dtype, updates_dtype, scales_dtype, zp_dtype) -> None:
-    if input_dtype != INT8:
-        raise _reject("input.dtype", input_dtype.name, "input must be int8")
+    outputs = SERIES_OUTPUT_DTYPES[product.series]
+    holders = SERIES_INPUT_DTYPES.get(product.series, outputs)
+    if input_dtype not in holders:
+        others = [f"{', '.join(formats.name_of(d) for d in dtypes)} on {_series_label(series)}"
+                  for series, dtypes in SERIES_OUTPUT_DTYPES.items() if series != product.series and input_dtype in dtypes]
+        rule = f"not supported on {product.label}, where input must be {' or '.join(formats.name_of(d) for d in holders)}"
+        raise _reject("input.dtype", formats.name_of(input_dtype), rule + (f" ({'; '.join(others)})" if others else ""))
     if indices_dtype not in (INT32, INT64):
         raise _reject("indices.dtype", indices_dtype.name, "indices must be int32 or int64")
     rows = SERIES_DTYPE_ROWS[product.series]
@@ -200,30 +236,61 @@ def _check_dtypes(product: Product, input_dtype, indices_dtype, updates_dtype, s
 
 ROUND_MODES = ("rint", "round", "hybrid")
 """The round modes of the op's schema (aclnnInplaceQuantScatterV2's roundMode)."""
-ASCEND_950_DST_TYPES = ("float8_e4m3fn", "float8_e5m2", "hifloat8")
+ASCEND_950_DST_TYPES = tuple(formats.name_of(d) for d in SERIES_OUTPUT_DTYPES["ascend_950"] if d != INT8)
+
+
+def _series_label(series: str) -> str:
+    """The products of ``series`` as messages name them."""
+    return "/".join(product.label for _, product in PRODUCTS if product.series == series)
 
 
 class IgnoredArgumentWarning(RuntimeWarning):
     """An argument the real op accepts and ignores on this product (the result is as without it)."""
 
 
-def check_output_mode(dst_type: str | None, round_mode: str | None) -> None:
-    """``dst_type`` (a dtype name or None) and ``round_mode`` of the current schema. On Atlas A2/A3
-    op-plugin calls aclnnInplaceQuantScatter, which writes int8 rounded half to even whatever they
-    say (only the Ascend 950 kernel, aclnnInplaceQuantScatterV2, reads them): an Ascend 950 output
-    dtype or round mode is accepted and ignored, as on the device, with an IgnoredArgumentWarning
-    saying what is written instead; a value no product takes is refused."""
+class ReinterpretedOutputWarning(RuntimeWarning):
+    """Input holds one 8-bit format and the op writes another into its bytes, as the device does."""
+
+
+@dataclass(frozen=True)
+class OutputMode:
+    """What the kernel writes: ``dtype`` and the ``round_mode`` of the fp32 quotient to it."""
+
+    dtype: np.dtype
+    round_mode: str
+
+
+def check_output_mode(product: str, dst_type: str | None, round_mode: str | None) -> OutputMode:
+    """``dst_type`` (a dtype name or None) and ``round_mode`` of the current schema on ``product``.
+
+    On the Ascend 950 op-plugin calls aclnnInplaceQuantScatterV2, which writes ``dst_type`` (int8
+    when None) into input's bytes with ``round_mode`` (None: 'rint'); its checks refuse a dtype
+    it does not write and a round mode the dtype does not take (int8 and the OFP8 formats 'rint',
+    hifloat8 'round' or 'hybrid'). On Atlas A2/A3 and the 310P op-plugin calls
+    aclnnInplaceQuantScatter, which writes int8 rounded half to even whatever they say: an Ascend
+    950 output dtype or round mode is accepted and ignored, as on the device, with an
+    IgnoredArgumentWarning saying what is written instead. A value no product takes is refused."""
     if round_mode is not None and round_mode not in ROUND_MODES:
         raise _reject("round_mode", repr(round_mode), f"not a round mode; one of {', '.join(map(repr, ROUND_MODES))}")
     if dst_type not in (None, "int8") and dst_type not in ASCEND_950_DST_TYPES:
-        raise _reject("dst_type", dst_type, "not a dtype the op writes: int8 on Atlas A2/A3 (int8, float8_e4m3fn, float8_e5m2, "
-                      "hifloat8 on Ascend 950)")
+        raise _reject("dst_type", dst_type, "not a dtype the op writes: int8 (int8, float8_e4m3fn, float8_e5m2, "
+                      f"hifloat8 on {_series_label('ascend_950')})")
+    series = PRODUCTS.get(product).series
+    modes = SERIES_ROUND_MODES.get(series)
+    if modes is not None:
+        dtype = formats.dtype_named(dst_type or "int8")
+        mode = round_mode or "rint"
+        if mode not in modes[dtype]:
+            raise _reject("round_mode", repr(mode), f"{formats.name_of(dtype)} is written with "
+                          f"{' or '.join(map(repr, modes[dtype]))} only (aclnnInplaceQuantScatterV2 on {PRODUCTS.get(product).label})")
+        return OutputMode(dtype, mode)
     ignored = [f"dst_type={dst_type}"] if dst_type not in (None, "int8") else []
     ignored += [f"round_mode={round_mode!r}"] if round_mode not in (None, "rint") else []
     if ignored:
         warnings.warn(f"{OP_NAME}: {' and '.join(ignored)} select the Ascend 950 kernel's outputs (aclnnInplaceQuantScatterV2); "
-                      "on Atlas A2/A3 the op ignores them and writes int8 rounded half to even, as npusim does",
+                      f"on {PRODUCTS.get(product).label} the op ignores them and writes int8 rounded half to even, as npusim does",
                       IgnoredArgumentWarning, stacklevel=6)
+    return OutputMode(INT8, "rint")
 
 
 _DEFAULTS_REFUSED = (f"; {DEFAULT_AXIS} / {DEFAULT_QUANT_AXIS} are the defaults of the documented signature, which the op refuses: pass "
@@ -246,6 +313,7 @@ def check_quant_scatter(
     reduce: str = "update",
     *,
     product: str,
+    output: OutputMode | None = None,
 ) -> QuantScatterProblem:
     """Check a call as the real op does and return it as a :class:`QuantScatterProblem`.
 
@@ -274,6 +342,12 @@ def check_quant_scatter(
         zero_points_dtype=zp_dtype,
     )
     _check_dtypes(PRODUCTS.get(product), *dtypes.values())
+    written = INT8 if output is None else output.dtype
+    held = dtypes["input_dtype"]
+    if held != written and held in (INT8, *formats.FLOAT8_DTYPES):
+        warnings.warn(f"{OP_NAME}: input is {formats.name_of(held)} but the op writes {formats.name_of(written)} codes into its bytes "
+                      "(op-plugin writes dst_type, int8 when it is None); "
+                      f"pass dst_type={formats.name_of(held)} to write that format", ReinterpretedOutputWarning, stacklevel=6)
 
     in_shape, up_shape, idx_shape = shapes["input"], shapes["updates"], shapes["indices"]
     ndim = len(in_shape)
@@ -296,6 +370,8 @@ def check_quant_scatter(
             last_dim=up_shape[-1] if ndim else 0,
             index_rank=len(idx_shape),
             empty=empty,
+            output_dtype=INT8 if output is None else output.dtype,
+            round_mode="rint" if output is None else output.round_mode,
             **dtypes,
         )
 
@@ -358,7 +434,7 @@ def check_quant_scatter(
     if row_bytes % OUTPUT_BLOCK_BYTES:
         raise _reject(
             "input.shape", in_shape,
-            f"the last dim ({in_shape[-1]} int8 = {row_bytes} bytes) must be a multiple of "
+            f"the last dim ({in_shape[-1]} {formats.name_of(dtypes['input_dtype'])} = {row_bytes} bytes) must be a multiple of "
             f"{OUTPUT_BLOCK_BYTES} bytes: the kernel writes whole {OUTPUT_BLOCK_BYTES}-byte blocks",
         )
     return problem(empty=False)

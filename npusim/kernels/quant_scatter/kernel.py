@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from npusim import isa
-from npusim.kernels.quant_scatter.checks import QuantScatterProblem
+from npusim import formats, isa
+from npusim.kernels.quant_scatter.checks import ASCEND_950_DST_TYPES, QuantScatterProblem
 from npusim.kernels.quant_scatter.op import KERNEL_NAME
 from npusim.kernels.quant_scatter.tiling import (
     TILING_ARG_COUNT,
@@ -239,10 +239,10 @@ class _CoreLowering:
     @staticmethod
     def _output_place(dtype: str, buffers: dict) -> isa.LocalTensor:
         """Where the output chain keeps a value of ``dtype``: fp32 in the fp32 buffer, an integer
-        intermediate (int16, int32) in the updates buffer, fp16 over the fp32 buffer, int8 in the
-        result buffer; each buffer's earlier contents are dead by then."""
-        if dtype == "int8":
-            return buffers["int8"]
+        intermediate (int16, int32) in the updates buffer, fp16 over the fp32 buffer, int8 (or the
+        Ascend 950's 8-bit float) in the result buffer; each buffer's earlier contents are dead by then."""
+        if dtype == "int8" or dtype in ASCEND_950_DST_TYPES:  # the written format, one byte each
+            return buffers["int8"].reinterpret(formats.dtype_named(dtype))
         if dtype in ("float32", "float16"):
             return buffers["fp32"].reinterpret(np.dtype(dtype))
         return buffers["updates"].reinterpret(np.dtype(dtype))

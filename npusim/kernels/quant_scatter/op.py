@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import Field
 
+from npusim import formats
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.config.schema import CoreCount, Spec
@@ -26,6 +27,15 @@ if TYPE_CHECKING:
 KERNEL_NAME = "QuantUpdateScatter"
 """The kernel's op type, as the vendor's profiler names it."""
 
+ACLNN_APIS = {"ascend_950": "aclnnInplaceQuantScatterV2"}
+"""The aclnn API op-plugin calls per product series where it is not aclnnInplaceQuantScatter
+(op-plugin QuantScatterKernelNpuOpApi.cpp: V2 on Ascend 950 and later)."""
+
+
+def aclnn_api(product: str) -> str:
+    """The aclnn API ``npu_quant_scatter(_)`` calls on ``product``."""
+    return ACLNN_APIS.get(PRODUCTS.get(product).series, "aclnnInplaceQuantScatter")
+
 
 def _tiling_a2_a3(problem: QuantScatterProblem, target: VectorTarget, *, vector_cores: int, double_buffer: bool = False) -> QuantScatterPlan:
     """The A2/A3 build's tiling (:func:`.tiling.plan_quant_scatter`)."""
@@ -39,6 +49,13 @@ def _tiling_310p(problem: QuantScatterProblem, target: VectorTarget, *, vector_c
     from npusim.kernels.quant_scatter.tiling_inference import plan_quant_scatter_310p
 
     return plan_quant_scatter_310p(problem, target, vector_cores=vector_cores, double_buffer=double_buffer)
+
+
+def _tiling_950(problem: QuantScatterProblem, target: VectorTarget, *, vector_cores: int, double_buffer: bool = False) -> QuantScatterPlan:
+    """The Ascend 950 build's tiling (:func:`.tiling_arch35.plan_quant_scatter_950`), double-buffered as that kernel is."""
+    from npusim.kernels.quant_scatter.tiling_arch35 import plan_quant_scatter_950
+
+    return plan_quant_scatter_950(problem, target, vector_cores=vector_cores, double_buffer=double_buffer)
 
 
 class QuantScatterSettings(Spec):
@@ -76,14 +93,16 @@ class QuantScatter(Op):
             value = args[name]
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise OpArgumentError(f"{OP_NAME}: {name} = {value!r}: must be an int (a dimension of updates, negative counts from the end)")
-        check_output_mode(args.get("dst_type"), args.get("round_mode", "rint"))
+        output = check_output_mode(product, args.get("dst_type"), args.get("round_mode", "rint"))
         return check_quant_scatter(args["input"], args["indices"], args["updates"], args["quant_scales"],
                                    args["quant_zero_points"], int(args["axis"]), int(args["quant_axis"]), args["reduce"],
-                                   product=product)
+                                   product=product, output=output)
 
-    tilings: dict[str, Callable[..., QuantScatterPlan]] = {"atlas_a2": _tiling_a2_a3, "atlas_a3": _tiling_a2_a3, "atlas_inference": _tiling_310p}
+    tilings: dict[str, Callable[..., QuantScatterPlan]] = {"atlas_a2": _tiling_a2_a3, "atlas_a3": _tiling_a2_a3, "atlas_inference": _tiling_310p,
+                                                           "ascend_950": _tiling_950}
     """The kernel's host tiling per product series (TIK quant_update_scatter.py: the A2/A3 build, and
-    the 310P build with its own output chain and updates buffer, :mod:`.tiling_inference`)."""
+    the 310P build with its own output chain and updates buffer, :mod:`.tiling_inference`; the
+    Ascend 950's arch35 build with its output dtypes and two buffers, :mod:`.tiling_arch35`)."""
 
     @classmethod
     def plan(cls, problem: QuantScatterProblem, target: VectorTarget, settings: QuantScatterSettings | None,
@@ -127,6 +146,8 @@ class QuantScatter(Op):
 
     @classmethod
     def describe(cls, problem: QuantScatterProblem, plan: QuantScatterPlan) -> dict:
+        written = {} if problem.output_dtype == np.int8 else {"dst_type": formats.name_of(problem.output_dtype),
+                                                               "round_mode": problem.round_mode}
         return {"mode": int(plan.mode), "cores": plan.used_cores, "double_buffer": plan.double_buffer,
                 "input": list(problem.input_shape), "updates": list(problem.updates_shape),
-                "indices": list(problem.indices_shape), "axis": problem.axis}
+                "indices": list(problem.indices_shape), "axis": problem.axis, **written}

@@ -24,6 +24,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from npusim import formats
+from npusim.config.products import PRODUCTS
 from npusim.errors import OpArgumentError
 
 OP_NAME = "npu_quantize"
@@ -34,16 +36,23 @@ ZERO_POINT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32), 
 OUTPUT_DTYPES = {"qint8": np.int8, "int8": np.int8, "quint8": np.uint8, "uint8": np.uint8, "qint32": np.int32, "int32": np.int32}
 """op-plugin's QUANTIZE_SUPPORT_MAP restricted to what aclnnQuantize writes on A2/A3 (INT8, UINT8, INT32)."""
 ASCEND_950_ONLY = ("float8_e4m3fn", "float8_e5m2", "hifloat8")
+"""The outputs aclnnQuantize adds on the Ascend 950 (its page: ACL_HIFLOAT8, ACL_FLOAT8_E4M3FN, ACL_FLOAT8_E5M2)."""
+ASCEND_950_ZERO_POINT_DTYPES = (*ZERO_POINT_DTYPES, F32)
+"""Zero points on the Ascend 950: FLOAT32 too (the page excludes it on A2/A3 only)."""
+ROUNDING = {"hifloat8": "round"}
+"""The rounding of the fp32 result to each output where it is not 'rint' (half to even): hifloat8
+converts with ROUND (ties away, its TA) or HYBRID only, and aclnnQuantize takes no round mode, so
+ROUND, pypto-cast.md's only mode to DT_HF8 [M]; every 8-bit float saturates as the integers do [L]."""
 MAX_RANK = 8
 
 
 def output_dtype(name: str, div_mode: bool = True) -> np.dtype:
-    """The dtype ``npu_quantize`` returns for its ``dtype`` argument (a dtype name)."""
+    """The dtype ``npu_quantize`` returns for its ``dtype`` argument (a dtype name); whether the
+    product writes it is :func:`check_quantize`'s question."""
     if not div_mode:
         return _ascend_quant_output(name)
     if name in ASCEND_950_ONLY:
-        raise OpArgumentError(f"{OP_NAME}: dtype = {name}: quantising to {name} is an Ascend 950 feature; on Atlas A2/A3 "
-                              "aclnnQuantize writes int8, uint8 or int32: use torch.qint8, torch.quint8 or torch.int32")
+        return formats.dtype_named(name)
     if name not in OUTPUT_DTYPES:
         raise OpArgumentError(f"{OP_NAME}: dtype = {name}: must be Int8, UInt8 or Int32 (torch.qint8, torch.quint8, torch.int32, "
                               "or torch.int8, torch.uint8)")
@@ -84,12 +93,19 @@ def check_quantize(x: Any, scales: Any, zero_points: Any | None, dtype: str, axi
     if not div_mode:
         return _check_ascend_quant(x, scales, zero_points, dtype, axis)
     out = output_dtype(dtype)
+    target = PRODUCTS.get(product)
+    on_950 = target.series == "ascend_950"
+    if dtype in ASCEND_950_ONLY and not on_950:
+        raise OpArgumentError(f"{OP_NAME}: dtype = {dtype}: quantising to {dtype} is an Ascend 950 feature; on {target.label} "
+                              "aclnnQuantize writes int8, uint8 or int32: use torch.qint8, torch.quint8 or torch.int32, "
+                              "or a config of the Ascend 950 (ascend-950pr)")
     x_dtype, s_dtype = np.dtype(x.dtype), np.dtype(scales.dtype)
     z_dtype = None if zero_points is None else np.dtype(zero_points.dtype)
+    zero_point_dtypes = ASCEND_950_ZERO_POINT_DTYPES if on_950 else ZERO_POINT_DTYPES
     for name, got, allowed in (("input.dtype", x_dtype, X_DTYPES), ("scales.dtype", s_dtype, SCALE_DTYPES),
-                               ("zero_points.dtype", z_dtype, ZERO_POINT_DTYPES)):
+                               ("zero_points.dtype", z_dtype, zero_point_dtypes)):
         if got is not None and got not in allowed:
-            raise _reject(name, got.name, "not supported on Atlas A2/A3; allowed: " + ", ".join(d.name for d in allowed))
+            raise _reject(name, got.name, f"not supported on {target.label}; allowed: " + ", ".join(d.name for d in allowed))
     if BF16 in (s_dtype, z_dtype) and (x_dtype != BF16 or s_dtype != BF16 or z_dtype not in (None, BF16)):
         raise _reject("(input, scales, zero_points) dtypes", f"({x_dtype.name}, {s_dtype.name}, {z_dtype.name if z_dtype else None})",
                       "with bfloat16 scales or zero points, input, scales and zero points must all be bfloat16")

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from npusim import isa
+from npusim import formats, isa
 from npusim.isa.target import VectorTarget
-from npusim.kernels.quantize.checks import F32, QuantizeProblem
+from npusim.kernels.quantize.checks import F32, ROUNDING, QuantizeProblem
 
 KERNEL_NAME = "Quantize"
 MULTIPLYING_KERNEL_NAME = "AscendQuantV2"
@@ -134,7 +134,8 @@ def _lower_core(p: isa.CoreProgram, problem: QuantizeProblem, plan: QuantizePlan
                     registers[key] = p.read_scalar(pair[1], piece.channel, name="read scale" if which == 0 else "read zero point")
                 p.dup(broadcast[:n], registers[key], name="broadcast")
                 p.vector(kind, work[:n], work[:n], broadcast[:n], name=kind)
-            p.cast(result[:n], work[:n], rounding="rint", name=f"cast float32->{problem.out_dtype}")
+            out_name = formats.name_of(problem.out_dtype)
+            p.cast(result[:n], work[:n], rounding=ROUNDING.get(out_name, "rint"), name=f"cast float32->{out_name}")
             p.set_flag("VECTOR", "MTE3", 0)
             p.wait_flag("VECTOR", "MTE3", 0)
             p.copy(isa.gm(tensors["out"], piece.first), result[:n], name="store")

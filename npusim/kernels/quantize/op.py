@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from npusim import formats
 from npusim.config.registry import OPS
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import Op, OpOptions, ValueCheck
@@ -18,7 +19,7 @@ class Quantize(Op):
     (aclnnAscendQuantV3 -> AscendQuantV2); the same kernel, dividing or multiplying by the scales."""
 
     name = "quantize"
-    series = frozenset({"atlas_a2", "atlas_a3"})  # the aclnnQuantize build modelled is DAV_2201's (checks.py)
+    series = frozenset({"atlas_a2", "atlas_a3", "ascend_950"})  # DAV_2201's build, and on the 950 its outputs (checks.py); its own tiling is not modelled
     kernel_name = KERNEL_NAME
     tensors = ("input", "scales", "zero_points", "out")
     optional = frozenset({"zero_points"})
@@ -39,5 +40,5 @@ class Quantize(Op):
 
     @classmethod
     def describe(cls, problem: QuantizeProblem, plan: QuantizePlan) -> dict:
-        return {"input": list(problem.shape), "view": list(problem.view), "dtype": problem.out_dtype.name, "cores": plan.used_cores,
+        return {"input": list(problem.shape), "view": list(problem.view), "dtype": formats.name_of(problem.out_dtype), "cores": plan.used_cores,
                 "div_mode": not problem.multiply}

@@ -18,8 +18,11 @@ import ml_dtypes
 import numpy as np
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
-FORMATS = {np.dtype(np.float16): (11, -14, 15), BF16: (8, -126, 127), np.dtype(np.float32): (24, -126, 127)}
-"""digits (with the implicit bit), smallest normal exponent, largest exponent"""
+FORMATS = {np.dtype(np.float16): (11, -14, 15), BF16: (8, -126, 127), np.dtype(np.float32): (24, -126, 127),
+           np.dtype(ml_dtypes.float8_e4m3fn): (4, -6, 8), np.dtype(ml_dtypes.float8_e5m2): (3, -14, 15)}
+"""digits (with the implicit bit), smallest normal exponent, largest exponent (OFP8 v1.0 for the two
+float8 formats; E4M3's top code at exponent 8 is NaN, so its largest value is 448, not the 480 of
+this rule: callers saturate to it)"""
 
 
 def _round_integer(kept: int, first: int, rest: bool, negative: bool, mode: str) -> int:

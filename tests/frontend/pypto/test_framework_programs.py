@@ -20,7 +20,7 @@ import torch
 
 import npusim
 import npusim.torch_npu  # noqa: F401  (the npu device)
-from npusim import pypto
+from npusim import formats, pypto
 from npusim.errors import OpArgumentError, UsageError
 
 
@@ -355,7 +355,8 @@ def test_the_frameworks_module_paths_and_helper_names():
     assert callable(pypto.symbolic_scalar) and pypto.symbolic_scalar is SymbolicScalar  # the module import leaves it a function
     assert int(pypto.ceildiv(pypto.symbolic_scalar(7), 2)) == 4 and pypto.ceildiv(7, 2) == 4 and SymInt is not None
     assert pypto.DT_INT4.numpy == np.dtype(ml_dtypes.int4) and pypto.DT_FP8E4M3.numpy == np.dtype(ml_dtypes.float8_e4m3fn)
-    assert "npusim cannot hold it" in repr(pypto.DT_HF8)  # a name (dtype tables import); ops refuse it
+    assert "npusim cannot hold it" in repr(pypto.DT_HF4)  # a name (dtype tables import); ops refuse it
+    assert pypto.DT_HF8.numpy == formats.HIFLOAT8  # held as its codes (npusim.formats)
     assert pypto.CompStage.TILE_GRAPH.value == 2 and pypto.symbolic_scalar(3).as_variable() is None  # hints
     with npusim.session("a2") as session:
         pypto.set_semantic_label("Query-Linear")

@@ -209,8 +209,8 @@ def test_a_config_without_a_shmem_section_is_refused():
 def test_pypto_on_a_product_it_does_not_support_is_refused_naming_the_product():
     with npusim.session("atlas-300i-duo"):
         with pytest.raises(UsageError, match=re.escape(
-                "npusim.launch: PyPTO runs on Atlas A2 and A3 only (its docs: 目前支持 A2/A3), not on Atlas inference series "
-                "(ascend310p) of config 'atlas-300i-duo'; run the PyPTO kernel with an A2 or A3 config")):
+                "npusim.launch: PyPTO runs on Atlas A2 and A3 and the Ascend 950 only (its docs), not on Atlas inference series "
+                "(ascend310p) of config 'atlas-300i-duo'; run the PyPTO kernel with an A2, A3 or 950 config")):
             npusim.launch(lambda: None, 2)
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from npusim.config.products import PRODUCTS
 from npusim.errors import OpArgumentError
 from npusim.kernels.compute import checks
 
@@ -14,10 +15,13 @@ def test_broadcast_shapes():
 
 
 def test_cast_mode_falls_back_to_the_pairs_default():
-    assert checks.cast_mode("DT_FP32", "DT_FP16", "CAST_ODD") == "CAST_ODD"
-    assert checks.cast_mode("DT_FP32", "DT_BF16", "CAST_ODD") == "CAST_RINT"  # ODD only for fp32 -> fp16
-    assert checks.cast_mode("DT_FP32", "DT_INT32", "CAST_NONE") == "CAST_TRUNC"
-    assert checks.cast_mode("DT_FP16", "DT_FP32", "CAST_FLOOR") is None  # a widening: no rounding
+    a2, a950 = PRODUCTS.get("ascend910b"), PRODUCTS.get("ascend950pr")
+    assert checks.cast_mode("DT_FP32", "DT_FP16", "CAST_ODD", a2) == "CAST_ODD"
+    assert checks.cast_mode("DT_FP32", "DT_BF16", "CAST_ODD", a2) == "CAST_RINT"  # ODD only for fp32 -> fp16
+    assert checks.cast_mode("DT_FP32", "DT_INT32", "CAST_NONE", a2) == "CAST_TRUNC"
+    assert checks.cast_mode("DT_FP16", "DT_FP32", "CAST_FLOOR", a2) is None  # a widening: no rounding
+    assert checks.cast_mode("DT_FP32", "DT_HF8", "CAST_RINT", a950) == "CAST_ROUND"  # hifloat8: ROUND_A only
+    assert checks.cast_mode("DT_INT16", "DT_FP32", "CAST_FLOOR", a950) is None  # a widening on the 950
 
 
 def test_cube_tile_shapes():

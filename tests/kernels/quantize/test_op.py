@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import npusim
-from npusim import torch_npu
+from npusim import formats, torch_npu
 from npusim.errors import OpArgumentError
 
 BF16 = ml_dtypes.bfloat16
@@ -76,7 +76,7 @@ def test_ties_round_half_to_even_and_results_saturate():
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(x=np.zeros((2, 8), np.int32)), "input.dtype = int32: not supported on Atlas A2/A3"),
+    (dict(x=np.zeros((2, 8), np.int32)), "input.dtype = int32: not supported on Atlas A2 (ascend910b)"),
     (dict(scales=np.ones(8, BF16)), "with bfloat16 scales or zero points, input, scales and zero points must all be bfloat16"),
     (dict(zero_points=np.zeros(8, np.float32)), "zero_points.dtype = float32: not supported"),
     (dict(scales=np.ones((1, 8), np.float32)), "scales must be 1-D"),
@@ -96,6 +96,40 @@ def test_bad_calls_are_refused_naming_the_argument(change, message):
             torch_npu.npu_quantize(npusim.tensor(args["x"]), npusim.tensor(args["scales"]), npusim.tensor(args["zero_points"]),
                                    args["dtype"], args["axis"], args["div_mode"])
     assert message in str(error.value)
+
+
+# The Ascend 950's outputs (aclnnQuantize's page: ACL_HIFLOAT8, ACL_FLOAT8_E4M3FN, ACL_FLOAT8_E5M2; FLOAT32 zero
+# points): bit-exact against the formats' definitions, float8 by ml_dtypes' round-half-to-even after saturating to
+# the largest finite value, hifloat8 by npusim.formats.to_hifloat8 with ROUND (tested against the HiFloat8 paper).
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2", "hifloat8"])
+@pytest.mark.parametrize("config", ["ascend-950pr", "ascend-950dt"])
+def test_the_950_quantises_to_its_8_bit_floats(config, dtype):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((4, 64)) * 10.0 ** rng.integers(-3, 6, (4, 64))).astype(np.float32)
+    x[0, :3] = [np.inf, -np.inf, np.nan]
+    scales = rng.uniform(0.5, 2.0, 64).astype(np.float32)
+    zero_points = rng.uniform(-4, 4, 64).astype(np.float32)  # float32 zero points: the 950 only
+    with npusim.session(config):
+        got = torch_npu.npu_quantize(npusim.tensor(x), npusim.tensor(scales), npusim.tensor(zero_points), dtype, -1).numpy()
+    value = (x / scales + zero_points).astype(np.float32)
+    if dtype == "hifloat8":
+        assert got.dtype == formats.HIFLOAT8
+        assert np.array_equal(got.view(np.uint8), formats.to_hifloat8(value.astype(np.float64), "round", saturate=True).view(np.uint8))
+        return
+    kind = getattr(ml_dtypes, dtype)
+    largest = float(ml_dtypes.finfo(kind).max)
+    expected = np.clip(value, -largest, largest).astype(kind)
+    nan = np.isnan(got.astype(np.float32)) & np.isnan(expected.astype(np.float32))
+    assert got.dtype == np.dtype(kind) and bool(np.all(nan | (got.view(np.uint8) == expected.view(np.uint8))))
+
+
+def test_950_outputs_and_float32_zero_points_are_refused_on_a2_naming_it():
+    with npusim.session("a2"):
+        x, s = npusim.tensor(np.zeros((2, 8), np.float32)), npusim.tensor(np.ones(8, np.float32))
+        with pytest.raises(OpArgumentError, match=r"dtype = hifloat8: quantising to hifloat8 is an Ascend 950 feature; on Atlas A2 \(ascend910b\)"):
+            torch_npu.npu_quantize(x, s, None, "hifloat8", -1)
+        with pytest.raises(OpArgumentError, match=r"zero_points.dtype = float32: not supported on Atlas A2 \(ascend910b\)"):
+            torch_npu.npu_quantize(x, s, npusim.tensor(np.zeros(8, np.float32)), "qint8", -1)
 
 
 def multiply_reference(x, scales, offsets, axis: int) -> np.ndarray:
