@@ -1,6 +1,6 @@
 """How the simulator scales with dies: the SuperPoD collectives of ``examples/`` at 16 to 768 dies.
 
-    python benchmarks/scale.py [--dies 16,32,128,768] [--only moe_dispatch,hierarchical_allgather]
+    python benchmarks/scale.py [--dies 16,32,128,768] [--only moe_dispatch,hierarchical_allgather,hccl_allreduce]
                                [--network-quantum 10ns] [--repeat 1]
 
 Each point is a fresh process (so its peak memory is its own) running, timing only, the a3 config
@@ -14,6 +14,9 @@ with ``shape.nodes = dies / 16``:
   (128 tokens a rank, 7168 hidden, top-8, 2048 per expert; 16 experts a die at 16 dies, one past
   256), with a 3 GiB HCCL window (what 768 ranks need). Not in the default ``--only``: it takes
   tens of minutes past 128 dies (docs/moe.md, "Limits").
+- ``hccl_allreduce``: ``examples/hccl_allreduce.py``, HCCL's all-reduce of 256 MiB of fp16 over
+  every die, with the algorithms HCCL picks (docs/collectives.md; on 768 dies: double ring in each
+  node, then NHR across the 48 nodes); bound 120 s and 8 GB at 768 dies (issue 30).
 
 For each: simulated us, recorded events, the session's wall seconds (building the programs and
 simulating; best of ``--repeat``) and CPU seconds (the same and the summary), events per wall second, a bare SimPy loop of as many timeouts in the
@@ -41,9 +44,10 @@ WORKLOADS = {
     "moe_dispatch": {"ep": 16, "tokens": 4, "hidden": 4096, "tile_tokens": 4},
     "hierarchical_allgather": {"rows": 4, "cols": 1024},
     "moe_decode_layer": {},
+    "hccl_allreduce": {"op": "allreduce", "mib": 256.0},
 }
 OVERRIDES = {"moe_dispatch": [], "hierarchical_allgather": ["shmem.signal_window=2MiB"],  # 48 nodes x 768 PEs of signal slots
-             "moe_decode_layer": ["hccl.buffer=3GiB"]}
+             "moe_decode_layer": ["hccl.buffer=3GiB"], "hccl_allreduce": []}
 DEFAULT = ("moe_dispatch", "hierarchical_allgather")
 BARE_PROCESSES = 64  # the bare loop's timeouts are spread over this many SimPy processes
 

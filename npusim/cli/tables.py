@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from npusim.analysis.report import output_console
@@ -66,3 +67,35 @@ def print_whatif_table(rows: list[dict], reading: str, *, title: str, console: C
             table.add_row(str(rank), row["factor"], "[red]failed[/red]", "-", row["error"][:120], row["changed"])
     console.print(table)
     console.print(f"[bold]reading[/bold]: {reading}")
+
+
+def print_sensitivity_table(baseline: dict, rows: list[dict], reading: str, *, title: str, console: Console | None = None,
+                            limit: int = 2 * MAX_ROWS) -> None:
+    """The config values by the size of their elasticity (most sensitive first), each with its
+    value, the times at its lower and upper value, its confidence (low ones in yellow) and source,
+    then the values that could not be varied and the one-line reading."""
+    console = console or output_console()
+    bottleneck = f", critical path mostly: {baseline['bottleneck']} ({baseline['share']:.0%})" if baseline["bottleneck"] else ""
+    which = {"critical path": "the values its critical path rests on", "all": "every number of the config", "given": "the values given"}
+    console.print(f"[bold]{title}[/bold]: baseline {baseline['simulated_us']:.3f} us simulated{bottleneck}; "
+                  f"{which.get(baseline['which'], baseline['which'])} moved by -/+{baseline['step']:.0%}, one at a time")
+    table = Table(title="the values the end-to-end time is most sensitive to (elasticity d ln T / d ln value)", title_justify="left")
+    for column in ("rank", "value of", "is", "elasticity", f"us at -{baseline['step']:.0%}", f"us at +{baseline['step']:.0%}", "confidence", "source"):
+        number = column in ("rank", "elasticity") or column.startswith("us at")  # numbers never wrap or get cut; texts wrap
+        table.add_column(column, justify="right" if number else "left", no_wrap=number, overflow="fold")
+    shown = [row for row in rows if row["status"] != "not varied"]
+    for rank, row in enumerate(shown[:limit], start=1):
+        confidence = {"user": "your value", "unrated": "none given"}.get(row["level"], row["confidence"])
+        mark = f"[yellow]{escape(confidence)}[/yellow]" if row["low"] else escape(confidence)
+        if row["status"] == "ok":
+            times = [("-" if row[side] != row[side] else f"{row[side]:.3f}") for side in ("lower_us", "upper_us")]  # nan: a side not taken
+            table.add_row(str(rank), row["key"], str(row["value"]), f"{row['elasticity']:+.3f}", *times, mark, escape(row["source"]))
+        else:
+            table.add_row(str(rank), row["key"], str(row["value"]), "[red]failed[/red]", "-", "-", mark, escape(row["error"][:120]))
+    console.print(table)
+    if len(shown) > limit:
+        console.print(f"  ... {len(shown) - limit} more values, each changing the time less")
+    for row in rows:
+        if row["status"] == "not varied":
+            console.print(f"not varied: {row['key']} = {row['value']}: {escape(row['error'])}", soft_wrap=True)
+    console.print(f"[bold]reading[/bold]: {escape(reading)}", soft_wrap=True)

@@ -18,7 +18,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, SerializeAsAny, model_validator
 
 from npusim.config.products import PRODUCTS
-from npusim.config.registry import FABRICS, OPS, KindOf, SettingsOf
+from npusim.config.registry import COLLECTIVES, FABRICS, OPS, KindOf, SettingsOf
 from npusim.units import Dimension, Quantity, parse_quantity
 
 
@@ -64,6 +64,8 @@ MAX_CUBE_SIDE = 256
 """A side of the cube unit's m x n x k block (16 on Ascend)."""
 MAX_GROUPS = 64
 """Communication groups one program may use (PyPTO: 2)."""
+MAX_PODS = 64
+"""SuperPoDs of one system joined by RoCE (Huawei's announced Atlas 950 SuperCluster: 64)."""
 
 
 CoreCount = Annotated[int, Field(gt=0, le=MAX_CORES)]
@@ -75,6 +77,7 @@ VectorBytes = Annotated[int, Field(gt=0, le=MAX_VECTOR_BYTES)]
 RepeatCount = Annotated[int, Field(gt=0, le=MAX_REPEATS)]
 CubeSide = Annotated[int, Field(gt=0, le=MAX_CUBE_SIDE)]
 GroupCount = Annotated[int, Field(gt=0, le=MAX_GROUPS)]
+PodCount = Annotated[int, Field(gt=0, le=MAX_PODS)]
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -342,9 +345,13 @@ def fabric_kinds_at(level: str) -> list[str]:
 
 
 class SystemShape(Spec):
-    """How many nodes, packages and dies the system has."""
+    """How many pods, nodes, packages and dies the system has. Dies are numbered pod by pod, node
+    by node, package by package; nodes are numbered across pods (node ``k`` of pod ``p`` is node
+    ``p x nodes + k``)."""
 
-    nodes: Annotated[int, Field(ge=1, le=48)] = Field(1, description="nodes: A2 servers, or the nodes of an A3 SuperPoD (up to 48)")
+    pods: PodCount = Field(1, description="pods (A3 SuperPoDs) of `nodes` nodes each; the pod fabric joins the nodes of one "
+                           "pod only, so dies of two pods reach each other through the scale-out network (RDMA) alone")
+    nodes: Annotated[int, Field(ge=1, le=48)] = Field(1, description="nodes per pod: A2 servers, or the nodes of an A3 SuperPoD (up to 48)")
     packages_per_node: PackageCount = Field(description=f"NPU packages per node (at most {MAX_PACKAGES})")
     dies_per_package: Annotated[int, Field(ge=1, le=2)] = Field(1, description="dies per package (2 on 910C)")
 
@@ -353,16 +360,154 @@ class SystemShape(Spec):
         return self.packages_per_node * self.dies_per_package
 
     @property
-    def dies(self) -> int:
+    def dies_per_pod(self) -> int:
         return self.nodes * self.dies_per_node
+
+    @property
+    def dies(self) -> int:
+        return self.pods * self.dies_per_pod
+
+    def pod_of(self, die: int) -> int:
+        """The pod die ``die`` belongs to."""
+        return die // self.dies_per_pod
 
     def package_of(self, die: int) -> int:
         """The NPU package die ``die`` belongs to (dies are numbered package by package)."""
         return die // self.dies_per_package
 
     def node_of(self, die: int) -> int:
-        """The node die ``die`` belongs to (dies are numbered node by node)."""
+        """The node die ``die`` belongs to (dies are numbered node by node, across pods)."""
         return die // self.dies_per_node
+
+
+HCCL_OPS = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "scatter")
+"""The op names of HCCL_ALGO's per-op form (``allreduce=level0:NA;level1:ring/...``): the HCCL user
+guide's HCCL_ALGO page (allgather also covers AllGatherV, reducescatter ReduceScatterV, alltoall
+AlltoAllV and AlltoAllVC)."""
+HCCL_LEVELS = ("level0", "level1", "level2")
+"""HCCL's levels: inside a server (node), between servers (the nodes of a pod, or A2 servers over
+RoCE), between SuperPoDs (pods)."""
+HCCL_ALGO_ALIASES = {"h-d_r": "rhd", "hd": "rhd", "nhr_v1": "nhr", "na": "NA", "auto": "auto"}
+"""HCCL_ALGO's spellings of an algorithm -> npusim's name (H-D_R is recursive halving-doubling; NA
+at level0 and an unset level are HCCL's own choice, npusim's ``NA`` / ``auto``)."""
+
+
+def _algorithm_name(value: object) -> str:
+    """An algorithm as HCCL_ALGO spells it (any case) -> its registered name, ``auto`` or ``NA``."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{value!r} is not an algorithm name; use auto, NA or one of {', '.join(COLLECTIVES.names())}")
+    name = value.strip().lower()
+    name = HCCL_ALGO_ALIASES.get(name, name)
+    if name in ("auto", "NA") or name in COLLECTIVES:
+        return name
+    if name == "ahc":
+        raise ValueError("AHC (asymmetric hierarchical concatenation) is not modelled; use ring, rhd (H-D_R), nhr, nb or pipeline")
+    raise ValueError(COLLECTIVES.unknown(name) + " (or auto: HCCL's own choice; NA at level0)")
+
+
+AlgorithmName = Annotated[str, BeforeValidator(_algorithm_name)]
+
+
+class HcclLevelsSpec(Spec):
+    """The algorithm of each level for one op (HCCL_ALGO's ``<op>=level0:NA;level1:<algo>``); an
+    unset level takes the global choice."""
+
+    level0: AlgorithmName | None = Field(None, description="inside a server: NA (the topology's algorithm: mesh on A2, double_ring on A3)")
+    level1: AlgorithmName | None = Field(None, description="between servers (the nodes of a SuperPoD, or A2 servers over RoCE)")
+    level2: AlgorithmName | None = Field(None, description="between SuperPoDs (pods, over RoCE)")
+
+
+def parse_hccl_algo(text: str) -> dict[str, object]:
+    """HCCL_ALGO's own syntax as the mapping ``hccl.algo`` takes: ``level0:NA;level1:ring`` (every
+    op) and ``allreduce=level0:NA;level1:ring/allgather=level1:H-D_R`` (per op), the two forms
+    joined by ``/``."""
+    result: dict[str, object] = {}
+    for part in (p.strip() for p in text.split("/")):
+        if not part:
+            continue
+        op, sep, levels_text = part.partition("=")
+        if not sep:
+            op, levels_text = "", part
+        op = op.strip().lower()
+        if op and op not in HCCL_OPS:
+            raise ValueError(f"HCCL_ALGO {text!r}: {op!r} is not an op of HCCL_ALGO; use one of {', '.join(HCCL_OPS)}")
+        levels: dict[str, str] = {}
+        for item in (i.strip() for i in levels_text.split(";")):
+            if not item:
+                continue
+            level, colon, algo = item.partition(":")
+            level = level.strip().lower()
+            if not colon or level not in HCCL_LEVELS:
+                raise ValueError(f"HCCL_ALGO {text!r}: {item!r} is not LEVEL:ALGO with LEVEL one of {', '.join(HCCL_LEVELS)} "
+                                 "(e.g. level0:NA;level1:ring)")
+            levels[level] = algo.strip()
+        if op:
+            result[op] = levels
+        else:
+            result.update(levels)
+    return result
+
+
+def _algo_mapping(value: object) -> object:
+    return parse_hccl_algo(value) if isinstance(value, str) else value
+
+
+class HcclAlgoSpec(HcclLevelsSpec):
+    """HCCL_ALGO: the algorithm of each level for every op, and per op (its own levels win over the
+    global ones). Written as a mapping (``hccl.algo.level1: ring``, ``hccl.algo.allreduce.level1:
+    ring``) or in the environment variable's own syntax (``hccl.algo: "level0:NA;level1:ring"``).
+    ``auto`` (or unset) is HCCL's own choice by product, data size and server count."""
+
+    allreduce: HcclLevelsSpec | None = None
+    allgather: HcclLevelsSpec | None = None
+    reducescatter: HcclLevelsSpec | None = None
+    broadcast: HcclLevelsSpec | None = None
+    reduce: HcclLevelsSpec | None = None
+    alltoall: HcclLevelsSpec | None = None
+    scatter: HcclLevelsSpec | None = None
+
+    def forced(self, op: str, level: str) -> str:
+        """The algorithm forced for ``op`` (an HCCL_OPS name) at ``level`` (``auto``: none)."""
+        per_op: HcclLevelsSpec | None = getattr(self, op) if op in HCCL_OPS else None
+        for source in (per_op, self):
+            value: str | None = getattr(source, level) if source is not None else None
+            if value is not None:
+                return value
+        return "auto"
+
+
+class HcclSelectionSpec(Spec):
+    """The constants of HCCL's own choice of the inter-server algorithm (its alpha-beta comparison of
+    ring, NHR and RHD, and when it takes the pipeline algorithm)."""
+
+    latency: Time = Field(description="the fixed cost of one step HCCL's comparison assumes (alpha)")
+    bandwidth: Rate = Field(description="the per-NPU inter-server bandwidth HCCL's comparison assumes (1 / beta)")
+    pipeline_min: Size = Field(description="smallest all-gather / reduce-scatter per rank that takes the pipeline algorithm")
+    pipeline_allreduce_min: Size = Field(description="smallest all-reduce slice per rank (data / ranks) that takes the pipeline algorithm")
+    mesh_small_count: Size | None = Field(None, description="an all-reduce inside one server of at most this per rank of the "
+                                          "communicator runs on the mesh instead of the server's own algorithm (None: never)")
+
+
+class HcclSpec(Spec):
+    """HCCL as it runs the collectives of a communicator (docs/collectives.md): which algorithm each
+    level takes, where the ops are expanded (host, AICPU, or AIV cores that also move the data), the
+    communication buffer that bounds one pass, and the cost of the notifications between ranks."""
+
+    algo: Annotated[HcclAlgoSpec, BeforeValidator(_algo_mapping)] = Field(
+        default_factory=lambda: HcclAlgoSpec.model_validate({}), description="HCCL_ALGO: the algorithm of each level, for every op or per op")
+    expansion_mode: Literal["host", "ai_cpu", "aiv"] = Field(
+        description="HCCL_OP_EXPANSION_MODE: host or ai_cpu expand an op into SDMA / RDMA tasks; aiv runs small ops on the AIV "
+        "cores, which write into the peers' buffers themselves")
+    buffer: Size = Field(description="HCCL_BUFFSIZE: the communication buffer of each rank; a larger op runs in passes of this size")
+    deterministic: bool = Field(False, description="HCCL_DETERMINISTIC: reductions in a fixed order (the mesh adds peers in rank order)")
+    notify: Time = Field(description="a notification between two ranks: recorded on one rank's stream, seen by the waiting "
+                         "stream of its peer (each step's ready and done handshakes)")
+    selection: HcclSelectionSpec
+    aiv_max_bytes: Size | None = Field(None, description="with expansion_mode aiv: the largest op (bytes per rank) that runs on "
+                                       "the AIV cores; a larger one runs as ai_cpu (None: every size)")
+    aiv_cores: CoreCount = Field(description="AIV cores an AIV-expanded op uses (HCCL's core control)")
+    aiv_sync: Time = Field(description="with AIV expansion, one step's flag exchange: a flag written into a peer's buffer "
+                           "and polled there")
 
 
 OpSettings = Annotated[dict[str, SerializeAsAny[Spec]], SettingsOf(OPS)]
@@ -388,10 +533,10 @@ class SystemSpec(Spec):
     ops: OpSettings = Field(default_factory=dict, description="per-op settings of the kernels npusim models (not hardware), "
                                   "each validated by its op's own model")
     shmem: ShmemSpec | None = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
+    hccl: HcclSpec | None = Field(None, description="HCCL, the collective communication library: its algorithms per fabric level, "
+                                  "transport and buffers (docs/collectives.md); torch.distributed's hccl backend and the MoE distribute ops need it")
     host: HostSpec | None = Field(None, description="the host thread that issues torch programs' ops (npusim.torch_npu with torch); "
                                     "None: launches cost no host time")
-    hccl: HcclSpec | None = Field(None, description="HCCL's communicators: what the ops that communicate through them are given "
-                                    "(the MoE distribute ops); None: those ops cannot run")
 
     @model_validator(mode="after")
     def _quantities_fit_the_engine(self) -> SystemSpec:
@@ -422,6 +567,11 @@ class SystemSpec(Spec):
                     f"{level} level; use one of {', '.join(fabric_kinds_at(level))}"
                 )
             fabric.check(level, self)
+        if self.shape.pods > 1 and self.fabrics.scale_out is None:
+            raise ValueError(
+                f"shape.pods is {self.shape.pods}, but fabrics.scale_out (the NICs) is missing: the pod fabric joins the nodes of "
+                "one pod only, so nothing would join two pods; add fabrics.scale_out or use shape.pods=1"
+            )
         if self.shape.nodes > 1 and self.fabrics.pod is None and self.fabrics.scale_out is None:
             raise ValueError(
                 f"shape.nodes is {self.shape.nodes}, but neither fabrics.pod nor fabrics.scale_out joins the nodes, so the dies of "
@@ -479,13 +629,6 @@ class HostSpec(Spec):
     graph_launch: Time = Field(description="one replay of a captured graph (all its kernels in one launch)")
 
 
-class HcclSpec(Spec):
-    """HCCL's set-up of a communicator on each rank, as the environment gives it."""
-
-    buffer: Size = Field(description="the window of each rank of a communicator (HCCL_BUFFSIZE, default 200 MB): ops check "
-                              "that what they write fits")
-
-
 class ShmemSpec(Spec):
     """PyPTO's distributed runtime on each die: how a device task schedules tile ops onto the AIV
     cores, the communication windows of a group, and the fixed buffers of its tile ops."""
@@ -499,3 +642,4 @@ class ShmemSpec(Spec):
     signal_window: Size = Field(description="signal window per PE and communication group")
     max_groups: GroupCount = Field(description=f"communication groups one program may use (at most {MAX_GROUPS})")
     staging_buffer: Size = Field(description="UB buffer of one put/get tile op per ping-pong half")
+

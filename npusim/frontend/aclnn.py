@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -29,10 +30,11 @@ import numpy as np
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
+from npusim.frontend.callsite import callsite
 from npusim.frontend.host import HostLaunch, current_process
 from npusim.frontend.session import innermost_session, session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
-from npusim.isa.target import VectorTarget
+from npusim.kernels.cube.tiling import TILING_FIELDS
 from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, AwaitGroup, Detached, Op, OpOptions, ValueCheck
 from npusim.kernels.view_copy import build_view_copy
 
@@ -42,12 +44,15 @@ _CHOICES = {"out_of_range": OUT_OF_RANGE_MODES, "overlap": OVERLAP_MODES}
 
 
 @contextlib.contextmanager
-def options(*, out_of_range: str | None = None, overlap: str | None = None, double_buffer: bool | None = None) -> Iterator[OpOptions]:
+def options(*, out_of_range: str | None = None, overlap: str | None = None, double_buffer: bool | None = None,
+            matmul_tiling: Mapping[str, Any] | None = None) -> Iterator[OpOptions]:
     """Within the block, ops use these settings (see :class:`~npusim.kernels.op.OpOptions`); unset
-    ones are inherited::
+    ones are inherited (``matmul_tiling`` field by field)::
 
         with torch_npu.options(double_buffer=True, overlap="error"):
             torch_npu.npu_quant_scatter_(cache, indices, updates, scales)
+        with torch_npu.options(matmul_tiling={"base_m": 128, "base_n": 256, "cores": 24}):
+            c = a @ b
     """
     changes: dict[str, Any] = {}
     for name, value in (("out_of_range", out_of_range), ("overlap", overlap)):
@@ -59,6 +64,16 @@ def options(*, out_of_range: str | None = None, overlap: str | None = None, doub
         if not isinstance(double_buffer, bool):
             raise UsageError(f"torch_npu.options: double_buffer = {double_buffer!r}: use True or False")
         changes["double_buffer"] = double_buffer
+    if matmul_tiling is not None:
+        if not isinstance(matmul_tiling, Mapping):
+            raise UsageError(f"torch_npu.options: matmul_tiling = {matmul_tiling!r}: give a dict of tiling fields, e.g. "
+                             "{'base_m': 128, 'base_n': 256, 'base_k': 64}")
+        unknown = sorted(set(matmul_tiling) - set(TILING_FIELDS))
+        if unknown:
+            raise UsageError(f"torch_npu.options: matmul_tiling has no field {', '.join(map(repr, unknown))}; its fields are "
+                             f"{', '.join(TILING_FIELDS)}")
+        merged = {**dict(_OPTIONS.get().matmul_tiling), **matmul_tiling}
+        changes["matmul_tiling"] = tuple(sorted(merged.items()))
     token = _OPTIONS.set(dataclasses.replace(_OPTIONS.get(), **changes))
     try:
         yield _OPTIONS.get()
@@ -81,8 +96,7 @@ class HostCall:
         launch = self.launches.get(die)
         if launch is None:
             host = session.host
-            cost = host.op_launch_ps + (host.tiling_ps if self.tiling else 0)
-            launch = self.launches[die] = host.issue(die, self.api, cost, self.args)
+            launch = self.launches[die] = host.issue(die, self.api, host.eager_call(self.tiling), self.args)
         return launch
 
 
@@ -97,6 +111,11 @@ def host_call(api: str, **args) -> Iterator[HostCall]:
         _HOST_CALL.reset(token)
 
 
+def current_host_call() -> HostCall | None:
+    """The eager host call being issued, if any."""
+    return _HOST_CALL.get()
+
+
 def enqueue(build, system, die: int) -> None:
     """Queue the kernels that ``build()`` returns (a list, built anew for each run) on the current
     stream of die ``die``: recorded for replays while a graph is captured; in an eager host call,
@@ -105,11 +124,12 @@ def enqueue(build, system, die: int) -> None:
     process = current_process()
     if process is not None:
         process.dies.add(die)
+    source = callsite()  # the program's line that issued it: race reports name it
     if session.capture is not None:
-        session.capture.add(build, die)
+        session.capture.add(lambda: _from(source, build()), die)
         return
     stream = session.stream(die)
-    kernels = build()
+    kernels = _from(source, build())
     call = _HOST_CALL.get()
     if call is not None:
         launch = call.launch(session, die)
@@ -118,6 +138,28 @@ def enqueue(build, system, die: int) -> None:
             launch.arrow_to(kernel)
     for kernel in kernels:
         kernel.launch(stream)
+
+
+@contextlib.contextmanager
+def at_program_line() -> Iterator[None]:
+    """The warnings an op's checks give inside (an ignored argument, overlapping writes) shown at the
+    line of the user's program that called the op, not at npusim's."""
+    where = callsite()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        if where is not None:
+            warnings.warn_explicit(warning.message, warning.category, where.filename, where.lineno)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+def _from(source, kernels: list) -> list:
+    """``kernels`` marked as issued by the program line ``source``."""
+    for kernel in kernels:
+        kernel.source = source
+    return kernels
 
 
 @dataclass
@@ -144,7 +186,8 @@ class OpCall:
         if op.series is not None and product.series not in op.series:
             raise UsageError(f"{api}: the op is modelled on {', '.join(sorted(op.series))} only, not on {product.label} "
                              f"(config {spec.name!r}); use a config of those products")
-        problem = op.check(spec.product, args)
+        with at_program_line():
+            problem = op.check(spec.product, args)
         if problem.empty:
             return cls(op, api, problem, None, args, ValueCheck())
         settings = spec.ops.get(op.name)
@@ -155,11 +198,12 @@ class OpCall:
                 f"launched); add it, e.g. under `ops: {{{op.name}: {{...}}}}`, or extend a built-in config"
             )
         options_now = _OPTIONS.get()
-        plan = op.plan(problem, VectorTarget.of(system), settings, options_now)
+        plan = op.plan(problem, op.target(system), settings, options_now)
         check = ValueCheck()
         if system.with_data:  # values are data: without data (timing only) they cannot be checked
             values = {name: args[name].host_view().copy() for name in op.value_inputs(problem)}
-            check = op.check_values(problem, values, options_now)
+            with at_program_line():
+                check = op.check_values(problem, values, options_now)
         return cls(op, api, problem, plan, args, check)
 
     def issue(self, out: DeviceTensor) -> None:
@@ -173,12 +217,16 @@ class OpCall:
         if call is not None:
             call.tiling = bool(host_values)
         work = out if out.is_contiguous() else _contiguous(out, self.api, "the output")
-        tensors: dict[str, Any] = {name: _contiguous(self.args[name], self.api, name) if self.args[name] is not None else None
-                                   for name in op.tensors if name != op.output}
+        names = op.tensor_names(self.args)
+        tensors: dict[str, Any] = {}
+        for name in names:
+            value = self.args[name]
+            if name != op.output:
+                tensors[name] = None if value is None else value if op.reads_as_is(self.problem, name, value) else _contiguous(value, self.api, name)
         tensors[op.output] = work
         tensors.update({name: tensor(values, device=die) for name, values in host_values.items()})
         op_args = {"api": f"torch_npu.{self.api}", **op.describe(self.problem, self.plan)}
-        inputs = [(tuple(self.args[name].shape), self.args[name].dtype.name) for name in op.tensors
+        inputs = [(tuple(self.args[name].shape), self.args[name].dtype.name) for name in names
                   if name != op.output and self.args[name] is not None]
         outputs = [(tuple(out.shape), out.dtype.name)]
         session = session_of(system)
@@ -223,7 +271,8 @@ def run_op(name: str, api: str, args: Mapping[str, Any], *, out: DeviceTensor) -
 
 def _check_tensors(api: str, op: type[Op], args: dict[str, Any]) -> DeviceTensor:
     """Every tensor argument is a device tensor of one session on one device; returns the first."""
-    for name in op.tensors:
+    names = op.tensor_names(args)
+    for name in names:
         value = args.get(name)
         if value is None and name in op.optional:
             continue
@@ -232,9 +281,9 @@ def _check_tensors(api: str, op: type[Op], args: dict[str, Any]) -> DeviceTensor
                 f"{api}: {name} = {type(value).__name__}: must be an npusim device tensor; "
                 f"make one with npusim.tensor(array, device=...)"
             )
-    first_name = op.tensors[0]
+    first_name = names[0]
     first = args[first_name]
-    for name in op.tensors[1:]:
+    for name in names[1:]:
         value = args.get(name)
         if value is None:
             continue

@@ -27,6 +27,7 @@ import simpy
 from npusim.errors import UsageError
 from npusim.hw.stream import Stream
 from npusim.isa.instructions import on_recorded
+from npusim.trace.costs import CostRule, Term
 
 HOST_UNIT, HOST_LANE = "host", "launch"
 HOST_ORDER = (-2,)
@@ -44,13 +45,25 @@ class HostThread:
         self.tiling_ps = host.tiling.to_ps(hz) if host is not None else 0
         self.graph_launch_ps = host.graph_launch.to_ps(hz) if host is not None else 0
 
-    def issue(self, die: int, name: str, cost_ps: int, args: dict) -> HostLaunch:
-        """The host spends ``cost_ps`` issuing ``name`` to die ``die``, from its clock on."""
+    def eager_call(self, tiling: bool) -> tuple[Term, ...]:
+        """The cost of one eager call, by config key: ``host.op_launch``, and ``host.tiling`` for an
+        op with a host tiling."""
+        return (Term(("host.op_launch",), self.op_launch_ps),) + ((Term(("host.tiling",), self.tiling_ps),) if tiling else ())
+
+    def graph_replay(self) -> tuple[Term, ...]:
+        """The cost of one replay of a captured graph on a die, by config key."""
+        return (Term(("host.graph_launch",), self.graph_launch_ps),)
+
+    def issue(self, die: int, name: str, cost: tuple[Term, ...], args: dict) -> HostLaunch:
+        """The host spends ``cost`` (ps by config key: :meth:`eager_call`, :meth:`graph_replay`)
+        issuing ``name`` to die ``die``, from its clock on."""
         recorder = self.system.recorder
         start = self.now_ps
-        self.now_ps = start + cost_ps
+        self.now_ps = start + sum(term.ps for term in cost)
         track = recorder.track(die, HOST_UNIT, HOST_LANE, HOST_ORDER)
-        event = recorder.record(track, recorder.name_id(name), start, self.now_ps, 0, recorder.op(name, die, **args), -1)
+        name_id = recorder.name_id(name)
+        recorder.costs.rule(HOST_LANE, name_id, CostRule(cost))
+        event = recorder.record(track, name_id, start, self.now_ps, 0, recorder.op(name, die, **args), -1)
         return HostLaunch(self.system, die, self.now_ps, event)
 
     def waited_until(self, time_ps: int) -> None:
@@ -120,11 +133,13 @@ class HostLaunch:
 
     def arrow_to(self, kernel) -> None:
         """A ``launch`` flow from the host event to the kernel's first instruction once recorded (a
-        kernel made when it starts, :class:`~npusim.frontend.aclnn.DeviceTask`: once made)."""
+        kernel made when it starts, :class:`~npusim.isa.program.KernelAtStart` or an op's
+        :class:`~npusim.frontend.aclnn.DeviceTask`: once made)."""
         if hasattr(kernel, "when_built"):
             kernel.when_built(self.arrow_to)
             return
-        first = kernel.ordered_programs()[0].instructions
+        programs = kernel.ordered_programs()
+        first = programs[0].instructions if programs else None  # a kernel of no work (an empty tensor's copy) has no program
         if first:
             recorder, source = self.system.recorder, self.event
             on_recorded(first[0], lambda index: recorder.flow(source, index, "launch"))

@@ -134,6 +134,15 @@ class MemoryBudget:
             print(f"npusim: {what} will need about {format_bytes(estimate)} of memory, with the {format_bytes(held)} the run holds "
                   f"(limit {format_bytes(self.limit)})", file=sys.stderr)
 
+    def watch_build(self, where: str) -> None:
+        """Looked at while a PyPTO kernel builds (``where``: the kernel and loop): past the limit, the
+        build stops here, saying where."""
+        held = resident_bytes()
+        if held > self.limit:
+            raise MemoryLimitError(f"the run used {format_bytes(held)} of memory{where}: more than its limit of {self.describe()}; it was "
+                                   "stopped before the system would kill it: give the loop fewer iterations, or run it where more memory "
+                                   "is available")
+
     def watch(self, now_ps: int, events: int) -> None:
         """Looked at while simulating: past the limit, the run stops here, saying how far it got."""
         held = resident_bytes()

@@ -15,6 +15,7 @@ import numbers
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,6 +94,25 @@ class SimResult:
                                                                "status": self.status, "params": self.params})
 
 
+class RankHooks:
+    """What a rank of an SPMD program (``npusim.frontend.spmd``) changes in the session it runs in:
+    its own host thread, synchronisations that wait for its own devices' work and block only it."""
+
+    host: HostThread
+
+    def wait_for(self, event: simpy.Event) -> None:
+        """Block the rank until ``event`` is processed."""
+        raise NotImplementedError
+
+    def dies(self) -> list[int]:
+        """The dies whose work the rank's synchronisations wait for."""
+        raise NotImplementedError
+
+
+rank_hooks: ContextVar[RankHooks | None] = ContextVar("npusim_rank", default=None)
+"""The rank the running thread is (None outside an SPMD program)."""
+
+
 class Session:
     """One simulated machine and the work issued to it."""
 
@@ -135,10 +155,13 @@ class Session:
 
     @property
     def host(self) -> HostThread:
-        """The host thread of the code running now: the current SPMD rank's (:func:`npusim.spawn`),
-        else the session's own."""
+        """The host thread of the code running now: the current SPMD rank's (:func:`npusim.spawn`, or
+        torch.multiprocessing.spawn's rank in a session), else the session's own."""
         process = current_process()
-        return process.host if process is not None else self.main_host
+        if process is not None:
+            return process.host
+        hooks = rank_hooks.get()
+        return hooks.host if hooks is not None else self.main_host
 
     def track(self, event: simpy.Event) -> simpy.Event:
         """Count ``event`` as issued work that ``synchronize`` must wait for."""
@@ -175,21 +198,27 @@ class Session:
                 "there is nothing to wait for; move the call out of the captured region"
             )
         process = current_process()
+        hooks = rank_hooks.get()
         if until is not None:
             pending = [] if until.processed else [until]
-        elif process is not None:  # a rank waits for the work of its own devices, as torch.npu.synchronize does
+        elif process is not None:  # a rank of npusim.spawn waits for the work of its own devices, as torch.npu.synchronize does
             dies = process.dies | {process.device or 0}
             streams = [s for s in self.system.streams + self.user_streams if s.die in dies]
             pending = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
+        elif hooks is not None:  # a rank of torch.multiprocessing.spawn (npusim.frontend.spmd): the same
+            dies = hooks.dies()
+            pending = [s.tail for s in self.system.streams + self.user_streams if s.die in dies and s.tail is not None and not s.tail.processed]
         else:
             pending = self.unfinished_work()
             self.pending = [e for e in self.pending if not e.processed]
         if pending:
             if process is not None:  # other ranks run meanwhile (npusim.frontend.ranks)
                 process.block(pending)
+            elif hooks is not None:
+                hooks.wait_for(self.env.all_of(pending))
             else:
                 self._run_until(self.env.all_of(pending))
-        self.host.waited_until(self.env.now)
+        self.host.waited_until(int(self.env.now))
 
     def unfinished_work(self) -> list[simpy.Event]:
         """The issued work not simulated to its end yet: the tails of the streams, the tracked events."""
@@ -203,6 +232,11 @@ class Session:
         as :meth:`synchronize`."""
         if not event.processed:
             self._run_until(event)
+
+    def run_events(self, target: simpy.Event) -> None:
+        """Step the simulation until ``target`` is processed (errors as :meth:`synchronize`); the
+        SPMD scheduler's way to advance when every rank waits."""
+        self._run_until(target)
 
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
@@ -240,11 +274,18 @@ class Session:
             if progress is not None:
                 progress.update(self.env.now, self.system.recorder.events)
             if time.perf_counter() > deadline:
-                raise WallTimeError(f"the run went past its wall-clock limit of {limit_s:g} s at {self.env.now / 1e6:,.3f} us simulated")
+                self.check_wall_clock()
             if memory is not None:
                 memory.watch(self.env.now, self.system.recorder.events)
 
         return look
+
+    def check_wall_clock(self, where: str = "") -> None:
+        """A WallTimeError once the session is older than its wall-clock limit (``where``: what was
+        being done, for the message). The stepping loop looks every PROGRESS_STEPS steps and at every
+        synchronisation; a PyPTO kernel's build at each of its ops and loop iterations."""
+        if self.wall_limit_s is not None and time.perf_counter() - self._wall_start > self.wall_limit_s:
+            raise WallTimeError(f"the run went past its wall-clock limit of {self.wall_limit_s:g} s at {self.now_us:,.3f} us simulated{where}")
 
     def _deadlock_report(self, title: str, why: str, first: list[str] | None = None) -> str:
         lines = [f"{title} at {self.env.now / 1e6:.3f} us: {why}.", *(first or [])]
@@ -358,7 +399,7 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
                       progress=progress, wall_limit_s=wall_limit_s, races=races, memory=memory)
     np.random.seed(seed)
     _SESSIONS.append(current)
-    _SESSION_OF[current.system] = current
+    _SESSION_OF[current.system] = weakref.ref(current)
     with young_gc_threshold():
         try:
             with building_for(current.system):
@@ -379,8 +420,10 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
 _SESSIONS: list[Session] = []
 """The open sessions, innermost last."""
 
-_SESSION_OF: weakref.WeakKeyDictionary[System, Session] = weakref.WeakKeyDictionary()
-"""The session of each system a session built (tensors reach their session through their system)."""
+_SESSION_OF: weakref.WeakKeyDictionary[System, weakref.ref[Session]] = weakref.WeakKeyDictionary()
+"""The session of each system a session built (tensors reach their session through their system),
+weakly: a session refers to its system, so holding it here would keep both alive for as long as
+the process runs (every session, and all it simulated)."""
 
 
 def network_quantum_ps(network_quantum: str | None, config: LoadedConfig) -> int:
@@ -393,10 +436,10 @@ def network_quantum_ps(network_quantum: str | None, config: LoadedConfig) -> int
     except ValueError as error:
         raise UsageError(f"network quantum {network_quantum!r}: {error}; give a time such as 10ns, or leave it unset for the "
                          "exact network") from None
-    quantum_ps = quantum.to_ps(config.spec.die.clock.hz)
-    if quantum_ps < 1:
-        raise UsageError(f"network quantum {network_quantum!r} is below 1 ps, the simulator's time step; give 1ps or more")
-    return quantum_ps
+    problem = quantum.engine_problem(config.spec.die.clock.hz)
+    if problem is not None:
+        raise UsageError(f"network quantum {problem}, or leave it unset for the exact network")
+    return quantum.to_ps(config.spec.die.clock.hz)
 
 
 def memory_budget(max_memory: int | str | MemoryBudget | None) -> MemoryBudget | None:
@@ -423,8 +466,9 @@ def innermost_session() -> Session | None:
 
 
 def session_of(system: System) -> Session | None:
-    """The session that built ``system``."""
-    return _SESSION_OF.get(system)
+    """The session that built ``system`` (None once nothing refers to that session any more)."""
+    ref = _SESSION_OF.get(system)
+    return ref() if ref is not None else None
 
 
 def active_system() -> System:

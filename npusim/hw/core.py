@@ -195,6 +195,7 @@ class AICore:
         recorder = system.recorder
         order_base = (kind_timing.order, index)
         self.tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe], order_base + (int(pipe),)) for pipe in kind_timing.pipes}
+        recorder.costs.unit(die.index, self.name, kind)  # its copies are its kind's engines' (their keys: System)
         self.lock = CoreLock(self.env)
         self.current: KernelRun | None = None
         self.network = system.network
@@ -216,6 +217,7 @@ class AICore:
             engine = self.dma_timing[pipe]
             flow_class = self.network.flow_class(path.resources, engine.rate_bytes_per_ps)
             route = self.dma_routes[key] = (flow_class, engine.setup_ps + path.latency_ps, engine.per_burst_ps)
+            self.system.recorder.costs.route(self.die.index, self.kind, PIPE_NAMES[pipe], path.latency_terms)
         return route
 
     def execute(self, program, op: int) -> simpy.Process:

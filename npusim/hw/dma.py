@@ -12,24 +12,36 @@
   requests of a queue pair in flight, streaming the bytes of one block right after the previous
   one's, so a transfer pays the path latency once, not once per block.
 
-Both apply each block's bytes (when data is on) at the block's completion. Times in ps, rates in
-bytes/ps.
+- :class:`VectorCoreWrites` is a die's AIV cores copying straight from its GM into another die's
+  (an AIV-expanded HCCL op: HCCL_OP_EXPANSION_MODE=AIV): no descriptor set-up, the cores' GM read
+  and write paths instead, at the rate of the cores the copy is given.
+
+All apply each block's bytes (when data is on) at the block's completion: a block is a
+:class:`GmBlock` or anything with its ``nbytes`` and ``copy`` (a copy that reduces into the
+destination, HCCL's inline reduce), and record each block as a transfer (its fixed part and
+bottleneck, as the cores' copies are), with the config keys of its costs told to the recorder (an
+SDMA's ``die.sdma`` set-up and rate; the routes' latencies). Times in ps, rates in bytes/ps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import simpy
 
 from npusim.engine.flow import Resource
 from npusim.engine.loop import clock
 from npusim.hw.memory import Allocation
+from npusim.trace.costs import EngineCosts, Term
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die
+
+
+SDMA, RDMA = "sdma", "rdma"
+"""The units of a die's bulk-copy lanes (``sdma chN``, ``rdma qp dieN``), also their kinds of engine."""
 
 
 class GmBlock(NamedTuple):
@@ -50,15 +62,31 @@ class GmBlock(NamedTuple):
         dst[self.dst_offset : self.dst_offset + self.nbytes] = src[self.src_offset : self.src_offset + self.nbytes]
 
 
+class Block(Protocol):
+    """One descriptor's bytes and what they do when they land (``copy``, called with data on)."""
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def copy(self, _event: simpy.Event | None = None) -> None: ...
+
+
 @dataclass(frozen=True)
 class CopyPath:
     """What every block of a bulk copy from one die's GM to another's crosses: ``resources`` (the
     source's L2 and HBM, the fabric or NIC path, the destination's L2 and HBM), the one-way latency
-    of the path and the access latency of the source memory, in ps."""
+    of the path and the access latency of the source memory, in ps, and both latencies as terms by
+    config key."""
 
     resources: tuple[Resource, ...]
     path_latency_ps: int
     memory_latency_ps: int
+    path_latency: tuple[Term, ...] = ()
+    memory_latency: tuple[Term, ...] = ()
+
+    def latency(self, trips: int) -> tuple[Term, ...]:
+        """The terms of the source memory's latency and ``trips`` crossings of the path."""
+        return self.memory_latency + tuple(Term(term.keys, trips * term.ps) for term in self.path_latency)
 
 
 class SystemDma:
@@ -75,6 +103,9 @@ class SystemDma:
         self.channels = spec.channels
         self.rate_bytes_per_ps = spec.rate.bytes_per_ps(hz)
         self.setup_ps = spec.setup.to_ps(hz)
+        costs = die.system.recorder.costs
+        costs.unit(die.index, SDMA, SDMA)
+        costs.engine(SDMA, "", EngineCosts(Term(("die.sdma.setup",), self.setup_ps), Term((), 0), ("die.sdma.rate",)))
         self._free = simpy.PriorityStore(self.env, capacity=spec.channels)
         for channel in range(spec.channels):
             self._free.put(channel)
@@ -83,20 +114,21 @@ class SystemDma:
         """The fixed cost of one block before its bytes flow: set-up, source memory, round trip."""
         return self.setup_ps + path.memory_latency_ps + 2 * path.path_latency_ps
 
-    def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
         """SimPy generator: take the lowest free channel, run ``blocks`` in order on it (each one an
         event on the channel's lane ``sdma chN``), give the channel back."""
         channel = yield self._free.get()
         system = self.system
         recorder = system.recorder
-        track = recorder.track(self.die.index, "sdma", f"ch{channel}", (2, channel))
+        track = recorder.track(self.die.index, SDMA, f"ch{channel}", (2, channel))
         fixed_ps = self.block_fixed_ps(path)
+        recorder.costs.route(self.die.index, SDMA, "", path.latency(2))
         for block in blocks:
             start = clock(self.env)
-            yield system.network.transfer(block.nbytes, path.resources, cap=self.rate_bytes_per_ps, delay_ps=fixed_ps)
+            bottleneck, flowing = yield system.network.transfer(block.nbytes, path.resources, cap=self.rate_bytes_per_ps, delay_ps=fixed_ps)
             if system.with_data:
                 block.copy()
-            recorder.record(track, name_id, start, clock(self.env), block.nbytes, op, -1)
+            recorder.transfer(recorder.record(track, name_id, start, clock(self.env), block.nbytes, op, -1), flowing - start, bottleneck)
         yield self._free.put(channel)
 
 
@@ -111,23 +143,55 @@ class RdmaQueuePair:
         self.system = die.system
         self.env = die.system.env
         self._in_order = simpy.Resource(self.env, capacity=1)
+        costs = die.system.recorder.costs
+        costs.unit(die.index, RDMA, RDMA)
+        costs.engine(RDMA, "", EngineCosts(Term((), 0), Term((), 0), ()))  # the NIC has no cap of its own: its ports are resources
 
-    def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
         """SimPy generator: stream ``blocks``; ends when the last block has completed."""
         env, system = self.env, self.system
         recorder = system.recorder
         completions = []
         with self._in_order.request() as turn:
             yield turn
-            track = recorder.track(self.die.index, "rdma", f"qp die{self.peer}", (3, self.peer))
+            track = recorder.track(self.die.index, RDMA, f"qp die{self.peer}", (3, self.peer))
             first_byte_ps = path.memory_latency_ps + path.path_latency_ps
+            recorder.costs.route(self.die.index, RDMA, "", path.latency(1))
             for block in blocks:
                 start = clock(env)
-                yield system.network.transfer(block.nbytes, path.resources, delay_ps=first_byte_ps)
+                bottleneck, flowing = yield system.network.transfer(block.nbytes, path.resources, delay_ps=first_byte_ps)
                 first_byte_ps = 0
-                recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)
+                recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), flowing - start, bottleneck)
                 completion = env.timeout(path.path_latency_ps)
                 if system.with_data:
                     completion.callbacks.append(block.copy)
                 completions.append(completion)
         yield env.all_of(completions)
+
+
+class VectorCoreWrites:
+    """A die's vector (AIV) cores copying from its GM into another die's (or its own): each copy is
+    staged through UB by the cores it is given, so it pays the cores' GM read and write set-up
+    (MTE2 and MTE3) and the path's latency once, and moves at no more than those cores' write rate.
+    Its lane is ``hccl aiv writes``."""
+
+    def __init__(self, die: Die, kind: str) -> None:
+        self.die = die
+        self.system = die.system
+        timing = die.timing.kinds[kind]
+        read, write = timing.moves[("GM", "UB")], timing.moves[("UB", "GM")]
+        self.setup_ps = timing.engines[read].setup_ps + timing.engines[write].setup_ps
+        self.core_rate = min(timing.engines[read].rate_bytes_per_ps, timing.engines[write].rate_bytes_per_ps)
+
+    def run(self, blocks: Sequence[Block], path: CopyPath, cores: float, name_id: int, op: int):
+        """SimPy generator: move ``blocks`` one after the other with ``cores`` cores' worth of rate."""
+        system = self.system
+        env = system.env
+        track = system.recorder.track(self.die.index, "hccl", "aiv writes", (4, 0))
+        fixed_ps = self.setup_ps + path.memory_latency_ps + path.path_latency_ps
+        for block in blocks:
+            start = clock(env)
+            yield system.network.transfer(block.nbytes, path.resources, cap=cores * self.core_rate, delay_ps=fixed_ps)
+            if system.with_data:
+                block.copy()
+            system.recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)

@@ -8,8 +8,9 @@ facade's launch path, :mod:`npusim.frontend.aclnn`) drives its steps:
 1. :meth:`Op.check`: a pure check of the call (shapes, dtypes, attributes, what the product
    supports), giving a frozen problem, or an :class:`~npusim.errors.OpArgumentError` naming the
    argument, its value and the rule;
-2. :meth:`Op.plan`: the kernel's tiling of the problem for a :class:`~npusim.isa.target.VectorTarget`
-   (plain frozen data, no SimPy);
+2. :meth:`Op.plan`: the kernel's tiling of the problem for what :meth:`Op.target` reads of the die
+   (a :class:`~npusim.isa.target.VectorTarget`, or a ``CubeTarget`` for the cube ops; plain frozen
+   data, no SimPy);
 3. :meth:`Op.check_values`: for ops whose kernels depend on data values (indices), what the host
    sees in them (the values are read once; the kernel must find the same ones when it starts);
 4. :meth:`Op.host_tensors`: the arrays the host computes and copies to the device (tiling data);
@@ -42,11 +43,16 @@ class OpOptions:
     ``overlap``: writes of one launch to overlapping destinations race on hardware; ``"warn"``
     (default) or ``"error"``.
     ``double_buffer``: run the what-if variant of a kernel with ping-pong buffers.
+    ``matmul_tiling``: the tiling of the cube ops (matmul, npu_quant_matmul, npu_grouped_matmul)
+    in place of their default, as ``(field, value)`` pairs of
+    :data:`~npusim.kernels.cube.tiling.TILING_FIELDS` (base_m, step_ka, cores, order ...); the fields
+    not given keep the op's default.
     """
 
     out_of_range: str = "error"
     overlap: str = "warn"
     double_buffer: bool = False
+    matmul_tiling: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,13 +89,32 @@ class Op:
         """Check ``ops.<name>`` against the rest of the system spec; a ValueError naming the key."""
 
     @classmethod
+    def tensor_names(cls, args: Mapping[str, Any]) -> tuple[str, ...]:
+        """The tensor arguments of this call, in signature order: :attr:`tensors` (an op taking
+        lists of tensors names each element, ``x[0]``, ``x[1]`` ...)."""
+        return cls.tensors
+
+    @classmethod
+    def target(cls, system: Any) -> Any:
+        """What the op's host tiling reads of the hardware: the vector cores (cube ops: the
+        :class:`~npusim.isa.target.CubeTarget`)."""
+        return VectorTarget.of(system)
+
+    @classmethod
+    def reads_as_is(cls, problem: Any, name: str, tensor: Any) -> bool:
+        """Whether the kernel reads input ``name`` in its layout as it is (else the launch path
+        copies it to a contiguous tensor first, as aclnn's ``Contiguous``): contiguous tensors."""
+        return tensor.is_contiguous()
+
+    @classmethod
     def check(cls, product: str, args: Mapping[str, Any]) -> Any:
         """The problem of a call (``args``: tensors by name, as objects with ``shape``/``dtype``/
         ``ndim``, and the attributes); an empty problem (``problem.empty``) launches nothing."""
         raise NotImplementedError
 
     @classmethod
-    def plan(cls, problem: Any, target: VectorTarget, settings: BaseModel | None, options: OpOptions) -> Any:
+    def plan(cls, problem: Any, target: Any, settings: BaseModel | None, options: OpOptions) -> Any:
+        """The kernel's tiling for ``target`` (what :meth:`target` gave)."""
         raise NotImplementedError
 
     @classmethod

@@ -19,6 +19,8 @@ Besides the events, the recorder keeps what the analysis needs to follow depende
   the resource that limited its rate for most of its bytes (its bottleneck).
 - **buffer spans**: how many bytes of each on-chip buffer a kernel's program reserved on a core,
   from the start to the end of its run there.
+- **cost sources** (:attr:`Recorder.costs`): which config key each cost of the hardware model came
+  from, said once per kind of event, engine, route and resource (:mod:`npusim.trace.costs`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from npusim.errors import UsageError
+from npusim.trace.costs import CostSources
 
 CHUNK_EVENTS = 65536  # events unpacked at a time by consumers that stream over the columns
 EVENT_ROW = struct.Struct("<5q")  # lane (track << 32 | op + 1), label (name << 32 | tile + 1), start ps, end ps, bytes
@@ -88,13 +91,15 @@ class BufferSpan(NamedTuple):
 
 @dataclass(frozen=True)
 class Instant:
-    """A point event: a warning (race, overlapping scatter segment) or a marker, at ``time_ps``."""
+    """A point event: a warning (race, overlapping scatter segment) or a marker, at ``time_ps``;
+    ``key`` names what it is about when instants of one name are counted by it (a host fallback's op)."""
 
     time_ps: int
     die: int
     name: str
     message: str
     category: str = "warning"
+    key: str = ""
 
 
 class Recorder:
@@ -126,6 +131,7 @@ class Recorder:
         self.transfer_event = array("q")  # event index of a DMA
         self.transfer_info = array("q")  # fixed ps << 32 | (bottleneck resource index + 2)
         self.buffer_spans: list[BufferSpan] = []
+        self.costs = CostSources()  # which config keys the recorded times come from (the hardware model says so)
         self.flag_name_id = self.name_id("flag")
 
     def track(self, die: int, unit: str, lane: str, order: tuple[int, ...] = ()) -> int:
@@ -154,6 +160,11 @@ class Recorder:
         the id of the launch it is part of (:class:`OpRecord`)."""
         self.ops.append(OpRecord(name, die, args, part_of=part_of))
         return len(self.ops) - 1
+
+    def forget_ops(self, first: int) -> None:
+        """Drop the ops registered from id ``first`` on: work that was built but never ran (no event
+        carries their ids), e.g. a PyPTO launch whose build failed."""
+        del self.ops[first:]
 
     def name_id(self, name: str, *, waits: bool = False, polls: bool = False, named: bool = False) -> int:
         """The id of an event name, interned on first use; ``waits`` marks events that only wait
@@ -240,9 +251,9 @@ class Recorder:
         """Record the buffer bytes a program held on a core over its run."""
         self.buffer_spans.append(span)
 
-    def instant(self, time_ps: int, die: int, name: str, message: str, category: str = "warning") -> None:
+    def instant(self, time_ps: int, die: int, name: str, message: str, category: str = "warning", key: str = "") -> None:
         """Record a point event (e.g. a race warning)."""
-        self.instants.append(Instant(time_ps, die, name, message, category))
+        self.instants.append(Instant(time_ps, die, name, message, category, key))
 
     def __len__(self) -> int:
         return self.events
@@ -356,6 +367,13 @@ class Recorder:
             "to": np.concatenate([flag_to, np.frombuffer(self.flow_to, dtype=np.int64)]),
             "name": np.concatenate([np.full(len(flag_from), self.flag_name_id, dtype=np.int64), np.frombuffer(self.flow_name, dtype=np.int64)]),
         }
+
+    def transfer(self, event: int, fixed_ps: int, bottleneck: int) -> None:
+        """The DMA of event ``event`` (the last recorded) spent ``fixed_ps`` before its bytes flowed and
+        was limited by resource ``bottleneck`` (an index in the network, or the network's OWN_CAP /
+        UNREGISTERED); the AI cores' pipes append the same directly."""
+        self.transfer_event.append(event)
+        self.transfer_info.append(fixed_ps << 32 | (bottleneck + 2))
 
     def transfers(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
         """The DMA records ``start:stop`` (default all) as numpy arrays: event (index), fixed_ps

@@ -151,3 +151,36 @@ def test_report_and_compare_name_a_folder_that_is_not_a_run(runs, tmp_path):
     (broken / "summary.json").write_text("{not json")
     bad = npusim("report", broken, cwd=tmp_path)
     assert bad.returncode == 2 and "not valid JSON" in bad.stderr
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda s: {**s, "ops": {"a": 1}}, "summary.json is not a summary npusim can read: ops: input should be a valid list"),
+    (lambda s: {**s, "pipes": [{"die": 0}]}, "pipes.0.pipe: field required (and 3 more)"),
+    (lambda s: {**s, "simulated_time_us": "1.5"}, "simulated_time_us: input should be a valid number"),
+    (lambda s: [s], "summary.json is not a JSON object"),
+])
+def test_a_summary_of_another_structure_is_a_clear_error(runs, tmp_path, change, message):
+    folder, _ = runs
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "summary.json").write_text(json.dumps(change(json.loads((folder / "a" / "summary.json").read_text()))))
+    for command in (["report", copy], ["compare", folder / "a", copy]):
+        done = npusim(*command, cwd=tmp_path)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert "run `npusim run` again to rewrite it" in done.stderr
+
+
+def test_a_run_folder_written_by_a_newer_npusim_is_flagged(runs, tmp_path):
+    folder, _ = runs
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    for name in ("summary.json", "config.yaml"):
+        (newer / name).write_bytes((folder / "a" / name).read_bytes())
+    manifest = json.loads((folder / "a" / "manifest.json").read_text())
+    (newer / "manifest.json").write_text(json.dumps({**manifest, "npusim_version": "99.0.0"}))
+    report = npusim("report", newer, cwd=tmp_path)
+    assert report.returncode == 0 and "vector_add.py on a2" in report.stdout
+    assert f"npusim: warning: {newer} was written by npusim 99.0.0, newer than this npusim" in report.stderr
+    (newer / "summary.json").write_text(json.dumps({**json.loads((folder / "a" / "summary.json").read_text()), "ops": None}))
+    broken = npusim("report", newer, cwd=tmp_path)
+    assert broken.returncode == 2 and "npusim 99.0.0 wrote it, newer than this npusim" in broken.stderr and "update npusim" in broken.stderr

@@ -52,9 +52,9 @@ def test_usage_and_config_errors_exit_2_before_anything_runs(tmp_path):
     assert not (tmp_path / "sweeps").exists()
 
 
-def test_whatif_ranks_the_link_of_a_link_bound_load_first(tmp_path):
+def test_whatif_doubling_ranks_the_link_of_a_link_bound_load_first(tmp_path):
     workload = write(tmp_path, "remote_load.py", LINK_BOUND_REMOTE_LOAD)
-    run = npusim("whatif", "-c", "a2", workload, "--param", "tiles=2", "--workers", "2", cwd=tmp_path)
+    run = npusim("whatif", "-c", "a2", workload, "--doubling", "--param", "tiles=2", "--workers", "2", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "reading: doubling the HCCS link bandwidth and write credits gives" in run.stdout and "everything else under 1.05x" in run.stdout
     table = run.stdout.splitlines()
