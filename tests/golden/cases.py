@@ -66,9 +66,11 @@ def _sha(data: bytes) -> str:
 
 
 def _summary_bytes(summary: dict) -> bytes:
-    """summary.json's content without what differs between two runs of the same inputs (the wall time)."""
+    """summary.json's content without what differs between two runs of the same inputs (the wall
+    time) or between two checkouts of the same tree (the folder in each config value's ``where``,
+    written relative to the checkout)."""
     kept = {key: value for key, value in summary.items() if key != "wall_time_s"}
-    return json.dumps(kept, sort_keys=True).encode()
+    return json.dumps(kept, sort_keys=True).replace(json.dumps(str(EXAMPLES.parent) + os.sep)[1:-1], "").encode()
 
 
 def run_case(case: ExampleCase) -> dict[str, str]:
