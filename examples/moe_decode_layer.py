@@ -88,7 +88,7 @@ def _npu(array: np.ndarray | None, shape, dtype) -> torch.Tensor:
 def layer(x, gate_w, bias, w1, s1, w2, s2, topk: int, common: dict) -> tuple:
     """The layer's ops on the current device (the module docstring's steps); returns the output,
     the router's choice and the dispatch's counts."""
-    alg = common["comm_alg"]  # the dispatch's; a fullmesh_v2 dispatch pairs with the default combine
+    alg = common["comm_alg"]  # the dispatch's; a fullmesh_v1 / v2 dispatch pairs with the default combine
     logits = torch.nn.functional.linear(x, gate_w)
     weights, ids, _ = torch_npu.npu_moe_gating_top_k(logits, k=topk, bias=bias, k_group=GROUPS_KEPT, group_count=GROUPS, group_select_mode=1,
                                                      renorm=0, norm_type=1, routed_scaling_factor=SCALING, eps=1e-20)
@@ -100,7 +100,7 @@ def layer(x, gate_w, bias, w1, s1, w2, s2, topk: int, common: dict) -> tuple:
     h = torch_npu.npu_grouped_matmul([expand_x], [w1], scale=[s1], per_token_scale=[token_scales], **grouped)[0]
     a, a_scales = torch_npu.npu_dequant_swiglu_quant(h, group_index=per_expert, activate_left=True, quant_mode=1)
     y = torch_npu.npu_grouped_matmul([a], [w2], scale=[s2], per_token_scale=[a_scales], **grouped)[0]
-    combine = {**common, "comm_alg": "" if alg == "fullmesh_v2" else alg}  # the combine has no fullmesh_v2: the default kernel
+    combine = {**common, "comm_alg": alg if hierarchy else ""}  # the combine's comm_alg on A3 is "" (one kernel) or "hierarchy"
     out = torch_npu.npu_moe_distribute_combine_v2(y, ids, assist, ep_counts, weights32,
                                                   expand_scales=expand_scales if hierarchy else None, **combine)
     return out, ids, weights32, per_expert

@@ -162,6 +162,11 @@ class DieTiming:
     def memory_latency_ps(self) -> int:
         return sum(term.ps for term in self.memory_latency)
 
+    @staticmethod
+    def sync_all_rule() -> CostRule:
+        """The key of a SyncAll's time on the critical path (from the last core's arrival): its cost."""
+        return constant("die.sync_all")
+
     def cycles_to_ps(self, cycles: float) -> int:
         return int(round(cycles * 1e12 / self.clock_hz))
 

@@ -528,6 +528,9 @@ class SyncAll(Instruction):
         super().__init__(Pipe.SCALAR, "SyncAll")
         self.barrier, self.recorder = barrier, recorder
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.sync_all_rule()
+
     def start(self, core, run):
         return self.barrier.arrive(self, run.env)
 

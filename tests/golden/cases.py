@@ -66,13 +66,13 @@ def _sha(data: bytes) -> str:
 
 
 CONFIG_PROSE = ("basis", "source", "where")
-"""What the bottlenecks' ``rests_on`` entries quote of the config's lines: their comments (edited
-freely, as config.yaml's) and ``FILE:LINE`` (the checkout's path: /work/main and a worktree differ)."""
+"""What the bottlenecks' ``rests_on`` entries quote of the config's lines: their comments and
+``FILE:LINE``, which move whenever a config's comments are edited (edited freely, as config.yaml's)."""
 
 
 def _summary_bytes(summary: dict) -> bytes:
-    """summary.json's content without what differs between two runs of the same inputs (the wall time,
-    the checkout's path) or with the configs' comments (:data:`CONFIG_PROSE`)."""
+    """summary.json's content without what differs between two runs of the same inputs (the wall time)
+    or with the configs' comments (:data:`CONFIG_PROSE`)."""
     kept = {key: value for key, value in summary.items() if key != "wall_time_s"}
     bottlenecks = kept.get("bottlenecks")
     if isinstance(bottlenecks, dict) and "rests_on" in bottlenecks:

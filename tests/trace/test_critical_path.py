@@ -121,6 +121,27 @@ def test_a_barrier_is_held_by_the_last_pipe_it_drains_and_kernels_follow_the_str
     assert all(seg.kind != "idle" for seg in path.segments)
 
 
+def test_a_sync_all_puts_the_slowest_core_then_its_cost_on_the_path():
+    """Two cores meet at a SyncAll (after a pipe barrier, as the kernels write it): the path runs
+    through the slow core's vector work, then a SyncAll's cost, which rests on die.sync_all."""
+    with npusim.session("a3", data=False) as s:
+        k = isa.Kernel("sync", die=0)
+        barrier = k.barrier()
+        slow, fast = k.aiv(0), k.aiv(1)
+        a = slow.alloc(16384, np.float16)
+        for _ in range(10):
+            slow.adds(a, a, 1.0)
+        slow.pipe_barrier("ALL")
+        slow.sync_all(barrier)
+        fast.sync_all(barrier)
+        k.launch()
+    path = s.result.critical_path()
+    rows = path.breakdown()
+    assert re.fullmatch(r"SyncAll on die0 aiv[01]", rows[0]["label"]) and rows[1]["label"] == "VECTOR on die0 aiv0"
+    assert rows[0]["time_us"] == pytest.approx(s.system.timing.sync_all_ps / 1e6) == 15.0
+    assert rows[0]["rests_on"] == [{"key": "die.sync_all", "time_us": 15.0, "share": 1.0}]
+
+
 def test_a_recorded_flow_is_a_dependency_and_a_gap_before_its_target_is_idle():
     system = System(load_config("a2").spec, with_data=False)
     recorder = system.recorder

@@ -32,3 +32,30 @@ def test_check_reports_a_wrong_count():
 def test_without_data_the_device_valued_branch_is_an_error_naming_the_op():
     with npusim.session("a3", data=False), pytest.raises(UsageError, match=r"GetTensorData.*--no-data.*run it with data"):
         moe.run(2, 4, 64, 8, 2, 3)
+
+
+def expected_control_reads(inputs, rank: int, ranks: int, experts: int) -> int:
+    """The device-valued scalars rank ``rank``'s kernels read, as the program is written: in the
+    dispatch, the mask per pair, the expert id and its position per active pair, the received
+    total, two starts per local expert, each block's count and each non-empty block's start; in
+    the combine, the loop bound, each received row's (sender, token, k) and the mask per token."""
+    batch, topk = inputs[0][1].shape
+    local = experts // ranks
+    active = int(inputs[rank][3].sum())
+    received = [int((ids[mask == 1] == expert).sum()) for _, ids, _, mask in inputs for expert in range(rank * local, (rank + 1) * local)]
+    dispatch = batch * topk + 2 * active * topk + 1 + 2 * local + local * ranks + sum(n > 0 for n in received)
+    return dispatch + 1 + 3 * sum(received) + batch
+
+
+def test_the_control_aicpu_reads_each_device_valued_scalar_of_the_program_once():
+    """The example's time is the control-flow AICPU's reads (docs/moe.md): each is one the program
+    makes, none is added, and a rank's reads are on its own die's control lane."""
+    ranks, experts = 2, 8
+    with npusim.session("a3") as session:
+        inputs, _, _, _ = moe.run(ranks, 4, 64, experts, 2, 3, seed=2)
+        recorder = session.system.recorder
+        tracks = recorder.columns()["track"]
+    control_dies = [track.die for track in recorder.tracks if track.lane == "CONTROL"]
+    reads = [sum(recorder.tracks[t].lane == "CONTROL" and recorder.tracks[t].die == die for t in tracks.tolist()) for die in control_dies]
+    assert control_dies == [0, 1]
+    assert reads == [expected_control_reads(inputs, rank, ranks, experts) for rank in range(ranks)]

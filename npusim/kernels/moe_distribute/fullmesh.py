@@ -429,8 +429,8 @@ def _sum_tokens(call: MoeCall, p, flags: Flags, buffers, tokens: list[int], ids:
         p.poll(status_address(own, token * slots), slots, call.epoch, need=need, name="wait rows back",
                waiting_for=f"the {need} rows of token {token} coming back to rank {shape.ep_rank_id} (combine {call.epoch})")
         p.dup(total, 0.0, name="zero sum")
+        p.scalar(k_max, name="read expert ids")  # the token's K ids, one scalar read each (one event: a read alone is under a ns)
         for k in range(k_max):
-            p.scalar(1, name="read expert id")
             expert = int(ids[token, k])
             if (mask is not None and mask.ndim == 2 and not mask[token, k]) or shape.moe_expert_num <= expert < shape.moe_expert_num + shape.zero_expert_num:
                 continue
