@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from npusim.config.schema import SystemSpec
+from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
+from npusim.trace.recorder import WAIT_LANE_SUFFIX
 from npusim.trace.summary import busy_ps
 from npusim.trace.summary import ops as op_spans
 
@@ -42,9 +44,26 @@ def _kind_columns(kind: str, pipes: Sequence[str]) -> list[str]:
 
 def op_summary_columns(spec: SystemSpec) -> list[str]:
     """The columns of ``op_summary`` for a system: ``OP_COLUMNS``, the columns of each kind of AI
-    core of its die (in the config's order; on A2 ``aic_...`` then ``aiv_...``), ``dma_bytes``."""
+    core of its die (in the config's order; on A2 ``aic_...`` then ``aiv_...``), ``dma_bytes``, then
+    the L2 columns of each kind (:func:`l2_columns`)."""
     return [*OP_COLUMNS, *(column for kind, core in spec.die.cores.items() for column in _kind_columns(kind, [str(p) for p in core.pipes])),
-            "dma_bytes"]
+            "dma_bytes", *l2_columns(spec)]
+
+
+def l2_columns(spec: SystemSpec) -> list[str]:
+    """msprof's L2Cache columns per kind of AI core, in the config's order (``aic_write_cache_hit``
+    ... ``aiv_total_hit_rate(%)``: :data:`~npusim.trace.l2.L2_METRICS`)."""
+    return [f"{kind}_{metric}" for kind in spec.die.cores for metric in L2_METRICS]
+
+
+def _l2_cells(record: RunRecord, op_id: int) -> list[int | float | str]:
+    """The :func:`l2_columns` of op ``op_id``: per kind of core, its cores' L2 lines (empty for a
+    kind it did not run on)."""
+    cells: list[int | float | str] = []
+    for kind in record.spec.die.cores:
+        counts = record.l2.ops.get((op_id, kind))
+        cells.extend(l2_metrics(counts) if counts is not None else [""] * len(L2_METRICS))
+    return cells
 
 
 OTHER_UNITS = {"aicpu": "AI_CPU", "sdma": "SDMA", "rdma": "RDMA", "host": "HOST"}
@@ -80,9 +99,10 @@ class CoreEvents:
         for track_id, track in enumerate(recorder.tracks):
             unit_kind = _unit_kind(track.unit)
             track_unit_kind[track_id] = unit_kinds.setdefault(unit_kind, len(unit_kinds))
-            if unit_kind in kinds and track.lane in pipe_index:
+            pipe = track.lane.removesuffix(WAIT_LANE_SUFFIX)  # a pipe's waits on a lane of their own are the pipe's
+            if unit_kind in kinds and pipe in pipe_index:
                 track_core[track_id] = core_ids.setdefault((track.die, track.unit), len(core_ids))
-                track_pipe[track_id] = pipe_index[track.lane]
+                track_pipe[track_id] = pipe_index[pipe]
         self.cores: list[tuple[int, str]] = sorted(core_ids, key=core_ids.__getitem__)  # (die, unit) of each core with events
         self.kinds = kinds
         self.kind_order = {kind: order for order, kind in enumerate(kinds)}
@@ -190,6 +210,7 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
                 row.append(round(pipe_times[p], 6))
                 row.append(round(shares[p], 6) if spanned[op_id][k] else "")
         row.append(span["dma_bytes"])
+        row.extend(_l2_cells(record, op_id))
         rows.append(dict(zip(columns, row)))
     return rows
 

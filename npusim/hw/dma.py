@@ -1,35 +1,192 @@
-"""Die-level engines for bulk copies between the GM of two dies, driven the way a transfer library
-(HIXL, through HCCL's one-sided BatchPut / BatchGet) drives them.
+"""DMA engines: the request queue every engine keeps (:class:`EngineQueue`), and the die-level
+engines for bulk copies between the GM of two dies, driven the way a transfer library (HIXL,
+through HCCL's one-sided BatchPut / BatchGet) drives them.
 
+- :class:`EngineQueue` is one engine's queue of requests (a core's MTE or FixPipe, an SDMA
+  channel): up to ``depth`` requests in flight; a request's fixed part (set-up, route and memory
+  latency) runs from its issue, overlapping the streaming of earlier requests; the bytes of the
+  requests stream one request after another (the engine's data path is one; a request's hit and
+  miss parts one after the other), so they complete in issue order. With depth 1, each request is
+  issued once the previous one has completed: its fixed part and bytes follow each other.
 - :class:`SystemDma` is a die's SDMA. A transfer holds one of its ``channels`` and runs its blocks
-  one after the other: HCCL puts one SDMA task per block on one runtime stream, and a stream starts a
-  task when the previous one has completed. One block costs
+  on the channel's queue: HCCL puts one SDMA task per block on one runtime stream, and a stream
+  starts a task when the previous one has completed (``sdma.queue_depth`` 1). One block costs
   ``setup + source memory latency + path round trip + bytes / rate``. Both directions pay one round
-  trip: a put's completion waits for the acknowledgement of its writes, a get sends its read requests
-  and waits for the data. The ``setup`` is the engine's own cost per descriptor (fetch and decode,
-  completion report).
+  trip: a put's completion waits for the acknowledgement of its writes, a get sends its read
+  requests and waits for the data. The ``setup`` is the engine's own cost per descriptor (fetch and
+  decode, completion report).
 - :class:`RdmaQueuePair` is the RoCE queue pair from one die to a peer. The NIC keeps many work
   requests of a queue pair in flight, streaming the bytes of one block right after the previous
   one's, so a transfer pays the path latency once, not once per block.
 
+A block reads the source die's GM through its L2 (:mod:`npusim.hw.cache`: its resident lines hit,
+the others come from HBM) and writes the destination's through its L2 (lines allocated dirty).
 Both apply each block's bytes (when data is on) at the block's completion. Times in ps, rates in
 bytes/ps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import simpy
 
-from npusim.engine.flow import Resource
-from npusim.engine.loop import clock
+from npusim.engine.flow import FlowClass, FlowNetwork, Resource
+from npusim.engine.loop import clock, succeed_at
 from npusim.hw.memory import Allocation
 
 if TYPE_CHECKING:
+    from npusim.hw.cache import L2Tally
     from npusim.hw.system import Die
+
+
+class Request:
+    """One request of an engine's queue: its bytes as ``segments`` streamed in order, each
+    ``(flow class, bytes, ps its bytes may start flowing)`` (the class None for a request nothing
+    limits; the time absolute: issue + set-up + its route's latency), ``burst_ps`` of the engine's
+    own work as it streams (its bursts' requests, paid before its first byte), issued at ``issue_ps``. The queue
+    calls ``complete(request)`` once its last byte has arrived and ``tail(request, now)`` (if any)
+    has passed (an atomic add's apply: the time it is done), in issue order. It fills in
+    ``span_start_ps`` (its issue, or the end of the previous request of the queue if later: its
+    slice), ``flow_start_ps`` (when its first bytes started flowing) and ``bottleneck`` (what
+    limited its largest segment, as :meth:`~npusim.engine.flow.FlowNetwork.start` reports it).
+    ``owner`` is the caller's (what ``complete`` needs: the instruction, the block)."""
+
+    __slots__ = ("segments", "burst_ps", "issue_ps", "complete", "tail", "owner", "span_start_ps", "flow_start_ps", "bottleneck",
+                 "_largest", "_next")
+
+    def __init__(self, segments: list[tuple[FlowClass | None, int, int]], burst_ps: int, issue_ps: int,
+                 complete: Callable[[Request], None], owner: Any, tail: Callable[[Request, int], int] | None = None) -> None:
+        self.segments = segments
+        self.burst_ps = burst_ps
+        self.issue_ps = issue_ps
+        self.complete = complete
+        self.tail = tail
+        self.owner = owner
+        self.span_start_ps = issue_ps
+        self.flow_start_ps = issue_ps
+        self.bottleneck = -1
+        self._largest = -1
+        self._next = 0
+
+
+class EngineQueue:
+    """The queue of one DMA engine (see the module doc): ``depth`` requests at most in flight,
+    streamed one after another across ``network``, completed in order. A ``fence`` (a ``set_flag``
+    after copies still in flight) takes its turn among the requests: it runs once the requests
+    before it have completed, for its own cost. ``in_flight`` counts the requests issued and not yet
+    completed; :meth:`until` gives an event for a pipe that waits for a slot or for the queue to
+    drain."""
+
+    __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_current", "_waiters", "_segment_done", "_tail_done")
+
+    def __init__(self, env: simpy.Environment, network: FlowNetwork, depth: int) -> None:
+        self.env = env
+        self.network = network
+        self.depth = depth
+        self.in_flight = 0
+        self.free_at = 0  # when the stream became free (after a fence: becomes free), ps
+        self._waiting: deque[Request | tuple] = deque()  # requests and fences not started yet, in issue order
+        self._current: Request | None = None  # the request streaming its bytes (or in its tail)
+        self._waiters: list[tuple[int, simpy.Event]] = []  # (in_flight at most, event) of the pipes waiting
+        self._segment_done = self._on_segment_done  # bound once: every flow's callback
+        self._tail_done = self._on_tail_done
+
+    def issue(self, request: Request) -> None:
+        """Queue ``request`` (the caller keeps ``in_flight`` below ``depth``: :meth:`until`)."""
+        self.in_flight += 1
+        if self._current is None and not self._waiting:
+            self._start(request, clock(self.env))
+        else:
+            self._waiting.append(request)
+
+    def fence(self, at_ps: int, cost_ps: int, fire: Callable[..., None], *args: object) -> None:
+        """Once every request issued before has completed: ``fire(start, end, *args)`` with its turn
+        ``start = max(at_ps, their end)`` and ``end = start + cost_ps`` (the next request streams
+        from ``end``). Only while requests are in flight (else the caller runs it at once)."""
+        self._waiting.append((at_ps, cost_ps, fire, args))
+
+    def until(self, in_flight: int) -> simpy.Event:
+        """An event that fires once at most ``in_flight`` requests are in flight (at once if so):
+        ``depth - 1`` for a free slot, 0 for a drained queue (its fences run then too)."""
+        event = simpy.Event(self.env)
+        if self.in_flight <= in_flight:
+            succeed_at(self.env, event, 0)
+        else:
+            self._waiters.append((in_flight, event))
+        return event
+
+    def _start(self, request: Request, now: int) -> None:
+        free_at = self.free_at
+        request.span_start_ps = request.issue_ps if request.issue_ps > free_at else free_at
+        self._current = request
+        self._flow(request, now, request.burst_ps)
+
+    def _flow(self, request: Request, now: int, extra_ps: int) -> None:
+        flow_class, nbytes, ready = request.segments[request._next]
+        begin = ready if ready > self.free_at else self.free_at
+        if begin < now:
+            begin = now
+        done = simpy.Event(self.env)
+        done.callbacks.append(self._segment_done)
+        self.network.start(flow_class, nbytes, begin - now + extra_ps, done)
+
+    def _on_segment_done(self, event: simpy.Event) -> None:
+        request = self._current
+        assert request is not None
+        bottleneck, flowed = event._value
+        segment = request._next
+        nbytes = request.segments[segment][1]
+        if not segment:
+            request.flow_start_ps = flowed
+        if nbytes > request._largest:
+            request._largest, request.bottleneck = nbytes, bottleneck
+        request._next = segment + 1
+        now = clock(self.env)
+        if request._next < len(request.segments):
+            self.free_at = now
+            self._flow(request, now, 0)
+            return
+        if request.tail is not None:
+            done = request.tail(request, now)
+            if done > now:
+                self.env.timeout(done - now).callbacks.append(self._tail_done)
+                return
+        self._finish(now)
+
+    def _on_tail_done(self, _event: simpy.Event) -> None:
+        self._finish(clock(self.env))
+
+    def _finish(self, now: int) -> None:
+        request = self._current
+        assert request is not None
+        self._current = None
+        self.free_at = now
+        self.in_flight -= 1
+        request.complete(request)
+        waiting = self._waiting
+        while waiting:
+            entry = waiting.popleft()
+            if entry.__class__ is tuple:  # a fence: its turn now
+                at_ps, cost_ps, fire, args = entry
+                start = at_ps if at_ps > self.free_at else self.free_at
+                self.free_at = start + cost_ps
+                fire(start, self.free_at, *args)
+                continue
+            self._start(entry, now)  # type: ignore[arg-type]
+            break
+        if self._waiters:
+            in_flight, still = self.in_flight, []
+            for limit, event in self._waiters:
+                if in_flight <= limit:
+                    succeed_at(self.env, event, 0)
+                else:
+                    still.append((limit, event))
+            self._waiters = still
 
 
 class GmBlock(NamedTuple):
@@ -52,19 +209,53 @@ class GmBlock(NamedTuple):
 
 @dataclass(frozen=True)
 class CopyPath:
-    """What every block of a bulk copy from one die's GM to another's crosses: ``resources`` (the
-    source's L2 and HBM, the fabric or NIC path, the destination's L2 and HBM), the one-way latency
-    of the path and the access latency of the source memory, in ps."""
+    """What every block of a bulk copy from one die's GM to another's crosses: ``source`` and
+    ``destination`` (the dies, whose L2 caches the block reads and writes); the resources of a
+    source hit (the source's L2, the fabric or NIC path, the destination's L2) and of a source miss
+    (the source's HBM too); the one-way latency of the path; the access latency of the source
+    memory on a hit (L2) and on a miss (L2 and HBM), in ps."""
 
-    resources: tuple[Resource, ...]
+    source: Die
+    destination: Die
+    hit_resources: tuple[Resource, ...]
+    miss_resources: tuple[Resource, ...]
     path_latency_ps: int
-    memory_latency_ps: int
+    hit_latency_ps: int
+    miss_latency_ps: int
+
+    def segments(self, block: GmBlock, cap: float, ready_ps: int, at_ps: int, tally: L2Tally | None) -> list[tuple[FlowClass | None, int, int]]:
+        """The flows of ``block`` (capped at ``cap``): its source bytes looked up in the source's L2
+        and its destination lines allocated in the destination's, both reached at ``at_ps``; its hit
+        part may start flowing at ``ready_ps`` + the hit latency, its miss part at ``ready_ps`` + the
+        miss latency."""
+        network, nbytes = self.source.system.network, block.nbytes
+        hit, lines, arrived = 0.0, 0, 0
+        if nbytes:
+            hit, lines, arrived = self.source.cache.access(block.src, block.src_offset, nbytes, nbytes, 1, False, at_ps, tally, nbytes)
+            self.destination.cache.access(block.dst, block.dst_offset, nbytes, nbytes, 1, True, at_ps, tally, nbytes)
+        hit_ready = ready_ps + (arrived - at_ps if arrived > at_ps else 0) + self.hit_latency_ps  # an earlier miss may be fetching its lines
+        return split_by_hits(nbytes, hit, lines, (network.flow_class(self.hit_resources, cap), hit_ready),
+                             (network.flow_class(self.miss_resources, cap), ready_ps + self.miss_latency_ps))
+
+
+def split_by_hits(nbytes: int, hit_lines: float, lines: int, hit: tuple[FlowClass | None, int],
+                  miss: tuple[FlowClass | None, int]) -> list[tuple[FlowClass | None, int, int]]:
+    """The segments of a request of ``nbytes`` whose ``lines`` looked up in L2 had ``hit_lines``
+    hits: the bytes split in proportion to the lines, the hit part ``(flow class, ready ps)`` first,
+    then the miss part (a request of no line: one segment, the miss's)."""
+    hit_bytes = int(nbytes * hit_lines) // lines if lines else 0
+    if not hit_bytes:
+        return [(miss[0], nbytes, miss[1])]
+    if hit_bytes == nbytes:
+        return [(hit[0], nbytes, hit[1])]
+    return [(hit[0], hit_bytes, hit[1]), (miss[0], nbytes - hit_bytes, miss[1])]
 
 
 class SystemDma:
-    """A die's system DMA engine: ``channels`` channels of ``rate`` each; one transfer per channel,
-    its blocks in order, each block paying the engine set-up, the source memory latency and the
-    path round trip before its bytes (see the module docstring)."""
+    """A die's system DMA engine: ``channels`` channels of ``rate`` each, each with its queue of
+    ``sdma.queue_depth`` descriptors; one transfer per channel, its blocks in order, each block
+    paying the engine set-up, the source memory latency and the path round trip before its bytes
+    (see the module docstring)."""
 
     def __init__(self, die: Die) -> None:
         spec = die.spec.sdma
@@ -75,28 +266,45 @@ class SystemDma:
         self.channels = spec.channels
         self.rate_bytes_per_ps = spec.rate.bytes_per_ps(hz)
         self.setup_ps = spec.setup.to_ps(hz)
+        self.queue_depth = spec.queue_depth
         self._free = simpy.PriorityStore(self.env, capacity=spec.channels)
         for channel in range(spec.channels):
             self._free.put(channel)
+        self._queues: dict[int, EngineQueue] = {}
 
-    def block_fixed_ps(self, path: CopyPath) -> int:
-        """The fixed cost of one block before its bytes flow: set-up, source memory, round trip."""
-        return self.setup_ps + path.memory_latency_ps + 2 * path.path_latency_ps
+    def block_fixed_ps(self, path: CopyPath, hit: bool = False) -> int:
+        """The fixed cost of one block before its bytes flow: set-up, source memory (an L2 hit or
+        a miss), round trip."""
+        return self.setup_ps + (path.hit_latency_ps if hit else path.miss_latency_ps) + 2 * path.path_latency_ps
 
     def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
-        """SimPy generator: take the lowest free channel, run ``blocks`` in order on it (each one an
-        event on the channel's lane ``sdma chN``), give the channel back."""
+        """SimPy generator: take the lowest free channel, run ``blocks`` in order on its queue (each
+        one an event on the channel's lane ``sdma chN``), give the channel back."""
         channel = yield self._free.get()
         system = self.system
         recorder = system.recorder
+        env = self.env
         track = recorder.track(self.die.index, "sdma", f"ch{channel}", (2, channel))
-        fixed_ps = self.block_fixed_ps(path)
-        for block in blocks:
-            start = clock(self.env)
-            yield system.network.transfer(block.nbytes, path.resources, cap=self.rate_bytes_per_ps, delay_ps=fixed_ps)
-            if system.with_data:
+        queue = self._queues.get(channel)
+        if queue is None:
+            queue = self._queues[channel] = EngineQueue(env, system.network, self.queue_depth)
+        tally = system.l2_tally(op, "sdma")
+        with_data = system.with_data
+        round_trip = self.setup_ps + 2 * path.path_latency_ps
+
+        def complete(request: Request) -> None:
+            block = request.owner
+            if with_data:
                 block.copy()
-            recorder.record(track, name_id, start, clock(self.env), block.nbytes, op, -1)
+            recorder.record(track, name_id, request.span_start_ps, clock(env), block.nbytes, op, -1)
+
+        for block in blocks:
+            if queue.in_flight >= queue.depth:
+                yield queue.until(queue.depth - 1)
+            now = clock(env)
+            segments = path.segments(block, self.rate_bytes_per_ps, now + round_trip, now + self.setup_ps, tally)
+            queue.issue(Request(segments, 0, now, complete, block))
+        yield queue.until(0)
         yield self._free.put(channel)
 
 
@@ -116,15 +324,16 @@ class RdmaQueuePair:
         """SimPy generator: stream ``blocks``; ends when the last block has completed."""
         env, system = self.env, self.system
         recorder = system.recorder
+        tally = system.l2_tally(op, "rdma")
         completions = []
         with self._in_order.request() as turn:
             yield turn
             track = recorder.track(self.die.index, "rdma", f"qp die{self.peer}", (3, self.peer))
-            first_byte_ps = path.memory_latency_ps + path.path_latency_ps
-            for block in blocks:
+            for index, block in enumerate(blocks):
                 start = clock(env)
-                yield system.network.transfer(block.nbytes, path.resources, delay_ps=first_byte_ps)
-                first_byte_ps = 0
+                for flow_class, nbytes, ready in path.segments(block, math.inf, start + path.path_latency_ps, start, tally):
+                    now = clock(env)  # the first block's bytes wait for the path and source memory latency; later ones stream at once
+                    yield system.network.start(flow_class, nbytes, ready - now if index == 0 and ready > now else 0)
                 recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)
                 completion = env.timeout(path.path_latency_ps)
                 if system.with_data:

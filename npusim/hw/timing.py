@@ -15,17 +15,29 @@ from npusim.hw.pipes import Pipe
 
 @dataclass(frozen=True)
 class DmaTiming:
-    """One core's DMA engine: peak rate (bytes/ps), set-up (ps), extra cost per burst after the
-    first (ps), and the transfer granule (bytes)."""
+    """One core's DMA engine: peak rate (bytes/ps) of each move it makes (``(source, destination)``
+    places) and of a copy whose GM side is another die's (``remote_rate_bytes_per_ps``, None: the
+    move's), set-up (ps), extra cost per burst after the first (ps), the transfer granule (bytes) and
+    the requests its queue keeps in flight."""
 
-    rate_bytes_per_ps: float
+    rates_bytes_per_ps: dict[tuple[str, str], float]
+    remote_rate_bytes_per_ps: float | None
     setup_ps: int
     per_burst_ps: int
     granule_bytes: int
+    queue_depth: int
 
     @classmethod
     def from_spec(cls, spec: CopyEngineSpec, clock_hz: float) -> DmaTiming:
-        return cls(spec.rate.bytes_per_ps(clock_hz), spec.setup.to_ps(clock_hz), spec.per_burst.to_ps(clock_hz), spec.burst_bytes)
+        rates = {(source, destination): spec.rates.get(move, spec.rate).bytes_per_ps(clock_hz)
+                 for move in spec.moves for source, destination in [move.split("->")]}
+        remote = spec.remote_rate.bytes_per_ps(clock_hz) if spec.remote_rate is not None else None
+        return cls(rates, remote, spec.setup.to_ps(clock_hz), spec.per_burst.to_ps(clock_hz), spec.burst_bytes, spec.queue_depth)
+
+    def rate_bytes_per_ps(self, move: tuple[str, str], remote: bool) -> float:
+        """The cap of a copy of ``move`` (bytes/ps); ``remote``: its GM side is another die's."""
+        rate = self.rates_bytes_per_ps[move]
+        return min(rate, self.remote_rate_bytes_per_ps) if remote and self.remote_rate_bytes_per_ps is not None else rate
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,10 @@ def test_the_csvs_have_msprof_column_names_and_one_row_per_op_and_per_core(allga
     assert columns[columns.index("aic_time(us)"):] == [  # msprof's names and order of an A2 op_summary's PipeUtilization columns
         "aic_time(us)", "aic_mac_time(us)", "aic_mac_ratio", "aic_scalar_time(us)", "aic_scalar_ratio", "aic_mte1_time(us)", "aic_mte1_ratio",
         "aic_mte2_time(us)", "aic_mte2_ratio", "aic_fixpipe_time(us)", "aic_fixpipe_ratio", "aiv_time(us)", "aiv_vec_time(us)", "aiv_vec_ratio",
-        "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)", "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "dma_bytes"]
+        "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)", "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "dma_bytes",
+        *(f"{kind}_{metric}" for kind in ("aic", "aiv") for metric in (  # msprof's L2Cache columns (one read channel: r0)
+            "write_cache_hit", "write_cache_miss_allocate", "r0_read_cache_hit", "r0_read_cache_miss_allocate", "write_hit_rate(%)",
+            "read_hit_rate(%)", "total_hit_rate(%)"))]
     assert {"Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "Mix Block Dim"} <= set(ops[0])
     ran = set(result.recorder.columns()["op"].tolist()) - {-1}  # ops with events (a wait handled by the AICPU has none of its own)
     assert sorted(row["Op Name"] for row in ops) == sorted(f"{result.recorder.ops[i].name}#{i}" for i in ran)
