@@ -41,13 +41,20 @@ from numpy.lib.stride_tricks import as_strided
 
 from npusim.engine.loop import clock
 
+try:  # the C function np.count_nonzero calls for a whole array (numpy 2), without its Python-level dispatch: called per access
+    from numpy._core.multiarray import count_nonzero as _count_nonzero
+except ImportError:  # pragma: no cover - numpy 1.x
+    _count_nonzero = np.count_nonzero
+
 if TYPE_CHECKING:
     from npusim.engine.flow import FlowNetwork, Resource
     from npusim.hw.memory import Allocation
 
 _STAMP = np.int32
 _STAMP_BYTES = np.dtype(_STAMP).itemsize
-_FIRST_LINES = 1024  # lines of stamps an allocation gets at first; doubled as its higher lines are touched
+HIT_RATE_BIN_PS = 1_000_000
+"""The step of the trace's L2 hit-rate counter: the accesses of each microsecond of the run."""
+_FIRST_LINES = 64  # lines an allocation's arrays hold at first; doubled as its higher lines are touched
 
 
 class L2Tally:
@@ -75,7 +82,7 @@ class _Lines:
     start, whether each was touched yet in the run; from its first line up to the highest touched
     so far."""
 
-    __slots__ = ("first", "count", "stamps", "dirty", "filled", "seen")
+    __slots__ = ("first", "count", "stamps", "dirty", "filled", "fetched_until", "seen")
 
     def __init__(self, allocation: Allocation, line: int, warm: bool) -> None:
         self.first = allocation.address // line  # the line of the allocation's first byte
@@ -84,6 +91,7 @@ class _Lines:
         self.stamps = np.zeros(size, dtype=_STAMP)
         self.dirty = np.zeros(size, dtype=bool)
         self.filled = np.zeros(size, dtype=np.int64)  # when its last fetch from HBM reaches the L2 (ps)
+        self.fetched_until = 0  # the latest of them: an access after it finds no line still being fetched
         self.seen = np.zeros(size, dtype=bool) if warm else None
 
     def reach(self, end: int) -> None:
@@ -118,10 +126,13 @@ class L2Cache:
         self._lines: dict[Allocation, _Lines] = {}
         self._entries: deque[tuple] = deque()  # per access, oldest first: (tick, lines, kind, where) (see _view)
         self.tally = L2Tally()
-        # per access, for the trace's hit-rate counter: when it reached the L2 (ps), its lines that hit (float), its lines
-        self.log_ps = array("q")
-        self.log_hit = array("d")
-        self.log_lines = array("q")
+        # for the trace's hit-rate counter, per HIT_RATE_BIN_PS of the run in which accesses reached
+        # the L2 (a run of accesses in one bin at a time, so a bin may come back): its start (ps),
+        # its lines that hit (float) and its lines; the bin being summed is apart until it changes
+        self._log_ps = array("q")
+        self._log_hit = array("d")
+        self._log_lines = array("q")
+        self._bin, self._bin_hit, self._bin_lines = -1, 0.0, 0
 
     def access(self, allocation: Allocation, offset: int, length: int, stride: int, count: int, write: bool, at_ps: int,
                tally: L2Tally | None, requested: int) -> tuple[float, int, int]:
@@ -135,18 +146,31 @@ class L2Cache:
         lines = self._lines.get(allocation)
         if lines is None:
             lines = self._lines[allocation] = _Lines(allocation, self.line, bool(self.initial_hit_rate))
-        kind, where, view = self._view(lines, allocation.address + offset, length, stride, count)
+        address = allocation.address + offset
+        if count == 1 or stride == length:  # one run of lines (most copies): a slice, without _view's call
+            line, base = self.line, lines.first
+            first = address // line - base
+            end = (address + stride * (count - 1) + length - 1) // line - base + 1
+            if end > len(lines.stamps):
+                lines.reach(end)
+            kind, where, view = 0, (first, end), lines.stamps[first:end]
+        else:
+            kind, where, view = self._view(lines, address, length, stride, count)
         total = view.size
         self.tick = tick = self.tick + 1
-        resident = int(np.count_nonzero(view))
+        resident = int(_count_nonzero(view))
         hit = float(resident)
         arrived = 0
+        fetched = at_ps + self.fetch_ps
+        pending = at_ps < lines.fetched_until  # a line of this allocation may still be on its way from HBM
         if kind == 2:  # an index array: view is a copy
             if not write:
-                if resident:
+                if resident and pending:
                     arrived = int(lines.filled[where[view != 0]].max())
                 if resident < total:
-                    lines.filled[where[view == 0]] = at_ps + self.fetch_ps
+                    lines.filled[where[view == 0]] = fetched
+                    if fetched > lines.fetched_until:
+                        lines.fetched_until = fetched
             if lines.seen is not None:
                 hit += self.initial_hit_rate * (total - int(np.count_nonzero(lines.seen[where])))
                 lines.seen[where] = True
@@ -154,23 +178,26 @@ class L2Cache:
             if write:
                 lines.dirty[where] = True
         else:
-            if not write:
-                filled = self._lines_view(lines.filled, kind, where)
-                if resident == total:
+            if not write and (resident < total or pending):
+                filled = lines.filled[where[0]:where[1]] if kind == 0 else self._lines_view(lines.filled, kind, where)
+                if not resident:
+                    filled.fill(fetched)
+                elif resident == total:
                     arrived = int(filled.max())
-                elif not resident:
-                    filled.fill(at_ps + self.fetch_ps)
                 else:
                     missed = view == 0
-                    arrived = int(filled[~missed].max())
-                    filled[missed] = at_ps + self.fetch_ps
+                    if pending:
+                        arrived = int(filled[~missed].max())
+                    filled[missed] = fetched
+                if resident < total and fetched > lines.fetched_until:
+                    lines.fetched_until = fetched
             if lines.seen is not None:
                 seen = self._lines_view(lines.seen, kind, where)
                 hit += self.initial_hit_rate * (total - int(np.count_nonzero(seen)))
                 seen.fill(True)
             view.fill(tick)
             if write:
-                self._lines_view(lines.dirty, kind, where).fill(True)
+                (lines.dirty[where[0]:where[1]] if kind == 0 else self._lines_view(lines.dirty, kind, where)).fill(True)
         self._entries.append((tick, lines, kind, where))
         self.resident += total - resident
         miss = total - hit
@@ -191,12 +218,37 @@ class L2Cache:
                 fill = int(miss * self.line - requested * miss / total)
                 if fill > 0:
                     self.network.start(self.to_hbm, fill, at_ps - clock(self.network.env))
-        self.log_ps.append(at_ps)
-        self.log_hit.append(hit)
-        self.log_lines.append(total)
+        if at_ps // HIT_RATE_BIN_PS == self._bin:  # _count, inline for the usual case: the same microsecond as the last access
+            self._bin_hit += hit
+            self._bin_lines += total
+        else:
+            self._count(at_ps, hit, total)
         if self.resident > self.capacity:
             self._evict(at_ps, tally)
         return hit, total, arrived
+
+    def _count(self, at_ps: int, hit: float, lines: int) -> None:
+        """Add an access that reached the L2 at ``at_ps`` to the hit-rate log (its bin's sums)."""
+        at_bin = at_ps // HIT_RATE_BIN_PS
+        if at_bin != self._bin:
+            if self._bin_lines:
+                self._log_ps.append(self._bin * HIT_RATE_BIN_PS)
+                self._log_hit.append(self._bin_hit)
+                self._log_lines.append(self._bin_lines)
+            self._bin, self._bin_hit, self._bin_lines = at_bin, hit, lines
+        else:
+            self._bin_hit += hit
+            self._bin_lines += lines
+
+    def hit_log(self) -> tuple[array[int], array[float], array[int]]:
+        """The hit-rate log: per bin of accesses, its start (ps, a bin may appear more than once),
+        the lines that hit and the lines (the bin being summed included)."""
+        times, hits, lines = array("q", self._log_ps), array("d", self._log_hit), array("q", self._log_lines)
+        if self._bin_lines:
+            times.append(self._bin * HIT_RATE_BIN_PS)
+            hits.append(self._bin_hit)
+            lines.append(self._bin_lines)
+        return times, hits, lines
 
     def unknown(self, length: int, write: bool, at_ps: int, tally: L2Tally | None) -> tuple[float, int, int]:
         """An access of ``length`` bytes at an address the model does not know (computed from scalar
@@ -208,9 +260,7 @@ class L2Cache:
                 counters.write_miss += total
             else:
                 counters.read_miss += total
-        self.log_ps.append(at_ps)
-        self.log_hit.append(0.0)
-        self.log_lines.append(total)
+        self._count(at_ps, 0.0, total)
         return 0.0, total, 0
 
     def _view(self, lines: _Lines, address: int, length: int, stride: int, count: int) -> tuple[int, Any, np.ndarray]:

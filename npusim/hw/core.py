@@ -57,7 +57,7 @@ from npusim.engine.flow import FlowClass
 from npusim.engine.loop import clock, rearm_at, run_process, start_process, succeed_at
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.cache import L2Cache, L2Tally
-from npusim.hw.dma import EngineQueue, Request, split_by_hits
+from npusim.hw.dma import EngineQueue, split_by_hits
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.hw.topology import LOCAL
@@ -285,6 +285,10 @@ class AICore:
             hit, lines, arrived = cache.access(allocation, offset, length, stride, count, route.write, at_ps, tally, moved_bytes)
         if route.write:
             return [(route.hit_class, moved_bytes, at_ps + route.hit_latency_ps)]
+        if not hit:  # a miss (a first read): no split
+            return [(route.miss_class, moved_bytes, at_ps + route.miss_latency_ps)]
+        if hit == lines:  # a hit (a re-read): no split
+            return [(route.hit_class, moved_bytes, (arrived if arrived > at_ps else at_ps) + route.hit_latency_ps)]
         return split_by_hits(moved_bytes, hit, lines, (route.hit_class, (arrived if arrived > at_ps else at_ps) + route.hit_latency_ps),
                              (route.miss_class, at_ps + route.miss_latency_ps))
 
@@ -370,14 +374,14 @@ class AICore:
             depth = queue.depth
             tally = self.system.l2_tally(run.op, self.kind)
             put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
+            issue, fence = queue.issue, queue.fence  # bound once: called per copy, per set_flag in the queue's turn
 
-            def complete(request: Request) -> None:
+            def complete(owner: tuple, start: int, flowed: int, bottleneck: int) -> None:
                 # a copy's last byte has arrived (in issue order): its effect, its event, its hook, its progress
-                instruction, label_id, nbytes, watched, applies = request.owner
+                instruction, label_id, nbytes, watched, applies = owner
                 end = clock_of(env)
                 if applies:
                     instruction.effect(self, run)
-                start = request.span_start_ps
                 index = recorder.events
                 try:
                     pack_row(rows, index * row_bytes, lane, label_id, start, end, nbytes)
@@ -385,7 +389,7 @@ class AICore:
                     recorder.put_row(index, lane, label_id, start, end, nbytes)
                 recorder.events = index + 1
                 put_transfer_event(index)
-                put_transfer_info((request.flow_start_ps - start) << 32 | (request.bottleneck + 2))
+                put_transfer_info((flowed - start) << 32 | (bottleneck + 2))
                 if watched:
                     recorded = instruction.recorded
                     if recorded is not None:
@@ -457,7 +461,7 @@ class AICore:
                     del blocked[pipe_id]
                     now = clock_of(env)
                     start = now + ahead
-                queue.issue(instruction.request(self, run, start, tally, complete, (instruction, label_id, nbytes, watched, applies)))  # type: ignore[union-attr]
+                issue(instruction.request(self, run, start, tally, complete, (instruction, label_id, nbytes, watched, applies)))
                 if in_flight_too:
                     continue  # recorded when it completes
                 blocked[pipe_id] = instruction
@@ -468,7 +472,7 @@ class AICore:
                 continue
             if in_flight_too and queue.in_flight:  # type: ignore[union-attr]  # copies of this pipe are in flight
                 if step == SET_FLAG:  # raised once they have completed, in the queue's turn
-                    queue.fence(start, cost_ps, deferred_set_flag, instruction, key, label_id, watched)  # type: ignore[union-attr]
+                    fence(start, cost_ps, deferred_set_flag, instruction, key, label_id, watched)
                     ahead += cost_ps
                     continue
                 if step != WAIT_FLAG:  # any other instruction of the pipe waits for them (a barrier on the pipe, a vector op)
@@ -549,7 +553,7 @@ class AICore:
                     del blocked[pipe_id]
                 now = end = clock_of(env)
             if in_flight_too and step == WAIT_FLAG and queue.in_flight:  # type: ignore[union-attr]
-                queue.fence(end, 0, deferred_wait, instruction, start, end, label_id, watched)  # type: ignore[union-attr]
+                fence(end, 0, deferred_wait, instruction, start, end, label_id, watched)
                 continue
             if applies:
                 instruction.effect(self, run)
@@ -563,8 +567,12 @@ class AICore:
                 recorded = instruction.recorded
                 if recorded is not None:
                     recorded(index)
-            if counts_progress:
-                count_done(end)
+            if counts_progress:  # (count_done, inline: this runs per instruction)
+                if ends is not None:
+                    ends.append(end)
+                done.count += 1
+                if done.waiters:
+                    done.wake()
         if ahead:
             rearm_at(env, timer, ahead)
             yield timer

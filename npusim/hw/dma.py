@@ -44,34 +44,24 @@ if TYPE_CHECKING:
     from npusim.hw.system import Die
 
 
-class Request:
+class Request(NamedTuple):
     """One request of an engine's queue: its bytes as ``segments`` streamed in order, each
     ``(flow class, bytes, ps its bytes may start flowing)`` (the class None for a request nothing
     limits; the time absolute: issue + set-up + its route's latency), ``burst_ps`` of the engine's
-    own work as it streams (its bursts' requests, paid before its first byte), issued at ``issue_ps``. The queue
-    calls ``complete(request)`` once its last byte has arrived and ``tail(request, now)`` (if any)
-    has passed (an atomic add's apply: the time it is done), in issue order. It fills in
-    ``span_start_ps`` (its issue, or the end of the previous request of the queue if later: its
-    slice), ``flow_start_ps`` (when its first bytes started flowing) and ``bottleneck`` (what
-    limited its largest segment, as :meth:`~npusim.engine.flow.FlowNetwork.start` reports it).
-    ``owner`` is the caller's (what ``complete`` needs: the instruction, the block)."""
+    own work as it streams (its bursts' requests, paid before its first byte), issued at
+    ``issue_ps``. Once its last byte has arrived and ``tail(owner, now)`` (if any: an atomic add's
+    apply, the time it is done) has passed, in issue order, the queue calls ``complete(owner,
+    start, flowed, bottleneck)``: ``owner`` is the caller's (the instruction, the block), ``start``
+    its slice's start (its issue, or the end of the queue's previous entry if later), ``flowed``
+    when its first bytes started flowing, ``bottleneck`` what limited its largest segment (as
+    :meth:`~npusim.engine.flow.FlowNetwork.start` reports it). (A named tuple: a copy makes one.)"""
 
-    __slots__ = ("segments", "burst_ps", "issue_ps", "complete", "tail", "owner", "span_start_ps", "flow_start_ps", "bottleneck",
-                 "_largest", "_next")
-
-    def __init__(self, segments: list[tuple[FlowClass | None, int, int]], burst_ps: int, issue_ps: int,
-                 complete: Callable[[Request], None], owner: Any, tail: Callable[[Request, int], int] | None = None) -> None:
-        self.segments = segments
-        self.burst_ps = burst_ps
-        self.issue_ps = issue_ps
-        self.complete = complete
-        self.tail = tail
-        self.owner = owner
-        self.span_start_ps = issue_ps
-        self.flow_start_ps = issue_ps
-        self.bottleneck = -1
-        self._largest = -1
-        self._next = 0
+    segments: list[tuple[FlowClass | None, int, int]]
+    burst_ps: int
+    issue_ps: int
+    complete: Callable[[Any, int, int, int], None]
+    owner: Any
+    tail: Callable[[Any, int], int] | None = None
 
 
 class EngineQueue:
@@ -80,9 +70,11 @@ class EngineQueue:
     after copies still in flight) takes its turn among the requests: it runs once the requests
     before it have completed, for its own cost. ``in_flight`` counts the requests issued and not yet
     completed; :meth:`until` gives an event for a pipe that waits for a slot or for the queue to
-    drain."""
+    drain. One request streams at a time: the queue keeps its state (``_current`` and the fields
+    after it)."""
 
-    __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_current", "_waiters", "_segment_done", "_tail_done")
+    __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_waiters", "_segment_done", "_tail_done",
+                 "_current", "_segment", "_start_ps", "_flowed_ps", "_largest", "_bottleneck")
 
     def __init__(self, env: simpy.Environment, network: FlowNetwork, depth: int) -> None:
         self.env = env
@@ -91,10 +83,17 @@ class EngineQueue:
         self.in_flight = 0
         self.free_at = 0  # when the stream became free (after a fence: becomes free), ps
         self._waiting: deque[Request | tuple] = deque()  # requests and fences not started yet, in issue order
-        self._current: Request | None = None  # the request streaming its bytes (or in its tail)
         self._waiters: list[tuple[int, simpy.Event]] = []  # (in_flight at most, event) of the pipes waiting
         self._segment_done = self._on_segment_done  # bound once: every flow's callback
         self._tail_done = self._on_tail_done
+        # the request streaming its bytes (or in its tail), None when none: its segment streaming,
+        # its slice's start, when its first bytes flowed, its largest segment's bytes and bottleneck
+        self._current: Request | None = None
+        self._segment = 0
+        self._start_ps = 0
+        self._flowed_ps = 0
+        self._largest = 0
+        self._bottleneck = 0
 
     def issue(self, request: Request) -> None:
         """Queue ``request`` (the caller keeps ``in_flight`` below ``depth``: :meth:`until`)."""
@@ -121,38 +120,39 @@ class EngineQueue:
         return event
 
     def _start(self, request: Request, now: int) -> None:
+        """``request`` takes the stream: its slice starts (its issue, or the stream's end if later)
+        and its first segment's bytes start once ready, after its bursts."""
         free_at = self.free_at
-        request.span_start_ps = request.issue_ps if request.issue_ps > free_at else free_at
+        issued = request[2]
         self._current = request
-        self._flow(request, now, request.burst_ps)
-
-    def _flow(self, request: Request, now: int, extra_ps: int) -> None:
-        flow_class, nbytes, ready = request.segments[request._next]
-        begin = ready if ready > self.free_at else self.free_at
-        if begin < now:
-            begin = now
-        done = simpy.Event(self.env)
-        done.callbacks.append(self._segment_done)
-        self.network.start(flow_class, nbytes, begin - now + extra_ps, done)
+        self._start_ps = issued if issued > free_at else free_at
+        self._segment = 0
+        self._largest = -1
+        flow_class, nbytes, ready = request[0][0]
+        begin = ready if ready > free_at else free_at
+        self.network.start(flow_class, nbytes, (begin if begin > now else now) - now + request[1]).callbacks.append(self._segment_done)
 
     def _on_segment_done(self, event: simpy.Event) -> None:
         request = self._current
         assert request is not None
         bottleneck, flowed = event._value
-        segment = request._next
-        nbytes = request.segments[segment][1]
+        segments, segment = request[0], self._segment
+        nbytes = segments[segment][1]
         if not segment:
-            request.flow_start_ps = flowed
-        if nbytes > request._largest:
-            request._largest, request.bottleneck = nbytes, bottleneck
-        request._next = segment + 1
+            self._flowed_ps = flowed
+        if nbytes > self._largest:
+            self._largest, self._bottleneck = nbytes, bottleneck
         now = clock(self.env)
-        if request._next < len(request.segments):
+        segment += 1
+        if segment < len(segments):  # the next one streams, from when it is ready (now if it is)
+            self._segment = segment
             self.free_at = now
-            self._flow(request, now, 0)
+            flow_class, nbytes, ready = segments[segment]
+            self.network.start(flow_class, nbytes, ready - now if ready > now else 0).callbacks.append(self._segment_done)
             return
-        if request.tail is not None:
-            done = request.tail(request, now)
+        tail = request[5]
+        if tail is not None:
+            done = tail(request[4], now)
             if done > now:
                 self.env.timeout(done - now).callbacks.append(self._tail_done)
                 return
@@ -167,7 +167,7 @@ class EngineQueue:
         self._current = None
         self.free_at = now
         self.in_flight -= 1
-        request.complete(request)
+        request[3](request[4], self._start_ps, self._flowed_ps, self._bottleneck)
         waiting = self._waiting
         while waiting:
             entry = waiting.popleft()
@@ -292,11 +292,10 @@ class SystemDma:
         with_data = system.with_data
         round_trip = self.setup_ps + 2 * path.path_latency_ps
 
-        def complete(request: Request) -> None:
-            block = request.owner
+        def complete(block: GmBlock, start: int, _flowed: int, _bottleneck: int) -> None:
             if with_data:
                 block.copy()
-            recorder.record(track, name_id, request.span_start_ps, clock(env), block.nbytes, op, -1)
+            recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)
 
         for block in blocks:
             if queue.in_flight >= queue.depth:

@@ -109,7 +109,7 @@ class System:
         dies = self.dies
         l2 = L2Record(self.spec.die.l2.line.bytes, {die.index: die.cache.tally.as_list() for die in dies},
                       {key: tally.as_list() for key, tally in sorted(self.l2_tallies.items())},
-                      {die.index: (die.cache.log_ps, die.cache.log_hit, die.cache.log_lines) for die in dies})
+                      {die.index: die.cache.hit_log() for die in dies})
         return RunRecord(self.spec, clock(self.env), self.with_data, self.recorder, tuple(ResourceRecord.of(r) for r in self.network.resources), l2)
 
     def stream(self, die: int) -> Stream:

@@ -440,28 +440,27 @@ class DmaCopy(Instruction):
         """Bytes from a side's first byte to its last one's end, with ``gap`` bytes between bursts."""
         return self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
 
-    def request(self, core, run, issue_ps: int, tally, complete, owner) -> Request:
+    def request(self, core, run, issue_ps: int, tally, complete, owner, tail=None) -> Request:
         """This copy as a request of its engine's queue (:class:`~npusim.hw.dma.Request`), issued at
         ``issue_ps``: its flows (:meth:`~npusim.hw.core.AICore.dma_segments`, its GM side looked up
-        in L2 with the op's counters ``tally``) and its bursts' cost; ``complete(request)`` with
-        ``owner`` once it has completed. An address from scalar registers is resolved now."""
+        in L2 with the op's counters ``tally``) and its bursts' cost; ``complete`` with ``owner``
+        once it has completed (after ``tail``, if given). An address from scalar registers is
+        resolved now."""
         if self.dynamic and (core.system.with_data or self.control):
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
         key, bursts = self.path_key, self.burst_count
         route = core.dma_routes.get(key) or core.dma_route(key)
-        side = None
-        if key[1] is not None:
-            side = self.dst if key[2] else self.src
-            if self.dynamic:  # its bytes are known only with data on: not looked up, so timing does not depend on data
-                segments = core.dma_segments(route, self.moved_bytes, issue_ps, None, 0, self.span(self.dst_gap if key[2] else self.src_gap),
-                                             0, 1, tally)
-                return Request(segments, bursts * route.per_burst_ps, issue_ps, complete, owner)
-            gap = self.dst_gap if key[2] else self.src_gap
-            segments = core.dma_segments(route, self.moved_bytes, issue_ps, side.allocation, side.offset, self.burst_bytes, self.burst_bytes + gap,
-                                         bursts, tally)
-        else:
+        if key[1] is None:
             segments = core.dma_segments(route, self.moved_bytes, issue_ps, None, 0, 0, 0, 0, None)
-        return Request(segments, bursts * route.per_burst_ps, issue_ps, complete, owner)
+        else:
+            to_gm = key[2]
+            side, gap = (self.dst, self.dst_gap) if to_gm else (self.src, self.src_gap)
+            if self.dynamic:  # its bytes are known only with data on: not looked up, so timing does not depend on data
+                segments = core.dma_segments(route, self.moved_bytes, issue_ps, None, 0, self.span(gap), 0, 1, tally)
+            else:
+                segments = core.dma_segments(route, self.moved_bytes, issue_ps, side.allocation, side.offset, self.burst_bytes,
+                                             self.burst_bytes + gap, bursts, tally)
+        return Request(segments, bursts * route.per_burst_ps, issue_ps, complete, owner, tail)
 
     def footprint(self) -> tuple[tuple, ...]:
         return _entries(_run(self.src, READ, self.burst_count, self.burst_bytes, self.src_gap),
@@ -515,15 +514,14 @@ class AtomicAddCopy(DmaCopy):
         super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         self.dtype = src.dtype
 
-    def request(self, core, run, issue_ps: int, tally, complete, owner) -> Request:
+    def request(self, core, run, issue_ps: int, tally, complete, owner, tail=None) -> Request:
         """As a copy's (:meth:`DmaCopy.request`), completed once the target's L2 has applied the adds."""
-        request = super().request(core, run, issue_ps, tally, complete, owner)
         target = core.system.die(self.dst.allocation.die)
         allocation = self.dst.allocation
+        request = super().request(core, run, issue_ps, tally, complete, owner)  # resolves a register address first
         offset = self._resolved[1] if self._resolved is not None else resolve(self.dst.offset, run.regs)
         span = self.span(self.dst_gap)
-        request.tail = lambda _request, arrived_ps: target.atomics.apply_at(allocation, offset, span, arrived_ps)
-        return request
+        return request._replace(tail=lambda _owner, arrived_ps: target.atomics.apply_at(allocation, offset, span, arrived_ps))
 
     def _add(self, core, run) -> None:
         if self._resolved is not None:

@@ -40,7 +40,6 @@ TRACE_FORMAT_VERSION = 3  # 3: times on a whole-ns grid, release slices in waits
 LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffers: sources of data flows
 LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
 WRITER_CHUNK_EVENTS = 4096  # events formatted per batch: bounds the writer's extra memory (a few MiB; 2048 cost the README's run 1% more instructions, callgrind)
-L2_RATE_BIN_PS = 1_000_000  # the L2 hit-rate counter's step: the accesses of each microsecond
 COUNTER_CHUNK_POINTS = 4096  # counter points formatted per batch: bounds the extra memory as WRITER_CHUNK_EVENTS does (as fast as larger batches, measured)
 COUNTERS_IN_MEMORY = 32 << 20  # bytes of counters a trace on two cores holds in memory until its head is written (more: in a file beside it)
 COPY_BLOCK = 1 << 20  # bytes per copy when those counters are appended to the trace
@@ -543,15 +542,15 @@ class _Writer:
         return [die for die, (times, _, _) in sorted(self.record.l2.log.items()) if len(times) and self.kept_dies[die]]
 
     def _l2_counter(self, die: int) -> None:
-        """Die ``die``'s L2 hit rate in percent: per ``L2_RATE_BIN_PS`` (from 0) in which accesses
-        reached it, the share of their lines that hit, at the bin's start."""
+        """Die ``die``'s L2 hit rate in percent: per step of its log (a microsecond of the run in
+        which accesses reached it, ``hw.cache.HIT_RATE_BIN_PS``), the share of their lines that hit,
+        at the step's start."""
         logged_ps, logged_hits, logged_lines = self.record.l2.log[die]
         times, hits, lines = np.frombuffer(logged_ps, dtype=np.int64), np.frombuffer(logged_hits, dtype=np.float64), np.frombuffer(logged_lines, dtype=np.int64)
-        bins = times // L2_RATE_BIN_PS
-        order = np.argsort(bins, kind="stable")
-        starts, first = np.unique(bins[order], return_index=True)
+        order = np.argsort(times, kind="stable")
+        starts, first = np.unique(times[order], return_index=True)
         rate = 100 * np.add.reduceat(hits[order], first) / np.add.reduceat(lines[order], first)
-        points, values = self._points_in_window(starts * L2_RATE_BIN_PS, rate)
+        points, values = self._points_in_window(starts, rate)
         head = f'{{"name":{json.dumps(f"die{die} L2 hit rate %")},"ph":"C","ts":'
         place = f',"pid":{die},"args":{{"%":'
         for first_point in range(0, len(points), COUNTER_CHUNK_POINTS):

@@ -53,8 +53,9 @@ class L2Record:
     """The L2 of a run (``hw.cache``), in lines of ``line_bytes``: per die, every access of its memory
     (``dies``: die -> the counts of :data:`L2_COUNTS`); per op and kind of unit that accessed memory
     (``ops``: (op, ``aic`` / ``aiv`` / ``sdma`` ...) -> the same, on whichever die's L2); and per die,
-    each access as the trace's hit-rate counter reads it (``log``: die -> (ps it reached the L2,
-    lines that hit, lines), three arrays)."""
+    the accesses as the trace's hit-rate counter reads them (``log``: die -> three arrays: per
+    microsecond of the run in which accesses reached the L2, its start in ps, the lines that hit,
+    the lines; a microsecond may appear more than once)."""
 
     line_bytes: int
     dies: dict[int, list[float]] = field(default_factory=dict)

@@ -150,3 +150,31 @@ def test_eviction_is_least_recently_used_by_line_up_to_one_access(accesses, capa
     assert resident <= expected
     assert len(expected) - len(resident) < max(len(t) for t in touched)
     assert len(resident) == l2.resident <= capacity
+
+
+def test_a_working_set_beyond_the_l2_writes_back_on_hbm_in_a_run():
+    """An AIV writes 256 KiB through a 64 KiB L2, then reads the first 16 KiB again: the dirty lines
+    evicted are written back (HBM carries them), and the re-read misses (it was evicted)."""
+    import numpy as np
+
+    import npusim
+    from npusim import isa
+
+    chunk = 16 * 1024
+    with npusim.session("a2", overrides=["die.l2.size=64 KiB"], data=False) as s:
+        out = npusim.empty(16 * chunk // 2, np.float16)
+        k = isa.Kernel("k", die=0)
+        p = k.aiv(0)
+        ub = p.alloc(chunk // 2, np.float16)
+        for i in range(16):
+            p.copy(isa.gm(out, i * chunk // 2), ub)
+        p.set_flag("MTE3", "MTE2", 0)
+        p.wait_flag("MTE3", "MTE2", 0)
+        p.copy(ub, isa.gm(out))
+        k.launch()
+    die = s.system.die(0)
+    tally = die.cache.tally
+    assert (tally.write_hit, tally.write_miss) == (0.0, 16 * 32.0)
+    assert (tally.read_hit, tally.read_miss) == (0.0, 32.0)
+    assert tally.written_back == 16 * 32 - 128 + 32  # all but the 128 lines resident at the end, and the re-read evicts 32 more
+    assert die.hbm.bytes_moved == (tally.written_back + 32) * 512  # the write-backs and the re-read's miss
