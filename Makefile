@@ -1,26 +1,36 @@
 # The two set-up commands of the README: `make run` (the main job on a built-in example) and
-# `make test` (the whole suite). Each creates its own virtual environment in .venv. `make lint`
-# (ruff, and mypy with its ratchet: .ci/typecheck.py) runs in CI too.
+# `make test` (the whole suite), each in the virtual environment .venv, which they create.
+# `make run` installs only what `npusim run` needs and compiles the engine once; `make test` (and
+# `make lint`, which CI runs too: ruff, and mypy with its ratchet, .ci/typecheck.py) install the
+# extras on top. What each installs is read from pyproject.toml (.ci/requirements.py).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_DEPS := $(VENV)/.run-deps
 COMPILED := $(VENV)/.compiled
 BYTECODE := $(VENV)/.bytecode
+TEST_DEPS := $(VENV)/.test-deps
+LINT_DEPS := $(VENV)/.lint-deps
 SOURCES := $(shell find npusim examples -name '*.py')
 
-.PHONY: run test explore lint bench clean
+.PHONY: run test explore lint bench golden clean
 
-$(STAMP): pyproject.toml setup.py
+# python, then the dependencies of `npusim run` and of the engine's build (mypy, setuptools), and no
+# more: torch, pyarrow and the test tools are the extras `make test` adds
+$(RUN_DEPS): pyproject.toml
+	@echo "make: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,torch,lint]'
-	touch $(STAMP)
+	$(PYTHON) .ci/requirements.py build run > $(VENV)/requirements-run.txt
+	@echo "make: installing what npusim run needs (simpy numpy pydantic rich matplotlib ...) and the engine's compiler (mypy)"
+	$(BIN)/pip install --progress-bar off -r $(VENV)/requirements-run.txt
+	touch $@
 
-# the engine runs compiled (setup.py: mypyc): after an edit of one of its modules, build them again
-$(COMPILED): $(STAMP) npusim/engine/flow.py npusim/engine/loop.py npusim/engine/progress.py
-	$(BIN)/pip install --quiet --no-deps -e .
-	touch $(COMPILED)
+# npusim itself, editable, its engine compiled once (setup.py: mypyc, then the C compiler); again
+# after an edit of one of the engine's modules
+$(COMPILED): $(RUN_DEPS) setup.py npusim/engine/flow.py npusim/engine/loop.py npusim/engine/progress.py
+	@echo "make: compiling the engine (npusim/engine: flow.py loop.py progress.py) with mypyc and the C compiler"
+	$(BIN)/pip install --progress-bar off --no-build-isolation --no-deps -e .
+	touch $@
 
 # the modules' bytecode, written once here (an editable install writes none): where
 # PYTHONDONTWRITEBYTECODE is set, as on the machines this project is built on, Python would otherwise
@@ -28,24 +38,46 @@ $(COMPILED): $(STAMP) npusim/engine/flow.py npusim/engine/loop.py npusim/engine/
 # round 8); compileall writes only what is stale, and Python ignores a .pyc older than its source
 $(BYTECODE): $(COMPILED) $(SOURCES)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m compileall -q npusim examples
-	touch $(BYTECODE)
+	touch $@
+
+$(TEST_DEPS): $(RUN_DEPS) pyproject.toml
+	$(PYTHON) .ci/requirements.py test torch > $(VENV)/requirements-test.txt
+	@echo "make: installing the test suite's extras (pytest hypothesis pandas dask pyarrow torch ...)"
+	$(BIN)/pip install --progress-bar off -r $(VENV)/requirements-test.txt
+	touch $@
+
+$(LINT_DEPS): $(RUN_DEPS) pyproject.toml
+	$(PYTHON) .ci/requirements.py lint > $(VENV)/requirements-lint.txt
+	@echo "make: installing the linter and the type checker (ruff mypy)"
+	$(BIN)/pip install --progress-bar off -r $(VENV)/requirements-lint.txt
+	touch $@
 
 run: $(BYTECODE)
+	@echo "make: simulating a PyPTO shmem all-gather on the 16 dies of an Atlas A3 node"
 	$(BIN)/npusim run --config a3 examples/shmem_allgather.py
 
-test: $(BYTECODE)
-	$(BIN)/python -m pytest -q
+# on every core (pytest-xdist), the tests of a module on one of them, so that a module's costly
+# fixture is made once (docs/architecture.md, "Determinism")
+PARALLEL := -n auto --dist loadscope
+
+test: $(BYTECODE) $(TEST_DEPS)
+	$(BIN)/python -m pytest -q $(PARALLEL)
 
 # the suite with fresh random examples for its property tests (`make test` draws the same ones every
 # run); SEED=N repeats one exploration
-explore: $(BYTECODE)
-	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q $(if $(SEED),--hypothesis-seed=$(SEED))
+explore: $(BYTECODE) $(TEST_DEPS)
+	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q $(PARALLEL) $(if $(SEED),--hypothesis-seed=$(SEED))
 
-lint: $(BYTECODE)
+# the identity gate's digests (tests/golden), written anew: only for a change that means to move
+# outputs, timing or trace bytes, said in its commit message
+golden: $(BYTECODE) $(TEST_DEPS)
+	$(BIN)/python -m tests.golden.update
+
+lint: $(BYTECODE) $(LINT_DEPS) $(TEST_DEPS)
 	$(BIN)/ruff check npusim tests benchmarks examples
 	$(BIN)/python .ci/typecheck.py
 
-bench: $(BYTECODE)
+bench: $(BYTECODE) $(TEST_DEPS)
 	$(BIN)/python benchmarks/engine.py
 	$(BIN)/python benchmarks/sweep.py
 

@@ -15,6 +15,11 @@ Sections (all figures are simulated time, deterministic; the machine running thi
   MTE2 GM -> L1, MTE1 L1 -> L0, CUBE, FIXP), against the tile's arithmetic intensity, with the
   two knees of the roofline: the die's (peak / HBM bandwidth) and one core's (its cube peak / its
   MTE2 rate).
+- ``gemm``: the torch ops on the cube kernels (kernels/cube: one launch on every AIC, MatMulV3's
+  default tiling, L1 and L0 double buffered): ``torch.matmul`` in fp16 and ``npu_quant_matmul`` in
+  int8 (bf16 out), ``M x N x K`` from GM, against the die's peak of the dtype: the kernel's span
+  (first to last instruction), its TFLOPS (TOPS for int8), the HBM bytes it moved and what bounds
+  it (docs/calibration.md, "Compute and memory").
 """
 
 from __future__ import annotations
@@ -105,6 +110,32 @@ def matmul_rate(config: str, m: int, n: int, k: int, tile_m: int, tile_n: int, t
     return 2 * m * n * k / seconds / 1e12, 2 * m * n * k / moved
 
 
+def gemm_rate(config: str, dtype: str, m: int, n: int, k: int) -> tuple[float, float]:
+    """(TFLOPS or TOPS, HBM GB/s) of one cube-kernel GEMM ``M x N x K`` on the whole die: torch.matmul
+    (fp16) or npu_quant_matmul (int8 in, bf16 out, per-channel scale), default tiling."""
+    import torch
+
+    import npusim.torch_npu as torch_npu
+    from npusim.trace.summary import ops
+
+    with npusim.session(config, data=False) as s:
+        if dtype == "fp16":
+            a = torch.empty((m, k), dtype=torch.float16, device="npu")
+            b = torch.empty((k, n), dtype=torch.float16, device="npu")
+            a @ b
+        else:
+            x = torch.empty((m, k), dtype=torch.int8, device="npu")
+            w = torch.empty((n, k), dtype=torch.int8, device="npu").t()
+            scale = torch.empty(n, dtype=torch.bfloat16, device="npu")
+            torch_npu.npu_quant_matmul(x, w, scale, output_dtype=torch.bfloat16)
+        npusim.synchronize()
+        record = s.system.record()
+        (span,) = [op for op in ops(record) if op["name"] in ("MatMulV3", "QuantBatchMatmulV3")]
+        seconds = (span["end_us"] - span["start_us"]) * 1e-6
+        hbm = sum(r.bytes_moved for r in record.resources if r.kind == "hbm" and r.die == 0)
+    return 2 * m * n * k / seconds / 1e12, hbm / seconds / 1e9
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="a2")
@@ -144,6 +175,14 @@ def main() -> None:
         for tm, tn in tiles:
             rate, intensity = matmul_rate(args.config, m, n, k, tm, tn, 64)
             print(f"{f'{m}x{n}x{k}':>18} {f'{tm}x{tn}':>11} {intensity:7.1f} {rate:8.1f} {rate / peak['fp16']:8.3f}")
+
+    print("\ngemm from GM on the whole die (torch.matmul fp16, npu_quant_matmul int8 -> bf16; cube kernels, default tiling)")
+    print(f"{'dtype':>6} {'M x N x K':>18} {'T(FL)OPS':>9} {'of peak':>8} {'HBM GB/s':>9} {'of HBM':>7}")
+    gemms = [(1024, 1024, 1024)] if args.quick else [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 1024, 4096), (4096, 4096, 2048)]
+    for dtype in ("fp16", "int8"):
+        for m, n, k in gemms:
+            rate, hbm = gemm_rate(args.config, dtype, m, n, k)
+            print(f"{dtype:>6} {f'{m}x{n}x{k}':>18} {rate:9.1f} {rate / peak[dtype]:8.3f} {hbm:9.0f} {hbm * 1e9 / peak['hbm_bytes_per_s']:7.3f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """How the simulator scales with dies: the SuperPoD collectives of ``examples/`` at 16 to 768 dies.
 
-    python benchmarks/scale.py [--dies 16,32,128,768] [--only moe_dispatch,hierarchical_allgather]
+    python benchmarks/scale.py [--dies 16,32,128,768] [--only moe_dispatch,hierarchical_allgather,hccl_allreduce]
                                [--network-quantum 10ns] [--repeat 1]
 
 Each point is a fresh process (so its peak memory is its own) running, timing only, the a3 config
@@ -9,7 +9,14 @@ with ``shape.nodes = dies / 16``:
 - ``moe_dispatch``: ``examples/moe_dispatch.py``, EP groups of 16 PEs (one node each), 4 tokens x
   4096 fp16 (32 KiB) per destination;
 - ``hierarchical_allgather``: ``examples/hierarchical_allgather.py``, 4 x 1024 fp16 (8 KiB) per PE,
-  within each node then across nodes (with a 2 MiB signal window, which 768 PEs need).
+  within each node then across nodes (with a 2 MiB signal window, which 768 PEs need);
+- ``moe_decode_layer``: ``examples/moe_decode_layer.py``, one DeepSeek-V3 MoE layer on every die
+  (128 tokens a rank, 7168 hidden, top-8, 2048 per expert; 16 experts a die at 16 dies, one past
+  256), with a 3 GiB HCCL window (what 768 ranks need). Not in the default ``--only``: it takes
+  tens of minutes past 128 dies (docs/moe.md, "Limits").
+- ``hccl_allreduce``: ``examples/hccl_allreduce.py``, HCCL's all-reduce of 256 MiB of fp16 over
+  every die, with the algorithms HCCL picks (docs/collectives.md; on 768 dies: double ring in each
+  node, then NHR across the 48 nodes); bound 120 s and 8 GB at 768 dies (issue 30).
 
 For each: simulated us, recorded events, the session's wall seconds (building the programs and
 simulating; best of ``--repeat``) and CPU seconds (the same and the summary), events per wall second, a bare SimPy loop of as many timeouts in the
@@ -36,8 +43,12 @@ DIES_PER_NODE = 16  # an a3 node
 WORKLOADS = {
     "moe_dispatch": {"ep": 16, "tokens": 4, "hidden": 4096, "tile_tokens": 4},
     "hierarchical_allgather": {"rows": 4, "cols": 1024},
+    "moe_decode_layer": {},
+    "hccl_allreduce": {"op": "allreduce", "mib": 256.0},
 }
-OVERRIDES = {"moe_dispatch": [], "hierarchical_allgather": ["shmem.signal_window=2MiB"]}  # 48 nodes x 768 PEs of signal slots
+OVERRIDES = {"moe_dispatch": [], "hierarchical_allgather": ["shmem.signal_window=2MiB"],  # 48 nodes x 768 PEs of signal slots
+             "moe_decode_layer": ["hccl.buffer=3GiB"], "hccl_allreduce": []}
+DEFAULT = ("moe_dispatch", "hierarchical_allgather")
 BARE_PROCESSES = 64  # the bare loop's timeouts are spread over this many SimPy processes
 
 
@@ -85,7 +96,7 @@ def exponent(rows: list[dict]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dies", default="16,32,128,768", help="comma-separated die counts (multiples of 16, at most 768)")
-    parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated collectives to run")
+    parser.add_argument("--only", default=",".join(DEFAULT), help=f"comma-separated workloads to run, of {', '.join(WORKLOADS)}")
     parser.add_argument("--network-quantum", help="run the network with this time quantum (e.g. 10ns); default exact")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each point; the fastest is kept")
     parser.add_argument("--point", nargs=2, metavar=("WORKLOAD", "DIES"), help=argparse.SUPPRESS)

@@ -25,6 +25,7 @@ _PUBLIC = {
     "simulate": "npusim.frontend.simulate",
     "transfer": "npusim.frontend.transfer",
     "launch": "npusim.frontend.launch",
+    "spawn": "npusim.frontend.ranks",
 }
 """Public name -> the frontend module that defines it."""
 
@@ -32,7 +33,7 @@ _MODULES = {"pypto": "npusim.frontend.pypto", "plot": "npusim.plot"}
 """Public modules by their short name (``npusim.plot`` imports matplotlib when first used)."""
 
 __all__ = ["DeviceTensor", "Session", "SimResult", "current_session", "empty", "launch", "param", "pypto", "session", "simulate",
-           "synchronize", "tensor", "transfer", "zeros", "__version__"]
+           "spawn", "synchronize", "tensor", "transfer", "zeros", "__version__"]
 
 
 def __getattr__(name: str):

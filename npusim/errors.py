@@ -21,6 +21,12 @@ class UnknownParameterError(UsageError):
     """A run overrides a workload parameter that the workload does not declare (exit code 2)."""
 
 
+class MemoryLimitError(UsageError):
+    """A run needs more memory than it may use (``--max-memory``, by default what the machine has
+    available): refused before it simulates the work that would exceed it, or stopped as it does,
+    before the system kills it (exit code 2, nothing written)."""
+
+
 class ConfigError(NpusimError):
     """A hardware config that cannot be loaded or is invalid (exit code 2)."""
 
@@ -64,13 +70,22 @@ class WallTimeError(WorkloadError):
     """A run went past its wall-clock limit (a sweep's ``--point-timeout``)."""
 
 
+class OutOfMemoryError(WorkloadError, MemoryError):
+    """The machine running npusim ran out of memory while a run was built (says where: the PyPTO
+    loop and iteration); the run's objects are freed, so the process can go on."""
+
+
 class NoProgressError(WorkloadError):
     """The simulation processed a bounded number of events without simulated time advancing (work
     that loops in zero time)."""
 
 
 class RaceError(WorkloadError):
-    """A data race reported as an error (races are warnings unless the user asks for errors)."""
+    """A data race reported as an error (races are warnings unless the user asks for errors).
+    ``blame``: the line of the user's program whose access races (a frontend Callsite, or None), which
+    the CLI names instead of the line where the error surfaced (the synchronisation that ran it)."""
+
+    blame: object = None
 
 
 class GraphCaptureError(WorkloadError):

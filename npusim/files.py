@@ -7,7 +7,9 @@ of named :class:`Output` s written into a fresh temporary folder beside its dest
 rename then puts in place (:class:`StagedFolder`): a reader sees the whole previous folder or the
 whole new one, never a mix. Every temporary is removed on every failure path this process sees;
 one left by a killed process (its name holds the process id) is removed by the next writer of the
-same destination. docs/reliability.md lists the guarantees and their tests.
+same destination. npusim knows its own folders by the marker it writes last into each
+(:data:`MARKER`: the folder's identity and the files it wrote) and never replaces, moves or
+deletes any other (:func:`folder_mark`). docs/reliability.md lists the guarantees and their tests.
 
 A file whose writing splits in two (the trace: its events and flows, then its counters) can be
 written on two cores (:class:`Output` ``start``, :class:`Forked`): a forked copy of this process
@@ -23,6 +25,7 @@ import ctypes
 import errno
 import functools
 import glob
+import hashlib
 import json
 import os
 import pickle
@@ -33,26 +36,46 @@ import signal
 import struct
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, cast
 
-from npusim.errors import UsageError
+from npusim.errors import OutputError, UsageError
 
 _NOT_IN_A_FOLDER_NAME = re.compile(r"[^\w.-]")
 PARTIAL = ".partial-"
 """Marks the temporary name of a folder or file being written: ``.<name>.partial-<pid>-<random>``."""
 
 
-def default_folder_name(workload: Path, config_name: str) -> str:
+def default_folder_name(workload: Path, config_name: str, settings: Sequence[str] = ()) -> str:
     """``<workload>-<config>``, the default output folder of a run or a sweep (under ``traces/`` or
-    ``sweeps/``), made one safe path component: every character but letters, digits, ``_``, ``.``
-    and ``-`` (a ``/`` above all) becomes ``_``, and so does a leading ``.``; the folder stays inside
-    its parent whatever the names hold."""
+    ``sweeps/``), followed by ``-<8 hex digits>`` of the SHA-256 of ``settings`` when there are any
+    (the options that change what is simulated, e.g. ``--set die.hbm.bandwidth=3.2 TB/s``, in the
+    order they were given), so that runs with different settings do not replace each other; made
+    one safe path component: every character but letters, digits, ``_``, ``.`` and ``-`` (a ``/``
+    above all) becomes ``_``, and so does a leading ``.``; the folder stays inside its parent
+    whatever the names hold."""
     name = _NOT_IN_A_FOLDER_NAME.sub("_", f"{workload.stem}-{config_name}")
+    if settings:
+        name += "-" + hashlib.sha256("\n".join(settings).encode("utf-8")).hexdigest()[:8]
     return "_" + name[1:] if name.startswith(".") else name
+
+
+def output_path(out: Path) -> Path:
+    """The output folder ``out`` as an absolute path, fixed before anything runs (a workload may
+    change the working folder, and a relative ``--out`` must not follow it). A UsageError when it
+    names a folder npusim could not replace whole: ``.``, ``..``, ``/``, the working folder or
+    one above it."""
+    cwd = Path.cwd()
+    absolute = cwd / out
+    resolved, here = absolute.resolve(), cwd.resolve()
+    if out.name in ("", ".", "..") or resolved == here or resolved in here.parents:
+        where = "the working folder" if resolved == here else f"{str(resolved)!r}, which holds the working folder"
+        raise UsageError(f"--out {str(out)!r} is {where}: npusim replaces the whole --out folder with the run; give a folder of its own, "
+                         "e.g. --out traces/run1")
+    return absolute
 
 
 def temporary_name(path: Path) -> Path:
@@ -170,8 +193,82 @@ class Output:
         return cls.made(name, lambda: json_bytes(document))
 
 
-MARKER = "manifest.json"
-"""The file that makes a folder an npusim output folder: only such a folder is ever replaced."""
+MARKER = ".npusim-folder.json"
+"""The file npusim writes last into each of its output folders, and the one sign it knows them by:
+the folder's identity (``id``, a random 32-hex-digit name that the run's manifest records too), its
+``kind`` (``run``), whether the work it holds ended well (``ok``) and the ``files`` npusim wrote
+there. A folder is npusim's, which it may replace, move aside or delete, only when it holds a valid
+marker and nothing the marker does not list (:func:`folder_mark`): a folder of the user's, one that
+merely holds a ``manifest.json``, or an npusim folder the user added a file to is never touched."""
+
+
+@dataclass(frozen=True)
+class FolderMark:
+    """What npusim wrote a folder as (its :data:`MARKER`)."""
+
+    id: str
+    kind: str
+    ok: bool
+    files: tuple[str, ...]
+
+
+_ID = re.compile(r"[0-9a-f]{32}")
+LegacyMark = Callable[[Path, Collection[str]], FolderMark | None]
+"""How a kind of folder written before npusim wrote markers is known (the folder and its entries):
+its mark, or None when it is not one."""
+
+
+def folder_mark(folder: Path, legacy: LegacyMark | None = None) -> FolderMark | None:
+    """``folder``'s mark when it is an npusim output folder, else None: its :data:`MARKER` is a JSON
+    object of the marker's fields, and every entry of the folder is the marker or a file it lists
+    (else, without a marker, what ``legacy`` says of it). A symlink, a file, or a folder that cannot
+    be read is not one."""
+    if folder.is_symlink() or not folder.is_dir():
+        return None
+    try:
+        entries = set(os.listdir(folder))
+    except OSError:
+        return None
+    if MARKER not in entries:
+        return legacy(folder, entries) if legacy is not None else None
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        mark = FolderMark(marker["id"], marker["kind"], marker["ok"], tuple(marker["files"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if not (isinstance(mark.id, str) and _ID.fullmatch(mark.id) and isinstance(mark.kind, str) and isinstance(mark.ok, bool)
+            and all(isinstance(name, str) for name in mark.files)):
+        return None
+    return mark if entries - {MARKER} <= set(mark.files) else None
+
+
+def _not_replaceable(target: Path, legacy: LegacyMark | None) -> str | None:
+    """Why ``target`` may not be replaced, or None: it is absent, an empty folder or npusim's (:func:`folder_mark`)."""
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        return f"{_named(target)!r} exists and is not a folder"
+    if not target.is_dir():
+        return None
+    try:
+        entries = sorted(os.listdir(target))
+    except OSError as error:
+        return f"{_named(target)!r} cannot be read ({error.strerror or error})"
+    if not entries or folder_mark(target, legacy) is not None:
+        return None
+    if MARKER not in entries:
+        return (f"{_named(target)!r} is not an npusim output folder (it has no {MARKER}, the marker npusim writes into its own) and is not "
+                "empty")
+    try:
+        listed = set(json.loads((target / MARKER).read_text(encoding="utf-8"))["files"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return f"{_named(target)!r} has a {MARKER} that npusim did not write"
+    added = [name for name in entries if name != MARKER and name not in listed]
+    return f"{_named(target)!r} holds {', '.join(added[:3])}{' ...' if len(added) > 3 else ''}, which npusim did not write there"
+
+
+def _named(path: Path) -> str:
+    """``path`` as a message shows it: relative to the working folder when inside it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 class StagedFolder:
@@ -182,14 +279,21 @@ class StagedFolder:
     Making one checks that the destination can be written, before the work whose outputs it will
     hold: its parent is created, the temporary folder too (so a read-only folder or a file in the
     way fails here), and a destination that exists must be empty or an npusim output folder
-    (holding :data:`MARKER`): nothing else is ever moved."""
+    (:func:`folder_mark`): nothing else is ever moved or deleted. :meth:`write` writes the
+    :data:`MARKER` last, with the folder's identity :attr:`id`."""
 
-    def __init__(self, destination: Path, *, also: Iterable[Path] = ()) -> None:
+    def __init__(self, destination: Path, *, also: Iterable[Path] = (), kind: str = "run", legacy: LegacyMark | None = None) -> None:
         """``also``: other destinations :meth:`commit` may write or move a folder to (``<out>.prev``),
-        checked the same way."""
+        checked the same way; ``kind``: what the folder holds (its marker says); ``legacy``: how a
+        folder of this kind written before markers is known (:func:`folder_mark`)."""
         self.destination = destination
+        self.kind = kind
+        self.legacy = legacy
+        self.id = secrets.token_hex(16)
         for target in (destination, *also):
-            check_replaceable(target)
+            why = _not_replaceable(target, legacy)
+            if why is not None:
+                raise UsageError(f"{why}: npusim replaces only its own output folders; choose another --out folder")
         try:
             destination.parent.mkdir(parents=True, exist_ok=True)
             remove_stale_temporaries(destination)
@@ -197,8 +301,8 @@ class StagedFolder:
             self.path.mkdir()
         except OSError as error:
             in_the_way = next((p for p in destination.parents if p.exists() and not p.is_dir()), None)
-            why = f"{str(in_the_way)!r} is a file, not a folder" if in_the_way is not None else error.strerror or str(error)
-            raise UsageError(f"cannot write the output folder {str(destination)!r}: {why}; choose another --out folder") from None
+            why = f"{_named(in_the_way)!r} is a file, not a folder" if in_the_way is not None else error.strerror or str(error)
+            raise UsageError(f"cannot write the output folder {_named(destination)!r}: {why}; choose another --out folder") from None
         self.committed = False
 
     def __enter__(self) -> StagedFolder:
@@ -208,12 +312,13 @@ class StagedFolder:
         if not self.committed:
             self.discard()
 
-    def write(self, outputs: Iterable[Output], *, meanwhile: Callable[[], object] | None = None) -> list[str]:
-        """Write each output into the temporary folder; returns their names. Where this process
-        can fork (:func:`can_fork`), the outputs that can be written on two cores are started
-        first, the others written while their other parts are, then they are finished.
-        ``meanwhile``: other work of this process, done once those have started and before the
-        others are written (while another core writes; its errors stop the writing too)."""
+    def write(self, outputs: Iterable[Output], *, meanwhile: Callable[[], object] | None = None, ok: bool = True) -> list[str]:
+        """Write each output into the temporary folder, then the :data:`MARKER` (``ok``: the work
+        ended well); returns the outputs' names. Where this process can fork (:func:`can_fork`),
+        the outputs that can be written on two cores are started first, the others written while
+        their other parts are, then they are finished. ``meanwhile``: other work of this process,
+        done once those have started and before the others are written (while another core
+        writes; its errors stop the writing too)."""
         outputs = list(outputs)
         pending: list[Pending] = []
         here = []  # written by this process alone
@@ -235,22 +340,56 @@ class StagedFolder:
             for part in pending:
                 part.abandon()
             raise
-        return [output.name for output in outputs]
+        names = [output.name for output in outputs]
+        (self.path / MARKER).write_bytes(json_bytes({"id": self.id, "kind": self.kind, "ok": ok, "files": names}))
+        return names
 
     def commit(self, destination: Path, *, previous: Path | None = None) -> None:
-        """Put the folder at ``destination`` with one rename; what was there moves to ``previous``
-        (replacing it), or is deleted when ``previous`` is None."""
-        if previous is not None and destination.exists():
-            if exchange(self.path, destination):  # one atomic swap: the old folder now has our temporary name
-                self.committed = True
-                try:
-                    replace_folder(self.path, previous)
-                finally:
-                    self.discard()  # nothing left there once moved
-                return
-            replace_folder(destination, previous)  # without a swap: the destination is absent until the next rename
-        replace_folder(self.path, destination)
+        """Put the folder at ``destination`` with one rename. What the destination held is looked
+        at once it is out of the way, so that what happens to it is decided on what is really
+        there at that moment (another run may have committed since this one began): a good npusim
+        folder (its marker says ``ok``) moves to ``previous`` (replacing the npusim folder there),
+        a failed one, or any with ``previous`` None, is deleted; anything else (a folder of the
+        user's that appeared meanwhile) is put back and the commit refused (OutputError). Where
+        the system can swap two folders (Linux), the destination always holds a whole folder."""
+        try:
+            os.rename(self.path, destination)  # absent, or an empty folder: nothing is replaced
+            self.committed = True
+            return
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        if exchange(self.path, destination):  # one atomic swap: the old folder now has this one's temporary name
+            replaced = self.path
+        else:  # the old folder moves aside first: the destination is absent until the next rename
+            replaced = temporary_name(destination)
+            os.rename(destination, replaced)
+            try:
+                os.rename(self.path, destination)
+            except BaseException:
+                os.rename(replaced, destination)
+                raise
         self.committed = True
+        mark = folder_mark(replaced, self.legacy)
+        if mark is None:  # not npusim's: it came after the checks; give it back
+            if replaced == self.path:
+                exchange(self.path, destination)
+            else:
+                os.rename(destination, self.path)
+                os.rename(replaced, destination)
+            self.committed = False
+            raise OutputError(f"{str(destination)!r} became a folder that is not npusim's while the run was simulated: npusim replaces only "
+                              "its own output folders; it was left as it is and nothing was written")
+        if not mark.ok or previous is None:
+            shutil.rmtree(replaced)
+            return
+        try:
+            replace_folder(replaced, previous, self.legacy)
+        except OutputError:
+            kept = previous.with_name(f"{previous.name}-{mark.id[:8] or 'earlier'}")
+            os.rename(replaced, kept)
+            raise OutputError(f"the run is in {str(destination)!r}, but {str(previous)!r} became a folder that is not npusim's while "
+                              f"the run was simulated: the run it replaced was kept in {str(kept)!r}") from None
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -267,18 +406,17 @@ def _started(output: Output, path: Path) -> Pending | None:
         return None
 
 
-def check_replaceable(target: Path) -> None:
+def check_replaceable(target: Path, legacy: LegacyMark | None = None) -> None:
     """A UsageError unless ``target`` is absent, an empty folder or an npusim output folder."""
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise UsageError(f"{str(target)!r} exists and is not a folder; choose another --out folder")
-    if target.is_dir() and not (target / MARKER).is_file() and any(target.iterdir()):
-        raise UsageError(f"{str(target)!r} is not an npusim output folder (it has no {MARKER}) and is not empty: npusim replaces "
-                         "only its own output folders; choose another --out folder")
+    why = _not_replaceable(target, legacy)
+    if why is not None:
+        raise UsageError(f"{why}: npusim replaces only its own output folders; choose another --out folder")
 
 
-def replace_folder(source: Path, target: Path) -> None:
-    """Rename the folder ``source`` to ``target``, deleting what ``target`` held (atomically where
-    the system can swap two folders; else the old one is moved away first)."""
+def replace_folder(source: Path, target: Path, legacy: LegacyMark | None = None) -> None:
+    """Rename the folder ``source`` to ``target``, deleting what ``target`` held when that is an
+    npusim folder (:func:`folder_mark`; atomically where the system can swap two folders, else the
+    old one is moved away first); anything else there is left as it is (OutputError)."""
     try:
         os.rename(source, target)  # target absent or an empty folder
         return
@@ -286,8 +424,13 @@ def replace_folder(source: Path, target: Path) -> None:
         if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             raise
     if exchange(source, target):
+        if folder_mark(source, legacy) is None:  # what target held is not npusim's: give it back
+            exchange(source, target)
+            raise OutputError(f"{str(target)!r} is not an npusim output folder; it was left as it is")
         shutil.rmtree(source)
         return
+    if folder_mark(target, legacy) is None:
+        raise OutputError(f"{str(target)!r} is not an npusim output folder; it was left as it is")
     trash = temporary_name(target)
     os.rename(target, trash)
     os.rename(source, target)
@@ -556,7 +699,7 @@ def _child(work: Callable[[], object], readable: int, writable: int, parent: int
             if signal.getsignal(stop) is not signal.SIG_IGN:  # one the parent ignores (nohup, a background job) stays ignored
                 signal.signal(stop, signal.SIG_DFL)
         os.close(readable)
-        _end_with(parent)
+        end_with(parent)
         try:
             outcome: tuple[bool, object] = (True, work())
         except BaseException as error:  # sent to the parent, which raises it
@@ -575,7 +718,7 @@ def _child(work: Callable[[], object], readable: int, writable: int, parent: int
         os._exit(0)
 
 
-def _end_with(parent: int) -> None:
+def end_with(parent: int) -> None:
     """Have the kernel kill this process when ``parent`` dies (Linux); end now if it already has."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl

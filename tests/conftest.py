@@ -1,6 +1,9 @@
 """Shared helpers of the test suite, and its hypothesis profiles."""
 
+import contextlib
 import os
+import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -16,6 +19,40 @@ import npusim
 settings.register_profile("repeatable", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+
+@contextlib.contextmanager
+def process_groups():
+    """``start(*args, **kwargs)`` starts a process as ``subprocess.Popen`` does, in a process group
+    (a session) of its own. However the block ends (a failed assertion, an exception, a timeout),
+    every process of each such group still there is killed and reaped, pipes closed: nothing is
+    left behind (a workload looping forever, a sweep's fork server and workers). Ctrl-C at a
+    terminal is ``os.killpg(process.pid, signal.SIGINT)``."""
+    processes: list[subprocess.Popen] = []
+
+    def start(*args, **kwargs) -> subprocess.Popen:
+        process = subprocess.Popen(*args, start_new_session=True, **kwargs)
+        processes.append(process)
+        return process
+
+    try:
+        yield start
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)  # the group: the process and whatever it started
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()  # a leader that left its group
+            with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+                process.communicate(timeout=60)  # reaped, its pipes drained and closed
+
+
+@pytest.fixture
+def started():
+    """:func:`process_groups` for one test: every test that starts a process it may not wait for
+    (a run or sweep it interrupts) starts it with this."""
+    with process_groups() as start:
+        yield start
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ from npusim.files import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ("trace.json", "summary.json", MARKER)
+NAMES = ("trace.json", "summary.json", "manifest.json")
 
 
 @pytest.mark.parametrize(
@@ -54,12 +54,13 @@ def test_the_default_folder_name_is_one_safe_path_component(workload, config, fo
 
 def outputs(token: str) -> list[Output]:
     """A run folder's files, each holding ``token`` (which run wrote it)."""
-    return [Output.json(name, {"run": token, "status": "ok", "simulated_time_us": 1, "ops": [], "pipes": [], "bandwidth": []}) for name in NAMES]
+    return [Output.json(name, {"run": token, "status": "ok", "simulated_time_us": 1, "events": 0, "wall_time_s": 0.0, "ops": [], "pipes": [], "bandwidth": []}) for name in NAMES]
 
 
 def tokens(folder: Path) -> set[str]:
-    """The runs the files of ``folder`` come from (one when the folder is whole)."""
-    assert sorted(p.name for p in folder.iterdir()) == sorted(NAMES)
+    """The runs the files of ``folder`` come from (one when the folder is whole, marked as npusim's)."""
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*NAMES, MARKER])
+    assert files.folder_mark(folder).files == NAMES
     return {json.loads((folder / name).read_text())["run"] for name in NAMES}
 
 
@@ -181,19 +182,19 @@ CONCURRENT_WRITER = textwrap.dedent("""
     dest, who, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for n in range(rounds):
         with files.StagedFolder(dest) as folder:
-            folder.write([files.Output.json(name, {"run": f"{who}-{n}", "status": "ok", "simulated_time_us": 1, "ops": [], "pipes": [],
+            folder.write([files.Output.json(name, {"run": f"{who}-{n}", "status": "ok", "simulated_time_us": 1, "events": 0, "wall_time_s": 0.0, "ops": [], "pipes": [],
                                                    "bandwidth": []}) for name in ("trace.json", "summary.json", "manifest.json")])
             folder.commit(dest, previous=dest.with_name(dest.name + ".prev"))
 """)
 
 
-def test_two_concurrent_writers_leave_one_whole_run_and_readers_never_see_a_mix(tmp_path):
+def test_two_concurrent_writers_leave_one_whole_run_and_readers_never_see_a_mix(tmp_path, started):
     from npusim.analysis.report import load_run
 
     out = tmp_path / "run"
     write_run(out, "start")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    writers = [subprocess.Popen([sys.executable, "-c", CONCURRENT_WRITER, str(out), who, "40"], env=env) for who in ("a", "b")]
+    writers = [started([sys.executable, "-c", CONCURRENT_WRITER, str(out), who, "40"], env=env) for who in ("a", "b")]
     reads = 0
     while any(writer.poll() is None for writer in writers):
         run = load_run(out)  # the folder is always there and whole
@@ -219,6 +220,68 @@ def test_only_npusim_output_folders_are_replaced(tmp_path):
     write_run(tmp_path / "empty", "ok")
     assert tokens(tmp_path / "empty") == {"ok"} and (tmp_path / "notes" / "mine.txt").read_text() == "keep"
     assert leftovers(tmp_path) == []
+
+
+def test_what_a_commit_replaces_is_decided_when_it_commits_so_two_runs_begun_on_a_fresh_out_lose_neither(tmp_path):
+    out, prev = tmp_path / "run", tmp_path / "run.prev"
+    first, second = StagedFolder(out), StagedFolder(out)  # both begin while out is absent
+    for folder, token in ((first, "first"), (second, "second")):
+        folder.write(outputs(token))
+    first.commit(out, previous=prev)
+    second.commit(out, previous=prev)
+    assert tokens(out) == {"second"} and tokens(prev) == {"first"} and leftovers(tmp_path) == []
+    failed = StagedFolder(out)
+    failed.write(outputs("failed"), ok=False)
+    failed.commit(out, previous=prev)
+    after = StagedFolder(out)
+    after.write(outputs("after"))
+    after.commit(out, previous=prev)  # the failed run it replaces is deleted, the good one it replaced kept in prev
+    assert tokens(out) == {"after"} and tokens(prev) == {"second"} and leftovers(tmp_path) == []
+
+
+def test_a_folder_of_the_users_that_appears_while_a_run_simulates_is_left_as_it_is(tmp_path):
+    out = tmp_path / "run"
+    folder = StagedFolder(out)
+    folder.write(outputs("late"))
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    with pytest.raises(files.OutputError, match="became a folder that is not npusim's"), folder:
+        folder.commit(out, previous=tmp_path / "run.prev")
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"] and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("change", ["added file", "bad id", "not json", "no marker, a manifest"])
+def test_only_a_folder_with_a_valid_marker_listing_everything_in_it_is_npusims(tmp_path, change):
+    out = tmp_path / "run"
+    write_run(out, "ok")
+    assert files.folder_mark(out).ok
+    if change == "added file":
+        (out / "notes.txt").write_text("mine")
+    elif change == "bad id":
+        marker = json.loads((out / MARKER).read_text())
+        (out / MARKER).write_text(json.dumps({**marker, "id": "x"}))
+    elif change == "not json":
+        (out / MARKER).write_text("[")
+    else:
+        (out / MARKER).unlink()
+    assert files.folder_mark(out) is None
+    with pytest.raises(UsageError, match="npusim replaces only its own output folders"):
+        StagedFolder(out)
+
+
+def test_an_output_path_is_absolute_and_never_the_working_folder_or_above(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert files.output_path(Path("a/b")) == tmp_path / "a" / "b"
+    for out in (".", "..", "/", "a/..", str(tmp_path)):
+        with pytest.raises(UsageError, match="npusim replaces the whole --out folder"):
+            files.output_path(Path(out))
+
+
+def test_the_default_folder_name_holds_a_hash_of_the_settings_when_there_are_any():
+    plain = default_folder_name(Path("w.py"), "a2")
+    one, other = (default_folder_name(Path("w.py"), "a2", [setting]) for setting in ("--set shape.nodes=2", "--no-data"))
+    assert plain == "w-a2" and one.startswith("w-a2-") and len(one) == len("w-a2-") + 8 and len({plain, one, other}) == 3
+    assert default_folder_name(Path("w.py"), "a2", ["--set shape.nodes=2"]) == one
 
 
 def test_a_read_only_place_is_refused_before_anything_is_written(tmp_path):

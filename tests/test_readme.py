@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 FAST = {  # options the test adds to a README command that is slow as written: the same command, smaller or on fewer workers
-    "npusim run --config a3 examples/shmem_allgather.py": ["--param", "rows=16", "--param", "cols=512", "--param", "tile_rows=8"],
+    # smaller, into the folder the README's run writes (the default name of a run with --param holds a hash of them)
+    "npusim run --config a3 examples/shmem_allgather.py": ["--param", "rows=16", "--param", "cols=512", "--param", "tile_rows=8", "--out",
+                                                           "traces/shmem_allgather-a3"],
     "npusim sweep --config a3 examples/vector_add.py": ["--workers", "2"],
     "npusim whatif --config a3 examples/vector_add.py": ["--workers", "2"],
 }

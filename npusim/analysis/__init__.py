@@ -1,5 +1,6 @@
 """Analyses built on whole simulations: what-if analysis at scale (parameter sweeps :func:`sweep`,
-sensitivity ranking :func:`whatif`, the bottleneck of a run :func:`bottleneck_of`), reports and
+the config values the time is most sensitive to :func:`sensitivity`, each main resource made twice as
+fast :func:`whatif`, the bottleneck of a run :func:`bottleneck_of`), reports and
 comparisons of run folders, and calibration against measurements of real machines. (A single run's
 critical path and events table live with its recorder, in :mod:`npusim.trace`.) The DataFrame functions need pandas (``pip install 'npusim[analysis]'``); sweeps on a
 Dask cluster need ``npusim[cluster]``.
@@ -16,13 +17,15 @@ _PUBLIC = {
     "bottleneck_of": "npusim.analysis.bottleneck",
     "run_sweep": "npusim.analysis.sweep",
     "sweep": "npusim.analysis.sweep",
+    "run_sensitivity": "npusim.analysis.sensitivity",
+    "sensitivity": "npusim.analysis.sensitivity",
     "FACTORS": "npusim.analysis.whatif",
     "run_whatif": "npusim.analysis.whatif",
     "whatif": "npusim.analysis.whatif",
 }
 """Public name -> the module that defines it."""
 
-__all__ = ["Bottleneck", "FACTORS", "bottleneck_of", "run_sweep", "run_whatif", "sweep", "whatif"]
+__all__ = ["Bottleneck", "FACTORS", "bottleneck_of", "run_sensitivity", "run_sweep", "run_whatif", "sensitivity", "sweep", "whatif"]
 
 
 class _Package(types.ModuleType):

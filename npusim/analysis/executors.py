@@ -8,10 +8,15 @@ of a point does not depend on where or when it ran. A point never takes the swee
   more on a new worker, and recorded as failed if that one dies too;
 - a point running longer than ``point_timeout_s`` (wall clock) is stopped and recorded as failed:
   the session stops it from inside the simulation (:class:`~npusim.errors.WallTimeError`), and a
-  local worker stuck outside it (in the workload's own Python) is killed a little later;
+  local worker stuck outside it (in the workload's own Python) is killed a little later; on a Dask
+  cluster such a point runs in a process of its own on the worker, killed the same way
+  (:func:`run_point_in_a_process`: Dask cannot stop a running task's thread);
 - local workers die with the sweep: each watches a pipe from the sweep process and exits when it
   closes, whatever ended the sweep (Ctrl-C, SIGTERM, SIGKILL); Ctrl-C stops at once, keeping every
-  point that finished.
+  point that finished;
+- workers import the installed npusim whatever the working folder holds (a folder named ``npusim``
+  there is not imported: :func:`installed_imports_only`); a worker that dies as it starts, before
+  running anything, is reported as such.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ import contextlib
 import math
 import multiprocessing
 import os
+import pickle
+import select
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -31,6 +40,7 @@ from typing import Any
 
 from npusim.analysis.points import OUTCOME_COLUMNS, PointTask, run_point
 from npusim.errors import UsageError, WallTimeError
+from npusim.files import end_with
 
 RETRIES = 1
 """How many times a point whose worker died is run again before it is recorded as failed."""
@@ -63,10 +73,35 @@ def check_point_timeout(point_timeout_s: float | None) -> float | None:
     return float(point_timeout_s)
 
 
+STARTED = "started"
+"""What a local worker sends first, once it runs npusim's code: a worker that dies before could not
+start (an import failed), which says nothing of the point it was given."""
+
+
+@contextlib.contextmanager
+def installed_imports_only() -> Iterator[None]:
+    """Processes started within (the fork server of the local workers, a point's own process)
+    import npusim from where Python finds it installed, never from the working folder: a ``-c``
+    command, as they are started, has the working folder first on its path (and Python 3.11's fork
+    server does not take the sweep process's path), so a folder named ``npusim`` there (a
+    checkout's parent folder) would be imported instead and every point would fail. Python's
+    PYTHONSAFEPATH, set for them, leaves the working folder off."""
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
+
+
 @dataclass
 class _Worker:
     """One local worker process: its process, the pipe it reads tasks from and the pipe it sends
-    outcomes on; the task it runs (None: idle), when it started it and how many tries it is."""
+    outcomes on; the task it runs (None: idle), when it started it, and whether the process has
+    started (sent :data:`STARTED`)."""
 
     process: Any
     tasks: Connection
@@ -74,6 +109,7 @@ class _Worker:
     lifeline: Connection
     task: PointTask | None = None
     started: float = 0.0
+    running: bool = False
 
     def stop(self) -> None:
         """Kill the process (it may be running a point) and release its pipes."""
@@ -121,7 +157,8 @@ class LocalExecutor:
         result_r, result_w = self._context.Pipe(duplex=False)
         life_r, life_w = self._context.Pipe(duplex=False)
         process = self._context.Process(target=_worker_main, args=(task_r, result_w, life_r), daemon=True, name="npusim sweep worker")
-        process.start()
+        with installed_imports_only():  # the first worker starts the fork server
+            process.start()
         for end in (task_r, result_w, life_r):  # the worker's ends: closed here so that its death reads as EOF
             end.close()
         worker = _Worker(process, task_w, result_r, life_w)
@@ -163,14 +200,16 @@ class LocalExecutor:
             if worker.process.sentinel not in ready and worker.results not in ready:
                 continue
             task = worker.task
-            if task is not None and worker.results.poll():  # an outcome, perhaps sent just before the worker died
+            while task is not None and worker.results.poll():  # its start, an outcome, perhaps sent just before the worker died
                 try:
-                    outcome = worker.results.recv()
+                    message = worker.results.recv()
                 except (EOFError, OSError):  # it died while sending
-                    outcome = None
-                if outcome is not None:
+                    break
+                if message == STARTED:
+                    worker.running = True
+                else:
                     worker.task = task = None
-                    yield outcome
+                    yield message
             if worker.process.is_alive():
                 continue
             self._replace(worker)  # dead: its point is run again, once
@@ -179,6 +218,11 @@ class LocalExecutor:
             tries[task.index] = tries.get(task.index, 0) + 1
             if tries[task.index] <= RETRIES:
                 todo.appendleft(task)
+            elif not worker.running:
+                yield task.index, lost_outcome(
+                    f"the worker process died as it started ({_death(worker.process.exitcode)}), before running this point, "
+                    f"{tries[task.index]} times: it could not import npusim (its error is on stderr); check that {sys.executable} "
+                    "imports the npusim installed with it (PYTHONPATH), or run the sweep with --workers 1 from another folder")
             else:
                 yield task.index, lost_outcome(f"the worker running this point died ({_death(worker.process.exitcode)}) "
                                                f"{tries[task.index]} times; it may need more memory than the machine has")
@@ -204,6 +248,7 @@ def _worker_main(tasks: Connection, results: Connection, lifeline: Connection) -
     soon as the sweep process is gone (its lifeline closes), even in the middle of a point."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the sweep process handles it
     threading.Thread(target=_die_with_parent, args=(lifeline,), daemon=True, name="npusim lifeline").start()
+    results.send(STARTED)
     while True:
         try:
             task = tasks.recv()
@@ -218,15 +263,86 @@ def _die_with_parent(lifeline: Connection) -> None:
     os._exit(1)
 
 
+POINT_PROCESS_START_S = 120.0
+"""Seconds a point's own process (:func:`run_point_in_a_process`) may take to start, importing
+npusim, before it counts as dead; the point's timeout counts from then."""
+
+
+def run_point_in_a_process(task: PointTask) -> tuple[int, dict[str, Any]]:
+    """:func:`~npusim.analysis.points.run_point` in a child process of this one (a fresh Python
+    that imports the installed npusim, :func:`installed_imports_only`), killed
+    :data:`KILL_GRACE_S` after the task's timeout (counted from its start) if it still runs: the
+    session stops a simulating point at its timeout, but a point stuck in the workload's own
+    Python only stops when its process is killed. For a Dask worker, which cannot stop the thread
+    of a running task: the thread waits here, bounded, and nothing is left running. A process that
+    dies runs the point once more (:data:`RETRIES`), as a local worker does. The child dies with
+    this process (Linux) and prints the workload's output to stderr."""
+    command = [sys.executable, "-c", f"from npusim.analysis.executors import _point_process; _point_process({os.getpid()})"]
+    for _ in range(RETRIES + 1):
+        with installed_imports_only():
+            child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            with contextlib.suppress(BrokenPipeError):  # it died before reading: seen below
+                child.stdin.write(pickle.dumps(task))  # type: ignore[union-attr]
+                child.stdin.close()  # type: ignore[union-attr]
+            if _read_within(child.stdout, POINT_PROCESS_START_S, size=1) == STARTED_BYTE:
+                sent = _read_within(child.stdout, math.inf if task.timeout_s is None else task.timeout_s + KILL_GRACE_S)
+                if sent is None:
+                    return task.index, timed_out_outcome(task.timeout_s or 0.0)
+                if sent:
+                    outcome: tuple[int, dict[str, Any]] = pickle.loads(sent)
+                    return outcome
+        finally:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            child.stdout.close()  # type: ignore[union-attr]
+    return task.index, lost_outcome(f"the process running this point died ({_death(child.returncode)}) {RETRIES + 1} times; "
+                                    "it may need more memory than the machine has")
+
+
+STARTED_BYTE = b"\x01"
+"""What a point's own process writes first, once npusim is imported and the task read."""
+
+
+def _read_within(stream: Any, seconds: float, size: int | None = None) -> bytes | None:
+    """The bytes of ``stream`` (a pipe) to its end, or its first ``size`` bytes; None when
+    ``seconds`` pass first."""
+    deadline = time.monotonic() + seconds
+    chunks: list[bytes] = []
+    got = 0
+    while size is None or got < size:
+        if not select.select([stream], [], [], None if deadline == math.inf else max(0.0, deadline - time.monotonic()))[0]:
+            return None
+        chunk = os.read(stream.fileno(), 1 << 16 if size is None else size - got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _point_process(parent: int) -> None:
+    """The child of :func:`run_point_in_a_process`: the task from stdin, its outcome to stdout."""
+    end_with(parent)
+    task = pickle.loads(sys.stdin.buffer.read())
+    with os.fdopen(os.dup(1), "wb") as out:
+        os.dup2(2, 1)  # what the workload prints goes to stderr, not into the outcome
+        out.write(STARTED_BYTE)
+        out.flush()
+        out.write(pickle.dumps(run_point(task)))
+
+
 class DaskExecutor:
     """The workers of the Dask distributed scheduler at ``address`` (``tcp://HOST:PORT``); they
     need npusim installed (the same version). Use as a context manager. A point whose worker dies
     is rescheduled by Dask until ``distributed.scheduler.allowed-failures`` + 1 workers died with it
     (a point merely queued on a dying worker counts too), then fails with KilledWorker; it is then
     submitted once more (:data:`RETRIES`) and recorded as failed if that fails too, so a point
-    queued beside one that kills its workers is not lost with it. A point timeout is applied by the
-    session on the worker (a point stuck in the workload's own Python keeps its Dask worker thread
-    until it returns: Dask cannot stop a running task)."""
+    queued beside one that kills its workers is not lost with it. With a point timeout each point
+    runs in a process of its own on the worker (:func:`run_point_in_a_process`), killed past its
+    timeout: Dask cannot stop a running task, and a point stuck in the workload's own Python would
+    keep its worker thread busy for good."""
 
     def __init__(self, address: str, point_timeout_s: float | None = None) -> None:
         try:
@@ -255,7 +371,7 @@ class DaskExecutor:
         futures: list[Any] = []
 
         def submit(task: PointTask) -> Any:
-            future = self._client.submit(run_point, task, pure=False)
+            future = self._client.submit(run_point if task.timeout_s is None else run_point_in_a_process, task, pure=False)
             task_of[future.key] = task
             futures.append(future)
             return future

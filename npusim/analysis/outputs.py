@@ -8,7 +8,7 @@ from typing import Any
 
 from npusim.analysis.profiling import PIPE_UTILIZATION_COLUMNS, CoreEvents, csv_bytes, op_summary, op_summary_columns, pipe_utilization
 from npusim.config import LoadedConfig
-from npusim.config.annotated import annotated_yaml, header
+from npusim.config.annotated import annotated_yaml, confidence_summary, header
 from npusim.trace.record import RunRecord
 
 CONFIG_FILE = "config.yaml"
@@ -25,7 +25,7 @@ def run_folder_files(record: RunRecord, loaded: LoadedConfig, op_spans: list[dic
     the run summary's ``ops``, if made (else they are)."""
     events = CoreEvents(record)
     return {
-        CONFIG_FILE: (header(loaded) + annotated_yaml(loaded)).encode("utf-8"),
+        CONFIG_FILE: (header(loaded) + annotated_yaml(loaded) + confidence_summary(loaded)).encode("utf-8"),
         OP_SUMMARY_FILE: csv_bytes(op_summary_columns(record.spec), op_summary(record, events, op_spans)),
         PIPE_UTILIZATION_FILE: csv_bytes(PIPE_UTILIZATION_COLUMNS, pipe_utilization(record, events)),
     }

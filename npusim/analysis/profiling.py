@@ -1,6 +1,9 @@
-"""The profiler's tables of a run, in the spirit of the vendor's msprof (``op_summary_*.csv``) and
-msopprof (``PipeUtilization.csv``): one row per op launch, one row per core. Columns are named as
-theirs where they mean the same; ``docs/analysis.md`` documents each against theirs.
+"""The profiler's tables of a run, in the spirit of the vendor's msprof: ``op_summary`` (msprof's
+``op_summary_*.csv``: one row per op launch, its task) and ``pipe_utilization`` (one row per AI
+core, as msprof's ``ai_core_utilization_*.csv``, with the PipeUtilization metrics). Columns are
+named as theirs where they mean the same, and mean the same in both tables (``*_ratio``: a pipe's
+busy time over the core's execution time, as msprof's is the pipe's cycles over the total cycles);
+``docs/analysis.md`` documents each against theirs.
 
 Times are in microseconds from the exact picoseconds of the run. A pipe's time is its busy time:
 the events of its lane, less those that only wait (``wait_flag``, barriers), as in the summary.
@@ -26,26 +29,31 @@ from npusim.trace.summary import ops as op_spans
 PIPES = (("CUBE", "mac"), ("VECTOR", "vec"), ("SCALAR", "scalar"), ("MTE1", "mte1"), ("MTE2", "mte2"), ("FIXP", "fixpipe"), ("MTE3", "mte3"))
 """The pipes of an AI core, in msprof's column order, and the names msprof gives their columns
 (``mac_ratio`` is the cube's, ``vec_time(us)`` the vector unit's ...)."""
+COMPUTE_PIPES = ("CUBE", "VECTOR")
+"""The pipes msprof's ``memory_bound`` sets MTE2 against: ``mte2_ratio / max(mac_ratio, vec_ratio)``."""
 
 PIPE_COLUMNS = [column for _, short in PIPES for column in (f"{short}_time(us)", f"{short}_ratio")]
 
 OP_COLUMNS = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)",
               "Block Dim", "Mix Block Dim", "Input Shapes", "Input Data Types", "Output Shapes", "Output Data Types"]
 """The columns of ``op_summary`` before the per-core-kind ones (:func:`op_summary_columns`)."""
-PIPE_UTILIZATION_COLUMNS = ["Device_id", "core", "kind", "ops", "active_time(us)", *PIPE_COLUMNS]
+PIPE_UTILIZATION_COLUMNS = ["Device_id", "core", "kind", "ops", "time(us)", "total_cycles", *PIPE_COLUMNS, "memory_bound"]
+"""The columns of ``pipe_utilization``, one row per AI core."""
 
 
 def _kind_columns(kind: str, pipes: Sequence[str]) -> list[str]:
     """A core kind's columns of ``op_summary``, prefixed with the kind as msprof prefixes its
-    ``aic_`` / ``aiv_`` columns: ``aiv_time(us)``, then per pipe of the kind ``aiv_vec_time(us)``,
-    ``aiv_vec_ratio`` ..."""
-    return [f"{kind}_time(us)", *(f"{kind}_{short}_{what}" for pipe, short in PIPES if pipe in pipes for what in ("time(us)", "ratio"))]
+    ``aic_`` / ``aiv_`` columns: ``aiv_time(us)``, ``aiv_total_cycles``, then per pipe of the kind
+    ``aiv_vec_time(us)``, ``aiv_vec_ratio`` ..., then ``aiv_memory_bound``."""
+    return [f"{kind}_time(us)", f"{kind}_total_cycles",
+            *(f"{kind}_{short}_{what}" for pipe, short in PIPES if pipe in pipes for what in ("time(us)", "ratio")), f"{kind}_memory_bound"]
 
 
 def op_summary_columns(spec: SystemSpec) -> list[str]:
-    """The columns of ``op_summary`` for a system: ``OP_COLUMNS``, the columns of each kind of AI
-    core of its die (in the config's order; on A2 ``aic_...`` then ``aiv_...``), ``dma_bytes``, then
-    the L2 columns of each kind (:func:`l2_columns`)."""
+    """The columns of ``op_summary`` for a system, in their order (the one list of them: a column
+    is added here and given a value by :func:`op_summary`): ``OP_COLUMNS``, the columns of each
+    kind of AI core of its die (in the config's order; on A2 ``aic_...`` then ``aiv_...``),
+    ``dma_bytes``, then the L2 columns of each kind (:func:`l2_columns`)."""
     return [*OP_COLUMNS, *(column for kind, core in spec.die.cores.items() for column in _kind_columns(kind, [str(p) for p in core.pipes])),
             "dma_bytes", *l2_columns(spec)]
 
@@ -56,23 +64,36 @@ def l2_columns(spec: SystemSpec) -> list[str]:
     return [f"{kind}_{metric}" for kind in spec.die.cores for metric in L2_METRICS]
 
 
-def _l2_cells(record: RunRecord, op_id: int) -> list[int | float | str]:
-    """The :func:`l2_columns` of op ``op_id``: per kind of core, its cores' L2 lines (empty for a
-    kind it did not run on)."""
+def _l2_cells(record: RunRecord, counts_of: dict[str, list[float]]) -> list[int | float | str]:
+    """The :func:`l2_columns` of a launch whose ops' L2 lines per kind of core are ``counts_of``
+    (empty for a kind it did not run on)."""
     cells: list[int | float | str] = []
     for kind in record.spec.die.cores:
-        counts = record.l2.ops.get((op_id, kind))
+        counts = counts_of.get(kind)
         cells.extend(l2_metrics(counts) if counts is not None else [""] * len(L2_METRICS))
     return cells
 
 
+def _l2_of_launches(record: RunRecord, launch_of: Any) -> dict[int, dict[str, list[float]]]:
+    """Per launch, per kind of unit, the L2 lines of its ops (``record.l2.ops`` summed over them)."""
+    summed: dict[int, dict[str, list[float]]] = {}
+    for (op, kind), counts in sorted(record.l2.ops.items()):
+        if not 0 <= op < len(launch_of) - 1:
+            continue
+        of_kind = summed.setdefault(int(launch_of[op]), {})
+        total = of_kind.get(kind)
+        of_kind[kind] = list(counts) if total is None else [a + b for a, b in zip(total, counts)]
+    return summed
+
+
 OTHER_UNITS = {"aicpu": "AI_CPU", "sdma": "SDMA", "rdma": "RDMA", "host": "HOST"}
-"""The Task Type of an op whose events are on no AI core, by the kind of unit they are on."""
+"""The Task Type of an op whose events are on no AI core, by the kind of unit they are on (msprof's
+names; an AICPU's scheduler and control lanes are both ``AI_CPU``)."""
 
 
 def _unit_kind(unit: str) -> str:
-    """``aiv`` of ``aiv3``."""
-    return unit.rstrip("0123456789")
+    """The kind of a unit: ``aiv`` of ``aiv3``, ``aicpu`` of ``aicpu1`` and of ``aicpu control``."""
+    return unit.split(" ", 1)[0].rstrip("0123456789")
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -82,10 +103,22 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
 
 
+def launches(record: RunRecord) -> np.ndarray:
+    """Of each op id, the op launch (msprof's task) it is part of: the launch it names
+    (``OpRecord.part_of``: a PyPTO op, part of its PE's kernel launch), else itself; one longer,
+    indexed by the op -1 of events of no op: the number of ops (a launch of their own)."""
+    ops = record.recorder.ops
+    return np.array([op.part_of if op.part_of >= 0 else i for i, op in enumerate(ops)] + [len(ops)], dtype=np.int64)
+
+
 class CoreEvents:
-    """The run's events, as columns, for both tables: of every event its op and the kind of unit
-    it is on; of the events on AI cores their op, core (an index into ``cores``), pipe (an index
-    into ``PIPES``), start and end (ps) and busy time (ps). Made once per run folder."""
+    """The run's events, as columns, for both tables: of every event its op launch
+    (:func:`launches`; ``n_ops`` for events of no op) and the kind of unit it is on; of the events
+    on AI cores their launch, core
+    (an index into ``cores``), pipe (an index into ``PIPES``), start and end (ps) and busy time
+    (ps); and per (launch, core) of a launch's events on a core the first start and last end
+    (``pair_launch``, ``pair_core``, ``pair_first``, ``pair_last``: the core's execution of that
+    launch). Made once per run folder."""
 
     def __init__(self, record: RunRecord) -> None:
         recorder = record.recorder
@@ -107,18 +140,48 @@ class CoreEvents:
         self.kinds = kinds
         self.kind_order = {kind: order for order, kind in enumerate(kinds)}
         self.kind_pipes = {kind: {str(pipe) for pipe in spec.pipes} for kind, spec in record.spec.die.cores.items()}
+        self.clock_hz = record.spec.die.clock.hz
         self.unit_kinds = list(unit_kinds)  # the kinds of unit of the tracks (aiv, aicpu, sdma ...)
+        self.n_ops = len(recorder.ops)
         columns = recorder.columns()
         on_track = columns["track"]
-        self.all_op = columns["op"].astype(np.int64)
+        self.all_launch = launches(record)[columns["op"].astype(np.int64)]
         self.all_unit_kind = track_unit_kind[on_track]
         core = track_core[on_track]
         on_core = core >= 0
-        self.op = self.all_op[on_core]
+        self.launch = self.all_launch[on_core]
         self.core = core[on_core]
         self.pipe = track_pipe[on_track][on_core]
         self.start, self.end = columns["start_ps"][on_core], columns["end_ps"][on_core]
         self.busy = busy_ps(recorder, columns)[on_core]
+        n_cores = max(len(self.cores), 1)
+        pairs, inverse = np.unique(self.launch * n_cores + self.core, return_inverse=True)
+        self.pair_launch, self.pair_core = pairs // n_cores, pairs % n_cores
+        self.pair_first = np.full(len(pairs), np.iinfo(np.int64).max)
+        self.pair_last = np.zeros(len(pairs), dtype=np.int64)
+        np.minimum.at(self.pair_first, inverse, self.start)
+        np.maximum.at(self.pair_last, inverse, self.end)
+
+    def cycles(self, ps: float) -> int:
+        """A time as whole cycles of the AI cores' clock (``die.clock``)."""
+        return round(ps * self.clock_hz / 1e12)
+
+    def core_time_ps(self) -> np.ndarray:
+        """Per core, its execution time (ps): the union of its executions of the launches it ran,
+        the time it ran an op (gaps between them not counted; overlapping executions once)."""
+        n_cores = len(self.cores)
+        if not len(self.pair_core):
+            return np.zeros(n_cores, dtype=np.int64)
+        order = np.lexsort((self.pair_first, self.pair_core))
+        core, first, last = self.pair_core[order], self.pair_first[order], self.pair_last[order]
+        # the latest end among the earlier executions of the same core: a running maximum of the ends'
+        # ranks, each core's ranks above every earlier core's, so that no maximum crosses to the next core
+        ends, rank = np.unique(last, return_inverse=True)
+        running = np.maximum.accumulate(core * len(ends) + rank)
+        new_core = np.concatenate(([True], core[1:] != core[:-1]))
+        before = np.where(new_core, first, ends[np.concatenate(([0], running[:-1])) % len(ends)])
+        covered = np.maximum(0, last - np.maximum(first, before))
+        return np.bincount(core, weights=covered, minlength=n_cores).astype(np.int64)
 
 
 def _ratio(part: float, whole: float) -> float | str:
@@ -129,89 +192,99 @@ def _us(ps: float) -> float:
     return round(ps / 1e6, 6)
 
 
+def _memory_bound(ratios: dict[str, float | str]) -> float | str:
+    """msprof's ``memory_bound``: ``mte2_ratio / max(mac_ratio, vec_ratio)`` over the compute pipes
+    of the kind (a cube core's ``mac``, a vector core's ``vec``); empty where there is no MTE2 or
+    the compute pipes did nothing (the quotient is undefined)."""
+    compute = [float(value) for pipe, value in ratios.items() if pipe in COMPUTE_PIPES and value != ""]
+    mte2 = ratios.get("MTE2", "")
+    if mte2 == "" or not compute or max(compute) <= 0:
+        return ""
+    return round(float(mte2) / max(compute), 6)
+
+
 def _shapes(tensors: Sequence[tuple[tuple[int, ...], str]]) -> tuple[str, str]:
     """msprof's notation: dimensions joined by ``,``, tensors by ``;`` (shapes), dtypes by ``;``."""
     return ";".join(",".join(str(d) for d in shape) for shape, _ in tensors), ";".join(dtype for _, dtype in tensors)
 
 
 def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One row per op launch that has events (:func:`op_summary_columns`), by start time: its span
-    over all its events; the wait since the latest end of the ops before it on its die; the AI
-    cores it ran on (``Block Dim``: those of the first kind in the config's order, ``Mix Block
-    Dim``: those of the other kinds, as msprof counts a MIX op's cube and vector cores); per kind
-    of core it ran on, the mean span of its events on one core (``aiv_time(us)``) and per pipe of
-    the kind the busy time per core and its share of that span (``aiv_vec_time(us)``,
-    ``aiv_vec_ratio``; empty for a kind it did not run on); the bytes its copies moved.
-    ``events``: the run's :class:`CoreEvents`, if already made; ``spans``: the summary's ``ops``
-    (:func:`npusim.trace.summary.ops`), if already made."""
+    """One row per op launch (msprof's task) that has events (:func:`op_summary_columns`), by start
+    time. A launch is an op launched by itself (an aclnn op, a kernel, a transfer) or a PyPTO PE's
+    kernel launch with all its ops (:func:`launches`). Per launch: its span over all its events; the
+    wait since the latest end of the launches before it on its die; the AI cores it ran on
+    (``Block Dim``: those of the first kind in the config's order, ``Mix Block Dim``: those of the
+    other kinds, as msprof counts a MIX op's cube and vector cores); per kind of core it ran on, the
+    mean of its execution time on one core (first start to last end of its events there:
+    ``aiv_time(us)``), their sum in cycles of the die clock (``aiv_total_cycles``), per pipe of the
+    kind the busy time per core and its share of the execution time (``aiv_vec_time(us)``,
+    ``aiv_vec_ratio``), and ``aiv_memory_bound`` (:func:`_memory_bound`); empty for a kind it did not
+    run on; the bytes its copies moved. ``events``: the run's :class:`CoreEvents`, if already made;
+    ``spans``: the summary's ``ops`` (:func:`npusim.trace.summary.ops`), if already made."""
     recorder = record.recorder
-    spans = sorted(op_spans(record) if spans is None else spans, key=lambda r: (r["start_us"], r["op"]))
+    spans = op_spans(record) if spans is None else spans
     if not spans:
         return []
     events = events or CoreEvents(record)
+    launch_of = launches(record)
+    tasks: dict[int, list[int]] = {}  # launch -> [first start, last end, dma bytes] (ps, ps, bytes)
+    for span in spans:
+        start_ps, end_ps = round(span["start_us"] * 1e6), round(span["end_us"] * 1e6)
+        task = tasks.get(int(launch_of[span["op"]]))
+        if task is None:
+            tasks[int(launch_of[span["op"]])] = [start_ps, end_ps, span["dma_bytes"]]
+        else:
+            task[0], task[1], task[2] = min(task[0], start_ps), max(task[1], end_ps), task[2] + span["dma_bytes"]
     kinds = events.kinds
-    n_ops, n_cores, n_kinds, n_pipes = len(recorder.ops), max(len(events.cores), 1), len(kinds), len(PIPES)
+    n_launches, n_kinds, n_pipes = events.n_ops + 1, len(kinds), len(PIPES)  # the last: events of no op
     core_kind = np.array([kinds.index(_unit_kind(unit)) for _, unit in events.cores] or [0], dtype=np.int64)
-    of_op = events.op >= 0
-    op, core = events.op[of_op], events.core[of_op]
-    # per (op, core): the first start and last end of the op's events there
-    pairs, inverse = np.unique(op * n_cores + core, return_inverse=True)
-    first = np.full(len(pairs), np.iinfo(np.int64).max)
-    last = np.zeros(len(pairs), dtype=np.int64)
-    np.minimum.at(first, inverse, events.start[of_op])
-    np.maximum.at(last, inverse, events.end[of_op])
-    pair_op, pair_kind = pairs // n_cores, core_kind[pairs % n_cores]
-    cores_of = np.bincount(pair_op * n_kinds + pair_kind, minlength=n_ops * n_kinds).reshape(n_ops, n_kinds)
-    span_of = np.bincount(pair_op * n_kinds + pair_kind, weights=last - first, minlength=n_ops * n_kinds).reshape(n_ops, n_kinds)
-    busy = np.bincount((op * n_kinds + core_kind[core]) * n_pipes + events.pipe[of_op], weights=events.busy[of_op],
-                       minlength=n_ops * n_kinds * n_pipes).reshape(n_ops, n_kinds, n_pipes)
-    # per (op, kind of core), in us before rounding: the mean span on a core, each pipe's busy time per core and share of the span
-    with np.errstate(divide="ignore", invalid="ignore"):
-        time_per_core = (span_of / cores_of / 1e6).tolist()
-        pipe_per_core = (busy / cores_of[:, :, None] / 1e6).tolist()
-        pipe_share = (busy / span_of[:, :, None]).tolist()
-    spanned = (span_of > 0).tolist()
-    counts = cores_of.tolist()
+    # per (launch, kind of core): how many cores, their execution times summed, each pipe's busy time summed
+    pair_kind = core_kind[events.pair_core]
+    cores_of = np.bincount(events.pair_launch * n_kinds + pair_kind, minlength=n_launches * n_kinds).reshape(n_launches, n_kinds)
+    span_of = np.bincount(events.pair_launch * n_kinds + pair_kind, weights=events.pair_last - events.pair_first,
+                          minlength=n_launches * n_kinds).reshape(n_launches, n_kinds)
+    busy = np.bincount((events.launch * n_kinds + core_kind[events.core]) * n_pipes + events.pipe, weights=events.busy,
+                       minlength=n_launches * n_kinds * n_pipes).reshape(n_launches, n_kinds, n_pipes)
+    counts, spanned, busy_ps_of = cores_of.tolist(), span_of.tolist(), busy.tolist()
     kind_pipes = [[p for p, (pipe, _) in enumerate(PIPES) if pipe in events.kind_pipes[kind]] for kind in kinds]
-    unused = [[""] * (1 + 2 * len(pipes)) for pipes in kind_pipes]
-    units: dict[int, set[str]] = {}  # op -> the kinds of unit its events are on
-    of_any_op = events.all_op >= 0
+    units: dict[int, set[str]] = {}  # launch -> the kinds of unit its events are on
+    of_any = events.all_launch < events.n_ops
     n_units = max(len(events.unit_kinds), 1)
-    placed = _distinct(events.all_op[of_any_op] * n_units + events.all_unit_kind[of_any_op])
-    for op_id, unit in zip((placed // n_units).tolist(), (placed % n_units).tolist()):
-        units.setdefault(op_id, set()).add(events.unit_kinds[unit])
+    placed = _distinct(events.all_launch[of_any] * n_units + events.all_unit_kind[of_any])
+    for launch, unit in zip((placed // n_units).tolist(), (placed % n_units).tolist()):
+        units.setdefault(launch, set()).add(events.unit_kinds[unit])
     columns = op_summary_columns(record.spec)
+    l2_of = _l2_of_launches(record, launch_of)
 
     rows = []
-    last_end: dict[int, int] = {}  # die -> latest end of the ops so far (ps)
-    for span in spans:
-        op_id = span["op"]
-        record_of_op = recorder.ops[op_id]
-        start_ps, end_ps = round(span["start_us"] * 1e6), round(span["end_us"] * 1e6)
-        die = record_of_op.die
+    last_end: dict[int, int] = {}  # die -> latest end of the launches so far (ps)
+    for launch, (start_ps, end_ps, dma_bytes) in sorted(tasks.items(), key=lambda item: (item[1][0], item[0])):
+        op = recorder.ops[launch]
+        die = op.die
         wait = max(0, start_ps - last_end[die]) if die in last_end else 0
         last_end[die] = max(last_end.get(die, 0), end_ps)
-        inputs, input_types = _shapes(record_of_op.inputs)
-        outputs, output_types = _shapes(record_of_op.outputs)
-        cores_used = counts[op_id]
-        used = [k for k in range(n_kinds) if cores_used[k]]
-        row = [die, f"{record_of_op.name}#{op_id}", record_of_op.name,
-               _task_type({kinds[k] for k in used}, events.kind_pipes, units.get(op_id, set())),
-               _us(start_ps), _us(end_ps - start_ps), _us(wait),
-               cores_used[used[0]] if used else 0, sum(cores_used[k] for k in used[1:]),
-               inputs, input_types, outputs, output_types]
-        for k in range(n_kinds):
-            if not cores_used[k]:
-                row.extend(unused[k])
-                continue
-            row.append(round(time_per_core[op_id][k], 6))
-            pipe_times, shares = pipe_per_core[op_id][k], pipe_share[op_id][k]
+        inputs, input_types = _shapes(op.inputs)
+        outputs, output_types = _shapes(op.outputs)
+        used = [k for k in range(n_kinds) if counts[launch][k]]
+        row: dict[str, Any] = dict.fromkeys(columns, "")
+        row.update({"Device_id": die, "Op Name": f"{op.name}#{launch}", "OP Type": op.name,
+                    "Task Type": _task_type({kinds[k] for k in used}, events.kind_pipes, units.get(launch, set())),
+                    "Task Start Time(us)": _us(start_ps), "Task Duration(us)": _us(end_ps - start_ps), "Task Wait Time(us)": _us(wait),
+                    "Block Dim": counts[launch][used[0]] if used else 0, "Mix Block Dim": sum(counts[launch][k] for k in used[1:]),
+                    "Input Shapes": inputs, "Input Data Types": input_types, "Output Shapes": outputs, "Output Data Types": output_types,
+                    "dma_bytes": dma_bytes})
+        for k in used:
+            kind, n, total = kinds[k], counts[launch][k], spanned[launch][k]
+            row[f"{kind}_time(us)"] = _us(total / n)
+            row[f"{kind}_total_cycles"] = events.cycles(total)
+            ratios: dict[str, float | str] = {}
             for p in kind_pipes[k]:
-                row.append(round(pipe_times[p], 6))
-                row.append(round(shares[p], 6) if spanned[op_id][k] else "")
-        row.append(span["dma_bytes"])
-        row.extend(_l2_cells(record, op_id))
-        rows.append(dict(zip(columns, row)))
+                pipe, short = PIPES[p]
+                row[f"{kind}_{short}_time(us)"] = _us(busy_ps_of[launch][k][p] / n)
+                row[f"{kind}_{short}_ratio"] = ratios[pipe] = _ratio(busy_ps_of[launch][k][p], total)
+            row[f"{kind}_memory_bound"] = _memory_bound(ratios)
+        row.update(zip(l2_columns(record.spec), _l2_cells(record, l2_of.get(launch, {}))))
+        rows.append(row)
     return rows
 
 
@@ -222,43 +295,43 @@ def _task_type(kinds: set[str], kind_pipes: dict[str, set[str]], units: set[str]
     if kinds:
         cube = {"CUBE" in kind_pipes[kind] for kind in kinds}
         return "MIX_AIC" if len(cube) == 2 else "AI_CORE" if cube == {True} else "AI_VECTOR_CORE"
-    return "+".join(sorted(OTHER_UNITS.get(unit, unit.upper()) for unit in units)) or "OTHER"
+    return "+".join(sorted({OTHER_UNITS.get(unit, unit.upper()) for unit in units})) or "OTHER"
 
 
 def pipe_utilization(record: RunRecord, events: CoreEvents | None = None) -> list[dict[str, Any]]:
     """One row per AI core with events (``PIPE_UTILIZATION_COLUMNS``), by die, kind and index: the
-    ops it ran, its first start to last end, and per pipe of its kind the busy time over the run and
-    its share of the simulated time (so an unevenly loaded core stands out). ``events``: the run's
-    :class:`CoreEvents`, if already made."""
+    op launches it ran; its execution time (:meth:`CoreEvents.core_time_ps`: the time it ran them,
+    as msprof's ``aiv_time(us)`` is a block's) and that time in cycles of the die clock; per pipe of
+    its kind the busy time and its share of the execution time (the ``*_ratio`` of ``op_summary``
+    over every launch of the core); ``memory_bound`` (:func:`_memory_bound`). ``events``: the
+    run's :class:`CoreEvents`, if already made."""
     recorder = record.recorder
     if not len(recorder):
         return []
     events = events or CoreEvents(record)
-    simulated = max(record.simulated_ps, 1)
     order = sorted(range(len(events.cores)), key=lambda c: (events.cores[c][0], events.kind_order[_unit_kind(events.cores[c][1])],
                                                            int(events.cores[c][1][len(_unit_kind(events.cores[c][1])):] or 0)))
     n_cores = len(events.cores)
     busy = np.bincount(events.core * len(PIPES) + events.pipe, weights=events.busy, minlength=n_cores * len(PIPES)).reshape(n_cores, len(PIPES))
-    first = np.full(n_cores, np.iinfo(np.int64).max)
-    last = np.full(n_cores, np.iinfo(np.int64).min)
-    np.minimum.at(first, events.core, events.start)
-    np.maximum.at(last, events.core, events.end)
-    of_op = events.op >= 0
-    ops = np.bincount(_distinct(events.core[of_op] * (len(recorder.ops) + 1) + events.op[of_op]) // (len(recorder.ops) + 1),
-                      minlength=n_cores).tolist()
-    # per core and pipe, before rounding: the busy time (us) and its share of the simulated time
-    busy_us, share = (busy / 1e6).tolist(), (busy / simulated).tolist()
-    active = (last - first).tolist()
+    of_launch = events.pair_launch < events.n_ops
+    ops = np.bincount(events.pair_core[of_launch], minlength=n_cores).tolist()
+    time_ps = events.core_time_ps().tolist()
+    busy_of = busy.tolist()
     kind_pipes = {kind: [p for p, (pipe, _) in enumerate(PIPES) if pipe in pipes] for kind, pipes in events.kind_pipes.items()}
     rows = []
     for core in order:
         die, unit = events.cores[core]
         kind = _unit_kind(unit)
-        cells = [""] * len(PIPE_COLUMNS)
-        for p in kind_pipes[kind]:  # the others stay empty: the core has no such pipe
-            cells[2 * p] = round(busy_us[core][p], 6)
-            cells[2 * p + 1] = round(share[core][p], 6)
-        rows.append(dict(zip(PIPE_UTILIZATION_COLUMNS, [die, unit, kind, ops[core], _us(active[core]), *cells])))
+        row: dict[str, Any] = dict.fromkeys(PIPE_UTILIZATION_COLUMNS, "")  # a pipe the core does not have stays empty
+        row.update({"Device_id": die, "core": unit, "kind": kind, "ops": ops[core], "time(us)": _us(time_ps[core]),
+                    "total_cycles": events.cycles(time_ps[core])})
+        ratios: dict[str, float | str] = {}
+        for p in kind_pipes[kind]:
+            pipe, short = PIPES[p]
+            row[f"{short}_time(us)"] = _us(busy_of[core][p])
+            row[f"{short}_ratio"] = ratios[pipe] = _ratio(busy_of[core][p], time_ps[core])
+        row["memory_bound"] = _memory_bound(ratios)
+        rows.append(row)
     return rows
 
 

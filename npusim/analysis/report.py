@@ -13,13 +13,31 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from npusim import __version__
+from npusim.config.confidence import without_tags
 from npusim.errors import UsageError
 from npusim.trace.l2 import l2_metrics
 
 MAX_ROWS = 16
+UNWRAPPED_WIDTH = 100_000
+"""Columns of a console that is not a terminal (a pipe, a file, a CI log): wide enough that no line
+or table is ever wrapped or cut (rich would otherwise assume 80 columns); a table takes only the
+width its cells need."""
+
+
+def output_console(*, stderr: bool = False) -> Console:
+    """A console for the reports and tables of the commands: on a terminal, the terminal's width
+    (a label column wraps, a number never: :func:`number_column`); off one, lines as long as they
+    are (:data:`UNWRAPPED_WIDTH`)."""
+    console = Console(highlight=False, stderr=stderr)
+    if not console.is_terminal and not console.is_jupyter:
+        console.width = UNWRAPPED_WIDTH
+    return console
 
 
 @dataclass
@@ -39,6 +57,100 @@ class RunFolder:
 
 
 READ_ATTEMPTS = 10
+
+
+class _Read(BaseModel):
+    """Part of summary.json that the reports read: the keys and types they need (other keys are
+    left alone); validated strictly (a number written as text is refused, not converted)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Op(_Read):
+    name: str
+    duration_us: float
+    instructions: int
+
+
+class _Tile(_Read):
+    name: str
+    op: int
+    tiles: int
+    mean_us: float
+    min_us: float
+    max_us: float
+    slowest_tile: int
+
+
+class _Pipe(_Read):
+    die: int
+    pipe: str
+    cores: int
+    busy_us: float
+    utilisation: float
+
+
+class _Resource(_Read):
+    resource: str
+    utilisation: float
+    achieved_GBps: float
+    peak_GBps: float
+    bytes: float
+
+
+class _Share(_Read):
+    share: float
+    time_us: float
+    label: str
+    resource: str | None = None
+
+
+class _Bottlenecks(_Read):
+    path_events: int
+    summary: str
+    breakdown: list[_Share]
+
+
+class _Warning(_Read):
+    time_us: float
+    die: int | None
+    message: str
+
+
+class SummaryRead(_Read):
+    """What ``npusim report`` and ``npusim compare`` read of a run's summary.json."""
+
+    status: str
+    simulated_time_us: float
+    events: int
+    wall_time_s: float
+    ops: list[_Op]
+    pipes: list[_Pipe]
+    bandwidth: list[_Resource]
+    tiles: list[_Tile] = []
+    bottlenecks: _Bottlenecks | None = None
+    warnings: list[_Warning] = []
+
+
+def _version(text: object) -> tuple[int, ...] | None:
+    """A version ``1.2.3`` as numbers to compare (None for anything else)."""
+    parts = str(text).split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def newer_writer(manifest: dict) -> str | None:
+    """The npusim version that wrote a run folder (its manifest) when it is newer than this one, else None."""
+    written, here = _version(manifest.get("npusim_version")), _version(__version__)
+    return str(manifest["npusim_version"]) if written is not None and here is not None and written > here else None
+
+
+def version_warning(run: RunFolder) -> str | None:
+    """A warning for a run folder written by a newer npusim (what it added is not shown), else None."""
+    newer = newer_writer(run.manifest)
+    if newer is None:
+        return None
+    return (f"npusim: warning: {run.path} was written by npusim {newer}, newer than this npusim {__version__}: what it added is not "
+            "shown; update npusim to see it")
 
 
 def _read_files(path: Path, names: tuple[str, ...]) -> tuple[dict[str, str | None], bool]:
@@ -94,12 +206,21 @@ def load_run(folder: str | Path) -> RunFolder:
             break
     summary = _parsed_json(summary_path, texts["summary.json"])
     manifest = _parsed_json(path / "manifest.json", texts["manifest.json"]) or {}
-    if summary is None:
+    if texts["summary.json"] is None:
         raise UsageError(f"{str(path)!r} has no summary.json: it is not the output folder of `npusim run` (which writes trace.json, "
                          "summary.json, manifest.json)")
-    missing = [key for key in ("simulated_time_us", "ops", "pipes", "bandwidth") if key not in summary]
-    if missing:
-        raise UsageError(f"{summary_path}: missing {', '.join(missing)}; it was written by another tool or an old npusim: run again")
+    if summary is None:
+        raise UsageError(f"{summary_path} is not a JSON object: it was written by another tool or edited; run `npusim run` again to rewrite it")
+    try:
+        SummaryRead.model_validate(summary)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        newer = newer_writer(manifest)
+        who = (f"npusim {newer} wrote it, newer than this npusim {__version__}: update npusim to read it" if newer is not None else
+               "it was written by another tool, an older npusim, or edited: run `npusim run` again to rewrite it")
+        raise UsageError(f"{summary_path} is not a summary npusim can read: {where}: {first['msg'].lower()}{more}; {who}") from None
     return RunFolder(path, summary, manifest, _parsed_config(path / "config.yaml", texts["config.yaml"]))
 
 
@@ -155,7 +276,10 @@ def _table(title: str, columns: list[str], rows, console: Console, limit: int, l
         return
     table = Table(title=title, title_justify="left")
     for column in columns:
-        table.add_column(column, justify="left" if column in left else "right", no_wrap=column in left)
+        if column in left:
+            table.add_column(column, justify="left", overflow="fold")
+        else:  # a number: never wrapped or cut (rich narrows the text columns first)
+            table.add_column(column, justify="right", no_wrap=True)
     for row in rows:
         table.add_row(*row)
     console.print(table)
@@ -166,7 +290,7 @@ def _table(title: str, columns: list[str], rows, console: Console, limit: int, l
 def print_report(summary: dict, *, title: str, console: Console | None = None, rows: int = MAX_ROWS) -> None:
     """Print a run's summary: the time, the bottleneck breakdown, ops and tiles, pipes, memories
     and links, warnings; each table keeps its ``rows`` largest rows."""
-    console = console or Console(highlight=False)
+    console = console or output_console()
     status = summary["status"]
     console.print(
         f"[bold]{title}[/bold]: simulated {summary['simulated_time_us']:.3f} us, {summary['events']} events, "
@@ -176,7 +300,9 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
     if found and found["breakdown"]:
         console.print(f"[bold]bottlenecks[/bold] (critical path, {found['path_events']} events): {found['summary']}")
         _table("where the end-to-end time goes (critical path)", ["share", "time us", "on"],
-               [[f"{r['share']:.1%}", f"{r['time_us']:.3f}", r["label"]] for r in found["breakdown"]], console, rows, left=("on",))
+               [[f"{r['share']:.1%}", f"{r['time_us']:.3f}", r["label"] + low_confidence_mark(r)] for r in found["breakdown"]], console, rows,
+               left=("on",))
+        print_rests_on(found, console, rows)
     _table("ops (by name)", ["op", "launches", "total us", "mean us", "max us", "instructions"],
            [[g["name"], str(g["launches"]), f"{g['total_us']:.3f}", f"{g['mean_us']:.3f}", f"{g['max_us']:.3f}", str(g["instructions"])]
             for g in ops_by_name(summary)], console, rows, left=("op",))
@@ -204,6 +330,79 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
             for g in l2_by_op_name(summary)], console, rows, left=("op", "unit"))
     for warning in summary.get("warnings", [])[:rows]:
         console.print(f"[yellow]warning[/yellow] at {warning['time_us']:.3f} us on die {warning['die']}: {warning['message']}")
+    fallbacks = summary.get("host_fallbacks", [])
+    if fallbacks:
+        ops = ", ".join(f"{row['op']}" + (f" x{row['count']}" if row["count"] > 1 else "") for row in fallbacks[:rows])
+        lines = list(dict.fromkeys(row.get("at") or "?" for row in fallbacks))
+        more = f" and {len(fallbacks) - rows} more ops" if len(fallbacks) > rows else ""
+        console.print(f"[yellow]host fallbacks[/yellow] (ran on the host in no simulated time, torch's CPU results): {ops}{more}; "
+                      f"first at {', '.join(lines[:3])}{' ...' if len(lines) > 3 else ''} (summary.json host_fallbacks)")
+
+
+LOW_SHARE = 0.2
+"""When this share of the end-to-end time rests on low-confidence values, the report's reading names them."""
+
+NAMED_SHARE = 0.05
+"""The reading names the low-confidence values that at least this share of the time rests on."""
+
+
+MARKED_SHARE = 0.1
+"""A low-confidence row's mark names the low-confidence value most of its time rests on, and counts
+the others at least this share of its time rests on."""
+
+
+def low_confidence_mark(row: dict) -> str:
+    """For a breakdown row whose time rests mostly on low-confidence values, a second line naming
+    them: ``rests on die.aicpu.control_read [L, knob]``; else nothing."""
+    if not row.get("low_confidence"):
+        return ""
+    low = [entry for entry in row["rests_on"] if _low(entry) and entry["share"] >= MARKED_SHARE]
+    if not low:
+        return ""
+    more = f" and {len(low) - 1} more" if len(low) > 1 else ""  # one line, short: the table keeps its columns on a narrow terminal
+    return f"\n  [yellow]rests on {low[0]['key']} {escape(_mark(low[0]))}{more}[/yellow]"
+
+
+def _mark(entry: dict) -> str:
+    """A ``rests_on`` entry's confidence as reports write it: ``[L, knob]``, ``[your value]``."""
+    level = entry.get("level", "")
+    if level == "user":
+        return "[your value]"
+    if level == "unrated":
+        return "[no confidence given]"
+    return f"[{entry['confidence']}]" if entry.get("confidence") else ""
+
+
+def _low(entry: dict) -> bool:
+    return entry.get("level") in ("L", "unrated")
+
+
+def print_rests_on(found: dict, console: Console, rows: int) -> None:
+    """The config values the critical path's time rests on (the summary's ``bottlenecks.rests_on``),
+    and a reading naming the low-confidence ones a large share rests on."""
+    entries = [entry for entry in found.get("rests_on", []) if entry["share"] >= 0.005]
+    _table("what that time rests on (config values; a time of several values counts for each)", ["share", "value of", "is", "confidence"],
+           [[f"{e['share']:.1%}", e["key"], "" if e.get("value") is None else str(e["value"]),
+             f"[yellow]{escape(_mark(e))}[/yellow]" if _low(e) else escape(_mark(e))] for e in entries], console, rows,
+           left=("value of", "is", "confidence"))
+    line = low_confidence_reading(found.get("rests_on", []), found.get("low_confidence_share", 0.0))
+    if line:
+        console.print(f"[bold yellow]note[/bold yellow]: {escape(line)}")
+
+
+def low_confidence_reading(entries: list[dict], low_share: float) -> str:
+    """One sentence on the low-confidence values (level L, or none stated) of ``entries`` (a
+    summary's ``rests_on``) when ``low_share`` of the time rests on such values (at least
+    :data:`LOW_SHARE`): the share, then each value at least :data:`NAMED_SHARE` of the time rests on;
+    empty otherwise."""
+    low = [entry for entry in entries if _low(entry) and entry["share"] >= NAMED_SHARE]
+    if low_share < LOW_SHARE or not low:
+        return ""
+    said = "; ".join(f"{e['key']} = {e['value']} {_mark(e)} ({e['share']:.0%}" + (f"; {without_tags(e['source'])})" if e.get("source") else ")")
+                     for e in low)
+    one = len(low) == 1
+    return (f"{low_share:.0%} of the time rests on low-confidence values: {said}. The verdict is only as good as "
+            f"{'that value' if one else 'those values'}: measure {'it' if one else 'them'}, or see how the time moves with `npusim whatif`")
 
 
 def resources_by_importance(summary: dict) -> list[dict]:
@@ -236,12 +435,19 @@ def _change(a: float | None, b: float | None) -> dict:
     return {"a": a, "b": b, "delta": b - a, "ratio": b / a if a else None}
 
 
-def _paired(rows_a: list[dict], rows_b: list[dict], key, value) -> list[dict]:
-    """Rows of both runs matched by ``key``, with ``value`` compared; biggest absolute change first."""
-    a = {key(r): value(r) for r in rows_a}
-    b = {key(r): value(r) for r in rows_b}
+def _paired(rows_a: list[dict], rows_b: list[dict], key, value, share=None) -> list[dict]:
+    """Rows of both runs matched by ``key``, with ``value`` compared (``a``, ``b``, ``delta``,
+    ``ratio`` B/A) and, with ``share``, each side's share as a fraction (``share_a``, ``share_b``;
+    None where a run lacks the row); biggest absolute change first."""
+    a = {key(r): r for r in rows_a}
+    b = {key(r): r for r in rows_b}
     names = list(a) + [k for k in b if k not in a]
-    paired = [{"key": k, **_change(a.get(k), b.get(k))} for k in names]
+    paired = []
+    for k in names:
+        row = {"key": k, **_change(value(a[k]) if k in a else None, value(b[k]) if k in b else None)}
+        if share is not None:
+            row.update(share_a=share(a[k]) if k in a else None, share_b=share(b[k]) if k in b else None)
+        paired.append(row)
     return sorted(paired, key=lambda r: (-(abs(r["delta"]) if r["delta"] is not None else float("inf")), str(r["key"])))
 
 
@@ -270,9 +476,10 @@ def config_changes(a: dict, b: dict) -> list[dict]:
 
 def compare(a: RunFolder, b: RunFolder) -> dict:
     """What changed from run ``a`` to run ``b``: end-to-end time, per op name (total time), per
-    pipe (busy time), per HBM / link (achieved GB/s), per bottleneck (share of the critical path),
-    the config keys whose values differ (``config_keys``; None when a folder has no
-    ``config.yaml``), and the config overrides and parameters that differ."""
+    pipe (busy time, with its utilisation), per HBM / link (achieved GB/s, with its utilisation),
+    per bottleneck (time on the critical path, with its share of it): B/A is always a ratio of the
+    compared values, never of shares; the config keys whose values differ (``config_keys``; None
+    when a folder has no ``config.yaml``), and the config overrides and parameters that differ."""
     sa, sb = a.summary, b.summary
     settings = {}
     for field in ("config", "config_sha256", "overrides", "params", "data", "workload"):
@@ -285,10 +492,10 @@ def compare(a: RunFolder, b: RunFolder) -> dict:
         "config_keys": config_changes(a.config, b.config) if a.config is not None and b.config is not None else None,
         "end_to_end_us": _change(sa["simulated_time_us"], sb["simulated_time_us"]),
         "ops": _paired(ops_by_name(sa), ops_by_name(sb), lambda r: r["name"], lambda r: r["total_us"]),
-        "pipes": _paired(sa["pipes"], sb["pipes"], lambda r: f"die{r['die']} {r['pipe']}", lambda r: r["busy_us"]),
-        "bandwidth": _paired(sa["bandwidth"], sb["bandwidth"], lambda r: r["resource"], lambda r: r["achieved_GBps"]),
-        "bottlenecks": _paired(sa.get("bottlenecks", {}).get("breakdown", []), sb.get("bottlenecks", {}).get("breakdown", []),
-                               lambda r: r["label"], lambda r: r["share"]),
+        "pipes": _paired(sa["pipes"], sb["pipes"], lambda r: f"die{r['die']} {r['pipe']}", lambda r: r["busy_us"], lambda r: r["utilisation"]),
+        "bandwidth": _paired(sa["bandwidth"], sb["bandwidth"], lambda r: r["resource"], lambda r: r["achieved_GBps"], lambda r: r["utilisation"]),
+        "bottlenecks": _paired((sa.get("bottlenecks") or {}).get("breakdown", []), (sb.get("bottlenecks") or {}).get("breakdown", []),
+                               lambda r: r["label"], lambda r: r["time_us"], lambda r: r["share"]),
     }
 
 
@@ -298,7 +505,7 @@ def _number(value: float | None, fmt: str) -> str:
 
 def print_comparison(a: RunFolder, b: RunFolder, *, console: Console | None = None, rows: int = MAX_ROWS) -> dict:
     """Print :func:`compare` of the two runs side by side; returns it."""
-    console = console or Console(highlight=False)
+    console = console or output_console()
     result = compare(a, b)
     e2e = result["end_to_end_us"]
     console.print(f"[bold]A[/bold] = {a.path} ({a.title})")
@@ -322,13 +529,15 @@ def print_comparison(a: RunFolder, b: RunFolder, *, console: Console | None = No
     console.print(f"[bold]end to end[/bold]: A {e2e['a']:.3f} us, B {e2e['b']:.3f} us, change {e2e['delta']:+.3f} us "
                   f"(x{_number(e2e['ratio'], '.3f')}): {verdict}")
 
-    def side_by_side(title: str, unit: str, paired: list[dict], fmt: str) -> None:
-        _table(title, ["", f"A {unit}", f"B {unit}", "change", "B/A"],
+    def side_by_side(title: str, unit: str, paired: list[dict], fmt: str, shares: str = "") -> None:
+        """The values of A and B in ``unit``, the change, B/A, and each side's ``shares`` in % (when named)."""
+        columns = ["", f"A {unit}", f"B {unit}", f"change {unit}", "B/A"] + ([f"A {shares}", f"B {shares}"] if shares else [])
+        _table(title, columns,
                [[str(r["key"]), _number(r["a"], fmt), _number(r["b"], fmt), _number(r["delta"], "+" + fmt), _number(r["ratio"], ".3f")]
-                for r in paired], console, rows, left=("",))
+                + ([_number(r["share_a"], ".1%"), _number(r["share_b"], ".1%")] if shares else []) for r in paired], console, rows, left=("",))
 
     side_by_side("ops (total time per op name)", "us", result["ops"], ".3f")
-    side_by_side("bottlenecks (share of the critical path)", "share", result["bottlenecks"], ".3f")
-    side_by_side("memory and links (achieved bandwidth)", "GB/s", result["bandwidth"], ".2f")
-    side_by_side("pipes (busy time)", "us", result["pipes"], ".3f")
+    side_by_side("bottlenecks (time on the critical path, and its share of it)", "us", result["bottlenecks"], ".3f", shares="%")
+    side_by_side("memory and links (achieved bandwidth, and utilisation)", "GB/s", result["bandwidth"], ".2f", shares="%")
+    side_by_side("pipes (busy time, and utilisation)", "us", result["pipes"], ".3f", shares="%")
     return result

@@ -10,6 +10,7 @@ Numbers are written as Python writes floats (they read back exactly); a missing 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import math
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from npusim.analysis.points import OUTCOME_COLUMNS
-from npusim.errors import UsageError
+from npusim.errors import OutputError, UsageError
 from npusim.files import write_bytes_atomically
 
 TEXT_OUTCOMES = ("status", "bottleneck", "error_type", "error")
@@ -72,21 +73,36 @@ class ResultsFile:
         return recorded
 
     def append(self, row: dict[str, Any]) -> dict[str, str]:
-        """Append ``row`` (one value per column) as one line; returns it as written (text)."""
+        """Append ``row`` (one value per column) as one line; returns it as written (text). A line
+        that cannot be written whole (a full disk) is taken back: an OutputError, the file holding
+        whole rows only."""
         texts = [cell_text(row[column]) for column in self.columns]
-        if not self._exists:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._append_line(self.columns)
-            self._exists = True
-        self._append_line(texts)
+        try:
+            if not self._exists:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._append_line(self.columns)
+                self._exists = True
+            self._append_line(texts)
+        except OSError as error:
+            raise OutputError(f"cannot append a row to {str(self.path)!r}: {error.strerror or error}; the rows before it are whole: free "
+                              "some space, then run the same command with --resume to simulate only the points not in it") from None
         return dict(zip(self.columns, texts))
 
     def _append_line(self, cells: Sequence[str]) -> None:
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\n").writerow(cells)
+        line = buffer.getvalue().encode("utf-8")
         descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(descriptor, buffer.getvalue().encode("utf-8"))
+            before = os.fstat(descriptor).st_size
+            try:
+                written = os.write(descriptor, line)
+            except OSError:
+                os.ftruncate(descriptor, before)  # anything of the line that got there
+                raise
+            if written < len(line):  # the disk filled up within the line
+                os.ftruncate(descriptor, before)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         finally:
             os.close(descriptor)
 

@@ -22,9 +22,13 @@ simulates the others (failed ones included) again. At the end ``out`` also gets 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,10 +41,11 @@ from npusim.analysis.executors import default_workers, executor_for
 from npusim.analysis.grid import Axis, Point, axes_from, points_of, value_text
 from npusim.analysis.plot import plot_simulated_time
 from npusim.analysis.points import PointTask
+from npusim.analysis.report import output_console
 from npusim.analysis.results import ResultsFile, cell_text, columns_for, typed_rows, write_parquet
 from npusim.config import LoadedConfig, load_config
-from npusim.errors import ConfigError, UnknownParameterError, UsageError
-from npusim.files import write_json_atomically
+from npusim.errors import ConfigError, OutputError, UnknownParameterError, UsageError
+from npusim.files import PARTIAL, write_json_atomically
 from npusim.frontend.session import check_seed
 from npusim.frontend.workload import NOT_LITERAL, WorkloadSource, convert_param, parse_param_overrides, read_workload, scan_declared_params
 
@@ -175,23 +180,59 @@ def run_plan(sweep_plan: SweepPlan, *, workers: int | None = None, scheduler: st
         texts[index] = results.append(row) if results is not None else {column: cell_text(row[column]) for column in columns}
         failed += outcome["status"] != "ok"
 
-    console = Console(stderr=True, highlight=False)
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]}"),
-                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, disable=not progress or not todo)
-    with executor, bar:
-        bar_task = bar.add_task(f"{title} on {executor.where}", total=len(todo), failed="")
+    with executor, PointProgress(f"{title} on {executor.where}", len(todo), shown=progress and bool(todo)) as shown:
         if todo and sweep_plan.probe and not reused:
             first, todo = todo[0], todo[1:]
             index, outcome = run_point_alone(executor, first)
             if outcome["error_type"] == UnknownParameterError.__name__:
                 raise UnknownParameterError(outcome["error"])
             record(index, outcome)
-            bar.advance(bar_task)
+            shown.finished(failed)
         for index, outcome in executor.run(todo):
             record(index, outcome)
-            bar.update(bar_task, advance=1, failed=f"{failed} failed" if failed else "")
+            shown.finished(failed)
     rows = typed_rows([texts[task.index] for task in tasks], sweep_plan.value_columns)
     return SweepOutcome(rows, columns, ran=len(tasks) - reused, reused=reused, failed=sum(row["status"] != "ok" for row in rows), where=executor.where)
+
+
+class PointProgress:
+    """How far a sweep has got, on stderr: a progress bar on a terminal; off one (a pipe, a file, a
+    CI log) plain lines, never a bar: one as the sweep starts, then one as points finish, at most
+    every :attr:`every_s` seconds, and one at the last point. Use as a context manager."""
+
+    every_s = 10.0
+
+    def __init__(self, title: str, total: int, *, shown: bool = True, console: Console | None = None) -> None:
+        self.title, self.total, self.shown, self.done = title, total, shown, 0
+        self.console = console or output_console(stderr=True)
+        self.started = self.last_line = time.monotonic()
+        self._bar: Progress | None = None
+        if shown and self.console.is_terminal:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]}"),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
+
+    def __enter__(self) -> PointProgress:
+        if self._bar is not None:
+            self._bar.start()
+            self._task = self._bar.add_task(self.title, total=self.total, failed="")
+        elif self.shown:
+            self.console.print(f"{self.title}: {self.total} point{'' if self.total == 1 else 's'} to simulate", markup=False, soft_wrap=True)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def finished(self, failed: int) -> None:
+        """One more point finished; ``failed`` of those so far failed."""
+        self.done += 1
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, failed=f"{failed} failed" if failed else "")
+            return
+        now = time.monotonic()
+        if self.shown and (self.done == self.total or now - self.last_line >= self.every_s):
+            self.last_line = now
+            self.console.print(f"{self.title}: {self.done}/{self.total} points done, {failed} failed, {now - self.started:.0f} s", markup=False, soft_wrap=True)
 
 
 def run_point_alone(executor, task: PointTask) -> tuple[int, dict[str, Any]]:
@@ -212,24 +253,113 @@ def run_sweep(config: str | Path, workload: str | Path, grid: Mapping[str, Seque
     _check_not_fixed_and_swept(overrides, params, axes)
     _check_swept_values(config, overrides, axes)
     sweep_plan = plan(config, workload, points_of(axes), [axis.key for axis in axes], overrides=overrides, params=params, data=data, seed=seed)
-    results, recorded = None, {}
     out_dir = Path(out) if out is not None else None
-    if out_dir is not None:
-        results, recorded = ResultsFile.open(out_dir / RESULTS_CSV, columns_for(sweep_plan.value_columns), resume=resume)
-    title = f"{sweep_plan.workload.name} on {sweep_plan.base.name}"
-    try:
-        outcome = run_plan(sweep_plan, workers=workers, scheduler=scheduler, results=results, recorded=recorded, progress=progress,
-                           title=f"sweep of {title}", point_timeout_s=point_timeout_s)
-    finally:  # also when interrupted: the results file then says what was swept
-        if results is not None and results.path.exists():
-            write_json_atomically(out_dir / MANIFEST_JSON, _manifest(sweep_plan, axes, overrides, params, data, seed, command, point_timeout_s))
-    if out_dir is not None:
-        outcome.files.update(csv=out_dir / RESULTS_CSV, manifest=out_dir / MANIFEST_JSON, plot=out_dir / PLOT_PNG)
-        if write_parquet(out_dir / RESULTS_PARQUET, outcome.rows, outcome.columns):
-            outcome.files["parquet"] = out_dir / RESULTS_PARQUET
-        plotted = [{**point.values, "simulated_us": row["simulated_us"]} for point, row in zip(sweep_plan.points, outcome.rows)]
-        plot_simulated_time(out_dir / PLOT_PNG, axes, plotted, title=title)
+    with contextlib.ExitStack() as held:
+        results, recorded = None, {}
+        if out_dir is not None:
+            held.enter_context(sweep_folder(out_dir))
+            results, recorded = ResultsFile.open(out_dir / RESULTS_CSV, columns_for(sweep_plan.value_columns), resume=resume)
+        title = f"{sweep_plan.workload.name} on {sweep_plan.base.name}"
+        try:
+            outcome = run_plan(sweep_plan, workers=workers, scheduler=scheduler, results=results, recorded=recorded, progress=progress,
+                               title=f"sweep of {title}", point_timeout_s=point_timeout_s)
+        finally:  # also when interrupted: the results file then says what was swept
+            if out_dir is not None and results is not None and results.path.exists():
+                with written_in(out_dir):
+                    write_json_atomically(out_dir / MANIFEST_JSON, _manifest(sweep_plan, axes, overrides, params, data, seed, command, point_timeout_s))
+        if out_dir is not None:
+            outcome.files.update(csv=out_dir / RESULTS_CSV, manifest=out_dir / MANIFEST_JSON, plot=out_dir / PLOT_PNG)
+            plotted = [{**point.values, "simulated_us": row["simulated_us"]} for point, row in zip(sweep_plan.points, outcome.rows)]
+            with written_in(out_dir):
+                if write_parquet(out_dir / RESULTS_PARQUET, outcome.rows, outcome.columns):
+                    outcome.files["parquet"] = out_dir / RESULTS_PARQUET
+                plot_simulated_time(out_dir / PLOT_PNG, axes, plotted, title=title)
     return outcome
+
+
+SWEEP_FILES = (RESULTS_CSV, RESULTS_PARQUET, PLOT_PNG, MANIFEST_JSON)
+"""The files a sweep writes into its output folder, and all that folder may hold."""
+
+
+@contextlib.contextmanager
+def sweep_folder(out: Path) -> Iterator[None]:
+    """``out`` as the output folder of this sweep alone while the block runs. It must be absent,
+    empty or an earlier sweep's (:func:`_not_a_sweep_folder`): a sweep writes its files into it in
+    place, so a folder of the user's (its own ``sweep.json`` or plots) is refused before anything
+    runs, as ``run`` refuses one. It is created, then locked (``flock`` on the folder, released when
+    this process ends, however): a second sweep into it meanwhile is refused, naming the first,
+    instead of interleaving its rows in ``results.csv`` (UsageError, nothing written)."""
+    why = _not_a_sweep_folder(out)
+    if why is not None:
+        raise UsageError(f"{why}: npusim sweep writes only into an empty folder or its own sweep folders; choose another --out folder")
+    created = [folder for folder in (out, *out.parents) if not folder.exists()]  # made here, the innermost first
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(out, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as error:
+        raise UsageError(f"cannot write the sweep folder {str(out)!r}: {error.strerror or error}; choose another --out folder") from None
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"another npusim sweep is writing to {str(out)!r} now; wait for it to end (then add --resume to continue "
+                             "its sweep there), or choose another --out folder") from None
+        why = _not_a_sweep_folder(out)  # again, now that no other sweep writes there
+        if why is not None:
+            raise UsageError(f"{why}: npusim sweep writes only into an empty folder or its own sweep folders; choose another --out folder")
+        yield
+    finally:
+        for folder in created:  # a sweep stopped before its first point leaves nothing
+            try:
+                folder.rmdir()  # only if empty
+            except OSError:
+                break
+        os.close(descriptor)  # releases the lock
+
+
+def _not_a_sweep_folder(out: Path) -> str | None:
+    """Why ``out`` is not a folder a sweep may write into, or None: absent, empty, or holding only
+    :data:`SWEEP_FILES` (and their temporaries) with a ``sweep.json`` and a ``results.csv`` of a
+    sweep's, if it has them."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        return f"{str(out)!r} exists and is not a folder"
+    if not out.exists():
+        return None
+    try:
+        entries = sorted(os.listdir(out))
+    except OSError as error:
+        return f"{str(out)!r} cannot be read ({error.strerror or error})"
+    others = [name for name in entries if name not in SWEEP_FILES and not (name.startswith(".") and PARTIAL in name)]
+    if others:
+        return f"{str(out)!r} holds {', '.join(others[:3])}{' ...' if len(others) > 3 else ''}, which npusim sweep does not write"
+    if MANIFEST_JSON in entries:
+        try:
+            manifest = json.loads((out / MANIFEST_JSON).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            manifest = None
+        if not (isinstance(manifest, dict) and {"npusim_version", "grid", "points"} <= manifest.keys()):
+            return f"{str(out / MANIFEST_JSON)!r} was not written by npusim sweep"
+    if RESULTS_CSV in entries:
+        try:
+            with open(out / RESULTS_CSV, encoding="utf-8") as handle:
+                header = handle.readline()
+        except (OSError, ValueError):
+            header = ""
+        if not header.startswith("key,"):
+            return f"{str(out / RESULTS_CSV)!r} was not written by npusim sweep"
+    return None
+
+
+@contextlib.contextmanager
+def written_in(out: Path) -> Iterator[None]:
+    """An OSError writing a file of the sweep in ``out`` (a full disk) as one OutputError saying
+    that the rows written are whole and how to go on."""
+    try:
+        yield
+    except OSError as error:
+        raise OutputError(f"cannot write the sweep's files in {str(out)!r}: {error.strerror or error}; the rows of the points that "
+                          f"finished are whole in {str(out / RESULTS_CSV)!r}: free some space, then run the same command with --resume "
+                          "to simulate only the others") from None
 
 
 def _check_swept_values(config: str | Path, overrides: Sequence[str] | None, axes: Sequence[Axis]) -> None:

@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator, MutableMapping
 from gettext import gettext
+from typing import TextIO
 
 import click
 
@@ -22,14 +23,15 @@ from npusim import __version__
 from npusim.errors import InstallError
 
 COMMANDS = {
+    "bench": ("npusim.cli.bench_cmd:bench_group", "Benchmark the simulated machine: HCCL's collectives over a range of sizes (hccl_test style)."),
     "compare": ("npusim.cli.compare_cmd:compare_command", "Compare two run folders: what changed from FOLDER_A to FOLDER_B."),
     "config": ("npusim.cli.config_cmd:config_group", "Show and check hardware configs (a YAML path, or a built-in name: a2, a3)."),
     "report": ("npusim.cli.report_cmd:report_command", "Print the report of FOLDER, the output folder of an `npusim run`."),
     "run": ("npusim.cli.run:run_command", "Simulate WORKLOAD (a Python file) on the machine of CONFIG."),
     "sweep": ("npusim.cli.sweep_cmd:sweep_command", "Simulate WORKLOAD on CONFIG at every point of the --grid axes, in parallel."),
     "validate": ("npusim.cli.validate_cmd:validate_command", "Simulate the measured transfers of the calibration data and compare."),
-    "whatif": ("npusim.cli.whatif_cmd:whatif_command", "Rank what doubling each main resource of CONFIG (HBM, L2, each link class, vector, cube and "
-               "MTE rates, AICPU times, AI cores) gains for WORKLOAD."),
+    "whatif": ("npusim.cli.whatif_cmd:whatif_command", "Rank the config values of CONFIG the end-to-end time of WORKLOAD is most sensitive to (each "
+               "moved -/+ a step, the runs in parallel), with each value's confidence and source."),
 }
 """Command name -> ``module:attribute`` of its click command, and its summary: the first sentence
 of its help, which ``npusim --help`` lists (a test keeps the two equal)."""
@@ -111,8 +113,46 @@ def cli() -> None:
 cli.commands = LazyCommands(COMMANDS)
 
 
+class PrintedOutput:
+    """``sys.stdout`` while a command runs: once the reader of the pipe it writes to has gone
+    (``npusim run ... | head -3``), what is printed after is dropped instead of failing the command,
+    so a closed pipe ends only the printing (the run folder is written as always, the exit code is
+    the command's). Everything else is the stream's own."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """Point the stream's file descriptor at /dev/null: what it still holds, and all that follows, goes nowhere."""
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name: str) -> object:
+        if name == "buffer":  # writing past this object (click rewraps a stream's buffer) would fail again
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     """Console-script entry point: the command, then the end of the process (:func:`exit_now`)."""
+    if sys.stdout is not None and hasattr(sys.stdout, "fileno"):
+        sys.stdout = PrintedOutput(sys.stdout)
     try:
         try:
             cli(prog_name="npusim")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from npusim.analysis.report import MAX_ROWS, compare, load_run, print_comparison
+from npusim.analysis.report import MAX_ROWS, compare, load_run, print_comparison, version_warning
 from npusim.cli.errors import report as report_error
 from npusim.errors import NpusimError
 
@@ -25,6 +25,8 @@ def compare_command(folder_a: Path, folder_b: Path, rows: int, as_json: bool, de
         a, b = load_run(folder_a), load_run(folder_b)
     except NpusimError as error:
         sys.exit(report_error(error, debug=debug))
+    for warning in filter(None, (version_warning(a), version_warning(b))):
+        click.echo(warning, err=True)
     if as_json:
         click.echo(json.dumps(compare(a, b), indent=2, sort_keys=True))
         return

@@ -1,8 +1,9 @@
 """``npusim config``: show a resolved hardware config, or check one.
 
 ``show`` prints the config after ``extends`` and ``--set`` as YAML (quantities with their units),
-each value with its source (the comment its config line carries and FILE:LINE, or the ``--set``),
-headed by its source and sha256; ``validate`` prints ``OK: ...`` or every located error. A config
+each value with its source (the comment its config line carries, with its confidence tag, and
+FILE:LINE, or the ``--set``, marked as your value), headed by its source and sha256 and followed by
+the count of its values by confidence; ``validate`` prints ``OK: ...`` or every located error. A config
 error is printed to stderr and exits with code 2.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 import click
 
 from npusim.config import LoadedConfig, load_config
-from npusim.config.annotated import annotated_yaml, header
+from npusim.config.annotated import annotated_yaml, confidence_summary, header
 from npusim.errors import ConfigError
 
 
@@ -37,7 +38,7 @@ def config_group() -> None:
 def show(config: str, overrides: tuple[str, ...]) -> None:
     """Print the resolved config NAME|PATH as YAML, each value with its source."""
     loaded = _load(config, overrides)
-    click.echo(header(loaded) + annotated_yaml(loaded), nl=False)
+    click.echo(header(loaded) + annotated_yaml(loaded) + confidence_summary(loaded), nl=False)
 
 
 @config_group.command("validate")

@@ -7,22 +7,15 @@ own code)."""
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
 import signal
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-import npusim
 from npusim.errors import ConfigError, InstallError, NpusimError, UsageError
-
-if TYPE_CHECKING:
-    import traceback
+from npusim.frontend.callsite import blamed, shown, user_frame
 
 EXIT_WORKLOAD = 1
 EXIT_USAGE = 2
@@ -34,42 +27,21 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C so that every clean-up runs (:func:`stoppable`)."""
 
 
-@functools.cache
-def not_user_code() -> tuple[str, ...]:
-    """Folders whose frames are not the user's: npusim itself, the standard library, installed
-    packages (found when an error is first reported: ~10 ms a command that reports none saves)."""
-    import sysconfig
-
-    return tuple({str(Path(npusim.__file__).resolve().parent), *(str(Path(sysconfig.get_paths()[key]).resolve())
-                                                                 for key in ("stdlib", "platstdlib", "purelib", "platlib"))})
+def npusim_error(error: BaseException) -> BaseException:
+    """``error``, or the npusim error it wraps: a library that catches what code it called raised
+    and raises its own error holding it (torch's BackendCompilerFailed keeps what a torch.compile
+    backend raised as ``inner_exception``) is reported as npusim's error."""
+    inner = getattr(error, "inner_exception", None)
+    return inner if isinstance(inner, NpusimError) else error
 
 
 def exit_code_for(error: BaseException) -> int:
+    error = npusim_error(error)
     if isinstance(error, Terminated):
         return EXIT_TERMINATED
     if isinstance(error, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     return EXIT_USAGE if isinstance(error, (ConfigError, UsageError)) else EXIT_WORKLOAD
-
-
-def user_frame(error: BaseException) -> traceback.FrameSummary | None:
-    """The innermost frame of ``error``'s traceback in the user's own code (the workload or a
-    module of theirs), if any."""
-    import traceback  # imported by the commands that report an error only
-
-    for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        if frame.filename.startswith("<"):
-            continue
-        where = str(Path(frame.filename).resolve())
-        if not where.startswith(not_user_code()):
-            return frame
-    return None
-
-
-def _shown(filename: str) -> str:
-    """A path relative to the working folder when it is inside it."""
-    relative = os.path.relpath(filename)
-    return filename if relative.startswith("..") else relative
 
 
 def report(error: BaseException, *, debug: bool, context: str = "") -> int:
@@ -78,14 +50,20 @@ def report(error: BaseException, *, debug: bool, context: str = "") -> int:
         import traceback
 
         traceback.print_exception(error, file=sys.stderr)
+    frame = None if debug else user_frame(error)  # the wrapper's traceback passed through the user's code
+    error = npusim_error(error)
     kind = "error" if isinstance(error, NpusimError) else f"error ({type(error).__name__})"
     prefix = f"{context}: " if context else ""
     click.echo(f"npusim: {kind}: {prefix}{error}", err=True)
-    frame = None if debug else user_frame(error)
-    if frame is not None:
+    line = None if debug else blamed(error)  # the user's line an error is about (a race's access), when not where it surfaced
+    if line is not None:
+        function = f" in {line.function}" if line.function != "<module>" else ""
+        code = line.code()
+        click.echo(f"        at {line}{function}{': ' + code if code else ''}", err=True)
+    elif frame is not None:
         function = f" in {frame.name}" if frame.name != "<module>" else ""
         code = f": {frame.line.strip()}" if frame.line else ""
-        click.echo(f"        at {_shown(frame.filename)}:{frame.lineno}{function}{code}", err=True)
+        click.echo(f"        at {shown(frame.filename)}:{frame.lineno}{function}{code}", err=True)
     if not debug and not isinstance(error, (ConfigError, UsageError, InstallError)):  # a traceback would not help
         click.echo("        (run again with --debug for the full traceback)", err=True)
     return exit_code_for(error)

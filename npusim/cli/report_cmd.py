@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from npusim.analysis.report import MAX_ROWS, load_run, print_report
+from npusim.analysis.report import MAX_ROWS, load_run, print_report, version_warning
 from npusim.cli.errors import EXIT_WORKLOAD
 from npusim.cli.errors import report as report_error
 from npusim.errors import NpusimError
@@ -24,6 +24,9 @@ def report_command(folder: Path, rows: int, debug: bool) -> None:
         run = load_run(folder)
     except NpusimError as error:
         sys.exit(report_error(error, debug=debug))
+    warning = version_warning(run)
+    if warning is not None:
+        click.echo(warning, err=True)
     print_report(run.summary, title=run.title, rows=rows)
     status = run.summary.get("status", "ok")
     if status != "ok":

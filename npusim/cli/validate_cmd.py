@@ -1,8 +1,11 @@
-"""``npusim validate``: run the calibration cases and compare with the measured bandwidths.
+"""``npusim validate``: run the calibration cases and compare with the measured figures.
 
-Prints one row per case (system, nodes, protocol, direction, block, measured and simulated GiB/s,
-error), then the mean and worst absolute error per system and node count, and overall. Exits 0 when every case is
-within the tolerance, 1 when one is not, 2 on a usage or config error.
+Prints one row per measured transfer (system, nodes, protocol, direction, block, measured and
+simulated GiB/s, error), then the mean and worst absolute error per system and node count, and
+overall; then one row per measured kernel (``npusim/calibration/measured_kernels.csv``: name,
+config, measured, simulated, unit, error) and their summary. ``--only transfers|kernels`` runs one
+table. Exits 0 when every case is within the tolerance, 1 when one is not, 2 on a usage or config
+error.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ import sys
 import click
 
 from npusim.analysis.calibration import DATA_FILE, CalibrationResult, block_label, check_tolerance, run_calibration, summarize_errors
+from npusim.analysis.kernel_rows import DATA_FILE as KERNELS_FILE
+from npusim.analysis.kernel_rows import KernelResult, load_kernel_rows, run_kernel_rows
 from npusim.cli.errors import EXIT_WORKLOAD, report
-from npusim.errors import NpusimError
+from npusim.errors import NpusimError, UsageError
 
 COLUMNS = ("system", "nodes", "protocol", "direction", "block", "measured GiB/s", "simulated GiB/s", "error")
 
@@ -37,28 +42,61 @@ def format_summary(name: str, results: list[CalibrationResult]) -> str:
             f"worst {abs(summary.worst.error):.1%} ({summary.worst.case.label})")
 
 
+KERNEL_COLUMNS = ("kernel", "config", "measured", "simulated", "unit", "error")
+
+
+def format_kernel_table(results: list[KernelResult]) -> list[str]:
+    """The measured-kernel rows as aligned text lines, headed by the column names."""
+    rows = [KERNEL_COLUMNS] + [(r.row.name, r.row.config, f"{r.row.measured:g}", f"{r.simulated:.1f}", r.row.unit, f"{r.error:+.1%}")
+                               for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(KERNEL_COLUMNS))]
+    left = {0, 1, 4}
+    return ["  ".join(cell.ljust(w) if i in left else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
+
+
 @click.command("validate")
 @click.option("--config", "-c", "config_name", default=None, metavar="NAME", help="only the cases of this system (a2, a3); default: all")
 @click.option("--tolerance", default=0.10, show_default=True, type=float, help="largest relative error allowed on a case (0.10 = 10%)")
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="override a config value in every case (repeatable)")
+@click.option("--only", type=click.Choice(["transfers", "kernels"]), default=None, help="run one table only (default: both)")
+@click.option("--kernel", "kernel_names", multiple=True, metavar="TEXT", help="only the measured kernels whose name contains TEXT (repeatable)")
 @click.option("--debug", is_flag=True, help="print full tracebacks")
-def validate_command(config_name: str | None, tolerance: float, overrides: tuple[str, ...], debug: bool) -> None:
-    """Simulate the measured transfers of the calibration data and compare."""
+def validate_command(config_name: str | None, tolerance: float, overrides: tuple[str, ...], only: str | None, kernel_names: tuple[str, ...],
+                     debug: bool) -> None:
+    """Simulate the measured transfers and kernels of the calibration data and compare."""
+    systems = [config_name] if config_name else None
     try:
         check_tolerance(tolerance)
-        results = run_calibration([config_name] if config_name else None, overrides)
+        results = run_calibration(systems, overrides) if only != "kernels" and not kernel_names else []
+        rows = [row for row in load_kernel_rows(systems) if not kernel_names or any(text in row.name for text in kernel_names)]
+        if kernel_names and not rows:
+            raise UsageError(f"no measured kernel's name contains {' or '.join(map(repr, kernel_names))}; the rows are in "
+                             f"npusim/{KERNELS_FILE}")
+        kernels = run_kernel_rows(rows, overrides) if only != "transfers" else []
     except NpusimError as error:
         sys.exit(report(error, debug=debug))
-    click.echo(f"calibration cases: npusim/{DATA_FILE} (HIXL TransferSync of 128 MiB in blocks; bandwidth in GiB/s as HIXL computes it)")
-    for line in format_table(results):
-        click.echo(line)
-    click.echo("")
-    for system, nodes in sorted({(r.case.system, r.case.nodes) for r in results}):
-        click.echo(format_summary(f"{system} {nodes}-node", [r for r in results if (r.case.system, r.case.nodes) == (system, nodes)]))
-    click.echo(format_summary("all", results))
-    outside = [r for r in results if abs(r.error) > tolerance]
+    outside = []
+    if results:
+        click.echo(f"calibration cases: npusim/{DATA_FILE} (HIXL TransferSync of 128 MiB in blocks; bandwidth in GiB/s as HIXL computes it)")
+        for line in format_table(results):
+            click.echo(line)
+        click.echo("")
+        for system, nodes in sorted({(r.case.system, r.case.nodes) for r in results}):
+            click.echo(format_summary(f"{system} {nodes}-node", [r for r in results if (r.case.system, r.case.nodes) == (system, nodes)]))
+        click.echo(format_summary("all", results))
+        outside += [f"{r.case.label} ({r.error:+.1%})" for r in results if abs(r.error) > tolerance]
+    if kernels:
+        if results:
+            click.echo("")
+        click.echo(f"measured kernels: npusim/{KERNELS_FILE} (each row's source and set-up in the file)")
+        for line in format_kernel_table(kernels):
+            click.echo(line)
+        worst = max(kernels, key=lambda k: abs(k.error))
+        click.echo(f"kernels: {len(kernels)} cases, mean |error| {sum(abs(k.error) for k in kernels) / len(kernels):.1%}, "
+                   f"worst {abs(worst.error):.1%} ({worst.row.label})")
+        outside += [f"{k.row.label} ({k.error:+.1%})" for k in kernels if abs(k.error) > tolerance]
+    total = len(results) + len(kernels)
     if outside:
-        click.echo(f"FAIL: {len(outside)} of {len(results)} cases are outside the tolerance of {tolerance:.0%}: "
-                   + ", ".join(f"{r.case.label} ({r.error:+.1%})" for r in outside))
+        click.echo(f"FAIL: {len(outside)} of {total} cases are outside the tolerance of {tolerance:.0%}: " + ", ".join(outside))
         sys.exit(EXIT_WORKLOAD)
     click.echo(f"OK: every case is within {tolerance:.0%}")

@@ -29,13 +29,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from npusim.config.confidence import ABSENT, Confidence, KeyPath, key_path, of_locations, of_path, value_at
 from npusim.config.registry import KindOf, SettingsOf
 from npusim.config.schema import SystemSpec
 from npusim.errors import ConfigError
-
-KeyPath = tuple[str | int, ...]
-"""Where a value sits in a config: mapping keys and list indices from the top."""
-
 
 
 class Locations:
@@ -92,7 +89,6 @@ class Locations:
 
 SUFFIX = ".yaml"
 EXTENDS = "extends"
-_MISSING = object()
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _STR_TAG = "tag:yaml.org,2002:str"
 
@@ -113,7 +109,9 @@ class LoadedConfig:
     (``'28 GB/s'``); ``sha256`` is the hash of its canonical JSON (sorted keys), so two runs with the
     same hash simulated the same hardware. ``source`` is the path as given or ``builtin:NAME``.
     ``locations`` says who set each key path of ``resolved``: ``FILE:LINE`` of the file that wrote
-    it last, or the override (``--set key=value``).
+    it last, or the override (``--set key=value``); ``confidence`` how far each located value can be
+    trusted (:mod:`npusim.config.confidence`: the tag of its line's comment, or the user's own
+    value for an override; :meth:`confidence_of` finds a value's).
     """
 
     spec: SystemSpec
@@ -123,6 +121,14 @@ class LoadedConfig:
     sha256: str
     overrides: tuple[str, ...] | Mapping[str, object]
     locations: Mapping[KeyPath, str] = field(default_factory=dict)
+    confidence: Mapping[KeyPath, Confidence] = field(default_factory=dict)
+
+    def confidence_of(self, key: str | KeyPath) -> Confidence:
+        """The confidence of the value at ``key`` (``die.hbm.bandwidth`` or a key path): its own, or
+        its nearest located parent's (a list item takes its list's); for a key the config does not
+        set, :data:`~npusim.config.confidence.NOT_IN_CONFIG`."""
+        path = key_path(key) if isinstance(key, str) else key
+        return of_path(self.resolved, self.confidence, path)
 
 
 @dataclass(frozen=True)
@@ -162,7 +168,9 @@ def load_config(config: str | os.PathLike[str], overrides: Sequence[str] | Mappi
     _apply_overrides(resolved, locations, given, origin)
     spec = _validate(resolved, locations, source)
     canonical = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return LoadedConfig(spec, spec.name, source, resolved, hashlib.sha256(canonical.encode()).hexdigest(), given, locations.snapshot())
+    where = locations.snapshot()
+    return LoadedConfig(spec, spec.name, source, resolved, hashlib.sha256(canonical.encode()).hexdigest(), given, where,
+                        of_locations(resolved, where))
 
 
 # -- finding files -----------------------------------------------------------------------------
@@ -547,17 +555,6 @@ def _sub_paths(value: Any) -> list[KeyPath]:
 # -- the schema, seen from a key path ----------------------------------------------------------
 
 
-def _get(data: Any, path: KeyPath) -> Any:
-    for part in path:
-        if isinstance(data, dict) and part in data:  # noqa: SIM114 (two branches: each narrows its type)
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
-            data = data[part]
-        else:
-            return _MISSING
-    return data
-
-
 def _declared(field: FieldInfo) -> Any:
     """What a field declares: its annotation, or the registry marker that decides its model."""
     markers = [m for m in field.metadata if isinstance(m, (KindOf, SettingsOf))]
@@ -580,7 +577,7 @@ def _annotation_at(path: KeyPath, resolved: dict[str, Any]) -> Any:
     """The schema type of the value at ``path`` (None when the schema does not declare it)."""
     annotation: Any = SystemSpec
     for depth, part in enumerate(path):
-        models = _models_of(annotation, _get(resolved, path[:depth]))
+        models = _models_of(annotation, value_at(resolved, path[:depth]))
         if models:
             fields = [m.model_fields[part] for m in models if part in m.model_fields]
             if not fields:
@@ -599,7 +596,7 @@ def _field_at(path: KeyPath, resolved: dict[str, Any]) -> FieldInfo | None:
     """The schema field that declares the key at ``path``, if any."""
     if not path:
         return None
-    for model in _models_of(_annotation_at(path[:-1], resolved), _get(resolved, path[:-1])):
+    for model in _models_of(_annotation_at(path[:-1], resolved), value_at(resolved, path[:-1])):
         if path[-1] in model.model_fields:
             return model.model_fields[path[-1]]
     return None
@@ -611,9 +608,9 @@ def _allowed_keys(path: KeyPath, resolved: dict[str, Any]) -> set[str] | None:
     annotation = _annotation_at(path, resolved)
     if isinstance(annotation, SettingsOf):
         return set(annotation.registry.names())
-    if isinstance(annotation, KindOf) and annotation.model_for(_get(resolved, path)) is None:
+    if isinstance(annotation, KindOf) and annotation.model_for(value_at(resolved, path)) is None:
         return {"kind"}
-    models = _models_of(annotation, _get(resolved, path))
+    models = _models_of(annotation, value_at(resolved, path))
     if models:
         return set().union(*(m.model_fields for m in models))
     return None if get_origin(annotation) is dict else set()
@@ -652,7 +649,7 @@ def _explain_all(error: Mapping[str, Any], resolved: dict[str, Any], locations: 
     per line, each starting with the key path it is about (``die.hbm.size: ...``)."""
     message = str(error.get("ctx", {}).get("error", error["msg"]))
     at = tuple(error["loc"])
-    if error["type"] != "value_error" or not isinstance(_get(resolved, at), dict) or not message.strip():
+    if error["type"] != "value_error" or not isinstance(value_at(resolved, at), dict) or not message.strip():
         return [_explain(error, resolved, locations)]
     lines = []
     for line in message.splitlines():
@@ -676,7 +673,7 @@ def _explain(error: Mapping[str, Any], resolved: dict[str, Any], locations: Loca
         problem = f"missing required key {path[-1]!r}{meaning}; add it {parent} (see docs/configs.md)"
     elif kind in ("value_error", "assertion_error"):
         problem = str(ctx.get("error", error["msg"]))
-        if isinstance(_get(resolved, path), dict):  # a check of a whole model: locate the key it names
+        if isinstance(value_at(resolved, path), dict):  # a check of a whole model: locate the key it names
             path = _mentioned_path(problem, path, resolved) or path or ("fabrics",)
         if problem.endswith("must be positive"):
             problem += "; use a value greater than zero"
@@ -724,7 +721,7 @@ def _mentioned_path(message: str, at: KeyPath, resolved: dict[str, Any]) -> KeyP
     for match in _KEY_PATH.finditer(message):
         parts = tuple(int(p) if p.isdigit() else p for p in _KEY_PART.findall(match.group()))
         for depth in range(len(at), -1, -1):
-            if _get(resolved, at[:depth] + parts) is not _MISSING:
+            if value_at(resolved, at[:depth] + parts) is not ABSENT:
                 return at[:depth] + parts
     return None
 

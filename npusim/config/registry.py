@@ -195,9 +195,25 @@ FABRICS: Registry[Any] = Registry("fabric kind", builtins={kind: f"npusim.hw.fab
 
 OPS: Registry[Any] = Registry("op", builtins={
     "cast": "npusim.kernels.elementwise.op",
+    "dequant_swiglu_quant": "npusim.kernels.swiglu_quant.op",
     "fill": "npusim.kernels.elementwise.op",
+    "matmul": "npusim.kernels.matmul.op",
+    "quant_matmul": "npusim.kernels.quant_matmul.op",
+    "grouped_matmul": "npusim.kernels.grouped_matmul.op",
+    "moe_distribute_combine": "npusim.kernels.moe_distribute.combine",
+    "moe_distribute_combine_v2": "npusim.kernels.moe_distribute.combine_v2",
+    "moe_distribute_dispatch": "npusim.kernels.moe_distribute.dispatch",
+    "moe_distribute_dispatch_v2": "npusim.kernels.moe_distribute.dispatch_v2",
+    "moe_gating_top_k": "npusim.kernels.moe_gating.op",
+    "add": "npusim.kernels.elementwise.op",
+    "sub": "npusim.kernels.elementwise.op",
     "quant_scatter": "npusim.kernels.quant_scatter.op",
     "quantize": "npusim.kernels.quantize.op",
     "scatter_update": "npusim.kernels.scatter_update.op",
 })
 """Ops the simulator models (their settings under ``ops:``), implemented in npusim.kernels."""
+
+COLLECTIVES: Registry[Any] = Registry("collective algorithm", builtins={name: f"npusim.kernels.hccl.{name}" for name in (
+    "double_ring", "mesh", "nb", "nhr", "pairwise", "pipeline", "rhd", "ring")})
+"""HCCL's collective algorithms (``hccl.algo``), each a schedule of transfers over the fabric levels,
+implemented in npusim.kernels.hccl."""

@@ -18,7 +18,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, SerializeAsAny, model_validator
 
 from npusim.config.products import PRODUCTS
-from npusim.config.registry import FABRICS, OPS, KindOf, SettingsOf
+from npusim.config.registry import COLLECTIVES, FABRICS, OPS, KindOf, SettingsOf
 from npusim.units import Dimension, Quantity, parse_quantity
 
 
@@ -40,8 +40,46 @@ Size = Annotated[Quantity, BeforeValidator(_parser(Dimension.SIZE)), _AS_WRITTEN
 Rate = Annotated[Quantity, BeforeValidator(_parser(Dimension.RATE)), _AS_WRITTEN]
 Time = Annotated[Quantity, BeforeValidator(_parser(Dimension.TIME)), _AS_WRITTEN]
 Frequency = Annotated[Quantity, BeforeValidator(_parser(Dimension.FREQUENCY)), _AS_WRITTEN]
-PositiveInt = Annotated[int, Field(gt=0)]
 Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+
+# Every count of the schema is bounded above by what any Ascend part could have, far above the
+# products' own values, so that a typo (``--set die.sdma.channels=100000000``) is a located config
+# error at once rather than a process that allocates for minutes (tests/config/test_schema.py
+# checks that every whole-number field has a bound).
+MAX_CORES = 1024
+"""AI cores of one kind per die (A2: 24 cube + 48 vector; 310P: 8 + 7)."""
+MAX_AICPUS = 64
+"""AICPUs per die, and AICPU threads of one task (A2/A3: 6; 310P: 7)."""
+MAX_CHANNELS = 1024
+"""Queues of one engine (SDMA channels: 8 assumed on A2/A3), switch planes of one node (A3: 7)."""
+MAX_PACKAGES = 64
+"""NPU packages per node (A2 / A3 servers: 8; an Atlas 300I Duo card: 2)."""
+MAX_GRANULE_BYTES = 1 << 20
+"""A transfer granule or an alignment in bytes (32 to 1024 on Ascend): no core buffer holds more than 1 MiB."""
+MAX_VECTOR_BYTES = 4096
+"""Bytes of one vector repeat (256 on Ascend: 128 fp16 lanes)."""
+MAX_REPEATS = 65535
+"""Repeats one vector instruction carries (255 on Ascend, an 8-bit field; a 16-bit one at most)."""
+MAX_CUBE_SIDE = 256
+"""A side of the cube unit's m x n x k block (16 on Ascend)."""
+MAX_GROUPS = 64
+"""Communication groups one program may use (PyPTO: 2)."""
+MAX_PODS = 64
+"""SuperPoDs of one system joined by RoCE (Huawei's announced Atlas 950 SuperCluster: 64)."""
+MAX_QUEUE_DEPTH = 1024
+"""Requests one DMA engine or SDMA channel keeps in flight (assumed 4 and 1 on A2/A3)."""
+
+
+CoreCount = Annotated[int, Field(gt=0, le=MAX_CORES)]
+AicpuCount = Annotated[int, Field(gt=0, le=MAX_AICPUS)]
+ChannelCount = Annotated[int, Field(gt=0, le=MAX_CHANNELS)]
+PackageCount = Annotated[int, Field(gt=0, le=MAX_PACKAGES)]
+GranuleBytes = Annotated[int, Field(gt=0, le=MAX_GRANULE_BYTES)]
+VectorBytes = Annotated[int, Field(gt=0, le=MAX_VECTOR_BYTES)]
+RepeatCount = Annotated[int, Field(gt=0, le=MAX_REPEATS)]
+CubeSide = Annotated[int, Field(gt=0, le=MAX_CUBE_SIDE)]
+GroupCount = Annotated[int, Field(gt=0, le=MAX_GROUPS)]
+PodCount = Annotated[int, Field(gt=0, le=MAX_PODS)]
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -96,7 +134,7 @@ GM = "GM"
 """The device's global memory (HBM through L2), the one place every core kind reaches."""
 
 
-QueueDepth = Annotated[int, Field(ge=1, description="requests an engine keeps in flight (1: each completes before the next is issued)")]
+QueueDepth = Annotated[int, Field(ge=1, le=MAX_QUEUE_DEPTH, description="requests an engine keeps in flight (1: each completes before the next is issued)")]
 """How many requests a DMA engine's queue holds at once; 0 is refused (an engine that takes no request moves nothing)."""
 
 
@@ -116,7 +154,7 @@ class CopyEngineSpec(Spec):
                         "streaming of earlier requests when queue_depth > 1)")
     per_burst: Time = Field(description="the engine's own work for each burst of a copy (one GM request per burst), paid one after another as "
                             "the copy streams")
-    burst_bytes: PositiveInt = Field(32, description="transfer granule in bytes; copies move whole granules")
+    burst_bytes: GranuleBytes = Field(32, description="transfer granule in bytes; copies move whole granules")
     queue_depth: QueueDepth = Field(1, description="requests the engine keeps in flight: a request's set-up and route latency overlap "
                                     "the streaming of earlier ones, which stream one after another and complete in order")
 
@@ -133,14 +171,14 @@ class BufferSpec(Spec):
     """An on-chip buffer of a core: its capacity and the alignment of every allocation in it."""
 
     size: Size
-    alignment: PositiveInt = Field(description="bytes every allocation starts at a multiple of")
+    alignment: GranuleBytes = Field(description="bytes every allocation starts at a multiple of")
 
 
 class CoreKindSpec(Spec):
     """One kind of core of a die (AIC, AIV, a 310P AI core ...): how many the die has, its pipes
     (each an in-order queue, all running concurrently), its buffers, and its copy engines by pipe."""
 
-    count: PositiveInt = Field(description="cores of this kind per die")
+    count: CoreCount = Field(description=f"cores of this kind per die (at most {MAX_CORES})")
     pipes: list[PipeName] = Field(min_length=1, description="its pipes; SCALAR issues every instruction")
     buffers: dict[BufferName, BufferSpec] = Field(default_factory=dict)
     engines: dict[PipeName, CopyEngineSpec] = Field(default_factory=dict, description="copy engines, by the pipe they run on")
@@ -173,8 +211,8 @@ class CoreKindSpec(Spec):
 class VectorSpec(Spec):
     """The AIV vector unit: instructions of up to ``max_repeats`` repeats of ``repeat_bytes``."""
 
-    repeat_bytes: PositiveInt = Field(256, description="bytes processed by one repeat (128 fp16 / 64 fp32 lanes)")
-    max_repeats: PositiveInt = Field(255, description="largest repeat count one instruction can carry")
+    repeat_bytes: VectorBytes = Field(256, description="bytes processed by one repeat (128 fp16 / 64 fp32 lanes)")
+    max_repeats: RepeatCount = Field(255, description="largest repeat count one instruction can carry")
     per_repeat: Time = Field(description="issue interval of one repeat")
     issue: Time = Field(description="fixed issue overhead of one vector instruction")
     latency: dict[str, Time] = Field(description="pipeline latency per instruction kind (add, mul, div, exp, conv, dup, default)")
@@ -198,9 +236,9 @@ class ScalarSpec(Spec):
 class CubeSpec(Spec):
     """The cube unit of the cores with a CUBE pipe: an m x n x k block of multiply-accumulates per cycle."""
 
-    m: PositiveInt = 16
-    n: PositiveInt = 16
-    k: PositiveInt = 16
+    m: CubeSide = 16
+    n: CubeSide = 16
+    k: CubeSide = 16
     per_block: Time = Field(description="time of one m x n x k fp16 block")
 
 
@@ -239,12 +277,14 @@ class L2Spec(Spec):
 class AicpuSpec(Spec):
     """The die's AICPUs: they schedule tile ops and poll signals."""
 
-    count: PositiveInt
+    count: AicpuCount = Field(description=f"AICPUs of the die (at most {MAX_AICPUS})")
     schedule: Time = Field(description="scheduling one ready task onto a core")
     dependency: Time = Field(description="resolving the dependencies of one finished task")
     completion: Time = Field(description="handling the completion of one task")
     poll_interval: Time = Field(description="interval between two polls of a signal slot")
     control_read: Time = Field(description="one read of a GM value by the control-flow AICPU (a device-valued scalar of a PyPTO kernel)")
+    rdma_post: Time | None = Field(None, description="posting one RDMA write to the RoCE NIC (one item of HCCL's BatchWrite, the A2 "
+                                   "MoE ops' transfers); ops that post from the AICPU need it")
 
 
 class DieSpec(Spec):
@@ -260,6 +300,8 @@ class DieSpec(Spec):
     hbm: MemorySpec
     aicpu: AicpuSpec
     sdma: SdmaSpec = Field(description="system DMA engine: bulk GM-to-GM copies between dies (HIXL / HCCL over the scale-up fabric)")
+    sync_all: Time | None = Field(None, description="one SyncAll of a kernel's vector cores (Ascend C's cross-core barrier: every core "
+                                  "waits until all have reached it); kernels that call it need it")
 
     @model_validator(mode="after")
     def _l2_fits_the_memory(self) -> DieSpec:
@@ -348,10 +390,14 @@ def fabric_kinds_at(level: str) -> list[str]:
 
 
 class SystemShape(Spec):
-    """How many nodes, packages and dies the system has."""
+    """How many pods, nodes, packages and dies the system has. Dies are numbered pod by pod, node
+    by node, package by package; nodes are numbered across pods (node ``k`` of pod ``p`` is node
+    ``p x nodes + k``)."""
 
-    nodes: Annotated[int, Field(ge=1, le=48)] = Field(1, description="nodes: A2 servers, or the nodes of an A3 SuperPoD (up to 48)")
-    packages_per_node: PositiveInt = Field(description="NPU packages per node")
+    pods: PodCount = Field(1, description="pods (A3 SuperPoDs) of `nodes` nodes each; the pod fabric joins the nodes of one "
+                           "pod only, so dies of two pods reach each other through the scale-out network (RDMA) alone")
+    nodes: Annotated[int, Field(ge=1, le=48)] = Field(1, description="nodes per pod: A2 servers, or the nodes of an A3 SuperPoD (up to 48)")
+    packages_per_node: PackageCount = Field(description=f"NPU packages per node (at most {MAX_PACKAGES})")
     dies_per_package: Annotated[int, Field(ge=1, le=2)] = Field(1, description="dies per package (2 on 910C)")
 
     @property
@@ -359,16 +405,154 @@ class SystemShape(Spec):
         return self.packages_per_node * self.dies_per_package
 
     @property
-    def dies(self) -> int:
+    def dies_per_pod(self) -> int:
         return self.nodes * self.dies_per_node
+
+    @property
+    def dies(self) -> int:
+        return self.pods * self.dies_per_pod
+
+    def pod_of(self, die: int) -> int:
+        """The pod die ``die`` belongs to."""
+        return die // self.dies_per_pod
 
     def package_of(self, die: int) -> int:
         """The NPU package die ``die`` belongs to (dies are numbered package by package)."""
         return die // self.dies_per_package
 
     def node_of(self, die: int) -> int:
-        """The node die ``die`` belongs to (dies are numbered node by node)."""
+        """The node die ``die`` belongs to (dies are numbered node by node, across pods)."""
         return die // self.dies_per_node
+
+
+HCCL_OPS = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "scatter")
+"""The op names of HCCL_ALGO's per-op form (``allreduce=level0:NA;level1:ring/...``): the HCCL user
+guide's HCCL_ALGO page (allgather also covers AllGatherV, reducescatter ReduceScatterV, alltoall
+AlltoAllV and AlltoAllVC)."""
+HCCL_LEVELS = ("level0", "level1", "level2")
+"""HCCL's levels: inside a server (node), between servers (the nodes of a pod, or A2 servers over
+RoCE), between SuperPoDs (pods)."""
+HCCL_ALGO_ALIASES = {"h-d_r": "rhd", "hd": "rhd", "nhr_v1": "nhr", "na": "NA", "auto": "auto"}
+"""HCCL_ALGO's spellings of an algorithm -> npusim's name (H-D_R is recursive halving-doubling; NA
+at level0 and an unset level are HCCL's own choice, npusim's ``NA`` / ``auto``)."""
+
+
+def _algorithm_name(value: object) -> str:
+    """An algorithm as HCCL_ALGO spells it (any case) -> its registered name, ``auto`` or ``NA``."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{value!r} is not an algorithm name; use auto, NA or one of {', '.join(COLLECTIVES.names())}")
+    name = value.strip().lower()
+    name = HCCL_ALGO_ALIASES.get(name, name)
+    if name in ("auto", "NA") or name in COLLECTIVES:
+        return name
+    if name == "ahc":
+        raise ValueError("AHC (asymmetric hierarchical concatenation) is not modelled; use ring, rhd (H-D_R), nhr, nb or pipeline")
+    raise ValueError(COLLECTIVES.unknown(name) + " (or auto: HCCL's own choice; NA at level0)")
+
+
+AlgorithmName = Annotated[str, BeforeValidator(_algorithm_name)]
+
+
+class HcclLevelsSpec(Spec):
+    """The algorithm of each level for one op (HCCL_ALGO's ``<op>=level0:NA;level1:<algo>``); an
+    unset level takes the global choice."""
+
+    level0: AlgorithmName | None = Field(None, description="inside a server: NA (the topology's algorithm: mesh on A2, double_ring on A3)")
+    level1: AlgorithmName | None = Field(None, description="between servers (the nodes of a SuperPoD, or A2 servers over RoCE)")
+    level2: AlgorithmName | None = Field(None, description="between SuperPoDs (pods, over RoCE)")
+
+
+def parse_hccl_algo(text: str) -> dict[str, object]:
+    """HCCL_ALGO's own syntax as the mapping ``hccl.algo`` takes: ``level0:NA;level1:ring`` (every
+    op) and ``allreduce=level0:NA;level1:ring/allgather=level1:H-D_R`` (per op), the two forms
+    joined by ``/``."""
+    result: dict[str, object] = {}
+    for part in (p.strip() for p in text.split("/")):
+        if not part:
+            continue
+        op, sep, levels_text = part.partition("=")
+        if not sep:
+            op, levels_text = "", part
+        op = op.strip().lower()
+        if op and op not in HCCL_OPS:
+            raise ValueError(f"HCCL_ALGO {text!r}: {op!r} is not an op of HCCL_ALGO; use one of {', '.join(HCCL_OPS)}")
+        levels: dict[str, str] = {}
+        for item in (i.strip() for i in levels_text.split(";")):
+            if not item:
+                continue
+            level, colon, algo = item.partition(":")
+            level = level.strip().lower()
+            if not colon or level not in HCCL_LEVELS:
+                raise ValueError(f"HCCL_ALGO {text!r}: {item!r} is not LEVEL:ALGO with LEVEL one of {', '.join(HCCL_LEVELS)} "
+                                 "(e.g. level0:NA;level1:ring)")
+            levels[level] = algo.strip()
+        if op:
+            result[op] = levels
+        else:
+            result.update(levels)
+    return result
+
+
+def _algo_mapping(value: object) -> object:
+    return parse_hccl_algo(value) if isinstance(value, str) else value
+
+
+class HcclAlgoSpec(HcclLevelsSpec):
+    """HCCL_ALGO: the algorithm of each level for every op, and per op (its own levels win over the
+    global ones). Written as a mapping (``hccl.algo.level1: ring``, ``hccl.algo.allreduce.level1:
+    ring``) or in the environment variable's own syntax (``hccl.algo: "level0:NA;level1:ring"``).
+    ``auto`` (or unset) is HCCL's own choice by product, data size and server count."""
+
+    allreduce: HcclLevelsSpec | None = None
+    allgather: HcclLevelsSpec | None = None
+    reducescatter: HcclLevelsSpec | None = None
+    broadcast: HcclLevelsSpec | None = None
+    reduce: HcclLevelsSpec | None = None
+    alltoall: HcclLevelsSpec | None = None
+    scatter: HcclLevelsSpec | None = None
+
+    def forced(self, op: str, level: str) -> str:
+        """The algorithm forced for ``op`` (an HCCL_OPS name) at ``level`` (``auto``: none)."""
+        per_op: HcclLevelsSpec | None = getattr(self, op) if op in HCCL_OPS else None
+        for source in (per_op, self):
+            value: str | None = getattr(source, level) if source is not None else None
+            if value is not None:
+                return value
+        return "auto"
+
+
+class HcclSelectionSpec(Spec):
+    """The constants of HCCL's own choice of the inter-server algorithm (its alpha-beta comparison of
+    ring, NHR and RHD, and when it takes the pipeline algorithm)."""
+
+    latency: Time = Field(description="the fixed cost of one step HCCL's comparison assumes (alpha)")
+    bandwidth: Rate = Field(description="the per-NPU inter-server bandwidth HCCL's comparison assumes (1 / beta)")
+    pipeline_min: Size = Field(description="smallest all-gather / reduce-scatter per rank that takes the pipeline algorithm")
+    pipeline_allreduce_min: Size = Field(description="smallest all-reduce slice per rank (data / ranks) that takes the pipeline algorithm")
+    mesh_small_count: Size | None = Field(None, description="an all-reduce inside one server of at most this per rank of the "
+                                          "communicator runs on the mesh instead of the server's own algorithm (None: never)")
+
+
+class HcclSpec(Spec):
+    """HCCL as it runs the collectives of a communicator (docs/collectives.md): which algorithm each
+    level takes, where the ops are expanded (host, AICPU, or AIV cores that also move the data), the
+    communication buffer that bounds one pass, and the cost of the notifications between ranks."""
+
+    algo: Annotated[HcclAlgoSpec, BeforeValidator(_algo_mapping)] = Field(
+        default_factory=lambda: HcclAlgoSpec.model_validate({}), description="HCCL_ALGO: the algorithm of each level, for every op or per op")
+    expansion_mode: Literal["host", "ai_cpu", "aiv"] = Field(
+        description="HCCL_OP_EXPANSION_MODE: host or ai_cpu expand an op into SDMA / RDMA tasks; aiv runs small ops on the AIV "
+        "cores, which write into the peers' buffers themselves")
+    buffer: Size = Field(description="HCCL_BUFFSIZE: the communication buffer of each rank; a larger op runs in passes of this size")
+    deterministic: bool = Field(False, description="HCCL_DETERMINISTIC: reductions in a fixed order (the mesh adds peers in rank order)")
+    notify: Time = Field(description="a notification between two ranks: recorded on one rank's stream, seen by the waiting "
+                         "stream of its peer (each step's ready and done handshakes)")
+    selection: HcclSelectionSpec
+    aiv_max_bytes: Size | None = Field(None, description="with expansion_mode aiv: the largest op (bytes per rank) that runs on "
+                                       "the AIV cores; a larger one runs as ai_cpu (None: every size)")
+    aiv_cores: CoreCount = Field(description="AIV cores an AIV-expanded op uses (HCCL's core control)")
+    aiv_sync: Time = Field(description="with AIV expansion, one step's flag exchange: a flag written into a peer's buffer "
+                           "and polled there")
 
 
 OpSettings = Annotated[dict[str, SerializeAsAny[Spec]], SettingsOf(OPS)]
@@ -394,6 +578,8 @@ class SystemSpec(Spec):
     ops: OpSettings = Field(default_factory=dict, description="per-op settings of the kernels npusim models (not hardware), "
                                   "each validated by its op's own model")
     shmem: ShmemSpec | None = Field(None, description="PyPTO's distributed (shmem) runtime; needed by npusim.launch")
+    hccl: HcclSpec | None = Field(None, description="HCCL, the collective communication library: its algorithms per fabric level, "
+                                  "transport and buffers (docs/collectives.md); torch.distributed's hccl backend and the MoE distribute ops need it")
     host: HostSpec | None = Field(None, description="the host thread that issues torch programs' ops (npusim.torch_npu with torch); "
                                     "None: launches cost no host time")
 
@@ -426,6 +612,11 @@ class SystemSpec(Spec):
                     f"{level} level; use one of {', '.join(fabric_kinds_at(level))}"
                 )
             fabric.check(level, self)
+        if self.shape.pods > 1 and self.fabrics.scale_out is None:
+            raise ValueError(
+                f"shape.pods is {self.shape.pods}, but fabrics.scale_out (the NICs) is missing: the pod fabric joins the nodes of "
+                "one pod only, so nothing would join two pods; add fabrics.scale_out or use shape.pods=1"
+            )
         if self.shape.nodes > 1 and self.fabrics.pod is None and self.fabrics.scale_out is None:
             raise ValueError(
                 f"shape.nodes is {self.shape.nodes}, but neither fabrics.pod nor fabrics.scale_out joins the nodes, so the dies of "
@@ -470,7 +661,7 @@ class SdmaSpec(Spec):
     ``queue_depth`` copy descriptors in flight (1: a descriptor starts when the previous one has
     completed)."""
 
-    channels: PositiveInt = Field(description="channels: transfers that run at once on the die, one per channel")
+    channels: ChannelCount = Field(description=f"channels: transfers that run at once on the die, one per channel (at most {MAX_CHANNELS})")
     rate: Rate = Field(description="peak rate of one channel (one direction)")
     setup: Time = Field(description="fixed cost of one descriptor: fetch and decode, completion report")
     queue_depth: QueueDepth = Field(1, description="descriptors a channel keeps in flight: a descriptor's set-up and latency overlap "
@@ -494,8 +685,9 @@ class ShmemSpec(Spec):
         description="how a scheduler picks the AIV core of a ready tile op: the next core in turn, or the core "
         "with the fewest tile ops dispatched and not yet finished"
     )
-    schedulers: PositiveInt = Field(description="AICPU scheduler threads per device task; each manages an equal share of the AIV cores")
+    schedulers: AicpuCount = Field(description="AICPU scheduler threads per device task; each manages an equal share of the AIV cores")
     data_window: Size = Field(description="data window per PE and communication group (HCCL buffer)")
     signal_window: Size = Field(description="signal window per PE and communication group")
-    max_groups: PositiveInt = Field(description="communication groups one program may use")
+    max_groups: GroupCount = Field(description=f"communication groups one program may use (at most {MAX_GROUPS})")
     staging_buffer: Size = Field(description="UB buffer of one put/get tile op per ping-pong half")
+

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -29,11 +30,12 @@ import numpy as np
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
-from npusim.frontend.host import HostLaunch
-from npusim.frontend.session import session_of
+from npusim.frontend.callsite import callsite
+from npusim.frontend.host import HostLaunch, current_process
+from npusim.frontend.session import innermost_session, session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
-from npusim.isa.target import VectorTarget
-from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, Op, OpOptions, ValueCheck
+from npusim.kernels.cube.tiling import TILING_FIELDS
+from npusim.kernels.op import OUT_OF_RANGE_MODES, OVERLAP_MODES, AwaitGroup, Detached, Op, OpOptions, ValueCheck
 from npusim.kernels.view_copy import build_view_copy
 
 _OPTIONS: ContextVar[OpOptions] = ContextVar("npusim_op_options", default=OpOptions())  # noqa: B039 (frozen: immutable)
@@ -42,12 +44,15 @@ _CHOICES = {"out_of_range": OUT_OF_RANGE_MODES, "overlap": OVERLAP_MODES}
 
 
 @contextlib.contextmanager
-def options(*, out_of_range: str | None = None, overlap: str | None = None, double_buffer: bool | None = None) -> Iterator[OpOptions]:
+def options(*, out_of_range: str | None = None, overlap: str | None = None, double_buffer: bool | None = None,
+            matmul_tiling: Mapping[str, Any] | None = None) -> Iterator[OpOptions]:
     """Within the block, ops use these settings (see :class:`~npusim.kernels.op.OpOptions`); unset
-    ones are inherited::
+    ones are inherited (``matmul_tiling`` field by field)::
 
         with torch_npu.options(double_buffer=True, overlap="error"):
             torch_npu.npu_quant_scatter_(cache, indices, updates, scales)
+        with torch_npu.options(matmul_tiling={"base_m": 128, "base_n": 256, "cores": 24}):
+            c = a @ b
     """
     changes: dict[str, Any] = {}
     for name, value in (("out_of_range", out_of_range), ("overlap", overlap)):
@@ -59,6 +64,16 @@ def options(*, out_of_range: str | None = None, overlap: str | None = None, doub
         if not isinstance(double_buffer, bool):
             raise UsageError(f"torch_npu.options: double_buffer = {double_buffer!r}: use True or False")
         changes["double_buffer"] = double_buffer
+    if matmul_tiling is not None:
+        if not isinstance(matmul_tiling, Mapping):
+            raise UsageError(f"torch_npu.options: matmul_tiling = {matmul_tiling!r}: give a dict of tiling fields, e.g. "
+                             "{'base_m': 128, 'base_n': 256, 'base_k': 64}")
+        unknown = sorted(set(matmul_tiling) - set(TILING_FIELDS))
+        if unknown:
+            raise UsageError(f"torch_npu.options: matmul_tiling has no field {', '.join(map(repr, unknown))}; its fields are "
+                             f"{', '.join(TILING_FIELDS)}")
+        merged = {**dict(_OPTIONS.get().matmul_tiling), **matmul_tiling}
+        changes["matmul_tiling"] = tuple(sorted(merged.items()))
     token = _OPTIONS.set(dataclasses.replace(_OPTIONS.get(), **changes))
     try:
         yield _OPTIONS.get()
@@ -81,8 +96,7 @@ class HostCall:
         launch = self.launches.get(die)
         if launch is None:
             host = session.host
-            cost = host.op_launch_ps + (host.tiling_ps if self.tiling else 0)
-            launch = self.launches[die] = host.issue(die, self.api, cost, self.args)
+            launch = self.launches[die] = host.issue(die, self.api, host.eager_call(self.tiling), self.args)
         return launch
 
 
@@ -97,16 +111,25 @@ def host_call(api: str, **args) -> Iterator[HostCall]:
         _HOST_CALL.reset(token)
 
 
+def current_host_call() -> HostCall | None:
+    """The eager host call being issued, if any."""
+    return _HOST_CALL.get()
+
+
 def enqueue(build, system, die: int) -> None:
     """Queue the kernels that ``build()`` returns (a list, built anew for each run) on the current
     stream of die ``die``: recorded for replays while a graph is captured; in an eager host call,
     after the host has issued them."""
     session = session_of(system)
+    process = current_process()
+    if process is not None:
+        process.dies.add(die)
+    source = callsite()  # the program's line that issued it: race reports name it
     if session.capture is not None:
-        session.capture.add(build, die)
+        session.capture.add(lambda: _from(source, build()), die)
         return
     stream = session.stream(die)
-    kernels = build()
+    kernels = _from(source, build())
     call = _HOST_CALL.get()
     if call is not None:
         launch = call.launch(session, die)
@@ -115,6 +138,28 @@ def enqueue(build, system, die: int) -> None:
             launch.arrow_to(kernel)
     for kernel in kernels:
         kernel.launch(stream)
+
+
+@contextlib.contextmanager
+def at_program_line() -> Iterator[None]:
+    """The warnings an op's checks give inside (an ignored argument, overlapping writes) shown at the
+    line of the user's program that called the op, not at npusim's."""
+    where = callsite()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        if where is not None:
+            warnings.warn_explicit(warning.message, warning.category, where.filename, where.lineno)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+def _from(source, kernels: list) -> list:
+    """``kernels`` marked as issued by the program line ``source``."""
+    for kernel in kernels:
+        kernel.source = source
+    return kernels
 
 
 @dataclass
@@ -141,7 +186,8 @@ class OpCall:
         if op.series is not None and product.series not in op.series:
             raise UsageError(f"{api}: the op is modelled on {', '.join(sorted(op.series))} only, not on {product.label} "
                              f"(config {spec.name!r}); use a config of those products")
-        problem = op.check(spec.product, args)
+        with at_program_line():
+            problem = op.check(spec.product, args)
         if problem.empty:
             return cls(op, api, problem, None, args, ValueCheck())
         settings = spec.ops.get(op.name)
@@ -152,11 +198,12 @@ class OpCall:
                 f"launched); add it, e.g. under `ops: {{{op.name}: {{...}}}}`, or extend a built-in config"
             )
         options_now = _OPTIONS.get()
-        plan = op.plan(problem, VectorTarget.of(system), settings, options_now)
+        plan = op.plan(problem, op.target(system), settings, options_now)
         check = ValueCheck()
         if system.with_data:  # values are data: without data (timing only) they cannot be checked
             values = {name: args[name].host_view().copy() for name in op.value_inputs(problem)}
-            check = op.check_values(problem, values, options_now)
+            with at_program_line():
+                check = op.check_values(problem, values, options_now)
         return cls(op, api, problem, plan, args, check)
 
     def issue(self, out: DeviceTensor) -> None:
@@ -170,12 +217,16 @@ class OpCall:
         if call is not None:
             call.tiling = bool(host_values)
         work = out if out.is_contiguous() else _contiguous(out, self.api, "the output")
-        tensors: dict[str, Any] = {name: _contiguous(self.args[name], self.api, name) if self.args[name] is not None else None
-                                   for name in op.tensors if name != op.output}
+        names = op.tensor_names(self.args)
+        tensors: dict[str, Any] = {}
+        for name in names:
+            value = self.args[name]
+            if name != op.output:
+                tensors[name] = None if value is None else value if op.reads_as_is(self.problem, name, value) else _contiguous(value, self.api, name)
         tensors[op.output] = work
         tensors.update({name: tensor(values, device=die) for name, values in host_values.items()})
         op_args = {"api": f"torch_npu.{self.api}", **op.describe(self.problem, self.plan)}
-        inputs = [(tuple(self.args[name].shape), self.args[name].dtype.name) for name in op.tensors
+        inputs = [(tuple(self.args[name].shape), self.args[name].dtype.name) for name in names
                   if name != op.output and self.args[name] is not None]
         outputs = [(tuple(out.shape), out.dtype.name)]
         session = session_of(system)
@@ -220,7 +271,8 @@ def run_op(name: str, api: str, args: Mapping[str, Any], *, out: DeviceTensor) -
 
 def _check_tensors(api: str, op: type[Op], args: dict[str, Any]) -> DeviceTensor:
     """Every tensor argument is a device tensor of one session on one device; returns the first."""
-    for name in op.tensors:
+    names = op.tensor_names(args)
+    for name in names:
         value = args.get(name)
         if value is None and name in op.optional:
             continue
@@ -229,9 +281,9 @@ def _check_tensors(api: str, op: type[Op], args: dict[str, Any]) -> DeviceTensor
                 f"{api}: {name} = {type(value).__name__}: must be an npusim device tensor; "
                 f"make one with npusim.tensor(array, device=...)"
             )
-    first_name = op.tensors[0]
+    first_name = names[0]
     first = args[first_name]
-    for name in op.tensors[1:]:
+    for name in names[1:]:
         value = args.get(name)
         if value is None:
             continue
@@ -258,3 +310,117 @@ def copy(dst: DeviceTensor, src: DeviceTensor, name: str, purpose: str) -> None:
     """Queue a device copy of ``src`` into ``dst`` (same shape) under the kernel name ``name``."""
     op_args = {"purpose": purpose, "shape": list(src.shape), "dtype": src.dtype.name}
     enqueue(lambda: [build_view_copy(dst, src, name=name, op_args=op_args)], dst.system, dst.device)
+
+
+class DeviceTask:
+    """The device work of one call of a :class:`~npusim.kernels.op.DeviceOp`, queued as one stream
+    task: it runs the op's steps when its turn comes (each :class:`~npusim.kernels.op.Run` launched
+    on the cores there and then, each :class:`~npusim.kernels.op.AwaitGroup` waited for)."""
+
+    def __init__(self, call: DeviceOpCall) -> None:
+        self.call = call
+        self._built: list = []  # callbacks for the first kernel once made (the host's launch arrow)
+
+    def when_built(self, callback) -> None:
+        """Call ``callback(kernel)`` with the first kernel of the op once it is made."""
+        self._built.append(callback)
+
+    def launch(self, stream) -> None:
+        stream.submit(self._run)
+
+    def _run(self):
+        call = self.call
+        op, system = call.op, call.system
+        env, recorder = system.env, system.recorder
+        die = call.die
+        op_id = recorder.op(op.kernel_name, die, **call.op_args)
+        recorder.ops[op_id].inputs, recorder.ops[op_id].outputs = call.inputs, call.output_shapes
+        context = op.prepare(call.problem, call.plan, call.tensors, system)
+        for step in op.steps(call.problem, call.plan, call.tensors, context, op_id):
+            if isinstance(step, Detached):
+                env.process(step.work())
+                continue
+            if isinstance(step, AwaitGroup):
+                group = step.group
+                if not group.complete:
+                    joined = env.event()
+                    group.on_complete.append(joined.succeed)
+                    session = session_of(system)
+                    if _incomplete_group_report not in session.deadlock_reporters:
+                        session.deadlock_reporters.append(_incomplete_group_report)
+                    yield joined
+                continue
+            if self._built and step.kernels:
+                for callback in self._built:
+                    callback(step.kernels[0])
+                self._built = []
+            yield env.all_of([kernel.start() for kernel in step.kernels])
+
+
+def _incomplete_group_report() -> list[str]:
+    """Deadlock report lines: the communication groups some ranks have not joined."""
+    from npusim.kernels.comm.group import groups_of
+
+    session = innermost_session()
+    lines = []
+    for group in groups_of(session.system) if session is not None else ():
+        if not group.complete:
+            missing = ", ".join(str(r) for r in range(group.world_size) if r not in group.members)
+            lines.append(f"  group {group.name!r}: {len(group.members)} of its {group.world_size} ranks have called an op of it (ranks "
+                         f"{', '.join(map(str, sorted(group.members)))}); the ops of ranks {missing} were never called, so the others "
+                         "wait for them")
+    return lines
+
+
+@dataclass
+class DeviceOpCall:
+    """A checked call of a :class:`~npusim.kernels.op.DeviceOp`: its problem and plan; the outputs
+    it allocates (:meth:`output_specs`); :meth:`issue` queues it with its tensors."""
+
+    op: Any
+    api: str
+    problem: Any
+    plan: Any
+    args: dict
+    system: Any
+    die: int
+    tensors: dict = dataclasses.field(default_factory=dict)
+    op_args: dict = dataclasses.field(default_factory=dict)
+    inputs: list = dataclasses.field(default_factory=list)
+    output_shapes: list = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def prepare(cls, name: str, api: str, args: Mapping[str, Any]) -> DeviceOpCall:
+        """Check the call of op ``name`` (every argument by name) on the host."""
+        op = OPS.get(name)
+        args = dict(args)
+        first = _check_tensors(api, op, args)
+        system = first.system
+        spec = system.spec
+        product = PRODUCTS.get(spec.product)
+        if op.series is not None and product.series not in op.series:
+            raise UsageError(f"{api}: the op is modelled on {', '.join(sorted(op.series))} only, not on {product.label} "
+                             f"(config {spec.name!r}); use a config of those products")
+        problem = op.check_call(spec, {**args, "api": api})
+        plan = op.plan_for(problem, system)
+        return cls(op, api, problem, plan, args, system, first.device)
+
+    def output_specs(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """The outputs to allocate on the call's device: name -> (shape, dtype)."""
+        return self.op.outputs(self.problem)
+
+    def issue(self, outputs: Mapping[str, DeviceTensor]) -> None:
+        """Queue the call, writing into ``outputs`` (contiguous, on the call's device)."""
+        op = self.op
+        tensors: dict[str, Any] = {name: _contiguous(self.args[name], self.api, name) if self.args.get(name) is not None else None
+                                   for name in op.tensors}
+        tensors.update(outputs)
+        self.tensors = tensors
+        self.op_args = {"api": f"torch_npu.{self.api}", **op.describe(self.problem, self.plan)}
+        self.inputs = [(tuple(t.shape), t.dtype.name) for name in op.tensors if (t := self.args.get(name)) is not None]
+        self.output_shapes = [(tuple(t.shape), t.dtype.name) for t in outputs.values()]
+        op.prepare(self.problem, self.plan, tensors, self.system)  # joins the group now: a rank that disagrees is refused at its call
+        call = _HOST_CALL.get()
+        if call is not None:
+            call.tiling = True  # the op's host tiling (its aclnn GetWorkspaceSize)
+        enqueue(lambda: [DeviceTask(self)], self.system, self.die)

@@ -5,7 +5,9 @@ While a graph is captured, the launch path (:func:`npusim.frontend.aclnn.enqueue
 build each kernel instead of running it, and the host pays nothing per op. A replay costs the host
 one ``host.graph_launch`` per die, and then every recorded kernel is built anew and queued on the
 die's current stream, in capture order, on the same tensors (a graph's addresses are fixed). As on
-the device, a replay runs no host code of the ops: no argument or index checks, no tiling.
+the device, a replay runs no host code of the ops: no argument or index checks, no tiling. A PyPTO
+jit kernel called while a graph is captured is recorded as a call (:meth:`CapturedGraph.add_call`):
+each replay launches it again, on the same tensors, after the work captured before it.
 """
 
 from __future__ import annotations
@@ -17,17 +19,29 @@ from collections.abc import Callable, Iterator
 from npusim.errors import GraphCaptureError
 
 
+class CapturedCall:
+    """A launch captured whole (a PyPTO jit kernel's): ``start()`` queues it on the die's default stream."""
+
+    def __init__(self, start: Callable[[], None]) -> None:
+        self.start = start
+
+
 class CapturedGraph:
-    """The kernels of one capture, as builders (each returns a fresh list of kernels per run)."""
+    """The work of one capture, in capture order: kernels as builders (each returns a fresh list of
+    kernels per run) and launches (:class:`CapturedCall`)."""
 
     def __init__(self, session, name: str) -> None:
         self.session = session
         self.name = name
-        self.items: list[tuple[Callable[[], list], int]] = []
+        self.items: list[tuple[Callable[[], list] | CapturedCall, int]] = []
         self.captured = False
 
     def add(self, build: Callable[[], list], die: int) -> None:
         self.items.append((build, die))
+
+    def add_call(self, start: Callable[[], None], die: int) -> None:
+        """Record a launch that ``start()`` queues on die ``die``'s default stream, at each replay."""
+        self.items.append((CapturedCall(start), die))
 
     def replay(self) -> None:
         """Queue the captured work once more: one host launch per die, then every kernel."""
@@ -42,7 +56,11 @@ class CapturedGraph:
         for build, die in self.items:
             launch = launches.get(die)
             if launch is None:
-                launch = launches[die] = host.issue(die, f"{self.name} replay", host.graph_launch_ps, {"kernel launches": per_die[die]})
+                launch = launches[die] = host.issue(die, f"{self.name} replay", host.graph_replay(), {"kernel launches": per_die[die]})
+            if isinstance(build, CapturedCall):
+                launch.gate(session.system.stream(die))
+                build.start()
+                continue
             stream = session.stream(die)
             launch.gate(stream)
             for kernel in build():

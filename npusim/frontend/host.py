@@ -7,6 +7,10 @@ synchronises (``tensor.cpu()``, ``torch.npu.synchronize()``, ``event.synchronize
 clock moves to the time the awaited work ended. Each launch is an event on the die's ``host
 launch`` lane, with a ``launch`` flow arrow to the first instruction of every kernel it queued.
 
+An SPMD program (:func:`npusim.spawn`) runs one simulated host process per rank
+(:class:`HostProcess`), each with its own host thread and current device, as each rank of a real
+deployment is its own Python process driving its own device.
+
 Streams are in-order task queues of one die (:class:`npusim.hw.stream.Stream`); a kernel is gated
 on its stream until the host has issued it. Events mark a point of a stream's work; another
 stream can wait for that point. Nothing here charges time on the numpy path (``npusim.tensor`` with
@@ -15,15 +19,19 @@ the torch_npu facade): only torch programs have a host thread (docs/torch.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
+
 import simpy
 
 from npusim.errors import UsageError
 from npusim.hw.stream import Stream
 from npusim.isa.instructions import on_recorded
+from npusim.trace.costs import CostRule, Term
 
 HOST_UNIT, HOST_LANE = "host", "launch"
-HOST_ORDER = (-1,)
-"""The host lane sorts before every core lane of its die."""
+HOST_ORDER = (-2,)
+"""The host lane sorts first in its die: before its AICPU lanes (``hw.aicpu.AICPU_ORDER``) and its cores."""
 
 
 class HostThread:
@@ -37,18 +45,70 @@ class HostThread:
         self.tiling_ps = host.tiling.to_ps(hz) if host is not None else 0
         self.graph_launch_ps = host.graph_launch.to_ps(hz) if host is not None else 0
 
-    def issue(self, die: int, name: str, cost_ps: int, args: dict) -> HostLaunch:
-        """The host spends ``cost_ps`` issuing ``name`` to die ``die``, from its clock on."""
+    def eager_call(self, tiling: bool) -> tuple[Term, ...]:
+        """The cost of one eager call, by config key: ``host.op_launch``, and ``host.tiling`` for an
+        op with a host tiling."""
+        return (Term(("host.op_launch",), self.op_launch_ps),) + ((Term(("host.tiling",), self.tiling_ps),) if tiling else ())
+
+    def graph_replay(self) -> tuple[Term, ...]:
+        """The cost of one replay of a captured graph on a die, by config key."""
+        return (Term(("host.graph_launch",), self.graph_launch_ps),)
+
+    def issue(self, die: int, name: str, cost: tuple[Term, ...], args: dict) -> HostLaunch:
+        """The host spends ``cost`` (ps by config key: :meth:`eager_call`, :meth:`graph_replay`)
+        issuing ``name`` to die ``die``, from its clock on."""
         recorder = self.system.recorder
         start = self.now_ps
-        self.now_ps = start + cost_ps
+        self.now_ps = start + sum(term.ps for term in cost)
         track = recorder.track(die, HOST_UNIT, HOST_LANE, HOST_ORDER)
-        event = recorder.record(track, recorder.name_id(name), start, self.now_ps, 0, recorder.op(name, die, **args), -1)
+        name_id = recorder.name_id(name)
+        recorder.costs.rule(HOST_LANE, name_id, CostRule(cost))
+        event = recorder.record(track, name_id, start, self.now_ps, 0, recorder.op(name, die, **args), -1)
         return HostLaunch(self.system, die, self.now_ps, event)
 
     def waited_until(self, time_ps: int) -> None:
         """The host blocked until ``time_ps`` (a synchronisation)."""
         self.now_ps = max(self.now_ps, time_ps)
+
+
+class HostProcess:
+    """One simulated host process of an SPMD program (a rank of :func:`npusim.spawn`): its host
+    thread, its current device (``torch.npu.set_device``) and the dies it has queued work on (what
+    its synchronising calls wait for)."""
+
+    def __init__(self, system, rank: int) -> None:
+        self.rank = rank
+        self.host = HostThread(system)
+        self.device: int | None = None
+        self.dies: set[int] = set()
+        self.waiting: list[simpy.Event] | None = None  # what its blocked synchronising call waits for
+        self.yield_control: Callable[[], None] | None = None  # set by the SPMD scheduler (npusim.frontend.ranks): gives control back until woken
+
+    def block(self, events: list[simpy.Event]) -> None:
+        """Wait until every one of ``events`` is processed: the other ranks' code and the simulation
+        run meanwhile. (A list, not a condition event: SimPy unhooks the conditions nested in a
+        condition once it triggers, so the scheduler waits on the events themselves.)"""
+        if self.yield_control is None:
+            raise UsageError("a host process blocked outside an SPMD program: only ranks of npusim.spawn block")
+        self.waiting = events
+        try:
+            self.yield_control()
+        finally:
+            self.waiting = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether what it waits for has happened."""
+        return self.waiting is not None and all(event.processed for event in self.waiting)
+
+
+CURRENT_PROCESS: ContextVar[HostProcess | None] = ContextVar("npusim_host_process", default=None)
+"""The host process whose code runs now (None: the session's own, single host program)."""
+
+
+def current_process() -> HostProcess | None:
+    """The SPMD rank whose code runs now, or None outside :func:`npusim.spawn`."""
+    return CURRENT_PROCESS.get()
 
 
 class HostLaunch:
@@ -72,8 +132,14 @@ class HostLaunch:
         stream.submit(task)
 
     def arrow_to(self, kernel) -> None:
-        """A ``launch`` flow from the host event to the kernel's first instruction once recorded."""
-        first = kernel.ordered_programs()[0].instructions
+        """A ``launch`` flow from the host event to the kernel's first instruction once recorded (a
+        kernel made when it starts, :class:`~npusim.isa.program.KernelAtStart` or an op's
+        :class:`~npusim.frontend.aclnn.DeviceTask`: once made)."""
+        if hasattr(kernel, "when_built"):
+            kernel.when_built(self.arrow_to)
+            return
+        programs = kernel.ordered_programs()
+        first = programs[0].instructions if programs else None  # a kernel of no work (an empty tensor's copy) has no program
         if first:
             recorder, source = self.system.recorder, self.event
             on_recorded(first[0], lambda index: recorder.flow(source, index, "launch"))

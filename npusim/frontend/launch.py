@@ -10,7 +10,8 @@ each PE's device task is queued on its die's stream and the session tracks the l
 PE i runs on die i by default (on a3, dies 2k and 2k+1 share a package); ``group_dies`` maps the PEs
 onto other dies. ``groups`` declares communication groups of some of the PEs (``{"even": [0, 2],
 "odd": [1, 3]}``: a PE's rank in a group is its index in that list); a group a kernel names that
-``groups`` does not declare spans every PE. ``races="error"`` turns race reports into a RaceError.
+``groups`` does not declare spans every PE. ``races="error"`` turns race reports into a RaceError,
+``"off"`` reports none; by default the session's mode (``npusim run --races``) decides.
 
 A kernel that reads device values while it builds (``if t[i] == 1:``, ``pypto.loop(t[0])``) starts
 running before ``launch`` returns: the simulation advances until each value has been read
@@ -24,10 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, OpArgumentError, UsageError
 from npusim.frontend.pypto.building import build_launch
-from npusim.frontend.pypto.runtime import RACE_MODES, ShmemLaunch
+from npusim.frontend.pypto.runtime import ShmemLaunch
 from npusim.frontend.pypto.tensors import Tensor
 from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor
+from npusim.isa.racecheck import RACE_MODES
 
 PYPTO_SERIES = ("atlas_a2", "atlas_a3")
 """The product series PyPTO runs on: "Ascend-NPU ... 目前支持 A2/A3" (hicann/pypto
@@ -36,7 +38,7 @@ docs/context/prepare_environment.md, commit 6fa0df5cdc750e9ba3895e6eed00ce0f635c
 
 def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = None, *,
            group_dies: Sequence[int] | None = None, groups: Mapping[str, Sequence[int]] | None = None,
-           races: str = "warn") -> ShmemLaunch:
+           races: str | None = None) -> ShmemLaunch:
     """Run ``kernel`` on ``n_pes`` PEs (see the module docstring); returns the launch."""
     session = current_session()
     system = session.system
@@ -56,6 +58,7 @@ def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = 
         raise UsageError(f"npusim.launch: kernel={kernel!r} must be a function (the PyPTO kernel)")
     if args is not None and not callable(args):
         raise UsageError(f"npusim.launch: args={args!r} must be a function of the PE returning its arguments, e.g. lambda pe: (x[pe], out[pe])")
+    races = system.race_check if races is None else races
     if races not in RACE_MODES:
         raise UsageError(f"npusim.launch: races={races!r} must be one of {', '.join(RACE_MODES)}")
     dies = _dies(n_pes, group_dies, system.die_count, spec.name)

@@ -15,6 +15,7 @@ import numbers
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,7 +26,8 @@ import simpy
 from npusim.config import LoadedConfig, load_config
 from npusim.engine.loop import STILL_EVENTS, Stop, due_now, run_until
 from npusim.errors import DeadlockError, GraphCaptureError, NoProgressError, TimeBoundError, UsageError, WallTimeError
-from npusim.frontend.host import HostThread
+from npusim.frontend.host import HostThread, current_process
+from npusim.frontend.memory import MemoryBudget, parse_memory
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
@@ -92,12 +94,34 @@ class SimResult:
                                                                "status": self.status, "params": self.params})
 
 
+class RankHooks:
+    """What a rank of an SPMD program (``npusim.frontend.spmd``) changes in the session it runs in:
+    its own host thread, synchronisations that wait for its own devices' work and block only it."""
+
+    host: HostThread
+
+    def wait_for(self, event: simpy.Event) -> None:
+        """Block the rank until ``event`` is processed."""
+        raise NotImplementedError
+
+    def dies(self) -> list[int]:
+        """The dies whose work the rank's synchronisations wait for."""
+        raise NotImplementedError
+
+
+rank_hooks: ContextVar[RankHooks | None] = ContextVar("npusim_rank", default=None)
+"""The rank the running thread is (None outside an SPMD program)."""
+
+
 class Session:
     """One simulated machine and the work issued to it."""
 
     def __init__(self, config: LoadedConfig, *, with_data: bool = True, seed: int = 0, time_limit_ps: int = DEFAULT_TIME_LIMIT_PS,
                  params: dict | None = None, network_quantum: str | None = None, progress: bool = False,
-                 wall_limit_s: float | None = None, races: str = "warn") -> None:
+                 wall_limit_s: float | None = None, races: str = "warn", memory: MemoryBudget | None = None) -> None:
+        if memory is not None:
+            memory.check_start()
+        self.memory = memory  # what the run may use (npusim.frontend.memory); None: no limit
         self.config = config
         self.progress = RunProgress() if progress else None  # shown on the terminal while simulating
         self.network_quantum = network_quantum  # as given (e.g. '10ns'); None: the exact network
@@ -113,7 +137,7 @@ class Session:
         self._wall_start = time.perf_counter()
         self.pending: list[simpy.Event] = []
         self.result: SimResult | None = None
-        self.host = HostThread(self.system)  # the torch program's host thread (docs/torch.md)
+        self.main_host = HostThread(self.system)  # the torch program's host thread (docs/torch.md); a rank of npusim.spawn has its own
         self.user_streams: list[Stream] = []  # streams made with new_stream, besides each die's default
         self.current_streams: dict[int, Stream] = {}  # die -> the stream work is queued on, when not the default
         self.capture = None  # the graph being captured (npusim.frontend.graphs), if any
@@ -128,6 +152,16 @@ class Session:
     @property
     def with_data(self) -> bool:
         return self.system.with_data
+
+    @property
+    def host(self) -> HostThread:
+        """The host thread of the code running now: the current SPMD rank's (:func:`npusim.spawn`, or
+        torch.multiprocessing.spawn's rank in a session), else the session's own."""
+        process = current_process()
+        if process is not None:
+            return process.host
+        hooks = rank_hooks.get()
+        return hooks.host if hooks is not None else self.main_host
 
     def track(self, event: simpy.Event) -> simpy.Event:
         """Count ``event`` as issued work that ``synchronize`` must wait for."""
@@ -163,14 +197,28 @@ class Session:
                 f"during the capture of {self.capture.name}: captured work does not run until the graph is replayed, so "
                 "there is nothing to wait for; move the call out of the captured region"
             )
+        process = current_process()
+        hooks = rank_hooks.get()
         if until is not None:
             pending = [] if until.processed else [until]
+        elif process is not None:  # a rank of npusim.spawn waits for the work of its own devices, as torch.npu.synchronize does
+            dies = process.dies | {process.device or 0}
+            streams = [s for s in self.system.streams + self.user_streams if s.die in dies]
+            pending = [s.tail for s in streams if s.tail is not None and not s.tail.processed]
+        elif hooks is not None:  # a rank of torch.multiprocessing.spawn (npusim.frontend.spmd): the same
+            dies = hooks.dies()
+            pending = [s.tail for s in self.system.streams + self.user_streams if s.die in dies and s.tail is not None and not s.tail.processed]
         else:
             pending = self.unfinished_work()
             self.pending = [e for e in self.pending if not e.processed]
         if pending:
-            self._run_until(self.env.all_of(pending))
-        self.host.waited_until(self.env.now)
+            if process is not None:  # other ranks run meanwhile (npusim.frontend.ranks)
+                process.block(pending)
+            elif hooks is not None:
+                hooks.wait_for(self.env.all_of(pending))
+            else:
+                self._run_until(self.env.all_of(pending))
+        self.host.waited_until(int(self.env.now))
 
     def unfinished_work(self) -> list[simpy.Event]:
         """The issued work not simulated to its end yet: the tails of the streams, the tracked events."""
@@ -184,6 +232,11 @@ class Session:
         as :meth:`synchronize`."""
         if not event.processed:
             self._run_until(event)
+
+    def run_events(self, target: simpy.Event) -> None:
+        """Step the simulation until ``target`` is processed (errors as :meth:`synchronize`); the
+        SPMD scheduler's way to advance when every rank waits."""
+        self._run_until(target)
 
     def _run_until(self, target: simpy.Event) -> None:
         """Step the simulation until ``target`` is processed (``engine.loop.run_until``). A
@@ -210,9 +263,10 @@ class Session:
                 [f"  due now, by what they run: {due or 'nothing'}"]))
 
     def _every_so_often(self):
-        """What the stepping loop calls every PROGRESS_STEPS steps: the progress line and the wall-clock limit (None: neither)."""
-        progress, limit_s = self.progress, self.wall_limit_s
-        if progress is None and limit_s is None:
+        """What the stepping loop calls every PROGRESS_STEPS steps: the progress line, the wall-clock
+        limit and the memory limit (None: none of them)."""
+        progress, limit_s, memory = self.progress, self.wall_limit_s, self.memory
+        if progress is None and limit_s is None and memory is None:
             return None
         deadline = math.inf if limit_s is None else self._wall_start + limit_s
 
@@ -220,9 +274,18 @@ class Session:
             if progress is not None:
                 progress.update(self.env.now, self.system.recorder.events)
             if time.perf_counter() > deadline:
-                raise WallTimeError(f"the run went past its wall-clock limit of {limit_s:g} s at {self.env.now / 1e6:,.3f} us simulated")
+                self.check_wall_clock()
+            if memory is not None:
+                memory.watch(self.env.now, self.system.recorder.events)
 
         return look
+
+    def check_wall_clock(self, where: str = "") -> None:
+        """A WallTimeError once the session is older than its wall-clock limit (``where``: what was
+        being done, for the message). The stepping loop looks every PROGRESS_STEPS steps and at every
+        synchronisation; a PyPTO kernel's build at each of its ops and loop iterations."""
+        if self.wall_limit_s is not None and time.perf_counter() - self._wall_start > self.wall_limit_s:
+            raise WallTimeError(f"the run went past its wall-clock limit of {self.wall_limit_s:g} s at {self.now_us:,.3f} us simulated{where}")
 
     def _deadlock_report(self, title: str, why: str, first: list[str] | None = None) -> str:
         lines = [f"{title} at {self.env.now / 1e6:.3f} us: {why}.", *(first or [])]
@@ -313,7 +376,7 @@ def young_gc_threshold() -> Iterator[None]:
 def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mapping[str, object] | None = None, data: bool = True,
             seed: int = 0, time_limit_us: float | None = None, params: Mapping[str, object] | None = None,
             network_quantum: str | None = None, progress: bool = False, wall_limit_s: float | None = None,
-            races: str = "warn") -> Iterator[Session]:
+            races: str = "warn", max_memory: int | str | MemoryBudget | None = None) -> Iterator[Session]:
     """Build the simulated machine of ``config`` (a built-in name or a YAML path, with ``overrides``
     as ``key.path=value``); ``data=False`` simulates timing only; ``params`` override the workload's
     declared parameters (:func:`npusim.param`); ``network_quantum`` (a time, e.g. ``'10ns'``) makes
@@ -321,18 +384,22 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
     shows a progress line on the terminal while simulating (:class:`RunProgress`); ``wall_limit_s``
     stops the simulation with a WallTimeError once the session is that many seconds old; ``races``
     says what a kernel launch does with the pipe races it has (:mod:`npusim.isa.racecheck`): ``warn``
-    (a PipeRaceWarning and a warning in the trace and summary), ``error`` (a RaceError) or ``off``. numpy's
+    (a PipeRaceWarning and a warning in the trace and summary), ``error`` (a RaceError) or ``off``;
+    ``max_memory`` (bytes, or a size such as ``'4GiB'``) is the memory the run may use: a
+    MemoryLimitError before it simulates what would exceed it, or as it does
+    (:mod:`npusim.frontend.memory`; ``npusim run`` takes what the machine has available). numpy's
     global random generator is seeded with ``seed`` so workloads that draw random inputs are
     reproducible."""
     check_seed(seed)
     check_race_mode(races)
+    memory = memory_budget(max_memory)
     loaded = config if isinstance(config, LoadedConfig) else load_config(config, overrides or ())
     limit = DEFAULT_TIME_LIMIT_PS if time_limit_us is None else int(time_limit_us * 1e6)
     current = Session(loaded, with_data=data, seed=seed, time_limit_ps=limit, params=dict(params or {}), network_quantum=network_quantum,
-                      progress=progress, wall_limit_s=wall_limit_s, races=races)
+                      progress=progress, wall_limit_s=wall_limit_s, races=races, memory=memory)
     np.random.seed(seed)
     _SESSIONS.append(current)
-    _SESSION_OF[current.system] = current
+    _SESSION_OF[current.system] = weakref.ref(current)
     with young_gc_threshold():
         try:
             with building_for(current.system):
@@ -353,8 +420,10 @@ def session(config: str | LoadedConfig = "a3", overrides: Sequence[str] | Mappin
 _SESSIONS: list[Session] = []
 """The open sessions, innermost last."""
 
-_SESSION_OF: weakref.WeakKeyDictionary[System, Session] = weakref.WeakKeyDictionary()
-"""The session of each system a session built (tensors reach their session through their system)."""
+_SESSION_OF: weakref.WeakKeyDictionary[System, weakref.ref[Session]] = weakref.WeakKeyDictionary()
+"""The session of each system a session built (tensors reach their session through their system),
+weakly: a session refers to its system, so holding it here would keep both alive for as long as
+the process runs (every session, and all it simulated)."""
 
 
 def network_quantum_ps(network_quantum: str | None, config: LoadedConfig) -> int:
@@ -367,10 +436,21 @@ def network_quantum_ps(network_quantum: str | None, config: LoadedConfig) -> int
     except ValueError as error:
         raise UsageError(f"network quantum {network_quantum!r}: {error}; give a time such as 10ns, or leave it unset for the "
                          "exact network") from None
-    quantum_ps = quantum.to_ps(config.spec.die.clock.hz)
-    if quantum_ps < 1:
-        raise UsageError(f"network quantum {network_quantum!r} is below 1 ps, the simulator's time step; give 1ps or more")
-    return quantum_ps
+    problem = quantum.engine_problem(config.spec.die.clock.hz)
+    if problem is not None:
+        raise UsageError(f"network quantum {problem}, or leave it unset for the exact network")
+    return quantum.to_ps(config.spec.die.clock.hz)
+
+
+def memory_budget(max_memory: int | str | MemoryBudget | None) -> MemoryBudget | None:
+    """The :class:`MemoryBudget` of ``session(max_memory=...)``."""
+    if max_memory is None or isinstance(max_memory, MemoryBudget):
+        return max_memory
+    if isinstance(max_memory, str):
+        return MemoryBudget(parse_memory(max_memory), f"max_memory={max_memory!r}")
+    if isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory <= 0:
+        raise UsageError(f"max_memory={max_memory!r}: give a number of bytes above 0 or a size such as '4GiB'")
+    return MemoryBudget(max_memory, f"max_memory={max_memory}")
 
 
 def current_session() -> Session:
@@ -386,8 +466,9 @@ def innermost_session() -> Session | None:
 
 
 def session_of(system: System) -> Session | None:
-    """The session that built ``system``."""
-    return _SESSION_OF.get(system)
+    """The session that built ``system`` (None once nothing refers to that session any more)."""
+    ref = _SESSION_OF.get(system)
+    return ref() if ref is not None else None
 
 
 def active_system() -> System:

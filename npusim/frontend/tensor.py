@@ -159,13 +159,14 @@ def tensor(array, device: int = 0, *, dtype=None) -> DeviceTensor:
     return device_tensor
 
 
-def empty(shape, dtype, device: int = 0) -> DeviceTensor:
-    """An uninitialised (zero-filled) contiguous device tensor."""
+def empty(shape, dtype, device: int = 0, *, control: bool = False) -> DeviceTensor:
+    """An uninitialised (zero-filled) contiguous device tensor. ``control``: its bytes are real in
+    a timing-only run too (an op's counts, which later ops read to size their work)."""
     system = active_system()
     shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    allocation = system.die(device).memory.allocate(nbytes, f"tensor{list(shape)}<{dtype}>")
+    allocation = system.die(device).memory.allocate(nbytes, f"tensor{list(shape)}<{dtype}>", control=control)
     return DeviceTensor(system, allocation, 0, shape, contiguous_strides(shape, dtype.itemsize), dtype)
 
 

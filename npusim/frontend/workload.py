@@ -21,7 +21,7 @@ import hashlib
 import operator
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -334,11 +334,12 @@ def read_workload(path: str | Path) -> WorkloadSource:
         raise UsageError(f"workload file {str(path)!r} cannot be read: {error.strerror}") from None
 
 
-def run_workload_file(workload: str | Path | WorkloadSource) -> dict:
+def run_workload_file(workload: str | Path | WorkloadSource, argv: Sequence[str] = ()) -> dict:
     """Execute a workload (a file, or its bytes read once) in the active session; call its ``main()``
     if it defines one (unless it has its own ``__main__`` block, then it runs as ``__main__``); check
     that every parameter override was declared. Returns the module's globals. The file is the
-    user's own Python, run as is; its folder is importable while it runs. ``sys.exit()`` or
+    user's own Python, run as is; its folder is importable while it runs, and ``sys.argv`` is
+    ``[file, *argv]`` (what ``python file argv...`` gives a script). ``sys.exit()`` or
     ``sys.exit(0)`` ends the workload normally; another exit status is a WorkloadError."""
     source = workload if isinstance(workload, WorkloadSource) else read_workload(workload)
     folder = str(source.path.resolve().parent)
@@ -348,7 +349,7 @@ def run_workload_file(workload: str | Path | WorkloadSource) -> dict:
             script = has_main_block(source.tree)
         except SyntaxError:
             script = False  # running the file reports the error
-        namespace, exited = _execute(source, SCRIPT_RUN_NAME if script else WORKLOAD_RUN_NAME)
+        namespace, exited = _execute(source, SCRIPT_RUN_NAME if script else WORKLOAD_RUN_NAME, argv)
         entry = namespace.get("main")
         if callable(entry) and not script and not exited:
             _exiting_normally(entry)
@@ -358,17 +359,16 @@ def run_workload_file(workload: str | Path | WorkloadSource) -> dict:
     return namespace
 
 
-def _execute(source: WorkloadSource, run_name: str) -> tuple[dict, bool]:
+def _execute(source: WorkloadSource, run_name: str, argv: Sequence[str] = ()) -> tuple[dict, bool]:
     """Run ``source``'s bytes as the module ``run_name`` (as ``runpy.run_path`` runs a file: a
-    temporary module of that name, ``sys.argv[0]`` the file); returns a copy of its globals and
-    whether it ended with ``sys.exit``."""
+    temporary module of that name, ``sys.argv`` the file and ``argv``); returns a copy of its
+    globals and whether it ended with ``sys.exit``."""
     code = compile(source.data, str(source.path), "exec", dont_inherit=True)
     module = types.ModuleType(run_name)
     module.__dict__.update(__file__=str(source.path), __cached__=None, __loader__=None, __package__="", __spec__=None)
-    saved_module, saved_argv0 = sys.modules.get(run_name), sys.argv[0] if sys.argv else None
+    saved_module, saved_argv = sys.modules.get(run_name), sys.argv
     sys.modules[run_name] = module
-    if sys.argv:
-        sys.argv[0] = str(source.path)
+    sys.argv = [str(source.path), *argv]
     try:
         exited = _exiting_normally(lambda: exec(code, module.__dict__))
     finally:
@@ -376,8 +376,7 @@ def _execute(source: WorkloadSource, run_name: str) -> tuple[dict, bool]:
             sys.modules.pop(run_name, None)
         else:
             sys.modules[run_name] = saved_module
-        if saved_argv0 is not None:
-            sys.argv[0] = saved_argv0
+        sys.argv = saved_argv
     return dict(module.__dict__), exited
 
 

@@ -70,11 +70,18 @@ import simpy
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import clock, queued_events, rearm_at, schedule_stamp, start_process, succeed_at
 from npusim.errors import ConfigError
+from npusim.trace.costs import CostRule, Term, constant
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die, System
 
+AICPU_ORDER = (-1,)
+"""Where a die's AICPU lanes sort in the trace (``Track.order``): first, before its AI cores (kind
+order 0, 1 ...), as MindStudio Insight shows the control path, the schedulers by index, then the
+control AICPU; only a torch program's host lane (``frontend.host.HOST_ORDER``) comes before them."""
 CORE_CHOICES = ("round_robin", "least_loaded")
+SCHEDULE_LANE, CONTROL_LANE = "SCHEDULE", "CONTROL"
+"""The lanes of a scheduler thread (``aicpuN``) and of the control AICPU (``aicpu control``)."""
 
 
 class PollCoordinator:
@@ -184,7 +191,7 @@ class SchedulerThread:
         self.parked = False
         self.wake: simpy.Event = scheduler.env.event()
         die = scheduler.die
-        self.track = die.system.recorder.track(die.index, f"aicpu{index}", "SCHEDULE", (2, index))
+        self.track = die.system.recorder.track(die.index, f"aicpu{index}", SCHEDULE_LANE, AICPU_ORDER + (index,))
 
     def mark(self, place: int, task) -> None:
         """The queued AICPU task at ``place`` may match now: the pass reading (if it has not read
@@ -286,7 +293,8 @@ class AicpuScheduler:
         hz = die.spec.clock.hz
         aicpu = die.spec.aicpu
         self.schedule_ps = aicpu.schedule.to_ps(hz)
-        self.completion_ps = aicpu.completion.to_ps(hz) + aicpu.dependency.to_ps(hz)
+        completion, dependency = aicpu.completion.to_ps(hz), aicpu.dependency.to_ps(hz)
+        self.completion_ps = completion + dependency
         self.poll_ps = aicpu.poll_interval.to_ps(hz)
         self.control_read_ps = aicpu.control_read.to_ps(hz)
         product = PRODUCTS.get(system.spec.product)
@@ -309,8 +317,14 @@ class AicpuScheduler:
         self.dispatch_name = recorder.name_id("dispatch")
         self.complete_name = recorder.name_id("complete")
         self.poll_name = recorder.name_id("poll", polls=True)
+        self.read_name = recorder.name_id("read")
         self.ready_name = recorder.name_id("ready")  # the flows' names: ready, dispatch, complete
         self.add_flow = recorder.flow_of_ids
+        costs = recorder.costs  # the config keys of each event's time, for the analysis
+        costs.rule(SCHEDULE_LANE, self.dispatch_name, constant("die.aicpu.schedule"))
+        costs.rule(SCHEDULE_LANE, self.complete_name, CostRule((Term(("die.aicpu.completion",), completion), Term(("die.aicpu.dependency",), dependency))))
+        costs.rule(SCHEDULE_LANE, self.poll_name, constant("die.aicpu.poll_interval"))
+        costs.rule(CONTROL_LANE, self.read_name, constant("die.aicpu.control_read"))
 
     # -- the device task -------------------------------------------------------------------------
 
@@ -425,8 +439,8 @@ class AicpuScheduler:
 
     def _control_loop(self):
         """The control AICPU: run the queued control tasks in turn."""
-        track = self.recorder.track(self.die.index, "aicpu control", "CONTROL", (2, len(self.threads)))
-        read_name = self.recorder.name_id("read")
+        track = self.recorder.track(self.die.index, "aicpu control", CONTROL_LANE, AICPU_ORDER + (len(self.threads),))
+        read_name = self.read_name
         while self.control_queue:
             (task, ready), start = self.control_queue.popleft(), clock(self.env)
             yield self.env.timeout(self.control_read_ps)

@@ -233,6 +233,7 @@ class AICore:
         self.queues = {pipe: EngineQueue(self.env, system.network, engine.queue_depth) for pipe, engine in kind_timing.engines.items()}
         self.wait_tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe] + WAIT_LANE_SUFFIX, order_base + (int(pipe), 1))
                             for pipe, queue in self.queues.items() if queue.depth > 1}
+        recorder.costs.unit(die.index, self.name, kind)  # its copies are its kind's engines' (their keys: System)
         self.lock = CoreLock(self.env)
         self.current: KernelRun | None = None
         self.network = system.network
@@ -262,6 +263,8 @@ class AICore:
                 route = DmaRoute(engine.setup_ps, engine.per_burst_ps, system.die(gm_die).cache, to_gm,
                                  network.flow_class(hit.resources, cap), hit.latency_ps, network.flow_class(miss.resources, cap), miss.latency_ps)
             self.dma_routes[key] = route
+            if gm_die is not None:  # the latency of a miss (a write's: its L2's), by config key
+                self.system.recorder.costs.route(self.die.index, self.kind, PIPE_NAMES[pipe], (hit if to_gm else miss).latency_terms)
         return route
 
     def dma_segments(self, route: DmaRoute, moved_bytes: int, issue_ps: int, allocation, offset: int, length: int, stride: int, count: int,

@@ -19,10 +19,17 @@ through HCCL's one-sided BatchPut / BatchGet) drives them.
   requests of a queue pair in flight, streaming the bytes of one block right after the previous
   one's, so a transfer pays the path latency once, not once per block.
 
+- :class:`VectorCoreWrites` is a die's AIV cores copying straight from its GM into another die's
+  (an AIV-expanded HCCL op: HCCL_OP_EXPANSION_MODE=AIV): no descriptor set-up, the cores' GM read
+  and write paths instead, at the rate of the cores the copy is given.
+
 A block reads the source die's GM through its L2 (:mod:`npusim.hw.cache`: its resident lines hit,
 the others come from HBM) and writes the destination's through its L2 (lines allocated dirty).
-Both apply each block's bytes (when data is on) at the block's completion. Times in ps, rates in
-bytes/ps.
+All apply each block's bytes (when data is on) at the block's completion: a block is a
+:class:`GmBlock` or anything with its ``nbytes`` and ``copy`` (a copy that reduces into the
+destination, HCCL's inline reduce), and record each block as a transfer (its fixed part and
+bottleneck, as the cores' copies are), with the config keys of its costs told to the recorder (an
+SDMA's ``die.sdma`` set-up and rate; the routes' latencies). Times in ps, rates in bytes/ps.
 """
 
 from __future__ import annotations
@@ -31,13 +38,14 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import simpy
 
 from npusim.engine.flow import FlowClass, FlowNetwork, Resource
 from npusim.engine.loop import clock, succeed_at
 from npusim.hw.memory import Allocation
+from npusim.trace.costs import EngineCosts, Term
 
 if TYPE_CHECKING:
     from npusim.hw.cache import L2Tally
@@ -189,6 +197,10 @@ class EngineQueue:
             self._waiters = still
 
 
+SDMA, RDMA = "sdma", "rdma"
+"""The units of a die's bulk-copy lanes (``sdma chN``, ``rdma qp dieN``), also their kinds of engine."""
+
+
 class GmBlock(NamedTuple):
     """One descriptor of a bulk copy: ``nbytes`` contiguous bytes from ``src`` at ``src_offset`` to
     ``dst`` at ``dst_offset`` (offsets in bytes into the allocations)."""
@@ -207,13 +219,23 @@ class GmBlock(NamedTuple):
         dst[self.dst_offset : self.dst_offset + self.nbytes] = src[self.src_offset : self.src_offset + self.nbytes]
 
 
+class Block(Protocol):
+    """One descriptor's bytes and what they do when they land (``copy``, called with data on)."""
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def copy(self, _event: simpy.Event | None = None) -> None: ...
+
+
 @dataclass(frozen=True)
 class CopyPath:
     """What every block of a bulk copy from one die's GM to another's crosses: ``source`` and
     ``destination`` (the dies, whose L2 caches the block reads and writes); the resources of a
     source hit (the source's L2, the fabric or NIC path, the destination's L2) and of a source miss
     (the source's HBM too); the one-way latency of the path; the access latency of the source
-    memory on a hit (L2) and on a miss (L2 and HBM), in ps."""
+    memory on a hit (L2) and on a miss (L2 and HBM), in ps; the path's and the miss's latencies as
+    terms by config key."""
 
     source: Die
     destination: Die
@@ -222,17 +244,35 @@ class CopyPath:
     path_latency_ps: int
     hit_latency_ps: int
     miss_latency_ps: int
+    path_latency: tuple[Term, ...] = ()
+    memory_latency: tuple[Term, ...] = ()
 
-    def segments(self, block: GmBlock, cap: float, ready_ps: int, at_ps: int, tally: L2Tally | None) -> list[tuple[FlowClass | None, int, int]]:
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        """What a block that misses in the source's L2 crosses (a copy that does not look up the L2)."""
+        return self.miss_resources
+
+    @property
+    def memory_latency_ps(self) -> int:
+        """The source memory's latency of a miss (a copy that does not look up the L2)."""
+        return self.miss_latency_ps
+
+    def latency(self, trips: int) -> tuple[Term, ...]:
+        """The terms of the source memory's latency (a miss) and ``trips`` crossings of the path."""
+        return self.memory_latency + tuple(Term(term.keys, trips * term.ps) for term in self.path_latency)
+
+    def segments(self, block: Block, cap: float, ready_ps: int, at_ps: int, tally: L2Tally | None) -> list[tuple[FlowClass | None, int, int]]:
         """The flows of ``block`` (capped at ``cap``): its source bytes looked up in the source's L2
         and its destination lines allocated in the destination's, both reached at ``at_ps``; its hit
         part may start flowing at ``ready_ps`` + the hit latency, its miss part at ``ready_ps`` + the
         miss latency."""
         network, nbytes = self.source.system.network, block.nbytes
         hit, lines, arrived = 0.0, 0, 0
-        if nbytes:
-            hit, lines, arrived = self.source.cache.access(block.src, block.src_offset, nbytes, nbytes, 1, False, at_ps, tally, nbytes)
-            self.destination.cache.access(block.dst, block.dst_offset, nbytes, nbytes, 1, True, at_ps, tally, nbytes)
+        src, dst = getattr(block, "src", None), getattr(block, "dst", None)  # a block of no GM side (a pass's cost) is a miss
+        if nbytes and isinstance(src, Allocation):
+            hit, lines, arrived = self.source.cache.access(src, block.src_offset, nbytes, nbytes, 1, False, at_ps, tally, nbytes)  # type: ignore[attr-defined]
+        if nbytes and isinstance(dst, Allocation):
+            self.destination.cache.access(dst, block.dst_offset, nbytes, nbytes, 1, True, at_ps, tally, nbytes)  # type: ignore[attr-defined]
         hit_ready = ready_ps + (arrived - at_ps if arrived > at_ps else 0) + self.hit_latency_ps  # an earlier miss may be fetching its lines
         return split_by_hits(nbytes, hit, lines, (network.flow_class(self.hit_resources, cap), hit_ready),
                              (network.flow_class(self.miss_resources, cap), ready_ps + self.miss_latency_ps))
@@ -267,6 +307,9 @@ class SystemDma:
         self.rate_bytes_per_ps = spec.rate.bytes_per_ps(hz)
         self.setup_ps = spec.setup.to_ps(hz)
         self.queue_depth = spec.queue_depth
+        costs = die.system.recorder.costs
+        costs.unit(die.index, SDMA, SDMA)
+        costs.engine(SDMA, "", EngineCosts(Term(("die.sdma.setup",), self.setup_ps), Term((), 0), ("die.sdma.rate",)))
         self._free = simpy.PriorityStore(self.env, capacity=spec.channels)
         for channel in range(spec.channels):
             self._free.put(channel)
@@ -277,14 +320,15 @@ class SystemDma:
         a miss), round trip."""
         return self.setup_ps + (path.hit_latency_ps if hit else path.miss_latency_ps) + 2 * path.path_latency_ps
 
-    def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
         """SimPy generator: take the lowest free channel, run ``blocks`` in order on its queue (each
         one an event on the channel's lane ``sdma chN``), give the channel back."""
         channel = yield self._free.get()
         system = self.system
         recorder = system.recorder
         env = self.env
-        track = recorder.track(self.die.index, "sdma", f"ch{channel}", (2, channel))
+        track = recorder.track(self.die.index, SDMA, f"ch{channel}", (2, channel))
+        recorder.costs.route(self.die.index, SDMA, "", path.latency(2))
         queue = self._queues.get(channel)
         if queue is None:
             queue = self._queues[channel] = EngineQueue(env, system.network, self.queue_depth)
@@ -292,10 +336,10 @@ class SystemDma:
         with_data = system.with_data
         round_trip = self.setup_ps + 2 * path.path_latency_ps
 
-        def complete(block: GmBlock, start: int, _flowed: int, _bottleneck: int) -> None:
+        def complete(block: Block, start: int, flowed: int, bottleneck: int) -> None:
             if with_data:
                 block.copy()
-            recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)
+            recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), flowed - start, bottleneck)
 
         for block in blocks:
             if queue.in_flight >= queue.depth:
@@ -318,8 +362,11 @@ class RdmaQueuePair:
         self.system = die.system
         self.env = die.system.env
         self._in_order = simpy.Resource(self.env, capacity=1)
+        costs = die.system.recorder.costs
+        costs.unit(die.index, RDMA, RDMA)
+        costs.engine(RDMA, "", EngineCosts(Term((), 0), Term((), 0), ()))  # the NIC has no cap of its own: its ports are resources
 
-    def run(self, blocks: Sequence[GmBlock], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
         """SimPy generator: stream ``blocks``; ends when the last block has completed."""
         env, system = self.env, self.system
         recorder = system.recorder
@@ -327,15 +374,49 @@ class RdmaQueuePair:
         completions = []
         with self._in_order.request() as turn:
             yield turn
-            track = recorder.track(self.die.index, "rdma", f"qp die{self.peer}", (3, self.peer))
+            track = recorder.track(self.die.index, RDMA, f"qp die{self.peer}", (3, self.peer))
+            recorder.costs.route(self.die.index, RDMA, "", path.latency(1))
             for index, block in enumerate(blocks):
                 start = clock(env)
+                flowed, bottleneck, largest = -1, -1, -1
                 for flow_class, nbytes, ready in path.segments(block, math.inf, start + path.path_latency_ps, start, tally):
                     now = clock(env)  # the first block's bytes wait for the path and source memory latency; later ones stream at once
-                    yield system.network.start(flow_class, nbytes, ready - now if index == 0 and ready > now else 0)
-                recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)
+                    limit, flowing = yield system.network.start(flow_class, nbytes, ready - now if index == 0 and ready > now else 0)
+                    if flowed < 0:
+                        flowed = flowing
+                    if nbytes > largest:
+                        largest, bottleneck = nbytes, limit
+                recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), max(flowed - start, 0), bottleneck)
                 completion = env.timeout(path.path_latency_ps)
                 if system.with_data:
                     completion.callbacks.append(block.copy)
                 completions.append(completion)
         yield env.all_of(completions)
+
+
+class VectorCoreWrites:
+    """A die's vector (AIV) cores copying from its GM into another die's (or its own): each copy is
+    staged through UB by the cores it is given, so it pays the cores' GM read and write set-up
+    (MTE2 and MTE3) and the path's latency once, and moves at no more than those cores' write rate.
+    Its lane is ``hccl aiv writes``."""
+
+    def __init__(self, die: Die, kind: str) -> None:
+        self.die = die
+        self.system = die.system
+        timing = die.timing.kinds[kind]
+        read, write = timing.moves[("GM", "UB")], timing.moves[("UB", "GM")]
+        self.setup_ps = timing.engines[read].setup_ps + timing.engines[write].setup_ps
+        self.core_rate = min(timing.engines[read].rate_bytes_per_ps(("GM", "UB"), False), timing.engines[write].rate_bytes_per_ps(("UB", "GM"), False))
+
+    def run(self, blocks: Sequence[Block], path: CopyPath, cores: float, name_id: int, op: int):
+        """SimPy generator: move ``blocks`` one after the other with ``cores`` cores' worth of rate."""
+        system = self.system
+        env = system.env
+        track = system.recorder.track(self.die.index, "hccl", "aiv writes", (4, 0))
+        fixed_ps = self.setup_ps + path.memory_latency_ps + path.path_latency_ps
+        for block in blocks:
+            start = clock(env)
+            yield system.network.transfer(block.nbytes, path.resources, cap=cores * self.core_rate, delay_ps=fixed_ps)
+            if system.with_data:
+                block.copy()
+            system.recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)

@@ -15,9 +15,15 @@ GM_ALIGNMENT_BYTES = 512
 
 
 class Allocation:
-    """A contiguous range of one die's GM: ``size_bytes`` at ``address``, with its bytes if data is on."""
+    """A contiguous range of one die's GM: ``size_bytes`` at ``address``, with its bytes if data is on.
 
-    __slots__ = ("die", "address", "size_bytes", "label", "data")
+    ``watchers`` (None, or a list of ``(first byte, end byte, callable)``): each callable is called
+    with no argument each time a copy has written bytes of its range: a core polling words of it
+    (``CoreProgram.poll``) looks again.
+    A ``window`` (a communication window) is written by other dies' cores and read after their
+    status flags say so: flags the race check cannot follow, so it leaves the window out."""
+
+    __slots__ = ("die", "address", "size_bytes", "label", "data", "watchers", "window")
 
     def __init__(self, die: int, address: int, size_bytes: int, label: str, data: np.ndarray | None) -> None:
         self.die = die
@@ -25,6 +31,8 @@ class Allocation:
         self.size_bytes = size_bytes
         self.label = label
         self.data = data
+        self.watchers: list | None = None
+        self.window = False
 
     def __repr__(self) -> str:
         return f"Allocation(die{self.die}, {self.label}, {self.address:#x}+{self.size_bytes})"
@@ -40,11 +48,12 @@ class DeviceMemory:
         self.used_bytes = 0
         self.allocations: list[Allocation] = []
 
-    def allocate(self, size_bytes: int, label: str, *, control: bool = False) -> Allocation:
+    def allocate(self, size_bytes: int, label: str, *, control: bool = False, window: bool = False) -> Allocation:
         """Reserve ``size_bytes`` (zero-filled when data is on); ResourceError past the HBM size.
 
         ``control`` memory (signals, flags) always holds real bytes, even when data is off: its
-        values decide when waits end, so timing-only runs need them too."""
+        values decide when waits end, so timing-only runs need them too. A ``window`` is a
+        communication window (:class:`Allocation`)."""
         address = -(-self.used_bytes // GM_ALIGNMENT_BYTES) * GM_ALIGNMENT_BYTES
         if address + size_bytes > self.capacity_bytes:
             raise ResourceError(
@@ -54,6 +63,7 @@ class DeviceMemory:
             )
         data = np.zeros(size_bytes, dtype=np.uint8) if self.with_data or control else None
         allocation = Allocation(self.die, address, size_bytes, label, data)
+        allocation.window = window
         self.used_bytes = address + size_bytes
         self.allocations.append(allocation)
         return allocation

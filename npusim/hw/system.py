@@ -17,9 +17,10 @@ from npusim.hw.cache import L2Cache, L2Tally
 from npusim.hw.core import AICore, DmaRoute
 from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
 from npusim.hw.memory import AtomicUnit, DeviceMemory
+from npusim.hw.pipes import PIPE_NAMES
 from npusim.hw.stream import Stream
 from npusim.hw.timing import DieTiming
-from npusim.hw.topology import Direction, Route, Topology
+from npusim.hw.topology import Direction, Route, Topology, delay
 from npusim.trace.record import L2Record, ResourceRecord, RunRecord
 from npusim.trace.recorder import Recorder
 
@@ -37,8 +38,13 @@ class Die:
         network = system.network
         self.hbm = network.add_resource(Resource(f"die{index} {spec.hbm.technology}", spec.hbm.bandwidth.bytes_per_ps(hz), kind="hbm", die=index))
         self.l2 = network.add_resource(Resource(f"die{index} L2", spec.l2.bandwidth.bytes_per_ps(hz), kind="l2", die=index))
-        self.l2_latency_ps = spec.l2.latency.to_ps(hz)  # an access that hits in L2
-        self.memory_latency_ps = self.l2_latency_ps + spec.hbm.latency.to_ps(hz)  # one that misses: L2, then HBM
+        costs = system.recorder.costs
+        costs.resource(self.hbm.name, ("die.hbm.bandwidth",))
+        costs.resource(self.l2.name, ("die.l2.bandwidth",))
+        self.l2_latency = timing.memory_latency[:1]  # an access that hits in L2, by config key
+        self.l2_latency_ps = spec.l2.latency.to_ps(hz)
+        self.memory_latency = timing.memory_latency  # one that misses: L2, then HBM
+        self.memory_latency_ps = timing.memory_latency_ps
         self.cache = L2Cache(index, spec.l2.line.bytes, spec.l2.size.bytes, spec.l2.initial_hit_rate, network, self.hbm, spec.hbm.latency.to_ps(hz))
         self.memory = DeviceMemory(index, spec.hbm.size.bytes, system.with_data)
         self.aicpus = simpy.Resource(system.env, capacity=spec.aicpu.count)
@@ -97,8 +103,11 @@ class System:
         self.race_check = "warn"  # what kernel launches do with the races npusim.isa.racecheck finds: warn, error or off
         self.recorder = recorder or Recorder()
         self.network = FlowNetwork(self.env, quantum_ps=network_quantum_ps)
-        self.topology = Topology(spec, self.network)
+        self.topology = Topology(spec, self.network, self.recorder.costs)
         self.timing = DieTiming.from_spec(spec.die)
+        for kind in self.timing.kinds.values():  # the keys of each copy engine's costs, for the analysis
+            for pipe, engine in kind.engines.items():
+                self.recorder.costs.engine(kind.name, PIPE_NAMES[pipe], engine.costs())
         self._dies: dict[int, Die] = {}
         self._gm_routes: dict[tuple[int, int, bool, bool], Route] = {}
         self._streams: dict[int, Stream] = {}
@@ -175,9 +184,9 @@ class System:
                 raise NoRouteError(f"the cores of die {core_die} cannot {access} the GM of die {gm_die} (an MTE copy): {error}") from None
             trips = 1 if to_gm else 2
             if hit or to_gm:
-                route = Route(fabric.resources + (memory.l2,), memory.l2_latency_ps + trips * fabric.latency_ps)
+                route = Route(fabric.resources + (memory.l2,)) + delay(memory.l2_latency) + fabric.latency_times(trips)
             else:
-                route = Route(fabric.resources + (memory.l2, memory.hbm), memory.memory_latency_ps + trips * fabric.latency_ps)
+                route = Route(fabric.resources + (memory.l2, memory.hbm)) + delay(memory.memory_latency) + fabric.latency_times(trips)
             self._gm_routes[key] = route
         return route
 
@@ -190,4 +199,11 @@ class System:
         route = topology.rdma_route(src_die, dst_die, direction) if rdma else topology.route(src_die, dst_die, direction)
         return CopyPath(source, destination, (source.l2,) + route.resources + (destination.l2,),
                         (source.l2, source.hbm) + route.resources + (destination.l2,), route.latency_ps, source.l2_latency_ps,
-                        source.memory_latency_ps)
+                        source.memory_latency_ps, route.latency_terms, source.memory_latency)
+
+    def local_copy_path(self, die: int) -> CopyPath:
+        """What a copy inside the GM of die ``die`` crosses: its L2 on a hit, and its HBM on a miss
+        (once each: the engine's reads and writes share them; the network takes a resource once per flow)."""
+        memory = self.die(die)
+        return CopyPath(memory, memory, (memory.l2,), (memory.l2, memory.hbm), 0, memory.l2_latency_ps, memory.memory_latency_ps, (),
+                        memory.memory_latency)

@@ -3,6 +3,12 @@
 The hot path of the engine reads these plain numbers instead of unit-carrying config values. Core
 kinds are data (``die.cores``): each :class:`CoreKindTiming` holds a kind's pipes, buffers and copy
 engines, and which engine makes each copy; the ISA and the cores take them from here.
+
+Each cost also knows the config key it came from: :meth:`VectorTiming.rule`,
+:meth:`ScalarTiming.rule`, :meth:`CubeTiming.rule` give the :class:`~npusim.trace.costs.CostRule` of
+an instruction's time, :meth:`DmaTiming.costs` an engine's keys, :attr:`DieTiming.memory_latency`
+the terms of a GM access's latency: what the recorder's cost sources are told
+(:mod:`npusim.trace.costs`), so that a report can say which values a verdict rests on.
 """
 
 from __future__ import annotations
@@ -11,14 +17,19 @@ from dataclasses import dataclass
 
 from npusim.config.schema import CopyEngineSpec, CoreKindSpec, DieSpec
 from npusim.hw.pipes import Pipe
+from npusim.trace.costs import CostRule, EngineCosts, Term, constant
+
+VECTOR, SCALAR, CUBE = "die.vector", "die.scalar", "die.cube"
+"""The config sections of the die's shared units."""
 
 
 @dataclass(frozen=True)
 class DmaTiming:
     """One core's DMA engine: peak rate (bytes/ps) of each move it makes (``(source, destination)``
     places) and of a copy whose GM side is another die's (``remote_rate_bytes_per_ps``, None: the
-    move's), set-up (ps), extra cost per burst after the first (ps), the transfer granule (bytes) and
-    the requests its queue keeps in flight."""
+    move's), set-up (ps), extra cost per burst after the first (ps), the transfer granule (bytes),
+    the requests its queue keeps in flight, and ``key``, its config section
+    (``die.cores.aiv.engines.MTE2``)."""
 
     rates_bytes_per_ps: dict[tuple[str, str], float]
     remote_rate_bytes_per_ps: float | None
@@ -26,18 +37,28 @@ class DmaTiming:
     per_burst_ps: int
     granule_bytes: int
     queue_depth: int
+    rate_keys: tuple[str, ...] = ()
+    key: str = ""
 
     @classmethod
-    def from_spec(cls, spec: CopyEngineSpec, clock_hz: float) -> DmaTiming:
+    def from_spec(cls, spec: CopyEngineSpec, clock_hz: float, key: str = "") -> DmaTiming:
         rates = {(source, destination): spec.rates.get(move, spec.rate).bytes_per_ps(clock_hz)
                  for move in spec.moves for source, destination in [move.split("->")]}
         remote = spec.remote_rate.bytes_per_ps(clock_hz) if spec.remote_rate is not None else None
-        return cls(rates, remote, spec.setup.to_ps(clock_hz), spec.per_burst.to_ps(clock_hz), spec.burst_bytes, spec.queue_depth)
+        rate_keys = tuple(dict.fromkeys(f"{key}.rates.{move}" if move in spec.rates else f"{key}.rate" for move in spec.moves))
+        if remote is not None:
+            rate_keys += (f"{key}.remote_rate",)
+        return cls(rates, remote, spec.setup.to_ps(clock_hz), spec.per_burst.to_ps(clock_hz), spec.burst_bytes, spec.queue_depth,
+                   rate_keys, key)
 
     def rate_bytes_per_ps(self, move: tuple[str, str], remote: bool) -> float:
         """The cap of a copy of ``move`` (bytes/ps); ``remote``: its GM side is another die's."""
         rate = self.rates_bytes_per_ps[move]
         return min(rate, self.remote_rate_bytes_per_ps) if remote and self.remote_rate_bytes_per_ps is not None else rate
+
+    def costs(self) -> EngineCosts:
+        """Its cost keys: set-up, per burst, and the rates of its moves (a copy's cap is one of them)."""
+        return EngineCosts(Term((f"{self.key}.setup",), self.setup_ps), Term((f"{self.key}.per_burst",), self.per_burst_ps), self.rate_keys)
 
 
 @dataclass(frozen=True)
@@ -65,7 +86,7 @@ class CoreKindTiming:
 
     @classmethod
     def from_spec(cls, name: str, order: int, spec: CoreKindSpec, clock_hz: float) -> CoreKindTiming:
-        engines = {Pipe[pipe]: DmaTiming.from_spec(engine, clock_hz) for pipe, engine in spec.engines.items()}
+        engines = {Pipe[pipe]: DmaTiming.from_spec(engine, clock_hz, f"die.cores.{name}.engines.{pipe}") for pipe, engine in spec.engines.items()}
         moves = {tuple(move.split("->")): Pipe[pipe] for pipe, engine in spec.engines.items() for move in engine.moves}
         buffers = {buffer: BufferTiming(b.size.bytes, b.alignment) for buffer, b in spec.buffers.items()}
         return cls(name, order, spec.count, tuple(Pipe[p] for p in spec.pipes), buffers, engines, moves)  # type: ignore[arg-type]
@@ -88,6 +109,12 @@ class VectorTiming:
             latency = self.latency_ps["default"]
         return self.issue_ps + repeats * self.per_repeat_ps + latency
 
+    def rule(self, kind: str) -> CostRule:
+        """The keys of an instruction of ``kind``: its issue and its kind's latency, then its repeats."""
+        latency = kind if kind in self.latency_ps else "default"
+        return CostRule((Term((f"{VECTOR}.issue",), self.issue_ps), Term((f"{VECTOR}.latency.{latency}",), self.latency_ps[latency])),
+                        (f"{VECTOR}.per_repeat",))
+
 
 @dataclass(frozen=True)
 class ScalarTiming:
@@ -97,6 +124,11 @@ class ScalarTiming:
     ub_read_ps: int
     flag_ps: int
     barrier_ps: int
+
+    @staticmethod
+    def rule(cost: str) -> CostRule:
+        """The key of a scalar cost: ``instruction``, ``ub_read``, ``flag`` or ``barrier``."""
+        return constant(f"{SCALAR}.{cost}")
 
 
 @dataclass(frozen=True)
@@ -123,17 +155,29 @@ class CubeTiming:
         """Time of an m x n x k multiply-accumulate (ps): its blocks, one after the other."""
         return int(round(self.blocks(m, n, k, itemsize) * self.per_block_exact_ps))
 
+    @staticmethod
+    def rule() -> CostRule:
+        """The key of a multiply's time: its blocks."""
+        return constant(f"{CUBE}.per_block")
+
 
 @dataclass(frozen=True)
 class DieTiming:
     """Everything time-related of one die's cores: the core kinds, and the vector and cube units
-    (None when no kind has the pipe) and the scalar unit they share."""
+    (None when no kind has the pipe) and the scalar unit they share; ``memory_latency``, the
+    latency a core's access to GM pays at the memory (L2, then HBM), as terms by config key."""
 
     clock_hz: float
     kinds: dict[str, CoreKindTiming]
     vector: VectorTiming | None
     scalar: ScalarTiming
     cube: CubeTiming | None
+    memory_latency: tuple[Term, ...] = ()
+    sync_all_ps: int | None = None  # one SyncAll of a kernel's cores (die.sync_all); None when the config has none
+
+    @property
+    def memory_latency_ps(self) -> int:
+        return sum(term.ps for term in self.memory_latency)
 
     def cycles_to_ps(self, cycles: float) -> int:
         return int(round(cycles * 1e12 / self.clock_hz))
@@ -152,4 +196,6 @@ class DieTiming:
             per_block = die.cube.per_block
             per_block_s = per_block.value / hz if per_block.per_cycle else per_block.value
             cube = CubeTiming(die.cube.m, die.cube.n, die.cube.k, per_block.to_ps(hz), per_block_s * 1e12)
-        return cls(hz, kinds, vector, scalar, cube)
+        memory = (Term(("die.l2.latency",), die.l2.latency.to_ps(hz)), Term(("die.hbm.latency",), die.hbm.latency.to_ps(hz)))
+        sync_all = die.sync_all.to_ps(hz) if die.sync_all is not None else None
+        return cls(hz, kinds, vector, scalar, cube, memory, sync_all)

@@ -3,7 +3,8 @@ composed into routes between dies.
 
 The levels, innermost first: ``package`` (the die-to-die link of a package: SIO on 910C), ``node``
 (the dies of one node: HCCS full mesh in an A2 server, first-tier UB switches in an A3 node), ``pod``
-(the nodes of the system: second-tier UB switches of an A3 SuperPoD) and ``scale_out`` (the RoCE NICs
+(the nodes of a pod: second-tier UB switches of an A3 SuperPoD; ``shape.pods`` SuperPoDs are joined
+by the scale-out network only) and ``scale_out`` (the RoCE NICs
 of every die, joined by a switch). Each level is a fabric kind registered in
 :data:`npusim.config.registry.FABRICS` (the modules of :mod:`npusim.hw.fabrics`), its config section
 validated by the kind's ``Spec``. A load/store route (a core's MTE access to another die's GM, an SDMA
@@ -37,6 +38,7 @@ from npusim.config.registry import FABRICS
 from npusim.config.schema import FabricSpec, LinkSpec, SystemShape, SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
 from npusim.errors import NoRouteError
+from npusim.trace.costs import CostSources, Term
 from npusim.units import Quantity
 
 
@@ -50,14 +52,26 @@ class Direction(Enum):
 
 @dataclass(frozen=True)
 class Route:
-    """The resources (in order) a transfer crosses and its one-way latency in ps."""
+    """The resources (in order) a transfer crosses and its one-way latency in ps; ``latency_terms``
+    say which config keys that latency comes from (:func:`delay`; they add up to ``latency_ps``
+    when given: a route built without them leaves its latency unattributed)."""
 
     resources: tuple[Resource, ...]
-    latency_ps: int
+    latency_ps: int = 0
+    latency_terms: tuple[Term, ...] = ()
 
     def __add__(self, other: Route) -> Route:
         """This route followed by ``other``."""
-        return Route(self.resources + other.resources, self.latency_ps + other.latency_ps)
+        return Route(self.resources + other.resources, self.latency_ps + other.latency_ps, self.latency_terms + other.latency_terms)
+
+    def latency_times(self, count: int) -> Route:
+        """Its latency ``count`` times, without resources (a read's request out and data back)."""
+        return Route((), count * self.latency_ps, tuple(Term(term.keys, count * term.ps) for term in self.latency_terms))
+
+
+def delay(terms: tuple[Term, ...]) -> Route:
+    """A route of no resources whose latency is ``terms`` (ps by config key)."""
+    return Route((), sum(term.ps for term in terms), terms)
 
 
 LOCAL = Route((), 0)
@@ -65,31 +79,57 @@ LOCAL = Route((), 0)
 
 class Wiring:
     """The bandwidth resources of a system's links and NICs, created on first use in the flow
-    network and shared by every route that names them; converts config times to ps."""
+    network and shared by every route that names them; converts config times to ps. A level's
+    fabric gets the wiring of its level (:meth:`at`), which names the config keys of what it builds
+    (``fabrics.<level>.<key>``) to the recorder's cost sources: each resource's capacity and each
+    latency of a route."""
 
-    def __init__(self, network: FlowNetwork, clock_hz: float) -> None:
+    def __init__(self, network: FlowNetwork, clock_hz: float, costs: CostSources | None = None, level: str = "") -> None:
         self.network = network
         self.clock_hz = clock_hz
+        self.costs = costs if costs is not None else CostSources()
+        self.level = level
         self._resources: dict[str, Resource] = {}
+
+    def at(self, level: str) -> Wiring:
+        """The wiring of the fabric at ``level`` (the same resources, its keys under ``fabrics.<level>``)."""
+        wiring = Wiring(self.network, self.clock_hz, self.costs, level)
+        wiring._resources = self._resources
+        return wiring
+
+    def key(self, at: str) -> str:
+        """The config key of ``at`` (``link.latency``) in this level's section: ``fabrics.node.link.latency``."""
+        return f"fabrics.{self.level}.{at}" if self.level else at
 
     def ps(self, quantity: Quantity) -> int:
         """``quantity`` (a time) in ps of the die clock."""
         return quantity.to_ps(self.clock_hz)
 
-    def resource(self, name: str, capacity: float, kind: str, die: int) -> Resource:
-        """The resource ``name`` (``capacity`` bytes/ps, of ``kind``, accounted to ``die``)."""
+    def delay(self, at: str, quantity: Quantity, count: int = 1) -> Route:
+        """A route of no resources whose latency is ``count`` times ``quantity``, the value of the
+        key ``at`` of this level's section (``link.latency``, ``switch.latency``)."""
+        ps = count * self.ps(quantity)
+        return Route((), ps, (Term((self.key(at),), ps),))
+
+    def resource(self, name: str, capacity: float, kind: str, die: int, keys: tuple[str, ...] = ()) -> Resource:
+        """The resource ``name`` (``capacity`` bytes/ps, of ``kind``, accounted to ``die``), whose
+        capacity comes from the keys ``keys`` of this level's section (``bandwidth``, ``efficiency``)."""
         resource = self._resources.get(name)
         if resource is None:
             resource = self._resources[name] = self.network.add_resource(Resource(name, capacity, kind=kind, die=die))
+            self.costs.resource(name, tuple(self.key(at) for at in keys))
         return resource
 
-    def hop(self, name: str, link: LinkSpec, die: int, direction: Direction) -> tuple[Resource, ...]:
-        """One direction of ``link``: its payload bandwidth and, for posted writes, its write credits."""
-        bandwidth = self.resource(name, link.bandwidth.bytes_per_ps(self.clock_hz) * link.efficiency, "link", die)
+    def hop(self, name: str, link: LinkSpec, die: int, direction: Direction, at: str = "link", also: tuple[str, ...] = ()) -> tuple[Resource, ...]:
+        """One direction of ``link`` (the key ``at`` of this level's section, ``link`` by default;
+        ``also``: other keys its rates scale with, e.g. ``planes``): its payload bandwidth and, for
+        posted writes, its write credits."""
+        bandwidth = self.resource(name, link.bandwidth.bytes_per_ps(self.clock_hz) * link.efficiency, "link", die,
+                                  (f"{at}.bandwidth", f"{at}.efficiency", *also))
         if direction is Direction.READ or link.write_credits is None:
             return (bandwidth,)
         credit_rate = link.write_credits.bytes / (2 * self.ps(link.latency))
-        return (bandwidth, self.resource(f"{name} write credits", credit_rate, "credits", die))
+        return (bandwidth, self.resource(f"{name} write credits", credit_rate, "credits", die, (f"{at}.write_credits", f"{at}.latency", *also)))
 
 
 class Fabric(ABC):
@@ -124,12 +164,12 @@ class Uplinks(Protocol):
 class Topology:
     """Routes between the dies of a system, composed from the levels of ``spec.fabrics``."""
 
-    def __init__(self, spec: SystemSpec, network: FlowNetwork) -> None:
+    def __init__(self, spec: SystemSpec, network: FlowNetwork, costs: CostSources | None = None) -> None:
         self.spec = spec
         self.network = network
         self.clock_hz = spec.die.clock.hz
         self.dies = spec.shape.dies
-        self.wiring = Wiring(network, self.clock_hz)
+        self.wiring = Wiring(network, self.clock_hz, costs)
         self.levels: dict[str, Fabric] = {}
         inner: Fabric | None = None
         for level in ("package", "node", "pod"):
@@ -142,7 +182,7 @@ class Topology:
 
     def _build_level(self, level: str, inner: Fabric | None) -> Fabric | None:
         spec = getattr(self.spec.fabrics, level)
-        return None if spec is None else FABRICS.get(spec.kind)(spec, self.spec.shape, self.wiring, inner)
+        return None if spec is None else FABRICS.get(spec.kind)(spec, self.spec.shape, self.wiring.at(level), inner)
 
     # -- where a die is ------------------------------------------------------------------------
 
@@ -151,6 +191,9 @@ class Topology:
 
     def node_of(self, die: int) -> int:
         return self.spec.shape.node_of(die)
+
+    def pod_of(self, die: int) -> int:
+        return self.spec.shape.pod_of(die)
 
     def level_joining(self, src: int, dst: int) -> str | None:
         """The innermost load/store level that holds both dies (package, node or pod; None for one
@@ -161,7 +204,7 @@ class Topology:
             return "package"
         if self.node_of(src) == self.node_of(dst):
             return "node"
-        return "pod" if "pod" in self.levels else None
+        return "pod" if "pod" in self.levels and self.pod_of(src) == self.pod_of(dst) else None
 
     def joins(self, src: int, dst: int) -> bool:
         """Whether a load/store route joins two different dies (else only RDMA reaches across)."""
@@ -197,6 +240,12 @@ class Topology:
         if src == dst:
             return LOCAL
         level = self.level_joining(src, dst)
+        if level is None and "pod" in self.levels:
+            raise NoRouteError(
+                f"die {src} and die {dst} are in different pods ({self.pod_of(src)} and {self.pod_of(dst)}): the pod fabric "
+                "joins the nodes of one pod only, so the dies reach each other only through their NICs; move the data by RDMA, "
+                "npusim.transfer(..., protocol='rdma')"
+            )
         if level is None:
             raise NoRouteError(
                 f"die {src} and die {dst} are in different nodes ({self.node_of(src)} and {self.node_of(dst)}) and no pod "

@@ -9,7 +9,7 @@ only when data is on, so timing never depends on it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -20,8 +20,12 @@ from npusim.hw.dma import Request
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.isa import vector as vector_semantics
-from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count, nz_pack, nz_unpack
+from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count, nz_pack, nz_unpack, padded
 from npusim.isa.scalar import ScalarExpr, resolve
+
+if TYPE_CHECKING:
+    from npusim.hw.timing import DieTiming
+    from npusim.trace.costs import CostRule
 
 
 class LocalTensor:
@@ -190,6 +194,11 @@ class Instruction:
     def start(self, core, run):
         raise NotImplementedError
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        """The config keys of this instruction's time (:mod:`npusim.trace.costs`), from the die's
+        ``timing`` its cost came from; None for a copy, whose time the copy's transfer explains."""
+        return None
+
     def twin(self) -> Instruction:
         """A new instruction equal to this one as its program built it (pipe, label, cost, operands,
         tile, ``s_dep``), with its own state: what an op or the race check attached (``recorded``) is
@@ -251,6 +260,11 @@ class FixedCost(Instruction):
         super().__init__(pipe, label, nbytes)
         self.fixed_ps = cost_ps
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        """Scalar work costs ``die.scalar.instruction`` each; on another pipe a fixed cost is a
+        ``pipe_barrier`` of that pipe (:meth:`~npusim.isa.program.CoreProgram.pipe_barrier`)."""
+        return timing.scalar.rule("instruction" if self.pipe is Pipe.SCALAR else "barrier")
+
     def twin(self) -> Instruction:
         if type(self) is not FixedCost:  # a subclass with operands of its own defines its twin, or has none
             return super().twin()
@@ -267,6 +281,9 @@ class ScalarRead(FixedCost):
         super().__init__(Pipe.SCALAR, "read_scalar", cost_ps)
         self.source, self.index, self.reg_id = source, index, reg_id
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("ub_read")
+
     def _read(self, core, run) -> None:
         run.regs[self.reg_id] = self.source.values(core)[self.index].item()
 
@@ -278,16 +295,27 @@ class ScalarRead(FixedCost):
 
 class ScalarWrite(FixedCost):
     """The scalar unit writes ``value`` into element ``index`` of a UB tensor (e.g. a signal value
-    that an MTE3 store then sends; synchronise with ``set_flag(SCALAR, MTE3)`` first)."""
+    that an MTE3 store then sends; synchronise with ``set_flag(SCALAR, MTE3)`` first); ``value`` an
+    array: one write per element, from ``index`` on (``CoreProgram.write_scalars``)."""
 
     __slots__ = ("target", "index", "value")
 
-    def __init__(self, target: LocalTensor, index: int, value: int | float, cost_ps: int) -> None:
-        super().__init__(Pipe.SCALAR, "write_scalar", cost_ps)
+    def __init__(self, target: LocalTensor, index: int, value: int | float | np.ndarray, cost_ps: int, label: str = "write_scalar") -> None:
+        super().__init__(Pipe.SCALAR, label, cost_ps)
         self.target, self.index, self.value = target, index, value
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("ub_read")
+
+    @property
+    def count(self) -> int:
+        return len(self.value) if isinstance(self.value, np.ndarray) else 1
+
     def _write(self, core, run) -> None:
-        self.target.values(core)[self.index] = self.value
+        if isinstance(self.value, np.ndarray):
+            self.target.values(core)[self.index : self.index + len(self.value)] = self.value
+        else:
+            self.target.values(core)[self.index] = self.value
 
     effect = _write
 
@@ -295,7 +323,7 @@ class ScalarWrite(FixedCost):
         return self._clone()
 
     def footprint(self) -> tuple[tuple, ...]:
-        return _entries(_span(self.target[self.index : self.index + 1], WRITE))
+        return _entries(_span(self.target[self.index : self.index + self.count], WRITE))
 
 
 _FLAG_LABELS: dict[tuple[str, int, int, int], tuple[str, int]] = {}  # (verb, src, dst, event id) -> (label, flag key)
@@ -321,6 +349,9 @@ class SetFlag(Instruction):
         super().__init__(src, label)
         self.cost_ps = cost_ps
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("flag")
+
     def twin(self) -> Instruction:
         return self._clone()
 
@@ -336,6 +367,9 @@ class WaitFlag(Instruction):
         super().__init__(dst, label)
         self.cost_ps = cost_ps
 
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("flag")
+
     def twin(self) -> Instruction:
         return self._clone()
 
@@ -350,6 +384,14 @@ class PipeBarrierAll(Instruction):
         super().__init__(Pipe.SCALAR, "pipe_barrier ALL")
         self.targets = targets
         self.cost_ps = cost_ps
+
+    def twin(self) -> Instruction:
+        """Its twin waits for the same counts of each pipe: right where it is replayed as a whole
+        program; :meth:`~npusim.isa.program.CoreProgram.extend` gives the twin it appends its own."""
+        return self._clone()
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        return timing.scalar.rule("barrier")
 
     def start(self, core, run):
         env = run.env
@@ -371,6 +413,133 @@ class PipeBarrierAll(Instruction):
             yield env.timeout(drained - env.now)
 
 
+class PollGm(Instruction):
+    """The loop of a core that reads status words in GM until ``need`` of them hold ``expected``
+    (flags that other dies write into its window; the kernels sum the flags and compare): an MTE2
+    read of the words, a reduction and a scalar compare per iteration, ``poll_ps`` each, on the
+    scalar pipe, so nothing after it in program order starts before it ends. It ends with the first
+    iteration, counted from its start, that ends once enough words hold ``expected`` (at least one
+    iteration). The words are ``count`` int32 values ``stride`` bytes apart from ``address``, in
+    control memory (real bytes with data off too)."""
+
+    __slots__ = ("address", "count", "stride", "expected", "need", "poll_ps", "waiting_for")
+
+    def __init__(self, address: GmAddress, count: int, stride: int, expected: int, need: int, poll_ps: int, label: str,
+                 waiting_for: str) -> None:
+        super().__init__(Pipe.SCALAR, label)
+        self.address, self.count, self.stride, self.expected, self.poll_ps = address, count, stride, expected, poll_ps
+        self.need = need
+        self.waiting_for = waiting_for
+
+    def words(self) -> np.ndarray:
+        """The polled words as they are now."""
+        data = self.address.allocation.data
+        offset = self.address.offset
+        assert data is not None and isinstance(offset, int), "polled words live in control memory at a known offset"
+        return as_strided(data[offset:], shape=(self.count, 4), strides=(self.stride, 1)).copy().view(np.int32)[:, 0]
+
+    def met(self) -> bool:
+        return int(np.count_nonzero(self.words() == self.expected)) >= self.need
+
+    def start(self, core, run):
+        if self.met():
+            return self.poll_ps
+        env = run.env
+        started, poll_ps = env.now, self.poll_ps
+        allocation = self.address.allocation
+        done = env.event()
+
+        first = self.address.offset
+        watcher = (first, first + (self.count - 1) * self.stride + 4, None)
+
+        def look(writer: Instruction | None) -> None:
+            """Called by each write into the watched bytes: ``writer`` the store (None: an engine's
+            write, e.g. an RDMA write's flags, which draws no arrow)."""
+            if self.met():
+                allocation.watchers.remove(watcher)
+                iterations = max(1, -(-(env.now - started) // poll_ps))
+                env.timeout(started + iterations * poll_ps - env.now).callbacks.append(lambda _: done.succeed())
+                if writer is not None:
+                    self._arrow_from(writer, core.system.recorder)
+
+        watcher = (watcher[0], watcher[1], look)
+        if allocation.watchers is None:
+            allocation.watchers = []
+        allocation.watchers.append(watcher)
+        return done
+
+    def _arrow_from(self, writer: Instruction, recorder) -> None:
+        """A ``signal->poll`` flow from the store that completed the words to this poll, once both
+        are recorded (the store's event is recorded right after its effect, this poll's when it ends)."""
+        ends: dict[str, int] = {}
+
+        def seen(which: str, index: int) -> None:
+            ends[which] = index
+            if len(ends) == 2:
+                recorder.flow(ends["writer"], ends["poll"], "signal->poll")
+
+        on_recorded(writer, lambda index: seen("writer", index))
+        on_recorded(self, lambda index: seen("poll", index))
+
+    def footprint(self) -> tuple[tuple, ...]:
+        return ()
+
+    def __repr__(self) -> str:
+        return (f"SCALAR {self.label}: {self.waiting_for}; {int(np.count_nonzero(self.words() == self.expected))} of the "
+                f"{self.need} status words needed hold {self.expected}")
+
+
+class CoreBarrier:
+    """The SyncAll of the cores of one kernel launch: ``parties`` programs each end a phase with a
+    :class:`SyncAll`; each waits until all have arrived, then ``cost_ps`` more. The last to arrive
+    draws a ``sync all`` flow to every other (the critical path follows it to the slowest core)."""
+
+    def __init__(self, cost_ps: int) -> None:
+        self.cost_ps = cost_ps
+        self.parties = 0
+        self.arrived: list[SyncAll] = []
+        self.release: Any = None  # the event every core waits on, made by the first to arrive
+
+    def arrive(self, instruction: SyncAll, env):
+        if self.release is None:
+            self.release = env.event()
+        self.arrived.append(instruction)
+        if len(self.arrived) == self.parties:
+            release = self.release
+            env.timeout(self.cost_ps).callbacks.append(lambda _: release.succeed())
+            self._arrows(instruction)
+        return self.release
+
+    def _arrows(self, last: SyncAll) -> None:
+        events: dict[int, int] = {}
+        recorder = last.recorder
+
+        def seen(position: int, index: int) -> None:
+            events[position] = index
+            if len(events) == len(self.arrived):
+                source = events[len(self.arrived) - 1]
+                for position in range(len(self.arrived) - 1):
+                    recorder.flow(source, events[position], "sync all")
+
+        for position, instruction in enumerate(self.arrived):
+            on_recorded(instruction, lambda index, position=position: seen(position, index))
+
+
+class SyncAll(Instruction):
+    """``SyncAll()`` of Ascend C (the hard sync of a kernel's vector cores): on the scalar pipe,
+    the core waits at it until every core of the launch has arrived at its own, then the barrier's
+    cost (:class:`CoreBarrier`)."""
+
+    __slots__ = ("barrier", "recorder")
+
+    def __init__(self, barrier: CoreBarrier, recorder) -> None:
+        super().__init__(Pipe.SCALAR, "SyncAll")
+        self.barrier, self.recorder = barrier, recorder
+
+    def start(self, core, run):
+        return self.barrier.arrive(self, run.env)
+
+
 class DmaCopy(Instruction):
     """A copy by an MTE / FixPipe engine: ``burst_count`` bursts of ``burst_bytes``, the source
     advancing by ``burst_bytes + src_gap`` and the destination by ``burst_bytes + dst_gap`` between
@@ -386,6 +555,9 @@ class DmaCopy(Instruction):
 
     __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved", "path_key")
     _fresh = ("recorded", "_resolved")
+    rebasable = True
+    """Whether a copy of this class has a copy for other GM bytes (:meth:`rebased`): all its other
+    fields are the same wherever its GM sides are."""
 
     def __init__(self, pipe: Pipe, dst, src, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(pipe, label, burst_count * burst_bytes)
@@ -401,10 +573,10 @@ class DmaCopy(Instruction):
 
     def rebased(self, dst, src) -> DmaCopy:
         """The :meth:`twin` of this copy between ``dst`` and ``src`` (GM addresses of other bytes in
-        place of its GM sides, the same buffers); only
-        a copy of known addresses and of its own class (DmaCopy, AtomicAddCopy) has one."""
+        place of its GM sides, the same buffers); only a copy of known addresses of a
+        :attr:`rebasable` class has one."""
         cls = type(self)
-        if cls is not DmaCopy and cls is not AtomicAddCopy or self.dynamic:
+        if not cls.rebasable or self.dynamic:
             raise TypeError(f"{cls.__name__} {self.label!r} is not rebased")
         return self.moved(dst, src)
 
@@ -493,7 +665,13 @@ class DmaCopy(Instruction):
         else:
             src_offset, dst_offset = self.src.offset, self.dst.offset
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
-        self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = source
+        dst = self.dst
+        self._bytes_of(dst, core, dst_offset, self.dst_gap)[...] = source
+        if dst.__class__ is GmAddress and dst.allocation.watchers:
+            end = dst_offset + self.span(self.dst_gap)
+            for first, last, look in list(dst.allocation.watchers):
+                if first < end and dst_offset < last:
+                    look(self)
 
     effect = _copy
 
@@ -506,7 +684,9 @@ class AtomicAddCopy(DmaCopy):
     """An MTE3 store from UB to GM that adds its values (in the source's dtype) to those in GM
     instead of overwriting them, as a store after ``set_atomic_add`` does. After its bytes arrive,
     the target die's L2 applies the adds (:class:`~npusim.hw.memory.AtomicUnit`): ``die.l2.atomic_add``
-    per store, atomic adds to the same 32-byte blocks one after the other."""
+    per store, atomic adds to the same 32-byte blocks one after the other. It ends with its copy's
+    outcome (bottleneck, when the bytes started flowing), so it is recorded as a transfer too (the
+    adds' time then counts with the copy's streaming part)."""
 
     __slots__ = ("dtype",)
 
@@ -552,6 +732,10 @@ class VectorOp(FixedCost):
         super().__init__(Pipe.VECTOR, label, cost_ps, dst.nbytes)
         self.kind, self.dst, self.srcs, self.scalar, self.rounding = kind, dst, srcs, scalar, rounding
         self.repeat_layout = repeat_layout
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        assert timing.vector is not None  # a vector instruction is built only for a die with a vector unit
+        return timing.vector.rule(self.kind)
 
     def twin(self) -> Instruction:
         if type(self) is not VectorOp:
@@ -613,6 +797,9 @@ class FractalLoad(DmaCopy):
         super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
         self.rows, self.cols, self.src_stride, self.transpose = rows, cols, src_stride, transpose
 
+    def twin(self) -> Instruction:
+        return self._clone()  # buffers on both sides: nothing to rebase
+
     def footprint(self) -> tuple[tuple, ...]:
         itemsize = self.src.dtype.itemsize
         return _entries(_run(self.src, READ, self.rows, self.cols * itemsize, (self.src_stride - self.cols) * itemsize),
@@ -629,27 +816,168 @@ class FractalLoad(DmaCopy):
     effect = _load
 
 
+class Nd2NzLoad(DmaCopy):
+    """MTE2 GM -> L1 of a ``rows x cols`` ND matrix (rows ``burst_bytes + src_gap`` bytes apart in
+    GM) into the NZ layout of L1 (:mod:`npusim.isa.fractal`: ``padded(rows, 16)`` rows of fractals
+    ``32 / itemsize`` columns wide), as the GM -> L1 copies of the cube kernels convert ND to NZ on
+    the way (Ascend C ``DataCopy`` with ``Nd2NzParams``; pto-isa ``TLOAD`` into a NZ ``Mat`` tile).
+    Timed as the copy of its ``rows`` bursts; it writes every fractal it touches (padding zeros)."""
+
+    __slots__ = ("rows", "cols", "dtype")
+
+    def __init__(self, dst: LocalTensor, src: GmAddress, rows: int, cols: int, src_row_bytes: int, granule: int, label: str) -> None:
+        burst = cols * dst.dtype.itemsize
+        super().__init__(Pipe.MTE2, dst, src, rows, burst, src_row_bytes - burst, 0, granule, label)
+        self.rows, self.cols, self.dtype = rows, cols, dst.dtype
+
+    def footprint(self) -> tuple[tuple, ...]:
+        written = nz_count(self.rows, self.cols, inner_block(self.dtype.itemsize)) * self.dtype.itemsize
+        return _entries(_run(self.src, READ, self.burst_count, self.burst_bytes, self.src_gap), _span(self.dst, WRITE, written))
+
+    def _load(self, core, run) -> None:
+        src_offset = self._resolved[0] if self._resolved is not None else self.src.offset
+        rows = self._bytes_of(self.src, core, src_offset, self.src_gap).reshape(self.rows, self.burst_bytes)
+        packed = nz_pack(np.ascontiguousarray(rows).view(self.dtype), inner_block(self.dtype.itemsize))
+        self.dst.values(core)[: packed.size] = packed
+
+    effect = _load
+
+
+class NzExtract(DmaCopy):
+    """MTE1 L1 -> L0A / L0B: the ``rows x cols`` sub-matrix at row ``row0`` and column ``col0`` of an
+    NZ matrix in L1 (``src``: its first fractal; ``src_rows`` its padded row count; ``row0`` a
+    multiple of 16, ``col0`` of the fractal width) into the NZ layout of L0, transposed first when
+    ``transpose`` (L0 holds k innermost), as Ascend C's ``LoadData`` of 2-D fractals. Moves the
+    whole fractals of the result."""
+
+    __slots__ = ("rows", "cols", "src_rows", "row0", "col0", "transpose")
+
+    def __init__(self, dst: LocalTensor, src: LocalTensor, src_rows: int, row0: int, col0: int, rows: int, cols: int, transpose: bool,
+                 nbytes: int, granule: int, label: str) -> None:
+        super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
+        self.rows, self.cols, self.src_rows, self.row0, self.col0, self.transpose = rows, cols, src_rows, row0, col0, transpose
+
+    def twin(self) -> Instruction:
+        return self._clone()  # buffers on both sides: nothing to rebase
+
+    def _region(self) -> tuple[int, int, int]:
+        """The bytes it reads of ``src``: (first byte from src's start, bytes per fractal column, fractal columns)."""
+        item = self.src.dtype.itemsize
+        fc = inner_block(item)
+        column = padded(self.rows, FRACTAL_ROWS) * fc * item
+        first = ((self.col0 // fc) * self.src_rows + self.row0) * fc * item
+        return first, column, padded(self.cols, fc) // fc
+
+    def footprint(self) -> tuple[tuple, ...]:
+        first, column, columns = self._region()
+        stride = self.src_rows * inner_block(self.src.dtype.itemsize) * self.src.dtype.itemsize
+        src = self.src
+        read = (src.buffer, READ, src.offset + first, column, stride, columns) if column != stride else \
+            (src.buffer, READ, src.offset + first, column * columns, column * columns, 1)
+        return (read, *_entries(_span(self.dst, WRITE, self.burst_bytes)))
+
+    def _load(self, core, run) -> None:
+        values = self.src.values(core)
+        fc = inner_block(values.itemsize)
+        cols = padded(self.col0 + self.cols, fc)
+        whole = nz_unpack(values, self.src_rows, cols, fc)
+        matrix = whole[self.row0 : self.row0 + self.rows, self.col0 : self.col0 + self.cols]
+        if self.transpose:
+            matrix = matrix.T
+        packed = nz_pack(np.ascontiguousarray(matrix), fc)
+        self.dst.values(core)[: packed.size] = packed
+
+    effect = _load
+
+
+class Dequant(NamedTuple):
+    """What FixPipe applies to a result on its way out (the quantised matmuls' epilogue), each a
+    vector held in L1 or None: ``scale`` (one per column, or one for all: float32, bfloat16, or
+    int64 as ``npu_trans_quant_param`` packs it), ``offset`` (float32, per column or one), ``token``
+    (float32, one per row: per-token scales), ``bias`` (float, per column: added last). In float32,
+    each step rounded to float32, in this order: ``acc * scale * token + offset + bias``; then
+    converted to the output dtype (:func:`dequantize`). ``packed``: a float32 scale and offset are
+    taken as ``npu_trans_quant_param`` packs them (:func:`pack_quant_param`), as op-plugin converts
+    them before the kernel when the output is float16 or int8 without per-token scales."""
+
+    scale: LocalTensor | None = None
+    offset: LocalTensor | None = None
+    token: LocalTensor | None = None
+    bias: LocalTensor | None = None
+    packed: bool = False
+
+    def vectors(self) -> tuple[LocalTensor, ...]:
+        return tuple(v for v in (self.scale, self.offset, self.token, self.bias) if v is not None)
+
+
+def pack_quant_param(scale: np.ndarray, offset: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The float32 scale and offset ``npu_trans_quant_param`` (round_mode 0) keeps of ``scale`` and
+    ``offset``: the scale truncated to its top 19 bits (FP19: ``bits & 0xFFFFE000``), the offset
+    rounded to an integer and clamped to [-256, 255] (op-plugin torch_npu-npu_trans_quant_param.md)."""
+    bits = scale.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+    kept = None if offset is None else np.clip(np.rint(offset.astype(np.float32)), -256, 255).astype(np.float32)
+    return bits.view(np.float32), kept
+
+
+def unpack_quant_param(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The float32 scale (bits 0-31) and the offset (9 signed bits at bits 37-45) of int64 values
+    packed as ``npu_trans_quant_param`` documents it (op-plugin torch_npu-npu_trans_quant_param.md)."""
+    bits = packed.astype(np.int64).view(np.uint64)
+    scale = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+    offset = ((bits >> np.uint64(37)) & np.uint64(0x1FF)).astype(np.int64)
+    offset = np.where(offset >= 256, offset - 512, offset).astype(np.float32)
+    return scale, offset
+
+
+def dequantize(acc: np.ndarray, scale: np.ndarray | None, token: np.ndarray | None, offset: np.ndarray | None,
+               bias: np.ndarray | None) -> np.ndarray:
+    """``acc`` (rows x cols, int32 or float32) as float32 ``acc * scale[col] * token[row] + offset[col]
+    + bias[col]`` (absent terms skipped), each operation rounded to float32 in that order."""
+    value = acc.astype(np.float32)
+    with np.errstate(all="ignore"):
+        if scale is not None:
+            value = value * scale.astype(np.float32)[None, :]
+        if token is not None:
+            value = value * token.astype(np.float32)[:, None]
+        if offset is not None:
+            value = value + offset.astype(np.float32)[None, :]
+        if bias is not None:
+            value = value + bias.astype(np.float32)[None, :]
+    return value
+
+
 class FixpipeStore(DmaCopy):
     """FIXP L0C -> GM: the ``rows x cols`` result held in NZ (16 x 16 fractals) in L0C, converted to
-    the destination dtype (fp32 -> fp16 / bf16 with ``rounding``, int32 as is) and written as ND rows
-    ``burst_bytes + dst_gap`` bytes apart (NZ2ND on the way out, as FixPipe's row-major mode)."""
+    the destination dtype (fp32 -> fp16 / bf16 with ``rounding``, int32 as is; with ``dequant``,
+    dequantised first: :class:`Dequant`) and written as ND rows ``burst_bytes + dst_gap`` bytes apart
+    (NZ2ND on the way out, as FixPipe's row-major mode)."""
 
-    __slots__ = ("rows", "cols", "out_dtype", "rounding")
+    __slots__ = ("rows", "cols", "out_dtype", "rounding", "dequant")
 
     def __init__(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype, dst_row_bytes: int, rounding: str,
-                 granule: int, label: str) -> None:
+                 granule: int, label: str, dequant: Dequant | None = None) -> None:
         out_dtype = np.dtype(out_dtype)
         burst = cols * out_dtype.itemsize
         super().__init__(Pipe.FIXP, dst, src, rows, burst, 0, dst_row_bytes - burst, granule, label)
-        self.rows, self.cols, self.out_dtype, self.rounding = rows, cols, out_dtype, rounding
+        self.rows, self.cols, self.out_dtype, self.rounding, self.dequant = rows, cols, out_dtype, rounding, dequant
 
     def footprint(self) -> tuple[tuple, ...]:
         fractals = nz_count(self.rows, self.cols, FRACTAL_ROWS) * self.src.dtype.itemsize
-        return _entries(_span(self.src, READ, fractals), _run(self.dst, WRITE, self.burst_count, self.burst_bytes, self.dst_gap))
+        vectors = () if self.dequant is None else tuple(_span(v, READ) for v in self.dequant.vectors())
+        return _entries(_span(self.src, READ, fractals), *vectors, _run(self.dst, WRITE, self.burst_count, self.burst_bytes, self.dst_gap))
 
     def _store(self, core, run) -> None:
         dst_offset = self._resolved[1] if self._resolved is not None else self.dst.offset
         result = nz_unpack(self.src.values(core), self.rows, self.cols, FRACTAL_ROWS)
+        if self.dequant is not None:
+            dequant = self.dequant
+            scale, offset, token, bias = (None if v is None else v.values(core).copy() for v in dequant[:4])
+            if scale is not None and scale.dtype == np.int64:
+                scale, packed_offset = unpack_quant_param(scale)
+                offset = packed_offset if offset is None else offset
+            elif scale is not None and dequant.packed:
+                scale, offset = pack_quant_param(scale, offset)
+            result = dequantize(result, scale, token, offset, bias)
         with np.errstate(all="ignore"):
             converted = vector_semantics.cast(result, self.out_dtype, self.rounding)
         self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = converted.view(np.uint8).reshape(self.burst_count, self.burst_bytes)
@@ -659,22 +987,32 @@ class FixpipeStore(DmaCopy):
 
 class Mmad(FixedCost):
     """Cube multiply-accumulate: L0C[m, n] (fp32, int32 for int8) (+)= L0A[m, k] x L0B[n, k]^T, every
-    operand in NZ layout (:mod:`npusim.isa.fractal`). The cube works in 16 x 16 x ``k_block`` blocks
+    operand in NZ layout (:mod:`npusim.isa.fractal`); with ``bias`` (a row of ``n`` values in L1, as
+    the bias table BT holds it) a first mmad starts from it instead of zero. The cube works in 16 x 16 x ``k_block`` blocks
     (``k_block`` = 32 bytes of k: 16 fp16 / bf16, 32 int8, 8 fp32); per block the ``k_block`` products
     of each output are summed and rounded to fp32 once, then added to the L0C value (fp32, round to
     nearest even), block after block in k order (:func:`fractal_matmul`). Integers accumulate exactly
     in int32 (wrapping)."""
 
-    __slots__ = ("dst", "a", "b", "m", "n", "k", "accumulate")
+    __slots__ = ("dst", "a", "b", "m", "n", "k", "accumulate", "bias")
 
-    def __init__(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool, cost_ps: int) -> None:
+    def __init__(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool, cost_ps: int,
+                 bias: LocalTensor | None = None) -> None:
         super().__init__(Pipe.CUBE, "mmad", cost_ps, dst.nbytes)
-        self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate = dst, a, b, m, n, k, accumulate
+        self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate, self.bias = dst, a, b, m, n, k, accumulate, bias
+
+    def twin(self) -> Instruction:
+        return self._clone()
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        assert timing.cube is not None  # a multiply is built only for a die with a cube
+        return timing.cube.rule()
 
     def footprint(self) -> tuple[tuple, ...]:
         block = inner_block(self.a.dtype.itemsize)
         return _entries(_span(self.a, READ, nz_count(self.m, self.k, block) * self.a.dtype.itemsize),
                         _span(self.b, READ, nz_count(self.n, self.k, block) * self.b.dtype.itemsize),
+                        None if self.bias is None else _span(self.bias, READ, self.n * self.bias.dtype.itemsize),
                         _span(self.dst, WRITE, nz_count(self.m, self.n, FRACTAL_ROWS) * self.dst.dtype.itemsize))  # accumulating: read too
 
     def _compute(self, core, run) -> None:
@@ -683,6 +1021,8 @@ class Mmad(FixedCost):
         b = nz_unpack(self.b.values(core), self.n, self.k, block)
         out_flat = self.dst.values(core)
         before = nz_unpack(out_flat, self.m, self.n, FRACTAL_ROWS) if self.accumulate else None
+        if before is None and self.bias is not None:  # the accumulator starts from the bias (its BT buffer row, in the accumulator's dtype)
+            before = np.broadcast_to(self.bias.values(core)[: self.n].astype(out_flat.dtype), (self.m, self.n))
         result = fractal_matmul(a, b.T, block, before, out_flat.dtype)
         packed = nz_pack(result, FRACTAL_ROWS)
         out_flat[: packed.size] = packed

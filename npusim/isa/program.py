@@ -31,17 +31,21 @@ from typing import cast
 import numpy as np
 import simpy
 
+from npusim import formats
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import rearm_at, succeed_at
 from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore, pipe_step
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
+from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
 from npusim.isa.instructions import (
     AtomicAddCopy,
+    CoreBarrier,
+    Dequant,
     DmaCopy,
     FixedCost,
     FixpipeStore,
@@ -51,10 +55,14 @@ from npusim.isa.instructions import (
     LocalTensor,
     MatrixVectorOp,
     Mmad,
+    Nd2NzLoad,
+    NzExtract,
     PipeBarrierAll,
+    PollGm,
     ScalarRead,
     ScalarWrite,
     SetFlag,
+    SyncAll,
     VectorOp,
     WaitFlag,
     shared_by_replays,
@@ -64,7 +72,8 @@ from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
 
-_WAITING_CLASSES = (WaitFlag, PipeBarrierAll)  # their events are stalls, not busy time
+_WAITING_CLASSES = (WaitFlag, PipeBarrierAll, PollGm, SyncAll)  # their events are stalls, not busy time
+_NAMED_WAITS = (PollGm, SyncAll)  # the critical path calls them by name
 _FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
 _SCALAR = Pipe.SCALAR  # a module constant: an enum member's look-up is slow, and by_pipe runs per tile op
 _PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
@@ -118,6 +127,22 @@ class CoreProgram:
         self.shares = False  # replayed with instructions shared with other replays (ProgramTemplate): launched alone
         self._replayed: dict[Pipe, list[Instruction]] | None = None  # a replay's instructions per pipe (by_pipe)
         self._replayed_steps: dict[Pipe, list[tuple]] | None = None  # and their pipe_step tuples (pipe_steps)
+        self.sources: list[tuple[int, object]] = []  # (first instruction position, the program line its instructions come from)
+
+    def note_source(self, source: object) -> None:
+        """The instructions appended from now on come from ``source`` (a line of the user's program,
+        shown by race reports), until the next note; before any note they come from the kernel's."""
+        if source is not None:
+            self.sources.append((len(self.instructions), source))
+
+    def source_of(self, position: int) -> object:
+        """The program line instruction ``position`` came from (see :meth:`note_source`), or None."""
+        found = self.kernel.source
+        for first, source in self.sources:
+            if first > position:
+                break
+            found = source
+        return found
 
     # -- buffers -------------------------------------------------------------------------------
 
@@ -145,6 +170,17 @@ class CoreProgram:
         """Bytes reserved so far in each buffer."""
         return dict(self._allocated)
 
+    @contextlib.contextmanager
+    def reused_buffers(self) -> Iterator[None]:
+        """What is allocated inside is free again after it: for a program that runs pieces one after
+        the other, each draining its pipes before the next (its last instruction waits for them), so
+        the next piece may take the same buffer space (the race check still sees every access)."""
+        marks = dict(self._allocated)
+        try:
+            yield
+        finally:
+            self._allocated = marks
+
     # -- attribution ---------------------------------------------------------------------------
 
     def tile(self, index: int) -> _TileScope:
@@ -155,9 +191,12 @@ class CoreProgram:
         label, kind = name or instruction.label, instruction.__class__
         name_id = self._name_ids.get((label, kind))
         if name_id is None:  # first use of this name by such an instruction: intern it, note what it waits for
-            name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES)
+            name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES, named=kind in _NAMED_WAITS)
             if kind in _FLAG_CLASSES:
                 self._recorder.flag_name(name_id, kind is SetFlag, instruction.key)
+            rule = instruction.cost_rule(self._timing)
+            if rule is not None:  # the config keys of its time (the first of its name stands: npusim.trace.costs)
+                self._recorder.costs.rule("", name_id, rule)
         instruction.name_id = name_id
         instruction.tile = self._tile
         instruction.label_id = pack(name_id, self._tile)
@@ -318,10 +357,34 @@ class CoreProgram:
     def rsqrt(self, dst, a, **kw): return self.vector("rsqrt", dst, a, **kw)
     def neg(self, dst, a, **kw): return self.vector("neg", dst, a, **kw)
 
+    def vector_time(self, steps: Sequence[tuple[str, int, np.dtype | type]], name: str) -> Instruction:
+        """One event on the vector pipe for a sequence of vector instructions whose results only
+        steer the program (a kernel's index arithmetic, which the op computes where it writes the
+        program): ``steps`` of ``(kind, elements, dtype)``, each timed as :meth:`vector` times it
+        (split at ``max_repeats``), no effect on UB."""
+        self._require(Pipe.VECTOR, name)
+        timing = self._timing.vector
+        assert timing is not None  # _require: the core has a vector pipe
+        cost = 0
+        for kind, count, dtype in steps:
+            per_repeat = vector_semantics.elements_per_repeat(timing.repeat_bytes, np.dtype(dtype))
+            repeats = max(1, -(-count // per_repeat))
+            while repeats > 0:
+                chunk = min(repeats, timing.max_repeats)
+                cost += timing.cost_ps(kind, chunk)
+                repeats -= chunk
+        return self._append(FixedCost(Pipe.VECTOR, name, cost), name)
+
     def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", *, saturate: bool = True, **kw) -> list[Instruction]:
         """Convert ``src`` to ``dst``'s dtype, rounding with ``rounding`` (to integers, and to a
         narrower float format bit-exactly); integer results saturate, or wrap for an integer source
-        with ``saturate=False``."""
+        with ``saturate=False``; to hifloat8 with ``round`` or ``hybrid`` only, ``hybrid`` nowhere else
+        (Ascend C's CAST_HYBRID)."""
+        to_hifloat8 = dst.dtype == formats.HIFLOAT8
+        if (rounding in vector_semantics.HIFLOAT8_ROUNDING) != to_hifloat8 and (to_hifloat8 or rounding == "hybrid"):
+            allowed = "round or hybrid" if to_hifloat8 else "any but hybrid"
+            raise UsageError(f"cast {formats.name_of(src.dtype)} -> {formats.name_of(dst.dtype)} with rounding {rounding!r}: "
+                             f"a conversion to this format rounds with {allowed}")
         return self.vector("cast", dst, src, rounding=rounding, scalar=None if saturate else "wrap", **kw)
 
     def _matrix_cost(self, kind: str, level_elements: list[int], itemsize: int) -> int:
@@ -342,12 +405,13 @@ class CoreProgram:
     def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *,
                name: str | None = None) -> Instruction:
         """Reduce the last axis of ``src_view`` = (shape, strides in elements) of ``src`` into ``dst``
-        (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``) by pairwise halving
-        (:func:`~npusim.isa.vector.halving_reduce`). Timed as the instructions of the halving: one vector
+        (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``, ``reduce_prod``) by
+        pairwise halving (:func:`~npusim.isa.vector.halving_reduce`), or to the index of the row's largest
+        (smallest) value (``reduce_argmax``, ``reduce_argmin``). Timed as the instructions of the halving: one vector
         instruction per level while a row is longer than one repeat (all rows' pairs at once), then one
         in-repeat reduction (vcadd / vcmax) of one repeat per row."""
-        if kind not in vector_semantics.REDUCE:
-            raise UsageError(f"reduce: kind {kind!r} is not one of {', '.join(vector_semantics.REDUCE)}")
+        if kind not in vector_semantics.REDUCE and kind not in vector_semantics.ARG_REDUCE:
+            raise UsageError(f"reduce: kind {kind!r} is not one of {', '.join([*vector_semantics.REDUCE, *vector_semantics.ARG_REDUCE])}")
         shape, strides = tuple(src_view[0]), tuple(src_view[1])
         dst_view = (shape[:-1], tuple(dst_strides))
         self._check_view(kind, src, shape, strides)
@@ -411,23 +475,26 @@ class CoreProgram:
     # -- cube ----------------------------------------------------------------------------------
 
     def mmad(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool = False,
-             *, name: str | None = None) -> Instruction:
+             *, bias: LocalTensor | None = None, name: str | None = None) -> Instruction:
         """L0C[m, n] (+)= L0A[m, k] x L0B[n, k]^T on the cube unit, operands in NZ layout
         (:mod:`npusim.isa.fractal`; :class:`~npusim.isa.instructions.Mmad` gives the numerics); its
         time is the blocks of the cube (``m x n x k`` rounded up to whole blocks, the block's k
-        depending on the input dtype) one after the other."""
+        depending on the input dtype) one after the other. ``bias``: ``n`` values in L1 a first
+        (not accumulating) mmad starts from, as from the bias table."""
         self._require(Pipe.CUBE, "mmad")
         if (a.buffer, b.buffer, dst.buffer) != ("L0A", "L0B", "L0C"):
             raise UsageError("mmad reads L0A and L0B and writes L0C")
         if a.dtype != b.dtype:
             raise UsageError(f"mmad: L0A holds {a.dtype} and L0B {b.dtype}; both inputs need the same dtype")
+        if bias is not None and (bias.buffer != "L1" or bias.count < n):
+            raise UsageError(f"mmad: bias {bias!r} must be an L1 tensor of at least n = {n} values")
         block = inner_block(a.dtype.itemsize)
         for what, tensor, rows, cols, fc in (("L0A", a, m, k, block), ("L0B", b, n, k, block), ("L0C", dst, m, n, FRACTAL_ROWS)):
             need = nz_count(rows, cols, fc)
             if tensor.count < need:
                 raise UsageError(f"mmad {m}x{n}x{k}: {what} tensor {tensor!r} has {tensor.count} elements, the NZ fractals need {need}")
         cost = self._timing.cube.cost_ps(m, n, k, a.dtype.itemsize)
-        return self._append(Mmad(dst, a, b, m, n, k, accumulate, cost), name)
+        return self._append(Mmad(dst, a, b, m, n, k, accumulate, cost, bias), name)
 
     def load_nz(self, dst: LocalTensor, src: LocalTensor, rows: int, cols: int, src_stride: int | None = None, *,
                 transpose: bool = False, name: str | None = None) -> Instruction:
@@ -448,10 +515,53 @@ class CoreProgram:
         label = name or f"load_nz L1->{dst.buffer}"
         return self._append(FractalLoad(dst, src, rows, cols, src_stride, transpose, count * dst.dtype.itemsize, granule, label), label)
 
+    def load_nd2nz(self, dst: LocalTensor, src: GmAddress, rows: int, cols: int, src_row_bytes: int, *, name: str | None = None) -> Instruction:
+        """MTE2 GM -> L1: the ``rows x cols`` ND matrix at ``src`` (rows ``src_row_bytes`` apart) into
+        ``dst`` in NZ layout (:class:`~npusim.isa.instructions.Nd2NzLoad`)."""
+        item = dst.dtype.itemsize
+        count = nz_count(rows, cols, inner_block(item))
+        if dst.buffer != "L1" or not isinstance(src, GmAddress) or dst.count < count or src_row_bytes < cols * item:
+            raise UsageError(f"load_nd2nz of {rows}x{cols}: moves GM rows (at least {cols * item} bytes apart, given {src_row_bytes}) into "
+                             f"an L1 tensor of at least {count} elements (NZ); got {src!r} -> {dst!r}")
+        pipe = self._copy_pipes.get(("GM", "L1"))
+        if pipe is None:
+            raise UsageError(f"kernel {self.kernel.name!r} {self.core.name}: no engine moves GM -> L1")
+        self._check_span(src, rows, cols * item, src_row_bytes - cols * item)
+        label = name or "load_nd2nz GM->L1"
+        return self._append(Nd2NzLoad(dst, src, rows, cols, src_row_bytes, self.core.dma_timing[pipe].granule_bytes, label), label)
+
+    def extract_nz(self, dst: LocalTensor, src: LocalTensor, src_rows: int, row0: int, col0: int, rows: int, cols: int, *,
+                   transpose: bool = False, name: str | None = None) -> Instruction:
+        """MTE1 L1 -> L0A / L0B: rows ``row0..`` and columns ``col0..`` (``rows x cols``) of the NZ
+        matrix at ``src`` in L1 (``src_rows`` rows, padded to 16) into ``dst`` in NZ layout, transposed
+        first with ``transpose`` (:class:`~npusim.isa.instructions.NzExtract`)."""
+        item = dst.dtype.itemsize
+        fc = inner_block(item)
+        out_rows, out_cols = (cols, rows) if transpose else (rows, cols)
+        count = nz_count(out_rows, out_cols, fc)
+        need = nz_count(src_rows, col0 + cols, fc)
+        if (src.buffer != "L1" or dst.buffer not in ("L0A", "L0B") or src.dtype != dst.dtype or src_rows % FRACTAL_ROWS or row0 % FRACTAL_ROWS
+                or col0 % fc or row0 + rows > src_rows or dst.count < count or src.count < need):
+            raise UsageError(f"extract_nz of {rows}x{cols} at ({row0}, {col0}) from an NZ matrix of {src_rows} rows (a multiple of 16; the "
+                             f"corner on whole fractals) needs an L1 source of {need} elements and an L0A / L0B destination of {count}, "
+                             f"of one dtype; got {src!r} -> {dst!r}")
+        pipe = self._copy_pipes.get(("L1", dst.buffer))
+        if pipe is None:
+            raise UsageError(f"kernel {self.kernel.name!r} {self.core.name}: no engine moves L1 -> {dst.buffer}")
+        label = name or f"extract_nz L1->{dst.buffer}"
+        return self._append(NzExtract(dst, src, src_rows, row0, col0, rows, cols, transpose, count * item,
+                                      self.core.dma_timing[pipe].granule_bytes, label), label)
+
     def fixpipe(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype, dst_row_bytes: int | None = None, *,
-                rounding: str = "rint", name: str | None = None) -> Instruction:
+                rounding: str = "rint", dequant: Dequant | None = None, name: str | None = None) -> Instruction:
         """FIXP L0C -> GM: the ``rows x cols`` result in L0C (NZ), converted to ``out_dtype`` (fp32
-        results rounded with ``rounding``), as ND rows ``dst_row_bytes`` apart in GM."""
+        results rounded with ``rounding``; with ``dequant``, its vectors in L1 applied first:
+        :class:`~npusim.isa.instructions.Dequant`), as ND rows ``dst_row_bytes`` apart in GM."""
+        if dequant is not None:
+            for field, vector in zip(dequant._fields[:4], dequant[:4]):
+                length = 1 if vector is not None and vector.count == 1 else rows if field == "token" else cols
+                if vector is not None and (vector.buffer != "L1" or vector.count < length):
+                    raise UsageError(f"fixpipe: dequant {field} {vector!r} must be an L1 tensor of at least {length} values")
         out_dtype = np.dtype(out_dtype)
         dst_row_bytes = cols * out_dtype.itemsize if dst_row_bytes is None else dst_row_bytes
         if src.buffer != "L0C" or not isinstance(dst, GmAddress):
@@ -463,7 +573,7 @@ class CoreProgram:
         self._check_span(dst, rows, cols * out_dtype.itemsize, dst_row_bytes - cols * out_dtype.itemsize)
         granule = self.core.dma_timing[Pipe.FIXP].granule_bytes
         label = name or "fixpipe L0C->GM"
-        return self._append(FixpipeStore(dst, src, rows, cols, out_dtype, dst_row_bytes, rounding, granule, label), label)
+        return self._append(FixpipeStore(dst, src, rows, cols, out_dtype, dst_row_bytes, rounding, granule, label, dequant), label)
 
     # -- scalar and synchronisation ------------------------------------------------------------
 
@@ -486,6 +596,49 @@ class CoreProgram:
         instruction = ScalarWrite(dst, index, value, self._timing.scalar.ub_read_ps)
         instruction.control = control
         return self._append(instruction)
+
+    def write_scalars(self, dst: LocalTensor, values, index: int = 0, *, control: bool = False, name: str = "write_scalars") -> Instruction:
+        """Write ``values`` (a sequence) into consecutive elements of a UB tensor from ``index`` on:
+        one event for the scalar unit's writes one after the other (each costing what
+        :meth:`write_scalar` does)."""
+        values = np.asarray(values, dtype=dst.dtype)
+        if index < 0 or index + len(values) > dst.count:
+            raise UsageError(f"write_scalars: {len(values)} values from element {index} do not fit {dst!r}")
+        instruction = ScalarWrite(dst, index, values, len(values) * self._timing.scalar.ub_read_ps, name)
+        instruction.control = control
+        return self._append(instruction, name)
+
+    def poll(self, address: GmAddress, count: int, expected: int, *, stride: int = 32, need: int | None = None,
+             name: str = "poll status", waiting_for: str = "status words") -> Instruction:
+        """Spin until ``need`` (default: all) of the ``count`` int32 words ``stride`` bytes apart from
+        ``address`` (control memory: status flags other dies write) hold ``expected``
+        (:class:`~npusim.isa.instructions.PollGm`).
+        One iteration costs what this core pays for it: an MTE2 read of the words (engine set-up,
+        memory latency, their bursts), a vector sum of them and a scalar read of the result."""
+        allocation = address.allocation
+        if allocation.data is None:
+            raise UsageError(f"poll: {allocation.label} holds no bytes with data off; allocate status words as control memory")
+        if not isinstance(address.offset, int) or address.offset < 0 or address.offset + (count - 1) * stride + 4 > allocation.size_bytes:
+            raise UsageError(f"poll: {count} words {stride} bytes apart from byte {address.offset} do not fit in {allocation.label}")
+        need = count if need is None else need
+        return self._append(PollGm(address, count, stride, expected, need, self.poll_ps(count * 32), name, waiting_for), name)
+
+    def poll_ps(self, nbytes: int) -> int:
+        """One iteration of a poll of ``nbytes`` of local GM: an MTE2 read of them, a vector sum of
+        the words read and a scalar read of the sum (what :meth:`poll` charges per look)."""
+        engine = self.core.dma_timing[Pipe.MTE2]
+        die = self.core.die
+        granules = -(-nbytes // engine.granule_bytes)
+        read_ps = engine.setup_ps + die.memory_latency_ps + round(granules * engine.granule_bytes / engine.rate_bytes_per_ps(("GM", "UB"), False))
+        vector = self._timing.vector
+        assert vector is not None, "poll: the core has no vector unit to sum the words it reads"
+        sum_ps = vector.cost_ps("add", max(1, -(-nbytes // vector.repeat_bytes)))
+        return read_ps + sum_ps + self._timing.scalar.ub_read_ps
+
+    def sync_all(self, barrier: CoreBarrier) -> Instruction:
+        """Wait until every core of the launch reaches its SyncAll of ``barrier`` (:meth:`Kernel.barrier`)."""
+        barrier.parties += 1
+        return self._append(SyncAll(barrier, self._recorder), "SyncAll")
 
     def set_flag(self, src: str | Pipe, dst: str | Pipe, event_id: int = 0) -> Instruction:
         """Raise flag ``event_id`` from pipe ``src`` to pipe ``dst`` (after src's earlier work)."""
@@ -529,7 +682,7 @@ class CoreProgram:
 
     # -- reuse ---------------------------------------------------------------------------------
 
-    def template(self, bases: Sequence[tuple[Allocation, int]], own: Collection[int] | None = None) -> ProgramTemplate | None:
+    def template(self, bases: Sequence[tuple[Allocation, int]], own: Collection[int] | None = None, start: int = 0) -> ProgramTemplate | None:
         """This program as a :class:`ProgramTemplate` whose GM addresses are offsets from ``bases``
         (``(allocation, byte offset)`` each, the GM addresses its builder was given); None if it
         cannot be one: two bases in one allocation, a GM address in no base's allocation or computed
@@ -540,13 +693,17 @@ class CoreProgram:
         instructions without GM addresses are then shared by the replays of one tile, made once per
         tile (exact: the pipes only read instructions). Only for programs launched alone, as race
         reports attach to what they name (a replay that is race-checked gets its own of each).
-        None: every replay gets its own of each instruction."""
+        None: every replay gets its own of each instruction.
+
+        ``start``: a template of the instructions from that position on (a piece that
+        :meth:`extend` appends to other programs; ``own`` counted from there)."""
         slot_of: dict[int, int] = {}
         for slot, (allocation, _) in enumerate(bases):
             if slot_of.setdefault(id(allocation), slot) != slot:
                 return None
         sides: list[tuple[int, int, int, int, int, int] | None] = []
-        for instruction in self.instructions:
+        instructions = self.instructions[start:] if start else self.instructions
+        for instruction in instructions:
             try:
                 instruction.twin()  # raises TypeError for an instruction that has none (a copy: other classes, dynamic)
             except TypeError:
@@ -564,7 +721,7 @@ class CoreProgram:
                 else:
                     entry += (-1, 0, 0)
             sides.append(tuple(entry))  # type: ignore[arg-type]  # dst then src: (slot, offset, span) each
-        return ProgramTemplate(list(self.instructions), sides, dict(self._allocated), self._regs, self.core.kind_timing, self.race_free,
+        return ProgramTemplate(list(instructions), sides, dict(self._allocated), self._regs, self.core.kind_timing, self.race_free,
                                None if own is None else frozenset(own))
 
     def replay(self, template: ProgramTemplate, bases: Sequence[tuple[Allocation, int]]) -> bool:
@@ -587,6 +744,45 @@ class CoreProgram:
         self._regs = template.regs
         self.race_free = template.race_free
         self.shares = share
+        return True
+
+    def extend(self, template: ProgramTemplate, bases: Sequence[tuple[Allocation, int]]) -> bool:
+        """Append the twins of ``template``'s instructions (a piece: :meth:`template` with
+        ``start``) to this program, in the current tile, each GM address at its offset from
+        ``bases``, as :meth:`replay` makes a whole program; a ``pipe_barrier(ALL)`` of the piece waits
+        for every instruction before it in this program. The piece was built on a program with the
+        same buffer reservations as this one and reserves nothing itself (a kernel that runs one
+        piece per output block on buffers it allocated first). False, appending nothing, where
+        building could differ or fail (another kind of core, other reservations, two bases in one
+        allocation, a copy past the end of its allocation, an atomic add on a die without atomics)."""
+        if (template.kind_timing is not self.core.kind_timing or template.allocated != self._allocated or template.regs
+                or len({id(allocation) for allocation, _ in bases}) != len(bases)):
+            return False
+        tile, die = self._tile, self.core.system.die
+        made: list[Instruction] = []
+        for instruction, side in zip(template.instructions, template.sides):
+            if side is None:
+                new = instruction.twin()
+            else:
+                dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span = side
+                dst = _rebased_side(bases[dst_slot], dst_delta, dst_span) if dst_slot >= 0 else instruction.dst  # type: ignore[attr-defined]
+                src = _rebased_side(bases[src_slot], src_delta, src_span) if src_slot >= 0 else instruction.src  # type: ignore[attr-defined]
+                if dst is None or src is None:
+                    return False
+                if instruction.__class__ is AtomicAddCopy and die(dst.allocation.die).atomics is None:
+                    return False
+                new = instruction.moved(dst, src)  # type: ignore[attr-defined]  # a template's copy: it has one
+            new.tile, new.label_id = tile, pack(new.name_id, tile)
+            made.append(new)
+        if template.needs_end_times:
+            counts: dict[Pipe, int] = {}
+            for instruction in self.instructions:
+                counts[instruction.pipe] = counts.get(instruction.pipe, 0) + 1
+            for new in made:
+                if new.__class__ is PipeBarrierAll:
+                    new.targets = sorted(counts.items())
+                counts[new.pipe] = counts.get(new.pipe, 0) + 1
+        self.instructions.extend(made)
         return True
 
     # -- finishing -----------------------------------------------------------------------------
@@ -821,6 +1017,41 @@ class Replay(_Placed):
         return stream.submit(_run_inline, self.core, self, op)
 
 
+class KernelAtStart:
+    """A launch whose programs depend on device values its kernel reads when it starts (a grouped
+    matmul's group sizes, written by work queued before it): ``build()`` makes the :class:`Kernel`
+    when the stream reaches the launch, from the values in GM then, and it runs at once. Until
+    then it has no programs; ``when_built`` callbacks get the kernel once made (the host launch's
+    arrow to its first instruction); ``op_inputs`` / ``op_outputs`` go to it."""
+
+    def __init__(self, name: str, die: int, build, *, system: System | None = None) -> None:
+        self.system = system or default_system()
+        self.name, self.die, self.build = name, die, build
+        self.op_inputs: list[tuple[tuple[int, ...], str]] = []
+        self.op_outputs: list[tuple[tuple[int, ...], str]] = []
+        self.built: list = []
+        self.launched = None
+
+    def when_built(self, callback) -> None:
+        self.built.append(callback)
+
+    def launch(self, stream=None):
+        """Queue the launch on ``stream`` (the die's default stream unless given); returns its process."""
+        if self.launched is not None:
+            raise UsageError(f"kernel {self.name!r} was already launched; build a new one to run it again")
+        stream = stream or self.system.stream(self.die)
+        self.launched = stream.submit(self._run, stream)
+        return self.launched
+
+    def _run(self, stream):
+        kernel = self.build()
+        kernel.op_inputs, kernel.op_outputs = self.op_inputs, self.op_outputs
+        for callback in self.built:
+            callback(kernel)
+        own = Stream(self.system.env, self.die, stream.name)  # nothing queued on it: the kernel starts now
+        yield kernel.launch(own)
+
+
 def _run_one(core: AICore, program: _Placed, op: int):
     """The stream task of a kernel of one program (a tile op's): it runs on its core; the
     condition of that one run is leaner (_one_after)."""
@@ -886,19 +1117,24 @@ class Kernel:
     """One kernel launch on one die: a program per core that takes part. Its events carry a new op
     id, or ``op`` (an id from ``recorder.op``) when several launches make up one op (tile ops).
     ``op_inputs`` and ``op_outputs`` (``(shape, dtype name)`` of each tensor, set by the launch
-    path of ops) go to the new op's record."""
+    path of ops) go to the new op's record. ``source`` (set by the frontend that issues it) is the
+    line of the user's program it comes from; race reports name it."""
 
     def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict | None = None,
-                 op: int | None = None) -> None:
+                 op: int | None = None, source: object = None) -> None:
         self.system = system or default_system()
         self.name = name
+        self.source = source  # the line of the user's program that issued it (a frontend Callsite; race reports name it)
         self.die = self.system.die(die)
         self.programs: dict[tuple[str, int], CoreProgram] = {}
         self.op_args = op_args or {}
         self.op = op
         self.op_inputs: list[tuple[tuple[int, ...], str]] = []
         self.op_outputs: list[tuple[tuple[int, ...], str]] = []
-        self.launched = None
+        self.launched: simpy.Event | None = None  # the launch's process (launch) or the event of its end (start)
+        self.race_checked = True
+        """False for a launch whose programs are code already checked for races over other data (a rank
+        of an SPMD op, whose kernels are every rank's program): the launch path skips the check."""
 
     def core(self, kind: str, index: int) -> CoreProgram:
         """The program of core ``index`` of ``kind`` (a name under ``die.cores``), created on first use."""
@@ -907,6 +1143,13 @@ class Kernel:
         if program is None:
             program = self.programs[key] = CoreProgram(self, self.die.core(kind, index))
         return program
+
+    def barrier(self) -> CoreBarrier:
+        """A SyncAll of the cores of this launch (``CoreProgram.sync_all``), costing ``die.sync_all``."""
+        cost = self.system.timing.sync_all_ps
+        if cost is None:
+            raise ConfigError(f"kernel {self.name!r}: a SyncAll needs die.sync_all (its cost) in config {self.system.spec.name!r}; add it")
+        return CoreBarrier(cost)
 
     def vector_core(self, index: int) -> CoreProgram:
         """The program of the ``index``-th core of the kind the product runs vector kernels on."""
@@ -941,9 +1184,27 @@ class Kernel:
         first step (or resumes after the stream's previous task) while a NORMAL event is processed,
         and that processing schedules nothing URGENT but the run's start. The tile ops an AICPU
         scheduler dispatches (``CoreTask._launch``) are launched so."""
+        stream = stream or self.system.stream(self.die.index)
+        placed, op = self._place()
+        if len(placed) == 1:
+            self.launched = stream.submit(_run_inline if inline else _run_one, *placed[0], op)
+        else:
+            self.launched = stream.submit(_run_all, self.system.env, placed, op)
+        return self.launched
+
+    def start(self) -> simpy.Event:
+        """Run the kernel now, from a task of a stream that is already running (a step of an op
+        written on the device, :class:`~npusim.kernels.op.DeviceOp`); returns the event of its end:
+        every core runs its program once free, as a launch would."""
+        placed, op = self._place()
+        env = self.system.env
+        self.launched = env.all_of([core.execute(program, op) for core, program in placed])
+        return self.launched
+
+    def _place(self) -> tuple[list[tuple[AICore, _Placed]], int]:
+        """The programs placed on their cores (race-checked), and the op id their events carry."""
         if self.launched is not None:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new Kernel to run it again")
-        stream = stream or self.system.stream(self.die.index)
         op = self.op
         if op is None:
             recorder = self.system.recorder
@@ -953,13 +1214,9 @@ class Kernel:
         if len(programs) > 1 and any(program.shares for program in programs):
             raise UsageError(f"kernel {self.name!r}: a program replayed with shared instructions (ProgramTemplate own=...) is launched alone")
         placed = [(program.core, _Placed.of(program)) for program in programs]
-        if self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
+        if self.race_checked and self.system.race_check != "off" and not (len(programs) == 1 and programs[0].race_free):
             self._check_races(programs)  # after placing: s_dep is set; a replay of a race-free template is race-free (ProgramTemplate)
-        if len(placed) == 1:
-            self.launched = stream.submit(_run_inline if inline else _run_one, *placed[0], op)
-        else:
-            self.launched = stream.submit(_run_all, self.system.env, placed, op)
-        return self.launched
+        return placed, op
 
     def _check_races(self, programs: list[CoreProgram]) -> None:
         """Find the races of this launch (:mod:`npusim.isa.racecheck`) and have them reported as
@@ -974,5 +1231,9 @@ class Kernel:
             programs[0].race_free = not races
         if races:
             by_core = {program.core.name: program for program in programs}
-            LaunchRaces(self.name, self.die.index, races, lambda side: by_core[side.core].instructions.index(side.instruction),
-                        self.system.recorder, self.system.race_check)
+
+            def position(side) -> int:
+                return by_core[side.core].instructions.index(side.instruction)
+
+            LaunchRaces(self.name, self.die.index, races, position, self.system.recorder, self.system.race_check,
+                        source_of=lambda side: by_core[side.core].source_of(position(side)))

@@ -164,13 +164,15 @@ def core_races(core: str, instructions: Sequence[Any], gm_accesses: list | None 
     gm_first: dict[Allocation, tuple[int, int]] = {}  # allocation -> (its number, the first offset of it seen)
     for instruction in instructions:
         step = instruction.step
-        sync = instruction.key if step in (SET_FLAG, WAIT_FLAG) else tuple(instruction.targets) if step == _WAITING else None
+        sync = instruction.key if step in (SET_FLAG, WAIT_FLAG) else tuple(instruction.targets) if isinstance(instruction, PipeBarrierAll) else None
         entries = instruction.footprint()
         if not entries:
             shape.append((instruction.pipe, step, instruction.s_dep, sync))
             continue
         if instruction.control:  # signals in GM are polled by design: not checked
             entries = tuple(entry for entry in entries if not isinstance(entry[0], Allocation))
+        else:  # nor communication windows, read after peers' flags
+            entries = tuple(entry for entry in entries if not (isinstance(entry[0], Allocation) and entry[0].window))
         footprints[id(instruction)] = entries
         pipe = int(instruction.pipe)
         relative = []
@@ -374,11 +376,15 @@ _NAMES = {READ: "read", WRITE: "write", ATOMIC: "atomic add"}
 class LaunchRaces:
     """The races of one launch, reported as their instructions run: once both instructions of a race
     have been recorded, the report (with their times) is a PipeRaceWarning and an instant in the
-    trace, or a RaceError. ``positions`` gives an instruction's index in its core's program."""
+    trace, or a RaceError. ``positions`` gives an instruction's index in its core's program,
+    ``source_of`` the line of the user's program it came from (None: unknown), which the report names
+    for each side; a RaceError blames the second side's line (the access that races: ``blame``)."""
 
-    def __init__(self, kernel_name: str, die: int, races: list[Race], positions: Callable[[Side], int], recorder: Any, mode: str) -> None:
+    def __init__(self, kernel_name: str, die: int, races: list[Race], positions: Callable[[Side], int], recorder: Any, mode: str,
+                 source_of: Callable[[Side], object] | None = None) -> None:
         self.kernel_name, self.die, self.recorder, self.mode = kernel_name, die, recorder, mode
         self.positions = positions
+        self.source_of = source_of or (lambda side: None)
         shown = races[:REPORTED_PER_LAUNCH]
         self.more = len(races) - len(shown)
         self.last = shown[-1] if shown else None
@@ -399,8 +405,12 @@ class LaunchRaces:
         if race is self.last and self.more:
             message += f" ({self.more} more race{'s' if self.more > 1 else ''} in this launch not shown)"
         if self.mode == "error":
-            raise RaceError(message + " (races='error' is set)")
-        warnings.warn_explicit(message, PipeRaceWarning, f"kernel {self.kernel_name!r}", 0)
+            error = RaceError(message + " (races='error' is set)")
+            error.blame = self.source_of(race.second)
+            raise error
+        source = self.source_of(race.second)  # shown at the program's line when the frontend gave one (a Callsite)
+        warnings.warn_explicit(message, PipeRaceWarning, getattr(source, "filename", f"kernel {self.kernel_name!r}"),
+                               getattr(source, "lineno", 0))
         self.recorder.instant(max(self.recorder.span_ps(first_event)[1], self.recorder.span_ps(second_event)[1]), self.die, "pipe race", message)
 
     def describe(self, race: Race, first_ps: tuple[int, int], second_ps: tuple[int, int]) -> str:
@@ -411,8 +421,10 @@ class LaunchRaces:
         across = first.core != second.core
 
         def who(side: Side, span: tuple[int, int]) -> str:
+            source = self.source_of(side)
+            origin = f", from {source}" if source is not None else ""
             return (f"{side.core + ' ' if across else ''}{PIPE_NAMES[side.pipe]} `{side.instruction.label}` (instruction "
-                    f"#{self.positions(side)}, {span[0] / 1e6:.3f}-{span[1] / 1e6:.3f} us)")
+                    f"#{self.positions(side)}{origin}, {span[0] / 1e6:.3f}-{span[1] / 1e6:.3f} us)")
 
         if across:
             return (f"GM race in kernel {self.kernel_name!r} on die {self.die}: {race.kind}: {who(first, first_ps)} and "

@@ -1,4 +1,4 @@
-"""The hardware a vector kernel's host tiling is written against, read from the die spec.
+"""The hardware a kernel's host tiling is written against (vector or cube cores), read from the die spec.
 
 A real kernel's tiling asks the platform for these (UB size, the vector unit's repeat width, the
 MTE granule); taking them from the config, never from constants in the kernel, lets a what-if
@@ -60,3 +60,37 @@ class VectorTarget:
     def ub_aligned(self, nbytes: int) -> int:
         """``nbytes`` rounded up to the UB alignment (what one allocation of it takes)."""
         return -(-nbytes // self.ub_alignment) * self.ub_alignment
+
+
+@dataclass(frozen=True)
+class CubeTarget:
+    """The cube cores of one die as a cube kernel's host tiling sees them (what Ascend C's
+    ``PlatformAscendC`` answers: ``GetCoreNumAic``, ``GetCoreMemSize`` of L1 / L0A / L0B / L0C).
+
+    ``core_kind`` names the kind of core cube kernels run on and ``cores`` how many a die has; each
+    has ``l1_bytes``, ``l0a_bytes``, ``l0b_bytes`` and ``l0c_bytes`` of its buffers; the cube unit
+    multiplies blocks of ``block_m`` x ``block_n`` x (32 bytes of k) per step."""
+
+    product: str
+    core_kind: str
+    cores: int
+    l1_bytes: int
+    l0a_bytes: int
+    l0b_bytes: int
+    l0c_bytes: int
+    block_m: int
+    block_n: int
+
+    @classmethod
+    def of(cls, system) -> CubeTarget:
+        """The cube cores of ``system``'s dies: the core kind its product runs cube kernels on, with
+        its L1 and L0 buffers, which need engines GM -> L1, L1 -> L0A / L0B and L0C -> GM (FixPipe)."""
+        spec, timing = system.spec, system.timing
+        kind = timing.kinds[PRODUCTS.get(spec.product).cube_cores]
+        buffers = kind.buffers
+        moves = ((GM, "L1"), ("L1", "L0A"), ("L1", "L0B"), ("L0C", GM))
+        if timing.cube is None or any(b not in buffers for b in ("L1", "L0A", "L0B", "L0C")) or any(m not in kind.moves for m in moves):
+            raise ConfigError(f"die.cores.{kind.name} runs the cube kernels of {spec.product}, so it needs the buffers L1, L0A, L0B, "
+                              "L0C, engines that move GM->L1, L1->L0A, L1->L0B and L0C->GM (FixPipe), and die.cube; add them")
+        return cls(spec.product, kind.name, kind.count, buffers["L1"].capacity_bytes, buffers["L0A"].capacity_bytes,
+                   buffers["L0B"].capacity_bytes, buffers["L0C"].capacity_bytes, timing.cube.m, timing.cube.n)

@@ -13,10 +13,12 @@ The reductions (``reduce_sum`` ...) reduce each row of a 2-D operand by the pair
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
-import ml_dtypes
 import numpy as np
+
+from npusim import formats
 
 BINARY = {
     "add": np.add,
@@ -29,58 +31,51 @@ BINARY = {
 WITH_SCALAR = {"adds": np.add, "muls": np.multiply, "maxs": np.maximum, "mins": np.minimum}
 UNARY = {
     "exp": np.exp, "abs": np.abs, "relu": lambda x: np.maximum(x, 0), "copy": np.copy, "neg": np.negative,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "invert": np.invert,
 }
-REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
+
+def _elementwise_math(function) -> Callable[[np.ndarray], np.ndarray]:
+    """A scalar ``math`` function over an array (float64 in and out)."""
+    vectorized = np.frompyfunc(function, 1, 1)
+    return lambda x: vectorized(x).astype(np.float64)
+
+
+MATH: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "exp2": np.exp2, "expm1": np.expm1, "ln": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "erf": _elementwise_math(math.erf), "erfc": _elementwise_math(math.erfc), "sign": np.sign, "reciprocal": np.reciprocal,
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
+}
+"""Float functions of one operand, evaluated in float64 on the operand's values and rounded once to
+the destination dtype: the correctly rounded result (nearly always; floor / ceil / trunc / rint /
+sign / reciprocal exactly). The chip's algorithms for the transcendental ones are not published:
+its results may differ in the last bits (docs/pypto.md)."""
+MATH_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {"pow": np.power, "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign,
+    "remainder": np.remainder,
+}
+"""Float functions of two operands, as :data:`MATH`."""
+BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+"""Integer bitwise operations, in the operands' dtype."""
+PREDICATE = {"isnan": np.isnan, "isfinite": np.isfinite, "signbit": np.signbit, "not": np.logical_not}
+"""Tests of one operand: 1 where true, else 0, in the destination dtype (bool)."""
+COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+"""Comparisons of two operands (16-bit floats compared exactly, in float32): 1 where true, else 0 (bool)."""
+REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum, "reduce_prod": np.multiply}
 """Row reductions: ``dst[r] = reduce(src[r, :])`` by :func:`halving_reduce` (the vcadd / vcmax family)."""
+ARG_REDUCE = {"reduce_argmax": np.argmax, "reduce_argmin": np.argmin}
+"""Row reductions to an index: ``dst[r]`` = the first position of the row's largest (smallest)
+value, a NaN counting as the largest (torch's and numpy's rule), written in ``dst``'s dtype."""
 
-ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "rint": np.rint,  # round half to even (CAST_RINT)
-    "round": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),  # half away from zero (CAST_ROUND)
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "trunc": np.trunc,
-    "odd": lambda x: _round_to_odd(x),  # CAST_ODD: inexact results get an odd last digit (von Neumann)
-}
+ROUNDING = formats.ROUNDING
+"""The conversions' rounding modes (:data:`npusim.formats.ROUNDING`)."""
+HIFLOAT8_ROUNDING = ("round", "hybrid")
+"""The modes a conversion to hifloat8 takes (Ascend C: CAST_ROUND, CAST_HYBRID)."""
+ROUNDING_NAMES = (*ROUNDING, "hybrid")
+"""Every rounding an instruction may name (``hybrid`` only on a conversion to hifloat8)."""
 
-KINDS = tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot")
-
-# float formats as (mantissa bits with the implicit one, smallest normal exponent, largest exponent)
-_FORMATS = {np.dtype(np.float16): (11, -14, 15), np.dtype(ml_dtypes.bfloat16): (8, -126, 127), np.dtype(np.float32): (24, -126, 127)}
-
-
-def _round_to_odd(x: np.ndarray) -> np.ndarray:
-    truncated = np.trunc(x)
-    inexact = truncated != x
-    odd = np.where(np.fmod(np.abs(truncated), 2) == 0, truncated + np.sign(x), truncated)
-    return np.where(inexact, odd, truncated)
-
-
-def round_float(values: np.ndarray, dtype: np.dtype, rounding: str) -> np.ndarray:
-    """``values`` (exactly representable in float64) rounded to the float format ``dtype`` with
-    ``rounding``, bit-exactly: the value is scaled so that the target's last mantissa digit has
-    weight 1 (subnormals keep the smallest normal exponent's weight), rounded to an integer there,
-    scaled back. Past the largest finite value: RINT / ROUND / CEIL (upwards) / FLOOR (downwards)
-    give infinity, TRUNC / ODD / the other directed mode the largest finite value."""
-    dtype = np.dtype(dtype)
-    digits, emin, emax = _FORMATS[dtype]
-    x = np.asarray(values, np.float64)
-    finite = np.isfinite(x) & (x != 0)
-    with np.errstate(all="ignore"):
-        exponent = np.floor(np.log2(np.abs(np.where(finite, x, 1.0))))
-        exponent = np.maximum(exponent, emin)
-        quantum = np.exp2(exponent - (digits - 1))
-        scaled = np.where(finite, x / quantum, 0.0)
-        # log2 may be off by one next to a power of two: keep the scaled value inside [2^(p-1), 2^p)
-        high = np.abs(scaled) >= 2.0 ** digits
-        quantum = np.where(high, quantum * 2, quantum)
-        scaled = np.where(high, scaled / 2, scaled)
-        rounded = ROUNDING[rounding](scaled) * quantum
-    largest = (2.0 - 2.0 ** (1 - digits)) * 2.0 ** emax
-    to_inf = {"rint": (True, True), "round": (True, True), "ceil": (True, False), "floor": (False, True)}.get(rounding, (False, False))
-    rounded = np.where(rounded > largest, np.inf if to_inf[0] else largest, rounded)
-    rounded = np.where(rounded < -largest, -np.inf if to_inf[1] else -largest, rounded)
-    return np.where(finite, rounded, x).astype(dtype)
+KINDS = (tuple(BINARY) + tuple(WITH_SCALAR) + tuple(UNARY) + tuple(MATH) + tuple(MATH_BINARY) + tuple(BITWISE) + tuple(PREDICATE)
+         + tuple(COMPARE) + tuple(REDUCE) + tuple(ARG_REDUCE) + ("dup", "cast", "transpose", "cumsum", "one_hot", "select"))
 
 
 def elements_per_repeat(repeat_bytes: int, *dtypes: np.dtype) -> int:
@@ -96,8 +91,14 @@ def elements_per_repeat(repeat_bytes: int, *dtypes: np.dtype) -> int:
 def cast(values: np.ndarray, dtype: np.dtype, rounding: str, saturate: bool = True) -> np.ndarray:
     """Convert ``values`` to ``dtype``: to an integer type with ``rounding`` and saturation (an
     integer source narrower-cast with ``saturate=False`` wraps instead); to a narrower float format
-    (or an integer to a float) with ``rounding`` (:func:`round_float`); widening is exact."""
+    (or an integer to a float) with ``rounding`` (:func:`npusim.formats.round_to_format`); to an
+    8-bit float (float8_e4m3fn, float8_e5m2, hifloat8) with ``rounding`` and saturation to its
+    largest finite value (the Ascend 950's SatMode::SAT with the overflow mode set to saturate, as
+    its quantising kernels run it; ``saturate=False``: overflow to infinity or NaN); from hifloat8
+    through its exact values; widening is exact."""
     dtype = np.dtype(dtype)
+    if values.dtype == formats.HIFLOAT8:
+        values = formats.hifloat8_values(values)
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         if np.issubdtype(values.dtype, np.integer):
@@ -108,9 +109,12 @@ def cast(values: np.ndarray, dtype: np.dtype, rounding: str, saturate: bool = Tr
             wide = ROUNDING[rounding](values.astype(np.float64))
             wide = np.nan_to_num(wide, nan=0.0, posinf=info.max, neginf=info.min)
         return np.clip(wide, info.min, info.max).astype(dtype)
-    if dtype in _FORMATS and values.dtype != dtype and not (values.dtype in _FORMATS and _FORMATS[values.dtype][0] <= _FORMATS[dtype][0]
-                                                           and _FORMATS[values.dtype][1] >= _FORMATS[dtype][1]):
-        return round_float(values.astype(np.float64), dtype, rounding)
+    if dtype in formats.FLOAT8_DTYPES:
+        return formats.convert(values, dtype, rounding, saturate)
+    table = formats.FLOAT_FORMATS
+    if dtype in table and values.dtype != dtype and not (values.dtype in table and table[values.dtype].digits <= table[dtype].digits
+                                                         and table[values.dtype].emin >= table[dtype].emin):
+        return formats.round_to_format(values.astype(np.float64), dtype, rounding)
     return values.astype(dtype)
 
 
@@ -150,8 +154,24 @@ def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar, rounding
     elif kind in UNARY:
         with np.errstate(all="ignore"):
             dst[...] = UNARY[kind](srcs[0]).astype(dst.dtype)
+    elif kind in MATH:
+        with np.errstate(all="ignore"):
+            dst[...] = MATH[kind](srcs[0].astype(np.float64)).astype(dst.dtype)
+    elif kind in MATH_BINARY:
+        with np.errstate(all="ignore"):
+            dst[...] = MATH_BINARY[kind](srcs[0].astype(np.float64), srcs[1].astype(np.float64)).astype(dst.dtype)
+    elif kind in BITWISE:
+        dst[...] = BITWISE[kind](srcs[0], srcs[1]).astype(dst.dtype)
+    elif kind in PREDICATE:
+        dst[...] = PREDICATE[kind](_widen(srcs[0])).astype(dst.dtype)
+    elif kind in COMPARE:
+        dst[...] = COMPARE[kind](_widen(srcs[0]), _widen(srcs[1])).astype(dst.dtype)
+    elif kind == "select":  # dst = srcs[1] where srcs[0] is not 0, else srcs[2]
+        dst[...] = np.where(srcs[0] != 0, srcs[1], srcs[2]).astype(dst.dtype)
     elif kind in REDUCE:  # dst has the shape of srcs[0] without its last axis
         dst[...] = halving_reduce(srcs[0], REDUCE[kind]).astype(dst.dtype)
+    elif kind in ARG_REDUCE:
+        dst[...] = ARG_REDUCE[kind](srcs[0], axis=-1).astype(dst.dtype)
     elif kind == "cumsum":  # running sum along the last axis, one element after the other, in dst's dtype
         dst[...] = np.cumsum(srcs[0], axis=-1, dtype=dst.dtype)
     elif kind == "one_hot":  # dst[..., c] = 1 where srcs[0][...] == c

@@ -544,13 +544,15 @@ class _Writer:
     def _l2_counter(self, die: int) -> None:
         """Die ``die``'s L2 hit rate in percent: per step of its log (a microsecond of the run in
         which accesses reached it, ``hw.cache.HIT_RATE_BIN_PS``), the share of their lines that hit,
-        at the step's start."""
+        at the step's start; written where it changes, as every counter is."""
         logged_ps, logged_hits, logged_lines = self.record.l2.log[die]
         times, hits, lines = np.frombuffer(logged_ps, dtype=np.int64), np.frombuffer(logged_hits, dtype=np.float64), np.frombuffer(logged_lines, dtype=np.int64)
         order = np.argsort(times, kind="stable")
         starts, first = np.unique(times[order], return_index=True)
         rate = 100 * np.add.reduceat(hits[order], first) / np.add.reduceat(lines[order], first)
         points, values = self._points_in_window(starts, rate)
+        changed = _changes(np.zeros(len(points), dtype=np.int64), ns_of(points), values)  # a point only where what it shows changes
+        points, values = points[changed], values[changed]
         head = f'{{"name":{json.dumps(f"die{die} L2 hit rate %")},"ph":"C","ts":'
         place = f',"pid":{die},"args":{{"%":'
         for first_point in range(0, len(points), COUNTER_CHUNK_POINTS):
@@ -567,13 +569,15 @@ class _Writer:
                     continue
                 times, rates = self._points_in_window(np.frombuffer(resource.rate_log.times, dtype=np.int64),
                                                       np.frombuffer(resource.rate_log.rates, dtype=np.float64))
+                changed = _changes(np.zeros(len(times), dtype=np.int64), ns_of(times), rates * 1e3)
+                times, rates = times[changed], rates[changed]
                 self._rates.extend((resource, times[first : first + COUNTER_CHUNK_POINTS], rates[first : first + COUNTER_CHUNK_POINTS])
                                    for first in range(0, len(times), COUNTER_CHUNK_POINTS))
         return self._rates
 
     def _rate_counters(self, resource: ResourceRecord, times: np.ndarray, rates: np.ndarray) -> None:
         """A resource's rate in GB/s at ``times`` (ps; ``rates`` in bytes/ps): a point at each change
-        of its rate log. (A batch of several resources' points costs more: their names' widths
+        of its rate log as written (:func:`_changes`). (A batch of several resources' points costs more: their names' widths
         differ, so its lines hold more NULs to squeeze out, callgrind.)"""
         head = f'{{"name":{json.dumps(f"{resource.name} GB/s")},"ph":"C","ts":'
         place = f',"pid":{resource.die},"args":{{"GB/s":'
@@ -581,15 +585,18 @@ class _Writer:
 
     def _buffer_counters(self) -> None:
         """Each core's buffer occupancy in KiB: the bytes a program reserved, from the start to the
-        end of its run on the core; 0 in between (a run that ends when the next starts is written
-        first, so the new value wins at that instant). A counter per (die, unit, buffer), in that
-        order; its points in the order of (time, 0 for an end and 1 for a start, bytes)."""
+        end of its run on the core; 0 in between. A counter per (die, core, buffer), in that order,
+        each named with the core's index zero-padded (:func:`_counter_unit`); its points in the
+        order of (time, 0 for an end and 1 for a start, bytes), of which only those that change
+        what the counter shows are written (:func:`_changes`: a run that ends when the next starts
+        writes the new value only)."""
         spans = self.recorder.buffer_spans
         if not spans:
             return
-        names = sorted({(span.die, span.unit, span.buffer) for span in spans})
-        counter_of = {name: i for i, name in enumerate(names)}
-        of_span = np.array([counter_of[span.die, span.unit, span.buffer] for span in spans], dtype=np.int64)
+        cores = self.record.spec.die.cores
+        names = sorted({(span.die, _counter_unit(span.unit, cores), span.buffer) for span in spans})
+        counter_of = {(die, unit, buffer): i for i, (die, unit, buffer) in enumerate(names)}
+        of_span = np.array([counter_of[span.die, _counter_unit(span.unit, cores), span.buffer] for span in spans], dtype=np.int64)
         columns = np.array([(span.start_ps, span.end_ps, span.bytes) for span in spans], dtype=np.int64).reshape(-1, 3)
         counter = np.concatenate([of_span, of_span])  # two points a span: (start, 1, bytes), (end, 0, 0)
         time = np.concatenate([columns[:, 0], columns[:, 1]])
@@ -606,6 +613,8 @@ class _Writer:
             counter = np.concatenate([np.full(len(points), i, dtype=np.int64) for i, points, _ in windowed] or [counter[:0]])
             time = np.concatenate([points for _, points, _ in windowed] or [time[:0]])
             kib = np.concatenate([values for _, _, values in windowed] or [kib[:0]])
+        changed = _changes(counter, ns_of(time), kib)
+        counter, time, kib = counter[changed], time[changed], kib[changed]
         heads = Texts([f'{{"name":{json.dumps(f"{unit} {buffer} KiB")},"ph":"C","ts":' for _, unit, buffer in names])
         places = Texts([f',"pid":{die},"args":{{"KiB":' for die, _, _ in names])
         for first in range(0, len(time), COUNTER_CHUNK_POINTS):
@@ -662,6 +671,9 @@ class _Writer:
                 else:
                     span[0], span[1], span[2], span[3] = min(span[0], start), max(span[1], end), span[2] + count, span[3] + int(moved)
         names = {i: key for key, i in units.items()}  # unit -> (die, unit name)
+        order: dict[int, tuple[int, ...]] = {}  # unit -> the first order of its lanes: the order of the full trace (AICPUs first, cores by index)
+        for track, unit in zip(tracks, unit_of_track.tolist()):
+            order[unit] = min(order.get(unit, track.order), track.order)
         # ops in flight together on a core (tile ops of a scheduler) go to further lanes of the core:
         # each slice to the first one free when it starts, so no two slices of a lane overlap
         free_at: dict[int, list[int]] = {}  # unit -> when each of its lanes is free (ns)
@@ -674,7 +686,7 @@ class _Writer:
                 lanes_of_unit.append(0)
             lanes_of_unit[lane] = end_ns
             placed.append((op_id, unit, lane, start_ns, end_ns, count, moved))
-        units_used = sorted(free_at, key=names.__getitem__)
+        units_used = sorted(free_at, key=lambda unit: (names[unit][0], order[unit], names[unit][1]))
         tid_of = {}  # (unit, lane) -> tid
         for die in sorted({names[u][0] for u in units_used}):
             label = f"die {die}" + (f" (npu {self.record.package_of(die)})" if die >= 0 else "")
@@ -704,13 +716,54 @@ class _Writer:
             "events": len(recorder),
             "flows": self.flow_id,
             "release_slices": self.released,
-            "ops": [{"id": i, "name": op.name, "die": op.die, "args": jsonable(op.args)} for i, op in enumerate(recorder.ops)],
+            "ops": [{"id": i, "name": op.name, "die": op.die, "args": jsonable(op.args), **({"part_of": op.part_of} if op.part_of >= 0 else {})}
+                    for i, op in enumerate(recorder.ops)],
             "config_spec": self.record.spec.model_dump(mode="json"),
         }
         if not self.selection.everything:
             data["trace_selection"] = {**self.selection.describe(), "events_written": self.written}
         data.update(jsonable(metadata))
         return data
+
+
+def _counter_unit(unit: str, cores: Any) -> str:
+    """A core's name in a counter's name, its index zero-padded to the width of the die's largest
+    index of its kind (``aiv07`` of 48 vector cores): Perfetto lists a process's counter tracks by
+    their names as text, which then puts them in core order (aiv00, aiv01, ... aiv10), not aiv1,
+    aiv10, aiv11 ... aiv2. ``cores``: the die's kinds of core (``spec.die.cores``)."""
+    kind = unit.rstrip("0123456789")
+    if kind not in cores or kind == unit:
+        return unit
+    return f"{kind}{int(unit[len(kind):]):0{len(str(cores[kind].count - 1))}d}"
+
+
+def _written(values: np.ndarray) -> np.ndarray:
+    """Each value as a counter point writes it (three decimals), as a key that is equal exactly
+    when the written texts are: its signed thousandths, or the text where numpy cannot tell."""
+    parts = fixed3(values)
+    if parts is None:
+        return np.array([f"{value:.3f}" for value in values.tolist()])
+    negative, whole, decimals = parts
+    written: np.ndarray = (whole * 1000 + decimals) * 2 + negative
+    return written
+
+
+def _changes(series: np.ndarray, ns: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Of counter points in order of (``series``, time), a boolean per point: written, because it
+    changes what the counter shows. At one written time (``ns``) of a series only its last point
+    counts (a viewer shows the last value at an instant); of those, a point whose written value
+    (:func:`_written`) is the one before it in the series changes nothing."""
+    if not len(ns):
+        return np.zeros(0, dtype=bool)
+    last_at_instant = np.ones(len(ns), dtype=bool)
+    last_at_instant[:-1] = (series[1:] != series[:-1]) | (ns[1:] != ns[:-1])
+    at = np.flatnonzero(last_at_instant)
+    written, of = _written(values[at]), series[at]
+    new_value = np.ones(len(at), dtype=bool)
+    new_value[1:] = (of[1:] != of[:-1]) | (written[1:] != written[:-1])
+    changed = np.zeros(len(ns), dtype=bool)
+    changed[at[new_value]] = True
+    return changed
 
 
 def _counter_lines(head: str | tuple[Texts, np.ndarray], ns: np.ndarray, place: str | tuple[Texts, np.ndarray], values: np.ndarray) -> memoryview:

@@ -24,16 +24,25 @@ its rate for most of its bytes ("MTE2 waiting on link die0->die1 HCCS", "MTE2 wa
 HBM", or "MTE2 engine rate on die0 aiv3" when the core's own engine was the limit). Time where the
 path has no event (launch, host) is "idle". The segments tile [0, end of the last event] exactly,
 so the shares of the breakdown add up to 1.
+
+Each segment also says which config values its time rests on (``terms``: ps by config key, from the
+recorder's cost sources, :mod:`npusim.trace.costs`): an event's span by its name's cost rule, a DMA's
+fixed part by its engine and route, its streaming part by the keys of the resource that limited it
+(or of the engine's rate); a part of an event on the path takes that share of each of its terms.
+Each breakdown row lists the keys of its time (``rests_on``), and :func:`bottlenecks` the keys of the
+whole path's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from npusim.engine.flow import OWN_CAP, UNREGISTERED
+from npusim.trace.costs import Term, scaled
 from npusim.trace.record import RunRecord
 
 IDLE = "idle (no event on the path: launch, host)"
@@ -44,7 +53,8 @@ class Segment:
     """A span of the critical path, ``[start_ps, end_ps)``, attributed to ``label``: ``kind`` is
     ``pipe``, ``dma fixed``, ``engine``, a resource kind (``hbm``, ``l2``, ``link``, ``nic``...) or
     ``idle``; ``event`` is the event it belongs to (-1 for idle); ``resource`` names the resource
-    a DMA waited on (a resource kind's span), else empty."""
+    a DMA waited on (a resource kind's span), else empty; ``terms``, the config keys its time rests
+    on (ps by key, :class:`~npusim.trace.costs.Term`)."""
 
     start_ps: int
     end_ps: int
@@ -52,6 +62,7 @@ class Segment:
     kind: str
     event: int
     resource: str = ""
+    terms: tuple[Term, ...] = ()
 
     @property
     def duration_ps(self) -> int:
@@ -66,23 +77,58 @@ class CriticalPath:
     segments: list[Segment]
     events: list[int]  # the events on the path, in time order
 
-    def breakdown(self) -> list[dict[str, Any]]:
-        """Time per label, largest first: label, kind, time_us, share of the end-to-end time, and
-        ``resource`` (its name) for time waiting on a resource."""
+    def breakdown(self, low: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
+        """Time per label, largest first: label, kind, time_us, share of the end-to-end time,
+        ``resource`` (its name) for time waiting on a resource, and ``rests_on``: the config keys
+        of its time, each with its share of the row's time (:func:`keys_of`); given ``low`` (which
+        keys are of low confidence), ``low_confidence_share``: the share of the row's time resting on
+        at least one of them."""
         totals: dict[tuple[str, str, str], int] = {}
+        terms: dict[tuple[str, str, str], list[Term]] = {}
         for segment in self.segments:
             key = (segment.label, segment.kind, segment.resource)
             totals[key] = totals.get(key, 0) + segment.duration_ps
+            terms.setdefault(key, []).extend(segment.terms)
         whole = max(self.end_to_end_ps, 1)
-        rows = [{"label": label, "kind": kind, "time_us": ps / 1e6, "share": ps / whole, **({"resource": resource} if resource else {})}
+        rows = [{"label": label, "kind": kind, "time_us": ps / 1e6, "share": ps / whole, **({"resource": resource} if resource else {}),
+                 "rests_on": keys_of(terms[(label, kind, resource)], ps),
+                 **({"low_confidence_share": _resting_on(terms[(label, kind, resource)], low) / ps} if low is not None else {})}
                 for (label, kind, resource), ps in totals.items() if ps > 0]
         return sorted(rows, key=lambda row: (-row["time_us"], row["label"]))
 
-    def describe(self, top: int = 3) -> str:
-        """One line: ``61% MTE2 waiting on link die0->die1 HCCS, 24% VECTOR on die0 aiv7, ...``."""
-        rows = self.breakdown()
+    def rests_on(self) -> list[dict[str, Any]]:
+        """The config keys the whole path's time rests on, each with its share of the end-to-end
+        time (:func:`keys_of`)."""
+        return keys_of([term for segment in self.segments for term in segment.terms], self.end_to_end_ps)
+
+    def share_resting_on(self, chosen: Callable[[str], bool]) -> float:
+        """The share of the end-to-end time that rests on at least one key ``chosen`` picks (time
+        resting on several counted once)."""
+        return _resting_on([term for segment in self.segments for term in segment.terms], chosen) / max(self.end_to_end_ps, 1)
+
+    def describe(self, top: int = 3, rows: list[dict[str, Any]] | None = None) -> str:
+        """One line: ``61% MTE2 waiting on link die0->die1 HCCS, 24% VECTOR on die0 aiv7, ...``
+        (``rows``: the breakdown, when already made)."""
+        rows = self.breakdown() if rows is None else rows
         text = ", ".join(f"{row['share']:.0%} {row['label']}" for row in rows[:top])
         return text + (", ..." if len(rows) > top else "")
+
+
+def _resting_on(terms: list[Term], chosen: Callable[[str], bool]) -> int:
+    """The ps of ``terms`` that rest on at least one key ``chosen`` picks."""
+    return sum(term.ps for term in terms if any(chosen(key) for key in term.keys))
+
+
+def keys_of(terms: list[Term], whole_ps: int) -> list[dict[str, Any]]:
+    """The keys of ``terms`` with the time resting on each: ``key`` (``""`` for time no config
+    key explains), ``time_us`` and ``share`` of ``whole_ps``; most first, then by key. A term of
+    several keys counts fully for each (a link's bandwidth and its efficiency)."""
+    per_key: dict[str, int] = {}
+    for term in terms:
+        for key in term.keys or ("",):
+            per_key[key] = per_key.get(key, 0) + term.ps
+    whole = max(whole_ps, 1)
+    return [{"key": key, "time_us": ps / 1e6, "share": ps / whole} for key, ps in sorted(per_key.items(), key=lambda item: (-item[1], item[0])) if ps > 0]
 
 
 def critical_path(record: RunRecord) -> CriticalPath:
@@ -90,16 +136,30 @@ def critical_path(record: RunRecord) -> CriticalPath:
     return _Walk(record).run()
 
 
-def bottlenecks(record: RunRecord, *, rows: int = 12) -> dict[str, Any]:
-    """The ``bottlenecks`` section of a summary: end-to-end time, events on the critical path and
-    the breakdown's ``rows`` largest entries (the rest summed in one ``other`` row)."""
+def bottlenecks(record: RunRecord, *, rows: int = 12, low: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    """The ``bottlenecks`` section of a summary: end-to-end time, events on the critical path, the
+    breakdown's ``rows`` largest entries (the rest summed in one ``other`` row), the config keys the
+    path's time rests on (``rests_on``) and, given ``low`` (which keys are of low confidence), the
+    share of the time that rests on at least one of them (``low_confidence_share``)."""
     path = critical_path(record)
-    breakdown = path.breakdown()
+    breakdown = path.breakdown(low)
+    summary = path.describe(rows=breakdown)
     kept, rest = breakdown[:rows], breakdown[rows:]
     if rest:
         kept.append({"label": f"other ({len(rest)} entries)", "kind": "other", "time_us": sum(r["time_us"] for r in rest),
                      "share": sum(r["share"] for r in rest)})
-    return {"end_to_end_us": path.end_to_end_ps / 1e6, "path_events": len(path.events), "summary": path.describe(), "breakdown": kept}
+    found = {"end_to_end_us": path.end_to_end_ps / 1e6, "path_events": len(path.events), "summary": summary, "breakdown": kept,
+             "rests_on": path.rests_on()}
+    if low is not None:
+        found["low_confidence_share"] = path.share_resting_on(low)
+    return found
+
+
+def _part(terms: list[Term], part_ps: int, whole_ps: int) -> tuple[Term, ...]:
+    """The terms of a span of ``whole_ps`` for the ``part_ps`` of it on the path: each term's share."""
+    if part_ps >= whole_ps:
+        return tuple(terms)
+    return tuple(scaled(terms, part_ps))
 
 
 def _narrow(values: np.ndarray) -> np.ndarray:
@@ -167,6 +227,7 @@ class _Walk:
                 self.op_last[int(ops_seen[at])] = int(ends_first[n - 1 - last_seen[at]])
         self._stream_indexes: dict[int | None, tuple[np.ndarray, list[int], list[int]]] = {}
         self.waits = recorder.wait_names
+        self.named_waits = recorder.named_waits
         self.polls = recorder.poll_names
 
     # -- dependencies --------------------------------------------------------------------------
@@ -250,10 +311,13 @@ class _Walk:
             return
         track = self.recorder.tracks[self.track[e]]
         where = f"die{track.die} {track.unit}".strip()
-        pipe_label = f"{track.lane} on {where}"
+        name = int(self.name[e])
+        pipe_label = f"{self.recorder.names[name]} on {where}" if name in self.named_waits else f"{track.lane} on {where}"
+        costs = self.recorder.costs
         position = int(np.searchsorted(self.transfer_event, e))
         if position < len(self.transfer_event) and self.transfer_event[position] == e:
-            flowing = int(self.start[e] + self.transfer_fixed[position])
+            fixed_ps = int(self.transfer_fixed[position])
+            flowing = int(self.start[e] + fixed_ps)
             limit = int(self.transfer_limit[position])
             waited_on = ""
             if limit == OWN_CAP:
@@ -266,11 +330,17 @@ class _Walk:
                 label, kind, waited_on = f"{track.lane} waiting on {prefix}{resource.name}", resource.kind, resource.name
             # appended latest first, as the walk goes back in time
             if until > flowing:
-                segments.append(Segment(max(since, flowing), until, label, kind, e, waited_on))
+                streaming = until - max(since, flowing)
+                waits = costs.of_wait(track.die, track.unit, track.lane, waited_on if limit >= 0 else None, streaming) if limit != UNREGISTERED else []
+                segments.append(Segment(max(since, flowing), until, label, kind, e, waited_on, tuple(waits)))
             if since < flowing:
-                segments.append(Segment(since, min(flowing, until), f"{track.lane} fixed cost (set-up, latency) on {where}", "dma fixed", e))
+                on_path = min(flowing, until) - since
+                fixed = _part(costs.of_fixed(track.die, track.unit, track.lane, fixed_ps), on_path, fixed_ps)
+                segments.append(Segment(since, min(flowing, until), f"{track.lane} fixed cost (set-up, latency) on {where}", "dma fixed", e, "", fixed))
             return
-        segments.append(Segment(since, until, pipe_label, "pipe", e))
+        duration = int(self.end[e] - self.start[e])
+        own = _part(costs.of_event(track.lane, int(self.name[e]), duration), until - since, duration)
+        segments.append(Segment(since, until, pipe_label, "pipe", e, "", own))
 
     def run(self) -> CriticalPath:
         if not self.n:

@@ -19,6 +19,8 @@ Besides the events, the recorder keeps what the analysis needs to follow depende
   the resource that limited its rate for most of its bytes (its bottleneck).
 - **buffer spans**: how many bytes of each on-chip buffer a kernel's program reserved on a core,
   from the start to the end of its run there.
+- **cost sources** (:attr:`Recorder.costs`): which config key each cost of the hardware model came
+  from, said once per kind of event, engine, route and resource (:mod:`npusim.trace.costs`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from npusim.errors import UsageError
+from npusim.trace.costs import CostSources
 
 WAIT_LANE_SUFFIX = " wait"
 """The lane of a pipe's wait_flags when its copy engine keeps several copies in flight (``MTE2 wait``:
@@ -62,13 +65,16 @@ class Track(NamedTuple):
 class OpRecord:
     """One op a workload issued (a kernel launch, a tile op family): its name, die and details;
     for an op launched with tensors (the aclnn ops), the ``(shape, dtype name)`` of its input
-    tensors and of the one its kernels write."""
+    tensors and of the one its kernels write; ``part_of``, the id of the launch it is part of (a
+    PyPTO op: its PE's kernel launch, an op of its own with no events), -1 for an op launched by
+    itself."""
 
     name: str
     die: int
     args: dict[str, Any] = field(default_factory=dict)
     inputs: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
     outputs: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
+    part_of: int = -1
 
 
 class BufferSpan(NamedTuple):
@@ -88,13 +94,15 @@ class BufferSpan(NamedTuple):
 
 @dataclass(frozen=True)
 class Instant:
-    """A point event: a warning (race, overlapping scatter segment) or a marker, at ``time_ps``."""
+    """A point event: a warning (race, overlapping scatter segment) or a marker, at ``time_ps``;
+    ``key`` names what it is about when instants of one name are counted by it (a host fallback's op)."""
 
     time_ps: int
     die: int
     name: str
     message: str
     category: str = "warning"
+    key: str = ""
 
 
 class Recorder:
@@ -110,6 +118,7 @@ class Recorder:
         self.label_ids: dict[tuple[str, type], int] = {}
         self.wait_names: set[int] = set()  # names of events that only wait (flags, barriers): not busy time
         self.poll_names: set[int] = set()  # names of poll passes (waits that check and check again)
+        self.named_waits: set[int] = set()  # waits the critical path calls by their own name (a SyncAll, a core's poll of status words)
         self.ops: list[OpRecord] = []
         self.instants: list[Instant] = []
         self.rows = bytearray(EVENT_ROW.size * _FIRST_ROWS)  # the events' rows, then free space
@@ -125,6 +134,7 @@ class Recorder:
         self.transfer_event = array("q")  # event index of a DMA
         self.transfer_info = array("q")  # fixed ps << 32 | (bottleneck resource index + 2)
         self.buffer_spans: list[BufferSpan] = []
+        self.costs = CostSources()  # which config keys the recorded times come from (the hardware model says so)
         self.flag_name_id = self.name_id("flag")
 
     def track(self, die: int, unit: str, lane: str, order: tuple[int, ...] = ()) -> int:
@@ -148,16 +158,23 @@ class Recorder:
         """Events named ``name_id`` raise (``set_flag``) or consume (``wait_flag``) flag ``key``."""
         self._flag_names[name_id] = (raises, key)
 
-    def op(self, name: str, die: int, **args: Any) -> int:
-        """Register an op and return its id (events of its instructions carry it)."""
-        self.ops.append(OpRecord(name, die, args))
+    def op(self, name: str, die: int, part_of: int = -1, **args: Any) -> int:
+        """Register an op and return its id (events of its instructions carry it); ``part_of``:
+        the id of the launch it is part of (:class:`OpRecord`)."""
+        self.ops.append(OpRecord(name, die, args, part_of=part_of))
         return len(self.ops) - 1
 
-    def name_id(self, name: str, *, waits: bool = False, polls: bool = False) -> int:
+    def forget_ops(self, first: int) -> None:
+        """Drop the ops registered from id ``first`` on: work that was built but never ran (no event
+        carries their ids), e.g. a PyPTO launch whose build failed."""
+        del self.ops[first:]
+
+    def name_id(self, name: str, *, waits: bool = False, polls: bool = False, named: bool = False) -> int:
         """The id of an event name, interned on first use; ``waits`` marks events that only wait
         for another pipe (their span is a stall, not busy time); ``polls`` marks poll passes (an
         AICPU reading signal slots), which wait too: a pass holds up nothing by what it found, so
-        what the next event of its lane waited for is that event's own flow sources."""
+        what the next event of its lane waited for is that event's own flow sources; ``named``
+        waits are called by their name on the critical path ("SyncAll on die3 aiv9"), not by their pipe."""
         name_id = self._name_ids.get(name)
         if name_id is None:
             name_id = len(self.names)
@@ -167,6 +184,8 @@ class Recorder:
             self.wait_names.add(name_id)
         if polls:
             self.poll_names.add(name_id)
+        if named:
+            self.named_waits.add(name_id)
         return name_id
 
     def record(self, track: int, name_id: int, start_ps: int, end_ps: int, nbytes: int, op: int, tile: int) -> int:
@@ -235,9 +254,9 @@ class Recorder:
         """Record the buffer bytes a program held on a core over its run."""
         self.buffer_spans.append(span)
 
-    def instant(self, time_ps: int, die: int, name: str, message: str, category: str = "warning") -> None:
+    def instant(self, time_ps: int, die: int, name: str, message: str, category: str = "warning", key: str = "") -> None:
         """Record a point event (e.g. a race warning)."""
-        self.instants.append(Instant(time_ps, die, name, message, category))
+        self.instants.append(Instant(time_ps, die, name, message, category, key))
 
     def __len__(self) -> int:
         return self.events
@@ -351,6 +370,13 @@ class Recorder:
             "to": np.concatenate([flag_to, np.frombuffer(self.flow_to, dtype=np.int64)]),
             "name": np.concatenate([np.full(len(flag_from), self.flag_name_id, dtype=np.int64), np.frombuffer(self.flow_name, dtype=np.int64)]),
         }
+
+    def transfer(self, event: int, fixed_ps: int, bottleneck: int) -> None:
+        """The DMA of event ``event`` (the last recorded) spent ``fixed_ps`` before its bytes flowed and
+        was limited by resource ``bottleneck`` (an index in the network, or the network's OWN_CAP /
+        UNREGISTERED); the AI cores' pipes append the same directly."""
+        self.transfer_event.append(event)
+        self.transfer_info.append(fixed_ps << 32 | (bottleneck + 2))
 
     def transfers(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
         """The DMA records ``start:stop`` (default all) as numpy arrays: event (index), fixed_ps

@@ -105,6 +105,9 @@ def _ps(text: str) -> int:
     quantity = parse_quantity(text, Dimension.TIME)
     if quantity.per_cycle:
         raise ValueError(f"{text!r} is in cycles; give the window in time units (ns, us, ms)")
+    problem = quantity.engine_problem(1.0)
+    if problem is not None:
+        raise ValueError(problem)
     return quantity.to_ps(1.0)
 
 

@@ -1,19 +1,26 @@
 """The summary of a run: simulated time; time per op and per tile of each op; busy time and
 utilisation per die and pipe; bytes and achieved bandwidth against the peak of each HBM / L2 / link /
-NIC; the L2 hit rates per die and per op; the bottleneck breakdown of the critical path; warnings. Plain JSON-able data (``summary.json``).
+NIC; the L2 hit rates per die and per op; the bottleneck breakdown of the critical path, with the
+config values its time rests on and how far each can be trusted (:func:`with_confidence`); warnings;
+the ops a torch program ran on the host, counted. Plain JSON-able data (``summary.json``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from npusim import __version__
+from npusim.config.confidence import ABSENT, key_path, value_at
 from npusim.trace.critical_path import bottlenecks
 from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder
+
+HOST_FALLBACK = "host fallback"
+"""The category of the instants that mark an op a torch program ran on the host (``docs/torch.md``)."""
 
 
 def busy_ps(recorder: Recorder, columns: dict[str, np.ndarray]) -> np.ndarray:
@@ -166,8 +173,78 @@ def l2(record: RunRecord) -> dict[str, Any]:
     }
 
 
+MOSTLY = 0.5
+"""A breakdown row rests *mostly* on a config value when more than this share of its time does."""
+
+UNATTRIBUTED = "(no config key)"
+"""How ``rests_on`` names time that no config key explains."""
+
+
+def is_low(config: Any, key: str) -> bool:
+    """Whether the value at ``key`` of ``config`` is of low confidence (a key the config does not set
+    is not a value of it)."""
+    return value_at(config.resolved, key_path(key)) is not ABSENT and config.confidence_of(key).low
+
+
+def low_confidence(config: Any) -> Callable[[str], bool]:
+    """:func:`is_low` for ``config``, each key's answer remembered (every span of a run asks again)."""
+    known: dict[str, bool] = {}
+
+    def low(key: str) -> bool:
+        found = known.get(key)
+        if found is None:
+            found = known[key] = is_low(config, key)
+        return found
+
+    return low
+
+
+def with_confidence(found: dict[str, Any], config: Any, low: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    """The ``bottlenecks`` section ``found`` with what its keys are in ``config`` (a
+    :class:`~npusim.config.LoadedConfig`): each ``rests_on`` entry (of the whole path, and of each
+    breakdown row) gets the value as the config writes it and its confidence (``confidence``: the
+    tag as written or ``user``; ``level``: H, M, L, user or unrated; the path's entries also
+    ``basis``, ``source`` and ``where``); a key the config does not set (a schema default, such as a
+    link's efficiency of 1) is left out. A row whose time rests mostly (:data:`MOSTLY`) on one key
+    names it (``mostly_on``; of several such keys, a low-confidence one first); a row is of low
+    confidence (``low_confidence``) when mostly its time rests on low-confidence values (level L, or
+    none stated: its ``low_confidence_share``, counted by :func:`~npusim.trace.critical_path.bottlenecks`,
+    above :data:`MOSTLY`), whether one value or several."""
+
+    low = low or low_confidence(config)
+
+    def entries(listed: list[dict[str, Any]], detail: bool) -> list[dict[str, Any]]:
+        kept = []
+        for entry in listed:
+            key = entry["key"]
+            if not key:
+                kept.append({**entry, "key": UNATTRIBUTED, "value": None, "confidence": "", "level": ""})
+                continue
+            value = value_at(config.resolved, key_path(key))
+            if value is ABSENT:
+                continue
+            confidence = config.confidence_of(key)
+            extra = {"basis": confidence.basis, "source": confidence.source, "where": confidence.where} if detail else {}
+            kept.append({**entry, "value": value, "confidence": confidence.tag, "level": confidence.level, **extra})
+        return kept
+
+    rows = []
+    for row in found["breakdown"]:
+        if "rests_on" not in row:  # the "other" row
+            rows.append(row)
+            continue
+        listed = entries(row["rests_on"], False)
+        mostly = [entry for entry in listed if entry["share"] > MOSTLY and entry["key"] != UNATTRIBUTED]
+        marked: dict[str, Any] = {"low_confidence": row.get("low_confidence_share", 0.0) > MOSTLY}
+        if mostly:  # of the keys it rests mostly on (a term may rest on several), the least trusted
+            marked["mostly_on"] = min(mostly, key=lambda entry: (not low(entry["key"]), -entry["share"], entry["key"]))["key"]
+        rows.append({**row, "rests_on": listed, **marked})
+    return {**found, "breakdown": rows, "rests_on": entries(found["rests_on"], True)}
+
+
 def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: str = "ok", error: str | None = None) -> dict[str, Any]:
     """The whole summary of a run."""
+    low = low_confidence(config)
     return {
         "npusim_version": __version__,
         "status": status,
@@ -183,6 +260,26 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
         "pipes": pipe_busy(record),
         "bandwidth": bandwidth(record),
         "l2": l2(record),
-        "bottlenecks": bottlenecks(record),
-        "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants],
+        "bottlenecks": with_confidence(bottlenecks(record, low=low), config, low),
+        "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants
+                     if i.category != HOST_FALLBACK],
+        "host_fallbacks": host_fallbacks(record),
     }
+
+
+
+def host_fallbacks(record: RunRecord) -> list[dict[str, Any]]:
+    """One row per op that ran on the host instead of the device: how many times, the first time
+    (us) and die, the first one's message and the program's line it names (``at``, "" if none), in
+    order of first use."""
+    rows: dict[str, dict[str, Any]] = {}
+    for instant in record.recorder.instants:
+        if instant.category != HOST_FALLBACK:
+            continue
+        row = rows.get(instant.key)
+        if row is None:
+            rows[instant.key] = {"op": instant.key, "count": 1, "first_us": instant.time_ps / 1e6, "die": instant.die,
+                                 "message": instant.message, "at": instant.message.partition(" at ")[2]}
+        else:
+            row["count"] += 1
+    return list(rows.values())

@@ -41,3 +41,12 @@ def test_the_table_keeps_the_first_rows_and_summarises_the_rest_by_kind():
     assert table.index("die0 HBM") < table.index("die0->die3 HCCS") < table.index("die0->die19 HCCS")
     assert "60.0%" in table and "5.0%" in table  # its share of the critical path and its utilisation
     assert "... 16 more, none on the critical path: 15 link (up to 16.0%), 1 l2 (up to 2.0%); every row in summary.json" in table
+
+
+def test_host_fallbacks_are_one_line_of_ops_with_counts_and_where_they_first_ran():
+    rows = [{"op": "aten.abs", "count": 2, "first_us": 1.0, "die": 0, "message": "aten.abs ran on the host at prog.py:7", "at": "prog.py:7"},
+            {"op": "aten.exp", "count": 1, "first_us": 2.0, "die": 0, "message": "aten.exp ran on the host at prog.py:9", "at": "prog.py:9"}]
+    out = io.StringIO()
+    print_report({**summary(), "host_fallbacks": rows}, title="t", console=Console(file=out, width=400), rows=5)
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("host fallbacks"))
+    assert "aten.abs x2, aten.exp; first at prog.py:7, prog.py:9 (summary.json host_fallbacks)" in line

@@ -54,7 +54,7 @@ def test_compare_shows_what_changed_side_by_side(runs):
     assert "config keys that differ (config.yaml)" in compare.stdout
     assert [line.split("│")[1:4] for line in compare.stdout.splitlines() if "│ die.hbm.bandwidth" in line] == [
         [" die.hbm.bandwidth ", " 1.6 TB/s ", " 3.2 TB/s "]]  # the one key that differs, with both values
-    for section in ("ops (total time per op name)", "bottlenecks (share", "memory and links", "pipes (busy time)"):
+    for section in ("ops (total time per op name)", "bottlenecks (time on the critical path", "memory and links", "pipes (busy time"):
         assert section in compare.stdout
     as_json = json.loads(npusim("compare", folder / "a", folder / "b", "--json", cwd=folder).stdout)
     a = json.loads((folder / "a" / "summary.json").read_text())["simulated_time_us"]
@@ -66,6 +66,57 @@ def test_compare_shows_what_changed_side_by_side(runs):
     hbm = next(row for row in as_json["bandwidth"] if row["key"] == "die0 HBM")
     assert hbm["b"] > hbm["a"]
     assert as_json["config_keys"] == [{"key": "die.hbm.bandwidth", "a": "1.6 TB/s", "b": "3.2 TB/s"}]
+
+
+def table_rows(text: str, first: str) -> list[list[str]]:
+    """The cells of the rows of a printed table whose first cell starts with ``first``."""
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith(f"│ {first}")]
+
+
+def test_compare_in_a_pipe_prints_times_and_percentages_whole(runs, monkeypatch):
+    """In a pipe at 80 columns (a CI log): nothing cut, bottlenecks as times in us with B/A on the
+    times and each side's share in %, as `run` prints them; an unchanged entry reads 1.000."""
+    folder, _ = runs
+    monkeypatch.setenv("COLUMNS", "80")
+    compare = npusim("compare", folder / "a", folder / "b", cwd=folder)
+    assert compare.returncode == 0, compare.stderr
+    assert "…" not in compare.stdout
+    header = next(line for line in compare.stdout.splitlines() if "A us" in line and "A %" in line)
+    assert [cell.strip() for cell in header.split("┃")[1:-1]] == ["", "A us", "B us", "change us", "B/A", "A %", "B %"]
+    breakdown = json.loads(npusim("compare", folder / "a", folder / "b", "--json", cwd=folder).stdout)["bottlenecks"]
+    for row in breakdown:
+        cells = next(cells for cells in table_rows(compare.stdout, row["key"]) if cells[0] == row["key"])
+        assert cells[1:3] == [f"{row['a']:.3f}", f"{row['b']:.3f}"]  # us, whole
+        assert cells[4] == f"{row['b'] / row['a']:.3f}" and cells[5:] == [f"{row['share_a']:.1%}", f"{row['share_b']:.1%}"]
+    unchanged = [row for row in breakdown if row["delta"] == 0]
+    assert unchanged and all(row["ratio"] == 1.0 for row in unchanged)  # B/A of times: an unchanged entry is 1, whatever the shares
+
+
+def test_compare_on_a_narrow_terminal_wraps_labels_and_never_cuts_a_number(runs):
+    from rich.console import Console
+
+    from npusim.analysis.report import load_run, print_comparison
+
+    folder, _ = runs
+    console = Console(force_terminal=True, width=60, record=True, color_system=None)
+    result = print_comparison(load_run(folder / "a"), load_run(folder / "b"), console=console)
+    text = console.export_text()
+    assert "…" not in text
+    for row in result["bottlenecks"] + result["pipes"]:
+        assert f"{row['a']:.3f}" in text and f"{row['share_a']:.1%}" in text
+
+
+def test_runs_report_in_a_pipe_is_neither_wrapped_nor_cut(runs, monkeypatch):
+    """Off a terminal the report's lines are as long as they are, whatever COLUMNS says (rich would
+    wrap the first line at "wall" and cut the labels of the tables)."""
+    folder, _ = runs
+    monkeypatch.setenv("COLUMNS", "50")
+    report = npusim("report", folder / "a", cwd=folder).stdout
+    first = report.splitlines()[0]
+    assert first.startswith("vector_add.py on a2: simulated") and "wall" in first and first.endswith(" s")
+    assert "…" not in report
+    summary = json.loads((folder / "a" / "summary.json").read_text())
+    assert all(any(row["label"] in line for line in report.splitlines()) for row in summary["bottlenecks"]["breakdown"])
 
 
 def test_compare_of_different_configs_lists_every_key_that_differs(runs, tmp_path):
@@ -100,3 +151,36 @@ def test_report_and_compare_name_a_folder_that_is_not_a_run(runs, tmp_path):
     (broken / "summary.json").write_text("{not json")
     bad = npusim("report", broken, cwd=tmp_path)
     assert bad.returncode == 2 and "not valid JSON" in bad.stderr
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda s: {**s, "ops": {"a": 1}}, "summary.json is not a summary npusim can read: ops: input should be a valid list"),
+    (lambda s: {**s, "pipes": [{"die": 0}]}, "pipes.0.pipe: field required (and 3 more)"),
+    (lambda s: {**s, "simulated_time_us": "1.5"}, "simulated_time_us: input should be a valid number"),
+    (lambda s: [s], "summary.json is not a JSON object"),
+])
+def test_a_summary_of_another_structure_is_a_clear_error(runs, tmp_path, change, message):
+    folder, _ = runs
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "summary.json").write_text(json.dumps(change(json.loads((folder / "a" / "summary.json").read_text()))))
+    for command in (["report", copy], ["compare", folder / "a", copy]):
+        done = npusim(*command, cwd=tmp_path)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert "run `npusim run` again to rewrite it" in done.stderr
+
+
+def test_a_run_folder_written_by_a_newer_npusim_is_flagged(runs, tmp_path):
+    folder, _ = runs
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    for name in ("summary.json", "config.yaml"):
+        (newer / name).write_bytes((folder / "a" / name).read_bytes())
+    manifest = json.loads((folder / "a" / "manifest.json").read_text())
+    (newer / "manifest.json").write_text(json.dumps({**manifest, "npusim_version": "99.0.0"}))
+    report = npusim("report", newer, cwd=tmp_path)
+    assert report.returncode == 0 and "vector_add.py on a2" in report.stdout
+    assert f"npusim: warning: {newer} was written by npusim 99.0.0, newer than this npusim" in report.stderr
+    (newer / "summary.json").write_text(json.dumps({**json.loads((folder / "a" / "summary.json").read_text()), "ops": None}))
+    broken = npusim("report", newer, cwd=tmp_path)
+    assert broken.returncode == 2 and "npusim 99.0.0 wrote it, newer than this npusim" in broken.stderr and "update npusim" in broken.stderr

@@ -82,3 +82,32 @@ def test_typed_rows_give_floats_and_numeric_axes():
     assert rows[0]["simulated_us"] == 1.5 and math.isnan(rows[1]["simulated_us"])
     mixed = typed_rows([{**texts[0], "param.tile": "1.6TB/s"}, {**texts[1], "param.tile": "2"}], ["param.tile"])
     assert [row["param.tile"] for row in mixed] == ["1.6TB/s", "2"]
+
+
+@pytest.mark.parametrize("fault", ["short", "error"])
+def test_a_row_the_disk_has_no_room_for_is_taken_back_whole(tmp_path, monkeypatch, fault):
+    """A full disk within a line (a short write, or ENOSPC after part of it got there) leaves the
+    rows before it whole and no part of the line: an OutputError saying so."""
+    import errno
+    import os
+
+    import npusim.analysis.results as results_module
+    from npusim.errors import OutputError
+
+    path = tmp_path / "results.csv"
+    results, _ = ResultsFile.open(path, COLUMNS, resume=False)
+    results.append({"key": "a", "param.tile": "8", **outcome()})
+    whole = path.read_bytes()
+    real_write = os.write
+
+    def full_disk(descriptor, data):
+        written = real_write(descriptor, data[: len(data) // 2])
+        if fault == "error":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return written
+
+    monkeypatch.setattr(results_module.os, "write", full_disk)
+    with pytest.raises(OutputError, match=r"No space left on device; the rows before it are whole: free some space, then run the same "
+                                          r"command with --resume"):
+        results.append({"key": "b", "param.tile": "16", **outcome()})
+    assert path.read_bytes() == whole

@@ -142,3 +142,19 @@ def test_worker_counts_and_scheduler_addresses_are_checked(copy_workload):
         run_sweep("a2", copy_workload, {"param.tile": [16384]}, data=False, workers=0, progress=False)
     with pytest.raises(UsageError, match="--scheduler '127.0.0.1:8786': give the scheduler's address, e.g. tcp://"):
         run_sweep("a2", copy_workload, {"param.tile": [16384]}, data=False, scheduler="127.0.0.1:8786", progress=False)
+
+
+def test_progress_off_a_terminal_is_plain_lines_at_most_every_few_seconds():
+    import io
+
+    from rich.console import Console
+
+    from npusim.analysis.sweep import PointProgress
+
+    out = io.StringIO()
+    with PointProgress("sweep of w.py", 5, console=Console(file=out, force_terminal=False, width=20)) as progress:
+        for done in range(5):
+            progress.finished(failed=done // 3)
+    lines = out.getvalue().splitlines()
+    assert lines == ["sweep of w.py: 5 points to simulate", lines[1]]  # the start, then the last point only (the others within every_s)
+    assert lines[1].startswith("sweep of w.py: 5/5 points done, 1 failed, ") and "━" not in out.getvalue()

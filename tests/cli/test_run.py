@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from npusim.config import load_config
+from npusim.files import MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vector_add.py"
@@ -57,7 +58,7 @@ def test_overrides_change_the_result_and_are_recorded(tmp_path):
     manifest = json.loads((tmp_path / "fast" / "manifest.json").read_text())
     assert manifest["overrides"] == ["die.hbm.bandwidth=3.2 TB/s"]
     config = (tmp_path / "fast" / "config.yaml").read_text()  # the config as simulated, the override applied
-    assert "    bandwidth: 3.2 TB/s  # --set die.hbm.bandwidth=3.2 TB/s\n" in config
+    assert "    bandwidth: 3.2 TB/s  # --set die.hbm.bandwidth=3.2 TB/s  [your value]\n" in config
     assert load_config(tmp_path / "fast" / "config.yaml").sha256 == manifest["config_sha256"]  # it runs again as it was
 
 
@@ -188,7 +189,8 @@ def test_the_default_output_folder_keeps_odd_workload_names_inside_traces(tmp_pa
     workload.write_text(DEMO.read_text())
     run = npusim("run", "-c", "a2", workload, "--no-data", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert [p.name for p in (tmp_path / "traces").iterdir()] == ["_odd_name___x_-a2"]
+    (folder,) = (tmp_path / "traces").iterdir()
+    assert re.fullmatch(r"_odd_name___x_-a2-[0-9a-f]{8}", folder.name)  # -<hash> of --no-data
 
 
 def test_a_negative_or_too_large_seed_is_a_usage_error(tmp_path):
@@ -221,7 +223,7 @@ def test_trace_none_writes_no_trace_and_the_same_summary(tmp_path):
 
 
 def test_a_long_run_shows_no_progress_line_on_a_non_terminal(tmp_path):
-    run = npusim("run", "-c", "a2", DEMO, "--no-data", "--out", tmp_path, cwd=tmp_path)
+    run = npusim("run", "-c", "a2", DEMO, "--no-data", "--out", tmp_path / "run", cwd=tmp_path)
     assert run.returncode == 0 and "events, wall" not in run.stderr  # the line goes to stderr, on a terminal only
 
 
@@ -289,7 +291,7 @@ def test_an_output_folder_that_cannot_be_written_exits_2_before_simulating(tmp_p
     (tmp_path / "notes" / "mine.txt").write_text("not a run")
     run = npusim("run", "-c", "a2", DEMO, "--out", tmp_path / where, cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
-    assert ("/file' is a file, not a folder" if where == "file/sub" else "is not an npusim output folder") in run.stderr
+    assert ("'file' is a file, not a folder" if where == "file/sub" else "is not an npusim output folder") in run.stderr
     assert "simulated" not in run.stdout and (tmp_path / "notes" / "mine.txt").read_text() == "not a run"
     assert temporaries(tmp_path) == []
 
@@ -337,14 +339,14 @@ while True:
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_an_interrupted_run_exits_130_saying_how_far_it_got_and_writes_nothing(tmp_path, signum, status):
+def test_an_interrupted_run_exits_130_saying_how_far_it_got_and_writes_nothing(tmp_path, signum, status, started):
     out = tmp_path / "run"
     assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
     before = folder_bytes(out)
     spins = tmp_path / "spins.py"
     spins.write_text(SPINS)
-    run = subprocess.Popen([sys.executable, "-m", "npusim", "run", "-c", "a2", str(spins), "--out", str(out)], cwd=tmp_path,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = started([sys.executable, "-m", "npusim", "run", "-c", "a2", str(spins), "--out", str(out)], cwd=tmp_path,
+                  env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while not (tmp_path / "started").exists() and run.poll() is None:
         time.sleep(0.05)
     run.send_signal(signum)
@@ -439,9 +441,9 @@ def test_a_bad_npusim_fork_exits_2_before_simulating(tmp_path):
 
 
 @pytest.mark.parametrize(("workload", "copy"), [(DEMO, False), (ALLGATHER, True)])  # 3,744 events; 21,135
-def test_a_large_trace_is_written_by_a_copy_and_a_small_one_by_npusim_itself(tmp_path, workload, copy):
-    run = subprocess.Popen([sys.executable, "-c", WHO_WRITES, "run", "-c", "a2", str(workload), "--no-data", "--out", str(tmp_path / "run")],
-                           cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_a_large_trace_is_written_by_a_copy_and_a_small_one_by_npusim_itself(tmp_path, workload, copy, started):
+    run = started([sys.executable, "-c", WHO_WRITES, "run", "-c", "a2", str(workload), "--no-data", "--out", str(tmp_path / "run")],
+                  cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, stderr = run.communicate(timeout=300)
     assert run.returncode == 0, stderr
     assert (int((tmp_path / "writer").read_text()) != run.pid) == copy
@@ -458,7 +460,7 @@ def test_the_run_folder_is_the_same_written_on_two_cores_or_one(tmp_path):
         summary = json.loads(folders[how].pop("summary.json"))
         summary.pop("wall_time_s")
         manifest = json.loads(folders[how].pop("manifest.json"))
-        assert manifest["command"][-1] == str(out)
+        assert manifest["command"][-1] == str(out) and manifest.pop("run_id") == json.loads(folders[how].pop(MARKER))["id"]
         folders[how]["summary"], folders[how]["command"] = summary, manifest.pop("command")[:-1]
         folders[how]["manifest"] = manifest
     assert folders["two"] == folders["one"] and len(folders["two"]["trace.json"]) > 100_000
@@ -483,13 +485,12 @@ WRITING_STOPS = textwrap.dedent("""
 
 
 @pytest.mark.parametrize(("to", "signum", "status"), [("group", signal.SIGINT, 130), ("npusim", signal.SIGTERM, 143)])
-def test_interrupting_the_writing_of_the_run_folder_writes_nothing_and_leaves_no_process(tmp_path, to, signum, status):
+def test_interrupting_the_writing_of_the_run_folder_writes_nothing_and_leaves_no_process(tmp_path, to, signum, status, started):
     out = tmp_path / "run"
     assert npusim("run", "-c", "a2", DEMO, "--no-data", "--trace", "none", "--out", out, cwd=tmp_path).returncode == 0
     before = folder_bytes(out)
-    run = subprocess.Popen([sys.executable, "-c", WRITING_STOPS, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
+    run = started([sys.executable, "-c", WRITING_STOPS, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--out", str(out)], cwd=tmp_path,
+                  env=dict(os.environ, PYTHONPATH=str(ROOT), NPUSIM_FORK="always"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     writing = tmp_path / "writing"
     while not (writing.exists() and writing.read_text()) and run.poll() is None:
         time.sleep(0.05)
@@ -517,3 +518,198 @@ def test_a_failure_of_the_copy_writing_the_trace_is_the_run_folders_error(tmp_pa
     assert re.match(rf"npusim: error: cannot write the run folder '{out}': the process writing trace.json \(pid \d+\) was killed by SIGKILL; "
                     rf"nothing was written and '{out}' is as it was$", run.stderr.splitlines()[0]), run.stderr
     assert folder_bytes(out) == before and temporaries(tmp_path) == []
+
+
+# -- hostile inputs of the run folder (issue 32) -------------------------------------------------------
+
+TINY = ("import numpy as np, npusim\nfrom pathlib import Path\nPath('ran').write_text('the workload ran')\n"
+        "x = npusim.tensor(np.ones(npusim.param('x', 16), np.float16))\n")
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Path:
+    """A workload that simulates nothing (a run of it takes no time) and leaves ``ran`` where it runs."""
+    workload = tmp_path / "tiny.py"
+    workload.write_text(TINY)
+    return workload
+
+
+def run_id(folder: Path) -> str:
+    return json.loads((folder / "manifest.json").read_text())["run_id"]
+
+
+def test_runs_with_different_settings_go_to_different_default_folders_and_say_where(tmp_path, tiny):
+    plain = npusim("run", "-c", "a2", tiny, "--trace", "none", cwd=tmp_path)
+    fast = npusim("run", "-c", "a2", tiny, "--trace", "none", "--set", "shape.nodes=2", cwd=tmp_path)
+    nodata = npusim("run", "-c", "a2", tiny, "--trace", "none", "--no-data", "--param", "x=1", cwd=tmp_path)
+    again = npusim("run", "-c", "a2", tiny, "--trace", "none", "--set", "shape.nodes=2", cwd=tmp_path)
+    folders = {}
+    for name, run in (("plain", plain), ("fast", fast), ("nodata", nodata), ("again", again)):
+        assert run.returncode == 0, run.stderr
+        folders[name] = re.search(r" in (traces/\S+)$", run.stdout.strip().splitlines()[-1]).group(1)
+    assert folders["plain"] == "traces/tiny-a2" and re.fullmatch(r"traces/tiny-a2-[0-9a-f]{8}", folders["fast"])
+    assert len({folders["plain"], folders["fast"], folders["nodata"]}) == 3 and folders["again"] == folders["fast"]
+    assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == sorted(
+        [Path(folders["plain"]).name, Path(folders["fast"]).name, Path(folders["fast"]).name + ".prev", Path(folders["nodata"]).name])
+    assert json.loads((tmp_path / folders["fast"] / "manifest.json").read_text())["overrides"] == ["shape.nodes=2"]
+
+
+def test_a_usage_error_the_workload_meets_exits_2_and_writes_nothing(tmp_path):
+    misuse = tmp_path / "misuse.py"
+    misuse.write_text("import numpy as np, npusim\nfrom npusim import pypto\nx = npusim.tensor(np.ones((4, 64), np.float32))\n"
+                      "pypto.add(x, x)\n")
+    run = npusim("run", "-c", "a2", misuse, "--out", tmp_path / "run", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("npusim: error: workload misuse.py stopped at 0.000 us simulated; nothing was written: pypto.add is "
+                                 "called outside a kernel")
+    assert "        at misuse.py:4: pypto.add(x, x)\n" in run.stderr and "Traceback" not in run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["misuse.py"]  # no run folder, no temporary
+
+
+def test_a_folder_that_merely_holds_a_manifest_is_not_npusims_and_nothing_of_it_is_touched(tmp_path, tiny):
+    (tmp_path / "p" / "src").mkdir(parents=True)
+    (tmp_path / "p" / "manifest.json").write_text('{"name": "x"}')
+    (tmp_path / "p" / "src" / "main.c").write_text("int main;")
+    run = npusim("run", "-c", "a2", tiny, "--out", "p", cwd=tmp_path)
+    assert run.returncode == 2 and "'p' is not an npusim output folder (it has no .npusim-folder.json" in run.stderr
+    assert (tmp_path / "p" / "src" / "main.c").read_text() == "int main;" and not (tmp_path / "p.prev").exists()
+    assert not (tmp_path / "ran").exists()  # refused before the workload ran
+
+
+def test_a_user_folder_named_like_the_previous_run_or_a_run_folder_the_user_added_to_is_never_touched(tmp_path, tiny):
+    (tmp_path / "out.prev").mkdir()
+    (tmp_path / "out.prev" / "notes.txt").write_text("mine")
+    run = npusim("run", "-c", "a2", tiny, "--trace", "none", "--out", "out", cwd=tmp_path)
+    assert run.returncode == 2 and "'out.prev' is not an npusim output folder" in run.stderr
+    (tmp_path / "out.prev" / "notes.txt").rename(tmp_path / "notes.txt")
+    for _ in range(2):  # out, then out.prev, hold runs
+        assert npusim("run", "-c", "a2", tiny, "--trace", "none", "--out", "out", cwd=tmp_path).returncode == 0
+    (tmp_path / "out.prev" / "notes.txt").write_text("mine")  # the user keeps a note in the earlier run
+    run = npusim("run", "-c", "a2", tiny, "--trace", "none", "--out", "out", cwd=tmp_path)
+    assert run.returncode == 2 and "'out.prev' holds notes.txt, which npusim did not write there" in run.stderr
+    assert (tmp_path / "out.prev" / "notes.txt").read_text() == "mine"
+
+
+def test_a_run_folder_written_before_markers_is_replaced_and_kept_as_prev(tmp_path, tiny):
+    old = tmp_path / "out"
+    old.mkdir()
+    for name in ("summary.json", "config.yaml", "op_summary.csv", "pipe_utilization.csv"):
+        (old / name).write_text("{}")
+    (old / "manifest.json").write_text(json.dumps({"npusim_version": "0.1.0", "workload_sha256": "0" * 64, "status": "ok"}))
+    run = npusim("run", "-c", "a2", tiny, "--trace", "none", "--out", "out", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "out.prev" / "manifest.json").read_text())["npusim_version"] == "0.1.0" and run_id(tmp_path / "out")
+
+
+def test_a_workload_that_changes_the_working_folder_does_not_move_its_run(tmp_path):
+    (tmp_path / "elsewhere" / "rel" / "run").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "rel" / "run" / "keep.txt").write_text("mine")
+    moves = tmp_path / "moves.py"
+    moves.write_text("import os\nos.chdir('elsewhere')\n" + TINY)
+    run = npusim("run", "-c", "a2", moves, "--trace", "none", "--out", "rel/run", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith(" in rel/run") and run_id(tmp_path / "rel" / "run")
+    assert sorted(p.name for p in (tmp_path / "elsewhere" / "rel" / "run").iterdir()) == ["keep.txt"]
+    assert sorted(p.name for p in (tmp_path / "rel").iterdir()) == ["run"]  # no temporary left beside it
+
+
+@pytest.mark.parametrize(("out", "what"), [(".", "is the working folder"), ("..", "is '[^']+', which holds the working folder"),
+                                           ("sub/..", "is the working folder")])
+def test_the_working_folder_or_one_above_it_is_refused_as_out_before_simulating(tmp_path, tiny, out, what):
+    (tmp_path / "sub").mkdir()
+    run = npusim("run", "-c", "a2", tiny, "--out", out, cwd=tmp_path)
+    assert run.returncode == 2 and re.match(rf"npusim: error: --out '{re.escape(out)}' {what}: ", run.stderr), run.stderr
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "ran").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["sub", "tiny.py"]
+
+
+# Two runs that wait for each other (each leaves ready-<pid>, then waits for two of them) before simulating,
+# so that they commit to the same fresh --out at about the same moment.
+MEETS = textwrap.dedent("""
+    import os, time
+    from pathlib import Path
+    Path(f"ready-{os.getpid()}").touch()
+    deadline = time.monotonic() + 60
+    while len(list(Path(".").glob("ready-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+""") + DEMO.read_text()
+
+
+def test_two_runs_into_one_fresh_out_at_once_keep_both_good_runs(tmp_path, started):
+    meets = tmp_path / "meets.py"
+    meets.write_text(MEETS)
+    for round in range(2):
+        for ready in tmp_path.glob("ready-*"):
+            ready.unlink()
+        out = tmp_path / f"out{round}"
+        runs = [started([sys.executable, "-m", "npusim", "run", "-c", "a2", str(meets), "--no-data", "--trace", "none", "--out", str(out)],
+                        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+        for run in runs:
+            _, stderr = run.communicate(timeout=120)
+            assert run.returncode == 0, stderr
+        prev = out.with_name(out.name + ".prev")
+        assert json.loads((out / "manifest.json").read_text())["status"] == json.loads((prev / "manifest.json").read_text())["status"] == "ok"
+        assert run_id(out) != run_id(prev) and temporaries(tmp_path) == []  # both runs kept: neither deleted
+
+
+def test_out_of_range_times_of_the_trace_window_and_the_network_quantum_exit_2(tmp_path, tiny):
+    for option, message in ((("--trace-window", "1e400us:2e400us"), "--trace-window '1e400us:2e400us': '1e400us' is more than 2**53 ps"),
+                            (("--network-quantum", "1e300s"), "network quantum '1e300s' is more than 2**53 ps")):
+        run = npusim("run", "-c", "a2", tiny, *option, "--out", "run", cwd=tmp_path)
+        assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+# The workload prints three lines, waits until the reader has closed the pipe, then prints more
+# (as `npusim run ... | head -3` goes once head has its lines); the report follows.
+PRINTS_PAST_ITS_READER = textwrap.dedent("""
+    import time
+    from pathlib import Path
+    for line in ("one", "two", "three"):
+        print(line, flush=True)
+    deadline = time.monotonic() + 60
+    while not Path("closed").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    for n in range(2000):
+        print("more output the reader no longer reads", n)
+""") + TINY
+
+
+def test_a_closed_stdout_ends_only_the_printing_and_the_run_folder_is_written(tmp_path, started):
+    workload = tmp_path / "prints.py"
+    workload.write_text(PRINTS_PAST_ITS_READER)
+    run = started([sys.executable, "-m", "npusim", "run", "--config", "a2", str(workload), "--out", "x"], cwd=tmp_path,
+                  env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert [run.stdout.readline() for _ in range(3)] == ["one\n", "two\n", "three\n"]
+    run.stdout.close()  # head -3 exits
+    (tmp_path / "closed").touch()
+    stderr = run.stderr.read()
+    assert run.wait(timeout=120) == 0, stderr
+    assert stderr == "" and json.loads((tmp_path / "x" / "manifest.json").read_text())["status"] == "ok"
+    assert not (tmp_path / "x.failed").exists() and temporaries(tmp_path) == []
+
+
+def test_races_error_names_the_racing_access_not_the_synchronisation(tmp_path):
+    """--races error in a PyPTO program: the all-gather without its waits; the report names both
+    accesses' lines, and the CLI points at the access that races (a shmem op of the kernel's file),
+    not at the workload's npusim.synchronize() that ran the simulation."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    workload = tmp_path / "racy.py"
+    workload.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(examples)!r})\n"
+        "import numpy as np, npusim\n"
+        "from shmem_allgather import allgather_kernel\n"
+        "xs = [npusim.tensor(np.ones((8, 64), np.float16), device=pe) for pe in range(2)]\n"
+        "outs = [npusim.zeros((16, 64), np.float16, device=pe) for pe in range(2)]\n"
+        "npusim.launch(allgather_kernel, 2, args=lambda pe: (xs[pe], outs[pe], 'world', 2, 8, 8, False))\n"
+        "npusim.synchronize()\n"
+    )
+    run = npusim("run", "-c", "a2", workload, "--races", "error", "--trace", "none", "--out", tmp_path / "out", cwd=tmp_path)
+    assert run.returncode == 1
+    assert "data race on shmem tensor #0" in run.stderr and "shmem_allgather.py:" in run.stderr
+    at = re.search(r"^\s+at (\S+):(\d+) in allgather_kernel: (.*)$", run.stderr, re.M)
+    assert at, run.stderr
+    assert at.group(1).endswith("shmem_allgather.py") and ("shmem_put" in at.group(3) or "shmem_load" in at.group(3))
+    assert "racy.py:8" not in run.stderr

@@ -18,7 +18,7 @@ def table_rows(stdout: str) -> list[list[str]]:
 
 
 def test_validate_passes_on_both_configs_and_prints_the_table():
-    result = npusim()
+    result = npusim("--only", "transfers")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[1].split() == ["system", "nodes", "protocol", "direction", "block", "measured", "GiB/s", "simulated", "GiB/s", "error"]
@@ -33,7 +33,7 @@ def test_validate_passes_on_both_configs_and_prints_the_table():
 
 
 def test_a_config_override_that_breaks_the_calibration_fails():
-    result = npusim("--config", "a2", "--set", "fabrics.node.link.efficiency=0.5")
+    result = npusim("--config", "a2", "--only", "transfers", "--set", "fabrics.node.link.efficiency=0.5")
     assert result.returncode == 1
     rows = table_rows(result.stdout)
     assert len(rows) == 32 and all(row[0] == "a2" for row in rows)
@@ -41,7 +41,7 @@ def test_a_config_override_that_breaks_the_calibration_fails():
 
 
 def test_a_tighter_tolerance_can_fail_a_passing_model():
-    assert npusim("--config", "a3", "--tolerance", "0.001").returncode == 1
+    assert npusim("--config", "a3", "--only", "transfers", "--tolerance", "0.001").returncode == 1
 
 
 def test_bad_inputs_exit_2_with_one_line():
@@ -57,3 +57,18 @@ def test_bad_inputs_exit_2_with_one_line():
     assert "die.sdma.chanels: unknown key 'chanels'; did you mean 'channels'?" in typo.stderr
     not_a_number = npusim("--tolerance", "ten")
     assert not_a_number.returncode == 2 and "'ten' is not a valid float" in not_a_number.stderr
+
+
+def test_a_measured_kernel_row_is_simulated_and_compared():
+    """The MoE dispatch and combine rows (CloudMatrix384 Table 6) at EP8: one simulation gives both."""
+    result = npusim("--only", "kernels", "--kernel", "EP8")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].split() == ["kernel", "config", "measured", "simulated", "unit", "error"]
+    rows = {line.split("  ")[0]: line.split() for line in lines[2:4]}
+    assert set(rows) == {"CloudMatrix384 EP8 dispatch", "CloudMatrix384 EP8 combine"}
+    for row in rows.values():
+        assert row[4] in ("116", "118") and abs(float(row[-1].rstrip("%"))) <= 10
+    assert lines[-1] == "OK: every case is within 10%"
+    missing = npusim("--only", "kernels", "--kernel", "EP9000")
+    assert missing.returncode == 2 and "no measured kernel's name contains 'EP9000'" in missing.stderr

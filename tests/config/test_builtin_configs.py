@@ -1,12 +1,13 @@
 """The shipped configs: they validate, give the expected derived numbers, and source every number."""
 
-import re
 from importlib import resources
 
 import pytest
 import yaml
 
-from npusim.config import load_config
+from npusim.config import builtin_configs, load_config
+from npusim.config.annotated import values
+from npusim.config.confidence import LEVELS, dotted
 
 CLOCK = 1.85e9
 
@@ -92,14 +93,16 @@ def test_a3_crossing_nodes_adds_under_one_microsecond():
     assert extra_ps < 10**6
 
 
-@pytest.mark.parametrize("name", ["a2", "a3", "atlas-300i-duo"])
-def test_every_number_names_its_confidence(name):
-    for number, line in enumerate(config_text(name).splitlines(), 1):
-        match = re.match(r"\s*(\w+):\s*([^#]*?)\s*(#.*)?$", line)
-        # a number is a digit that does not end a name (L0A, MTE2 and GM->L1 are names)
-        if not match or match.group(1) in ("name", "description", "product", "extends") or not re.search(r"(?<![A-Za-z])\d", match.group(2)):
-            continue
-        assert match.group(3) and re.search(r"\[(H|M|L)\b", match.group(3)), f"{name}.yaml:{number}: {line.strip()} has no source and confidence"
+@pytest.mark.parametrize("name", builtin_configs())
+def test_every_value_states_its_source_and_confidence(name):
+    """Every value of a built-in config, as the loader resolves it (through extends and YAML merge
+    keys), has a stated level H, M or L from the comment of the line that set it; only the config's
+    name and description, which are labels, have none."""
+    loaded = load_config(name)
+    unstated = [f"{loaded.confidence_of(path).where}: {dotted(path)}" for path in values(loaded.resolved)
+                if loaded.confidence_of(path).level not in LEVELS]
+    assert unstated == [], f"values of {name} with no [H] / [M] / [L] in their line's comment"
+    assert all(loaded.confidence_of(path).source for path in values(loaded.resolved))  # and a source beside it
 
 
 def test_a3_sets_no_value_it_inherits_unchanged():

@@ -28,8 +28,9 @@ def test_show_prints_a_header_and_the_resolved_yaml():
 def test_show_prints_the_source_of_every_value():
     body = invoke("show", "a2").stdout.partition("\n")[2]
     lines = body.splitlines()
-    values = [line for line in lines if not line.partition("  # ")[0].endswith(":")]  # lines with a value, not a section's head
+    values = [line for line in lines if not line.startswith("#") and not line.partition("  # ")[0].endswith(":")]  # not a section's head
     assert len(values) > 50 and all("  # " in line for line in values)
+    assert lines[-3].startswith("# confidence of its ") and " L, " in lines[-3]  # then the values counted by confidence
 
 
 def test_show_applies_overrides():

@@ -179,3 +179,47 @@ def test_overrides_build_a_level_kind_first_and_change_its_keys():
 def test_a2_takes_more_servers_and_a3_more_nodes():
     assert load_config("a2", ["shape.nodes=4"]).spec.shape.dies == 32
     assert load_config("a3", ["shape.nodes=48"]).spec.shape.dies == 768
+
+
+def _models_of(annotation, seen: set) -> None:
+    """Every pydantic model reachable from ``annotation`` (its fields' types, list and dict items)."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if annotation in seen:
+            return
+        seen.add(annotation)
+        for field in annotation.model_fields.values():
+            _models_of(field.annotation, seen)
+    for argument in typing.get_args(annotation):
+        _models_of(argument, seen)
+
+
+def test_every_whole_number_of_the_schema_has_an_upper_bound():
+    """A count without one lets a typo allocate for minutes before anything fails (the SDMA's
+    100000000 channels); die indices are checked against the system's dies by their fabric."""
+    import annotated_types
+
+    from npusim.config.registry import FABRICS, OPS
+    from npusim.config.schema import SystemSpec
+
+    models: set = set()
+    for model in [SystemSpec, *(provider.Spec for _, provider in FABRICS), *(provider.Settings for _, provider in OPS if provider.Settings)]:
+        _models_of(model, models)
+    whole_numbers = [(model.__name__, name, field) for model in models for name, field in model.model_fields.items() if field.annotation is int]
+    assert len(whole_numbers) > 10
+    unbounded = [f"{model}.{name}" for model, name, field in whole_numbers
+                 if not any(isinstance(rule, (annotated_types.Le, annotated_types.Lt)) for rule in field.metadata)
+                 and "die index" not in (field.description or "")]
+    assert unbounded == []
+
+
+@pytest.mark.parametrize(("key", "config"), [
+    ("die.sdma.channels", "a2"), ("die.cores.aiv.count", "a2"), ("die.aicpu.count", "a2"), ("shape.packages_per_node", "a2"),
+    ("die.vector.max_repeats", "a2"), ("die.vector.repeat_bytes", "a2"), ("die.cube.m", "a2"), ("shmem.schedulers", "a2"),
+    ("shmem.max_groups", "a2"), ("die.cores.aiv.engines.MTE2.burst_bytes", "a2"), ("die.cores.aiv.buffers.UB.alignment", "a2"),
+    ("fabrics.node.planes", "a3"), ("ops.quant_scatter.vector_cores", "a2"),
+])
+def test_a_count_beyond_its_physical_bound_is_refused_naming_the_key_and_the_bound(key, config):
+    message = error_of(config, (f"{key}=100000000",))
+    assert f"--set {key}=100000000: {key}: must be less than or equal to " in message and "got 100000000; give a smaller value" in message

@@ -39,3 +39,19 @@ def test_allgather_matmul_prints_both_times_and_matches(config, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "without overlap:" in result.stdout and "with overlap" in result.stdout
     assert "outputs match the expected all-gather + matmul: yes" in result.stdout
+
+
+def test_torch_gemm_runs_both_cube_kernels_and_matches(tmp_path):
+    result = run_cli("--config", "a2", "examples/torch_gemm.py", "--param", "m=64", "--param", "k=256", "--param", "n=96", out=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "MatMulV3" in result.stdout and "QuantBatchMatmulV3" in result.stdout
+    assert "outputs match numpy: linear (within fp32 accumulation) yes, quant matmul (bit-exact) yes" in result.stdout
+    names = lanes(tmp_path)
+    assert {"aic0 CUBE", "aic0 MTE2", "aic0 MTE1", "aic0 FIXP"} <= names
+
+
+def test_the_int8_grouped_gemm_calibration_workload_runs_as_a_user_runs_it(tmp_path):
+    result = run_cli("--config", "a3", "npusim/calibration/workloads/int8_grouped_gemm.py", "--no-data", "--param", "groups=2",
+                     "--param", "m=256", "--param", "n=304", "--param", "k=512", out=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "INT8 grouped GEMM G=2 M=256 N=304 K=512 (bf16 out, 128 x 152 blocks):" in result.stdout and "utilisation" in result.stdout

@@ -15,7 +15,7 @@ assert not torch_npu.TORCH and "npu" not in torch_npu.__all__
 with npusim.session("a2") as session:
     cache = npusim.tensor(np.zeros((2, 4, 32), np.int8))
     torch_npu.npu_quant_scatter_(cache, npusim.tensor(np.array([1, 2], np.int32)), npusim.tensor(np.full((2, 1, 32), 3, np.float16)),
-                                 npusim.tensor(np.ones(32, np.float32)))
+                                 npusim.tensor(np.ones(32, np.float32)), axis=-2, quant_axis=-1)
     out = torch_npu.scatter_update(cache, npusim.tensor(np.array([0, 0], np.int32)), npusim.tensor(np.full((2, 1, 32), 7, np.int8)), -2)
     assert cache.numpy()[0, 1].tolist() == [3] * 32 and out.numpy()[1, 0].tolist() == [7] * 32
     assert all(track.unit != "host" for track in session.system.recorder.tracks)  # no host launches on the numpy path

@@ -51,7 +51,20 @@ def test_the_facade_is_imported_from_npusim_and_has_the_real_signatures():
     for op in (torch_npu.npu_quant_scatter_, torch_npu.npu_quant_scatter):
         parameters = inspect.signature(op).parameters
         assert list(parameters) == expected
-        assert [parameters[name].default for name in expected[4:]] == [None, -2, -1, "update", None, "rint"]
+        assert [parameters[name].default for name in expected[4:]] == [None, 0, 1, "update", None, "rint"]  # the op page's signature
+
+
+@pytest.mark.parametrize("left_out", [("axis", "quant_axis"), ("quant_axis",)])
+def test_a_call_that_leaves_out_axis_or_quant_axis_takes_the_documented_default_and_the_op_refuses_it(left_out):
+    """The documented signature defaults axis=0, quant_axis=1 (the op page, op-plugin's schema); the op's own checks refuse
+    both on A2 / A3 (axis never the first dim, quant_axis the last), so leaving them out fails as on the device."""
+    given = {name: value for name, value in (("axis", -2), ("quant_axis", -1)) if name not in left_out}
+    first = left_out[0]
+    with npusim.session("a2"):
+        t = on_device(arrays())
+        with pytest.raises(OpArgumentError, match=rf"npu_quant_scatter_: {first} = {0 if first == 'axis' else 1}: .* are the defaults of "
+                                                  r"the documented signature, which the op refuses: pass axis=-2, quant_axis=-1"):
+            npusim.torch_npu.npu_quant_scatter_(**t, **given)
 
 
 def test_in_place_returns_input_and_writes_the_quantised_rows_positional_or_keyword():
@@ -81,7 +94,7 @@ def call(**changes):
     """Call npu_quant_scatter_ on a2 with arrays() changed by ``changes`` (host arrays or tensors)."""
     from npusim import torch_npu
 
-    arguments = {k: v for k, v in changes.items() if k in ("axis", "quant_axis", "reduce")}
+    arguments = {"axis": -2, "quant_axis": -1, **{k: v for k, v in changes.items() if k in ("axis", "quant_axis", "reduce")}}
     host = arrays(**{k: v for k, v in changes.items() if k in ("input_shape", "updates_shape", "indices", "bf16", "zero_points")})
     host.update({k: v for k, v in changes.items() if k in host})
     tensors = {k: v if v is None or isinstance(v, npusim.DeviceTensor) or k == "input" and isinstance(v, list) else npusim.tensor(v)
@@ -146,7 +159,8 @@ def test_on_the_atlas_inference_series_only_the_fp16_row_runs():
             call(bf16=False, quant_scales=np.ones(32, BF16))
         host = arrays(bf16=False)
         x = npusim.tensor(host["input"])
-        npusim.torch_npu.npu_quant_scatter_(x, *(npusim.tensor(host[k]) for k in ("indices", "updates", "quant_scales", "quant_zero_points")))
+        npusim.torch_npu.npu_quant_scatter_(x, *(npusim.tensor(host[k]) for k in ("indices", "updates", "quant_scales", "quant_zero_points")),
+                                            axis=-2, quant_axis=-1)
         expected = host["input"].copy()
         for b, row in enumerate(host["indices"]):
             expected[b, row:row + 2] = quantized(host["updates"][b], host["quant_scales"], host["quant_zero_points"])
@@ -161,9 +175,9 @@ def test_tensors_on_another_device_or_session_are_refused():
     with npusim.session("a2"):
         t = on_device(arrays())
         with pytest.raises(OpArgumentError, match="quant_scales is on device 1, input on device 0: .* create quant_scales with device=0"):
-            torch_npu.npu_quant_scatter_(**dict(t, quant_scales=npusim.tensor(np.ones(32, BF16), device=1)))
+            torch_npu.npu_quant_scatter_(**dict(t, quant_scales=npusim.tensor(np.ones(32, BF16), device=1)), axis=-2, quant_axis=-1)
         with pytest.raises(UsageError, match="quant_scales belongs to another npusim session than input"):
-            torch_npu.npu_quant_scatter_(**dict(t, quant_scales=stray))
+            torch_npu.npu_quant_scatter_(**dict(t, quant_scales=stray), axis=-2, quant_axis=-1)
     assert first.result.status == "ok"
 
 
@@ -174,9 +188,9 @@ def test_overlapping_destinations_warn_by_default_and_raise_on_request():
     with npusim.session("a2") as session:
         t = on_device(host)
         with pytest.warns(OverlappingWritesWarning, match=r"batches 0 and 2 write overlapping destinations .*rows \[0, 2\) of input batch 0.*rows \[1, 3\) of input batch 0"):
-            torch_npu.npu_quant_scatter_(**t)
+            torch_npu.npu_quant_scatter_(**t, axis=-2, quant_axis=-1)
         with torch_npu.options(overlap="error"), pytest.raises(RaceError, match=r"1 colliding pair\(s\): \(0, 2\)"):
-            torch_npu.npu_quant_scatter_(**on_device(host))
+            torch_npu.npu_quant_scatter_(**on_device(host), axis=-2, quant_axis=-1)
     (op,) = [row for row in ops(session.result.record) if row["name"] == "QuantUpdateScatter"]
     (instant,) = session.result.recorder.instants
     assert instant.name == "overlapping writes" and "batches 0 and 2" in instant.message
@@ -254,14 +268,14 @@ def test_indices_written_by_queued_work_are_refused_unless_the_call_synchronises
         with npusim.session("a2"):
             t = on_device(host)
             write_on_device(t["indices"], npusim.tensor(final))
-            torch_npu.npu_quant_scatter_(**t)
+            torch_npu.npu_quant_scatter_(**t, axis=-2, quant_axis=-1)
             npusim.synchronize()
 
     with npusim.session("a2"):
         t = on_device(host)
         write_on_device(t["indices"], npusim.tensor(final))
         npusim.synchronize()
-        out = torch_npu.npu_quant_scatter_(**t).numpy()
+        out = torch_npu.npu_quant_scatter_(**t, axis=-2, quant_axis=-1).numpy()
     expected = host["input"].copy()
     q = quantized(host["updates"], host["quant_scales"], host["quant_zero_points"])
     for b, row in enumerate(final):
@@ -278,11 +292,11 @@ def test_out_of_place_leaves_input_untouched_and_costs_the_clone():
     host = arrays(input_shape=(48, 256, 128), updates_shape=(48, 1, 128), indices=np.arange(48, dtype=np.int32))
     with npusim.session("a2") as in_place:
         t = on_device(host)
-        torch_npu.npu_quant_scatter_(**t)
+        torch_npu.npu_quant_scatter_(**t, axis=-2, quant_axis=-1)
         expected = t["input"].numpy()
     with npusim.session("a2") as out_of_place:
         t = on_device(host)
-        result = torch_npu.npu_quant_scatter(**t)
+        result = torch_npu.npu_quant_scatter(**t, axis=-2, quant_axis=-1)
         assert result is not t["input"] and result.is_contiguous()
         assert np.array_equal(result.numpy(), expected)
         assert np.array_equal(t["input"].numpy(), host["input"])
@@ -304,9 +318,9 @@ def test_a_non_contiguous_input_is_copied_on_the_device_around_the_kernel():
         view = base.transpose(0, 1)  # [4, 8, 32], non-contiguous
         view_host = base.host_view()
         view_host[...] = host["input"].transpose(1, 0, 2)
-        torch_npu.npu_quant_scatter_(**dict(t, input=view))
+        torch_npu.npu_quant_scatter_(**dict(t, input=view), axis=-2, quant_axis=-1)
         t2 = on_device(host)
-        torch_npu.npu_quant_scatter_(**t2)
+        torch_npu.npu_quant_scatter_(**t2, axis=-2, quant_axis=-1)
         assert np.array_equal(view.numpy(), t2["input"].numpy())
     names = [op.name for op in session.result.recorder.ops]
     assert names[:3] == ["Contiguous", "QuantUpdateScatter", "ViewCopy"]

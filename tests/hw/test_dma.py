@@ -11,7 +11,9 @@ import pytest
 import npusim
 from npusim.analysis.calibration import CalibrationCase, simulate
 from npusim.config import load_config
+from npusim.hw.dma import GmBlock, VectorCoreWrites
 from npusim.hw.stream import Stream
+from npusim.hw.topology import Direction
 
 MiB = 2**20
 CLOCK = 1.85e9
@@ -127,3 +129,20 @@ def test_nic_efficiency_sets_the_rdma_rate():
     base = hixl_GiBps("a2", "write", MiB, protocol="rdma")
     assert hixl_GiBps("a2", "write", MiB, ["fabrics.scale_out.efficiency=0.5"], protocol="rdma") == pytest.approx(base * 0.5 / 0.971, rel=0.01)
 
+
+
+def test_vector_core_writes_pay_the_cores_set_up_and_move_at_their_rate():
+    """An AIV-expanded copy: MTE2 + MTE3 set-up, the path's latency once, at most cores x the cores' rate."""
+    with npusim.session("a2", data=False) as s:
+        system = s.system
+        die = system.die(0)
+        engine = VectorCoreWrites(die, "aiv")
+        src, dst = die.memory.allocate(MiB, "src"), system.die(1).memory.allocate(MiB, "dst")
+        path = system.copy_path(0, 1, Direction.WRITE, rdma=False)
+        recorder = system.recorder
+        process = s.env.process(engine.run([GmBlock(src, 0, dst, 0, 64)], path, 1.0, recorder.name_id("copy"), recorder.op("copy", 0)))
+        s.synchronize(process)
+        aiv = load_config("a2").spec.die.cores["aiv"].engines
+        fixed = (aiv["MTE2"].setup.to_ps(CLOCK) + aiv["MTE3"].setup.to_ps(CLOCK) + path.memory_latency_ps + path.path_latency_ps)
+        assert s.env.now > fixed and s.env.now < fixed + 10_000  # 64 B: the fixed part dominates
+        assert engine.core_rate == min(aiv["MTE2"].rate.bytes_per_ps(CLOCK), aiv["MTE3"].rate.bytes_per_ps(CLOCK))

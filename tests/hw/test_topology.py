@@ -15,8 +15,9 @@ import npusim
 from npusim.config import load_config
 from npusim.errors import NoRouteError
 from npusim.hw.system import System
-from npusim.hw.topology import LOCAL, Direction, Route
+from npusim.hw.topology import LOCAL, Direction, delay
 from npusim.kernels.view_copy import build_view_copy
+from npusim.trace.costs import Term
 
 ROOT = Path(__file__).parents[2]
 READ, WRITE = Direction.READ, Direction.WRITE
@@ -45,11 +46,36 @@ def test_crossing_nodes_composes_the_node_uplinks_with_the_pod_and_adds_latency_
     topology, fabrics = s.topology, s.spec.fabrics
     inside, across = topology.route(0, 5, WRITE), topology.route(0, 21, WRITE)
     node, ps = topology.levels["node"], topology.wiring.ps
-    assert across == node.uplink(0, WRITE) + Route((), ps(fabrics.pod.switch.latency)) + node.downlink(21, WRITE)
+    assert across == node.uplink(0, WRITE) + delay((Term(("fabrics.pod.switch.latency",), ps(fabrics.pod.switch.latency)),)) + node.downlink(21, WRITE)
     assert names(across) == ["die0 UB tx", "die0 UB tx write credits", "die21 UB rx", "die21 UB rx write credits"]
     assert [r.capacity for r in across.resources] == [r.capacity for r in inside.resources]
     # die -> L1 -> L2 -> L1 -> die instead of die -> L1 -> die: two more links, one more L1, the L2
     assert across.latency_ps - inside.latency_ps == 2 * ps(fabrics.node.link.latency) + ps(fabrics.node.switch.latency) + ps(fabrics.pod.switch.latency)
+
+
+@pytest.mark.parametrize(("config", "overrides", "pairs"), [
+    ("a2", (), [(0, 1), (3, 3)]),
+    ("a2", ("shape.nodes=2",), [(0, 9)]),
+    ("a3", ("shape.nodes=2",), [(0, 1), (0, 5), (0, 21)]),
+    ("atlas-300i-duo", (), [(0, 1)]),
+])
+def test_each_route_says_which_config_keys_its_latency_and_its_resources_come_from(config, overrides, pairs):
+    """The latency of a route is the sum of its terms, each named by the key it came from (under
+    fabrics.<level>); every resource it crosses has the keys of its capacity in the cost sources."""
+    s = system(config, *overrides)
+    loaded = load_config(config, list(overrides))
+    for src, dst in pairs:
+        for route in ([s.topology.route(src, dst, READ), s.topology.route(src, dst, WRITE)] if s.topology.joins(src, dst) or src == dst
+                      else [s.topology.rdma_route(src, dst, READ)]):
+            assert sum(term.ps for term in route.latency_terms) == route.latency_ps
+            for term in route.latency_terms:
+                assert term.keys and all(loaded.confidence_of(key).where != "schema" for key in term.keys), term  # keys the config sets
+            for resource in route.resources:
+                keys = s.recorder.costs.resources[resource.name]
+                assert keys and all(key.startswith("fabrics.") for key in keys), (resource.name, keys)
+    memory = s.gm_route(0, 0, False)
+    assert [term.keys for term in memory.latency_terms] == [("die.l2.latency",), ("die.hbm.latency",)]
+    assert [s.recorder.costs.resources[r.name] for r in memory.resources] == [("die.l2.bandwidth",), ("die.hbm.bandwidth",)]
 
 
 def test_routes_are_built_once_per_direction_and_share_their_resources():
@@ -181,3 +207,12 @@ def test_a_fabric_kind_of_ones_own_is_one_module_registered_on_import(tmp_path):
     assert result["links"] == ["node0 bus"] and result["bandwidth"] == "14 GB/s"
     one, two = result["rates"]["1"], result["rates"]["2"]
     assert 1.9 < two / one < 2.0  # two transfers of disjoint pairs share the bus: twice the time, minus the fixed part
+
+
+def test_pods_are_joined_by_the_nics_only():
+    """The pod fabric joins the nodes of one pod; dies of two pods (SuperPoDs) reach each other by RDMA."""
+    topology = system("a3", "shape.pods=2", "shape.nodes=2").topology
+    assert topology.level_joining(0, 16) == "pod" and topology.level_joining(0, 32) is None
+    with pytest.raises(NoRouteError, match="different pods"):
+        topology.route(0, 32, WRITE)
+    assert names(topology.rdma_route(0, 32, WRITE)) == ["nic0 tx", "nic32 rx"]

@@ -11,6 +11,7 @@ import npusim
 from npusim import isa
 from npusim.errors import UsageError, WorkloadError
 from npusim.hw.core import pipe_step
+from npusim.isa.fractal import nz_count, nz_unpack
 from npusim.isa.instructions import on_recorded
 from npusim.isa.racecheck import PipeRaceWarning
 from tests.conftest import events_of
@@ -494,3 +495,92 @@ def test_a_kernel_launched_inline_runs_and_fails_as_in_a_process_of_its_own():
     assert inline_steps == steps - 4
     assert [name for name, *_ in ends] == ["bad", "k0", "k1", "k2"] and ends[2][3] == ends[3][3]  # k1 and k2 end at one instant
     assert ends[0][2][0] == "WorkloadError" and "out of bounds" in ends[0][2][1][0]
+
+
+def test_a_piece_extends_a_program_as_building_it_there_would():
+    """A template of a program's later instructions (``template(start=)``) appended to another
+    program with the same reservations (``extend``) gives the instructions building it there
+    gives, a barrier's counts included (it waits for every instruction before it in the program it
+    lands in); where the reservations differ, or a copy would leave its allocation, nothing."""
+
+    def piece(p, ub, src, dst):
+        for k in range(2):
+            p.copy(ub[k], src + k * 1024)
+            p.set_flag("MTE2", "MTE3", k)
+            p.wait_flag("MTE2", "MTE3", k)
+            p.copy(dst + k * 1024, ub[k])
+        p.pipe_barrier("ALL")
+
+    def program(prefix_chunks, tile=0):
+        p = _program(tile=tile)
+        ub = [p.alloc(512, np.float16) for _ in range(2)]
+        for k in range(prefix_chunks):
+            p.copy(ub[k % 2], isa.gm(c, 256 * k))
+        p.set_flag("MTE2", "MTE3", 3)
+        p.wait_flag("MTE2", "MTE3", 3)
+        return p, ub
+
+    with npusim.session("a3", data=False):
+        a, b, c, d = (npusim.empty(8192, np.float16) for _ in range(4))
+        first, ub = program(1)
+        start = len(first.instructions)
+        piece(first, ub, isa.gm(a, 64), isa.gm(b))
+        template = first.template([(a.allocation, 128), (b.allocation, 0)], start=start)
+        assert template is not None and len(template.instructions) == len(first.instructions) - start
+        built, ub = program(3, tile=2)
+        piece(built, ub, isa.gm(c, 256), isa.gm(d, 512))
+        extended, _ = program(3, tile=2)
+        assert extended.extend(template, [(c.allocation, 512), (d.allocation, 1024)])  # isa.gm offsets are elements: 256 and 512 fp16
+        assert describe_program(extended.instructions) == describe_program(built.instructions)
+        assert extended.instructions[-1].targets == built.instructions[-1].targets != template.instructions[-1].targets
+        assert not extended.extend(template, [(c.allocation, 8190 * 2), (d.allocation, 0)])  # a copy past the allocation's end
+        other = _program()
+        other.alloc(64, np.float16)
+        assert not other.extend(template, [(c.allocation, 0), (d.allocation, 0)])  # other reservations than where it was made
+
+
+def test_nd2nz_loads_and_fractal_extracts_move_the_values_they_say():
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((40, 96)).astype(np.float16)
+    with npusim.session("a2") as s:
+        source = npusim.tensor(matrix)
+        out = npusim.zeros((48, 32), np.float16)
+        kernel = isa.Kernel("nz", die=0)
+        p = kernel.aic(0)
+        l1 = p.alloc(nz_count(48, 96, 16), np.float16, "L1")
+        l0a = p.alloc(nz_count(32, 48, 16), np.float16, "L0A")
+        p.load_nd2nz(l1[:], isa.gm(source, 8 * 96), 32, 96, 96 * 2)  # rows 8..39 of the matrix
+        p.set_flag("MTE2", "MTE1")
+        p.wait_flag("MTE2", "MTE1")
+        p.extract_nz(l0a, l1, 32, 16, 32, 16, 32, transpose=True)  # rows 16..31, columns 32..63 of what L1 holds, transposed
+        kernel.launch()
+        npusim.synchronize()
+        got = nz_unpack(l0a.values(kernel.die.core("aic", 0)), 32, 16, 16)
+    assert np.array_equal(got, matrix[8 + 16:8 + 32, 32:64].T)
+    assert s.result is not None and out is not None
+
+
+def test_a_kernel_made_when_it_starts_reads_the_values_written_before_it():
+    with npusim.session("a2") as s:
+        flag = npusim.zeros(1, np.int32)
+        seen = []
+
+        def build():
+            seen.append((int(flag.host_view()[0]), s.env.now))
+            return isa.Kernel("late", die=0)
+
+        writer = isa.Kernel("write", die=0)
+        p = writer.aiv(0)
+        ub = p.alloc(8, np.int32)
+        p.dup(ub, 7)
+        p.set_flag("VECTOR", "MTE3")
+        p.wait_flag("VECTOR", "MTE3")
+        p.copy(isa.gm(flag), ub[:1])
+        writer.launch()
+        late = isa.program.KernelAtStart("late", 0, build)
+        built = []
+        late.when_built(built.append)
+        late.launch()
+        assert seen == []  # not made yet: the stream has not reached it
+        npusim.synchronize()
+    assert seen[0][0] == 7 and seen[0][1] > 0 and len(built) == 1

@@ -253,3 +253,33 @@ def test_one_racy_core_among_clean_copies_of_its_program_is_caught():
 
     reports = races_of(build)
     assert len(reports) == 2 and all(" aiv47: " in report for report in reports)
+
+
+def test_reports_name_each_sides_program_line_and_an_error_blames_the_racing_one():
+    """A kernel issued by a line of the user's program (``source``, a frontend Callsite), whose
+    instructions come from two lines (``note_source``, as a PyPTO tile op's store of another op):
+    each side is named with its line; the RaceError blames the second access (the one that races), not
+    the synchronisation that ran the simulation; the warning is shown at that line."""
+    from npusim.frontend.callsite import Callsite, blamed
+
+    load_line, store_line = Callsite(__file__, 10, "kernel"), Callsite(__file__, 20, "kernel")
+
+    def build(x):
+        kernel = scale_kernel(x, cores=1, drop=("VECTOR->MTE3",))
+        kernel.source = load_line
+        program = kernel.aiv(0)
+        program.sources.append((len(program.instructions) - 1, store_line))  # the last instruction: the store
+        return kernel
+
+    with warnings.catch_warnings(record=True) as caught, npusim.session("a2") as s:
+        warnings.simplefilter("always")
+        build(npusim.tensor(np.ones(48 * N, np.float16))).launch()
+        npusim.synchronize()
+    race = next(w for w in caught if issubclass(w.category, PipeRaceWarning))
+    assert re.search(r"\(instruction #\d+, from \S*test_racecheck.py:10, .*MTE3 `copy UB->GM` \(instruction #\d+, from "
+                     r"\S*test_racecheck.py:20, ", str(race.message)), str(race.message)
+    assert (race.filename, race.lineno) == (__file__, 20)
+    assert s.result.summary["warnings"]
+    with pytest.raises(RaceError) as error:
+        races_of(build, races="error")
+    assert blamed(error.value) is store_line  # on the RaceError the simulation loop raises (a copy, the original its cause)

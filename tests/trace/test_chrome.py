@@ -76,3 +76,57 @@ def test_same_inputs_give_byte_identical_traces(tmp_path):
 def test_missing_folders_of_the_trace_path_are_created(tmp_path):
     path, _ = run_small(tmp_path / "new" / "folder", "trace.json")
     assert path.is_file()
+
+
+def allgather_trace(tmp_path):
+    """The PyPTO all-gather on 2 PEs of a2 (AICPU schedulers, 48 vector cores a die) and its trace."""
+    import contextlib
+    import io
+    from pathlib import Path
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = npusim.simulate("a2", Path(__file__).resolve().parents[2] / "examples" / "shmem_allgather.py", params={"n_pes": 2}, data=False)
+    return result, json.loads(result.write_trace(tmp_path / "trace.json").read_text())["traceEvents"]
+
+
+def natural(name: str) -> tuple:
+    """``aiv2`` before ``aiv10``: the text with each run of digits as its number."""
+    import re
+
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def test_each_die_lists_its_aicpu_lanes_first_then_its_cores_in_index_order(tmp_path):
+    _, events = allgather_trace(tmp_path)
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    ranks = {(e["pid"], e["tid"]): e["args"]["sort_index"] for e in events if e.get("name") == "thread_sort_index"}
+    for die in {pid for pid, _ in names}:
+        lanes = [names[key] for key in sorted((key for key in names if key[0] == die), key=ranks.__getitem__)]
+        aicpu = [lane for lane in lanes if lane.startswith("aicpu")]
+        assert aicpu and lanes[: len(aicpu)] == aicpu  # the control path first, as MindStudio Insight shows it
+        assert aicpu == sorted(aicpu, key=natural)
+        cores = list(dict.fromkeys(lane.split()[0] for lane in lanes[len(aicpu):]))
+        assert cores == sorted(cores, key=natural) and "aiv8" in cores and "aiv16" in cores  # as numbers, not as text
+
+
+def test_counters_sort_in_core_order_as_text_and_change_at_every_point(tmp_path):
+    result, events = allgather_trace(tmp_path)
+    counters: dict[tuple[int, str], list[dict]] = {}
+    for e in events:
+        if e["ph"] == "C":
+            counters.setdefault((e["pid"], e["name"]), []).append(e)
+    for die in {pid for pid, _ in counters}:
+        buffers = [name for pid, name in counters if pid == die and name.endswith(" KiB")]
+        assert "aiv07 UB KiB" in buffers and "aiv16 UB KiB" in buffers
+        assert sorted(buffers, key=str.lower) == sorted(buffers, key=natural)  # Perfetto lists them by lower(name): in core order
+        assert list(dict.fromkeys(name for pid, name in counters if pid == die)) == sorted(
+            dict.fromkeys(name for pid, name in counters if pid == die), key=lambda name: (not name.endswith("GB/s"), name))  # written so too
+    written = 0
+    for points in counters.values():
+        values = [next(iter(e["args"].values())) for e in points]
+        times = [perfetto_ns(e["ts"]) for e in points]
+        assert all(b != a for a, b in zip(values, values[1:])) and all(b > a for a, b in zip(times, times[1:]))  # a point only at a change
+        written += len(points)
+    logged = (sum(len(r.rate_log) for r in result.record.resources if r.rate_log) + 2 * len(result.recorder.buffer_spans)
+              + sum(len(times) for times, _, _ in result.record.l2.log.values()))
+    assert written < logged  # repeats of the same value and points overridden at their instant are not written

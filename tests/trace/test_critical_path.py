@@ -1,5 +1,6 @@
 """The critical path and its bottleneck breakdown on cases whose answer is known."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +150,37 @@ def test_vector_add_summary_names_hbm_first_and_its_rows_add_up():
     assert found["breakdown"][0]["label"] == "MTE2 waiting on die0 HBM"
     assert sum(r["share"] for r in found["breakdown"]) == pytest.approx(1.0)
     assert found["summary"].startswith(f"{found['breakdown'][0]['share']:.0%} MTE2 waiting on die0 HBM")
+
+
+def test_each_segment_says_which_config_values_its_time_rests_on():
+    """vector_add on a2: the wait on HBM rests on die.hbm.bandwidth, the DMA's fixed part on its
+    engine's set-up and first burst and the L2 and HBM latencies in those
+    proportions; every segment's terms add up to its time and name keys the config sets."""
+    result = npusim.simulate("a2", ROOT / "examples" / "vector_add.py", data=False)
+    loaded = load_config("a2")
+    path = result.critical_path()
+    for segment in path.segments:
+        assert sum(term.ps for term in segment.terms) == (0 if segment.kind == "idle" else segment.duration_ps), segment
+        assert all(term.keys and all(loaded.confidence_of(key).where != "schema" for key in term.keys) for term in segment.terms), segment
+    rows = {row["label"]: row for row in path.breakdown()}
+    assert rows["MTE2 waiting on die0 HBM"]["rests_on"] == [{"key": "die.hbm.bandwidth", "time_us": rows["MTE2 waiting on die0 HBM"]["time_us"],
+                                                            "share": 1.0}]
+    fixed = next(row for label, row in rows.items() if label.startswith("MTE2 fixed cost"))
+    # a first read misses: the engine's set-up and its first burst, the HBM and L2 latencies (a miss's), as the config gives them
+    die, hz = loaded.spec.die, loaded.spec.die.clock.hz
+    mte2 = die.cores["aiv"].engines["MTE2"]
+    fixed_cycles = dict(sorted({"die.cores.aiv.engines.MTE2.setup": mte2.setup.to_ps(hz), "die.hbm.latency": die.hbm.latency.to_ps(hz),
+                                "die.l2.latency": die.l2.latency.to_ps(hz), "die.cores.aiv.engines.MTE2.per_burst": mte2.per_burst.to_ps(hz)}.items(),
+                               key=lambda item: -item[1]))
+    assert [entry["key"] for entry in fixed["rests_on"]] == list(fixed_cycles)
+    assert [entry["share"] for entry in fixed["rests_on"]] == pytest.approx([cycles / sum(fixed_cycles.values()) for cycles in fixed_cycles.values()],
+                                                                            abs=0.01)
+    found = result.summary["bottlenecks"]
+    assert [entry["key"] for entry in found["rests_on"][:2]] == ["die.hbm.bandwidth", "die.cores.aiv.engines.MTE2.setup"]
+    top = found["rests_on"][0]
+    assert (top["value"], top["confidence"], top["level"]) == ("1.6 TB/s", "M/L, knob", "L") and re.search(r"/a2\.yaml:\d+$", top["where"])
+    assert found["breakdown"][0]["mostly_on"] == "die.hbm.bandwidth" and found["breakdown"][0]["low_confidence"]
+    assert found["low_confidence_share"] == pytest.approx(sum(e["share"] for e in found["rests_on"] if e["level"] == "L"))
 
 
 @pytest.mark.parametrize("before", ["poll", "dispatch"])

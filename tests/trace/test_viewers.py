@@ -30,6 +30,7 @@ CASES = [  # (example, config, params): every example, with parameters that keep
     ("moe_dispatch_combine.py", "a2", {"ranks": 4, "batch": 4, "hidden": 64, "experts": 8, "topk": 2}),
     ("shmem_allgather.py", "a3", {"rows": 16, "cols": 512, "tile_rows": 8}),  # the 16 dies of an a3 node, UB links and SIO
     ("pypto_collectives.py", "a2", {"case": "reduce_scatter_bf16"}),
+    ("torch_gemm.py", "a2", {"m": 64, "k": 256, "n": 96}),
 ]
 WITH_DATA = {"moe_dispatch_combine.py"}  # reads token counts on the device: no timing-only run
 """Examples that run with data (the others timing only, faster)."""

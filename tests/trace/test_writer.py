@@ -145,7 +145,7 @@ def test_dma_events_name_their_bottleneck_and_counters_give_bandwidth_and_ub_occ
         if e["ph"] == "C":
             counters.setdefault(e["name"], []).append(e)
     assert "die0 HBM GB/s" in counters
-    ub = counters["aiv0 UB KiB"]
+    ub = counters["aiv00 UB KiB"]  # the index zero-padded to the 48 cores of a2: counters listed by name are in core order
     assert [c["args"]["KiB"] for c in ub] == [8.0, 0.0]  # two 4 KiB buffers for the run, then freed
     assert ub[0]["ts"] == 0 and perfetto_ns(ub[1]["ts"]) == max(perfetto_ns(e["ts"]) + perfetto_ns(e["dur"]) for e in events if e["ph"] == "X" and e["tid"] in
                                                    {m["tid"] for m in events if m["name"] == "thread_name" and m["args"]["name"].startswith("aiv0 ")})
@@ -352,21 +352,28 @@ SPANS = st.lists(st.builds(lambda die, unit, buffer, start, length, nbytes: Buff
                            st.integers(0, 3000), st.integers(0, 1 << 20)), max_size=40)
 
 
+CORES = {"aiv": SimpleNamespace(count=48), "aic": SimpleNamespace(count=24)}  # a2's: names zero-padded to aiv00, aic00
+
+
 def buffer_counter_lines(spans, selection):
-    """The buffer counters' lines as they are defined: per (die, unit, buffer) in order, its
-    points (time, 0 for an end and 1 for a start, bytes) in order, inside the window (the point in
-    force at its start moved to it), each a line."""
+    """The buffer counters' lines as they are defined: per (die, unit, buffer) in order (the
+    core's index zero-padded), its points (time, 0 for an end and 1 for a start, bytes) in order,
+    inside the window (the point in force at its start moved to it); of the points at one written
+    instant the last, and of those each whose written value differs from the one before, a line."""
     lines = []
-    for die, unit, buffer in sorted({(s.die, s.unit, s.buffer) for s in spans}):
+    padded = {"aiv0": "aiv00", "aiv1": "aiv01", "aic0": "aic00"}
+    for die, unit, buffer in sorted({(s.die, padded[s.unit], s.buffer) for s in spans}):
         if selection.dies is not None and die not in selection.dies:
             continue
-        points = sorted(p for s in spans if (s.die, s.unit, s.buffer) == (die, unit, buffer) for p in ((s.start_ps, 1, s.bytes), (s.end_ps, 0, 0)))
+        points = sorted(p for s in spans if (s.die, padded[s.unit], s.buffer) == (die, unit, buffer) for p in ((s.start_ps, 1, s.bytes), (s.end_ps, 0, 0)))
         if selection.window_ps is not None:
             low, high = selection.window_ps
             before = [p for p in points if p[0] <= low]
             points = ([(low, *before[-1][1:])] if before else []) + [p for p in points if low < p[0] <= high]
+        at_instant = {chrome._ts(chrome.ns_of(t)): f"{b / 1024:.3f}" for t, _, b in points}  # the last point of each instant
+        shown = [(ts, value) for i, (ts, value) in enumerate(at_instant.items()) if i == 0 or value != list(at_instant.values())[i - 1]]
         name = json.dumps(f"{unit} {buffer} KiB")
-        lines += [f'{{"name":{name},"ph":"C","ts":{chrome._ts(chrome.ns_of(t))},"pid":{die},"args":{{"KiB":{b / 1024:.3f}}}}}' for t, _, b in points]
+        lines += [f'{{"name":{name},"ph":"C","ts":{ts},"pid":{die},"args":{{"KiB":{value}}}}}' for ts, value in shown]
     return ",\n".join(lines).encode()
 
 
@@ -378,6 +385,7 @@ def test_buffer_counters_are_their_points_in_order_inside_the_selection(spans, d
         recorder.buffer_span(span)
     selection = TraceSelection("all", None if dies is None else tuple(sorted(dies)), None if window is None else tuple(window))
     out = io.BytesIO()
-    writer = chrome._Writer(SimpleNamespace(spec=SimpleNamespace(shape=SimpleNamespace(dies=4)), recorder=recorder), out, 2048, selection)
+    writer = chrome._Writer(SimpleNamespace(spec=SimpleNamespace(shape=SimpleNamespace(dies=4), die=SimpleNamespace(cores=CORES)), recorder=recorder),
+                            out, 2048, selection)
     writer._buffer_counters()
     assert out.getvalue() == buffer_counter_lines(spans, selection)

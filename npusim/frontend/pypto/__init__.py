@@ -24,7 +24,9 @@ Module contents: the data types (``pypto.DT_FP16`` ...), ``AtomicType``, ``OpTyp
 ``set_pass_options`` ...), ``set_vec_tile_shapes``, ``view``, ``assemble`` and the compute ops.
 """
 
-from npusim.frontend.pypto import converter, distributed, experimental, frontend, ranks
+import sys as _sys
+
+from npusim.frontend.pypto import converter, distributed, error, experimental, frontend, ranks, runtime
 from npusim.frontend.pypto.compute import (
     CastMode,
     PrecisionType,
@@ -33,11 +35,15 @@ from npusim.frontend.pypto.compute import (
     add,
     amax,
     amin,
+    argmax,
+    argmin,
     cast,
+    clone,
     concat,
     cumsum,
     div,
     exp,
+    expand_clone,
     full,
     matmul,
     maximum,
@@ -45,6 +51,7 @@ from npusim.frontend.pypto.compute import (
     mul,
     neg,
     one_hot,
+    prod,
     reshape,
     rsqrt,
     set_cube_tile_shapes,
@@ -52,8 +59,10 @@ from npusim.frontend.pypto.compute import (
     sub,
     sum,
     transpose,
+    unsqueeze,
 )
 from npusim.frontend.pypto.control import (
+    CompStage,
     cond,
     is_loop_begin,
     is_loop_end,
@@ -70,15 +79,81 @@ from npusim.frontend.pypto.control import (
     set_verify_options,
 )
 from npusim.frontend.pypto.converter import from_torch
-from npusim.frontend.pypto.ops import assemble, set_vec_tile_shapes, view
+from npusim.frontend.pypto.host_data import RunMode, function
+from npusim.frontend.pypto.math_ops import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    cbrt,
+    ceil,
+    clip,
+    copysign,
+    cos,
+    cosh,
+    eq,
+    erf,
+    erfc,
+    exp2,
+    expm1,
+    floor,
+    fmod,
+    ge,
+    greater,
+    gt,
+    hypot,
+    isfinite,
+    isnan,
+    le,
+    log,
+    log1p,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    lrelu,
+    lt,
+    ne,
+    pow,
+    reciprocal,
+    relu,
+    remainder,
+    rms_norm,
+    round,
+    sigmoid,
+    sign,
+    signbit,
+    sin,
+    sinh,
+    softmax,
+    tan,
+    tanh,
+    trunc,
+    var,
+    where,
+)
+from npusim.frontend.pypto.ops import assemble, get_cube_tile_shapes, get_vec_tile_shapes, set_vec_tile_shapes, view
 from npusim.frontend.pypto.symbolic import SymbolicScalar
+from npusim.frontend.pypto.symbolic_scalar import SymInt
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
 from npusim.kernels.shmem.dtypes import (
     DT_BF16,
     DT_BOOL,
     DT_DOUBLE,
+    DT_FP4_E2M1,
+    DT_FP8E4M3,
+    DT_FP8E5M2,
+    DT_FP8E8M0,
     DT_FP16,
     DT_FP32,
+    DT_INT4,
     DT_INT8,
     DT_INT16,
     DT_INT32,
@@ -99,24 +174,104 @@ from npusim.kernels.shmem.dtypes import (
 
 tensor = Tensor
 """``pypto.tensor(shape, dtype, name)``: the framework's alias of ``pypto.Tensor``."""
+
+
+def ceildiv(a, b):
+    """``pypto.ceildiv(a, b)``: (a + b - 1) // b of ints or SymbolicScalars (the framework's _utils.py)."""
+    return (a + b - 1) // b
+
+
+def set_semantic_label(label: str) -> None:
+    """``pypto.set_semantic_label(label)``: a label the framework attaches to the following ops
+    (recorded as a hint, not modelled)."""
+    from npusim.frontend.pypto.control import record_hint
+
+    record_hint("set_semantic_label", {"label": label})
+
+
+def set_verify_golden_data(in_out_tensors=None, goldens=None) -> None:
+    """``pypto.set_verify_golden_data``: golden data for the framework's pass-level verification,
+    which npusim does not run (its results are the simulated device's); accepted, recorded."""
+    from npusim.frontend.pypto.control import record_hint
+
+    record_hint("set_verify_golden_data", {"goldens": len(goldens or [])})
+
+
+def set_matrix_size(size: list[int]) -> None:
+    """``pypto.set_matrix_size(size)``: a hint of the framework's scope (recorded, not modelled)."""
+    from npusim.frontend.pypto.control import record_hint
+
+    record_hint("set_matrix_size", {"size": list(size)})
+
+
+def zeros(*size, dtype: DataType | None = None) -> Tensor:
+    """``pypto.zeros(*size, dtype=DT_FP32)``: ``pypto.full`` of 0 (creation.py)."""
+    shape = list(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else list(size)
+    return full(shape, 0, dtype or DT_FP32)
+
+
+def ones(*size, dtype: DataType | None = None) -> Tensor:
+    """``pypto.ones(*size, dtype=DT_FP32)``: ``pypto.full`` of 1."""
+    shape = list(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else list(size)
+    return full(shape, 1, dtype or DT_FP32)
+
+
+def min(a, b) -> SymbolicScalar:  # noqa: A001 - PyPTO's name
+    """``pypto.min(a, b)``: the smaller of two scalars (ints or SymbolicScalars; the framework's
+    operation.py), e.g. a tail block's valid size ``pypto.min(n - i * block, block)``."""
+    return (a if isinstance(a, SymbolicScalar) else SymbolicScalar(a)).min(b)
+
+
+def max(a, b) -> SymbolicScalar:  # noqa: A001 - PyPTO's name
+    """``pypto.max(a, b)``: the larger of two scalars (ints or SymbolicScalars)."""
+    return (a if isinstance(a, SymbolicScalar) else SymbolicScalar(a)).max(b)
+
+
+if "torch" in _sys.modules:  # a torch program: torch.npu is the simulated device, as torch_npu, which the framework's torch loads, gives it
+    from npusim.frontend.torch_device import install as _install_torch_device
+
+    _install_torch_device()
 symbolic_scalar = SymbolicScalar
 """``pypto.symbolic_scalar(n)``: the framework's alias of ``pypto.SymbolicScalar``."""
 
 __all__ = [
     "AtomicType", "DataType", "OpType", "ShmemTensor", "StatusType", "SymbolicScalar", "Tensor", "TileOpFormat",
-    "DYN", "DYNAMIC", "STATIC", "cond", "frontend", "is_loop_begin", "is_loop_end", "jit", "loop", "loop_unroll", "options", "ranks",
+    "DYN", "DYNAMIC", "RunMode", "STATIC", "cond", "frontend", "function", "is_loop_begin", "is_loop_end", "jit", "loop", "loop_unroll", "options", "ranks",
     "set_codegen_options", "set_debug_options", "set_host_options", "set_options", "set_pass_options", "set_runtime_options",
-    "set_verify_options", "symbolic_scalar", "tensor",
-    "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64",
+    "set_verify_options", "symbolic_scalar", "tensor", "min", "max", "runtime",
+    "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64", "DT_INT4",
+    "DT_FP8E4M3", "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1", "DT_HF8", "DT_HF4", "DT_FP8", "DT_FP4_E2M1X2", "UnheldDataType",
     "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64",
     "assemble", "converter", "distributed", "experimental", "from_torch", "set_vec_tile_shapes", "view",
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose",
+    "transpose", "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "SymInt", "ceildiv", "set_semantic_label", "set_verify_golden_data", "unsqueeze", "clone", "expand_clone", "rms_norm", "prod", "argmax", "argmin", "remainder", "var", "error", "CompStage",
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cbrt",
+    "ceil", "clip", "copysign", "cos", "cosh", "eq", "erf", "erfc", "exp2", "expm1", "floor", "fmod", "ge", "greater", "gt", "hypot",
+    "isfinite", "isnan", "le", "log", "log1p", "log2", "log10", "logical_and", "logical_not", "lrelu", "lt", "ne", "pow",
+    "reciprocal", "relu", "round", "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "tan", "tanh", "trunc", "where",
 ]
 
-NOT_YET = frozenset(["scaled_mm", "conv", "prod", "argmax", "argmin", "var", "topk", "argsort", "sort32", "mrgsort", "greater", "gt", "ge", "eq", "ne", "lt", "le", "where", "clip", "pow", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "erf", "erfc", "reciprocal", "relu", "lrelu", "prelu", "sign", "signbit", "round", "floor", "ceil", "trunc", "hypot", "fmod", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "logical_not", "logical_and", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "expand_clone", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "zeros", "ones", "cumprod", "triu", "tril", "copysign", "isfinite", "isnan", "cbrt", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif", "set_matrix_size"])
+NOT_YET = frozenset(["scaled_mm", "conv", "topk", "argsort", "sort32", "mrgsort", "prelu", "bitwise_left_shift", "bitwise_right_shift", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "cumprod", "triu", "tril", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif"])
 """Compute ops of the framework that npusim does not model yet (docs/pypto.md)."""
+
+
+class UnheldDataType:
+    """A data type of the framework's that no numpy type holds (DataType mirrors the others): the
+    name exists, so tables of dtypes import; an op given it refuses it (it is not a pypto.DataType)."""
+
+    def __init__(self, name: str, what: str) -> None:
+        self.name = name
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"DataType.{self.name} ({self.what}: npusim cannot hold it)"
+
+
+DT_HF8 = UnheldDataType("DT_HF8", "hifloat8")
+DT_HF4 = UnheldDataType("DT_HF4", "hifloat4")
+DT_FP8 = UnheldDataType("DT_FP8", "fp8")
+DT_FP4_E2M1X2 = UnheldDataType("DT_FP4_E2M1X2", "two packed fp4 e2m1")
 
 
 def __getattr__(name: str):

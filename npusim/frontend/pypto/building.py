@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import simpy
 
+from npusim.errors import NpusimError, OutOfMemoryError
 from npusim.frontend.pypto.runtime import ControlRead, PeProgram, ShmemLaunch
 from npusim.frontend.session import current_session
 
@@ -80,18 +81,34 @@ class Builder:
         self.program.builder = None
 
     def _main(self) -> None:
+        out_of_memory, loop = False, None
         try:
             with self.launch.building(self.program.pe):
                 self.body()
         except _Cancelled:
             pass
+        except MemoryError as error:
+            if isinstance(error, NpusimError):
+                self.error = error
+            else:  # said below, once the kernel function's frames (and all they held) are freed with the error
+                out_of_memory, loop = True, self.program.loops[-1] if self.program.loops else self.program.left
         except BaseException as error:  # the kernel function is user code: hand any failure to the launch
             self.error = error
         finally:
+            if out_of_memory:
+                try:
+                    self.error = self.program.out_of_memory(loop)
+                except MemoryError:
+                    self.error = NO_MEMORY
             self.finished = True
             self.waiting_for = None
             self.program.builder = None
             self._back.release()
+
+
+NO_MEMORY = OutOfMemoryError("the machine ran out of memory while a PyPTO kernel was built; give its loops fewer iterations, or run it "
+                             "on a machine with more memory")
+"""The error of a build that ran out of memory when even its message could not be made."""
 
 
 def build_launch(launch: ShmemLaunch, bodies: Sequence[Callable[[], object]]) -> simpy.Event:
@@ -120,6 +137,8 @@ def build_launch(launch: ShmemLaunch, bodies: Sequence[Callable[[], object]]) ->
     except BaseException:
         for builder in builders:
             builder.cancel()
+        if not launch.running:  # nothing of it was submitted: what it built goes
+            launch.abandon()
         raise
 
 

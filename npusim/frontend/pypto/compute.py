@@ -20,14 +20,15 @@ import numpy as np
 
 from npusim import isa
 from npusim.errors import ResourceError
-from npusim.frontend.pypto.ops import _gm, _on_pe
-from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, current_program
+from npusim.frontend.pypto.ops import _LAST_TILES, _cube_tuple, _gm, _on_pe
+from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, ProgramPiece, current_program
 from npusim.frontend.pypto.symbolic import SymbolicScalar
-from npusim.frontend.pypto.tensors import Destination, Tensor, regions_meet
+from npusim.frontend.pypto.tensors import Destination, Tensor
 from npusim.frontend.tensor import DeviceTensor, empty
+from npusim.isa.target import CubeTarget
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
-from npusim.kernels.compute.matmul import CubeTiles, capacity_needs, matmul_tile, matmul_tiles
+from npusim.kernels.compute.matmul import CubeTiles, capacity_needs, matmul_tile, matmul_tiles, pipeline_tiling
 from npusim.kernels.compute.modes import CastMode, PrecisionType, SaturationMode
 from npusim.kernels.compute.vector_tiles import (
     Operand,
@@ -39,6 +40,7 @@ from npusim.kernels.compute.vector_tiles import (
     reduce_tile,
     transpose_tile,
 )
+from npusim.kernels.cube.pipeline import BlockViews, GemmShape
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tile_ops import ADDRESS_SCALAR_INSTRUCTIONS, GmView
 from npusim.kernels.shmem.tiling import Region, Tile, tile_grid
@@ -52,7 +54,7 @@ bf16 ops are all computed in fp32 there (UNSUPPORT_BF16_OPS)."""
 # -- arguments ---------------------------------------------------------------------------------------
 
 
-def _input(op: str, arg: str, value, program: PeProgram) -> Tensor:
+def _input(op: str, arg: str, value, program: PeProgram, *, read: bool = True) -> Tensor:
     if not isinstance(value, Tensor):
         reject(op, arg, value, "must be a pypto.Tensor")
     if value.program is not program:
@@ -61,7 +63,7 @@ def _input(op: str, arg: str, value, program: PeProgram) -> Tensor:
         reject(op, arg, value, "is an op's token (a pred), not data")
     value = value.in_gm(op)  # a shmem_load result: its tile ops store a GM copy the op reads
     checks.check_rank(op, arg, value.shape)
-    return value
+    return value.as_read() if read else value
 
 
 def compute_dtype(op: str, dtype: np.dtype) -> np.dtype:
@@ -114,11 +116,14 @@ def _empty_program(p) -> None:
 
 
 def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Callable, reads: Callable, *, unit: str = "vector",
-                  shape: Sequence[int], dtype: DataType, record: dict | None = None):
+                  shape: Sequence[int], dtype: DataType, record: dict | None = None, piece: Callable | None = None):
     """One tile op per tile: ``build(p, tile)`` appends its program, ``reads(tile)`` lists the
-    (tensor, region) it reads. The first tile's program is built once now, so that a tile that does
-    not fit the core's buffers fails before anything runs. Returns (tasks, result device tensor)."""
-    destination = Destination(empty(tuple(shape), dtype.numpy, device=program.die))
+    (tensor, region) it reads; ``piece(tile, device)``, if given, makes a tile's program a
+    :class:`ProgramPiece` instead (reused for the tiles of the same shape; given the
+    :class:`Destination`, read when the tile op runs). The first tile's program
+    is built once now, so that a tile that does not fit the core's buffers fails before anything
+    runs. Returns (tasks, result device tensor)."""
+    destination = Destination(empty(tuple(shape), dtype.numpy, device=program.die))  # an assemble may point it elsewhere before the tile ops run
     node = program.op(op, shape=list(shape), tiles=len(tiles), **(record or {}))
     _dry_build(op, program, tiles[0], build, program.launch.core_kinds[unit], destination.device)
     for tile in tiles:
@@ -128,7 +133,7 @@ def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Cal
             else:
                 _empty_program(p)
 
-        task = CoreTask(node, tile.index, run, unit)
+        task = CoreTask(node, tile.index, piece(tile, destination) if piece is not None else run, unit)
         for tensor, region in reads(tile):
             task.depend_on(tensor.tasks_for(region))
         node.tasks.append(task)
@@ -163,12 +168,15 @@ def _region(operand: Tensor, offset, box) -> Region:
 
 
 def _elementwise(op: str, tensors: Sequence[Tensor], kind: str, *, scalar=None, out_dtype: DataType | None = None,
-                 compute: np.dtype | None = None, record: dict | None = None) -> Tensor:
+                 compute: np.dtype | None = None, record: dict | None = None, out_shape: Sequence[int] | None = None,
+                 out_valid: Sequence[int] | None = None) -> Tensor:
     program = tensors[0].program
     shape = tuple(tensors[0].shape)
     for other in tensors[1:]:
         shape = checks.broadcast_shape(op, shape, other.shape)
-    valid = list(shape)  # an operand limits the valid part of the dims it is not broadcast along
+    if out_shape is not None:  # broadcast to this shape (expand_clone)
+        shape = checks.broadcast_shape(op, shape, tuple(out_shape))
+    valid = list(out_valid) if out_valid is not None else list(shape)  # an operand limits the valid part of the dims it is not broadcast along
     for tensor in tensors:
         lead = len(shape) - len(tensor.shape)
         for dim, (size, v) in enumerate(zip(tensor.shape, tensor.valid_shape), lead):
@@ -216,7 +224,7 @@ def _binary(op: str, input, other, kind: str, scalar_kind: str | None, *, negate
         return _elementwise(op, [x, y], kind)
     value = _scalar_value(op, x, other)
     if scalar_kind is None:  # no vector instruction with a scalar operand: the scalar is duplicated into a tile first
-        constant = full(list(x.shape), float(value) if np.issubdtype(x.dtype.numpy, np.floating) else int(value), x.dtype)
+        constant = full(list(x.shape), int(value) if np.issubdtype(x.dtype.numpy, np.integer) else float(value), x.dtype)
         return _elementwise(op, [x, constant], kind)
     return _elementwise(op, [x], scalar_kind, scalar=-value if negate else value, record={"scalar": value})
 
@@ -253,6 +261,15 @@ def div(input: Tensor, other, precision_type: PrecisionType = PrecisionType.HIGH
         x = cast(x, DataType.DT_FP32)
         other = cast(other, DataType.DT_FP32) if isinstance(other, Tensor) else float(_scalar_value(op, input, other))
     return _binary(op, x, other, "div", None)
+
+
+def divide_scalar_by(value, input: Tensor) -> Tensor:
+    """``value / input`` (a Python number over a tensor): ``value`` filled into a tensor of the
+    input's shape, divided by the input."""
+    x = _input("div", "other", input, current_program("div"))
+    value = _scalar_value("div", x, value)
+    fill = int(value) if np.issubdtype(x.dtype.numpy, np.integer) else float(value)
+    return div(full(list(x.shape), fill, x.dtype, valid_shape=list(x.valid_shape)), x)
 
 
 @_on_pe
@@ -358,6 +375,8 @@ def _along(op: str, input, dim: int, out_dtype_of: Callable[[DataType], DataType
     compute = compute_dtype(op, x.dtype.numpy)
     if kind == "cumsum":  # math.cpp TensorCumOperation: fp16 / bf16 run in fp32, integers in int32
         compute = np.dtype(np.int32) if np.issubdtype(x.dtype.numpy, np.integer) else FP32
+    if kind in ("reduce_argmax", "reduce_argmin"):  # ArgMax / ArgMin cast fp16 to fp32 first; the index is exact in fp32
+        compute = FP32
     in_shape = tuple(x.shape)
     if kind == "cumsum":
         out_shape, out_valid = in_shape, x.valid_shape
@@ -411,6 +430,26 @@ def amin(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
 
 
 @_on_pe
+def prod(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+    """``pypto.prod``: the product along ``dim`` (fp32 / int32 / int16 in their dtype, ints wrapping;
+    the same pairwise halving order as ``sum``: not bit-exact against a sequential product)."""
+    return _along("prod", input, dim, lambda d: d, "reduce_prod", keepdim)
+
+
+@_on_pe
+def argmax(input: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
+    """``pypto.argmax``: the index (DT_INT32) of the first largest element along ``dim`` (fp16 / bf16
+    compared in fp32, reduction.cpp ArgMax; a NaN counts as the largest)."""
+    return _along("argmax", input, dim, lambda d: DataType.DT_INT32, "reduce_argmax", keepdim)
+
+
+@_on_pe
+def argmin(input: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
+    """``pypto.argmin``: the index (DT_INT32) of the first smallest element along ``dim``."""
+    return _along("argmin", input, dim, lambda d: DataType.DT_INT32, "reduce_argmin", keepdim)
+
+
+@_on_pe
 def cumsum(input: Tensor, dim: int) -> Tensor:
     """``pypto.cumsum``: the running sum along ``dim``, element after element: fp16 / bf16 in fp32,
     int16 / int32 in int32 (wrapping) giving int64 (math.cpp TensorCumOperation). The tile does not
@@ -423,8 +462,8 @@ def cumsum(input: Tensor, dim: int) -> Tensor:
 
 @_on_pe
 def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int] | None = None) -> Tensor:
-    """``pypto.full``: a tensor of ``size`` filled with ``fill_value`` (an int for an integer dtype,
-    a float for a float dtype: no implicit conversion)."""
+    """``pypto.full``: a tensor of ``size`` filled with ``fill_value`` (an int for an integer dtype;
+    an int or a float for a float dtype)."""
     op = "full"
     program = current_program(op)
     fill_value = program.value_of(fill_value)
@@ -436,10 +475,16 @@ def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int]
     checks.check_rank(op, "size", size)
     if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
         reject(op, "fill_value", fill_value, "must be an int or a float")
-    if np.issubdtype(dtype.numpy, np.integer) != isinstance(fill_value, int):
-        reject(op, "fill_value", fill_value, f"does not match dtype={dtype.name}: the value must have the dtype's kind (no implicit conversion)")
+    if np.issubdtype(dtype.numpy, np.integer) and isinstance(fill_value, float):
+        reject(op, "fill_value", fill_value, f"is a float, but dtype={dtype.name} is an integer type: give an int")
+    if np.issubdtype(dtype.numpy, np.unsignedinteger) and fill_value < 0:
+        reject(op, "fill_value", fill_value, f"is negative, which the unsigned dtype={dtype.name} cannot hold (creation.py)")
+    if not np.issubdtype(dtype.numpy, np.integer):
+        fill_value = float(fill_value)  # an int for a float dtype is its value (the framework's Element(dtype, value))
     shape = tuple(size)
-    valid = tuple(valid_shape) if valid_shape is not None else shape
+    valid = _ints_or_reject(op, "valid_shape", valid_shape, len(shape), program) if valid_shape is not None else shape
+    if any(v > s for v, s in zip(valid, shape)):
+        reject(op, "valid_shape", list(valid), f"must lie in size {list(shape)}")
     tiles = _tiles(op, program, shape, valid)
 
     def build(p, tile, device):
@@ -486,27 +531,97 @@ def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None,
     go; its readers wait for every writer of the input."""
     op = "reshape"
     program = current_program(op)
-    x = _input(op, "input", input, program)
+    x = _input(op, "input", input, program, read=False)  # read below, but for a view of an op result not yet placed
     if not isinstance(shape, (list, tuple)) or any(not isinstance(s, int) or isinstance(s, bool) for s in shape) or list(shape).count(-1) > 1:
         reject(op, "shape", shape, "must be a list of ints, at most one of them -1")
     known = math.prod(s for s in shape if s != -1)
     new = tuple(math.prod(x.shape) // known if s == -1 and known else s for s in shape)
     if math.prod(new) != math.prod(x.shape) or any(s <= 0 for s in new):
         reject(op, "shape", list(shape), f"does not hold the {math.prod(x.shape)} elements of input {list(x.shape)}")
+    if valid_shape is not None:
+        valid_shape = _ints_or_reject(op, "valid_shape", valid_shape, len(new), program)
     if [d for d in x.shape if d != 1] == [d for d in new if d != 1]:
         return _unit_dims_view(program, x, new, valid_shape)
+    x = x.as_read()
+    if valid_shape is not None and (tuple(x.valid_shape) != tuple(x.shape) or tuple(x.gm().shape) != tuple(x.shape)):
+        return _reshape_valid_part(program, x, new, valid_shape)
     if not x.gm().is_contiguous():
         reject(op, "input", x, "is not contiguous in GM (a strided view): reshape of a view is not modelled")
-    valid = tuple(valid_shape) if valid_shape is not None else (new if x.valid_shape == x.shape else None)
+    valid = valid_shape if valid_shape is not None else (new if x.valid_shape == x.shape else None)
     if valid is None:
         reject(op, "valid_shape", None, f"must be given: input has the valid shape {list(x.valid_shape)}, which a reshape does not carry over")
     return Tensor.make(program, "GM", new, x.dtype, device=x.gm().view(*new), valid_shape=valid,
                   writes=[(task, None) for task in x.tasks_for(None)])
 
 
+def _ints_or_reject(op: str, name: str, values, rank: int, program: PeProgram) -> tuple[int, ...]:
+    values = [program.value_of(v) for v in values] if isinstance(values, (list, tuple)) else values
+    if not isinstance(values, list) or len(values) != rank or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
+        reject(op, name, values, f"must be {rank} non-negative ints")
+    return tuple(values)
+
+
+def view_strides(shape: Sequence[int], strides: Sequence[int], new: Sequence[int]) -> tuple[int, ...] | None:
+    """The strides of ``new`` viewing the elements of a strided ``shape`` in row-major order without
+    moving them (torch's computeStride), or None when no strides do."""
+    if math.prod(shape) == 0 or not shape:
+        return tuple(0 for _ in new) if math.prod(shape) == math.prod(new) else None
+    out = [0] * len(new)
+    view_d, base = len(new) - 1, strides[-1]
+    tensor_numel = view_numel = 1
+    for d in reversed(range(len(shape))):
+        tensor_numel *= shape[d]
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
+            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                out[view_d] = view_numel * base
+                view_numel *= new[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                base, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return tuple(out) if view_d == -1 else None
+
+
+def _as_shape(device: DeviceTensor, shape: Sequence[int]) -> DeviceTensor | None:
+    strides = view_strides(device.shape, device.strides, shape)
+    return None if strides is None else DeviceTensor(device.system, device.allocation, device.offset_bytes, tuple(shape), strides, device.dtype)
+
+
+def _reshape_valid_part(program: PeProgram, x: Tensor, new: tuple[int, ...], valid: tuple[int, ...]) -> Tensor:
+    """``reshape`` of a partly valid input (a tail block, a view past the tensor's end) with a
+    ``valid_shape``: the framework's reshape copy. The input's valid elements, in row-major order,
+    become the result's valid part ``valid`` in a new GM tensor of ``new``: one copy GM -> UB -> GM
+    per tile of the vector tile shape, over whichever of the two valid shapes both sides can be
+    viewed as (the one of the vector tile shape's rank first)."""
+    op = "reshape"
+    if math.prod(valid) != math.prod(x.valid_shape) or any(v > s for v, s in zip(valid, new)):
+        reject(op, "valid_shape", list(valid), f"must lie in the shape {list(new)} and hold the input's {math.prod(x.valid_shape)} "
+               f"valid elements (its valid shape {list(x.valid_shape)})")
+    source = x.gm()[tuple(slice(0, v) for v in x.valid_shape)]
+    target = empty(new, x.dtype.numpy, device=program.die)
+    placed = target[tuple(slice(0, v) for v in valid)]
+    options = [(tuple(x.valid_shape), source, _as_shape(placed, x.valid_shape)), (valid, _as_shape(source, valid), placed)]
+    options.sort(key=lambda option: len(option[0]) != len(program.tile_shape or ()))
+    usable = [option for option in options if option[1] is not None and option[2] is not None]
+    if not usable:
+        reject(op, "valid_shape", list(valid), f"the valid part {list(x.valid_shape)} of the input and the result's {list(valid)} "
+               "are not views of one shape in GM (a reshape copy of this layout is not modelled)")
+    shape, read, write = usable[0]
+    if math.prod(shape) == 0:
+        return Tensor.make(program, "GM", new, x.dtype, device=target, valid_shape=valid, writes=[])
+    given = Tensor.make(program, "GM", shape, x.dtype, device=read, valid_shape=shape, writes=[(task, None) for task in x.tasks_for(None)])
+    into = Tensor.make(program, "GM", shape, x.dtype, device=write, valid_shape=shape, writes=[])
+    copy_into(given, [0] * len(shape), into, op=op)
+    return Tensor.make(program, "GM", new, x.dtype, device=target, valid_shape=valid, writes=[(task, None) for task, _ in into.writes])
+
+
 def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_shape) -> Tensor:
-    """A reshape that only adds or drops dims of size 1: the same view with those dims (any strides)."""
-    gm = x.gm()
+    """A reshape that only adds or drops dims of size 1: the same view with those dims (any strides).
+    Of an op result not yet placed (``x[i, :, :] = op(...)`` assembles such a view), an ``assemble``
+    of the view still folds into the producer's store (:meth:`Tensor.fold_into`)."""
+    unplaced = (x.destination is not None and not x.destination.pinned and not x._read and not any(task.bit for task, _ in x.writes))
+    gm = x.destination.device if unplaced and x.destination is not None else x.as_read().gm()
     kept = [(stride, valid) for size, stride, valid in zip(x.shape, gm.strides, x.valid_shape) if size != 1]
     unit_valid = min([v for size, v in zip(x.shape, x.valid_shape) if size == 1], default=1)
     strides, valid, rest = [], [], iter(kept)
@@ -515,8 +630,56 @@ def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_s
         strides.append(stride)
         valid.append(v)
     device = DeviceTensor(gm.system, gm.allocation, gm.offset_bytes, new, tuple(strides), x.dtype.numpy)
-    return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=tuple(valid_shape) if valid_shape is not None else valid,
-                       writes=[(task, None) for task in x.tasks_for(None)])
+    valid_shape = tuple(valid_shape) if valid_shape is not None else valid
+    if not unplaced:
+        return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=valid_shape, writes=[(task, None) for task in x.tasks_for(None)])
+    kept_dims = [dim for dim, size in enumerate(x.shape) if size != 1]
+
+    def region(written: Region | None) -> Region | None:
+        if written is None:
+            return None
+        parts = iter([(written.offset[dim], written.shape[dim]) for dim in kept_dims])
+        placed = [next(parts) if size != 1 else (0, 1) for size in new]
+        return Region(tuple(o for o, _ in placed), tuple(s for _, s in placed))
+
+    result = Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=valid_shape, writes=[(task, region(r)) for task, r in x.writes])
+    result._unit_of = (x.destination, x.shape)
+    return result
+
+
+@_on_pe
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """``pypto.unsqueeze``: a dim of size 1 inserted at ``dim`` (-rank-1 <= dim <= rank): a view."""
+    x = _input("unsqueeze", "input", input, current_program("unsqueeze"))
+    rank = len(x.shape)
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -rank - 1 <= dim <= rank:
+        reject("unsqueeze", "dim", dim, f"must be an int with -{rank + 1} <= dim <= {rank}")
+    at = dim % (rank + 1)
+    return reshape(x, [*x.shape[:at], 1, *x.shape[at:]], valid_shape=[*x.valid_shape[:at], 1, *x.valid_shape[at:]])
+
+
+@_on_pe
+def expand_clone(input: Tensor, shape: list[int], *, valid_shape: list | None = None) -> Tensor:
+    """``pypto.expand_clone``: ``input`` broadcast along its dims of size 1 to ``shape`` (same rank),
+    a new GM tensor (one copy per tile of the vector tile shape, the broadcast dims read once)."""
+    op = "expand_clone"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    target = _ints_or_reject(op, "shape", list(shape) if isinstance(shape, tuple) else shape, len(x.shape), program)
+    for dim, (size, want) in enumerate(zip(x.shape, target)):
+        if size != want and size != 1:
+            reject(op, "shape", list(target), f"differs from input {list(x.shape)} in dim {dim}, which is not of size 1 (only dims of size 1 broadcast)")
+    valid = _ints_or_reject(op, "valid_shape", valid_shape, len(target), program) if valid_shape else None  # [] is none (tensor.expand_clone)
+    return _elementwise(op, [x], "copy", compute=x.dtype.numpy, out_shape=target, out_valid=valid)
+
+
+@_on_pe
+def clone(input: Tensor) -> Tensor:
+    """``pypto.clone``: a copy of the input in a new GM tensor (one copy per tile)."""
+    op = "clone"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    return _elementwise(op, [x], "copy", compute=x.dtype.numpy)
 
 
 # dims transpose supports on 4-D tensors (pypto-transpose.md 约束说明 3); 2-D and 3-D take any pair
@@ -607,11 +770,10 @@ def concat(tensors: list[Tensor], dim: int = 0) -> Tensor:
 # -- GM assembly and single elements ----------------------------------------------------------------
 
 
-def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor) -> None:
+def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor, *, op: str = "assemble") -> None:
     """``assemble`` of a GM tensor (checked by ``ops.assemble``): per tile of ``input`` (the vector
     tile shape), one copy of its valid part GM -> UB -> GM (MTE2, MTE3) to ``out`` at ``offsets``.
     Each copy waits for the writers of what it reads and for the earlier writers of where it writes."""
-    op = "assemble"
     program = input.program
     tiles = _tiles(op, program, input.shape, input.valid_shape)
     source, destination, dtype = _gm(input), _gm(out), input.dtype.numpy
@@ -633,9 +795,8 @@ def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor) -> None:
         task = CoreTask(node, tile.index, run)
         written = Region(tuple(o + a + t for o, a, t in zip(out.origin, offsets, tile.offset)), tile.valid_shape)
         task.depend_on(input.tasks_for(Region(tile.offset, tile.valid_shape)))
-        task.depend_on([t for t, region in out.writes if region is None or regions_meet(region, written)])
+        out.writes.write(task, written)
         node.tasks.append(task)
-        out.writes.append((task, written))
 
 
 def read_element(tensor: Tensor, index: Sequence) -> SymbolicScalar:
@@ -687,6 +848,7 @@ def set_cube_tile_shapes(m: list[int], k: list[int], n: list[int], enable_split_
     if enable_split_k is not False:
         reject("set_cube_tile_shapes", "enable_split_k", enable_split_k, "is not modelled yet (the multi-core split of k); pass False")
     program.cube_tiles = CubeTiles(m0, m1, k0, ka, kb, n0, n1)
+    _LAST_TILES["cube"] = _cube_tuple(program.cube_tiles)
 
 
 @_on_pe
@@ -695,7 +857,11 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
     """``pypto.matmul``: ``input @ mat2`` (``input`` is ``[K, M]`` with ``a_trans``, ``mat2`` is
     ``[N, K]`` with ``b_trans``) on the AIC cores, accumulated in fp32 (int32 for int8) in the cube's
     block order and converted to ``out_dtype`` by FIXP; ND matrices, or batches of them (3-D / 4-D:
-    the leading dims of both, or ``mat2`` one matrix for all), each batch's tiles after the last's."""
+    the leading dims broadcast as numpy's), each batch's tiles after the last's. A bias
+    (``extend_params={'bias_tensor': b}``, ``[1, N]`` or ``[N]`` fp32) is added to the fp32 product
+    before the conversion, as the framework adds it in L0C: npusim adds it with a vector op on the
+    fp32 result and casts after (the same values; the time of a vector add and a cast instead of
+    the fixpipe's)."""
     op = "matmul"
     program = current_program(op)
     a = _input(op, "input", input, program)
@@ -705,26 +871,52 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
             reject(op, arg, value, "must be True or False")
     if c_matrix_nz:
         reject(op, "c_matrix_nz", c_matrix_nz, "must be False: the framework supports only an ND output")
+    bias = None
     if extend_params is not None:
-        reject(op, "extend_params", extend_params, "is not modelled yet (bias, quantisation, relu): pass None")
-    batch = tuple(a.shape[:-2])
-    if len(a.shape) < 2 or len(b.shape) < 2 or (len(b.shape) > 2 and tuple(b.shape[:-2]) != batch):
-        reject(op, "input.shape", [list(a.shape), list(b.shape)], "must be matrices ([M, K] / [K, N]) or batches of them with the same "
-                                                                  "leading dims (mat2 may also be one matrix for every batch)")
+        if not isinstance(extend_params, dict) or set(extend_params) - {"bias_tensor"}:
+            reject(op, "extend_params", extend_params, "is modelled with a bias_tensor only (dequantisation scales and relu are not "
+                                                       "modelled yet)")
+        bias = _input(op, "extend_params['bias_tensor']", extend_params["bias_tensor"], program)
+        if not _is_float_type(a.dtype) or bias.dtype.name not in ("DT_FP32", a.dtype.name):
+            reject(op, "extend_params['bias_tensor'].dtype", bias.dtype.name, f"must be DT_FP32 or input's {a.dtype.name} (a float matmul)")
+        product = matmul(a, b, DataType.DT_FP32, a_trans=a_trans, b_trans=b_trans)
+        saved, cube = program.tile_shape, program.cube_tiles
+        assert isinstance(cube, CubeTiles)  # the matmul above checked it is set
+        rows = max(1, min(cube.m0, BIAS_TILE_ELEMENTS // cube.n0))  # rows of a cube output tile that fit the vector add's UB
+        program.tile_shape = (1,) * (len(product.shape) - 2) + (rows, cube.n0)
+        try:
+            total = add(product, bias if bias.dtype is DataType.DT_FP32 else cast(bias, DataType.DT_FP32))
+            return total if out_dtype is DataType.DT_FP32 else cast(total, out_dtype)
+        finally:
+            program.tile_shape = saved
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        reject(op, "input.shape", [list(a.shape), list(b.shape)], "must be matrices ([M, K] / [K, N]) or batches of them")
+    batch = checks.broadcast_shape(op, tuple(a.shape[:-2]), tuple(b.shape[:-2]))  # the batch dims broadcast as numpy's
     if a.dtype is not b.dtype or a.dtype.name not in checks.MATMUL_DTYPES:
         reject(op, "mat2.dtype", b.dtype.name, f"with input.dtype={a.dtype.name} is not a pair of the framework's; pairs: "
                                                + ", ".join(f"{d} x {d}" for d in checks.MATMUL_DTYPES))
     if not isinstance(out_dtype, DataType) or out_dtype.name not in checks.MATMUL_DTYPES[a.dtype.name]:
         reject(op, "out_dtype", out_dtype, f"is not an output of {a.dtype.name} inputs; those are {', '.join(checks.MATMUL_DTYPES[a.dtype.name])}")
-    m, k = (a.shape[-1], a.shape[-2]) if a_trans else a.shape[-2:]
-    k2, n = (b.shape[-1], b.shape[-2]) if b_trans else b.shape[-2:]
+    m_size, k = (a.shape[-1], a.shape[-2]) if a_trans else a.shape[-2:]
+    k2, n_size = (b.shape[-1], b.shape[-2]) if b_trans else b.shape[-2:]
     if k != k2:
         reject(op, "mat2.shape", list(b.shape), f"has k={k2}, input has k={k} (shapes {list(a.shape)} x {list(b.shape)}, a_trans={a_trans}, b_trans={b_trans})")
     for arg, tensor in (("input", a), ("mat2", b)):
         if tensor.shape[-1] > 65535:
             reject(op, f"{arg}.shape", list(tensor.shape), "has an inner axis over 65535, the ND limit")
-        if tensor.valid_shape != tensor.shape:
-            reject(op, f"{arg}.valid_shape", list(tensor.valid_shape), "must equal the shape: matmul of a partly valid view is not modelled yet")
+        if tensor.valid_shape[:-2] != tensor.shape[:-2]:
+            reject(op, f"{arg}.valid_shape", list(tensor.valid_shape), "must equal the shape in the batch dims (only the matrix dims "
+                                                                       "of a matmul operand may be partly valid)")
+    # a partly valid operand (a tail block of a view): the product of the valid parts, as the framework's
+    # valid shapes give it; the rest of the result is not written (its valid shape says so)
+    m, k_a = (a.valid_shape[-1], a.valid_shape[-2]) if a_trans else a.valid_shape[-2:]
+    k_b, n = (b.valid_shape[-1], b.valid_shape[-2]) if b_trans else b.valid_shape[-2:]
+    if k_a != k_b:
+        reject(op, "mat2.valid_shape", list(b.valid_shape), f"has {k_b} valid elements of k, input {list(a.valid_shape)} has {k_a}: "
+                                                            "the valid parts of k must be the same")
+    k = k_a
+    if not (m and n and k):
+        reject(op, "valid_shape", [list(a.valid_shape), list(b.valid_shape)], "leaves no valid element in m, n or k: nothing to multiply")
     tiles = program.cube_tiles
     if tiles is None:
         reject(op, "cube_tile_shapes", None, "are not set; call pypto.set_cube_tile_shapes(m, k, n) before the matmul")
@@ -745,29 +937,62 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
     ones = (1,) * len(batch)
     tile_objects = [Tile(i, (*index, t.m_offset, t.n_offset), (*ones, t.m, t.n), (*ones, t.m, t.n))
                     for i, (index, t) in enumerate((index, t) for index in batches for t in out_tiles)]
+    tiling = pipeline_tiling(tiles, item, CubeTarget.of(launch.system))
+    shape_of = GemmShape(a.dtype.numpy, out_dtype.numpy, a_trans, b_trans, name=op)
 
     def matrix(view: GmView, index: tuple[int, ...]) -> GmView:
         """Matrix ``index`` of a batch (the last two dims)."""
         shifted = view.shifted(index + (0, 0)) if index else view
         return GmView(shifted.allocation, shifted.offset_bytes, tuple(view.strides[-2:]))
 
+    def operand_index(tensor: Tensor, index: tuple[int, ...]) -> tuple[int, ...]:
+        """The batch of ``tensor`` that output batch ``index`` takes (0 along its broadcast dims)."""
+        lead = tensor.shape[:-2]
+        own = index[len(index) - len(lead):] if lead else ()
+        return tuple(i if size != 1 else 0 for i, size in zip(own, lead))
+
+    def piece(tile, destination) -> ProgramPiece:
+        """The tile op's program as a reusable piece: built once per tile shape (and strides), replayed
+        on the others' addresses; its output is where ``destination`` points when the tile op runs."""
+        index, t = tile.offset[:-2], out_tiles[tile.index % len(out_tiles)]
+
+        def gm():
+            device = destination.device
+            out = GmView(device.allocation, device.offset_bytes, device.strides)
+            a_at = matrix(a_view, operand_index(a, index)).shifted((0, t.m_offset) if a_trans else (t.m_offset, 0))
+            b_at = matrix(b_view, operand_index(b, index)).shifted((t.n_offset, 0) if b_trans else (0, t.n_offset))
+            return a_at, b_at, matrix(out, index).shifted((t.m_offset, t.n_offset))
+
+        def build(p, _loaded, a_at, b_at, c_at):
+            matmul_tile(p, tiling, shape_of, BlockViews(a_at, b_at, c_at), t)
+            return None, ()
+
+        return ProgramPiece((op, t.m, t.n, shape_of, tiling), gm, build)
+
     def build(p, tile, device):
-        index = tile.offset[:-2]
-        out = GmView(device.allocation, device.offset_bytes, device.strides)
-        matmul_tile(p, matrix(a_view, index), matrix(b_view, index if len(b.shape) > 2 else ()), matrix(out, index),
-                    out_tiles[tile.index % len(out_tiles)], tiles, a.dtype.numpy, out_dtype.numpy, a_trans=a_trans, b_trans=b_trans, name=op)
+        made = piece(tile, Destination(device))
+        made.build(p, None, *made.gm())
 
     def reads(tile):
         index, t = tile.offset[:-2], out_tiles[tile.index % len(out_tiles)]
-        a_region = Region((*index, 0, t.m_offset), (*ones, k, t.m)) if a_trans else Region((*index, t.m_offset, 0), (*ones, t.m, k))
-        b_index, b_ones = (index, ones) if len(b.shape) > 2 else ((), ())
+        a_index, b_index = operand_index(a, index), operand_index(b, index)
+        a_ones, b_ones = (1,) * len(a_index), (1,) * len(b_index)
+        a_region = Region((*a_index, 0, t.m_offset), (*a_ones, k, t.m)) if a_trans else Region((*a_index, t.m_offset, 0), (*a_ones, t.m, k))
         b_region = Region((*b_index, t.n_offset, 0), (*b_ones, t.n, k)) if b_trans else Region((*b_index, 0, t.n_offset), (*b_ones, k, t.n))
         return [(a, a_region), (b, b_region)]
 
-    shape = (*batch, m, n)
+    shape = (*batch, m_size, n_size)
     tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=shape, dtype=out_dtype,
-                          record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)})
-    return _result(program, shape, out_dtype, shape, tasks, tile_objects)
+                          record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)}, piece=piece)
+    return _result(program, shape, out_dtype, (*batch, m, n), tasks, tile_objects)
+
+
+BIAS_TILE_ELEMENTS = 8192
+"""Elements of one tile of a matmul's bias add (32 KiB of fp32 per buffer, three buffers in UB)."""
+
+
+def _is_float_type(dtype: DataType) -> bool:
+    return dtype.name in checks.FLOAT
 
 
 def _tile_text(tiles: CubeTiles) -> str:
@@ -778,5 +1003,5 @@ def _tile_text(tiles: CubeTiles) -> str:
 __all__ = [
     "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
     "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose",
+    "transpose", "unsqueeze", "clone", "prod", "argmax", "argmin",
 ]

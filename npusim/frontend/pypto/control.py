@@ -25,12 +25,15 @@ device-valued scalar: the build waits until the device has read it (``ControlRea
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import functools
 import inspect
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from npusim.errors import OpArgumentError, UsageError
-from npusim.frontend.pypto.runtime import building_program
+from npusim.frontend.pypto.runtime import RunningLoop, building_program
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Tensor, TensorAnnotation
 from npusim.frontend.session import innermost_session
@@ -75,7 +78,7 @@ class JitKernel:
         self.options = options
         self.__name__ = getattr(function, "__name__", "kernel")
         self.__doc__ = function.__doc__
-        self._signature = inspect.signature(function)
+        self._signature = _signature(function)
         functools.update_wrapper(self, function)
 
     def __call__(self, *args, **kwargs):
@@ -102,6 +105,15 @@ class JitKernel:
 
     def __repr__(self) -> str:
         return f"<pypto jit kernel {self.__name__}>"
+
+
+def _signature(function: Callable) -> inspect.Signature:
+    """The function's signature with its annotations evaluated (a module with ``from __future__
+    import annotations`` keeps them as strings); as written when they cannot be evaluated."""
+    try:
+        return inspect.signature(function, eval_str=True)
+    except Exception:  # noqa: BLE001 - an annotation that does not evaluate is only not checked
+        return inspect.signature(function)
 
 
 def jit(function: Callable | None = None, *, new_ir: bool = True, create_new_logical_tensor: bool = False, **options):
@@ -166,12 +178,49 @@ class LoopIndex(SymbolicScalar):
         self.loop_end = end
 
 
+@contextlib.contextmanager
+def _running(kwargs: dict, start: int, stop: int, step: int) -> Iterator[RunningLoop | None]:
+    """The loop as its PE's kernel function runs it (:class:`RunningLoop`, None outside a kernel):
+    known while it runs, for the messages of a build stopped inside it (the wall-clock limit, memory)."""
+    program = building_program()
+    if program is None:
+        yield None
+        return
+    caller = inspect.currentframe()
+    for _ in range(3):  # this function, contextlib's __enter__, the loop generator: then the kernel function's frame
+        caller = caller.f_back if caller is not None else None
+    written_at = f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}" if caller is not None else "?"
+    running = RunningLoop(str(kwargs.get("name") or ""), written_at, start, stop, step)
+    program.loops.append(running)
+    program.left = None
+    try:
+        yield running
+    except GeneratorExit:  # left before its end: a break, or an error raised in its body (the innermost loop is closed first)
+        if program.left is None:
+            program.left = running
+        raise
+    finally:
+        program.loops.remove(running)
+
+
+def _iteration(running: RunningLoop | None, index: int) -> None:
+    """Note the iteration a loop in a kernel function begins, and look at the wall clock."""
+    if running is not None:
+        running.index = index
+        program = building_program()
+        if program is not None:
+            program.left = None
+            program.look()
+
+
 def loop(*args, **kwargs) -> Iterator[SymbolicScalar]:
     """``pypto.loop``: the body once per iteration (module docstring)."""
     start, stop, step = _loop_range(args, kwargs, "loop")
     last = start + ((stop - start - (1 if step > 0 else -1)) // step) * step if (stop - start) * step > 0 else start
-    for index in range(start, stop, step):
-        yield LoopIndex(index, start, last)
+    with _running(kwargs, start, stop, step) as running:
+        for index in range(start, stop, step):
+            _iteration(running, index)
+            yield LoopIndex(index, start, last)
 
 
 def loop_unroll(*args, unroll_list=(1,), **kwargs) -> Iterator[tuple[SymbolicScalar, int]]:
@@ -180,12 +229,14 @@ def loop_unroll(*args, unroll_list=(1,), **kwargs) -> Iterator[tuple[SymbolicSca
     start, stop, step = _loop_range(args, kwargs, "loop_unroll")
     factors = sorted(set(unroll_list) | {1}, reverse=True)
     begin = start
-    for factor in factors:
-        stride = step * factor
-        end = stop - (stop - start) % stride
-        for index in range(begin, end, stride):
-            yield LoopIndex(index, begin, end - stride), factor
-        begin = end
+    with _running(kwargs, start, stop, step) as running:
+        for factor in factors:
+            stride = step * factor
+            end = stop - (stop - start) % stride
+            for index in range(begin, end, stride):
+                _iteration(running, index)
+                yield LoopIndex(index, begin, end - stride), factor
+            begin = end
 
 
 def cond(scalar, file: str | None = None, lineno: int | None = None) -> bool:
@@ -210,6 +261,18 @@ def is_loop_end(index) -> SymbolicScalar:
 
 
 # -- compiler hints ---------------------------------------------------------------------------------------
+
+
+class CompStage(enum.Enum):
+    """``pypto.CompStage``: where the framework's compiler stops (``host_options={"compile_stage": ...}``,
+    config.py); a hint here: npusim builds and runs the kernel whatever the stage."""
+
+    ALL_COMPLETE = 0
+    TENSOR_GRAPH = 1
+    TILE_GRAPH = 2
+    EXECUTE_GRAPH = 3
+    CODEGEN_INSTRUCTION = 4
+    CODEGEN_BINARY = 5
 
 
 class Options:

@@ -7,7 +7,9 @@ tensor's bytes (``npusim.torch_npu``'s "npu" device): a kernel writes into the t
 the chip. ``name`` and ``dynamic_axis`` name and mark the descriptor for the framework's compiler:
 they are recorded as hints (``session.pypto_hints``) and do not change the model. npusim models the
 ND layout only: ``tensor_format=TILEOP_NZ`` is refused, and so is a ``dtype`` that is not the
-tensor's own (the framework reinterprets the bytes; npusim has no such view).
+tensor's own (the framework reinterprets the bytes; npusim has no such view). A CPU tensor gives
+its data for a function recorded on the host (:mod:`.host_data`), which copies it in and out when
+it runs.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from npusim.errors import OpArgumentError, UsageError
 from npusim.frontend.pypto.control import record_hint
+from npusim.frontend.pypto.host_data import HostTensor
 from npusim.frontend.tensor import DeviceTensor
 from npusim.kernels.shmem.dtypes import DataType, TileOpFormat
 
@@ -38,9 +41,10 @@ def _dtype_from(dtype: torch.dtype) -> DataType:
 
 
 def from_torch(tensor: Any, name: str = "", dynamic_axis: list[int] | None = None, tensor_format: TileOpFormat | None = None,
-               dtype: DataType | None = None) -> DeviceTensor:
+               dtype: DataType | None = None) -> DeviceTensor | HostTensor:
     """``pypto.from_torch(tensor, name, dynamic_axis, tensor_format, dtype)``: the device tensor of a
-    contiguous torch npu tensor (see the module docstring)."""
+    contiguous torch npu tensor; of a CPU tensor, its data for a function recorded on the host
+    (``pypto.runtime._device_run_once_data_from_host``, :mod:`.host_data`). See the module docstring."""
     import torch
 
     from npusim.frontend.torch_device.tensors import device_tensor
@@ -62,4 +66,6 @@ def from_torch(tensor: Any, name: str = "", dynamic_axis: list[int] | None = Non
     if bad:
         raise OpArgumentError(f"{what}: dynamic_axis {bad} out of range for a {tensor.dim()}-d tensor")
     record_hint("from_torch", {key: value for key, value in (("name", name), ("dynamic_axis", axes)) if value})
+    if tensor.device.type == "cpu":
+        return HostTensor(tensor, name, own)
     return device_tensor(tensor, what, "tensor")

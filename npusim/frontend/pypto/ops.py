@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import weakref
 from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
@@ -26,10 +27,12 @@ from npusim.frontend.pypto.runtime import (
     Task,
     WaitTask,
     building_pe,
+    building_program,
     current_program,
 )
 from npusim.frontend.pypto.symbolic import SymbolicScalar
-from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor, regions_meet
+from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor
+from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.isa.instructions import on_recorded
 from npusim.isa.target import VectorTarget
@@ -199,21 +202,63 @@ def _last_store_lands(write: RemoteWrite, stores: Sequence, _gm) -> None:
 
 
 def set_vec_tile_shapes(*shape: int) -> None:
-    """The vector tile shape that the following ops of this PE are tiled by (1 to 4 dims)."""
-    program = current_program("set_vec_tile_shapes")
+    """The vector tile shape that the following ops of this PE are tiled by (1 to 4 dims). Called on
+    the host (outside a kernel) it is the framework's scope default: the tile shape kernels built
+    afterwards start with."""
     if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
         shape = tuple(shape[0])
     if not 1 <= len(shape) <= MAX_TILE_DIMS or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in shape):
         raise OpArgumentError(f"set_vec_tile_shapes: shape={list(shape)} must be 1 to {MAX_TILE_DIMS} positive ints")
-    program.tile_shape = tuple(shape)
+    program = building_program()
+    if program is None:
+        HOST_TILE_SHAPES[current_session()] = tuple(shape)
+    else:
+        program.tile_shape = tuple(shape)
+    _LAST_TILES["vec"] = list(shape)
+
+
+HOST_TILE_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per session, the vector tile shape set on the host, which every PE program built afterwards starts with."""
+
+
+_LAST_TILES: dict[str, object] = {"vec": None, "cube": None}
+"""The tile shapes set last by any kernel (what the framework's scope answers on the host)."""
+
+
+def get_vec_tile_shapes() -> list[int]:
+    """``pypto.get_vec_tile_shapes()``: the vector tile shape of the PE being built; on the host, the
+    one a kernel set last (None before any)."""
+    program = building_program()
+    if program is not None:
+        return list(program.tile_shape) if program.tile_shape is not None else []
+    return _LAST_TILES["vec"]  # type: ignore[return-value]
+
+
+def get_cube_tile_shapes() -> tuple | None:
+    """``pypto.get_cube_tile_shapes()``: ``(m, k, n, enable_split_k)`` as set on the PE being built (on
+    the host, as a kernel set them last)."""
+    program = building_program()
+    tiles = program.cube_tiles if program is not None else None
+    if tiles is None:
+        return _LAST_TILES["cube"]  # type: ignore[return-value]
+    return _cube_tuple(tiles)
+
+
+def _cube_tuple(tiles) -> tuple:
+    k = [tiles.k0, tiles.k_a] if tiles.k_a == tiles.k_b else [tiles.k0, tiles.k_a, tiles.k_b]
+    return ([tiles.m0, tiles.m1], k, [tiles.n0, tiles.n1], False)
 
 
 @_on_pe
 def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = None, *, valid_shape: list | None = None,
          dtype: DataType | None = None) -> Tensor:
-    """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory); with
-    ``valid_shape`` the view may run past the tensor's end as long as its valid part does not
-    (a tail block: ``view(x, [8, n], [8, 0], valid_shape=[5, n])`` of a 13-row ``x``)."""
+    """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory). The view
+    may run past the tensor's end as long as its valid part does not (a tail block:
+    ``view(x, [8, n], [8, 0])`` of a 13-row ``x`` has 5 valid rows); without ``valid_shape`` the
+    valid part is what the tensor's valid part leaves of the view, per dim
+    ``min(max(valid - offset, 0), size)``, as the framework infers it (logical_tensor.cpp
+    GetViewValidShape). A given ``valid_shape`` may exceed the view's shape up to the tensor's (the
+    framework's rule); the view's valid part is then all of that dim."""
     op = "view"
     program = current_program(op)
     input = _tensor(op, "input", input, program)
@@ -222,7 +267,18 @@ def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = N
         raise OpArgumentError(f"{op}: dtype={dtype!r} differs from the input's {input.dtype.name}; views that reinterpret memory are not modelled")
     shape = list(input.shape) if shape is None else _ints(op, "shape", shape, program)
     offsets = [0] * len(input.shape) if offsets is None else _ints(op, "offsets", offsets, program)
-    valid = _ints(op, "valid_shape", valid_shape, program) if valid_shape is not None else None
+    if valid_shape is not None:
+        valid = _ints(op, "valid_shape", valid_shape, program)
+        if len(valid) == len(input.shape) == len(shape):
+            for dim, (v, size) in enumerate(zip(valid, input.shape)):
+                if isinstance(v, int) and not 0 <= v <= size:
+                    raise OpArgumentError(f"{op}: valid_shape={valid} has valid_shape[{dim}]={v}; it cannot exceed the tensor's "
+                                          f"shape {list(input.shape)} in dim {dim} (operation_impl.cpp CheckViewValidShapesConstraint)")
+            valid = [min(v, s) if isinstance(v, int) else v for v, s in zip(valid, shape)]  # the part of the view it covers
+    elif len(shape) == len(input.shape) and len(offsets) == len(input.shape) and all(isinstance(o, int) for o in offsets):
+        valid = [min(max(v - o, 0), s) for v, o, s in zip(input.valid_shape, offsets, shape)]
+    else:
+        valid = None  # check_view names what is wrong
     check_view(op, input.shape, shape, offsets, valid, what="tensor", valid_bounds=True)
     device = input.device[tuple(slice(o, o + s) for o, s in zip(offsets, shape))]  # clipped to the tensor
     return Tensor.make(program, "GM", shape, input.dtype, device=device, valid_shape=valid, writes=input.writes,
@@ -256,9 +312,7 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
     if input.location == "GM":
         if input.fold_into(_place(out, offsets, input.shape)):
             for task, region in input.writes:
-                written = Region(_shift(_shift(out.origin, offsets), region.offset), region.shape)
-                task.depend_on([t for t, r in out.writes if r is None or regions_meet(r, written)])
-                out.writes.append((task, written))
+                out.writes.write(task, Region(_shift(_shift(out.origin, offsets), region.offset), region.shape))
             return
         from npusim.frontend.pypto.compute import copy_into
 
@@ -275,7 +329,7 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
                 store_tile(p, ub, dst, tile.valid_shape, name=op)
             return None, ()
 
-        task.consumers.append(ProgramPiece((op, tile.valid_shape), lambda at=at: (destination.shifted(at),), consume))
+        task.consumers.append(ProgramPiece((op, tile.valid_shape), lambda at=at: (destination.shifted(at),), consume, source=node.source))
         out.writes.append((task, Region(_shift(out.origin, at), tile.valid_shape)))
 
 
@@ -648,7 +702,7 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
             return None, store_tile(p, ub, dst, tile.valid_shape, atomic=atomic, name=op) if tile.moves_data else ()
 
         task.consumers.append(ProgramPiece((op, tile.valid_shape, atomic), lambda write=write: (area.data_view(dst_pe).shifted(write.offset),),
-                                           consume, functools.partial(_last_store_lands, write)))
+                                           consume, functools.partial(_last_store_lands, write), source=node.source))
         if tile.moves_data:
             task.accesses.append(lambda write=write: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape, node)])
             task.writes.append(write)

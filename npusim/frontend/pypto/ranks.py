@@ -14,7 +14,8 @@ are the ranks of a new program (a test that runs its ranks again, as a benchmark
 meets the ``k``-th call of every other rank (:func:`host_call`): the last rank to arrive launches the
 kernel once over all of them (PE ``r`` runs rank ``r``'s call, on the die of its tensors), the
 others wait for that, and each call returns once the launch is queued (the kernel runs
-asynchronously; ``tensor.cpu()`` waits for it). :func:`new_group` names a communication group of
+asynchronously; ``tensor.cpu()`` waits for it). A call outside such a world with CPU tensors runs
+on their data, as the framework's SIM run mode does: copied to the npu device, run, copied back. :func:`new_group` names a communication group of
 some ranks (what ``torch.distributed.new_group`` plus the HCCL comm name give the tests); a kernel
 using that name runs its shmem ops in that group. A jit kernel called from the host outside such a
 world launches on the one die its tensors are on.
@@ -219,6 +220,9 @@ def host_call(kernel, args: tuple, kwargs: dict) -> None:
     """A jit kernel called from a host program (module docstring)."""
     from npusim.frontend.launch import launch
 
+    if current_rank() is None and any(_is_cpu_tensor(v) for v in (*args, *kwargs.values())):
+        _run_on_host_data(kernel, args, kwargs)
+        return
     values = tuple(_device_value(v) for v in args)
     named = {k: _device_value(v) for k, v in kwargs.items()}
     process = current_rank()
@@ -227,7 +231,16 @@ def host_call(kernel, args: tuple, kwargs: dict) -> None:
         if len(dies) > 1:
             raise UsageError(f"jit kernel {kernel.__name__}: called from the host, it runs on one device, but its tensors are on "
                              f"dies {sorted(dies)}; call it from each rank of an SPMD world (npusim.pypto.ranks) to run on several")
-        launch(_spmd(kernel.__name__), 1, args=lambda pe: (kernel, named, *values), group_dies=[dies.pop() if dies else 0])
+        die = dies.pop() if dies else 0
+
+        def start() -> None:
+            launch(_spmd(kernel.__name__), 1, args=lambda pe: (kernel, named, *values), group_dies=[die])
+
+        capture = current_session().capture
+        if capture is not None:  # a graph is being captured: the launch runs at each replay
+            capture.add_call(start, die)
+        else:
+            start()
         return
     world = process._require_world()
     call = process.calls
@@ -264,6 +277,39 @@ def _spmd(name: str) -> Callable:
 
     run.__name__ = name
     return run
+
+
+def _is_cpu_tensor(value) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor) and value.device.type == "cpu"
+
+
+def _run_on_host_data(kernel, args: tuple, kwargs: dict) -> None:
+    """A jit kernel called with CPU tensors (the framework runs such a call on host data, its SIM run
+    mode: copied in, run once, copied back): each CPU tensor is copied to the current npu device
+    (a host copy, no simulated time), the kernel runs there, and once it has ended every CPU
+    argument gets its npu copy's values back."""
+    import torch
+
+    from npusim.frontend.torch_device import install
+    from npusim.frontend.torch_device.npu_module import current_device
+
+    install()
+    device = torch.device("npu", current_device())
+    staged: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def on_device(value):
+        if not _is_cpu_tensor(value):
+            return value
+        copy = value.to(device)
+        staged.append((value, copy))
+        return copy
+
+    host_call(kernel, tuple(on_device(v) for v in args), {k: on_device(v) for k, v in kwargs.items()})
+    current_session().synchronize()
+    with torch.no_grad():
+        for value, copy in staged:
+            value.copy_(copy.cpu())
 
 
 def _device_value(value):

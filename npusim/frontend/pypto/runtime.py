@@ -41,7 +41,9 @@ import simpy
 
 from npusim import isa
 from npusim.config.products import PRODUCTS
-from npusim.errors import OpArgumentError, RaceError, UsageError, WorkloadError
+from npusim.errors import OpArgumentError, OutOfMemoryError, RaceError, UsageError, WorkloadError
+from npusim.frontend.callsite import Callsite, callsite
+from npusim.frontend.memory import BYTES_PER_TILE_OP
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.session import current_session
 from npusim.hw.aicpu import AicpuScheduler
@@ -50,13 +52,15 @@ from npusim.hw.stream import Stream
 from npusim.hw.system import System
 from npusim.isa.instructions import on_recorded
 from npusim.isa.program import ProgramTemplate, Replay
+from npusim.kernels.compute.matmul import CubeTiles
 from npusim.kernels.shmem.checks import check_group_name, check_n_pes
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroupRegistry
 from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
 from npusim.kernels.shmem.tile_ops import GmView
 
-RACE_MODES = ("warn", "error")
+MEMORY_LOOK_OPS = 256
+"""Ops a kernel function builds between two looks at the run's memory (a look reads /proc: ~7 us, an op takes ~1 ms to build)."""
 READS_AFTER_WAIT = ("shmem_load", "shmem_get")
 """Tile ops whose wait preds get a ``wait->load`` flow: they read the data the wait guards."""
 
@@ -212,7 +216,15 @@ class Task:
     """One tile op: its op and tile index (``trace_op``: the op id its trace events carry), the
     tile ops it waits for, its happens-before bits and the shmem data it writes (:class:`RemoteWrite`). A tile op built after a device-valued scalar
     was read (:class:`ControlRead`) also waits for that read: the control flow that issues it ran
-    past the read. ``done`` once the scheduler has handled its completion (``completed``: that event)."""
+    past the read. ``linked`` once handed to its scheduler (:meth:`ShmemLaunch._link`); ``done`` once
+    the scheduler has handled its completion (``completed``: that event). Its own happens-before
+    ``bit`` is given as it starts, and only to a tile op that reads or writes shmem data (the race
+    detector compares those alone): the ``ancestors`` of a chain of other tile ops (a loop of compute
+    ops) stay empty instead of growing by a bit per tile op.
+
+    Memory: :data:`~npusim.frontend.memory.BYTES_PER_TILE_OP` once simulated; its dependencies are the writers its
+    reads and writes meet, not every earlier writer of the tensor
+    (:class:`~npusim.frontend.pypto.tensors.Writes`), so a build is linear in its tile ops."""
 
     on_core = True
     on_control = False  # a control task (ControlRead) says True; the scheduler asks each ready task, and a missing attribute is slow to ask
@@ -227,6 +239,7 @@ class Task:
         self.bit = 0
         self.ancestors = 0
         self.writes: list[RemoteWrite] = []
+        self.linked = False
         self.done = False
         self.completed = -1
         program = op.program
@@ -275,12 +288,14 @@ class ProgramPiece:
     everything that moves. ``build(p, loaded, *gm)`` appends the instructions and returns ``(its
     result, the instructions to hand hook)``; the pieces after the first (a load) get its result as
     ``loaded`` (the UB tile they store), the first gets None. ``hook(instructions, gm)``, if any,
-    watches those instructions' events (it runs for a reused program too)."""
+    watches those instructions' events (it runs for a reused program too). ``source``: the program
+    line of the op a consumer piece comes from, when not the tile op's own op (race reports name it)."""
 
-    __slots__ = ("key", "gm", "build", "hook")
+    __slots__ = ("key", "gm", "build", "hook", "source")
 
-    def __init__(self, key: Hashable, gm: Callable[[], tuple], build: Callable, hook: Callable | None = None) -> None:
-        self.key, self.gm, self.build, self.hook = key, gm, build, hook
+    def __init__(self, key: Hashable, gm: Callable[[], tuple], build: Callable, hook: Callable | None = None,
+                 source: Callsite | None = None) -> None:
+        self.key, self.gm, self.build, self.hook, self.source = key, gm, build, hook, source
 
 
 @dataclass(frozen=True)
@@ -293,6 +308,7 @@ class TileTemplate:
     program: ProgramTemplate
     marks: tuple[tuple[int, ...], ...]
     watched: tuple[int, ...]
+    starts: tuple[int, ...]  # per consumer piece, the position of its first instruction (its program line starts there)
 
 
 def _watched(instructions: Sequence) -> list:
@@ -339,12 +355,19 @@ class CoreTask(Task):
         for accesses in self.accesses:
             for spec in accesses():
                 area, view = spec.area, spec.view
+                intervals = view.intervals(spec.shape, area.itemsize)
+                if not intervals:
+                    continue
+                if not self.bit:
+                    self.bit = launch.new_bit()
+                by = self.op if spec.by is None else spec.by
                 who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
-                access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe),
-                                view.intervals(spec.shape, area.itemsize), self.bit, self.ancestors, env.now)
-                if access.intervals:
-                    launch.races.record(access)
-                    self._records.append(access)
+                if by.source is not None:
+                    who += f" at {by.source}"
+                access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe), intervals, self.bit,
+                                self.ancestors, env.now, source=by.source)
+                launch.races.record(access)
+                self._records.append(access)
         build = self.build
         if not isinstance(build, ProgramPiece):
             kernel, p = self._program(core)
@@ -374,16 +397,21 @@ class CoreTask(Task):
                 _hand_over(pieces, [[instructions[i] for i in marks] for marks in known.marks], gms)
                 return self._launch_replay(replay, core, [instructions[i] for i in known.watched])
         kernel, p = self._program(core)
+        starts = []
         with p.tile(self.tile):
             if known is not None and p.replay(known.program, bases):
                 instructions = p.instructions
                 marked = [[instructions[i] for i in marks] for marks in known.marks]
                 watched = [instructions[i] for i in known.watched]
+                starts = list(known.starts)
+                p.sources = [(start, piece.source) for start, piece in zip(starts, self.consumers) if piece.source is not None]
             else:
                 watched = None
                 loaded, handed = build.build(p, None, *gms[0])
                 marked = [handed]
                 for piece, gm in zip(self.consumers, gms[1:]):
+                    starts.append(len(p.instructions))
+                    p.note_source(piece.source)
                     marked.append(piece.build(p, loaded, *gm)[1])
         _hand_over(pieces, marked, gms)
         if watched is None:
@@ -395,12 +423,13 @@ class CoreTask(Task):
             watched_at = tuple(position[id(i)] for i in watched)
             template = p.template(bases, own=set(watched_at).union(*marks))
             if template is not None:
-                launch.templates[key] = TileTemplate(template, marks, watched_at)
+                launch.templates[key] = TileTemplate(template, marks, watched_at, tuple(starts))
         return process
 
     def _program(self, core: int) -> tuple[isa.Kernel, isa.CoreProgram]:
         """A kernel of this tile op and its program on core ``core``, to build."""
-        kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=self.op.program.launch.system, op=self.op.record)
+        kernel = isa.Kernel(self.op.name, die=self.op.program.die, system=self.op.program.launch.system, op=self.op.record,
+                            source=self.op.source)
         return kernel, kernel.core(self.core_kind, core)
 
     def _watch(self, watched: list) -> None:
@@ -585,16 +614,37 @@ class ControlRead(Task):
 
 @dataclass(eq=False)
 class OpNode:
-    """One PyPTO op on one PE: its trace record id and its tile ops."""
+    """One PyPTO op on one PE: its trace record id, its tile ops, and the line of the user's program
+    that called it (``source``, a Callsite or None: race reports name it)."""
 
     program: PeProgram
     name: str
     record: int
     tasks: list[Task] = field(default_factory=list)
+    source: Callsite | None = None
 
     @property
     def pe(self) -> int:
         return self.program.pe
+
+
+@dataclass
+class RunningLoop:
+    """A ``pypto.loop`` running in a kernel function: its ``name`` (as given, may be empty), where it
+    is written (``file:line``), the iteration it is at (``index``) and its range."""
+
+    name: str
+    written_at: str
+    start: int
+    stop: int
+    step: int
+    index: int | None = None
+
+    def __str__(self) -> str:
+        named = f" {self.name!r}" if self.name else ""
+        count = len(range(self.start, self.stop, self.step))
+        at = f" at iteration {len(range(self.start, self.index, self.step)) + 1:,} of {count:,}" if self.index is not None else ""
+        return f"pypto.loop{named} ({self.written_at}){at}"
 
 
 @dataclass(eq=False)
@@ -610,10 +660,13 @@ class PeProgram:
     ops: list[OpNode] = field(default_factory=list)
     tile_shape: tuple[int, ...] | None = None
     creates: dict[str, int] = field(default_factory=dict)
-    cube_tiles: object | None = None  # set_cube_tile_shapes (a kernels.compute.matmul.CubeTiles)
+    cube_tiles: CubeTiles | None = None  # set_cube_tile_shapes
     control: ControlRead | None = None
     new_tasks: list[Task] = field(default_factory=list)
     builder: object | None = None  # a building.Builder while its kernel function runs
+    loops: list[RunningLoop] = field(default_factory=list)  # the pypto.loops its kernel function is in, innermost last
+    left: RunningLoop | None = None  # the innermost loop left before its end since the last op or iteration (a break, or an error)
+    _ops_since_memory_look: int = 0
 
     @functools.cached_property
     def ranks(self) -> GroupRanks:
@@ -628,13 +681,45 @@ class PeProgram:
     def wait_for(self, read: ControlRead) -> None:
         """The kernel function needs ``read``'s value: it waits while the launch runs (the builder thread blocks)."""
         if self.builder is None:
-            raise UsageError(f"{read.what}: a device-valued scalar can only be read inside the kernel function of its PE")
+            raise UsageError(f"{read.what}: a device-valued scalar can only be read inside the kernel function of its PE (npusim.launch, "
+                             "a jit kernel); a function recorded with pypto.function on host data has no data until it runs")
         self.builder.block(read)
 
+    def where(self, loop: RunningLoop | None = None) -> str:
+        """Where this PE's kernel function is being built (in ``loop``, else its innermost running
+        loop), for messages: ``while PE 0's kernel was built, in pypto.loop 'ROWS' (kernel.py:12) at
+        iteration 7 of 64``."""
+        loop = loop or (self.loops[-1] if self.loops else self.left)
+        return f" while PE {self.pe}'s kernel was built" + (f", in {loop}" if loop is not None else "")
+
+    def look(self) -> None:
+        """The session's limits, looked at as the kernel function builds: the wall clock at each op
+        and loop iteration, the memory every :data:`MEMORY_LOOK_OPS` ops."""
+        session = self.launch.session
+        session.check_wall_clock(self.where())
+        self._ops_since_memory_look += 1
+        if session.memory is not None and self._ops_since_memory_look >= MEMORY_LOOK_OPS:
+            self._ops_since_memory_look = 0
+            session.memory.watch_build(self.where())
+
+    def out_of_memory(self, loop: RunningLoop | None) -> OutOfMemoryError:
+        """The error of a build that ran out of memory in ``loop``: where, and how many tile ops it had built."""
+        built = sum(len(op.tasks) for op in self.ops)
+        return OutOfMemoryError(f"the machine ran out of memory{self.where(loop)}, with {built:,} tile ops built (each takes about "
+                                f"{BYTES_PER_TILE_OP >> 10} kB once simulated, docs/pypto.md); give the loop fewer iterations, or run it on a "
+                                "machine with more memory")
+
+    @functools.cached_property
+    def launch_record(self) -> int:
+        """The trace record of this PE's kernel launch, which its ops are part of (made with the first op)."""
+        return self.launch.system.recorder.op(self.launch.name, self.die, pe=self.pe)
+
     def op(self, name: str, **args) -> OpNode:
-        """A new op of this PE, with its trace record."""
-        record = self.launch.system.recorder.op(name, self.die, pe=self.pe, **args)
-        node = OpNode(self, name, record)
+        """A new op of this PE, with its trace record (part of the PE's launch record)."""
+        self.left = None
+        self.look()
+        record = self.launch.system.recorder.op(name, self.die, part_of=self.launch_record, pe=self.pe, **args)
+        node = OpNode(self, name, record, source=callsite())
         self.ops.append(node)
         return node
 
@@ -693,7 +778,10 @@ class ShmemLaunch:
         self.group_areas: dict[str, list[ShmemArea]] = {}  # per group, its areas in creation order
         product = PRODUCTS.get(system.spec.product)
         self.core_kinds = {"vector": product.vector_cores, "cube": product.cube_cores}  # the core kind of each unit's tile ops
-        self.programs = [PeProgram(self, pe, die) for pe, die in enumerate(self.dies)]
+        from npusim.frontend.pypto.ops import HOST_TILE_SHAPES  # the scope default the host set (ops imports this module)
+
+        host_tiles = HOST_TILE_SHAPES.get(current_session())
+        self.programs = [PeProgram(self, pe, die, tile_shape=host_tiles) for pe, die in enumerate(self.dies)]
         self.data_windows: dict[tuple[str, int], Allocation] = {}
         self.signal_windows: dict[tuple[str, int], Allocation] = {}
         self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there
@@ -705,7 +793,9 @@ class ShmemLaunch:
         self.done: simpy.Event | None = None
         self.running = False  # submitted while its kernel functions still build (they read device values)
         self._next_bit = 0
-        self.prior_work = current_session().unfinished_work()  # issued before it: may still write its tensors
+        self.session = current_session()
+        self.prior_work = self.session.unfinished_work()  # issued before it: may still write its tensors
+        self.first_op = len(system.recorder.ops)  # the trace id of its first op
 
     @property
     def n_pes(self) -> int:
@@ -809,12 +899,17 @@ class ShmemLaunch:
                         "the same shmem tensors"
                     )
 
+    def new_bit(self) -> int:
+        """A happens-before bit no tile op of the launch has yet (see :class:`Task`)."""
+        bit = 1 << self._next_bit
+        self._next_bit += 1
+        return bit
+
     def _link(self, program: PeProgram, tasks: list[Task]) -> None:
-        """Give ``tasks`` (new tile ops of ``program``) their happens-before bits, their successors'
-        links and pending counts (predecessors already done do not count)."""
+        """Give ``tasks`` (new tile ops of ``program``) their successors' links and pending counts
+        (predecessors already done do not count)."""
         for task in tasks:
-            task.bit = 1 << self._next_bit
-            self._next_bit += 1
+            task.linked = True
             if isinstance(task, WaitTask):
                 task.locate()
             pending = 0
@@ -846,7 +941,14 @@ class ShmemLaunch:
             self._allocate_group_windows(group_name, group.data_window_bytes, group.signal_window_bytes)
 
     def submit(self) -> simpy.Event:
-        """Queue each PE's device task on its die's stream; the event fires when all have ended."""
+        """Queue each PE's device task on its die's stream; the event fires when all have ended. A
+        run with a memory limit refuses first a launch whose tile ops would take it past the limit
+        (:meth:`npusim.frontend.memory.MemoryBudget.expect`)."""
+        memory = current_session().memory
+        if memory is not None:
+            tiles = sum(len(program.tasks) for program in self.programs)
+            memory.expect(tiles * BYTES_PER_TILE_OP, f"the launch of {self.name} on {self.n_pes} PE{'s' if self.n_pes > 1 else ''} "
+                                                     f"({tiles:,} tile ops)")
         threads, choice = self.spec.schedulers, self.spec.core_choice
         processes = []
         for program in self.programs:
@@ -887,6 +989,17 @@ class ShmemLaunch:
         self._link(program, tasks)
         self.schedulers[program.pe].add(tasks)
 
+    def abandon(self) -> None:
+        """The build failed before anything of it ran: drop what it made (the tile ops, their
+        programs and templates, the trace's records of its ops), so that its memory is freed even
+        while its error, and the frames that refer to this launch, are kept."""
+        for program in self.programs:
+            program.ops.clear()
+            program.new_tasks.clear()
+            program.control = None
+        self.templates.clear()
+        self.system.recorder.forget_ops(self.first_op)
+
     def close(self) -> None:
         """Every kernel function has returned: check the shmem tensors and let the schedulers end."""
         self._check_creates()
@@ -919,10 +1032,18 @@ class ShmemLaunch:
             for task in waits:
                 schedulers[task.op.program.pe].may_match(task)
 
-    def _race(self, message: str, reader: Access, writer: Access) -> None:
+    def _race(self, message: str, reader: Access, writer: Access, racing: Access) -> None:
+        if self.races_mode == "off":
+            return
         if self.races_mode == "error":
-            raise RaceError(message)
-        warnings.warn_explicit(message, ShmemRaceWarning, f"npusim launch {self.name!r}", 0)
+            error = RaceError(message)
+            error.blame = racing.source  # the access that races (started last), not the synchronisation that ran it
+            raise error
+        source = racing.source
+        if isinstance(source, Callsite):
+            warnings.warn_explicit(message, ShmemRaceWarning, source.filename, source.lineno)
+        else:
+            warnings.warn_explicit(message, ShmemRaceWarning, f"npusim launch {self.name!r}", 0)
         self.system.recorder.instant(self.system.env.now, reader.memory[0], "data race", message)
 
     def _deadlock_lines(self) -> list[str]:
@@ -963,3 +1084,14 @@ def _check_acyclic(program: PeProgram, tasks: list[Task]) -> None:
             f"PE {program.pe}: the preds form a cycle among {', '.join(stuck)}: a tile op that stores or assigns a "
             "loaded tile runs with its shmem_load, so its preds must not wait for ops that come after the load"
         )
+
+
+# -- the framework's pypto.runtime names (its host-data launch style: host_data.py, which builds on this module) --
+
+from npusim.frontend.pypto import host_data as _host_data  # noqa: E402 (it builds on this module's launch)
+
+RunMode = _host_data.RunMode
+_device_init = _host_data.device_init
+_device_fini = _host_data.device_fini
+_device_synchronize = _host_data.device_synchronize
+_device_run_once_data_from_host = _host_data.run_once_data_from_host

@@ -232,6 +232,10 @@ class SymbolicScalar:
         node = self._node(op, (self,))
         return SymbolicScalar(node._evaluate(0)) if node.is_concrete() else node
 
+    def as_variable(self) -> None:
+        """The framework's hint that the scalar is an intermediate variable of its compiled code
+        (symbolic_scalar.cpp AsIntermediateVariable); npusim evaluates scalars while it builds: nothing to do."""
+
     def min(self, other: int | SymbolicScalar) -> SymbolicScalar:
         """The smaller of this value and ``other`` (PyPTO's ``SymbolicScalar.min``)."""
         return self._binary_or_type_error("min", other)

@@ -10,9 +10,11 @@ A :class:`Tensor` belongs to one PE's program and is one of
   (which read it from a GM copy that each tile op stores, see :meth:`Tensor.in_gm`);
 - a token (``"token"``): the int32 "dummy" an op returns, which only orders ops (``pred=[...]``).
 
-Every tensor knows which tile ops wrote which part of it (``writes``: a tile op and a region, or
-None for all of it), so that a pred on it makes an op wait for exactly those tile ops. A view shares
-the writes of the tensor it views, shifted by its ``origin``.
+Every tensor knows which tile ops wrote which part of it (``writes``, :class:`Writes`: a tile op and a
+region, or None for all of it), so that a pred on it makes an op wait for exactly those tile ops. A view
+shares the writes of the tensor it views, shifted by its ``origin``. A write that covers earlier writes
+whole, and waits for them, replaces them there: a loop that rewrites a tile keeps one write of it, not
+one per iteration, and finds the writes a box meets without looking at the others.
 
 Indexing follows the framework (``python/pypto/tensor.py``): an int (or SymbolicScalar) for every dim
 reads one element on the device (a device-valued SymbolicScalar, ``GetTensorData``); slices give a
@@ -27,7 +29,8 @@ kernel's parameter annotations) it makes a :class:`TensorAnnotation`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from npusim.errors import OpArgumentError, UsageError, WorkloadError
@@ -49,6 +52,117 @@ def regions_meet(a: Region, b: Region) -> bool:
         if not (ao < bo + bs and bo < ao + as_):
             return False
     return True
+
+
+def region_covers(a: Region, b: Region) -> bool:
+    """True if box ``a`` holds every element of box ``b`` (of the same tensor, the same dims)."""
+    if len(a.offset) != len(b.offset):
+        return False
+    for ao, as_, bo, bs in zip(a.offset, a.shape, b.offset, b.shape):  # noqa: SIM110 (as regions_meet)
+        if not (ao <= bo and bo + bs <= ao + as_):
+            return False
+    return True
+
+
+Write = tuple["Task", "Region | None"]
+
+
+class Writes:
+    """The tile ops that wrote parts of one tensor (shared by its views), each with the region it
+    wrote in the tensor's elements (None: all of it), in the order they were added.
+
+    :meth:`meeting` finds the writes a box meets without looking at the others: the writes with a
+    region are kept sorted by their first element in dim 0, so a box looks only at those that start
+    less than the widest write before it (tiles of one tensor mostly lie apart). :meth:`write` adds a
+    write that waits for the earlier writers of its region and drops those it covers whole: a reader
+    of their part meets the new write, which ran after them, so a loop that rewrites one tile keeps
+    one write of it (memory and time linear in the iterations, where every write would otherwise wait
+    for every earlier one)."""
+
+    __slots__ = ("_entries", "_next", "_firsts", "_serials", "_widest", "_dropped", "_broad")
+
+    def __init__(self, writes: Iterable[Write] = ()) -> None:
+        self._entries: dict[int, Write] = {}  # serial (order added) -> write, the live ones
+        self._next = 0
+        self._firsts: list[int] = []  # dim-0 start of each indexed write (those with a region of one dim or more), sorted
+        self._serials: list[int] = []  # the serial of each, in the same order (dropped ones stay until the index is rebuilt)
+        self._widest = 0  # the largest dim-0 extent of an indexed write
+        self._dropped = 0  # indexed writes dropped since the index was last rebuilt
+        self._broad: dict[int, None] = {}  # serials of the writes of all of the tensor (no region, or a 0-dim one)
+        for write in writes:
+            self.append(write)
+
+    def __iter__(self) -> Iterator[Write]:
+        return iter(list(self._entries.values()))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def append(self, write: Write) -> None:
+        """Add a write (no waiting: the caller orders it)."""
+        serial = self._next
+        self._next += 1
+        self._entries[serial] = write
+        region = write[1]
+        if region is None or not region.offset:
+            self._broad[serial] = None
+            return
+        first = region.offset[0]
+        at = bisect.bisect_right(self._firsts, first)
+        self._firsts.insert(at, first)
+        self._serials.insert(at, serial)
+        self._widest = max(self._widest, region.shape[0])
+
+    def write(self, task: Task, region: Region) -> None:
+        """``task`` writes ``region``: it waits for the earlier writers of any of it, and the writes
+        it covers whole are dropped (a later reader of their part meets this one, which comes after them)."""
+        earlier = self._meeting(region)
+        task.depend_on([self._entries[serial][0] for serial in earlier])
+        for serial in earlier:
+            written = self._entries[serial][1]
+            if written is not None and region_covers(region, written):
+                self._drop(serial)
+        self.append((task, region))
+
+    def meeting(self, region: Region | None) -> list[Write]:
+        """The writes that share an element with ``region`` (None: every write), in the order they
+        were added; a write of all of the tensor, or of other dims, meets every region."""
+        if region is None:
+            return list(self._entries.values())
+        return [self._entries[serial] for serial in self._meeting(region)]
+
+    def _meeting(self, region: Region) -> list[int]:
+        found = list(self._broad)
+        if region.offset:
+            low, high = region.offset[0], region.offset[0] + region.shape[0]
+            start, stop = bisect.bisect_right(self._firsts, low - self._widest), bisect.bisect_left(self._firsts, high)
+            entries = self._entries
+            for serial in self._serials[start:stop]:
+                write = entries.get(serial)
+                if write is not None:
+                    written = write[1]
+                    if written is None or len(written.offset) != len(region.offset) or regions_meet(region, written):
+                        found.append(serial)
+        else:
+            found.extend(serial for serial in self._serials if serial in self._entries)
+        found.sort()
+        return found
+
+    def _drop(self, serial: int) -> None:
+        del self._entries[serial]
+        if self._broad.pop(serial, 0) is None:
+            return
+        self._dropped += 1
+        if self._dropped > 16 + len(self._serials) // 2:  # rebuild the index without the dropped writes
+            kept, widest = [], 0
+            for serial, (_, written) in self._entries.items():
+                if written is not None and written.offset:
+                    kept.append((written.offset[0], serial))
+                    widest = max(widest, written.shape[0])
+            kept.sort()
+            self._firsts = [first for first, _ in kept]
+            self._serials = [serial for _, serial in kept]
+            self._widest, self._dropped = widest, 0
 
 
 class TensorAnnotation:
@@ -73,18 +187,22 @@ class TensorAnnotation:
         self.format = format
 
     def check(self, where: str, value) -> None:
-        """Refuse an argument ``value`` (a pypto.Tensor) that this annotation does not take."""
+        """Refuse an argument ``value`` (a pypto.Tensor) that this annotation does not take (the
+        framework's wording: "does not match the dtype / shape")."""
         if self.dtype is not None and value.dtype is not self.dtype:
-            raise OpArgumentError(f"{where}: the argument is {value.dtype.name}, but the parameter is annotated {self.dtype.name}")
+            raise OpArgumentError(f"{where}: the argument's dtype {value.dtype.name} does not match the dtype {self.dtype.name} the "
+                                  "parameter is annotated with")
         if not self.shape:
             return
         open_end = self.shape[-1] is Ellipsis
         fixed = self.shape[:-1] if open_end else self.shape
         if len(value.shape) < len(fixed) or not open_end and len(value.shape) != len(fixed):
-            raise OpArgumentError(f"{where}: the argument has shape {list(value.shape)}, but the parameter is annotated {self!r}")
+            raise OpArgumentError(f"{where}: the argument's shape {list(value.shape)} does not match the shape {self!r} the parameter "
+                                  f"is annotated with ({len(value.shape)} dims)")
         for dim, (size, want) in enumerate(zip(value.shape, fixed)):
             if isinstance(want, int) and size != want:
-                raise OpArgumentError(f"{where}: dim {dim} of the argument is {size}, but the parameter is annotated {self!r}")
+                raise OpArgumentError(f"{where}: the argument's shape {list(value.shape)} does not match the shape {self!r} the "
+                                      f"parameter is annotated with (dim {dim} is {size}, not {want})")
 
     def __repr__(self) -> str:
         dims = ", ".join("..." if s is Ellipsis else repr(s) for s in self.shape)
@@ -105,16 +223,18 @@ class Tensor:
     shape: tuple[int, ...]
     dtype: DataType
     valid_shape: tuple[int, ...]
-    writes: list[tuple[Task, Region | None]]  # the tile ops that write it, with the region each writes
+    writes: Writes  # the tile ops that write it, with the region each writes
     origin: tuple[int, ...]
     tiles: list[Tile]  # a UB tile tensor: the tiles of the shmem_load that made it
     tile_shape: tuple[int, ...] | None
     name: str
     is_argument: bool  # a kernel argument (the caller's device tensor)
+    host_declaration: tuple[list[int], DataType, str] | None  # declared on the host (pypto.function's parameter): shape, dtype, name
     destination: Destination | None  # an op's result: where its tile ops will store it
     _read: bool  # an op has used where its data is (see ``device``)
     _device: DeviceTensor | None
     _gm_copy: Tensor | None  # a UB tile tensor: the GM copy compute ops read
+    _unit_of: tuple[Destination, tuple[int, ...]] | None  # a view adding or dropping dims of size 1 of an op result not yet placed: its destination and shape
 
     def __new__(cls, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None):
         """``pypto.Tensor(shape, dtype, name, format)``: a kernel-local tensor inside a kernel, an
@@ -141,7 +261,7 @@ class Tensor:
     @classmethod
     def make(cls, program: PeProgram, location: str, shape: Sequence[int], dtype: DataType, *,
              device: DeviceTensor | None = None, valid_shape: Sequence[int] | None = None,
-             writes: list | None = None, origin: Sequence[int] | None = None) -> Tensor:
+             writes: Writes | Iterable[Write] | None = None, origin: Sequence[int] | None = None) -> Tensor:
         """A tensor of ``program`` (the ops' results and views)."""
         assert location in LOCATIONS
         self = object.__new__(cls)
@@ -153,17 +273,19 @@ class Tensor:
         self.device = device
         self.destination = None
         self.valid_shape = tuple(valid_shape) if valid_shape is not None else self.shape
-        self.writes = writes if writes is not None else []
+        self.writes = writes if isinstance(writes, Writes) else Writes(writes or ())
         self.origin = tuple(origin) if origin is not None else (0,) * len(self.shape)
         self.tiles = []
         self.tile_shape = None
         self.name = ""
         self.is_argument = False
+        self.host_declaration = None
         self._gm_copy = None
+        self._unit_of = None
         return self
 
     @classmethod
-    def token(cls, program: PeProgram, shape: Sequence[int], writes: list) -> Tensor:
+    def token(cls, program: PeProgram, shape: Sequence[int], writes: Iterable[Write]) -> Tensor:
         """An op's int32 token."""
         return cls.make(program, "token", shape, DataType.DT_INT32, writes=writes)
 
@@ -179,11 +301,28 @@ class Tensor:
         return tensor
 
     @classmethod
+    def declared(cls, value: Tensor | TensorAnnotation, program: PeProgram, device: DeviceTensor, name: str) -> Tensor:
+        """A tensor declared on the host (``pypto.tensor(shape, dtype, name)`` outside a kernel) as
+        an argument of ``program`` over ``device``: the object ``value`` itself becomes that tensor
+        (the framework's host tensor is one object, the function's parameter inside ``pypto.function``)."""
+        tensor = cls.of_device(program, device)
+        tensor.name = name
+        tensor.host_declaration = (list(device.shape), tensor.dtype, name)
+        value.__class__ = cls
+        value.__dict__.clear()
+        value.__dict__.update(tensor.__dict__)
+        return value  # type: ignore[return-value]
+
+    @classmethod
     def local(cls, program: PeProgram, shape, dtype: DataType | None, name: str = "", format: TileOpFormat | None = None) -> Tensor:
         """``pypto.tensor(shape, dtype, name)`` in a kernel: a new zero-filled GM tensor on the PE's die."""
         from npusim.frontend.tensor import empty
 
         what = f"pypto.Tensor(shape={shape!r}, dtype={dtype!r})"
+        if shape is None and dtype is None:  # pypto.tensor(): a placeholder a later move gives its value
+            placeholder = cls.make(program, "token", (), DataType.DT_INT32)
+            placeholder.name = name or "empty"
+            return placeholder
         if isinstance(shape, int) and not isinstance(shape, bool):
             shape = [shape]
         if not isinstance(shape, (list, tuple)) or not shape:
@@ -206,11 +345,34 @@ class Tensor:
         """The device tensor holding the data; an op that asks has used where the data is, so the
         result can no longer be stored elsewhere (:meth:`fold_into`)."""
         self._read = True
+        self._pin()
+        if self.destination is not None:
+            self._device = self.destination.device
+        elif self._unit_of is not None:  # where the op result it views is now
+            self._device = _compute()._as_shape(self._unit_of[0].device, self.shape)
         return self._device
+
+    def _pin(self) -> None:
+        """The op result's tile ops store where they do now: no assemble folds them elsewhere."""
+        if self.destination is not None:
+            self.destination.pinned = True
+        if self._unit_of is not None:
+            self._unit_of[0].pinned = True
 
     @device.setter
     def device(self, value: DeviceTensor | None) -> None:
         self._device = value
+
+    def as_read(self) -> Tensor:
+        """The tensor as an op reads it now: marked read (its data stays where it is) and a copy of
+        its state, so that the op's tile ops, built later, see this tensor even if the object is
+        made another tensor's value meanwhile (``t.move(x)``, ``t[:] = x``: the framework's Move
+        gives the object a new logical tensor; the ops that used the old one keep it)."""
+        self._read = True
+        self._pin()
+        snapshot = object.__new__(Tensor)
+        snapshot.__dict__.update(self.__dict__)
+        return snapshot
 
     def gm(self) -> DeviceTensor:
         """The device tensor of a tensor in GM (as :attr:`device`); an error for one that has none."""
@@ -223,9 +385,19 @@ class Tensor:
         """``assemble`` of a whole op result that nothing has read yet, whose tile ops have not been
         handed to a scheduler: they store into ``target`` instead (the framework folds the assemble
         into the producer's store); the result then lives there. False if it cannot."""
-        if self.destination is None or self._read or any(task.bit for task, _ in self.writes):
+        if self._read or any(task.linked for task, _ in self.writes):
             return False
-        self.destination.device = target
+        if self._unit_of is not None:  # the producer's result, viewed with dims of size 1 added or dropped
+            destination, shape = self._unit_of
+            placed = _compute()._as_shape(target, shape)
+            if destination.pinned or placed is None:
+                return False
+            destination.device, destination.pinned = placed, True
+            self._device, self._unit_of = target, None
+            return True
+        if self.destination is None or self.destination.pinned:
+            return False
+        self.destination.device, self.destination.pinned = target, True
         self._device = target
         self.destination = None
         return True
@@ -249,9 +421,8 @@ class Tensor:
         if region is not None and any(self.origin):
             region = Region(tuple(o + r for o, r in zip(self.origin, region.offset)), region.shape)
         found: dict[int, Task] = {}
-        for task, written in self.writes:
-            if region is None or written is None or len(written.offset) != len(region.offset) or regions_meet(region, written):
-                found.setdefault(id(task), task)
+        for task, _ in self.writes.meeting(region):
+            found.setdefault(id(task), task)
         return list(found.values())
 
     def in_gm(self, op: str) -> Tensor:
@@ -275,6 +446,19 @@ class Tensor:
         if not isinstance(value, Tensor):
             raise UsageError(f"assigning {value!r} to {self!r}[:]: the value must be a pypto.Tensor")
         self.__dict__.update(value.__dict__)
+
+    def move(self, value: Tensor) -> None:
+        """``t.move(value)``: ``value`` becomes this tensor's value (the framework's Move): a kernel
+        argument gets it assembled into its GM; a kernel-local tensor, a view or a placeholder
+        (``pypto.tensor()``) is ``value`` from now on (the ops that used it before keep the old one)."""
+        if not isinstance(value, Tensor):
+            raise UsageError(f"{self!r}.move({value!r}): only a pypto.Tensor can be moved into a tensor")
+        if self.is_argument:
+            from npusim.frontend.pypto.ops import assemble
+
+            assemble(value, [0] * len(self.shape), self)
+        else:
+            self.become(value)
 
     # -- indexing --------------------------------------------------------------------------------
 
@@ -380,10 +564,28 @@ class Tensor:
     def __add__(self, other): return _compute().add(self, other)
     def __radd__(self, other): return _compute().add(self, other)
     def __sub__(self, other): return _compute().sub(self, other)
+    def __mod__(self, other): return _op("remainder")(self, other)
+    def __floordiv__(self, other): return _op("floor")(_compute().div(self, other))
+    def __rsub__(self, other): return _compute().add(_compute().neg(self), other)  # other - x is exactly (-x) + other
     def __mul__(self, other): return _compute().mul(self, other)
     def __rmul__(self, other): return _compute().mul(self, other)
     def __truediv__(self, other): return _compute().div(self, other)
+    def __rtruediv__(self, other): return _compute().divide_scalar_by(other, self)
     def __neg__(self): return _compute().neg(self)
+    def __pos__(self): return self
+    def __pow__(self, other): return _op("pow")(self, other)
+    def __matmul__(self, other): return _compute().matmul(self, other, self.dtype)
+    def __lt__(self, other): return _op("lt")(self, other)
+    def __le__(self, other): return _op("le")(self, other)
+    def __gt__(self, other): return _op("gt")(self, other)
+    def __ge__(self, other): return _op("ge")(self, other)
+    # a += b makes a name the new result, as the framework's in-place operators do
+    __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
+    # == and != stay identity (tensors are dict keys and list members here); use pypto.eq / pypto.ne
+
+    def assemble(self, input: Tensor, offsets) -> None:
+        """``t.assemble(input, offsets)``: ``pypto.assemble(input, offsets, t)``."""
+        _op("assemble")(input, offsets, self)
 
     def __iter__(self):
         raise UsageError(f"{self!r} is not iterable: index it (t[i, j]) or slice it")
@@ -411,16 +613,50 @@ class Destination:
     """Where an op's tile ops store its result (a GM device tensor), read when each tile op runs,
     so that an ``assemble`` can point it into the tensor assembled into (:meth:`Tensor.fold_into`)."""
 
-    __slots__ = ("device",)
+    __slots__ = ("device", "pinned")
 
     def __init__(self, device: DeviceTensor) -> None:
         self.device = device
+        self.pinned = False  # an op has read it where it is, or an assemble has placed it
 
 
 def _compute():
     from npusim.frontend.pypto import compute
 
     return compute
+
+
+def _op(name: str):
+    """The ``pypto.<name>`` op (imported when first used: the ops import this module)."""
+    import npusim.frontend.pypto as pypto
+
+    return getattr(pypto, name)
+
+
+TENSOR_METHODS = (
+    "abs", "acos", "acosh", "add", "amax", "amin", "argmax", "argmin", "asin", "asinh", "atan", "atanh", "ceil", "clone", "cos", "cosh", "cumsum", "div",
+    "erf", "erfc", "exp", "exp2", "expm1", "floor", "fmod", "greater", "hypot", "isfinite", "isnan", "log", "log1p", "log2", "log10",
+    "logical_not", "lrelu", "matmul", "maximum", "minimum", "mul", "neg", "prod", "reciprocal", "relu", "reshape", "round", "rsqrt",
+    "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "sqrt", "sub", "sum", "tan", "tanh", "transpose", "trunc", "unsqueeze",
+    "view", "expand_clone", "var",
+    # not modelled yet: the method names the op (pypto.NOT_YET)
+    "axpy_", "cumprod", "fillpad", "gather", "gathermask", "gcd", "index_add", "index_add_", "mrgsort", "pad", "permute", "prelu", "quant_mx",
+    "scatter", "scatter_", "scatter_update", "sort32", "topk", "tril", "triu",
+)
+"""The framework's Tensor methods that are ``pypto.<name>(tensor, ...)`` (python/pypto/tensor.py)."""
+
+
+def _method(name: str):
+    def method(self, *args, **kwargs):
+        return _op(name)(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``tensor.{name}(...)``: ``pypto.{name}(tensor, ...)``."
+    return method
+
+
+for _name in TENSOR_METHODS:
+    setattr(Tensor, _name, _method(_name))
 
 
 def _key_text(key) -> str:

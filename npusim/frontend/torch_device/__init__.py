@@ -1,7 +1,8 @@
 """The simulated ``npu`` device in torch, built on torch's own extension points (docs/torch.md):
 torch's PrivateUse1 backend renamed ``npu`` with a Python device module (``torch.npu``), device
 hooks and guard; aten kernels for that key registered with ``torch.library`` (factories, views,
-copies, casts, fills; a fallback refusing the rest); torch_npu's custom ops as ``torch.ops.npu.*``.
+copies, casts, fills; a fallback refusing the rest); torch_npu's custom ops as ``torch.ops.npu.*``;
+the ``hccl`` backend of ``torch.distributed`` (:mod:`.distributed`).
 :func:`install` does it once per process (``import npusim.torch_npu`` calls it).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from npusim.frontend.torch_device import aten, npu_module, ops
+from npusim.frontend.torch_device import aten, distributed, npu_module, ops
 from npusim.frontend.torch_device.tensors import DEVICE_TYPE
 
 _libraries: list[torch.library.Library] = []
@@ -28,3 +29,4 @@ def install() -> None:
     custom = torch.library.Library("npu", "DEF")
     ops.register(custom)
     _libraries.extend((kernels, fallback, custom))
+    distributed.install()

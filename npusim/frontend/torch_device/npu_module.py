@@ -1,6 +1,7 @@
 """``torch.npu``: the device module torch_npu registers, on the simulated machine of the running
 session (devices are its dies), with torch_npu's names: devices, ``synchronize``, ``Stream``,
-``Event``, ``current_stream``, ``stream``, ``NPUGraph`` and ``graph``."""
+``Event``, ``current_stream``, ``stream``, ``NPUGraph``, ``graph``, ``is_current_stream_capturing``
+and ``config``."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import torch
 
 from npusim.errors import GraphCaptureError, UsageError
 from npusim.frontend.graphs import CapturedGraph, capture
-from npusim.frontend.host import DeviceEvent
+from npusim.frontend.host import DeviceEvent, current_process
 from npusim.frontend.session import Session, active_system, current_session
+from npusim.frontend.spmd import current_rank
 
 DEVICE_NAMES = {"ascend910b": "Ascend910B2", "ascend910c": "Ascend910_9392"}
 """What ``torch.npu.get_device_name()`` says per product (the chip names of A2 and A3 servers)."""
@@ -66,11 +68,29 @@ def _index(device) -> int:
 
 
 def current_device() -> int:
-    return _current_device.get(id(current_session()), 0) if _running() else 0
+    """The current device of the running host process (an SPMD rank's own: :func:`npusim.spawn`, or
+    torch.multiprocessing.spawn in a session, by default its rank's), else of the session."""
+    if not _running():
+        return 0
+    process = current_process()
+    if process is not None:
+        return process.device if process.device is not None else 0
+    rank = current_rank()
+    if rank is not None:
+        return rank.device if rank.device is not None else rank.index % device_count()
+    return _current_device.get(id(current_session()), 0)
 
 
 def set_device(device) -> None:
-    _current_device[id(current_session())] = _index(device)
+    index = _index(device)
+    process = current_process()
+    rank = current_rank()
+    if process is not None:
+        process.device = index
+    elif rank is not None:
+        rank.device = index
+    else:
+        _current_device[id(current_session())] = index
 
 
 def get_device_name(device=None) -> str:
@@ -79,8 +99,33 @@ def get_device_name(device=None) -> str:
 
 
 def synchronize(device=None) -> None:
-    """The host waits until all work issued so far has finished."""
+    """The host waits until all work issued so far has finished (an SPMD rank: the work of its own devices)."""
     current_session().synchronize()
+
+
+def is_current_stream_capturing() -> bool:
+    """Whether work is being captured into a graph (``NPUGraph``, a torchair capture) instead of run."""
+    return _running() and current_session().capture is not None
+
+
+def empty_cache() -> None:
+    """Release the allocator's cached blocks: npusim's GM is a bump allocator without a cache (its
+    tensors keep their memory to the end of the session), so there is nothing to release."""
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes of the device's GM in use (npusim never frees GM within a session)."""
+    return current_session().system.die(_index(device)).memory.used_bytes if _running() else 0
+
+
+memory_reserved = memory_allocated
+"""Bytes the allocator holds: the same as :func:`memory_allocated` (no cache)."""
+
+
+config = types.SimpleNamespace(allow_internal_format=False)
+"""``torch.npu.config``: ``allow_internal_format`` lets torch_npu keep tensors in private formats
+(NZ ...); it is recorded and changes nothing, since npusim's npu tensors are ND
+(``torch_npu.npu_format_cast``)."""
 
 
 class Stream:
@@ -218,11 +263,38 @@ def graph(npu_graph: NPUGraph, pool=None, stream: Stream | None = None, capture_
         npu_graph.capture_end()
 
 
+INDUCTOR_NOT_MODELLED = (
+    "torch.compile with the inductor backend (the default) is not modelled on the npu device: inductor generates Triton or C++ "
+    "kernels, which npusim cannot simulate; use backend=npusim.torchair.get_npu_backend() (torchair's graph mode, docs/torch.md), "
+    "or run the model eagerly"
+)
+
+
+class _NotModelled(type):
+    """A class every use of which (an attribute, an instance) is the UsageError of :data:`INDUCTOR_NOT_MODELLED`."""
+
+    def __getattr__(cls, name: str) -> object:
+        raise UsageError(INDUCTOR_NOT_MODELLED)
+
+    def __call__(cls, *args: object, **kwargs: object) -> object:
+        raise UsageError(INDUCTOR_NOT_MODELLED)
+
+
+class InductorCodegen(metaclass=_NotModelled):
+    """What inductor asks the PrivateUse1 backend's module for (``Scheduling``, ``PythonWrapperCodegen``,
+    ``CppWrapperCodegen``, ``WrapperFxCodegen``: torch.utils.backend_registration's custom module
+    hooks, read by ``torch._inductor.codegen.common.init_backend_registration``): its first use
+    refuses inductor for the npu device, saying what to use instead."""
+
+
 def module() -> types.ModuleType:
     """The ``torch.npu`` module object."""
     npu = types.ModuleType("torch.npu", __doc__)
     for name in ("is_available", "is_initialized", "_is_in_bad_fork", "manual_seed_all", "device_count", "current_device",
-                 "set_device", "get_device_name", "synchronize", "Stream", "current_stream", "default_stream", "set_stream",
-                 "stream", "Event", "NPUGraph", "graph"):
+                 "set_device", "get_device_name", "synchronize", "is_current_stream_capturing", "config", "empty_cache",
+                 "memory_allocated", "memory_reserved", "Stream", "current_stream",
+                 "default_stream", "set_stream", "stream", "Event", "NPUGraph", "graph"):
         setattr(npu, name, globals()[name])
+    for name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
+        setattr(npu, name, InductorCodegen)
     return npu

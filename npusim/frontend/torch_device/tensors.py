@@ -67,7 +67,8 @@ class _DLManagedTensor(ctypes.Structure):
 
 _DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
 _DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
-_no_delete = _DELETER(lambda managed: None)  # GM is never freed: the storage owns no host memory
+_NO_DELETER = _DELETER()  # NULL, which DLPack allows and torch skips: GM is never freed, the storage owns no host memory (a Python
+# deleter would run as torch frees the tensor, and clear an exception being raised past it: a SystemError)
 _DL_EXT_DEV = 12  # DLPack's extension device, which torch maps to its PrivateUse1 backend
 _DL_CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "V": 4}  # bool, int, uint, float, bfloat (ml_dtypes' kind is V)
 _new_capsule = ctypes.pythonapi.PyCapsule_New
@@ -81,7 +82,7 @@ def _from_address(pointer: int, die: int, shape: list[int], strides: list[int], 
     managed = _DLManagedTensor()
     managed.dl_tensor = _DLTensor(pointer, _DLDevice(_DL_EXT_DEV, die), len(shape), _DLDataType(_DL_CODES[dtype.kind], dtype.itemsize * 8, 1),
                                   sizes, steps, 0)
-    managed.deleter = _no_delete
+    managed.deleter = _NO_DELETER
     return torch.utils.dlpack.from_dlpack(_new_capsule(ctypes.addressof(managed), b"dltensor", None)), (sizes, steps, managed)
 
 
@@ -106,8 +107,9 @@ def _serial(session: Session) -> int:
     return serial
 
 
-def new_tensor(shape, dtype: torch.dtype, die: int, strides=None) -> torch.Tensor:
-    """A new npu tensor in the GM of die ``die`` of the running session (zero-filled)."""
+def new_tensor(shape, dtype: torch.dtype, die: int, strides=None, *, control: bool = False) -> torch.Tensor:
+    """A new npu tensor in the GM of die ``die`` of the running session (zero-filled); ``control``:
+    its bytes are real in a timing-only run too (:func:`npusim.frontend.tensor.empty`)."""
     session = current_session()
     np_dtype = numpy_dtype(dtype, "torch.empty(device='npu')")
     shape = [int(s) for s in shape]
@@ -116,7 +118,7 @@ def new_tensor(shape, dtype: torch.dtype, die: int, strides=None) -> torch.Tenso
     strides = [int(s) for s in strides]
     elements = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides)) if all(shape) else 0
     nbytes = elements * np_dtype.itemsize
-    allocation = session.system.die(die).memory.allocate(max(nbytes, 1), f"tensor{shape}<{np_dtype}>")
+    allocation = session.system.die(die).memory.allocate(max(nbytes, 1), f"tensor{shape}<{np_dtype}>", control=control)
     pointer = _serial(session) << _SERIAL_SHIFT | die << _DIE_SHIFT | allocation.address + 1
     tensor, keep = _from_address(pointer, die, shape, strides, np_dtype)
     _allocations[pointer] = (weakref.ref(session), allocation, keep)
@@ -176,9 +178,10 @@ def values(t: torch.Tensor) -> np.ndarray:
 
 def to_torch(array: np.ndarray) -> torch.Tensor:
     """A CPU torch tensor of ``array``'s values (bfloat16 through its bits)."""
+    array = np.ascontiguousarray(array).reshape(array.shape)  # ascontiguousarray makes a 0-d array 1-d
     if array.dtype == NUMPY_DTYPES[torch.bfloat16]:
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(array))
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:

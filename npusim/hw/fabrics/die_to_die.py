@@ -29,4 +29,4 @@ class DieToDie(Fabric):
     def route(self, src: int, dst: int, direction: Direction) -> Route:
         link = self.spec.link
         package = self.shape.package_of(src)
-        return Route(self.wiring.hop(f"pkg{package} SIO die{src}->die{dst}", link, src, direction), self.wiring.ps(link.latency))
+        return Route(self.wiring.hop(f"pkg{package} SIO die{src}->die{dst}", link, src, direction)) + self.wiring.delay("link.latency", link.latency)

@@ -29,4 +29,4 @@ class FullMesh(Fabric):
 
     def route(self, src: int, dst: int, direction: Direction) -> Route:
         link = self.spec.link
-        return Route(self.wiring.hop(f"die{src}->die{dst} HCCS", link, src, direction), self.wiring.ps(link.latency))
+        return Route(self.wiring.hop(f"die{src}->die{dst} HCCS", link, src, direction)) + self.wiring.delay("link.latency", link.latency)

@@ -11,7 +11,7 @@ from pydantic import Field
 from npusim.config.registry import FABRICS
 from npusim.config.schema import FabricSpec, LinkSpec, Spec, SystemShape, SystemSpec
 from npusim.errors import WorkloadError
-from npusim.hw.topology import Direction, Fabric, Route, Wiring
+from npusim.hw.topology import LOCAL, Direction, Fabric, Route, Wiring
 
 
 class ExplicitLink(Spec):
@@ -56,7 +56,7 @@ class Links(Fabric):
 
     def __init__(self, spec: LinksSpec, shape: SystemShape, wiring: Wiring, inner: Fabric | None) -> None:
         super().__init__(spec, shape, wiring, inner)
-        self._next_hops: dict[int, dict[int, tuple[int, LinkSpec]]] = {}
+        self._next_hops: dict[int, dict[int, tuple[int, tuple[int, LinkSpec]]]] = {}
 
     def route(self, src: int, dst: int, direction: Direction) -> Route:
         hops = self._next_hops.get(src)
@@ -64,22 +64,23 @@ class Links(Fabric):
             hops = self._next_hops[src] = self._bfs(src)
         if dst not in hops:
             raise WorkloadError(f"no path from die {src} to die {dst} in the links of the node fabric; add a link (fabrics.node.links)")
-        resources, latency, here = [], 0, dst
+        route, here = LOCAL, dst
         while here != src:
-            previous, link = hops[here]
-            resources.append(self.wiring.hop(f"die{previous}->die{here}", link, previous, direction))
-            latency += self.wiring.ps(link.latency)
+            previous, (index, link) = hops[here]
+            at = f"links.{index}.link"
+            route = Route(self.wiring.hop(f"die{previous}->die{here}", link, previous, direction, at)) + self.wiring.delay(f"{at}.latency", link.latency) + route
             here = previous
-        return Route(tuple(resource for hop in reversed(resources) for resource in hop), latency)
+        return route
 
-    def _bfs(self, src: int) -> dict[int, tuple[int, LinkSpec]]:
-        """For every die reachable from ``src``: the die before it on a shortest path, and the link."""
+    def _bfs(self, src: int) -> dict[int, tuple[int, tuple[int, LinkSpec]]]:
+        """For every die reachable from ``src``: the die before it on a shortest path, and the link
+        (its index in ``links`` and its spec)."""
         links = self.spec.links
-        neighbours: dict[int, list[tuple[int, LinkSpec]]] = {}
-        for entry in links:
-            neighbours.setdefault(entry.a, []).append((entry.b, entry.link))
-            neighbours.setdefault(entry.b, []).append((entry.a, entry.link))
-        reached: dict[int, tuple[int, LinkSpec]] = {src: (src, links[0].link)} if links else {}
+        neighbours: dict[int, list[tuple[int, tuple[int, LinkSpec]]]] = {}
+        for index, entry in enumerate(links):
+            neighbours.setdefault(entry.a, []).append((entry.b, (index, entry.link)))
+            neighbours.setdefault(entry.b, []).append((entry.a, (index, entry.link)))
+        reached: dict[int, tuple[int, tuple[int, LinkSpec]]] = {src: (src, (0, links[0].link))} if links else {}
         queue = deque([src])
         while queue:
             here = queue.popleft()

@@ -34,4 +34,4 @@ class PcieSwitch(Fabric):
     def route(self, src: int, dst: int, direction: Direction) -> Route:
         link, wiring = self.spec.link, self.wiring
         resources = wiring.hop(f"die{src} PCIe tx", link, src, direction) + wiring.hop(f"die{dst} PCIe rx", link, dst, direction)
-        return Route(resources, 2 * wiring.ps(link.latency) + wiring.ps(self.spec.switch.latency))
+        return Route(resources) + wiring.delay("link.latency", link.latency, 2) + wiring.delay("switch.latency", self.spec.switch.latency)

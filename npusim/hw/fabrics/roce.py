@@ -39,6 +39,6 @@ class Roce(Fabric):
         if a == b:
             return LOCAL
         payload = spec.bandwidth.bytes_per_ps(wiring.clock_hz) * spec.efficiency
-        tx = wiring.resource(f"nic{a} tx", payload, "nic", src)
-        rx = wiring.resource(f"nic{b} rx", payload, "nic", dst)
-        return Route((tx, rx), wiring.ps(spec.latency))
+        tx = wiring.resource(f"nic{a} tx", payload, "nic", src, ("bandwidth", "efficiency"))
+        rx = wiring.resource(f"nic{b} rx", payload, "nic", dst, ("bandwidth", "efficiency"))
+        return Route((tx, rx)) + wiring.delay("latency", spec.latency)

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from npusim.config.registry import FABRICS
-from npusim.config.schema import FabricSpec, LinkSpec, PositiveInt, SwitchSpec, SystemShape
+from npusim.config.schema import MAX_CHANNELS, ChannelCount, FabricSpec, LinkSpec, SwitchSpec, SystemShape
 from npusim.hw.topology import Direction, Fabric, Route, Wiring
 
 
@@ -19,7 +19,7 @@ class UbL1SwitchSpec(FabricSpec):
     kind: Literal["ub_l1_switch"]
     levels: ClassVar[tuple[str, ...]] = ("node",)
     uplinks: ClassVar[bool] = True
-    planes: PositiveInt = Field(description="first-tier switches per node = links per die")
+    planes: ChannelCount = Field(description=f"first-tier switches per node = links per die (at most {MAX_CHANNELS})")
     link: LinkSpec = Field(description="one die-to-switch link; a first-tier switch reaches the second tier over the same link")
     switch: SwitchSpec = Field(description="one first-tier switch")
 
@@ -40,22 +40,22 @@ class UbL1Switch(Fabric):
         link, planes = spec.link, spec.planes
         credits = link.write_credits.scaled(planes) if link.write_credits is not None else None
         self.ports = LinkSpec(bandwidth=link.bandwidth.scaled(planes), latency=link.latency, efficiency=link.efficiency, write_credits=credits)
-        self.link_ps = wiring.ps(link.latency)
-        self.switch_ps = wiring.ps(spec.switch.latency)
+        self.two_links = wiring.delay("link.latency", link.latency, 2)
+        self.switch = wiring.delay("switch.latency", spec.switch.latency)
 
     def route(self, src: int, dst: int, direction: Direction) -> Route:
-        return Route(self._tx(src, direction) + self._rx(dst, direction), 2 * self.link_ps + self.switch_ps)
+        return Route(self._tx(src, direction) + self._rx(dst, direction)) + self.two_links + self.switch
 
     def uplink(self, src: int, direction: Direction) -> Route:
         """Die ``src`` -> first-tier switch -> its link to the second tier."""
-        return Route(self._tx(src, direction), self.link_ps + self.switch_ps + self.link_ps)
+        return Route(self._tx(src, direction)) + self.two_links + self.switch
 
     def downlink(self, dst: int, direction: Direction) -> Route:
         """The second tier's link -> first-tier switch -> die ``dst``."""
-        return Route(self._rx(dst, direction), self.link_ps + self.switch_ps + self.link_ps)
+        return Route(self._rx(dst, direction)) + self.two_links + self.switch
 
     def _tx(self, die: int, direction: Direction):
-        return self.wiring.hop(f"die{die} UB tx", self.ports, die, direction)
+        return self.wiring.hop(f"die{die} UB tx", self.ports, die, direction, also=("planes",))
 
     def _rx(self, die: int, direction: Direction):
-        return self.wiring.hop(f"die{die} UB rx", self.ports, die, direction)
+        return self.wiring.hop(f"die{die} UB rx", self.ports, die, direction, also=("planes",))

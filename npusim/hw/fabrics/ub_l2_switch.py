@@ -40,4 +40,4 @@ class UbL2Switch(Fabric):
 
     def route(self, src: int, dst: int, direction: Direction) -> Route:
         nodes = cast(Uplinks, self.inner)
-        return nodes.uplink(src, direction) + Route((), self.wiring.ps(self.spec.switch.latency)) + nodes.downlink(dst, direction)
+        return nodes.uplink(src, direction) + self.wiring.delay("switch.latency", self.spec.switch.latency) + nodes.downlink(dst, direction)

@@ -8,6 +8,7 @@ and the rule.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 from npusim.errors import OpArgumentError
 
@@ -20,6 +21,7 @@ OP_DTYPES = {
     "add": ARITH, "sub": ARITH, "mul": ARITH, "div": ARITH, "maximum": ARITH, "minimum": ARITH,
     "exp": FLOAT, "sqrt": FLOAT, "rsqrt": FLOAT, "abs": ARITH, "neg": ARITH,
     "sum": ("DT_FP32", "DT_BF16", "DT_INT32", "DT_INT16"), "amax": ARITH, "amin": ARITH,
+    "prod": ("DT_FP32", "DT_INT32", "DT_INT16"), "argmax": FLOAT, "argmin": FLOAT,  # reduction.cpp Prod / ArgMax / ArgMin
     "cumsum": ARITH, "transpose": ARITH + ("DT_INT8", "DT_UINT8"), "concat": ARITH + ("DT_INT8", "DT_UINT8", "DT_INT64"),
     "one_hot": ("DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64"),
     "full": ARITH + ("DT_INT8", "DT_UINT8", "DT_UINT16", "DT_UINT32"),
@@ -56,7 +58,7 @@ CAST_PAIRS = {
 MATMUL_DTYPES = {"DT_FP16": ("DT_FP16", "DT_FP32"), "DT_BF16": ("DT_BF16", "DT_FP32"), "DT_FP32": ("DT_FP32",), "DT_INT8": ("DT_INT32",)}
 
 
-def reject(op: str, arg: str, value, rule: str) -> None:
+def reject(op: str, arg: str, value, rule: str) -> NoReturn:
     raise OpArgumentError(f"pypto.{op}: {arg}={value!r} {rule}")
 
 

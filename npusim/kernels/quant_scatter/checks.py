@@ -44,6 +44,15 @@ OUTPUT_BLOCK_BYTES = 32
 """The kernel writes whole 32-byte blocks, so the last dim must hold a multiple of 32 bytes."""
 
 MIN_RANK, MAX_RANK = 3, 8
+"""The ranks ``input`` (and so ``updates``) may have (the op page: 3~8 dims)."""
+SCALES_MIN_RANK, SCALES_MAX_RANK = 1, 8
+"""The ranks ``quant_scales`` and ``quant_zero_points`` may have (aclnnInplaceQuantScatter's page, CANN 8.0.0: 1-8 dims)."""
+
+DEFAULT_AXIS, DEFAULT_QUANT_AXIS = 0, 1
+"""The defaults of the op's documented signature (the npu_quant_scatter_ page, ../shared/seeds/;
+op-plugin's schema ``int axis=0, int quant_axis=1``). The op's own checks refuse both on every
+product it runs on (``axis`` is never the first dim, ``quant_axis`` must be the last), so a call
+that leaves them out fails as on the device: the page's examples pass ``axis=-2, quant_axis=-1``."""
 
 _A2_A3_ROWS = (
     (BFLOAT16, BFLOAT16, BFLOAT16),
@@ -217,6 +226,10 @@ def check_output_mode(dst_type: str | None, round_mode: str | None) -> None:
                       IgnoredArgumentWarning, stacklevel=6)
 
 
+_DEFAULTS_REFUSED = (f"; {DEFAULT_AXIS} / {DEFAULT_QUANT_AXIS} are the defaults of the documented signature, which the op refuses: pass "
+                     "axis=-2, quant_axis=-1 as the op page's examples do")
+
+
 def _merged_view(shape: tuple[int, ...], axis: int) -> tuple[int, int, int, int]:
     """``shape`` merged to ``[dim0, prod(dims 1..axis-1), dim axis, prod(dims after axis)]``."""
     return (shape[0], math.prod(shape[1:axis]), shape[axis], math.prod(shape[axis + 1 :]))
@@ -228,8 +241,8 @@ def check_quant_scatter(
     updates: Any,
     quant_scales: Any,
     quant_zero_points: Any | None = None,
-    axis: int = -2,
-    quant_axis: int = -1,
+    axis: int = DEFAULT_AXIS,
+    quant_axis: int = DEFAULT_QUANT_AXIS,
     reduce: str = "update",
     *,
     product: str,
@@ -295,10 +308,15 @@ def check_quant_scatter(
         raise _reject(
             "axis", axis,
             f"axis must be in [1, {ndim - 2}] or [{1 - ndim}, -2] for rank-{ndim} input "
-            "(never the first or the last dimension)",
+            "(never the first or the last dimension)" + _DEFAULTS_REFUSED * (axis == DEFAULT_AXIS),
         )
     if (quant_axis + ndim if quant_axis < 0 else quant_axis) != ndim - 1:
-        raise _reject("quant_axis", quant_axis, f"quant_axis must be the last dimension: -1 or {ndim - 1}")
+        raise _reject("quant_axis", quant_axis, f"quant_axis must be the last dimension: -1 or {ndim - 1}"
+                      + _DEFAULTS_REFUSED * (quant_axis == DEFAULT_QUANT_AXIS))
+    for name, tensor in (("quant_scales", quant_scales), ("quant_zero_points", quant_zero_points)):
+        if tensor is not None and not SCALES_MIN_RANK <= len(tensor.shape) <= SCALES_MAX_RANK:
+            raise _reject(f"{name}.shape", tuple(tensor.shape), f"{name} must have rank {SCALES_MIN_RANK}..{SCALES_MAX_RANK}, "
+                          f"not {len(tensor.shape)}")
 
     last_dim = up_shape[-1]
     for name, tensor in (("quant_scales", quant_scales), ("quant_zero_points", quant_zero_points)):

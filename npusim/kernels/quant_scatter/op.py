@@ -11,7 +11,7 @@ from pydantic import Field
 
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
-from npusim.config.schema import Spec
+from npusim.config.schema import CoreCount, Spec
 from npusim.errors import OpArgumentError, UsageError
 from npusim.isa.target import VectorTarget
 from npusim.kernels.op import Op, OpOptions, ValueCheck
@@ -44,7 +44,7 @@ def _tiling_310p(problem: QuantScatterProblem, target: VectorTarget, *, vector_c
 class QuantScatterSettings(Spec):
     """How ``npu_quant_scatter_`` (the QuantUpdateScatter kernel) is launched."""
 
-    vector_cores: int = Field(gt=0, description="vector cores the op's tiling splits its work over (at most the die's)")
+    vector_cores: CoreCount = Field(description="vector cores the op's tiling splits its work over (at most the die's)")
 
 
 @OPS.register("quant_scatter")

@@ -5,8 +5,9 @@ zero points) once and converts them to float32. When ``inner`` is 1 (per channel
 dim) a core takes whole rows of ``channels`` elements and divides each row by the scales vector,
 one ``div`` per row; otherwise a core takes (outer, channel) rows of ``inner`` elements, reads the
 row's scale into a scalar register and broadcasts it (``dup``) before the ``div`` (per tensor is one
-row). Per chunk: MTE2 loads x, VECTOR converts it to float32, divides, adds the zero points, and
-converts to the output dtype with round-half-to-even and saturation; MTE3 stores it, and the next
+row). Per chunk: MTE2 loads x, VECTOR converts it to float32, divides by the scales (multiplies,
+``div_mode=False``), adds the zero points, and converts to the output dtype with round-half-to-even
+and saturation; MTE3 stores it, and the next
 load waits for the store. Assumed (the A2 kernel is not public): this layout, the single buffering.
 """
 
@@ -20,6 +21,8 @@ from npusim.isa.target import VectorTarget
 from npusim.kernels.quantize.checks import F32, QuantizeProblem
 
 KERNEL_NAME = "Quantize"
+MULTIPLYING_KERNEL_NAME = "AscendQuantV2"
+"""The kernel aclnnAscendQuantV3 (div_mode=False) launches."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ def plan_quantize(problem: QuantizeProblem, target: VectorTarget) -> QuantizePla
 def build_quantize(problem: QuantizeProblem, plan: QuantizePlan, tensors: dict[str, Any], op_args: dict) -> isa.Kernel:
     """The kernel on contiguous ``tensors`` ``input``, ``scales``, ``zero_points`` (or None), ``out``."""
     out = tensors["out"]
-    kernel = isa.Kernel(KERNEL_NAME, die=out.device, system=out.system, op_args=op_args)
+    name = MULTIPLYING_KERNEL_NAME if problem.multiply else KERNEL_NAME
+    kernel = isa.Kernel(name, die=out.device, system=out.system, op_args=op_args)
     for core, pieces in plan.cores:
         _lower_core(kernel.vector_core(core), problem, plan, tensors, pieces)
     return kernel
@@ -120,7 +124,7 @@ def _lower_core(p: isa.CoreProgram, problem: QuantizeProblem, plan: QuantizePlan
             for which, pair in enumerate(factors):
                 if pair is None:
                     continue
-                kind = "div" if which == 0 else "add"
+                kind = ("mul" if problem.multiply else "div") if which == 0 else "add"
                 if vector_rows:
                     for row in range(0, n, channels):
                         p.vector(kind, work[row:row + channels], work[row:row + channels], pair[1][:channels], name=kind)

@@ -14,7 +14,8 @@ from npusim.kernels.quantize.kernel import KERNEL_NAME, QuantizePlan, build_quan
 
 @OPS.register("quantize")
 class Quantize(Op):
-    """torch_npu's npu_quantize with div_mode=True (aclnnQuantize -> Quantize)."""
+    """torch_npu's npu_quantize: div_mode=True (aclnnQuantize -> Quantize), div_mode=False
+    (aclnnAscendQuantV3 -> AscendQuantV2); the same kernel, dividing or multiplying by the scales."""
 
     name = "quantize"
     series = frozenset({"atlas_a2", "atlas_a3"})  # the aclnnQuantize build modelled is DAV_2201's (checks.py)
@@ -38,4 +39,5 @@ class Quantize(Op):
 
     @classmethod
     def describe(cls, problem: QuantizeProblem, plan: QuantizePlan) -> dict:
-        return {"input": list(problem.shape), "view": list(problem.view), "dtype": problem.out_dtype.name, "cores": plan.used_cores}
+        return {"input": list(problem.shape), "view": list(problem.view), "dtype": problem.out_dtype.name, "cores": plan.used_cores,
+                "div_mode": not problem.multiply}

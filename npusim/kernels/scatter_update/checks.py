@@ -6,7 +6,12 @@ The mapping is the one of ``npu_quant_scatter_`` without quantisation (the ops-n
 ``index/scatter/tests/assets/golden.py``): shapes are merged to ``[d0, H, S, T]`` around ``axis``
 and batch ``b`` writes, for every ``h``, its ``U * T`` elements at row ``indices[b]`` of input batch
 ``b`` (1-D indices) or at row ``indices[b][1]`` of input batch ``indices[b][0]`` (2-D). A 0-D index
-is one batch. Every refusal is an :class:`~npusim.errors.OpArgumentError`.
+is one batch. The batches are those of updates with 1-D indices (the golden loops over
+``updates.shape[0]``: indices may hold more values than that, the rest unused, as ops-nn's UT
+``l2_inplace_scatter_update_test_err_dim_five`` accepts updates of batch 2 with 4 indices), those of
+the indices when 2-D (updates may hold more batches); the aclnn wrapper checks neither, the kernel
+would read past the shorter one, which npusim refuses. Every refusal is an
+:class:`~npusim.errors.OpArgumentError`.
 """
 
 from __future__ import annotations
@@ -42,12 +47,9 @@ class ScatterUpdateProblem:
     index_rank: int
     input_dtype: np.dtype
     indices_dtype: np.dtype
+    batches: int  # the batches written: updates.shape[0] with 0-D / 1-D indices, indices.shape[0] with 2-D
     empty: ClassVar[bool] = False
     op_name: ClassVar[str] = OP_NAME
-
-    @property
-    def batches(self) -> int:
-        return self.updates_view[0]
 
     @property
     def heads(self) -> int:
@@ -111,13 +113,21 @@ def check_scatter_update(input: Any, indices: Any, updates: Any, axis: Any, *, p
         raise _reject("indices.shape", idx_shape, "indices must be 0-D, 1-D [B] or 2-D [B, 2]")
     if len(idx_shape) == 2 and idx_shape[1] != 2:
         raise _reject("indices.shape", idx_shape, "2-D indices must have shape [B, 2] (batch, offset)")
-    batches = 1 if not idx_shape else idx_shape[0]
-    if up_shape[0] != batches:
-        rule = "a 0-D index scatters one batch: updates.shape[0] must be 1" if not idx_shape else \
-            f"updates.shape[0] ({up_shape[0]}) must equal indices.shape[0] ({batches})"
-        raise _reject("updates.shape", up_shape, rule)
-    if up_shape[0] > in_shape[0]:
-        raise _reject("updates.shape", up_shape, f"updates.shape[0] ({up_shape[0]}) must not exceed input.shape[0] ({in_shape[0]})")
+    if not idx_shape and up_shape[0] != 1:
+        raise _reject("updates.shape", up_shape, "a 0-D index scatters one batch: updates.shape[0] must be 1")
+    if len(idx_shape) == 2:
+        batches = idx_shape[0]
+        if up_shape[0] < batches:
+            raise _reject("updates.shape", up_shape, f"updates.shape[0] ({up_shape[0]}) must be at least indices.shape[0] ({batches}): "
+                          "with 2-D indices, pair b writes updates batch b")
+    else:
+        batches = up_shape[0]
+        if idx_shape and idx_shape[0] < batches:
+            raise _reject("indices.shape", idx_shape, f"indices must have at least updates.shape[0] = {batches} values: with 1-D "
+                          "indices, updates batch b is written at row indices[b] (further indices are not used)")
+        if batches > in_shape[0]:
+            raise _reject("updates.shape", up_shape, f"updates.shape[0] ({up_shape[0]}) must not exceed input.shape[0] ({in_shape[0]}): "
+                          "with 1-D indices, updates batch b goes to input batch b")
     if up_shape[norm_axis] > in_shape[norm_axis]:
         raise _reject("updates.shape", up_shape, f"updates.shape[{norm_axis}] ({up_shape[norm_axis]}) along axis must not exceed "
                       f"input.shape[{norm_axis}] ({in_shape[norm_axis]})")
@@ -130,4 +140,4 @@ def check_scatter_update(input: Any, indices: Any, updates: Any, axis: Any, *, p
         return (shape[0], math.prod(shape[1:norm_axis]), shape[norm_axis], math.prod(shape[norm_axis + 1:]))
 
     return ScatterUpdateProblem(product, in_shape, idx_shape if idx_shape else (1,), up_shape, norm_axis, merged(in_shape),
-                                merged(up_shape), 2 if len(idx_shape) == 2 else 1, dtypes["input"], dtypes["indices"])
+                                merged(up_shape), 2 if len(idx_shape) == 2 else 1, dtypes["input"], dtypes["indices"], batches)

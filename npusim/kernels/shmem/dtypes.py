@@ -6,7 +6,9 @@ shmem_store and shmem_signal write; ``pypto.OpType`` is the comparison of shmem_
 accepts only ``EQ``); ``pypto.TileOpFormat`` is a tensor's layout (npusim models ND only) and
 ``pypto.StatusType`` (``pypto.DYNAMIC``, ``pypto.STATIC``) marks a dim of a kernel parameter's
 annotation as bound at run time or at compile time. Here each data type carries the numpy dtype that holds its values in the
-simulator (bf16 through ``ml_dtypes``). Only the types numpy can hold are mirrored.
+simulator (bf16, int4, the fp8 and fp4 formats through ``ml_dtypes``). Only the types numpy can hold
+are mirrored (the framework's DT_HF8 / DT_HF4 / DT_FP8 / DT_FP4_E2M1X2 are not); the compute ops take
+the types their checks list.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ class DataType(_PyptoEnum):
     DT_UINT64 = np.dtype(np.uint64)
     DT_BOOL = np.dtype(np.bool_)
     DT_DOUBLE = np.dtype(np.float64)
+    DT_INT4 = np.dtype(ml_dtypes.int4)
+    DT_FP8E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
+    DT_FP8E5M2 = np.dtype(ml_dtypes.float8_e5m2)
+    DT_FP8E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+    DT_FP4_E2M1 = np.dtype(ml_dtypes.float4_e2m1fn)
 
     @property
     def numpy(self) -> np.dtype:
@@ -110,3 +117,8 @@ DT_UINT32 = DataType.DT_UINT32
 DT_UINT64 = DataType.DT_UINT64
 DT_BOOL = DataType.DT_BOOL
 DT_DOUBLE = DataType.DT_DOUBLE
+DT_INT4 = DataType.DT_INT4
+DT_FP8E4M3 = DataType.DT_FP8E4M3
+DT_FP8E5M2 = DataType.DT_FP8E5M2
+DT_FP8E8M0 = DataType.DT_FP8E8M0
+DT_FP4_E2M1 = DataType.DT_FP4_E2M1

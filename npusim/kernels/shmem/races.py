@@ -11,7 +11,8 @@ not (PyPTO ops run when their preds allow, in any order).
 Each tile op of a launch is one bit of a Python int; its ancestors are the OR of its predecessors'
 ancestors and bits (a wait adds its slot's), fixed when it starts. Two accesses race when neither's
 bit is among the other's ancestors. A race is reported once both tile ops have ended, naming both
-sides; the caller decides whether that is a warning or an error.
+sides (with the program line of each, when the frontend gives it); the caller decides whether that
+is a warning or an error, and is told which side started last (the access that races).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ class ShmemRaceWarning(UserWarning):
 @dataclass(eq=False)
 class Access:
     """One tile op's read or write of byte ranges ``[start, end)`` of one memory (``memory`` is a
-    key, ``memory_label`` names it in reports). ``who`` names the tile op (PE, op, tile); times in ps."""
+    key, ``memory_label`` names it in reports). ``who`` names the tile op (PE, op, tile, the program
+    line of its op), ``source`` that line (an object the frontend gives, or None); times in ps."""
 
     kind: str
     who: str
@@ -42,6 +44,7 @@ class Access:
     ancestors: int
     start_ps: int
     end_ps: int | None = None
+    source: object = None
     pending: list[Access] = field(default_factory=list)  # conflicting accesses to report once both ended
     pending_in: list[Access] = field(default_factory=list)  # the later accesses that hold this one in their pending
     bounds: tuple[int, int] = field(init=False, repr=False)  # the first and the end byte of the intervals ((0, 0): none)
@@ -79,7 +82,7 @@ class RaceDetector:
     """Checks each new access against the accesses of the other kind to the same memory (kept per
     memory and kind, in the order they started)."""
 
-    def __init__(self, emit: Callable[[str, Access, Access], None]) -> None:
+    def __init__(self, emit: Callable[[str, Access, Access, Access], None]) -> None:
         self.emit = emit
         self._accesses: dict[tuple[tuple, str], _Started] = {}  # (memory, kind) -> its accesses so far
         self._started = 0  # accesses recorded: the order they started in
@@ -118,10 +121,11 @@ class RaceDetector:
         access.pending = still
 
     def _report(self, a: Access, b: Access) -> None:
+        """``a`` started after ``b``: it is the access that races (``emit``'s last argument)."""
         reader, writer = (a, b) if a.kind == READ else (b, a)
         message = describe(reader, writer, reader.overlap(writer))
         self.reports.append(message)
-        self.emit(message, reader, writer)
+        self.emit(message, reader, writer, a)
 
 
 class _Started:

@@ -1,8 +1,10 @@
-"""``SupportedDevices`` of ``torch_npu.testing.common_utils``: a test runs only on the chips it names."""
+"""``torch_npu.testing.common_utils``: ``SupportedDevices`` (a test runs only on the chips it
+names) and ``get_npu_device`` / ``set_npu_device`` (the device tests put their tensors on)."""
 
 from __future__ import annotations
 
 import functools
+import os
 import unittest
 
 import torch
@@ -23,3 +25,18 @@ def SupportedDevices(devices: list[str]):
         return run
 
     return decorate
+
+
+def get_npu_device() -> str:
+    """The device the tests use: ``npu:<SET_NPU_DEVICE>``, ``npu:0`` when that variable is unset (torch_npu's rule)."""
+    index = os.environ.get("SET_NPU_DEVICE")
+    return "npu:0" if index is None else f"npu:{index}"
+
+
+def set_npu_device() -> str:
+    """Make :func:`get_npu_device` the current device and return it."""
+    from npusim.frontend.torch_device.npu_module import set_device
+
+    device = get_npu_device()
+    set_device(device)
+    return device

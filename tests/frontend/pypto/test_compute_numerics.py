@@ -262,3 +262,25 @@ def test_matmul_then_bias_add_and_cast_chain():
                  a, w, bias, tile=(8, 40), cube=([16, 16], [16, 48], [16, 16]))
     expected = reference.cast_float(reference.matmul(a, w, np.float32) + bias, np.float16, "rint")
     assert same_bits(got, expected)
+
+
+def test_a_matmul_assembled_into_a_tensor_writes_it_there():
+    """``out[r:, 0:] = pypto.matmul(...)`` points the matmul's tile ops at ``out`` before they run:
+    their program pieces read the destination when they start (a piece built with the workspace it
+    had when the op was called wrote the bytes nobody reads)."""
+    import npusim
+
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((16, 64)).astype(np.float16), rng.standard_normal((32, 64)).astype(np.float16)
+
+    def kernel(x, w, out):
+        pypto.set_cube_tile_shapes([8, 8], [32, 64], [16, 32])
+        out[8:, 0:] = pypto.matmul(x, w, pypto.DT_FP32, b_trans=True)
+
+    with npusim.session("a2"):
+        x, w, out = npusim.tensor(a), npusim.tensor(b), npusim.zeros((24, 32), np.float32)
+        npusim.launch(pypto.frontend.jit(kernel), 1, args=lambda pe: (x, w, out))
+        got = out.numpy()
+    want = np.zeros((24, 32), np.float32)
+    want[8:] = reference.matmul(a, b.T, np.float32)
+    assert same_bits(got, want)

@@ -114,7 +114,7 @@ def test_loop_unroll_takes_the_largest_factor_that_fits_then_smaller_ones():
     (lambda: pypto.options(tile_shapes=[1]), r"unknown option\(s\) \['tile_shapes'\]"),
     (lambda: pypto.frontend.dynamic("B"), r"pypto.frontend.dynamic\('B'\): symbolic dims in annotations are not modelled"),
     (lambda: pypto.is_loop_end(3), "must be a pypto.loop index"),
-    (lambda: pypto.argmax, r"pypto.argmax is not modelled by npusim yet"),
+    (lambda: pypto.argsort, r"pypto.argsort is not modelled by npusim yet"),
 ])
 def test_what_is_not_modelled_or_misspelt_is_a_clear_error_naming_it(call, message):
     with pytest.raises(UsageError, match=message):

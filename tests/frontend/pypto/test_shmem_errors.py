@@ -85,7 +85,8 @@ CASES = {
     "assemble outside out": (lambda x, o, pe: o.__setitem__((slice(4, None), slice(0, None)), X.shmem_load(data(), 0, [8, 32], [0, 0])), "assemble: offsets=[4, 0] puts the valid part [8, 32] of the input outside out [8, 32] in dim 0 (0 <= 4 and 4 + 8 <= 8 must hold)"),
     "assemble dtype": (lambda x, o, pe: pypto.assemble(X.shmem_load(data(dtype=FP32), 0), [0, 0], o), "assemble: input.dtype=DT_FP32 differs from out.dtype=DT_FP16; assemble does not convert"),
     "view dtype": (lambda x, o, pe: pypto.view(x, dtype=FP32), "view: dtype=DataType.DT_FP32 differs from the input's DT_FP16; views that reinterpret memory are not modelled"),
-    "view outside": (lambda x, o, pe: pypto.view(x, [4, 32], [6, 0]), "view: offsets=[6, 0] puts the view [4, 32] outside the tensor [8, 32] in dim 0 (6 + 4 > 8)"),
+    "view outside": (lambda x, o, pe: pypto.view(x, [4, 32], [6, 0], valid_shape=[4, 32]),
+                     "view: offsets=[6, 0] puts the valid part of the view [4, 32] outside the tensor [8, 32] in dim 0 (6 + 4 > 8)"),
 }
 
 
@@ -150,8 +151,26 @@ def test_ops_outside_a_launch_are_refused():
     with npusim.session("a2"):
         with pytest.raises(UsageError, match=re.escape("pypto.distributed.create_shmem_signal is called outside a kernel: PyPTO ops run inside the kernel function that npusim.launch(kernel, n_pes, args=...) calls once per PE")):
             D.create_shmem_signal("g", 2)
-        with pytest.raises(UsageError, match="pypto.set_vec_tile_shapes is called outside a kernel"):
-            pypto.set_vec_tile_shapes(4, 4)
+        with pytest.raises(UsageError, match="pypto.add is called outside a kernel"):
+            pypto.add(None, 1)
+
+
+def test_a_tile_shape_set_on_the_host_is_where_kernels_start():
+    """The framework's scope default: pypto_test.py's run_pto sets it before recording the function."""
+    with npusim.session("a2"):
+        pypto.set_vec_tile_shapes(2, 8)
+        assert pypto.get_vec_tile_shapes() == [2, 8]
+
+        def kernel(x, out):
+            assert pypto.get_vec_tile_shapes() == [2, 8]
+            out[:] = x + x
+
+        out = npusim.zeros((4, 8), np.float32)
+        npusim.launch(kernel, 1, args=lambda pe: (npusim.tensor(np.ones((4, 8), np.float32)), out))
+        assert (out.numpy() == 2).all()
+    with npusim.session("a2"):  # the default belongs to its session
+        with pytest.raises(OpArgumentError, match="tile_shape=None is not set"):
+            npusim.launch(lambda x, out: pypto.add(x, x), 1, args=lambda pe: (npusim.tensor(np.ones((4, 8), np.float32)), None))
 
 
 LAUNCH_CASES = {

@@ -11,6 +11,7 @@ from shmem_allgather import run_allgather
 import npusim
 from npusim import pypto
 from npusim.errors import DeadlockError, RaceError, TimeBoundError
+from npusim.frontend.callsite import blamed
 from npusim.kernels.shmem.races import ShmemRaceWarning
 
 D = pypto.distributed
@@ -25,8 +26,8 @@ def test_allgather_without_its_waits_is_reported_with_both_sides():
     assert races
     message = str(races[0].message)
     pattern = (r"data race on shmem tensor #0 \(group 'world'\) on PE \d, bytes \d+\.\.\d+: PE \d shmem_load#\d+ tile \d "
-               r"reads them \([\d.]+-[\d.]+ us\) while PE \d shmem_put#\d+ tile \d writes them \([\d.]+-[\d.]+ us\), and neither "
-               r"is ordered before the other")
+               r"at \S*shmem_allgather\.py:\d+ reads them \([\d.]+-[\d.]+ us\) while PE \d shmem_put#\d+ tile \d at "
+               r"\S*shmem_allgather\.py:\d+ writes them \([\d.]+-[\d.]+ us\), and neither is ordered before the other")
     assert re.match(pattern, message), message
     instants = session.result.recorder.instants
     assert [i.message for i in instants if i.name == "data race"] == [str(w.message) for w in races]
@@ -41,10 +42,15 @@ def test_the_correct_allgather_reports_no_race():
     assert not session.result.recorder.instants
 
 
-def test_races_can_be_errors():
-    with pytest.raises(RaceError, match="data race on shmem tensor #0"):
+def test_races_can_be_errors_that_blame_the_racing_access():
+    with pytest.raises(RaceError, match="data race on shmem tensor #0") as error:
         with npusim.session("a2"):
             run_allgather(2, 8, 64, 8, wait=False, races="error")
+    sides = re.findall(r"shmem_(?:put|load)#\d+ tile \d at \S*shmem_allgather\.py:(\d+) \w+ them \(([\d.]+)-", str(error.value))
+    assert len(sides) == 2
+    racing_line = max(sides, key=lambda side: float(side[1]))[0]  # the access that started last races with the earlier one
+    line = blamed(error.value)  # the CLI names it, not the synchronisation that ran the simulation
+    assert line.filename.endswith("shmem_allgather.py") and line.lineno == int(racing_line)
 
 
 def test_a_load_before_the_puts_land_reads_stale_data():
@@ -71,8 +77,9 @@ def test_a_wait_for_a_value_never_signalled_ends_in_a_deadlock_report():
     assert session.result.status == "failed"
     report = str(error.value)
     assert report.startswith("deadlock at 0.500 us: nothing more can happen")
+    waits = [i for i, op in enumerate(session.result.recorder.ops) if op.name == "shmem_wait_until"]  # each PE's launch has an op record too
     for pe in range(2):
-        assert (f"PE {pe} (die {pe}) shmem_wait_until#{pe} tile 0 waits for the signal slot of owner PE 1, tile at [0, 0], "
+        assert (f"PE {pe} (die {pe}) shmem_wait_until#{waits[pe]} tile 0 waits for the signal slot of owner PE 1, tile at [0, 0], "
                 f"of shmem tensor #0 (group 'g') on PE {pe}: expects 3, the slot holds 0") in report
     poll_ps = session.config.spec.die.aicpu.poll_interval.to_ps(session.config.spec.die.clock.hz)
     assert stopped_at == poll_ps  # the pollers park after the first pass that finds nothing can change

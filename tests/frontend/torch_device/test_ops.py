@@ -188,3 +188,20 @@ def test_capturing_a_synchronising_call_is_an_error_and_leaves_no_capture_open()
                 x.cpu()
         assert session.capture is None
         assert x.cpu().tolist() == [0.0] * 4
+
+
+def test_the_schema_takes_the_documented_defaults_and_the_op_refuses_them_on_a2():
+    """op-plugin's schema defaults axis=0, quant_axis=1 (the op page's signature); the op's own check
+    refuses axis 0 (never the first dim) on A2 / A3, so a call that leaves them out fails as on the device."""
+    schema = torch.ops.npu.npu_quant_scatter_.default._schema
+    assert {a.name: a.default_value for a in schema.arguments if a.name in ("axis", "quant_axis")} == {"axis": 0, "quant_axis": 1}
+    with npusim.session("a2"):
+        var = torch.zeros(1, 2, 32, dtype=torch.int8).npu()
+        args = (var, torch.zeros(1, dtype=torch.int32).npu(), torch.ones(1, 1, 32, dtype=torch.bfloat16).npu(),
+                torch.ones(32, dtype=torch.bfloat16).npu())
+        with pytest.raises(OpArgumentError, match=r"axis = 0: axis must be in \[1, 1\] .* defaults of the documented signature"):
+            torch_npu.npu_quant_scatter_(*args)
+        with pytest.raises(OpArgumentError, match=r"quant_axis = 1: quant_axis must be the last dimension"):
+            torch_npu.npu_quant_scatter_(*args, axis=-2)
+        torch_npu.npu_quant_scatter_(*args, axis=-2, quant_axis=-1)
+        assert var.cpu().numpy()[0, 0].tolist() == [1] * 32

@@ -46,7 +46,7 @@ def run_case(case: dict, *, data: bool = True):
         s, _ = device_view(scales, case.get("scales_layout", "contiguous"), rng)
         zp = None if zero_points is None else npusim.tensor(zero_points)
         with torch_npu.options(double_buffer=case.get("double_buffer", False)):
-            returned = torch_npu.npu_quant_scatter_(x, npusim.tensor(indices), u, s, zp, axis=axis)
+            returned = torch_npu.npu_quant_scatter_(x, npusim.tensor(indices), u, s, zp, axis=axis, quant_axis=-1)
         assert returned is x
         out = x.numpy() if data else None
     expected = quant_scatter_reference(host, indices, updates, scales, zero_points, axis=axis)
@@ -90,7 +90,7 @@ def test_ties_round_half_to_even_and_saturation_holds_at_both_ends():
                            + [0.0] * 18, dtype=np.float16).reshape(1, 1, 32)
         x = npusim.zeros((1, 1, 32), np.int8)
         torch_npu.npu_quant_scatter_(x, npusim.tensor(np.array([0], np.int32)), npusim.tensor(updates),
-                                     npusim.tensor(np.ones(32, np.float32)))
+                                     npusim.tensor(np.ones(32, np.float32)), axis=-2, quant_axis=-1)
         got = x.numpy()[0, 0, :14]
     assert got.tolist() == [0, 2, 2, 0, -2, -2, 127, -128, 127, -128, 127, -128, 0, 126]
 
@@ -258,7 +258,7 @@ def test_unchecked_indices_write_where_the_address_arithmetic_lands_and_drop_wha
             x = npusim.tensor(host)
             with torch_npu.options(out_of_range="unchecked"), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                torch_npu.npu_quant_scatter_(x, npusim.tensor(indices), npusim.tensor(updates), npusim.tensor(scales))
+                torch_npu.npu_quant_scatter_(x, npusim.tensor(indices), npusim.tensor(updates), npusim.tensor(scales), axis=-2, quant_axis=-1)
             out = x.numpy()
         # The kernel's flat arithmetic: block of batch b starts at row b * S + indices[b] of the [8, 32] rows.
         expected = host.reshape(8, 32).copy()

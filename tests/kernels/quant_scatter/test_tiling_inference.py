@@ -64,7 +64,7 @@ def run_case(case: dict):
         u, _ = device_view(updates, case.get("updates_layout", "contiguous"), rng)
         zp = None if zero_points is None else npusim.tensor(zero_points)
         with torch_npu.options(double_buffer=case.get("double_buffer", False)):
-            torch_npu.npu_quant_scatter_(x, npusim.tensor(indices), u, npusim.tensor(scales), zp, axis=axis)
+            torch_npu.npu_quant_scatter_(x, npusim.tensor(indices), u, npusim.tensor(scales), zp, axis=axis, quant_axis=-1)
         out = x.numpy()
     return out, quant_scatter_reference(host, indices, updates, scales, zero_points, axis=axis), session
 
@@ -133,7 +133,7 @@ def test_ties_round_half_to_even_and_saturation_holds_through_int32():
                            + [0.0] * 16, dtype=np.float16).reshape(1, 1, 32)
         x = npusim.zeros((1, 1, 32), np.int8)
         torch_npu.npu_quant_scatter_(x, npusim.tensor(np.array([0], np.int32)), npusim.tensor(updates),
-                                     npusim.tensor(np.ones(32, np.float32)))
+                                     npusim.tensor(np.ones(32, np.float32)), axis=-2, quant_axis=-1)
         got = x.numpy()[0, 0, :16]
     assert got.tolist() == [0, 2, 2, 0, -2, -2, 127, -128, 127, -128, 127, -128, 0, 126, 127, -128]
 

@@ -22,7 +22,8 @@ def timed(input_shape, updates_shape, *, double_buffer=False, ub_kib=192, cores=
         last = updates_shape[-1]
         with torch_npu.options(double_buffer=double_buffer):
             torch_npu.npu_quant_scatter_(npusim.empty(input_shape, np.int8), npusim.empty((updates_shape[0],), np.int32),
-                                         npusim.empty(updates_shape, u), npusim.empty((last,), s), npusim.empty((last,), z))
+                                         npusim.empty(updates_shape, u), npusim.empty((last,), s), npusim.empty((last,), z),
+                                         axis=-2, quant_axis=-1)
     (row,) = [r for r in ops(session.result.record) if r["name"] == "QuantUpdateScatter"]
     return round(row["duration_us"] * 1e6), row["dma_bytes"], session.system.die(0).hbm.capacity
 

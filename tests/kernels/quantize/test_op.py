@@ -1,6 +1,10 @@
-"""npu_quantize (div_mode=True): bit-exact against an independent numpy reference written from the
-op's documentation (op-plugin torch_npu-npu_quantize.md: result = input / scales + zero_points;
-aclnnQuantize: rounded, saturated to the output dtype), and the aclnn wrapper's checks."""
+"""npu_quantize: bit-exact against independent numpy references written from the op's
+documentation (op-plugin torch_npu-npu_quantize.md: div_mode=True, result = input / scales +
+zero_points, aclnnQuantize: rounded, saturated to the output dtype; div_mode=False,
+aclnnAscendQuantV3: round(input * scale + offset) to int8, ops-nn
+quant/ascend_quant_v2/docs/aclnnAscendQuantV3.md and tests/assets/golden.py), and the aclnn
+wrappers' checks. The div_mode=False cases of op-plugin's test_npu_quantize.py (16 x 128 fp16,
+per channel / per head / per tensor) are among them."""
 
 from __future__ import annotations
 
@@ -81,7 +85,7 @@ def test_ties_round_half_to_even_and_results_saturate():
     (dict(axis=2), "axis = 2: axis must be in [-2, 1]"),
     (dict(dtype="float8_e5m2"), "Ascend 950 feature"),
     (dict(dtype="float16"), "dtype = float16: must be Int8, UInt8 or Int32"),
-    (dict(div_mode=False), "div_mode=False (aclnnAscendQuant"),
+    (dict(div_mode=1), "div_mode = 1: must be True"),
 ])
 def test_bad_calls_are_refused_naming_the_argument(change, message):
     args = dict(x=np.zeros((2, 8), np.float32), scales=np.ones(8, np.float32), zero_points=np.zeros(8, np.int32), dtype="qint8",
@@ -91,4 +95,80 @@ def test_bad_calls_are_refused_naming_the_argument(change, message):
         with pytest.raises(OpArgumentError) as error:
             torch_npu.npu_quantize(npusim.tensor(args["x"]), npusim.tensor(args["scales"]), npusim.tensor(args["zero_points"]),
                                    args["dtype"], args["axis"], args["div_mode"])
+    assert message in str(error.value)
+
+
+def multiply_reference(x, scales, offsets, axis: int) -> np.ndarray:
+    """ops-nn's golden of AscendQuantV2 (round mode "round", int8): in float32, round half to even of
+    x * scale + offset, clipped to int8; NaN -> 0 (npusim's convention)."""
+    shape = [1] * x.ndim
+    if scales.size > 1:
+        shape[axis] = scales.size
+    value = x.astype(np.float32) * scales.astype(np.float32).reshape(shape)
+    if offsets is not None:
+        value = value + offsets.astype(np.float32).reshape(shape)
+    rounded = np.nan_to_num(np.round(value.astype(np.float64)), nan=0.0, posinf=127, neginf=-128)
+    return np.clip(rounded, -128, 127).astype(np.int8)
+
+
+@pytest.mark.parametrize("scale_shape, axis", [((128,), 1), ((16, 1), -2), ((1,), -1)])
+def test_div_mode_false_matches_op_plugins_cases(scale_shape, axis):
+    """op-plugin test_npu_quantize.py, test_npu_quantize_ascend_quant_v2_{perchannel, perhead, pertensor}:
+    fp16 x of [16, 128], fp16 scales and zero points uniform in [-1, 1], torch.qint8."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (16, 128)).astype(np.float16)
+    scales = rng.uniform(-1, 1, scale_shape).astype(np.float16)
+    offsets = rng.uniform(-1, 1, scale_shape).astype(np.float16)
+    with npusim.session("a2"):
+        out = torch_npu.npu_quantize(npusim.tensor(x), npusim.tensor(scales), npusim.tensor(offsets), "qint8", axis, div_mode=False)
+        got = out.numpy()
+    expected = multiply_reference(x, scales.reshape(-1), offsets.reshape(-1), 0 if axis == -2 else -1)
+    assert got.dtype == np.int8 and np.array_equal(got, expected)
+
+
+@st.composite
+def multiply_cases(draw):
+    ndim = draw(st.integers(1, 4))
+    shape = [draw(st.integers(1, 5)) for _ in range(ndim)]
+    shape[-1] = draw(st.integers(1, 70))
+    axis = draw(st.sampled_from([-1, -2] if ndim > 1 else [-1]))
+    x_dtype = draw(st.sampled_from([np.float32, np.float16, BF16]))
+    s_dtype = draw(st.sampled_from([np.float32, np.float16, BF16])) if x_dtype is np.float32 else x_dtype
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    channels = 1 if draw(st.booleans()) else shape[axis]
+    x = rng.normal(0, 60, shape).astype(x_dtype)
+    scales = rng.uniform(-3, 3, channels).astype(s_dtype)
+    offsets = None if draw(st.booleans()) else rng.uniform(-4, 4, channels).astype(s_dtype)
+    return x, scales, offsets, axis
+
+
+@settings(max_examples=40, deadline=None)
+@given(multiply_cases())
+def test_div_mode_false_is_bit_exact(case):
+    x, scales, offsets, axis = case
+    with npusim.session("a2") as session:
+        out = torch_npu.npu_quantize(npusim.tensor(x), npusim.tensor(scales), None if offsets is None else npusim.tensor(offsets),
+                                     "qint8", axis, div_mode=False)
+        got = out.numpy()
+    assert np.array_equal(got, multiply_reference(x, scales, offsets, axis % x.ndim))
+    assert {op.name for op in session.system.recorder.ops} >= {"AscendQuantV2"}
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(dtype="quint8"), "output must be torch.qint8"),
+    (dict(dtype="quint4x2"), "packs int4 results into int32"),
+    (dict(x=np.zeros((2, 8), np.float16)), "float16 input takes float16 scales"),
+    (dict(zero_points=np.zeros(8, np.float16)), "zero_points.dtype = float16: with div_mode=False it must be the scales' dtype"),
+    (dict(x=np.zeros((2, 3, 8), np.float32), scales=np.ones(2, np.float32), axis=-3), "axis = -3: must be one of input's last two dims"),
+    (dict(scales=np.ones(4, np.float32), zero_points=None), "scales must have 1 or input.shape[1] = 8 elements"),
+    (dict(scales=np.ones((2, 8), np.float32), zero_points=None), "scales must have 1 or input.shape[1] = 8 elements along dim 1 and 1"),
+])
+def test_div_mode_false_checks_are_aclnn_ascend_quant_v3s(change, message):
+    args = dict(x=np.zeros((2, 8), np.float32), scales=np.ones(8, np.float32), zero_points=np.zeros(8, np.float32), dtype="qint8", axis=-1)
+    args.update(change)
+    with npusim.session("a2"):
+        with pytest.raises(OpArgumentError) as error:
+            torch_npu.npu_quantize(npusim.tensor(args["x"]), npusim.tensor(args["scales"]),
+                                   None if args["zero_points"] is None else npusim.tensor(args["zero_points"]), args["dtype"], args["axis"],
+                                   div_mode=False)
     assert message in str(error.value)

@@ -19,7 +19,7 @@ def reference(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: 
     """data[b, ..., idx + k, ...] = updates[b, ..., k, ...] along ``axis`` (2-D indices: (batch, idx))."""
     out = data.copy()
     axis %= data.ndim
-    pairs = indices.reshape(-1, 2) if indices.ndim == 2 else np.stack([np.arange(updates.shape[0]), indices.reshape(-1)], 1)
+    pairs = indices.reshape(-1, 2) if indices.ndim == 2 else np.stack([np.arange(updates.shape[0]), indices.reshape(-1)[:updates.shape[0]]], 1)
     for b, (dest, offset) in enumerate(pairs):
         target = [slice(None)] * data.ndim
         target[0] = int(dest)
@@ -79,6 +79,23 @@ def test_a_0d_index_scatters_one_batch():
         out = torch_npu.scatter_update(npusim.tensor(data), npusim.tensor(np.array(1, np.int32)), npusim.tensor(updates), -2)
         assert np.array_equal(out.numpy(), reference(data, np.array([1]), updates, -2))
 
+def test_the_batches_are_those_of_updates_with_1d_indices_and_of_the_indices_with_2d():
+    """ops-nn's UT l2_inplace_scatter_update_test_err_dim_five expects success for data [4, 3, 9, 4, 2],
+    updates [2, 3, 9, 1, 2], 4 indices, axis -2: updates batch b goes to row indices[b] of data batch b,
+    the further indices are not used (the ops-nn golden loops over updates.shape[0]); with 2-D
+    indices the pairs decide and further updates batches are not used."""
+    rng = np.random.default_rng(4)
+    data = rng.normal(size=(4, 3, 9, 4, 2)).astype(np.float16)
+    updates = rng.normal(size=(2, 3, 9, 1, 2)).astype(np.float16)
+    indices = np.array([3, 1, 0, 2], np.int32)
+    pairs = np.array([[3, 2]], np.int64)
+    with npusim.session("a2"):
+        out = torch_npu.scatter_update(npusim.tensor(data), npusim.tensor(indices), npusim.tensor(updates), -2)
+        paired = torch_npu.scatter_update(npusim.tensor(data), npusim.tensor(pairs), npusim.tensor(updates), -2)
+        assert np.array_equal(out.numpy(), reference(data, indices, updates, -2))
+        assert np.array_equal(paired.numpy(), reference(data, pairs, updates[:1], -2))
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(data=np.zeros((2, 4, 8), np.int64)), "input.dtype = int64: not supported on Atlas A2/A3"),
     (dict(updates=np.zeros((2, 1, 8), np.float16)), "updates.dtype = float16: updates must have input's dtype (float32)"),
@@ -88,6 +105,8 @@ def test_a_0d_index_scatters_one_batch():
     (dict(indices=np.zeros((2, 3), np.int32)), "2-D indices must have shape [B, 2]"),
     (dict(updates=np.zeros((3, 1, 8), np.float32), indices=np.zeros(3, np.int32)), "must not exceed input.shape[0]"),
     (dict(updates=np.zeros((2, 1, 4), np.float32)), "updates.shape[2] (4) must equal input.shape[2] (8)"),
+    (dict(indices=np.zeros(1, np.int32)), "indices must have at least updates.shape[0] = 2 values"),
+    (dict(indices=np.zeros((3, 2), np.int32)), "updates.shape[0] (2) must be at least indices.shape[0] (3)"),
     (dict(data=np.zeros((0, 4, 8), np.float32)), "empty tensors are not supported"),
     (dict(data=np.zeros(8, np.float32), updates=np.zeros(8, np.float32)), "input must have rank 2..8"),
     (dict(indices=np.array([0, 4], np.int32)), "indices[1] = 4: batch 1 would write rows [4, 5)"),

@@ -12,7 +12,7 @@ def access(kind, bit, ancestors=0, intervals=((0, 64),), start=0, memory=(0, 0),
 
 def detector():
     found = []
-    return RaceDetector(lambda message, reader, writer: found.append((reader.who, writer.who, message))), found
+    return RaceDetector(lambda message, reader, writer, racing: found.append((reader.who, writer.who, message))), found
 
 
 def test_an_unordered_read_and_write_of_the_same_bytes_race_once_both_ended():

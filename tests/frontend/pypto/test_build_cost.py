@@ -1,0 +1,174 @@
+"""A PyPTO kernel's build costs linear time and memory in its tile ops (issue 32, point 11): a loop
+that rewrites one tile keeps one write of it, and each tile op waits only for the writers its box
+meets; the session's wall-clock limit is looked at while the kernel builds; running out of memory
+in a loop is an error naming the loop, after which the process goes on."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import npusim
+from npusim import pypto
+from npusim.errors import MemoryLimitError, OutOfMemoryError, WallTimeError
+from npusim.frontend.memory import MemoryBudget, resident_bytes
+from npusim.frontend.pypto import runtime
+from npusim.frontend.pypto.tensors import Writes, regions_meet
+from npusim.frontend.session import Session
+from npusim.kernels.shmem.tiling import Region
+
+
+@pytest.fixture
+def launches(monkeypatch) -> list[runtime.ShmemLaunch]:
+    """The PyPTO launches made while the test runs."""
+    made: list[runtime.ShmemLaunch] = []
+    init = runtime.ShmemLaunch.__init__
+
+    def recording(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(runtime.ShmemLaunch, "__init__", recording)
+    return made
+
+
+@pypto.frontend.jit
+def rewrite_one_tile(x, out, n):
+    pypto.set_vec_tile_shapes(1, x.shape[1])
+    for _ in pypto.loop(n, name="REWRITE"):
+        out[0:1, :] = pypto.add(x[0:1, :], x[0:1, :])
+
+
+@pypto.frontend.jit
+def copy_rows(x, out, n):
+    pypto.set_vec_tile_shapes(1, x.shape[1])
+    for i in pypto.loop(n, name="ROWS"):
+        out[i:i + 1, :] = x[i:i + 1, :]
+
+
+def dependencies(launch: runtime.ShmemLaunch) -> int:
+    return sum(len(task.deps) for program in launch.programs for task in program.tasks)
+
+
+@pytest.mark.parametrize(("kernel", "rows"), [(rewrite_one_tile, lambda n: 1), (copy_rows, lambda n: n)])
+def test_a_loop_builds_tile_ops_that_wait_for_a_bounded_number_of_others(launches, kernel, rows):
+    """Every tile op of the loop waited for every earlier writer of the tile (n^2 / 2 dependencies:
+    87 s and 4 GB at n = 10,000); now for the one before it at most, and the results are the same."""
+    n = 300
+    with npusim.session("a2") as session:
+        x = npusim.tensor(np.arange(rows(n) * 64, dtype=np.float32).reshape(rows(n), 64))
+        out = npusim.zeros((rows(n), 64), np.float32)
+        kernel(x, out, n)
+        got = out.numpy()
+    (launch,) = launches
+    tasks = [task for program in launch.programs for task in program.tasks]
+    assert len(tasks) == n and dependencies(launch) <= n
+    assert all(task.ancestors == 0 and task.bit == 0 for task in tasks)  # no shmem access: no happens-before bits to carry
+    np.testing.assert_array_equal(got, 2 * x.numpy()[:1] if kernel is rewrite_one_tile else x.numpy())
+    assert session.result.status == "ok"
+
+
+def test_the_wall_clock_limit_stops_a_kernel_while_it_builds_naming_the_loop(monkeypatch):
+    ticks = itertools.count()
+    monkeypatch.setattr(npusim.frontend.session.time, "perf_counter", lambda: float(next(ticks)))  # a second per look
+    with pytest.raises(WallTimeError, match=r"wall-clock limit of 20 s at 0.000 us simulated while PE 0's kernel was built, in "
+                                            r"pypto.loop 'REWRITE' \(test_build_cost.py:\d+\) at iteration \d+ of 1,000,000$"):
+        with npusim.session("a2", data=False, wall_limit_s=20):
+            rewrite_one_tile(npusim.zeros((1, 64), np.float32), npusim.zeros((1, 64), np.float32), 1_000_000)
+
+
+@pypto.frontend.jit
+def grows(x, out, n):
+    ballast = np.ones(32 << 17)  # 32 MiB the kernel function holds while it builds the loop
+    pypto.set_vec_tile_shapes(1, x.shape[1])
+    for _ in pypto.loop(n, name="GROWS"):
+        out[0:1, :] = pypto.add(x[0:1, :], x[0:1, :])
+    assert ballast.sum() > 0
+
+
+def test_the_memory_limit_stops_a_kernel_while_it_builds_naming_the_loop():
+    budget = MemoryBudget(1 << 50, "a test")
+    with pytest.raises(MemoryLimitError, match=r"of memory while PE 0's kernel was built, in pypto.loop 'GROWS' \(test_build_cost.py:\d+\) "
+                                               r"at iteration \d+ of 1,000: more than its limit of .* \(a test\)"):
+        with npusim.session("a2", data=False, max_memory=budget):
+            budget.limit = resident_bytes() + (8 << 20)  # what the process holds as the workload starts, and 8 MiB
+            grows(npusim.zeros((1, 64), np.float32), npusim.zeros((1, 64), np.float32), 1000)
+
+
+@pypto.frontend.jit
+def runs_out_of_memory(x, out, n, at):
+    pypto.set_vec_tile_shapes(1, x.shape[1])
+    for i in pypto.loop(n, name="BIG"):
+        if int(i) == at:
+            raise MemoryError  # as an allocation that fails deep inside the build raises it
+        out[0:1, :] = pypto.add(x[0:1, :], x[0:1, :])
+
+
+def test_running_out_of_memory_in_a_loop_names_it_and_frees_the_build_for_the_next_session():
+    with pytest.raises(OutOfMemoryError, match=r"^the machine ran out of memory while PE 0's kernel was built, in pypto.loop 'BIG' "
+                                               r"\(test_build_cost.py:\d+\) at iteration 31 of 1,000, with 30 tile ops built \(each takes "
+                                               r"about 13 kB once simulated, docs/pypto.md\); give the loop fewer iterations"):
+        with npusim.session("a2", data=False) as failed:
+            runs_out_of_memory(npusim.zeros((1, 64), np.float32), npusim.zeros((1, 64), np.float32), 1000, 30)
+    assert failed.result.status == "failed" and failed.system.recorder.ops == []  # the ops that never ran are not in its trace
+    del failed
+    gc.collect()
+    assert not [o for o in gc.get_objects() if issubclass(type(o), (Session, runtime.Task))]  # nothing of it is kept
+    with npusim.session("a2") as later:
+        out = npusim.zeros((1, 64), np.float32)
+        rewrite_one_tile(npusim.tensor(np.ones((1, 64), np.float32)), out, 3)
+        assert out.numpy().tolist() == [[2.0] * 64]
+    assert later.result.status == "ok"
+
+
+boxes = st.tuples(st.integers(0, 12), st.integers(0, 12), st.integers(0, 5), st.integers(0, 5)).map(
+    lambda b: Region((b[0], b[1]), (b[2], b[3])))
+
+
+class Writer:
+    """A stand-in tile op: what it was made to wait for."""
+
+    def __init__(self) -> None:
+        self.deps: list[Writer] = []
+
+    def depend_on(self, tasks) -> None:
+        self.deps.extend(t for t in tasks if t is not self)
+
+
+def reached(tasks) -> set[int]:
+    """The ids of ``tasks`` and of every task they wait for, directly or not."""
+    seen: set[int] = set()
+    stack = list(tasks)
+    while stack:
+        task = stack.pop()
+        if id(task) not in seen:
+            seen.add(id(task))
+            stack.extend(task.deps)
+    return seen
+
+
+@given(st.lists(st.tuples(st.booleans(), st.one_of(st.none(), boxes)), max_size=120), boxes)
+def test_writes_find_what_a_box_meets_as_a_scan_of_every_write_would(operations, probe):
+    """Against a plain list of every write: a new write waits for some of the writers a scan finds,
+    in the order they were added, and through them for all of them (a covered write through the one
+    that covered it); a reader meets writes that wait, in the same way, for every writer a scan finds."""
+    writes, every = Writes(), []
+    for waits, region in operations:
+        task = Writer()
+        if waits and region is not None:
+            writes.write(task, region)
+            scanned = [t for t, r in every if r is None or regions_meet(region, r)]
+            assert [id(t) for t in task.deps] == [id(t) for t in scanned if any(t is d for d in task.deps)]
+            assert {id(t) for t in scanned} <= reached(task.deps)
+        else:
+            writes.append((task, region))
+        every.append((task, region))
+    found = [t for t, _ in writes.meeting(probe)]
+    assert found == [t for t, _ in writes if any(t is f for f in found)]  # in the order they were added
+    assert {id(t) for t, r in every if r is None or regions_meet(probe, r)} <= reached(found)
+    assert [id(t) for t, _ in writes] == [id(t) for t, _ in every if any(t is u for u, _ in writes)]
