@@ -29,7 +29,7 @@ COMMANDS = {
     "report": ("npusim.cli.report_cmd:report_command", "Print the report of FOLDER, the output folder of an `npusim run`."),
     "run": ("npusim.cli.run:run_command", "Simulate WORKLOAD (a Python file) on the machine of CONFIG."),
     "sweep": ("npusim.cli.sweep_cmd:sweep_command", "Simulate WORKLOAD on CONFIG at every point of the --grid axes, in parallel."),
-    "validate": ("npusim.cli.validate_cmd:validate_command", "Simulate the measured transfers of the calibration data and compare."),
+    "validate": ("npusim.cli.validate_cmd:validate_command", "Simulate the measured transfers and kernels of the calibration data and compare."),
     "whatif": ("npusim.cli.whatif_cmd:whatif_command", "Rank the config values of CONFIG the end-to-end time of WORKLOAD is most sensitive to (each "
                "moved -/+ a step, the runs in parallel), with each value's confidence and source."),
 }

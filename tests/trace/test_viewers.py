@@ -31,7 +31,12 @@ CASES = [  # (example, config, params): every example, with parameters that keep
     ("shmem_allgather.py", "a3", {"rows": 16, "cols": 512, "tile_rows": 8}),  # the 16 dies of an a3 node, UB links and SIO
     ("pypto_collectives.py", "a2", {"case": "reduce_scatter_bf16"}),
     ("torch_gemm.py", "a2", {"m": 64, "k": 256, "n": 96}),
+    ("hccl_allreduce.py", "a2", {"mib": 1.0}),
+    ("moe_decode_layer.py", "a3", {"ep": 4, "tokens": 8, "hidden": 1024, "intermediate": 128}),
 ]
+KNOWN_DEFECTS = {"moe_decode_layer.py": "its 'read expert id' slices are mis-nested with 'read weight' ones in Perfetto: a defect of the "
+                                         "MoE ops' trace, being fixed"}
+"""Examples whose trace a viewer does not import whole yet (the test fails once one is fixed: strict)."""
 WITH_DATA = {"moe_dispatch_combine.py"}  # reads token counts on the device: no timing-only run
 """Examples that run with data (the others timing only, faster)."""
 
@@ -41,7 +46,9 @@ def test_every_example_is_listed():
 
 
 @pytest.mark.parametrize("example, config, params", CASES, ids=[f"{case[0]}-{case[1]}" for case in CASES])
-def test_viewers_import_every_slice_and_arrow_of_the_example(example, config, params, tmp_path):
+def test_viewers_import_every_slice_and_arrow_of_the_example(example, config, params, tmp_path, request):
+    if example in KNOWN_DEFECTS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_DEFECTS[example]))
     with contextlib.redirect_stdout(io.StringIO()):
         result = npusim.simulate(config, EXAMPLES / example, params=params, data=example in WITH_DATA)
     path = result.write_trace(tmp_path / "trace.json")

@@ -25,13 +25,14 @@ SERIES = frozenset({"atlas_a2", "atlas_a3"})
 def layout(tensor: Any) -> str | None:
     """How the last two dims of ``tensor`` (a DeviceTensor) lie in GM: ``"row"`` (its rows
     contiguous: ND), ``"col"`` (its columns contiguous: the transpose of an ND matrix, which the
-    kernels read as it is, as aclnn's matmuls take a transposed operand), or None (copied first)."""
+    kernels read as it is, as aclnn's matmuls take a transposed operand), or None (copied first:
+    any other layout, and rows or columns that overlap, as an expanded dim's stride 0 makes them)."""
     item = tensor.dtype.itemsize
     rows, cols = tensor.shape[-2:]
     row_stride, col_stride = tensor.strides[-2:]
-    if cols == 1 or col_stride == item:
+    if (cols == 1 or col_stride == item) and (rows == 1 or row_stride >= cols * item):
         return "row"
-    if rows == 1 or row_stride == item:
+    if (rows == 1 or row_stride == item) and (cols == 1 or col_stride >= rows * item):
         return "col"
     return None
 

@@ -281,8 +281,10 @@ def _separate(x, weight, biases, scales, tokens, group_list, split_item, b_trans
 
 
 def group_sizes(values: Any, group_list_type: int, m: int, limit: int) -> tuple[int, ...]:
-    """The rows of each group from ``group_list``'s values (type 0: running sums ending at ``m``;
-    type 1: counts summing to ``m``), checked as the op page says."""
+    """The rows of each group from ``group_list``'s values (type 0: running sums ending at most at
+    ``m``; type 1: counts summing to at most ``m``), checked as the op page says (aclnnGroupedMatmulV4
+    and later: "the sum is at most x's first dimension"; the rows after the groups are not computed
+    and their output rows not written, as an MoE dispatch's expand_x holds more rows than tokens)."""
     values = [int(v) for v in values]
     if len(values) > limit:
         raise reject("group_list", f"{len(values)} groups", f"may hold at most {limit} groups")
@@ -291,13 +293,13 @@ def group_sizes(values: Any, group_list_type: int, m: int, limit: int) -> tuple[
             if after < before:
                 raise reject("group_list", values, f"group_list[{i}] - group_list[{i - 1}] = {after - before}: running sums must not decrease "
                              "(group_list_type 0), nor start below 0")
-        if values and values[-1] != m:
-            raise reject("group_list", values, f"its last value ({values[-1]}) must equal x's rows ({m}) (group_list_type 0)")
+        if values and values[-1] > m:
+            raise reject("group_list", values, f"its last value ({values[-1]}) must be at most x's rows ({m}) (group_list_type 0)")
         return tuple(after - before for before, after in zip([0, *values], values))
     if any(v < 0 for v in values):
         raise reject("group_list", values, "counts must not be negative (group_list_type 1)")
-    if sum(values) != m:
-        raise reject("group_list", values, f"counts must sum to x's rows ({m}), not {sum(values)} (group_list_type 1)")
+    if sum(values) > m:
+        raise reject("group_list", values, f"counts must sum to at most x's rows ({m}), not {sum(values)} (group_list_type 1)")
     return tuple(values)
 
 

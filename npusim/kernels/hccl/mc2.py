@@ -36,7 +36,9 @@ import numpy as np
 from npusim import isa
 from npusim.config.schema import SystemSpec
 from npusim.errors import OpArgumentError
-from npusim.kernels.compute.matmul import CubeTiles, MatmulTile, matmul_tile
+from npusim.isa.target import CubeTarget
+from npusim.kernels.compute.matmul import CubeTiles, MatmulTile, matmul_tile, pipeline_tiling
+from npusim.kernels.cube.pipeline import BlockViews, GemmShape
 from npusim.kernels.hccl.algorithm import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 from npusim.kernels.shmem.tile_ops import GmView
 
@@ -232,12 +234,16 @@ def matmul_kernel(name: str, die: int, gemms: Sequence[Gemm], dtype: np.dtype, *
     k = gemms[0].k
     tiles = CubeTiles(BASE_BLOCK_M, BASE_BLOCK_M, BASE_BLOCK_K, min(L1_K, _align16(k)), min(L1_K, _align16(k)), BASE_BLOCK_N,
                       BASE_BLOCK_N)
+    tiling = pipeline_tiling(tiles, np.dtype(dtype).itemsize, CubeTarget.of(system))
+    shape = GemmShape(np.dtype(dtype), np.dtype(dtype), False, b_trans, name=name)
     blocks = [(gemm, MatmulTile(mo, no, min(BASE_BLOCK_M, gemm.m - mo), min(BASE_BLOCK_N, gemm.n - no), gemm.k))
               for gemm in gemms for no in range(0, gemm.n, BASE_BLOCK_N) for mo in range(0, gemm.m, BASE_BLOCK_M)]
     for index, (gemm, block) in enumerate(blocks):
         program = kernel.cube_core(index % cube_cores)
+        views = BlockViews(gemm.a.shifted((block.m_offset, 0)), gemm.b.shifted((block.n_offset, 0) if b_trans else (0, block.n_offset)),
+                           gemm.out.shifted((block.m_offset, block.n_offset)))
         with program.reused_buffers():  # the tile program drains its pipes at its end (FIXP -> SCALAR)
-            matmul_tile(program, gemm.a, gemm.b, gemm.out, block, tiles, dtype, dtype, a_trans=False, b_trans=b_trans, name=name)
+            matmul_tile(program, tiling, shape, views, block)
     return kernel
 
 

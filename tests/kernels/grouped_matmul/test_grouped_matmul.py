@@ -116,11 +116,26 @@ def test_group_sizes_are_read_when_the_kernel_starts(int8_case):
 def test_bad_group_sizes_are_refused_when_the_kernel_starts(int8_case):
     c = int8_case
     with npusim.session("a3"):
-        bad = device(np.array([30, 0, 17, 52], np.int64))
-        with pytest.raises(OpArgumentError, match=r"group_list = \[30, 0, 17, 52\]: counts must sum to x's rows \(100\), not 99"):
+        bad = device(np.array([30, 0, 17, 54], np.int64))
+        with pytest.raises(OpArgumentError, match=r"group_list = \[30, 0, 17, 54\]: counts must sum to at most x's rows \(100\), not 101"):
             torch_npu.npu_grouped_matmul([device(c["x"])], [device(c["w"])], scale=[device(c["scale"])], group_list=bad, split_item=3,
                                          group_type=0, group_list_type=1, output_dtype=torch.bfloat16)
             npusim.synchronize()
+
+
+def test_groups_of_fewer_rows_than_x_compute_those_rows_only(int8_case):
+    """An MoE dispatch's expand_x has room for more rows than tokens arrive: the counts sum to at
+    most x's rows (aclnnGroupedMatmulV4: "at most x's first dimension"); the rows after them are
+    not computed and their output rows keep what they held."""
+    c = int8_case
+    counts = np.array([30, 0, 17, 50], np.int64)
+    used = int(counts.sum())
+    with npusim.session("a3"):
+        (y,) = torch_npu.npu_grouped_matmul([device(c["x"])], [device(c["w"])], scale=[device(c["scale"])], per_token_scale=[device(c["token"])],
+                                            group_list=device(counts), split_item=3, group_type=0, group_list_type=1, output_dtype=torch.bfloat16)
+        got = values(y)
+    expected = quantised(c["x"][:used], c["w"], counts, c["scale"], c["token"][:used], BF16)
+    assert got.shape[0] == c["x"].shape[0] and np.array_equal(got[:used].view(np.uint8), expected.view(np.uint8))
 
 
 def test_a_timing_only_run_splits_the_rows_evenly_and_says_so():
