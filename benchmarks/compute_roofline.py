@@ -54,7 +54,7 @@ def peaks(config: str) -> dict[str, float]:
             "vec_fp16": vector.repeat_bytes / 2 / per_repeat * hz * aiv.count / 1e9,
             "vec_fp32": vector.repeat_bytes / 4 / per_repeat * hz * aiv.count / 1e9,
             "hbm_bytes_per_s": die.hbm.bandwidth.value,
-            "mte2_bytes_per_cycle": aic.engines[Pipe.MTE2].rate_bytes_per_ps * 1e12 / hz,
+            "mte2_bytes_per_cycle": aic.engines[Pipe.MTE2].rate_bytes_per_ps(("GM", "L1"), remote=False) * 1e12 / hz,
         }
 
 

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from npusim.config.schema import SystemSpec
+from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
+from npusim.trace.recorder import WAIT_LANE_SUFFIX
 from npusim.trace.summary import busy_ps
 from npusim.trace.summary import ops as op_spans
 
@@ -51,9 +53,37 @@ def op_summary_columns(spec: SystemSpec) -> list[str]:
     """The columns of ``op_summary`` for a system, in their order (the one list of them: a column
     is added here and given a value by :func:`op_summary`): ``OP_COLUMNS``, the columns of each
     kind of AI core of its die (in the config's order; on A2 ``aic_...`` then ``aiv_...``),
-    ``dma_bytes``."""
+    ``dma_bytes``, then the L2 columns of each kind (:func:`l2_columns`)."""
     return [*OP_COLUMNS, *(column for kind, core in spec.die.cores.items() for column in _kind_columns(kind, [str(p) for p in core.pipes])),
-            "dma_bytes"]
+            "dma_bytes", *l2_columns(spec)]
+
+
+def l2_columns(spec: SystemSpec) -> list[str]:
+    """msprof's L2Cache columns per kind of AI core, in the config's order (``aic_write_cache_hit``
+    ... ``aiv_total_hit_rate(%)``: :data:`~npusim.trace.l2.L2_METRICS`)."""
+    return [f"{kind}_{metric}" for kind in spec.die.cores for metric in L2_METRICS]
+
+
+def _l2_cells(record: RunRecord, counts_of: dict[str, list[float]]) -> list[int | float | str]:
+    """The :func:`l2_columns` of a launch whose ops' L2 lines per kind of core are ``counts_of``
+    (empty for a kind it did not run on)."""
+    cells: list[int | float | str] = []
+    for kind in record.spec.die.cores:
+        counts = counts_of.get(kind)
+        cells.extend(l2_metrics(counts) if counts is not None else [""] * len(L2_METRICS))
+    return cells
+
+
+def _l2_of_launches(record: RunRecord, launch_of: Any) -> dict[int, dict[str, list[float]]]:
+    """Per launch, per kind of unit, the L2 lines of its ops (``record.l2.ops`` summed over them)."""
+    summed: dict[int, dict[str, list[float]]] = {}
+    for (op, kind), counts in sorted(record.l2.ops.items()):
+        if not 0 <= op < len(launch_of) - 1:
+            continue
+        of_kind = summed.setdefault(int(launch_of[op]), {})
+        total = of_kind.get(kind)
+        of_kind[kind] = list(counts) if total is None else [a + b for a, b in zip(total, counts)]
+    return summed
 
 
 OTHER_UNITS = {"aicpu": "AI_CPU", "sdma": "SDMA", "rdma": "RDMA", "host": "HOST"}
@@ -102,9 +132,10 @@ class CoreEvents:
         for track_id, track in enumerate(recorder.tracks):
             unit_kind = _unit_kind(track.unit)
             track_unit_kind[track_id] = unit_kinds.setdefault(unit_kind, len(unit_kinds))
-            if unit_kind in kinds and track.lane in pipe_index:
+            pipe = track.lane.removesuffix(WAIT_LANE_SUFFIX)  # a pipe's waits on a lane of their own are the pipe's
+            if unit_kind in kinds and pipe in pipe_index:
                 track_core[track_id] = core_ids.setdefault((track.die, track.unit), len(core_ids))
-                track_pipe[track_id] = pipe_index[track.lane]
+                track_pipe[track_id] = pipe_index[pipe]
         self.cores: list[tuple[int, str]] = sorted(core_ids, key=core_ids.__getitem__)  # (die, unit) of each core with events
         self.kinds = kinds
         self.kind_order = {kind: order for order, kind in enumerate(kinds)}
@@ -223,6 +254,7 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
     for launch, unit in zip((placed // n_units).tolist(), (placed % n_units).tolist()):
         units.setdefault(launch, set()).add(events.unit_kinds[unit])
     columns = op_summary_columns(record.spec)
+    l2_of = _l2_of_launches(record, launch_of)
 
     rows = []
     last_end: dict[int, int] = {}  # die -> latest end of the launches so far (ps)
@@ -251,6 +283,7 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
                 row[f"{kind}_{short}_time(us)"] = _us(busy_ps_of[launch][k][p] / n)
                 row[f"{kind}_{short}_ratio"] = ratios[pipe] = _ratio(busy_ps_of[launch][k][p], total)
             row[f"{kind}_memory_bound"] = _memory_bound(ratios)
+        row.update(zip(l2_columns(record.spec), _l2_cells(record, l2_of.get(launch, {}))))
         rows.append(row)
     return rows
 

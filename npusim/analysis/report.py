@@ -21,6 +21,7 @@ from rich.table import Table
 from npusim import __version__
 from npusim.config.confidence import without_tags
 from npusim.errors import UsageError
+from npusim.trace.l2 import l2_metrics
 
 MAX_ROWS = 16
 UNWRAPPED_WIDTH = 100_000
@@ -240,6 +241,28 @@ def ops_by_name(summary: dict) -> list[dict]:
     return sorted(groups.values(), key=lambda g: (-g["total_us"], g["name"]))
 
 
+def l2_by_op_name(summary: dict) -> list[dict]:
+    """The summary's L2 rows of ops (``l2.ops``) grouped by op name and unit: their lines and hit
+    rates (percent, empty without such accesses); most lines first."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for row in (summary.get("l2") or {}).get("ops", []):
+        counts = groups.setdefault((row["name"], row["unit"]), [0.0, 0.0, 0.0, 0.0])
+        counts[0] += row["r0_read_cache_hit"]
+        counts[1] += row["r0_read_cache_miss_allocate"]
+        counts[2] += row["write_cache_hit"]
+        counts[3] += row["write_cache_miss_allocate"]
+    rows = []
+    for (name, unit), (read_hit, read_miss, write_hit, write_miss) in groups.items():
+        _, _, _, _, write_rate, read_rate, total_rate = l2_metrics([read_hit, read_miss, write_hit, write_miss])
+        rows.append({"name": name, "unit": unit, "read_hit_rate(%)": read_rate, "write_hit_rate(%)": write_rate, "total_hit_rate(%)": total_rate,
+                     "lines": round(read_hit + read_miss + write_hit + write_miss)})
+    return sorted(rows, key=lambda r: (-r["lines"], r["name"], r["unit"]))
+
+
+def _rate(percent: float | str) -> str:
+    return f"{percent:.1f}%" if percent != "" else ""
+
+
 def _table(title: str, columns: list[str], rows, console: Console, limit: int, left: tuple[str, ...] = (), total: int | None = None,
            summarise=None) -> None:
     """The first ``limit`` of ``rows`` (an iterable of rows of texts; ``total``: how many there are,
@@ -296,6 +319,15 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
            [[r["resource"], f"{r['critical_share']:.1%}" if r["critical_share"] else "", f"{r['utilisation']:.1%}",
              f"{r['achieved_GBps']:.1f} / {r['peak_GBps']:.0f}", f"{r['bytes'] / 2**20:.1f}"] for r in resources], console, rows, left=("resource",),
            summarise=lambda shown: _the_rest(resources, shown))
+    l2 = summary.get("l2") or {}
+    _table("L2 per die (hit rates of the accesses to its memory, in lines)", ["die", "read hit", "write hit", "total hit", "lines read",
+                                                                             "lines written", "written back MiB"],
+           [[str(r["die"]), _rate(r["read_hit_rate(%)"]), _rate(r["write_hit_rate(%)"]), _rate(r["total_hit_rate(%)"]),
+             str(r["r0_read_cache_hit"] + r["r0_read_cache_miss_allocate"]), str(r["write_cache_hit"] + r["write_cache_miss_allocate"]),
+             f"{r['written_back_bytes'] / 2**20:.1f}"] for r in l2.get("dies", [])], console, rows, left=("die",))
+    _table("L2 by op (its accesses, on any die)", ["op", "unit", "read hit", "write hit", "total hit", "lines"],
+           [[g["name"], g["unit"], _rate(g["read_hit_rate(%)"]), _rate(g["write_hit_rate(%)"]), _rate(g["total_hit_rate(%)"]), str(g["lines"])]
+            for g in l2_by_op_name(summary)], console, rows, left=("op", "unit"))
     for warning in summary.get("warnings", [])[:rows]:
         console.print(f"[yellow]warning[/yellow] at {warning['time_us']:.3f} us on die {warning['die']}: {warning['message']}")
     fallbacks = summary.get("host_fallbacks", [])

@@ -77,7 +77,8 @@ FACTORS: tuple[Factor, ...] = (
     Factor("NIC bandwidth", "doubling the NIC bandwidth", ("fabrics.scale_out.bandwidth",), FASTER),
     Factor("vector rate", "doubling the vector rate", ("die.vector.per_repeat",), 1 / FASTER),
     Factor("cube rate", "doubling the cube rate", ("die.cube.per_block",), 1 / FASTER),
-    Factor("MTE rate", "doubling the DMA engine (MTE) rates", ("die.cores.*.engines.*.rate",), FASTER),
+    Factor("MTE rate", "doubling the DMA engine (MTE) rates", ("die.cores.*.engines.*.rate",), FASTER, None,
+           ("die.cores.*.engines.*.rates.*",)),  # and the rates of moves that have their own
     Factor("AICPU polling and scheduling", "halving the AICPU scheduling and polling times",
            ("die.aicpu.schedule", "die.aicpu.dependency", "die.aicpu.completion", "die.aicpu.poll_interval"), 1 / FASTER),
     Factor("AI core count", "doubling the AI cores per die", ("die.cores.*.count",), FASTER),

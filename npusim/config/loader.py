@@ -710,14 +710,16 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-_KEY_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])+")
+_KEY_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*(?:->[A-Za-z_]\w*)?|\[\d+\])+")
+"""A key path in a message: names joined by dots (a name may be a move, ``L1->L0A``), list indices in brackets."""
+_KEY_PART = re.compile(r"[A-Za-z_]\w*(?:->[A-Za-z_]\w*)?|\d+")
 
 
 def _mentioned_path(message: str, at: KeyPath, resolved: dict[str, Any]) -> KeyPath | None:
     """The first key path written in ``message`` (``fabrics.node.links[0].a``) that exists in the config,
     read from ``at`` or one of its ancestors: where a model-level check points to."""
     for match in _KEY_PATH.finditer(message):
-        parts = tuple(int(p) if p.isdigit() else p for p in re.findall(r"\w+", match.group()))
+        parts = tuple(int(p) if p.isdigit() else p for p in _KEY_PART.findall(match.group()))
         for depth in range(len(at), -1, -1):
             if value_at(resolved, at[:depth] + parts) is not ABSENT:
                 return at[:depth] + parts

@@ -66,6 +66,8 @@ MAX_GROUPS = 64
 """Communication groups one program may use (PyPTO: 2)."""
 MAX_PODS = 64
 """SuperPoDs of one system joined by RoCE (Huawei's announced Atlas 950 SuperCluster: 64)."""
+MAX_QUEUE_DEPTH = 1024
+"""Requests one DMA engine or SDMA channel keeps in flight (assumed 4 and 1 on A2/A3)."""
 
 
 CoreCount = Annotated[int, Field(gt=0, le=MAX_CORES)]
@@ -132,15 +134,37 @@ GM = "GM"
 """The device's global memory (HBM through L2), the one place every core kind reaches."""
 
 
+QueueDepth = Annotated[int, Field(ge=1, le=MAX_QUEUE_DEPTH, description="requests an engine keeps in flight (1: each completes before the next is issued)")]
+"""How many requests a DMA engine's queue holds at once; 0 is refused (an engine that takes no request moves nothing)."""
+
+
 class CopyEngineSpec(Spec):
-    """A core's DMA engine on one pipe (an MTE or the FixPipe): the copies it makes, its own rate,
-    which caps every copy it drives, and its fixed costs."""
+    """A core's DMA engine on one pipe (an MTE or the FixPipe): the copies it makes, the rate of
+    each (its own rate, which caps every copy it drives, or a rate of the move), its fixed costs,
+    and how many requests it keeps in flight (``queue_depth``: the set-up of a request overlaps the
+    streaming of earlier ones; requests stream one after another and complete in order)."""
 
     moves: list[Move] = Field(min_length=1, description="what the engine copies: SOURCE->DESTINATION (GM or a buffer of the core)")
-    rate: Rate = Field(description="peak rate of this core's engine (per core, one direction)")
-    setup: Time = Field(description="fixed cost of one DMA instruction: issue and descriptor set-up")
-    per_burst: Time = Field(description="extra cost per burst of a strided (multi-burst) copy")
+    rate: Rate = Field(description="peak rate of this core's engine (per core, one direction), for every move without its own in rates")
+    rates: dict[Move, Rate] = Field(default_factory=dict, description="the peak rate of a move where it differs from rate (a path of the "
+                                    "core's data paths: GM->L1, L1->L0A ...)")
+    remote_rate: Rate | None = Field(None, description="cap of a copy whose GM side is another die's (its requests cross the fabric); "
+                                     "None: the move's rate (the fabric's links limit it)")
+    setup: Time = Field(description="fixed cost of one DMA instruction before its bursts: issue and descriptor set-up (overlaps the "
+                        "streaming of earlier requests when queue_depth > 1)")
+    per_burst: Time = Field(description="the engine's own work for each burst of a copy (one GM request per burst), paid one after another as "
+                            "the copy streams")
     burst_bytes: GranuleBytes = Field(32, description="transfer granule in bytes; copies move whole granules")
+    queue_depth: QueueDepth = Field(1, description="requests the engine keeps in flight: a request's set-up and route latency overlap "
+                                    "the streaming of earlier ones, which stream one after another and complete in order")
+
+    @model_validator(mode="after")
+    def _rates_are_moves(self) -> CopyEngineSpec:
+        for move in self.rates:
+            if move not in self.moves:
+                raise ValueError(f"rates.{move}: the engine does not make that move (moves: {', '.join(self.moves)}); "
+                                 "give rates only for moves listed in moves")
+        return self
 
 
 class BufferSpec(Spec):
@@ -228,12 +252,21 @@ class MemorySpec(Spec):
     technology: MemoryName = Field("HBM", description="what the memory is (HBM, LPDDR4X): its name in reports, traces and plots (die0 HBM)")
 
 
-class L2Spec(Spec):
-    """The die's L2: every GM access crosses it; its bandwidth is shared like HBM's."""
+HitRate = Annotated[float, Field(ge=0.0, le=1.0, description="a fraction of accesses that hit, from 0 to 1")]
 
-    size: Size
-    bandwidth: Rate
-    latency: Time
+
+class L2Spec(Spec):
+    """The die's L2, a write-back cache in front of its HBM (docs/architecture.md, "The memory
+    model"): every GM access of the die's memory crosses it; a read that misses fetches whole lines
+    from HBM, a write allocates its lines dirty, and a dirty line written back to HBM when evicted
+    (least recently used first). Its bandwidth is shared like HBM's."""
+
+    size: Size = Field(description="capacity: at most this many bytes of lines are resident")
+    bandwidth: Rate = Field(description="peak rate of hits and fills, shared by every reader and writer of the die's memory")
+    latency: Time = Field(description="a hit's access latency (a miss adds die.hbm.latency)")
+    line: Size = Field(description="bytes of one cache line: what a miss fetches from HBM and an eviction writes back")
+    initial_hit_rate: HitRate = Field(0.0, description="hit rate of the first access to a line in the run: 0 (a cold L2, as measurements "
+                                      "flush it) up to 1 (every line the run touches was resident at its start)")
     atomic_add: Time | None = Field(
         None,
         description="read-modify-write of one atomic-add store (e.g. shmem_put with ADD) at the L2 of the target die; "
@@ -269,6 +302,18 @@ class DieSpec(Spec):
     sdma: SdmaSpec = Field(description="system DMA engine: bulk GM-to-GM copies between dies (HIXL / HCCL over the scale-up fabric)")
     sync_all: Time | None = Field(None, description="one SyncAll of a kernel's vector cores (Ascend C's cross-core barrier: every core "
                                   "waits until all have reached it); kernels that call it need it")
+
+    @model_validator(mode="after")
+    def _l2_fits_the_memory(self) -> DieSpec:
+        sizes = (self.l2.size, self.l2.line, self.hbm.size)
+        if any(size.engine_problem(self.clock.hz) is not None for size in sizes):
+            return self  # a size the engine cannot take has its own error (SystemSpec._quantities_fit_the_engine)
+        if self.l2.size.bytes > self.hbm.size.bytes:
+            raise ValueError(f"die.l2.size ({self.l2.size}) is larger than the memory it caches (die.hbm.size {self.hbm.size}); "
+                             "an L2 holds a part of the die's memory: give die.l2.size at most die.hbm.size")
+        if self.l2.line.bytes > self.l2.size.bytes:
+            raise ValueError(f"die.l2.line ({self.l2.line}) is larger than die.l2.size ({self.l2.size}); a cache holds at least one line")
+        return self
 
     @model_validator(mode="after")
     def _units_of_the_pipes(self) -> DieSpec:
@@ -613,12 +658,15 @@ class SystemSpec(Spec):
 
 
 class SdmaSpec(Spec):
-    """A die's system DMA engine (SDMA): ``channels`` independent queues, each executing its copy
-    descriptors one after the other (a descriptor starts when the previous one has completed)."""
+    """A die's system DMA engine (SDMA): ``channels`` independent queues, each keeping up to
+    ``queue_depth`` copy descriptors in flight (1: a descriptor starts when the previous one has
+    completed)."""
 
     channels: ChannelCount = Field(description=f"channels: transfers that run at once on the die, one per channel (at most {MAX_CHANNELS})")
     rate: Rate = Field(description="peak rate of one channel (one direction)")
     setup: Time = Field(description="fixed cost of one descriptor: fetch and decode, completion report")
+    queue_depth: QueueDepth = Field(1, description="descriptors a channel keeps in flight: a descriptor's set-up and latency overlap "
+                                    "the streaming of earlier ones")
 
 
 class HostSpec(Spec):

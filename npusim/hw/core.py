@@ -26,6 +26,18 @@ unit, a barrier. Recorded times are exact; a ``pipe_barrier(ALL)`` reads each pi
 times. With data on, instructions with an effect yield so that the effect lands at its time; with
 data off only ``control`` instructions (signal writes, which waits depend on) keep their effect.
 
+Requests in flight. A pipe with a copy engine hands each copy (TRANSFER) to the engine's queue
+(:class:`~npusim.hw.dma.EngineQueue`, ``queue_depth`` requests at most): the copy's set-up and
+route latency run from its issue, its bytes stream after the earlier copies', and it completes in
+order, its effect applied, event recorded (from its issue, or the previous copy's end if later, to
+its completion) and progress counted then. With a queue of one the pipe waits for each copy, as an
+in-order pipe. With more, the pipe goes on: a further copy waits only for a free slot; a
+``set_flag`` after copies in flight takes its turn in the queue (raised once they have completed,
+for its cost); a ``wait_flag`` runs at once, on a lane of its own (``<pipe> wait``: a lane's
+slices never overlap), and is recorded (its event appended, its progress counted) in the queue's
+turn, so the recorder holds a pipe's events in program order; any other instruction waits for the
+copies in flight; the pipe's end waits for them too.
+
 For the analysis, the pipes record (all O(1) per instruction): where each kernel run starts (the
 recorder pairs each ``wait_flag`` with the ``set_flag`` whose flag it consumed from that, after
 the run); for a TRANSFER whose event reports ``(bottleneck index, ps the bytes started flowing)``
@@ -37,16 +49,19 @@ from __future__ import annotations
 
 from collections import deque
 from struct import error as struct_error
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import simpy
 
+from npusim.engine.flow import FlowClass
 from npusim.engine.loop import clock, rearm_at, run_process, start_process, succeed_at
 from npusim.engine.progress import ProgressCounter
+from npusim.hw.cache import L2Cache, L2Tally
+from npusim.hw.dma import EngineQueue, split_by_hits
 from npusim.hw.memory import LocalBuffer
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.hw.topology import LOCAL
-from npusim.trace.recorder import EVENT_ROW, BufferSpan, pack
+from npusim.trace.recorder import EVENT_ROW, WAIT_LANE_SUFFIX, BufferSpan, pack
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die
@@ -80,6 +95,23 @@ def pipe_step(instruction, watched: bool = True) -> tuple[int, int, int, int, in
     key = instruction.key if flag else 0
     effect = NO_EFFECT if instruction.effect is None else CONTROL_EFFECT if instruction.control else DATA_EFFECT
     return step, instruction.s_dep, cost, key, effect, instruction.label_id, instruction.nbytes, watched
+
+
+class DmaRoute(NamedTuple):
+    """What the copies of one path key take (:meth:`AICore.dma_route`): the engine's set-up and
+    cost per burst after the first (ps); the L2 of the die whose GM they read or write (None for a
+    copy between two buffers of the core) and whether they write it; the flow class (path capped at
+    the engine's rate of the move) and route latency in ps of a hit, and of a miss (the same for a
+    write and an on-core copy)."""
+
+    setup_ps: int
+    per_burst_ps: int
+    cache: L2Cache | None
+    write: bool
+    hit_class: FlowClass | None
+    hit_latency_ps: int
+    miss_class: FlowClass | None
+    miss_latency_ps: int
 
 
 class KernelRun:
@@ -195,6 +227,12 @@ class AICore:
         recorder = system.recorder
         order_base = (kind_timing.order, index)
         self.tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe], order_base + (int(pipe),)) for pipe in kind_timing.pipes}
+        # Each copy engine's queue of requests (hw.dma.EngineQueue); a pipe whose engine keeps more
+        # than one in flight records its wait_flags on a lane of their own ("aiv0 MTE2 wait", right
+        # after the pipe's): they run while its copies stream, and a lane's slices never overlap
+        self.queues = {pipe: EngineQueue(self.env, system.network, engine.queue_depth) for pipe, engine in kind_timing.engines.items()}
+        self.wait_tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe] + WAIT_LANE_SUFFIX, order_base + (int(pipe), 1))
+                            for pipe, queue in self.queues.items() if queue.depth > 1}
         recorder.costs.unit(die.index, self.name, kind)  # its copies are its kind's engines' (their keys: System)
         self.lock = CoreLock(self.env)
         self.current: KernelRun | None = None
@@ -204,21 +242,58 @@ class AICore:
     def __repr__(self) -> str:
         return f"die{self.die.index} {self.name}"
 
-    def dma_route(self, key: tuple) -> tuple:
+    def dma_route(self, key: tuple) -> DmaRoute:
         """What a DMA of pipe ``key[0]`` takes to read (or write, ``key[2]``) the GM of die ``key[1]``
-        (None: between two buffers of this core): the bandwidth network's class of flows along its
-        shared resources, capped at the engine's rate; the fixed cost in ps (engine set-up + route
-        latency); the cost in ps of each burst after the first. Kept in ``dma_routes``, which the
-        die's cores of one kind share: they have the same engines and reach GM the same way."""
+        (None: between two buffers of this core) for the move ``key[3]`` (``(source, destination)``):
+        a :class:`DmaRoute`. Kept in ``dma_routes``, which the die's cores of one kind share: they
+        have the same engines and reach GM the same way."""
         route = self.dma_routes.get(key)
         if route is None:
-            pipe, gm_die, to_gm = key
-            path = LOCAL if gm_die is None else self.system.gm_route(self.die.index, gm_die, to_gm)
+            pipe, gm_die, to_gm, move = key
             engine = self.dma_timing[pipe]
-            flow_class = self.network.flow_class(path.resources, engine.rate_bytes_per_ps)
-            route = self.dma_routes[key] = (flow_class, engine.setup_ps + path.latency_ps, engine.per_burst_ps)
-            self.system.recorder.costs.route(self.die.index, self.kind, PIPE_NAMES[pipe], path.latency_terms)
+            cap = engine.rate_bytes_per_ps(move, gm_die is not None and gm_die != self.die.index)
+            network = self.network
+            if gm_die is None:
+                local = network.flow_class(LOCAL.resources, cap)
+                route = DmaRoute(engine.setup_ps, engine.per_burst_ps, None, False, local, 0, local, 0)
+            else:
+                system = self.system
+                hit = system.gm_route(self.die.index, gm_die, to_gm, hit=True)
+                miss = system.gm_route(self.die.index, gm_die, to_gm)
+                route = DmaRoute(engine.setup_ps, engine.per_burst_ps, system.die(gm_die).cache, to_gm,
+                                 network.flow_class(hit.resources, cap), hit.latency_ps, network.flow_class(miss.resources, cap), miss.latency_ps)
+            self.dma_routes[key] = route
+            if gm_die is not None:  # the latency of a miss (a write's: its L2's), by config key
+                self.system.recorder.costs.route(self.die.index, self.kind, PIPE_NAMES[pipe], (hit if to_gm else miss).latency_terms)
         return route
+
+    def dma_segments(self, route: DmaRoute, moved_bytes: int, issue_ps: int, allocation, offset: int, length: int, stride: int, count: int,
+                     tally: L2Tally | None) -> list[tuple[FlowClass | None, int, int]]:
+        """The flows of a copy issued at ``issue_ps`` that moves ``moved_bytes`` along ``route``:
+        on-core, one; to or from GM, its ``count`` runs of ``length`` bytes ``stride`` apart from
+        byte ``offset`` of ``allocation`` looked up in the L2 of the die whose GM it is (when the
+        set-up is done), and split into the part that hits (from when its lines are in L2: an
+        earlier miss may still be fetching them) and the part that misses
+        (:func:`~npusim.hw.dma.split_by_hits`; a write, one flow across the L2). ``allocation``
+        None: a GM address computed from scalar registers (known only with data on), not looked up
+        (:meth:`~npusim.hw.cache.L2Cache.unknown`: ``length`` bytes that miss). ``tally``: the op's
+        counters."""
+        at_ps = issue_ps + route.setup_ps
+        cache = route.cache
+        if cache is None:
+            return [(route.hit_class, moved_bytes, at_ps)]
+        if allocation is None:  # its address is known only with data on: timing must not depend on it
+            hit, lines, arrived = cache.unknown(length, route.write, at_ps, tally)
+        else:
+            hit, lines, arrived = cache.access(allocation, offset, length, stride, count, route.write, at_ps, tally, moved_bytes)
+        if route.write:
+            return [(route.hit_class, moved_bytes, at_ps + route.hit_latency_ps)]
+        if not hit:  # a miss (a first read): no split
+            return [(route.miss_class, moved_bytes, at_ps + route.miss_latency_ps)]
+        if hit == lines:  # a hit (a re-read): no split
+            return [(route.hit_class, moved_bytes, (arrived if arrived > at_ps else at_ps) + route.hit_latency_ps)]
+        return split_by_hits(moved_bytes, hit, lines, (route.hit_class, (arrived if arrived > at_ps else at_ps) + route.hit_latency_ps),
+                             (route.miss_class, at_ps + route.miss_latency_ps))
 
     def execute(self, program, op: int) -> simpy.Process:
         """Run ``program`` (``by_pipe``: its instructions per pipe; ``steps``: their
@@ -266,7 +341,10 @@ class AICore:
     def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions, steps):
         # The hot loop of the simulator: locals instead of attribute look-ups (the instructions'
         # fixed fields from their pipe_step tuples), int keys, the recorder's rows packed directly,
-        # and flag costs run ahead (see the module doc).
+        # and flag costs run ahead (see the module doc). A pipe with a copy engine hands its copies
+        # to the engine's queue (hw.dma.EngineQueue), which records each one when it completes
+        # (complete, below); with a queue of one request the pipe waits for each copy, else it goes
+        # on while they are in flight ("Requests in flight" in the module doc).
         env = self.env
         new_event = simpy.Event  # not env.event: that descriptor builds a bound method per call
         # The pipe's one timer: re-armed (fresh callbacks, then scheduled as env.timeout schedules a
@@ -275,14 +353,14 @@ class AICore:
         timer = new_event(env)
         recorder = self.system.recorder
         rows, pack_row, row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
-        put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
         lane = pack(self.tracks[pipe], run.op)
         pipe_id = int(pipe)
         progress = cast("list[ProgressCounter]", run.progress)  # this pipe's is made; SCALAR's too if any waits for issue
         issued, done = progress[_SCALAR_ID], progress[pipe_id]
         blocked = run.blocked
         may_run_ahead = pipe is not _SCALAR
-        effect_from = DATA_EFFECT if self.system.with_data else CONTROL_EFFECT  # the effects applied
+        with_data = self.system.with_data
+        effect_from = DATA_EFFECT if with_data else CONTROL_EFFECT  # the effects applied
         ends = run.ends[pipe_id] if run.ends is not None else None
         flags, flag_waiters = run.flags, run.flag_waiters
         ahead = 0  # ps this pipe has run ahead of env.now
@@ -292,6 +370,76 @@ class AICore:
         counts_progress = not may_run_ahead or ends is not None
         waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
         issued_count = 0  # the scalar unit's count as last read: it only grows, so an s_dep up to it needs no look
+        queue = self.queues.get(pipe)  # the pipe's copy engine's queue (None: no engine on this pipe)
+        in_flight_too = queue is not None and queue.depth > 1  # copies stay in flight while the pipe goes on
+        wait_lane = pack(self.wait_tracks[pipe], run.op) if in_flight_too else lane
+        if queue is not None:
+            depth = queue.depth
+            tally = self.system.l2_tally(run.op, self.kind)
+            put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
+            issue, fence = queue.issue, queue.fence  # bound once: called per copy, per set_flag in the queue's turn
+
+            def complete(owner: tuple, start: int, flowed: int, bottleneck: int) -> None:
+                # a copy's last byte has arrived (in issue order): its effect, its event, its hook, its progress
+                instruction, label_id, nbytes, watched, applies = owner
+                end = clock_of(env)
+                if applies:
+                    instruction.effect(self, run)
+                index = recorder.events
+                try:
+                    pack_row(rows, index * row_bytes, lane, label_id, start, end, nbytes)
+                except struct_error:  # the rows are full
+                    recorder.put_row(index, lane, label_id, start, end, nbytes)
+                recorder.events = index + 1
+                put_transfer_event(index)
+                put_transfer_info((flowed - start) << 32 | (bottleneck + 2))
+                if watched:
+                    recorded = instruction.recorded
+                    if recorded is not None:
+                        recorded(index)
+                if counts_progress:
+                    count_done(end)
+
+        def count_done(end: int) -> None:
+            # an instruction has ended (in program order: after the copies in flight before it)
+            if ends is not None:
+                ends.append(end)
+            done.count += 1
+            if done.waiters:
+                done.wake()
+
+        def deferred_wait(_turn: int, _at: int, instruction, start: int, end: int, label_id: int, watched: bool) -> None:
+            # a wait_flag that ran while copies were in flight, recorded in the queue's turn (after the
+            # copies issued before it, before those issued after it: in program order on the recorder)
+            index = recorder.events
+            try:
+                pack_row(rows, index * row_bytes, wait_lane, label_id, start, end, 0)
+            except struct_error:
+                recorder.put_row(index, wait_lane, label_id, start, end, 0)
+            recorder.events = index + 1
+            if watched:
+                recorded = instruction.recorded
+                if recorded is not None:
+                    recorded(index)
+            if counts_progress:
+                count_done(end)
+
+        def deferred_set_flag(start: int, end: int, instruction, key: int, label_id: int, watched: bool) -> None:
+            # a set_flag after copies still in flight, run once they have completed (EngineQueue.fence)
+            raise_flag(env, run, key, end)
+            index = recorder.events
+            try:
+                pack_row(rows, index * row_bytes, lane, label_id, start, end, 0)
+            except struct_error:
+                recorder.put_row(index, lane, label_id, start, end, 0)
+            recorder.events = index + 1
+            if watched:
+                recorded = instruction.recorded
+                if recorded is not None:
+                    recorded(index)
+            if counts_progress:
+                count_done(end)
+
         for instruction, (step, s_dep, cost_ps, key, effect, label_id, nbytes, watched) in zip(instructions, steps):
             if waits_for_issue and s_dep > issued_count and s_dep > (issued_count := issued.count):
                 if ahead:
@@ -304,6 +452,42 @@ class AICore:
                 now = clock_of(env)
             start = now + ahead
             applies = effect >= effect_from
+            row_lane = lane
+            if step == TRANSFER:
+                if queue.in_flight >= depth:  # type: ignore[union-attr]  # no free slot: wait for the oldest copy
+                    if ahead:
+                        rearm_at(env, timer, ahead)
+                        yield timer
+                        ahead = 0
+                    blocked[pipe_id] = f"waiting for a free slot of its DMA queue ({depth} copies in flight)"
+                    yield queue.until(depth - 1)  # type: ignore[union-attr]
+                    del blocked[pipe_id]
+                    now = clock_of(env)
+                    start = now + ahead
+                issue(instruction.request(self, run, start, tally, complete, (instruction, label_id, nbytes, watched, applies)))
+                if in_flight_too:
+                    continue  # recorded when it completes
+                blocked[pipe_id] = instruction
+                yield queue.until(0)  # type: ignore[union-attr]
+                del blocked[pipe_id]
+                now = clock_of(env)
+                ahead = 0
+                continue
+            if in_flight_too and queue.in_flight:  # type: ignore[union-attr]  # copies of this pipe are in flight
+                if step == SET_FLAG:  # raised once they have completed, in the queue's turn
+                    fence(start, cost_ps, deferred_set_flag, instruction, key, label_id, watched)
+                    ahead += cost_ps
+                    continue
+                if step != WAIT_FLAG:  # any other instruction of the pipe waits for them (a barrier on the pipe, a vector op)
+                    if ahead:
+                        rearm_at(env, timer, ahead)
+                        yield timer
+                        ahead = 0
+                    blocked[pipe_id] = "waiting for its copies in flight to complete"
+                    yield queue.until(0)  # type: ignore[union-attr]
+                    del blocked[pipe_id]
+                    now = clock_of(env)
+                    start = now
             if step == FIXED:
                 if may_run_ahead and not applies:
                     ahead += cost_ps
@@ -316,14 +500,6 @@ class AICore:
                         yield timer
                         now = clock_of(env)
                     end = now
-            elif step == TRANSFER:
-                event = instruction.start(self, run, ahead)
-                ahead = 0
-                outcome = yield event
-                now = end = clock_of(env)
-                if outcome.__class__ is tuple:  # (bottleneck index, ps the bytes started flowing)
-                    put_transfer_event(recorder.events)
-                    put_transfer_info((outcome[1] - start) << 32 | (outcome[0] + 2))
             elif step == SET_FLAG:
                 # Raise the flag at ``end``: the oldest waiter wakes then (or when it is ready, if
                 # later); with no waiter, the flag is kept with the time it becomes visible.
@@ -334,19 +510,12 @@ class AICore:
                     rearm_at(env, timer, cost_ps)
                     yield timer
                     now = end = clock_of(env)
-                waiters = flag_waiters.get(key)
-                if waiters:
-                    event, ready_ps, _ = waiters.popleft()
-                    succeed_at(env, event, (end if end > ready_ps else ready_ps) - now)
-                else:
-                    raised = flags.get(key)
-                    if raised is None:
-                        raised = flags[key] = deque()
-                    raised.append(end)
+                raise_flag(env, run, key, end)
             elif step == WAIT_FLAG:
                 # Take the oldest raised flag (flags are taken in the order they were raised, so a
                 # wait running ahead of the clock takes the one it would take at its own time), or
                 # wait for one, not before this wait is ready (``start``).
+                row_lane = wait_lane
                 raised = flags.get(key)
                 if raised:
                     visible = raised.popleft()
@@ -386,19 +555,22 @@ class AICore:
                     yield busy
                     del blocked[pipe_id]
                 now = end = clock_of(env)
+            if in_flight_too and step == WAIT_FLAG and queue.in_flight:  # type: ignore[union-attr]
+                fence(end, 0, deferred_wait, instruction, start, end, label_id, watched)
+                continue
             if applies:
                 instruction.effect(self, run)
             index = recorder.events
             try:
-                pack_row(rows, index * row_bytes, lane, label_id, start, end, nbytes)
+                pack_row(rows, index * row_bytes, row_lane, label_id, start, end, nbytes)
             except struct_error:  # the rows are full
-                recorder.put_row(index, lane, label_id, start, end, nbytes)
+                recorder.put_row(index, row_lane, label_id, start, end, nbytes)
             recorder.events = index + 1
             if watched:
                 recorded = instruction.recorded
                 if recorded is not None:
                     recorded(index)
-            if counts_progress:
+            if counts_progress:  # (count_done, inline: this runs per instruction)
                 if ends is not None:
                     ends.append(end)
                 done.count += 1
@@ -407,3 +579,26 @@ class AICore:
         if ahead:
             rearm_at(env, timer, ahead)
             yield timer
+        if in_flight_too:
+            if queue.in_flight:  # type: ignore[union-attr]
+                blocked[pipe_id] = "waiting for its copies in flight to complete"
+                yield queue.until(0)  # type: ignore[union-attr]
+                del blocked[pipe_id]
+            rest = queue.free_at - clock_of(env)  # type: ignore[union-attr]  # a set_flag that ran in the queue's turn ends then
+            if rest > 0:
+                rearm_at(env, timer, rest)
+                yield timer
+
+
+def raise_flag(env: simpy.Environment, run: KernelRun, key: int, end: int) -> None:
+    """Raise flag ``key`` of ``run``, visible at ``end`` (ps, not before now): its oldest waiter
+    wakes then (or when it is ready, if later); with no waiter, the flag is kept with that time."""
+    waiters = run.flag_waiters.get(key)
+    if waiters:
+        event, ready_ps, _ = waiters.popleft()
+        succeed_at(env, event, (end if end > ready_ps else ready_ps) - clock(env))
+    else:
+        raised = run.flags.get(key)
+        if raised is None:
+            raised = run.flags[key] = deque()
+        raised.append(end)

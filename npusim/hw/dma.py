@@ -1,13 +1,20 @@
-"""Die-level engines for bulk copies between the GM of two dies, driven the way a transfer library
-(HIXL, through HCCL's one-sided BatchPut / BatchGet) drives them.
+"""DMA engines: the request queue every engine keeps (:class:`EngineQueue`), and the die-level
+engines for bulk copies between the GM of two dies, driven the way a transfer library (HIXL,
+through HCCL's one-sided BatchPut / BatchGet) drives them.
 
+- :class:`EngineQueue` is one engine's queue of requests (a core's MTE or FixPipe, an SDMA
+  channel): up to ``depth`` requests in flight; a request's fixed part (set-up, route and memory
+  latency) runs from its issue, overlapping the streaming of earlier requests; the bytes of the
+  requests stream one request after another (the engine's data path is one; a request's hit and
+  miss parts one after the other), so they complete in issue order. With depth 1, each request is
+  issued once the previous one has completed: its fixed part and bytes follow each other.
 - :class:`SystemDma` is a die's SDMA. A transfer holds one of its ``channels`` and runs its blocks
-  one after the other: HCCL puts one SDMA task per block on one runtime stream, and a stream starts a
-  task when the previous one has completed. One block costs
+  on the channel's queue: HCCL puts one SDMA task per block on one runtime stream, and a stream
+  starts a task when the previous one has completed (``sdma.queue_depth`` 1). One block costs
   ``setup + source memory latency + path round trip + bytes / rate``. Both directions pay one round
-  trip: a put's completion waits for the acknowledgement of its writes, a get sends its read requests
-  and waits for the data. The ``setup`` is the engine's own cost per descriptor (fetch and decode,
-  completion report).
+  trip: a put's completion waits for the acknowledgement of its writes, a get sends its read
+  requests and waits for the data. The ``setup`` is the engine's own cost per descriptor (fetch and
+  decode, completion report).
 - :class:`RdmaQueuePair` is the RoCE queue pair from one die to a peer. The NIC keeps many work
   requests of a queue pair in flight, streaming the bytes of one block right after the previous
   one's, so a transfer pays the path latency once, not once per block.
@@ -16,6 +23,8 @@
   (an AIV-expanded HCCL op: HCCL_OP_EXPANSION_MODE=AIV): no descriptor set-up, the cores' GM read
   and write paths instead, at the rate of the cores the copy is given.
 
+A block reads the source die's GM through its L2 (:mod:`npusim.hw.cache`: its resident lines hit,
+the others come from HBM) and writes the destination's through its L2 (lines allocated dirty).
 All apply each block's bytes (when data is on) at the block's completion: a block is a
 :class:`GmBlock` or anything with its ``nbytes`` and ``copy`` (a copy that reduces into the
 destination, HCCL's inline reduce), and record each block as a transfer (its fixed part and
@@ -25,19 +34,167 @@ SDMA's ``die.sdma`` set-up and rate; the routes' latencies). Times in ps, rates 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import simpy
 
-from npusim.engine.flow import Resource
-from npusim.engine.loop import clock
+from npusim.engine.flow import FlowClass, FlowNetwork, Resource
+from npusim.engine.loop import clock, succeed_at
 from npusim.hw.memory import Allocation
 from npusim.trace.costs import EngineCosts, Term
 
 if TYPE_CHECKING:
+    from npusim.hw.cache import L2Tally
     from npusim.hw.system import Die
+
+
+class Request(NamedTuple):
+    """One request of an engine's queue: its bytes as ``segments`` streamed in order, each
+    ``(flow class, bytes, ps its bytes may start flowing)`` (the class None for a request nothing
+    limits; the time absolute: issue + set-up + its route's latency), ``burst_ps`` of the engine's
+    own work as it streams (its bursts' requests, paid before its first byte), issued at
+    ``issue_ps``. Once its last byte has arrived and ``tail(owner, now)`` (if any: an atomic add's
+    apply, the time it is done) has passed, in issue order, the queue calls ``complete(owner,
+    start, flowed, bottleneck)``: ``owner`` is the caller's (the instruction, the block), ``start``
+    its slice's start (its issue, or the end of the queue's previous entry if later), ``flowed``
+    when its first bytes started flowing, ``bottleneck`` what limited its largest segment (as
+    :meth:`~npusim.engine.flow.FlowNetwork.start` reports it). (A named tuple: a copy makes one.)"""
+
+    segments: list[tuple[FlowClass | None, int, int]]
+    burst_ps: int
+    issue_ps: int
+    complete: Callable[[Any, int, int, int], None]
+    owner: Any
+    tail: Callable[[Any, int], int] | None = None
+
+
+class EngineQueue:
+    """The queue of one DMA engine (see the module doc): ``depth`` requests at most in flight,
+    streamed one after another across ``network``, completed in order. A ``fence`` (a ``set_flag``
+    after copies still in flight) takes its turn among the requests: it runs once the requests
+    before it have completed, for its own cost. ``in_flight`` counts the requests issued and not yet
+    completed; :meth:`until` gives an event for a pipe that waits for a slot or for the queue to
+    drain. One request streams at a time: the queue keeps its state (``_current`` and the fields
+    after it)."""
+
+    __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_waiters", "_segment_done", "_tail_done",
+                 "_current", "_segment", "_start_ps", "_flowed_ps", "_largest", "_bottleneck")
+
+    def __init__(self, env: simpy.Environment, network: FlowNetwork, depth: int) -> None:
+        self.env = env
+        self.network = network
+        self.depth = depth
+        self.in_flight = 0
+        self.free_at = 0  # when the stream became free (after a fence: becomes free), ps
+        self._waiting: deque[Request | tuple] = deque()  # requests and fences not started yet, in issue order
+        self._waiters: list[tuple[int, simpy.Event]] = []  # (in_flight at most, event) of the pipes waiting
+        self._segment_done = self._on_segment_done  # bound once: every flow's callback
+        self._tail_done = self._on_tail_done
+        # the request streaming its bytes (or in its tail), None when none: its segment streaming,
+        # its slice's start, when its first bytes flowed, its largest segment's bytes and bottleneck
+        self._current: Request | None = None
+        self._segment = 0
+        self._start_ps = 0
+        self._flowed_ps = 0
+        self._largest = 0
+        self._bottleneck = 0
+
+    def issue(self, request: Request) -> None:
+        """Queue ``request`` (the caller keeps ``in_flight`` below ``depth``: :meth:`until`)."""
+        self.in_flight += 1
+        if self._current is None and not self._waiting:
+            self._start(request, clock(self.env))
+        else:
+            self._waiting.append(request)
+
+    def fence(self, at_ps: int, cost_ps: int, fire: Callable[..., None], *args: object) -> None:
+        """Once every request issued before has completed: ``fire(start, end, *args)`` with its turn
+        ``start = max(at_ps, their end)`` and ``end = start + cost_ps`` (the next request streams
+        from ``end``). Only while requests are in flight (else the caller runs it at once)."""
+        self._waiting.append((at_ps, cost_ps, fire, args))
+
+    def until(self, in_flight: int) -> simpy.Event:
+        """An event that fires once at most ``in_flight`` requests are in flight (at once if so):
+        ``depth - 1`` for a free slot, 0 for a drained queue (its fences run then too)."""
+        event = simpy.Event(self.env)
+        if self.in_flight <= in_flight:
+            succeed_at(self.env, event, 0)
+        else:
+            self._waiters.append((in_flight, event))
+        return event
+
+    def _start(self, request: Request, now: int) -> None:
+        """``request`` takes the stream: its slice starts (its issue, or the stream's end if later)
+        and its first segment's bytes start once ready, after its bursts."""
+        free_at = self.free_at
+        issued = request[2]
+        self._current = request
+        self._start_ps = issued if issued > free_at else free_at
+        self._segment = 0
+        self._largest = -1
+        flow_class, nbytes, ready = request[0][0]
+        begin = ready if ready > free_at else free_at
+        self.network.start(flow_class, nbytes, (begin if begin > now else now) - now + request[1]).callbacks.append(self._segment_done)
+
+    def _on_segment_done(self, event: simpy.Event) -> None:
+        request = self._current
+        assert request is not None
+        bottleneck, flowed = event._value
+        segments, segment = request[0], self._segment
+        nbytes = segments[segment][1]
+        if not segment:
+            self._flowed_ps = flowed
+        if nbytes > self._largest:
+            self._largest, self._bottleneck = nbytes, bottleneck
+        now = clock(self.env)
+        segment += 1
+        if segment < len(segments):  # the next one streams, from when it is ready (now if it is)
+            self._segment = segment
+            self.free_at = now
+            flow_class, nbytes, ready = segments[segment]
+            self.network.start(flow_class, nbytes, ready - now if ready > now else 0).callbacks.append(self._segment_done)
+            return
+        tail = request[5]
+        if tail is not None:
+            done = tail(request[4], now)
+            if done > now:
+                self.env.timeout(done - now).callbacks.append(self._tail_done)
+                return
+        self._finish(now)
+
+    def _on_tail_done(self, _event: simpy.Event) -> None:
+        self._finish(clock(self.env))
+
+    def _finish(self, now: int) -> None:
+        request = self._current
+        assert request is not None
+        self._current = None
+        self.free_at = now
+        self.in_flight -= 1
+        request[3](request[4], self._start_ps, self._flowed_ps, self._bottleneck)
+        waiting = self._waiting
+        while waiting:
+            entry = waiting.popleft()
+            if entry.__class__ is tuple:  # a fence: its turn now
+                at_ps, cost_ps, fire, args = entry
+                start = at_ps if at_ps > self.free_at else self.free_at
+                self.free_at = start + cost_ps
+                fire(start, self.free_at, *args)
+                continue
+            self._start(entry, now)  # type: ignore[arg-type]
+            break
+        if self._waiters:
+            in_flight, still = self.in_flight, []
+            for limit, event in self._waiters:
+                if in_flight <= limit:
+                    succeed_at(self.env, event, 0)
+                else:
+                    still.append((limit, event))
+            self._waiters = still
 
 
 SDMA, RDMA = "sdma", "rdma"
@@ -73,26 +230,72 @@ class Block(Protocol):
 
 @dataclass(frozen=True)
 class CopyPath:
-    """What every block of a bulk copy from one die's GM to another's crosses: ``resources`` (the
-    source's L2 and HBM, the fabric or NIC path, the destination's L2 and HBM), the one-way latency
-    of the path and the access latency of the source memory, in ps, and both latencies as terms by
-    config key."""
+    """What every block of a bulk copy from one die's GM to another's crosses: ``source`` and
+    ``destination`` (the dies, whose L2 caches the block reads and writes); the resources of a
+    source hit (the source's L2, the fabric or NIC path, the destination's L2) and of a source miss
+    (the source's HBM too); the one-way latency of the path; the access latency of the source
+    memory on a hit (L2) and on a miss (L2 and HBM), in ps; the path's and the miss's latencies as
+    terms by config key."""
 
-    resources: tuple[Resource, ...]
+    source: Die
+    destination: Die
+    hit_resources: tuple[Resource, ...]
+    miss_resources: tuple[Resource, ...]
     path_latency_ps: int
-    memory_latency_ps: int
+    hit_latency_ps: int
+    miss_latency_ps: int
     path_latency: tuple[Term, ...] = ()
     memory_latency: tuple[Term, ...] = ()
 
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        """What a block that misses in the source's L2 crosses (a copy that does not look up the L2)."""
+        return self.miss_resources
+
+    @property
+    def memory_latency_ps(self) -> int:
+        """The source memory's latency of a miss (a copy that does not look up the L2)."""
+        return self.miss_latency_ps
+
     def latency(self, trips: int) -> tuple[Term, ...]:
-        """The terms of the source memory's latency and ``trips`` crossings of the path."""
+        """The terms of the source memory's latency (a miss) and ``trips`` crossings of the path."""
         return self.memory_latency + tuple(Term(term.keys, trips * term.ps) for term in self.path_latency)
+
+    def segments(self, block: Block, cap: float, ready_ps: int, at_ps: int, tally: L2Tally | None) -> list[tuple[FlowClass | None, int, int]]:
+        """The flows of ``block`` (capped at ``cap``): its source bytes looked up in the source's L2
+        and its destination lines allocated in the destination's, both reached at ``at_ps``; its hit
+        part may start flowing at ``ready_ps`` + the hit latency, its miss part at ``ready_ps`` + the
+        miss latency."""
+        network, nbytes = self.source.system.network, block.nbytes
+        hit, lines, arrived = 0.0, 0, 0
+        src, dst = getattr(block, "src", None), getattr(block, "dst", None)  # a block of no GM side (a pass's cost) is a miss
+        if nbytes and isinstance(src, Allocation):
+            hit, lines, arrived = self.source.cache.access(src, block.src_offset, nbytes, nbytes, 1, False, at_ps, tally, nbytes)  # type: ignore[attr-defined]
+        if nbytes and isinstance(dst, Allocation):
+            self.destination.cache.access(dst, block.dst_offset, nbytes, nbytes, 1, True, at_ps, tally, nbytes)  # type: ignore[attr-defined]
+        hit_ready = ready_ps + (arrived - at_ps if arrived > at_ps else 0) + self.hit_latency_ps  # an earlier miss may be fetching its lines
+        return split_by_hits(nbytes, hit, lines, (network.flow_class(self.hit_resources, cap), hit_ready),
+                             (network.flow_class(self.miss_resources, cap), ready_ps + self.miss_latency_ps))
+
+
+def split_by_hits(nbytes: int, hit_lines: float, lines: int, hit: tuple[FlowClass | None, int],
+                  miss: tuple[FlowClass | None, int]) -> list[tuple[FlowClass | None, int, int]]:
+    """The segments of a request of ``nbytes`` whose ``lines`` looked up in L2 had ``hit_lines``
+    hits: the bytes split in proportion to the lines, the hit part ``(flow class, ready ps)`` first,
+    then the miss part (a request of no line: one segment, the miss's)."""
+    hit_bytes = int(nbytes * hit_lines) // lines if lines else 0
+    if not hit_bytes:
+        return [(miss[0], nbytes, miss[1])]
+    if hit_bytes == nbytes:
+        return [(hit[0], nbytes, hit[1])]
+    return [(hit[0], hit_bytes, hit[1]), (miss[0], nbytes - hit_bytes, miss[1])]
 
 
 class SystemDma:
-    """A die's system DMA engine: ``channels`` channels of ``rate`` each; one transfer per channel,
-    its blocks in order, each block paying the engine set-up, the source memory latency and the
-    path round trip before its bytes (see the module docstring)."""
+    """A die's system DMA engine: ``channels`` channels of ``rate`` each, each with its queue of
+    ``sdma.queue_depth`` descriptors; one transfer per channel, its blocks in order, each block
+    paying the engine set-up, the source memory latency and the path round trip before its bytes
+    (see the module docstring)."""
 
     def __init__(self, die: Die) -> None:
         spec = die.spec.sdma
@@ -103,32 +306,48 @@ class SystemDma:
         self.channels = spec.channels
         self.rate_bytes_per_ps = spec.rate.bytes_per_ps(hz)
         self.setup_ps = spec.setup.to_ps(hz)
+        self.queue_depth = spec.queue_depth
         costs = die.system.recorder.costs
         costs.unit(die.index, SDMA, SDMA)
         costs.engine(SDMA, "", EngineCosts(Term(("die.sdma.setup",), self.setup_ps), Term((), 0), ("die.sdma.rate",)))
         self._free = simpy.PriorityStore(self.env, capacity=spec.channels)
         for channel in range(spec.channels):
             self._free.put(channel)
+        self._queues: dict[int, EngineQueue] = {}
 
-    def block_fixed_ps(self, path: CopyPath) -> int:
-        """The fixed cost of one block before its bytes flow: set-up, source memory, round trip."""
-        return self.setup_ps + path.memory_latency_ps + 2 * path.path_latency_ps
+    def block_fixed_ps(self, path: CopyPath, hit: bool = False) -> int:
+        """The fixed cost of one block before its bytes flow: set-up, source memory (an L2 hit or
+        a miss), round trip."""
+        return self.setup_ps + (path.hit_latency_ps if hit else path.miss_latency_ps) + 2 * path.path_latency_ps
 
     def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
-        """SimPy generator: take the lowest free channel, run ``blocks`` in order on it (each one an
-        event on the channel's lane ``sdma chN``), give the channel back."""
+        """SimPy generator: take the lowest free channel, run ``blocks`` in order on its queue (each
+        one an event on the channel's lane ``sdma chN``), give the channel back."""
         channel = yield self._free.get()
         system = self.system
         recorder = system.recorder
+        env = self.env
         track = recorder.track(self.die.index, SDMA, f"ch{channel}", (2, channel))
-        fixed_ps = self.block_fixed_ps(path)
         recorder.costs.route(self.die.index, SDMA, "", path.latency(2))
-        for block in blocks:
-            start = clock(self.env)
-            bottleneck, flowing = yield system.network.transfer(block.nbytes, path.resources, cap=self.rate_bytes_per_ps, delay_ps=fixed_ps)
-            if system.with_data:
+        queue = self._queues.get(channel)
+        if queue is None:
+            queue = self._queues[channel] = EngineQueue(env, system.network, self.queue_depth)
+        tally = system.l2_tally(op, "sdma")
+        with_data = system.with_data
+        round_trip = self.setup_ps + 2 * path.path_latency_ps
+
+        def complete(block: Block, start: int, flowed: int, bottleneck: int) -> None:
+            if with_data:
                 block.copy()
-            recorder.transfer(recorder.record(track, name_id, start, clock(self.env), block.nbytes, op, -1), flowing - start, bottleneck)
+            recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), flowed - start, bottleneck)
+
+        for block in blocks:
+            if queue.in_flight >= queue.depth:
+                yield queue.until(queue.depth - 1)
+            now = clock(env)
+            segments = path.segments(block, self.rate_bytes_per_ps, now + round_trip, now + self.setup_ps, tally)
+            queue.issue(Request(segments, 0, now, complete, block))
+        yield queue.until(0)
         yield self._free.put(channel)
 
 
@@ -151,17 +370,23 @@ class RdmaQueuePair:
         """SimPy generator: stream ``blocks``; ends when the last block has completed."""
         env, system = self.env, self.system
         recorder = system.recorder
+        tally = system.l2_tally(op, "rdma")
         completions = []
         with self._in_order.request() as turn:
             yield turn
             track = recorder.track(self.die.index, RDMA, f"qp die{self.peer}", (3, self.peer))
-            first_byte_ps = path.memory_latency_ps + path.path_latency_ps
             recorder.costs.route(self.die.index, RDMA, "", path.latency(1))
-            for block in blocks:
+            for index, block in enumerate(blocks):
                 start = clock(env)
-                bottleneck, flowing = yield system.network.transfer(block.nbytes, path.resources, delay_ps=first_byte_ps)
-                first_byte_ps = 0
-                recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), flowing - start, bottleneck)
+                flowed, bottleneck, largest = -1, -1, -1
+                for flow_class, nbytes, ready in path.segments(block, math.inf, start + path.path_latency_ps, start, tally):
+                    now = clock(env)  # the first block's bytes wait for the path and source memory latency; later ones stream at once
+                    limit, flowing = yield system.network.start(flow_class, nbytes, ready - now if index == 0 and ready > now else 0)
+                    if flowed < 0:
+                        flowed = flowing
+                    if nbytes > largest:
+                        largest, bottleneck = nbytes, limit
+                recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), max(flowed - start, 0), bottleneck)
                 completion = env.timeout(path.path_latency_ps)
                 if system.with_data:
                     completion.callbacks.append(block.copy)
@@ -181,7 +406,7 @@ class VectorCoreWrites:
         timing = die.timing.kinds[kind]
         read, write = timing.moves[("GM", "UB")], timing.moves[("UB", "GM")]
         self.setup_ps = timing.engines[read].setup_ps + timing.engines[write].setup_ps
-        self.core_rate = min(timing.engines[read].rate_bytes_per_ps, timing.engines[write].rate_bytes_per_ps)
+        self.core_rate = min(timing.engines[read].rate_bytes_per_ps(("GM", "UB"), False), timing.engines[write].rate_bytes_per_ps(("UB", "GM"), False))
 
     def run(self, blocks: Sequence[Block], path: CopyPath, cores: float, name_id: int, op: int):
         """SimPy generator: move ``blocks`` one after the other with ``cores`` cores' worth of rate."""

@@ -15,14 +15,15 @@ from npusim.config.schema import SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
 from npusim.engine.loop import clock
 from npusim.errors import NoRouteError, UsageError
-from npusim.hw.core import AICore
+from npusim.hw.cache import L2Cache, L2Tally
+from npusim.hw.core import AICore, DmaRoute
 from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
 from npusim.hw.memory import AtomicUnit, DeviceMemory
 from npusim.hw.pipes import PIPE_NAMES
 from npusim.hw.stream import Stream
 from npusim.hw.timing import DieTiming
 from npusim.hw.topology import Direction, Route, Topology, delay
-from npusim.trace.record import ResourceRecord, RunRecord
+from npusim.trace.record import L2Record, ResourceRecord, RunRecord
 from npusim.trace.recorder import Recorder
 
 
@@ -42,8 +43,11 @@ class Die:
         costs = system.recorder.costs
         costs.resource(self.hbm.name, ("die.hbm.bandwidth",))
         costs.resource(self.l2.name, ("die.l2.bandwidth",))
-        self.memory_latency = timing.memory_latency  # a GM access's latency at this die's memory, by config key
+        self.l2_latency = timing.memory_latency[:1]  # an access that hits in L2, by config key
+        self.l2_latency_ps = spec.l2.latency.to_ps(hz)
+        self.memory_latency = timing.memory_latency  # one that misses: L2, then HBM
         self.memory_latency_ps = timing.memory_latency_ps
+        self.cache = L2Cache(index, spec.l2.line.bytes, spec.l2.size.bytes, spec.l2.initial_hit_rate, network, self.hbm, spec.hbm.latency.to_ps(hz))
         self.memory = DeviceMemory(index, spec.hbm.size.bytes, system.with_data)
         self.memory.before_bytes = system.before_bytes
         self.aicpus = simpy.Resource(system.env, capacity=spec.aicpu.count)
@@ -52,7 +56,7 @@ class Die:
         atomic_add = spec.l2.atomic_add
         self.atomics = AtomicUnit(atomic_add.to_ps(hz)) if atomic_add is not None else None  # None: no atomic adds configured
         self._cores: dict[tuple[str, int], AICore] = {}
-        self.dma_routes: dict[str, dict[tuple, tuple]] = {}  # per core kind: what its cores' DMAs take (AICore.dma_route)
+        self.dma_routes: dict[str, dict[tuple, DmaRoute]] = {}  # per core kind: what its cores' DMAs take (AICore.dma_route)
 
     def queue_pair(self, peer: int) -> RdmaQueuePair:
         """The RDMA queue pair from this die to die ``peer``, created on first use."""
@@ -109,12 +113,17 @@ class System:
             for pipe, engine in kind.engines.items():
                 self.recorder.costs.engine(kind.name, PIPE_NAMES[pipe], engine.costs())
         self._dies: dict[int, Die] = {}
-        self._gm_routes: dict[tuple[int, int, bool], Route] = {}
+        self._gm_routes: dict[tuple[int, int, bool, bool], Route] = {}
         self._streams: dict[int, Stream] = {}
+        self.l2_tallies: dict[tuple[int, str], L2Tally] = {}  # per (op, kind of unit: aic, aiv, sdma ...): its L2 lines (l2_tally)
 
     def record(self) -> RunRecord:
         """The frozen record of the run so far (at its end: everything the trace and the analysis read)."""
-        return RunRecord(self.spec, clock(self.env), self.with_data, self.recorder, tuple(ResourceRecord.of(r) for r in self.network.resources))
+        dies = self.dies
+        l2 = L2Record(self.spec.die.l2.line.bytes, {die.index: die.cache.tally.as_list() for die in dies},
+                      {key: tally.as_list() for key, tally in sorted(self.l2_tallies.items())},
+                      {die.index: die.cache.hit_log() for die in dies})
+        return RunRecord(self.spec, clock(self.env), self.with_data, self.recorder, tuple(ResourceRecord.of(r) for r in self.network.resources), l2)
 
     def stream(self, die: int) -> Stream:
         """The default stream of die ``die``."""
@@ -150,13 +159,24 @@ class System:
         """The dies created so far, by index."""
         return [self._dies[i] for i in sorted(self._dies)]
 
-    def gm_route(self, core_die: int, gm_die: int, to_gm: bool) -> Route:
-        """Memory side of a core's DMA: L2 and HBM of ``gm_die`` and, when remote, the fabric
-        (:class:`~npusim.errors.NoRouteError` when no load/store level joins the dies).
+    def l2_tally(self, op: int, unit_kind: str) -> L2Tally:
+        """The L2 counters of op ``op``'s accesses from units of ``unit_kind`` (``aic``, ``aiv``,
+        ``sdma`` ...), on whichever die's L2 they land; made on first use."""
+        key = (op, unit_kind)
+        tally = self.l2_tallies.get(key)
+        if tally is None:
+            tally = self.l2_tallies[key] = L2Tally()
+        return tally
+
+    def gm_route(self, core_die: int, gm_die: int, to_gm: bool, hit: bool = False) -> Route:
+        """Memory side of a core's DMA (:class:`~npusim.errors.NoRouteError` when no load/store level
+        joins the dies): the fabric when remote, then the L2 of ``gm_die`` and, for a read that misses
+        (not ``hit``), its HBM. A write allocates its lines in L2 and never crosses the HBM (a dirty
+        line's write-back is the L2's own flow, :mod:`npusim.hw.cache`).
 
         A remote read pays the route latency twice (request out, data back); a write is posted and
         pays it once, and crosses the write credits of the links (see :mod:`npusim.hw.topology`)."""
-        key = (core_die, gm_die, to_gm)
+        key = (core_die, gm_die, to_gm, hit or to_gm)
         route = self._gm_routes.get(key)
         if route is None:
             memory = self.die(gm_die)
@@ -167,22 +187,27 @@ class System:
                 access = "store to" if to_gm else "load from"
                 raise NoRouteError(f"the cores of die {core_die} cannot {access} the GM of die {gm_die} (an MTE copy): {error}") from None
             trips = 1 if to_gm else 2
-            route = Route(fabric.resources + (memory.l2, memory.hbm)) + delay(memory.memory_latency) + fabric.latency_times(trips)
+            if hit or to_gm:
+                route = Route(fabric.resources + (memory.l2,)) + delay(memory.l2_latency) + fabric.latency_times(trips)
+            else:
+                route = Route(fabric.resources + (memory.l2, memory.hbm)) + delay(memory.memory_latency) + fabric.latency_times(trips)
             self._gm_routes[key] = route
         return route
 
     def copy_path(self, src_die: int, dst_die: int, direction: Direction, *, rdma: bool) -> CopyPath:
-        """What a bulk copy from the GM of ``src_die`` to the GM of ``dst_die`` crosses: the source
-        memory, the load/store route (its write credits too when the data are posted writes) or
-        with ``rdma`` the NICs, and the destination memory."""
+        """What a bulk copy from the GM of ``src_die`` to the GM of ``dst_die`` crosses: the source's
+        L2 (and its HBM for what misses there), the load/store route (its write credits too when the
+        data are posted writes) or with ``rdma`` the NICs, and the destination's L2."""
         source, destination = self.die(src_die), self.die(dst_die)
         topology = self.topology
         route = topology.rdma_route(src_die, dst_die, direction) if rdma else topology.route(src_die, dst_die, direction)
-        resources = (source.l2, source.hbm) + route.resources + (destination.l2, destination.hbm)
-        return CopyPath(resources, route.latency_ps, source.memory_latency_ps, route.latency_terms, source.memory_latency)
+        return CopyPath(source, destination, (source.l2,) + route.resources + (destination.l2,),
+                        (source.l2, source.hbm) + route.resources + (destination.l2,), route.latency_ps, source.l2_latency_ps,
+                        source.memory_latency_ps, route.latency_terms, source.memory_latency)
 
     def local_copy_path(self, die: int) -> CopyPath:
-        """What a copy inside the GM of die ``die`` crosses: its L2 and HBM (once each: the engine's
-        reads and writes share them; the network takes a resource once per flow)."""
+        """What a copy inside the GM of die ``die`` crosses: its L2 on a hit, and its HBM on a miss
+        (once each: the engine's reads and writes share them; the network takes a resource once per flow)."""
         memory = self.die(die)
-        return CopyPath((memory.l2, memory.hbm), 0, memory.memory_latency_ps, (), memory.memory_latency)
+        return CopyPath(memory, memory, (memory.l2,), (memory.l2, memory.hbm), 0, memory.l2_latency_ps, memory.memory_latency_ps, (),
+                        memory.memory_latency)

@@ -25,23 +25,40 @@ VECTOR, SCALAR, CUBE = "die.vector", "die.scalar", "die.cube"
 
 @dataclass(frozen=True)
 class DmaTiming:
-    """One core's DMA engine: peak rate (bytes/ps), set-up (ps), extra cost per burst after the
-    first (ps), the transfer granule (bytes), and ``key``, its config section
+    """One core's DMA engine: peak rate (bytes/ps) of each move it makes (``(source, destination)``
+    places) and of a copy whose GM side is another die's (``remote_rate_bytes_per_ps``, None: the
+    move's), set-up (ps), extra cost per burst after the first (ps), the transfer granule (bytes),
+    the requests its queue keeps in flight, and ``key``, its config section
     (``die.cores.aiv.engines.MTE2``)."""
 
-    rate_bytes_per_ps: float
+    rates_bytes_per_ps: dict[tuple[str, str], float]
+    remote_rate_bytes_per_ps: float | None
     setup_ps: int
     per_burst_ps: int
     granule_bytes: int
+    queue_depth: int
+    rate_keys: tuple[str, ...] = ()
     key: str = ""
 
     @classmethod
     def from_spec(cls, spec: CopyEngineSpec, clock_hz: float, key: str = "") -> DmaTiming:
-        return cls(spec.rate.bytes_per_ps(clock_hz), spec.setup.to_ps(clock_hz), spec.per_burst.to_ps(clock_hz), spec.burst_bytes, key)
+        rates = {(source, destination): spec.rates.get(move, spec.rate).bytes_per_ps(clock_hz)
+                 for move in spec.moves for source, destination in [move.split("->")]}
+        remote = spec.remote_rate.bytes_per_ps(clock_hz) if spec.remote_rate is not None else None
+        rate_keys = tuple(dict.fromkeys(f"{key}.rates.{move}" if move in spec.rates else f"{key}.rate" for move in spec.moves))
+        if remote is not None:
+            rate_keys += (f"{key}.remote_rate",)
+        return cls(rates, remote, spec.setup.to_ps(clock_hz), spec.per_burst.to_ps(clock_hz), spec.burst_bytes, spec.queue_depth,
+                   rate_keys, key)
+
+    def rate_bytes_per_ps(self, move: tuple[str, str], remote: bool) -> float:
+        """The cap of a copy of ``move`` (bytes/ps); ``remote``: its GM side is another die's."""
+        rate = self.rates_bytes_per_ps[move]
+        return min(rate, self.remote_rate_bytes_per_ps) if remote and self.remote_rate_bytes_per_ps is not None else rate
 
     def costs(self) -> EngineCosts:
-        """Its cost keys: set-up, per burst, rate."""
-        return EngineCosts(Term((f"{self.key}.setup",), self.setup_ps), Term((f"{self.key}.per_burst",), self.per_burst_ps), (f"{self.key}.rate",))
+        """Its cost keys: set-up, per burst, and the rates of its moves (a copy's cap is one of them)."""
+        return EngineCosts(Term((f"{self.key}.setup",), self.setup_ps), Term((f"{self.key}.per_burst",), self.per_burst_ps), self.rate_keys)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from npusim.errors import UsageError, WorkloadError
 from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, flag_key
+from npusim.hw.dma import Request
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.isa import vector as vector_semantics
@@ -149,12 +150,19 @@ _PATH_KEYS: dict[tuple, tuple] = {}  # each path key made for a rebased copy, on
 
 
 def _path_key(pipe: Pipe, dst, src) -> tuple:
-    """Which path a copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM)."""
+    """Which path a copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM,
+    its move ``(source, destination)`` places: ``("GM", "L1")`` ...)."""
+    move = (_place_name(src), _place_name(dst))
     if isinstance(dst, GmAddress):
-        return (pipe, dst.allocation.die, True)
+        return (pipe, dst.allocation.die, True, move)
     if isinstance(src, GmAddress):
-        return (pipe, src.allocation.die, False)
-    return (pipe, None, False)
+        return (pipe, src.allocation.die, False, move)
+    return (pipe, None, False, move)
+
+
+def _place_name(side) -> str:
+    """Where a copy's side is: ``GM`` or the buffer's name."""
+    return "GM" if isinstance(side, GmAddress) else side.buffer
 
 
 class Instruction:
@@ -540,8 +548,13 @@ class DmaCopy(Instruction):
     advancing by ``burst_bytes + src_gap`` and the destination by ``burst_bytes + dst_gap`` between
     bursts. Either side may be GM (local or another die's, reached through the fabric).
 
-    Time = engine set-up + (bursts - 1) x per-burst cost + path latency (memory, fabric hops)
-    + bytes (rounded up to the 32-byte granule per burst) / the max-min fair rate of the path."""
+    It is a request of its engine's queue (:class:`~npusim.hw.dma.EngineQueue`): its bytes may
+    start flowing at issue + engine set-up + path latency (fabric hops, and the L2 on a hit or the L2
+    and HBM on a miss: :mod:`npusim.hw.cache` looks its GM lines up), and do once the engine's
+    earlier requests have streamed and it has issued its bursts (bursts x per-burst cost: the
+    engine's own work for the request, one GM request per burst);
+    they flow at the max-min fair rate of the path (each burst rounded up to the 32-byte granule),
+    the part that hits in L2 then the part that misses."""
 
     __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved", "path_key")
     _fresh = ("recorded", "_resolved")
@@ -591,7 +604,7 @@ class DmaCopy(Instruction):
         tuple for the copies of one path)."""
         key = self.path_key
         if die != key[1]:
-            key = (key[0], die, key[2])
+            key = (key[0], die, key[2], key[3])
             key = _PATH_KEYS.setdefault(key, key)
         return key
 
@@ -602,14 +615,27 @@ class DmaCopy(Instruction):
         """Bytes from a side's first byte to its last one's end, with ``gap`` bytes between bursts."""
         return self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
 
-    def start(self, core, run, delay_ps: int = 0):
+    def request(self, core, run, issue_ps: int, tally, complete, owner, tail=None) -> Request:
+        """This copy as a request of its engine's queue (:class:`~npusim.hw.dma.Request`), issued at
+        ``issue_ps``: its flows (:meth:`~npusim.hw.core.AICore.dma_segments`, its GM side looked up
+        in L2 with the op's counters ``tally``) and its bursts' cost; ``complete`` with ``owner``
+        once it has completed (after ``tail``, if given). An address from scalar registers is
+        resolved now."""
         if self.dynamic and (core.system.with_data or self.control):
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
         key, bursts = self.path_key, self.burst_count
-        flow_class, fixed_ps, per_burst_ps = core.dma_routes.get(key) or core.dma_route(key)
-        if bursts > 1:
-            fixed_ps += (bursts - 1) * per_burst_ps
-        return core.network.start(flow_class, self.moved_bytes, fixed_ps + delay_ps)
+        route = core.dma_routes.get(key) or core.dma_route(key)
+        if key[1] is None:
+            segments = core.dma_segments(route, self.moved_bytes, issue_ps, None, 0, 0, 0, 0, None)
+        else:
+            to_gm = key[2]
+            side, gap = (self.dst, self.dst_gap) if to_gm else (self.src, self.src_gap)
+            if self.dynamic:  # its bytes are known only with data on: not looked up, so timing does not depend on data
+                segments = core.dma_segments(route, self.moved_bytes, issue_ps, None, 0, self.span(gap), 0, 1, tally)
+            else:
+                segments = core.dma_segments(route, self.moved_bytes, issue_ps, side.allocation, side.offset, self.burst_bytes,
+                                             self.burst_bytes + gap, bursts, tally)
+        return Request(segments, bursts * route.per_burst_ps, issue_ps, complete, owner, tail)
 
     def footprint(self) -> tuple[tuple, ...]:
         return _entries(_run(self.src, READ, self.burst_count, self.burst_bytes, self.src_gap),
@@ -671,20 +697,14 @@ class AtomicAddCopy(DmaCopy):
         super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         self.dtype = src.dtype
 
-    def start(self, core, run, delay_ps: int = 0):
-        arrived = super().start(core, run, delay_ps)
-        env = core.env
-        applied = env.event()
+    def request(self, core, run, issue_ps: int, tally, complete, owner, tail=None) -> Request:
+        """As a copy's (:meth:`DmaCopy.request`), completed once the target's L2 has applied the adds."""
         target = core.system.die(self.dst.allocation.die)
+        allocation = self.dst.allocation
+        request = super().request(core, run, issue_ps, tally, complete, owner)  # resolves a register address first
         offset = self._resolved[1] if self._resolved is not None else resolve(self.dst.offset, run.regs)
         span = self.span(self.dst_gap)
-
-        def apply(event) -> None:
-            done_ps = target.atomics.apply_at(self.dst.allocation, offset, span, env.now)
-            env.timeout(done_ps - env.now).callbacks.append(lambda _: applied.succeed(event.value))
-
-        arrived.callbacks.append(apply)
-        return applied
+        return request._replace(tail=lambda _owner, arrived_ps: target.atomics.apply_at(allocation, offset, span, arrived_ps))
 
     def _add(self, core, run) -> None:
         if self._resolved is not None:

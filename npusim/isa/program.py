@@ -629,7 +629,7 @@ class CoreProgram:
         engine = self.core.dma_timing[Pipe.MTE2]
         die = self.core.die
         granules = -(-nbytes // engine.granule_bytes)
-        read_ps = engine.setup_ps + die.memory_latency_ps + round(granules * engine.granule_bytes / engine.rate_bytes_per_ps)
+        read_ps = engine.setup_ps + die.memory_latency_ps + round(granules * engine.granule_bytes / engine.rate_bytes_per_ps(("GM", "UB"), False))
         vector = self._timing.vector
         assert vector is not None, "poll: the core has no vector unit to sum the words it reads"
         sum_ps = vector.cost_ps("add", max(1, -(-nbytes // vector.repeat_bytes)))

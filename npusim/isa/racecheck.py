@@ -6,7 +6,14 @@ buffer, or GM at an address known when the program is built), at least one of th
 unless one happens before the other. Happens-before is what orders pipes on the chip (and in
 :mod:`npusim.hw.core`):
 
-- a pipe runs its instructions in program order, each after the previous one ended;
+- a pipe's instructions touch their bytes in program order, each after the previous one ended.
+  On a pipe whose copy engine keeps several requests in flight (``queue_depth``), a copy is issued
+  before the previous one has completed, but not its bytes: the copies of a queue stream one after
+  another and complete (and land their bytes) in issue order, a ``set_flag`` is raised only once
+  the copies before it have completed, and any other instruction of the pipe (a vector op on a
+  pipe with an engine, a ``pipe_barrier`` of the pipe) waits for them; only a ``wait_flag``, which
+  touches no byte, runs while they are in flight. So every edge below holds for accesses as before
+  (``tests/hw/test_queue.py``: race-free programs give the same bytes at any depth);
 - the scalar unit issues every instruction: nothing starts before the scalar instructions that
   precede it in program order have ended (``s_dep``);
 - ``set_flag(src, dst, id)`` runs on ``src`` after its earlier work, and the ``wait_flag`` it

@@ -32,7 +32,7 @@ import numpy as np
 
 from npusim.files import Forked, TwoEnds, atomic_path, temporary_name
 from npusim.trace.record import ResourceRecord, RunRecord
-from npusim.trace.recorder import CHUNK_EVENTS
+from npusim.trace.recorder import CHUNK_EVENTS, WAIT_LANE_SUFFIX
 from npusim.trace.selection import TraceSelection
 from npusim.trace.text import Lines, Texts, fixed3
 
@@ -364,8 +364,12 @@ class _Writer:
         on_load_pipe = np.isin(np.arange(len(tracks)), [i for i, track in enumerate(tracks) if track.lane in LOAD_LANES])
         sync = np.isin(np.arange(len(recorder.names)), sorted(sync_names))
         a_set = np.isin(np.arange(len(recorder.names)), sorted(set_names))
+        # the lane of a pipe's instructions for each lane (its own but for a pipe's wait lane: the pipe's)
+        lane_ids = {(track.die, track.unit, track.lane): i for i, track in enumerate(tracks)}
+        pipe_lane = np.array([lane_ids.get((track.die, track.unit, track.lane.removesuffix(WAIT_LANE_SUFFIX)), i)
+                              for i, track in enumerate(tracks)] or [0], dtype=np.int64)
         waiting_pipe = np.zeros(len(tracks), dtype=bool)
-        waiting_pipe[table[recorder.flag_flow_pairs()[1], 0] >> 32] = True
+        waiting_pipe[pipe_lane[table[recorder.flag_flow_pairs()[1], 0] >> 32]] = True
 
         for first, c in recorder.chunks(self.chunk_events):
             last = first + len(c["start_ps"])
@@ -399,7 +403,7 @@ class _Writer:
                 if role_of & _WAIT:
                     loads = loads_of_set.pop(setter, None)
                     if loads:
-                        awaiting.setdefault(track, []).extend(loads)
+                        awaiting.setdefault(int(pipe_lane[track]), []).extend(loads)
                 elif role_of & _CONSUMER and track in awaiting:
                     ready = awaiting.pop(track)
                     consumers.extend([index] * len(ready))
@@ -514,17 +518,46 @@ class _Writer:
         """How many pieces the counters are written in (:meth:`counter_piece`)."""
         if self.selection.level == "ops":
             return 0
-        return len(self._rate_pieces()) + bool(self.recorder.buffer_spans)
+        return len(self._rate_pieces()) + bool(self.recorder.buffer_spans) + len(self._l2_dies())
 
     def counter_piece(self, piece: int) -> None:
         """Write piece ``piece`` of the counters: each piece depends on nothing written before
         it, so pieces can be written by two processes and put together in order. The rate
-        counters' points, a resource's ``COUNTER_CHUNK_POINTS`` at a time, then the buffer counters whole."""
+        counters' points, a resource's ``COUNTER_CHUNK_POINTS`` at a time, then the buffer counters
+        whole, then each die's L2 hit rate."""
         rates = self._rate_pieces()
         if piece < len(rates):
             self._rate_counters(*rates[piece])
-        else:
-            self._buffer_counters()
+            return
+        piece -= len(rates)
+        if self.recorder.buffer_spans:
+            if not piece:
+                self._buffer_counters()
+                return
+            piece -= 1
+        self._l2_counter(self._l2_dies()[piece])
+
+    def _l2_dies(self) -> list[int]:
+        """The dies whose L2 was accessed and whose counters are kept, in order."""
+        return [die for die, (times, _, _) in sorted(self.record.l2.log.items()) if len(times) and self.kept_dies[die]]
+
+    def _l2_counter(self, die: int) -> None:
+        """Die ``die``'s L2 hit rate in percent: per step of its log (a microsecond of the run in
+        which accesses reached it, ``hw.cache.HIT_RATE_BIN_PS``), the share of their lines that hit,
+        at the step's start; written where it changes, as every counter is."""
+        logged_ps, logged_hits, logged_lines = self.record.l2.log[die]
+        times, hits, lines = np.frombuffer(logged_ps, dtype=np.int64), np.frombuffer(logged_hits, dtype=np.float64), np.frombuffer(logged_lines, dtype=np.int64)
+        order = np.argsort(times, kind="stable")
+        starts, first = np.unique(times[order], return_index=True)
+        rate = 100 * np.add.reduceat(hits[order], first) / np.add.reduceat(lines[order], first)
+        points, values = self._points_in_window(starts, rate)
+        changed = _changes(np.zeros(len(points), dtype=np.int64), ns_of(points), values)  # a point only where what it shows changes
+        points, values = points[changed], values[changed]
+        head = f'{{"name":{json.dumps(f"die{die} L2 hit rate %")},"ph":"C","ts":'
+        place = f',"pid":{die},"args":{{"%":'
+        for first_point in range(0, len(points), COUNTER_CHUNK_POINTS):
+            rows = slice(first_point, first_point + COUNTER_CHUNK_POINTS)
+            self.emit_text(_counter_lines(head, ns_of(points[rows]), place, values[rows]))
 
     def _rate_pieces(self) -> list[tuple[ResourceRecord, np.ndarray, np.ndarray]]:
         """The rate counters' pieces, in order: a resource, its points' times (ps) and rates

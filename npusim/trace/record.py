@@ -10,7 +10,8 @@ copied, since a long run's logs are large).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from array import array
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from npusim.engine.flow import RateLog
@@ -43,17 +44,37 @@ class ResourceRecord:
                    resource.flows_done, resource.rate_log if resource.rate_log is not None else RateLog())
 
 
+L2_COUNTS = ("read_hit", "read_miss", "write_hit", "write_miss", "written_back")
+"""What an L2 tally counts, in lines (``hw.cache.L2Tally``), in this order in :class:`L2Record`."""
+
+
+@dataclass(frozen=True)
+class L2Record:
+    """The L2 of a run (``hw.cache``), in lines of ``line_bytes``: per die, every access of its memory
+    (``dies``: die -> the counts of :data:`L2_COUNTS`); per op and kind of unit that accessed memory
+    (``ops``: (op, ``aic`` / ``aiv`` / ``sdma`` ...) -> the same, on whichever die's L2); and per die,
+    the accesses as the trace's hit-rate counter reads them (``log``: die -> three arrays: per
+    microsecond of the run in which accesses reached the L2, its start in ps, the lines that hit,
+    the lines; a microsecond may appear more than once)."""
+
+    line_bytes: int
+    dies: dict[int, list[float]] = field(default_factory=dict)
+    ops: dict[tuple[int, str], list[float]] = field(default_factory=dict)
+    log: dict[int, tuple[array[int], array[float], array[int]]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """A finished run: the ``spec`` simulated (a :class:`~npusim.config.schema.SystemSpec`), the
-    simulated time in ps, whether data was simulated, the ``recorder`` with every event, and the
-    network's ``resources`` in registration order (their ``index``)."""
+    simulated time in ps, whether data was simulated, the ``recorder`` with every event, the
+    network's ``resources`` in registration order (their ``index``), and the L2 counters."""
 
     spec: Any
     simulated_ps: int
     with_data: bool
     recorder: Recorder
     resources: tuple[ResourceRecord, ...]
+    l2: L2Record = field(default_factory=lambda: L2Record(0))
 
     def package_of(self, die: int) -> int:
         """The NPU package die ``die`` belongs to."""

@@ -36,6 +36,9 @@ import numpy as np
 from npusim.errors import UsageError
 from npusim.trace.costs import CostSources
 
+WAIT_LANE_SUFFIX = " wait"
+"""The lane of a pipe's wait_flags when its copy engine keeps several copies in flight (``MTE2 wait``:
+they run while the copies stream, so they cannot share the pipe's lane): the pipe's name and this."""
 CHUNK_EVENTS = 65536  # events unpacked at a time by consumers that stream over the columns
 EVENT_ROW = struct.Struct("<5q")  # lane (track << 32 | op + 1), label (name << 32 | tile + 1), start ps, end ps, bytes
 _FIRST_ROWS = 4096  # rows the buffer holds at first; it doubles when full

@@ -1,8 +1,8 @@
 """The summary of a run: simulated time; time per op and per tile of each op; busy time and
 utilisation per die and pipe; bytes and achieved bandwidth against the peak of each HBM / L2 / link /
-NIC; the bottleneck breakdown of the critical path, with the config values its time rests on and how
-far each can be trusted (:func:`with_confidence`); warnings; the ops a torch program ran on the host,
-counted. Plain JSON-able data (``summary.json``).
+NIC; the L2 hit rates per die and per op; the bottleneck breakdown of the critical path, with the
+config values its time rests on and how far each can be trusted (:func:`with_confidence`); warnings;
+the ops a torch program ran on the host, counted. Plain JSON-able data (``summary.json``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from npusim import __version__
 from npusim.config.annotated import short_where
 from npusim.config.confidence import ABSENT, key_path, value_at
 from npusim.trace.critical_path import bottlenecks
+from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder
 
@@ -155,6 +156,24 @@ def tiles(record: RunRecord) -> list[dict[str, Any]]:
     return rows
 
 
+def l2(record: RunRecord) -> dict[str, Any]:
+    """The L2 caches of the run: per die that was accessed, its :data:`L2_METRICS` and the bytes it
+    wrote back to HBM; per op and kind of unit (``aic``, ``aiv``, ``sdma`` ...) the same for the
+    accesses it made (on whichever die's L2)."""
+    line = record.l2.line_bytes
+    ops = record.recorder.ops
+
+    def row(counts: list[float]) -> dict[str, Any]:
+        return {**dict(zip(L2_METRICS, l2_metrics(counts))), "written_back_bytes": int(counts[4]) * line}
+
+    return {
+        "line_bytes": line,
+        "dies": [{"die": die, **row(counts)} for die, counts in sorted(record.l2.dies.items()) if any(counts[:4])],
+        "ops": [{"op": op, "name": ops[op].name, "die": ops[op].die, "unit": unit, **row(counts)}
+                for (op, unit), counts in sorted(record.l2.ops.items()) if 0 <= op < len(ops) and any(counts[:4])],
+    }
+
+
 MOSTLY = 0.5
 """A breakdown row rests *mostly* on a config value when more than this share of its time does."""
 
@@ -241,6 +260,7 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
         "tiles": tiles(record),
         "pipes": pipe_busy(record),
         "bandwidth": bandwidth(record),
+        "l2": l2(record),
         "bottlenecks": with_confidence(bottlenecks(record, low=low), config, low),
         "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants
                      if i.category != HOST_FALLBACK],

@@ -53,7 +53,10 @@ def test_the_csvs_have_msprof_column_names_and_one_row_per_launch_and_per_core(a
         "aic_time(us)", "aic_total_cycles", "aic_mac_time(us)", "aic_mac_ratio", "aic_scalar_time(us)", "aic_scalar_ratio", "aic_mte1_time(us)",
         "aic_mte1_ratio", "aic_mte2_time(us)", "aic_mte2_ratio", "aic_fixpipe_time(us)", "aic_fixpipe_ratio", "aic_memory_bound",
         "aiv_time(us)", "aiv_total_cycles", "aiv_vec_time(us)", "aiv_vec_ratio", "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)",
-        "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "aiv_memory_bound", "dma_bytes"]
+        "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "aiv_memory_bound", "dma_bytes",
+        *(f"{kind}_{metric}" for kind in ("aic", "aiv") for metric in (  # msprof's L2Cache columns (one read channel: r0)
+            "write_cache_hit", "write_cache_miss_allocate", "r0_read_cache_hit", "r0_read_cache_miss_allocate", "write_hit_rate(%)",
+            "read_hit_rate(%)", "total_hit_rate(%)"))]
     assert {"Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "Mix Block Dim"} <= set(ops[0])
     # one row per op launch, as msprof has one per task: each PE's kernel launch, with every op of the PE in it (not one per tile op)
     recorder = result.recorder

@@ -50,8 +50,9 @@ def test_a_host_bound_run_says_it_rests_on_the_assumed_launch_cost(host_bound):
     launch = next(i for i, line in enumerate(lines) if "│" in line and "launch on die0 host" in line)
     assert "rests on host.op_launch [L, knob]" in lines[launch + 1]  # the row's mark, on its second line
     note = " ".join(run.stdout.partition("note: ")[2].split())
-    assert note.startswith("87% of the time rests on low-confidence values: host.op_launch = 20 us [L, knob] (68%; assumed: one eager")
-    assert "host.tiling = 5 us [L, knob] (17%" in note and "npusim whatif" in note
+    share = re.match(r"(\d+)% of the time rests on low-confidence values: host.op_launch = 20 us \[L, knob\] \((\d+)%; assumed: one eager", note)
+    assert share and int(share[1]) > 80 and int(share[2]) > 60  # the shares move with the copies' timing; the launch cost dominates
+    assert re.search(r"host.tiling = 5 us \[L, knob\] \(\d+%", note) and "npusim whatif" in note
     summary = json.loads((folder / "out" / "summary.json").read_text())
     top = summary["bottlenecks"]["breakdown"][0]
     assert (top["label"], top["mostly_on"], top["low_confidence"]) == ("launch on die0 host", "host.op_launch", True)
@@ -59,7 +60,7 @@ def test_a_host_bound_run_says_it_rests_on_the_assumed_launch_cost(host_bound):
     manifest = json.loads((folder / "out" / "manifest.json").read_text())
     assert manifest["config_confidence"]["host.op_launch"] == "L, knob" and manifest["config_confidence"]["die.clock"] == "H"
     report = npusim("report", folder / "out", cwd=folder)
-    assert report.returncode == 0 and "rests on host.op_launch [L, knob]" in report.stdout and "note: 87% of the time" in report.stdout
+    assert report.returncode == 0 and "rests on host.op_launch [L, knob]" in report.stdout and f"note: {share[1]}% of the time" in report.stdout
 
 
 def test_a_value_given_with_set_is_the_users_and_not_marked(host_bound):

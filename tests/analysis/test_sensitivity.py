@@ -49,8 +49,9 @@ def test_an_hbm_bound_copy_ranks_hbm_bandwidth_first_at_minus_one(tmp_path):
     assert baseline["which"] == "critical path" and "die.hbm.bandwidth" in baseline["keys"]
     first = rows[0]
     assert (first["key"], first["value"], first["confidence"], first["level"]) == ("die.hbm.bandwidth", "1.6 TB/s", "M/L, knob", "L")
-    assert first["elasticity"] == pytest.approx(-1.0, abs=0.1) and first["lower_us"] > baseline["simulated_us"] > first["upper_us"]
-    assert all(abs(row["elasticity"]) < 0.1 for row in rows[1:])
+    # the reads stream from HBM (a cold L2); the writes allocate in L2 and leave at the MTE3's rate, so about 3/4 of the time is HBM's
+    assert first["elasticity"] == pytest.approx(-0.75, abs=0.1) and first["lower_us"] > baseline["simulated_us"] > first["upper_us"]
+    assert all(abs(row["elasticity"]) < 0.3 for row in rows[1:])
     assert [abs(row["elasticity"]) for row in rows] == sorted((abs(row["elasticity"]) for row in rows), reverse=True)
     mte2 = next(row for row in rows if row["key"] == "die.cores.aiv.engines.MTE2.setup")
     assert (mte2["level"], mte2["low"]) == ("user", False)  # the --set value is the user's
@@ -121,8 +122,8 @@ def test_the_command_prints_the_ranking_and_exits_2_on_a_bad_key(tmp_path):
     assert run.returncode == 0, run.stderr
     ranked = [cells for cells in (line.split("│") for line in run.stdout.splitlines() if line.startswith("│")) if cells[1].strip()]  # not a source wrapped
     assert [(cells[1].strip(), cells[2].strip(), cells[7].strip()) for cells in ranked] == [("1", "die.hbm.bandwidth", "M/L, knob"),
-                                                                                            ("2", "die.l2.bandwidth", "L, knob")]
-    assert "reading: the time is most sensitive to die.hbm.bandwidth (-0.9" in run.stdout and "measure it first" in run.stdout
+                                                                                            ("2", "die.l2.bandwidth", "M, knob")]
+    assert "reading: the time is most sensitive to die.hbm.bandwidth (-0.7" in run.stdout and "measure it first" in run.stdout
     typo = npusim("whatif", "-c", "a2", workload, "--keys", "die.hbm.bandwith", cwd=tmp_path)
     assert typo.returncode == 2 and "unknown key 'bandwith'; did you mean 'bandwidth'?" in typo.stderr and "Traceback" not in typo.stderr
     step = npusim("whatif", "-c", "a2", workload, "--step", "ten", cwd=tmp_path)

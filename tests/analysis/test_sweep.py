@@ -44,7 +44,7 @@ def test_a_failing_point_is_recorded_and_the_others_complete(copy_workload, tmp_
                         workers=2, out=out, progress=False)
     assert (outcome.ran, outcome.reused, outcome.failed) == (2, 0, 1)
     ok, failed = outcome.rows
-    assert ok["status"] == "ok" and ok["simulated_us"] > 0 and ok["bottleneck"] == "MTE2 waiting on die0 HBM" and ok["util_hbm"] > 0.5
+    assert ok["status"] == "ok" and ok["simulated_us"] > 0 and ok["bottleneck"] == "MTE2 waiting on die0 HBM" and ok["util_hbm"] > 0.4
     assert failed["status"] == "failed" and failed["error_type"] == "ValueError" and failed["error"] == "tile 32768 is the failing value"
     assert math.isnan(failed["simulated_us"])
     exits = write(tmp_path, "exits.py", "import sys\nsys.exit('the workload gave up')\n")

@@ -103,7 +103,7 @@ def test_a_network_quantum_is_recorded_and_moves_the_time_by_little():
     exact = npusim.simulate("a2", ROOT / "examples" / "vector_add.py", data=False)
     approximate = npusim.simulate("a2", ROOT / "examples" / "vector_add.py", data=False, network_quantum="10ns")
     assert "network_quantum" not in exact.summary and approximate.summary["network_quantum"] == "10ns"
-    assert abs(approximate.simulated_ps - exact.simulated_ps) / exact.simulated_ps < 0.01
+    assert abs(approximate.simulated_ps - exact.simulated_ps) / exact.simulated_ps < 0.02  # each core streams its copies in a chain: a quantum at most per copy
 
 
 @pytest.mark.parametrize("quantum, message", [("10", "missing unit"), ("0.1ps", "rounds to 0"), ("3 GB", "a time is needed")])

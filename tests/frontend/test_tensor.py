@@ -56,7 +56,7 @@ def test_a_tensor_needs_a_session():
 
 
 def test_hbm_capacity_is_enforced():
-    with npusim.session("a2", overrides=["die.hbm.size=1 MiB"], data=False):
+    with npusim.session("a2", overrides=["die.hbm.size=1 MiB", "die.l2.size=256 KiB"], data=False):
         npusim.empty(512 * 1024, np.uint8)
         with pytest.raises(npusim.errors.ResourceError, match=r"die 0: allocating .* exceeds the HBM of 1.00 MiB"):
             npusim.empty(768 * 1024, np.uint8)

@@ -86,19 +86,24 @@ def test_routes_are_built_once_per_direction_and_share_their_resources():
 
 
 def test_remote_reads_pay_the_route_twice_and_writes_once():
+    """A read (a hit or a miss in the remote die's L2) pays the fabric both ways; a posted write
+    once, and only the L2's latency (it allocates its lines there)."""
     s = system("a2")
-    local = s.gm_route(0, 0, to_gm=False)
-    read = s.gm_route(0, 3, to_gm=False)
-    write = s.gm_route(0, 3, to_gm=True)
     hop = s.topology.route(3, 0, READ).latency_ps
-    assert read.latency_ps == local.latency_ps + 2 * hop
-    assert write.latency_ps == local.latency_ps + hop
+    for hit in (False, True):
+        assert s.gm_route(0, 3, to_gm=False, hit=hit).latency_ps == s.gm_route(0, 0, to_gm=False, hit=hit).latency_ps + 2 * hop
+    assert s.gm_route(0, 3, to_gm=True).latency_ps == s.gm_route(0, 0, to_gm=False, hit=True).latency_ps + hop
+    assert s.gm_route(0, 0, to_gm=False).latency_ps == s.gm_route(0, 0, to_gm=False, hit=True).latency_ps + s.die(0).memory_latency_ps \
+        - s.die(0).l2_latency_ps
 
 
 def test_remote_core_stores_cross_the_write_credits_and_loads_do_not():
+    """A store crosses the write credits and ends in the L2 (a write allocates there, never
+    reaching HBM); a load crosses the link, the L2, and the HBM when it misses."""
     s = system("a2")
-    assert [r.kind for r in s.gm_route(0, 1, to_gm=True).resources] == ["link", "credits", "l2", "hbm"]
+    assert [r.kind for r in s.gm_route(0, 1, to_gm=True).resources] == ["link", "credits", "l2"]
     assert [r.kind for r in s.gm_route(0, 1, to_gm=False).resources] == ["link", "l2", "hbm"]
+    assert [r.kind for r in s.gm_route(0, 1, to_gm=False, hit=True).resources] == ["link", "l2"]
 
 
 def test_rdma_goes_through_both_nics_of_any_two_servers():

@@ -43,9 +43,10 @@ def test_timeline_rows_are_the_selected_core_pipes_and_the_legend_names_instruct
 
 
 def test_timeline_keeps_at_most_max_lanes_of_whole_cores_the_critical_path_first_and_says_so(result):
-    figure = plot.timeline(result, max_lanes=7)
+    figure = plot.timeline(result, max_lanes=11)
     labels = lane_labels(figure)
-    assert len(labels) == 6 and "138 more lanes not shown" in figure.axes[0].get_title(loc="left")  # two cores of three pipes
+    # two cores of five lanes: three pipes and the wait lanes of the two whose copies stay in flight
+    assert len(labels) == 10 and "230 more lanes not shown" in figure.axes[0].get_title(loc="left")
     path_core = {result.recorder.tracks[result.recorder.columns()["track"][e]].unit for e in result.critical_path().events}
     bold = {label.get_text().split()[1] for label in figure.axes[0].get_yticklabels() if label.get_fontweight() == "bold"}
     assert bold == path_core and {label.split()[1] for label in labels} >= path_core  # the critical path's cores are shown, in bold
@@ -96,7 +97,7 @@ def test_bandwidth_draws_the_chosen_resources_with_their_peak_one_panel_per_clas
     figure = plot.bandwidth(result, resources=["die0 HBM", "die0 L2"])
     assert [[t.get_text() for t in ax.get_legend().get_texts()] for ax in figure.axes] == [["die0 HBM"], ["die0 L2"]]
     peaks = [[line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"] for ax in figure.axes]
-    assert peaks == [[pytest.approx(1600.0)], [pytest.approx(4884.0)]]
+    assert peaks == [[pytest.approx(1600.0)], [pytest.approx(7000.0)]]
     with pytest.raises(UsageError, match="no resource 'die9 HBM'"):
         plot.bandwidth(result, resources=["die9 HBM"])
 

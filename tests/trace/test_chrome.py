@@ -127,5 +127,6 @@ def test_counters_sort_in_core_order_as_text_and_change_at_every_point(tmp_path)
         times = [perfetto_ns(e["ts"]) for e in points]
         assert all(b != a for a, b in zip(values, values[1:])) and all(b > a for a, b in zip(times, times[1:]))  # a point only at a change
         written += len(points)
-    logged = sum(len(r.rate_log) for r in result.record.resources if r.rate_log) + 2 * len(result.recorder.buffer_spans)
+    logged = (sum(len(r.rate_log) for r in result.record.resources if r.rate_log) + 2 * len(result.recorder.buffer_spans)
+              + sum(len(times) for times, _, _ in result.record.l2.log.values()))
     assert written < logged  # repeats of the same value and points overridden at their instant are not written

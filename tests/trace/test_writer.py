@@ -87,7 +87,8 @@ def test_every_event_has_the_fields_of_its_phase_and_no_negative_duration(writte
 def test_lanes_are_named_like_the_vendor_tools_and_only_lanes_with_events_appear(written):
     _, trace, _ = written
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
-    assert names == {f"aiv{c} {pipe}" for c in (0, 1) for pipe in ("MTE2", "VECTOR", "MTE3")}  # no SCALAR work: no SCALAR lane
+    assert names == {f"aiv{c} {pipe}" for c in (0, 1) for pipe in ("MTE2", "VECTOR", "MTE3")} | {  # no SCALAR work: no SCALAR lane
+        f"aiv{c} {pipe} wait" for c in (0, 1) for pipe in ("MTE2", "MTE3")}  # the waits of pipes whose copies stay in flight
 
 
 def flows(events):
@@ -312,9 +313,10 @@ def test_the_counters_split_anywhere_between_the_two_processes_give_the_bytes_on
     alone = write_chrome_trace(four_dies.record, tmp_path / "alone.json", metadata={"config": "a2"}, selection=selection, chunk_events=500)
     two = TraceOnTwoCores(four_dies.record, tmp_path / "two.json", metadata={"config": "a2"}, selection=selection, chunk_events=500)
     logs = sum(1 for resource in four_dies.record.resources if resource.rate_log and selection.keeps_die(resource.die))
+    l2 = sum(1 for die, (times, _, _) in four_dies.record.l2.log.items() if len(times) and selection.keeps_die(die))
     pieces = two.writer.counter_pieces()
-    assert pieces == 0 if selection.level == "ops" else (pieces == logs + 1) == (points == 10**9 or selection.window_ps == (10**15, 10**15 + 1))
-    # none; a resource's points (one for each after the run's end) a piece, and the buffers; more
+    assert pieces == 0 if selection.level == "ops" else (pieces == logs + 1 + l2) == (points == 10**9 or selection.window_ps == (10**15, 10**15 + 1))
+    # none; a resource's points (one for each after the run's end) a piece, the buffers, and each die's L2 hit rate; more
     assert two.finish().read_bytes() == alone.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.json", "two.json"]
 
