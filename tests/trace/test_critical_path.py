@@ -138,8 +138,8 @@ def test_a_sync_all_puts_the_slowest_core_then_its_cost_on_the_path():
     path = s.result.critical_path()
     rows = path.breakdown()
     assert re.fullmatch(r"SyncAll on die0 aiv[01]", rows[0]["label"]) and rows[1]["label"] == "VECTOR on die0 aiv0"
-    assert rows[0]["time_us"] == pytest.approx(s.system.timing.sync_all_ps / 1e6) == 15.0
-    assert rows[0]["rests_on"] == [{"key": "die.sync_all", "time_us": 15.0, "share": 1.0}]
+    assert rows[0]["time_us"] == pytest.approx(s.system.timing.sync_all_ps / 1e6) == 25.0
+    assert rows[0]["rests_on"] == [{"key": "die.sync_all", "time_us": 25.0, "share": 1.0}]
 
 
 def test_a_recorded_flow_is_a_dependency_and_a_gap_before_its_target_is_idle():
