@@ -179,7 +179,10 @@ class LocalExecutor:
                 for worker in self._pool:
                     if worker.task is None and todo:
                         worker.task, worker.started = todo.popleft(), time.monotonic()
-                        worker.tasks.send(worker.task)
+                        try:
+                            worker.tasks.send(worker.task)
+                        except OSError:  # it died as it started (a broken pipe): _collect sees its death and runs the point again
+                            pass
                 yield from self._collect(todo, tries)
         except BaseException:
             self._stop_all()  # at once: Ctrl-C stops the sweep without waiting for running points

@@ -41,8 +41,8 @@ def test_factors_follow_the_config_and_keep_its_units():
     assert a2["HCCS link bandwidth"] == ["fabrics.node.link.bandwidth=56 GB/s", "fabrics.node.link.write_credits=12.2 KiB"]
     assert a2["AI core count"] == ["die.cores.aic.count=48", "die.cores.aiv.count=96"]
     assert a2["MTE rate"] == [f"die.cores.{kind}.engines.{pipe}.rate={rate}" for kind, pipe, rate in (
-        ("aic", "MTE2", "220 B/cycle"), ("aic", "MTE1", "512 B/cycle"), ("aic", "FIXP", "172 B/cycle"),
-        ("aiv", "MTE2", "220 B/cycle"), ("aiv", "MTE3", "128 B/cycle"))] + ["die.cores.aic.engines.MTE1.rates.L1->L0A=1024 B/cycle"]
+        ("aic", "MTE2", "256 B/cycle"), ("aic", "MTE1", "512 B/cycle"), ("aic", "FIXP", "172 B/cycle"),
+        ("aiv", "MTE2", "256 B/cycle"), ("aiv", "MTE3", "128 B/cycle"))] + ["die.cores.aic.engines.MTE1.rates.L1->L0A=1024 B/cycle"]
     assert a2["vector rate"] == ["die.vector.per_repeat=1 cycles"]
     assert not {"UB link bandwidth", "SIO bandwidth", "fabric link bandwidth"} & set(a2)
     _, a3 = applicable("a3")

@@ -37,7 +37,10 @@ CASES = [  # (example, config, params): every example, with parameters that keep
 ]
 KNOWN_DEFECTS = {"moe_decode_layer.py": "its 'sync all' arrows (the last core at a SyncAll to each core that waited) and 'signal->poll' "
                                          "arrows into a poll that began before its signal go back in time: Perfetto draws an arrow from the "
-                                         "end of its source slice, and the waiting core's slice began before the releasing one ended"}
+                                         "end of its source slice, and the waiting core's slice began before the releasing one ended",
+                 "quant_scatter_doc_example2.py": "a 64-byte load queued behind a set_flag on MTE2 (its set-up overlapped with the "
+                                                  "copy before, issue 28's DMA queue) lasts under 1 ns: both viewers round it to a "
+                                                  "slice of zero ns in the ns where the next set_flag starts, and nest it in that one"}
 """Examples whose trace a viewer does not import whole yet (the test fails once one is fixed: strict)."""
 WITH_DATA = {"moe_dispatch_combine.py"}  # reads token counts on the device: no timing-only run
 """Examples that run with data (the others timing only, faster)."""
