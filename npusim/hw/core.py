@@ -227,12 +227,13 @@ class AICore:
         recorder = system.recorder
         order_base = (kind_timing.order, index)
         self.tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe], order_base + (int(pipe),)) for pipe in kind_timing.pipes}
-        # Each copy engine's queue of requests (hw.dma.EngineQueue); a pipe whose engine keeps more
-        # than one in flight records its wait_flags on a lane of their own ("aiv0 MTE2 wait", right
-        # after the pipe's): they run while its copies stream, and a lane's slices never overlap
-        self.queues = {pipe: EngineQueue(self.env, system.network, engine.queue_depth) for pipe, engine in kind_timing.engines.items()}
+        # Each copy engine's queue of requests (hw.dma.EngineQueue), built on its pipe's first run
+        # (queue): a large system has many cores whose engines never copy. A pipe whose engine keeps
+        # more than one in flight records its wait_flags on a lane of their own ("aiv0 MTE2 wait",
+        # right after the pipe's): they run while its copies stream, and a lane's slices never overlap
+        self.queues: dict[Pipe, EngineQueue] = {}
         self.wait_tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe] + WAIT_LANE_SUFFIX, order_base + (int(pipe), 1))
-                            for pipe, queue in self.queues.items() if queue.depth > 1}
+                            for pipe, engine in kind_timing.engines.items() if engine.queue_depth > 1}
         recorder.costs.unit(die.index, self.name, kind)  # its copies are its kind's engines' (their keys: System)
         self.lock = CoreLock(self.env)
         self.current: KernelRun | None = None
@@ -241,6 +242,16 @@ class AICore:
 
     def __repr__(self) -> str:
         return f"die{self.die.index} {self.name}"
+
+    def queue(self, pipe: Pipe) -> EngineQueue | None:
+        """The queue of pipe ``pipe``'s copy engine (None: no engine on this pipe), made on first use."""
+        queue = self.queues.get(pipe)
+        if queue is None:
+            engine = self.dma_timing.get(pipe)
+            if engine is None:
+                return None
+            queue = self.queues[pipe] = EngineQueue(self.env, self.network, engine.queue_depth)
+        return queue
 
     def dma_route(self, key: tuple) -> DmaRoute:
         """What a DMA of pipe ``key[0]`` takes to read (or write, ``key[2]``) the GM of die ``key[1]``
@@ -370,7 +381,7 @@ class AICore:
         counts_progress = not may_run_ahead or ends is not None
         waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
         issued_count = 0  # the scalar unit's count as last read: it only grows, so an s_dep up to it needs no look
-        queue = self.queues.get(pipe)  # the pipe's copy engine's queue (None: no engine on this pipe)
+        queue = self.queue(pipe)  # the pipe's copy engine's queue (None: no engine on this pipe)
         in_flight_too = queue is not None and queue.depth > 1  # copies stay in flight while the pipe goes on
         wait_lane = pack(self.wait_tracks[pipe], run.op) if in_flight_too else lane
         if queue is not None:

@@ -35,7 +35,6 @@ SDMA's ``die.sdma`` set-up and rate; the routes' latencies). Times in ps, rates 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -81,7 +80,7 @@ class EngineQueue:
     drain. One request streams at a time: the queue keeps its state (``_current`` and the fields
     after it)."""
 
-    __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_waiters", "_segment_done", "_tail_done",
+    __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_waiters", "_segment_done",
                  "_current", "_segment", "_start_ps", "_flowed_ps", "_largest", "_bottleneck")
 
     def __init__(self, env: simpy.Environment, network: FlowNetwork, depth: int) -> None:
@@ -90,10 +89,12 @@ class EngineQueue:
         self.depth = depth
         self.in_flight = 0
         self.free_at = 0  # when the stream became free (after a fence: becomes free), ps
-        self._waiting: deque[Request | tuple] = deque()  # requests and fences not started yet, in issue order
+        # requests and fences not started yet, in issue order: a list, as a few are (the depth's, the
+        # fences between), so taking the first is cheap, and an empty list takes 56 bytes to a deque's
+        # 760 (every copy engine of every core that runs has a queue)
+        self._waiting: list[Request | tuple] = []
         self._waiters: list[tuple[int, simpy.Event]] = []  # (in_flight at most, event) of the pipes waiting
         self._segment_done = self._on_segment_done  # bound once: every flow's callback
-        self._tail_done = self._on_tail_done
         # the request streaming its bytes (or in its tail), None when none: its segment streaming,
         # its slice's start, when its first bytes flowed, its largest segment's bytes and bottleneck
         self._current: Request | None = None
@@ -162,7 +163,7 @@ class EngineQueue:
         if tail is not None:
             done = tail(request[4], now)
             if done > now:
-                self.env.timeout(done - now).callbacks.append(self._tail_done)
+                self.env.timeout(done - now).callbacks.append(self._on_tail_done)
                 return
         self._finish(now)
 
@@ -178,7 +179,7 @@ class EngineQueue:
         request[3](request[4], self._start_ps, self._flowed_ps, self._bottleneck)
         waiting = self._waiting
         while waiting:
-            entry = waiting.popleft()
+            entry = waiting.pop(0)
             if entry.__class__ is tuple:  # a fence: its turn now
                 at_ps, cost_ps, fire, args = entry
                 start = at_ps if at_ps > self.free_at else self.free_at
