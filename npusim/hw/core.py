@@ -411,45 +411,45 @@ class AICore:
                 if counts_progress:
                     count_done(end)
 
-        def count_done(end: int) -> None:
-            # an instruction has ended (in program order: after the copies in flight before it)
-            if ends is not None:
-                ends.append(end)
-            done.count += 1
-            if done.waiters:
-                done.wake()
+            def count_done(end: int) -> None:
+                # an instruction has ended (in program order: after the copies in flight before it)
+                if ends is not None:
+                    ends.append(end)
+                done.count += 1
+                if done.waiters:
+                    done.wake()
 
-        def deferred_wait(_turn: int, _at: int, instruction, start: int, end: int, label_id: int, watched: bool) -> None:
-            # a wait_flag that ran while copies were in flight, recorded in the queue's turn (after the
-            # copies issued before it, before those issued after it: in program order on the recorder)
-            index = recorder.events
-            try:
-                pack_row(rows, index * row_bytes, wait_lane, label_id, start, end, 0)
-            except struct_error:
-                recorder.put_row(index, wait_lane, label_id, start, end, 0)
-            recorder.events = index + 1
-            if watched:
-                recorded = instruction.recorded
-                if recorded is not None:
-                    recorded(index)
-            if counts_progress:
-                count_done(end)
+            def deferred_wait(_turn: int, _at: int, instruction, start: int, end: int, label_id: int, watched: bool) -> None:
+                # a wait_flag that ran while copies were in flight, recorded in the queue's turn (after the
+                # copies issued before it, before those issued after it: in program order on the recorder)
+                index = recorder.events
+                try:
+                    pack_row(rows, index * row_bytes, wait_lane, label_id, start, end, 0)
+                except struct_error:
+                    recorder.put_row(index, wait_lane, label_id, start, end, 0)
+                recorder.events = index + 1
+                if watched:
+                    recorded = instruction.recorded
+                    if recorded is not None:
+                        recorded(index)
+                if counts_progress:
+                    count_done(end)
 
-        def deferred_set_flag(start: int, end: int, instruction, key: int, label_id: int, watched: bool) -> None:
-            # a set_flag after copies still in flight, run once they have completed (EngineQueue.fence)
-            raise_flag(env, run, key, end)
-            index = recorder.events
-            try:
-                pack_row(rows, index * row_bytes, lane, label_id, start, end, 0)
-            except struct_error:
-                recorder.put_row(index, lane, label_id, start, end, 0)
-            recorder.events = index + 1
-            if watched:
-                recorded = instruction.recorded
-                if recorded is not None:
-                    recorded(index)
-            if counts_progress:
-                count_done(end)
+            def deferred_set_flag(start: int, end: int, instruction, key: int, label_id: int, watched: bool) -> None:
+                # a set_flag after copies still in flight, run once they have completed (EngineQueue.fence)
+                raise_flag(env, run, key, end)
+                index = recorder.events
+                try:
+                    pack_row(rows, index * row_bytes, lane, label_id, start, end, 0)
+                except struct_error:
+                    recorder.put_row(index, lane, label_id, start, end, 0)
+                recorder.events = index + 1
+                if watched:
+                    recorded = instruction.recorded
+                    if recorded is not None:
+                        recorded(index)
+                if counts_progress:
+                    count_done(end)
 
         for instruction, (step, s_dep, cost_ps, key, effect, label_id, nbytes, watched) in zip(instructions, steps):
             if waits_for_issue and s_dep > issued_count and s_dep > (issued_count := issued.count):
