@@ -82,9 +82,10 @@ class _Lines:
     start, whether each was touched yet in the run; from its first line up to the highest touched
     so far."""
 
-    __slots__ = ("first", "count", "stamps", "dirty", "filled", "fetched_until", "seen")
+    __slots__ = ("index", "first", "count", "stamps", "dirty", "filled", "fetched_until", "seen")
 
-    def __init__(self, allocation: Allocation, line: int, warm: bool) -> None:
+    def __init__(self, index: int, allocation: Allocation, line: int, warm: bool) -> None:
+        self.index = index  # its place in its cache's line sets (an access's entry names it by that)
         self.first = allocation.address // line  # the line of the allocation's first byte
         self.count = (allocation.address + allocation.size_bytes - 1) // line - self.first + 1  # its lines in all
         size = min(self.count, _FIRST_LINES)
@@ -124,7 +125,11 @@ class L2Cache:
         self.resident = 0  # lines resident now
         self.tick = 0  # accesses so far (a line's stamp is the tick of its last access, from 1)
         self._lines: dict[Allocation, _Lines] = {}
-        self._entries: deque[tuple] = deque()  # per access, oldest first: (tick, lines, kind, where) (see _view)
+        self._line_sets: list[_Lines] = []  # the values of _lines, by their index
+        # per access, oldest first: (tick, index of its lines, kind, where) (see _view); ints, an int
+        # tuple or an index array, so that CPython's collector stops tracking the entries (it
+        # untracks a tuple of untracked values) instead of walking them again each collection
+        self._entries: deque[tuple] = deque()
         self.tally = L2Tally()
         # for the trace's hit-rate counter, per HIT_RATE_BIN_PS of the run in which accesses reached
         # the L2 (a run of accesses in one bin at a time, so a bin may come back): its start (ps),
@@ -145,7 +150,8 @@ class L2Cache:
         rest of their lines on the HBM; evictions, the write-back of dirty lines."""
         lines = self._lines.get(allocation)
         if lines is None:
-            lines = self._lines[allocation] = _Lines(allocation, self.line, bool(self.initial_hit_rate))
+            lines = self._lines[allocation] = _Lines(len(self._line_sets), allocation, self.line, bool(self.initial_hit_rate))
+            self._line_sets.append(lines)
         address = allocation.address + offset
         if count == 1 or stride == length:  # one run of lines (most copies): a slice, without _view's call
             line, base = self.line, lines.first
@@ -198,7 +204,7 @@ class L2Cache:
             view.fill(tick)
             if write:
                 (lines.dirty[where[0]:where[1]] if kind == 0 else self._lines_view(lines.dirty, kind, where)).fill(True)
-        self._entries.append((tick, lines, kind, where))
+        self._entries.append((tick, lines.index, kind, where))
         self.resident += total - resident
         miss = total - hit
         die_tally = self.tally
@@ -303,9 +309,10 @@ class L2Cache:
     def _evict(self, at_ps: int, tally: L2Tally | None) -> None:
         """Drop the oldest entries' lines until at most ``capacity`` are resident; write the dirty
         ones back to HBM (one flow)."""
-        entries, dirty_lines = self._entries, 0
+        entries, line_sets, dirty_lines = self._entries, self._line_sets, 0
         while self.resident > self.capacity and entries:
-            tick, lines, kind, where = entries.popleft()
+            tick, index, kind, where = entries.popleft()
+            lines = line_sets[index]
             if kind == 2:
                 mine = where[lines.stamps[where] == tick]
                 if not len(mine):

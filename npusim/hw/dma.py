@@ -80,7 +80,7 @@ class EngineQueue:
     drain. One request streams at a time: the queue keeps its state (``_current`` and the fields
     after it)."""
 
-    __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_waiters", "_segment_done",
+    __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_waiters",
                  "_current", "_segment", "_start_ps", "_flowed_ps", "_largest", "_bottleneck")
 
     def __init__(self, env: simpy.Environment, network: FlowNetwork, depth: int) -> None:
@@ -94,7 +94,6 @@ class EngineQueue:
         # 760 (every copy engine of every core that runs has a queue)
         self._waiting: list[Request | tuple] = []
         self._waiters: list[tuple[int, simpy.Event]] = []  # (in_flight at most, event) of the pipes waiting
-        self._segment_done = self._on_segment_done  # bound once: every flow's callback
         # the request streaming its bytes (or in its tail), None when none: its segment streaming,
         # its slice's start, when its first bytes flowed, its largest segment's bytes and bottleneck
         self._current: Request | None = None
@@ -139,7 +138,7 @@ class EngineQueue:
         self._largest = -1
         flow_class, nbytes, ready = request[0][0]
         begin = ready if ready > free_at else free_at
-        self.network.start(flow_class, nbytes, (begin if begin > now else now) - now + request[1]).callbacks.append(self._segment_done)
+        self.network.start(flow_class, nbytes, (begin if begin > now else now) - now + request[1]).callbacks.append(self._on_segment_done)
 
     def _on_segment_done(self, event: simpy.Event) -> None:
         request = self._current
@@ -157,7 +156,7 @@ class EngineQueue:
             self._segment = segment
             self.free_at = now
             flow_class, nbytes, ready = segments[segment]
-            self.network.start(flow_class, nbytes, ready - now if ready > now else 0).callbacks.append(self._segment_done)
+            self.network.start(flow_class, nbytes, ready - now if ready > now else 0).callbacks.append(self._on_segment_done)
             return
         tail = request[5]
         if tail is not None:
