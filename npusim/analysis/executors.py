@@ -179,10 +179,8 @@ class LocalExecutor:
                 for worker in self._pool:
                     if worker.task is None and todo:
                         worker.task, worker.started = todo.popleft(), time.monotonic()
-                        try:
+                        with contextlib.suppress(OSError):  # it died as it started (a broken pipe): _collect sees its death, runs the point again
                             worker.tasks.send(worker.task)
-                        except OSError:  # it died as it started (a broken pipe): _collect sees its death and runs the point again
-                            pass
                 yield from self._collect(todo, tries)
         except BaseException:
             self._stop_all()  # at once: Ctrl-C stops the sweep without waiting for running points

@@ -670,6 +670,12 @@ class DmaCopy(Instruction):
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
         dst = self.dst
         self._bytes_of(dst, core, dst_offset, self.dst_gap)[...] = source
+        self._wake_watchers(dst_offset)
+
+    def _wake_watchers(self, dst_offset: int) -> None:
+        """Tell the watchers of the GM bytes this copy has just written (a poll of status words) that
+        they changed."""
+        dst = self.dst
         if dst.__class__ is GmAddress and dst.allocation.watchers:
             end = dst_offset + self.span(self.dst_gap)
             for first, last, look in list(dst.allocation.watchers):
@@ -718,6 +724,7 @@ class AtomicAddCopy(DmaCopy):
         else:
             with np.errstate(all="ignore"):
                 target += source
+        self._wake_watchers(dst_offset)
 
     effect = _add
 

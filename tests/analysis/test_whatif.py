@@ -46,7 +46,7 @@ def test_factors_follow_the_config_and_keep_its_units():
     assert a2["vector rate"] == ["die.vector.per_repeat=1 cycles"]
     assert not {"UB link bandwidth", "SIO bandwidth", "fabric link bandwidth"} & set(a2)
     _, a3 = applicable("a3")
-    assert a3["UB link bandwidth"] == ["fabrics.node.link.bandwidth=56 GB/s", "fabrics.node.link.write_credits=11.4 KiB"]
+    assert a3["UB link bandwidth"] == ["fabrics.node.link.bandwidth=56 GB/s", "fabrics.node.link.write_credits=10.8 KiB"]
     assert a3["SIO bandwidth"] == ["fabrics.package.link.bandwidth=448 GB/s"]  # the SIO has no write credits
     assert "HCCS link bandwidth" not in a3
     assert a2["NIC bandwidth"] == a3["NIC bandwidth"] == ["fabrics.scale_out.bandwidth=400 Gb/s"]

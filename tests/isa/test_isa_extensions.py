@@ -1,5 +1,6 @@
 """The ISA pieces the shmem ops use: atomic-add stores (values and serialisation on the same 32-byte
-blocks), scalar writes, control data in timing-only runs, and launches that share one op id."""
+blocks, polls woken by them), scalar writes, control data in timing-only runs, and launches that
+share one op id."""
 
 import numpy as np
 import pytest
@@ -79,6 +80,32 @@ def test_control_data_moves_in_timing_only_runs_and_other_data_does_not():
     assert ordinary.data is None
     assert signals.data.view(np.int32)[0] == 7
     np.testing.assert_array_equal(signals.data.view(np.int32)[8:16], 5)
+
+
+def test_a_poll_wakes_when_atomic_adds_from_other_dies_complete_its_count():
+    """Cores on dies 1 and 2 each atomic-add 1 into a counter on die 0 that a core of die 0 polls
+    for 2 (a reduce-scatter's ready counter): the poll ends after the second add lands, not never."""
+    with npusim.session("a2", data=False) as session:
+        counter = npusim.empty(8, np.int32, device=0, control=True)
+        for die in (1, 2):
+            kernel = isa.Kernel("notify", die=die)
+            p = kernel.aiv(0)
+            one = p.alloc(8, np.int32)
+            p.write_scalar(one, 1, control=True)
+            p.set_flag("SCALAR", "MTE3")
+            p.wait_flag("SCALAR", "MTE3")
+            p.scalar(200 * die)  # the second add lands well after the first
+            p.copy(isa.gm(counter), one, 4, atomic="add", control=True, name="add")
+            kernel.launch()
+        waiter = isa.Kernel("wait", die=0)
+        poll = waiter.aiv(0).poll(isa.gm(counter), 1, 2, name="poll counter")
+        waiter.launch()
+        npusim.synchronize()
+    assert counter.host_view()[0] == 2
+    recorder = session.result.recorder
+    columns = recorder.columns()
+    ends = {name: int(columns["end_ps"][np.flatnonzero(columns["name"] == recorder.names.index(name))].max()) for name in ("add", "poll counter")}
+    assert ends["add"] < ends["poll counter"] <= ends["add"] + 2 * poll.poll_ps
 
 
 def test_launches_can_share_one_op_id():

@@ -98,7 +98,7 @@ def test_the_time_bound_ends_a_run_with_the_same_report():
             npusim.launch(kernel, 2, args=lambda pe: (xs[pe], "g", 2))
     report = str(error.value)
     assert re.match(r"time bound reached at 0.9\d\d us: the simulated-time bound of 1 us ended the run while issued work was still running", report)
-    assert "the slowest transfer in flight: 3 transfers limited by die0->die1 HCCS write credits" in report and "bytes still to move" in report
+    assert re.search(r"the slowest transfer in flight: \d+ transfers limited by die0->die1 HCCS write credits, at [\d.]+ GB/s each, [\d,]+ bytes still to move", report)
     assert "expects 1, the slot holds 0" in report
     assert "more tile ops of 'kernel' have not finished" in report
 

@@ -94,11 +94,14 @@ def test_double_buffering_is_never_slower_when_it_keeps_the_tiling(case):
             <= timed(case["input_shape"], case["updates_shape"], **kwargs)[0])
 
 
-def test_double_buffering_that_must_shrink_the_chunks_can_lose_to_the_real_kernel():
+def test_double_buffering_that_must_shrink_the_chunks_gains_little():
     """Where the real tiling does not fit the UB twice, the what-if takes smaller chunks; in the
-    large-quant modes every iteration loads updates, scales and zero points (three DMA set-ups), so
-    halving the chunks costs more MTE2 time than the overlap saves. Documented in docs/quant_scatter.md."""
+    large-quant modes every iteration loads updates, scales and zero points (three DMA set-ups).
+    With MTE2 keeping requests in flight (queue_depth) the extra set-ups of the halved chunks overlap
+    the streaming of the loads before them, so the what-if neither loses much (it lost 0.59x when
+    each set-up was paid serially) nor gains much: within 5% of the real kernel. Documented in
+    docs/quant_scatter.md."""
     single, double = (plan_of((1, 4, 512), (1, 4, 512), 1, True, 12, 3, db) for db in (False, True))
     assert single.mode == double.mode == 103 and double.chunk_elements < single.chunk_elements
     plain = timed((1, 4, 512), (1, 4, 512), ub_kib=12, cores=3)[0]
-    assert timed((1, 4, 512), (1, 4, 512), ub_kib=12, cores=3, double_buffer=True)[0] > plain
+    assert 0.95 * plain < timed((1, 4, 512), (1, 4, 512), ub_kib=12, cores=3, double_buffer=True)[0] < 1.05 * plain
