@@ -228,9 +228,10 @@ class AICore:
         order_base = (kind_timing.order, index)
         self.tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe], order_base + (int(pipe),)) for pipe in kind_timing.pipes}
         # Each copy engine's queue of requests (hw.dma.EngineQueue), built on its pipe's first run
-        # (queue): a large system has many cores whose engines never copy. A pipe whose engine keeps
-        # more than one in flight records its wait_flags on a lane of their own ("aiv0 MTE2 wait",
-        # right after the pipe's): they run while its copies stream, and a lane's slices never overlap
+        # (queue): a core whose pipe never runs builds none. A pipe whose engine keeps more than one
+        # in flight records its wait_flags on a lane of their own ("aiv0 MTE2 wait", right after the
+        # pipe's): they run while its copies stream, and a lane's slices never overlap. Those lanes
+        # are made here, with the core's others: a lane's id is its tid in trace.json
         self.queues: dict[Pipe, EngineQueue] = {}
         self.wait_tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe] + WAIT_LANE_SUFFIX, order_base + (int(pipe), 1))
                             for pipe, engine in kind_timing.engines.items() if engine.queue_depth > 1}
