@@ -21,6 +21,7 @@ FAST = {  # options the test adds to a README command that is slow as written: t
                                                            "traces/shmem_allgather-a3"],
     "npusim sweep --config a3 examples/vector_add.py": ["--workers", "2"],
     "npusim whatif --config a3 examples/vector_add.py": ["--workers", "2"],
+    "npusim validate": ["--only", "transfers"],  # the kernel rows (~4 min of CPU) run in .ci/run, after the tests
 }
 
 
