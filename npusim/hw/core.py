@@ -398,13 +398,18 @@ class AICore:
                 if applies:
                     instruction.effect(self, run)
                 index = recorder.events
-                try:
-                    pack_row(rows, index * row_bytes, lane, label_id, start, end, nbytes)
-                except struct_error:  # the rows are full
-                    recorder.put_row(index, lane, label_id, start, end, nbytes)
-                recorder.events = index + 1
                 put_transfer_event(index)
                 put_transfer_info((flowed - start) << 32 | (bottleneck + 2))
+                record_in_turn(lane, instruction, label_id, start, end, nbytes, watched)
+
+            def record_in_turn(track: int, instruction, label_id: int, start: int, end: int, nbytes: int, watched: bool) -> None:
+                # an instruction of the queue ended in its turn: its event on ``track``, its hook, its progress
+                index = recorder.events
+                try:
+                    pack_row(rows, index * row_bytes, track, label_id, start, end, nbytes)
+                except struct_error:  # the rows are full
+                    recorder.put_row(index, track, label_id, start, end, nbytes)
+                recorder.events = index + 1
                 if watched:
                     recorded = instruction.recorded
                     if recorded is not None:
@@ -423,34 +428,12 @@ class AICore:
             def deferred_wait(_turn: int, _at: int, instruction, start: int, end: int, label_id: int, watched: bool) -> None:
                 # a wait_flag that ran while copies were in flight, recorded in the queue's turn (after the
                 # copies issued before it, before those issued after it: in program order on the recorder)
-                index = recorder.events
-                try:
-                    pack_row(rows, index * row_bytes, wait_lane, label_id, start, end, 0)
-                except struct_error:
-                    recorder.put_row(index, wait_lane, label_id, start, end, 0)
-                recorder.events = index + 1
-                if watched:
-                    recorded = instruction.recorded
-                    if recorded is not None:
-                        recorded(index)
-                if counts_progress:
-                    count_done(end)
+                record_in_turn(wait_lane, instruction, label_id, start, end, 0, watched)
 
             def deferred_set_flag(start: int, end: int, instruction, key: int, label_id: int, watched: bool) -> None:
                 # a set_flag after copies still in flight, run once they have completed (EngineQueue.fence)
                 raise_flag(env, run, key, end)
-                index = recorder.events
-                try:
-                    pack_row(rows, index * row_bytes, lane, label_id, start, end, 0)
-                except struct_error:
-                    recorder.put_row(index, lane, label_id, start, end, 0)
-                recorder.events = index + 1
-                if watched:
-                    recorded = instruction.recorded
-                    if recorded is not None:
-                        recorded(index)
-                if counts_progress:
-                    count_done(end)
+                record_in_turn(lane, instruction, label_id, start, end, 0, watched)
 
         for instruction, (step, s_dep, cost_ps, key, effect, label_id, nbytes, watched) in zip(instructions, steps):
             if waits_for_issue and s_dep > issued_count and s_dep > (issued_count := issued.count):

@@ -94,11 +94,11 @@ def subtile_offset(tile: int, stripe: int) -> int:
     return (mi * BASE_M + stripe * SUB_M) * N_PADDED + ni * BASE_N
 
 
-def build_rank(rank: int, ranks: int, blocks: int, gemm_out, reduced, signals, queues, race_checked: bool = False) -> isa.Kernel:
-    """The communication kernel of ``rank``: one program per AIV block (see the module doc);
-    ``race_checked`` runs the launch's race check (off: see the module doc)."""
+def build_rank(rank: int, ranks: int, blocks: int, gemm_out, reduced, signals, queues) -> isa.Kernel:
+    """The communication kernel of ``rank``: one program per AIV block, not race-checked (see the
+    module doc)."""
     kernel = isa.Kernel("GemmCommAllKernel", die=rank)
-    kernel.race_checked = race_checked
+    kernel.race_checked = False
     row_gap = (N_PADDED - BASE_N) * ELEMENT
     summary_offset = READY_OFFSET + TILES * SUBTILES_PER_TILE
     mine = owned_tiles(rank, ranks) * SUBTILES_PER_TILE
@@ -170,7 +170,7 @@ def build_rank(rank: int, ranks: int, blocks: int, gemm_out, reduced, signals, q
     return kernel
 
 
-def all_reduce(ranks: int = 8, blocks: int = 24, race_checked: bool = False) -> tuple[list, list, float]:
+def all_reduce(ranks: int = 8, blocks: int = 24) -> tuple[list, list, float]:
     """Launch the kernel on ``ranks`` dies in the current session after the GEMM (every ready queue
     full; with data on, each rank's ``C_i`` random normal) and wait for it: every rank's ``C_i``,
     its ``reduced_output`` and rank 0's kernel span (us)."""
@@ -188,7 +188,7 @@ def all_reduce(ranks: int = 8, blocks: int = 24, race_checked: bool = False) -> 
             gemm_out[r].host_view()[...] = np.random.default_rng(r).standard_normal((M_PADDED, N_PADDED)).astype(np.float16)
     start = session.now_us
     for r in range(ranks):
-        build_rank(r, ranks, blocks, gemm_out, reduced, signals, queues, race_checked).launch()
+        build_rank(r, ranks, blocks, gemm_out, reduced, signals, queues).launch()
     npusim.synchronize()
     spans = [op for op in ops(session.system.record()) if op["name"] == "GemmCommAllKernel"]
     return gemm_out, reduced, max(op["end_us"] for op in spans if op["die"] == 0) - start
