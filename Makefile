@@ -25,11 +25,16 @@ $(RUN_DEPS): pyproject.toml
 	$(BIN)/pip install --progress-bar off -r $(VENV)/requirements-run.txt
 	touch $@
 
-# npusim itself, editable, its engine compiled once (setup.py: mypyc, then the C compiler); again
-# after an edit of one of the engine's modules
+# npusim itself, editable, its engine compiled once (setup.py: mypyc, then the C compiler) into the
+# package npusim_compiled in .venv, never into the checkout; again after an edit of one of the
+# engine's modules. pip shows the build's output only when it fails: the engine says which it is
+# (compiled, or interpreted and why: no C compiler ...) in one line after. The rm takes away the
+# compiled files that builds before 2026-12 wrote beside the sources (npusim.engine refuses them).
 $(COMPILED): $(RUN_DEPS) setup.py npusim/engine/flow.py npusim/engine/loop.py npusim/engine/progress.py
 	@echo "make: compiling the engine (npusim/engine: flow.py loop.py progress.py) with mypyc and the C compiler"
+	rm -f npusim/engine/*.so npusim/engine/built_from.py
 	$(BIN)/pip install --progress-bar off --no-build-isolation --no-deps -e .
+	@$(BIN)/python -m npusim.engine
 	touch $@
 
 # the modules' bytecode, written once here (an editable install writes none): where
@@ -83,6 +88,5 @@ bench: $(BYTECODE) $(TEST_DEPS)
 
 clean:
 	rm -rf $(VENV) traces/*/ .pytest_cache build
-	find npusim -name '*.so' -delete
-	rm -f npusim/engine/built_from.py
+	rm -f npusim/engine/*.so npusim/engine/built_from.py
 	find npusim examples -name __pycache__ -prune -exec rm -rf {} +

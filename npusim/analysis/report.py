@@ -287,14 +287,15 @@ def _table(title: str, columns: list[str], rows, console: Console, limit: int, l
         console.print(summarise(limit) if summarise is not None else f"  ... {total - limit} more rows in summary.json")
 
 
-def print_report(summary: dict, *, title: str, console: Console | None = None, rows: int = MAX_ROWS) -> None:
-    """Print a run's summary: the time, the bottleneck breakdown, ops and tiles, pipes, memories
-    and links, warnings; each table keeps its ``rows`` largest rows."""
+def print_report(summary: dict, *, title: str, console: Console | None = None, rows: int = MAX_ROWS, engine: str | None = None) -> None:
+    """Print a run's summary: the time (with the ``engine`` that ran it, its manifest's
+    ``compiled`` / ``interpreted``, when given), the bottleneck breakdown, ops and tiles, pipes,
+    memories and links, warnings; each table keeps its ``rows`` largest rows."""
     console = console or output_console()
     status = summary["status"]
     console.print(
         f"[bold]{title}[/bold]: simulated {summary['simulated_time_us']:.3f} us, {summary['events']} events, "
-        f"wall {summary['wall_time_s']:.2f} s" + ("" if status == "ok" else f", [red]{status}[/red]")
+        f"wall {summary['wall_time_s']:.2f} s" + (f" ({engine} engine)" if engine else "") + ("" if status == "ok" else f", [red]{status}[/red]")
     )
     found = summary.get("bottlenecks")
     if found and found["breakdown"]:

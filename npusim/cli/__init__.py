@@ -20,7 +20,7 @@ from typing import TextIO
 import click
 
 from npusim import __version__
-from npusim.errors import InstallError
+from npusim.errors import InstallError, UsageError
 
 COMMANDS = {
     "bench": ("npusim.cli.bench_cmd:bench_group", "Benchmark the simulated machine: HCCL's collectives over a range of sizes (hccl_test style)."),
@@ -156,7 +156,7 @@ def main() -> None:
     try:
         try:
             cli(prog_name="npusim")
-        except InstallError as error:  # from any command, as it first imports the engine: what to do, not a traceback
+        except (InstallError, UsageError) as error:  # from any command, as it first imports the engine (NPUSIM_ENGINE): what to do, not a traceback
             from npusim.cli.errors import report
 
             raise SystemExit(report(error, debug=False)) from None

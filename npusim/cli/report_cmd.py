@@ -27,7 +27,8 @@ def report_command(folder: Path, rows: int, debug: bool) -> None:
     warning = version_warning(run)
     if warning is not None:
         click.echo(warning, err=True)
-    print_report(run.summary, title=run.title, rows=rows)
+    engine = run.manifest.get("engine")  # which engine ran it (a manifest older than the field has none)
+    print_report(run.summary, title=run.title, rows=rows, engine=engine if isinstance(engine, str) else None)
     status = run.summary.get("status", "ok")
     if status != "ok":
         stored = run.summary.get("error") or run.manifest.get("error") or "no error was stored"

@@ -44,6 +44,7 @@ from npusim.cli import lasting_objects
 from npusim.cli.errors import EXIT_USAGE, exit_code_for, report, stoppable
 from npusim.config import LoadedConfig, load_config
 from npusim.config.annotated import confidence_record
+from npusim.engine import engine_record
 from npusim.errors import MemoryLimitError, NpusimError, OutputError, UsageError
 from npusim.files import FolderMark, Output, StagedFolder, default_folder_name, folder_mark, fork_mode, output_path
 from npusim.frontend.memory import MemoryBudget, parse_memory
@@ -125,8 +126,10 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
         if failure is not None and exit_code_for(failure) == EXIT_USAGE:  # the workload misused an API: as a usage error before simulating
             sys.exit(report(failure, debug=debug, context=f"workload {workload.name} stopped at {result.simulated_us:.3f} us simulated; "
                                                           "nothing was written"))
+        engine = engine_record()  # which engine ran: compiled or interpreted (npusim.engine)
         manifest = {
             "npusim_version": __version__,
+            **engine,
             "run_id": folder.id,
             "config": loaded.name,
             "config_source": loaded.source,
@@ -157,7 +160,7 @@ def _run(config_name: str, workload: Path, overrides: tuple[str, ...], params: t
         printed = []  # the report is printed while another core writes the trace, if one does
 
         def print_it() -> None:
-            print_report(result.summary, title=f"{workload.name} on {loaded.name}")
+            print_report(result.summary, title=f"{workload.name} on {loaded.name}", engine=str(engine["engine"]))
             printed.append(True)
 
         try:

@@ -2,37 +2,57 @@
 event loop (the one module that uses SimPy's internals).
 
 Its modules ``flow``, ``loop`` and ``progress`` run compiled where the install built them (setup.py:
-mypyc), else as Python. Python would import a compiled module even if its source has changed since
-the build (a pull, an edit), and run the old code; so, before importing them, this package checks
-that the extension was built from the sources beside it (``built_from``, their SHA-256 digests,
-written by setup.py) and refuses to run otherwise, saying how to build it again. The check covers
-every compiled module as soon as any compiled file is there: the modules are compiled into one
-shared library (``compiled__mypyc``) and call each other inside it, so deleting one module's
-``.so`` after editing its source would still run its old code through the others.
+mypyc), else as Python: the same code, the same results. The build writes the compiled modules
+into a package of their own, ``npusim_compiled`` (site-packages; ``engine/``: the extension files,
+``__init__``: the SHA-256 of the sources they were compiled from), never beside the sources. As it
+is imported this package chooses (:func:`choose_engine`): the compiled modules when their digests
+match every one of the sources here (they are one shared library and call each other inside it,
+so all or none), by putting their folder first on its ``__path__``; otherwise the sources,
+interpreted. A build from other sources (an edit or a pull since) is never run: the sources run,
+and the process says so once on stderr, with how to build again. ``NPUSIM_ENGINE`` chooses:
+``auto`` (unset: as above), ``interpreted`` (the sources, whatever is built) or ``compiled`` (the
+compiled modules, or :class:`~npusim.errors.InstallError` saying why they cannot run).
+:func:`engine_record` is what ran, as a run's manifest records it.
 """
 
 import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from npusim.errors import InstallError
+from npusim.errors import InstallError, UsageError
 
 COMPILED = ("flow", "loop", "progress")
 """The modules setup.py compiles."""
+COMPILED_PACKAGE = "npusim_compiled"
+"""The package the build writes the compiled modules into (setup.py)."""
+ENGINE_VARIABLE = "NPUSIM_ENGINE"
+"""The environment variable choosing the engine: one of :data:`ENGINE_CHOICES`."""
+ENGINE_CHOICES = ("auto", "compiled", "interpreted")
+HOW_TO_BUILD = "run `make` in the checkout (or `pip install --no-deps -e .` in your environment) to compile it again"
+SOURCES_ROOT = Path(__file__).resolve().parent.parent
+"""The npusim package's folder: the digests are of the files under it (``engine/flow.py`` ...)."""
 
 
-def _compiled(name: str) -> bool:
-    """Whether the module ``name`` of this package would be imported from a compiled extension."""
-    spec = importlib.util.find_spec(f"{__name__}.{name}")
-    return spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
+@dataclass(frozen=True)
+class EngineChoice:
+    """Which engine this process runs: the folder of the compiled modules (None: the sources,
+    interpreted), why (where they were compiled, or why they are not used), and what to say once
+    on stderr (None: nothing)."""
+
+    folder: Path | None
+    note: str
+    warning: str | None = None
 
 
-def stale_sources(folder: Path, compiled: list[str], built: dict[str, str]) -> list[str]:
-    """Of the source files ``compiled`` (``flow.py`` ...) in ``folder``, those whose SHA-256 is not
-    the one ``built`` records for them (the build's digests by file name)."""
-    return [source for source in compiled if built.get(source) != hashlib.sha256((folder / source).read_bytes()).hexdigest()]
+def stale_sources(root: Path, sources: list[str], built: dict[str, str]) -> list[str]:
+    """Of the source files ``sources`` (``engine/flow.py`` ...) under ``root``, those whose SHA-256
+    is not the one ``built`` records for them (the build's digests by the same paths)."""
+    return [source for source in sources if built.get(source) != hashlib.sha256((root / source).read_bytes()).hexdigest()]
 
 
 def compiled_files(folder: Path) -> list[Path]:
@@ -40,28 +60,69 @@ def compiled_files(folder: Path) -> list[Path]:
     return sorted(path for suffix in importlib.machinery.EXTENSION_SUFFIXES for path in folder.glob(f"*{suffix}"))
 
 
-def stale_modules() -> list[str]:
-    """The source files of the compiled modules whose build was made from another version of them,
-    or by a build that recorded no digests: every one of :data:`COMPILED` is checked once any
-    compiled file is in this package's folder, whichever they are (a module whose own ``.so`` was
-    deleted still runs compiled through the others). Empty when they match, or when nothing is
-    compiled (the modules run as Python). The digests are read from the compiled ``built_from``
-    only, which the same build made with them (a ``built_from.py`` written by a build that then
-    failed to compile says nothing)."""
-    folder = Path(__file__).parent
-    if not compiled_files(folder):
-        return []
-    built: dict[str, str] = importlib.import_module(f"{__name__}.built_from").SOURCES if _compiled("built_from") else {}
-    return stale_sources(folder, [f"{name}.py" for name in COMPILED], built)
+def choose_engine(request: str, build: object | None, here: Path = Path(__file__).resolve().parent, root: Path = SOURCES_ROOT) -> EngineChoice:
+    """The engine to run for ``request`` (one of :data:`ENGINE_CHOICES`), given ``build``, the
+    record the build wrote (the module ``npusim_compiled``: ``__file__``, ``SOURCES``,
+    ``NOT_COMPILED``; None when no build is installed), this package's folder ``here`` and the
+    npusim package's ``root``. Raises InstallError where compiled files lie beside the sources
+    (Python would run them, whatever their sources) or where ``compiled`` is asked for and cannot
+    run."""
+    if request not in ENGINE_CHOICES:
+        raise UsageError(f"{ENGINE_VARIABLE}={request!r} is not one of {', '.join(ENGINE_CHOICES)}: unset it (auto: the compiled engine when "
+                         "it was built from these sources, else the Python sources) or set one of those")
+    if leftovers := compiled_files(here):
+        raise InstallError(f"{here} holds compiled files of an earlier build ({', '.join(path.name for path in leftovers)}), which Python would "
+                           "run instead of the sources beside them: delete them (`make` in the checkout does)")
+    if request == "interpreted":
+        return EngineChoice(None, f"{ENGINE_VARIABLE}=interpreted")
+    folder = Path(getattr(build, "__file__", "")).parent / "engine"
+    sources = [f"engine/{name}.py" for name in COMPILED]
+    warning = None
+    if build is None:
+        problem = f"no compiled engine is installed (no {COMPILED_PACKAGE} package: a checkout on PYTHONPATH, or not installed by its build)"
+    elif not_compiled := getattr(build, "NOT_COMPILED", None):
+        problem = f"its build compiled nothing: {not_compiled}"  # the install said so
+    elif missing := [name for name in COMPILED if not any(path.name.startswith(f"{name}.") for path in compiled_files(folder))]:
+        problem = f"the compiled engine in {folder} lacks {', '.join(missing)}"
+        warning = f"npusim: warning: {problem}: the engine runs as Python (the same results, slower); {HOW_TO_BUILD}"
+    elif stale := stale_sources(root, sources, getattr(build, "SOURCES", {})):
+        problem = (f"the compiled engine in {folder} was built from other versions of {', '.join(stale)} than the ones in {root} now (changed "
+                   "since the build, by an edit or a pull)")
+        warning = f"npusim: warning: {problem}: the engine runs as Python (the same results, slower); {HOW_TO_BUILD}"
+    else:
+        return EngineChoice(folder, f"by mypyc, in {folder}")
+    if request == "compiled":
+        raise InstallError(f"{ENGINE_VARIABLE}=compiled, but {problem}: {HOW_TO_BUILD}, or unset {ENGINE_VARIABLE} to run the Python sources")
+    return EngineChoice(None, problem, warning)
 
 
-if stale := stale_modules():
-    raise InstallError(f"npusim's compiled engine ({Path(__file__).parent}) was built from other versions of {', '.join(stale)} than the "
-                       "ones there now (changed since the build, by an edit or a pull): run `make` in the checkout to build it again (or "
-                       f"`pip install --no-deps -e .` in your environment), or delete {Path(__file__).parent / '*.so'} to run the Python "
-                       "sources (slower)")
+def _installed_build() -> object | None:
+    """The record the build wrote (the module ``npusim_compiled``), None when none is installed."""
+    return importlib.import_module(COMPILED_PACKAGE) if importlib.util.find_spec(COMPILED_PACKAGE) is not None else None
 
-from npusim.engine.flow import FlowClass, FlowNetwork, Resource  # noqa: E402  (after the check: else the old code runs)
+
+def _compiled_module(name: str) -> bool:
+    """Whether the module ``name`` of this package, imported, runs compiled."""
+    return str(getattr(sys.modules.get(f"{__name__}.{name}"), "__file__", "")).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
+def engine_record() -> dict[str, object]:
+    """Which engine this process runs, as a run's manifest records it: ``engine`` (``compiled``,
+    ``interpreted``, or ``partly compiled``), ``compiled_modules`` (those of :data:`COMPILED` that
+    run compiled) and ``engine_note`` (where they were compiled, or why the sources run)."""
+    compiled = [f"{__name__}.{name}" for name in COMPILED if _compiled_module(name)]
+    kind = "compiled" if len(compiled) == len(COMPILED) else "partly compiled" if compiled else "interpreted"
+    return {"engine": kind, "compiled_modules": compiled, "engine_note": CHOICE.note}
+
+
+CHOICE = choose_engine(os.environ.get(ENGINE_VARIABLE) or "auto", _installed_build())
+"""This process's engine."""
+if CHOICE.folder is not None:
+    __path__.insert(0, str(CHOICE.folder))  # noqa: F821  (the package's own, set by the import system): found before the sources
+elif CHOICE.warning is not None:
+    print(CHOICE.warning, file=sys.stderr)
+
+from npusim.engine.flow import FlowClass, FlowNetwork, Resource  # noqa: E402  (after the choice: it sets where they are found)
 from npusim.engine.loop import Stop, clock, run_until, succeed_at  # noqa: E402
 from npusim.engine.progress import ProgressCounter  # noqa: E402
 
