@@ -32,8 +32,8 @@ class ConfigError(NpusimError):
 
 
 class InstallError(NpusimError):
-    """An installation that cannot run as it is: a compiled engine built from other sources than
-    the ones beside it (exit code 1)."""
+    """An installation that cannot run as it is: compiled files beside the engine's sources, or
+    ``NPUSIM_ENGINE=compiled`` without a compiled engine built from them (exit code 1)."""
 
 
 class OutputError(NpusimError):

@@ -34,7 +34,9 @@ ENGINE_VARIABLE = "NPUSIM_ENGINE"
 """The environment variable choosing the engine: one of :data:`ENGINE_CHOICES`."""
 ENGINE_CHOICES = ("auto", "compiled", "interpreted")
 HOW_TO_BUILD = "run `make` in the checkout (or `pip install --no-deps -e .` in your environment) to compile it again"
-SOURCES_ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+"""This package's folder."""
+SOURCES_ROOT = HERE.parent
 """The npusim package's folder: the digests are of the files under it (``engine/flow.py`` ...)."""
 
 
@@ -56,11 +58,11 @@ def stale_sources(root: Path, sources: list[str], built: dict[str, str]) -> list
 
 
 def compiled_files(folder: Path) -> list[Path]:
-    """The compiled extension files in ``folder`` (``*.so`` and the like)."""
-    return sorted(path for suffix in importlib.machinery.EXTENSION_SUFFIXES for path in folder.glob(f"*{suffix}"))
+    """The compiled extension files in ``folder`` (``*.so`` and the like; none where there is no such folder)."""
+    return sorted(path for path in folder.iterdir() if path.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))) if folder.is_dir() else []
 
 
-def choose_engine(request: str, build: object | None, here: Path = Path(__file__).resolve().parent, root: Path = SOURCES_ROOT) -> EngineChoice:
+def choose_engine(request: str, build: object | None, here: Path = HERE, root: Path = SOURCES_ROOT) -> EngineChoice:
     """The engine to run for ``request`` (one of :data:`ENGINE_CHOICES`), given ``build``, the
     record the build wrote (the module ``npusim_compiled``: ``__file__``, ``SOURCES``,
     ``NOT_COMPILED``; None when no build is installed), this package's folder ``here`` and the
@@ -118,7 +120,7 @@ def engine_record() -> dict[str, object]:
 CHOICE = choose_engine(os.environ.get(ENGINE_VARIABLE) or "auto", _installed_build())
 """This process's engine."""
 if CHOICE.folder is not None:
-    __path__.insert(0, str(CHOICE.folder))  # noqa: F821  (the package's own, set by the import system): found before the sources
+    __path__.insert(0, str(CHOICE.folder))  # the package's own path: the compiled modules are found before the sources
 elif CHOICE.warning is not None:
     print(CHOICE.warning, file=sys.stderr)
 
