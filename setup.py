@@ -38,7 +38,7 @@ PACKAGE = "npusim_compiled"
 GROUP = "npusim.engine.compiled"
 """mypyc's name for the shared library (``npusim.engine.compiled__mypyc``; of mypyc's choosing otherwise)."""
 HOW_TO_COMPILE = ("install a C compiler and Python's headers (on Debian / Ubuntu: apt-get install gcc python3-dev), then run `make` "
-                  "again (or `pip install --no-deps --no-build-isolation -e .`)")
+                  "again (or `pip install --no-deps -e .` in your environment)")
 
 
 def compiler_problem(compiler: object) -> str | None:
