@@ -79,23 +79,23 @@ def choose_engine(request: str, build: object | None, here: Path = HERE, root: P
         return EngineChoice(None, f"{ENGINE_VARIABLE}=interpreted")
     folder = Path(getattr(build, "__file__", "")).parent / "engine"
     sources = [f"engine/{name}.py" for name in COMPILED]
-    warning = None
+    said = False  # whether the install told the user already (it did when it compiled nothing)
     if build is None:
         problem = f"no compiled engine is installed (no {COMPILED_PACKAGE} package: a checkout on PYTHONPATH, or not installed by its build)"
     elif not_compiled := getattr(build, "NOT_COMPILED", None):
-        problem = f"its build compiled nothing: {not_compiled}"  # the install said so
+        problem, said = f"its build compiled nothing: {not_compiled}", True
     elif missing := [name for name in COMPILED if not any(path.name.startswith(f"{name}.") for path in compiled_files(folder))]:
         problem = f"the compiled engine in {folder} lacks {', '.join(missing)}"
-        warning = f"npusim: warning: {problem}: the engine runs as Python (the same results, slower); {HOW_TO_BUILD}"
     elif stale := stale_sources(root, sources, getattr(build, "SOURCES", {})):
         problem = (f"the compiled engine in {folder} was built from other versions of {', '.join(stale)} than the ones in {root} now (changed "
                    "since the build, by an edit or a pull)")
-        warning = f"npusim: warning: {problem}: the engine runs as Python (the same results, slower); {HOW_TO_BUILD}"
     else:
         return EngineChoice(folder, f"by mypyc, in {folder}")
     if request == "compiled":
         raise InstallError(f"{ENGINE_VARIABLE}=compiled, but {problem}: {HOW_TO_BUILD}, or unset {ENGINE_VARIABLE} to run the Python sources")
-    return EngineChoice(None, problem, warning)
+    if build is None or said:  # a checkout on PYTHONPATH runs its sources as a matter of course
+        return EngineChoice(None, problem)
+    return EngineChoice(None, problem, f"npusim: warning: {problem}: the engine runs as Python (the same results, slower); {HOW_TO_BUILD}")
 
 
 def _installed_build() -> object | None:
