@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from npusim.callsite import callsite
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
-from npusim.frontend.callsite import callsite
 from npusim.frontend.host import HostLaunch, current_process
 from npusim.frontend.session import innermost_session, session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor

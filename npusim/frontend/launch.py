@@ -25,11 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, OpArgumentError, UsageError
 from npusim.frontend.pypto.building import build_launch
-from npusim.frontend.pypto.runtime import ShmemLaunch
+from npusim.frontend.pypto.runtime import new_launch
 from npusim.frontend.pypto.tensors import Tensor
 from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor
 from npusim.isa.racecheck import RACE_MODES
+from npusim.runtime.launch import ShmemLaunch
 
 PYPTO_SERIES = ("atlas_a2", "atlas_a3", "ascend_950")
 """The product series PyPTO runs on: "Ascend-NPU ... 目前支持 A2/A3" (hicann/pypto
@@ -64,7 +65,7 @@ def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = 
         raise UsageError(f"npusim.launch: races={races!r} must be one of {', '.join(RACE_MODES)}")
     dies = _dies(n_pes, group_dies, system.die_count, spec.name)
     name = getattr(kernel, "__name__", "kernel")
-    run = ShmemLaunch(system, name, dies, races, _groups(groups, n_pes))
+    run = new_launch(system, name, dies, races, _groups(groups, n_pes))
 
     def body(pe: int) -> Callable[[], object]:
         def call() -> object:

@@ -22,7 +22,7 @@ from npusim import isa
 from npusim.config.products import PRODUCTS
 from npusim.errors import ResourceError
 from npusim.frontend.pypto.ops import _LAST_TILES, _cube_tuple, _gm, _on_pe
-from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, ProgramPiece, current_program
+from npusim.frontend.pypto.runtime import current_program, value_of
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Destination, Tensor
 from npusim.frontend.tensor import DeviceTensor, empty
@@ -45,6 +45,9 @@ from npusim.kernels.cube.pipeline import BlockViews, GemmShape
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tile_ops import ADDRESS_SCALAR_INSTRUCTIONS, GmView
 from npusim.kernels.shmem.tiling import Region, Tile, tile_grid
+from npusim.runtime.program import PeProgram
+from npusim.runtime.tasks import ControlRead, CoreTask
+from npusim.runtime.templates import ProgramPiece
 
 FP32 = np.dtype(np.float32)
 UPCAST_FP16 = ("add", "sub", "mul")
@@ -496,7 +499,7 @@ def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int]
     an int or a float for a float dtype)."""
     op = "full"
     program = current_program(op)
-    fill_value = program.value_of(fill_value)
+    fill_value = value_of(program, fill_value)
     if not isinstance(dtype, DataType):
         reject(op, "dtype", dtype, "must be a pypto.DataType")
     checks.check_dtype(op, "dtype", dtype.name)
@@ -585,7 +588,7 @@ def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None,
 
 
 def _ints_or_reject(op: str, name: str, values, rank: int, program: PeProgram) -> tuple[int, ...]:
-    values = [program.value_of(v) for v in values] if isinstance(values, (list, tuple)) else values
+    values = [value_of(program, v) for v in values] if isinstance(values, (list, tuple)) else values
     if not isinstance(values, list) or len(values) != rank or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
         reject(op, name, values, f"must be {rank} non-negative ints")
     return tuple(values)
@@ -841,7 +844,7 @@ def read_element(tensor: Tensor, index: Sequence) -> SymbolicScalar:
     if tensor.dtype is not DataType.DT_INT32:
         reject(op, "tensor.dtype", tensor.dtype.name, "must be DT_INT32: only int32 elements can be read on the device (tensor.cpp GetTensorData)")
     x = tensor.in_gm(op)
-    at = [program.value_of(i) for i in index]
+    at = [value_of(program, i) for i in index]
     for dim, (i, size) in enumerate(zip(at, x.shape)):
         if not isinstance(i, int) or not 0 <= i < size:
             reject(op, "index", at, f"is outside {what} of shape {list(x.shape)} in dim {dim}")
@@ -858,7 +861,7 @@ def write_element(tensor: Tensor, index: Sequence, value) -> None:
     program = tensor.program
     if tensor.dtype is not DataType.DT_INT32:
         reject(op, "tensor.dtype", tensor.dtype.name, "must be DT_INT32: only int32 elements can be set (tensor.cpp SetTensorData)")
-    number = program.value_of(value)
+    number = value_of(program, value)
     if not isinstance(number, int) or isinstance(number, bool):
         reject(op, "value", value, "must be an int or a SymbolicScalar")
     from npusim.frontend.pypto.ops import assemble

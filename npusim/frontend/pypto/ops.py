@@ -17,19 +17,7 @@ import weakref
 from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
-from npusim.frontend.pypto.runtime import (
-    AccessSpec,
-    CoreTask,
-    OpNode,
-    PeProgram,
-    ProgramPiece,
-    RemoteWrite,
-    Task,
-    WaitTask,
-    building_pe,
-    building_program,
-    current_program,
-)
+from npusim.frontend.pypto.runtime import building_pe, building_program, current_program, value_of
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor
 from npusim.frontend.session import current_session
@@ -63,6 +51,10 @@ from npusim.kernels.shmem.tile_ops import (
     ub_tile_bytes,
 )
 from npusim.kernels.shmem.tiling import Region, Tile, expand_tiles, split_pred, tile_grid
+from npusim.runtime.program import PeProgram
+from npusim.runtime.shmem import RemoteWrite
+from npusim.runtime.tasks import AccessSpec, CoreTask, OpNode, Task, WaitTask
+from npusim.runtime.templates import ProgramPiece
 
 MAX_TILE_DIMS = 4
 
@@ -89,7 +81,7 @@ def _on_pe(function):
 def _int(value, program: PeProgram):
     """An int or SymbolicScalar argument as its value on ``program``'s PE (a device-valued one once
     it has been read; anything else as is, for the checks)."""
-    return program.value_of(value)
+    return value_of(program, value)
 
 
 def _pe_arg(op: str, arg: str, value, program: PeProgram, n_pes: int) -> int:
