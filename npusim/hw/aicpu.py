@@ -391,11 +391,12 @@ class AicpuScheduler:
                 start_process(self.env, self._control_loop())
             return
         if task.on_core:
-            pool = self.pools[task.core_kind]
+            work = cast(CoreWork, task)
+            pool = self.pools[work.core_kind]
             core = self._choose_core(pool)
             pool.outstanding[core] += 1
             thread = self.threads[pool.thread_of_core[core]]
-            thread.to_dispatch.append((cast(CoreWork, task), core, ready_event))
+            thread.to_dispatch.append((work, core, ready_event))
         else:
             thread = self.threads[self._next_wait_thread]
             self._next_wait_thread = (self._next_wait_thread + 1) % len(self.threads)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import simpy
 
 from npusim.callsite import Callsite
-from npusim.config.products import PRODUCTS
-from npusim.errors import OpArgumentError, RaceError, WorkloadError
+from npusim.config.products import PRODUCTS, pypto_products
+from npusim.config.schema import SystemSpec
+from npusim.engine.loop import clock
+from npusim.errors import ConfigError, OpArgumentError, RaceError, UsageError, WorkloadError
 from npusim.hw.aicpu import AicpuScheduler
 from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
@@ -27,10 +29,19 @@ from npusim.runtime.tasks import Task, WaitTask
 from npusim.runtime.templates import TileTemplate
 
 
+def check_product(spec: SystemSpec, what: str) -> None:
+    """Refuse a PyPTO launch (``what``: the call) on a product PyPTO does not run on (the product's
+    ``pypto``, :mod:`npusim.config.products`)."""
+    product = PRODUCTS.get(spec.product)
+    if not product.pypto:
+        raise UsageError(f"{what}: PyPTO runs on {pypto_products()} only (its docs), not on {product.label} of config {spec.name!r}; "
+                         "run the PyPTO kernel with a config of those products (--config a2, a3 or ascend-950pr)")
+
+
 class BuildMemory(Protocol):
     """The run's memory budget as a launch uses it (the frontend's ``memory.MemoryBudget``)."""
 
-    def expect(self, nbytes: int, what: str) -> None: ...
+    def expect(self, extra: int, what: str) -> None: ...
 
     def watch_build(self, where: str) -> None: ...
 
@@ -40,8 +51,11 @@ class LaunchHost(Protocol):
     budget, the limit of its wall clock, the work issued before the launch, and the reports of a
     deadlock."""
 
-    memory: BuildMemory | None
-    deadlock_reporters: list[Callable[[], list[str]]]
+    @property
+    def memory(self) -> BuildMemory | None: ...
+
+    @property
+    def deadlock_reporters(self) -> list[Callable[[], list[str]]]: ...
 
     def check_wall_clock(self, where: str) -> None: ...
 
@@ -57,6 +71,9 @@ class ShmemLaunch:
                  groups: Mapping[str, Sequence[int]] | None = None, *, host: LaunchHost,
                  tile_shape: tuple[int, ...] | None = None) -> None:
         spec = system.spec.shmem
+        if spec is None:
+            raise ConfigError(f"config {system.spec.name!r} has no shmem: section, which a PyPTO launch needs (the scheduler and the "
+                              "communication windows); add one, as in configs/a2.yaml")
         self.system = system
         self.spec = spec
         self.name = name
@@ -75,9 +92,9 @@ class ShmemLaunch:
         self.slots: dict[tuple[int, int], SlotHistory] = {}  # (die, absolute address) of a slot -> what landed there
         self.slot_waits: dict[tuple[int, int], list[WaitTask]] = {}  # (die, absolute address) of a slot -> its waits not yet satisfied
         self.races = RaceDetector(self._race)
-        self.templates: dict[tuple, TileTemplate] = {}  # the programs of tile ops kept for reuse, by their pieces' keys
+        self.templates: dict[tuple[Any, ...], TileTemplate] = {}  # the programs of tile ops kept for reuse, by their pieces' keys
         self.schedulers: list[AicpuScheduler] = []
-        self._core_streams: dict[tuple, Stream] = {}
+        self._core_streams: dict[tuple[int, int, str], Stream] = {}
         self.done: simpy.Event | None = None
         self.running = False  # submitted while its kernel functions still build (they read device values)
         self.awaiting_host_data = False  # a pypto.function recorded on host tensors: its parameters have no data until it runs
@@ -139,6 +156,7 @@ class ShmemLaunch:
         if dtype is None:
             allocation = self.registry.create_signal(group_name, n_pes, op=op)
         else:
+            assert shape is not None, op  # a data tensor has a shape
             allocation = self.registry.create_tensor(group_name, n_pes, dtype, shape, op=op)
         area = ShmemArea(self, len(self.areas), allocation, program.pe)
         self.areas.append(area)
@@ -201,7 +219,7 @@ class ShmemLaunch:
 
     def _allocate_windows(self) -> None:
         for group in self.registry.groups:
-            data_end = max((group.data_offset_bytes(a) + a.data_bytes for a in group.allocations if a.data_shape is not None), default=0)
+            data_end = max(((group.data_offset_bytes(a) or 0) + a.data_bytes for a in group.allocations if a.data_shape is not None), default=0)
             signal_end = max(group.signal_offset_bytes(a) + a.signal_bytes for a in group.allocations)
             self._allocate_group_windows(group.name, data_end, signal_end)
 
@@ -323,21 +341,21 @@ class ShmemLaunch:
             warnings.warn_explicit(message, ShmemRaceWarning, source.filename, source.lineno)
         else:
             warnings.warn_explicit(message, ShmemRaceWarning, f"npusim launch {self.name!r}", 0)
-        self.system.recorder.instant(self.system.env.now, reader.memory[0], "data race", message)
+        self.system.recorder.instant(clock(self.system.env), reader.memory[0], "data race", message)
 
     def _deadlock_lines(self) -> list[str]:
-        lines = []
+        lines: list[str] = []
         for program, scheduler in zip(self.programs, self.schedulers):
             waiting = scheduler.waiting
-            lines.extend(f"  {task.report()}" for task in waiting)
+            lines.extend(f"  {task.report()}" for task in waiting if isinstance(task, WaitTask))  # a launch queues no other waits
             blocked = scheduler.remaining - len(waiting)
             if scheduler.remaining and blocked:
                 lines.append(f"  PE {program.pe} (die {program.die}): {blocked} more tile ops of {self.name!r} have not finished")
         return lines
 
 
-def _created(group_name: str, n_pes: int, dtype: DataType | None, shape) -> str:
-    what = "a signal tensor" if dtype is None else f"{dtype.name} {list(shape)}"
+def _created(group_name: str, n_pes: int, dtype: DataType | None, shape: Sequence[int] | None) -> str:
+    what = "a signal tensor" if dtype is None else f"{dtype.name} {list(shape or ())}"
     return f"{what} of group {group_name!r} with n_pes={n_pes}"
 
 

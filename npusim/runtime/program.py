@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from npusim.callsite import callsite
 from npusim.errors import OutOfMemoryError, UsageError, WorkloadError
@@ -113,7 +113,7 @@ class PeProgram:
         """The trace record of this PE's kernel launch, which its ops are part of (made with the first op)."""
         return self.launch.system.recorder.op(self.launch.name, self.die, pe=self.pe)
 
-    def op(self, name: str, **args) -> OpNode:
+    def op(self, name: str, **args: Any) -> OpNode:
         """A new op of this PE, with its trace record (part of the PE's launch record)."""
         self.left = None
         self.look()

@@ -13,7 +13,7 @@ from npusim import isa
 from npusim.errors import WorkloadError
 from npusim.hw.memory import Allocation
 from npusim.kernels.shmem.dtypes import DataType
-from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation
+from npusim.kernels.shmem.layout import SIGNAL_ONLY_SHAPE, ShmemAllocation, ShmemGroup
 from npusim.kernels.shmem.tile_ops import GmView
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class ShmemArea:
         return self.allocation.data_shape or SIGNAL_ONLY_SHAPE
 
     @property
-    def group(self):
+    def group(self) -> ShmemGroup:
         return self.launch.registry.group(self.allocation.group_name)
 
     @property
@@ -82,7 +82,9 @@ class ShmemArea:
             shape = self.tensor_shape
             strides = tuple(itemsize * math.prod(shape[i + 1:]) for i in range(len(shape)))
             window = self.launch.data_windows[(self.allocation.group_name, self.members[rank])]
-            view = self._views[rank] = GmView(window, self.group.data_offset_bytes(self.allocation), strides)
+            offset = self.group.data_offset_bytes(self.allocation)
+            assert offset is not None, self.label(rank)  # a data tensor (its window exists) has its place in it
+            view = self._views[rank] = GmView(window, offset, strides)
         return view
 
     def signal_address(self, rank: int, slot_offset_bytes: int) -> isa.GmAddress:

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+import numpy as np
 import simpy
 
 from npusim import isa
 from npusim.callsite import Callsite
+from npusim.engine.loop import clock
 from npusim.errors import UsageError
-from npusim.isa.instructions import on_recorded
+from npusim.hw.memory import Allocation
+from npusim.isa.instructions import Instruction, on_recorded
 from npusim.isa.program import Replay
 from npusim.kernels.shmem.races import Access
 from npusim.kernels.shmem.tile_ops import GmView
@@ -24,6 +27,15 @@ from npusim.runtime.templates import watched as watched_instructions
 
 if TYPE_CHECKING:
     from npusim.runtime.program import PeProgram
+
+class DeviceValues(Protocol):
+    """A tensor in a die's GM whose values a control read takes (the frontend's ``DeviceTensor``):
+    its allocation, and its values as the device holds them now."""
+
+    allocation: Allocation
+
+    def host_view(self) -> np.ndarray: ...
+
 
 READS_AFTER_WAIT = ("shmem_load", "shmem_get")
 """Tile ops whose wait preds get a ``wait->load`` flow: they read the data the wait guards."""
@@ -105,9 +117,9 @@ class CoreTask(Task):
     lists shmem reads and writes. ``first_event`` / ``last_event``: the events of its program's first
     instruction and of the one that ended last (-1 until recorded)."""
 
-    def __init__(self, op: OpNode, tile: int, build: ProgramPiece | Callable | None, unit: str = "vector") -> None:
+    def __init__(self, op: OpNode, tile: int, build: ProgramPiece | Callable[[isa.CoreProgram], None] | None, unit: str = "vector") -> None:
         super().__init__(op, tile)
-        self.build = build
+        self.build = build  # None until the op that makes the task sets it (before the task is linked)
         self.core_kind = op.program.launch.core_kinds[unit]
         self.consumers: list[ProgramPiece] = []
         self.accesses: list[Callable[[], list[AccessSpec]]] = []
@@ -135,18 +147,20 @@ class CoreTask(Task):
                 if by.source is not None:
                     who += f" at {by.source}"
                 access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe), intervals, self.bit,
-                                self.ancestors, env.now, source=by.source)
+                                self.ancestors, clock(env), source=by.source)
                 launch.races.record(access)
                 self._records.append(access)
         build = self.build
         if not isinstance(build, ProgramPiece):
+            assert build is not None, self.who  # set before the task was linked
             kernel, p = self._program(core)
             with p.tile(self.tile):
                 build(p)
             return self._launch(kernel, p, core)
         pieces = [build, *self.consumers]
-        gms = []
-        bases, strides = [], []  # the builders read the strides of the views they are given: those are part of the shape
+        gms: list[tuple[Any, ...]] = []
+        bases: list[tuple[Allocation, int]] = []
+        strides: list[tuple[int, ...]] = []  # the builders read the strides of the views they are given: those are part of the shape
         for piece in pieces:
             gm = piece.gm()
             gms.append(gm)
@@ -167,12 +181,12 @@ class CoreTask(Task):
                 hand_over(pieces, [[instructions[i] for i in marks] for marks in known.marks], gms)
                 return self._launch_replay(replay, core, [instructions[i] for i in known.watched])
         kernel, p = self._program(core)
-        starts = []
+        starts: list[int] = []
         with p.tile(self.tile):
             if known is not None and p.replay(known.program, bases):
                 instructions = p.instructions
                 marked = [[instructions[i] for i in marks] for marks in known.marks]
-                watched = [instructions[i] for i in known.watched]
+                watched: list[Instruction] | None = [instructions[i] for i in known.watched]
                 starts = list(known.starts)
                 p.sources = [(start, piece.source) for start, piece in zip(starts, self.consumers) if piece.source is not None]
             else:
@@ -202,7 +216,7 @@ class CoreTask(Task):
                             source=self.op.source)
         return kernel, kernel.core(self.core_kind, core)
 
-    def _watch(self, watched: list) -> None:
+    def _watch(self, watched: list[Instruction]) -> None:
         """Note the events of the program's first instruction and of each pipe's last one (``watched``)."""
         first, *last_of_pipe = watched
         on_recorded(first, self._first_recorded)
@@ -210,7 +224,7 @@ class CoreTask(Task):
         for instruction in last_of_pipe:
             on_recorded(instruction, pipe_end_recorded)
 
-    def _launch(self, kernel: isa.Kernel, p: isa.CoreProgram, core: int, watched: list | None = None) -> simpy.Process:
+    def _launch(self, kernel: isa.Kernel, p: isa.CoreProgram, core: int, watched: list[Instruction] | None = None) -> simpy.Process:
         """Watch the program's first instruction and each pipe's last one (``watched``, if known),
         and launch it ``inline`` (:meth:`~npusim.isa.program.Kernel.launch`): an AICPU scheduler
         thread dispatches it as its timer (a NORMAL event) is processed, scheduling nothing URGENT
@@ -220,7 +234,7 @@ class CoreTask(Task):
         scheduler's ``core_finished``) scheduling nothing URGENT."""
         self._watch(watched_instructions(p.instructions) if watched is None else watched)
         launch = self.op.program.launch
-        process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind), inline=True)  # see _launch's doc
+        process: simpy.Process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind), inline=True)  # see _launch's doc
         process.callbacks.append(self._ended)
         # The kernel and its program refer to each other: without that cycle both are freed once
         # the tile op is built and launched (the core runs the placed program), not left to the
@@ -228,7 +242,7 @@ class CoreTask(Task):
         kernel.programs.clear()
         return process
 
-    def _launch_replay(self, replay: Replay, core: int, watched: list) -> simpy.Process:
+    def _launch_replay(self, replay: Replay, core: int, watched: list[Instruction]) -> simpy.Process:
         """:meth:`_launch` for a replay that is not race-checked (:meth:`~npusim.isa.program.Replay.launch`:
         the same run, queued as the kernel of that one program would queue it)."""
         self._watch(watched)
@@ -262,8 +276,8 @@ class CoreTask(Task):
                 if write.event >= 0 and write.area.pe_of(write.pe) == target_pe and (write.area is not area or write.overlaps(offset, shape)):
                     launch.system.recorder.flow(write.event, event, "put->signal")
 
-    def _ended(self, _event) -> None:
-        now = self.op.program.launch.system.env.now
+    def _ended(self, _event: simpy.Event) -> None:
+        now = clock(self.op.program.launch.system.env)
         for access in self._records:
             self.op.program.launch.races.ended(access, now)
 
@@ -292,7 +306,9 @@ class WaitTask(Task):
         """Find the slot in the PE's signal window (once the windows exist)."""
         address = self.area.signal_address(self.area.rank_of(self.op.program), self.slot_offset)
         # word 0 as a 4-byte int: a memoryview reads it as a Python int several times faster than numpy (polls read it often)
-        self._word = address.allocation.data[address.offset:address.offset + 4].data.cast("i")
+        data = address.allocation.data
+        assert data is not None  # signal windows are control memory: real with data off too
+        self._word = data[address.offset:address.offset + 4].data.cast("i")
         self._key = (address.allocation.die, address.allocation.address + address.offset)
         self.op.program.launch.slot_waits.setdefault(self._key, []).append(self)
 
@@ -338,7 +354,7 @@ class ControlRead(Task):
     on_core = False
     on_control = True
 
-    def __init__(self, op: OpNode, device, index: Sequence[int], what: str, writers: Sequence[Task]) -> None:
+    def __init__(self, op: OpNode, device: DeviceValues, index: Sequence[int], what: str, writers: Sequence[Task]) -> None:
         super().__init__(op, 0)
         self.device = device  # the DeviceTensor holding the element
         self.index = tuple(index)

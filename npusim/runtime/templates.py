@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from npusim.callsite import Callsite
+from npusim.isa.instructions import Instruction
 from npusim.isa.program import ProgramTemplate
+
+PieceBuild = Callable[..., tuple[Any, list[Instruction]]]
+"""A piece's ``build(p, loaded, *gm) -> (its result, the instructions to hand its hook)``."""
+PieceHook = Callable[[list[Instruction], tuple[Any, ...]], None]
+"""A piece's ``hook(instructions, gm)``."""
 
 
 class ProgramPiece:
@@ -24,7 +31,7 @@ class ProgramPiece:
 
     __slots__ = ("key", "gm", "build", "hook", "source")
 
-    def __init__(self, key: Hashable, gm: Callable[[], tuple], build: Callable, hook: Callable | None = None,
+    def __init__(self, key: Hashable, gm: Callable[[], tuple[Any, ...]], build: PieceBuild, hook: PieceHook | None = None,
                  source: Callsite | None = None) -> None:
         self.key, self.gm, self.build, self.hook, self.source = key, gm, build, hook, source
 
@@ -42,7 +49,7 @@ class TileTemplate:
     starts: tuple[int, ...]  # per consumer piece, the position of its first instruction (its program line starts there)
 
 
-def watched(instructions: Sequence) -> list:
+def watched(instructions: Sequence[Instruction]) -> list[Instruction]:
     """The instructions whose events a core task notes: the first, then the last of each pipe."""
     last_of_pipe = {}
     for instruction in instructions:
@@ -50,7 +57,7 @@ def watched(instructions: Sequence) -> list:
     return [instructions[0], *last_of_pipe.values()]
 
 
-def hand_over(pieces: Sequence[ProgramPiece], handed: Sequence[list], gms: Sequence) -> None:
+def hand_over(pieces: Sequence[ProgramPiece], handed: Sequence[list[Instruction]], gms: Sequence[tuple[Any, ...]]) -> None:
     """Give each piece with a hook the instructions it handed over in this program and its GM addresses."""
     for piece, instructions, gm in zip(pieces, handed, gms):
         if piece.hook is not None:

@@ -107,18 +107,15 @@ def _current_die() -> int:
 @contextlib.contextmanager
 def function(name: str, *args: Any) -> Iterator[RecordedFunction]:
     """``with pypto.function(name, *tensors):`` (module docstring): the block's ops build the function."""
-    from npusim.config.products import PRODUCTS
-    from npusim.frontend.launch import PYPTO_SERIES
     from npusim.frontend.pypto.runtime import building, building_program, new_launch
+    from npusim.runtime.launch import check_product
 
     if building_program() is not None:
         raise UsageError(f"pypto.function({name!r}): a function is recorded on the host, not inside a kernel; inside one, call the "
                          "ops directly (or decorate a helper with @pypto.frontend.function)")
     session = current_session()
     system = session.system
-    product = PRODUCTS.get(system.spec.product)
-    if product.series not in PYPTO_SERIES:
-        raise UsageError(f"pypto.function({name!r}): PyPTO runs on Atlas A2 and A3 only, not on {product.label}; use --config a2 or a3")
+    check_product(system.spec, f"pypto.function({name!r})")
     declared = [a for a in args if isinstance(a, (Tensor, TensorAnnotation))]
     die = _current_die()
     launch = new_launch(system, name, [die], system.race_check)
