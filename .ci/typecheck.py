@@ -20,10 +20,11 @@ ERROR = re.compile(r"^(?P<path>[\w/.]+\.py):\d+: error: ")
 
 
 def strict_prefixes() -> tuple[str, ...]:
-    """The source folders of the strict modules (``npusim.engine.*`` -> ``npusim/engine/``)."""
+    """The sources of the strict modules: a package's folder (``npusim.engine.*`` -> ``npusim/engine/``),
+    a module's file (``npusim.hw.device_task`` -> ``npusim/hw/device_task.py``)."""
     overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
     modules = [m for entry in overrides if entry.get("disallow_untyped_defs") for m in entry["module"]]
-    return tuple(m.removesuffix(".*").replace(".", "/") + "/" for m in modules)
+    return tuple(m.removesuffix(".*").replace(".", "/") + "/" if m.endswith(".*") else m.replace(".", "/") + ".py" for m in modules)
 
 
 def main() -> int:

@@ -29,11 +29,11 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "shmem_allgather
 def measure(nodes: int, n_pes: int | None) -> dict:
     """One session: its CPU seconds, the tile ops started and the CPU seconds their starts took."""
     import npusim
-    from npusim.frontend.pypto import runtime
     from npusim.frontend.workload import run_workload_file
+    from npusim.runtime import tasks
 
     spent = [0.0, 0]
-    start = runtime.CoreTask.start
+    start = tasks.CoreTask.start
 
     def timed(self, core):
         began = time.process_time()
@@ -43,7 +43,7 @@ def measure(nodes: int, n_pes: int | None) -> dict:
             spent[0] += time.process_time() - began
             spent[1] += 1
 
-    runtime.CoreTask.start = timed
+    tasks.CoreTask.start = timed
     params = {} if n_pes is None else {"n_pes": n_pes}
     try:
         cpu = time.process_time()
@@ -52,7 +52,7 @@ def measure(nodes: int, n_pes: int | None) -> dict:
                 run_workload_file(EXAMPLE)
         cpu = time.process_time() - cpu
     finally:
-        runtime.CoreTask.start = start
+        tasks.CoreTask.start = start
     return {"session_cpu_s": cpu, "tile_ops": spent[1], "start_cpu_s": spent[0], "per_tile_op_us": spent[0] / max(spent[1], 1) * 1e6}
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import click
 
+from npusim.callsite import blamed, shown, user_frame
 from npusim.errors import ConfigError, InstallError, NpusimError, UsageError
-from npusim.frontend.callsite import blamed, shown, user_frame
 
 EXIT_WORKLOAD = 1
 EXIT_USAGE = 2

@@ -272,6 +272,9 @@ class L2Spec(Spec):
         description="read-modify-write of one atomic-add store (e.g. shmem_put with ADD) at the L2 of the target die; "
         "atomic adds to the same 32-byte blocks wait for each other's",
     )
+    atomic_rate: Rate | None = Field(None, description="peak rate at which the L2 applies atomic-add stores' bytes (reads, adds and "
+                                     "writes them), shared by every atomic-add store into the die's memory, local or from another die; "
+                                     "None: only the L2's bandwidth limits them")
 
 
 class AicpuSpec(Spec):

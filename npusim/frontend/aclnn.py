@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from npusim.callsite import callsite
 from npusim.config.products import PRODUCTS
 from npusim.config.registry import OPS
+from npusim.config.schema import SystemSpec
 from npusim.errors import ConfigError, OpArgumentError, UsageError, WorkloadError
-from npusim.frontend.callsite import callsite
 from npusim.frontend.host import HostLaunch, current_process
 from npusim.frontend.session import innermost_session, session_of
 from npusim.frontend.tensor import DeviceTensor, empty, tensor
@@ -79,6 +80,15 @@ def options(*, out_of_range: str | None = None, overlap: str | None = None, doub
         yield _OPTIONS.get()
     finally:
         _OPTIONS.reset(token)
+
+
+def check_series(api: str, op: type[Op], spec: SystemSpec) -> None:
+    """Refuse a call of ``op`` (through ``api``) on a product whose series it is not modelled on
+    (``op.series``; the product's series from :mod:`npusim.config.products`)."""
+    product = PRODUCTS.get(spec.product)
+    if op.series is not None and product.series not in op.series:
+        raise UsageError(f"{api}: the op is modelled on {', '.join(sorted(op.series))} only, not on {product.label} "
+                         f"(config {spec.name!r}); use a config of those products")
 
 
 @dataclass
@@ -182,10 +192,7 @@ class OpCall:
         first = _check_tensors(api, op, args)
         system = first.system
         spec = system.spec
-        product = PRODUCTS.get(spec.product)
-        if op.series is not None and product.series not in op.series:
-            raise UsageError(f"{api}: the op is modelled on {', '.join(sorted(op.series))} only, not on {product.label} "
-                             f"(config {spec.name!r}); use a config of those products")
+        check_series(api, op, spec)
         with at_program_line():
             problem = op.check(spec.product, args)
         if problem.empty:
@@ -413,10 +420,7 @@ class DeviceOpCall:
         first = _check_tensors(api, op, args)
         system = first.system
         spec = system.spec
-        product = PRODUCTS.get(spec.product)
-        if op.series is not None and product.series not in op.series:
-            raise UsageError(f"{api}: the op is modelled on {', '.join(sorted(op.series))} only, not on {product.label} "
-                             f"(config {spec.name!r}); use a config of those products")
+        check_series(api, op, spec)
         problem = op.check_call(spec, {**args, "api": api})
         plan = op.plan_for(problem, system)
         return cls(op, api, problem, plan, args, system, first.device)

@@ -22,19 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from npusim.config.products import PRODUCTS
 from npusim.errors import ConfigError, OpArgumentError, UsageError
 from npusim.frontend.pypto.building import build_launch
-from npusim.frontend.pypto.runtime import ShmemLaunch
+from npusim.frontend.pypto.runtime import new_launch
 from npusim.frontend.pypto.tensors import Tensor
 from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor
 from npusim.isa.racecheck import RACE_MODES
-
-PYPTO_SERIES = ("atlas_a2", "atlas_a3", "ascend_950")
-"""The product series PyPTO runs on: "Ascend-NPU ... 目前支持 A2/A3" (hicann/pypto
-docs/context/prepare_environment.md, commit 6fa0df5cdc750e9ba3895e6eed00ce0f635c86c3), and the
-Ascend 950PR/950DT its later op pages list (pypto-cast.md's 950 table; its runtime's DAV_3510)."""
+from npusim.runtime.launch import ShmemLaunch, check_product
 
 
 def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = None, *,
@@ -44,12 +39,7 @@ def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = 
     session = current_session()
     system = session.system
     spec = system.spec
-    product = PRODUCTS.get(spec.product)
-    if product.series not in PYPTO_SERIES:
-        raise UsageError(
-            f"npusim.launch: PyPTO runs on Atlas A2 and A3 and the Ascend 950 only (its docs), not on {product.label} of config "
-            f"{spec.name!r}; run the PyPTO kernel with an A2, A3 or 950 config (--config a2, a3 or ascend-950pr)"
-        )
+    check_product(spec, "npusim.launch")
     if spec.shmem is None:
         raise ConfigError(
             f"config {spec.name!r} has no shmem: section, which npusim.launch needs (the scheduler and the "
@@ -64,7 +54,7 @@ def launch(kernel: Callable, n_pes: int, args: Callable[[int], object] | None = 
         raise UsageError(f"npusim.launch: races={races!r} must be one of {', '.join(RACE_MODES)}")
     dies = _dies(n_pes, group_dies, system.die_count, spec.name)
     name = getattr(kernel, "__name__", "kernel")
-    run = ShmemLaunch(system, name, dies, races, _groups(groups, n_pes))
+    run = new_launch(system, name, dies, races, _groups(groups, n_pes))
 
     def body(pe: int) -> Callable[[], object]:
         def call() -> object:

@@ -7,7 +7,7 @@ known, against :class:`MemoryBudget`:
 - before the workload runs: what the process holds already and what a session needs besides
   (:data:`SESSION_BYTES`): a limit below that is refused at once;
 - before a PyPTO launch simulates (its kernel functions built, so its tile ops counted): each tile
-  op costs :data:`BYTES_PER_TILE_OP` while it is simulated and recorded, whatever the trace level
+  op costs :data:`~npusim.runtime.program.BYTES_PER_TILE_OP` while it is simulated and recorded, whatever the trace level
   (the trace is written in chunks of bounded memory). A launch that would take the run past its
   limit is refused with that estimate, before simulating it; one that needs more than
   :data:`LARGE_BYTES` is announced on stderr;
@@ -42,11 +42,6 @@ SESSION_BYTES = 48 << 20
 """What a session needs beyond what the process holds as it starts one: the simulated machine's
 structures, the summary and the writing of the run folder (an empty workload's `npusim run` on a3,
 48 nodes: 61 MB peak, of which the imports ~45 MB, measured; rounded up)."""
-BYTES_PER_TILE_OP = 13 << 10
-"""Memory one PyPTO tile op takes while it is simulated and recorded (its events, flows, scheduler
-and network state): 12.9 - 14.1 kB measured on the hierarchical all-gather at 32, 64 and 128 dies
-and 13.1 kB on the a3 all-gather (the peak resident memory from the launch's submission to the end
-of the simulation, over its tile ops; benchmarks/RESULTS.md, issue 32) [M]."""
 LARGE_BYTES = 1 << 30
 """An estimate this large is announced on stderr before the launch simulates."""
 

@@ -37,17 +37,10 @@ holds only poll timers and no queued wait of any die could match, parks its thre
 re-arming (nothing else can ever change a slot). Once every poller is parked the event queue empties
 and the session reports a deadlock, with the reports of the waits (the session's ``deadlock_reporters``).
 
-Tasks are duck-typed: ``pending`` (unfinished predecessors), ``successors``, ``on_core`` (True for
-a core task), ``trace_op`` / ``tile`` (the ids its trace events carry); a core task has ``core_kind``
-(the kind of core it runs on) and ``start(core_index) -> simpy.Event``
-(fires when its program has run) and, once it has run, ``first_event`` / ``last_event`` (the event
-indices of its program's first instruction and of the one that ended last, -1 if none); an AICPU
-task has ``matches() -> bool`` (read its slot now), ``satisfied()`` (called when it matched, e.g. to
-clear the slot) and ``polled(event)`` (called with the index of the poll pass that saw it match,
-once recorded); whatever changes what an AICPU task's ``matches()`` says calls
-:meth:`AicpuScheduler.may_match` with it right after the change (a pass does not read a task
-again until told so). When the scheduler has handled a task's completion it sets ``task.done``
-and ``task.completed`` (the index of that event). Times are integer picoseconds.
+Tasks are typed by the protocol of :mod:`npusim.hw.device_task` (a :class:`DeviceTask` that is
+a :class:`CoreWork`, an :class:`AicpuWait` or a :class:`ControlWork`), which a framework's runtime
+implements (:mod:`npusim.runtime.tasks`); the scheduler calls nothing else of them. Times are
+integer picoseconds.
 
 For the trace and the critical path the scheduler records, besides its events (``dispatch``,
 ``complete`` and ``poll`` on the lane of each thread), the dependencies it enforces as flows:
@@ -63,13 +56,14 @@ from collections import deque
 from collections.abc import Sequence
 from functools import partial
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import simpy
 
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import clock, queued_events, rearm_at, schedule_stamp, start_process, succeed_at
 from npusim.errors import ConfigError
+from npusim.hw.device_task import AicpuWait, ControlWork, CoreWork, DeviceTask
 from npusim.trace.costs import CostRule, Term, constant
 
 if TYPE_CHECKING:
@@ -96,7 +90,7 @@ class PollCoordinator:
         self.armed_timers = 0
         self.schedulers: list[AicpuScheduler] = []
         # the queued wait (its place, itself, its thread) that matched when last looked for: it is looked at first
-        self._matching: tuple[int, Any, SchedulerThread] | None = None
+        self._matching: tuple[int, AicpuWait, SchedulerThread] | None = None
         self._stamp = -2  # schedule_stamp at the last look past the queue count,
         self._none_matched = False  # and whether it found no queued wait matching
 
@@ -176,16 +170,16 @@ class SchedulerThread:
         self.scheduler = scheduler
         self.index = index
         self.cores = cores  # its AIV cores
-        self.finished: deque = deque()
-        self.to_dispatch: deque[tuple[Any, int, int]] = deque()  # (core task, core, the event that made it ready)
-        self.waits: dict[int, Any] = {}  # its queued AICPU tasks by their place in the queue (a number that grows)
+        self.finished: deque[DeviceTask] = deque()
+        self.to_dispatch: deque[tuple[CoreWork, int, int]] = deque()  # (core task, core, the event that made it ready)
+        self.waits: dict[int, AicpuWait] = {}  # its queued AICPU tasks by their place in the queue (a number that grows)
         # the queued AICPU tasks its next pass reads (those not read since queued or told of a
         # change: the others do not match), as a heap of (place in the queue, task), and their places
-        self.unread: list[tuple[int, Any]] = []
+        self.unread: list[tuple[int, AicpuWait]] = []
         self.unread_places: set[int] = set()
         # while a pass reads: the tasks it still reads (a heap, as ``unread``), their places, and
         # the place of the task it reads now
-        self.reading: list[tuple[int, Any]] | None = None
+        self.reading: list[tuple[int, AicpuWait]] | None = None
         self.reading_places: set[int] = set()
         self.reading_at = -1
         self.parked = False
@@ -193,7 +187,7 @@ class SchedulerThread:
         die = scheduler.die
         self.track = die.system.recorder.track(die.index, f"aicpu{index}", SCHEDULE_LANE, AICPU_ORDER + (index,))
 
-    def mark(self, place: int, task) -> None:
+    def mark(self, place: int, task: AicpuWait) -> None:
         """The queued AICPU task at ``place`` may match now: the pass reading (if it has not read
         it yet: it reads the later tasks after this change) or else the next pass reads it."""
         if self.reading is not None and place > self.reading_at:
@@ -224,7 +218,7 @@ class SchedulerThread:
                 yield timer
                 completed = record(self.track, scheduler.complete_name, start, task)
                 if task.on_core:
-                    flow(task.last_event, completed, scheduler.complete_name)
+                    flow(cast(CoreWork, task).last_event, completed, scheduler.complete_name)
                 scheduler.resolve(task, completed)
             elif self.to_dispatch:
                 (task, core, ready), start = self.to_dispatch.popleft(), clock(env)
@@ -235,7 +229,7 @@ class SchedulerThread:
                 task.start(core).callbacks.append(partial(scheduler.core_finished, task, core, dispatched))
             elif self.waits:
                 start = clock(env)
-                matched = []
+                matched: list[AicpuWait] = []
                 if self.unread:
                     waits, queued = self.waits, scheduler.queued
                     reading = self.reading = self.unread
@@ -279,7 +273,7 @@ class AicpuScheduler:
     ``run()`` is a SimPy generator (submit it to a stream): it holds ``threads`` of the die's AICPUs
     until every task has finished."""
 
-    def __init__(self, die: Die, tasks: Sequence, *, threads: int, core_choice: str, name: str) -> None:
+    def __init__(self, die: Die, tasks: Sequence[DeviceTask], *, threads: int, core_choice: str, name: str) -> None:
         if core_choice not in CORE_CHOICES:
             raise ConfigError(f"shmem.core_choice={core_choice!r} is not one of {', '.join(CORE_CHOICES)}")
         if not 1 <= threads <= die.spec.aicpu.count:
@@ -308,7 +302,7 @@ class AicpuScheduler:
         self.ready_events: dict[int, int] = {}  # id of a queued AICPU task -> the event that made it ready
         self.remaining = len(self.tasks)
         self.started = False
-        self.control_queue: deque = deque()
+        self.control_queue: deque[tuple[ControlWork, int]] = deque()
         self._control_running = False
         self.done: simpy.Event = self.env.event()
         self.coordinator = PollCoordinator.of(system)
@@ -349,7 +343,7 @@ class AicpuScheduler:
             for request in requests:
                 self.die.aicpus.release(request)
 
-    def add(self, tasks: Sequence) -> None:
+    def add(self, tasks: Sequence[DeviceTask]) -> None:
         """More tasks of this device task (its program is still being built); those with no
         pending predecessor are ready now (once the device task has started)."""
         self.tasks.extend(tasks)
@@ -359,7 +353,7 @@ class AicpuScheduler:
                 if task.pending == 0:
                     self.make_ready(task, self._last_completed(task))
 
-    def _last_completed(self, task) -> int:
+    def _last_completed(self, task: DeviceTask) -> int:
         """The completion event of the predecessor of ``task`` that ended last (-1: none)."""
         events = [dep.completed for dep in task.deps.values() if dep.completed >= 0]
         return max(events, key=self.recorder.end_ps) if events else -1
@@ -375,11 +369,11 @@ class AicpuScheduler:
             self.done.succeed()
 
     @property
-    def waiting(self) -> list:
+    def waiting(self) -> list[AicpuWait]:
         """The AICPU tasks queued for polling and not yet satisfied."""
         return [task for thread in self.threads for task in thread.waits.values()]
 
-    def may_match(self, task) -> None:
+    def may_match(self, task: AicpuWait) -> None:
         """What ``task``'s ``matches()`` says may have changed (its slot changed): if it is queued,
         its thread's next pass reads it (or the pass reading now, if it has not read it yet)."""
         queued = self.queued.get(id(task))
@@ -388,28 +382,30 @@ class AicpuScheduler:
 
     # -- readiness and completion ------------------------------------------------------------------
 
-    def make_ready(self, task, ready_event: int = -1) -> None:
+    def make_ready(self, task: DeviceTask, ready_event: int = -1) -> None:
         """``task`` may run (``ready_event``: the event that made it ready, -1 at the start)."""
-        if getattr(task, "on_control", False):
-            self.control_queue.append((task, ready_event))
+        if task.on_control:
+            self.control_queue.append((cast(ControlWork, task), ready_event))
             if not self._control_running:
                 self._control_running = True
                 start_process(self.env, self._control_loop())
             return
         if task.on_core:
-            pool = self.pools[task.core_kind]
+            work = cast(CoreWork, task)
+            pool = self.pools[work.core_kind]
             core = self._choose_core(pool)
             pool.outstanding[core] += 1
             thread = self.threads[pool.thread_of_core[core]]
-            thread.to_dispatch.append((task, core, ready_event))
+            thread.to_dispatch.append((work, core, ready_event))
         else:
             thread = self.threads[self._next_wait_thread]
             self._next_wait_thread = (self._next_wait_thread + 1) % len(self.threads)
             place = self._next_place
             self._next_place += 1
-            thread.waits[place] = task
+            wait = cast(AicpuWait, task)
+            thread.waits[place] = wait
             self.queued[id(task)] = (thread, place)
-            thread.mark(place, task)
+            thread.mark(place, wait)
             if ready_event >= 0:
                 self.ready_events[id(task)] = ready_event
         thread.notify()
@@ -427,7 +423,7 @@ class AicpuScheduler:
         pool.next_core = (position + 1) % n
         return pool.core_order[position % n]
 
-    def core_finished(self, task, core: int, dispatched: int, _event: simpy.Event) -> None:
+    def core_finished(self, task: CoreWork, core: int, dispatched: int, _event: simpy.Event) -> None:
         """A core finished ``task`` (dispatched as event ``dispatched``; ``_event``: its run's): its
         thread handles the completion."""
         self.flow(dispatched, task.first_event, self.dispatch_name)
@@ -450,7 +446,7 @@ class AicpuScheduler:
             self.resolve(task, event)
         self._control_running = False
 
-    def resolve(self, task, completed: int) -> None:
+    def resolve(self, task: DeviceTask, completed: int) -> None:
         """``task`` has finished (its ``complete`` is event ``completed``): its successors lose one
         pending predecessor."""
         task.done = True
@@ -463,7 +459,7 @@ class AicpuScheduler:
         if self.remaining == 0:
             self.done.succeed()
 
-    def record(self, track: int, name_id: int, start_ps: int, task) -> int:
+    def record(self, track: int, name_id: int, start_ps: int, task: DeviceTask | None) -> int:
         """Record an event of a thread from ``start_ps`` to now; returns its index."""
         op, tile = (task.trace_op, task.tile) if task is not None else (-1, -1)
         return self.recorder.record(track, name_id, start_ps, clock(self.env), 0, op, tile)

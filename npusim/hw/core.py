@@ -256,12 +256,13 @@ class AICore:
 
     def dma_route(self, key: tuple) -> DmaRoute:
         """What a DMA of pipe ``key[0]`` takes to read (or write, ``key[2]``) the GM of die ``key[1]``
-        (None: between two buffers of this core) for the move ``key[3]`` (``(source, destination)``):
+        (None: between two buffers of this core) for the move ``key[3]`` (``(source, destination)``), an
+        atomic-add store when ``key[4]``:
         a :class:`DmaRoute`. Kept in ``dma_routes``, which the die's cores of one kind share: they
         have the same engines and reach GM the same way."""
         route = self.dma_routes.get(key)
         if route is None:
-            pipe, gm_die, to_gm, move = key
+            pipe, gm_die, to_gm, move, atomic = key
             engine = self.dma_timing[pipe]
             cap = engine.rate_bytes_per_ps(move, gm_die is not None and gm_die != self.die.index)
             network = self.network
@@ -270,8 +271,8 @@ class AICore:
                 route = DmaRoute(engine.setup_ps, engine.per_burst_ps, None, False, local, 0, local, 0)
             else:
                 system = self.system
-                hit = system.gm_route(self.die.index, gm_die, to_gm, hit=True)
-                miss = system.gm_route(self.die.index, gm_die, to_gm)
+                hit = system.gm_route(self.die.index, gm_die, to_gm, hit=True, atomic=atomic)
+                miss = system.gm_route(self.die.index, gm_die, to_gm, atomic=atomic)
                 route = DmaRoute(engine.setup_ps, engine.per_burst_ps, system.die(gm_die).cache, to_gm,
                                  network.flow_class(hit.resources, cap), hit.latency_ps, network.flow_class(miss.resources, cap), miss.latency_ps)
             self.dma_routes[key] = route

@@ -43,6 +43,10 @@ class Die:
         costs = system.recorder.costs
         costs.resource(self.hbm.name, ("die.hbm.bandwidth",))
         costs.resource(self.l2.name, ("die.l2.bandwidth",))
+        self.l2_atomics: Resource | None = None  # the rate its L2 applies atomic adds at (die.l2.atomic_rate), None: not limited
+        if spec.l2.atomic_rate is not None:
+            self.l2_atomics = network.add_resource(Resource(f"die{index} L2 atomic adds", spec.l2.atomic_rate.bytes_per_ps(hz), kind="atomic", die=index))
+            costs.resource(self.l2_atomics.name, ("die.l2.atomic_rate",))
         self.l2_latency = timing.memory_latency[:1]  # an access that hits in L2, by config key
         self.l2_latency_ps = spec.l2.latency.to_ps(hz)
         self.memory_latency = timing.memory_latency  # one that misses: L2, then HBM
@@ -113,7 +117,7 @@ class System:
             for pipe, engine in kind.engines.items():
                 self.recorder.costs.engine(kind.name, PIPE_NAMES[pipe], engine.costs())
         self._dies: dict[int, Die] = {}
-        self._gm_routes: dict[tuple[int, int, bool, bool], Route] = {}
+        self._gm_routes: dict[tuple[int, int, bool, bool, bool], Route] = {}
         self._streams: dict[int, Stream] = {}
         self.l2_tallies: dict[tuple[int, str], L2Tally] = {}  # per (op, kind of unit: aic, aiv, sdma ...): its L2 lines (l2_tally)
 
@@ -168,15 +172,16 @@ class System:
             tally = self.l2_tallies[key] = L2Tally()
         return tally
 
-    def gm_route(self, core_die: int, gm_die: int, to_gm: bool, hit: bool = False) -> Route:
+    def gm_route(self, core_die: int, gm_die: int, to_gm: bool, hit: bool = False, atomic: bool = False) -> Route:
         """Memory side of a core's DMA (:class:`~npusim.errors.NoRouteError` when no load/store level
         joins the dies): the fabric when remote, then the L2 of ``gm_die`` and, for a read that misses
         (not ``hit``), its HBM. A write allocates its lines in L2 and never crosses the HBM (a dirty
-        line's write-back is the L2's own flow, :mod:`npusim.hw.cache`).
+        line's write-back is the L2's own flow, :mod:`npusim.hw.cache`); an ``atomic`` (atomic-add)
+        store also crosses the L2's atomic unit where ``die.l2.atomic_rate`` gives it a rate.
 
         A remote read pays the route latency twice (request out, data back); a write is posted and
         pays it once, and crosses the write credits of the links (see :mod:`npusim.hw.topology`)."""
-        key = (core_die, gm_die, to_gm, hit or to_gm)
+        key = (core_die, gm_die, to_gm, hit or to_gm, atomic)
         route = self._gm_routes.get(key)
         if route is None:
             memory = self.die(gm_die)
@@ -187,7 +192,10 @@ class System:
                 access = "store to" if to_gm else "load from"
                 raise NoRouteError(f"the cores of die {core_die} cannot {access} the GM of die {gm_die} (an MTE copy): {error}") from None
             trips = 1 if to_gm else 2
-            if hit or to_gm:
+            if to_gm:
+                at_l2 = (memory.l2,) if not atomic or memory.l2_atomics is None else (memory.l2, memory.l2_atomics)
+                route = Route(fabric.resources + at_l2) + delay(memory.l2_latency) + fabric.latency_times(trips)
+            elif hit:
                 route = Route(fabric.resources + (memory.l2,)) + delay(memory.l2_latency) + fabric.latency_times(trips)
             else:
                 route = Route(fabric.resources + (memory.l2, memory.hbm)) + delay(memory.memory_latency) + fabric.latency_times(trips)

@@ -149,15 +149,16 @@ def _slot_copier(cls: type[Instruction], given: tuple[str, ...] = ()) -> Callabl
 _PATH_KEYS: dict[tuple, tuple] = {}  # each path key made for a rebased copy, once: replays of copies to other dies share it
 
 
-def _path_key(pipe: Pipe, dst, src) -> tuple:
+def _path_key(pipe: Pipe, dst, src, atomic: bool = False) -> tuple:
     """Which path a copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM,
-    its move ``(source, destination)`` places: ``("GM", "L1")`` ...)."""
+    its move ``(source, destination)`` places: ``("GM", "L1")`` ..., whether it is an atomic-add
+    store: its bytes also cross the target L2's atomic unit)."""
     move = (_place_name(src), _place_name(dst))
     if isinstance(dst, GmAddress):
-        return (pipe, dst.allocation.die, True, move)
+        return (pipe, dst.allocation.die, True, move, atomic)
     if isinstance(src, GmAddress):
-        return (pipe, src.allocation.die, False, move)
-    return (pipe, None, False, move)
+        return (pipe, src.allocation.die, False, move, False)
+    return (pipe, None, False, move, False)
 
 
 def _place_name(side) -> str:
@@ -604,7 +605,7 @@ class DmaCopy(Instruction):
         tuple for the copies of one path)."""
         key = self.path_key
         if die != key[1]:
-            key = (key[0], die, key[2], key[3])
+            key = (key[0], die, key[2], key[3], key[4])
             key = _PATH_KEYS.setdefault(key, key)
         return key
 
@@ -702,6 +703,7 @@ class AtomicAddCopy(DmaCopy):
     def __init__(self, dst: GmAddress, src: LocalTensor, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(Pipe.MTE3, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         self.dtype = src.dtype
+        self.path_key = _path_key(Pipe.MTE3, dst, src, atomic=True)
 
     def request(self, core, run, issue_ps: int, tally, complete, owner, tail=None) -> Request:
         """As a copy's (:meth:`DmaCopy.request`), completed once the target's L2 has applied the adds."""

@@ -1,5 +1,5 @@
-"""Counters over time: the bandwidth through the HBMs, L2s, links and NICs, in GB/s, one panel per
-class of resource (HBM, L2, each kind of link: SIO, UB, HCCS, PCIe; NIC)."""
+"""Counters over time: the bandwidth through the HBMs, L2s (and their atomic-add units), links and
+NICs, in GB/s, one panel per class of resource (HBM, L2, each kind of link: SIO, UB, HCCS, PCIe; NIC)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import numpy as np
 from npusim.errors import UsageError
 from npusim.plot.style import colours, figure
 
-DEFAULT_KINDS = ("hbm", "l2", "link", "nic", "credits")
-CLASS_ORDER = ("HBM", "L2", "SIO links", "UB links", "HCCS links", "PCIe links", "links", "NIC", "write credits")
+DEFAULT_KINDS = ("hbm", "l2", "atomic", "link", "nic", "credits")
+CLASS_ORDER = ("HBM", "L2", "L2 atomic adds", "SIO links", "UB links", "HCCS links", "PCIe links", "links", "NIC", "write credits")
 """Panels top to bottom (a DRAM of another name comes first, with HBM; other classes not listed come last)."""
 
 
 def resource_class(kind: str, name: str) -> str:
-    """The panel a resource goes to: its kind (``L2``, ``NIC``, ``write credits``), the memory named
+    """The panel a resource goes to: its kind (``L2``, ``L2 atomic adds``, ``NIC``, ``write credits``), the memory named
     in it for a die's DRAM (``die0 HBM``: ``HBM``; ``die0 LPDDR4X``: ``LPDDR4X``) or, for a link, the
     link named in it (``pkg0 SIO die0->die1``: ``SIO links``; ``die3 UB tx``: ``UB links``)."""
     if kind == "hbm":
@@ -24,7 +24,7 @@ def resource_class(kind: str, name: str) -> str:
     if kind == "link":
         words = [w for w in name.split() if "->" not in w and w not in ("tx", "rx") and w.rstrip("0123456789") not in ("die", "pkg", "nic")]
         return f"{words[0]} links" if words else "links"
-    return {"l2": "L2", "nic": "NIC", "credits": "write credits"}.get(kind, kind)
+    return {"l2": "L2", "atomic": "L2 atomic adds", "nic": "NIC", "credits": "write credits"}.get(kind, kind)
 
 
 def _binned(log: list[tuple[int, float]], edges_us: np.ndarray) -> np.ndarray:
@@ -58,7 +58,8 @@ def bandwidth(result, *, resources: Sequence[str] | None = None, kinds: Sequence
     critical path waited on longest first, then those that moved the most bytes, so a 16-die run
     stays readable and its bottleneck visible. Each panel's legend is beside it. ``resources``
     picks by name (``"die0 HBM"``); otherwise every resource of ``kinds`` (``hbm``, ``l2``,
-    ``link``, ``nic``, ``credits``: the write credits of links that have them)."""
+    ``atomic``: an L2's atomic-add unit where the config gives it a rate, ``link``, ``nic``,
+    ``credits``: the write credits of links that have them)."""
     recorded = result.record.resources
     if resources is not None:
         known = {r.name for r in recorded}

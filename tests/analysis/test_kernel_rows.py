@@ -73,26 +73,64 @@ def test_the_compute_rows_name_their_kernels_and_the_gemm_ar_row_is_within_ten_p
     assert abs(result.error) < 0.10, result.simulated
 
 
-def test_the_gemm_ar_all_reduce_row_runs_its_kernel_as_fast_as_the_hccs_links_allow_and_no_faster() -> None:
-    """pto-isa's gemm_ar all-reduce (GemmCommAllKernel, 24 AIV blocks per rank on 8 x 910B), simulated
-    (~2 s of CPU): rank 0's span is bounded below by its bytes to the 7 peers at the links' write
-    rate (credits over a round trip, docs/calibration.md) and stays within 1.5 x of it: the model
-    keeps the links busy. It lands well below the measurement (437.3 us), so it is not a row of the
-    data file that validate checks: docs/calibration.md says why."""
+def _all_reduce_bounds_us() -> tuple[float, float]:
+    """What bounds rank 0 of pto-isa's gemm_ar all-reduce below, on a2 (us): its bytes to the 7 peers
+    at the links' write rate (credits over a round trip), and the bytes added into its own memory
+    (every rank's subtiles of the tiles it owns) at its L2's atomic-add rate."""
     from npusim.calibration.workloads import gemm_ar_all_reduce as ar
+    from npusim.config import load_config
+
+    die, link = load_config("a2").spec.die, load_config("a2").spec.fabrics.node.link
+    write_bytes_per_s = link.write_credits.bytes / (2 * link.latency.to_ps(0) * 1e-12)  # a time needs no clock
+    tile = ar.BASE_M * ar.BASE_N * ar.ELEMENT
+    owned = ar.owned_tiles(0, 8)
+    sent = (ar.TILES - owned + owned * 7) * tile  # reduce-scatter to the owners, all-gather to the peers
+    added = owned * 8 * tile
+    return sent / (7 * write_bytes_per_s) * 1e6, added / (die.l2.atomic_rate.bytes_per_ps(die.clock.hz) * 1e12) * 1e6
+
+
+def test_the_gemm_ar_all_reduce_row_is_within_ten_percent_and_bounded_by_the_l2s_atomic_adds() -> None:
+    """pto-isa's gemm_ar all-reduce (GemmCommAllKernel, 24 AIV blocks per rank on 8 x 910B; ~2 s of
+    CPU) is a row of the data file and lands within validate's 10% with the configs as they are. Its
+    reduce-scatter's atomic adds into each owner's memory take longer than their bytes need at
+    ``die.l2.atomic_rate`` (the value fitted to this row, docs/calibration.md); without that limit
+    the kernel runs as fast as the HCCS links' write credits allow (within 1.5 x of that bound), a
+    third below the measurement."""
+    from npusim.calibration.workloads import gemm_ar_all_reduce as ar
+    from npusim.frontend.session import session
+
+    (row,) = [row for row in load_kernel_rows() if row.workload == "gemm_ar_all_reduce"]
+    assert (row.config, row.quantity, row.measured, row.overrides) == ("a2", "comm_us", 437.3, ())
+    (result,) = run_kernel_rows([row])
+    assert abs(result.error) < 0.10, result.simulated
+    links_us, atomics_us = _all_reduce_bounds_us()
+    assert atomics_us < result.simulated
+    with session("a2", ["die.l2.atomic_rate=null"], data=False):
+        unlimited = ar.run()["comm_us"]
+    assert links_us < unlimited < 1.5 * links_us < 0.9 * row.measured, (links_us, unlimited)
+
+
+def test_the_tget_rows_time_one_cores_remote_read_round_trips() -> None:
+    """pto-isa's tget_bandwidth rows (one AIV reading a peer's GM through a 4 KiB UB tile): each
+    size is a row, its figure the README's device cycles over the 50 MHz system counter; the 4 KiB
+    one (cheap) lands within validate's 10%, and a TGET of n chunks takes n times one chunk's time
+    (the chunks go one after another: a latency-bound path, each paying the link's latency twice)."""
+    from npusim.calibration.workloads import tget_bandwidth as tget
     from npusim.config import load_config
     from npusim.frontend.session import session
 
-    assert not [row for row in load_kernel_rows() if row.workload == "gemm_ar_all_reduce"]  # until the gap is explained
+    rows = [row for row in load_kernel_rows() if row.workload == "tget_bandwidth"]
+    assert [dict(row.params)["bytes"] for row in rows] == [4096 << (2 * i) for i in range(6)]
+    assert [row.measured for row in rows] == [round(tget.measured_us(dict(row.params)["bytes"]), 4) for row in rows]
+    (result,) = run_kernel_rows(rows[:1])
+    assert abs(result.error) < 0.10, result.simulated
     with session("a2", data=False):
-        figures = ar.run()
-    assert figures["measured_us"] == 437.3
-    link = load_config("a2").spec.fabrics.node.link
-    write_bytes_per_s = link.write_credits.bytes / (2 * link.latency.to_ps(0) * 1e-12)  # a time needs no clock
-    owned = ar.owned_tiles(0, 8)
-    sent = (ar.TILES - owned + owned * 7) * ar.BASE_M * ar.BASE_N * ar.ELEMENT  # reduce-scatter to the owners, all-gather to the peers
-    bound_us = sent / (7 * write_bytes_per_s) * 1e6
-    assert bound_us < figures["comm_us"] < 1.5 * bound_us, (bound_us, figures["comm_us"])
+        sixteen = tget.run(16 * 4096)["tget_us"]
+    assert sixteen == pytest.approx(16 * result.simulated, rel=1e-6)
+    latency_us = load_config("a2").spec.fabrics.node.link.latency.to_ps(0) * 1e-6
+    with session("a2", ["fabrics.node.link.latency=1 us"], data=False):
+        slower = tget.run(4096)["tget_us"]
+    assert slower - result.simulated == pytest.approx(2 * (1 - latency_us), rel=0.02)
 
 
 def test_the_gemm_ar_all_reduce_leaves_every_rank_the_sum_of_the_ranks_matrices() -> None:

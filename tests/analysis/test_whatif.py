@@ -38,7 +38,7 @@ def spec_value(loaded, dotted):
 def test_factors_follow_the_config_and_keep_its_units():
     _, a2 = applicable("a2")
     assert a2["HBM bandwidth"] == ["die.hbm.bandwidth=3.2 TB/s"]
-    assert a2["HCCS link bandwidth"] == ["fabrics.node.link.bandwidth=56 GB/s", "fabrics.node.link.write_credits=12.2 KiB"]
+    assert a2["HCCS link bandwidth"] == ["fabrics.node.link.bandwidth=56 GB/s", "fabrics.node.link.write_credits=3338 B"]
     assert a2["AI core count"] == ["die.cores.aic.count=48", "die.cores.aiv.count=96"]
     assert a2["MTE rate"] == [f"die.cores.{kind}.engines.{pipe}.rate={rate}" for kind, pipe, rate in (
         ("aic", "MTE2", "256 B/cycle"), ("aic", "MTE1", "512 B/cycle"), ("aic", "FIXP", "172 B/cycle"),

@@ -37,7 +37,7 @@ def test_a_config_override_that_breaks_the_calibration_fails():
     assert result.returncode == 1
     rows = table_rows(result.stdout)
     assert len(rows) == 32 and all(row[0] == "a2" for row in rows)
-    assert "FAIL: 8 of 32 cases are outside the tolerance of 10%: a2 1-node hccs write 1 MiB (-32.5%)" in result.stdout
+    assert "FAIL: 8 of 32 cases are outside the tolerance of 10%: a2 1-node hccs write 1 MiB (-32.3%)" in result.stdout
 
 
 def test_a_tighter_tolerance_can_fail_a_passing_model():
@@ -72,3 +72,12 @@ def test_a_measured_kernel_row_is_simulated_and_compared():
     assert lines[-1] == "OK: every case is within 10%"
     missing = npusim("--only", "kernels", "--kernel", "EP9000")
     assert missing.returncode == 2 and "no measured kernel's name contains 'EP9000'" in missing.stderr
+
+
+def test_a_kernel_rows_simulated_figure_has_as_many_decimals_as_its_measured_one():
+    from npusim.cli.validate_cmd import figures
+
+    assert figures(0.7256, 0.73318) == ("0.7256", "0.7332")
+    assert figures(0.794, 0.76951) == ("0.794", "0.770")
+    assert figures(116, 119.41) == ("116", "119.4")  # at least one decimal
+    assert figures(758.4824, 750.768) == ("758.482", "750.768")  # up to 6 significant digits, as published

@@ -15,7 +15,8 @@ import pytest
 import npusim
 from npusim import isa
 from npusim.errors import MemoryLimitError, UsageError
-from npusim.frontend.memory import BYTES_PER_TILE_OP, SESSION_BYTES, MemoryBudget, available_bytes, parse_memory, resident_bytes
+from npusim.frontend.memory import SESSION_BYTES, MemoryBudget, available_bytes, parse_memory, resident_bytes
+from npusim.runtime.program import BYTES_PER_TILE_OP
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

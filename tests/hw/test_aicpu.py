@@ -12,7 +12,7 @@ from npusim.hw.aicpu import AicpuScheduler
 class Work:
     """A core task that keeps its core busy for ``busy_ps``."""
 
-    on_core = True
+    on_core, on_control = True, False  # hw.device_task.CoreWork
     core_kind = "aiv"
 
     def __init__(self, env, busy_ps, name):
@@ -31,7 +31,7 @@ class Poll:
     """An AICPU task that matches once ``flag['set']`` is true (whoever sets it tells the scheduler:
     :meth:`AicpuScheduler.may_match`)."""
 
-    on_core = False
+    on_core = on_control = False  # hw.device_task.AicpuWait
 
     def __init__(self, flag):
         self.flag, self.tile, self.trace_op = flag, 0, -1
@@ -183,7 +183,7 @@ class SlotWait:
     """An AICPU task that waits until ``slot['value'] == expected`` (clearing it with ``clear``),
     telling the scheduler of the other waits of the slot when it clears it; counts its reads."""
 
-    on_core = False
+    on_core = on_control = False  # hw.device_task.AicpuWait
 
     def __init__(self, slot, expected, clear, name):
         self.slot, self.expected, self.clear, self.name = slot, expected, clear, name

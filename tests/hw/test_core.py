@@ -224,9 +224,9 @@ def test_the_cores_of_one_kind_on_a_die_share_their_dma_routes():
     them found is every one's (the same flow class and costs), those of other kinds and dies their own."""
     with npusim.session("a3") as s:
         die0, die1 = s.system.die(0), s.system.die(1)
-        key = (Pipe.MTE2, 1, False, ("GM", "UB"))
+        key = (Pipe.MTE2, 1, False, ("GM", "UB"), False)
         route = die0.core("aiv", 0).dma_route(key)
         assert die0.core("aiv", 5).dma_routes[key] is route
         assert die0.core("aiv", 7).dma_route(key) is route
         assert key not in die0.core("aic", 0).dma_routes and key not in die1.core("aiv", 0).dma_routes
-        assert die0.core("aic", 0).dma_route((Pipe.MTE2, 1, False, ("GM", "L1"))) is not route
+        assert die0.core("aic", 0).dma_route((Pipe.MTE2, 1, False, ("GM", "L1"), False)) is not route

@@ -37,7 +37,7 @@ def test_bandwidth_rises_with_block_size_and_saturates(config, peer, op):
     sizes = [2**k for k in range(12, 27)]  # 4 KiB .. 64 MiB
     rates = [gbps(n, one_block_ps(config, op, n, peer)) for n in sizes]
     assert all(a < b for a, b in zip(rates, rates[1:]))
-    assert rates[0] < 0.2 * rates[-1]  # a small block is dominated by the per-block cost
+    assert rates[0] < 0.25 * rates[-1]  # a small block is dominated by the per-block cost (0.75 us on a2, 1.5 us on a3)
     assert rates[-1] / rates[-2] < 1.01  # saturated
 
 

@@ -120,3 +120,32 @@ def test_launches_can_share_one_op_id():
     assert len(recorder.ops) == 1
     assert recorder.columns()["op"].tolist() == [op, op]
     assert sorted(recorder.columns()["tile"].tolist()) == [0, 1]
+
+
+def stores_span_us(cores: int, atomic: str | None, overrides=()) -> float:
+    """``cores`` AIVs of die 0 each store 128 KiB of UB into their own part of die 0's GM at once
+    (atomic adds or plain stores), timing only: the launch's span (us)."""
+    chunk = 32 * 1024  # float32 elements: 128 KiB
+    with npusim.session("a2", list(overrides), data=False):
+        target = npusim.empty(cores * chunk, np.float32)
+        kernel = isa.Kernel("stores", die=0)
+        for core in range(cores):
+            p = kernel.aiv(core)
+            p.copy(isa.gm(target, core * chunk), p.alloc(chunk, np.float32), atomic=atomic, name="store")
+        kernel.launch()
+        start = npusim.current_session().now_us
+        npusim.synchronize()
+        return npusim.current_session().now_us - start
+
+
+def test_atomic_add_stores_share_the_rate_their_l2_applies_adds_at():
+    """``die.l2.atomic_rate`` (a2: 64 GB/s) is one rate for every atomic-add store into the die's
+    memory: 8 cores' atomic adds take at least their bytes at that rate, where plain stores stream at
+    the cores' own rates; without the limit (``null``) atomic adds are as fast as plain stores but for
+    the read-modify-write."""
+    atomic_rate = 64e9
+    added = 8 * 128 * 1024 / atomic_rate * 1e6
+    atomic, plain = stores_span_us(8, "add"), stores_span_us(8, None)
+    assert added < atomic < 1.2 * added
+    assert plain < 0.7 * atomic
+    assert stores_span_us(8, "add", ["die.l2.atomic_rate=null"]) == pytest.approx(plain, abs=0.1)

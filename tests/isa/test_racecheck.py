@@ -260,7 +260,7 @@ def test_reports_name_each_sides_program_line_and_an_error_blames_the_racing_one
     instructions come from two lines (``note_source``, as a PyPTO tile op's store of another op):
     each side is named with its line; the RaceError blames the second access (the one that races), not
     the synchronisation that ran the simulation; the warning is shown at that line."""
-    from npusim.frontend.callsite import Callsite, blamed
+    from npusim.callsite import Callsite, blamed
 
     load_line, store_line = Callsite(__file__, 10, "kernel"), Callsite(__file__, 20, "kernel")
 

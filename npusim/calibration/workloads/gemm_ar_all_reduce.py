@@ -42,8 +42,9 @@ the launch, the synchronisation and the ranks' skew (a few microseconds each) ar
 Measured: 437.3 us (README "Measured Performance" of hw-native-sys/pto-isa at 3186c381, of "the
 current subtile-ready / AG-summary overlap implementation": Sequential, comm 437.3 us @ 63.6 GB/s,
 GB meaning 2^30 B there, counting the tiles sent to other ranks: 225 reduce-scatter and 33 x 7
-all-gather tiles of 64 KiB). Simulated on a2 as it is: 292.2 us (-33%), the HCCS links' write
-credits bounding it (docs/calibration.md, "The all-reduce").
+all-gather tiles of 64 KiB). Simulated on a2: 447.9 us (+2.4%), the owners' L2s applying the
+reduce-scatter's atomic adds bounding it (``die.l2.atomic_rate``, fitted to this row alone; without
+it the HCCS links' write credits bound it at 277.4 us: docs/calibration.md, "The all-reduce").
 
 Parameters (``--param NAME=VALUE``): ``ranks`` (8), ``blocks`` (24 AIV blocks per rank).
 

@@ -27,40 +27,8 @@ Module contents: the data types (``pypto.DT_FP16`` ...), ``AtomicType``, ``OpTyp
 import sys as _sys
 
 from npusim.frontend.pypto import converter, distributed, error, experimental, frontend, ranks, runtime
-from npusim.frontend.pypto.compute import (
-    CastMode,
-    PrecisionType,
-    SaturationMode,
-    abs,
-    add,
-    amax,
-    amin,
-    argmax,
-    argmin,
-    cast,
-    clone,
-    concat,
-    cumsum,
-    div,
-    exp,
-    expand_clone,
-    full,
-    matmul,
-    maximum,
-    minimum,
-    mul,
-    neg,
-    one_hot,
-    prod,
-    reshape,
-    rsqrt,
-    set_cube_tile_shapes,
-    sqrt,
-    sub,
-    sum,
-    transpose,
-    unsqueeze,
-)
+from npusim.frontend.pypto import math_ops as _math_ops  # noqa: F401 (registers the math ops)
+from npusim.frontend.pypto.compute import CastMode, PrecisionType, SaturationMode, full, set_cube_tile_shapes
 from npusim.frontend.pypto.control import (
     CompStage,
     cond,
@@ -80,66 +48,7 @@ from npusim.frontend.pypto.control import (
 )
 from npusim.frontend.pypto.converter import from_torch
 from npusim.frontend.pypto.host_data import RunMode, function
-from npusim.frontend.pypto.math_ops import (
-    acos,
-    acosh,
-    asin,
-    asinh,
-    atan,
-    atan2,
-    atanh,
-    bitwise_and,
-    bitwise_not,
-    bitwise_or,
-    bitwise_xor,
-    cbrt,
-    ceil,
-    clip,
-    copysign,
-    cos,
-    cosh,
-    eq,
-    erf,
-    erfc,
-    exp2,
-    expm1,
-    floor,
-    fmod,
-    ge,
-    greater,
-    gt,
-    hypot,
-    isfinite,
-    isnan,
-    le,
-    log,
-    log1p,
-    log2,
-    log10,
-    logical_and,
-    logical_not,
-    lrelu,
-    lt,
-    ne,
-    pow,
-    reciprocal,
-    relu,
-    remainder,
-    rms_norm,
-    round,
-    sigmoid,
-    sign,
-    signbit,
-    sin,
-    sinh,
-    softmax,
-    tan,
-    tanh,
-    trunc,
-    var,
-    where,
-)
-from npusim.frontend.pypto.ops import assemble, get_cube_tile_shapes, get_vec_tile_shapes, set_vec_tile_shapes, view
+from npusim.frontend.pypto.ops import get_cube_tile_shapes, get_vec_tile_shapes, set_vec_tile_shapes
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.symbolic_scalar import SymInt
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
@@ -172,6 +81,9 @@ from npusim.kernels.shmem.dtypes import (
     StatusType,
     TileOpFormat,
 )
+from npusim.runtime.ops import PYPTO_OPS
+from npusim.runtime.ops import offered as _offered
+from npusim.runtime.ops import ops_in as _ops_in
 
 tensor = Tensor
 """``pypto.tensor(shape, dtype, name)``: the framework's alias of ``pypto.Tensor``."""
@@ -236,22 +148,18 @@ symbolic_scalar = SymbolicScalar
 """``pypto.symbolic_scalar(n)``: the framework's alias of ``pypto.SymbolicScalar``."""
 
 __all__ = [
-    "AtomicType", "DataType", "OpType", "ShmemTensor", "StatusType", "SymbolicScalar", "Tensor", "TileOpFormat",
-    "DYN", "DYNAMIC", "RunMode", "STATIC", "cond", "frontend", "function", "is_loop_begin", "is_loop_end", "jit", "loop", "loop_unroll", "options", "ranks",
-    "set_codegen_options", "set_debug_options", "set_host_options", "set_options", "set_pass_options", "set_runtime_options",
-    "set_verify_options", "symbolic_scalar", "tensor", "min", "max", "runtime",
+    "AtomicType", "DataType", "OpType", "ShmemTensor", "StatusType", "SymbolicScalar", "Tensor", "TileOpFormat", "DYN",
+    "DYNAMIC", "RunMode", "STATIC", "cond", "frontend", "function", "is_loop_begin", "is_loop_end", "jit", "loop",
+    "loop_unroll", "options", "ranks", "set_codegen_options", "set_debug_options", "set_host_options", "set_options",
+    "set_pass_options", "set_runtime_options", "set_verify_options", "symbolic_scalar", "tensor", "min", "max", "runtime",
     "DT_BF16", "DT_BOOL", "DT_DOUBLE", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64", "DT_INT4",
-    "DT_FP8E4M3", "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1", "DT_HF8", "DT_HF4", "DT_FP8", "DT_FP4_E2M1X2", "UnheldDataType",
-    "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64",
-    "assemble", "converter", "distributed", "experimental", "from_torch", "set_vec_tile_shapes", "view",
-    "CastMode", "PrecisionType", "SaturationMode", "abs", "add", "amax", "amin", "cast", "concat", "cumsum", "div", "exp", "full",
-    "matmul", "maximum", "minimum", "mul", "neg", "one_hot", "reshape", "rsqrt", "set_cube_tile_shapes", "sqrt", "sub", "sum",
-    "transpose", "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "SymInt", "ceildiv", "set_semantic_label", "set_verify_golden_data", "unsqueeze", "clone", "expand_clone", "rms_norm", "prod", "argmax", "argmin", "remainder", "var", "error", "CompStage",
-    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cbrt",
-    "ceil", "clip", "copysign", "cos", "cosh", "eq", "erf", "erfc", "exp2", "expm1", "floor", "fmod", "ge", "greater", "gt", "hypot",
-    "isfinite", "isnan", "le", "log", "log1p", "log2", "log10", "logical_and", "logical_not", "lrelu", "lt", "ne", "pow",
-    "reciprocal", "relu", "round", "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "tan", "tanh", "trunc", "where",
-]
+    "DT_FP8E4M3", "DT_FP8E5M2", "DT_FP8E8M0", "DT_FP4_E2M1", "DT_HF8", "DT_HF4", "DT_FP8", "DT_FP4_E2M1X2",
+    "UnheldDataType", "DT_UINT8", "DT_UINT16", "DT_UINT32", "DT_UINT64", "converter", "distributed", "experimental",
+    "from_torch", "set_vec_tile_shapes", "CastMode", "PrecisionType", "SaturationMode", "set_cube_tile_shapes",
+    "get_cube_tile_shapes", "get_vec_tile_shapes", "set_matrix_size", "zeros", "ones", "SymInt", "ceildiv",
+    "set_semantic_label", "set_verify_golden_data", "error", "CompStage",
+] + sorted(_ops_in("pypto"))
+"""The names above and the ops registered in the ``pypto`` namespace (:mod:`npusim.runtime.ops`)."""
 
 NOT_YET = frozenset(["scaled_mm", "conv", "topk", "argsort", "sort32", "mrgsort", "prelu", "bitwise_left_shift", "bitwise_right_shift", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "cumprod", "triu", "tril", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif"])
 """Compute ops of the framework that npusim does not model yet (docs/pypto.md)."""
@@ -274,7 +182,12 @@ DT_FP8 = UnheldDataType("DT_FP8", "fp8")
 DT_FP4_E2M1X2 = UnheldDataType("DT_FP4_E2M1X2", "two packed fp4 e2m1")
 
 
+globals().update(_ops_in("pypto"))
+
+
 def __getattr__(name: str):
+    if name in PYPTO_OPS:  # an op registered since this module was imported
+        return _offered("pypto", name)
     if name in NOT_YET:
         from npusim.errors import UsageError
 

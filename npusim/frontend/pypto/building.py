@@ -25,8 +25,11 @@ from collections.abc import Callable, Sequence
 import simpy
 
 from npusim.errors import NpusimError, OutOfMemoryError
-from npusim.frontend.pypto.runtime import ControlRead, PeProgram, ShmemLaunch
+from npusim.frontend.pypto.runtime import building
 from npusim.frontend.session import current_session
+from npusim.runtime.launch import ShmemLaunch
+from npusim.runtime.program import PeProgram
+from npusim.runtime.tasks import ControlRead
 
 
 class _Cancelled(BaseException):
@@ -83,7 +86,7 @@ class Builder:
     def _main(self) -> None:
         out_of_memory, loop = False, None
         try:
-            with self.launch.building(self.program.pe):
+            with building(self.launch, self.program.pe):
                 self.body()
         except _Cancelled:
             pass

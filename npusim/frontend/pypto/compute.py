@@ -21,8 +21,8 @@ import numpy as np
 from npusim import isa
 from npusim.config.products import PRODUCTS
 from npusim.errors import ResourceError
-from npusim.frontend.pypto.ops import _LAST_TILES, _cube_tuple, _gm, _on_pe
-from npusim.frontend.pypto.runtime import ControlRead, CoreTask, PeProgram, ProgramPiece, current_program
+from npusim.frontend.pypto.ops import _LAST_TILES, _cube_tuple, _gm, pypto_op
+from npusim.frontend.pypto.runtime import current_program, value_of
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Destination, Tensor
 from npusim.frontend.tensor import DeviceTensor, empty
@@ -45,6 +45,10 @@ from npusim.kernels.cube.pipeline import BlockViews, GemmShape
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tile_ops import ADDRESS_SCALAR_INSTRUCTIONS, GmView
 from npusim.kernels.shmem.tiling import Region, Tile, tile_grid
+from npusim.runtime.ops import PYPTO_OPS
+from npusim.runtime.program import PeProgram
+from npusim.runtime.tasks import ControlRead, CoreTask
+from npusim.runtime.templates import ProgramPiece
 
 FP32 = np.dtype(np.float32)
 UPCAST_FP16 = ("add", "sub", "mul")
@@ -116,14 +120,16 @@ def _empty_program(p) -> None:
     p.scalar(ADDRESS_SCALAR_INSTRUCTIONS, name="idle tile")
 
 
-def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Callable, reads: Callable, *, unit: str = "vector",
+def _launch_tiles(op: str, program: PeProgram, tiles: Sequence[Tile], build: Callable, reads: Callable, *,
                   shape: Sequence[int], dtype: DataType, record: dict | None = None, piece: Callable | None = None):
     """One tile op per tile: ``build(p, tile)`` appends its program, ``reads(tile)`` lists the
     (tensor, region) it reads; ``piece(tile, device)``, if given, makes a tile's program a
     :class:`ProgramPiece` instead (reused for the tiles of the same shape; given the
     :class:`Destination`, read when the tile op runs). The first tile's program
     is built once now, so that a tile that does not fit the core's buffers fails before anything
-    runs. Returns (tasks, result device tensor)."""
+    runs. The tile ops run on the unit the op ``op`` is registered with (:mod:`npusim.runtime.ops`).
+    Returns (tasks, result device tensor)."""
+    unit = PYPTO_OPS.get(op).unit
     destination = Destination(empty(tuple(shape), dtype.numpy, device=program.die))  # an assemble may point it elsewhere before the tile ops run
     node = program.op(op, shape=list(shape), tiles=len(tiles), **(record or {}))
     _dry_build(op, program, tiles[0], build, program.launch.core_kinds[unit], destination.device)
@@ -258,25 +264,25 @@ def _binary(op: str, input, other, kind: str, scalar_kind: str | None, *, negate
     return _elementwise(op, [x], scalar_kind, scalar=-value if negate else value, record={"scalar": value})
 
 
-@_on_pe
+@pypto_op()
 def add(input: Tensor, other) -> Tensor:
     """``pypto.add``: input + other (a tensor, broadcast as numpy, or an int / float)."""
     return _binary("add", input, other, "add", "adds")
 
 
-@_on_pe
+@pypto_op()
 def sub(input: Tensor, other) -> Tensor:
     """``pypto.sub``: input - other."""
     return _binary("sub", input, other, "sub", "adds", negate=True)
 
 
-@_on_pe
+@pypto_op()
 def mul(input: Tensor, other) -> Tensor:
     """``pypto.mul``: input * other."""
     return _binary("mul", input, other, "mul", "muls")
 
 
-@_on_pe
+@pypto_op()
 def div(input: Tensor, other, precision_type: PrecisionType = PrecisionType.HIGH_PRECISION) -> Tensor:
     """``pypto.div``: input / other, IEEE division; int16 / int32 inputs are divided in fp32 and give
     fp32 (binary.cpp). ``precision_type`` is accepted; Atlas A2 / A3 run the instruction either way."""
@@ -301,7 +307,7 @@ def divide_scalar_by(value, input: Tensor) -> Tensor:
     return div(full(list(x.shape), fill, x.dtype, valid_shape=list(x.valid_shape)), x)
 
 
-@_on_pe
+@pypto_op()
 def maximum(input, other) -> Tensor:
     """``pypto.maximum``: the larger of each pair (a tensor and a tensor or a scalar)."""
     if not isinstance(input, Tensor):
@@ -309,7 +315,7 @@ def maximum(input, other) -> Tensor:
     return _binary("maximum", input, other, "max", "maxs")
 
 
-@_on_pe
+@pypto_op()
 def minimum(input, other) -> Tensor:
     """``pypto.minimum``: the smaller of each pair."""
     if not isinstance(input, Tensor):
@@ -326,31 +332,31 @@ def _unary(op: str, input, kind: str, precision_type=None) -> Tensor:
     return _elementwise(op, [x], kind)
 
 
-@_on_pe
+@pypto_op()
 def exp(input: Tensor, precision_type: PrecisionType = PrecisionType.INTRINSIC) -> Tensor:
     """``pypto.exp``: e ** input (not bit-exact: see docs/pypto.md)."""
     return _unary("exp", input, "exp", precision_type)
 
 
-@_on_pe
+@pypto_op()
 def sqrt(input: Tensor, precision_type: PrecisionType = PrecisionType.INTRINSIC) -> Tensor:
     """``pypto.sqrt``: the square root (correctly rounded)."""
     return _unary("sqrt", input, "sqrt", precision_type)
 
 
-@_on_pe
+@pypto_op()
 def rsqrt(input: Tensor, precision_type: PrecisionType = PrecisionType.INTRINSIC) -> Tensor:
     """``pypto.rsqrt``: 1 / sqrt(input) (not bit-exact: see docs/pypto.md)."""
     return _unary("rsqrt", input, "rsqrt", precision_type)
 
 
-@_on_pe
+@pypto_op()
 def abs(input: Tensor) -> Tensor:  # noqa: A001 - PyPTO's name
     """``pypto.abs``: the absolute value."""
     return _unary("abs", input, "abs")
 
 
-@_on_pe
+@pypto_op()
 def neg(input: Tensor) -> Tensor:
     """``pypto.neg``: -input."""
     return _unary("neg", input, "neg")
@@ -359,7 +365,7 @@ def neg(input: Tensor) -> Tensor:
 # -- cast --------------------------------------------------------------------------------------------
 
 
-@_on_pe
+@pypto_op()
 def cast(input: Tensor, dtype: DataType, mode: CastMode = CastMode.CAST_NONE, satmode: SaturationMode = SaturationMode.OFF) -> Tensor:
     """``pypto.cast``: input converted to ``dtype`` with the CastMode (a mode the pair does not take,
     or CAST_NONE, falls back to the pair's default, as the framework). Float -> integer saturates;
@@ -441,45 +447,45 @@ def _drop(values: tuple, axis: int, keepdim: bool, kept_value: int = 0) -> tuple
     return values[:axis] + (kept_value,) + values[axis + 1:] if keepdim else values[:axis] + values[axis + 1:]
 
 
-@_on_pe
+@pypto_op()
 def sum(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:  # noqa: A001 - PyPTO's name
     """``pypto.sum``: the sum along ``dim`` (bf16 summed in fp32; order: docs/pypto.md)."""
     return _along("sum", input, dim, lambda d: d, "reduce_sum", keepdim)
 
 
-@_on_pe
+@pypto_op()
 def amax(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
     """``pypto.amax``: the largest element along ``dim``."""
     return _along("amax", input, dim, lambda d: d, "reduce_max", keepdim)
 
 
-@_on_pe
+@pypto_op()
 def amin(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
     """``pypto.amin``: the smallest element along ``dim``."""
     return _along("amin", input, dim, lambda d: d, "reduce_min", keepdim)
 
 
-@_on_pe
+@pypto_op()
 def prod(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
     """``pypto.prod``: the product along ``dim`` (fp32 / int32 / int16 in their dtype, ints wrapping;
     the same pairwise halving order as ``sum``: not bit-exact against a sequential product)."""
     return _along("prod", input, dim, lambda d: d, "reduce_prod", keepdim)
 
 
-@_on_pe
+@pypto_op()
 def argmax(input: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
     """``pypto.argmax``: the index (DT_INT32) of the first largest element along ``dim`` (fp16 / bf16
     compared in fp32, reduction.cpp ArgMax; a NaN counts as the largest)."""
     return _along("argmax", input, dim, lambda d: DataType.DT_INT32, "reduce_argmax", keepdim)
 
 
-@_on_pe
+@pypto_op()
 def argmin(input: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
     """``pypto.argmin``: the index (DT_INT32) of the first smallest element along ``dim``."""
     return _along("argmin", input, dim, lambda d: DataType.DT_INT32, "reduce_argmin", keepdim)
 
 
-@_on_pe
+@pypto_op()
 def cumsum(input: Tensor, dim: int) -> Tensor:
     """``pypto.cumsum``: the running sum along ``dim``, element after element: fp16 / bf16 in fp32,
     int16 / int32 in int32 (wrapping) giving int64 (math.cpp TensorCumOperation). The tile does not
@@ -490,13 +496,13 @@ def cumsum(input: Tensor, dim: int) -> Tensor:
 # -- creation, views and data movement ---------------------------------------------------------------
 
 
-@_on_pe
+@pypto_op()
 def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int] | None = None) -> Tensor:
     """``pypto.full``: a tensor of ``size`` filled with ``fill_value`` (an int for an integer dtype;
     an int or a float for a float dtype)."""
     op = "full"
     program = current_program(op)
-    fill_value = program.value_of(fill_value)
+    fill_value = value_of(program, fill_value)
     if not isinstance(dtype, DataType):
         reject(op, "dtype", dtype, "must be a pypto.DataType")
     checks.check_dtype(op, "dtype", dtype.name)
@@ -525,7 +531,7 @@ def full(size: list[int], fill_value, dtype: DataType, *, valid_shape: list[int]
     return _result(program, shape, dtype, valid, tasks, tiles)
 
 
-@_on_pe
+@pypto_op()
 def one_hot(input: Tensor, num_classes: int) -> Tensor:
     """``pypto.one_hot``: int64 ``input.shape + [num_classes]``, 1 where the class is the index.
     The tile shape tiles the output; its last dim must equal ``num_classes``."""
@@ -554,7 +560,7 @@ def one_hot(input: Tensor, num_classes: int) -> Tensor:
     return _result(program, shape, out_dtype, valid, tasks, tiles)
 
 
-@_on_pe
+@pypto_op()
 def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None, inplace: bool = False) -> Tensor:
     """``pypto.reshape``: the same elements with another shape (one dim may be -1). A contiguous GM
     tensor is viewed in place (no data moves), and so is any view when only dims of size 1 come or
@@ -585,7 +591,7 @@ def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None,
 
 
 def _ints_or_reject(op: str, name: str, values, rank: int, program: PeProgram) -> tuple[int, ...]:
-    values = [program.value_of(v) for v in values] if isinstance(values, (list, tuple)) else values
+    values = [value_of(program, v) for v in values] if isinstance(values, (list, tuple)) else values
     if not isinstance(values, list) or len(values) != rank or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
         reject(op, name, values, f"must be {rank} non-negative ints")
     return tuple(values)
@@ -677,7 +683,7 @@ def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_s
     return result
 
 
-@_on_pe
+@pypto_op()
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """``pypto.unsqueeze``: a dim of size 1 inserted at ``dim`` (-rank-1 <= dim <= rank): a view."""
     x = _input("unsqueeze", "input", input, current_program("unsqueeze"))
@@ -688,7 +694,7 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
     return reshape(x, [*x.shape[:at], 1, *x.shape[at:]], valid_shape=[*x.valid_shape[:at], 1, *x.valid_shape[at:]])
 
 
-@_on_pe
+@pypto_op()
 def expand_clone(input: Tensor, shape: list[int], *, valid_shape: list | None = None) -> Tensor:
     """``pypto.expand_clone``: ``input`` broadcast along its dims of size 1 to ``shape`` (same rank),
     a new GM tensor (one copy per tile of the vector tile shape, the broadcast dims read once)."""
@@ -703,7 +709,7 @@ def expand_clone(input: Tensor, shape: list[int], *, valid_shape: list | None = 
     return _elementwise(op, [x], "copy", compute=x.dtype.numpy, out_shape=target, out_valid=valid)
 
 
-@_on_pe
+@pypto_op()
 def clone(input: Tensor) -> Tensor:
     """``pypto.clone``: a copy of the input in a new GM tensor (one copy per tile)."""
     op = "clone"
@@ -716,7 +722,7 @@ def clone(input: Tensor) -> Tensor:
 TRANSPOSE_4D = {(0, 2), (1, 3), (2, 3), (1, 2)}
 
 
-@_on_pe
+@pypto_op()
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """``pypto.transpose``: ``dim0`` and ``dim1`` swapped. The tile shape tiles the input; each tile
     is written transposed."""
@@ -752,7 +758,7 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return _result(program, shape, x.dtype, valid, tasks, out_tiles)
 
 
-@_on_pe
+@pypto_op()
 def concat(tensors: list[Tensor], dim: int = 0) -> Tensor:
     """``pypto.concat``: the tensors joined along ``dim``: each input's tiles (``dim`` not split)
     copied GM -> UB -> GM into their place in the result."""
@@ -841,7 +847,7 @@ def read_element(tensor: Tensor, index: Sequence) -> SymbolicScalar:
     if tensor.dtype is not DataType.DT_INT32:
         reject(op, "tensor.dtype", tensor.dtype.name, "must be DT_INT32: only int32 elements can be read on the device (tensor.cpp GetTensorData)")
     x = tensor.in_gm(op)
-    at = [program.value_of(i) for i in index]
+    at = [value_of(program, i) for i in index]
     for dim, (i, size) in enumerate(zip(at, x.shape)):
         if not isinstance(i, int) or not 0 <= i < size:
             reject(op, "index", at, f"is outside {what} of shape {list(x.shape)} in dim {dim}")
@@ -858,7 +864,7 @@ def write_element(tensor: Tensor, index: Sequence, value) -> None:
     program = tensor.program
     if tensor.dtype is not DataType.DT_INT32:
         reject(op, "tensor.dtype", tensor.dtype.name, "must be DT_INT32: only int32 elements can be set (tensor.cpp SetTensorData)")
-    number = program.value_of(value)
+    number = value_of(program, value)
     if not isinstance(number, int) or isinstance(number, bool):
         reject(op, "value", value, "must be an int or a SymbolicScalar")
     from npusim.frontend.pypto.ops import assemble
@@ -881,7 +887,7 @@ def set_cube_tile_shapes(m: list[int], k: list[int], n: list[int], enable_split_
     _LAST_TILES["cube"] = _cube_tuple(program.cube_tiles)
 
 
-@_on_pe
+@pypto_op(unit="cube")
 def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = False, b_trans: bool = False, c_matrix_nz: bool = False,
            extend_params: dict | None = None) -> Tensor:
     """``pypto.matmul``: ``input @ mat2`` (``input`` is ``[K, M]`` with ``a_trans``, ``mat2`` is
@@ -1012,7 +1018,7 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
         return [(a, a_region), (b, b_region)]
 
     shape = (*batch, m_size, n_size)
-    tasks = _launch_tiles(op, program, tile_objects, build, reads, unit="cube", shape=shape, dtype=out_dtype,
+    tasks = _launch_tiles(op, program, tile_objects, build, reads, shape=shape, dtype=out_dtype,
                           record={"a_trans": a_trans, "b_trans": b_trans, "cube_tiles": _tile_text(tiles)}, piece=piece)
     return _result(program, shape, out_dtype, (*batch, m, n), tasks, tile_objects)
 

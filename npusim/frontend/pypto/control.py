@@ -34,10 +34,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from npusim.errors import OpArgumentError, UsageError
-from npusim.frontend.pypto.runtime import RunningLoop, building_program
+from npusim.frontend.pypto.runtime import building_program, value_of
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Tensor, TensorAnnotation
 from npusim.frontend.session import innermost_session
+from npusim.runtime.program import RunningLoop
 
 JIT_OPTIONS = ("host_options", "codegen_options", "pass_options", "runtime_options", "verify_options", "debug_options")
 """The option groups of ``pypto.frontend.jit`` and ``pypto.options`` (python/pypto/frontend/parser/entry.py, config.py)."""
@@ -162,7 +163,7 @@ def _loop_range(args: tuple, kwargs: dict, what: str) -> tuple[int, int, int]:
     values = []
     for name, value in (("start", start), ("stop", stop), ("step", step)):
         if isinstance(value, SymbolicScalar):
-            value = program.value_of(value) if program is not None else value.concrete()
+            value = value_of(program, value) if program is not None else value.concrete()
         if not isinstance(value, int) or isinstance(value, bool):
             raise UsageError(f"pypto.{what}: {name}={value!r} must be an int or a SymbolicScalar")
         values.append(value)

@@ -107,21 +107,18 @@ def _current_die() -> int:
 @contextlib.contextmanager
 def function(name: str, *args: Any) -> Iterator[RecordedFunction]:
     """``with pypto.function(name, *tensors):`` (module docstring): the block's ops build the function."""
-    from npusim.config.products import PRODUCTS
-    from npusim.frontend.launch import PYPTO_SERIES
-    from npusim.frontend.pypto.runtime import ShmemLaunch, building_program
+    from npusim.frontend.pypto.runtime import building, building_program, new_launch
+    from npusim.runtime.launch import check_product
 
     if building_program() is not None:
         raise UsageError(f"pypto.function({name!r}): a function is recorded on the host, not inside a kernel; inside one, call the "
                          "ops directly (or decorate a helper with @pypto.frontend.function)")
     session = current_session()
     system = session.system
-    product = PRODUCTS.get(system.spec.product)
-    if product.series not in PYPTO_SERIES:
-        raise UsageError(f"pypto.function({name!r}): PyPTO runs on Atlas A2 and A3 only, not on {product.label}; use --config a2 or a3")
+    check_product(system.spec, f"pypto.function({name!r})")
     declared = [a for a in args if isinstance(a, (Tensor, TensorAnnotation))]
     die = _current_die()
-    launch = ShmemLaunch(system, name, [die], system.race_check)
+    launch = new_launch(system, name, [die], system.race_check)
     launch.awaiting_host_data = True  # a device value read while it builds has no data yet: an error, not the GM's zeros
     program = launch.programs[0]
     parameters = []
@@ -129,7 +126,7 @@ def function(name: str, *args: Any) -> Iterator[RecordedFunction]:
         shape, dtype, tensor_name = _declaration(name, index, value)
         parameters.append(Tensor.declared(value, program, empty(tuple(shape), dtype.numpy, device=die), tensor_name))
     recorded = RecordedFunction(name, launch, parameters)
-    with launch.building(0):
+    with building(launch, 0):
         yield recorded
     launch.finish()
     _recorded[session] = recorded

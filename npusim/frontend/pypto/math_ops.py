@@ -38,7 +38,7 @@ from npusim.frontend.pypto.compute import (
 from npusim.frontend.pypto.compute import abs as _abs
 from npusim.frontend.pypto.compute import add as _add
 from npusim.frontend.pypto.compute import sum as _sum
-from npusim.frontend.pypto.ops import _on_pe
+from npusim.frontend.pypto.ops import _on_pe, pypto_op, register_op
 from npusim.frontend.pypto.runtime import current_program
 from npusim.frontend.pypto.tensors import Tensor
 from npusim.kernels.compute import checks
@@ -72,7 +72,9 @@ def _operand(op: str, like: Tensor, value, arg: str = "other") -> Tensor:
     return full(list(like.shape), fill, like.dtype, valid_shape=list(like.valid_shape))
 
 
-def _unary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: DataType | None = None) -> Callable:
+def _unary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: DataType | None = None, public: bool = True) -> Callable:
+    """The elementwise op ``op`` of one operand (one vector instruction ``kind``), registered as a
+    PyPTO op unless it is the inner part of a ``public=False`` op of the same name."""
     def function(input: Tensor, *args, **kwargs) -> Tensor:
         program = current_program(op)
         x = _input(op, "input", input, program)
@@ -81,11 +83,13 @@ def _unary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: Dat
 
     function.__name__ = function.__qualname__ = op
     function.__doc__ = f"``pypto.{op}``: elementwise {kind} (module docstring)."
-    return _on_pe(function)
+    return register_op(op, _on_pe(function)) if public else _on_pe(function)
 
 
-def _binary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: DataType | None = None, number_input: bool = False) -> Callable:
-    """``number_input``: the input may be a Python number when other is a tensor (filled like other)."""
+def _binary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: DataType | None = None, number_input: bool = False,
+            public: bool = True) -> Callable:
+    """The elementwise op ``op`` of two operands (registered as :func:`_unary`); ``number_input``:
+    the input may be a Python number when other is a tensor (filled like other)."""
     def function(input, other, *args, **kwargs) -> Tensor:
         program = current_program(op)
         if number_input and not isinstance(input, Tensor) and isinstance(other, Tensor):
@@ -99,14 +103,14 @@ def _binary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: Da
 
     function.__name__ = function.__qualname__ = op
     function.__doc__ = f"``pypto.{op}``: elementwise {kind} of two operands (a tensor and a tensor or a number; module docstring)."
-    return _on_pe(function)
+    return register_op(op, _on_pe(function)) if public else _on_pe(function)
 
 
-_exp2 = _unary("exp2", "exp2")
+_exp2 = _unary("exp2", "exp2", public=False)
 EXP2_INTS = ("DT_INT32", "DT_INT16", "DT_INT8", "DT_UINT8")
 
 
-@_on_pe
+@pypto_op()
 def exp2(input: Tensor) -> Tensor:
     """``pypto.exp2``: 2 ** input; an int input (DT_INT32 / INT16 / INT8 / UINT8) is cast to DT_FP32
     first and the result is DT_FP32 (pypto-exp2.md: values within [-2^24, 2^24] convert exactly)."""
@@ -159,46 +163,46 @@ lt = _binary("lt", "lt", _COMPARED, out_dtype=DataType.DT_BOOL)
 le = _binary("le", "le", _COMPARED, out_dtype=DataType.DT_BOOL)
 gt = _binary("gt", "gt", _COMPARED, out_dtype=DataType.DT_BOOL)
 ge = _binary("ge", "ge", _COMPARED, out_dtype=DataType.DT_BOOL)
-greater = gt
-_log = _unary("log", "ln")
-_log2 = _unary("log2", "log2")
-_log10 = _unary("log10", "log10")
-_reciprocal = _unary("reciprocal", "reciprocal")
-_pow = _binary("pow", "pow")
-_rint = _unary("round", "rint")
+greater = register_op("greater", gt)  # the framework's alias of gt
+_log = _unary("log", "ln", public=False)
+_log2 = _unary("log2", "log2", public=False)
+_log10 = _unary("log10", "log10", public=False)
+_reciprocal = _unary("reciprocal", "reciprocal", public=False)
+_pow = _binary("pow", "pow", public=False)
+_rint = _unary("round", "rint", public=False)
 
 
-@_on_pe
+@pypto_op()
 def log(input: Tensor, precision_type: PrecisionType = PrecisionType.INTRINSIC) -> Tensor:
     """``pypto.log``: the natural logarithm."""
     return _log(input)
 
 
-@_on_pe
+@pypto_op()
 def log2(input: Tensor, precision_type: PrecisionType = PrecisionType.INTRINSIC) -> Tensor:
     """``pypto.log2``."""
     return _log2(input)
 
 
-@_on_pe
+@pypto_op()
 def log10(input: Tensor, precision_type: PrecisionType = PrecisionType.INTRINSIC) -> Tensor:
     """``pypto.log10``."""
     return _log10(input)
 
 
-@_on_pe
+@pypto_op()
 def reciprocal(input: Tensor, precision_type: PrecisionType = PrecisionType.HIGH_PRECISION) -> Tensor:
     """``pypto.reciprocal``: 1 / input, correctly rounded."""
     return _reciprocal(input)
 
 
-@_on_pe
+@pypto_op()
 def pow(input: Tensor, other) -> Tensor:  # noqa: A001 - PyPTO's name
     """``pypto.pow``: input ** other (a tensor or a number)."""
     return _pow(input, other)
 
 
-@_on_pe
+@pypto_op()
 def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - PyPTO's name
     """``pypto.round``: to the nearest integer, ties to even; with ``decimals``, of input x 10^decimals
     then divided back (the framework's TRound)."""
@@ -210,7 +214,7 @@ def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - PyPTO's n
     return div(_rint(mul(input, scale)), scale)
 
 
-@_on_pe
+@pypto_op()
 def clip(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 - PyPTO's names
     """``pypto.clip``: input bounded below by ``min`` and above by ``max`` (tensors or numbers; either may be None)."""
     if min is None and max is None:
@@ -223,7 +227,7 @@ def clip(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 - PyPTO's n
     return result
 
 
-@_on_pe
+@pypto_op()
 def where(condition: Tensor, input, other) -> Tensor:
     """``pypto.where``: ``input`` where ``condition`` is true, else ``other`` (tensors or numbers, broadcast)."""
     op = "where"
@@ -244,7 +248,7 @@ def where(condition: Tensor, input, other) -> Tensor:
     return _elementwise(op, [cond, x, y], "select", out_dtype=x.dtype, compute=x.dtype.numpy)
 
 
-@_on_pe
+@pypto_op()
 def sigmoid(input: Tensor) -> Tensor:
     """``pypto.sigmoid``: 1 / (1 + exp(-x)) in float32, as the framework composes it (operator.py)."""
     dtype = input.dtype
@@ -255,7 +259,7 @@ def sigmoid(input: Tensor) -> Tensor:
     return cast(result, dtype) if dtype is not DataType.DT_FP32 else result
 
 
-@_on_pe
+@pypto_op()
 def softmax(input: Tensor, dim: int) -> Tensor:
     """``pypto.softmax``: exp(x - max) / sum(exp(x - max)) along ``dim`` in float32 (operator.py's composition)."""
     dtype = input.dtype
@@ -265,7 +269,7 @@ def softmax(input: Tensor, dim: int) -> Tensor:
     return cast(result, dtype) if dtype is not DataType.DT_FP32 else result
 
 
-@_on_pe
+@pypto_op()
 def rms_norm(input: Tensor, gamma: Tensor | None = None, epsilon: float = 1e-6) -> Tensor:
     """``pypto.rms_norm``: x / sqrt(mean(x * x) + epsilon) along the last dim, times ``gamma``, in
     float32 (operator.py's composition)."""
@@ -283,7 +287,7 @@ def rms_norm(input: Tensor, gamma: Tensor | None = None, epsilon: float = 1e-6) 
     return cast(y, dtype) if dtype is not DataType.DT_FP32 else y
 
 
-@_on_pe
+@pypto_op()
 def var(input: Tensor, dim=None, correction: float = 1, keepdim: bool = False) -> Tensor:
     """``pypto.var``: sum((x - mean)^2) / max(0, N - correction) over ``dim`` (an int, a list, or None
     for every dim), in float32. The framework has one Var op; npusim composes it of sum, sub, mul
@@ -311,13 +315,13 @@ def var(input: Tensor, dim=None, correction: float = 1, keepdim: bool = False) -
     return cast(result, dtype) if dtype is not DataType.DT_FP32 else result
 
 
-@_on_pe
+@pypto_op()
 def cbrt(input: Tensor) -> Tensor:
     """``pypto.cbrt``: copysign(pow(abs(x), 1/3), x), as the framework composes it."""
     return copysign(pow(_abs(input), 1.0 / 3.0), input)
 
 
-@_on_pe
+@pypto_op()
 def lrelu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     """``pypto.lrelu``: x where x > 0, else negative_slope * x."""
     op = "lrelu"

@@ -17,19 +17,7 @@ import weakref
 from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
-from npusim.frontend.pypto.runtime import (
-    AccessSpec,
-    CoreTask,
-    OpNode,
-    PeProgram,
-    ProgramPiece,
-    RemoteWrite,
-    Task,
-    WaitTask,
-    building_pe,
-    building_program,
-    current_program,
-)
+from npusim.frontend.pypto.runtime import building_pe, building_program, current_program, value_of
 from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor
 from npusim.frontend.session import current_session
@@ -63,8 +51,30 @@ from npusim.kernels.shmem.tile_ops import (
     ub_tile_bytes,
 )
 from npusim.kernels.shmem.tiling import Region, Tile, expand_tiles, split_pred, tile_grid
+from npusim.runtime.ops import PYPTO_OPS, PyptoOp
+from npusim.runtime.program import PeProgram
+from npusim.runtime.shmem import RemoteWrite
+from npusim.runtime.tasks import AccessSpec, CoreTask, OpNode, Task, WaitTask
+from npusim.runtime.templates import ProgramPiece
 
 MAX_TILE_DIMS = 4
+
+
+def pypto_op(name: str | None = None, *, unit: str = "vector", namespaces: tuple[str, ...] = ("pypto",)):
+    """Register the decorated API function as the PyPTO op ``name`` (its own name by default) of
+    ``namespaces``, its tile ops running on ``unit`` (:mod:`npusim.runtime.ops`), with the PE named
+    in its argument errors: the namespaces of ``npusim.pypto`` then offer it."""
+
+    def register(function):
+        return register_op(name or function.__name__, _on_pe(function), unit=unit, namespaces=namespaces)
+
+    return register
+
+
+def register_op(name: str, api, *, unit: str = "vector", namespaces: tuple[str, ...] = ("pypto",)):
+    """Register ``api`` (an op function already made, with :func:`_on_pe`) as the PyPTO op ``name``; returns it."""
+    PYPTO_OPS.register(name)(PyptoOp(name, namespaces, unit, api))
+    return api
 
 
 def _on_pe(function):
@@ -89,7 +99,7 @@ def _on_pe(function):
 def _int(value, program: PeProgram):
     """An int or SymbolicScalar argument as its value on ``program``'s PE (a device-valued one once
     it has been read; anything else as is, for the checks)."""
-    return program.value_of(value)
+    return value_of(program, value)
 
 
 def _pe_arg(op: str, arg: str, value, program: PeProgram, n_pes: int) -> int:
@@ -249,7 +259,7 @@ def _cube_tuple(tiles) -> tuple:
     return ([tiles.m0, tiles.m1], k, [tiles.n0, tiles.n1], False)
 
 
-@_on_pe
+@pypto_op(unit="none")
 def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = None, *, valid_shape: list | None = None,
          dtype: DataType | None = None) -> Tensor:
     """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory). The view
@@ -285,7 +295,7 @@ def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = N
                   origin=_shift(input.origin, offsets))
 
 
-@_on_pe
+@pypto_op()
 def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
     """``pypto.assemble``: write the valid part of ``input`` into the GM tensor ``out`` at
     ``offsets``. A shmem_load result (a UB tile): each tile is stored (MTE3) by the tile op that
@@ -336,7 +346,7 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
 # -- distributed ops ---------------------------------------------------------------------------------
 
 
-@_on_pe
+@pypto_op(unit="none", namespaces=("distributed",))
 def create_shmem_tensor(group_name: str, n_pes: int, dtype: DataType, shape: list[int]) -> ShmemTensor:
     """A symmetric tensor: every PE of the group has one of ``shape`` in its data window."""
     op = "create_shmem_tensor"
@@ -346,7 +356,7 @@ def create_shmem_tensor(group_name: str, n_pes: int, dtype: DataType, shape: lis
     return ShmemTensor(program, area, [0] * len(area.tensor_shape), area.tensor_shape)
 
 
-@_on_pe
+@pypto_op(unit="none", namespaces=("distributed",))
 def create_shmem_signal(group_name: str, n_pes: int) -> ShmemTensor:
     """A signal-only tensor (for barriers): signal slots, no data."""
     op = "create_shmem_signal"
@@ -355,7 +365,7 @@ def create_shmem_signal(group_name: str, n_pes: int) -> ShmemTensor:
     return ShmemTensor(program, area, [0] * len(area.tensor_shape), area.tensor_shape)
 
 
-@_on_pe
+@pypto_op(unit="none", namespaces=("distributed",))
 def shmem_view(src: ShmemTensor, shape: list[int], offsets: list, *, valid_shape: list | None = None) -> ShmemTensor:
     """A view of a shmem tensor (and of its signal slots)."""
     op = "shmem_view"
@@ -372,7 +382,7 @@ def my_symbolic_pe(group_name: str) -> SymbolicScalar:
     return SymbolicScalar.pe(group_name)
 
 
-@_on_pe
+@pypto_op(namespaces=("distributed",))
 def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: AtomicType = AtomicType.SET,
               pred: list | None = None) -> Tensor:
     """Local GM ``src`` -> ``dst`` on ``dst_pe`` at ``offsets``, staged through UB; ADD accumulates."""
@@ -439,7 +449,7 @@ def _remote_read_task(node, index: int, build, tile, area, src_pe: int, at) -> C
     return task
 
 
-@_on_pe
+@pypto_op(namespaces=("distributed",))
 def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets: list | None = None, *,
               valid_shape: list | None = None, pred: list | None = None) -> Tensor:
     """``src`` on ``src_pe`` -> a new local GM tensor of the view's shape, staged through UB."""
@@ -511,7 +521,7 @@ def _wait(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, cmp_value
     return node
 
 
-@_on_pe
+@pypto_op(namespaces=("distributed",))
 def shmem_signal(src: ShmemTensor, src_pe, signal: int, shape: list[int] | None = None, offsets: list | None = None, *,
                  target_pe, sig_op: AtomicType = AtomicType.SET, pred: list | None = None) -> Tensor:
     """Write (SET) or atomically add (ADD) the int32 ``signal`` into the slots of the region's tiles
@@ -534,7 +544,7 @@ def shmem_signal(src: ShmemTensor, src_pe, signal: int, shape: list[int] | None 
     return _pred_token(program, node.tasks, pred, pieces)
 
 
-@_on_pe
+@pypto_op(unit="aicpu", namespaces=("distributed",))
 def shmem_wait_until(src: ShmemTensor, src_pe, cmp_value: int = 0, shape: list[int] | None = None, offsets: list | None = None, *,
                      cmp: OpType = OpType.EQ, clear_signal: bool = False, pred: list | None = None) -> Tensor:
     """Wait (on an AICPU) until this PE's slots of the region's tiles (owner ``src_pe``) equal
@@ -554,7 +564,7 @@ def shmem_wait_until(src: ShmemTensor, src_pe, cmp_value: int = 0, shape: list[i
     return _pred_token(program, node.tasks, pred, pieces)
 
 
-@_on_pe
+@pypto_op(namespaces=("distributed",))
 def shmem_barrier_all(src: ShmemTensor, pred: list | None = None) -> Tensor:
     """Barrier over the group: every PE adds 1 to slot row 0 of every PE, then waits for ``n_pes``
     on its own and clears it (both with ``pred``); returns the wait's token."""
@@ -569,7 +579,7 @@ def shmem_barrier_all(src: ShmemTensor, pred: list | None = None) -> Tensor:
     return _pred_token(program, wait.tasks, pred, pieces)
 
 
-@_on_pe
+@pypto_op(namespaces=("distributed",))
 def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: list | None = None, *,
                      pred: list | None = None) -> Tensor:
     """Zero this PE's data of the view: one tile op storing a UB buffer of zeros over the
@@ -601,7 +611,7 @@ def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: 
     return Tensor.token(program, (1, 1), [(task, None)])
 
 
-@_on_pe
+@pypto_op(namespaces=("distributed",))
 def shmem_clear_signal(src: ShmemTensor, *, pred: list | None = None) -> Tensor:
     """Zero this PE's signal area of ``src``, in whole 512-byte stores over ``n_pes * max_tiles``
     int32 words (as the framework's ShmemClearFlag: see ``signal_clear_bytes``)."""
@@ -631,7 +641,7 @@ def shmem_clear_signal(src: ShmemTensor, *, pred: list | None = None) -> Tensor:
 # -- experimental ops --------------------------------------------------------------------------------
 
 
-@_on_pe
+@pypto_op(namespaces=("distributed", "experimental"))
 def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets: list | None = None, *,
                pred: list | None = None, valid_shape: list | None = None) -> Tensor:
     """Remote GM -> this core's UB: per tile one MTE2 copy of the valid region from ``src_pe``'s
@@ -665,7 +675,7 @@ def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets
     return result
 
 
-@_on_pe
+@pypto_op(namespaces=("experimental",))
 def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: AtomicType = AtomicType.SET,
                 pred: list | None = None) -> Tensor:
     """A UB tile (a shmem_load result) -> ``dst`` on ``dst_pe`` at ``offsets``: one MTE3 store per

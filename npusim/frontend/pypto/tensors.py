@@ -36,14 +36,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from npusim.errors import OpArgumentError, UsageError, WorkloadError
+from npusim.frontend.pypto.runtime import value_of
 from npusim.kernels.shmem.dtypes import DataType, StatusType, TileOpFormat
 from npusim.kernels.shmem.tiling import Region
 
 if TYPE_CHECKING:
-    from npusim.frontend.pypto.runtime import PeProgram, ShmemArea, Task
     from npusim.frontend.pypto.symbolic import SymbolicScalar
     from npusim.frontend.tensor import DeviceTensor
     from npusim.kernels.shmem.tiling import Tile
+    from npusim.runtime.program import PeProgram
+    from npusim.runtime.shmem import ShmemArea
+    from npusim.runtime.tasks import Task
 
 LOCATIONS = ("GM", "UB", "token")
 
@@ -336,7 +339,7 @@ class Tensor:
             shape = [shape]
         if not isinstance(shape, (list, tuple)) or not shape:
             raise UsageError(f"{what}: a kernel-local tensor needs a shape (a list of positive ints)")
-        sizes = [program.value_of(s) if _is_symbolic(s) else s for s in shape]
+        sizes = [value_of(program, s) if _is_symbolic(s) else s for s in shape]
         if any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in sizes):
             raise UsageError(f"{what}: every dim of a kernel-local tensor must be a positive int (got {sizes})")
         if dtype is None:
@@ -565,7 +568,7 @@ class Tensor:
             stop = self.shape[dim] if part.stop is None else part.stop
             size = stop - start
             offsets.append(start)
-            sizes.append(self.program.value_of(size) if _is_symbolic(size) else size)
+            sizes.append(value_of(self.program, size) if _is_symbolic(size) else size)
         return offsets, sizes
 
     # -- arithmetic operators (pypto.add ...) -------------------------------------------------------

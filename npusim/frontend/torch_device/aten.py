@@ -37,9 +37,9 @@ from collections.abc import Callable
 import torch
 import torch.utils._pytree
 
+from npusim.callsite import callsite
 from npusim.errors import UsageError
 from npusim.frontend import aclnn
-from npusim.frontend.callsite import callsite
 from npusim.frontend.session import Session, current_session
 from npusim.frontend.torch_device.tensors import NUMPY_DTYPES, device_tensor, is_npu, new_tensor, to_numpy, to_torch, values, view_of
 from npusim.kernels.elementwise.op import BINARY_DTYPES

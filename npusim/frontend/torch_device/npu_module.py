@@ -10,13 +10,11 @@ import types
 
 import torch
 
+from npusim.config.products import PRODUCTS
 from npusim.errors import GraphCaptureError, UsageError
 from npusim.frontend.graphs import CapturedGraph, capture
 from npusim.frontend.host import DeviceEvent, current_process
 from npusim.frontend.session import Session, active_system, current_session
-
-DEVICE_NAMES = {"ascend910b": "Ascend910B2", "ascend910c": "Ascend910_9392"}
-"""What ``torch.npu.get_device_name()`` says per product (the chip names of A2 and A3 servers)."""
 
 _current_device: dict[int, int] = {}  # id(session) -> device index
 
@@ -92,7 +90,7 @@ def set_device(device) -> None:
 
 def get_device_name(device=None) -> str:
     _index(device)
-    return DEVICE_NAMES[current_session().system.spec.product]
+    return PRODUCTS.get(current_session().system.spec.product).device_name  # the product's SoC name (config.products)
 
 
 def synchronize(device=None) -> None:

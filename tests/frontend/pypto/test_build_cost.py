@@ -17,23 +17,24 @@ import npusim
 from npusim import pypto
 from npusim.errors import MemoryLimitError, OutOfMemoryError, WallTimeError
 from npusim.frontend.memory import MemoryBudget, resident_bytes
-from npusim.frontend.pypto import runtime
 from npusim.frontend.pypto.tensors import Writes, regions_meet
 from npusim.frontend.session import Session
 from npusim.kernels.shmem.tiling import Region
+from npusim.runtime import launch as runtime_launch
+from npusim.runtime import tasks
 
 
 @pytest.fixture
-def launches(monkeypatch) -> list[runtime.ShmemLaunch]:
+def launches(monkeypatch) -> list[runtime_launch.ShmemLaunch]:
     """The PyPTO launches made while the test runs."""
-    made: list[runtime.ShmemLaunch] = []
-    init = runtime.ShmemLaunch.__init__
+    made: list[runtime_launch.ShmemLaunch] = []
+    init = runtime_launch.ShmemLaunch.__init__
 
     def recording(self, *args, **kwargs):
         init(self, *args, **kwargs)
         made.append(self)
 
-    monkeypatch.setattr(runtime.ShmemLaunch, "__init__", recording)
+    monkeypatch.setattr(runtime_launch.ShmemLaunch, "__init__", recording)
     return made
 
 
@@ -51,7 +52,7 @@ def copy_rows(x, out, n):
         out[i:i + 1, :] = x[i:i + 1, :]
 
 
-def dependencies(launch: runtime.ShmemLaunch) -> int:
+def dependencies(launch: runtime_launch.ShmemLaunch) -> int:
     return sum(len(task.deps) for program in launch.programs for task in program.tasks)
 
 
@@ -111,7 +112,7 @@ def runs_out_of_memory(x, out, n, at):
 
 def test_running_out_of_memory_in_a_loop_names_it_and_frees_the_build_for_the_next_session():
     gc.collect()
-    earlier = [o for o in gc.get_objects() if issubclass(type(o), (Session, runtime.Task))]  # other tests' (held: their ids stay theirs)
+    earlier = [o for o in gc.get_objects() if issubclass(type(o), (Session, tasks.Task))]  # other tests' (held: their ids stay theirs)
     with pytest.raises(OutOfMemoryError, match=r"^the machine ran out of memory while PE 0's kernel was built, in pypto.loop 'BIG' "
                                                r"\(test_build_cost.py:\d+\) at iteration 31 of 1,000, with 30 tile ops built \(each takes "
                                                r"about 13 kB once simulated, docs/pypto.md\); give the loop fewer iterations"):
@@ -121,7 +122,7 @@ def test_running_out_of_memory_in_a_loop_names_it_and_frees_the_build_for_the_ne
     del failed
     gc.collect()
     known = {id(o) for o in earlier}
-    assert not [o for o in gc.get_objects() if issubclass(type(o), (Session, runtime.Task)) and id(o) not in known]  # nothing of it is kept
+    assert not [o for o in gc.get_objects() if issubclass(type(o), (Session, tasks.Task)) and id(o) not in known]  # nothing of it is kept
     with npusim.session("a2") as later:
         out = npusim.zeros((1, 64), np.float32)
         rewrite_one_tile(npusim.tensor(np.ones((1, 64), np.float32)), out, 3)

@@ -10,9 +10,9 @@ from shmem_allgather import run_allgather
 
 import npusim
 from npusim import isa
-from npusim.frontend.pypto import runtime
 from npusim.isa import program
 from npusim.kernels.shmem.races import ShmemRaceWarning
+from npusim.runtime import tasks, templates
 from tests.isa.test_program import describe_program
 
 
@@ -22,7 +22,7 @@ def checked(monkeypatch):
     tile ops that replayed a template and that were built."""
     launched: list[list] = []  # the programs of each launched kernel or replay (a tile op's kernel lets go of its program once launched)
     counts = {"replayed": 0, "built": 0}
-    launch, launch_replay, start, replay = isa.Kernel.launch, program.Replay.launch, runtime.CoreTask.start, program.ProgramTemplate.replay
+    launch, launch_replay, start, replay = isa.Kernel.launch, program.Replay.launch, tasks.CoreTask.start, program.ProgramTemplate.replay
 
     def recording_launch(self, stream=None, **options):
         launched.append(list(self.programs.values()))
@@ -40,7 +40,7 @@ def checked(monkeypatch):
     def checked_start(self, core):
         replayed = counts["replayed"]
         process = start(self, core)
-        if isinstance(self.build, runtime.ProgramPiece):
+        if isinstance(self.build, templates.ProgramPiece):
             counts["built"] += counts["replayed"] == replayed
             (program,) = launched[-1]
             fresh = isa.Kernel(self.op.name, die=self.op.program.die, system=self.op.program.launch.system).core(self.core_kind, core)
@@ -56,7 +56,7 @@ def checked(monkeypatch):
     monkeypatch.setattr(isa.Kernel, "launch", recording_launch)
     monkeypatch.setattr(program.Replay, "launch", recording_launch_replay)
     monkeypatch.setattr(program.ProgramTemplate, "replay", counting_replay)
-    monkeypatch.setattr(runtime.CoreTask, "start", checked_start)
+    monkeypatch.setattr(tasks.CoreTask, "start", checked_start)
     return counts
 
 
@@ -126,7 +126,7 @@ def test_a_tile_op_lets_go_of_its_kernel_and_program_once_launched(monkeypatch):
     program: both are freed as the tile op starts (no cycle left for the collector, nothing kept
     while the tile op waits for its core)."""
     launched = []
-    launch, start = isa.Kernel.launch, runtime.CoreTask.start
+    launch, start = isa.Kernel.launch, tasks.CoreTask.start
 
     def recording_launch(self, stream=None, **options):
         launched.append([weakref.ref(self), *map(weakref.ref, self.programs.values())])
@@ -138,7 +138,7 @@ def test_a_tile_op_lets_go_of_its_kernel_and_program_once_launched(monkeypatch):
         return process
 
     monkeypatch.setattr(isa.Kernel, "launch", recording_launch)
-    monkeypatch.setattr(runtime.CoreTask, "start", checked_start)
+    monkeypatch.setattr(tasks.CoreTask, "start", checked_start)
     with npusim.session("a2", data=False):
         run_allgather(n_pes=4, rows=16, cols=256, tile_rows=4)
     assert len(launched) == 4  # the first tile op of each shape; the others launch replays, without a kernel (Replay.launch)

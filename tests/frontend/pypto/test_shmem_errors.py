@@ -209,9 +209,13 @@ def test_a_config_without_a_shmem_section_is_refused():
 def test_pypto_on_a_product_it_does_not_support_is_refused_naming_the_product():
     with npusim.session("atlas-300i-duo"):
         with pytest.raises(UsageError, match=re.escape(
-                "npusim.launch: PyPTO runs on Atlas A2 and A3 and the Ascend 950 only (its docs), not on Atlas inference series "
-                "(ascend310p) of config 'atlas-300i-duo'; run the PyPTO kernel with an A2, A3 or 950 config")):
+                "npusim.launch: PyPTO runs on Atlas A2 (ascend910b), Atlas A3 (ascend910c), Ascend 950DT (ascend950dt, what-if), "
+                "Ascend 950PR (ascend950pr, what-if) only (its docs), not on Atlas inference series (ascend310p) of config "
+                "'atlas-300i-duo'; run the PyPTO kernel with a config of those products")):
             npusim.launch(lambda: None, 2)
+        with pytest.raises(UsageError, match=re.escape("pypto.function('f'): PyPTO runs on Atlas A2 (ascend910b), ")):
+            with pypto.function("f"):
+                pass
 
 
 def test_a_wait_whose_slots_no_signal_numbered_is_refused():

@@ -10,8 +10,8 @@ from shmem_allgather import run_allgather
 
 import npusim
 from npusim import pypto
+from npusim.callsite import blamed
 from npusim.errors import DeadlockError, RaceError, TimeBoundError
-from npusim.frontend.callsite import blamed
 from npusim.kernels.shmem.races import ShmemRaceWarning
 
 D = pypto.distributed

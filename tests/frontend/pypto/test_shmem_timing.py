@@ -48,7 +48,7 @@ def link_of(session, src: int, dst: int):
 def alone_ps(session, nbytes: int) -> tuple[int, float]:
     """Fixed cost (ps: the engine's set-up and its one burst, the route latency of a read that
     misses in die 1's cold L2) and link rate (bytes/ps) of one remote MTE2 read from die 1 by die 0."""
-    route = session.system.die(0).core("aiv", 0).dma_route((npusim.isa.Pipe.MTE2, 1, False, ("GM", "UB")))
+    route = session.system.die(0).core("aiv", 0).dma_route((npusim.isa.Pipe.MTE2, 1, False, ("GM", "UB"), False))
     return route.setup_ps + route.per_burst_ps + route.miss_latency_ps, link_of(session, 1, 0).capacity
 
 

@@ -150,3 +150,13 @@ def test_an_op_the_device_does_not_model_runs_on_the_host():
         assert torch.equal((x + 1).cpu(), torch.arange(6.0) + 1)  # a host fallback, marked in the trace
         assert any(i.name == "host fallback" and "aten.add" in i.message for i in session.system.recorder.instants)
         assert x.add_(1) is x and torch.equal(x.cpu(), torch.arange(6.0) + 1)  # written back to the device
+
+
+@pytest.mark.parametrize("config", ["a2", "a3", "atlas-300i-duo", "ascend-950pr", "ascend-950dt"])
+def test_the_device_name_is_the_products_from_the_registry(config):
+    from npusim.config.products import PRODUCTS
+
+    with npusim.session(config, data=False) as session:
+        assert torch.npu.get_device_name() == PRODUCTS.get(session.system.spec.product).device_name
+        if config == "atlas-300i-duo":
+            assert torch.npu.get_device_name(1) == "Ascend310P3"  # each of the card's two chips

@@ -1,0 +1,71 @@
+"""The PyPTO runtime's tasks implement the device-task protocol the AICPU schedulers call
+(``hw.device_task``): every task a launch hands its schedulers is of the protocol of its kind (a
+core task, a polled wait, a control read)."""
+
+import numpy as np
+import pytest
+
+import npusim
+from npusim import pypto
+from npusim.hw import aicpu
+from npusim.hw.device_task import AicpuWait, ControlWork, CoreWork, DeviceTask
+from npusim.runtime.tasks import ControlRead, CoreTask, WaitTask
+
+D = pypto.distributed
+X = pypto.experimental
+
+
+@pytest.fixture
+def ready_tasks(monkeypatch):
+    """Every task the AICPU schedulers are handed as ready, in turn."""
+    seen: list = []
+    make_ready = aicpu.AicpuScheduler.make_ready
+
+    def recording(self, task, ready_event=-1):
+        seen.append(task)
+        return make_ready(self, task, ready_event)
+
+    monkeypatch.setattr(aicpu.AicpuScheduler, "make_ready", recording)
+    return seen
+
+
+def kind_of(task) -> type:
+    return ControlWork if task.on_control else CoreWork if task.on_core else AicpuWait
+
+
+def test_shmem_tile_ops_are_core_work_and_polled_waits(ready_tasks):
+    with npusim.session("a2"):
+        xs = [npusim.tensor(np.ones((8, 32), np.float16), device=pe) for pe in range(2)]
+
+        def kernel(x, pe):
+            pypto.set_vec_tile_shapes(4, 32)
+            data = D.create_shmem_tensor("g", 2, pypto.DT_FP16, [8, 32])
+            put = D.shmem_put(pypto.add(x, x), [0, 0], data, 1 - pe)
+            D.shmem_signal(data, 1 - pe, 1, [8, 32], [0, 0], target_pe=1 - pe, pred=[put])
+            seen = D.shmem_wait_until(data, pe, 1, [8, 32], [0, 0], pred=[x])
+            X.shmem_load(data, pe, [8, 32], [0, 0], pred=[seen])
+
+        npusim.launch(kernel, 2, args=lambda pe: (xs[pe], pe))
+        npusim.synchronize()
+    assert {type(task) for task in ready_tasks} == {CoreTask, WaitTask}
+    for task in ready_tasks:
+        assert isinstance(task, DeviceTask) and isinstance(task, kind_of(task)), task
+    assert sum(isinstance(task, WaitTask) for task in ready_tasks) == 4  # 2 PEs x 2 tiles
+
+
+@pypto.frontend.jit
+def copy_rows(x, n, out):
+    pypto.set_vec_tile_shapes(1, x.shape[1])
+    for i in pypto.loop(n[0], name="ROWS", idx_name="i"):
+        out[i:i + 1, :] = x[i:i + 1, :]
+
+
+def test_a_device_value_read_is_control_work(ready_tasks):
+    with npusim.session("a2"):
+        out = npusim.zeros((4, 8), np.float32, device=0)
+        copy_rows(npusim.tensor(np.ones((4, 8), np.float32), device=0), npusim.tensor(np.array([3], np.int32), device=0), out)
+        npusim.synchronize()
+        assert out.numpy()[:3].all() and not out.numpy()[3:].any()
+    reads = [task for task in ready_tasks if isinstance(task, ControlRead)]
+    assert reads and all(isinstance(task, ControlWork) and kind_of(task) is ControlWork for task in reads)
+    assert all(isinstance(task, CoreWork) for task in ready_tasks if isinstance(task, CoreTask))
