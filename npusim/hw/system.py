@@ -192,11 +192,9 @@ class System:
                 access = "store to" if to_gm else "load from"
                 raise NoRouteError(f"the cores of die {core_die} cannot {access} the GM of die {gm_die} (an MTE copy): {error}") from None
             trips = 1 if to_gm else 2
-            if to_gm:
-                at_l2 = (memory.l2,) if not atomic or memory.l2_atomics is None else (memory.l2, memory.l2_atomics)
+            at_l2 = (memory.l2, memory.l2_atomics) if atomic and memory.l2_atomics is not None else (memory.l2,)  # atomic: a store's only
+            if hit or to_gm:
                 route = Route(fabric.resources + at_l2) + delay(memory.l2_latency) + fabric.latency_times(trips)
-            elif hit:
-                route = Route(fabric.resources + (memory.l2,)) + delay(memory.l2_latency) + fabric.latency_times(trips)
             else:
                 route = Route(fabric.resources + (memory.l2, memory.hbm)) + delay(memory.memory_latency) + fabric.latency_times(trips)
             self._gm_routes[key] = route
