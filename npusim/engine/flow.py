@@ -515,6 +515,7 @@ class FlowNetwork:
         self.quantum_ps = quantum_ps  # 0: exact; else starts and ends take effect at its multiples only
         self.resources: list[Resource] = []
         self._classes: dict[tuple[Sequence[Resource], float], FlowClass] = {}
+        self._classes_across: dict[int, list[FlowClass]] = {}  # id(resource) -> the classes whose path crosses it
         self._starts: list[Start] = []  # a binary heap, see _push_start
         self._finishes: list[FlowClass] = []  # a binary heap of classes by (queued_ps, order), see _schedule_finish
         self._finish_slack: i64 = 2  # ps before its finish_ps at which a class may already be within tolerance
@@ -583,6 +584,8 @@ class FlowNetwork:
                 raise ValueError(f"a transfer's path crosses resource {repeated.name!r} twice; a flow crosses each resource "
                                  "at most once: list every hop once (model a doubled demand with its own resource)")
             flow_class = self._classes[key] = FlowClass(path, cap, len(self._classes))
+            for resource in path:
+                self._classes_across.setdefault(id(resource), []).append(flow_class)
             self._regroup(path)
             flow_class.bounds = tuple(r for r in path if r.limiting)
         return flow_class
@@ -625,7 +628,8 @@ class FlowNetwork:
         higher until the lowest one's step has frozen all its classes (as a UB port and its write
         credits, an L2 and its HBM). Leaving it out of the filling changes no step. Groups only
         split, so a resource may become limiting (then the next recomputation refills from
-        scratch) but never stops being limiting once used."""
+        scratch) but never stops being limiting once used (a split group's lowest capacity is no
+        lower), so only the classes crossing one that became limiting change their bounds."""
         on_path = set(map(id, path))
         regrouped = []
         fresh = [r for r in path if r.peers is None]
@@ -644,19 +648,21 @@ class FlowNetwork:
                 for r in inside:
                     r.peers = inside
                 regrouped += [group, inside]
-        became_limiting = False
+        became_limiting: list[Resource] = []
         for group in regrouped:
             lowest = min(r.capacity for r in group)
             lead = group[0]
             for resource in group:
                 resource.lead = lead
                 limiting = resource.capacity <= lowest * (1 + _SHADOW_MARGIN)
-                became_limiting |= limiting and not resource.limiting
+                if limiting and not resource.limiting:
+                    became_limiting.append(resource)
                 resource.limiting = limiting
         if became_limiting:
             self._rebuild = True
-            for flow_class in self._classes.values():
-                flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
+            for resource in became_limiting:
+                for flow_class in self._classes_across[id(resource)]:
+                    flow_class.bounds = tuple(r for r in flow_class.path if r.limiting)
 
     def _wake_at(self, time_ps: int, now: int, timer: simpy.Event | None = None) -> None:
         """Wake up at ``time_ps`` (with a time quantum, at the first multiple of it at or after
