@@ -40,7 +40,14 @@ def is_user_file(filename: str) -> bool:
 
 def shown(filename: str) -> str:
     """A path relative to the working folder when it is inside it."""
-    relative = os.path.relpath(filename)
+    return shown_from(filename, os.getcwd())
+
+
+@functools.lru_cache(maxsize=4096)
+def shown_from(filename: str, folder: str) -> str:
+    """``filename`` relative to ``folder`` when it is inside it (cached: the trace names the
+    launching line of every op, a few files many times)."""
+    relative = os.path.relpath(filename, folder)
     return filename if relative.startswith("..") else relative
 
 
