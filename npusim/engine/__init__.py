@@ -124,8 +124,9 @@ if CHOICE.folder is not None:
 elif CHOICE.warning is not None:
     print(CHOICE.warning, file=sys.stderr)
 
-from npusim.engine.flow import FlowClass, FlowNetwork, Resource  # noqa: E402  (after the choice: it sets where they are found)
+from npusim.engine.flags import Flags  # noqa: E402  (after the choice: it sets where they are found)
+from npusim.engine.flow import FlowClass, FlowNetwork, Resource  # noqa: E402
 from npusim.engine.loop import Stop, clock, run_until, succeed_at  # noqa: E402
 from npusim.engine.progress import ProgressCounter  # noqa: E402
 
-__all__ = ["FlowClass", "FlowNetwork", "ProgressCounter", "Resource", "Stop", "clock", "run_until", "succeed_at"]
+__all__ = ["Flags", "FlowClass", "FlowNetwork", "ProgressCounter", "Resource", "Stop", "clock", "run_until", "succeed_at"]

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import simpy
 
-from npusim.engine.loop import succeed_at
+from npusim.engine.loop import clock, succeed_at
 
 
 class Flags:
@@ -35,7 +35,7 @@ class Flags:
         if waiters:
             event, ready_ps, _ = waiters.popleft()
             env = self.env
-            succeed_at(env, event, (visible_ps if visible_ps > ready_ps else ready_ps) - env._now)
+            succeed_at(env, event, (visible_ps if visible_ps > ready_ps else ready_ps) - clock(env))
             return
         raised = self.raised.get(key)
         if raised is None:
