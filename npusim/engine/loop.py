@@ -27,7 +27,8 @@ costs a generator, a :class:`Resume` and an event per wait. :func:`schedule` run
 ``delay_ps`` from now (:func:`cancel` takes it back), a :class:`Timer` re-arms one event for one
 callback again and again, :func:`when` runs a callback once an event has been processed (at once
 if it has), and :func:`begin` takes a state machine's first step now, as :func:`run_process` does
-a process's. The waits the model needs beside them are :meth:`ProgressCounter.when_reached
+a process's, :func:`initialise` when an URGENT event due now is processed, as :func:`start_process`
+does. The waits the model needs beside them are :meth:`ProgressCounter.when_reached
 <npusim.engine.progress.ProgressCounter.when_reached>` (a count reached), :class:`~npusim.engine.flags.Flags`
 (a flag raised by another pipe) and, for a resource or a completion, :func:`when` on the event
 that stands for it.
@@ -149,6 +150,17 @@ def begin(step: Callable[[], None]) -> None:
     """Take a state machine's first step now: :func:`run_process` for a machine (the same order,
     for a machine started by the processing of a NORMAL event as the last thing it schedules)."""
     step()
+
+
+def initialise(env: simpy.Environment, step: Callable[[simpy.Event], None]) -> None:
+    """Take a state machine's first step as :func:`start_process` takes a process's: ``step(event)``
+    runs when an URGENT event scheduled now is processed (before the NORMAL events due now)."""
+    start: Any = _new_initialize(Initialize)
+    start.env = env
+    start.callbacks = [step]
+    start._value = None
+    start._ok = True
+    _push(cast(list[_Entry], env._queue), (env._now, _URGENT, _next(env._eid), start))
 
 
 class Timer:

@@ -3,7 +3,7 @@ order of events they give is SimPy's (the rules in the module's docstring)."""
 
 import simpy
 
-from npusim.engine.loop import Timer, begin, cancel, run_process, schedule, start_process, succeed_at, when
+from npusim.engine.loop import Timer, begin, cancel, initialise, run_process, schedule, start_process, succeed_at, when
 from npusim.engine.progress import ProgressCounter
 
 
@@ -137,3 +137,19 @@ def test_begin_takes_the_first_step_before_an_urgent_initialisation():
     begin(lambda: seen.append("machine"))
     env.run()
     assert seen == ["machine", "process"]
+
+
+def test_initialise_takes_the_first_step_as_a_process_initialisation():
+    env = simpy.Environment()
+    seen = []
+
+    def process(name):
+        seen.append(name)
+        yield env.timeout(0)
+
+    schedule(env, 0, lambda _e: seen.append("normal, scheduled first"))
+    start_process(env, process("process"))
+    initialise(env, lambda _e: seen.append("machine"))
+    start_process(env, process("process after"))
+    env.run()
+    assert seen == ["process", "machine", "process after", "normal, scheduled first"]
