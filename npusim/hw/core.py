@@ -365,7 +365,7 @@ class PipeRun:
     as the process it replaces (the order of events: :mod:`npusim.engine.loop`), so the same
     results. ``ended`` is triggered (NORMAL, now) when the pipe is done, as a process's end would be,
     or failed with what the pipe raised. :meth:`start` takes its first step (``begin``); each wake-up
-    goes on from ``phase`` at instruction ``index``.
+    goes on (:meth:`go_on`) from ``phase`` at instruction ``index``.
 
     The hot loop of the simulator: locals instead of attribute look-ups while it runs (the
     instructions' fixed fields from their pipe_step tuples), int keys, the recorder's rows packed
@@ -407,10 +407,10 @@ class PipeRun:
         self.depth = queue.depth if queue is not None else 0
         self.tally = core.system.l2_tally(run.op, core.kind) if queue is not None else None
         self.put_transfer_event, self.put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
-        self.resume = self._resume  # bound once: the callback of every wait
+        self.resume = self.go_on  # bound once: the callback of every wait
         self.complete_copy = self.complete  # bound once: given with every copy
         # The pipe's one timer, re-armed for each busy stretch it sleeps through; nothing but this pipe waits on it.
-        self.timer = Timer(env, self.resume)
+        self.timer = Timer(env, self.go_on)
         self.ended = simpy.Event(env)
         self.index = 0  # the instruction it is at
         self.phase = _NEXT  # where in it
@@ -420,27 +420,209 @@ class PipeRun:
 
     def start(self) -> None:
         """Take the first step: run up to the first wait (or the end)."""
-        try:
-            self._advance()
-        except BaseException as error:
-            self._fail(error)
+        self.go_on(self.timer.event)
 
-    def _resume(self, event: simpy.Event) -> None:
-        # the callback of each wait: go on where the pipe stopped (a wait that failed fails the pipe, as in a process)
-        if not event._ok:
-            event._defused = True  # type: ignore[attr-defined]
-            failure = cast(BaseException, event._value)
-            error = type(failure)(*failure.args)
-            error.__cause__ = failure
-            self._fail(error)
-            return
+    def go_on(self, event: simpy.Event) -> None:
+        """Go on where the pipe stopped, up to its next wait or its end: the callback of each of its
+        waits (``event``: the one processed). What it raises (or a failure of the event it waited
+        on) fails the pipe, as a process fails with what its generator raises."""
         try:
-            self._advance()
+            env = self.env
+            now = clock(env)  # refreshed at every wake-up
+            phase, index, ahead, start = self.phase, self.index, self.ahead, self.start_ps
+            instructions, steps, count = self.instructions, self.steps, self.count
+            may_run_ahead, effect_from, in_flight_too, flags = self.may_run_ahead, self.effect_from, self.in_flight_too, self.flags
+            waits_for_issue = self.waits_for_issue
+            while index < count:
+                instruction = instructions[index]
+                step, s_dep, cost_ps, key, effect, label_id, nbytes, watched = steps[index]
+                if phase == _NEXT:
+                    phase = _STEP
+                    if waits_for_issue and s_dep > self.issued_count:
+                        self.issued_count = issued_count = self.issued.count
+                        if s_dep > issued_count:
+                            if ahead:
+                                self._sleep(_ISSUE_WAIT, index, 0, start, ahead)
+                                return
+                            phase = _ISSUE_WAIT
+                if phase != _STEP and phase < _EXECUTE:  # woken in the issue order's wait
+                    if phase == _ISSUE_WAIT:
+                        self.blocked[self.pipe_id] = "waiting for the scalar unit to issue it"
+                        self._stop(_ISSUED, index, ahead, start)
+                        self.issued.when_reached(s_dep, self.resume)
+                        return
+                    if phase == _ISSUED:
+                        del self.blocked[self.pipe_id]
+                        phase = _STEP
+                applies = effect >= effect_from
+                if phase == _STEP:
+                    start = now + ahead
+                    phase = _EXECUTE
+                    if step == TRANSFER:
+                        phase = _COPY
+                        if self.queue.in_flight >= self.depth:  # type: ignore[union-attr]  # no free slot: wait for the oldest copy
+                            phase = _SLOT_WAIT
+                            if ahead:
+                                self._sleep(_SLOT_WAIT, index, 0, start, ahead)
+                                return
+                    elif in_flight_too and self.queue.in_flight:  # type: ignore[union-attr]  # copies of this pipe are in flight
+                        if step == SET_FLAG:  # raised once they have completed, in the queue's turn
+                            self.queue.fence(start, cost_ps, self.deferred_set_flag, instruction, key, label_id, watched)  # type: ignore[union-attr]
+                            ahead += cost_ps
+                            index += 1
+                            phase = _NEXT
+                            continue
+                        if step != WAIT_FLAG:  # any other instruction of the pipe waits for them (a barrier on the pipe, a vector op)
+                            phase = _DRAIN_WAIT
+                            if ahead:
+                                self._sleep(_DRAIN_WAIT, index, 0, start, ahead)
+                                return
+                if phase < _EXECUTE:  # a copy, or a wait for the copies in flight
+                    if phase == _SLOT_WAIT:
+                        self.blocked[self.pipe_id] = f"waiting for a free slot of its DMA queue ({self.depth} copies in flight)"
+                        self._stop(_SLOT_FREE, index, ahead, start)
+                        when(self.queue.until(self.depth - 1), self.resume)  # type: ignore[union-attr]
+                        return
+                    if phase == _SLOT_FREE:
+                        del self.blocked[self.pipe_id]
+                        start = now + ahead
+                        phase = _COPY
+                    if phase == _COPY:
+                        self.queue.issue(instruction.request(self.core, self.run, start, self.tally, self.complete_copy,  # type: ignore[union-attr]
+                                                             (instruction, label_id, nbytes, watched, applies)))
+                        if in_flight_too:  # recorded when it completes
+                            index += 1
+                            phase = _NEXT
+                            continue
+                        self.blocked[self.pipe_id] = instruction
+                        self._stop(_COPIED, index, ahead, start)
+                        when(self.queue.until(0), self.resume)  # type: ignore[union-attr]
+                        return
+                    if phase == _COPIED:
+                        del self.blocked[self.pipe_id]
+                        ahead = 0
+                        index += 1
+                        phase = _NEXT
+                        continue
+                    if phase == _DRAIN_WAIT:
+                        self.blocked[self.pipe_id] = "waiting for its copies in flight to complete"
+                        self._stop(_DRAINED, index, ahead, start)
+                        when(self.queue.until(0), self.resume)  # type: ignore[union-attr]
+                        return
+                    # _DRAINED
+                    del self.blocked[self.pipe_id]
+                    start = now
+                    phase = _EXECUTE
+                if phase == _EXECUTE:
+                    if step == FIXED:
+                        if may_run_ahead and not applies:
+                            ahead += cost_ps
+                            end = start + cost_ps
+                        else:
+                            busy = ahead + cost_ps
+                            if busy:
+                                self._sleep(_SLEPT, index, 0, start, busy)
+                                return
+                            ahead = 0
+                            end = now
+                    elif step == SET_FLAG:
+                        # Raise the flag at ``end``: the oldest waiter wakes then (or when it is ready, if
+                        # later); with no waiter, the flag is kept with the time it becomes visible.
+                        if may_run_ahead:
+                            ahead += cost_ps
+                            end = now + ahead
+                            flags.set(key, end)
+                        else:
+                            self._sleep(_SET_SLEPT, index, ahead, start, cost_ps)
+                            return
+                    elif step == WAIT_FLAG:
+                        # Take the oldest raised flag (flags are taken in the order they were raised, so a
+                        # wait running ahead of the clock takes the one it would take at its own time), or
+                        # wait for one, not before this wait is ready (``start``).
+                        visible = flags.take(key)
+                        if visible is None:  # not raised yet: wait for it
+                            self._stop(_FLAG_WOKEN, index, ahead, start)
+                            flags.wait(key, start, instruction, self.resume)
+                            return
+                        if visible > start:  # raised, visible later: stall until then
+                            ahead = visible - now
+                        phase = _FLAG_TAKEN
+                    else:  # WAITING: needs the real time, may block on other pipes
+                        phase = _WAITING_FLUSHED
+                        if ahead:
+                            self._sleep(_WAITING_FLUSHED, index, 0, start, ahead)
+                            return
+                elif phase == _SLEPT:
+                    end = now
+                    ahead = 0
+                elif phase == _SET_SLEPT:
+                    end = now
+                    flags.set(key, end)
+                elif phase == _FLAG_WOKEN:
+                    ahead = 0
+                    phase = _FLAG_TAKEN
+                elif phase == _WAITED:
+                    if not event._ok:  # the process would be thrown (a copy of) the failure
+                        event._defused = True  # type: ignore[attr-defined]
+                        failure = cast(BaseException, event._value)
+                        error = type(failure)(*failure.args)
+                        error.__cause__ = failure
+                        raise error
+                    del self.blocked[self.pipe_id]
+                    end = now
+                if phase == _FLAG_TAKEN:
+                    if may_run_ahead:
+                        ahead += cost_ps
+                        end = now + ahead
+                    else:
+                        self._sleep(_SLEPT, index, 0, start, ahead + cost_ps)
+                        return
+                elif phase == _WAITING_FLUSHED:
+                    start = now
+                    busy = instruction.start(self.core, self.run)
+                    if busy.__class__ is int:
+                        if busy:
+                            self._sleep(_SLEPT, index, 0, start, busy)
+                            return
+                        ahead = 0
+                        end = now
+                    else:
+                        self.blocked[self.pipe_id] = instruction
+                        self._stop(_WAITED, index, 0, start)
+                        when(busy, self.resume)
+                        return
+                # the instruction has ended at ``end``
+                if in_flight_too and step == WAIT_FLAG and self.queue.in_flight:  # type: ignore[union-attr]
+                    self.queue.fence(end, 0, self.deferred_wait, instruction, start, end, label_id, watched)  # type: ignore[union-attr]
+                else:
+                    if applies:
+                        instruction.effect(self.core, self.run)
+                    # its event, hook and progress (record, inline: this runs per instruction)
+                    recorder = self.recorder
+                    row = recorder.events
+                    track = self.wait_lane if step == WAIT_FLAG else self.lane
+                    try:
+                        self.pack_row(self.rows, row * self.row_bytes, track, label_id, start, end, nbytes)
+                    except struct_error:  # the rows are full
+                        recorder.put_row(row, track, label_id, start, end, nbytes)
+                    recorder.events = row + 1
+                    if watched:
+                        recorded = instruction.recorded
+                        if recorded is not None:
+                            recorded(row)
+                    if self.counts_progress:
+                        ends = self.ends
+                        if ends is not None:
+                            ends.append(end)
+                        done = self.done
+                        done.count += 1
+                        if done.waiters:
+                            done.wake()
+                index += 1
+                phase = _NEXT
+            self._end(phase, index, ahead, start)
         except BaseException as error:
-            self._fail(error)
-
-    def _fail(self, error: BaseException) -> None:
-        self.ended.fail(cast(Exception, error))
+            self.ended.fail(cast(Exception, error))
 
     def _sleep(self, phase: int, index: int, ahead: int, start: int, delay_ps: int) -> None:
         # stop here: wake ``delay_ps`` from now at ``phase``
@@ -450,181 +632,6 @@ class PipeRun:
     def _stop(self, phase: int, index: int, ahead: int, start: int) -> None:
         # stop here (the caller registers the wait next): wake at ``phase``
         self.phase, self.index, self.ahead, self.start_ps = phase, index, ahead, start
-
-    def _advance(self) -> None:
-        env = self.env
-        now = clock(env)  # refreshed at every wake-up
-        phase, index, ahead, start = self.phase, self.index, self.ahead, self.start_ps
-        instructions, steps, count = self.instructions, self.steps, self.count
-        may_run_ahead, effect_from, in_flight_too, queue = self.may_run_ahead, self.effect_from, self.in_flight_too, self.queue
-        blocked, pipe_id, flags = self.blocked, self.pipe_id, self.flags
-        while index < count:
-            instruction = instructions[index]
-            step, s_dep, cost_ps, key, effect, label_id, nbytes, watched = steps[index]
-            if phase == _NEXT:
-                phase = _STEP
-                if self.waits_for_issue and s_dep > self.issued_count:
-                    self.issued_count = issued_count = self.issued.count
-                    if s_dep > issued_count:
-                        if ahead:
-                            self._sleep(_ISSUE_WAIT, index, 0, start, ahead)
-                            return
-                        phase = _ISSUE_WAIT
-            if phase == _ISSUE_WAIT:
-                blocked[pipe_id] = "waiting for the scalar unit to issue it"
-                self._stop(_ISSUED, index, ahead, start)
-                self.issued.when_reached(s_dep, self.resume)
-                return
-            if phase == _ISSUED:
-                del blocked[pipe_id]
-                phase = _STEP
-            applies = effect >= effect_from
-            if phase == _STEP:
-                start = now + ahead
-                phase = _EXECUTE
-                if step == TRANSFER:
-                    phase = _COPY
-                    if queue.in_flight >= self.depth:  # type: ignore[union-attr]  # no free slot: wait for the oldest copy
-                        if ahead:
-                            self._sleep(_SLOT_WAIT, index, 0, start, ahead)
-                            return
-                        phase = _SLOT_WAIT
-                elif in_flight_too and queue.in_flight:  # type: ignore[union-attr]  # copies of this pipe are in flight
-                    if step == SET_FLAG:  # raised once they have completed, in the queue's turn
-                        queue.fence(start, cost_ps, self.deferred_set_flag, instruction, key, label_id, watched)  # type: ignore[union-attr]
-                        ahead += cost_ps
-                        index += 1
-                        phase = _NEXT
-                        continue
-                    if step != WAIT_FLAG:  # any other instruction of the pipe waits for them (a barrier on the pipe, a vector op)
-                        phase = _DRAIN_WAIT
-                        if ahead:
-                            self._sleep(_DRAIN_WAIT, index, 0, start, ahead)
-                            return
-            if phase == _SLOT_WAIT:
-                blocked[pipe_id] = f"waiting for a free slot of its DMA queue ({self.depth} copies in flight)"
-                self._stop(_SLOT_FREE, index, ahead, start)
-                when(queue.until(self.depth - 1), self.resume)  # type: ignore[union-attr]
-                return
-            if phase == _SLOT_FREE:
-                del blocked[pipe_id]
-                start = now + ahead
-                phase = _COPY
-            if phase == _COPY:
-                queue.issue(instruction.request(self.core, self.run, start, self.tally, self.complete_copy,  # type: ignore[union-attr]
-                                                (instruction, label_id, nbytes, watched, applies)))
-                if in_flight_too:  # recorded when it completes
-                    index += 1
-                    phase = _NEXT
-                    continue
-                blocked[pipe_id] = instruction
-                self._stop(_COPIED, index, ahead, start)
-                when(queue.until(0), self.resume)  # type: ignore[union-attr]
-                return
-            if phase == _COPIED:
-                del blocked[pipe_id]
-                ahead = 0
-                index += 1
-                phase = _NEXT
-                continue
-            if phase == _DRAIN_WAIT:
-                blocked[pipe_id] = "waiting for its copies in flight to complete"
-                self._stop(_DRAINED, index, ahead, start)
-                when(queue.until(0), self.resume)  # type: ignore[union-attr]
-                return
-            if phase == _DRAINED:
-                del blocked[pipe_id]
-                start = now
-                phase = _EXECUTE
-            if phase == _EXECUTE:
-                if step == FIXED:
-                    if may_run_ahead and not applies:
-                        ahead += cost_ps
-                        end = start + cost_ps
-                        phase = _DONE
-                    else:
-                        busy = ahead + cost_ps
-                        if busy:
-                            self._sleep(_SLEPT, index, 0, start, busy)
-                            return
-                        ahead = 0
-                        end = now
-                        phase = _DONE
-                elif step == SET_FLAG:
-                    # Raise the flag at ``end``: the oldest waiter wakes then (or when it is ready, if
-                    # later); with no waiter, the flag is kept with the time it becomes visible.
-                    if may_run_ahead:
-                        ahead += cost_ps
-                        end = now + ahead
-                        flags.set(key, end)
-                        phase = _DONE
-                    else:
-                        self._sleep(_SET_SLEPT, index, ahead, start, cost_ps)
-                        return
-                elif step == WAIT_FLAG:
-                    # Take the oldest raised flag (flags are taken in the order they were raised, so a
-                    # wait running ahead of the clock takes the one it would take at its own time), or
-                    # wait for one, not before this wait is ready (``start``).
-                    visible = flags.take(key)
-                    if visible is None:  # not raised yet: wait for it
-                        self._stop(_FLAG_WOKEN, index, ahead, start)
-                        flags.wait(key, start, instruction, self.resume)
-                        return
-                    if visible > start:  # raised, visible later: stall until then
-                        ahead = visible - now
-                    phase = _FLAG_TAKEN
-                else:  # WAITING: needs the real time, may block on other pipes
-                    phase = _WAITING_FLUSHED
-                    if ahead:
-                        self._sleep(_WAITING_FLUSHED, index, 0, start, ahead)
-                        return
-            elif phase == _SLEPT:
-                end = now
-                ahead = 0
-                phase = _DONE
-            elif phase == _SET_SLEPT:
-                end = now
-                flags.set(key, end)
-                phase = _DONE
-            elif phase == _FLAG_WOKEN:
-                ahead = 0
-                phase = _FLAG_TAKEN
-            elif phase == _WAITED:
-                del blocked[pipe_id]
-                end = now
-                phase = _DONE
-            if phase == _FLAG_TAKEN:
-                if may_run_ahead:
-                    ahead += cost_ps
-                    end = now + ahead
-                    phase = _DONE
-                else:
-                    self._sleep(_SLEPT, index, 0, start, ahead + cost_ps)
-                    return
-            elif phase == _WAITING_FLUSHED:
-                start = now
-                busy = instruction.start(self.core, self.run)
-                if busy.__class__ is int:
-                    if busy:
-                        self._sleep(_SLEPT, index, 0, start, busy)
-                        return
-                    ahead = 0
-                    end = now
-                else:
-                    blocked[pipe_id] = instruction
-                    self._stop(_WAITED, index, 0, start)
-                    when(busy, self.resume)
-                    return
-            # _DONE: the instruction has ended at ``end``
-            if in_flight_too and step == WAIT_FLAG and queue.in_flight:  # type: ignore[union-attr]
-                queue.fence(end, 0, self.deferred_wait, instruction, start, end, label_id, watched)  # type: ignore[union-attr]
-            else:
-                if applies:
-                    instruction.effect(self.core, self.run)
-                self.record(self.wait_lane if step == WAIT_FLAG else self.lane, instruction, label_id, start, end, nbytes, watched)
-            index += 1
-            phase = _NEXT
-        self._end(phase, index, ahead, start)
 
     def _end(self, phase: int, index: int, ahead: int, start: int) -> None:
         # every instruction has run: the pipe ends once its last busy stretch and its copies in flight are done
