@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 import simpy
-
-from collections.abc import Callable
 
 from npusim.engine.loop import succeed_at
 

@@ -53,8 +53,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import simpy
 
-from npusim.engine.flow import FlowClass
 from npusim.engine.flags import Flags
+from npusim.engine.flow import FlowClass
 from npusim.engine.loop import Timer, begin, clock, start_process, succeed_at, when
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.cache import L2Cache, L2Tally
@@ -563,7 +563,7 @@ class PipeRun:
                     phase = _FLAG_TAKEN
                 elif phase == _WAITED:
                     if not event._ok:  # the process would be thrown (a copy of) the failure
-                        event._defused = True  # type: ignore[attr-defined]
+                        event._defused = True
                         failure = cast(BaseException, event._value)
                         error = type(failure)(*failure.args)
                         error.__cause__ = failure
