@@ -223,89 +223,82 @@ class SchedulerThread:
         return self.ended
 
     def _woken(self, _event: simpy.Event) -> None:
-        # the callback of each of its waits: go on where the thread stopped
+        # the callback of each of its waits: go on where the thread stopped (what it raises fails
+        # it, as a process fails with what its generator raises), then take the loop's next step:
+        # complete a finished task, dispatch a ready one, poll the queued AICPU tasks, end (no
+        # task of the device task remains), or sleep until told of new work
         try:
-            self._go_on()
+            scheduler = self.scheduler
+            env = scheduler.env
+            phase = self.phase
+            if phase == _COMPLETED:  # a finished task's completion is done
+                task, start = self.held
+                completed = scheduler.record(self.track, scheduler.complete_name, start, task)
+                if task.on_core:
+                    scheduler.flow(cast(CoreWork, task).last_event, completed, scheduler.complete_name)
+                scheduler.resolve(task, completed)
+            elif phase == _DISPATCHED:  # a ready core task has been dispatched
+                (task, core, ready), start = self.held
+                dispatched = scheduler.record(self.track, scheduler.dispatch_name, start, task)
+                scheduler.flow(ready, dispatched, scheduler.ready_name)
+                task.start(core).callbacks.append(partial(scheduler.core_finished, task, core, dispatched))
+            elif phase == _POLLED:  # a pass over the queued AICPU tasks is done
+                start, matched, idle = self.held
+                coordinator = scheduler.coordinator
+                if idle:
+                    coordinator.armed_timers -= 1
+                polled = scheduler.record(self.track, scheduler.poll_name, start, None)
+                for task in matched:
+                    scheduler.flow(scheduler.ready_events.pop(id(task), -1), polled, scheduler.ready_name)
+                    task.polled(polled)
+                self.finished.extend(matched)
+                if not matched and not self.finished and not self.to_dispatch and coordinator.only_pollers_left():
+                    self.parked = True
+                    self.wake = env.event()
+                    self.phase = _PARKED
+                    when(self.wake, self._woken)
+                    return
+            elif phase == _PARKED:
+                self.parked = False
+            if self.finished:
+                self.held = (self.finished.popleft(), clock(env))
+                self.phase = _COMPLETED
+                self.timer.start(scheduler.completion_ps)
+            elif self.to_dispatch:
+                self.held = (self.to_dispatch.popleft(), clock(env))
+                self.phase = _DISPATCHED
+                self.timer.start(scheduler.schedule_ps)
+            elif self.waits:
+                start = clock(env)
+                matched = []
+                if self.unread:
+                    waits, queued = self.waits, scheduler.queued
+                    reading = self.reading = self.unread
+                    self.reading_places = self.unread_places
+                    self.unread, self.unread_places = [], set()
+                    while reading:  # in turn: a wait that clears its slot hides it from the next
+                        place, task = heappop(reading)
+                        self.reading_at = place
+                        if task.matches():
+                            del waits[place], queued[id(task)]
+                            task.satisfied()
+                            matched.append(task)
+                    self.reading = None
+                idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
+                if idle:  # will go on with that work when it ends
+                    scheduler.coordinator.armed_timers += 1
+                self.held = (start, matched, idle)
+                self.phase = _POLLED
+                self.timer.start(scheduler.poll_ps)
+            elif scheduler.remaining == 0:
+                self.phase = _ENDED
+                succeed_at(env, self.ended, 0)  # the end of the loop, as a process's
+            else:
+                self.wake = env.event()
+                self.phase = _STEP
+                when(self.wake, self._woken)
         except BaseException as error:
             self.ended.fail(cast(Exception, error))
-
-    def _go_on(self) -> None:
-        scheduler = self.scheduler
-        record, flow = scheduler.record, scheduler.flow
-        phase = self.phase
-        if phase == _COMPLETED:  # a finished task's completion is done
-            task, start = self.held
-            completed = record(self.track, scheduler.complete_name, start, task)
-            if task.on_core:
-                flow(cast(CoreWork, task).last_event, completed, scheduler.complete_name)
-            scheduler.resolve(task, completed)
-        elif phase == _DISPATCHED:  # a ready core task has been dispatched
-            (task, core, ready), start = self.held
-            dispatched = record(self.track, scheduler.dispatch_name, start, task)
-            flow(ready, dispatched, scheduler.ready_name)
-            task.start(core).callbacks.append(partial(scheduler.core_finished, task, core, dispatched))
-        elif phase == _POLLED:  # a pass over the queued AICPU tasks is done
-            start, matched, idle = self.held
-            coordinator = scheduler.coordinator
-            if idle:
-                coordinator.armed_timers -= 1
-            polled = record(self.track, scheduler.poll_name, start, None)
-            for task in matched:
-                flow(scheduler.ready_events.pop(id(task), -1), polled, scheduler.ready_name)
-                task.polled(polled)
-            self.finished.extend(matched)
-            if not matched and not self.finished and not self.to_dispatch and coordinator.only_pollers_left():
-                self.parked = True
-                self.wake = scheduler.env.event()
-                self.phase = _PARKED
-                when(self.wake, self._woken)
-                return
-        elif phase == _PARKED:
-            self.parked = False
-        self._step()
-
-    def _step(self) -> None:
-        # the loop's next step: complete a finished task, dispatch a ready one, poll the queued
-        # AICPU tasks, end (no task of the device task remains), or sleep until told of new work
-        scheduler = self.scheduler
-        env = scheduler.env
-        if self.finished:
-            self.held = (self.finished.popleft(), clock(env))
-            self.phase = _COMPLETED
-            self.timer.start(scheduler.completion_ps)
-        elif self.to_dispatch:
-            self.held = (self.to_dispatch.popleft(), clock(env))
-            self.phase = _DISPATCHED
-            self.timer.start(scheduler.schedule_ps)
-        elif self.waits:
-            start = clock(env)
-            matched: list[AicpuWait] = []
-            if self.unread:
-                waits, queued = self.waits, scheduler.queued
-                reading = self.reading = self.unread
-                self.reading_places = self.unread_places
-                self.unread, self.unread_places = [], set()
-                while reading:  # in turn: a wait that clears its slot hides it from the next
-                    place, task = heappop(reading)
-                    self.reading_at = place
-                    if task.matches():
-                        del waits[place], queued[id(task)]
-                        task.satisfied()
-                        matched.append(task)
-                self.reading = None
-            idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
-            if idle:  # will go on with that work when it ends
-                scheduler.coordinator.armed_timers += 1
-            self.held = (start, matched, idle)
-            self.phase = _POLLED
-            self.timer.start(scheduler.poll_ps)
-        elif scheduler.remaining == 0:
-            self.phase = _ENDED
-            succeed_at(env, self.ended, 0)  # the end of the loop, as a process's
-        else:
-            self.wake = env.event()
-            self.phase = _STEP
-            when(self.wake, self._woken)
 
 
 class AicpuScheduler:
