@@ -442,15 +442,14 @@ class PipeRun:
                         self.issued_count = issued_count = self.issued.count
                         if s_dep > issued_count:
                             if ahead:
-                                self._sleep(_ISSUE_WAIT, index, 0, start, ahead)
-                                return
+                                phase, ahead, wait, delay = _ISSUE_WAIT, 0, None, ahead
+                                break
                             phase = _ISSUE_WAIT
                 if phase != _STEP and phase < _EXECUTE:  # woken in the issue order's wait
                     if phase == _ISSUE_WAIT:
                         self.blocked[self.pipe_id] = "waiting for the scalar unit to issue it"
-                        self._stop(_ISSUED, index, ahead, start)
-                        self.issued.when_reached(s_dep, self.resume)
-                        return
+                        phase, wait = _ISSUED, self.issued.reached(s_dep)
+                        break
                     if phase == _ISSUED:
                         del self.blocked[self.pipe_id]
                         phase = _STEP
@@ -463,8 +462,8 @@ class PipeRun:
                         if self.queue.in_flight >= self.depth:  # type: ignore[union-attr]  # no free slot: wait for the oldest copy
                             phase = _SLOT_WAIT
                             if ahead:
-                                self._sleep(_SLOT_WAIT, index, 0, start, ahead)
-                                return
+                                phase, ahead, wait, delay = _SLOT_WAIT, 0, None, ahead
+                                break
                     elif in_flight_too and self.queue.in_flight:  # type: ignore[union-attr]  # copies of this pipe are in flight
                         if step == SET_FLAG:  # raised once they have completed, in the queue's turn
                             self.queue.fence(start, cost_ps, self.deferred_set_flag, instruction, key, label_id, watched)  # type: ignore[union-attr]
@@ -475,14 +474,13 @@ class PipeRun:
                         if step != WAIT_FLAG:  # any other instruction of the pipe waits for them (a barrier on the pipe, a vector op)
                             phase = _DRAIN_WAIT
                             if ahead:
-                                self._sleep(_DRAIN_WAIT, index, 0, start, ahead)
-                                return
+                                phase, ahead, wait, delay = _DRAIN_WAIT, 0, None, ahead
+                                break
                 if phase < _EXECUTE:  # a copy, or a wait for the copies in flight
                     if phase == _SLOT_WAIT:
                         self.blocked[self.pipe_id] = f"waiting for a free slot of its DMA queue ({self.depth} copies in flight)"
-                        self._stop(_SLOT_FREE, index, ahead, start)
-                        when(self.queue.until(self.depth - 1), self.resume)  # type: ignore[union-attr]
-                        return
+                        phase, ahead, wait = _SLOT_FREE, ahead, self.queue.until(self.depth - 1)
+                        break
                     if phase == _SLOT_FREE:
                         del self.blocked[self.pipe_id]
                         start = now + ahead
@@ -495,9 +493,8 @@ class PipeRun:
                             phase = _NEXT
                             continue
                         self.blocked[self.pipe_id] = instruction
-                        self._stop(_COPIED, index, ahead, start)
-                        when(self.queue.until(0), self.resume)  # type: ignore[union-attr]
-                        return
+                        phase, ahead, wait = _COPIED, ahead, self.queue.until(0)
+                        break
                     if phase == _COPIED:
                         del self.blocked[self.pipe_id]
                         ahead = 0
@@ -506,9 +503,8 @@ class PipeRun:
                         continue
                     if phase == _DRAIN_WAIT:
                         self.blocked[self.pipe_id] = "waiting for its copies in flight to complete"
-                        self._stop(_DRAINED, index, ahead, start)
-                        when(self.queue.until(0), self.resume)  # type: ignore[union-attr]
-                        return
+                        phase, ahead, wait = _DRAINED, ahead, self.queue.until(0)
+                        break
                     # _DRAINED
                     del self.blocked[self.pipe_id]
                     start = now
@@ -521,8 +517,8 @@ class PipeRun:
                         else:
                             busy = ahead + cost_ps
                             if busy:
-                                self._sleep(_SLEPT, index, 0, start, busy)
-                                return
+                                phase, ahead, wait, delay = _SLEPT, 0, None, busy
+                                break
                             ahead = 0
                             end = now
                     elif step == SET_FLAG:
@@ -533,15 +529,15 @@ class PipeRun:
                             end = now + ahead
                             flags.set(key, end)
                         else:
-                            self._sleep(_SET_SLEPT, index, ahead, start, cost_ps)
-                            return
+                            phase, ahead, wait, delay = _SET_SLEPT, ahead, None, cost_ps
+                            break
                     elif step == WAIT_FLAG:
                         # Take the oldest raised flag (flags are taken in the order they were raised, so a
                         # wait running ahead of the clock takes the one it would take at its own time), or
                         # wait for one, not before this wait is ready (``start``).
                         visible = flags.take(key)
                         if visible is None:  # not raised yet: wait for it
-                            self._stop(_FLAG_WOKEN, index, ahead, start)
+                            self.phase, self.index, self.ahead, self.start_ps = _FLAG_WOKEN, index, ahead, start
                             flags.wait(key, start, instruction, self.resume)
                             return
                         if visible > start:  # raised, visible later: stall until then
@@ -550,8 +546,8 @@ class PipeRun:
                     else:  # WAITING: needs the real time, may block on other pipes
                         phase = _WAITING_FLUSHED
                         if ahead:
-                            self._sleep(_WAITING_FLUSHED, index, 0, start, ahead)
-                            return
+                            phase, ahead, wait, delay = _WAITING_FLUSHED, 0, None, ahead
+                            break
                 elif phase == _SLEPT:
                     end = now
                     ahead = 0
@@ -575,22 +571,21 @@ class PipeRun:
                         ahead += cost_ps
                         end = now + ahead
                     else:
-                        self._sleep(_SLEPT, index, 0, start, ahead + cost_ps)
-                        return
+                        phase, ahead, wait, delay = _SLEPT, 0, None, ahead + cost_ps
+                        break
                 elif phase == _WAITING_FLUSHED:
                     start = now
                     busy = instruction.start(self.core, self.run)
                     if busy.__class__ is int:
                         if busy:
-                            self._sleep(_SLEPT, index, 0, start, busy)
-                            return
+                            phase, ahead, wait, delay = _SLEPT, 0, None, busy
+                            break
                         ahead = 0
                         end = now
                     else:
                         self.blocked[self.pipe_id] = instruction
-                        self._stop(_WAITED, index, 0, start)
-                        when(busy, self.resume)
-                        return
+                        phase, ahead, wait = _WAITED, 0, busy
+                        break
                 # the instruction has ended at ``end``
                 if in_flight_too and step == WAIT_FLAG and self.queue.in_flight:  # type: ignore[union-attr]
                     self.queue.fence(end, 0, self.deferred_wait, instruction, start, end, label_id, watched)  # type: ignore[union-attr]
@@ -620,18 +615,17 @@ class PipeRun:
                             done.wake()
                 index += 1
                 phase = _NEXT
-            self._end(phase, index, ahead, start)
+            else:
+                self._end(phase, index, ahead, start)
+                return
+            # stopped in a wait: go on at ``phase`` when it ends (``wait`` processed, else ``delay`` ps from now)
+            self.phase, self.index, self.ahead, self.start_ps = phase, index, ahead, start
+            if wait is None:
+                self.timer.start(delay)
+            else:
+                when(wait, self.resume)
         except BaseException as error:
             self.ended.fail(cast(Exception, error))
-
-    def _sleep(self, phase: int, index: int, ahead: int, start: int, delay_ps: int) -> None:
-        # stop here: wake ``delay_ps`` from now at ``phase``
-        self.phase, self.index, self.ahead, self.start_ps = phase, index, ahead, start
-        self.timer.start(delay_ps)
-
-    def _stop(self, phase: int, index: int, ahead: int, start: int) -> None:
-        # stop here (the caller registers the wait next): wake at ``phase``
-        self.phase, self.index, self.ahead, self.start_ps = phase, index, ahead, start
 
     def _end(self, phase: int, index: int, ahead: int, start: int) -> None:
         # every instruction has run: the pipe ends once its last busy stretch and its copies in flight are done
@@ -639,13 +633,14 @@ class PipeRun:
         if phase == _NEXT:
             phase = _END_FLUSHED
             if ahead:
-                self._sleep(_END_FLUSHED, index, 0, start, ahead)
+                self.phase, self.index, self.ahead = _END_FLUSHED, index, 0
+                self.timer.start(ahead)
                 return
         if phase == _END_FLUSHED:
             phase = _END_REST
             if self.in_flight_too and queue.in_flight:  # type: ignore[union-attr]
                 self.blocked[self.pipe_id] = "waiting for its copies in flight to complete"
-                self._stop(_END_DRAINED, index, 0, start)
+                self.phase, self.index, self.ahead = _END_DRAINED, index, 0
                 when(queue.until(0), self.resume)  # type: ignore[union-attr]
                 return
         if phase == _END_DRAINED:
@@ -654,7 +649,8 @@ class PipeRun:
         if phase == _END_REST and self.in_flight_too:
             rest = queue.free_at - clock(self.env)  # type: ignore[union-attr]  # a set_flag that ran in the queue's turn ends then
             if rest > 0:
-                self._sleep(_END, index, 0, start, rest)
+                self.phase, self.index, self.ahead = _END, index, 0
+                self.timer.start(rest)
                 return
         succeed_at(self.env, self.ended, 0)  # the end of the pipe, as a process's
 
