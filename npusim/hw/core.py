@@ -21,9 +21,9 @@ reads ``recorded`` only where one may be attached (not on the instructions repla
 A pipe other than SCALAR runs ahead of SimPy's clock through instructions nobody else can observe
 before a later synchronisation: flags (stamped with the exact time they become visible, so a waiter
 wakes exactly then), and fixed-cost instructions without a data effect (all of them with data off).
-It catches up (yields) only when it must wait: a DMA's completion, a flag not raised yet, the scalar
+It catches up (stops, to go on when the clock has caught up) only when it must wait: a DMA's completion, a flag not raised yet, the scalar
 unit, a barrier. Recorded times are exact; a ``pipe_barrier(ALL)`` reads each pipe's exact end
-times. With data on, instructions with an effect yield so that the effect lands at its time; with
+times. With data on, instructions with an effect wait for the clock so that the effect lands at its time; with
 data off only ``control`` instructions (signal writes, which waits depend on) keep their effect.
 
 Requests in flight. A pipe with a copy engine hands each copy (TRANSFER) to the engine's queue
