@@ -479,7 +479,7 @@ class PipeRun:
                 if phase < _EXECUTE:  # a copy, or a wait for the copies in flight
                     if phase == _SLOT_WAIT:
                         self.blocked[self.pipe_id] = f"waiting for a free slot of its DMA queue ({self.depth} copies in flight)"
-                        phase, ahead, wait = _SLOT_FREE, ahead, self.queue.until(self.depth - 1)
+                        phase, ahead, wait = _SLOT_FREE, ahead, self.queue.until(self.depth - 1)  # type: ignore[union-attr]
                         break
                     if phase == _SLOT_FREE:
                         del self.blocked[self.pipe_id]
@@ -493,7 +493,7 @@ class PipeRun:
                             phase = _NEXT
                             continue
                         self.blocked[self.pipe_id] = instruction
-                        phase, ahead, wait = _COPIED, ahead, self.queue.until(0)
+                        phase, ahead, wait = _COPIED, ahead, self.queue.until(0)  # type: ignore[union-attr]
                         break
                     if phase == _COPIED:
                         del self.blocked[self.pipe_id]
@@ -503,7 +503,7 @@ class PipeRun:
                         continue
                     if phase == _DRAIN_WAIT:
                         self.blocked[self.pipe_id] = "waiting for its copies in flight to complete"
-                        phase, ahead, wait = _DRAINED, ahead, self.queue.until(0)
+                        phase, ahead, wait = _DRAINED, ahead, self.queue.until(0)  # type: ignore[union-attr]
                         break
                     # _DRAINED
                     del self.blocked[self.pipe_id]
