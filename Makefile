@@ -30,8 +30,8 @@ $(RUN_DEPS): pyproject.toml
 # engine's modules. pip shows the build's output only when it fails: the engine says which it is
 # (compiled, or interpreted and why: no C compiler ...) in one line after. The rm takes away the
 # compiled files that builds before 2026-12 wrote beside the sources (npusim.engine refuses them).
-$(COMPILED): $(RUN_DEPS) setup.py npusim/engine/flow.py npusim/engine/loop.py npusim/engine/progress.py
-	@echo "make: compiling the engine (npusim/engine: flow.py loop.py progress.py) with mypyc and the C compiler"
+$(COMPILED): $(RUN_DEPS) setup.py npusim/engine/flags.py npusim/engine/flow.py npusim/engine/loop.py npusim/engine/progress.py
+	@echo "make: compiling the engine (npusim/engine: flags.py flow.py loop.py progress.py) with mypyc and the C compiler"
 	rm -f npusim/engine/*.so npusim/engine/built_from.py
 	$(BIN)/pip install --progress-bar off --no-build-isolation --no-deps -e .
 	@$(BIN)/python -m npusim.engine

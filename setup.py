@@ -31,7 +31,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ["npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py"]
+COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py"]
 """The modules compiled, into one shared library (``compiled__mypyc``): they call each other inside it."""
 PACKAGE = "npusim_compiled"
 """The package the build writes: ``engine/`` (the extension files of ``npusim.engine``) and ``__init__.py`` (the digests)."""

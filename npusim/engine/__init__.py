@@ -1,7 +1,7 @@
 """The SimPy core: integer-picosecond time, the fluid bandwidth network, progress counters, and the
 event loop (the one module that uses SimPy's internals).
 
-Its modules ``flow``, ``loop`` and ``progress`` run compiled where the install built them (setup.py:
+Its modules ``flags``, ``flow``, ``loop`` and ``progress`` run compiled where the install built them (setup.py:
 mypyc), else as Python: the same code, the same results. The build writes the compiled modules
 into a package of their own, ``npusim_compiled`` (site-packages; ``engine/``: the extension files,
 ``__init__``: the SHA-256 of the sources they were compiled from), never beside the sources. As it
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from npusim.errors import InstallError, UsageError
 
-COMPILED = ("flow", "loop", "progress")
+COMPILED = ("flags", "flow", "loop", "progress")
 """The modules setup.py compiles."""
 COMPILED_PACKAGE = "npusim_compiled"
 """The package the build writes the compiled modules into (setup.py)."""
@@ -124,8 +124,9 @@ if CHOICE.folder is not None:
 elif CHOICE.warning is not None:
     print(CHOICE.warning, file=sys.stderr)
 
-from npusim.engine.flow import FlowClass, FlowNetwork, Resource  # noqa: E402  (after the choice: it sets where they are found)
+from npusim.engine.flags import Flags  # noqa: E402  (after the choice: it sets where they are found)
+from npusim.engine.flow import FlowClass, FlowNetwork, Resource  # noqa: E402
 from npusim.engine.loop import Stop, clock, run_until, succeed_at  # noqa: E402
 from npusim.engine.progress import ProgressCounter  # noqa: E402
 
-__all__ = ["FlowClass", "FlowNetwork", "ProgressCounter", "Resource", "Stop", "clock", "run_until", "succeed_at"]
+__all__ = ["Flags", "FlowClass", "FlowNetwork", "ProgressCounter", "Resource", "Stop", "clock", "run_until", "succeed_at"]

@@ -20,6 +20,44 @@ the layout against the installed SimPy.
   step at once, for a caller whose processes' initialisations would be the next events processed.
 - :func:`run_until` steps the environment until an event is processed, or says why it cannot.
 - :func:`schedule_stamp` tells whether anything was scheduled between two moments.
+
+Callbacks beside processes. The hardware model's busiest parts (the pipes of a core, the DMA
+queues, the AICPU schedulers) are state machines driven by callbacks, not generators: a process
+costs a generator, a :class:`Resume` and an event per wait. :func:`schedule` runs a callback
+``delay_ps`` from now (:func:`cancel` takes it back), a :class:`Timer` re-arms one event for one
+callback again and again, :func:`when` runs a callback once an event has been processed (at once
+if it has), and :func:`begin` takes a state machine's first step now, as :func:`run_process` does
+a process's, :func:`initialise` when an URGENT event due now is processed, as :func:`start_process`
+does. The waits the model needs beside them are :meth:`ProgressCounter.when_reached
+<npusim.engine.progress.ProgressCounter.when_reached>` (a count reached), :class:`~npusim.engine.flags.Flags`
+(a flag raised by another pipe) and, for a resource or a completion, :func:`when` on the event
+that stands for it.
+
+The order of events. Everything here keeps SimPy's order, which every result depends on (the
+golden digests, tests/golden, hold it to the byte); the rules are these, stated once:
+
+1. Events are processed by time (integer ps), then priority, then the order they were scheduled
+   in (a counter of event ids, ``env._eid``, one id per event put into the queue).
+2. Two priorities: URGENT (0), a process's initialisation only (:func:`start_process`), and
+   NORMAL (1), every other event: a timeout, a ``succeed``, a process's end, a callback scheduled
+   with :func:`schedule`. So at one instant the processes started at it take their first steps
+   before any NORMAL event of it that was scheduled earlier.
+3. An event's callbacks run in the order they were added, all of them as the event is processed,
+   before the next event: a callback that schedules an event at the present instant puts it
+   behind every event already due then (rule 1).
+4. A wait on an event triggered now (``succeed_at(env, event, 0)``, a count already reached) is
+   still a trip through the queue: the waiter resumes when that event is processed, behind the
+   events due now that were scheduled before it. A callback given to :func:`when` on an event
+   already processed runs at once.
+5. A process's end is an event of its own (NORMAL, at the instant it returns): whoever waits on
+   the process resumes when that is processed, not when the generator returns. A state machine
+   that replaces a process keeps that event where something waits on its end.
+6. Skipping an event id (:func:`run_process`, :func:`schedule_stamp`) changes no order: ids only
+   order events of one time and priority, and a later event still gets a larger one.
+
+A state machine that replaces a generator keeps its results exactly when it puts the same events
+into the queue at the same moments in the same order: each ``yield event`` becomes :func:`when`
+(or a :class:`Timer` for a sleep), each process end an event triggered with :func:`succeed_at`.
 """
 
 from __future__ import annotations
@@ -80,6 +118,68 @@ class EventQueue:
         is; the same queue key a new Timeout made now would get."""
         timer.callbacks = [callback]
         _push(self._queue, (time_ps, _NORMAL, _next(self._eids), timer))
+
+
+def schedule(env: simpy.Environment, delay_ps: int, callback: Callable[[simpy.Event], None]) -> simpy.Event:
+    """Run ``callback(event)`` ``delay_ps`` ps from now (NORMAL: after the events due then that
+    were scheduled before it); the event returned stands for the call (:func:`cancel`)."""
+    event = simpy.Event(env)
+    event.callbacks.append(callback)
+    succeed_at(env, event, delay_ps)
+    return event
+
+
+def cancel(event: simpy.Event) -> None:
+    """Take back the callbacks of ``event``, scheduled and not yet processed (:func:`schedule`):
+    none of them runs. The event stays in the queue, processed with nothing to run, so the order
+    of every other event is unchanged."""
+    cast(_Processed, event).callbacks = []
+
+
+def when(event: simpy.Event, callback: Callable[[simpy.Event], None]) -> None:
+    """Run ``callback(event)`` once ``event`` has been processed, after its callbacks added before
+    this one; at once if it has been processed already (as a process that yields it goes on)."""
+    callbacks = cast(_Processed, event).callbacks
+    if callbacks is None:
+        callback(event)
+    else:
+        callbacks.append(callback)
+
+
+def begin(step: Callable[[], None]) -> None:
+    """Take a state machine's first step now: :func:`run_process` for a machine (the same order,
+    for a machine started by the processing of a NORMAL event as the last thing it schedules)."""
+    step()
+
+
+def initialise(env: simpy.Environment, step: Callable[[simpy.Event], None]) -> None:
+    """Take a state machine's first step as :func:`start_process` takes a process's: ``step(event)``
+    runs when an URGENT event scheduled now is processed (before the NORMAL events due now)."""
+    start: Any = _new_initialize(Initialize)
+    start.env = env
+    start.callbacks = [step]
+    start._value = None
+    start._ok = True
+    _push(cast(list[_Entry], env._queue), (env._now, _URGENT, _next(env._eid), start))
+
+
+class Timer:
+    """One event of ``env`` that runs ``callback`` each time it fires, re-armed by :meth:`start`
+    (the queue key a new Timeout made then would get): the sleeps of one state machine, one at a
+    time, without an event per sleep. It is started again only once it has fired."""
+
+    __slots__ = ("env", "event", "callback")
+
+    def __init__(self, env: simpy.Environment, callback: Callable[[simpy.Event], None]) -> None:
+        self.env = env
+        self.event = simpy.Event(env)
+        self.callback = callback
+
+    def start(self, delay_ps: int) -> None:
+        """Fire ``delay_ps`` ps from now."""
+        event = self.event
+        event.callbacks = [self.callback]
+        succeed_at(self.env, event, delay_ps)
 
 
 def rearm_at(env: simpy.Environment, event: simpy.Event, delay_ps: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 import simpy
 
@@ -31,6 +32,12 @@ class ProgressCounter:
             self._seq += 1
             heapq.heappush(self.waiters, (target, self._seq, event))
         return event
+
+    def when_reached(self, target: int, callback: Callable[[simpy.Event], None]) -> None:
+        """Run ``callback(event)`` once ``count >= target``: as a process that yields
+        :meth:`reached` would go on (an event due now if the count is reached already)."""
+        event = self.reached(target)
+        event.callbacks.append(callback)
 
     def add(self, n: int = 1) -> None:
         """Advance the count and wake the waiters whose target is reached."""

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, cast
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import clock, queued_events, rearm_at, schedule_stamp, start_process, succeed_at
+from npusim.engine.loop import Timer, clock, initialise, queued_events, schedule_stamp, start_process, succeed_at, when
 from npusim.errors import ConfigError
 from npusim.hw.device_task import AicpuWait, ControlWork, CoreWork, DeviceTask
 from npusim.trace.costs import CostRule, Term, constant
@@ -163,6 +163,10 @@ class CorePool:
         return range(thread * self.per_thread, min((thread + 1) * self.per_thread, self.count))
 
 
+_STEP, _COMPLETED, _DISPATCHED, _POLLED, _PARKED, _ENDED = range(6)
+"""The phases of a :class:`SchedulerThread`: where it goes on when it wakes."""
+
+
 class SchedulerThread:
     """One AICPU scheduler thread of a device task: its cores, its queues, its trace lane."""
 
@@ -184,6 +188,13 @@ class SchedulerThread:
         self.reading_at = -1
         self.parked = False
         self.wake: simpy.Event = scheduler.env.event()
+        # its loop (start): where it goes on when it wakes, what the step it sleeps in holds, its end
+        self.phase = _STEP
+        self.held: tuple = ()
+        self.ended = simpy.Event(scheduler.env)
+        # the thread's one timer, re-armed for each step it takes (the queue key a timeout made
+        # then would get); nothing but this thread waits on it
+        self.timer = Timer(scheduler.env, self._woken)
         die = scheduler.die
         self.track = die.system.recorder.track(die.index, f"aicpu{index}", SCHEDULE_LANE, AICPU_ORDER + (index,))
 
@@ -203,33 +214,63 @@ class SchedulerThread:
         if not self.wake.triggered:
             succeed_at(self.scheduler.env, self.wake, 0)  # wake.succeed(), without its checks
 
-    def loop(self):
-        scheduler = self.scheduler
-        env = scheduler.env
-        coordinator = scheduler.coordinator
-        record, flow = scheduler.record, scheduler.flow
-        # The thread's one timer, re-armed for each step it takes (scheduled as env.timeout would
-        # schedule a timeout: the same queue key); nothing but this thread waits on it.
-        timer = simpy.Event(env)
-        while True:
-            if self.finished:
-                task, start = self.finished.popleft(), clock(env)
-                rearm_at(env, timer, scheduler.completion_ps)
-                yield timer
-                completed = record(self.track, scheduler.complete_name, start, task)
+    def start(self) -> simpy.Event:
+        """Run the thread's loop, a state machine started as a process would be (its first step
+        when an URGENT event due now is processed: see the order of events in
+        :mod:`npusim.engine.loop`); the event returned is triggered when it ends (NORMAL, then), or
+        failed with what it raised, as the process's end would be."""
+        initialise(self.scheduler.env, self._woken)
+        return self.ended
+
+    def _woken(self, _event: simpy.Event) -> None:
+        # the callback of each of its waits: go on where the thread stopped (what it raises fails
+        # it, as a process fails with what its generator raises), then take the loop's next step:
+        # complete a finished task, dispatch a ready one, poll the queued AICPU tasks, end (no
+        # task of the device task remains), or sleep until told of new work
+        try:
+            scheduler = self.scheduler
+            env = scheduler.env
+            phase = self.phase
+            if phase == _COMPLETED:  # a finished task's completion is done
+                task, start = self.held
+                completed = scheduler.record(self.track, scheduler.complete_name, start, task)
                 if task.on_core:
-                    flow(cast(CoreWork, task).last_event, completed, scheduler.complete_name)
+                    scheduler.flow(cast(CoreWork, task).last_event, completed, scheduler.complete_name)
                 scheduler.resolve(task, completed)
-            elif self.to_dispatch:
-                (task, core, ready), start = self.to_dispatch.popleft(), clock(env)
-                rearm_at(env, timer, scheduler.schedule_ps)
-                yield timer
-                dispatched = record(self.track, scheduler.dispatch_name, start, task)
-                flow(ready, dispatched, scheduler.ready_name)
+            elif phase == _DISPATCHED:  # a ready core task has been dispatched
+                (task, core, ready), start = self.held
+                dispatched = scheduler.record(self.track, scheduler.dispatch_name, start, task)
+                scheduler.flow(ready, dispatched, scheduler.ready_name)
                 task.start(core).callbacks.append(partial(scheduler.core_finished, task, core, dispatched))
+            elif phase == _POLLED:  # a pass over the queued AICPU tasks is done
+                start, matched, idle = self.held
+                coordinator = scheduler.coordinator
+                if idle:
+                    coordinator.armed_timers -= 1
+                polled = scheduler.record(self.track, scheduler.poll_name, start, None)
+                for task in matched:
+                    scheduler.flow(scheduler.ready_events.pop(id(task), -1), polled, scheduler.ready_name)
+                    task.polled(polled)
+                self.finished.extend(matched)
+                if not matched and not self.finished and not self.to_dispatch and coordinator.only_pollers_left():
+                    self.parked = True
+                    self.wake = env.event()
+                    self.phase = _PARKED
+                    when(self.wake, self._woken)
+                    return
+            elif phase == _PARKED:
+                self.parked = False
+            if self.finished:
+                self.held = (self.finished.popleft(), clock(env))
+                self.phase = _COMPLETED
+                self.timer.start(scheduler.completion_ps)
+            elif self.to_dispatch:
+                self.held = (self.to_dispatch.popleft(), clock(env))
+                self.phase = _DISPATCHED
+                self.timer.start(scheduler.schedule_ps)
             elif self.waits:
                 start = clock(env)
-                matched: list[AicpuWait] = []
+                matched = []
                 if self.unread:
                     waits, queued = self.waits, scheduler.queued
                     reading = self.reading = self.unread
@@ -245,26 +286,19 @@ class SchedulerThread:
                     self.reading = None
                 idle = not matched  # only a pass that matched nothing is "just a poller": one that matched
                 if idle:  # will go on with that work when it ends
-                    coordinator.armed_timers += 1
-                rearm_at(env, timer, scheduler.poll_ps)
-                yield timer
-                if idle:
-                    coordinator.armed_timers -= 1
-                polled = record(self.track, scheduler.poll_name, start, None)
-                for task in matched:
-                    flow(scheduler.ready_events.pop(id(task), -1), polled, scheduler.ready_name)
-                    task.polled(polled)
-                self.finished.extend(matched)
-                if not matched and not self.finished and not self.to_dispatch and coordinator.only_pollers_left():
-                    self.parked = True
-                    self.wake = env.event()
-                    yield self.wake
-                    self.parked = False
+                    scheduler.coordinator.armed_timers += 1
+                self.held = (start, matched, idle)
+                self.phase = _POLLED
+                self.timer.start(scheduler.poll_ps)
             elif scheduler.remaining == 0:
-                return
+                self.phase = _ENDED
+                succeed_at(env, self.ended, 0)  # the end of the loop, as a process's
             else:
                 self.wake = env.event()
-                yield self.wake
+                self.phase = _STEP
+                when(self.wake, self._woken)
+        except BaseException as error:
+            self.ended.fail(cast(Exception, error))
 
 
 class AicpuScheduler:
@@ -333,7 +367,7 @@ class AicpuScheduler:
                 if task.pending == 0:
                     self.make_ready(task)
             if self.remaining:
-                loops = [start_process(self.env, thread.loop()) for thread in self.threads]
+                loops = [thread.start() for thread in self.threads]
                 yield self.done
                 for thread in self.threads:
                     thread.notify()

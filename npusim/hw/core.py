@@ -1,7 +1,7 @@
 """An AI core: in-order pipes that run concurrently, flags between them, on-chip buffers.
 
 A program (built with :mod:`npusim.isa`) gives each pipe its instructions in program order. Each
-pipe is one SimPy process that runs its instructions one after the other. The scalar unit issues
+pipe is one state machine (:class:`PipeRun`) that runs its instructions one after the other. The scalar unit issues
 every instruction, so an instruction never starts before the scalar instructions that precede it in
 program order have finished (``s_dep``); ``set_flag``/``wait_flag`` order two pipes; a
 ``pipe_barrier(ALL)`` on the scalar pipe waits for every pipe to drain.
@@ -21,9 +21,9 @@ reads ``recorded`` only where one may be attached (not on the instructions repla
 A pipe other than SCALAR runs ahead of SimPy's clock through instructions nobody else can observe
 before a later synchronisation: flags (stamped with the exact time they become visible, so a waiter
 wakes exactly then), and fixed-cost instructions without a data effect (all of them with data off).
-It catches up (yields) only when it must wait: a DMA's completion, a flag not raised yet, the scalar
+It catches up (stops, to go on when the clock has caught up) only when it must wait: a DMA's completion, a flag not raised yet, the scalar
 unit, a barrier. Recorded times are exact; a ``pipe_barrier(ALL)`` reads each pipe's exact end
-times. With data on, instructions with an effect yield so that the effect lands at its time; with
+times. With data on, instructions with an effect wait for the clock so that the effect lands at its time; with
 data off only ``control`` instructions (signal writes, which waits depend on) keep their effect.
 
 Requests in flight. A pipe with a copy engine hands each copy (TRANSFER) to the engine's queue
@@ -53,8 +53,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import simpy
 
+from npusim.engine.flags import Flags
 from npusim.engine.flow import FlowClass
-from npusim.engine.loop import clock, rearm_at, run_process, start_process, succeed_at
+from npusim.engine.loop import Timer, begin, clock, start_process, succeed_at, when
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.cache import L2Cache, L2Tally
 from npusim.hw.dma import EngineQueue, split_by_hits
@@ -118,9 +119,9 @@ class KernelRun:
     """The state of one program running on one core: per-pipe progress, flag counters, scalar
     registers, and what each blocked pipe is waiting for (for deadlock reports)."""
 
-    __slots__ = ("env", "core", "program", "op", "progress", "flags", "flag_waiters", "regs", "blocked", "ends", "pipes_running", "pipes_done")
+    __slots__ = ("env", "core", "program", "op", "progress", "flags", "regs", "blocked", "ends", "pipes_running", "pipes_done")
     # ``blocked`` maps a pipe (its int value) to the instruction it waits in, or a sentence, for
-    # deadlock reports (a pipe blocked in a wait_flag is in ``flag_waiters`` instead).
+    # deadlock reports (a pipe blocked in a wait_flag waits in ``flags`` instead).
 
     def __init__(self, env: simpy.Environment, core: AICore, program, op: int) -> None:
         self.env = env
@@ -130,21 +131,19 @@ class KernelRun:
         # per pipe (its int value): the instructions it finished, for the pipes with instructions
         # (made as their processes start, in AICore.run; None for the others, which nobody reads)
         self.progress: list[ProgressCounter | None] = [None] * len(_PIPE_IDS)
-        # flag (its flag_key) -> the times its raised, not yet taken, instances become visible
-        self.flags: dict[int, deque[int]] = {}
-        # flag -> waits blocked on it: (wake-up event, time it is ready to proceed, the wait_flag)
-        self.flag_waiters: dict[int, deque[tuple[simpy.Event, int, Any]]] = {}
+        # the flags between its pipes, by flag_key (a wait blocked on one waits with its wait_flag)
+        self.flags = Flags(env)
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
         # end time of every instruction per pipe, kept only for programs with a pipe_barrier(ALL)
         self.ends: dict[int, list[int]] | None = {p: [] for p in _PIPE_IDS} if program.needs_end_times else None
-        # the pipe processes not ended yet, and the event that fires once all have (see pipe_ended)
+        # the pipes not ended yet, and the event that fires once all have (see pipe_ended)
         self.pipes_running = 0
         self.pipes_done = simpy.Event(env)
 
-    def pipe_ended(self, process: simpy.Process) -> None:
-        """A pipe's process has ended: the run is done (``pipes_done`` fires) when every pipe's has,
-        or fails with the first pipe that failed. This is ``env.all_of`` of the pipe processes with
+    def pipe_ended(self, process: simpy.Event) -> None:
+        """A pipe has ended (its ``PipeRun.ended``): the run is done (``pipes_done`` fires) when every pipe has,
+        or fails with the first pipe that failed. This is ``env.all_of`` of the pipes' ends with
         its triggers at the same moments (so every event keeps its place in the queue), without the
         condition's value nobody reads."""
         done = self.pipes_done
@@ -161,9 +160,8 @@ class KernelRun:
     def waits(self) -> dict[int, object]:
         """What each blocked pipe (its int value) waits in: an instruction or a sentence."""
         waits = dict(self.blocked)
-        for waiters in self.flag_waiters.values():
-            for _, _, wait_flag in waiters:
-                waits[int(wait_flag.pipe)] = wait_flag
+        for wait_flag in self.flags.waiting():
+            waits[int(cast(Any, wait_flag).pipe)] = wait_flag
         return waits
 
 
@@ -325,7 +323,7 @@ class AICore:
             self.current = run
             self.system.recorder.kernel_run(self.die.index, self.name)
             started = clock(self.env)
-            pipe_loop, pipe_ended, steps = self._pipe_loop, run.pipe_ended, program.steps
+            pipe_ended, steps = run.pipe_ended, program.steps
             progress, env = run.progress, self.env
             pipes = [(pipe, instructions) for pipe, instructions in program.by_pipe.items() if instructions]
             for pipe, _ in pipes:
@@ -333,10 +331,12 @@ class AICore:
             run.pipes_running = len(pipes)
             if not pipes:
                 run.pipes_done.succeed()
-            # The pipes' first steps run here, in order (run_process): this runs as the core's grant
-            # (a NORMAL event) is processed, and nothing is scheduled after them
+            # The pipes' first steps run here, in order (begin): this runs as the core's grant (a
+            # NORMAL event) is processed, and nothing is scheduled after them
             for pipe, instructions in pipes:
-                run_process(env, pipe_loop(run, pipe, instructions, steps[pipe])).callbacks.append(pipe_ended)
+                pipe_run = PipeRun(self, run, pipe, instructions, steps[pipe])
+                pipe_run.ended.callbacks.append(pipe_ended)
+                begin(pipe_run.start)
             yield run.pipes_done
             self.current = None
             recorder = self.system.recorder
@@ -351,250 +351,348 @@ class AICore:
             raise
         lock.release()  # the process ends right after: see CoreLock
 
-    def _pipe_loop(self, run: KernelRun, pipe: Pipe, instructions, steps):
-        # The hot loop of the simulator: locals instead of attribute look-ups (the instructions'
-        # fixed fields from their pipe_step tuples), int keys, the recorder's rows packed directly,
-        # and flag costs run ahead (see the module doc). A pipe with a copy engine hands its copies
-        # to the engine's queue (hw.dma.EngineQueue), which records each one when it completes
-        # (complete, below); with a queue of one request the pipe waits for each copy, else it goes
-        # on while they are in flight ("Requests in flight" in the module doc).
-        env = self.env
-        new_event = simpy.Event  # not env.event: that descriptor builds a bound method per call
-        # The pipe's one timer: re-armed (fresh callbacks, then scheduled as env.timeout schedules a
-        # timeout: the same queue key) for each busy stretch it sleeps through, instead of a Timeout
-        # built per stretch; nothing but this pipe ever waits on it.
-        timer = new_event(env)
-        recorder = self.system.recorder
-        rows, pack_row, row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
-        lane = pack(self.tracks[pipe], run.op)
-        pipe_id = int(pipe)
+
+# the phases of a PipeRun: where it goes on when it wakes (each after a wait, or a step it falls through to)
+(_NEXT, _ISSUE_WAIT, _ISSUED, _STEP, _SLOT_WAIT, _SLOT_FREE, _COPY, _COPIED, _DRAIN_WAIT, _DRAINED, _EXECUTE, _SLEPT, _SET_SLEPT,
+ _FLAG_WOKEN, _FLAG_TAKEN, _WAITING_FLUSHED, _WAITED, _DONE, _END, _END_FLUSHED, _END_DRAINED, _END_REST) = range(22)
+
+
+class PipeRun:
+    """One pipe of a kernel run running its instructions in order: a state machine driven by the
+    engine (a :class:`~npusim.engine.loop.Timer` for the busy stretches it sleeps through,
+    :func:`~npusim.engine.loop.when` and ``when_reached`` for its waits, the run's
+    :class:`~npusim.engine.flags.Flags`), not a SimPy process: the same events at the same moments
+    as the process it replaces (the order of events: :mod:`npusim.engine.loop`), so the same
+    results. ``ended`` is triggered (NORMAL, now) when the pipe is done, as a process's end would be,
+    or failed with what the pipe raised. :meth:`start` takes its first step (``begin``); each wake-up
+    goes on (:meth:`go_on`) from ``phase`` at instruction ``index``.
+
+    The hot loop of the simulator: locals instead of attribute look-ups while it runs (the
+    instructions' fixed fields from their pipe_step tuples), int keys, the recorder's rows packed
+    directly, and flag costs run ahead (see the module doc). A pipe with a copy engine hands its
+    copies to the engine's queue (hw.dma.EngineQueue), which records each one when it completes
+    (:meth:`complete`); with a queue of one request the pipe waits for each copy, else it goes on
+    while they are in flight ("Requests in flight" in the module doc)."""
+
+    __slots__ = ("core", "env", "run", "instructions", "steps", "count", "pipe_id", "recorder", "rows", "pack_row", "row_bytes", "lane",
+                 "wait_lane", "issued", "done", "blocked", "may_run_ahead", "effect_from", "ends", "flags", "counts_progress",
+                 "waits_for_issue", "queue", "in_flight_too", "depth", "tally", "put_transfer_event", "put_transfer_info", "timer",
+                 "ended", "resume", "complete_copy", "index", "phase", "ahead", "start_ps", "issued_count")
+
+    def __init__(self, core: AICore, run: KernelRun, pipe: Pipe, instructions: list[Any], steps: list[tuple]) -> None:
+        env = core.env
+        self.core = core
+        self.env = env
+        self.run = run
+        self.instructions = instructions
+        self.steps = steps
+        self.count = len(instructions)
+        pipe_id = self.pipe_id = int(pipe)
+        recorder = self.recorder = core.system.recorder
+        self.rows, self.pack_row, self.row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
+        self.lane = pack(core.tracks[pipe], run.op)
         progress = cast("list[ProgressCounter]", run.progress)  # this pipe's is made; SCALAR's too if any waits for issue
-        issued, done = progress[_SCALAR_ID], progress[pipe_id]
-        blocked = run.blocked
-        may_run_ahead = pipe is not _SCALAR
-        with_data = self.system.with_data
-        effect_from = DATA_EFFECT if with_data else CONTROL_EFFECT  # the effects applied
-        ends = run.ends[pipe_id] if run.ends is not None else None
-        flags, flag_waiters = run.flags, run.flag_waiters
-        ahead = 0  # ps this pipe has run ahead of env.now
-        clock_of = clock  # a local: read after every step
-        now = clock_of(env)  # env.now, refreshed after every yield
+        self.issued, self.done = progress[_SCALAR_ID], progress[pipe_id]
+        self.blocked = run.blocked
+        may_run_ahead = self.may_run_ahead = pipe is not _SCALAR
+        self.effect_from = DATA_EFFECT if core.system.with_data else CONTROL_EFFECT  # the effects applied
+        ends = self.ends = run.ends[pipe_id] if run.ends is not None else None
+        self.flags = run.flags
         # Pipe progress is read only by the scalar issue order (SCALAR's count) and by barriers.
-        counts_progress = not may_run_ahead or ends is not None
-        waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
-        issued_count = 0  # the scalar unit's count as last read: it only grows, so an s_dep up to it needs no look
-        queue = self.queue(pipe)  # the pipe's copy engine's queue (None: no engine on this pipe)
-        in_flight_too = queue is not None and queue.depth > 1  # copies stay in flight while the pipe goes on
-        wait_lane = pack(self.wait_tracks[pipe], run.op) if in_flight_too else lane
-        if queue is not None:
-            depth = queue.depth
-            tally = self.system.l2_tally(run.op, self.kind)
-            put_transfer_event, put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
-            issue, fence = queue.issue, queue.fence  # bound once: called per copy, per set_flag in the queue's turn
+        self.counts_progress = not may_run_ahead or ends is not None
+        self.waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
+        queue = self.queue = core.queue(pipe)  # the pipe's copy engine's queue (None: no engine on this pipe)
+        in_flight_too = self.in_flight_too = queue is not None and queue.depth > 1  # copies stay in flight while the pipe goes on
+        self.wait_lane = pack(core.wait_tracks[pipe], run.op) if in_flight_too else self.lane
+        self.depth = queue.depth if queue is not None else 0
+        self.tally = core.system.l2_tally(run.op, core.kind) if queue is not None else None
+        self.put_transfer_event, self.put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
+        self.resume = self.go_on  # bound once: the callback of every wait
+        self.complete_copy = self.complete  # bound once: given with every copy
+        # The pipe's one timer, re-armed for each busy stretch it sleeps through; nothing but this pipe waits on it.
+        self.timer = Timer(env, self.go_on)
+        self.ended = simpy.Event(env)
+        self.index = 0  # the instruction it is at
+        self.phase = _NEXT  # where in it
+        self.ahead = 0  # ps this pipe has run ahead of env.now
+        self.start_ps = 0  # the start of the instruction it is in
+        self.issued_count = 0  # the scalar unit's count as last read: it only grows, so an s_dep up to it needs no look
 
-            def complete(owner: tuple, start: int, flowed: int, bottleneck: int) -> None:
-                # a copy's last byte has arrived (in issue order): its effect, its event, its hook, its progress
-                instruction, label_id, nbytes, watched, applies = owner
-                end = clock_of(env)
-                if applies:
-                    instruction.effect(self, run)
-                index = recorder.events
-                put_transfer_event(index)
-                put_transfer_info((flowed - start) << 32 | (bottleneck + 2))
-                record_in_turn(lane, instruction, label_id, start, end, nbytes, watched)
+    def start(self) -> None:
+        """Take the first step: run up to the first wait (or the end)."""
+        self.go_on(self.timer.event)
 
-            def record_in_turn(track: int, instruction, label_id: int, start: int, end: int, nbytes: int, watched: bool) -> None:
-                # an instruction of the queue ended in its turn: its event on ``track``, its hook, its progress
-                index = recorder.events
-                try:
-                    pack_row(rows, index * row_bytes, track, label_id, start, end, nbytes)
-                except struct_error:  # the rows are full
-                    recorder.put_row(index, track, label_id, start, end, nbytes)
-                recorder.events = index + 1
-                if watched:
-                    recorded = instruction.recorded
-                    if recorded is not None:
-                        recorded(index)
-                if counts_progress:
-                    count_done(end)
-
-            def count_done(end: int) -> None:
-                # an instruction has ended (in program order: after the copies in flight before it)
-                if ends is not None:
-                    ends.append(end)
-                done.count += 1
-                if done.waiters:
-                    done.wake()
-
-            def deferred_wait(_turn: int, _at: int, instruction, start: int, end: int, label_id: int, watched: bool) -> None:
-                # a wait_flag that ran while copies were in flight, recorded in the queue's turn (after the
-                # copies issued before it, before those issued after it: in program order on the recorder)
-                record_in_turn(wait_lane, instruction, label_id, start, end, 0, watched)
-
-            def deferred_set_flag(start: int, end: int, instruction, key: int, label_id: int, watched: bool) -> None:
-                # a set_flag after copies still in flight, run once they have completed (EngineQueue.fence)
-                raise_flag(env, run, key, end)
-                record_in_turn(lane, instruction, label_id, start, end, 0, watched)
-
-        for instruction, (step, s_dep, cost_ps, key, effect, label_id, nbytes, watched) in zip(instructions, steps):
-            if waits_for_issue and s_dep > issued_count and s_dep > (issued_count := issued.count):
-                if ahead:
-                    rearm_at(env, timer, ahead)
-                    yield timer
-                    ahead = 0
-                blocked[pipe_id] = "waiting for the scalar unit to issue it"
-                yield issued.reached(s_dep)
-                del blocked[pipe_id]
-                now = clock_of(env)
-            start = now + ahead
-            applies = effect >= effect_from
-            row_lane = lane
-            if step == TRANSFER:
-                if queue.in_flight >= depth:  # type: ignore[union-attr]  # no free slot: wait for the oldest copy
-                    if ahead:
-                        rearm_at(env, timer, ahead)
-                        yield timer
-                        ahead = 0
-                    blocked[pipe_id] = f"waiting for a free slot of its DMA queue ({depth} copies in flight)"
-                    yield queue.until(depth - 1)  # type: ignore[union-attr]
-                    del blocked[pipe_id]
-                    now = clock_of(env)
+    def go_on(self, event: simpy.Event) -> None:
+        """Go on where the pipe stopped, up to its next wait or its end: the callback of each of its
+        waits (``event``: the one processed). What it raises (or a failure of the event it waited
+        on) fails the pipe, as a process fails with what its generator raises."""
+        try:
+            env = self.env
+            now = clock(env)  # refreshed at every wake-up
+            phase, index, ahead, start = self.phase, self.index, self.ahead, self.start_ps
+            instructions, steps, count = self.instructions, self.steps, self.count
+            may_run_ahead, effect_from, in_flight_too, flags = self.may_run_ahead, self.effect_from, self.in_flight_too, self.flags
+            waits_for_issue = self.waits_for_issue
+            while index < count:
+                instruction = instructions[index]
+                step, s_dep, cost_ps, key, effect, label_id, nbytes, watched = steps[index]
+                if phase == _NEXT:
+                    phase = _STEP
+                    if waits_for_issue and s_dep > self.issued_count:
+                        self.issued_count = issued_count = self.issued.count
+                        if s_dep > issued_count:
+                            if ahead:
+                                phase, ahead, wait, delay = _ISSUE_WAIT, 0, None, ahead
+                                break
+                            phase = _ISSUE_WAIT
+                if phase != _STEP and phase < _EXECUTE:  # woken in the issue order's wait
+                    if phase == _ISSUE_WAIT:
+                        self.blocked[self.pipe_id] = "waiting for the scalar unit to issue it"
+                        phase, wait = _ISSUED, self.issued.reached(s_dep)
+                        break
+                    if phase == _ISSUED:
+                        del self.blocked[self.pipe_id]
+                        phase = _STEP
+                applies = effect >= effect_from
+                if phase == _STEP:
                     start = now + ahead
-                issue(instruction.request(self, run, start, tally, complete, (instruction, label_id, nbytes, watched, applies)))
-                if in_flight_too:
-                    continue  # recorded when it completes
-                blocked[pipe_id] = instruction
-                yield queue.until(0)  # type: ignore[union-attr]
-                del blocked[pipe_id]
-                now = clock_of(env)
-                ahead = 0
-                continue
-            if in_flight_too and queue.in_flight:  # type: ignore[union-attr]  # copies of this pipe are in flight
-                if step == SET_FLAG:  # raised once they have completed, in the queue's turn
-                    fence(start, cost_ps, deferred_set_flag, instruction, key, label_id, watched)
-                    ahead += cost_ps
-                    continue
-                if step != WAIT_FLAG:  # any other instruction of the pipe waits for them (a barrier on the pipe, a vector op)
-                    if ahead:
-                        rearm_at(env, timer, ahead)
-                        yield timer
+                    phase = _EXECUTE
+                    if step == TRANSFER:
+                        phase = _COPY
+                        if self.queue.in_flight >= self.depth:  # type: ignore[union-attr]  # no free slot: wait for the oldest copy
+                            phase = _SLOT_WAIT
+                            if ahead:
+                                phase, ahead, wait, delay = _SLOT_WAIT, 0, None, ahead
+                                break
+                    elif in_flight_too and self.queue.in_flight:  # type: ignore[union-attr]  # copies of this pipe are in flight
+                        if step == SET_FLAG:  # raised once they have completed, in the queue's turn
+                            self.queue.fence(start, cost_ps, self.deferred_set_flag, instruction, key, label_id, watched)  # type: ignore[union-attr]
+                            ahead += cost_ps
+                            index += 1
+                            phase = _NEXT
+                            continue
+                        if step != WAIT_FLAG:  # any other instruction of the pipe waits for them (a barrier on the pipe, a vector op)
+                            phase = _DRAIN_WAIT
+                            if ahead:
+                                phase, ahead, wait, delay = _DRAIN_WAIT, 0, None, ahead
+                                break
+                if phase < _EXECUTE:  # a copy, or a wait for the copies in flight
+                    if phase == _SLOT_WAIT:
+                        self.blocked[self.pipe_id] = f"waiting for a free slot of its DMA queue ({self.depth} copies in flight)"
+                        phase, ahead, wait = _SLOT_FREE, ahead, self.queue.until(self.depth - 1)  # type: ignore[union-attr]
+                        break
+                    if phase == _SLOT_FREE:
+                        del self.blocked[self.pipe_id]
+                        start = now + ahead
+                        phase = _COPY
+                    if phase == _COPY:
+                        self.queue.issue(instruction.request(self.core, self.run, start, self.tally, self.complete_copy,  # type: ignore[union-attr]
+                                                             (instruction, label_id, nbytes, watched, applies)))
+                        if in_flight_too:  # recorded when it completes
+                            index += 1
+                            phase = _NEXT
+                            continue
+                        self.blocked[self.pipe_id] = instruction
+                        phase, ahead, wait = _COPIED, ahead, self.queue.until(0)  # type: ignore[union-attr]
+                        break
+                    if phase == _COPIED:
+                        del self.blocked[self.pipe_id]
                         ahead = 0
-                    blocked[pipe_id] = "waiting for its copies in flight to complete"
-                    yield queue.until(0)  # type: ignore[union-attr]
-                    del blocked[pipe_id]
-                    now = clock_of(env)
+                        index += 1
+                        phase = _NEXT
+                        continue
+                    if phase == _DRAIN_WAIT:
+                        self.blocked[self.pipe_id] = "waiting for its copies in flight to complete"
+                        phase, ahead, wait = _DRAINED, ahead, self.queue.until(0)  # type: ignore[union-attr]
+                        break
+                    # _DRAINED
+                    del self.blocked[self.pipe_id]
                     start = now
-            if step == FIXED:
-                if may_run_ahead and not applies:
-                    ahead += cost_ps
-                    end = start + cost_ps
-                else:
-                    busy = ahead + cost_ps
-                    ahead = 0
-                    if busy:
-                        rearm_at(env, timer, busy)
-                        yield timer
-                        now = clock_of(env)
+                    phase = _EXECUTE
+                if phase == _EXECUTE:
+                    if step == FIXED:
+                        if may_run_ahead and not applies:
+                            ahead += cost_ps
+                            end = start + cost_ps
+                        else:
+                            busy = ahead + cost_ps
+                            if busy:
+                                phase, ahead, wait, delay = _SLEPT, 0, None, busy
+                                break
+                            ahead = 0
+                            end = now
+                    elif step == SET_FLAG:
+                        # Raise the flag at ``end``: the oldest waiter wakes then (or when it is ready, if
+                        # later); with no waiter, the flag is kept with the time it becomes visible.
+                        if may_run_ahead:
+                            ahead += cost_ps
+                            end = now + ahead
+                            flags.set(key, end)
+                        else:
+                            phase, ahead, wait, delay = _SET_SLEPT, ahead, None, cost_ps
+                            break
+                    elif step == WAIT_FLAG:
+                        # Take the oldest raised flag (flags are taken in the order they were raised, so a
+                        # wait running ahead of the clock takes the one it would take at its own time), or
+                        # wait for one, not before this wait is ready (``start``).
+                        visible = flags.take(key)
+                        if visible is None:  # not raised yet: wait for it
+                            self.phase, self.index, self.ahead, self.start_ps = _FLAG_WOKEN, index, ahead, start
+                            flags.wait(key, start, instruction, self.resume)
+                            return
+                        if visible > start:  # raised, visible later: stall until then
+                            ahead = visible - now
+                        phase = _FLAG_TAKEN
+                    else:  # WAITING: needs the real time, may block on other pipes
+                        phase = _WAITING_FLUSHED
+                        if ahead:
+                            phase, ahead, wait, delay = _WAITING_FLUSHED, 0, None, ahead
+                            break
+                elif phase == _SLEPT:
                     end = now
-            elif step == SET_FLAG:
-                # Raise the flag at ``end``: the oldest waiter wakes then (or when it is ready, if
-                # later); with no waiter, the flag is kept with the time it becomes visible.
-                if may_run_ahead:
-                    ahead += cost_ps
-                    end = now + ahead
-                else:
-                    rearm_at(env, timer, cost_ps)
-                    yield timer
-                    now = end = clock_of(env)
-                raise_flag(env, run, key, end)
-            elif step == WAIT_FLAG:
-                # Take the oldest raised flag (flags are taken in the order they were raised, so a
-                # wait running ahead of the clock takes the one it would take at its own time), or
-                # wait for one, not before this wait is ready (``start``).
-                row_lane = wait_lane
-                raised = flags.get(key)
-                if raised:
-                    visible = raised.popleft()
-                    if visible > start:  # raised, visible later: stall until then
-                        ahead = visible - now
-                else:  # not raised yet: wait for it
-                    event = new_event(env)
-                    waiters = flag_waiters.get(key)
-                    if waiters is None:
-                        waiters = flag_waiters[key] = deque()
-                    waiters.append((event, start, instruction))
-                    yield event
-                    now = clock_of(env)
                     ahead = 0
-                if may_run_ahead:
-                    ahead += cost_ps
-                    end = now + ahead
-                else:
-                    rearm_at(env, timer, ahead + cost_ps)
-                    yield timer
+                elif phase == _SET_SLEPT:
+                    end = now
+                    flags.set(key, end)
+                elif phase == _FLAG_WOKEN:
                     ahead = 0
-                    now = end = clock_of(env)
-            else:  # WAITING: needs the real time, may block on other pipes
-                if ahead:
-                    rearm_at(env, timer, ahead)
-                    yield timer
-                    ahead = 0
-                    now = clock_of(env)
-                start = now
-                busy = instruction.start(self, run)
-                if busy.__class__ is int:
-                    if busy:
-                        rearm_at(env, timer, busy)
-                        yield timer
+                    phase = _FLAG_TAKEN
+                elif phase == _WAITED:
+                    if not event._ok:  # the process would be thrown (a copy of) the failure
+                        event._defused = True
+                        failure = cast(BaseException, event._value)
+                        error = type(failure)(*failure.args)
+                        error.__cause__ = failure
+                        raise error
+                    del self.blocked[self.pipe_id]
+                    end = now
+                if phase == _FLAG_TAKEN:
+                    if may_run_ahead:
+                        ahead += cost_ps
+                        end = now + ahead
+                    else:
+                        phase, ahead, wait, delay = _SLEPT, 0, None, ahead + cost_ps
+                        break
+                elif phase == _WAITING_FLUSHED:
+                    start = now
+                    busy = instruction.start(self.core, self.run)
+                    if busy.__class__ is int:
+                        if busy:
+                            phase, ahead, wait, delay = _SLEPT, 0, None, busy
+                            break
+                        ahead = 0
+                        end = now
+                    else:
+                        self.blocked[self.pipe_id] = instruction
+                        phase, ahead, wait = _WAITED, 0, busy
+                        break
+                # the instruction has ended at ``end``
+                if in_flight_too and step == WAIT_FLAG and self.queue.in_flight:  # type: ignore[union-attr]
+                    self.queue.fence(end, 0, self.deferred_wait, instruction, start, end, label_id, watched)  # type: ignore[union-attr]
                 else:
-                    blocked[pipe_id] = instruction
-                    yield busy
-                    del blocked[pipe_id]
-                now = end = clock_of(env)
-            if in_flight_too and step == WAIT_FLAG and queue.in_flight:  # type: ignore[union-attr]
-                fence(end, 0, deferred_wait, instruction, start, end, label_id, watched)
-                continue
-            if applies:
-                instruction.effect(self, run)
-            index = recorder.events
-            try:
-                pack_row(rows, index * row_bytes, row_lane, label_id, start, end, nbytes)
-            except struct_error:  # the rows are full
-                recorder.put_row(index, row_lane, label_id, start, end, nbytes)
-            recorder.events = index + 1
-            if watched:
-                recorded = instruction.recorded
-                if recorded is not None:
-                    recorded(index)
-            if counts_progress:  # (count_done, inline: this runs per instruction)
-                if ends is not None:
-                    ends.append(end)
-                done.count += 1
-                if done.waiters:
-                    done.wake()
-        if ahead:
-            rearm_at(env, timer, ahead)
-            yield timer
-        if in_flight_too:
-            if queue.in_flight:  # type: ignore[union-attr]
-                blocked[pipe_id] = "waiting for its copies in flight to complete"
-                yield queue.until(0)  # type: ignore[union-attr]
-                del blocked[pipe_id]
-            rest = queue.free_at - clock_of(env)  # type: ignore[union-attr]  # a set_flag that ran in the queue's turn ends then
+                    if applies:
+                        instruction.effect(self.core, self.run)
+                    # its event, hook and progress (record, inline: this runs per instruction)
+                    recorder = self.recorder
+                    row = recorder.events
+                    track = self.wait_lane if step == WAIT_FLAG else self.lane
+                    try:
+                        self.pack_row(self.rows, row * self.row_bytes, track, label_id, start, end, nbytes)
+                    except struct_error:  # the rows are full
+                        recorder.put_row(row, track, label_id, start, end, nbytes)
+                    recorder.events = row + 1
+                    if watched:
+                        recorded = instruction.recorded
+                        if recorded is not None:
+                            recorded(row)
+                    if self.counts_progress:
+                        ends = self.ends
+                        if ends is not None:
+                            ends.append(end)
+                        done = self.done
+                        done.count += 1
+                        if done.waiters:
+                            done.wake()
+                index += 1
+                phase = _NEXT
+            else:
+                self._end(phase, index, ahead, start)
+                return
+            # stopped in a wait: go on at ``phase`` when it ends (``wait`` processed, else ``delay`` ps from now)
+            self.phase, self.index, self.ahead, self.start_ps = phase, index, ahead, start
+            if wait is None:
+                self.timer.start(delay)
+            else:
+                when(wait, self.resume)
+        except BaseException as error:
+            self.ended.fail(cast(Exception, error))
+
+    def _end(self, phase: int, index: int, ahead: int, start: int) -> None:
+        # every instruction has run: the pipe ends once its last busy stretch and its copies in flight are done
+        queue = self.queue
+        if phase == _NEXT:
+            phase = _END_FLUSHED
+            if ahead:
+                self.phase, self.index, self.ahead = _END_FLUSHED, index, 0
+                self.timer.start(ahead)
+                return
+        if phase == _END_FLUSHED:
+            phase = _END_REST
+            if self.in_flight_too and queue.in_flight:  # type: ignore[union-attr]
+                self.blocked[self.pipe_id] = "waiting for its copies in flight to complete"
+                self.phase, self.index, self.ahead = _END_DRAINED, index, 0
+                when(queue.until(0), self.resume)  # type: ignore[union-attr]
+                return
+        if phase == _END_DRAINED:
+            del self.blocked[self.pipe_id]
+            phase = _END_REST
+        if phase == _END_REST and self.in_flight_too:
+            rest = queue.free_at - clock(self.env)  # type: ignore[union-attr]  # a set_flag that ran in the queue's turn ends then
             if rest > 0:
-                rearm_at(env, timer, rest)
-                yield timer
+                self.phase, self.index, self.ahead = _END, index, 0
+                self.timer.start(rest)
+                return
+        succeed_at(self.env, self.ended, 0)  # the end of the pipe, as a process's
 
+    def record(self, track: int, instruction: Any, label_id: int, start: int, end: int, nbytes: int, watched: bool) -> None:
+        """An instruction ended: its event on ``track``, its hook, its progress (in program order)."""
+        recorder = self.recorder
+        index = recorder.events
+        try:
+            self.pack_row(self.rows, index * self.row_bytes, track, label_id, start, end, nbytes)
+        except struct_error:  # the rows are full
+            recorder.put_row(index, track, label_id, start, end, nbytes)
+        recorder.events = index + 1
+        if watched:
+            recorded = instruction.recorded
+            if recorded is not None:
+                recorded(index)
+        if self.counts_progress:
+            ends = self.ends
+            if ends is not None:
+                ends.append(end)
+            done = self.done
+            done.count += 1
+            if done.waiters:
+                done.wake()
 
-def raise_flag(env: simpy.Environment, run: KernelRun, key: int, end: int) -> None:
-    """Raise flag ``key`` of ``run``, visible at ``end`` (ps, not before now): its oldest waiter
-    wakes then (or when it is ready, if later); with no waiter, the flag is kept with that time."""
-    waiters = run.flag_waiters.get(key)
-    if waiters:
-        event, ready_ps, _ = waiters.popleft()
-        succeed_at(env, event, (end if end > ready_ps else ready_ps) - clock(env))
-    else:
-        raised = run.flags.get(key)
-        if raised is None:
-            raised = run.flags[key] = deque()
-        raised.append(end)
+    def complete(self, owner: tuple, start: int, flowed: int, bottleneck: int) -> None:
+        """A copy's last byte has arrived (in issue order): its effect, its event, its hook, its progress."""
+        instruction, label_id, nbytes, watched, applies = owner
+        end = clock(self.env)
+        if applies:
+            instruction.effect(self.core, self.run)
+        recorder = self.recorder
+        self.put_transfer_event(recorder.events)
+        self.put_transfer_info((flowed - start) << 32 | (bottleneck + 2))
+        self.record(self.lane, instruction, label_id, start, end, nbytes, watched)
+
+    def deferred_wait(self, _turn: int, _at: int, instruction: Any, start: int, end: int, label_id: int, watched: bool) -> None:
+        """A wait_flag that ran while copies were in flight, recorded in the queue's turn (after the
+        copies issued before it, before those issued after it: in program order on the recorder)."""
+        self.record(self.wait_lane, instruction, label_id, start, end, 0, watched)
+
+    def deferred_set_flag(self, start: int, end: int, instruction: Any, key: int, label_id: int, watched: bool) -> None:
+        """A set_flag after copies still in flight, run once they have completed (EngineQueue.fence)."""
+        self.flags.set(key, end)
+        self.record(self.lane, instruction, label_id, start, end, 0, watched)

@@ -1063,7 +1063,8 @@ def _run_inline(core: AICore, program: _Placed, op: int):
     processed (:meth:`Kernel.launch` ``inline``): the run goes on in the stream task's own process,
     and ends as :func:`_run_one`'s: the two events that would end the run's process and then pass
     that on to the stream task (:func:`_one_after`) are kept, at the same moments, so every event
-    keeps its place; a failure fails the stream task as that would, with a copy of it."""
+    keeps its place (rule 5 of the order of events, :mod:`npusim.engine.loop`); a failure fails
+    the stream task as that would, with a copy of it."""
     failure = None
     try:
         yield from core.run(program, op)
@@ -1182,7 +1183,8 @@ class Kernel:
         its own, with the same order of everything where that process's initialisation would be the
         next event processed (as :func:`~npusim.engine.loop.run_process`): the stream task takes its
         first step (or resumes after the stream's previous task) while a NORMAL event is processed,
-        and that processing schedules nothing URGENT but the run's start. The tile ops an AICPU
+        and that processing schedules nothing URGENT but the run's start (the order of events:
+        :mod:`npusim.engine.loop`). The tile ops an AICPU
         scheduler dispatches (``CoreTask._launch``) are launched so."""
         stream = stream or self.system.stream(self.die.index)
         placed, op = self._place()

@@ -231,7 +231,7 @@ class CoreTask(Task):
         there but the stream task's start, so the stream task's first step, and then its run's,
         would be the next events processed; a stream task that waits for the one before it on its
         core's stream resumes as that one's last callback, the earlier ones (``_ended``, the
-        scheduler's ``core_finished``) scheduling nothing URGENT."""
+        scheduler's ``core_finished``) scheduling nothing URGENT (the order of events: :mod:`npusim.engine.loop`, rules 2 and 5)."""
         self._watch(watched_instructions(p.instructions) if watched is None else watched)
         launch = self.op.program.launch
         process: simpy.Process = kernel.launch(stream=launch.core_stream(self.op.program.die, core, self.core_kind), inline=True)  # see _launch's doc

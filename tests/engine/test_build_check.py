@@ -79,7 +79,7 @@ def test_a_source_edited_after_the_build_runs_interpreted_and_says_so(tmp_path):
 
 def test_a_build_missing_a_module_runs_interpreted_and_says_so(tmp_path):
     root, digests = _sources(tmp_path)
-    choice = _choose("auto", _build(tmp_path, digests, modules=("flow", "progress", "compiled__mypyc")), root)
+    choice = _choose("auto", _build(tmp_path, digests, modules=("flags", "flow", "progress", "compiled__mypyc")), root)
     assert choice.folder is None and choice.warning is not None and "lacks loop" in choice.warning
 
 
