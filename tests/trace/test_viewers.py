@@ -33,6 +33,7 @@ CASES = [  # (example, config, params): every example, with parameters that keep
     ("torch_gemm.py", "a2", {"m": 64, "k": 256, "n": 96}),
     ("hccl_allreduce.py", "a2", {"mib": 1.0}),
     ("torch_tensor_parallel.py", "a2", {"tokens": 32, "hidden": 512, "ffn": 1024}),
+    ("torch_mc2.py", "a2", {"m": 256, "k": 128, "n": 256, "ranks": 2}),
     ("moe_decode_layer.py", "a3", {"ep": 4, "tokens": 8, "hidden": 1024, "intermediate": 128}),
 ]
 KNOWN_DEFECTS = {"moe_decode_layer.py": "its 'sync all' arrows (the last core at a SyncAll to each core that waited) and 'signal->poll' "
