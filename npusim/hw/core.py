@@ -592,27 +592,7 @@ class PipeRun:
                 else:
                     if applies:
                         instruction.effect(self.core, self.run)
-                    # its event, hook and progress (record, inline: this runs per instruction)
-                    recorder = self.recorder
-                    row = recorder.events
-                    track = self.wait_lane if step == WAIT_FLAG else self.lane
-                    try:
-                        self.pack_row(self.rows, row * self.row_bytes, track, label_id, start, end, nbytes)
-                    except struct_error:  # the rows are full
-                        recorder.put_row(row, track, label_id, start, end, nbytes)
-                    recorder.events = row + 1
-                    if watched:
-                        recorded = instruction.recorded
-                        if recorded is not None:
-                            recorded(row)
-                    if self.counts_progress:
-                        ends = self.ends
-                        if ends is not None:
-                            ends.append(end)
-                        done = self.done
-                        done.count += 1
-                        if done.waiters:
-                            done.wake()
+                    self.record(self.wait_lane if step == WAIT_FLAG else self.lane, instruction, label_id, start, end, nbytes, watched)
                 index += 1
                 phase = _NEXT
             else:
