@@ -155,12 +155,19 @@ def begin(step: Callable[[], None]) -> None:
 def initialise(env: simpy.Environment, step: Callable[[simpy.Event], None]) -> None:
     """Take a state machine's first step as :func:`start_process` takes a process's: ``step(event)``
     runs when an URGENT event scheduled now is processed (before the NORMAL events due now)."""
+    _initialisation(env, step)
+
+
+def _initialisation(env: simpy.Environment, step: Callable[[simpy.Event], None]) -> Any:
+    """An ``Initialize`` event as SimPy's makes it, succeeded and scheduled URGENT now, with
+    ``step`` its one callback: the first step of a process or a state machine."""
     start: Any = _new_initialize(Initialize)
     start.env = env
     start.callbacks = [step]
     start._value = None
     start._ok = True
     _push(cast(list[_Entry], env._queue), (env._now, _URGENT, _next(env._eid), start))
+    return start
 
 
 class Timer:
@@ -288,13 +295,7 @@ def start_process(env: simpy.Environment, generator: Any) -> simpy.Process:
     process.callbacks = []
     process._generator = generator
     resume = process._resume = Resume(process, env, generator)
-    start: Any = _new_initialize(Initialize)
-    start.env = env
-    start.callbacks = [resume]
-    start._value = None
-    start._ok = True
-    _push(cast(list[_Entry], env._queue), (env._now, _URGENT, _next(env._eid), start))
-    process._target = start
+    process._target = _initialisation(env, resume)
     return cast(simpy.Process, process)
 
 
