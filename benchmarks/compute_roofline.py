@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from running_on import running_on
 
 import npusim
 from npusim import isa, pypto
@@ -141,6 +142,7 @@ def main() -> None:
     parser.add_argument("--config", default="a2")
     parser.add_argument("--quick", action="store_true", help="fewer sizes (for a smoke run)")
     args = parser.parse_args()
+    print(running_on())
     peak = peaks(args.config)
     cores = peak["aic"], peak["aiv"]
     print(f"config {args.config}: {peak['aic']} AIC / {peak['aiv']} AIV at {peak['clock_hz'] / 1e6:.0f} MHz; configured peak "

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import yaml
+from running_on import running_on
 
 from npusim.config import load_config
 
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    print(running_on())
 
     best: dict[str, float] = {}
     resolved: dict[str, dict] = {}

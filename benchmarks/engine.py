@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import simpy
+from running_on import running_on
 
 import npusim
 from npusim import isa
@@ -87,6 +88,7 @@ def main() -> None:
     parser.add_argument("--tile-elems", type=int, default=8192)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    print(running_on())
 
     best = {"engine": float("inf"), "end_to_end": float("inf"), "end_to_end_unchecked": float("inf"), "engine_data": float("inf"), "bare": float("inf")}
     events = 0

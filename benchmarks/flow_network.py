@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from engine import build_pipeline, run_bare_simpy
+from running_on import running_on
 
 import npusim
 from npusim.frontend.workload import run_workload_file
@@ -68,6 +69,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each workload; the best is kept")
     parser.add_argument("--only", default="a3-allgather,a2-allgather,pipeline", help=f"comma-separated workloads to run, of {', '.join(WORKLOADS)}")
     args = parser.parse_args()
+    print(running_on())
     names = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in names if name not in WORKLOADS]
     if unknown:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import simpy
+from running_on import running_on
 
 import npusim
 from npusim.engine import flow
@@ -132,6 +133,7 @@ def main() -> None:
     replaying.add_argument("--calls", type=int, default=None, help="replay only the first N starts")
     replaying.add_argument("--no-digest", action="store_true", help="skip the outcome digest (e.g. under callgrind)")
     args = parser.parse_args()
+    print(running_on())
     if args.command == "record":
         params = {}
         for item in args.param:

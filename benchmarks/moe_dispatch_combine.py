@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from running_on import running_on
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BARE_PROCESSES = 64  # the bare loop's timeouts are spread over this many SimPy processes
@@ -52,6 +54,7 @@ def main() -> None:
     parser.add_argument("--nodes", default="1,2", help="comma-separated a3 node counts (16 dies each)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each point (min and median are printed)")
     args = parser.parse_args()
+    print(running_on())
     sys.path.insert(0, str(HERE))
     from engine import run_bare_simpy
 

@@ -18,6 +18,8 @@ import io
 import time
 from pathlib import Path
 
+from running_on import running_on
+
 import npusim
 from npusim.frontend.workload import run_workload_file
 
@@ -51,6 +53,7 @@ def main() -> None:
     parser.add_argument("--quanta", default="1ns,10ns,100ns", help="comma-separated quanta to compare with the exact network")
     parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
     args = parser.parse_args()
+    print(running_on())
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:

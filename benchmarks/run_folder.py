@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from running_on import running_on
+
 HERE = Path(__file__).resolve().parents[1]
 CASES = {
     "main": ["--config", "a3", "examples/shmem_allgather.py"],
@@ -132,6 +134,7 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=0, help="instead: write the first case's run folder this many times on two cores "
                         "and on one, in this process after one session (min and median wall of the writing)")
     args = parser.parse_args()
+    print(running_on())
     cases = args.case or ["main"]
     if args.writes:
         writes_in_process(cases[0], args.writes, args.scratch)

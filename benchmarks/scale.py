@@ -37,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+from running_on import running_on
+
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
 DIES_PER_NODE = 16  # an a3 node
@@ -101,6 +103,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each point; the fastest is kept")
     parser.add_argument("--point", nargs=2, metavar=("WORKLOAD", "DIES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    print(running_on())
     if args.point:
         sys.path.insert(0, str(HERE))
         print(json.dumps(point(args.point[0], int(args.point[1]), args.network_quantum)))

@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from running_on import running_on
+
 HERE = Path(__file__).resolve().parents[1]
 MAIN_JOB = ["run", "--config", "a3", "examples/shmem_allgather.py", "--no-data"]
 EMPTY_WORKLOAD = "empty_workload.py"
@@ -84,6 +86,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=list(COMMANDS), action="append", help="measure only these commands (repeatable)")
     args = parser.parse_args()
+    print(running_on())
     names = args.only or list(COMMANDS)
 
     with tempfile.TemporaryDirectory(prefix="npusim-startup-") as folder:

@@ -17,6 +17,8 @@ import os
 import time
 from pathlib import Path
 
+from running_on import running_on
+
 from npusim.analysis.executors import default_workers
 from npusim.analysis.sweep import run_sweep
 
@@ -37,6 +39,7 @@ def main() -> None:
     parser.add_argument("--config", default="a3")
     parser.add_argument("--repeat", type=int, default=1, help="measure each this many times and keep the best")
     args = parser.parse_args()
+    print(running_on())
     run_sweep(args.config, WORKLOAD, {"param.tile": [16384]}, data=False, workers=1, progress=False)  # starts the fork server
     everyone = default_workers()
     points = len(GRID["param.tile"]) * len(GRID["param.cores"]) * len(GRID["param.double_buffer"])

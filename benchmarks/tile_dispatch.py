@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from running_on import running_on
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "shmem_allgather.py"
 
 
@@ -73,6 +75,7 @@ def main() -> None:
     parser.add_argument("--against", default=None, help="the interpreter of a baseline checkout, run interleaved with this one")
     parser.add_argument("--point", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    print(running_on())
     if args.point:
         print(json.dumps(measure(args.nodes, args.n_pes)))
         return

@@ -32,6 +32,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from running_on import running_on
+
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "shmem_allgather.py"
 
@@ -99,6 +101,7 @@ def main() -> None:
     parser.add_argument("--against", default=None, help="the interpreter of a baseline checkout, run interleaved with this one")
     parser.add_argument("--point", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    print(running_on())
     if args.point is not None:
         print(json.dumps(measure(args.point)))
         return

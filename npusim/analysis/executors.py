@@ -57,7 +57,7 @@ def default_workers() -> int:
 def lost_outcome(error: str, error_type: str = "WorkerLost") -> dict[str, Any]:
     """The outcome of a point that did not finish on its worker (rather than failing in its workload)."""
     outcome: dict[str, Any] = dict.fromkeys(OUTCOME_COLUMNS, math.nan)
-    outcome.update(status="failed", bottleneck="", error_type=error_type, error=error)
+    outcome.update(status="failed", bottleneck="", engine="", error_type=error_type, error=error)  # no worker said which engine
     return outcome
 
 

@@ -19,12 +19,15 @@ from typing import Any
 
 from npusim.analysis.bottleneck import bottleneck_of, class_utilisations, utilisation_columns
 from npusim.config import LoadedConfig
+from npusim.engine import engine_record
 from npusim.errors import WorkloadError
 from npusim.frontend.simulate import simulate
 from npusim.frontend.workload import WorkloadSource
 
-OUTCOME_COLUMNS = ["status", "simulated_us", "bottleneck", "bottleneck_share", *utilisation_columns(), "wall_s", "error_type", "error"]
-"""What a worker reports for a point, in the order of the results file."""
+OUTCOME_COLUMNS = ["status", "simulated_us", "bottleneck", "bottleneck_share", *utilisation_columns(), "wall_s", "engine", "error_type", "error"]
+"""What a worker reports for a point, in the order of the results file (``engine``: which engine
+simulated it, ``compiled`` or ``interpreted``, as a run's manifest says; it explains ``wall_s``, and
+a Dask worker on another machine may have an install of its own)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ def run_point(task: PointTask) -> tuple[int, dict[str, Any]]:
     dropped (run the point with ``npusim run`` to see them)."""
     start = time.perf_counter()
     outcome: dict[str, Any] = dict.fromkeys(OUTCOME_COLUMNS, math.nan)
-    outcome.update(bottleneck="", error_type="", error="")
+    outcome.update(bottleneck="", engine=engine_record()["engine"], error_type="", error="")
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             result = simulate(task.config, workload_source(task), params=task.params, data=task.data, seed=task.seed,

@@ -22,7 +22,7 @@ from npusim.analysis.points import OUTCOME_COLUMNS
 from npusim.errors import OutputError, UsageError
 from npusim.files import write_bytes_atomically
 
-TEXT_OUTCOMES = ("status", "bottleneck", "error_type", "error")
+TEXT_OUTCOMES = ("status", "bottleneck", "engine", "error_type", "error")
 NUMERIC_COLUMNS = frozenset(column for column in OUTCOME_COLUMNS if column not in TEXT_OUTCOMES)
 
 

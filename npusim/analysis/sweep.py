@@ -45,6 +45,7 @@ from npusim.analysis.points import PointTask
 from npusim.analysis.report import output_console
 from npusim.analysis.results import ResultsFile, cell_text, columns_for, typed_rows, write_parquet
 from npusim.config import LoadedConfig, load_config
+from npusim.engine import engine_record
 from npusim.errors import ConfigError, OutputError, UnknownParameterError, UsageError
 from npusim.files import MARKER, PARTIAL, FolderMark, folder_mark, not_npusims, write_json_atomically, write_marker
 from npusim.frontend.session import check_seed
@@ -422,6 +423,7 @@ def _manifest(sweep_plan: SweepPlan, sweep_id: str, axes, overrides, params, dat
         "points": len(sweep_plan.points),
         "point_timeout_s": point_timeout_s,
         "command": list(command) if command else None,
+        **engine_record(),  # the engine of the process that ran the sweep (each point's is in the results: ``engine``)
     }
 
 

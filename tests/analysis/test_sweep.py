@@ -11,6 +11,7 @@ import distributed
 import pytest
 
 from npusim.analysis import run_sweep, sweep
+from npusim.engine import engine_record
 from npusim.errors import ConfigError, UnknownParameterError, UsageError
 from tests.analysis.workloads import HBM_BOUND_COPY, write
 
@@ -57,6 +58,8 @@ def test_a_failing_point_is_recorded_and_the_others_complete(copy_workload, tmp_
     assert set(outcome.files) == {"csv", "parquet", "plot", "manifest"} and all(path.exists() for path in outcome.files.values())
     manifest = json.loads((out / "sweep.json").read_text())
     assert manifest["grid"] == {"param.tile": ["16384", "32768"]} and manifest["params"] == {"fail_tile": "32768"} and manifest["points"] == 2
+    engine = engine_record()  # which engine ran: the sweep's in its manifest, each point's (its worker's) in its row
+    assert {key: manifest[key] for key in engine} == engine and ok["engine"] == failed["engine"] == engine["engine"]
     assert (out / "simulated_time.png").read_bytes()[:4] == b"\x89PNG"
 
 
