@@ -58,7 +58,7 @@ def test_trace_is_valid_chrome_json_with_named_lanes(tmp_path):
     counters = [e for e in events if e["ph"] == "C"]
     assert any(e["name"] == "die0 HBM GB/s" for e in counters)
     other = trace["otherData"]
-    assert other["config"] == "a2" and other["trace_format"] == 3 and other["ops"][0]["name"] == "scale"
+    assert other["config"] == "a2" and other["trace_format"] == 4 and other["ops"][0]["name"] == "scale"
 
 
 def test_perfetto_and_speedscope_import_every_slice_in_place(tmp_path):
