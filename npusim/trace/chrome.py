@@ -338,8 +338,8 @@ class _Writer:
     def _op_flows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The flows ops recorded: source and target events, name ids, release times (ps, -1: the source's end)."""
         recorder = self.recorder
-        columns = (recorder.flow_from, recorder.flow_to, recorder.flow_name, recorder.flow_released)
-        return tuple(np.frombuffer(column, dtype=np.int64) for column in columns)  # type: ignore[return-value]
+        source, target = np.frombuffer(recorder.flow_from, dtype=np.int64), np.frombuffer(recorder.flow_to, dtype=np.int64)
+        return source, target, np.frombuffer(recorder.flow_name, dtype=np.int64), np.frombuffer(recorder.flow_released, dtype=np.int64)
 
     def _arrivals(self) -> tuple[np.ndarray, np.ndarray]:
         """The ``arrive`` slices: the events (ascending) that released the targets of their flows
