@@ -508,10 +508,11 @@ class CoreBarrier:
         if len(self.arrived) == self.parties:
             release = self.release
             env.timeout(self.cost_ps).callbacks.append(lambda _: release.succeed())
-            self._arrows(instruction)
+            self._arrows(instruction, env.now)
         return self.release
 
-    def _arrows(self, last: SyncAll) -> None:
+    def _arrows(self, last: SyncAll, released_at: int) -> None:
+        """The ``sync all`` flows, released at ``released_at`` (ps): the last core's arrival."""
         events: dict[int, int] = {}
         recorder = last.recorder
 
@@ -520,7 +521,7 @@ class CoreBarrier:
             if len(events) == len(self.arrived):
                 source = events[len(self.arrived) - 1]
                 for position in range(len(self.arrived) - 1):
-                    recorder.flow(source, events[position], "sync all")
+                    recorder.flow(source, events[position], "sync all", released_at)
 
         for position, instruction in enumerate(self.arrived):
             on_recorded(instruction, lambda index, position=position: seen(position, index))

@@ -8,12 +8,17 @@ L2 and link is a counter track in GB/s and each core's buffer occupancy one in K
 instant events. ``docs/trace-format.md`` documents every field and track.
 
 Times are in microseconds on a whole-nanosecond grid: each start and end is the simulator's integer
-picoseconds rounded to the nearest ns, so no two slices of a lane overlap in a viewer that rounds
-to ns (Perfetto) or adds in floating point (speedscope); a ``wait_flag`` that was waiting when its
-flag became visible holds a ``release`` slice from then to its end, where the flag arrow ends (an
-arrow ends in a slice that starts no earlier than its source, as Perfetto requires). The same run
+picoseconds rounded to the nearest ns, then placed on its lane (:func:`place_on_lanes`: no earlier than the
+end of the slice before it, at least 1 ns long), so no two slices of a lane overlap or share a ns
+in a viewer that rounds to ns (Perfetto) or adds in floating point (speedscope); a slice that was
+waiting when the last flow into it released it (a ``wait_flag`` when its flag became visible, a
+SyncAll when the last core arrived, a poll when its signal landed) holds a ``release`` slice from
+then to its end, where the arrow ends, and a SyncAll's last arrival is an ``arrive`` slice, where its
+arrows start (an arrow ends in a slice that starts no earlier than its source ends, as Perfetto
+requires). Only the display moves: the recorded times (summary, analysis) stay exact. The same run
 gives the same bytes. The writer never unpacks more than one chunk of events at a time: its extra memory is
-bounded by the chunk, not by the run (``benchmarks/trace_writer.py`` measures it).
+the chunk and a few numbers per slice moved on its lane and per flow of an op, not the run's
+events (``benchmarks/trace_writer.py`` measures it).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from npusim.trace.recorder import CHUNK_EVENTS, WAIT_LANE_SUFFIX
 from npusim.trace.selection import TraceSelection
 from npusim.trace.text import Lines, Texts, fixed3
 
-TRACE_FORMAT_VERSION = 3  # 3: times on a whole-ns grid, release slices in waits
+TRACE_FORMAT_VERSION = 4  # 3: times on a whole-ns grid, release slices in waits; 4: slices placed on their lanes (at least 1 ns), arrive slices, release slices of any flow
 LOAD_LANES = ("MTE2", "MTE1")  # pipes whose DMAs bring data into a core's buffers: sources of data flows
 LOADS_PER_SET = 32  # data flows start from at most this many loads before one set_flag (the latest)
 WRITER_CHUNK_EVENTS = 4096  # events formatted per batch: bounds the writer's extra memory (a few MiB; 2048 cost the README's run 1% more instructions, callgrind)
@@ -83,17 +88,74 @@ def _with_dur(lines: Lines, ns: np.ndarray, short_ps: int = 1, where: np.ndarray
     return lines.integer(np.where(zero, 0, whole), where).fraction(frac, 6, ~zero if where is None else ~zero & where)
 
 
+def rounded_spans(start_ps: Any, end_ps: Any) -> tuple[Any, Any]:
+    """Events' spans on the ns grid before they are placed on their lanes (:func:`place_on_lanes`): each
+    start and end rounded to the nearest ns (:func:`ns_of`), a span of positive length at least
+    1 ns long (ns; elementwise on arrays)."""
+    start = ns_of(start_ps)
+    return start, np.maximum(ns_of(end_ps), start + (end_ps > start_ps))
+
+
+def place_on_lanes(track: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, positive: np.ndarray, last_end: np.ndarray) -> np.ndarray:
+    """Place slices, in the order of the events, on their lanes (``track``): each starts at the
+    later of its rounded start and the shown end of the one before it on its lane, and one of
+    positive length (``positive``) lasts at least 1 ns, so no two slices of a lane touch in the
+    same ns however short they are (three events can fall in one ns). ``start_ns``, ``end_ns``
+    (:func:`rounded_spans`) are changed in place; ``last_end`` (per track: the shown end of its
+    last slice before these, 0 for none) is updated. Returns the positions of the slices moved, in
+    order. Sequential only where a slice is moved: the others are placed as they are."""
+    order = np.argsort(track, kind="stable")
+    lane, start, end, long = track[order], start_ns[order], end_ns[order], positive[order].astype(np.int64)
+    first = np.ones(len(lane), dtype=bool)  # the lane's first slice of these
+    first[1:] = lane[1:] != lane[:-1]
+    before = np.empty_like(end)
+    before[1:] = end[:-1]
+    before[first] = last_end[lane[first]]
+    moved: list[int] = []
+    resume = 0  # the first position not yet looked at by a chain of moves
+    for k in np.flatnonzero(start < before).tolist():
+        if k < resume:
+            continue
+        while k < len(lane):  # a moved slice may push the next ones of its lane
+            limit = int(last_end[lane[k]]) if first[k] else int(end[k - 1])
+            if start[k] >= limit:
+                break
+            start[k], end[k] = limit, max(int(end[k]), limit + int(long[k]))
+            moved.append(k)
+            k += 1
+        resume = k
+    last = np.ones(len(lane), dtype=bool)
+    last[:-1] = first[1:]
+    last_end[lane[last]] = end[last]
+    at = order[moved]
+    start_ns[at], end_ns[at] = start[moved], end[moved]
+    return np.sort(at)
+
+
 def _middle(start_ns: Any, end_ns: Any) -> Any:
     """A time inside ``[start_ns, end_ns)`` (its middle, on the ns grid; the start for a slice of
     zero or one ns): where a flow end binds to that slice (elementwise on arrays)."""
     return start_ns + (end_ns - start_ns) // 2
 
 
-def release_starts(wait_start_ns: Any, wait_end_ns: Any, set_end_ns: Any) -> Any:
-    """Where the ``release`` slice of a ``wait_flag`` starts (ns): when the flag it consumed became
-    visible (its ``set_flag``'s end), if the wait was already waiting then and ended later; else
-    the wait's own start (no release slice). Elementwise on arrays."""
-    return np.where((wait_start_ns < set_end_ns) & (set_end_ns < wait_end_ns), set_end_ns, wait_start_ns)
+def own_middles(start_ns: np.ndarray, end_ns: np.ndarray, release_ns: np.ndarray, arrive_ns: np.ndarray) -> np.ndarray:
+    """Where a flow end binds to a slice itself, not to a child of it: the middle of its part
+    before its ``release`` slice (``release_ns``, -1 for none) and after an ``arrive`` slice at its
+    start or before one later (``arrive_ns``, 1 ns long, -1 for none); ns, elementwise."""
+    high = np.where(release_ns >= 0, release_ns, end_ns)
+    high = np.where(arrive_ns > start_ns, np.minimum(high, arrive_ns), high)
+    low = np.where(arrive_ns == start_ns, start_ns + 1, start_ns)
+    middle: np.ndarray = low + np.maximum(high - low, 0) // 2
+    return middle
+
+
+def _found(index: np.ndarray, values: np.ndarray, events: np.ndarray) -> np.ndarray:
+    """For each of ``events``: its value in the sparse table (``index`` ascending, ``values``), -1 if absent."""
+    if not len(index):
+        return np.full(len(events), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(index, events), len(index) - 1)
+    found: np.ndarray = np.where(index[at] == events, values[at], -1)
+    return found
 
 
 def jsonable(value: Any) -> Any:
@@ -233,21 +295,112 @@ class _Writer:
         self.first = True
         self.flow_id = 0
         self.released = 0  # release slices written
+        self.arrived = 0  # arrive slices written
+        self._late_spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # made on first use (_late)
+        self._arrive_spans: tuple[np.ndarray, np.ndarray] | None = None  # (_arrivals)
+        self._op_release_spans: tuple[np.ndarray, np.ndarray] | None = None  # (_op_releases)
         self._text_tables: _Texts | None = None  # made on first use
         self._rates: list[tuple[ResourceRecord, np.ndarray, np.ndarray]] | None = None  # the rate counters' pieces (_rate_pieces)
 
-    def _release_starts(self, events: np.ndarray) -> np.ndarray:
-        """For each of ``events`` (indices): where its ``release`` slice starts (ns), -1 for none
-        (only a ``wait_flag`` that was waiting when the flag it consumed became visible has one)."""
+    def _late(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The events shown later or longer than their rounded span (:func:`place_on_lanes`): their indices
+        (ascending) and shown starts and ends (ns). Made once, in one pass over the events (few
+        are: those after slices of under 1 ns on their lanes)."""
+        if self._late_spans is None:
+            table = self.recorder.table()
+            last_end = np.zeros(len(self.recorder.tracks), dtype=np.int64)
+            found = [(np.zeros(0, dtype=np.int64),) * 3]
+            for first in range(0, len(table), self.chunk_events):
+                rows = table[first : first + self.chunk_events]
+                start, end = rounded_spans(rows[:, 2], rows[:, 3])
+                moved = place_on_lanes(rows[:, 0] >> 32, start, end, rows[:, 3] > rows[:, 2], last_end)
+                found.append((moved + first, start[moved], end[moved]))
+            index, start, end = (np.concatenate(column) for column in zip(*found))
+            self._late_spans = index, start, end
+        return self._late_spans
+
+    def _shown(self, events: np.ndarray, start_ps: np.ndarray, end_ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where events ``events`` (indices, ascending or not; spanning ``start_ps`` to ``end_ps``)
+        are shown: their slices' starts and ends (ns)."""
+        start, end = rounded_spans(start_ps, end_ps)
+        index, late_start, late_end = self._late()
+        if len(index):
+            late = _found(index, np.arange(len(index)), events)
+            moved = late >= 0
+            start, end = np.where(moved, late_start[late], start), np.where(moved, late_end[late], end)
+        return start, end
+
+    def _shown_of(self, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_shown` of events given by index only."""
+        rows = self.recorder.table()[events]
+        return self._shown(events, rows[:, 2], rows[:, 3])
+
+    def _op_flows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The flows ops recorded: source and target events, name ids, release times (ps, -1: the source's end)."""
+        recorder = self.recorder
+        source, target = np.frombuffer(recorder.flow_from, dtype=np.int64), np.frombuffer(recorder.flow_to, dtype=np.int64)
+        return source, target, np.frombuffer(recorder.flow_name, dtype=np.int64), np.frombuffer(recorder.flow_released, dtype=np.int64)
+
+    def _arrivals(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ``arrive`` slices: the events (ascending) that released the targets of their flows
+        before their end (``Recorder.flow``'s ``released_at``), and where each one's ``arrive`` slice
+        starts (ns; 1 ns long): that time, shown no earlier than the event, if the slice ends before
+        the event does. Made once."""
+        if self._arrive_spans is None:
+            source, _, _, released = self._op_flows()
+            events, first = np.unique(source[released >= 0], return_index=True)
+            start, end = self._shown_of(events)
+            at = np.maximum(ns_of(released[released >= 0][first]), start)
+            inside = at + 1 < end
+            self._arrive_spans = events[inside], at[inside]
+        return self._arrive_spans
+
+    def _released(self, source: np.ndarray, released: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For flows from events ``source`` (shown ending at ``end`` ns) released at ``released``
+        (ps, -1: at their end): the start of the ``arrive`` slice each is released in (ns, -1 for
+        none) and when, as shown, its source released its target (that slice's end, or the source's)."""
+        arrive = np.where(released >= 0, _found(*self._arrivals(), source), -1)
+        return arrive, np.where(arrive >= 0, arrive + 1, end)
+
+    def _sources(self, source: np.ndarray, released: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For flows from events ``source`` released at ``released`` (ps, -1: at their end): where
+        each arrow starts (ns: in the ``arrive`` slice it is released in, else in the source
+        itself) and when, as shown, its source released its target."""
+        start, end = self._shown_of(source)
+        arrive, done = self._released(source, released, end)
+        release, own_arrive = self._children(source, start, end)
+        return np.where(arrive >= 0, arrive, own_middles(start, end, release, own_arrive)), done
+
+    def _op_releases(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ``release`` slices that flows of ops give their targets: the events (ascending) that
+        started before a source released them and ended after, and when the last such source did
+        (ns). Made once."""
+        if self._op_release_spans is None:
+            source, target, _, released = self._op_flows()
+            done = self._released(source, released, self._shown_of(source)[1])[1]
+            target_start, target_end = self._shown_of(target)
+            inside = (target_start < done) & (done < target_end)
+            events, inverse = np.unique(target[inside], return_inverse=True)
+            last = np.full(len(events), -1, dtype=np.int64)
+            np.maximum.at(last, inverse.reshape(-1), done[inside])
+            self._op_release_spans = events, last
+        return self._op_release_spans
+
+    def _children(self, events: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``events`` (indices, shown from ``start`` to ``end`` ns): where its ``release``
+        slice starts and where its ``arrive`` slice starts (ns, -1 for none). A slice that was waiting
+        when the last flow into it was released (a ``wait_flag`` when its flag became visible, a
+        SyncAll when the last core arrived, a poll when the signal it saw landed) holds a ``release``
+        slice from then to its end; one that released the targets of its flows before its end
+        (:meth:`_arrivals`), an ``arrive`` slice."""
+        release = _found(*self._op_releases(), events)
         sets, waits = self.recorder.flag_flow_pairs()  # the recorder's own arrays, in the order of the waits
-        if not len(waits) or not len(events):
-            return np.full(len(events), -1, dtype=np.int64)
-        position = np.minimum(np.searchsorted(waits, events), len(waits) - 1)
-        table = self.recorder.table()
-        wait_start = ns_of(table[events, 2])
-        at = release_starts(wait_start, ns_of(table[events, 3]), ns_of(table[sets[position], 3]))
-        released: np.ndarray = np.where((waits[position] == events) & (at > wait_start), at, -1)
-        return released
+        if len(waits) and len(events):
+            position = np.minimum(np.searchsorted(waits, events), len(waits) - 1)
+            set_end = self._shown_of(sets[position])[1]  # when the flag became visible, as shown
+            flagged = (waits[position] == events) & (start < set_end) & (set_end < end)
+            release = np.maximum(release, np.where(flagged, set_end, -1))
+        return release, _found(*self._arrivals(), events)
 
     def emit(self, line: str) -> None:
         self.emit_text(line.encode())
@@ -380,9 +533,9 @@ class _Writer:
             flag_cursor += count
             lo, hi = np.searchsorted(transfer_events, [first, last])
             kept = self._kept(c, kept_tracks)
-            start_ns, end_ns = ns_of(c["start_ps"]), ns_of(c["end_ps"])
-            lines, releases = self._event_lines(c, kept, start_ns, end_ns, self._release_starts(np.arange(first, last)), recorder.transfers(int(lo), int(hi)),
-                                                first)
+            start_ns, end_ns = self._shown(np.arange(first, last), c["start_ps"], c["end_ps"])
+            release, arrive = self._children(np.arange(first, last), start_ns, end_ns)
+            lines, children = self._event_lines(c, kept, start_ns, end_ns, release, arrive, recorder.transfers(int(lo), int(hi)), first)
             track_of, on_load, busy = c["track"], on_load_pipe[c["track"]], ~sync[c["name"]]
             role = ((on_load & busy) * _LOAD | (on_load & a_set[c["name"]]) * _SET | (setter_of >= 0) * _WAIT
                     | (busy & waiting_pipe[track_of]) * _CONSUMER)
@@ -408,7 +561,7 @@ class _Writer:
                     ready = awaiting.pop(track)
                     consumers.extend([index] * len(ready))
                     consumed.extend(ready)
-            inserted = [releases]  # after each event's line, its release slice, then the data flows that end in it
+            inserted = list(children)  # after each event's line, its arrive and release slices, then the data flows that end in it
             if consumers:
                 ends, loads_from = np.array(consumers, dtype=np.int64) - first, np.array(consumed, dtype=np.int64)
                 if not everything:  # both ends kept
@@ -416,7 +569,10 @@ class _Writer:
                     ends, loads_from = ends[both], loads_from[both]
                 if len(ends):
                     rows = table[loads_from]
-                    flows = self._data_flow_lines(rows[:, 0] >> 32, _middle(ns_of(rows[:, 2]), ns_of(rows[:, 3])), track_of[ends], _middle(start_ns, end_ns)[ends])
+                    load_start, load_end = self._shown(loads_from, rows[:, 2], rows[:, 3])
+                    from_ns = own_middles(load_start, load_end, *self._children(loads_from, load_start, load_end))
+                    to_ns = own_middles(start_ns[ends], end_ns[ends], release[ends], arrive[ends])
+                    flows = self._data_flow_lines(rows[:, 0] >> 32, from_ns, track_of[ends], to_ns)
                     inserted.append((flows, np.cumsum(kept)[ends] - 1))
             self.emit_text(lines.joined(",\n", inserted))
 
@@ -429,10 +585,11 @@ class _Writer:
         return lines
 
     def _event_lines(self, c: dict[str, np.ndarray], kept: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, releases: np.ndarray,
-                     transfers: dict[str, np.ndarray], first: int) -> tuple[Lines, tuple[Lines, np.ndarray]]:
-        """The lines of a chunk's kept events, a row per event: a complete event with its bytes,
-        op, tile and, for a DMA, what limited it; and the release slices, a row per event that has
-        one, with the row of its event."""
+                     arrivals: np.ndarray, transfers: dict[str, np.ndarray], first: int) -> tuple[Lines, list[tuple[Lines, np.ndarray]]]:
+        """The lines of a chunk's kept events (shown from ``start_ns`` to ``end_ns``), a row per
+        event: a complete event with its bytes, op, tile and, for a DMA, what limited it; and its
+        children (:meth:`_children`): the arrive slices, then the release slices, each a row per
+        event that has one, with the row of its event."""
         texts = self._texts()
         limit = np.full(len(kept), -3, dtype=np.int64)  # -3: not a DMA
         events = transfers["event"]
@@ -440,7 +597,7 @@ class _Writer:
         limit[events[last] - first] = transfers["bottleneck"][last]
         rows = slice(None) if kept.all() else np.flatnonzero(kept)  # all of them, without copies, when everything is kept
         track, name, start, end = c["track"][rows], c["name"][rows], start_ns[rows], end_ns[rows]
-        nbytes, op, tile, limit, released = c["bytes"][rows], c["op"][rows], c["tile"][rows], limit[rows], releases[rows]
+        nbytes, op, tile, limit, released, arrived = c["bytes"][rows], c["op"][rows], c["tile"][rows], limit[rows], releases[rows], arrivals[rows]
         self.written += len(track)
         has_bytes, has_op, has_tile, has_limit, has_release = nbytes != 0, op >= 0, tile >= 0, limit != -3, released >= 0
         has_args = has_bytes | has_op | has_tile | has_limit
@@ -451,11 +608,16 @@ class _Writer:
         lines.choice(texts.ops, op + np.where(has_bytes, 0, len(self.recorder.ops)), has_op)  # the op after a comma if it follows the bytes
         lines.text(",", has_tile & (has_bytes | has_op)).text('"tile":', has_tile).integer(tile, has_tile)
         lines.choice(texts.limits, texts.limit_row(limit, has_limit), has_limit).text("}", has_args).text("}")
-        released_rows = np.flatnonzero(has_release)  # the wait was waiting when its flag became visible
-        release_start, release_end, release_track = released[released_rows], end[released_rows], track[released_rows]
-        release = _with_ts(Lines(len(released_rows)).text('{"name":"release","ph":"X","ts":'), release_start).text(',"dur":')
-        _with_dur(release, release_end - release_start, 2).choice(texts.places, release_track).text("}")
-        return lines, (release, released_rows)
+        arrived_rows = np.flatnonzero(arrived >= 0)
+        self.arrived += len(arrived_rows)
+        released_rows = np.flatnonzero(has_release)  # waiting when the last flow into it was released
+        children = []
+        for child_name, rows_of, child_start, child_end in (("arrive", arrived_rows, arrived[arrived_rows], arrived[arrived_rows] + 1),
+                                                      ("release", released_rows, released[released_rows], end[released_rows])):
+            child = _with_ts(Lines(len(rows_of)).text(f'{{"name":"{child_name}","ph":"X","ts":'), child_start).text(',"dur":')
+            _with_dur(child, child_end - child_start, 2).choice(texts.places, track[rows_of]).text("}")
+            children.append((child, rows_of))
+        return lines, children
 
     def _kept_tracks(self) -> np.ndarray:
         """A boolean per track: its die is kept."""
@@ -472,32 +634,32 @@ class _Writer:
         """The flows the run recorded (flags, then those of ops), chunk by chunk."""
         recorder = self.recorder
         table = recorder.table()
-        lane, start, end = table[:, 0], table[:, 2], table[:, 3]
+        lane = table[:, 0]
         flag_name = recorder.flag_name_id
-        op_from, op_to, op_name = (np.frombuffer(column, dtype=np.int64) for column in (recorder.flow_from, recorder.flow_to, recorder.flow_name))
+        op_from, op_to, op_name, op_released = self._op_flows()
         chunk = self.chunk_events
         batches = itertools.chain(
-            ((*recorder.flag_flow_pairs(first, first + chunk), None) for first in range(0, recorder.flag_flow_count, chunk)),
-            ((op_from[first : first + chunk], op_to[first : first + chunk], op_name[first : first + chunk]) for first in range(0, len(op_from), chunk)))
+            ((*recorder.flag_flow_pairs(first, first + chunk), None, None) for first in range(0, recorder.flag_flow_count, chunk)),
+            ((op_from[first : first + chunk], op_to[first : first + chunk], op_name[first : first + chunk], op_released[first : first + chunk])
+             for first in range(0, len(op_from), chunk)))
         keep_all = self.selection.everything
         kept_tracks = self._kept_tracks()
-        for src, dst, name_ids in batches:
+        for src, dst, name_ids, released in batches:
+            if released is None:  # flag flows: released at the set_flag's end
+                released = np.full(len(src), -1, dtype=np.int64)
             if not keep_all:  # both ends kept
                 kept = self._kept_rows(table, src, kept_tracks) & self._kept_rows(table, dst, kept_tracks)
-                src, dst, name_ids = src[kept], dst[kept], name_ids[kept] if name_ids is not None else None
-            src_start, dst_start, dst_end = ns_of(start[src]), ns_of(start[dst]), ns_of(end[dst])
-            src_releases = self._release_starts(src)  # a flow end in a wait binds before its release slice
-            from_ts = _middle(src_start, np.where(src_releases >= 0, src_releases, ns_of(end[src])))
-            if name_ids is None:  # a flag flow ends where the wait was released
-                dst_start = release_starts(dst_start, dst_end, ns_of(end[src]))
-            else:
-                dst_releases = self._release_starts(dst)
-                dst_end = np.where(dst_releases >= 0, dst_releases, dst_end)
+                src, dst, released, name_ids = src[kept], dst[kept], released[kept], name_ids[kept] if name_ids is not None else None
+            from_ts, done = self._sources(src, released)
+            dst_start, dst_end = self._shown_of(dst)
+            dst_release, dst_arrive = self._children(dst, dst_start, dst_end)
+            # an arrow ends in its target's release slice if its source released it there, else in the target itself
+            to_ts = np.where((dst_release >= 0) & (done >= dst_release), _middle(dst_release, dst_end), own_middles(dst_start, dst_end, dst_release, dst_arrive))
             lines = Lines(len(src))
             ids = self.flow_id + 1 + np.arange(len(src))
             self.flow_id += len(src)
             names = np.full(len(src), flag_name) if name_ids is None else name_ids
-            self._flow_lines(lines, ids, names, lane[src] >> 32, from_ts, lane[dst] >> 32, _middle(dst_start, dst_end))
+            self._flow_lines(lines, ids, names, lane[src] >> 32, from_ts, lane[dst] >> 32, to_ts)
             self.emit_text(lines.joined(",\n"))
 
     def _flow_lines(self, lines: Lines, ids: np.ndarray, names: np.ndarray, from_track: np.ndarray, from_ns: np.ndarray, to_track: np.ndarray,
@@ -679,7 +841,7 @@ class _Writer:
         free_at: dict[int, list[int]] = {}  # unit -> when each of its lanes is free (ns)
         placed = []
         for (op_id, unit), (start, end, count, moved) in sorted(spans.items(), key=lambda item: (item[1][0], item[0])):
-            start_ns, end_ns = ns_of(start), ns_of(end)
+            start_ns, end_ns = (int(ns) for ns in rounded_spans(start, end))
             lanes_of_unit = free_at.setdefault(unit, [])
             lane = next((k for k, free in enumerate(lanes_of_unit) if free <= start_ns), len(lanes_of_unit))
             if lane == len(lanes_of_unit):
@@ -716,6 +878,7 @@ class _Writer:
             "events": len(recorder),
             "flows": self.flow_id,
             "release_slices": self.released,
+            "arrive_slices": self.arrived,
             "ops": [{"id": i, "name": op.name, "die": op.die, "args": jsonable(op.args), **({"part_of": op.part_of} if op.part_of >= 0 else {})}
                     for i, op in enumerate(recorder.ops)],
             "config_spec": self.record.spec.model_dump(mode="json"),

@@ -130,7 +130,8 @@ class Recorder:
         self._flag_pairs: tuple[int, np.ndarray, np.ndarray] | None = None  # (events paired, sets, waits)
         self.flow_from = array("q")  # flows recorded by ops: event index of the source,
         self.flow_to = array("q")  # of the target,
-        self.flow_name = array("q")  # and name id
+        self.flow_name = array("q")  # and name id,
+        self.flow_released = array("q")  # and when the source released the target (ps; -1: at the source's end)
         self.transfer_event = array("q")  # event index of a DMA
         self.transfer_info = array("q")  # fixed ps << 32 | (bottleneck resource index + 2)
         self.buffer_spans: list[BufferSpan] = []
@@ -228,9 +229,12 @@ class Recorder:
         end_ps: int = EVENT_ROW.unpack_from(self.rows, index * EVENT_ROW.size)[3]
         return end_ps
 
-    def flow(self, from_event: int, to_event: int, name: str) -> None:
+    def flow(self, from_event: int, to_event: int, name: str, released_at: int = -1) -> None:
         """Record that event ``to_event`` could not proceed before event ``from_event`` ended (an
-        arrow in the trace, an edge of the critical path); both are event indices already recorded."""
+        arrow in the trace, an edge of the critical path); both are event indices already recorded.
+        ``released_at``: the time (ps) inside ``from_event`` at which it released ``to_event``, when
+        that is not its end (a SyncAll's last arrival: the barrier releases the cores that waited
+        then, its cost after it is theirs as much as its own); the trace draws the arrow from there."""
         count = self.events
         if not (from_event.__class__ is int and to_event.__class__ is int and 0 <= from_event < count and 0 <= to_event < count):
             for end, index in (("from", from_event), ("to", to_event)):
@@ -241,14 +245,15 @@ class Recorder:
                     )
             from_event, to_event = int(from_event), int(to_event)  # numpy integers
         name_id = self._name_ids.get(name)
-        self.flow_of_ids(from_event, to_event, self.name_id(name) if name_id is None else name_id)
+        self.flow_of_ids(from_event, to_event, self.name_id(name) if name_id is None else name_id, released_at)
 
-    def flow_of_ids(self, from_event: int, to_event: int, name_id: int) -> None:
+    def flow_of_ids(self, from_event: int, to_event: int, name_id: int, released_at: int = -1) -> None:
         """:meth:`flow` named by its name id (:meth:`name_id`), for a caller whose event indices are
         ints that :meth:`record` returned (they are not checked)."""
         self.flow_from.append(from_event)
         self.flow_to.append(to_event)
         self.flow_name.append(name_id)
+        self.flow_released.append(released_at)
 
     def buffer_span(self, span: BufferSpan) -> None:
         """Record the buffer bytes a program held on a core over its run."""
@@ -265,7 +270,7 @@ class Recorder:
     def nbytes(self) -> int:
         """Bytes held by the event rows in use, the flow and transfer columns and the flag flows
         once paired."""
-        arrays = (self.run_unit, self.run_first, self.flow_from, self.flow_to, self.flow_name, self.transfer_event, self.transfer_info)
+        arrays = (self.run_unit, self.run_first, self.flow_from, self.flow_to, self.flow_name, self.flow_released, self.transfer_event, self.transfer_info)
         paired = sum(a.nbytes for a in self._flag_pairs[1:]) if self._flag_pairs is not None else 0
         return self.events * EVENT_ROW.size + sum(len(a) * a.itemsize for a in arrays) + paired
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import npusim
 from npusim import isa
-from npusim.trace.chrome import _dur, _ts, ns_of, write_chrome_trace
+from npusim.trace.chrome import _dur, _ts, ns_of, place_on_lanes, rounded_spans, write_chrome_trace
 from tests.trace.viewers import load_events, perfetto_ns, viewer_problems
 
 
@@ -42,6 +42,23 @@ def test_perfetto_reads_back_the_nanoseconds_written(ts_ns, dur_ns):
     assert perfetto_ns(json.loads(_ts(ts_ns))) == ts_ns and perfetto_ns(json.loads(_dur(dur_ns))) == dur_ns
 
 
+def placed_spans(track, start_ps, end_ps, last_end=None):
+    track, start_ps, end_ps = (np.array(values, dtype=np.int64) for values in (track, start_ps, end_ps))
+    last_end = np.zeros(int(track.max()) + 1, dtype=np.int64) if last_end is None else last_end
+    start, end = rounded_spans(start_ps, end_ps)
+    moved = place_on_lanes(track, start, end, end_ps > start_ps, last_end)
+    return list(zip(start.tolist(), end.tolist())), moved.tolist(), last_end
+
+
+def test_slices_of_under_a_nanosecond_are_shown_1_ns_long_one_after_the_other():
+    # three events in one ns on lane 0 (0.2-0.4, 0.4-0.6, 0.6-3.1 ns), one on lane 1 left as it is
+    spans, moved, last_end = placed_spans([0, 1, 0, 0], [200, 0, 400, 600], [400, 2_000, 600, 3_100])
+    assert spans == [(0, 1), (0, 2), (1, 2), (2, 3)] and moved == [2, 3] and last_end.tolist() == [3, 2]
+    # the next chunk starts where the lanes ended: a slice rounded to start before that end is moved
+    spans, moved, _ = placed_spans([0, 1], [2_400, 2_000], [9_000, 2_000], last_end)
+    assert spans == [(3, 9), (2, 2)] and moved == [0]  # a slice of no length stays so
+
+
 def test_trace_is_valid_chrome_json_with_named_lanes(tmp_path):
     path, result = run_small(tmp_path, "trace.json")
     trace = json.loads(path.read_text())
@@ -58,7 +75,7 @@ def test_trace_is_valid_chrome_json_with_named_lanes(tmp_path):
     counters = [e for e in events if e["ph"] == "C"]
     assert any(e["name"] == "die0 HBM GB/s" for e in counters)
     other = trace["otherData"]
-    assert other["config"] == "a2" and other["trace_format"] == 3 and other["ops"][0]["name"] == "scale"
+    assert other["config"] == "a2" and other["trace_format"] == 4 and other["ops"][0]["name"] == "scale"
 
 
 def test_perfetto_and_speedscope_import_every_slice_in_place(tmp_path):
@@ -130,3 +147,29 @@ def test_counters_sort_in_core_order_as_text_and_change_at_every_point(tmp_path)
     logged = (sum(len(r.rate_log) for r in result.record.resources if r.rate_log) + 2 * len(result.recorder.buffer_spans)
               + sum(len(times) for times, _, _ in result.record.l2.log.values()))
     assert written < logged  # repeats of the same value and points overridden at their instant are not written
+
+
+def test_a_sync_all_draws_its_arrows_forward_from_the_last_arrival(tmp_path):
+    """Three cores meet at a SyncAll, one of them late: its SyncAll holds an ``arrive`` slice where
+    it arrived, the two others a ``release`` slice from its end on; each ``sync all`` arrow goes
+    from the first to one of the second, forward in time."""
+    with npusim.session("a3", data=False) as s:
+        k = isa.Kernel("sync", die=0)
+        barrier = k.barrier()
+        slow = k.aiv(0)
+        a = slow.alloc(16384, np.float16)
+        for _ in range(10):
+            slow.adds(a, a, 1.0)
+        slow.pipe_barrier("ALL")
+        for program in (slow, k.aiv(1), k.aiv(2)):
+            program.sync_all(barrier)
+        k.launch()
+    trace = json.loads(write_chrome_trace(s.result.record, tmp_path / "trace.json").read_text())
+    events = trace["traceEvents"]
+    arrive = [e for e in events if e["name"] == "arrive"]
+    syncs = {e["tid"]: e for e in events if e["name"] == "SyncAll"}
+    releases = [e for e in events if e["name"] == "release" and e["tid"] in syncs]
+    assert len(arrive) == trace["otherData"]["arrive_slices"] == 1 and arrive[0]["ts"] == syncs[arrive[0]["tid"]]["ts"]
+    assert len(releases) == 2 and all(perfetto_ns(e["ts"]) == perfetto_ns(arrive[0]["ts"]) + 1 for e in releases)
+    assert sum(e["ph"] == "s" and e["name"] == "sync all" for e in events) == 2
+    assert viewer_problems(events) == []

@@ -120,11 +120,12 @@ def test_a_flow_of_ids_records_what_flow_records_by_name():
         for _ in range(3):
             recorder.record(0, 0, 0, 1, 0, -1, -1)
     by_name.flow(0, 2, "ready")
-    by_name.flow(1, 2, "dispatch")
+    by_name.flow(1, 2, "dispatch", released_at=500)
     by_id.flow_of_ids(0, 2, by_id.name_id("ready"))
-    by_id.flow_of_ids(1, 2, by_id.name_id("dispatch"))
+    by_id.flow_of_ids(1, 2, by_id.name_id("dispatch"), 500)
     assert by_id.names == by_name.names
     assert {k: v.tolist() for k, v in by_id.flows().items()} == {k: v.tolist() for k, v in by_name.flows().items()}
+    assert list(by_id.flow_released) == list(by_name.flow_released) == [-1, 500]  # -1: released at the source's end
 
 
 @settings(max_examples=60, deadline=None)

@@ -156,7 +156,7 @@ def test_warnings_are_instants_and_metadata_names_config_ops_and_format(written)
     instants = [e for e in trace["traceEvents"] if e["ph"] == "i"]
     assert [(e["name"], e["args"]["message"]) for e in instants] == [("race", "a test warning")]
     other = trace["otherData"]
-    assert other["config"] == "a2" and other["trace_format"] == 3 and other["time_unit"] == "us"
+    assert other["config"] == "a2" and other["trace_format"] == 4 and other["time_unit"] == "us"
     assert other["ops"] == [{"id": 0, "name": "pipeline", "die": 0, "args": {}}]
     assert other["config_spec"]["name"] == "a2" and other["events"] == sum(e["ph"] == "X" and e["name"] != "release" for e in trace["traceEvents"])
 

@@ -211,22 +211,44 @@ def speedscope_import(events: list[dict]) -> SpeedscopeImport:
     return result
 
 
-def viewer_problems(events: list[dict], *, nested: str = "release", in_: str = "wait_flag") -> list[str]:
+def _owners(events: list[dict], children: tuple[str, ...]) -> dict[int, int]:
+    """For each child slice (named one of ``children``), by file index: the slice the writer made
+    it a child of, the last other complete event written before it on its thread."""
+    last: dict[tuple[int, int], int] = {}
+    owners = {}
+    for index, event in enumerate(events):
+        if event["ph"] != "X":
+            continue
+        thread = (event["pid"], event["tid"])
+        if event["name"] in children:
+            if thread in last:
+                owners[index] = last[thread]
+        else:
+            last[thread] = index
+    return owners
+
+
+def viewer_problems(events: list[dict], *, children: tuple[str, ...] = ("release", "arrive")) -> list[str]:
     """What a person would find wrong with ``events`` in Perfetto or speedscope, one line per kind
-    of problem (empty: nothing): slices set aside for overlapping, slices nested where only a
-    ``nested`` slice inside an ``in_``... slice may be, flow ends bound to no slice or dropped,
-    arrows back in time, speedscope's import warnings and its nesting."""
+    of problem (empty: nothing): slices set aside for overlapping, slices nested anywhere but a
+    ``children`` slice in the slice written just before it on its lane, flow ends bound to no slice
+    or dropped, arrows back in time, speedscope's import warnings and its nesting."""
     problems = []
+    owners = _owners(events, children)
 
     def report(what: str, found: list) -> None:
         if found:
             problems.append(f"{len(found)} {what}, e.g. {found[:3]}")
 
+    def in_owner(index: int, depth: int, parent: int | None) -> bool:
+        return depth == 1 and parent is not None and owners.get(index) == parent
+
     perfetto = perfetto_import(events)
     report("slices overlap a neighbour in Perfetto", [(s.name, s.ts, s.dur) for s in perfetto.overlapping])
     report("slices are mis-nested in Perfetto", [(s.name, s.ts, s.parent.name if s.parent else None) for s in perfetto.slices if s.depth > 0 and not (
-        s.depth == 1 and s.name == nested and s.parent is not None and s.parent.name.startswith(in_))])
-    report(f"{nested} slices are not nested in {in_} in Perfetto", [(s.name, s.ts) for s in perfetto.slices if s.name == nested and s.depth != 1])
+        s.name in children and in_owner(s.index, s.depth, s.parent.index if s.parent else None))])
+    report(f"{'/'.join(children)} slices are not nested in their slice in Perfetto", [(s.name, s.ts) for s in perfetto.slices if s.name in children and not in_owner(
+        s.index, s.depth, s.parent.index if s.parent else None)])
     report("flow events bind to no slice in Perfetto", perfetto.unbound)
     report("flow ends come before their start and are dropped by Perfetto", perfetto.ended_before_start)
     by_key = {key: (source, target) for key, (source, target) in perfetto.flows.items()}
@@ -234,5 +256,5 @@ def viewer_problems(events: list[dict], *, nested: str = "release", in_: str = "
     speedscope = speedscope_import(events)
     report("speedscope import warnings", speedscope.warnings)
     report("slices are mis-nested in speedscope", [events[i]["name"] for i, depth in speedscope.depth.items() if depth > 0 and not (
-        depth == 1 and events[i]["name"] == nested and events[speedscope.parent[i]]["name"].startswith(in_))])
+        events[i]["name"] in children and in_owner(i, depth, speedscope.parent.get(i)))])
     return problems
