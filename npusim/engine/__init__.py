@@ -121,10 +121,12 @@ def _compiled_module(name: str) -> bool:
 
 def engine_record() -> dict[str, object]:
     """Which engine this process runs, as a run's manifest records it: ``engine`` (``compiled``,
-    ``interpreted``, or ``partly compiled``), ``compiled_modules`` (those of :data:`COMPILED` that
-    run compiled) and ``engine_note`` (where they were compiled, or why the sources run)."""
-    compiled = [f"npusim.{name}" for name in COMPILED if _compiled_module(name)]
-    kind = "compiled" if len(compiled) == len(COMPILED) else "partly compiled" if compiled else "interpreted"
+    ``interpreted``, or ``partly compiled``: of the modules of :data:`COMPILED` imported so far,
+    all, none or some run compiled), ``compiled_modules`` (those that run compiled) and
+    ``engine_note`` (where they were compiled, or why the sources run)."""
+    imported = [name for name in COMPILED if f"npusim.{name}" in sys.modules]
+    compiled = [f"npusim.{name}" for name in imported if _compiled_module(name)]
+    kind = "compiled" if compiled and len(compiled) == len(imported) else "partly compiled" if compiled else "interpreted"
     return {"engine": kind, "compiled_modules": compiled, "engine_note": CHOICE.note}
 
 

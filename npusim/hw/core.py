@@ -48,8 +48,8 @@ bytes of each buffer the program reserved (:class:`~npusim.trace.recorder.Buffer
 from __future__ import annotations
 
 from collections import deque
-from struct import error as struct_error
 from collections.abc import Generator
+from struct import error as struct_error
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
 
 import simpy
