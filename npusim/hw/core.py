@@ -69,6 +69,8 @@ if TYPE_CHECKING:
     from npusim.hw.system import Die
 
 
+_SCALAR: Final = Pipe.SCALAR  # Pipe is an interpreted enum: a look-up of its member costs ~10x a constant's (EnumType.__getattr__)
+_SCALAR_ID: Final = int(_SCALAR)
 FIXED: Final = 0
 SET_FLAG: Final = 1
 WAIT_FLAG: Final = 2
@@ -441,16 +443,16 @@ class PipeRun:
         self.rows, self.pack_row, self.row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
         self.lane = pack(core.tracks[pipe], run.op)
         # this pipe's progress is made; SCALAR's too if any pipe waits for issue (None if it has no instructions)
-        self.issued: ProgressCounter | None = run.progress[Pipe.SCALAR]
+        self.issued: ProgressCounter | None = run.progress[_SCALAR_ID]
         self.done = cast(ProgressCounter, run.progress[pipe_id])
         self.blocked = run.blocked
-        may_run_ahead = self.may_run_ahead = pipe is not Pipe.SCALAR
+        may_run_ahead = self.may_run_ahead = pipe is not _SCALAR
         self.effect_from = DATA_EFFECT if core.system.with_data else CONTROL_EFFECT  # the effects applied
         ends = self.ends = run.ends[pipe_id] if run.ends is not None else None
         self.flags = run.flags
         # Pipe progress is read only by the scalar issue order (SCALAR's count) and by barriers.
         self.counts_progress = not may_run_ahead or ends is not None
-        self.waits_for_issue = may_run_ahead and bool(run.program.by_pipe[Pipe.SCALAR])
+        self.waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
         queue = self.queue = core.queue(pipe)  # the pipe's copy engine's queue (None: no engine on this pipe)
         in_flight_too = self.in_flight_too = queue is not None and queue.depth > 1  # copies stay in flight while the pipe goes on
         self.wait_lane = pack(core.wait_tracks[pipe], run.op) if in_flight_too else self.lane
@@ -478,7 +480,7 @@ class PipeRun:
         on) fails the pipe, as a process fails with what its generator raises."""
         try:
             env = self.env
-            now = clock(env)  # refreshed at every wake-up
+            now: int = clock(env)  # refreshed at every wake-up
             phase, index, ahead, start = self.phase, self.index, self.ahead, self.start_ps
             instructions, steps, count = self.instructions, self.steps, self.count
             may_run_ahead, effect_from, in_flight_too, flags = self.may_run_ahead, self.effect_from, self.in_flight_too, self.flags
@@ -709,7 +711,7 @@ class PipeRun:
     def complete(self, owner: Copy, start: int, flowed: int, bottleneck: int) -> None:
         """A copy's last byte has arrived (in issue order): its effect, its event, its hook, its progress."""
         instruction, label_id, nbytes, watched, applies = owner
-        end = clock(self.env)
+        end: int = clock(self.env)
         if applies:
             instruction.effect(self.core, self.run)
         recorder = self.recorder
