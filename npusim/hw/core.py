@@ -12,11 +12,17 @@ saying how the pipe executes it) and what that step needs: ``fixed_ps`` (FIXED),
 (SET_FLAG, WAIT_FLAG), ``start(core, run, delay_ps)`` returning an event (TRANSFER), or
 ``start(core, run)`` returning ps or an event (WAITING: barriers); ``recorded`` is None or a
 callable, called with the index of the instruction's event right after it is recorded (ops use it
-to draw flows). A pipe reads the fields that do not change once a program is built from a flat
+to draw flows). A pipe reads the fields that do not change once a program is built from a typed
 tuple per instruction (:func:`pipe_step`), made once per program (or once for the replays of a
-template in a tile, which share them), not from the instruction object on every run (a look-up
-that sees instructions of many classes cannot be specialised by the interpreter: it is slow); it
-reads ``recorded`` only where one may be attached (not on the instructions replays share).
+template in a tile, which share them), not from the instruction object on every run (instructions
+are interpreted objects of many classes: each read is a look-up by name, where the tuple's are
+native reads once compiled); it reads ``recorded`` only where one may be attached (not on the
+instructions replays share).
+
+This module is typed to mypy's strict level and compiled with the engine (setup.py: mypyc, in the
+engine's shared library; :mod:`npusim.engine` chooses compiled or interpreted for both), so its
+classes are native classes and its ``Final`` constants C constants; interpreted, it runs the same
+code with the same results.
 
 A pipe other than SCALAR runs ahead of SimPy's clock through instructions nobody else can observe
 before a later synchronisation: flags (stamped with the exact time they become visible, so a waiter
@@ -418,9 +424,9 @@ class PipeRun:
     or failed with what the pipe raised. :meth:`start` takes its first step (``begin``); each wake-up
     goes on (:meth:`go_on`) from ``phase`` at instruction ``index``.
 
-    The hot loop of the simulator: locals instead of attribute look-ups while it runs (the
-    instructions' fixed fields from their pipe_step tuples), int keys, the recorder's rows packed
-    directly, and flag costs run ahead (see the module doc). A pipe with a copy engine hands its
+    The hot loop of the simulator, compiled: typed locals while it runs (the instructions' fixed
+    fields from their pipe_step tuples), int keys, the recorder's rows packed directly, and flag
+    costs run ahead (see the module doc). A pipe with a copy engine hands its
     copies to the engine's queue (hw.dma.EngineQueue), which records each one when it completes
     (:meth:`complete`); with a queue of one request the pipe waits for each copy, else it goes on
     while they are in flight ("Requests in flight" in the module doc)."""
