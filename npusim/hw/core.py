@@ -77,6 +77,8 @@ if TYPE_CHECKING:
 
 _SCALAR: Final = Pipe.SCALAR  # Pipe is an interpreted enum: a look-up of its member costs ~10x a constant's (EnumType.__getattr__)
 _SCALAR_ID: Final = int(_SCALAR)
+_PACK_ROW: Final = EVENT_ROW.pack_into  # an event's row into the recorder's rows (compiled: a C constant, no bound method per use)
+_ROW_BYTES: Final = EVENT_ROW.size
 FIXED: Final = 0
 SET_FLAG: Final = 1
 WAIT_FLAG: Final = 2
@@ -157,7 +159,7 @@ class KernelRun:
     """The state of one program running on one core: per-pipe progress, flag counters, scalar
     registers, and what each blocked pipe is waiting for (for deadlock reports)."""
 
-    __slots__ = ("env", "core", "program", "op", "progress", "flags", "regs", "blocked", "ends", "pipes_running", "pipes_done")
+    __slots__ = ("env", "core", "program", "op", "scalar_issues", "progress", "flags", "regs", "blocked", "ends", "pipes_running", "pipes_done")
     # ``blocked`` maps a pipe (its int value) to the instruction it waits in, or a sentence, for
     # deadlock reports (a pipe blocked in a wait_flag waits in ``flags`` instead).
 
@@ -166,6 +168,7 @@ class KernelRun:
         self.core = core
         self.program = program
         self.op = op
+        self.scalar_issues = bool(program.by_pipe.get(_SCALAR))  # the scalar pipe has instructions: the others wait for it to issue theirs
         # per pipe (its int value): the instructions it finished, for the pipes with instructions
         # (made as their processes start, in AICore.run; None for the others, which nobody reads)
         self.progress: list[ProgressCounter | None] = [None] * len(Pipe)
@@ -431,7 +434,7 @@ class PipeRun:
     (:meth:`complete`); with a queue of one request the pipe waits for each copy, else it goes on
     while they are in flight ("Requests in flight" in the module doc)."""
 
-    __slots__ = ("core", "env", "run", "instructions", "steps", "count", "pipe_id", "recorder", "rows", "pack_row", "row_bytes", "lane",
+    __slots__ = ("core", "env", "run", "instructions", "steps", "count", "pipe_id", "recorder", "rows", "lane",
                  "wait_lane", "issued", "done", "blocked", "may_run_ahead", "effect_from", "ends", "flags", "counts_progress",
                  "waits_for_issue", "queue", "in_flight_too", "depth", "tally", "put_transfer_event", "put_transfer_info", "timer",
                  "ended", "resume", "complete_copy", "index", "phase", "ahead", "start_ps", "issued_count")
@@ -446,7 +449,7 @@ class PipeRun:
         self.count = len(instructions)
         pipe_id = self.pipe_id = int(pipe)
         recorder = self.recorder = core.system.recorder
-        self.rows, self.pack_row, self.row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
+        self.rows = recorder.rows  # the recorder's event rows (EVENT_ROW each); recorder.events: the next event's index
         self.lane = pack(core.tracks[pipe], run.op)
         # this pipe's progress is made; SCALAR's too if any pipe waits for issue (None if it has no instructions)
         self.issued: ProgressCounter | None = run.progress[_SCALAR_ID]
@@ -458,7 +461,7 @@ class PipeRun:
         self.flags = run.flags
         # Pipe progress is read only by the scalar issue order (SCALAR's count) and by barriers.
         self.counts_progress = not may_run_ahead or ends is not None
-        self.waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
+        self.waits_for_issue = may_run_ahead and run.scalar_issues
         queue = self.queue = core.queue(pipe)  # the pipe's copy engine's queue (None: no engine on this pipe)
         in_flight_too = self.in_flight_too = queue is not None and queue.depth > 1  # copies stay in flight while the pipe goes on
         self.wait_lane = pack(core.wait_tracks[pipe], run.op) if in_flight_too else self.lane
@@ -697,7 +700,7 @@ class PipeRun:
         recorder = self.recorder
         index = recorder.events
         try:
-            self.pack_row(self.rows, index * self.row_bytes, track, label_id, start, end, nbytes)
+            _PACK_ROW(self.rows, index * _ROW_BYTES, track, label_id, start, end, nbytes)
         except struct_error:  # the rows are full
             recorder.put_row(index, track, label_id, start, end, nbytes)
         recorder.events = index + 1
