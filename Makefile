@@ -12,6 +12,8 @@ BYTECODE := $(VENV)/.bytecode
 TEST_DEPS := $(VENV)/.test-deps
 LINT_DEPS := $(VENV)/.lint-deps
 SOURCES := $(shell find npusim examples -name '*.py')
+# the modules the build compiles: setup.py's COMPILED list (the engine's, and npusim/hw/core.py)
+COMPILED_SOURCES := $(shell sed -n 's/^COMPILED = \[\(.*\)\]$$/\1/p' setup.py | tr -d '",')
 
 .PHONY: run test explore lint bench golden clean
 
@@ -27,11 +29,11 @@ $(RUN_DEPS): pyproject.toml
 
 # npusim itself, editable, its engine compiled once (setup.py: mypyc, then the C compiler) into the
 # package npusim_compiled in .venv, never into the checkout; again after an edit of one of the
-# engine's modules. pip shows the build's output only when it fails: the engine says which it is
+# compiled modules (the engine's and the AI core's pipes, hw/core.py). pip shows the build's output only when it fails: the engine says which it is
 # (compiled, or interpreted and why: no C compiler ...) in one line after. The rm takes away the
 # compiled files that builds before 2026-12 wrote beside the sources (npusim.engine refuses them).
-$(COMPILED): $(RUN_DEPS) setup.py npusim/engine/flags.py npusim/engine/flow.py npusim/engine/loop.py npusim/engine/progress.py
-	@echo "make: compiling the engine (npusim/engine: flags.py flow.py loop.py progress.py) with mypyc and the C compiler"
+$(COMPILED): $(RUN_DEPS) setup.py $(COMPILED_SOURCES)
+	@echo "make: compiling the engine ($(COMPILED_SOURCES)) with mypyc and the C compiler"
 	rm -f npusim/engine/*.so npusim/engine/built_from.py
 	$(BIN)/pip install --progress-bar off --no-build-isolation --no-deps -e .
 	@$(BIN)/python -m npusim.engine

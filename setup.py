@@ -1,19 +1,20 @@
 """Build of npusim's compiled core: the engine's modules (``npusim/engine/``: the fluid bandwidth
-network, the event loop, progress counters) compiled to C extensions by mypyc, from the same
-mypy-strict sources (the metadata is in pyproject.toml).
+network, the event loop, progress counters) and the AI core's pipes (``npusim/hw/core.py``)
+compiled to C extensions by mypyc, from the same mypy-strict sources (the metadata is in
+pyproject.toml).
 
-The network's progressive filling is most of a collective's run and the event loop runs every
-event; compiled, they run the same operations in the same order (the same rates to the bit, the
-same event order) several times faster.
+The network's progressive filling is most of a collective's run, the event loop runs every event
+and the pipes every instruction; compiled, they run the same operations in the same order (the
+same rates to the bit, the same event order) several times faster.
 
 The build writes nothing into the source tree. mypyc's C files and its type-check cache go to the
 build's temporary folder, and the extensions into their own package, ``npusim_compiled``, in the
 wheel (so in site-packages, an editable install included), never beside the sources:
-``npusim_compiled/engine/`` holds the extension files of ``npusim.engine`` and
-``npusim_compiled/__init__.py`` the SHA-256 of the sources they were compiled from (or why
-nothing was compiled). ``npusim.engine`` compares those digests with its sources when it is
-imported and only then puts the compiled modules first on its path; otherwise Python runs the
-``.py`` files: the same code.
+``npusim_compiled/engine/`` holds the extension files of ``npusim.engine`` (and the shared library),
+``npusim_compiled/hw/`` those of ``npusim.hw``, and ``npusim_compiled/__init__.py`` the SHA-256 of
+the sources they were compiled from (or why nothing was compiled). ``npusim.engine`` compares
+those digests with the sources when it is imported and only then puts the compiled modules first
+on the packages' paths (all or none); otherwise Python runs the ``.py`` files: the same code.
 
 Without a working C compiler (and Python's headers) the build compiles nothing, says so in one
 line, and installs npusim with its engine interpreted. ``pip`` shows a successful build's output
@@ -31,10 +32,11 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py"]
+COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py"]
 """The modules compiled, into one shared library (``compiled__mypyc``): they call each other inside it."""
 PACKAGE = "npusim_compiled"
-"""The package the build writes: ``engine/`` (the extension files of ``npusim.engine``) and ``__init__.py`` (the digests)."""
+"""The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``: their extension files) and
+``__init__.py`` (the digests)."""
 GROUP = "npusim.engine.compiled"
 """mypyc's name for the shared library (``npusim.engine.compiled__mypyc``; of mypyc's choosing otherwise)."""
 HOW_TO_COMPILE = ("install a C compiler and Python's headers (on Debian / Ubuntu: apt-get install gcc python3-dev), then run `make` "
@@ -63,7 +65,8 @@ def compiler_problem(compiler: object) -> str | None:
 
 def record(sources: dict[str, str], not_compiled: str | None, said: str | None) -> str:
     """The text of ``npusim_compiled/__init__.py``."""
-    return ('"""npusim\'s compiled engine, written by its build (setup.py): the extension files of npusim.engine in engine/; SOURCES, '
+    return ('"""npusim\'s compiled engine, written by its build (setup.py): the extension files of npusim.engine in engine/, of '
+            'npusim.hw in hw/; SOURCES, '
             'the SHA-256 of the sources (by path in the npusim package) they were compiled from; NOT_COMPILED, why nothing was '
             'compiled, and SAID, the line the build said then (npusim/engine/__init__.py reads them)."""\n\n'
             f"SOURCES = {sources!r}\nNOT_COMPILED = {not_compiled!r}\nSAID = {said!r}\n")
@@ -81,10 +84,10 @@ class BuildCompiledEngine(build_ext):
         # an editable wheel is made of the files in install_lib (setuptools' editable_wheel); a wheel of build_lib
         package = Path(self.get_finalized_command("install").install_lib if editable else self.build_lib, PACKAGE)
         shutil.rmtree(package, ignore_errors=True)
-        (package / "engine").mkdir(parents=True)
+        package.mkdir(parents=True)
         self.written = []
         self.inplace = False  # never beside the sources
-        sources, not_compiled = self.compile_into(package / "engine")
+        sources, not_compiled = self.compile_into(package)
         said = None
         if not_compiled is not None:
             said = f"npusim: the engine is not compiled and runs as Python (the same results, about 1.4x slower): {not_compiled}; {HOW_TO_COMPILE}"
@@ -93,8 +96,9 @@ class BuildCompiledEngine(build_ext):
         self.written.append(str(package / "__init__.py"))
 
     def compile_into(self, folder: Path) -> tuple[dict[str, str], str | None]:
-        """Compile the engine's modules into ``folder``: the digests of their sources, and None, or
-        no digests and why nothing was compiled."""
+        """Compile the modules of COMPILED into ``folder``, each into the folder of its package
+        (``engine/``, ``hw/``): the digests of their sources, and None, or no digests and why
+        nothing was compiled."""
         from distutils.ccompiler import new_compiler
         from distutils.errors import CCompilerError, DistutilsError
         from distutils.sysconfig import customize_compiler
@@ -121,10 +125,12 @@ class BuildCompiledEngine(build_ext):
             compile_c.run()
         except (CCompilerError, DistutilsError) as error:
             return {}, f"the C build failed ({str(error).strip() or type(error).__name__})"
-        for extension in compile_c.extensions:
+        for extension in compile_c.extensions:  # npusim.<package>.<module>
             made = temp / "lib" / compile_c.get_ext_filename(extension.name)
-            shutil.move(made, folder / made.name)
-            self.written.append(str(folder / made.name))
+            into = folder / extension.name.split(".")[1]
+            into.mkdir(exist_ok=True)
+            shutil.move(made, into / made.name)
+            self.written.append(str(into / made.name))
         return sources, None
 
     def get_outputs(self) -> list[str]:

@@ -1,15 +1,17 @@
 """The SimPy core: integer-picosecond time, the fluid bandwidth network, progress counters, and the
 event loop (the one module that uses SimPy's internals).
 
-Its modules ``flags``, ``flow``, ``loop`` and ``progress`` run compiled where the install built them (setup.py:
+Its modules ``flags``, ``flow``, ``loop`` and ``progress``, and the hardware model's
+:mod:`npusim.hw.core` (:data:`COMPILED`), run compiled where the install built them (setup.py:
 mypyc), else as Python: the same code, the same results. The build writes the compiled modules
-into a package of their own, ``npusim_compiled`` (site-packages; ``engine/``: the extension files,
-``__init__``: the SHA-256 of the sources they were compiled from), never beside the sources. As it
-is imported this package chooses (:func:`choose_engine`): the compiled modules when their digests
-match every one of the sources here (they are one shared library and call each other inside it,
-so all or none), by putting their folder first on its ``__path__``; otherwise the sources,
-interpreted. A build from other sources (an edit or a pull since) is never run: the sources run,
-and the process says so once on stderr, with how to build again. ``NPUSIM_ENGINE`` chooses:
+into a package of their own, ``npusim_compiled`` (site-packages; ``engine/`` and ``hw/``: the
+extension files of each package, ``__init__``: the SHA-256 of the sources they were compiled
+from), never beside the sources. As it is imported this package chooses (:func:`choose_engine`),
+for every compiled module: the compiled modules when their digests match every one of the sources
+(they are one shared library and call each other inside it, so all or none), by putting their
+folder first on its ``__path__`` (``engine/``; :mod:`npusim.hw` puts ``hw/`` first on its own);
+otherwise the sources, interpreted. A build from other sources (an edit or a pull since) is never
+run: the sources run, and the process says so once on stderr, with how to build again. ``NPUSIM_ENGINE`` chooses:
 ``auto`` (unset: as above), ``interpreted`` (the sources, whatever is built) or ``compiled`` (the
 compiled modules, or :class:`~npusim.errors.InstallError` saying why they cannot run).
 :func:`engine_record` is what ran, as a run's manifest records it.
@@ -26,23 +28,24 @@ from pathlib import Path
 
 from npusim.errors import InstallError, UsageError
 
-COMPILED = ("flags", "flow", "loop", "progress")
-"""The modules setup.py compiles."""
+COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core")
+"""The modules setup.py compiles, by their names in the npusim package."""
+PACKAGES = tuple(dict.fromkeys(name.split(".")[0] for name in COMPILED))
+"""The packages of the compiled modules (``engine``, ``hw``): the build's folders, by the same names."""
 COMPILED_PACKAGE = "npusim_compiled"
 """The package the build writes the compiled modules into (setup.py)."""
 ENGINE_VARIABLE = "NPUSIM_ENGINE"
 """The environment variable choosing the engine: one of :data:`ENGINE_CHOICES`."""
 ENGINE_CHOICES = ("auto", "compiled", "interpreted")
 HOW_TO_BUILD = "run `make` in the checkout (or `pip install --no-deps -e .` in your environment) to compile it again"
-HERE = Path(__file__).resolve().parent
-"""This package's folder."""
-SOURCES_ROOT = HERE.parent
+SOURCES_ROOT = Path(__file__).resolve().parents[1]
 """The npusim package's folder: the digests are of the files under it (``engine/flow.py`` ...)."""
 
 
 @dataclass(frozen=True)
 class EngineChoice:
-    """Which engine this process runs: the folder of the compiled modules (None: the sources,
+    """Which engine this process runs: the build's folder of the compiled modules
+    (``npusim_compiled``, a folder in it per package of :data:`PACKAGES`; None: the sources,
     interpreted), why (where they were compiled, or why they are not used), and what to say once
     on stderr (None: nothing)."""
 
@@ -62,29 +65,31 @@ def compiled_files(folder: Path) -> list[Path]:
     return sorted(path for path in folder.iterdir() if path.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))) if folder.is_dir() else []
 
 
-def choose_engine(request: str, build: object | None, here: Path = HERE, root: Path = SOURCES_ROOT) -> EngineChoice:
+def choose_engine(request: str, build: object | None, root: Path = SOURCES_ROOT) -> EngineChoice:
     """The engine to run for ``request`` (one of :data:`ENGINE_CHOICES`), given ``build``, the
     record the build wrote (the module ``npusim_compiled``: ``__file__``, ``SOURCES``,
-    ``NOT_COMPILED``; None when no build is installed), this package's folder ``here`` and the
-    npusim package's ``root``. Raises InstallError where compiled files lie beside the sources
+    ``NOT_COMPILED``; None when no build is installed), and the npusim package's folder ``root``:
+    its ``folder`` is the build's (``npusim_compiled``, holding ``engine/`` and ``hw/``). Raises
+    InstallError where compiled files lie beside the sources of a package of :data:`PACKAGES`
     (Python would run them, whatever their sources) or where ``compiled`` is asked for and cannot
     run."""
     if request not in ENGINE_CHOICES:
         raise UsageError(f"{ENGINE_VARIABLE}={request!r} is not one of {', '.join(ENGINE_CHOICES)}: unset it (auto: the compiled engine when "
                          "it was built from these sources, else the Python sources) or set one of those")
-    if leftovers := compiled_files(here):
-        raise InstallError(f"{here} holds compiled files of an earlier build ({', '.join(path.name for path in leftovers)}), which Python would "
-                           "run instead of the sources beside them: delete them (`make` in the checkout does)")
+    for here in (root / package for package in PACKAGES):
+        if leftovers := compiled_files(here):
+            raise InstallError(f"{here} holds compiled files of an earlier build ({', '.join(path.name for path in leftovers)}), which Python would "
+                               "run instead of the sources beside them: delete them (`make` in the checkout does)")
     if request == "interpreted":
         return EngineChoice(None, f"{ENGINE_VARIABLE}=interpreted")
-    folder = Path(getattr(build, "__file__", "")).parent / "engine"
-    sources = [f"engine/{name}.py" for name in COMPILED]
+    folder = Path(getattr(build, "__file__", "")).parent
+    sources = [f"{name.replace('.', '/')}.py" for name in COMPILED]
     said = False  # whether the install told the user already (it did when it compiled nothing)
     if build is None:
         problem = f"no compiled engine is installed (no {COMPILED_PACKAGE} package: a checkout on PYTHONPATH, or not installed by its build)"
     elif not_compiled := getattr(build, "NOT_COMPILED", None):
         problem, said = f"its build compiled nothing: {not_compiled}", True
-    elif missing := [name for name in COMPILED if not any(path.name.startswith(f"{name}.") for path in compiled_files(folder))]:
+    elif missing := [name for name in COMPILED if not _built(folder, name)]:
         problem = f"the compiled engine in {folder} lacks {', '.join(missing)}"
     elif stale := stale_sources(root, sources, getattr(build, "SOURCES", {})):
         problem = (f"the compiled engine in {folder} was built from other versions of {', '.join(stale)} than the ones in {root} now (changed "
@@ -98,29 +103,37 @@ def choose_engine(request: str, build: object | None, here: Path = HERE, root: P
     return EngineChoice(None, problem, f"npusim: warning: {problem}: the engine runs as Python (the same results, slower); {HOW_TO_BUILD}")
 
 
+def _built(folder: Path, name: str) -> bool:
+    """Whether the build's ``folder`` holds the extension file of the module ``name`` (``engine.flow`` ...)."""
+    package, module = name.split(".")
+    return any(path.name.startswith(f"{module}.") for path in compiled_files(folder / package))
+
+
 def _installed_build() -> object | None:
     """The record the build wrote (the module ``npusim_compiled``), None when none is installed."""
     return importlib.import_module(COMPILED_PACKAGE) if importlib.util.find_spec(COMPILED_PACKAGE) is not None else None
 
 
 def _compiled_module(name: str) -> bool:
-    """Whether the module ``name`` of this package, imported, runs compiled."""
-    return str(getattr(sys.modules.get(f"{__name__}.{name}"), "__file__", "")).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    """Whether the module ``name`` of the npusim package (``engine.flow`` ...), imported, runs compiled."""
+    return str(getattr(sys.modules.get(f"npusim.{name}"), "__file__", "")).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 
 
 def engine_record() -> dict[str, object]:
     """Which engine this process runs, as a run's manifest records it: ``engine`` (``compiled``,
-    ``interpreted``, or ``partly compiled``), ``compiled_modules`` (those of :data:`COMPILED` that
-    run compiled) and ``engine_note`` (where they were compiled, or why the sources run)."""
-    compiled = [f"{__name__}.{name}" for name in COMPILED if _compiled_module(name)]
-    kind = "compiled" if len(compiled) == len(COMPILED) else "partly compiled" if compiled else "interpreted"
+    ``interpreted``, or ``partly compiled``: of the modules of :data:`COMPILED` imported so far,
+    all, none or some run compiled), ``compiled_modules`` (those that run compiled) and
+    ``engine_note`` (where they were compiled, or why the sources run)."""
+    imported = [name for name in COMPILED if f"npusim.{name}" in sys.modules]
+    compiled = [f"npusim.{name}" for name in imported if _compiled_module(name)]
+    kind = "compiled" if compiled and len(compiled) == len(imported) else "partly compiled" if compiled else "interpreted"
     return {"engine": kind, "compiled_modules": compiled, "engine_note": CHOICE.note}
 
 
 CHOICE = choose_engine(os.environ.get(ENGINE_VARIABLE) or "auto", _installed_build())
 """This process's engine."""
 if CHOICE.folder is not None:
-    __path__.insert(0, str(CHOICE.folder))  # the package's own path: the compiled modules are found before the sources
+    __path__.insert(0, str(CHOICE.folder / "engine"))  # the package's own path: the compiled modules are found before the sources
 elif CHOICE.warning is not None:
     print(CHOICE.warning, file=sys.stderr)
 

@@ -12,11 +12,17 @@ saying how the pipe executes it) and what that step needs: ``fixed_ps`` (FIXED),
 (SET_FLAG, WAIT_FLAG), ``start(core, run, delay_ps)`` returning an event (TRANSFER), or
 ``start(core, run)`` returning ps or an event (WAITING: barriers); ``recorded`` is None or a
 callable, called with the index of the instruction's event right after it is recorded (ops use it
-to draw flows). A pipe reads the fields that do not change once a program is built from a flat
+to draw flows). A pipe reads the fields that do not change once a program is built from a typed
 tuple per instruction (:func:`pipe_step`), made once per program (or once for the replays of a
-template in a tile, which share them), not from the instruction object on every run (a look-up
-that sees instructions of many classes cannot be specialised by the interpreter: it is slow); it
-reads ``recorded`` only where one may be attached (not on the instructions replays share).
+template in a tile, which share them), not from the instruction object on every run (instructions
+are interpreted objects of many classes: each read is a look-up by name, where the tuple's are
+native reads once compiled); it reads ``recorded`` only where one may be attached (not on the
+instructions replays share).
+
+This module is typed to mypy's strict level and compiled with the engine (setup.py: mypyc, in the
+engine's shared library; :mod:`npusim.engine` chooses compiled or interpreted for both), so its
+classes are native classes and its ``Final`` constants C constants; interpreted, it runs the same
+code with the same results.
 
 A pipe other than SCALAR runs ahead of SimPy's clock through instructions nobody else can observe
 before a later synchronisation: flags (stamped with the exact time they become visible, so a waiter
@@ -48,8 +54,9 @@ bytes of each buffer the program reserved (:class:`~npusim.trace.recorder.Buffer
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Generator
 from struct import error as struct_error
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
 
 import simpy
 
@@ -59,7 +66,7 @@ from npusim.engine.loop import Timer, begin, clock, start_process, succeed_at, w
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.cache import L2Cache, L2Tally
 from npusim.hw.dma import EngineQueue, split_by_hits
-from npusim.hw.memory import LocalBuffer
+from npusim.hw.memory import Allocation, LocalBuffer
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.hw.topology import LOCAL
 from npusim.trace.recorder import EVENT_ROW, WAIT_LANE_SUFFIX, BufferSpan, pack
@@ -68,10 +75,15 @@ if TYPE_CHECKING:
     from npusim.hw.system import Die
 
 
-FIXED, SET_FLAG, WAIT_FLAG, TRANSFER, WAITING = range(5)
-_PIPE_IDS = tuple(int(pipe) for pipe in Pipe)  # iterating the enum itself is slow, and a run starts per tile op
-_SCALAR = Pipe.SCALAR  # module constants: an enum member's look-up is slow, and a pipe's loop starts per run
-_SCALAR_ID = int(_SCALAR)
+_SCALAR: Final = Pipe.SCALAR  # Pipe is an interpreted enum: a look-up of its member costs ~10x a constant's (EnumType.__getattr__)
+_SCALAR_ID: Final = int(_SCALAR)
+_PACK_ROW: Final = EVENT_ROW.pack_into  # an event's row into the recorder's rows (compiled: a C constant, no bound method per use)
+_ROW_BYTES: Final = EVENT_ROW.size
+FIXED: Final = 0
+SET_FLAG: Final = 1
+WAIT_FLAG: Final = 2
+TRANSFER: Final = 3
+WAITING: Final = 4
 
 
 def flag_key(src: Pipe, dst: Pipe, event_id: int) -> int:
@@ -79,12 +91,21 @@ def flag_key(src: Pipe, dst: Pipe, event_id: int) -> int:
     return event_id << 6 | int(src) << 3 | int(dst)
 
 
-NO_EFFECT, DATA_EFFECT, CONTROL_EFFECT = range(3)
+NO_EFFECT: Final = 0
+DATA_EFFECT: Final = 1
+CONTROL_EFFECT: Final = 2
 """Whether an instruction has an effect (:func:`pipe_step`): none, one on real data (applied with
 data on), or a ``control`` one (kept with data off too: waits depend on it)."""
 
 
-def pipe_step(instruction, watched: bool = True) -> tuple[int, int, int, int, int, int, int, bool]:
+PipeStep = tuple[int, int, int, int, int, int, int, bool]
+"""What a pipe reads of an instruction (:func:`pipe_step`)."""
+Copy = tuple[Any, int, int, bool, bool]
+"""A copy in flight as its pipe hands it to the queue (its request's owner): the instruction, its
+label id, nbytes, whether it may have a ``recorded`` callback, whether its effect applies."""
+
+
+def pipe_step(instruction: Any, watched: bool = True) -> PipeStep:
     """What a pipe reads of ``instruction`` that building fixed: (step, ``s_dep``, cost in ps (the
     ``fixed_ps`` of a FIXED step, the ``cost_ps`` of a flag's; else 0), flag key (else 0), its effect
     (:data:`NO_EFFECT`, :data:`DATA_EFFECT` or :data:`CONTROL_EFFECT`), label id, nbytes, whether
@@ -96,6 +117,12 @@ def pipe_step(instruction, watched: bool = True) -> tuple[int, int, int, int, in
     key = instruction.key if flag else 0
     effect = NO_EFFECT if instruction.effect is None else CONTROL_EFFECT if instruction.control else DATA_EFFECT
     return step, instruction.s_dep, cost, key, effect, instruction.label_id, instruction.nbytes, watched
+
+
+RouteKey = tuple[Pipe, "int | None", bool, tuple[str, str], bool]
+"""Which path a copy takes (:meth:`AICore.dma_route`): its pipe, the die whose GM it reads or
+writes (None: between two buffers of the core), whether towards GM, its move ``(source,
+destination)`` and whether it is an atomic-add store."""
 
 
 class DmaRoute(NamedTuple):
@@ -115,28 +142,42 @@ class DmaRoute(NamedTuple):
     miss_latency_ps: int
 
 
+class Program(Protocol):
+    """What a core runs (:meth:`AICore.execute`; isa's placed programs): its instructions per pipe
+    (``by_pipe``), their :func:`pipe_step` records per pipe in the same order (``steps``), its
+    kernel's ``name``, whether it has a ``pipe_barrier(ALL)`` (``needs_end_times``) and the bytes it
+    reserves per buffer (``buffer_bytes``)."""
+
+    by_pipe: dict[Pipe, list[Any]]
+    steps: dict[Pipe, list[PipeStep]]
+    name: str
+    needs_end_times: bool
+    buffer_bytes: dict[str, int]
+
+
 class KernelRun:
     """The state of one program running on one core: per-pipe progress, flag counters, scalar
     registers, and what each blocked pipe is waiting for (for deadlock reports)."""
 
-    __slots__ = ("env", "core", "program", "op", "progress", "flags", "regs", "blocked", "ends", "pipes_running", "pipes_done")
+    __slots__ = ("env", "core", "program", "op", "scalar_issues", "progress", "flags", "regs", "blocked", "ends", "pipes_running", "pipes_done")
     # ``blocked`` maps a pipe (its int value) to the instruction it waits in, or a sentence, for
     # deadlock reports (a pipe blocked in a wait_flag waits in ``flags`` instead).
 
-    def __init__(self, env: simpy.Environment, core: AICore, program, op: int) -> None:
+    def __init__(self, env: simpy.Environment, core: AICore, program: Program, op: int) -> None:
         self.env = env
         self.core = core
         self.program = program
         self.op = op
+        self.scalar_issues = bool(program.by_pipe.get(_SCALAR))  # the scalar pipe has instructions: the others wait for it to issue theirs
         # per pipe (its int value): the instructions it finished, for the pipes with instructions
         # (made as their processes start, in AICore.run; None for the others, which nobody reads)
-        self.progress: list[ProgressCounter | None] = [None] * len(_PIPE_IDS)
+        self.progress: list[ProgressCounter | None] = [None] * len(Pipe)
         # the flags between its pipes, by flag_key (a wait blocked on one waits with its wait_flag)
         self.flags = Flags(env)
         self.regs: dict[int, int | float] = {}
         self.blocked: dict[int, object] = {}
         # end time of every instruction per pipe, kept only for programs with a pipe_barrier(ALL)
-        self.ends: dict[int, list[int]] | None = {p: [] for p in _PIPE_IDS} if program.needs_end_times else None
+        self.ends: dict[int, list[int]] | None = {int(p): [] for p in Pipe} if program.needs_end_times else None
         # the pipes not ended yet, and the event that fires once all have (see pipe_ended)
         self.pipes_running = 0
         self.pipes_done = simpy.Event(env)
@@ -252,7 +293,7 @@ class AICore:
             queue = self.queues[pipe] = EngineQueue(self.env, self.network, engine.queue_depth)
         return queue
 
-    def dma_route(self, key: tuple) -> DmaRoute:
+    def dma_route(self, key: RouteKey) -> DmaRoute:
         """What a DMA of pipe ``key[0]`` takes to read (or write, ``key[2]``) the GM of die ``key[1]``
         (None: between two buffers of this core) for the move ``key[3]`` (``(source, destination)``), an
         atomic-add store when ``key[4]``:
@@ -278,7 +319,7 @@ class AICore:
                 self.system.recorder.costs.route(self.die.index, self.kind, PIPE_NAMES[pipe], (hit if to_gm else miss).latency_terms)
         return route
 
-    def dma_segments(self, route: DmaRoute, moved_bytes: int, issue_ps: int, allocation, offset: int, length: int, stride: int, count: int,
+    def dma_segments(self, route: DmaRoute, moved_bytes: int, issue_ps: int, allocation: Allocation | None, offset: int, length: int, stride: int, count: int,
                      tally: L2Tally | None) -> list[tuple[FlowClass | None, int, int]]:
         """The flows of a copy issued at ``issue_ps`` that moves ``moved_bytes`` along ``route``:
         on-core, one; to or from GM, its ``count`` runs of ``length`` bytes ``stride`` apart from
@@ -306,14 +347,14 @@ class AICore:
         return split_by_hits(moved_bytes, hit, lines, (route.hit_class, (arrived if arrived > at_ps else at_ps) + route.hit_latency_ps),
                              (route.miss_class, at_ps + route.miss_latency_ps))
 
-    def execute(self, program, op: int) -> simpy.Process:
+    def execute(self, program: Program, op: int) -> simpy.Process:
         """Run ``program`` (``by_pipe``: its instructions per pipe; ``steps``: their
         :func:`pipe_step` tuples per pipe, in the same order; ``name``; ``needs_end_times``: it has a
         ``pipe_barrier(ALL)``; ``buffer_bytes``: bytes it reserves per buffer) on this core once the
         core is free; the process (of :meth:`run`) ends when every pipe is done."""
         return start_process(self.env, self.run(program, op))
 
-    def run(self, program, op: int):
+    def run(self, program: Program, op: int) -> Generator[simpy.Event, object, None]:
         """The run of ``program`` (see :meth:`execute`) as a SimPy generator: it takes the core,
         runs the pipes, gives the core back."""
         lock = self.lock
@@ -353,8 +394,27 @@ class AICore:
 
 
 # the phases of a PipeRun: where it goes on when it wakes (each after a wait, or a step it falls through to)
-(_NEXT, _ISSUE_WAIT, _ISSUED, _STEP, _SLOT_WAIT, _SLOT_FREE, _COPY, _COPIED, _DRAIN_WAIT, _DRAINED, _EXECUTE, _SLEPT, _SET_SLEPT,
- _FLAG_WOKEN, _FLAG_TAKEN, _WAITING_FLUSHED, _WAITED, _DONE, _END, _END_FLUSHED, _END_DRAINED, _END_REST) = range(22)
+_NEXT: Final = 0
+_ISSUE_WAIT: Final = 1
+_ISSUED: Final = 2
+_STEP: Final = 3
+_SLOT_WAIT: Final = 4
+_SLOT_FREE: Final = 5
+_COPY: Final = 6
+_COPIED: Final = 7
+_DRAIN_WAIT: Final = 8
+_DRAINED: Final = 9
+_EXECUTE: Final = 10
+_SLEPT: Final = 11
+_SET_SLEPT: Final = 12
+_FLAG_WOKEN: Final = 13
+_FLAG_TAKEN: Final = 14
+_WAITING_FLUSHED: Final = 15
+_WAITED: Final = 16
+_END: Final = 17
+_END_FLUSHED: Final = 18
+_END_DRAINED: Final = 19
+_END_REST: Final = 20
 
 
 class PipeRun:
@@ -367,19 +427,19 @@ class PipeRun:
     or failed with what the pipe raised. :meth:`start` takes its first step (``begin``); each wake-up
     goes on (:meth:`go_on`) from ``phase`` at instruction ``index``.
 
-    The hot loop of the simulator: locals instead of attribute look-ups while it runs (the
-    instructions' fixed fields from their pipe_step tuples), int keys, the recorder's rows packed
-    directly, and flag costs run ahead (see the module doc). A pipe with a copy engine hands its
+    The hot loop of the simulator, compiled: typed locals while it runs (the instructions' fixed
+    fields from their pipe_step tuples), int keys, the recorder's rows packed directly, and flag
+    costs run ahead (see the module doc). A pipe with a copy engine hands its
     copies to the engine's queue (hw.dma.EngineQueue), which records each one when it completes
     (:meth:`complete`); with a queue of one request the pipe waits for each copy, else it goes on
     while they are in flight ("Requests in flight" in the module doc)."""
 
-    __slots__ = ("core", "env", "run", "instructions", "steps", "count", "pipe_id", "recorder", "rows", "pack_row", "row_bytes", "lane",
+    __slots__ = ("core", "env", "run", "instructions", "steps", "count", "pipe_id", "recorder", "rows", "lane",
                  "wait_lane", "issued", "done", "blocked", "may_run_ahead", "effect_from", "ends", "flags", "counts_progress",
                  "waits_for_issue", "queue", "in_flight_too", "depth", "tally", "put_transfer_event", "put_transfer_info", "timer",
                  "ended", "resume", "complete_copy", "index", "phase", "ahead", "start_ps", "issued_count")
 
-    def __init__(self, core: AICore, run: KernelRun, pipe: Pipe, instructions: list[Any], steps: list[tuple]) -> None:
+    def __init__(self, core: AICore, run: KernelRun, pipe: Pipe, instructions: list[Any], steps: list[PipeStep]) -> None:
         env = core.env
         self.core = core
         self.env = env
@@ -389,10 +449,11 @@ class PipeRun:
         self.count = len(instructions)
         pipe_id = self.pipe_id = int(pipe)
         recorder = self.recorder = core.system.recorder
-        self.rows, self.pack_row, self.row_bytes = recorder.rows, EVENT_ROW.pack_into, EVENT_ROW.size  # recorder.events: the next event's index
+        self.rows = recorder.rows  # the recorder's event rows (EVENT_ROW each); recorder.events: the next event's index
         self.lane = pack(core.tracks[pipe], run.op)
-        progress = cast("list[ProgressCounter]", run.progress)  # this pipe's is made; SCALAR's too if any waits for issue
-        self.issued, self.done = progress[_SCALAR_ID], progress[pipe_id]
+        # this pipe's progress is made; SCALAR's too if any pipe waits for issue (None if it has no instructions)
+        self.issued: ProgressCounter | None = run.progress[_SCALAR_ID]
+        self.done = cast(ProgressCounter, run.progress[pipe_id])
         self.blocked = run.blocked
         may_run_ahead = self.may_run_ahead = pipe is not _SCALAR
         self.effect_from = DATA_EFFECT if core.system.with_data else CONTROL_EFFECT  # the effects applied
@@ -400,7 +461,7 @@ class PipeRun:
         self.flags = run.flags
         # Pipe progress is read only by the scalar issue order (SCALAR's count) and by barriers.
         self.counts_progress = not may_run_ahead or ends is not None
-        self.waits_for_issue = may_run_ahead and bool(run.program.by_pipe[_SCALAR])
+        self.waits_for_issue = may_run_ahead and run.scalar_issues
         queue = self.queue = core.queue(pipe)  # the pipe's copy engine's queue (None: no engine on this pipe)
         in_flight_too = self.in_flight_too = queue is not None and queue.depth > 1  # copies stay in flight while the pipe goes on
         self.wait_lane = pack(core.wait_tracks[pipe], run.op) if in_flight_too else self.lane
@@ -428,7 +489,7 @@ class PipeRun:
         on) fails the pipe, as a process fails with what its generator raises."""
         try:
             env = self.env
-            now = clock(env)  # refreshed at every wake-up
+            now: int = clock(env)  # refreshed at every wake-up
             phase, index, ahead, start = self.phase, self.index, self.ahead, self.start_ps
             instructions, steps, count = self.instructions, self.steps, self.count
             may_run_ahead, effect_from, in_flight_too, flags = self.may_run_ahead, self.effect_from, self.in_flight_too, self.flags
@@ -439,7 +500,7 @@ class PipeRun:
                 if phase == _NEXT:
                     phase = _STEP
                     if waits_for_issue and s_dep > self.issued_count:
-                        self.issued_count = issued_count = self.issued.count
+                        self.issued_count = issued_count = cast(ProgressCounter, self.issued).count
                         if s_dep > issued_count:
                             if ahead:
                                 phase, ahead, wait, delay = _ISSUE_WAIT, 0, None, ahead
@@ -448,7 +509,7 @@ class PipeRun:
                 if phase != _STEP and phase < _EXECUTE:  # woken in the issue order's wait
                     if phase == _ISSUE_WAIT:
                         self.blocked[self.pipe_id] = "waiting for the scalar unit to issue it"
-                        phase, wait = _ISSUED, self.issued.reached(s_dep)
+                        phase, wait = _ISSUED, cast(ProgressCounter, self.issued).reached(s_dep)
                         break
                     if phase == _ISSUED:
                         del self.blocked[self.pipe_id]
@@ -575,16 +636,16 @@ class PipeRun:
                         break
                 elif phase == _WAITING_FLUSHED:
                     start = now
-                    busy = instruction.start(self.core, self.run)
-                    if busy.__class__ is int:
-                        if busy:
-                            phase, ahead, wait, delay = _SLEPT, 0, None, busy
+                    started = instruction.start(self.core, self.run)  # ps it is busy, or an event it waits on
+                    if isinstance(started, int):
+                        if started:
+                            phase, ahead, wait, delay = _SLEPT, 0, None, started
                             break
                         ahead = 0
                         end = now
                     else:
                         self.blocked[self.pipe_id] = instruction
-                        phase, ahead, wait = _WAITED, 0, busy
+                        phase, ahead, wait = _WAITED, 0, started
                         break
                 # the instruction has ended at ``end``
                 if in_flight_too and step == WAIT_FLAG and self.queue.in_flight:  # type: ignore[union-attr]
@@ -639,7 +700,7 @@ class PipeRun:
         recorder = self.recorder
         index = recorder.events
         try:
-            self.pack_row(self.rows, index * self.row_bytes, track, label_id, start, end, nbytes)
+            _PACK_ROW(self.rows, index * _ROW_BYTES, track, label_id, start, end, nbytes)
         except struct_error:  # the rows are full
             recorder.put_row(index, track, label_id, start, end, nbytes)
         recorder.events = index + 1
@@ -656,10 +717,10 @@ class PipeRun:
             if done.waiters:
                 done.wake()
 
-    def complete(self, owner: tuple, start: int, flowed: int, bottleneck: int) -> None:
+    def complete(self, owner: Copy, start: int, flowed: int, bottleneck: int) -> None:
         """A copy's last byte has arrived (in issue order): its effect, its event, its hook, its progress."""
         instruction, label_id, nbytes, watched, applies = owner
-        end = clock(self.env)
+        end: int = clock(self.env)
         if applies:
             instruction.effect(self.core, self.run)
         recorder = self.recorder

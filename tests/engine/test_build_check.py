@@ -1,5 +1,5 @@
 """Which engine npusim.engine runs (npusim/engine/__init__.py): the compiled modules of the build
-(the package ``npusim_compiled``) only when they were built from the sources here, else the sources
+(the package ``npusim_compiled``: the engine's and hw.core) only when they were built from the sources here, else the sources
 interpreted, said once on stderr when a build is there but older than them; ``NPUSIM_ENGINE``
 chooses; compiled files beside the sources are refused; a run's manifest records what ran."""
 
@@ -19,7 +19,8 @@ from types import SimpleNamespace
 import pytest
 
 import npusim.engine
-from npusim.engine import COMPILED, COMPILED_PACKAGE, ENGINE_VARIABLE, choose_engine, engine_record, stale_sources
+import npusim.hw.core  # noqa: F401  (as a run imports it: the engine's record names the compiled modules imported)
+from npusim.engine import COMPILED, COMPILED_PACKAGE, ENGINE_VARIABLE, PACKAGES, choose_engine, engine_record, stale_sources
 from npusim.errors import InstallError, UsageError
 
 ENGINE = Path(npusim.engine.__file__).parent
@@ -35,26 +36,37 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _path(name: str) -> str:
+    """The source of the compiled module ``name`` (``engine.flow`` -> ``engine/flow.py``)."""
+    return name.replace(".", "/") + ".py"
+
+
 def _sources(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """An npusim folder with the engine's sources (stand-ins), and their digests as a build records them."""
+    """An npusim folder with the compiled modules' sources (stand-ins), and their digests as a build records them."""
     root = tmp_path / "npusim"
-    (root / "engine").mkdir(parents=True)
     for name in COMPILED:
-        (root / "engine" / f"{name}.py").write_text(f"# {name}\n")
-    return root, {f"engine/{name}.py": _digest(root / "engine" / f"{name}.py") for name in COMPILED}
+        (root / _path(name)).parent.mkdir(parents=True, exist_ok=True)
+        (root / _path(name)).write_text(f"# {name}\n")
+    return root, {_path(name): _digest(root / _path(name)) for name in COMPILED}
 
 
-def _build(tmp_path: Path, sources: dict[str, str], not_compiled: str | None = None, modules=(*COMPILED, "compiled__mypyc")) -> SimpleNamespace:
+def _build(tmp_path: Path, sources: dict[str, str], not_compiled: str | None = None,
+           modules=(*COMPILED, "engine.compiled__mypyc")) -> SimpleNamespace:
     """A build's record (the module npusim_compiled) with extension files (empty stand-ins) for ``modules``."""
     folder = tmp_path / COMPILED_PACKAGE
-    (folder / "engine").mkdir(parents=True)
+    for package in PACKAGES:
+        (folder / package).mkdir(parents=True)
     for name in modules:
-        (folder / "engine" / f"{name}{SUFFIX}").write_bytes(b"")
+        (folder / f"{name.replace('.', '/')}{SUFFIX}").write_bytes(b"")
     return SimpleNamespace(__file__=str(folder / "__init__.py"), SOURCES=sources, NOT_COMPILED=not_compiled)
 
 
 def _choose(request: str, build, root: Path):
-    return choose_engine(request, build, here=root / "engine", root=root)
+    return choose_engine(request, build, root=root)
+
+
+def test_the_engine_and_the_pipes_are_compiled():
+    assert {"engine.loop", "engine.flow", "hw.core"} <= set(COMPILED) and PACKAGES == ("engine", "hw")
 
 
 def test_a_build_from_these_sources_runs_compiled(tmp_path):
@@ -62,7 +74,7 @@ def test_a_build_from_these_sources_runs_compiled(tmp_path):
     build = _build(tmp_path, digests)
     for request in ("auto", "compiled"):
         choice = _choose(request, build, root)
-        assert choice.folder == tmp_path / COMPILED_PACKAGE / "engine" and choice.warning is None and choice.note.startswith("by mypyc")
+        assert choice.folder == tmp_path / COMPILED_PACKAGE and choice.warning is None and choice.note.startswith("by mypyc")
 
 
 def test_a_source_edited_after_the_build_runs_interpreted_and_says_so(tmp_path):
@@ -77,10 +89,20 @@ def test_a_source_edited_after_the_build_runs_interpreted_and_says_so(tmp_path):
         _choose("compiled", build, root)
 
 
-def test_a_build_missing_a_module_runs_interpreted_and_says_so(tmp_path):
+@pytest.mark.parametrize("lacking", ["engine.loop", "hw.core"])
+def test_a_build_missing_a_module_runs_interpreted_and_says_so(tmp_path, lacking):
     root, digests = _sources(tmp_path)
-    choice = _choose("auto", _build(tmp_path, digests, modules=("flags", "flow", "progress", "compiled__mypyc")), root)
-    assert choice.folder is None and choice.warning is not None and "lacks loop" in choice.warning
+    modules = [name for name in (*COMPILED, "engine.compiled__mypyc") if name != lacking]
+    choice = _choose("auto", _build(tmp_path, digests, modules=modules), root)
+    assert choice.folder is None and choice.warning is not None and f"lacks {lacking}" in choice.warning
+
+
+def test_a_pipes_source_edited_after_the_build_runs_all_interpreted(tmp_path):
+    """hw/core.py is in the engine's shared library: an edit of it alone makes every module run as Python."""
+    root, digests = _sources(tmp_path)
+    (root / "hw" / "core.py").write_text("# core, edited\n")
+    choice = _choose("auto", _build(tmp_path, digests), root)
+    assert choice.folder is None and "hw/core.py" in choice.note and "engine/" not in choice.note.split("than")[0]
 
 
 def test_without_a_compiled_build_the_sources_run_quietly(tmp_path):
@@ -100,12 +122,14 @@ def test_interpreted_is_chosen_whatever_is_built(tmp_path):
     assert choice.folder is None and choice.warning is None and choice.note == f"{ENGINE_VARIABLE}=interpreted"
 
 
-def test_compiled_files_beside_the_sources_are_refused_whatever_is_chosen(tmp_path):
-    """An earlier build's files in npusim/engine would be imported before the sources, whichever engine is chosen."""
+@pytest.mark.parametrize("beside", ["engine/flow", "hw/core"])
+def test_compiled_files_beside_the_sources_are_refused_whatever_is_chosen(tmp_path, beside):
+    """An earlier build's files in npusim/engine or npusim/hw would be imported before the sources, whichever engine is chosen."""
     root, digests = _sources(tmp_path)
-    (root / "engine" / f"flow{SUFFIX}").write_bytes(b"")
+    (root / f"{beside}{SUFFIX}").write_bytes(b"")
+    name = beside.split("/")[1]
     for request in ("auto", "interpreted", "compiled"):
-        with pytest.raises(InstallError, match=rf"compiled files of an earlier build \(flow{SUFFIX}\).*delete them"):
+        with pytest.raises(InstallError, match=rf"compiled files of an earlier build \({name}{SUFFIX}\).*delete them"):
             _choose(request, _build(tmp_path / request, digests), root)
 
 
@@ -123,22 +147,22 @@ def test_a_build_that_recorded_no_digests_is_stale(tmp_path):
 
 def test_setup_compiles_the_modules_the_check_knows():
     setup = (ROOT / "setup.py").read_text()
-    assert all(f'"npusim/engine/{name}.py"' in setup for name in COMPILED) and f'PACKAGE = "{COMPILED_PACKAGE}"' in setup
+    assert all(f'"npusim/{_path(name)}"' in setup for name in COMPILED) and f'PACKAGE = "{COMPILED_PACKAGE}"' in setup
 
 
 def test_this_process_runs_what_its_build_made():
     """The install these tests run in: compiled where its build compiled (from these sources), else interpreted."""
     record = engine_record()
     if os.environ.get(ENGINE_VARIABLE, "auto") in ("", "auto") and COMPILED_HERE:
-        assert record["engine"] == "compiled" and record["compiled_modules"] == [f"npusim.engine.{name}" for name in COMPILED]
-        # (mypyc names a module it imports inside its shared library as if the library were at the package root: engine/npusim/engine/)
-        assert all(Path(sys.modules[f"npusim.engine.{name}"].__file__).is_relative_to(Path(BUILD.__file__).parent / "engine") for name in COMPILED)
+        assert record["engine"] == "compiled" and record["compiled_modules"] == [f"npusim.{name}" for name in COMPILED]
+        assert all(Path(sys.modules[f"npusim.{name}"].__file__).is_relative_to(Path(BUILD.__file__).parent) for name in COMPILED)
     else:
         assert record["engine"] == "interpreted" and record["compiled_modules"] == []
 
 
 def test_the_build_wrote_nothing_beside_the_sources():
-    assert not [path.name for path in ENGINE.iterdir() if path.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))]
+    assert not [path.name for package in PACKAGES for path in (ENGINE.parent / package).iterdir()
+                if path.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))]
     assert not (ENGINE / "built_from.py").exists()
     if BUILD is not None:
         assert not Path(BUILD.__file__).resolve().is_relative_to(ENGINE.parent.resolve())  # in site-packages (.venv's, in a checkout)
