@@ -215,14 +215,16 @@ class FlowClass:
     class (-1: not frozen) at rate ``level``; ``finish_ps`` is when its first member ends at its
     rate (-1: idle), ``queued_ps`` its key in the network's heap of finishes (-1: not in it), never
     later than ``finish_ps``, and ``slot`` its position there. ``bottleneck`` is the index of what limits the class now (see
-    the module doc; ``limit`` is what froze it in the last filling) and ``changes`` lists
-    ``(virtual bytes, bottleneck)`` at each change of it since the class last became busy.
+    the module doc; ``limit`` is what froze it in the last filling); ``changes_at`` and ``changes_to``
+    list the virtual bytes and the new bottleneck at each change of it since the class last became
+    busy (two lists of numbers, not a tuple per change: a class that stays busy logs many changes,
+    and numbers are nothing for the garbage collector to count or walk).
     ``next_frozen`` and ``next_refill`` chain it to the other classes its filling step froze and
     to the other classes of a refill (chains of native fields: no list to build, grow and free)."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
                  "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "slot", "limit", "bottleneck",
-                 "changes", "component", "next_frozen", "next_refill", "first_finish", "first_tolerance")
+                 "changes_at", "changes_to", "component", "next_frozen", "next_refill", "first_finish", "first_tolerance")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: i64) -> None:
         self.path = path
@@ -247,7 +249,8 @@ class FlowClass:
         self.slot: i64 = -1
         self.limit: i64 = OWN_CAP
         self.bottleneck: i64 = OWN_CAP
-        self.changes: list[tuple[float, int]] = []
+        self.changes_at: list[float] = []
+        self.changes_to: list[int] = []
         self.component: Component | None = None  # while busy
         self.next_frozen: FlowClass | None = None  # the next class its filling step froze (Step.first)
         self.next_refill: FlowClass | None = None  # the next class of the set a filling is given (FlowNetwork._fill)
@@ -270,11 +273,11 @@ class FlowClass:
         bottlenecks: list[int] = []  # in the order met going back from the end, and the bytes under each
         got: list[float] = []
         until = finished
-        changes = self.changes
-        back = len(changes)
+        changes_at, changes_to = self.changes_at, self.changes_to
+        back = len(changes_at)
         while back > 0:  # native indices and int compares: no iterator, no generic ``in`` or ``index``
             back -= 1
-            since, bottleneck = changes[back]
+            since, bottleneck = changes_at[back], changes_to[back]
             start = joined if joined > since else since  # max(since, joined), the first of equals
             i = 0
             while i < len(bottlenecks) and bottlenecks[i] != bottleneck:
@@ -727,8 +730,8 @@ class FlowNetwork:
                     flow_class.note_first()
                 finished += 1
                 finished_bytes += size
-                changes = flow_class.changes
-                if not changes or changes[-1][0] <= finish - size:  # one bottleneck all its life: the usual case
+                changes_at = flow_class.changes_at
+                if not changes_at or changes_at[-1] <= finish - size:  # one bottleneck all its life: the usual case
                     events.succeed(done, stamp, (flow_class.bottleneck, flowing_ps))
                 else:
                     events.succeed(done, stamp, (flow_class.main_bottleneck(finish - size, finish), flowing_ps))
@@ -745,7 +748,8 @@ class FlowNetwork:
             flow_class, sequence, size, done = entry.flow_class, entry.sequence, entry.size, entry.done
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
-                flow_class.changes = []
+                flow_class.changes_at.clear()
+                flow_class.changes_to.clear()
             elif flow_class.updated_ps != now:
                 flow_class.advance(now)
             members = flow_class.members
@@ -769,8 +773,9 @@ class FlowNetwork:
                 counted.append(flow_class)
             else:  # as many started as ended: the filling, which depends on member counts only, is the same
                 flow_class.changed = False
-                if not flow_class.changes:  # its members all ended and new ones started: log the bottleneck again
-                    flow_class.changes.append((flow_class.virtual_bytes, flow_class.bottleneck))
+                if not flow_class.changes_at:  # its members all ended and new ones started: log the bottleneck again
+                    flow_class.changes_at.append(flow_class.virtual_bytes)
+                    flow_class.changes_to.append(flow_class.bottleneck)
                 self._schedule_finish(flow_class, now)
         if counted:
             self._recompute(now, stamp, counted)
@@ -871,10 +876,10 @@ class FlowNetwork:
         for chain in refilled:
             refilled_class = chain
             while refilled_class is not None:
-                if refilled_class.limit != refilled_class.bottleneck or not refilled_class.changes:  # note a change, at the clock of now
+                if refilled_class.limit != refilled_class.bottleneck or not refilled_class.changes_at:  # note a change, at the clock of now
                     refilled_class.bottleneck = refilled_class.limit
-                    reached = refilled_class.virtual_bytes + refilled_class.rate * float(now - refilled_class.updated_ps)
-                    refilled_class.changes.append((reached, refilled_class.limit))
+                    refilled_class.changes_at.append(refilled_class.virtual_bytes + refilled_class.rate * float(now - refilled_class.updated_ps))
+                    refilled_class.changes_to.append(refilled_class.limit)
                 if refilled_class.level != refilled_class.rate:
                     refilled_class.advance(now)
                     refilled_class.rate = refilled_class.level

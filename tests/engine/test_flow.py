@@ -221,7 +221,8 @@ def test_the_main_bottleneck_is_the_first_written_one(steps, joined, extra):
         since = max(since, offset)
         changes.append((since, bottleneck))
     flow_class = FlowClass((), math.inf, 0)
-    flow_class.changes = changes
+    flow_class.changes_at = [since for since, _ in changes]
+    flow_class.changes_to = [bottleneck for _, bottleneck in changes]
     finished = max(changes[-1][0], joined) + extra
     assert flow_class.main_bottleneck(joined, finished) == main_bottleneck_reference(changes, joined, finished)
 
