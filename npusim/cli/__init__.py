@@ -149,8 +149,27 @@ class PrintedOutput:
         return getattr(self._stream, name)
 
 
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")
+"""The environment variables by which the BLAS libraries numpy and torch load take their thread count
+(OpenBLAS reads the first, then GOTO's and OpenMP's; MKL its own, then OpenMP's)."""
+
+
+def one_blas_thread(environ: MutableMapping[str, str]) -> None:
+    """Sets the numerics' BLAS to one thread (OpenBLAS and MKL) unless the user chose a thread count
+    by any of :data:`BLAS_THREAD_VARIABLES`; called before numpy is first imported, which is when
+    the libraries read them. The simulated kernels' numerics are many small matrix products (a
+    cube's fractal tiles: 32,768 of them in the MC2 example with data); a BLAS thread per core
+    contending for two shared cores made that run 14x slower (335 s against 24 s wall), and a sweep
+    already runs one point per core. The outputs are the same bytes either way
+    (benchmarks/RESULTS.md, "MC2 with data"); set e.g. ``OPENBLAS_NUM_THREADS=4`` to choose."""
+    if not any(name in environ for name in BLAS_THREAD_VARIABLES):
+        environ["OPENBLAS_NUM_THREADS"] = "1"
+        environ["MKL_NUM_THREADS"] = "1"
+
+
 def main() -> None:
     """Console-script entry point: the command, then the end of the process (:func:`exit_now`)."""
+    one_blas_thread(os.environ)
     if sys.stdout is not None and hasattr(sys.stdout, "fileno"):
         sys.stdout = PrintedOutput(sys.stdout)
     try:

@@ -2,13 +2,14 @@
 
 import gc
 import json
+import os
 import subprocess
 import sys
 
 import click
 import pytest
 
-from npusim.cli import COMMANDS, LazyCommands, cli, lasting_objects
+from npusim.cli import BLAS_THREAD_VARIABLES, COMMANDS, LazyCommands, cli, lasting_objects, one_blas_thread
 from npusim.cli.run import run_collector
 from tests.cli.test_run import ROOT, npusim
 
@@ -135,3 +136,44 @@ def test_exit_now_leaves_a_text_status_and_a_running_thread_to_the_ordinary_exit
     assert text.returncode == 1 and text.stderr == "it failed\n" and text.stdout == "printed and the exit functions ran\n"
     threaded = subprocess.run([sys.executable, "-c", ENDING, "4", "thread"], capture_output=True, text=True, timeout=120)
     assert threaded.returncode == 4 and threaded.stdout == "printed and the thread ended and the exit functions ran\n"
+
+
+# A workload that writes the BLAS thread variables its process runs with, as JSON, to the file its first argument names.
+SHOWS_BLAS_THREADS = """
+import json, os, sys
+from npusim.cli import BLAS_THREAD_VARIABLES
+json.dump({name: os.environ.get(name) for name in BLAS_THREAD_VARIABLES}, open(os.environ["SHOWN_TO"], "w"))
+"""
+
+
+@pytest.mark.parametrize("chosen, expected", [
+    ({}, {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": None, "GOTO_NUM_THREADS": None}),
+    ({"OMP_NUM_THREADS": "2"}, {"OPENBLAS_NUM_THREADS": None, "MKL_NUM_THREADS": None, "OMP_NUM_THREADS": "2", "GOTO_NUM_THREADS": None}),
+    ({"OPENBLAS_NUM_THREADS": "4"}, {"OPENBLAS_NUM_THREADS": "4", "MKL_NUM_THREADS": None, "OMP_NUM_THREADS": None, "GOTO_NUM_THREADS": None}),
+])
+def test_a_run_uses_one_blas_thread_unless_the_user_chose_a_count(tmp_path, chosen, expected):
+    workload = tmp_path / "shows.py"
+    workload.write_text(SHOWS_BLAS_THREADS)
+    env = {name: value for name, value in os.environ.items() if name not in BLAS_THREAD_VARIABLES}
+    env.update(chosen, PYTHONPATH=str(ROOT), SHOWN_TO=str(tmp_path / "shown.json"))
+    run = subprocess.run([sys.executable, "-m", "npusim", "run", "-c", "a2", str(workload), "--trace", "none", "--out", "out"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "shown.json").read_text()) == expected
+
+
+def test_the_blas_threads_are_set_before_numpy_is_imported():
+    """The libraries read the variables when numpy loads them: the command line must not import it first."""
+    probe = subprocess.run([sys.executable, "-c", "import sys; import npusim.cli; print('numpy' in sys.modules)"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120, check=True)
+    assert probe.stdout.strip() == "False"
+
+
+def test_one_blas_thread_leaves_a_chosen_count_alone():
+    for name in BLAS_THREAD_VARIABLES:
+        environ = {name: "3"}
+        one_blas_thread(environ)
+        assert environ == {name: "3"}
+    environ = {"PATH": "/bin"}
+    one_blas_thread(environ)
+    assert environ == {"PATH": "/bin", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
