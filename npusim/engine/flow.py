@@ -208,6 +208,20 @@ class RateLog:
         return zip(self._times, self._rates)
 
 
+class Under:
+    """A bottleneck a :class:`FlowClass` had since it last became busy (``bottleneck``, an index as
+    the module doc says): the virtual bytes the class received under it up to the class's last
+    change of bottleneck (``spent``) and the number of the change that last made it the bottleneck
+    (``last_had``). Native fields: a change adds to a float in place, no float object made."""
+
+    __slots__ = ("bottleneck", "spent", "last_had")
+
+    def __init__(self, bottleneck: i64) -> None:
+        self.bottleneck = bottleneck
+        self.spent = 0.0
+        self.last_had: i64 = 0
+
+
 class FlowClass:
     """The flows that share one path and one cap, and so one rate (bytes/ps). ``virtual_bytes`` is
     what each member has received since the class last became busy (exact at ``updated_ps``); a
@@ -218,19 +232,18 @@ class FlowClass:
     rate (-1: idle), ``queued_ps`` its key in the network's heap of finishes (-1: not in it), never
     later than ``finish_ps``, and ``slot`` its position there. ``bottleneck`` is the index of what limits the class now (see
     the module doc; ``limit`` is what froze it in the last filling). Since the class last became busy
-    (``noted`` once its bottleneck has been noted since), ``spent_on`` lists the bottlenecks it had,
-    in the order first had, ``spent`` the virtual bytes it received under each up to ``noted_at``
-    (the virtual bytes at the last change of its bottleneck, ``spent_on[now_on]`` from then on), and
-    ``last_had`` the number of the change that last made each the bottleneck (``changes`` counts
-    them). A member keeps the totals as they were when it joined (:meth:`spent_until`): what it
-    received under each bottleneck is the difference when it ends, a step per bottleneck the class
-    had (two or three), however many changes it lived through.
+    ``unders`` lists the bottlenecks it had (:class:`Under`, in the order first had), ``under`` the
+    present one (None until its bottleneck is noted) since ``noted_at`` (the virtual bytes at the
+    last change of its bottleneck; ``changes`` counts them). A member keeps the totals as they were
+    when it joined (:meth:`spent_until`): what it received under each bottleneck is the difference
+    when it ends, a step per bottleneck the class had (two or three), however many changes it lived
+    through.
     ``next_frozen`` and ``next_refill`` chain it to the other classes its filling step froze and
     to the other classes of a refill (chains of native fields: no list to build, grow and free)."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
                  "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "slot", "limit", "bottleneck",
-                 "noted", "noted_at", "spent_on", "spent", "last_had", "now_on", "changes", "component", "next_frozen", "next_refill",
+                 "under", "noted_at", "unders", "changes", "component", "next_frozen", "next_refill",
                  "first_finish", "first_tolerance")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: i64) -> None:
@@ -257,12 +270,9 @@ class FlowClass:
         self.slot: i64 = -1
         self.limit: i64 = OWN_CAP
         self.bottleneck: i64 = OWN_CAP
-        self.noted = False
+        self.under: Under | None = None
         self.noted_at = 0.0
-        self.spent_on: list[int] = []
-        self.spent: list[float] = []
-        self.last_had: list[int] = []
-        self.now_on: i64 = 0
+        self.unders: list[Under] = []
         self.changes: i64 = 0
         self.component: Component | None = None  # while busy
         self.next_frozen: FlowClass | None = None  # the next class its filling step froze (Step.first)
@@ -282,52 +292,47 @@ class FlowClass:
 
     def forget_bottlenecks(self) -> None:
         """Start the totals of its bottlenecks afresh (it becomes busy)."""
-        self.noted = False
-        self.spent_on.clear()
-        self.spent.clear()
-        self.last_had.clear()
+        self.under = None
+        self.unders.clear()
 
     def note_bottleneck(self, at: float, bottleneck: i64) -> None:
         """Its bottleneck is ``bottleneck`` from virtual bytes ``at`` on: the bytes since the last
         change go to the one before."""
-        spent_on, spent = self.spent_on, self.spent
-        if self.noted:
-            spent[self.now_on] += at - self.noted_at
-        self.noted = True
+        under = self.under
+        if under is not None:
+            under.spent += at - self.noted_at
         self.noted_at = at
         self.bottleneck = bottleneck
-        on = 0
-        while on < len(spent_on) and spent_on[on] != bottleneck:
-            on += 1
-        if on == len(spent_on):
-            spent_on.append(bottleneck)
-            spent.append(0.0)
-            self.last_had.append(0)
-        self.now_on = on
+        under = None
+        for had in self.unders:
+            if had.bottleneck == bottleneck:
+                under = had
+                break
+        if under is None:
+            under = Under(bottleneck)
+            self.unders.append(under)
         self.changes += 1
-        self.last_had[on] = self.changes
+        under.last_had = self.changes
+        self.under = under
 
     def spent_until(self, at: float) -> list[float]:
-        """The virtual bytes it received under each of ``spent_on`` up to virtual bytes ``at`` (those
+        """The virtual bytes it received under each of ``unders`` up to virtual bytes ``at`` (those
         since the last change under the present bottleneck)."""
-        spent = self.spent.copy()
-        if self.noted:
-            spent[self.now_on] += at - self.noted_at
-        return spent
+        now = self.under
+        return [under.spent + (at - self.noted_at) if under is now else under.spent for under in self.unders]
 
     def main_bottleneck(self, spent_before: list[float], finished: float) -> int:
         """The bottleneck under which a member that joined with totals ``spent_before``
         (:meth:`spent_until` then) and finished at virtual bytes ``finished`` got most of its bytes;
         of equals, the one it had last."""
-        spent = self.spent_until(finished)
-        last_had = self.last_had
+        spent, unders = self.spent_until(finished), self.unders
         most = 0
         most_got = spent[0] - (spent_before[0] if spent_before else 0.0)
         for on in range(1, len(spent)):
             got = spent[on] - (spent_before[on] if on < len(spent_before) else 0.0)
-            if got > most_got or (got == most_got and last_had[on] > last_had[most]):
+            if got > most_got or (got == most_got and unders[on].last_had > unders[most].last_had):
                 most, most_got = on, got
-        return self.spent_on[most]
+        return unders[most].bottleneck
 
 
 class Step:
@@ -763,7 +768,7 @@ class FlowNetwork:
                     flow_class.note_first()
                 finished += 1
                 finished_bytes += size
-                if not flow_class.noted or flow_class.noted_at <= finish - size:  # one bottleneck all its life: the usual case
+                if flow_class.under is None or flow_class.noted_at <= finish - size:  # one bottleneck all its life: the usual case
                     events.succeed(done, stamp, (flow_class.bottleneck, flowing_ps))
                 else:
                     events.succeed(done, stamp, (flow_class.main_bottleneck(spent_before, finish), flowing_ps))
@@ -804,7 +809,7 @@ class FlowNetwork:
                 counted.append(flow_class)
             else:  # as many started as ended: the filling, which depends on member counts only, is the same
                 flow_class.changed = False
-                if not flow_class.noted:  # its members all ended and new ones started: note the bottleneck again
+                if flow_class.under is None:  # its members all ended and new ones started: note the bottleneck again
                     flow_class.note_bottleneck(flow_class.virtual_bytes, flow_class.bottleneck)
                 self._schedule_finish(flow_class, now)
         if counted:
@@ -906,7 +911,7 @@ class FlowNetwork:
         for chain in refilled:
             refilled_class = chain
             while refilled_class is not None:
-                if refilled_class.limit != refilled_class.bottleneck or not refilled_class.noted:  # note a change, at the clock of now
+                if refilled_class.limit != refilled_class.bottleneck or refilled_class.under is None:  # note a change, at the clock of now
                     refilled_class.note_bottleneck(refilled_class.virtual_bytes + refilled_class.rate * float(now - refilled_class.updated_ps), refilled_class.limit)
                 if refilled_class.level != refilled_class.rate:
                     refilled_class.advance(now)
