@@ -27,7 +27,9 @@ the instants where something changes: one SimPy event per instant however many f
 Each flow also learns what limited it: at every recomputation each class notes its bottleneck (the
 resource that froze it in the filling, or its own cap) when it changes, at the class's virtual
 clock; a finished flow's event carries ``(bottleneck index, time its bytes started flowing)``, the
-bottleneck being the one under which it received most of its bytes (the index is the resource's
+bottleneck being the one under which it received most of its bytes (of equals, the one it had
+last; each class keeps a running total of the bytes under each of its bottlenecks, so a flow's
+count costs no walk through the changes it lived through; the index is the resource's
 position in ``FlowNetwork.resources``, -1 for the flow's own cap, -2 for an unregistered resource).
 
 Units: time in integer picoseconds (SimPy time), sizes in bytes, rates in bytes per picosecond.
@@ -206,6 +208,20 @@ class RateLog:
         return zip(self._times, self._rates)
 
 
+class Under:
+    """A bottleneck a :class:`FlowClass` had since it last became busy (``bottleneck``, an index as
+    the module doc says): the virtual bytes the class received under it up to the class's last
+    change of bottleneck (``spent``) and the number of the change that last made it the bottleneck
+    (``last_had``). Native fields: a change adds to a float in place, no float object made."""
+
+    __slots__ = ("bottleneck", "spent", "last_had")
+
+    def __init__(self, bottleneck: i64) -> None:
+        self.bottleneck = bottleneck
+        self.spent = 0.0
+        self.last_had: i64 = 0
+
+
 class FlowClass:
     """The flows that share one path and one cap, and so one rate (bytes/ps). ``virtual_bytes`` is
     what each member has received since the class last became busy (exact at ``updated_ps``); a
@@ -215,16 +231,20 @@ class FlowClass:
     class (-1: not frozen) at rate ``level``; ``finish_ps`` is when its first member ends at its
     rate (-1: idle), ``queued_ps`` its key in the network's heap of finishes (-1: not in it), never
     later than ``finish_ps``, and ``slot`` its position there. ``bottleneck`` is the index of what limits the class now (see
-    the module doc; ``limit`` is what froze it in the last filling); ``changes_at`` and ``changes_to``
-    list the virtual bytes and the new bottleneck at each change of it since the class last became
-    busy (two lists of numbers, not a tuple per change: a class that stays busy logs many changes,
-    and numbers are nothing for the garbage collector to count or walk).
+    the module doc; ``limit`` is what froze it in the last filling). Since the class last became busy
+    ``unders`` lists the bottlenecks it had (:class:`Under`, in the order first had), ``under`` the
+    present one (None until its bottleneck is noted) since ``noted_at`` (the virtual bytes at the
+    last change of its bottleneck; ``changes`` counts them). A member keeps the totals as they were
+    when it joined (:meth:`spent_until`): what it received under each bottleneck is the difference
+    when it ends, a step per bottleneck the class had (two or three), however many changes it lived
+    through.
     ``next_frozen`` and ``next_refill`` chain it to the other classes its filling step froze and
     to the other classes of a refill (chains of native fields: no list to build, grow and free)."""
 
     __slots__ = ("path", "bounds", "cap", "order", "rate", "demand", "level", "virtual_bytes", "updated_ps", "members",
                  "counted", "busy", "changed", "step", "finish_ps", "queued_ps", "slot", "limit", "bottleneck",
-                 "changes_at", "changes_to", "component", "next_frozen", "next_refill", "first_finish", "first_tolerance")
+                 "under", "noted_at", "unders", "changes", "component", "next_frozen", "next_refill",
+                 "first_finish", "first_tolerance")
 
     def __init__(self, path: tuple[Resource, ...], cap: float, order: i64) -> None:
         self.path = path
@@ -236,8 +256,9 @@ class FlowClass:
         self.level = 0.0
         self.virtual_bytes = 0.0
         self.updated_ps: i64 = 0
-        # (virtual finish, seq, size, done, flowing since ps) in that order (the first ends first; a few at once)
-        self.members: list[tuple[float, int, int, simpy.Event, int]] = []
+        # (virtual finish, seq, size, done, flowing since ps, spent when it joined) in that order (the first ends first; a few
+        # at once)
+        self.members: list[tuple[float, int, int, simpy.Event, int, list[float]]] = []
         self.first_finish = 0.0  # the first member's virtual finish, and the bytes within which it counts as
         self.first_tolerance = 0.0  # finished (its size x _FINISH_TOLERANCE), while there are members: see note_first
         self.counted = 0.0  # members counted in the ``flows`` of the resources on the path (a float, as they are)
@@ -249,8 +270,10 @@ class FlowClass:
         self.slot: i64 = -1
         self.limit: i64 = OWN_CAP
         self.bottleneck: i64 = OWN_CAP
-        self.changes_at: list[float] = []
-        self.changes_to: list[int] = []
+        self.under: Under | None = None
+        self.noted_at = 0.0
+        self.unders: list[Under] = []
+        self.changes: i64 = 0
         self.component: Component | None = None  # while busy
         self.next_frozen: FlowClass | None = None  # the next class its filling step froze (Step.first)
         self.next_refill: FlowClass | None = None  # the next class of the set a filling is given (FlowNetwork._fill)
@@ -267,34 +290,49 @@ class FlowClass:
         self.virtual_bytes += self.rate * float(now - self.updated_ps)
         self.updated_ps = now
 
-    def main_bottleneck(self, joined: float, finished: float) -> int:
-        """The bottleneck under which a member that received virtual bytes ``joined`` to
-        ``finished`` got most of them (when it changed during the member's life)."""
-        bottlenecks: list[int] = []  # in the order met going back from the end, and the bytes under each
-        got: list[float] = []
-        until = finished
-        changes_at, changes_to = self.changes_at, self.changes_to
-        back = len(changes_at)
-        while back > 0:  # native indices and int compares: no iterator, no generic ``in`` or ``index``
-            back -= 1
-            since, bottleneck = changes_at[back], changes_to[back]
-            start = joined if joined > since else since  # max(since, joined), the first of equals
-            i = 0
-            while i < len(bottlenecks) and bottlenecks[i] != bottleneck:
-                i += 1
-            if i < len(bottlenecks):
-                got[i] = got[i] + until - start
-            else:
-                bottlenecks.append(bottleneck)
-                got.append(0.0 + until - start)
-            if since <= joined:
+    def forget_bottlenecks(self) -> None:
+        """Start the totals of its bottlenecks afresh (it becomes busy)."""
+        self.under = None
+        self.unders.clear()
+
+    def note_bottleneck(self, at: float, bottleneck: i64) -> None:
+        """Its bottleneck is ``bottleneck`` from virtual bytes ``at`` on: the bytes since the last
+        change go to the one before."""
+        under = self.under
+        if under is not None:
+            under.spent += at - self.noted_at
+        self.noted_at = at
+        self.bottleneck = bottleneck
+        under = None
+        for had in self.unders:
+            if had.bottleneck == bottleneck:
+                under = had
                 break
-            until = since
-        most = 0  # the first met of those that got the most
-        for i in range(1, len(got)):
-            if got[i] > got[most]:
-                most = i
-        return bottlenecks[most]
+        if under is None:
+            under = Under(bottleneck)
+            self.unders.append(under)
+        self.changes += 1
+        under.last_had = self.changes
+        self.under = under
+
+    def spent_until(self, at: float) -> list[float]:
+        """The virtual bytes it received under each of ``unders`` up to virtual bytes ``at`` (those
+        since the last change under the present bottleneck)."""
+        now = self.under
+        return [under.spent + (at - self.noted_at) if under is now else under.spent for under in self.unders]
+
+    def main_bottleneck(self, spent_before: list[float], finished: float) -> int:
+        """The bottleneck under which a member that joined with totals ``spent_before``
+        (:meth:`spent_until` then) and finished at virtual bytes ``finished`` got most of its bytes;
+        of equals, the one it had last."""
+        spent, unders = self.spent_until(finished), self.unders
+        most = 0
+        most_got = spent[0] - (spent_before[0] if spent_before else 0.0)
+        for on in range(1, len(spent)):
+            got = spent[on] - (spent_before[on] if on < len(spent_before) else 0.0)
+            if got > most_got or (got == most_got and unders[on].last_had > unders[most].last_had):
+                most, most_got = on, got
+        return unders[most].bottleneck
 
 
 class Step:
@@ -725,16 +763,15 @@ class FlowNetwork:
             flow_class.advance(now)
             finished = finished_bytes = 0
             while members and flow_class.first_finish - flow_class.virtual_bytes <= flow_class.first_tolerance:
-                finish, _, size, done, flowing_ps = members.pop(0)
+                finish, _, size, done, flowing_ps, spent_before = members.pop(0)
                 if members:
                     flow_class.note_first()
                 finished += 1
                 finished_bytes += size
-                changes_at = flow_class.changes_at
-                if not changes_at or changes_at[-1] <= finish - size:  # one bottleneck all its life: the usual case
+                if flow_class.under is None or flow_class.noted_at <= finish - size:  # one bottleneck all its life: the usual case
                     events.succeed(done, stamp, (flow_class.bottleneck, flowing_ps))
                 else:
-                    events.succeed(done, stamp, (flow_class.main_bottleneck(finish - size, finish), flowing_ps))
+                    events.succeed(done, stamp, (flow_class.main_bottleneck(spent_before, finish), flowing_ps))
             for resource in flow_class.path:
                 resource.bytes_moved += finished_bytes
                 resource.flows_done += finished
@@ -748,8 +785,7 @@ class FlowNetwork:
             flow_class, sequence, size, done = entry.flow_class, entry.sequence, entry.size, entry.done
             if not flow_class.members:
                 flow_class.virtual_bytes, flow_class.updated_ps = 0.0, now
-                flow_class.changes_at.clear()
-                flow_class.changes_to.clear()
+                flow_class.forget_bottlenecks()
             elif flow_class.updated_ps != now:
                 flow_class.advance(now)
             members = flow_class.members
@@ -757,7 +793,7 @@ class FlowNetwork:
             j = len(members)  # its place: after those ending no later (started earlier, a smaller seq)
             while j and members[j - 1][0] > finish:
                 j -= 1
-            members.insert(j, (finish, sequence, size, done, now))
+            members.insert(j, (finish, sequence, size, done, now, flow_class.spent_until(flow_class.virtual_bytes)))
             if not j:
                 flow_class.note_first()
             if not flow_class.changed:
@@ -773,9 +809,8 @@ class FlowNetwork:
                 counted.append(flow_class)
             else:  # as many started as ended: the filling, which depends on member counts only, is the same
                 flow_class.changed = False
-                if not flow_class.changes_at:  # its members all ended and new ones started: log the bottleneck again
-                    flow_class.changes_at.append(flow_class.virtual_bytes)
-                    flow_class.changes_to.append(flow_class.bottleneck)
+                if flow_class.under is None:  # its members all ended and new ones started: note the bottleneck again
+                    flow_class.note_bottleneck(flow_class.virtual_bytes, flow_class.bottleneck)
                 self._schedule_finish(flow_class, now)
         if counted:
             self._recompute(now, stamp, counted)
@@ -876,10 +911,8 @@ class FlowNetwork:
         for chain in refilled:
             refilled_class = chain
             while refilled_class is not None:
-                if refilled_class.limit != refilled_class.bottleneck or not refilled_class.changes_at:  # note a change, at the clock of now
-                    refilled_class.bottleneck = refilled_class.limit
-                    refilled_class.changes_at.append(refilled_class.virtual_bytes + refilled_class.rate * float(now - refilled_class.updated_ps))
-                    refilled_class.changes_to.append(refilled_class.limit)
+                if refilled_class.limit != refilled_class.bottleneck or refilled_class.under is None:  # note a change, at the clock of now
+                    refilled_class.note_bottleneck(refilled_class.virtual_bytes + refilled_class.rate * float(now - refilled_class.updated_ps), refilled_class.limit)
                 if refilled_class.level != refilled_class.rate:
                     refilled_class.advance(now)
                     refilled_class.rate = refilled_class.level

@@ -1,9 +1,10 @@
 """The hardware model: AI cores and their pipes, DMA engines and queues, caches, memories, the
 AICPU, dies and their links (docs/architecture.md).
 
-Its module :mod:`npusim.hw.core` runs compiled with the engine, in the engine's shared library,
-or as Python with it: :mod:`npusim.engine` chooses for both (all or none), and where it chose the
-compiled modules this package finds ``core`` in the build's ``hw/`` folder before the source.
+Its modules :mod:`npusim.hw.core`, :mod:`npusim.hw.queue` and :mod:`npusim.hw.cache` run compiled
+with the engine, in the engine's shared library, or as Python with it: :mod:`npusim.engine`
+chooses for all (all or none), and where it chose the compiled modules this package finds them in
+the build's ``hw/`` folder before the sources.
 """
 
 from npusim.engine import CHOICE

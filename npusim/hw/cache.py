@@ -25,26 +25,38 @@ What it models (docs/architecture.md, "The memory model", says what this approxi
 Cost: an access is a few numpy operations on the line stamps of one allocation (a slice for a
 contiguous copy, a strided view for a copy whose rows start on lines, an index array otherwise),
 whatever its size; a line's stamp is the access tick that last touched it. Stamps are kept per
-allocation, only as far as the highest line touched, so untouched GM costs nothing.
+allocation, only as far as the highest line touched, so untouched GM costs nothing. The module is
+compiled with the engine (setup.py): the Python around the numpy operations runs as C.
 
 Counters (:class:`L2Tally`) are in lines, as msprof counts L2 requests; reads and writes apart.
 """
 
 from __future__ import annotations
 
+import importlib
 from array import array
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from npusim.engine.loop import clock
 
-try:  # the C function np.count_nonzero calls for a whole array (numpy 2), without its Python-level dispatch: called per access
-    from numpy._core.multiarray import count_nonzero as _count_nonzero
-except ImportError:  # pragma: no cover - numpy 1.x
-    _count_nonzero = np.count_nonzero
+
+def _whole_count_nonzero() -> Callable[[np.ndarray], Any]:
+    """The C function np.count_nonzero calls for a whole array (numpy 2), without its Python-level
+    dispatch (called per access); np.count_nonzero itself on numpy 1.x. Either returns a numpy
+    integer (whatever the stubs say: the compiled module checks an int)."""
+    try:
+        multiarray = importlib.import_module("numpy._core.multiarray")
+    except ImportError:  # pragma: no cover - numpy 1.x
+        return np.count_nonzero
+    return cast(Callable[[np.ndarray], Any], multiarray.count_nonzero)
+
+
+_count_nonzero = _whole_count_nonzero()
 
 if TYPE_CHECKING:
     from npusim.engine.flow import FlowNetwork, Resource
@@ -153,6 +165,7 @@ class L2Cache:
             lines = self._lines[allocation] = _Lines(len(self._line_sets), allocation, self.line, bool(self.initial_hit_rate))
             self._line_sets.append(lines)
         address = allocation.address + offset
+        where: Any  # by kind (see _view): (first, end), (first, rows, width, step) or an index array
         if count == 1 or stride == length:  # one run of lines (most copies): a slice, without _view's call
             line, base = self.line, lines.first
             first = address // line - base
@@ -178,7 +191,7 @@ class L2Cache:
                     if fetched > lines.fetched_until:
                         lines.fetched_until = fetched
             if lines.seen is not None:
-                hit += self.initial_hit_rate * (total - int(np.count_nonzero(lines.seen[where])))
+                hit += self.initial_hit_rate * (total - int(_count_nonzero(lines.seen[where])))
                 lines.seen[where] = True
             lines.stamps[where] = tick
             if write:
@@ -199,7 +212,7 @@ class L2Cache:
                     lines.fetched_until = fetched
             if lines.seen is not None:
                 seen = self._lines_view(lines.seen, kind, where)
-                hit += self.initial_hit_rate * (total - int(np.count_nonzero(seen)))
+                hit += self.initial_hit_rate * (total - int(_count_nonzero(seen)))
                 seen.fill(True)
             view.fill(tick)
             if write:
@@ -317,18 +330,18 @@ class L2Cache:
                 mine = where[lines.stamps[where] == tick]
                 if not len(mine):
                     continue
-                dirty_lines += int(np.count_nonzero(lines.dirty[mine]))
+                dirty_lines += int(_count_nonzero(lines.dirty[mine]))
                 lines.stamps[mine] = 0
                 lines.dirty[mine] = False
                 self.resident -= len(mine)
                 continue
             stamps = self._lines_view(lines.stamps, kind, where)
             mine = stamps == tick
-            dropped = int(np.count_nonzero(mine))
+            dropped = int(_count_nonzero(mine))
             if not dropped:
                 continue
             dirty = self._lines_view(lines.dirty, kind, where)
-            dirty_lines += int(np.count_nonzero(dirty[mine]))
+            dirty_lines += int(_count_nonzero(dirty[mine]))
             stamps[mine] = 0
             dirty[mine] = False
             self.resident -= dropped

@@ -33,7 +33,7 @@ times. With data on, instructions with an effect wait for the clock so that the 
 data off only ``control`` instructions (signal writes, which waits depend on) keep their effect.
 
 Requests in flight. A pipe with a copy engine hands each copy (TRANSFER) to the engine's queue
-(:class:`~npusim.hw.dma.EngineQueue`, ``queue_depth`` requests at most): the copy's set-up and
+(:class:`~npusim.hw.queue.EngineQueue`, ``queue_depth`` requests at most): the copy's set-up and
 route latency run from its issue, its bytes stream after the earlier copies', and it completes in
 order, its effect applied, event recorded (from its issue, or the previous copy's end if later, to
 its completion) and progress counted then. With a queue of one the pipe waits for each copy, as an
@@ -65,9 +65,9 @@ from npusim.engine.flow import FlowClass
 from npusim.engine.loop import Timer, begin, clock, start_process, succeed_at, when
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.cache import L2Cache, L2Tally
-from npusim.hw.dma import EngineQueue, split_by_hits
 from npusim.hw.memory import Allocation, LocalBuffer
 from npusim.hw.pipes import PIPE_NAMES, Pipe
+from npusim.hw.queue import EngineQueue, split_by_hits
 from npusim.hw.topology import LOCAL
 from npusim.trace.recorder import EVENT_ROW, WAIT_LANE_SUFFIX, BufferSpan, pack
 
@@ -266,7 +266,7 @@ class AICore:
         recorder = system.recorder
         order_base = (kind_timing.order, index)
         self.tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe], order_base + (int(pipe),)) for pipe in kind_timing.pipes}
-        # Each copy engine's queue of requests (hw.dma.EngineQueue), built on its pipe's first run
+        # Each copy engine's queue of requests (hw.queue.EngineQueue), built on its pipe's first run
         # (queue): a core whose pipe never runs builds none. A pipe whose engine keeps more than one
         # in flight records its wait_flags on a lane of their own ("aiv0 MTE2 wait", right after the
         # pipe's): they run while its copies stream, and a lane's slices never overlap. Those lanes
@@ -326,7 +326,7 @@ class AICore:
         byte ``offset`` of ``allocation`` looked up in the L2 of the die whose GM it is (when the
         set-up is done), and split into the part that hits (from when its lines are in L2: an
         earlier miss may still be fetching them) and the part that misses
-        (:func:`~npusim.hw.dma.split_by_hits`; a write, one flow across the L2). ``allocation``
+        (:func:`~npusim.hw.queue.split_by_hits`; a write, one flow across the L2). ``allocation``
         None: a GM address computed from scalar registers (known only with data on), not looked up
         (:meth:`~npusim.hw.cache.L2Cache.unknown`: ``length`` bytes that miss). ``tally``: the op's
         counters."""
@@ -430,7 +430,7 @@ class PipeRun:
     The hot loop of the simulator, compiled: typed locals while it runs (the instructions' fixed
     fields from their pipe_step tuples), int keys, the recorder's rows packed directly, and flag
     costs run ahead (see the module doc). A pipe with a copy engine hands its
-    copies to the engine's queue (hw.dma.EngineQueue), which records each one when it completes
+    copies to the engine's queue (hw.queue.EngineQueue), which records each one when it completes
     (:meth:`complete`); with a queue of one request the pipe waits for each copy, else it goes on
     while they are in flight ("Requests in flight" in the module doc)."""
 

@@ -16,9 +16,9 @@ from numpy.lib.stride_tricks import as_strided
 
 from npusim.errors import UsageError, WorkloadError
 from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, flag_key
-from npusim.hw.dma import Request
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import PIPE_NAMES, Pipe
+from npusim.hw.queue import Request
 from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count, nz_pack, nz_unpack, padded
 from npusim.isa.scalar import ScalarExpr, resolve
@@ -550,7 +550,7 @@ class DmaCopy(Instruction):
     advancing by ``burst_bytes + src_gap`` and the destination by ``burst_bytes + dst_gap`` between
     bursts. Either side may be GM (local or another die's, reached through the fabric).
 
-    It is a request of its engine's queue (:class:`~npusim.hw.dma.EngineQueue`): its bytes may
+    It is a request of its engine's queue (:class:`~npusim.hw.queue.EngineQueue`): its bytes may
     start flowing at issue + engine set-up + path latency (fabric hops, and the L2 on a hit or the L2
     and HBM on a miss: :mod:`npusim.hw.cache` looks its GM lines up), and do once the engine's
     earlier requests have streamed and it has issued its bursts (bursts x per-burst cost: the
@@ -618,7 +618,7 @@ class DmaCopy(Instruction):
         return self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
 
     def request(self, core, run, issue_ps: int, tally, complete, owner, tail=None) -> Request:
-        """This copy as a request of its engine's queue (:class:`~npusim.hw.dma.Request`), issued at
+        """This copy as a request of its engine's queue (:class:`~npusim.hw.queue.Request`), issued at
         ``issue_ps``: its flows (:meth:`~npusim.hw.core.AICore.dma_segments`, its GM side looked up
         in L2 with the op's counters ``tally``) and its bursts' cost; ``complete`` with ``owner``
         once it has completed (after ``tail``, if given). An address from scalar registers is

@@ -186,7 +186,8 @@ def test_the_bottleneck_is_the_one_that_carried_most_of_the_bytes():
 
 
 def main_bottleneck_reference(changes, joined, finished):
-    """FlowClass.main_bottleneck as first written (an iterator, ``in``, ``index`` and ``max``)."""
+    """FlowClass.main_bottleneck as first written: the changes ``(virtual bytes, new bottleneck)``
+    walked back from the member's end (an iterator, ``in``, ``index`` and ``max``)."""
     bottlenecks, got = [], []
     until = finished
     for since, bottleneck in reversed(changes):
@@ -214,17 +215,23 @@ virtual_bytes = st.integers(0, 20).map(float) | st.just(-0.0)
        st.integers(0, 10).map(float))
 def test_the_main_bottleneck_is_the_first_written_one(steps, joined, extra):
     """Changes at non-decreasing virtual bytes (ties and signed zeros included), a member that
-    joined anywhere among them and finished after the last: the same bottleneck as the first
-    written way of counting."""
+    joined anywhere among them (after those at its virtual bytes) and finished after the last: the
+    running totals give the same bottleneck as the first written way of counting (the bytes are
+    whole numbers here, so both sums are exact and only the rule for equals tells them apart)."""
     changes, since = [], -1.0
     for offset, bottleneck in steps:
         since = max(since, offset)
         changes.append((since, bottleneck))
     flow_class = FlowClass((), math.inf, 0)
-    flow_class.changes_at = [since for since, _ in changes]
-    flow_class.changes_to = [bottleneck for _, bottleneck in changes]
+    spent_before = None
+    for since, bottleneck in changes:
+        if spent_before is None and since > joined:
+            spent_before = flow_class.spent_until(joined)
+        flow_class.note_bottleneck(since, bottleneck)
+    if spent_before is None:
+        spent_before = flow_class.spent_until(joined)
     finished = max(changes[-1][0], joined) + extra
-    assert flow_class.main_bottleneck(joined, finished) == main_bottleneck_reference(changes, joined, finished)
+    assert flow_class.main_bottleneck(spent_before, finished) == main_bottleneck_reference(changes, joined, finished)
 
 
 def test_an_unregistered_resource_is_reported_as_such():

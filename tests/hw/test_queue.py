@@ -1,4 +1,4 @@
-"""DMA engines with requests in flight (npusim.hw.dma.EngineQueue on a core's pipes): the set-up of
+"""DMA engines with requests in flight (npusim.hw.queue.EngineQueue on a core's pipes): the set-up of
 a copy overlaps the streaming of earlier ones, copies stream one after another and complete in
 order, a set_flag after copies is raised once they have completed, depth 1 is one copy at a time."""
 
