@@ -35,7 +35,7 @@ from npusim import formats
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import rearm_at, succeed_at
 from npusim.errors import ConfigError, ResourceError, UsageError
-from npusim.hw.core import AICore, pipe_step
+from npusim.hw.core import AICore, PipeStep
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
@@ -126,7 +126,7 @@ class CoreProgram:
         self.race_free: bool | None = None  # the race check's verdict once launched alone (or replayed from a template)
         self.shares = False  # replayed with instructions shared with other replays (ProgramTemplate): launched alone
         self._replayed: dict[Pipe, list[Instruction]] | None = None  # a replay's instructions per pipe (by_pipe)
-        self._replayed_steps: dict[Pipe, list[tuple]] | None = None  # and their pipe_step tuples (pipe_steps)
+        self._replayed_steps: dict[Pipe, list[PipeStep]] | None = None  # and their PipeStep records (pipe_steps)
         self.sources: list[tuple[int, object]] = []  # (first instruction position, the program line its instructions come from)
 
     def note_source(self, source: object) -> None:
@@ -803,12 +803,12 @@ class CoreProgram:
                 scalars += 1
         return pipes
 
-    def pipe_steps(self, by_pipe: dict[Pipe, list[Instruction]]) -> dict[Pipe, list[tuple]]:
-        """The :func:`~npusim.hw.core.pipe_step` tuples of the instructions of ``by_pipe`` (what
+    def pipe_steps(self, by_pipe: dict[Pipe, list[Instruction]]) -> dict[Pipe, list[PipeStep]]:
+        """The :class:`~npusim.hw.core.PipeStep` records of the instructions of ``by_pipe`` (what
         :meth:`by_pipe` gave), per pipe; a replay's are those its template's replays in the tile share."""
         if by_pipe is self._replayed and self._replayed_steps is not None:
             return self._replayed_steps
-        return {pipe: list(map(pipe_step, instructions)) for pipe, instructions in by_pipe.items()}
+        return {pipe: list(map(PipeStep, instructions)) for pipe, instructions in by_pipe.items()}
 
 
 def _rebased_side(base: tuple[Allocation, int], delta: int, span: int) -> GmAddress | None:
@@ -903,7 +903,7 @@ class ProgramTemplate:
             pipes[pipe][at] = new
         steps = skeleton.steps
         if steps is None:  # the first replay in the tile: the next ones' instructions have the same fixed fields
-            steps = skeleton.steps = {pipe: [pipe_step(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
+            steps = skeleton.steps = {pipe: [PipeStep(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
                                       for pipe, instructions in pipes.items()}
         return Replay(core, made, pipes, steps, name, self.needs_end_times, self.allocated)
 
@@ -948,7 +948,7 @@ class _Skeleton:
     ``copies``, with its copy rebased on the bases (then the path keys of its replays whose GM
     side is on another die, by die, as they are met; their GM sides follow, as
     :meth:`CoreProgram.template` took them). ``steps``: the
-    :func:`~npusim.hw.core.pipe_step` tuples per pipe of every replay in the tile (the same for all:
+    :class:`~npusim.hw.core.PipeStep` records per pipe of every replay in the tile (the same for all:
     twins and rebased copies have their template's fixed fields; only the holes are watched), from
     the first replay."""
 
@@ -956,7 +956,7 @@ class _Skeleton:
 
     def __init__(self, made: list, pipes: dict, twins: list, copies: list) -> None:
         self.made, self.pipes, self.twins, self.copies = made, pipes, twins, copies
-        self.steps: dict[Pipe, list[tuple]] | None = None
+        self.steps: dict[Pipe, list[PipeStep]] | None = None
 
 
 
@@ -980,13 +980,13 @@ class _TileScope:
 
 
 class _Placed:
-    """What the core executes: the per-pipe split of a program, with its pipe_step tuples, the
+    """What the core executes: the per-pipe split of a program, with its PipeStep records, the
     name of its kernel, whether it has a pipe_barrier(ALL), the bytes it reserves per buffer (held
     for the whole run)."""
 
     __slots__ = ("by_pipe", "steps", "name", "needs_end_times", "buffer_bytes")
 
-    def __init__(self, by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[tuple]], name: str, needs_end_times: bool,
+    def __init__(self, by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[PipeStep]], name: str, needs_end_times: bool,
                  buffer_bytes: dict[str, int]) -> None:
         self.by_pipe, self.steps, self.name, self.needs_end_times, self.buffer_bytes = by_pipe, steps, name, needs_end_times, buffer_bytes
 
@@ -1006,7 +1006,7 @@ class Replay(_Placed):
 
     __slots__ = ("core", "instructions")
 
-    def __init__(self, core: AICore, instructions: list[Instruction], by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[tuple]],
+    def __init__(self, core: AICore, instructions: list[Instruction], by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[PipeStep]],
                  name: str, needs_end_times: bool, buffer_bytes: dict[str, int]) -> None:
         super().__init__(by_pipe, steps, name, needs_end_times, buffer_bytes)
         self.core, self.instructions = core, instructions
