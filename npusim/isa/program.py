@@ -23,23 +23,25 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Sequence
 from contextvars import ContextVar
 from functools import partial
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import simpy
 
 from npusim import formats
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import rearm_at, succeed_at
 from npusim.errors import ConfigError, ResourceError, UsageError
-from npusim.hw.core import AICore, PipeStep
+from npusim.hw.core import AICore, PipeStep, RouteKey
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
+from npusim.hw.timing import CoreKindTiming
 from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
 from npusim.isa.instructions import (
@@ -67,7 +69,7 @@ from npusim.isa.instructions import (
     WaitFlag,
     shared_by_replays,
 )
-from npusim.isa.racecheck import LaunchRaces, core_races, cross_core_races
+from npusim.isa.racecheck import LaunchRaces, Race, Side, core_races, cross_core_races
 from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
@@ -77,6 +79,16 @@ _NAMED_WAITS = (PollGm, SyncAll)  # the critical path calls them by name
 _FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
 _SCALAR = Pipe.SCALAR  # a module constant: an enum member's look-up is slow, and by_pipe runs per tile op
 _PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
+
+
+Shaped = tuple[tuple[int, ...], tuple[int, ...]]
+"""A view of a buffer tensor: its shape and strides, in elements."""
+View = tuple[Sequence[int], Sequence[int]]
+"""A view as given: shape and strides, in elements."""
+Hole = tuple[int, Pipe, int, Instruction]
+"""A hole of a template's skeleton (:class:`_Skeleton`): its position, pipe, index in the pipe's list and model instruction."""
+CopyHole = tuple[int, Pipe, int, DmaCopy, dict[int, RouteKey], int, int, int, int, int, int]
+"""A copy's hole: a :data:`Hole`, the path keys of its replays by GM die, then its GM sides (``dst`` then ``src``: base, offset, span)."""
 
 
 _SYSTEM: ContextVar[System | None] = ContextVar("npusim_isa_system", default=None)
@@ -101,8 +113,9 @@ def default_system() -> System:
     return system
 
 
-def gm(tensor, element_offset: int | ScalarExpr = 0) -> GmAddress:
-    """The GM address of element ``element_offset`` (flat, in elements) of a device tensor."""
+def gm(tensor: Any, element_offset: int | ScalarExpr = 0) -> GmAddress:
+    """The GM address of element ``element_offset`` (flat, in elements) of a device tensor (``tensor``: an
+    ``allocation``, its ``offset_bytes`` in it and its ``dtype``)."""
     return GmAddress(tensor.allocation, tensor.offset_bytes + element_offset * tensor.dtype.itemsize)
 
 
@@ -146,15 +159,15 @@ class CoreProgram:
 
     # -- buffers -------------------------------------------------------------------------------
 
-    def alloc(self, count: int, dtype, buffer: str = "UB") -> LocalTensor:
+    def alloc(self, count: int, dtype: npt.DTypeLike, buffer: str = "UB") -> LocalTensor:
         """Reserve ``count`` elements of ``dtype`` in ``buffer``; ResourceError past its capacity."""
         buffer = buffer.upper()
         if buffer not in self._allocated:
             raise UsageError(f"{self.core!r} has no buffer {buffer!r}; it has {', '.join(self._allocated)}")
-        dtype = np.dtype(dtype)
+        item = np.dtype(dtype)
         alignment = self._buffers[buffer].alignment_bytes
         offset = -(-self._allocated[buffer] // alignment) * alignment
-        size = count * dtype.itemsize
+        size = count * item.itemsize
         capacity = self.core.buffers[buffer].capacity_bytes
         if offset + size > capacity:
             raise ResourceError(
@@ -163,7 +176,7 @@ class CoreProgram:
                 f"{buffer} holds {format_bytes(capacity)}; use smaller tiles"
             )
         self._allocated[buffer] = offset + size
-        return LocalTensor(buffer, offset, count, dtype)
+        return LocalTensor(buffer, offset, count, item)
 
     @property
     def allocated_bytes(self) -> dict[str, int]:
@@ -193,7 +206,7 @@ class CoreProgram:
         if name_id is None:  # first use of this name by such an instruction: intern it, note what it waits for
             name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES, named=kind in _NAMED_WAITS)
             if kind in _FLAG_CLASSES:
-                self._recorder.flag_name(name_id, kind is SetFlag, instruction.key)
+                self._recorder.flag_name(name_id, kind is SetFlag, cast("SetFlag | WaitFlag", instruction).key)
             rule = instruction.cost_rule(self._timing)
             if rule is not None:  # the config keys of its time (the first of its name stands: npusim.trace.costs)
                 self._recorder.costs.rule("", name_id, rule)
@@ -205,7 +218,7 @@ class CoreProgram:
 
     # -- DMA -----------------------------------------------------------------------------------
 
-    def copy(self, dst, src, nbytes: int | None = None, *, burst_count: int = 1, burst_bytes: int | None = None,
+    def copy(self, dst: LocalTensor | GmAddress, src: LocalTensor | GmAddress, nbytes: int | None = None, *, burst_count: int = 1, burst_bytes: int | None = None,
              src_gap: int = 0, dst_gap: int = 0, name: str | None = None, atomic: str | None = None,
              control: bool = False) -> Instruction:
         """Copy between GM and a buffer, or between two buffers, on the engine the hardware uses
@@ -228,6 +241,7 @@ class CoreProgram:
         if burst_bytes is None:
             if nbytes is None:
                 local = dst if isinstance(dst, LocalTensor) else src
+                assert isinstance(local, LocalTensor)  # a copy has a buffer side (no engine copies GM -> GM)
                 nbytes = local.nbytes
             if nbytes % burst_count:
                 raise UsageError(f"copy of {nbytes} bytes does not split into {burst_count} equal bursts; give burst_bytes")
@@ -236,15 +250,16 @@ class CoreProgram:
             self._check_span(side, burst_count, burst_bytes, gap)
         granule = self.core.dma_timing[pipe].granule_bytes
         label = name or f"copy {src_kind}->{dst_kind}"
+        instruction: DmaCopy
         if atomic == "add":
-            self._check_atomic_add(dst, src, burst_bytes)
-            instruction = AtomicAddCopy(dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
+            instruction = AtomicAddCopy(*self._check_atomic_add(dst, src, burst_bytes), burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         else:
             instruction = DmaCopy(pipe, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         instruction.control = control
         return self._append(instruction, label)
 
-    def _check_atomic_add(self, dst, src, burst_bytes: int) -> None:
+    def _check_atomic_add(self, dst: LocalTensor | GmAddress, src: LocalTensor | GmAddress, burst_bytes: int) -> tuple[GmAddress, LocalTensor]:
+        """``dst`` and ``src`` of an atomic-add copy once checked (UsageError, ConfigError: why it cannot be one)."""
         if not (isinstance(src, LocalTensor) and src.buffer == "UB" and isinstance(dst, GmAddress)):
             raise UsageError(f"kernel {self.kernel.name!r} {self.core.name}: an atomic-add copy stores UB -> GM; got {src!r} -> {dst!r}")
         if burst_bytes % src.dtype.itemsize:
@@ -254,8 +269,9 @@ class CoreProgram:
                 f"kernel {self.kernel.name!r}: an atomic-add store needs die.l2.atomic_add (the L2's read-modify-write "
                 f"time) in the config {self.core.system.spec.name!r}; add it under die.l2"
             )
+        return dst, src
 
-    def _check_span(self, side, burst_count: int, burst_bytes: int, gap: int) -> None:
+    def _check_span(self, side: LocalTensor | GmAddress, burst_count: int, burst_bytes: int, gap: int) -> None:
         span = burst_count * burst_bytes + (burst_count - 1) * gap
         if isinstance(side, LocalTensor):
             limit, start, what = self.core.buffers[side.buffer].capacity_bytes, side.offset, side.buffer
@@ -271,9 +287,9 @@ class CoreProgram:
 
     # -- vector --------------------------------------------------------------------------------
 
-    def vector(self, kind: str, dst: LocalTensor, *srcs: LocalTensor, scalar=None, count: int | None = None,
+    def vector(self, kind: str, dst: LocalTensor, *srcs: LocalTensor, scalar: object = None, count: int | None = None,
                rounding: str = "rint", name: str | None = None,
-               repeat_strides: tuple[int, ...] | None = None, control: bool = False) -> list[Instruction]:
+               repeat_strides: Sequence[int] | None = None, control: bool = False) -> list[Instruction]:
         """Vector instruction ``kind`` over ``count`` elements (default: all of ``dst``), split into
         instructions of at most ``max_repeats`` repeats; returns the instructions appended.
 
@@ -291,6 +307,7 @@ class CoreProgram:
         count = dst.count if count is None else count
         operands = (dst,) + srcs
         timing = self._timing.vector
+        assert timing is not None  # _require: the core has a vector pipe
         per_repeat = vector_semantics.elements_per_repeat(timing.repeat_bytes, dst.dtype, *(s.dtype for s in srcs))
         strides = self._repeat_strides(kind, operands, repeat_strides, count, per_repeat)
         for tensor, stride in zip(operands, strides):
@@ -308,7 +325,7 @@ class CoreProgram:
         whole = dst.count == count and all(s.count == count for s in srcs)
         if repeat_strides is None and whole and count <= per_repeat * timing.max_repeats:  # one instruction, no slicing
             return [emit(VectorOp(kind, dst, list(srcs), scalar, rounding, timing.cost_ps(kind, -(-count // per_repeat)), label))]
-        appended = []
+        appended: list[Instruction] = []
         if repeat_strides is None:
             per_instruction = per_repeat * timing.max_repeats
             for first in range(0, count, per_instruction):
@@ -325,7 +342,7 @@ class CoreProgram:
                                           repeat_layout=(repeats, per_repeat, strides))))
         return appended
 
-    def _repeat_strides(self, kind: str, operands, repeat_strides, count: int, per_repeat: int) -> tuple[int, ...]:
+    def _repeat_strides(self, kind: str, operands: tuple[LocalTensor, ...], repeat_strides: Sequence[int] | None, count: int, per_repeat: int) -> tuple[int, ...]:
         if repeat_strides is None:
             return (per_repeat,) * len(operands)
         strides = tuple(repeat_strides)
@@ -341,21 +358,21 @@ class CoreProgram:
             )
         return strides
 
-    def add(self, dst, a, b, **kw): return self.vector("add", dst, a, b, **kw)
-    def sub(self, dst, a, b, **kw): return self.vector("sub", dst, a, b, **kw)
-    def mul(self, dst, a, b, **kw): return self.vector("mul", dst, a, b, **kw)
-    def div(self, dst, a, b, **kw): return self.vector("div", dst, a, b, **kw)
-    def max(self, dst, a, b, **kw): return self.vector("max", dst, a, b, **kw)
-    def min(self, dst, a, b, **kw): return self.vector("min", dst, a, b, **kw)
-    def adds(self, dst, a, scalar, **kw): return self.vector("adds", dst, a, scalar=scalar, **kw)
-    def muls(self, dst, a, scalar, **kw): return self.vector("muls", dst, a, scalar=scalar, **kw)
-    def exp(self, dst, a, **kw): return self.vector("exp", dst, a, **kw)
-    def abs(self, dst, a, **kw): return self.vector("abs", dst, a, **kw)
-    def dup(self, dst, scalar, **kw): return self.vector("dup", dst, scalar=scalar, **kw)
+    def add(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("add", dst, a, b, **kw)
+    def sub(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("sub", dst, a, b, **kw)
+    def mul(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("mul", dst, a, b, **kw)
+    def div(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("div", dst, a, b, **kw)
+    def max(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("max", dst, a, b, **kw)
+    def min(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("min", dst, a, b, **kw)
+    def adds(self, dst: LocalTensor, a: LocalTensor, scalar: object, **kw: Any) -> list[Instruction]: return self.vector("adds", dst, a, scalar=scalar, **kw)
+    def muls(self, dst: LocalTensor, a: LocalTensor, scalar: object, **kw: Any) -> list[Instruction]: return self.vector("muls", dst, a, scalar=scalar, **kw)
+    def exp(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("exp", dst, a, **kw)
+    def abs(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("abs", dst, a, **kw)
+    def dup(self, dst: LocalTensor, scalar: object, **kw: Any) -> list[Instruction]: return self.vector("dup", dst, scalar=scalar, **kw)
 
-    def sqrt(self, dst, a, **kw): return self.vector("sqrt", dst, a, **kw)
-    def rsqrt(self, dst, a, **kw): return self.vector("rsqrt", dst, a, **kw)
-    def neg(self, dst, a, **kw): return self.vector("neg", dst, a, **kw)
+    def sqrt(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("sqrt", dst, a, **kw)
+    def rsqrt(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("rsqrt", dst, a, **kw)
+    def neg(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("neg", dst, a, **kw)
 
     def vector_time(self, steps: Sequence[tuple[str, int, np.dtype | type]], name: str) -> Instruction:
         """One event on the vector pipe for a sequence of vector instructions whose results only
@@ -375,7 +392,7 @@ class CoreProgram:
                 repeats -= chunk
         return self._append(FixedCost(Pipe.VECTOR, name, cost), name)
 
-    def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", *, saturate: bool = True, **kw) -> list[Instruction]:
+    def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", *, saturate: bool = True, **kw: Any) -> list[Instruction]:
         """Convert ``src`` to ``dst``'s dtype, rounding with ``rounding`` (to integers, and to a
         narrower float format bit-exactly); integer results saturate, or wrap for an integer source
         with ``saturate=False``; to hifloat8 with ``round`` or ``hybrid`` only, ``hybrid`` nowhere else
@@ -391,6 +408,7 @@ class CoreProgram:
         """The time of one vector instruction per entry of ``level_elements`` (elements it covers),
         each split at ``max_repeats``."""
         timing = self._timing.vector
+        assert timing is not None  # the callers' instructions run on the vector pipe
         total = 0
         for elements in level_elements:
             repeats = -(-elements * itemsize // timing.repeat_bytes)
@@ -402,7 +420,7 @@ class CoreProgram:
                     break
         return total
 
-    def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *,
+    def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: View, dst_strides: Sequence[int], *,
                name: str | None = None) -> Instruction:
         """Reduce the last axis of ``src_view`` = (shape, strides in elements) of ``src`` into ``dst``
         (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``, ``reduce_prod``) by
@@ -417,8 +435,10 @@ class CoreProgram:
         self._check_view(kind, src, shape, strides)
         self._check_view(kind, dst, *dst_view)
         rows, n = math.prod(shape[:-1]), shape[-1]
-        lanes = self._timing.vector.repeat_bytes // src.dtype.itemsize
-        levels = []
+        timing = self._timing.vector
+        assert timing is not None  # a reduction runs on the vector pipe
+        lanes = timing.repeat_bytes // src.dtype.itemsize
+        levels: list[int] = []
         while n > lanes:
             h = (n + 1) // 2
             levels.append(rows * (n - h))
@@ -435,14 +455,14 @@ class CoreProgram:
         dst_view = ((cols, rows), (rows if dst_stride is None else dst_stride, 1))
         return self._matrix("transpose", dst, src, src_view, dst_view, name)
 
-    def broadcast(self, dst: LocalTensor, src: LocalTensor, shape: tuple, src_strides: tuple, dst_strides: tuple, *,
+    def broadcast(self, dst: LocalTensor, src: LocalTensor, shape: Sequence[int], src_strides: Sequence[int], dst_strides: Sequence[int], *,
                   name: str | None = None) -> Instruction:
         """Copy the view (``shape``, ``src_strides``) of ``src`` into ``dst`` (``dst_strides``); a
         zero source stride repeats the source along that axis (vbrcb / vcopy), timed as one pass over
         the destination's repeats."""
         return self._matrix("copy", dst, src, (tuple(shape), tuple(src_strides)), (tuple(shape), tuple(dst_strides)), name)
 
-    def scan(self, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *, name: str | None = None) -> Instruction:
+    def scan(self, dst: LocalTensor, src: LocalTensor, src_view: View, dst_strides: Sequence[int], *, name: str | None = None) -> Instruction:
         """Running sum along the last axis of ``src_view`` (shape, strides) into ``dst`` (same shape,
         ``dst_strides``), in ``dst``'s dtype, element after element; timed as one vector add per step
         along the axis over all rows at once."""
@@ -453,20 +473,20 @@ class CoreProgram:
         cost = self._matrix_cost("add", [rows] * shape[-1], dst.dtype.itemsize)
         return self._append(MatrixVectorOp("cumsum", dst, src, (shape, tuple(src_view[1])), (shape, tuple(dst_strides)), cost, name or "cumsum"))
 
-    def one_hot(self, dst: LocalTensor, src: LocalTensor, shape: tuple, src_strides: tuple, dst_strides: tuple, *,
+    def one_hot(self, dst: LocalTensor, src: LocalTensor, shape: Sequence[int], src_strides: Sequence[int], dst_strides: Sequence[int], *,
                 name: str | None = None) -> Instruction:
         """``dst[..., c] = (src[...] == c)`` for the view ``shape`` (the last axis the classes), timed
         as one pass over the destination's repeats (a compare-and-select per class block)."""
         src_view = (tuple(shape[:-1]), tuple(src_strides))
         return self._matrix("one_hot", dst, src, src_view, (tuple(shape), tuple(dst_strides)), name)
 
-    def _matrix(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_view: tuple, name: str | None) -> Instruction:
+    def _matrix(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: Shaped, dst_view: Shaped, name: str | None) -> Instruction:
         self._check_view(kind, src, *src_view)
         self._check_view(kind, dst, *dst_view)
         cost = self._matrix_cost(kind, [math.prod(dst_view[0])], dst.dtype.itemsize)
         return self._append(MatrixVectorOp(kind, dst, src, src_view, dst_view, cost, name or kind))
 
-    def _check_view(self, what: str, tensor: LocalTensor, shape: tuple, strides: tuple) -> None:
+    def _check_view(self, what: str, tensor: LocalTensor, shape: Sequence[int], strides: Sequence[int]) -> None:
         span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
         if tensor.buffer != "UB" or tensor.count < span or len(shape) != len(strides) or min(strides, default=0) < 0:
             raise UsageError(f"vector {what}: operand {tensor!r} must be a UB tensor holding the view of shape {list(shape)} "
@@ -493,7 +513,9 @@ class CoreProgram:
             need = nz_count(rows, cols, fc)
             if tensor.count < need:
                 raise UsageError(f"mmad {m}x{n}x{k}: {what} tensor {tensor!r} has {tensor.count} elements, the NZ fractals need {need}")
-        cost = self._timing.cube.cost_ps(m, n, k, a.dtype.itemsize)
+        cube = self._timing.cube
+        assert cube is not None  # _require: the core has a cube pipe
+        cost = cube.cost_ps(m, n, k, a.dtype.itemsize)
         return self._append(Mmad(dst, a, b, m, n, k, accumulate, cost, bias), name)
 
     def load_nz(self, dst: LocalTensor, src: LocalTensor, rows: int, cols: int, src_stride: int | None = None, *,
@@ -552,7 +574,7 @@ class CoreProgram:
         return self._append(NzExtract(dst, src, src_rows, row0, col0, rows, cols, transpose, count * item,
                                       self.core.dma_timing[pipe].granule_bytes, label), label)
 
-    def fixpipe(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype, dst_row_bytes: int | None = None, *,
+    def fixpipe(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype: npt.DTypeLike, dst_row_bytes: int | None = None, *,
                 rounding: str = "rint", dequant: Dequant | None = None, name: str | None = None) -> Instruction:
         """FIXP L0C -> GM: the ``rows x cols`` result in L0C (NZ), converted to ``out_dtype`` (fp32
         results rounded with ``rounding``; with ``dequant``, its vectors in L1 applied first:
@@ -562,18 +584,18 @@ class CoreProgram:
                 length = 1 if vector is not None and vector.count == 1 else rows if field == "token" else cols
                 if vector is not None and (vector.buffer != "L1" or vector.count < length):
                     raise UsageError(f"fixpipe: dequant {field} {vector!r} must be an L1 tensor of at least {length} values")
-        out_dtype = np.dtype(out_dtype)
-        dst_row_bytes = cols * out_dtype.itemsize if dst_row_bytes is None else dst_row_bytes
+        out = np.dtype(out_dtype)
+        dst_row_bytes = cols * out.itemsize if dst_row_bytes is None else dst_row_bytes
         if src.buffer != "L0C" or not isinstance(dst, GmAddress):
             raise UsageError(f"fixpipe moves L0C to GM; got {src!r} -> {dst!r}")
         if src.count < nz_count(rows, cols, FRACTAL_ROWS):
             raise UsageError(f"fixpipe of {rows}x{cols}: {src!r} holds fewer than the {nz_count(rows, cols, FRACTAL_ROWS)} elements of its fractals")
         if rounding not in vector_semantics.ROUNDING_NAMES:
             raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING_NAMES)}")
-        self._check_span(dst, rows, cols * out_dtype.itemsize, dst_row_bytes - cols * out_dtype.itemsize)
+        self._check_span(dst, rows, cols * out.itemsize, dst_row_bytes - cols * out.itemsize)
         granule = self.core.dma_timing[Pipe.FIXP].granule_bytes
         label = name or "fixpipe L0C->GM"
-        return self._append(FixpipeStore(dst, src, rows, cols, out_dtype, dst_row_bytes, rounding, granule, label, dequant), label)
+        return self._append(FixpipeStore(dst, src, rows, cols, out, dst_row_bytes, rounding, granule, label, dequant), label)
 
     # -- scalar and synchronisation ------------------------------------------------------------
 
@@ -597,14 +619,14 @@ class CoreProgram:
         instruction.control = control
         return self._append(instruction)
 
-    def write_scalars(self, dst: LocalTensor, values, index: int = 0, *, control: bool = False, name: str = "write_scalars") -> Instruction:
+    def write_scalars(self, dst: LocalTensor, values: npt.ArrayLike, index: int = 0, *, control: bool = False, name: str = "write_scalars") -> Instruction:
         """Write ``values`` (a sequence) into consecutive elements of a UB tensor from ``index`` on:
         one event for the scalar unit's writes one after the other (each costing what
         :meth:`write_scalar` does)."""
-        values = np.asarray(values, dtype=dst.dtype)
-        if index < 0 or index + len(values) > dst.count:
-            raise UsageError(f"write_scalars: {len(values)} values from element {index} do not fit {dst!r}")
-        instruction = ScalarWrite(dst, index, values, len(values) * self._timing.scalar.ub_read_ps, name)
+        written = np.asarray(values, dtype=dst.dtype)
+        if index < 0 or index + len(written) > dst.count:
+            raise UsageError(f"write_scalars: {len(written)} values from element {index} do not fit {dst!r}")
+        instruction = ScalarWrite(dst, index, written, len(written) * self._timing.scalar.ub_read_ps, name)
         instruction.control = control
         return self._append(instruction, name)
 
@@ -850,7 +872,7 @@ class ProgramTemplate:
                  "needs_end_times")
 
     def __init__(self, instructions: list[Instruction], sides: list[tuple[int, int, int, int, int, int] | None], allocated: dict[str, int],
-                 regs: int, kind_timing, race_free: bool | None, own: frozenset[int] | None = None) -> None:
+                 regs: int, kind_timing: CoreKindTiming, race_free: bool | None, own: frozenset[int] | None = None) -> None:
         self.instructions, self.sides, self.allocated, self.regs = instructions, sides, allocated, regs
         self.kind_timing, self.race_free, self.own = kind_timing, race_free, own
         self._skeletons: dict[tuple[int, bool], _Skeleton] = {}
@@ -905,7 +927,8 @@ class ProgramTemplate:
         if steps is None:  # the first replay in the tile: the next ones' instructions have the same fixed fields
             steps = skeleton.steps = {pipe: [PipeStep(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
                                       for pipe, instructions in pipes.items()}
-        return Replay(core, made, pipes, steps, name, self.needs_end_times, self.allocated)
+        return Replay(core, cast(list[Instruction], made), cast(dict[Pipe, list[Instruction]], pipes), steps, name, self.needs_end_times,
+                      self.allocated)
 
     def skeleton(self, tile: int, share: bool) -> _Skeleton:
         """What the replays in ``tile`` start from (made once per tile): with ``share``, the twins
@@ -916,8 +939,8 @@ class ProgramTemplate:
         own = self.own if share and self.own is not None else None
         made: list[Instruction | None] = []
         pipes: dict[Pipe, list[Instruction | None]] = {pipe: [] for pipe in self.kind_timing.pipes}
-        twins: list[tuple] = []
-        copies: list[tuple] = []
+        twins: list[Hole] = []
+        copies: list[CopyHole] = []
         for position, (instruction, side) in enumerate(zip(self.instructions, self.sides)):
             of_pipe = pipes[instruction.pipe]
             if own is not None and side is None and position not in own:
@@ -929,11 +952,10 @@ class ProgramTemplate:
             else:
                 model = instruction.twin()  # the hole's instructions are its twins (in the tile)
                 model.tile, model.label_id = tile, pack(instruction.name_id, tile)
-                hole = (position, instruction.pipe, len(of_pipe), model)
                 if side is None:
-                    twins.append(hole)
+                    twins.append((position, instruction.pipe, len(of_pipe), model))
                 else:
-                    copies.append(hole + ({},) + side)
+                    copies.append((position, instruction.pipe, len(of_pipe), cast(DmaCopy, model), {}, *side))
                 made.append(None)
                 of_pipe.append(None)
         skeleton = self._skeletons[(tile, share)] = _Skeleton(made, pipes, twins, copies)
@@ -954,7 +976,8 @@ class _Skeleton:
 
     __slots__ = ("made", "pipes", "twins", "copies", "steps")
 
-    def __init__(self, made: list, pipes: dict, twins: list, copies: list) -> None:
+    def __init__(self, made: list[Instruction | None], pipes: dict[Pipe, list[Instruction | None]], twins: list[Hole],
+                 copies: list[CopyHole]) -> None:
         self.made, self.pipes, self.twins, self.copies = made, pipes, twins, copies
         self.steps: dict[Pipe, list[PipeStep]] | None = None
 
@@ -1011,7 +1034,7 @@ class Replay(_Placed):
         super().__init__(by_pipe, steps, name, needs_end_times, buffer_bytes)
         self.core, self.instructions = core, instructions
 
-    def launch(self, stream, op: int) -> simpy.Process:
+    def launch(self, stream: Stream, op: int) -> simpy.Process:
         """Queue its run on ``stream`` as ``Kernel(name, op=op).launch(stream, inline=True)`` queues
         a kernel of this one program (see there); returns the stream task's process."""
         return stream.submit(_run_inline, self.core, self, op)
@@ -1024,18 +1047,18 @@ class KernelAtStart:
     then it has no programs; ``when_built`` callbacks get the kernel once made (the host launch's
     arrow to its first instruction); ``op_inputs`` / ``op_outputs`` go to it."""
 
-    def __init__(self, name: str, die: int, build, *, system: System | None = None) -> None:
+    def __init__(self, name: str, die: int, build: Callable[[], Kernel], *, system: System | None = None) -> None:
         self.system = system or default_system()
         self.name, self.die, self.build = name, die, build
         self.op_inputs: list[tuple[tuple[int, ...], str]] = []
         self.op_outputs: list[tuple[tuple[int, ...], str]] = []
-        self.built: list = []
-        self.launched = None
+        self.built: list[Callable[[Kernel], object]] = []
+        self.launched: simpy.Process | None = None
 
-    def when_built(self, callback) -> None:
+    def when_built(self, callback: Callable[[Kernel], object]) -> None:
         self.built.append(callback)
 
-    def launch(self, stream=None):
+    def launch(self, stream: Stream | None = None) -> simpy.Process:
         """Queue the launch on ``stream`` (the die's default stream unless given); returns its process."""
         if self.launched is not None:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new one to run it again")
@@ -1043,7 +1066,7 @@ class KernelAtStart:
         self.launched = stream.submit(self._run, stream)
         return self.launched
 
-    def _run(self, stream):
+    def _run(self, stream: Stream) -> Generator[simpy.Event, object, None]:
         kernel = self.build()
         kernel.op_inputs, kernel.op_outputs = self.op_inputs, self.op_outputs
         for callback in self.built:
@@ -1052,13 +1075,13 @@ class KernelAtStart:
         yield kernel.launch(own)
 
 
-def _run_one(core: AICore, program: _Placed, op: int):
+def _run_one(core: AICore, program: _Placed, op: int) -> Generator[simpy.Event, object, None]:
     """The stream task of a kernel of one program (a tile op's): it runs on its core; the
     condition of that one run is leaner (_one_after)."""
     yield _one_after(core.execute(program, op))
 
 
-def _run_inline(core: AICore, program: _Placed, op: int):
+def _run_inline(core: AICore, program: _Placed, op: int) -> Generator[simpy.Event, object, None]:
     """The stream task of a kernel of one program whose run would start as the next event
     processed (:meth:`Kernel.launch` ``inline``): the run goes on in the stream task's own process,
     and ends as :func:`_run_one`'s: the two events that would end the run's process and then pass
@@ -1084,7 +1107,7 @@ def _run_inline(core: AICore, program: _Placed, op: int):
         raise copy
 
 
-def _run_all(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int):
+def _run_all(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int) -> Generator[simpy.Event, object, None]:
     """The stream task of a kernel: each placed program runs on its core; it ends when all have."""
     yield env.all_of([core.execute(program, op) for core, program in placed])
 
@@ -1106,7 +1129,7 @@ def _follow(after: simpy.Event, event: simpy.Event) -> None:
         after.fail(cast(Exception, event.value))
 
 
-def _place(side) -> str:
+def _place(side: object) -> str:
     if isinstance(side, LocalTensor):
         return side.buffer
     if isinstance(side, GmAddress):
@@ -1121,7 +1144,7 @@ class Kernel:
     path of ops) go to the new op's record. ``source`` (set by the frontend that issues it) is the
     line of the user's program it comes from; race reports name it."""
 
-    def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict | None = None,
+    def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict[str, Any] | None = None,
                  op: int | None = None, source: object = None) -> None:
         self.system = system or default_system()
         self.name = name
@@ -1175,7 +1198,7 @@ class Kernel:
         kinds = self.die.timing.kinds
         return [program for _, program in sorted(self.programs.items(), key=lambda kv: (kinds[kv[0][0]].order, kv[0][1]))]
 
-    def launch(self, stream=None, *, inline: bool = False):
+    def launch(self, stream: Stream | None = None, *, inline: bool = False) -> simpy.Process:
         """Queue the kernel on the die's stream (default stream unless given); returns its process.
         Every core starts when the previous task of the stream has finished.
 
@@ -1223,8 +1246,8 @@ class Kernel:
     def _check_races(self, programs: list[CoreProgram]) -> None:
         """Find the races of this launch (:mod:`npusim.isa.racecheck`) and have them reported as
         their instructions run."""
-        gm_accesses: list | None = [] if len(programs) > 1 else None
-        races = []
+        gm_accesses: list[tuple[object, ...]] | None = [] if len(programs) > 1 else None
+        races: list[Race] = []
         for program in programs:
             races += core_races(program.core.name, program.instructions, gm_accesses)
         if gm_accesses:
@@ -1234,7 +1257,7 @@ class Kernel:
         if races:
             by_core = {program.core.name: program for program in programs}
 
-            def position(side) -> int:
+            def position(side: Side) -> int:
                 return by_core[side.core].instructions.index(side.instruction)
 
             LaunchRaces(self.name, self.die.index, races, position, self.system.recorder, self.system.race_check,

@@ -19,15 +19,18 @@ class ScalarExpr:
 
     __slots__ = ("_op", "_left", "_right")
 
-    def __init__(self, op: Callable[[int, int], int] | None, left, right=None) -> None:
+    def __init__(self, op: Callable[..., int | float] | None, left: object, right: object = None) -> None:
         self._op = op
         self._left = left
         self._right = right
 
-    def evaluate(self, regs: dict[int, int]) -> int:
+    def evaluate(self, regs: dict[int, int | float]) -> int | float:
+        """Its value given the run's registers ``regs`` (by register id): an int for an expression."""
+        op = self._op
+        assert op is not None  # only a register has none, and it evaluates itself
         left = self._left.evaluate(regs) if isinstance(self._left, ScalarExpr) else self._left
         right = self._right.evaluate(regs) if isinstance(self._right, ScalarExpr) else self._right
-        return int(self._op(left, right))
+        return int(op(left, right))
 
     def _combine(self, op, other, swap=False) -> ScalarExpr:
         if not isinstance(other, (int, ScalarExpr)):
@@ -62,6 +65,6 @@ class ScalarReg(ScalarExpr):
         return f"s{self.reg_id}"
 
 
-def resolve(value: Operand, regs: dict[int, int]) -> int:
-    """The integer value of an int or an expression."""
+def resolve(value: Operand, regs: dict[int, int | float]) -> int | float:
+    """The value of an int or an expression (an int, but for a lone register of a float buffer)."""
     return value.evaluate(regs) if isinstance(value, ScalarExpr) else value

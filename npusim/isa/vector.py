@@ -29,7 +29,7 @@ BINARY = {
     "min": np.minimum,
 }
 WITH_SCALAR = {"adds": np.add, "muls": np.multiply, "maxs": np.maximum, "mins": np.minimum}
-UNARY = {
+UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp": np.exp, "abs": np.abs, "relu": lambda x: np.maximum(x, 0), "copy": np.copy, "neg": np.negative,
     "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "invert": np.invert,
 }
