@@ -36,7 +36,7 @@ from npusim import formats
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import rearm_at, succeed_at
 from npusim.errors import ConfigError, ResourceError, UsageError
-from npusim.hw.core import AICore, PipeStep, RouteKey
+from npusim.hw.core import AICore, PipeStep
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
@@ -87,8 +87,10 @@ View = tuple[Sequence[int], Sequence[int]]
 """A view as given: shape and strides, in elements."""
 Hole = tuple[int, Pipe, int, Instruction]
 """A hole of a template's skeleton (:class:`_Skeleton`): its position, pipe, index in the pipe's list and model instruction."""
-CopyHole = tuple[int, Pipe, int, DmaCopy, dict[int, RouteKey], int, int, int, int, int, int]
-"""A copy's hole: a :data:`Hole`, the path keys of its replays by GM die, then its GM sides (``dst`` then ``src``: base, offset, span)."""
+CopyHole = tuple[int, Pipe, int, DmaCopy, dict[int, tuple[object, ...]], int, int, int, int, int, int]
+"""A copy's hole: a :data:`Hole`, the path keys of its replays by GM die (:data:`~npusim.hw.core.RouteKey`s, typed as a tuple of any
+length: compiled, so kept as the objects they are, whose identity the routes' look-up relies on), then its GM sides (``dst`` then
+``src``: base, offset, span)."""
 
 
 _SYSTEM: ContextVar[System | None] = ContextVar("npusim_isa_system", default=None)
@@ -1045,7 +1047,8 @@ class KernelAtStart:
     matmul's group sizes, written by work queued before it): ``build()`` makes the :class:`Kernel`
     when the stream reaches the launch, from the values in GM then, and it runs at once. Until
     then it has no programs; ``when_built`` callbacks get the kernel once made (the host launch's
-    arrow to its first instruction); ``op_inputs`` / ``op_outputs`` go to it."""
+    arrow to its first instruction); ``op_inputs`` / ``op_outputs`` go to it, and ``source`` (the line of the user's program
+    that issued it, set by the frontend) where the built kernel has none."""
 
     def __init__(self, name: str, die: int, build: Callable[[], Kernel], *, system: System | None = None) -> None:
         self.system = system or default_system()
@@ -1054,6 +1057,7 @@ class KernelAtStart:
         self.op_outputs: list[tuple[tuple[int, ...], str]] = []
         self.built: list[Callable[[Kernel], object]] = []
         self.launched: simpy.Process | None = None
+        self.source: object = None
 
     def when_built(self, callback: Callable[[Kernel], object]) -> None:
         self.built.append(callback)
@@ -1069,6 +1073,8 @@ class KernelAtStart:
     def _run(self, stream: Stream) -> Generator[simpy.Event, object, None]:
         kernel = self.build()
         kernel.op_inputs, kernel.op_outputs = self.op_inputs, self.op_outputs
+        if kernel.source is None:
+            kernel.source = self.source
         for callback in self.built:
             callback(kernel)
         own = Stream(self.system.env, self.die, stream.name)  # nothing queued on it: the kernel starts now
