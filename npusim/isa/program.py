@@ -85,12 +85,6 @@ Shaped = tuple[tuple[int, ...], tuple[int, ...]]
 """A view of a buffer tensor: its shape and strides, in elements."""
 View = tuple[Sequence[int], Sequence[int]]
 """A view as given: shape and strides, in elements."""
-Hole = tuple[int, Pipe, int, Instruction]
-"""A hole of a template's skeleton (:class:`_Skeleton`): its position, pipe, index in the pipe's list and model instruction."""
-CopyHole = tuple[int, Pipe, int, DmaCopy, dict[int, tuple[object, ...]], int, int, int, int, int, int]
-"""A copy's hole: a :data:`Hole`, the path keys of its replays by GM die (:data:`~npusim.hw.core.RouteKey`s, typed as a tuple of any
-length: compiled, so kept as the objects they are, whose identity the routes' look-up relies on), then its GM sides (``dst`` then
-``src``: base, offset, span)."""
 
 
 _SYSTEM: ContextVar[System | None] = ContextVar("npusim_isa_system", default=None)
@@ -898,18 +892,19 @@ class ProgramTemplate:
         made = skeleton.made.copy()
         pipes = {pipe: shared.copy() for pipe, shared in skeleton.pipes.items()}  # by_pipe, as it goes (s_dep as in the template)
         atomic_dies = self.atomic_dies
-        for position, pipe, at, instruction in skeleton.twins:
-            new = instruction.twin()
-            made[position] = new
-            pipes[pipe][at] = new
-        for position, pipe, at, instruction, path_keys, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
+        for hole in skeleton.twins:
+            new = hole.model.twin()
+            made[hole.position] = new
+            pipes[hole.pipe][hole.at] = new
+        for copy in skeleton.copies:
+            instruction = copy.model
             dst, src = instruction.dst, instruction.src
-            if src_slot >= 0:
-                src = _rebased_side(bases[src_slot], src_delta, src_span)
+            if copy.src_slot >= 0:
+                src = _rebased_side(bases[copy.src_slot], copy.src_delta, copy.src_span)
                 if src is None:
                     return None
-            if dst_slot >= 0:
-                dst = _rebased_side(bases[dst_slot], dst_delta, dst_span)
+            if copy.dst_slot >= 0:
+                dst = _rebased_side(bases[copy.dst_slot], copy.dst_delta, copy.dst_span)
                 if dst is None:
                     return None
                 allocation = dst.allocation
@@ -921,10 +916,11 @@ class ProgramTemplate:
             if key[1] is not None:
                 gm_die = (dst if key[2] else src).allocation.die
                 if gm_die != key[1]:
+                    path_keys = copy.path_keys
                     key = path_keys.get(gm_die) or path_keys.setdefault(gm_die, instruction.path_key_on(gm_die))
             new = instruction._moved(dst, src, key)  # a template's copy: it has a twin (template)
-            made[position] = new
-            pipes[pipe][at] = new
+            made[copy.position] = new
+            pipes[copy.pipe][copy.at] = new
         steps = skeleton.steps
         if steps is None:  # the first replay in the tile: the next ones' instructions have the same fixed fields
             steps = skeleton.steps = {pipe: [PipeStep(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
@@ -941,8 +937,8 @@ class ProgramTemplate:
         own = self.own if share and self.own is not None else None
         made: list[Instruction | None] = []
         pipes: dict[Pipe, list[Instruction | None]] = {pipe: [] for pipe in self.kind_timing.pipes}
-        twins: list[Hole] = []
-        copies: list[CopyHole] = []
+        twins: list[_Hole] = []
+        copies: list[_CopyHole] = []
         for position, (instruction, side) in enumerate(zip(self.instructions, self.sides)):
             of_pipe = pipes[instruction.pipe]
             if own is not None and side is None and position not in own:
@@ -955,31 +951,55 @@ class ProgramTemplate:
                 model = instruction.twin()  # the hole's instructions are its twins (in the tile)
                 model.tile, model.label_id = tile, pack(instruction.name_id, tile)
                 if side is None:
-                    twins.append((position, instruction.pipe, len(of_pipe), model))
+                    twins.append(_Hole(position, instruction.pipe, len(of_pipe), model))
                 else:
-                    copies.append((position, instruction.pipe, len(of_pipe), cast(DmaCopy, model), {}, *side))
+                    copies.append(_CopyHole(position, instruction.pipe, len(of_pipe), cast(DmaCopy, model), side))
                 made.append(None)
                 of_pipe.append(None)
         skeleton = self._skeletons[(tile, share)] = _Skeleton(made, pipes, twins, copies)
         return skeleton
 
 
+class _Hole:
+    """A hole of a template's skeleton (:class:`_Skeleton`), which each replay fills with a twin of
+    ``model`` (the twin in the tile of the template's instruction, never run itself): the
+    instruction's ``position`` in the program, its ``pipe`` and its index in that pipe's list (``at``)."""
+
+    __slots__ = ("position", "pipe", "at", "model")
+
+    def __init__(self, position: int, pipe: Pipe, at: int, model: Instruction) -> None:
+        self.position, self.pipe, self.at, self.model = position, pipe, at, model
+
+
+class _CopyHole:
+    """A copy's hole, which each replay fills with ``model`` (as :class:`_Hole`) rebased on its
+    bases: ``side``, its GM sides as :meth:`CoreProgram.template` took them (``dst`` then ``src``:
+    the base's slot, -1 for a buffer side, kept; the offset from the base; the bytes spanned), and
+    ``path_keys``, the path keys of its replays whose GM side is on another die, by die, made as
+    they are met (typed as tuples of any length: compiled, they stay the objects they are, whose
+    identity the routes' look-up relies on; a tuple of fixed length would be unboxed and boxed anew)."""
+
+    __slots__ = ("position", "pipe", "at", "model", "dst_slot", "dst_delta", "dst_span", "src_slot", "src_delta", "src_span", "path_keys")
+
+    def __init__(self, position: int, pipe: Pipe, at: int, model: DmaCopy, side: tuple[int, int, int, int, int, int]) -> None:
+        self.position, self.pipe, self.at, self.model = position, pipe, at, model
+        self.dst_slot, self.dst_delta, self.dst_span, self.src_slot, self.src_delta, self.src_span = side
+        self.path_keys: dict[int, tuple[object, ...]] = {}
+
+
 class _Skeleton:
     """The start of a template's replays in one tile: the program (``made``) and its split per
-    pipe (``pipes``) with the shared instructions in place and None in each hole; the holes, each
-    ``(position, pipe, index in the pipe's list, the twin in the tile of the template's instruction
-    that each replay copies, never run itself)``: ``twins``, filled with a twin of it, and
-    ``copies``, with its copy rebased on the bases (then the path keys of its replays whose GM
-    side is on another die, by die, as they are met; their GM sides follow, as
-    :meth:`CoreProgram.template` took them). ``steps``: the
+    pipe (``pipes``) with the shared instructions in place and None in each hole; the holes:
+    ``twins`` (:class:`_Hole`), filled with a twin, and ``copies`` (:class:`_CopyHole`), with a
+    copy rebased on the replay's bases. ``steps``: the
     :class:`~npusim.hw.core.PipeStep` records per pipe of every replay in the tile (the same for all:
     twins and rebased copies have their template's fixed fields; only the holes are watched), from
     the first replay."""
 
     __slots__ = ("made", "pipes", "twins", "copies", "steps")
 
-    def __init__(self, made: list[Instruction | None], pipes: dict[Pipe, list[Instruction | None]], twins: list[Hole],
-                 copies: list[CopyHole]) -> None:
+    def __init__(self, made: list[Instruction | None], pipes: dict[Pipe, list[Instruction | None]], twins: list[_Hole],
+                 copies: list[_CopyHole]) -> None:
         self.made, self.pipes, self.twins, self.copies = made, pipes, twins, copies
         self.steps: dict[Pipe, list[PipeStep]] | None = None
 
