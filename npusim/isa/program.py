@@ -836,12 +836,7 @@ def _rebased_side(base: tuple[Allocation, int], delta: int, span: int) -> GmAddr
     offset += delta
     if offset < 0 or offset + span > allocation.size_bytes:
         return None
-    side = _new_address(GmAddress)  # GmAddress(allocation, offset) without the call of its __init__ (one per replayed copy)
-    side.allocation, side.offset = allocation, offset
-    return side
-
-
-_new_address = object.__new__
+    return GmAddress(allocation, offset)
 
 
 class ProgramTemplate:
