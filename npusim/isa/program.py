@@ -69,7 +69,7 @@ from npusim.isa.instructions import (
     WaitFlag,
     shared_by_replays,
 )
-from npusim.isa.racecheck import LaunchRaces, Race, Side, core_races, cross_core_races
+from npusim.isa.racecheck import GmAccess, LaunchRaces, Race, Side, core_races, cross_core_races
 from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
@@ -735,7 +735,9 @@ class CoreProgram:
                     slot = slot_of.get(id(side.allocation), -1)
                     if slot < 0:
                         return None
-                    entry += (slot, side.offset - bases[slot][1], instruction.span(gap))
+                    offset = side.offset
+                    assert isinstance(offset, int)  # a copy with an offset from registers has no twin (returned above)
+                    entry += (slot, offset - bases[slot][1], instruction.span(gap))
                 else:
                     entry += (-1, 0, 0)
             sides.append(tuple(entry))  # type: ignore[arg-type]  # dst then src: (slot, offset, span) each
@@ -1267,7 +1269,7 @@ class Kernel:
     def _check_races(self, programs: list[CoreProgram]) -> None:
         """Find the races of this launch (:mod:`npusim.isa.racecheck`) and have them reported as
         their instructions run."""
-        gm_accesses: list[tuple[object, ...]] | None = [] if len(programs) > 1 else None
+        gm_accesses: list[GmAccess] | None = [] if len(programs) > 1 else None
         races: list[Race] = []
         for program in programs:
             races += core_races(program.core.name, program.instructions, gm_accesses)

@@ -32,19 +32,19 @@ class ScalarExpr:
         right = self._right.evaluate(regs) if isinstance(self._right, ScalarExpr) else self._right
         return int(op(left, right))
 
-    def _combine(self, op, other, swap=False) -> ScalarExpr:
+    def _combine(self, op: Callable[..., int | float], other: object, swap: bool = False) -> ScalarExpr:
         if not isinstance(other, (int, ScalarExpr)):
-            return NotImplemented
+            return NotImplemented  # type: ignore[no-any-return]  # Python then tries the other operand's
         return ScalarExpr(op, other, self) if swap else ScalarExpr(op, self, other)
 
-    def __add__(self, other): return self._combine(operator.add, other)
-    def __radd__(self, other): return self._combine(operator.add, other, swap=True)
-    def __sub__(self, other): return self._combine(operator.sub, other)
-    def __rsub__(self, other): return self._combine(operator.sub, other, swap=True)
-    def __mul__(self, other): return self._combine(operator.mul, other)
-    def __rmul__(self, other): return self._combine(operator.mul, other, swap=True)
-    def __floordiv__(self, other): return self._combine(operator.floordiv, other)
-    def __mod__(self, other): return self._combine(operator.mod, other)
+    def __add__(self, other: Operand) -> ScalarExpr: return self._combine(operator.add, other)
+    def __radd__(self, other: Operand) -> ScalarExpr: return self._combine(operator.add, other, swap=True)
+    def __sub__(self, other: Operand) -> ScalarExpr: return self._combine(operator.sub, other)
+    def __rsub__(self, other: Operand) -> ScalarExpr: return self._combine(operator.sub, other, swap=True)
+    def __mul__(self, other: Operand) -> ScalarExpr: return self._combine(operator.mul, other)
+    def __rmul__(self, other: Operand) -> ScalarExpr: return self._combine(operator.mul, other, swap=True)
+    def __floordiv__(self, other: Operand) -> ScalarExpr: return self._combine(operator.floordiv, other)
+    def __mod__(self, other: Operand) -> ScalarExpr: return self._combine(operator.mod, other)
 
 
 class ScalarReg(ScalarExpr):
