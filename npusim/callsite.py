@@ -32,8 +32,9 @@ def not_user_code() -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def is_user_file(filename: str) -> bool:
-    """Whether code of ``filename`` (a code object's ``co_filename``) is the user's."""
-    if filename.startswith("<"):
+    """Whether code of ``filename`` (a code object's ``co_filename``) is the user's. ``npusim/...``,
+    relative, is npusim's compiled code: mypyc names its frames by the module's path in the build."""
+    if filename.startswith(("<", f"npusim{os.sep}")):
         return False
     return not str(Path(filename).resolve()).startswith(not_user_code())
 

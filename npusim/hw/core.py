@@ -13,9 +13,9 @@ saying how the pipe executes it) and what that step needs: ``fixed_ps`` (FIXED),
 ``start(core, run)`` returning ps or an event (WAITING: barriers); ``recorded`` is None or a
 callable, called with the index of the instruction's event right after it is recorded (ops use it
 to draw flows). A pipe reads the fields that do not change once a program is built from a typed
-tuple per instruction (:func:`pipe_step`), made once per program (or once for the replays of a
+record per instruction (:class:`PipeStep`), made once per program (or once for the replays of a
 template in a tile, which share them), not from the instruction object on every run (instructions
-are interpreted objects of many classes: each read is a look-up by name, where the tuple's are
+are interpreted objects of many classes: each read is a look-up by name, where the record's are
 native reads once compiled); it reads ``recorded`` only where one may be attached (not on the
 instructions replays share).
 
@@ -94,29 +94,39 @@ def flag_key(src: Pipe, dst: Pipe, event_id: int) -> int:
 NO_EFFECT: Final = 0
 DATA_EFFECT: Final = 1
 CONTROL_EFFECT: Final = 2
-"""Whether an instruction has an effect (:func:`pipe_step`): none, one on real data (applied with
+"""Whether an instruction has an effect (:class:`PipeStep`): none, one on real data (applied with
 data on), or a ``control`` one (kept with data off too: waits depend on it)."""
 
 
-PipeStep = tuple[int, int, int, int, int, int, int, bool]
-"""What a pipe reads of an instruction (:func:`pipe_step`)."""
-Copy = tuple[Any, int, int, bool, bool]
+class PipeStep:
+    """What a pipe reads of an instruction that building fixed, made once per instruction when a
+    program is placed (or once for the replays of a template in a tile, which share them; isa's
+    ``CoreProgram.pipe_steps`` and ``ProgramTemplate.replay``): its ``step`` (one of FIXED ...
+    WAITING), ``s_dep``, ``cost_ps`` (the ``fixed_ps`` of a FIXED step, the ``cost_ps`` of a
+    flag's; else 0), the flag ``key`` (else 0), its ``effect`` (:data:`NO_EFFECT`,
+    :data:`DATA_EFFECT` or :data:`CONTROL_EFFECT`), ``label_id``, ``nbytes``, and whether it may
+    have a ``recorded`` callback (``watched``: False for an instruction the replays of a template
+    share, to which nothing is attached). Compiled, a native class: the pipe reads its fields as C
+    fields, not by name from the instruction."""
+
+    __slots__ = ("step", "s_dep", "cost_ps", "key", "effect", "label_id", "nbytes", "watched")
+
+    def __init__(self, instruction: Any, watched: bool = True) -> None:
+        step: int = instruction.step
+        flag = step in (SET_FLAG, WAIT_FLAG)
+        self.step = step
+        self.s_dep: int = instruction.s_dep
+        self.cost_ps: int = instruction.fixed_ps if step == FIXED else instruction.cost_ps if flag else 0
+        self.key: int = instruction.key if flag else 0
+        self.effect = NO_EFFECT if instruction.effect is None else CONTROL_EFFECT if instruction.control else DATA_EFFECT
+        self.label_id: int = instruction.label_id
+        self.nbytes: int = instruction.nbytes
+        self.watched = watched
+
+
+Copy = tuple[Any, PipeStep, bool]
 """A copy in flight as its pipe hands it to the queue (its request's owner): the instruction, its
-label id, nbytes, whether it may have a ``recorded`` callback, whether its effect applies."""
-
-
-def pipe_step(instruction: Any, watched: bool = True) -> PipeStep:
-    """What a pipe reads of ``instruction`` that building fixed: (step, ``s_dep``, cost in ps (the
-    ``fixed_ps`` of a FIXED step, the ``cost_ps`` of a flag's; else 0), flag key (else 0), its effect
-    (:data:`NO_EFFECT`, :data:`DATA_EFFECT` or :data:`CONTROL_EFFECT`), label id, nbytes, whether
-    it may have a ``recorded`` callback: ``watched``, False for an instruction the replays of a
-    template share, to which nothing is attached)."""
-    step = instruction.step
-    flag = step in (SET_FLAG, WAIT_FLAG)
-    cost = instruction.fixed_ps if step == FIXED else instruction.cost_ps if flag else 0
-    key = instruction.key if flag else 0
-    effect = NO_EFFECT if instruction.effect is None else CONTROL_EFFECT if instruction.control else DATA_EFFECT
-    return step, instruction.s_dep, cost, key, effect, instruction.label_id, instruction.nbytes, watched
+:class:`PipeStep`, whether its effect applies."""
 
 
 RouteKey = tuple[Pipe, "int | None", bool, tuple[str, str], bool]
@@ -144,7 +154,7 @@ class DmaRoute(NamedTuple):
 
 class Program(Protocol):
     """What a core runs (:meth:`AICore.execute`; isa's placed programs): its instructions per pipe
-    (``by_pipe``), their :func:`pipe_step` records per pipe in the same order (``steps``), its
+    (``by_pipe``), their :class:`PipeStep` records per pipe in the same order (``steps``), its
     kernel's ``name``, whether it has a ``pipe_barrier(ALL)`` (``needs_end_times``) and the bytes it
     reserves per buffer (``buffer_bytes``)."""
 
@@ -349,7 +359,7 @@ class AICore:
 
     def execute(self, program: Program, op: int) -> simpy.Process:
         """Run ``program`` (``by_pipe``: its instructions per pipe; ``steps``: their
-        :func:`pipe_step` tuples per pipe, in the same order; ``name``; ``needs_end_times``: it has a
+        :class:`PipeStep` records per pipe, in the same order; ``name``; ``needs_end_times``: it has a
         ``pipe_barrier(ALL)``; ``buffer_bytes``: bytes it reserves per buffer) on this core once the
         core is free; the process (of :meth:`run`) ends when every pipe is done."""
         return start_process(self.env, self.run(program, op))
@@ -428,7 +438,7 @@ class PipeRun:
     goes on (:meth:`go_on`) from ``phase`` at instruction ``index``.
 
     The hot loop of the simulator, compiled: typed locals while it runs (the instructions' fixed
-    fields from their pipe_step tuples), int keys, the recorder's rows packed directly, and flag
+    fields from their PipeStep records), int keys, the recorder's rows packed directly, and flag
     costs run ahead (see the module doc). A pipe with a copy engine hands its
     copies to the engine's queue (hw.queue.EngineQueue), which records each one when it completes
     (:meth:`complete`); with a queue of one request the pipe waits for each copy, else it goes on
@@ -496,12 +506,13 @@ class PipeRun:
             waits_for_issue = self.waits_for_issue
             while index < count:
                 instruction = instructions[index]
-                step, s_dep, cost_ps, key, effect, label_id, nbytes, watched = steps[index]
+                fixed = steps[index]
+                step, cost_ps, key = fixed.step, fixed.cost_ps, fixed.key
                 if phase == _NEXT:
                     phase = _STEP
-                    if waits_for_issue and s_dep > self.issued_count:
+                    if waits_for_issue and fixed.s_dep > self.issued_count:
                         self.issued_count = issued_count = cast(ProgressCounter, self.issued).count
-                        if s_dep > issued_count:
+                        if fixed.s_dep > issued_count:
                             if ahead:
                                 phase, ahead, wait, delay = _ISSUE_WAIT, 0, None, ahead
                                 break
@@ -509,12 +520,12 @@ class PipeRun:
                 if phase != _STEP and phase < _EXECUTE:  # woken in the issue order's wait
                     if phase == _ISSUE_WAIT:
                         self.blocked[self.pipe_id] = "waiting for the scalar unit to issue it"
-                        phase, wait = _ISSUED, cast(ProgressCounter, self.issued).reached(s_dep)
+                        phase, wait = _ISSUED, cast(ProgressCounter, self.issued).reached(fixed.s_dep)
                         break
                     if phase == _ISSUED:
                         del self.blocked[self.pipe_id]
                         phase = _STEP
-                applies = effect >= effect_from
+                applies = fixed.effect >= effect_from
                 if phase == _STEP:
                     start = now + ahead
                     phase = _EXECUTE
@@ -527,7 +538,7 @@ class PipeRun:
                                 break
                     elif in_flight_too and self.queue.in_flight:  # type: ignore[union-attr]  # copies of this pipe are in flight
                         if step == SET_FLAG:  # raised once they have completed, in the queue's turn
-                            self.queue.fence(start, cost_ps, self.deferred_set_flag, instruction, key, label_id, watched)  # type: ignore[union-attr]
+                            self.queue.fence(start, cost_ps, self.deferred_set_flag, instruction, fixed)  # type: ignore[union-attr]
                             ahead += cost_ps
                             index += 1
                             phase = _NEXT
@@ -548,7 +559,7 @@ class PipeRun:
                         phase = _COPY
                     if phase == _COPY:
                         self.queue.issue(instruction.request(self.core, self.run, start, self.tally, self.complete_copy,  # type: ignore[union-attr]
-                                                             (instruction, label_id, nbytes, watched, applies)))
+                                                             (instruction, fixed, applies)))
                         if in_flight_too:  # recorded when it completes
                             index += 1
                             phase = _NEXT
@@ -649,11 +660,11 @@ class PipeRun:
                         break
                 # the instruction has ended at ``end``
                 if in_flight_too and step == WAIT_FLAG and self.queue.in_flight:  # type: ignore[union-attr]
-                    self.queue.fence(end, 0, self.deferred_wait, instruction, start, end, label_id, watched)  # type: ignore[union-attr]
+                    self.queue.fence(end, 0, self.deferred_wait, instruction, start, end, fixed)  # type: ignore[union-attr]
                 else:
                     if applies:
                         instruction.effect(self.core, self.run)
-                    self.record(self.wait_lane if step == WAIT_FLAG else self.lane, instruction, label_id, start, end, nbytes, watched)
+                    self.record(self.wait_lane if step == WAIT_FLAG else self.lane, instruction, fixed, start, end, fixed.nbytes)
                 index += 1
                 phase = _NEXT
             else:
@@ -695,8 +706,10 @@ class PipeRun:
                 return
         succeed_at(self.env, self.ended, 0)  # the end of the pipe, as a process's
 
-    def record(self, track: int, instruction: Any, label_id: int, start: int, end: int, nbytes: int, watched: bool) -> None:
-        """An instruction ended: its event on ``track``, its hook, its progress (in program order)."""
+    def record(self, track: int, instruction: Any, fixed: PipeStep, start: int, end: int, nbytes: int) -> None:
+        """An instruction ended (``fixed``: its :class:`PipeStep`): its event on ``track`` (``start`` to ``end`` ps, ``nbytes``), its hook,
+        its progress (in program order)."""
+        label_id = fixed.label_id
         recorder = self.recorder
         index = recorder.events
         try:
@@ -704,7 +717,7 @@ class PipeRun:
         except struct_error:  # the rows are full
             recorder.put_row(index, track, label_id, start, end, nbytes)
         recorder.events = index + 1
-        if watched:
+        if fixed.watched:
             recorded = instruction.recorded
             if recorded is not None:
                 recorded(index)
@@ -719,21 +732,21 @@ class PipeRun:
 
     def complete(self, owner: Copy, start: int, flowed: int, bottleneck: int) -> None:
         """A copy's last byte has arrived (in issue order): its effect, its event, its hook, its progress."""
-        instruction, label_id, nbytes, watched, applies = owner
+        instruction, fixed, applies = owner
         end: int = clock(self.env)
         if applies:
             instruction.effect(self.core, self.run)
         recorder = self.recorder
         self.put_transfer_event(recorder.events)
         self.put_transfer_info((flowed - start) << 32 | (bottleneck + 2))
-        self.record(self.lane, instruction, label_id, start, end, nbytes, watched)
+        self.record(self.lane, instruction, fixed, start, end, fixed.nbytes)
 
-    def deferred_wait(self, _turn: int, _at: int, instruction: Any, start: int, end: int, label_id: int, watched: bool) -> None:
+    def deferred_wait(self, _turn: int, _at: int, instruction: Any, start: int, end: int, fixed: PipeStep) -> None:
         """A wait_flag that ran while copies were in flight, recorded in the queue's turn (after the
         copies issued before it, before those issued after it: in program order on the recorder)."""
-        self.record(self.wait_lane, instruction, label_id, start, end, 0, watched)
+        self.record(self.wait_lane, instruction, fixed, start, end, 0)
 
-    def deferred_set_flag(self, start: int, end: int, instruction: Any, key: int, label_id: int, watched: bool) -> None:
+    def deferred_set_flag(self, start: int, end: int, instruction: Any, fixed: PipeStep) -> None:
         """A set_flag after copies still in flight, run once they have completed (EngineQueue.fence)."""
-        self.flags.set(key, end)
-        self.record(self.lane, instruction, label_id, start, end, 0, watched)
+        self.flags.set(fixed.key, end)
+        self.record(self.lane, instruction, fixed, start, end, 0)

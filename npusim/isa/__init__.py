@@ -1,9 +1,20 @@
 """The ISA every op is written in: per-core programs of DMA, vector, cube, scalar and sync
-instructions on the pipes SCALAR, VECTOR, CUBE, MTE1, MTE2, MTE3, FIXP."""
+instructions on the pipes SCALAR, VECTOR, CUBE, MTE1, MTE2, MTE3, FIXP.
 
-from npusim.hw.pipes import Pipe
-from npusim.isa.instructions import GmAddress, LocalTensor
-from npusim.isa.program import CoreProgram, Kernel, ProgramTemplate, building_for, default_system, gm
-from npusim.isa.scalar import ScalarExpr, ScalarReg
+Its module :mod:`npusim.isa.program` runs compiled with the engine, in the engine's shared
+library, or as Python with it: :mod:`npusim.engine` chooses for all of them (all or none), and
+where it chose the compiled modules this package finds ``program`` in the build's ``isa/`` folder
+before the source.
+"""
+
+from npusim.engine import CHOICE
+
+if CHOICE.folder is not None:
+    __path__.insert(0, str(CHOICE.folder / "isa"))  # the package's own path: the compiled module is found before the source
+
+from npusim.hw.pipes import Pipe  # noqa: E402  (after the choice: it sets where program is found)
+from npusim.isa.instructions import GmAddress, LocalTensor  # noqa: E402
+from npusim.isa.program import CoreProgram, Kernel, ProgramTemplate, building_for, default_system, gm  # noqa: E402
+from npusim.isa.scalar import ScalarExpr, ScalarReg  # noqa: E402
 
 __all__ = ["CoreProgram", "GmAddress", "Kernel", "LocalTensor", "Pipe", "ProgramTemplate", "ScalarExpr", "ScalarReg", "building_for", "default_system", "gm"]

@@ -184,7 +184,7 @@ class Instruction:
         self.s_dep = 0
         self.tile = -1
         self.label_id = 0  # (name id, tile) packed for the recorder, set when appended to a program
-        self.fixed_ps = None  # the busy time of a FIXED step
+        self.fixed_ps: int | None = None  # the busy time of a FIXED step
         self.control = False
         self.recorded: Callable[[int], None] | None = None
 
@@ -646,7 +646,7 @@ class DmaCopy(Instruction):
     def _offset(self, side, run) -> int:
         if not isinstance(side, GmAddress):
             return side.offset
-        offset = resolve(side.offset, run.regs)
+        offset = int(resolve(side.offset, run.regs))  # an address: an int (a register's value may be numpy's)
         span = self.span(self.src_gap if side is self.src else self.dst_gap)
         if offset < 0 or offset + span > side.allocation.size_bytes:
             raise WorkloadError(
@@ -659,6 +659,7 @@ class DmaCopy(Instruction):
     def _bytes_of(self, side, core, offset: int, gap: int) -> np.ndarray:
         span = self.span(gap)
         buffer = side.allocation.data if isinstance(side, GmAddress) else core.buffers[side.buffer].reach(offset + span)
+        assert buffer is not None  # bytes are read with data on, where GM holds them
         window = buffer[offset : offset + span]
         if self.burst_count == 1:
             return window
@@ -711,7 +712,7 @@ class AtomicAddCopy(DmaCopy):
         target = core.system.die(self.dst.allocation.die)
         allocation = self.dst.allocation
         request = super().request(core, run, issue_ps, tally, complete, owner)  # resolves a register address first
-        offset = self._resolved[1] if self._resolved is not None else resolve(self.dst.offset, run.regs)
+        offset = self._resolved[1] if self._resolved is not None else int(resolve(self.dst.offset, run.regs))
         span = self.span(self.dst_gap)
         return request._replace(tail=lambda _owner, arrived_ps: target.atomics.apply_at(allocation, offset, span, arrived_ps))
 
@@ -1053,10 +1054,10 @@ def fractal_matmul(a: np.ndarray, b: np.ndarray, k_block: int, accumulator: np.n
         acc = np.zeros((m, b.shape[1]), np.int64) if accumulator is None else accumulator.astype(np.int64)
         acc += a.astype(np.int64) @ b.astype(np.int64)
         return acc.astype(out_dtype)
-    acc = np.zeros((m, b.shape[1]), np.float32) if accumulator is None else accumulator.astype(np.float32)
+    total = np.zeros((m, b.shape[1]), np.float32) if accumulator is None else accumulator.astype(np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     with np.errstate(all="ignore"):
         for first in range(0, k, k_block):
             partial = (a64[:, first:first + k_block] @ b64[first:first + k_block, :]).astype(np.float32)
-            acc = acc + partial
-    return acc.astype(out_dtype)
+            total = total + partial
+    return total.astype(out_dtype)

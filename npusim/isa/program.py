@@ -23,23 +23,25 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Sequence
 from contextvars import ContextVar
 from functools import partial
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import simpy
 
 from npusim import formats
 from npusim.config.products import PRODUCTS
 from npusim.engine.loop import rearm_at, succeed_at
 from npusim.errors import ConfigError, ResourceError, UsageError
-from npusim.hw.core import AICore, pipe_step
+from npusim.hw.core import AICore, PipeStep
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import Pipe
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
+from npusim.hw.timing import CoreKindTiming
 from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
 from npusim.isa.instructions import (
@@ -67,7 +69,7 @@ from npusim.isa.instructions import (
     WaitFlag,
     shared_by_replays,
 )
-from npusim.isa.racecheck import LaunchRaces, core_races, cross_core_races
+from npusim.isa.racecheck import GmAccess, LaunchRaces, Race, Side, core_races, cross_core_races
 from npusim.isa.scalar import ScalarExpr, ScalarReg
 from npusim.trace.recorder import pack
 from npusim.units import format_bytes
@@ -77,6 +79,12 @@ _NAMED_WAITS = (PollGm, SyncAll)  # the critical path calls them by name
 _FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
 _SCALAR = Pipe.SCALAR  # a module constant: an enum member's look-up is slow, and by_pipe runs per tile op
 _PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
+
+
+Shaped = tuple[tuple[int, ...], tuple[int, ...]]
+"""A view of a buffer tensor: its shape and strides, in elements."""
+View = tuple[Sequence[int], Sequence[int]]
+"""A view as given: shape and strides, in elements."""
 
 
 _SYSTEM: ContextVar[System | None] = ContextVar("npusim_isa_system", default=None)
@@ -101,8 +109,9 @@ def default_system() -> System:
     return system
 
 
-def gm(tensor, element_offset: int | ScalarExpr = 0) -> GmAddress:
-    """The GM address of element ``element_offset`` (flat, in elements) of a device tensor."""
+def gm(tensor: Any, element_offset: int | ScalarExpr = 0) -> GmAddress:
+    """The GM address of element ``element_offset`` (flat, in elements) of a device tensor (``tensor``: an
+    ``allocation``, its ``offset_bytes`` in it and its ``dtype``)."""
     return GmAddress(tensor.allocation, tensor.offset_bytes + element_offset * tensor.dtype.itemsize)
 
 
@@ -126,7 +135,7 @@ class CoreProgram:
         self.race_free: bool | None = None  # the race check's verdict once launched alone (or replayed from a template)
         self.shares = False  # replayed with instructions shared with other replays (ProgramTemplate): launched alone
         self._replayed: dict[Pipe, list[Instruction]] | None = None  # a replay's instructions per pipe (by_pipe)
-        self._replayed_steps: dict[Pipe, list[tuple]] | None = None  # and their pipe_step tuples (pipe_steps)
+        self._replayed_steps: dict[Pipe, list[PipeStep]] | None = None  # and their PipeStep records (pipe_steps)
         self.sources: list[tuple[int, object]] = []  # (first instruction position, the program line its instructions come from)
 
     def note_source(self, source: object) -> None:
@@ -146,15 +155,15 @@ class CoreProgram:
 
     # -- buffers -------------------------------------------------------------------------------
 
-    def alloc(self, count: int, dtype, buffer: str = "UB") -> LocalTensor:
+    def alloc(self, count: int, dtype: npt.DTypeLike, buffer: str = "UB") -> LocalTensor:
         """Reserve ``count`` elements of ``dtype`` in ``buffer``; ResourceError past its capacity."""
         buffer = buffer.upper()
         if buffer not in self._allocated:
             raise UsageError(f"{self.core!r} has no buffer {buffer!r}; it has {', '.join(self._allocated)}")
-        dtype = np.dtype(dtype)
+        item = np.dtype(dtype)
         alignment = self._buffers[buffer].alignment_bytes
         offset = -(-self._allocated[buffer] // alignment) * alignment
-        size = count * dtype.itemsize
+        size = count * item.itemsize
         capacity = self.core.buffers[buffer].capacity_bytes
         if offset + size > capacity:
             raise ResourceError(
@@ -163,7 +172,7 @@ class CoreProgram:
                 f"{buffer} holds {format_bytes(capacity)}; use smaller tiles"
             )
         self._allocated[buffer] = offset + size
-        return LocalTensor(buffer, offset, count, dtype)
+        return LocalTensor(buffer, offset, count, item)
 
     @property
     def allocated_bytes(self) -> dict[str, int]:
@@ -193,7 +202,7 @@ class CoreProgram:
         if name_id is None:  # first use of this name by such an instruction: intern it, note what it waits for
             name_id = self._name_ids[(label, kind)] = self._recorder.name_id(label, waits=kind in _WAITING_CLASSES, named=kind in _NAMED_WAITS)
             if kind in _FLAG_CLASSES:
-                self._recorder.flag_name(name_id, kind is SetFlag, instruction.key)
+                self._recorder.flag_name(name_id, kind is SetFlag, cast("SetFlag | WaitFlag", instruction).key)
             rule = instruction.cost_rule(self._timing)
             if rule is not None:  # the config keys of its time (the first of its name stands: npusim.trace.costs)
                 self._recorder.costs.rule("", name_id, rule)
@@ -205,7 +214,7 @@ class CoreProgram:
 
     # -- DMA -----------------------------------------------------------------------------------
 
-    def copy(self, dst, src, nbytes: int | None = None, *, burst_count: int = 1, burst_bytes: int | None = None,
+    def copy(self, dst: LocalTensor | GmAddress, src: LocalTensor | GmAddress, nbytes: int | None = None, *, burst_count: int = 1, burst_bytes: int | None = None,
              src_gap: int = 0, dst_gap: int = 0, name: str | None = None, atomic: str | None = None,
              control: bool = False) -> Instruction:
         """Copy between GM and a buffer, or between two buffers, on the engine the hardware uses
@@ -228,6 +237,7 @@ class CoreProgram:
         if burst_bytes is None:
             if nbytes is None:
                 local = dst if isinstance(dst, LocalTensor) else src
+                assert isinstance(local, LocalTensor)  # a copy has a buffer side (no engine copies GM -> GM)
                 nbytes = local.nbytes
             if nbytes % burst_count:
                 raise UsageError(f"copy of {nbytes} bytes does not split into {burst_count} equal bursts; give burst_bytes")
@@ -236,15 +246,16 @@ class CoreProgram:
             self._check_span(side, burst_count, burst_bytes, gap)
         granule = self.core.dma_timing[pipe].granule_bytes
         label = name or f"copy {src_kind}->{dst_kind}"
+        instruction: DmaCopy
         if atomic == "add":
-            self._check_atomic_add(dst, src, burst_bytes)
-            instruction = AtomicAddCopy(dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
+            instruction = AtomicAddCopy(*self._check_atomic_add(dst, src, burst_bytes), burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         else:
             instruction = DmaCopy(pipe, dst, src, burst_count, burst_bytes, src_gap, dst_gap, granule, label)
         instruction.control = control
         return self._append(instruction, label)
 
-    def _check_atomic_add(self, dst, src, burst_bytes: int) -> None:
+    def _check_atomic_add(self, dst: LocalTensor | GmAddress, src: LocalTensor | GmAddress, burst_bytes: int) -> tuple[GmAddress, LocalTensor]:
+        """``dst`` and ``src`` of an atomic-add copy once checked (UsageError, ConfigError: why it cannot be one)."""
         if not (isinstance(src, LocalTensor) and src.buffer == "UB" and isinstance(dst, GmAddress)):
             raise UsageError(f"kernel {self.kernel.name!r} {self.core.name}: an atomic-add copy stores UB -> GM; got {src!r} -> {dst!r}")
         if burst_bytes % src.dtype.itemsize:
@@ -254,8 +265,9 @@ class CoreProgram:
                 f"kernel {self.kernel.name!r}: an atomic-add store needs die.l2.atomic_add (the L2's read-modify-write "
                 f"time) in the config {self.core.system.spec.name!r}; add it under die.l2"
             )
+        return dst, src
 
-    def _check_span(self, side, burst_count: int, burst_bytes: int, gap: int) -> None:
+    def _check_span(self, side: LocalTensor | GmAddress, burst_count: int, burst_bytes: int, gap: int) -> None:
         span = burst_count * burst_bytes + (burst_count - 1) * gap
         if isinstance(side, LocalTensor):
             limit, start, what = self.core.buffers[side.buffer].capacity_bytes, side.offset, side.buffer
@@ -271,9 +283,9 @@ class CoreProgram:
 
     # -- vector --------------------------------------------------------------------------------
 
-    def vector(self, kind: str, dst: LocalTensor, *srcs: LocalTensor, scalar=None, count: int | None = None,
+    def vector(self, kind: str, dst: LocalTensor, *srcs: LocalTensor, scalar: object = None, count: int | None = None,
                rounding: str = "rint", name: str | None = None,
-               repeat_strides: tuple[int, ...] | None = None, control: bool = False) -> list[Instruction]:
+               repeat_strides: Sequence[int] | None = None, control: bool = False) -> list[Instruction]:
         """Vector instruction ``kind`` over ``count`` elements (default: all of ``dst``), split into
         instructions of at most ``max_repeats`` repeats; returns the instructions appended.
 
@@ -291,6 +303,7 @@ class CoreProgram:
         count = dst.count if count is None else count
         operands = (dst,) + srcs
         timing = self._timing.vector
+        assert timing is not None  # _require: the core has a vector pipe
         per_repeat = vector_semantics.elements_per_repeat(timing.repeat_bytes, dst.dtype, *(s.dtype for s in srcs))
         strides = self._repeat_strides(kind, operands, repeat_strides, count, per_repeat)
         for tensor, stride in zip(operands, strides):
@@ -308,7 +321,7 @@ class CoreProgram:
         whole = dst.count == count and all(s.count == count for s in srcs)
         if repeat_strides is None and whole and count <= per_repeat * timing.max_repeats:  # one instruction, no slicing
             return [emit(VectorOp(kind, dst, list(srcs), scalar, rounding, timing.cost_ps(kind, -(-count // per_repeat)), label))]
-        appended = []
+        appended: list[Instruction] = []
         if repeat_strides is None:
             per_instruction = per_repeat * timing.max_repeats
             for first in range(0, count, per_instruction):
@@ -325,7 +338,7 @@ class CoreProgram:
                                           repeat_layout=(repeats, per_repeat, strides))))
         return appended
 
-    def _repeat_strides(self, kind: str, operands, repeat_strides, count: int, per_repeat: int) -> tuple[int, ...]:
+    def _repeat_strides(self, kind: str, operands: tuple[LocalTensor, ...], repeat_strides: Sequence[int] | None, count: int, per_repeat: int) -> tuple[int, ...]:
         if repeat_strides is None:
             return (per_repeat,) * len(operands)
         strides = tuple(repeat_strides)
@@ -341,21 +354,21 @@ class CoreProgram:
             )
         return strides
 
-    def add(self, dst, a, b, **kw): return self.vector("add", dst, a, b, **kw)
-    def sub(self, dst, a, b, **kw): return self.vector("sub", dst, a, b, **kw)
-    def mul(self, dst, a, b, **kw): return self.vector("mul", dst, a, b, **kw)
-    def div(self, dst, a, b, **kw): return self.vector("div", dst, a, b, **kw)
-    def max(self, dst, a, b, **kw): return self.vector("max", dst, a, b, **kw)
-    def min(self, dst, a, b, **kw): return self.vector("min", dst, a, b, **kw)
-    def adds(self, dst, a, scalar, **kw): return self.vector("adds", dst, a, scalar=scalar, **kw)
-    def muls(self, dst, a, scalar, **kw): return self.vector("muls", dst, a, scalar=scalar, **kw)
-    def exp(self, dst, a, **kw): return self.vector("exp", dst, a, **kw)
-    def abs(self, dst, a, **kw): return self.vector("abs", dst, a, **kw)
-    def dup(self, dst, scalar, **kw): return self.vector("dup", dst, scalar=scalar, **kw)
+    def add(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("add", dst, a, b, **kw)
+    def sub(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("sub", dst, a, b, **kw)
+    def mul(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("mul", dst, a, b, **kw)
+    def div(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("div", dst, a, b, **kw)
+    def max(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("max", dst, a, b, **kw)
+    def min(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("min", dst, a, b, **kw)
+    def adds(self, dst: LocalTensor, a: LocalTensor, scalar: object, **kw: Any) -> list[Instruction]: return self.vector("adds", dst, a, scalar=scalar, **kw)
+    def muls(self, dst: LocalTensor, a: LocalTensor, scalar: object, **kw: Any) -> list[Instruction]: return self.vector("muls", dst, a, scalar=scalar, **kw)
+    def exp(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("exp", dst, a, **kw)
+    def abs(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("abs", dst, a, **kw)
+    def dup(self, dst: LocalTensor, scalar: object, **kw: Any) -> list[Instruction]: return self.vector("dup", dst, scalar=scalar, **kw)
 
-    def sqrt(self, dst, a, **kw): return self.vector("sqrt", dst, a, **kw)
-    def rsqrt(self, dst, a, **kw): return self.vector("rsqrt", dst, a, **kw)
-    def neg(self, dst, a, **kw): return self.vector("neg", dst, a, **kw)
+    def sqrt(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("sqrt", dst, a, **kw)
+    def rsqrt(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("rsqrt", dst, a, **kw)
+    def neg(self, dst: LocalTensor, a: LocalTensor, **kw: Any) -> list[Instruction]: return self.vector("neg", dst, a, **kw)
 
     def vector_time(self, steps: Sequence[tuple[str, int, np.dtype | type]], name: str) -> Instruction:
         """One event on the vector pipe for a sequence of vector instructions whose results only
@@ -375,7 +388,7 @@ class CoreProgram:
                 repeats -= chunk
         return self._append(FixedCost(Pipe.VECTOR, name, cost), name)
 
-    def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", *, saturate: bool = True, **kw) -> list[Instruction]:
+    def cast(self, dst: LocalTensor, src: LocalTensor, rounding: str = "rint", *, saturate: bool = True, **kw: Any) -> list[Instruction]:
         """Convert ``src`` to ``dst``'s dtype, rounding with ``rounding`` (to integers, and to a
         narrower float format bit-exactly); integer results saturate, or wrap for an integer source
         with ``saturate=False``; to hifloat8 with ``round`` or ``hybrid`` only, ``hybrid`` nowhere else
@@ -391,6 +404,7 @@ class CoreProgram:
         """The time of one vector instruction per entry of ``level_elements`` (elements it covers),
         each split at ``max_repeats``."""
         timing = self._timing.vector
+        assert timing is not None  # the callers' instructions run on the vector pipe
         total = 0
         for elements in level_elements:
             repeats = -(-elements * itemsize // timing.repeat_bytes)
@@ -402,7 +416,7 @@ class CoreProgram:
                     break
         return total
 
-    def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *,
+    def reduce(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: View, dst_strides: Sequence[int], *,
                name: str | None = None) -> Instruction:
         """Reduce the last axis of ``src_view`` = (shape, strides in elements) of ``src`` into ``dst``
         (strides ``dst_strides``; kind ``reduce_sum``, ``reduce_max``, ``reduce_min``, ``reduce_prod``) by
@@ -417,8 +431,10 @@ class CoreProgram:
         self._check_view(kind, src, shape, strides)
         self._check_view(kind, dst, *dst_view)
         rows, n = math.prod(shape[:-1]), shape[-1]
-        lanes = self._timing.vector.repeat_bytes // src.dtype.itemsize
-        levels = []
+        timing = self._timing.vector
+        assert timing is not None  # a reduction runs on the vector pipe
+        lanes = timing.repeat_bytes // src.dtype.itemsize
+        levels: list[int] = []
         while n > lanes:
             h = (n + 1) // 2
             levels.append(rows * (n - h))
@@ -435,14 +451,14 @@ class CoreProgram:
         dst_view = ((cols, rows), (rows if dst_stride is None else dst_stride, 1))
         return self._matrix("transpose", dst, src, src_view, dst_view, name)
 
-    def broadcast(self, dst: LocalTensor, src: LocalTensor, shape: tuple, src_strides: tuple, dst_strides: tuple, *,
+    def broadcast(self, dst: LocalTensor, src: LocalTensor, shape: Sequence[int], src_strides: Sequence[int], dst_strides: Sequence[int], *,
                   name: str | None = None) -> Instruction:
         """Copy the view (``shape``, ``src_strides``) of ``src`` into ``dst`` (``dst_strides``); a
         zero source stride repeats the source along that axis (vbrcb / vcopy), timed as one pass over
         the destination's repeats."""
         return self._matrix("copy", dst, src, (tuple(shape), tuple(src_strides)), (tuple(shape), tuple(dst_strides)), name)
 
-    def scan(self, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_strides: tuple, *, name: str | None = None) -> Instruction:
+    def scan(self, dst: LocalTensor, src: LocalTensor, src_view: View, dst_strides: Sequence[int], *, name: str | None = None) -> Instruction:
         """Running sum along the last axis of ``src_view`` (shape, strides) into ``dst`` (same shape,
         ``dst_strides``), in ``dst``'s dtype, element after element; timed as one vector add per step
         along the axis over all rows at once."""
@@ -453,20 +469,20 @@ class CoreProgram:
         cost = self._matrix_cost("add", [rows] * shape[-1], dst.dtype.itemsize)
         return self._append(MatrixVectorOp("cumsum", dst, src, (shape, tuple(src_view[1])), (shape, tuple(dst_strides)), cost, name or "cumsum"))
 
-    def one_hot(self, dst: LocalTensor, src: LocalTensor, shape: tuple, src_strides: tuple, dst_strides: tuple, *,
+    def one_hot(self, dst: LocalTensor, src: LocalTensor, shape: Sequence[int], src_strides: Sequence[int], dst_strides: Sequence[int], *,
                 name: str | None = None) -> Instruction:
         """``dst[..., c] = (src[...] == c)`` for the view ``shape`` (the last axis the classes), timed
         as one pass over the destination's repeats (a compare-and-select per class block)."""
         src_view = (tuple(shape[:-1]), tuple(src_strides))
         return self._matrix("one_hot", dst, src, src_view, (tuple(shape), tuple(dst_strides)), name)
 
-    def _matrix(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_view: tuple, name: str | None) -> Instruction:
+    def _matrix(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: Shaped, dst_view: Shaped, name: str | None) -> Instruction:
         self._check_view(kind, src, *src_view)
         self._check_view(kind, dst, *dst_view)
         cost = self._matrix_cost(kind, [math.prod(dst_view[0])], dst.dtype.itemsize)
         return self._append(MatrixVectorOp(kind, dst, src, src_view, dst_view, cost, name or kind))
 
-    def _check_view(self, what: str, tensor: LocalTensor, shape: tuple, strides: tuple) -> None:
+    def _check_view(self, what: str, tensor: LocalTensor, shape: Sequence[int], strides: Sequence[int]) -> None:
         span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
         if tensor.buffer != "UB" or tensor.count < span or len(shape) != len(strides) or min(strides, default=0) < 0:
             raise UsageError(f"vector {what}: operand {tensor!r} must be a UB tensor holding the view of shape {list(shape)} "
@@ -493,7 +509,9 @@ class CoreProgram:
             need = nz_count(rows, cols, fc)
             if tensor.count < need:
                 raise UsageError(f"mmad {m}x{n}x{k}: {what} tensor {tensor!r} has {tensor.count} elements, the NZ fractals need {need}")
-        cost = self._timing.cube.cost_ps(m, n, k, a.dtype.itemsize)
+        cube = self._timing.cube
+        assert cube is not None  # _require: the core has a cube pipe
+        cost = cube.cost_ps(m, n, k, a.dtype.itemsize)
         return self._append(Mmad(dst, a, b, m, n, k, accumulate, cost, bias), name)
 
     def load_nz(self, dst: LocalTensor, src: LocalTensor, rows: int, cols: int, src_stride: int | None = None, *,
@@ -552,7 +570,7 @@ class CoreProgram:
         return self._append(NzExtract(dst, src, src_rows, row0, col0, rows, cols, transpose, count * item,
                                       self.core.dma_timing[pipe].granule_bytes, label), label)
 
-    def fixpipe(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype, dst_row_bytes: int | None = None, *,
+    def fixpipe(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype: npt.DTypeLike, dst_row_bytes: int | None = None, *,
                 rounding: str = "rint", dequant: Dequant | None = None, name: str | None = None) -> Instruction:
         """FIXP L0C -> GM: the ``rows x cols`` result in L0C (NZ), converted to ``out_dtype`` (fp32
         results rounded with ``rounding``; with ``dequant``, its vectors in L1 applied first:
@@ -562,18 +580,18 @@ class CoreProgram:
                 length = 1 if vector is not None and vector.count == 1 else rows if field == "token" else cols
                 if vector is not None and (vector.buffer != "L1" or vector.count < length):
                     raise UsageError(f"fixpipe: dequant {field} {vector!r} must be an L1 tensor of at least {length} values")
-        out_dtype = np.dtype(out_dtype)
-        dst_row_bytes = cols * out_dtype.itemsize if dst_row_bytes is None else dst_row_bytes
+        out = np.dtype(out_dtype)
+        dst_row_bytes = cols * out.itemsize if dst_row_bytes is None else dst_row_bytes
         if src.buffer != "L0C" or not isinstance(dst, GmAddress):
             raise UsageError(f"fixpipe moves L0C to GM; got {src!r} -> {dst!r}")
         if src.count < nz_count(rows, cols, FRACTAL_ROWS):
             raise UsageError(f"fixpipe of {rows}x{cols}: {src!r} holds fewer than the {nz_count(rows, cols, FRACTAL_ROWS)} elements of its fractals")
         if rounding not in vector_semantics.ROUNDING_NAMES:
             raise UsageError(f"unknown rounding {rounding!r}; known: {', '.join(vector_semantics.ROUNDING_NAMES)}")
-        self._check_span(dst, rows, cols * out_dtype.itemsize, dst_row_bytes - cols * out_dtype.itemsize)
+        self._check_span(dst, rows, cols * out.itemsize, dst_row_bytes - cols * out.itemsize)
         granule = self.core.dma_timing[Pipe.FIXP].granule_bytes
         label = name or "fixpipe L0C->GM"
-        return self._append(FixpipeStore(dst, src, rows, cols, out_dtype, dst_row_bytes, rounding, granule, label, dequant), label)
+        return self._append(FixpipeStore(dst, src, rows, cols, out, dst_row_bytes, rounding, granule, label, dequant), label)
 
     # -- scalar and synchronisation ------------------------------------------------------------
 
@@ -597,14 +615,14 @@ class CoreProgram:
         instruction.control = control
         return self._append(instruction)
 
-    def write_scalars(self, dst: LocalTensor, values, index: int = 0, *, control: bool = False, name: str = "write_scalars") -> Instruction:
+    def write_scalars(self, dst: LocalTensor, values: npt.ArrayLike, index: int = 0, *, control: bool = False, name: str = "write_scalars") -> Instruction:
         """Write ``values`` (a sequence) into consecutive elements of a UB tensor from ``index`` on:
         one event for the scalar unit's writes one after the other (each costing what
         :meth:`write_scalar` does)."""
-        values = np.asarray(values, dtype=dst.dtype)
-        if index < 0 or index + len(values) > dst.count:
-            raise UsageError(f"write_scalars: {len(values)} values from element {index} do not fit {dst!r}")
-        instruction = ScalarWrite(dst, index, values, len(values) * self._timing.scalar.ub_read_ps, name)
+        written = np.asarray(values, dtype=dst.dtype)
+        if index < 0 or index + len(written) > dst.count:
+            raise UsageError(f"write_scalars: {len(written)} values from element {index} do not fit {dst!r}")
+        instruction = ScalarWrite(dst, index, written, len(written) * self._timing.scalar.ub_read_ps, name)
         instruction.control = control
         return self._append(instruction, name)
 
@@ -717,7 +735,9 @@ class CoreProgram:
                     slot = slot_of.get(id(side.allocation), -1)
                     if slot < 0:
                         return None
-                    entry += (slot, side.offset - bases[slot][1], instruction.span(gap))
+                    offset = side.offset
+                    assert isinstance(offset, int)  # a copy with an offset from registers has no twin (returned above)
+                    entry += (slot, offset - bases[slot][1], instruction.span(gap))
                 else:
                     entry += (-1, 0, 0)
             sides.append(tuple(entry))  # type: ignore[arg-type]  # dst then src: (slot, offset, span) each
@@ -803,12 +823,12 @@ class CoreProgram:
                 scalars += 1
         return pipes
 
-    def pipe_steps(self, by_pipe: dict[Pipe, list[Instruction]]) -> dict[Pipe, list[tuple]]:
-        """The :func:`~npusim.hw.core.pipe_step` tuples of the instructions of ``by_pipe`` (what
+    def pipe_steps(self, by_pipe: dict[Pipe, list[Instruction]]) -> dict[Pipe, list[PipeStep]]:
+        """The :class:`~npusim.hw.core.PipeStep` records of the instructions of ``by_pipe`` (what
         :meth:`by_pipe` gave), per pipe; a replay's are those its template's replays in the tile share."""
         if by_pipe is self._replayed and self._replayed_steps is not None:
             return self._replayed_steps
-        return {pipe: list(map(pipe_step, instructions)) for pipe, instructions in by_pipe.items()}
+        return {pipe: list(map(PipeStep, instructions)) for pipe, instructions in by_pipe.items()}
 
 
 def _rebased_side(base: tuple[Allocation, int], delta: int, span: int) -> GmAddress | None:
@@ -818,12 +838,7 @@ def _rebased_side(base: tuple[Allocation, int], delta: int, span: int) -> GmAddr
     offset += delta
     if offset < 0 or offset + span > allocation.size_bytes:
         return None
-    side = _new_address(GmAddress)  # GmAddress(allocation, offset) without the call of its __init__ (one per replayed copy)
-    side.allocation, side.offset = allocation, offset
-    return side
-
-
-_new_address = object.__new__
+    return GmAddress(allocation, offset)
 
 
 class ProgramTemplate:
@@ -850,7 +865,7 @@ class ProgramTemplate:
                  "needs_end_times")
 
     def __init__(self, instructions: list[Instruction], sides: list[tuple[int, int, int, int, int, int] | None], allocated: dict[str, int],
-                 regs: int, kind_timing, race_free: bool | None, own: frozenset[int] | None = None) -> None:
+                 regs: int, kind_timing: CoreKindTiming, race_free: bool | None, own: frozenset[int] | None = None) -> None:
         self.instructions, self.sides, self.allocated, self.regs = instructions, sides, allocated, regs
         self.kind_timing, self.race_free, self.own = kind_timing, race_free, own
         self._skeletons: dict[tuple[int, bool], _Skeleton] = {}
@@ -874,18 +889,19 @@ class ProgramTemplate:
         made = skeleton.made.copy()
         pipes = {pipe: shared.copy() for pipe, shared in skeleton.pipes.items()}  # by_pipe, as it goes (s_dep as in the template)
         atomic_dies = self.atomic_dies
-        for position, pipe, at, instruction in skeleton.twins:
-            new = instruction.twin()
-            made[position] = new
-            pipes[pipe][at] = new
-        for position, pipe, at, instruction, path_keys, dst_slot, dst_delta, dst_span, src_slot, src_delta, src_span in skeleton.copies:
+        for hole in skeleton.twins:
+            new = hole.model.twin()
+            made[hole.position] = new
+            pipes[hole.pipe][hole.at] = new
+        for copy in skeleton.copies:
+            instruction = copy.model
             dst, src = instruction.dst, instruction.src
-            if src_slot >= 0:
-                src = _rebased_side(bases[src_slot], src_delta, src_span)
+            if copy.src_slot >= 0:
+                src = _rebased_side(bases[copy.src_slot], copy.src_delta, copy.src_span)
                 if src is None:
                     return None
-            if dst_slot >= 0:
-                dst = _rebased_side(bases[dst_slot], dst_delta, dst_span)
+            if copy.dst_slot >= 0:
+                dst = _rebased_side(bases[copy.dst_slot], copy.dst_delta, copy.dst_span)
                 if dst is None:
                     return None
                 allocation = dst.allocation
@@ -897,15 +913,17 @@ class ProgramTemplate:
             if key[1] is not None:
                 gm_die = (dst if key[2] else src).allocation.die
                 if gm_die != key[1]:
+                    path_keys = copy.path_keys
                     key = path_keys.get(gm_die) or path_keys.setdefault(gm_die, instruction.path_key_on(gm_die))
             new = instruction._moved(dst, src, key)  # a template's copy: it has a twin (template)
-            made[position] = new
-            pipes[pipe][at] = new
+            made[copy.position] = new
+            pipes[copy.pipe][copy.at] = new
         steps = skeleton.steps
         if steps is None:  # the first replay in the tile: the next ones' instructions have the same fixed fields
-            steps = skeleton.steps = {pipe: [pipe_step(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
+            steps = skeleton.steps = {pipe: [PipeStep(instruction, shared is None) for instruction, shared in zip(instructions, skeleton.pipes[pipe])]
                                       for pipe, instructions in pipes.items()}
-        return Replay(core, made, pipes, steps, name, self.needs_end_times, self.allocated)
+        return Replay(core, cast(list[Instruction], made), cast(dict[Pipe, list[Instruction]], pipes), steps, name, self.needs_end_times,
+                      self.allocated)
 
     def skeleton(self, tile: int, share: bool) -> _Skeleton:
         """What the replays in ``tile`` start from (made once per tile): with ``share``, the twins
@@ -916,8 +934,8 @@ class ProgramTemplate:
         own = self.own if share and self.own is not None else None
         made: list[Instruction | None] = []
         pipes: dict[Pipe, list[Instruction | None]] = {pipe: [] for pipe in self.kind_timing.pipes}
-        twins: list[tuple] = []
-        copies: list[tuple] = []
+        twins: list[_Hole] = []
+        copies: list[_CopyHole] = []
         for position, (instruction, side) in enumerate(zip(self.instructions, self.sides)):
             of_pipe = pipes[instruction.pipe]
             if own is not None and side is None and position not in own:
@@ -929,34 +947,58 @@ class ProgramTemplate:
             else:
                 model = instruction.twin()  # the hole's instructions are its twins (in the tile)
                 model.tile, model.label_id = tile, pack(instruction.name_id, tile)
-                hole = (position, instruction.pipe, len(of_pipe), model)
                 if side is None:
-                    twins.append(hole)
+                    twins.append(_Hole(position, instruction.pipe, len(of_pipe), model))
                 else:
-                    copies.append(hole + ({},) + side)
+                    copies.append(_CopyHole(position, instruction.pipe, len(of_pipe), cast(DmaCopy, model), side))
                 made.append(None)
                 of_pipe.append(None)
         skeleton = self._skeletons[(tile, share)] = _Skeleton(made, pipes, twins, copies)
         return skeleton
 
 
+class _Hole:
+    """A hole of a template's skeleton (:class:`_Skeleton`), which each replay fills with a twin of
+    ``model`` (the twin in the tile of the template's instruction, never run itself): the
+    instruction's ``position`` in the program, its ``pipe`` and its index in that pipe's list (``at``)."""
+
+    __slots__ = ("position", "pipe", "at", "model")
+
+    def __init__(self, position: int, pipe: Pipe, at: int, model: Instruction) -> None:
+        self.position, self.pipe, self.at, self.model = position, pipe, at, model
+
+
+class _CopyHole:
+    """A copy's hole, which each replay fills with ``model`` (as :class:`_Hole`) rebased on its
+    bases: ``side``, its GM sides as :meth:`CoreProgram.template` took them (``dst`` then ``src``:
+    the base's slot, -1 for a buffer side, kept; the offset from the base; the bytes spanned), and
+    ``path_keys``, the path keys of its replays whose GM side is on another die, by die, made as
+    they are met (typed as tuples of any length: compiled, they stay the objects they are, whose
+    identity the routes' look-up relies on; a tuple of fixed length would be unboxed and boxed anew)."""
+
+    __slots__ = ("position", "pipe", "at", "model", "dst_slot", "dst_delta", "dst_span", "src_slot", "src_delta", "src_span", "path_keys")
+
+    def __init__(self, position: int, pipe: Pipe, at: int, model: DmaCopy, side: tuple[int, int, int, int, int, int]) -> None:
+        self.position, self.pipe, self.at, self.model = position, pipe, at, model
+        self.dst_slot, self.dst_delta, self.dst_span, self.src_slot, self.src_delta, self.src_span = side
+        self.path_keys: dict[int, tuple[object, ...]] = {}
+
+
 class _Skeleton:
     """The start of a template's replays in one tile: the program (``made``) and its split per
-    pipe (``pipes``) with the shared instructions in place and None in each hole; the holes, each
-    ``(position, pipe, index in the pipe's list, the twin in the tile of the template's instruction
-    that each replay copies, never run itself)``: ``twins``, filled with a twin of it, and
-    ``copies``, with its copy rebased on the bases (then the path keys of its replays whose GM
-    side is on another die, by die, as they are met; their GM sides follow, as
-    :meth:`CoreProgram.template` took them). ``steps``: the
-    :func:`~npusim.hw.core.pipe_step` tuples per pipe of every replay in the tile (the same for all:
+    pipe (``pipes``) with the shared instructions in place and None in each hole; the holes:
+    ``twins`` (:class:`_Hole`), filled with a twin, and ``copies`` (:class:`_CopyHole`), with a
+    copy rebased on the replay's bases. ``steps``: the
+    :class:`~npusim.hw.core.PipeStep` records per pipe of every replay in the tile (the same for all:
     twins and rebased copies have their template's fixed fields; only the holes are watched), from
     the first replay."""
 
     __slots__ = ("made", "pipes", "twins", "copies", "steps")
 
-    def __init__(self, made: list, pipes: dict, twins: list, copies: list) -> None:
+    def __init__(self, made: list[Instruction | None], pipes: dict[Pipe, list[Instruction | None]], twins: list[_Hole],
+                 copies: list[_CopyHole]) -> None:
         self.made, self.pipes, self.twins, self.copies = made, pipes, twins, copies
-        self.steps: dict[Pipe, list[tuple]] | None = None
+        self.steps: dict[Pipe, list[PipeStep]] | None = None
 
 
 
@@ -980,13 +1022,13 @@ class _TileScope:
 
 
 class _Placed:
-    """What the core executes: the per-pipe split of a program, with its pipe_step tuples, the
+    """What the core executes: the per-pipe split of a program, with its PipeStep records, the
     name of its kernel, whether it has a pipe_barrier(ALL), the bytes it reserves per buffer (held
     for the whole run)."""
 
     __slots__ = ("by_pipe", "steps", "name", "needs_end_times", "buffer_bytes")
 
-    def __init__(self, by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[tuple]], name: str, needs_end_times: bool,
+    def __init__(self, by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[PipeStep]], name: str, needs_end_times: bool,
                  buffer_bytes: dict[str, int]) -> None:
         self.by_pipe, self.steps, self.name, self.needs_end_times, self.buffer_bytes = by_pipe, steps, name, needs_end_times, buffer_bytes
 
@@ -1006,12 +1048,12 @@ class Replay(_Placed):
 
     __slots__ = ("core", "instructions")
 
-    def __init__(self, core: AICore, instructions: list[Instruction], by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[tuple]],
+    def __init__(self, core: AICore, instructions: list[Instruction], by_pipe: dict[Pipe, list[Instruction]], steps: dict[Pipe, list[PipeStep]],
                  name: str, needs_end_times: bool, buffer_bytes: dict[str, int]) -> None:
         super().__init__(by_pipe, steps, name, needs_end_times, buffer_bytes)
         self.core, self.instructions = core, instructions
 
-    def launch(self, stream, op: int) -> simpy.Process:
+    def launch(self, stream: Stream, op: int) -> simpy.Process:
         """Queue its run on ``stream`` as ``Kernel(name, op=op).launch(stream, inline=True)`` queues
         a kernel of this one program (see there); returns the stream task's process."""
         return stream.submit(_run_inline, self.core, self, op)
@@ -1022,20 +1064,22 @@ class KernelAtStart:
     matmul's group sizes, written by work queued before it): ``build()`` makes the :class:`Kernel`
     when the stream reaches the launch, from the values in GM then, and it runs at once. Until
     then it has no programs; ``when_built`` callbacks get the kernel once made (the host launch's
-    arrow to its first instruction); ``op_inputs`` / ``op_outputs`` go to it."""
+    arrow to its first instruction); ``op_inputs`` / ``op_outputs`` go to it, and ``source`` (the line of the user's program
+    that issued it, set by the frontend) where the built kernel has none."""
 
-    def __init__(self, name: str, die: int, build, *, system: System | None = None) -> None:
+    def __init__(self, name: str, die: int, build: Callable[[], Kernel], *, system: System | None = None) -> None:
         self.system = system or default_system()
         self.name, self.die, self.build = name, die, build
         self.op_inputs: list[tuple[tuple[int, ...], str]] = []
         self.op_outputs: list[tuple[tuple[int, ...], str]] = []
-        self.built: list = []
-        self.launched = None
+        self.built: list[Callable[[Kernel], object]] = []
+        self.launched: simpy.Process | None = None
+        self.source: object = None
 
-    def when_built(self, callback) -> None:
+    def when_built(self, callback: Callable[[Kernel], object]) -> None:
         self.built.append(callback)
 
-    def launch(self, stream=None):
+    def launch(self, stream: Stream | None = None) -> simpy.Process:
         """Queue the launch on ``stream`` (the die's default stream unless given); returns its process."""
         if self.launched is not None:
             raise UsageError(f"kernel {self.name!r} was already launched; build a new one to run it again")
@@ -1043,22 +1087,24 @@ class KernelAtStart:
         self.launched = stream.submit(self._run, stream)
         return self.launched
 
-    def _run(self, stream):
+    def _run(self, stream: Stream) -> Generator[simpy.Event, object, None]:
         kernel = self.build()
         kernel.op_inputs, kernel.op_outputs = self.op_inputs, self.op_outputs
+        if kernel.source is None:
+            kernel.source = self.source
         for callback in self.built:
             callback(kernel)
         own = Stream(self.system.env, self.die, stream.name)  # nothing queued on it: the kernel starts now
         yield kernel.launch(own)
 
 
-def _run_one(core: AICore, program: _Placed, op: int):
+def _run_one(core: AICore, program: _Placed, op: int) -> Generator[simpy.Event, object, None]:
     """The stream task of a kernel of one program (a tile op's): it runs on its core; the
     condition of that one run is leaner (_one_after)."""
     yield _one_after(core.execute(program, op))
 
 
-def _run_inline(core: AICore, program: _Placed, op: int):
+def _run_inline(core: AICore, program: _Placed, op: int) -> Generator[simpy.Event, object, None]:
     """The stream task of a kernel of one program whose run would start as the next event
     processed (:meth:`Kernel.launch` ``inline``): the run goes on in the stream task's own process,
     and ends as :func:`_run_one`'s: the two events that would end the run's process and then pass
@@ -1084,7 +1130,7 @@ def _run_inline(core: AICore, program: _Placed, op: int):
         raise copy
 
 
-def _run_all(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int):
+def _run_all(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int) -> Generator[simpy.Event, object, None]:
     """The stream task of a kernel: each placed program runs on its core; it ends when all have."""
     yield env.all_of([core.execute(program, op) for core, program in placed])
 
@@ -1106,7 +1152,7 @@ def _follow(after: simpy.Event, event: simpy.Event) -> None:
         after.fail(cast(Exception, event.value))
 
 
-def _place(side) -> str:
+def _place(side: object) -> str:
     if isinstance(side, LocalTensor):
         return side.buffer
     if isinstance(side, GmAddress):
@@ -1121,7 +1167,7 @@ class Kernel:
     path of ops) go to the new op's record. ``source`` (set by the frontend that issues it) is the
     line of the user's program it comes from; race reports name it."""
 
-    def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict | None = None,
+    def __init__(self, name: str, die: int = 0, *, system: System | None = None, op_args: dict[str, Any] | None = None,
                  op: int | None = None, source: object = None) -> None:
         self.system = system or default_system()
         self.name = name
@@ -1175,7 +1221,7 @@ class Kernel:
         kinds = self.die.timing.kinds
         return [program for _, program in sorted(self.programs.items(), key=lambda kv: (kinds[kv[0][0]].order, kv[0][1]))]
 
-    def launch(self, stream=None, *, inline: bool = False):
+    def launch(self, stream: Stream | None = None, *, inline: bool = False) -> simpy.Process:
         """Queue the kernel on the die's stream (default stream unless given); returns its process.
         Every core starts when the previous task of the stream has finished.
 
@@ -1223,8 +1269,8 @@ class Kernel:
     def _check_races(self, programs: list[CoreProgram]) -> None:
         """Find the races of this launch (:mod:`npusim.isa.racecheck`) and have them reported as
         their instructions run."""
-        gm_accesses: list | None = [] if len(programs) > 1 else None
-        races = []
+        gm_accesses: list[GmAccess] | None = [] if len(programs) > 1 else None
+        races: list[Race] = []
         for program in programs:
             races += core_races(program.core.name, program.instructions, gm_accesses)
         if gm_accesses:
@@ -1234,7 +1280,7 @@ class Kernel:
         if races:
             by_core = {program.core.name: program for program in programs}
 
-            def position(side) -> int:
+            def position(side: Side) -> int:
                 return by_core[side.core].instructions.index(side.instruction)
 
             LaunchRaces(self.name, self.die.index, races, position, self.system.recorder, self.system.race_check,

@@ -58,6 +58,11 @@ REPORTED_PER_LAUNCH = 3
 FOUND_PER_LAUNCH = 1000
 """Races looked for at most per core, and across the cores of a launch (a kernel without any flag races everywhere)."""
 _PIPES = len(Pipe)
+Found = tuple[int, Instruction, int, int, int]
+"""An earlier access a new one races with: its pipe, instruction, kind, first byte and end byte."""
+GmAccess = tuple[Allocation, int, int, int, int, int, "Side"]
+"""A GM access of a core (:func:`core_races` collects them for :func:`cross_core_races`): its memory, kind, start, length, stride, count
+and side."""
 
 
 class PipeRaceWarning(UserWarning):
@@ -104,7 +109,7 @@ class _Shadow:
 
     def __init__(self) -> None:
         self.starts = [0]
-        self.cells: list[list] = [[None, None]]
+        self.cells: list[list[Any]] = [[None, None]]
 
     def _split(self, at: int) -> int:
         starts = self.starts
@@ -116,7 +121,7 @@ class _Shadow:
             self.cells.insert(index, [write, None if reads is None else reads.copy()])
         return index
 
-    def access(self, lo: int, hi: int, kind: int, write: tuple, clock: list[int]) -> list | None:
+    def access(self, lo: int, hi: int, kind: int, write: tuple[int, int, Instruction], clock: list[int]) -> list[Found] | None:
         """Check the access ``kind`` of ``[lo, hi)`` (``write``: ``(pipe, position, instruction)``;
         ``clock``: what its pipe knows) against what the bytes saw, then record it. Returns the earlier
         accesses it races with, ``(pipe, instruction, kind, lo, hi)`` each, or None."""
@@ -154,13 +159,13 @@ class _Shadow:
         return found
 
 
-def core_races(core: str, instructions: Sequence[Any], gm_accesses: list | None = None, limit: int = FOUND_PER_LAUNCH) -> list[Race]:
+def core_races(core: str, instructions: Sequence[Any], gm_accesses: list[GmAccess] | None = None, limit: int = FOUND_PER_LAUNCH) -> list[Race]:
     """The races between the pipes of one core's program (``instructions`` in program order, placed:
     ``s_dep`` set). ``gm_accesses`` (if given) collects ``(allocation, kind, start, length, stride,
     count, Side)`` for the check across cores."""
-    footprints: dict[int, tuple] = {}
-    touched: dict[Any, list] = {}  # memory -> [the pipes that touch it (bits), written?]
-    shape: list[tuple] = []  # what the walk depends on, GM offsets relative to each allocation's first
+    footprints: dict[int, tuple[Any, ...]] = {}
+    touched: dict[Any, list[int]] = {}  # memory -> [the pipes that touch it (bits), written?]
+    shape: list[tuple[Any, ...]] = []  # what the walk depends on, GM offsets relative to each allocation's first
     gm_first: dict[Allocation, tuple[int, int]] = {}  # allocation -> (its number, the first offset of it seen)
     for instruction in instructions:
         step = instruction.step
@@ -233,10 +238,10 @@ RACE_FREE_KEPT = 100_000
 """Instructions of the signatures of race-free programs remembered (a program with the same
 signature, the same instructions on the same pipes, flags and buffers with its GM bytes shifted, has
 no race either: SPMD cores run one program on other bytes); a few MB."""
-_RACE_FREE: dict[tuple, None] = {}
+_RACE_FREE: dict[tuple[Any, ...], None] = {}
 
 
-def _barrier_waits(scalar_queue: deque) -> bool:
+def _barrier_waits(scalar_queue: deque[Instruction]) -> bool:
     return bool(scalar_queue) and isinstance(scalar_queue[0], PipeBarrierAll)
 
 
@@ -244,7 +249,7 @@ class _Walk:
     """The walk of one program in an order that respects happens-before, closest to program order:
     vector clocks per pipe, and each access checked against the shadow of its memory."""
 
-    def __init__(self, core: str, footprints: dict[int, tuple], shadows: dict[Any, _Shadow], limit: int) -> None:
+    def __init__(self, core: str, footprints: dict[int, tuple[Any, ...]], shadows: dict[Any, _Shadow], limit: int) -> None:
         self.core, self.footprints, self.shadows, self.limit = core, footprints, shadows, limit
         self.clocks = [[0] * _PIPES for _ in range(_PIPES)]
         self.merged = [0] * _PIPES  # the s_dep each pipe's clock includes
@@ -295,7 +300,7 @@ class _Walk:
 
         return step
 
-    def _check(self, instruction: Instruction, pipe: int, clock: list[int], entries: tuple) -> None:
+    def _check(self, instruction: Instruction, pipe: int, clock: list[int], entries: tuple[Any, ...]) -> None:
         write = (pipe, clock[pipe], instruction)
         shadows = self.shadows
         for memory, kind, start, length, stride, count in entries:
@@ -315,8 +320,8 @@ class _Walk:
                 if found:
                     self._found(found, instruction, pipe, kind, memory)
 
-    def _found(self, found: list, instruction: Instruction, pipe: int, kind: int, memory: Any) -> None:
-        spans: dict[tuple[int, int], list] = {}  # per earlier access: the bytes of this run it races on
+    def _found(self, found: list[Found], instruction: Instruction, pipe: int, kind: int, memory: Any) -> None:
+        spans: dict[tuple[int, int], list[Any]] = {}  # per earlier access (a Found, its end byte growing): the bytes of this run it races on
         for earlier_pipe, earlier, earlier_kind, first_byte, end_byte in found:
             pair = (id(earlier), id(instruction))
             span = spans.get(pair)
@@ -339,10 +344,10 @@ def _merge(clock: list[int], other: Sequence[int]) -> None:
     clock[:] = map(max, clock, other)
 
 
-def cross_core_races(gm_accesses: list, limit: int = FOUND_PER_LAUNCH) -> list[Race]:
+def cross_core_races(gm_accesses: list[GmAccess], limit: int = FOUND_PER_LAUNCH) -> list[Race]:
     """GM bytes that one core of a launch writes and another reads or writes (``gm_accesses`` as
     :func:`core_races` collects them): nothing orders the cores of a launch."""
-    by_memory: dict[Allocation, list] = {}
+    by_memory: dict[Allocation, list[tuple[int, int, int, int, int, Side]]] = {}
     for memory, kind, start, length, stride, count, side in gm_accesses:
         by_memory.setdefault(memory, []).append((kind, start, length, stride, count, side))
     races: list[Race] = []

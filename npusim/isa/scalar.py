@@ -19,29 +19,32 @@ class ScalarExpr:
 
     __slots__ = ("_op", "_left", "_right")
 
-    def __init__(self, op: Callable[[int, int], int] | None, left, right=None) -> None:
+    def __init__(self, op: Callable[..., int | float] | None, left: object, right: object = None) -> None:
         self._op = op
         self._left = left
         self._right = right
 
-    def evaluate(self, regs: dict[int, int]) -> int:
+    def evaluate(self, regs: dict[int, int | float]) -> int | float:
+        """Its value given the run's registers ``regs`` (by register id): an int for an expression."""
+        op = self._op
+        assert op is not None  # only a register has none, and it evaluates itself
         left = self._left.evaluate(regs) if isinstance(self._left, ScalarExpr) else self._left
         right = self._right.evaluate(regs) if isinstance(self._right, ScalarExpr) else self._right
-        return int(self._op(left, right))
+        return int(op(left, right))
 
-    def _combine(self, op, other, swap=False) -> ScalarExpr:
+    def _combine(self, op: Callable[..., int | float], other: object, swap: bool = False) -> ScalarExpr:
         if not isinstance(other, (int, ScalarExpr)):
-            return NotImplemented
+            return NotImplemented  # type: ignore[no-any-return]  # Python then tries the other operand's
         return ScalarExpr(op, other, self) if swap else ScalarExpr(op, self, other)
 
-    def __add__(self, other): return self._combine(operator.add, other)
-    def __radd__(self, other): return self._combine(operator.add, other, swap=True)
-    def __sub__(self, other): return self._combine(operator.sub, other)
-    def __rsub__(self, other): return self._combine(operator.sub, other, swap=True)
-    def __mul__(self, other): return self._combine(operator.mul, other)
-    def __rmul__(self, other): return self._combine(operator.mul, other, swap=True)
-    def __floordiv__(self, other): return self._combine(operator.floordiv, other)
-    def __mod__(self, other): return self._combine(operator.mod, other)
+    def __add__(self, other: Operand) -> ScalarExpr: return self._combine(operator.add, other)
+    def __radd__(self, other: Operand) -> ScalarExpr: return self._combine(operator.add, other, swap=True)
+    def __sub__(self, other: Operand) -> ScalarExpr: return self._combine(operator.sub, other)
+    def __rsub__(self, other: Operand) -> ScalarExpr: return self._combine(operator.sub, other, swap=True)
+    def __mul__(self, other: Operand) -> ScalarExpr: return self._combine(operator.mul, other)
+    def __rmul__(self, other: Operand) -> ScalarExpr: return self._combine(operator.mul, other, swap=True)
+    def __floordiv__(self, other: Operand) -> ScalarExpr: return self._combine(operator.floordiv, other)
+    def __mod__(self, other: Operand) -> ScalarExpr: return self._combine(operator.mod, other)
 
 
 class ScalarReg(ScalarExpr):
@@ -62,6 +65,6 @@ class ScalarReg(ScalarExpr):
         return f"s{self.reg_id}"
 
 
-def resolve(value: Operand, regs: dict[int, int]) -> int:
-    """The integer value of an int or an expression."""
+def resolve(value: Operand, regs: dict[int, int | float]) -> int | float:
+    """The value of an int or an expression (an int, but for a lone register of a float buffer)."""
     return value.evaluate(regs) if isinstance(value, ScalarExpr) else value

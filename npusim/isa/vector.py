@@ -29,12 +29,12 @@ BINARY = {
     "min": np.minimum,
 }
 WITH_SCALAR = {"adds": np.add, "muls": np.multiply, "maxs": np.maximum, "mins": np.minimum}
-UNARY = {
+UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp": np.exp, "abs": np.abs, "relu": lambda x: np.maximum(x, 0), "copy": np.copy, "neg": np.negative,
     "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "invert": np.invert,
 }
 
-def _elementwise_math(function) -> Callable[[np.ndarray], np.ndarray]:
+def _elementwise_math(function: Callable[[float], float]) -> Callable[[np.ndarray], np.ndarray]:
     """A scalar ``math`` function over an array (float64 in and out)."""
     vectorized = np.frompyfunc(function, 1, 1)
     return lambda x: vectorized(x).astype(np.float64)
@@ -118,7 +118,7 @@ def cast(values: np.ndarray, dtype: np.dtype, rounding: str, saturate: bool = Tr
     return values.astype(dtype)
 
 
-def halving_reduce(values: np.ndarray, ufunc, axis: int = -1) -> np.ndarray:
+def halving_reduce(values: np.ndarray, ufunc: np.ufunc, axis: int = -1) -> np.ndarray:
     """Reduce ``values`` along ``axis`` by pairwise halving, in its dtype: while n > 1 elements
     remain, h = ceil(n / 2) and element i += element i + h for i < n - h; then n = h. The chip's
     in-repeat order (vcadd) is not published; this is the order npusim defines (``docs/pypto.md``)."""
@@ -141,7 +141,7 @@ def _widen(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar, rounding: str) -> None:
+def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar: object, rounding: str) -> None:
     """Apply vector instruction ``kind`` writing into ``dst`` (a view of UB)."""
     if kind in BINARY or kind in WITH_SCALAR or kind in UNARY:
         srcs = [_widen(s) for s in srcs]

@@ -306,10 +306,10 @@ class WaitTask(Task):
         """Find the slot in the PE's signal window (once the windows exist)."""
         address = self.area.signal_address(self.area.rank_of(self.op.program), self.slot_offset)
         # word 0 as a 4-byte int: a memoryview reads it as a Python int several times faster than numpy (polls read it often)
-        data = address.allocation.data
-        assert data is not None  # signal windows are control memory: real with data off too
-        self._word = data[address.offset:address.offset + 4].data.cast("i")
-        self._key = (address.allocation.die, address.allocation.address + address.offset)
+        data, offset = address.allocation.data, address.offset
+        assert data is not None and isinstance(offset, int)  # signal windows are control memory (real with data off too), at known offsets
+        self._word = data[offset:offset + 4].data.cast("i")
+        self._key = (address.allocation.die, address.allocation.address + offset)
         self.op.program.launch.slot_waits.setdefault(self._key, []).append(self)
 
     def value(self) -> int:

@@ -65,8 +65,8 @@ def _choose(request: str, build, root: Path):
     return choose_engine(request, build, root=root)
 
 
-def test_the_engine_and_the_pipes_are_compiled():
-    assert {"engine.loop", "engine.flow", "hw.core"} <= set(COMPILED) and PACKAGES == ("engine", "hw")
+def test_the_engine_the_pipes_and_the_kernel_builder_are_compiled():
+    assert {"engine.loop", "engine.flow", "hw.core", "isa.program"} <= set(COMPILED) and PACKAGES == ("engine", "hw", "isa")
 
 
 def test_a_build_from_these_sources_runs_compiled(tmp_path):
@@ -152,6 +152,8 @@ def test_setup_compiles_the_modules_the_check_knows():
 
 def test_this_process_runs_what_its_build_made():
     """The install these tests run in: compiled where its build compiled (from these sources), else interpreted."""
+    for name in COMPILED:  # engine_record names those imported
+        importlib.import_module(f"npusim.{name}")
     record = engine_record()
     if os.environ.get(ENGINE_VARIABLE, "auto") in ("", "auto") and COMPILED_HERE:
         assert record["engine"] == "compiled" and record["compiled_modules"] == [f"npusim.{name}" for name in COMPILED]

@@ -9,13 +9,18 @@ from hypothesis import strategies as st
 import npusim
 from npusim import isa
 from npusim.errors import DeadlockError, ResourceError, WorkloadError
-from npusim.hw.core import CONTROL_EFFECT, DATA_EFFECT, FIXED, NO_EFFECT, SET_FLAG, TRANSFER, WAIT_FLAG, CoreLock, flag_key, pipe_step
+from npusim.hw.core import CONTROL_EFFECT, DATA_EFFECT, FIXED, NO_EFFECT, SET_FLAG, TRANSFER, WAIT_FLAG, CoreLock, PipeStep, flag_key
 from npusim.hw.pipes import Pipe
 from tests.conftest import events_of
 
 
 def vector_ps(session, kind, repeats):
     return session.system.timing.vector.cost_ps(kind, repeats)
+
+
+def fields(step: PipeStep) -> tuple:
+    """A pipe step's fields: step, s_dep, cost_ps, key, effect, label_id, nbytes, watched."""
+    return (step.step, step.s_dep, step.cost_ps, step.key, step.effect, step.label_id, step.nbytes, step.watched)
 
 
 def test_a_pipe_step_holds_what_the_pipe_reads_of_an_instruction():
@@ -30,12 +35,12 @@ def test_a_pipe_step_holds_what_the_pipe_reads_of_an_instruction():
         write = p.write_scalar(signal, 1, control=True)
         p.by_pipe()  # gives each its s_dep
         key = flag_key(Pipe.MTE2, Pipe.VECTOR, 1)
-        assert [pipe_step(i)[:5] for i in (scalar, vector, load, set_flag, wait_flag, write)] == [
+        assert [fields(PipeStep(i))[:5] for i in (scalar, vector, load, set_flag, wait_flag, write)] == [
             (FIXED, 0, scalar.fixed_ps, 0, NO_EFFECT), (FIXED, 1, vector.fixed_ps, 0, DATA_EFFECT), (TRANSFER, 1, 0, 0, DATA_EFFECT),
             (SET_FLAG, 1, set_flag.cost_ps, key, NO_EFFECT), (WAIT_FLAG, 1, wait_flag.cost_ps, key, NO_EFFECT),
             (FIXED, 1, write.fixed_ps, 0, CONTROL_EFFECT)]
-        assert pipe_step(load)[5:] == (load.label_id, 128, True) and load.label_id != vector.label_id
-        assert pipe_step(load, watched=False)[7] is False
+        assert fields(PipeStep(load))[5:] == (load.label_id, 128, True) and load.label_id != vector.label_id
+        assert PipeStep(load, watched=False).watched is False
 
 
 def test_instructions_of_one_pipe_run_in_order_and_pipes_run_concurrently():

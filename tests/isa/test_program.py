@@ -10,11 +10,12 @@ import pytest
 import npusim
 from npusim import isa
 from npusim.errors import UsageError, WorkloadError
-from npusim.hw.core import pipe_step
+from npusim.hw.core import PipeStep
 from npusim.isa.fractal import nz_count, nz_unpack
 from npusim.isa.instructions import on_recorded
 from npusim.isa.racecheck import PipeRaceWarning
 from tests.conftest import events_of
+from tests.hw.test_core import fields
 
 
 def test_vector_instructions_are_split_at_255_repeats_with_their_costs():
@@ -328,7 +329,7 @@ def test_replays_in_one_tile_share_only_what_nobody_watches():
 
 
 def test_the_replays_in_a_tile_share_the_pipe_steps_of_their_instructions():
-    """The pipes read a replay's fixed fields from tuples made at its tile's first replay: they
+    """The pipes read a replay's fixed fields from records made at its tile's first replay: they
     are those of every later replay's own instructions, and those of the program built in the tile."""
     with npusim.session("a3", data=False):
         a, b, c, d = (npusim.empty(8192, np.float16, device=die) for die in (0, 1, 2, 3))
@@ -345,17 +346,17 @@ def test_the_replays_in_a_tile_share_the_pipe_steps_of_their_instructions():
             assert p.replay(template, bases)
             by_pipe = p.by_pipe()
             steps = p.pipe_steps(by_pipe)
-            fixed = {pipe: [step[:7] for step in of_pipe] for pipe, of_pipe in steps.items()}
-            assert fixed == {pipe: [pipe_step(i)[:7] for i in instructions] for pipe, instructions in by_pipe.items()}
-            assert fixed == {pipe: [step[:7] for step in of_pipe] for pipe, of_pipe in built_steps.items()}
+            fixed = {pipe: [fields(step)[:7] for step in of_pipe] for pipe, of_pipe in steps.items()}
+            assert fixed == {pipe: [fields(PipeStep(i))[:7] for i in instructions] for pipe, instructions in by_pipe.items()}
+            assert fixed == {pipe: [fields(step)[:7] for step in of_pipe] for pipe, of_pipe in built_steps.items()}
         assert replays[1].pipe_steps(replays[1].by_pipe()) is replays[2].pipe_steps(replays[2].by_pipe())  # made once in the tile
         for pipe, of_pipe in replays[1].pipe_steps(replays[1].by_pipe()).items():  # watched: the instructions each replay has its own of
-            assert [step[7] for step in of_pipe] == [x is not y for x, y in zip(replays[1].by_pipe()[pipe], replays[2].by_pipe()[pipe])]
-        assert all(step[7] for of_pipe in built_steps.values() for step in of_pipe)  # not a replay: every one
+            assert [step.watched for step in of_pipe] == [x is not y for x, y in zip(replays[1].by_pipe()[pipe], replays[2].by_pipe()[pipe])]
+        assert all(step.watched for of_pipe in built_steps.values() for step in of_pipe)  # not a replay: every one
         other_tile = _program(tile=5)
         assert other_tile.replay(template, [(c.allocation, 0), (d.allocation, 0)])
-        other = [step for steps in other_tile.pipe_steps(other_tile.by_pipe()).values() for step in steps]
-        mine = [step for steps in built_steps.values() for step in steps]
+        other = [fields(step) for steps in other_tile.pipe_steps(other_tile.by_pipe()).values() for step in steps]
+        mine = [fields(step) for steps in built_steps.values() for step in steps]
         assert [s[:5] + s[6:] for s in other] == [s[:5] + s[6:] for s in mine]  # the same but for the label ids (tile 5's)
         assert all(x[5] != y[5] for x, y in zip(other, mine))
 
