@@ -240,8 +240,9 @@ class Session:
         deadline = math.inf if limit_s is None else self._wall_start + limit_s
 
         def look() -> None:
-            if freeze:
-                gc.freeze()  # see frozen_survivors
+            if freeze:  # only what lives, see frozen_survivors
+                gc.collect()
+                gc.freeze()
             if progress is not None:
                 progress.update(self.env.now, self.system.recorder.events)
             if time.perf_counter() > deadline:
@@ -343,6 +344,9 @@ def young_gc_threshold() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
+_unfrozen_runs = False  # whether a session unfroze what its run left since the last collection at a session's start
+
+
 @contextlib.contextmanager
 def frozen_survivors(current: Session) -> Iterator[None]:
     """CPython's collector blind to what the simulation keeps alive while inside: the machine as
@@ -350,21 +354,30 @@ def frozen_survivors(current: Session) -> Iterator[None]:
     PROGRESS_STEPS steps and at each synchronisation) as it goes, so a young collection walks what
     was allocated since the last look only, not the cores, lanes and queues built or kept since the
     session began (at 768 dies the young list otherwise grows to ~680,000 objects and each young
-    collection takes 41-56 ms: benchmarks/RESULTS.md, issue 28). Objects still die as their
-    references go; a reference cycle made unreachable while frozen is freed after the session. All
-    unfrozen on exit, so the caller's heap is as it was; nothing is frozen when the caller had
-    frozen objects of its own (a session inside another, or gc.freeze before it), as unfreezing
-    would unfreeze theirs too."""
+    collection takes 41-56 ms: benchmarks/RESULTS.md, issue 28). gc.freeze freezes garbage too, so
+    only the living are frozen: each look first collects what died since the last one (a walk of
+    the objects since then only, all older ones being frozen), and a session that starts after
+    another ended collects that one's leftovers first (a walk of the whole heap: the reference
+    cycles a run made unreachable while frozen, which its end unfroze), as frozen they would outlast
+    every later session and pile up (200 MB more resident after a few test modules in one process).
+    Objects still die as their references go. All unfrozen on exit, so the caller's heap is as it
+    was; nothing is frozen when the caller had frozen objects of its own (a session inside another,
+    or gc.freeze before it), as unfreezing would unfreeze theirs too."""
+    global _unfrozen_runs
     if gc.get_freeze_count():
         yield
         return
     current.freezes_survivors = True
+    if _unfrozen_runs:
+        gc.collect()
+        _unfrozen_runs = False
     gc.freeze()
     try:
         yield
     finally:
         current.freezes_survivors = False
         gc.unfreeze()
+        _unfrozen_runs = True
 
 
 @contextlib.contextmanager

@@ -118,6 +118,39 @@ def test_a_session_freezes_what_it_keeps_alive_and_leaves_the_callers_collector_
     assert gc.get_freeze_count() == 0 and (gc.isenabled(), gc.get_threshold()) == before
 
 
+class Cycle:
+    """A reference cycle: freed by the collector only, never by its references going."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_session_freezes_only_what_lives_and_the_next_one_collects_what_died_frozen():
+    """gc.freeze freezes garbage too: a cycle that died before a look is collected at it, not
+    frozen; one that died frozen is left to the next collection, which the next session makes
+    before freezing (so the runs' garbage does not pile up in a process that runs one after another)."""
+    import gc
+    import weakref
+
+    gc.disable()  # no collection but the sessions' own
+    try:
+        with npusim.session("a2", data=False) as s:
+            dead = Cycle()
+            died_young = weakref.ref(dead)
+            kept = Cycle()
+            died_frozen = weakref.ref(kept)
+            del dead
+            run_workload_file(ROOT / "examples" / "vector_add.py")
+            s.synchronize()
+            assert died_young() is None and died_frozen() is not None
+            del kept
+        assert died_frozen() is not None  # unfrozen as the session ended, not collected
+        with npusim.session("a2", data=False):
+            assert died_frozen() is None
+    finally:
+        gc.enable()
+
+
 def test_a_session_freezes_nothing_when_the_caller_froze_objects_of_its_own():
     import gc
 
