@@ -359,7 +359,7 @@ def frozen_survivors(current: Session) -> Iterator[None]:
     another ended collects them first (a walk of the whole heap, once per session after the
     first): frozen again, they would outlast every later session, piling up in a process that runs
     one after another (591 MiB resident after four test modules in one process, 395 without
-    freezing, 381 with this collection). All unfrozen on exit, so the caller's heap is as it was;
+    freezing, 375 with this collection). All unfrozen on exit, so the caller's heap is as it was;
     nothing is frozen when the caller had frozen objects of its own (a session inside another, or
     gc.freeze before it), as unfreezing would unfreeze theirs too."""
     global _unfrozen_runs
