@@ -140,8 +140,11 @@ class L2Cache:
         self._line_sets: list[_Lines] = []  # the values of _lines, by their index
         # per access, oldest first: (tick, index of its lines, kind, where) (see _view); ints, an int
         # tuple or an index array, so that CPython's collector stops tracking the entries (it
-        # untracks a tuple of untracked values) instead of walking them again each collection
+        # untracks a tuple of untracked values) instead of walking them again each collection. Kept
+        # only from the first eviction on (_evicting; see _entries_from_stamps): until then, what
+        # eviction needs of them is in the stamps (an L2 that never fills keeps none)
         self._entries: deque[tuple] = deque()
+        self._evicting = False
         self.tally = L2Tally()
         # for the trace's hit-rate counter, per HIT_RATE_BIN_PS of the run in which accesses reached
         # the L2 (a run of accesses in one bin at a time, so a bin may come back): its start (ps),
@@ -217,7 +220,8 @@ class L2Cache:
             view.fill(tick)
             if write:
                 (lines.dirty[where[0]:where[1]] if kind == 0 else self._lines_view(lines.dirty, kind, where)).fill(True)
-        self._entries.append((tick, lines.index, kind, where))
+        if self._evicting:
+            self._entries.append((tick, lines.index, kind, where))
         self.resident += total - resident
         miss = total - hit
         die_tally = self.tally
@@ -319,9 +323,31 @@ class L2Cache:
         size = values.itemsize
         return as_strided(values[first:], shape=(rows, width), strides=(step * size, size))
 
+    def _entries_from_stamps(self) -> None:
+        """The entries of the accesses whose lines are still resident, oldest first, from the
+        stamps, as the first eviction needs them: a line's stamp is the tick of the access that
+        last touched it, so the lines stamped with one tick are what eviction would drop of that
+        access's entry (an entry whose lines were all touched again since drops nothing)."""
+        found = []
+        for lines in self._line_sets:
+            held = np.flatnonzero(lines.stamps)
+            if len(held):
+                found.append((lines.stamps[held], np.full(len(held), lines.index), held))
+        if not found:
+            return
+        ticks, sets, where = (np.concatenate(column) for column in zip(*found, strict=True))
+        order = np.argsort(ticks, kind="stable")
+        ticks, sets, where = ticks[order], sets[order], where[order]
+        starts = np.flatnonzero(np.diff(ticks, prepend=-1))
+        for begin, end in zip(starts.tolist(), [*starts[1:].tolist(), len(ticks)], strict=True):
+            self._entries.append((int(ticks[begin]), int(sets[begin]), 2, where[begin:end]))
+
     def _evict(self, at_ps: int, tally: L2Tally | None) -> None:
         """Drop the oldest entries' lines until at most ``capacity`` are resident; write the dirty
         ones back to HBM (one flow)."""
+        if not self._evicting:
+            self._entries_from_stamps()
+            self._evicting = True
         entries, line_sets, dirty_lines = self._entries, self._line_sets, 0
         while self.resident > self.capacity and entries:
             tick, index, kind, where = entries.popleft()

@@ -9,6 +9,7 @@ import pytest
 
 import npusim
 from npusim.errors import ConfigError, UsageError
+from npusim.frontend.workload import run_workload_file
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTOR_ADD = runpy.run_path(str(ROOT / "examples" / "vector_add.py"), run_name="vector_add")
@@ -97,6 +98,71 @@ def test_a_session_raises_the_young_gc_threshold_and_restores_the_callers_even_o
             assert gc.get_threshold() == (2 * GC_YOUNG_THRESHOLD, 7, 9)
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_session_freezes_what_it_keeps_alive_and_leaves_the_callers_collector_as_it_was():
+    import gc
+
+    before = (gc.isenabled(), gc.get_threshold())
+    assert gc.get_freeze_count() == 0
+    with npusim.session("a2", data=False) as s:
+        assert gc.get_freeze_count() > 0  # the machine as built
+        built = gc.get_freeze_count()
+        run_workload_file(ROOT / "examples" / "vector_add.py")
+        s.synchronize()
+        assert gc.get_freeze_count() > built  # what the run kept, at its looks
+    assert gc.get_freeze_count() == 0 and (gc.isenabled(), gc.get_threshold()) == before
+    with pytest.raises(ZeroDivisionError):
+        with npusim.session("a2", data=False):
+            _ = 1 / 0
+    assert gc.get_freeze_count() == 0 and (gc.isenabled(), gc.get_threshold()) == before
+
+
+class Cycle:
+    """A reference cycle: freed by the collector only, never by its references going."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_the_cycles_a_run_left_are_collected_as_the_next_session_starts():
+    """gc.freeze freezes garbage too: a reference cycle that died in a run is frozen at the next
+    look and unfrozen as the session ends, uncollected; the next session collects it before it
+    freezes, so the runs' garbage does not pile up in a process that runs one after another."""
+    import gc
+    import weakref
+
+    gc.disable()  # no collection but the sessions' own
+    try:
+        with npusim.session("a2", data=False) as s:
+            dead = Cycle()
+            died = weakref.ref(dead)
+            del dead
+            run_workload_file(ROOT / "examples" / "vector_add.py")
+            s.synchronize()
+            assert died() is not None
+        assert died() is not None  # unfrozen as the session ended, not collected
+        with npusim.session("a2", data=False):
+            assert died() is None
+    finally:
+        gc.enable()
+
+
+def test_a_session_freezes_nothing_when_the_caller_froze_objects_of_its_own():
+    import gc
+
+    gc.freeze()
+    try:
+        mine = gc.get_freeze_count()  # frozen objects still die as their references go: it can only fall
+        with npusim.session("a2", data=False) as s:
+            run_workload_file(ROOT / "examples" / "vector_add.py")
+            s.synchronize()
+            assert gc.get_freeze_count() <= mine
+            with npusim.session("a2", data=False):  # nested in the same way
+                assert gc.get_freeze_count() <= mine
+        assert 0 < gc.get_freeze_count() <= mine
+    finally:
+        gc.unfreeze()
 
 
 def test_a_network_quantum_is_recorded_and_moves_the_time_by_little():
