@@ -125,7 +125,8 @@ class Session:
         self.capture = None  # the graph being captured (npusim.frontend.graphs), if any
         self.deadlock_reporters: list = []  # callables returning report lines (e.g. unsatisfied waits)
         self.pypto_hints: list[dict] = []  # PyPTO compiler hints the workload gave (recorded, not modelled: docs/pypto.md)
-        self.freezes_survivors = False  # whether the run freezes what it keeps alive (frozen_survivors)
+        self.freezes_survivors = False  # whether the run may freeze what it keeps alive (frozen_survivors)
+        self.froze_survivors = False  # whether it has frozen any (from its first look of the stepping loop on)
 
     @property
     def now_us(self) -> float:
@@ -215,7 +216,7 @@ class Session:
         workload of many short synchronisations is stopped too)."""
         every = self._every_so_often()
         if every is not None:
-            every()
+            every(synchronizing=True)
         stop = run_until(self.env, target, self.time_limit_ps, every=every, steps=PROGRESS_STEPS, still_events=self.still_events)
         if stop is Stop.IDLE:
             raise DeadlockError(self._deadlock_report("deadlock", "nothing more can happen, but issued work is still waiting"))
@@ -232,16 +233,17 @@ class Session:
                 [f"  due now, by what they run: {due or 'nothing'}"]))
 
     def _every_so_often(self):
-        """What the stepping loop calls every PROGRESS_STEPS steps: the progress line, the wall-clock
-        limit and the memory limit (None: none of them)."""
+        """What the stepping loop calls every PROGRESS_STEPS steps, and each synchronisation as it
+        starts (``synchronizing=True``): the progress line, the wall-clock limit, the memory limit
+        and the freezing of survivors (None: none of them)."""
         progress, limit_s, memory, freeze = self.progress, self.wall_limit_s, self.memory, self.freezes_survivors
         if progress is None and limit_s is None and memory is None and not freeze:
             return None
         deadline = math.inf if limit_s is None else self._wall_start + limit_s
 
-        def look() -> None:
-            if freeze:
-                gc.freeze()  # see frozen_survivors
+        def look(synchronizing: bool = False) -> None:
+            if freeze and (self.froze_survivors or not synchronizing):
+                freeze_survivors(self)
             if progress is not None:
                 progress.update(self.env.now, self.system.recorder.events)
             if time.perf_counter() > deadline:
@@ -343,40 +345,52 @@ def young_gc_threshold() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
-_unfrozen_runs = False  # whether a session ended (unfreezing what its run left) since a session's start last collected
+_unfrozen_runs = False  # whether a session ended (unfreezing what its run left) since a session's first freeze last collected
 
 
 @contextlib.contextmanager
 def frozen_survivors(current: Session) -> Iterator[None]:
-    """CPython's collector blind to what the simulation keeps alive while inside: the machine as
-    built is frozen (gc.freeze) on entry, and what lives at each look of the stepping loop (every
-    PROGRESS_STEPS steps and at each synchronisation) as it goes, so a young collection walks what
-    was allocated since the last look only, not the cores, lanes and queues built or kept since the
-    session began (at 768 dies the young list otherwise grows to ~680,000 objects and each young
-    collection takes 41-56 ms: benchmarks/RESULTS.md, issue 28). Objects still die as their
-    references go; the reference cycles that died before a look (gc.freeze freezes garbage too) or
-    while frozen are unfrozen with the rest as the session ends. A session that starts after
-    another ended collects them first (a walk of the whole heap, once per session after the
-    first): frozen again, they would outlast every later session, piling up in a process that runs
-    one after another (591 MiB resident after four test modules in one process, 395 without
-    freezing, 375 with this collection). All unfrozen on exit, so the caller's heap is as it was;
-    nothing is frozen when the caller had frozen objects of its own (a session inside another, or
-    gc.freeze before it), as unfreezing would unfreeze theirs too."""
+    """CPython's collector blind to what a long simulation keeps alive while inside: from the
+    stepping loop's first look (after PROGRESS_STEPS steps) on, what lives at each look (every
+    PROGRESS_STEPS steps and at each synchronisation) is frozen (gc.freeze) as the run goes, so a
+    young collection walks what was allocated since the last look only, not the cores, lanes and
+    queues built or kept since the session began (at 768 dies the young list otherwise grows to
+    ~680,000 objects and each young collection takes 41-56 ms: benchmarks/RESULTS.md, issue 28). A
+    run too short to reach the first look freezes nothing: young collections cost it little.
+    Objects still die as their references go; the reference cycles that died before a look
+    (gc.freeze freezes garbage too) or while frozen are unfrozen with the rest as the session
+    ends. The first freeze of a session that follows one that froze collects them first (a walk of
+    the whole heap, once per session that runs long enough): frozen again, they would outlast every
+    later session, piling up in a process that runs one after another (591 MiB resident after four
+    test modules in one process, 395 without freezing, 375 with this collection). Short sessions do
+    not pay that walk, which in a test process (pytest's and hypothesis's heap) costs ~0.12 s per
+    session. All unfrozen on exit, so the caller's heap is as it was; nothing is frozen when the
+    caller had frozen objects of its own (a session inside another, or gc.freeze before it), as
+    unfreezing would unfreeze theirs too."""
     global _unfrozen_runs
     if gc.get_freeze_count():
         yield
         return
     current.freezes_survivors = True
-    if _unfrozen_runs:
-        gc.collect()
-        _unfrozen_runs = False
-    gc.freeze()
     try:
         yield
     finally:
         current.freezes_survivors = False
-        gc.unfreeze()
-        _unfrozen_runs = True
+        if current.froze_survivors:
+            gc.unfreeze()
+            _unfrozen_runs = True
+
+
+def freeze_survivors(current: Session) -> None:
+    """Freeze (gc.freeze) what lives now, for ``current``'s frozen_survivors; the session's first
+    freeze collects first what earlier sessions left unfrozen."""
+    global _unfrozen_runs
+    if not current.froze_survivors:
+        if _unfrozen_runs:
+            gc.collect()
+            _unfrozen_runs = False
+        current.froze_survivors = True
+    gc.freeze()
 
 
 @contextlib.contextmanager

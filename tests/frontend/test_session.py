@@ -100,22 +100,42 @@ def test_a_session_raises_the_young_gc_threshold_and_restores_the_callers_even_o
         gc.set_threshold(*before)
 
 
-def test_a_session_freezes_what_it_keeps_alive_and_leaves_the_callers_collector_as_it_was():
+def test_a_session_freezes_what_it_keeps_alive_and_leaves_the_callers_collector_as_it_was(monkeypatch):
     import gc
 
+    import npusim.frontend.session as session_module
+
+    monkeypatch.setattr(session_module, "PROGRESS_STEPS", 16)  # a look every 16 steps: vector_add reaches several
     before = (gc.isenabled(), gc.get_threshold())
     assert gc.get_freeze_count() == 0
     with npusim.session("a2", data=False) as s:
-        assert gc.get_freeze_count() > 0  # the machine as built
-        built = gc.get_freeze_count()
+        assert gc.get_freeze_count() == 0  # nothing before the stepping loop's first look
         run_workload_file(ROOT / "examples" / "vector_add.py")
         s.synchronize()
-        assert gc.get_freeze_count() > built  # what the run kept, at its looks
+        assert gc.get_freeze_count() > 0  # what the run kept, at its looks
     assert gc.get_freeze_count() == 0 and (gc.isenabled(), gc.get_threshold()) == before
     with pytest.raises(ZeroDivisionError):
         with npusim.session("a2", data=False):
             _ = 1 / 0
     assert gc.get_freeze_count() == 0 and (gc.isenabled(), gc.get_threshold()) == before
+
+
+def test_a_run_too_short_for_a_look_freezes_nothing_and_collects_nothing(monkeypatch):
+    """The whole-heap collection before a session's first freeze is paid only by runs long enough
+    to freeze: a process that runs many small sessions (a test suite) does not walk its heap each."""
+    import gc
+
+    import npusim.frontend.session as session_module
+
+    collections = []
+    monkeypatch.setattr(session_module.gc, "collect", lambda *args: collections.append(args))
+    monkeypatch.setattr(session_module, "_unfrozen_runs", True)  # as after a long run
+    monkeypatch.setattr(session_module, "PROGRESS_STEPS", 10**9)  # no look before the run ends
+    with npusim.session("a2", data=False) as s:
+        run_workload_file(ROOT / "examples" / "vector_add.py")
+        s.synchronize()
+        assert gc.get_freeze_count() == 0 and not s.froze_survivors
+    assert collections == [] and session_module._unfrozen_runs
 
 
 class Cycle:
@@ -125,13 +145,17 @@ class Cycle:
         self.me = self
 
 
-def test_the_cycles_a_run_left_are_collected_as_the_next_session_starts():
+def test_the_cycles_a_run_left_are_collected_as_the_next_session_starts(monkeypatch):
     """gc.freeze freezes garbage too: a reference cycle that died in a run is frozen at the next
-    look and unfrozen as the session ends, uncollected; the next session collects it before it
-    freezes, so the runs' garbage does not pile up in a process that runs one after another."""
+    look and unfrozen as the session ends, uncollected; the next session collects it before its
+    first freeze, so the runs' garbage does not pile up in a process that runs one after another."""
     import gc
     import weakref
 
+    import npusim.frontend.session as session_module
+
+    monkeypatch.setattr(session_module, "PROGRESS_STEPS", 16)  # long enough to freeze
+    monkeypatch.setattr(session_module, "_unfrozen_runs", False)  # as in a fresh process
     gc.disable()  # no collection but the sessions' own
     try:
         with npusim.session("a2", data=False) as s:
@@ -142,7 +166,10 @@ def test_the_cycles_a_run_left_are_collected_as_the_next_session_starts():
             s.synchronize()
             assert died() is not None
         assert died() is not None  # unfrozen as the session ended, not collected
-        with npusim.session("a2", data=False):
+        with npusim.session("a2", data=False) as s:
+            assert died() is not None  # nothing collected before the run freezes
+            run_workload_file(ROOT / "examples" / "vector_add.py")
+            s.synchronize()
             assert died() is None
     finally:
         gc.enable()
