@@ -243,8 +243,9 @@ def _hybrid_round_up(m: np.ndarray, e: np.ndarray, bits: np.ndarray) -> np.ndarr
     """Whether the hybrid mode rounds ``m`` (float32 magnitudes of binary exponent ``e``, |e| >= 4)
     up: its discarded fraction bits' top 14 bits compared with the float32 fraction's low 14 bits
     (their "random" number), up when not smaller. At e = -23 (between 0 and 2^-22) the value's
-    position between the two, in 14 bits, is compared. Source: Huawei's reference HiFloat8 codec
-    of CANN (hif8_codec.py, "SSR", which follows the CANN simulator)."""
+    position between the two, in 14 bits, is compared. A HiFloat8 value itself has both fields 0
+    and so goes up to the next value (16 to 20), as in that codec. Source: Huawei's reference
+    HiFloat8 codec of CANN (hif8_codec.py, "SSR", which follows the CANN simulator)."""
     fraction = (np.ldexp(m, 23 - e) - 2 ** 23).astype(np.int64)  # the 23 fraction bits of 1.f
     shift = 23 - bits
     remainder = fraction & ((np.int64(1) << shift) - 1)
