@@ -741,13 +741,16 @@ class PipeRun:
             if done.waiters:
                 done.wake()
 
-    def complete(self, owner: Copy, start: int, flowed: int, bottleneck: int) -> None:
-        """A copy's last byte has arrived (in issue order): its effect, its event, its hook, its progress."""
+    def complete(self, owner: Copy, start: int, flowed: int, arrived: int, bottleneck: int) -> None:
+        """A copy's last byte has arrived (at ``arrived``) and its tail, if any, is done (now; an
+        atomic add's read-modify-write), in issue order: its effect, its event, its hook, its progress."""
         instruction, fixed, applies = owner
         end: int = clock(self.env)
         if applies:
             instruction.effect(self.core, self.run)
         recorder = self.recorder
+        if end > arrived:
+            recorder.transfer_tail(recorder.events, end - arrived)
         self.put_transfer_event(recorder.events)
         self.put_transfer_info((flowed - start) << 32 | (bottleneck + 2))
         self.record(self.lane, instruction, fixed, start, end, fixed.nbytes)

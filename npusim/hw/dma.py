@@ -173,7 +173,7 @@ class SystemDma:
         with_data = system.with_data
         round_trip = self.setup_ps + 2 * path.path_latency_ps
 
-        def complete(block: Block, start: int, flowed: int, bottleneck: int) -> None:
+        def complete(block: Block, start: int, flowed: int, _arrived: int, bottleneck: int) -> None:  # no tail: arrived is now
             if with_data:
                 block.copy()
             recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), flowed - start, bottleneck)

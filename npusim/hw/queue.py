@@ -27,15 +27,16 @@ class Request(NamedTuple):
     own work as it streams (its bursts' requests, paid before its first byte), issued at
     ``issue_ps``. Once its last byte has arrived and ``tail(owner, now)`` (if any: an atomic add's
     apply, the time it is done) has passed, in issue order, the queue calls ``complete(owner,
-    start, flowed, bottleneck)``: ``owner`` is the caller's (the instruction, the block), ``start``
-    its slice's start (its issue, or the end of the queue's previous entry if later), ``flowed``
-    when its first bytes started flowing, ``bottleneck`` what limited its largest segment (as
+    start, flowed, arrived, bottleneck)``: ``owner`` is the caller's (the instruction, the block),
+    ``start`` its slice's start (its issue, or the end of the queue's previous entry if later),
+    ``flowed`` when its first bytes started flowing, ``arrived`` when its last byte arrived (its
+    tail ran from then to now), ``bottleneck`` what limited its largest segment (as
     :meth:`~npusim.engine.flow.FlowNetwork.start` reports it). (A named tuple: a copy makes one.)"""
 
     segments: list[tuple[FlowClass | None, int, int]]
     burst_ps: int
     issue_ps: int
-    complete: Callable[[Any, int, int, int], None]
+    complete: Callable[[Any, int, int, int, int], None]
     owner: Any
     tail: Callable[[Any, int], int] | None = None
 
@@ -63,7 +64,7 @@ class EngineQueue:
     after it)."""
 
     __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_waiters",
-                 "_current", "_segment", "_start_ps", "_flowed_ps", "_largest", "_bottleneck")
+                 "_current", "_segment", "_start_ps", "_flowed_ps", "_arrived_ps", "_largest", "_bottleneck")
 
     def __init__(self, env: simpy.Environment, network: FlowNetwork, depth: int) -> None:
         self.env = env
@@ -77,11 +78,13 @@ class EngineQueue:
         self._waiting: list[Request | Fence] = []
         self._waiters: list[tuple[int, simpy.Event]] = []  # (in_flight at most, event) of the pipes waiting
         # the request streaming its bytes (or in its tail), None when none: its segment streaming,
-        # its slice's start, when its first bytes flowed, its largest segment's bytes and bottleneck
+        # its slice's start, when its first bytes flowed and its last arrived, its largest
+        # segment's bytes and bottleneck
         self._current: Request | None = None
         self._segment = 0
         self._start_ps = 0
         self._flowed_ps = 0
+        self._arrived_ps = 0
         self._largest = 0
         self._bottleneck = 0
 
@@ -140,6 +143,7 @@ class EngineQueue:
             flow_class, nbytes, ready = segments[segment]
             self.network.start(flow_class, nbytes, ready - now if ready > now else 0).callbacks.append(self._on_segment_done)
             return
+        self._arrived_ps = now
         tail = request[5]
         if tail is not None:
             done = tail(request[4], now)
@@ -157,7 +161,7 @@ class EngineQueue:
         self._current = None
         self.free_at = now
         self.in_flight -= 1
-        request[3](request[4], self._start_ps, self._flowed_ps, self._bottleneck)
+        request[3](request[4], self._start_ps, self._flowed_ps, self._arrived_ps, self._bottleneck)
         waiting = self._waiting
         while waiting:
             entry = waiting.pop(0)

@@ -59,6 +59,8 @@ class Die:
         self._queue_pairs: dict[int, RdmaQueuePair] = {}
         atomic_add = spec.l2.atomic_add
         self.atomics = AtomicUnit(atomic_add.to_ps(hz)) if atomic_add is not None else None  # None: no atomic adds configured
+        if atomic_add is not None:
+            costs.atomic_adds(("die.l2.atomic_add",))
         self._cores: dict[tuple[str, int], AICore] = {}
         self.dma_routes: dict[str, dict[tuple, DmaRoute]] = {}  # per core kind: what its cores' DMAs take (AICore.dma_route)
 

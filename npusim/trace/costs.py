@@ -17,7 +17,9 @@ the keys it rests on (:meth:`CostSources.of_event`, :meth:`CostSources.of_fixed`
   took from its die, the one whose latency leaves a whole number of bursts (the longest such);
 - the streaming part of a DMA waited on the resource that limited its rate: a bandwidth resource's
   keys (``die.hbm.bandwidth``; a link's bandwidth and efficiency, its write credits and latency) or
-  the engine's own ``rate`` when the engine was the limit.
+  the engine's own ``rate`` when the engine was the limit;
+- an atomic-add store's tail, from its last byte's arrival to its add applied at the L2 (its
+  read-modify-write, after the earlier adds to the same blocks): ``die.l2.atomic_add``.
 
 A :class:`Term` may rest on several keys at once (a link's payload rate is bandwidth x efficiency:
 the time rests fully on each), so the shares of the keys of a span can add up to more than the span.
@@ -107,6 +109,7 @@ class CostSources:
         self.engines: dict[tuple[str, str], EngineCosts] = {}  # (kind, lane, or "" for every lane) -> its engine's costs
         self.routes: dict[tuple[int, str, str], dict[tuple[Term, ...], None]] = {}  # (die, kind, lane) -> the latency terms of each route taken
         self.resources: dict[str, Keys] = {}  # bandwidth resource name -> the keys of its capacity
+        self.atomic_add: Keys = UNATTRIBUTED  # the keys of an atomic add's read-modify-write at the L2 (a DMA's tail)
 
     # -- what the hardware model says ------------------------------------------------------------
 
@@ -130,6 +133,10 @@ class CostSources:
     def resource(self, name: str, keys: Keys) -> None:
         """The capacity of the bandwidth resource ``name`` comes from ``keys``."""
         self.resources[name] = keys
+
+    def atomic_adds(self, keys: Keys) -> None:
+        """An atomic add's read-modify-write at the L2 (after its last byte arrived) costs ``keys``."""
+        self.atomic_add = keys
 
     # -- what the analysis asks ------------------------------------------------------------------
 

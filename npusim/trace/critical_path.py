@@ -206,6 +206,8 @@ class _Walk:
         # DMAs
         transfers = recorder.transfers()
         self.transfer_event, self.transfer_fixed, self.transfer_limit = transfers["event"], transfers["fixed_ps"], transfers["bottleneck"]
+        tails = recorder.tails()
+        self.tail_of: dict[int, int] = dict(zip(tails["event"].tolist(), tails["tail_ps"].tolist(), strict=True))
         # the events of each core (die, unit) by end time, for issue and barrier dependencies
         cores: dict[tuple[int, str], int] = {}
         core_of_track = np.array([cores.setdefault((t.die, t.unit), len(cores)) for t in recorder.tracks] or [0], dtype=np.int64)
@@ -329,6 +331,12 @@ class _Walk:
                 prefix = "link " if resource.kind == "link" else ""
                 label, kind, waited_on = f"{track.lane} waiting on {prefix}{resource.name}", resource.kind, resource.name
             # appended latest first, as the walk goes back in time
+            tail_from = int(self.end[e]) - self.tail_of.get(e, 0)  # after its last byte: its atomic add applied at the L2
+            if until > tail_from:
+                applying = until - max(since, tail_from)
+                segments.append(Segment(max(since, tail_from), until, f"{track.lane} atomic adds applied at the L2 (read-modify-write) for {where}", "atomic", e,
+                                        "", (Term(costs.atomic_add, applying),)))
+                until = max(since, tail_from)
             if until > flowing:
                 streaming = until - max(since, flowing)
                 waits = costs.of_wait(track.die, track.unit, track.lane, waited_on if limit >= 0 else None, streaming) if limit != UNREGISTERED else []

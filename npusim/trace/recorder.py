@@ -134,6 +134,8 @@ class Recorder:
         self.flow_released = array("q")  # and when the source released the target (ps; -1: at the source's end)
         self.transfer_event = array("q")  # event index of a DMA
         self.transfer_info = array("q")  # fixed ps << 32 | (bottleneck resource index + 2)
+        self.tail_event = array("q")  # event index of a DMA whose last byte was followed by a tail (an atomic add's read-modify-write),
+        self.tail_ps = array("q")  # and the tail's time (ps)
         self.buffer_spans: list[BufferSpan] = []
         self.costs = CostSources()  # which config keys the recorded times come from (the hardware model says so)
         self.flag_name_id = self.name_id("flag")
@@ -270,7 +272,8 @@ class Recorder:
     def nbytes(self) -> int:
         """Bytes held by the event rows in use, the flow and transfer columns and the flag flows
         once paired."""
-        arrays = (self.run_unit, self.run_first, self.flow_from, self.flow_to, self.flow_name, self.flow_released, self.transfer_event, self.transfer_info)
+        arrays = (self.run_unit, self.run_first, self.flow_from, self.flow_to, self.flow_name, self.flow_released, self.transfer_event, self.transfer_info,
+                  self.tail_event, self.tail_ps)
         paired = sum(a.nbytes for a in self._flag_pairs[1:]) if self._flag_pairs is not None else 0
         return self.events * EVENT_ROW.size + sum(len(a) * a.itemsize for a in arrays) + paired
 
@@ -382,6 +385,18 @@ class Recorder:
         UNREGISTERED); the AI cores' pipes append the same directly."""
         self.transfer_event.append(event)
         self.transfer_info.append(fixed_ps << 32 | (bottleneck + 2))
+
+    def transfer_tail(self, event: int, tail_ps: int) -> None:
+        """The DMA of event ``event`` (recorded next) ended ``tail_ps`` after its last byte arrived:
+        its atomic add was applied at the L2 then (read-modify-write, after the earlier adds to
+        the same blocks)."""
+        self.tail_event.append(event)
+        self.tail_ps.append(tail_ps)
+
+    def tails(self) -> dict[str, np.ndarray]:
+        """The DMA tails (:meth:`transfer_tail`) as numpy arrays: event (index, in event order) and
+        tail_ps."""
+        return {"event": np.frombuffer(self.tail_event, dtype=np.int64), "tail_ps": np.frombuffer(self.tail_ps, dtype=np.int64)}
 
     def transfers(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
         """The DMA records ``start:stop`` (default all) as numpy arrays: event (index), fixed_ps

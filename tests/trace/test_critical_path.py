@@ -247,3 +247,26 @@ def test_narrowed_ids_sort_stably_in_the_same_order(values):
 def test_by_then_is_lexsorts_order(keys):
     first, then = keys
     assert np.array_equal(_by_then(first, then), np.lexsort((then, first)))
+
+
+def test_atomic_adds_to_one_block_put_their_read_modify_writes_on_the_path():
+    """16 cores of die 0 atomic-add 8 fp32 values each into the same 32-byte block: the L2 applies
+    them one after another (die.l2.atomic_add each), so after the first bytes arrive the path is
+    the chain of read-modify-writes, not the link or HBM the bytes crossed."""
+    with npusim.session("a2", data=False) as s:
+        target = npusim.zeros(8, np.float32)
+        k = isa.Kernel("adds", die=0)
+        for core in range(16):
+            p = k.aiv(core)
+            p.copy(isa.gm(target), p.alloc(8, np.float32), atomic="add", name="atomic add")
+        k.launch()
+    rmw = s.config.spec.die.l2.atomic_add.to_ps(s.config.spec.die.clock.hz)
+    tails = s.result.recorder.tails()
+    assert sorted(tails["tail_ps"].tolist()) == [rmw * n for n in range(1, 17)]  # each waits for the adds before it, then its own
+    path = s.result.critical_path()
+    assert_tiles_end_to_end(path)
+    top = path.breakdown()[0]
+    assert top["kind"] == "atomic" and re.fullmatch(r"MTE3 atomic adds applied at the L2 \(read-modify-write\) for die0 aiv\d+", top["label"])
+    assert top["time_us"] == pytest.approx(16 * rmw / 1e6, rel=0.01) and top["share"] > 0.5
+    assert top["rests_on"][0]["key"] == "die.l2.atomic_add"
+    assert s.result.summary["bottlenecks"]["breakdown"][0]["label"] == top["label"]
