@@ -82,7 +82,7 @@ class _Runs:
     such a line arrived either way (that lets runs of old fetches merge). Neighbouring runs differ in
     state."""
 
-    __slots__ = ("index", "first", "count", "starts", "stamps", "flags", "filled", "fetched_until")
+    __slots__ = ("index", "first", "count", "starts", "stamps", "flags", "filled", "fetched_until", "hint")
 
     def __init__(self, index: int, allocation: Allocation, line: int) -> None:
         self.index = index  # its place in its cache's line sets (an access's entry names it by that)
@@ -93,6 +93,7 @@ class _Runs:
         self.flags: list[int] = [0]
         self.filled: list[int] = [0]
         self.fetched_until = 0  # the latest fetch (ps): an access after it finds no line still being fetched
+        self.hint = 0  # the run the last access ended in (copies often go on where the last one ended)
 
     def find(self, line: int, run: int) -> int:
         """The run that holds ``line``, searched from run ``run`` on (which starts at or before it)."""
@@ -106,6 +107,19 @@ class _Runs:
                 high = middle
         return run
 
+    def locate(self, line: int) -> int:
+        """The run that holds ``line``: the run the last access ended in or the next one, if so;
+        else :meth:`find`'s."""
+        starts, hint = self.starts, self.hint
+        runs = len(starts)
+        if hint < runs and starts[hint] <= line:
+            if hint + 1 == runs or line < starts[hint + 1]:
+                return hint
+            if hint + 2 == runs or line < starts[hint + 2]:
+                return hint + 1
+            return self.find(line, hint + 2)
+        return self.find(line, 0)
+
     def touch(self, spans: list[int], tick: int, write: bool, flags_set: int, fetched: int, floor: int) -> tuple[int, int, int, int]:
         """Stamp the lines of ``spans`` (first line, end line, first, end, ...: ascending, with a
         line or more between two) with ``tick``, add ``flags_set`` to their flags and, for a read
@@ -113,9 +127,11 @@ class _Runs:
         later than ``floor`` (the clock, ps) as 0. Returns their lines, how many of them were
         resident, how many were not :data:`SEEN`, and the latest fetch time among the resident
         ones (ps, 0 when none)."""
+        if len(spans) == 2:
+            return self.touch_range(spans[0], spans[1], tick, write, flags_set, fetched, floor)
         starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
         runs = len(starts)
-        run = first_run = self.find(spans[0], 0)
+        run = first_run = self.locate(spans[0])
         position = starts[run]  # the first line not yet in the new runs
         new_starts: list[int] = []  # the runs that replace runs first_run up to run (excluded)
         new_stamps: list[int] = []
@@ -175,6 +191,58 @@ class _Runs:
         stamps[first_run:run] = new_stamps
         flags[first_run:run] = new_flags
         filled[first_run:run] = new_filled
+        self.hint = first_run + len(new_starts) - 1
+        return total, resident, unseen, latest
+
+    def touch_range(self, low: int, high: int, tick: int, write: bool, flags_set: int, fetched: int, floor: int) -> tuple[int, int, int, int]:
+        """:meth:`touch` for the one range of lines ``low`` up to ``high``, in place: the runs it
+        begins or ends inside split there, the runs inside it rewritten and merged where equal."""
+        starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
+        run = self.locate(low)
+        if starts[run] < low:  # split the run the range begins inside
+            run += 1
+            starts.insert(run, low)
+            stamps.insert(run, stamps[run - 1])
+            flags.insert(run, flags[run - 1])
+            filled.insert(run, filled[run - 1])
+        total = resident = unseen = latest = 0
+        first = kept = run  # the runs of the range as rewritten: first up to kept (excluded)
+        while run < len(starts) and starts[run] < high:
+            run_end = starts[run + 1] if run + 1 < len(starts) else self.count
+            if run_end > high:  # split the run the range ends inside
+                starts.insert(run + 1, high)
+                stamps.insert(run + 1, stamps[run])
+                flags.insert(run + 1, flags[run])
+                filled.insert(run + 1, filled[run])
+                run_end = high
+            lines = run_end - starts[run]
+            total += lines
+            fill = filled[run]
+            if stamps[run]:
+                resident += lines
+                if fill > latest:
+                    latest = fill
+            elif not write:
+                fill = fetched
+            if fill <= floor:
+                fill = 0
+            flag = flags[run]
+            if not flag & SEEN:
+                unseen += lines
+            flag |= flags_set
+            if not (kept > first and stamps[kept - 1] == tick and flags[kept - 1] == flag and filled[kept - 1] == fill):
+                starts[kept] = starts[run]
+                stamps[kept] = tick
+                flags[kept] = flag
+                filled[kept] = fill
+                kept += 1
+            run += 1
+        if kept < run:
+            del starts[kept:run]
+            del stamps[kept:run]
+            del flags[kept:run]
+            del filled[kept:run]
+        self.hint = kept - 1
         return total, resident, unseen, latest
 
     def drop(self, spans: tuple[int, ...], tick: int, floor: int) -> tuple[int, int]:
