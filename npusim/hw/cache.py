@@ -36,8 +36,7 @@ Counters (:class:`L2Tally`) are in lines, as msprof counts L2 requests; reads an
 from __future__ import annotations
 
 from array import array
-from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from npusim.engine.loop import clock
 
@@ -45,11 +44,11 @@ if TYPE_CHECKING:
     from npusim.engine.flow import FlowNetwork, Resource
     from npusim.hw.memory import Allocation
 
-HIT_RATE_BIN_PS = 1_000_000
+HIT_RATE_BIN_PS: Final = 1_000_000
 """The step of the trace's L2 hit-rate counter: the accesses of each microsecond of the run."""
-DIRTY = 1
+DIRTY: Final = 1
 """A run's flag: its lines are dirty (written since fetched or allocated)."""
-SEEN = 2
+SEEN: Final = 2
 """A run's flag, kept for a warm start only: its lines were touched earlier in the run."""
 
 
@@ -245,18 +244,18 @@ class _Runs:
         self.hint = kept - 1
         return total, resident, unseen, latest
 
-    def drop(self, spans: tuple[int, ...], tick: int, floor: int) -> tuple[int, int]:
-        """Evict the lines of ``spans`` (first line, end line, ...: ascending) still stamped
-        ``tick``: no longer resident nor dirty (their neighbours merged in where equal); fetch times
-        no later than ``floor`` (the clock, ps) become 0. Returns the lines dropped and how many of
-        them were dirty."""
+    def drop(self, bounds: array[int], begin: int, end: int, tick: int, floor: int) -> tuple[int, int]:
+        """Evict the lines of the ranges ``bounds[begin:end]`` (first line, end line, ...:
+        ascending) still stamped ``tick``: no longer resident nor dirty, merged with their
+        neighbours where equal; fetch times no later than ``floor`` (the clock, ps) become 0.
+        Returns the lines dropped and how many of them were dirty."""
         starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
         runs = len(starts)
         mine: list[int] = []  # the runs stamped tick, ascending
         run = 0
-        for k in range(0, len(spans), 2):
-            high = spans[k + 1]
-            run = self.find(spans[k], run)
+        for k in range(begin, end, 2):
+            high = bounds[k + 1]
+            run = self.find(bounds[k], run)
             later = run
             while later < runs and starts[later] < high:
                 if stamps[later] == tick and not (mine and mine[-1] == later):
@@ -264,34 +263,40 @@ class _Runs:
                 later += 1
         if not mine:
             return 0, 0
-        first_run = mine[0] - 1 if mine[0] else 0  # from the run before the first to the one after the last: they may merge
-        end_run = mine[-1] + 2 if mine[-1] + 2 < runs else runs
-        new_starts: list[int] = []
-        new_stamps: list[int] = []
-        new_flags: list[int] = []
-        new_filled: list[int] = []
         dropped = dirty = 0
-        next_mine = 0
-        for run in range(first_run, end_run):
-            stamp, flag, fill = stamps[run], flags[run], filled[run]
-            if next_mine < len(mine) and mine[next_mine] == run:
-                next_mine += 1
-                lines = (starts[run + 1] if run + 1 < runs else self.count) - starts[run]
-                dropped += lines
-                if flag & DIRTY:
-                    dirty += lines
-                stamp, flag = 0, flag & ~DIRTY
-                if fill <= floor:
-                    fill = 0
-            if not (new_stamps and new_stamps[-1] == stamp and new_flags[-1] == flag and new_filled[-1] == fill):
-                new_starts.append(starts[run])
-                new_stamps.append(stamp)
-                new_flags.append(flag)
-                new_filled.append(fill)
-        starts[first_run:end_run] = new_starts
-        stamps[first_run:end_run] = new_stamps
-        flags[first_run:end_run] = new_flags
-        filled[first_run:end_run] = new_filled
+        for run in mine:
+            lines = (starts[run + 1] if run + 1 < runs else self.count) - starts[run]
+            dropped += lines
+            if flags[run] & DIRTY:
+                dirty += lines
+            stamps[run] = 0
+            flags[run] &= ~DIRTY
+            if filled[run] <= floor:
+                filled[run] = 0
+        if len(mine) == 1:  # merge it with its neighbours in place
+            run = mine[0]
+            for gone in (run + 1, run):
+                if 0 < gone < len(starts) and stamps[gone - 1] == stamps[gone] and flags[gone - 1] == flags[gone] and filled[gone - 1] == filled[gone]:
+                    del starts[gone]
+                    del stamps[gone]
+                    del flags[gone]
+                    del filled[gone]
+            return dropped, dirty
+        first_run = mine[0] - 1 if mine[0] else 0  # merge the runs from the one before the first to the one after the last
+        end_run = mine[-1] + 2 if mine[-1] + 2 < runs else runs
+        kept = first_run + 1  # the runs as merged: first_run up to kept (excluded)
+        for run in range(first_run + 1, end_run):
+            if not (stamps[kept - 1] == stamps[run] and flags[kept - 1] == flags[run] and filled[kept - 1] == filled[run]):
+                starts[kept] = starts[run]
+                stamps[kept] = stamps[run]
+                flags[kept] = flags[run]
+                filled[kept] = filled[run]
+                kept += 1
+        if kept < end_run:
+            del starts[kept:end_run]
+            del stamps[kept:end_run]
+            del flags[kept:end_run]
+            del filled[kept:end_run]
         return dropped, dirty
 
 
@@ -314,12 +319,13 @@ class L2Cache:
         self.tick = 0  # accesses so far (a line's stamp is the tick of its last access, from 1)
         self._lines: dict[Allocation, _Runs] = {}
         self._line_sets: list[_Runs] = []  # the values of _lines, by their index
-        # per access, oldest first: (tick, index of its lines, its spans as _Runs.touch takes them);
-        # ints and an int tuple, so that CPython's collector stops tracking the entries (it untracks
-        # a tuple of untracked values) instead of walking them again each collection. Kept only
-        # from the first eviction on (_evicting; see _entries_from_stamps): until then, what
-        # eviction needs of them is in the stamps (an L2 that never fills keeps none)
-        self._entries: deque[tuple[int, int, tuple[int, ...]]] = deque()
+        # the queue of entries, one per access, oldest first from _head on, each: its tick, the index
+        # of its lines, the number n of bounds of its ranges, then those n (as _Runs.touch takes
+        # them): plain ints in an array, nothing for CPython's collector to walk (8 bytes a number).
+        # Kept only from the first eviction on (_evicting; see _entries_from_stamps): until then,
+        # what eviction needs of them is in the runs (an L2 that never fills keeps none)
+        self._entries = array("q")
+        self._head = 0
         self._evicting = False
         self.tally = L2Tally()
         # for the trace's hit-rate counter, per HIT_RATE_BIN_PS of the run in which accesses reached
@@ -358,7 +364,11 @@ class L2Cache:
         if not write and resident < total and fetched > lines.fetched_until:
             lines.fetched_until = fetched
         if self._evicting:
-            self._entries.append((tick, lines.index, tuple(spans)))
+            entries = self._entries
+            entries.append(tick)
+            entries.append(lines.index)
+            entries.append(len(spans))
+            entries.extend(spans)
         self.resident += total - resident
         miss = total - hit
         die_tally = self.tally
@@ -457,13 +467,14 @@ class L2Cache:
                 if stamps[run]:
                     found.append((stamps[run], lines.index, starts[run], starts[run + 1] if run + 1 < runs else lines.count))
         found.sort()
-        spans: list[int] = []
+        entries = self._entries
+        begin = 0  # the first run of the tick being queued
         for position, (tick, index, low, high) in enumerate(found):
-            spans.append(low)
-            spans.append(high)
             if position + 1 == len(found) or found[position + 1][0] != tick:
-                self._entries.append((tick, index, tuple(spans)))
-                spans = []
+                entries.extend((tick, index, 2 * (position + 1 - begin)))
+                for _, _, first, end in found[begin:position + 1]:
+                    entries.extend((first, end))
+                begin = position + 1
 
     def _evict(self, at_ps: int, tally: L2Tally | None) -> None:
         """Drop the oldest entries' lines until at most ``capacity`` are resident; write the dirty
@@ -471,13 +482,18 @@ class L2Cache:
         if not self._evicting:
             self._entries_from_stamps()
             self._evicting = True
-        entries, line_sets, dirty_lines = self._entries, self._line_sets, 0
+        entries, head, line_sets, dirty_lines = self._entries, self._head, self._line_sets, 0
         floor = clock(self.network.env)
-        while self.resident > self.capacity and entries:
-            tick, index, spans = entries.popleft()
-            dropped, dirty = line_sets[index].drop(spans, tick, floor)
+        while self.resident > self.capacity and head < len(entries):
+            bounds = head + 3 + entries[head + 2]
+            dropped, dirty = line_sets[entries[head + 1]].drop(entries, head + 3, bounds, entries[head], floor)
+            head = bounds
             dirty_lines += dirty
             self.resident -= dropped
+        if 2 * head > len(entries):  # the popped entries are most of the array: forget them
+            del entries[:head]
+            head = 0
+        self._head = head
         if dirty_lines:
             self.tally.written_back += dirty_lines
             if tally is not None:
