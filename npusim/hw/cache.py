@@ -244,7 +244,7 @@ class _Runs:
         self.hint = kept - 1
         return total, resident, unseen, latest
 
-    def drop(self, bounds: array[int], begin: int, end: int, tick: int, floor: int) -> tuple[int, int]:
+    def drop(self, bounds: list[int], begin: int, end: int, tick: int, floor: int) -> tuple[int, int]:
         """Evict the lines of the ranges ``bounds[begin:end]`` (first line, end line, ...:
         ascending) still stamped ``tick``: no longer resident nor dirty, merged with their
         neighbours where equal; fetch times no later than ``floor`` (the clock, ps) become 0.
@@ -321,10 +321,10 @@ class L2Cache:
         self._line_sets: list[_Runs] = []  # the values of _lines, by their index
         # the queue of entries, one per access, oldest first from _head on, each: its tick, the index
         # of its lines, the number n of bounds of its ranges, then those n (as _Runs.touch takes
-        # them): plain ints in an array, nothing for CPython's collector to walk (8 bytes a number).
-        # Kept only from the first eviction on (_evicting; see _entries_from_stamps): until then,
-        # what eviction needs of them is in the runs (an L2 that never fills keeps none)
-        self._entries = array("q")
+        # them): ints in one list (no tuple per entry: less memory, nothing for CPython's collector
+        # to untrack). Kept only from the first eviction on (_evicting; see _entries_from_stamps):
+        # until then, what eviction needs of them is in the runs (an L2 that never fills keeps none)
+        self._entries: list[int] = []
         self._head = 0
         self._evicting = False
         self.tally = L2Tally()
@@ -490,7 +490,7 @@ class L2Cache:
             head = bounds
             dirty_lines += dirty
             self.resident -= dropped
-        if 2 * head > len(entries):  # the popped entries are most of the array: forget them
+        if 2 * head > len(entries):  # the popped entries are most of the list: forget them
             del entries[:head]
             head = 0
         self._head = head
