@@ -469,7 +469,7 @@ class L2Cache:
         found.sort()
         entries = self._entries
         begin = 0  # the first run of the tick being queued
-        for position, (tick, index, low, high) in enumerate(found):
+        for position, (tick, index, _, _) in enumerate(found):
             if position + 1 == len(found) or found[position + 1][0] != tick:
                 entries.extend((tick, index, 2 * (position + 1 - begin)))
                 for _, _, first, end in found[begin:position + 1]:
