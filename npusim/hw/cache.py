@@ -22,51 +22,34 @@ What it models (docs/architecture.md, "The memory model", says what this approxi
 - **Warm start.** ``die.l2.initial_hit_rate`` is the hit rate of the first access to a line in the
   run (0: a cold L2, the default, as measurements flush it).
 
-Cost: an access is a few numpy operations on the line stamps of one allocation (a slice for a
-contiguous copy, a strided view for a copy whose rows start on lines, an index array otherwise),
-whatever its size; a line's stamp is the access tick that last touched it. Stamps are kept per
-allocation, only as far as the highest line touched, so untouched GM costs nothing. The module is
-compiled with the engine (setup.py): the Python around the numpy operations runs as C.
+Cost: an allocation's lines are kept as runs of consecutive lines in the same state (an interval
+map: the access that last touched them, dirty, when their last fetch arrives, touched yet), split
+where a later access begins or ends inside one and merged again when neighbours come to agree (an
+eviction dropping lines beside lines not resident). An access costs a binary search plus its ranges
+and the runs they overlap (a strided copy: its rows, adjacent rows as one range), whatever its size;
+memory follows the runs, not the bytes, so untouched GM and a large copy touched whole cost a run.
+The module is compiled with the engine (setup.py): plain lists and ints, run as C.
 
 Counters (:class:`L2Tally`) are in lines, as msprof counts L2 requests; reads and writes apart.
 """
 
 from __future__ import annotations
 
-import importlib
 from array import array
-from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
-
-import numpy as np
-from numpy.lib.stride_tricks import as_strided
+from typing import TYPE_CHECKING, Final
 
 from npusim.engine.loop import clock
-
-
-def _whole_count_nonzero() -> Callable[[np.ndarray], Any]:
-    """The C function np.count_nonzero calls for a whole array (numpy 2), without its Python-level
-    dispatch (called per access); np.count_nonzero itself on numpy 1.x. Either returns a numpy
-    integer (whatever the stubs say: the compiled module checks an int)."""
-    try:
-        multiarray = importlib.import_module("numpy._core.multiarray")
-    except ImportError:  # pragma: no cover - numpy 1.x
-        return np.count_nonzero
-    return cast(Callable[[np.ndarray], Any], multiarray.count_nonzero)
-
-
-_count_nonzero = _whole_count_nonzero()
 
 if TYPE_CHECKING:
     from npusim.engine.flow import FlowNetwork, Resource
     from npusim.hw.memory import Allocation
 
-_STAMP = np.int32
-_STAMP_BYTES = np.dtype(_STAMP).itemsize
-HIT_RATE_BIN_PS = 1_000_000
+HIT_RATE_BIN_PS: Final = 1_000_000
 """The step of the trace's L2 hit-rate counter: the accesses of each microsecond of the run."""
-_FIRST_LINES = 64  # lines an allocation's arrays hold at first; doubled as its higher lines are touched
+DIRTY: Final = 1
+"""A run's flag: its lines are dirty (written since fetched or allocated)."""
+SEEN: Final = 2
+"""A run's flag, kept for a warm start only: its lines were touched earlier in the run."""
 
 
 class L2Tally:
@@ -88,35 +71,233 @@ class L2Tally:
         return [self.read_hit, self.read_miss, self.write_hit, self.write_miss, float(self.written_back)]
 
 
-class _Lines:
-    """The stamps of one allocation's lines (0: not resident; else the tick of the access that last
-    touched it), their dirty bits, when each one's last fetch from HBM arrives and, for a warm
-    start, whether each was touched yet in the run; from its first line up to the highest touched
-    so far."""
+class _Runs:
+    """The state of one allocation's lines (counted from the line of its first byte), as runs of
+    consecutive lines in the same state: run ``i`` holds lines ``starts[i]`` up to the next run's
+    start (the last, up to ``count``); its stamp (0: not resident; else the tick of the access that
+    last touched its lines), its flags (:data:`DIRTY`, :data:`SEEN`) and when the last fetch of its
+    lines from HBM reaches the L2 (``filled``, ps). A fetch time no later than the clock when it was
+    last written is kept as 0: every access to come reaches the L2 at the clock or later, so it finds
+    such a line arrived either way (that lets runs of old fetches merge). Neighbouring runs differ in
+    state."""
 
-    __slots__ = ("index", "first", "count", "stamps", "dirty", "filled", "fetched_until", "seen")
+    __slots__ = ("index", "first", "count", "starts", "stamps", "flags", "filled", "fetched_until", "hint")
 
-    def __init__(self, index: int, allocation: Allocation, line: int, warm: bool) -> None:
+    def __init__(self, index: int, allocation: Allocation, line: int) -> None:
         self.index = index  # its place in its cache's line sets (an access's entry names it by that)
         self.first = allocation.address // line  # the line of the allocation's first byte
         self.count = (allocation.address + allocation.size_bytes - 1) // line - self.first + 1  # its lines in all
-        size = min(self.count, _FIRST_LINES)
-        self.stamps = np.zeros(size, dtype=_STAMP)
-        self.dirty = np.zeros(size, dtype=bool)
-        self.filled = np.zeros(size, dtype=np.int64)  # when its last fetch from HBM reaches the L2 (ps)
-        self.fetched_until = 0  # the latest of them: an access after it finds no line still being fetched
-        self.seen = np.zeros(size, dtype=bool) if warm else None
+        self.starts: list[int] = [0]
+        self.stamps: list[int] = [0]
+        self.flags: list[int] = [0]
+        self.filled: list[int] = [0]
+        self.fetched_until = 0  # the latest fetch (ps): an access after it finds no line still being fetched
+        self.hint = 0  # the run the last access ended in (copies often go on where the last one ended)
 
-    def reach(self, end: int) -> None:
-        """Hold the lines ``0 .. end - 1`` at least (doubling, up to all the allocation's)."""
-        size = len(self.stamps)
-        if end > size:
-            grown = min(self.count, max(end, 2 * size))
-            self.stamps = np.concatenate((self.stamps, np.zeros(grown - size, dtype=_STAMP)))
-            self.dirty = np.concatenate((self.dirty, np.zeros(grown - size, dtype=bool)))
-            self.filled = np.concatenate((self.filled, np.zeros(grown - size, dtype=np.int64)))
-            if self.seen is not None:
-                self.seen = np.concatenate((self.seen, np.zeros(grown - size, dtype=bool)))
+    def find(self, line: int, run: int) -> int:
+        """The run that holds ``line``, searched from run ``run`` on (which starts at or before it)."""
+        starts = self.starts
+        high = len(starts)
+        while high - run > 1:  # starts[run] <= line < starts[high] (high == len(starts): the allocation's end)
+            middle = (run + high) // 2
+            if starts[middle] <= line:
+                run = middle
+            else:
+                high = middle
+        return run
+
+    def locate(self, line: int) -> int:
+        """The run that holds ``line``: the run the last access ended in or the next one, if so;
+        else :meth:`find`'s."""
+        starts, hint = self.starts, self.hint
+        runs = len(starts)
+        if hint < runs and starts[hint] <= line:
+            if hint + 1 == runs or line < starts[hint + 1]:
+                return hint
+            if hint + 2 == runs or line < starts[hint + 2]:
+                return hint + 1
+            return self.find(line, hint + 2)
+        return self.find(line, 0)
+
+    def touch(self, spans: list[int], tick: int, write: bool, flags_set: int, fetched: int, floor: int) -> tuple[int, int, int, int]:
+        """Stamp the lines of ``spans`` (first line, end line, first, end, ...: ascending, with a
+        line or more between two) with ``tick``, add ``flags_set`` to their flags and, for a read
+        (not ``write``), make those not resident arrive at ``fetched`` (ps); keep fetch times no
+        later than ``floor`` (the clock, ps) as 0. Returns their lines, how many of them were
+        resident, how many were not :data:`SEEN`, and the latest fetch time among the resident
+        ones (ps, 0 when none)."""
+        if len(spans) == 2:
+            return self.touch_range(spans[0], spans[1], tick, write, flags_set, fetched, floor)
+        starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
+        runs = len(starts)
+        run = first_run = self.locate(spans[0])
+        position = starts[run]  # the first line not yet in the new runs
+        new_starts: list[int] = []  # the runs that replace runs first_run up to run (excluded)
+        new_stamps: list[int] = []
+        new_flags: list[int] = []
+        new_filled: list[int] = []
+        total = resident = unseen = latest = 0
+        for k in range(0, len(spans), 2):
+            low, high = spans[k], spans[k + 1]
+            if low > position:  # the lines before the span keep their state
+                holder = self.find(low, run)
+                while run < holder:
+                    new_starts.append(position)
+                    new_stamps.append(stamps[run])
+                    new_flags.append(flags[run])
+                    new_filled.append(filled[run])
+                    run += 1
+                    position = starts[run]
+                if position < low:
+                    new_starts.append(position)
+                    new_stamps.append(stamps[run])
+                    new_flags.append(flags[run])
+                    new_filled.append(filled[run])
+                    position = low
+            while position < high:  # the span, one piece of a run at a time
+                run_end = starts[run + 1] if run + 1 < runs else self.count
+                stop = run_end if run_end < high else high
+                lines = stop - position
+                total += lines
+                fill = filled[run]
+                if stamps[run]:
+                    resident += lines
+                    if fill > latest:
+                        latest = fill
+                elif not write:
+                    fill = fetched
+                if fill <= floor:
+                    fill = 0
+                flag = flags[run]
+                if not flag & SEEN:
+                    unseen += lines
+                flag |= flags_set
+                if not (new_stamps and new_stamps[-1] == tick and new_flags[-1] == flag and new_filled[-1] == fill):
+                    new_starts.append(position)
+                    new_stamps.append(tick)
+                    new_flags.append(flag)
+                    new_filled.append(fill)
+                position = stop
+                if stop == run_end:
+                    run += 1
+        if run < runs and position > starts[run]:  # the rest of the run the last span ends in
+            new_starts.append(position)
+            new_stamps.append(stamps[run])
+            new_flags.append(flags[run])
+            new_filled.append(filled[run])
+            run += 1
+        starts[first_run:run] = new_starts
+        stamps[first_run:run] = new_stamps
+        flags[first_run:run] = new_flags
+        filled[first_run:run] = new_filled
+        self.hint = first_run + len(new_starts) - 1
+        return total, resident, unseen, latest
+
+    def touch_range(self, low: int, high: int, tick: int, write: bool, flags_set: int, fetched: int, floor: int) -> tuple[int, int, int, int]:
+        """:meth:`touch` for the one range of lines ``low`` up to ``high``, in place: the runs it
+        begins or ends inside split there, the runs inside it rewritten and merged where equal."""
+        starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
+        run = self.locate(low)
+        if starts[run] < low:  # split the run the range begins inside
+            run += 1
+            starts.insert(run, low)
+            stamps.insert(run, stamps[run - 1])
+            flags.insert(run, flags[run - 1])
+            filled.insert(run, filled[run - 1])
+        total = resident = unseen = latest = 0
+        first = kept = run  # the runs of the range as rewritten: first up to kept (excluded)
+        while run < len(starts) and starts[run] < high:
+            run_end = starts[run + 1] if run + 1 < len(starts) else self.count
+            if run_end > high:  # split the run the range ends inside
+                starts.insert(run + 1, high)
+                stamps.insert(run + 1, stamps[run])
+                flags.insert(run + 1, flags[run])
+                filled.insert(run + 1, filled[run])
+                run_end = high
+            lines = run_end - starts[run]
+            total += lines
+            fill = filled[run]
+            if stamps[run]:
+                resident += lines
+                if fill > latest:
+                    latest = fill
+            elif not write:
+                fill = fetched
+            if fill <= floor:
+                fill = 0
+            flag = flags[run]
+            if not flag & SEEN:
+                unseen += lines
+            flag |= flags_set
+            if not (kept > first and stamps[kept - 1] == tick and flags[kept - 1] == flag and filled[kept - 1] == fill):
+                starts[kept] = starts[run]
+                stamps[kept] = tick
+                flags[kept] = flag
+                filled[kept] = fill
+                kept += 1
+            run += 1
+        if kept < run:
+            del starts[kept:run]
+            del stamps[kept:run]
+            del flags[kept:run]
+            del filled[kept:run]
+        self.hint = kept - 1
+        return total, resident, unseen, latest
+
+    def drop(self, bounds: list[int], begin: int, end: int, tick: int, floor: int) -> tuple[int, int]:
+        """Evict the lines of the ranges ``bounds[begin:end]`` (first line, end line, ...:
+        ascending) still stamped ``tick``: no longer resident nor dirty, merged with their
+        neighbours where equal; fetch times no later than ``floor`` (the clock, ps) become 0.
+        Returns the lines dropped and how many of them were dirty."""
+        starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
+        runs = len(starts)
+        mine: list[int] = []  # the runs stamped tick, ascending
+        run = 0
+        for k in range(begin, end, 2):
+            high = bounds[k + 1]
+            run = self.find(bounds[k], run)
+            later = run
+            while later < runs and starts[later] < high:
+                if stamps[later] == tick and not (mine and mine[-1] == later):
+                    mine.append(later)
+                later += 1
+        if not mine:
+            return 0, 0
+        dropped = dirty = 0
+        for run in mine:
+            lines = (starts[run + 1] if run + 1 < runs else self.count) - starts[run]
+            dropped += lines
+            if flags[run] & DIRTY:
+                dirty += lines
+            stamps[run] = 0
+            flags[run] &= ~DIRTY
+            if filled[run] <= floor:
+                filled[run] = 0
+        if len(mine) == 1:  # merge it with its neighbours in place
+            run = mine[0]
+            for gone in (run + 1, run):
+                if 0 < gone < len(starts) and stamps[gone - 1] == stamps[gone] and flags[gone - 1] == flags[gone] and filled[gone - 1] == filled[gone]:
+                    del starts[gone]
+                    del stamps[gone]
+                    del flags[gone]
+                    del filled[gone]
+            return dropped, dirty
+        first_run = mine[0] - 1 if mine[0] else 0  # merge the runs from the one before the first to the one after the last
+        end_run = mine[-1] + 2 if mine[-1] + 2 < runs else runs
+        kept = first_run + 1  # the runs as merged: first_run up to kept (excluded)
+        for run in range(first_run + 1, end_run):
+            if not (stamps[kept - 1] == stamps[run] and flags[kept - 1] == flags[run] and filled[kept - 1] == filled[run]):
+                starts[kept] = starts[run]
+                stamps[kept] = stamps[run]
+                flags[kept] = flags[run]
+                filled[kept] = filled[run]
+                kept += 1
+        if kept < end_run:
+            del starts[kept:end_run]
+            del stamps[kept:end_run]
+            del flags[kept:end_run]
+            del filled[kept:end_run]
+        return dropped, dirty
 
 
 class L2Cache:
@@ -136,14 +317,15 @@ class L2Cache:
         self.to_hbm = network.flow_class((hbm,))  # fills and write-backs: the L2's own traffic to and from HBM, no engine caps it
         self.resident = 0  # lines resident now
         self.tick = 0  # accesses so far (a line's stamp is the tick of its last access, from 1)
-        self._lines: dict[Allocation, _Lines] = {}
-        self._line_sets: list[_Lines] = []  # the values of _lines, by their index
-        # per access, oldest first: (tick, index of its lines, kind, where) (see _view); ints, an int
-        # tuple or an index array, so that CPython's collector stops tracking the entries (it
-        # untracks a tuple of untracked values) instead of walking them again each collection. Kept
-        # only from the first eviction on (_evicting; see _entries_from_stamps): until then, what
-        # eviction needs of them is in the stamps (an L2 that never fills keeps none)
-        self._entries: deque[tuple] = deque()
+        self._lines: dict[Allocation, _Runs] = {}
+        self._line_sets: list[_Runs] = []  # the values of _lines, by their index
+        # the queue of entries, one per access, oldest first from _head on, each: its tick, the index
+        # of its lines, the number n of bounds of its ranges, then those n (as _Runs.touch takes
+        # them): ints in one list (no tuple per entry: less memory, nothing for CPython's collector
+        # to untrack). Kept only from the first eviction on (_evicting; see _entries_from_stamps):
+        # until then, what eviction needs of them is in the runs (an L2 that never fills keeps none)
+        self._entries: list[int] = []
+        self._head = 0
         self._evicting = False
         self.tally = L2Tally()
         # for the trace's hit-rate counter, per HIT_RATE_BIN_PS of the run in which accesses reached
@@ -157,71 +339,36 @@ class L2Cache:
     def access(self, allocation: Allocation, offset: int, length: int, stride: int, count: int, write: bool, at_ps: int,
                tally: L2Tally | None, requested: int) -> tuple[float, int, int]:
         """Look up ``count`` runs of ``length`` bytes, ``stride`` apart, from byte ``offset`` of
-        ``allocation`` (a write with ``write``), reaching the L2 at ``at_ps``, for an accessor whose
-        counters are ``tally`` (besides the die's); ``requested``: the bytes the request moves.
-        Returns its lines that hit (a float: a warm start's first accesses hit in part), its lines,
-        and when the last of the lines that hit is in L2 (ps: a line an earlier miss is still
-        fetching hits once it has arrived; 0 when none hit). Misses of a read start the fill of the
-        rest of their lines on the HBM; evictions, the write-back of dirty lines."""
+        ``allocation`` (a write with ``write``), reaching the L2 at ``at_ps`` (the clock or later),
+        for an accessor whose counters are ``tally`` (besides the die's); ``requested``: the bytes
+        the request moves. Returns its lines that hit (a float: a warm start's first accesses hit
+        in part), its lines, and when the last of the lines that hit is in L2 (ps: a line an earlier
+        miss is still fetching hits once it has arrived; ``at_ps`` or earlier, 0 among them, when
+        none is on its way). Misses of a read start the fill of the rest of their lines on the HBM;
+        evictions, the write-back of dirty lines."""
         lines = self._lines.get(allocation)
         if lines is None:
-            lines = self._lines[allocation] = _Lines(len(self._line_sets), allocation, self.line, bool(self.initial_hit_rate))
+            lines = self._lines[allocation] = _Runs(len(self._line_sets), allocation, self.line)
             self._line_sets.append(lines)
-        address = allocation.address + offset
-        where: Any  # by kind (see _view): (first, end), (first, rows, width, step) or an index array
-        if count == 1 or stride == length:  # one run of lines (most copies): a slice, without _view's call
-            line, base = self.line, lines.first
-            first = address // line - base
-            end = (address + stride * (count - 1) + length - 1) // line - base + 1
-            if end > len(lines.stamps):
-                lines.reach(end)
-            kind, where, view = 0, (first, end), lines.stamps[first:end]
-        else:
-            kind, where, view = self._view(lines, address, length, stride, count)
-        total = view.size
+        spans = self._spans(lines.first, allocation.address + offset, length, stride, count)
         self.tick = tick = self.tick + 1
-        resident = int(_count_nonzero(view))
-        hit = float(resident)
-        arrived = 0
         fetched = at_ps + self.fetch_ps
         pending = at_ps < lines.fetched_until  # a line of this allocation may still be on its way from HBM
-        if kind == 2:  # an index array: view is a copy
-            if not write:
-                if resident and pending:
-                    arrived = int(lines.filled[where[view != 0]].max())
-                if resident < total:
-                    lines.filled[where[view == 0]] = fetched
-                    if fetched > lines.fetched_until:
-                        lines.fetched_until = fetched
-            if lines.seen is not None:
-                hit += self.initial_hit_rate * (total - int(_count_nonzero(lines.seen[where])))
-                lines.seen[where] = True
-            lines.stamps[where] = tick
-            if write:
-                lines.dirty[where] = True
-        else:
-            if not write and (resident < total or pending):
-                filled = lines.filled[where[0]:where[1]] if kind == 0 else self._lines_view(lines.filled, kind, where)
-                if not resident:
-                    filled.fill(fetched)
-                elif resident == total:
-                    arrived = int(filled.max())
-                else:
-                    missed = view == 0
-                    if pending:
-                        arrived = int(filled[~missed].max())
-                    filled[missed] = fetched
-                if resident < total and fetched > lines.fetched_until:
-                    lines.fetched_until = fetched
-            if lines.seen is not None:
-                seen = self._lines_view(lines.seen, kind, where)
-                hit += self.initial_hit_rate * (total - int(_count_nonzero(seen)))
-                seen.fill(True)
-            view.fill(tick)
-            if write:
-                (lines.dirty[where[0]:where[1]] if kind == 0 else self._lines_view(lines.dirty, kind, where)).fill(True)
+        warm = self.initial_hit_rate
+        total, resident, unseen, latest = lines.touch(spans, tick, write, (DIRTY if write else 0) | (SEEN if warm else 0), fetched,
+                                                      clock(self.network.env))
+        hit = float(resident)
+        if warm:
+            hit += warm * unseen
+        arrived = latest if pending and not write else 0
+        if not write and resident < total and fetched > lines.fetched_until:
+            lines.fetched_until = fetched
         if self._evicting:
-            self._entries.append((tick, lines.index, kind, where))
+            entries = self._entries
+            entries.append(tick)
+            entries.append(lines.index)
+            entries.append(len(spans))
+            entries.extend(spans)
         self.resident += total - resident
         miss = total - hit
         die_tally = self.tally
@@ -286,61 +433,48 @@ class L2Cache:
         self._count(at_ps, 0.0, total)
         return 0.0, total, 0
 
-    def _view(self, lines: _Lines, address: int, length: int, stride: int, count: int) -> tuple[int, Any, np.ndarray]:
-        """The stamps of the lines an access touches: (0, (first, end), a slice) for one run of
-        lines; (1, (first, rows, width, step), a strided view) for rows of the same lines each
-        starting ``step`` lines apart; (2, index array, a copy) otherwise."""
-        line, base = self.line, lines.first
+    def _spans(self, base: int, address: int, length: int, stride: int, count: int) -> list[int]:
+        """The lines an access touches, as :meth:`_Runs.touch` takes them (counted from line
+        ``base``): one range for a run of lines (one row, or rows end to end); else each row's
+        lines, rows that overlap or meet as one range."""
+        line = self.line
         if count == 1 or stride == length:
-            first = address // line - base
-            end = (address + stride * (count - 1) + length - 1) // line - base + 1
-            lines.reach(end)
-            return 0, (first, end), lines.stamps[first:end]
-        first = address // line - base
-        width = (address + length - 1) // line - base + 1 - first
-        if stride % line == 0 and width * line <= stride:  # every row's lines lie alike: a grid
-            step = stride // line
-            lines.reach(first + step * (count - 1) + width)
-            where = (first, count, width, step)
-            return 1, where, as_strided(lines.stamps[first:], shape=(count, width), strides=(step * _STAMP_BYTES, _STAMP_BYTES))
-        starts = address + stride * np.arange(count, dtype=np.int64)
-        low, high = starts // line - base, (starts + length - 1) // line - base
-        span = int((high - low).max()) + 1
-        index = (low[:, None] + np.arange(span, dtype=np.int64)).ravel()
-        if span > 1:
-            index = index[index <= np.repeat(high, span)]
-        index = np.unique(index)
-        lines.reach(int(index[-1]) + 1)
-        return 2, index, lines.stamps[index]
-
-    @staticmethod
-    def _lines_view(values: np.ndarray, kind: int, where) -> np.ndarray:
-        """An entry's lines in one of an allocation's arrays of a value per line (dirty, filled,
-        seen): a view, kinds 0 and 1 of :meth:`_view`."""
-        if kind == 0:
-            return values[where[0]:where[1]]
-        first, rows, width, step = where
-        size = values.itemsize
-        return as_strided(values[first:], shape=(rows, width), strides=(step * size, size))
+            return [address // line - base, (address + stride * (count - 1) + length - 1) // line - base + 1]
+        if stride < 0:  # the rows from the lowest up
+            address, stride = address + stride * (count - 1), -stride
+        spans: list[int] = []
+        for _ in range(count):
+            low, high = address // line - base, (address + length - 1) // line - base + 1
+            if spans and low <= spans[-1]:
+                if high > spans[-1]:
+                    spans[-1] = high
+            else:
+                spans.append(low)
+                spans.append(high)
+            address += stride
+        return spans
 
     def _entries_from_stamps(self) -> None:
-        """The entries of the accesses whose lines are still resident, oldest first, from the
-        stamps, as the first eviction needs them: a line's stamp is the tick of the access that
-        last touched it, so the lines stamped with one tick are what eviction would drop of that
-        access's entry (an entry whose lines were all touched again since drops nothing)."""
-        found = []
+        """The entries of the accesses whose lines are still resident, oldest first, from the runs,
+        as the first eviction needs them: a run's stamp is the tick of the access that last touched
+        its lines, so the runs stamped with one tick are what eviction would drop of that access's
+        entry (an entry whose lines were all touched again since drops nothing)."""
+        found: list[tuple[int, int, int, int]] = []  # (tick, index of the lines, first line, end line) of each resident run
         for lines in self._line_sets:
-            held = np.flatnonzero(lines.stamps)
-            if len(held):
-                found.append((lines.stamps[held], np.full(len(held), lines.index), held))
-        if not found:
-            return
-        ticks, sets, where = (np.concatenate(column) for column in zip(*found, strict=True))
-        order = np.argsort(ticks, kind="stable")
-        ticks, sets, where = ticks[order], sets[order], where[order]
-        starts = np.flatnonzero(np.diff(ticks, prepend=-1))
-        for begin, end in zip(starts.tolist(), [*starts[1:].tolist(), len(ticks)], strict=True):
-            self._entries.append((int(ticks[begin]), int(sets[begin]), 2, where[begin:end]))
+            starts, stamps = lines.starts, lines.stamps
+            runs = len(starts)
+            for run in range(runs):
+                if stamps[run]:
+                    found.append((stamps[run], lines.index, starts[run], starts[run + 1] if run + 1 < runs else lines.count))
+        found.sort()
+        entries = self._entries
+        begin = 0  # the first run of the tick being queued
+        for position, (tick, index, _, _) in enumerate(found):
+            if position + 1 == len(found) or found[position + 1][0] != tick:
+                entries.extend((tick, index, 2 * (position + 1 - begin)))
+                for _, _, first, end in found[begin:position + 1]:
+                    entries.extend((first, end))
+                begin = position + 1
 
     def _evict(self, at_ps: int, tally: L2Tally | None) -> None:
         """Drop the oldest entries' lines until at most ``capacity`` are resident; write the dirty
@@ -348,29 +482,18 @@ class L2Cache:
         if not self._evicting:
             self._entries_from_stamps()
             self._evicting = True
-        entries, line_sets, dirty_lines = self._entries, self._line_sets, 0
-        while self.resident > self.capacity and entries:
-            tick, index, kind, where = entries.popleft()
-            lines = line_sets[index]
-            if kind == 2:
-                mine = where[lines.stamps[where] == tick]
-                if not len(mine):
-                    continue
-                dirty_lines += int(_count_nonzero(lines.dirty[mine]))
-                lines.stamps[mine] = 0
-                lines.dirty[mine] = False
-                self.resident -= len(mine)
-                continue
-            stamps = self._lines_view(lines.stamps, kind, where)
-            mine = stamps == tick
-            dropped = int(_count_nonzero(mine))
-            if not dropped:
-                continue
-            dirty = self._lines_view(lines.dirty, kind, where)
-            dirty_lines += int(_count_nonzero(dirty[mine]))
-            stamps[mine] = 0
-            dirty[mine] = False
+        entries, head, line_sets, dirty_lines = self._entries, self._head, self._line_sets, 0
+        floor = clock(self.network.env)
+        while self.resident > self.capacity and head < len(entries):
+            bounds = head + 3 + entries[head + 2]
+            dropped, dirty = line_sets[entries[head + 1]].drop(entries, head + 3, bounds, entries[head], floor)
+            head = bounds
+            dirty_lines += dirty
             self.resident -= dropped
+        if 2 * head > len(entries):  # the popped entries are most of the list: forget them
+            del entries[:head]
+            head = 0
+        self._head = head
         if dirty_lines:
             self.tally.written_back += dirty_lines
             if tally is not None:

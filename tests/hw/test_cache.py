@@ -122,6 +122,13 @@ def test_an_address_known_only_with_data_misses_and_changes_nothing():
     assert l2.resident == 0 and l2.tally.read_miss == 4
 
 
+def resident_lines(l2: L2Cache, gm: Allocation) -> set[int]:
+    """The lines of ``gm`` resident in ``l2`` (counted from its first line), from its runs."""
+    runs = l2._lines[gm]
+    ends = [*runs.starts[1:], runs.count]
+    return {line for start, end, stamp in zip(runs.starts, ends, runs.stamps, strict=True) if stamp for line in range(start, end)}
+
+
 def reference_lru(accesses, capacity):
     """Least recently used by line (ties among the lines of one access broken by line): what is resident."""
     last: dict[int, int] = {}
@@ -144,8 +151,7 @@ def test_eviction_is_least_recently_used_by_line_up_to_one_access(accesses, capa
     for first, width, step, rows in accesses:
         read(l2, gm, first * LINE, width * LINE, (width + step) * LINE, rows)
         touched.append({first + row * (width + step) + i for row in range(rows) for i in range(width)})
-    lines = l2._lines[gm]
-    resident = {int(line) for line in lines.stamps.nonzero()[0]}
+    resident = resident_lines(l2, gm)
     expected = reference_lru(touched, capacity)
     assert resident <= expected
     assert len(expected) - len(resident) < max(len(t) for t in touched)
@@ -178,3 +184,108 @@ def test_a_working_set_beyond_the_l2_writes_back_on_hbm_in_a_run():
     assert (tally.read_hit, tally.read_miss) == (0.0, 32.0)
     assert tally.written_back == 16 * 32 - 128 + 32  # all but the 128 lines resident at the end, and the re-read evicts 32 more
     assert die.hbm.bytes_moved == (tally.written_back + 32) * 512  # the write-backs and the re-read's miss
+
+
+class PerLine:
+    """The L2 of npusim.hw.cache modelled line by line, as simply as it reads: each resident line's
+    stamp (the tick of the access that last touched it), dirty lines, each line's last fetch (ps,
+    kept after eviction: a write allocates a line without fetching it), lines touched yet (a warm
+    start), and the queue of accesses that eviction pops (every access's lines, from the start)."""
+
+    def __init__(self, capacity: int, initial_hit_rate: float):
+        self.capacity, self.initial_hit_rate = capacity, initial_hit_rate
+        self.tick = self.resident = self.written_back = 0
+        self.stamp: dict[tuple[int, int], int] = {}  # (allocation, line) of each resident line: its tick
+        self.dirty: set[tuple[int, int]] = set()
+        self.filled: dict[tuple[int, int], int] = {}
+        self.seen: set[tuple[int, int]] = set()
+        self.fetched_until: dict[int, int] = {}
+        self.queue: list[tuple[int, list[tuple[int, int]]]] = []
+
+    def access(self, gm: int, lines: list[int], write: bool, at_ps: int) -> tuple[float, int, int]:
+        """(lines that hit, lines, when the resident ones are in L2 (ps), if one is still on its way; else 0)."""
+        self.tick += 1
+        keys = [(gm, line) for line in lines]
+        held = [key for key in keys if key in self.stamp]
+        hit = float(len(held))
+        if self.initial_hit_rate:
+            hit += self.initial_hit_rate * sum(key not in self.seen for key in keys)
+            self.seen.update(keys)
+        arrived = 0
+        if not write:
+            if held and at_ps < self.fetched_until.get(gm, 0):
+                arrived = max(self.filled.get(key, 0) for key in held)
+            if len(held) < len(keys):
+                for key in keys:
+                    if key not in self.stamp:
+                        self.filled[key] = at_ps + FETCH_PS
+                self.fetched_until[gm] = max(self.fetched_until.get(gm, 0), at_ps + FETCH_PS)
+        for key in keys:
+            self.stamp[key] = self.tick
+            if write:
+                self.dirty.add(key)
+        self.queue.append((self.tick, keys))
+        self.resident += len(keys) - len(held)
+        while self.resident > self.capacity and self.queue:
+            tick, old = self.queue.pop(0)
+            for key in old:
+                if self.stamp.get(key) == tick:
+                    del self.stamp[key]
+                    self.resident -= 1
+                    if key in self.dirty:
+                        self.dirty.discard(key)
+                        self.written_back += 1
+        return hit, len(keys), arrived
+
+
+def lines_of(offset: int, length: int, stride: int, count: int) -> list[int]:
+    """The lines that hold a byte of ``count`` runs of ``length`` bytes ``stride`` apart from byte ``offset``."""
+    return sorted({byte // LINE for row in range(count) for byte in range(offset + row * stride, offset + row * stride + length)})
+
+
+SIZES = (20 * LINE, 33 * LINE - 100)  # two allocations, the second not whole lines
+
+
+@st.composite
+def accesses(draw):
+    """(allocation, offset, length, stride, count, write, delay to reach the L2, ps the clock moves first)."""
+    gm = draw(st.integers(0, len(SIZES) - 1))
+    count = draw(st.integers(1, 4))
+    length = draw(st.sampled_from([1, 100, LINE, LINE + 1, 2 * LINE, 3 * LINE - 7]))
+    stride = draw(st.sampled_from([length, LINE, 2 * LINE, 3 * LINE, 4 * LINE, 700, 1, length // 2 or 1]))
+    reach = stride * (count - 1) + length
+    if reach > SIZES[gm]:
+        count, reach = 1, length
+    offset = draw(st.integers(0, SIZES[gm] - reach))
+    return gm, offset, length, stride, count, draw(st.booleans()), draw(st.integers(0, 3 * FETCH_PS)), draw(st.sampled_from([0, 0, 1000, FETCH_PS]))
+
+
+@given(st.lists(accesses(), min_size=1, max_size=60), st.integers(2, 16), st.sampled_from([0.0, 0.5, 1.0]))
+def test_the_runs_of_lines_behave_as_a_cache_of_single_lines(steps, capacity, initial_hit_rate):
+    """The L2's runs of lines give, access after access, what a model of single lines gives: hits,
+    lines, when the hits are in L2 (as its users read it: no earlier than the access), the lines
+    resident and the lines written back; and they stay runs: ascending, from line 0, neighbours in
+    different states."""
+    env, _, l2 = cache(capacity, initial_hit_rate)
+    reference = PerLine(capacity, initial_hit_rate)
+    address = 0
+    allocations = []
+    for size in SIZES:
+        allocations.append(Allocation(0, address, size, "x", None))
+        address += -(-size // LINE) * LINE + 7 * LINE
+    for gm, offset, length, stride, count, write, delay, advance in steps:
+        if advance:
+            env.run(until=env.now + advance)
+        at_ps = env.now + delay
+        hit, lines, arrived = l2.access(allocations[gm], offset, length, stride, count, write, at_ps, None, length * count)
+        expected_hit, expected_lines, expected_arrived = reference.access(gm, lines_of(offset, length, stride, count), write, at_ps)
+        assert (hit, lines, max(arrived, at_ps)) == (expected_hit, expected_lines, max(expected_arrived, at_ps))
+        assert l2.resident == reference.resident
+        assert l2.tally.written_back == reference.written_back
+        for index, gm_allocation in enumerate(allocations):
+            if gm_allocation in l2._lines:
+                assert resident_lines(l2, gm_allocation) == {line for (of, line) in reference.stamp if of == index}
+                runs = l2._lines[gm_allocation]
+                assert runs.starts[0] == 0 and all(a < b for a, b in zip(runs.starts, runs.starts[1:])) and runs.starts[-1] < runs.count
+                states = list(zip(runs.stamps, runs.flags, runs.filled, strict=True))
+                assert all(a != b for a, b in zip(states, states[1:]))
