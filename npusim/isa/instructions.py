@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -142,25 +142,6 @@ def _entries(*entries: Entry | None) -> tuple[Entry, ...]:
     return tuple(entry for entry in entries if entry is not None)
 
 
-_new = object.__new__  # an instruction's twin is made without __init__ (it copies what __init__ computed)
-
-
-def _slot_copier(cls: type[Instruction], given: tuple[str, ...] = ()) -> Callable[..., Any]:
-    """``cls``'s ``_clone``: one function that makes a new ``cls`` and sets each of its slots (those
-    of every class up to :class:`Instruction`) from the instance given, or to None for those of
-    ``cls._fresh``; with ``given``, a function that also takes those slots' values, after the
-    instance, in that order (a rebased copy's sides and path). One function per class, each slot
-    stored by name: a replay (:meth:`~npusim.isa.program.CoreProgram.replay`) copies many
-    instructions, and the interpreter specialises each attribute access of a code object for the
-    one class it sees there."""
-    slots = [slot for klass in reversed(cls.__mro__) for slot in klass.__dict__.get("__slots__", ())]
-    stores = "".join(f"    new.{slot} = {slot if slot in given else 'None' if slot in cls._fresh else 'self.' + slot}\n" for slot in slots)
-    namespace: dict[str, Any] = {"_new": _new, "cls": cls}
-    exec(f"def _clone(self{''.join(', ' + name for name in given)}):\n    new = _new(cls)\n{stores}    return new\n", namespace)  # code made from the slot names only
-    clone: Callable[..., Any] = namespace["_clone"]
-    return clone
-
-
 PathKey = tuple[object, ...]
 """A copy's path key, a :data:`~npusim.hw.core.RouteKey`, typed as a tuple of any length: compiled code keeps it the object it is
 (a fixed-length tuple it would unbox and box anew), and the replays of copies share one key object per path."""
@@ -185,6 +166,12 @@ def _tensor(side: CopySide) -> LocalTensor:
     return side
 
 
+def _gm(side: CopySide) -> GmAddress:
+    """``side``, a side of a copy that its class puts in GM."""
+    assert isinstance(side, GmAddress), f"{side!r} is not in GM"
+    return side
+
+
 def _place_name(side: CopySide) -> str:
     """Where a copy's side is: ``GM`` or the buffer's name."""
     return "GM" if isinstance(side, GmAddress) else side.buffer
@@ -198,7 +185,8 @@ class Instruction:
 
     __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "label", "fixed_ps", "control", "recorded")
     step = WAITING
-    effect: Callable[..., None] | None = None  # a class's own effect method (a class attribute: a bound method kept on the instance would be a reference cycle)
+    has_effect = False
+    """Whether it has an :meth:`effect` on real data (a class's own)."""
 
     def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
         self.pipe = pipe
@@ -212,12 +200,13 @@ class Instruction:
         self.control = False
         self.recorded: Callable[[int], None] | None = None
 
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._clone = _slot_copier(cls)  # type: ignore[method-assign]
-
     def start(self, core: AICore, run: KernelRun) -> int | simpy.Event:
         """The busy time in ps of a WAITING step, or an event it waits on."""
+        raise NotImplementedError
+
+    def effect(self, core: AICore, run: KernelRun) -> None:
+        """Its effect on ``core``'s buffers or GM (with data on, or where ``control``) as it completes,
+        for a class that ``has_effect``."""
         raise NotImplementedError
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
@@ -232,12 +221,12 @@ class Instruction:
         (programs holding them are not reused: :class:`~npusim.isa.program.ProgramTemplate`)."""
         raise TypeError(f"{type(self).__name__} has no twin")
 
-    _fresh: tuple[str, ...] = ("recorded",)  # the fields a twin does not copy: its own state, None at first
-
-    def _clone(self) -> Self:
-        """A new instruction of this class with this one's fields (those of ``_fresh`` None):
-        made per class by :func:`_slot_copier`."""
-        raise TypeError(f"{type(self).__name__} has no twin")
+    def _placed_like(self, new: Placed) -> Placed:
+        """``new``, a twin just built from this instruction's operands, placed as this one is in its
+        program (name, tile, ``s_dep``, bytes, cost, ``control``); its own ``recorded`` stays None."""
+        new.name_id, new.s_dep, new.nbytes, new.tile, new.label_id = self.name_id, self.s_dep, self.nbytes, self.tile, self.label_id
+        new.fixed_ps, new.control = self.fixed_ps, self.control
+        return new
 
     def footprint(self) -> tuple[Entry, ...]:
         """The bytes this instruction reads and writes, for the race checker (:mod:`npusim.isa.racecheck`):
@@ -276,6 +265,9 @@ def on_recorded(instruction: Instruction, callback: Callable[[int], None]) -> No
         instruction.recorded = both
 
 
+Placed = TypeVar("Placed", bound=Instruction)
+
+
 class FixedCost(Instruction):
     """An instruction whose time is known when it is built (vector, cube, scalar work)."""
 
@@ -294,7 +286,13 @@ class FixedCost(Instruction):
     def twin(self) -> Instruction:
         if type(self) is not FixedCost:  # a subclass with operands of its own defines its twin, or has none
             return super().twin()
-        return self._clone()
+        return self._placed_like(FixedCost(self.pipe, self.label, self._cost(), self.nbytes))
+
+    def _cost(self) -> int:
+        """Its busy time (ps)."""
+        cost_ps = self.fixed_ps
+        assert cost_ps is not None  # set as it is built
+        return cost_ps
 
 
 class ScalarRead(FixedCost):
@@ -302,6 +300,7 @@ class ScalarRead(FixedCost):
     be in UB: synchronise with ``wait_flag(MTE2, SCALAR)`` first)."""
 
     __slots__ = ("source", "index", "reg_id")
+    has_effect = True
 
     def __init__(self, source: LocalTensor, index: int, reg_id: int, cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "read_scalar", cost_ps)
@@ -310,10 +309,9 @@ class ScalarRead(FixedCost):
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("ub_read")
 
-    def _read(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         run.regs[self.reg_id] = self.source.values(core)[self.index].item()
 
-    effect = _read
 
     def footprint(self) -> tuple[Entry, ...]:
         return _entries(_span(self.source[self.index : self.index + 1], READ))
@@ -325,6 +323,7 @@ class ScalarWrite(FixedCost):
     array: one write per element, from ``index`` on (``CoreProgram.write_scalars``)."""
 
     __slots__ = ("target", "index", "value")
+    has_effect = True
 
     def __init__(self, target: LocalTensor, index: int, value: int | float | np.ndarray, cost_ps: int, label: str = "write_scalar") -> None:
         super().__init__(Pipe.SCALAR, label, cost_ps)
@@ -337,16 +336,15 @@ class ScalarWrite(FixedCost):
     def count(self) -> int:
         return len(self.value) if isinstance(self.value, np.ndarray) else 1
 
-    def _write(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         if isinstance(self.value, np.ndarray):
             self.target.values(core)[self.index : self.index + len(self.value)] = self.value
         else:
             self.target.values(core)[self.index] = self.value
 
-    effect = _write
 
     def twin(self) -> Instruction:
-        return self._clone()
+        return self._placed_like(ScalarWrite(self.target, self.index, self.value, self._cost(), self.label))
 
     def footprint(self) -> tuple[Entry, ...]:
         return _entries(_span(self.target[self.index : self.index + self.count], WRITE))
@@ -367,37 +365,41 @@ def _flag(verb: str, src: Pipe, dst: Pipe, event_id: int) -> tuple[str, int]:
 class SetFlag(Instruction):
     """Raise flag (src pipe -> dst pipe, event id) once the src pipe's earlier instructions are done."""
 
-    __slots__ = ("key", "cost_ps")
+    __slots__ = ("flag", "key", "cost_ps")
     step = SET_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
         label, self.key = _flag("set_flag", src, dst, event_id)
         super().__init__(src, label)
+        self.flag = (src, dst, event_id)
         self.cost_ps = cost_ps
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("flag")
 
     def twin(self) -> Instruction:
-        return self._clone()
+        src, dst, event_id = self.flag
+        return self._placed_like(SetFlag(src, dst, event_id, self.cost_ps))
 
 
 class WaitFlag(Instruction):
     """Block the dst pipe until flag (src pipe -> dst pipe, event id) is raised, then consume it."""
 
-    __slots__ = ("key", "cost_ps")
+    __slots__ = ("flag", "key", "cost_ps")
     step = WAIT_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
         label, self.key = _flag("wait_flag", src, dst, event_id)
         super().__init__(dst, label)
+        self.flag = (src, dst, event_id)
         self.cost_ps = cost_ps
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("flag")
 
     def twin(self) -> Instruction:
-        return self._clone()
+        src, dst, event_id = self.flag
+        return self._placed_like(WaitFlag(src, dst, event_id, self.cost_ps))
 
 
 class PipeBarrierAll(Instruction):
@@ -414,7 +416,7 @@ class PipeBarrierAll(Instruction):
     def twin(self) -> Instruction:
         """Its twin waits for the same counts of each pipe: right where it is replayed as a whole
         program; :meth:`~npusim.isa.program.CoreProgram.extend` gives the twin it appends its own."""
-        return self._clone()
+        return self._placed_like(PipeBarrierAll(self.targets, self.cost_ps))
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("barrier")
@@ -601,8 +603,8 @@ class DmaCopy(Instruction):
     they flow at the max-min fair rate of the path (each burst rounded up to the 32-byte granule),
     the part that hits in L2 then the part that misses."""
 
-    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved", "path_key")
-    _fresh = ("recorded", "_resolved")
+    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "granule", "moved_bytes", "dynamic", "_resolved", "path_key")
+    has_effect = True
     rebasable = True
     """Whether a copy of this class has a copy for other GM bytes (:meth:`rebased`): all its other
     fields are the same wherever its GM sides are."""
@@ -611,7 +613,7 @@ class DmaCopy(Instruction):
         super().__init__(pipe, label, burst_count * burst_bytes)
         self.src, self.dst = src, dst
         self.burst_count, self.burst_bytes = burst_count, burst_bytes
-        self.src_gap, self.dst_gap = src_gap, dst_gap
+        self.src_gap, self.dst_gap, self.granule = src_gap, dst_gap, granule
         self.moved_bytes = burst_count * (-(-burst_bytes // granule) * granule)
         self.dynamic = isinstance(src.offset, ScalarExpr) or isinstance(dst.offset, ScalarExpr)  # a GM address from registers
         self._resolved: tuple[int, int] | None = None
@@ -623,18 +625,20 @@ class DmaCopy(Instruction):
         """The :meth:`twin` of this copy between ``dst`` and ``src`` (GM addresses of other bytes in
         place of its GM sides, the same buffers); only a copy of known addresses of a
         :attr:`rebasable` class has one."""
-        cls = type(self)
-        if not cls.rebasable or self.dynamic:
-            raise TypeError(f"{cls.__name__} {self.label!r} is not rebased")
+        if not self.rebasable or self.dynamic:
+            raise TypeError(f"{type(self).__name__} {self.label!r} is not rebased")
         return self.moved(dst, src)
 
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._moved = _slot_copier(cls, _MOVED)  # type: ignore[method-assign]
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        """Its twin between ``dst`` and ``src`` on the path ``path_key`` (:meth:`moved`'s, given);
+        each class with operands of its own builds its own."""
+        return self._placed_on(DmaCopy(self.pipe, dst, src, self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap, self.granule,
+                                       self.label), path_key)
 
-    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> Self:
-        """A :meth:`_clone` with these sides and path key: made per class by :func:`_slot_copier`."""
-        raise NotImplementedError
+    def _placed_on(self, new: Copied, path_key: PathKey) -> Copied:
+        """``new``, a twin just built by :meth:`_moved`, placed as this copy is (:meth:`_placed_like`), on ``path_key``."""
+        new.path_key = path_key
+        return self._placed_like(new)
 
     def moved(self, dst: CopySide, src: CopySide) -> DmaCopy:
         """:meth:`rebased`, for a copy known to have one (a template's: its twin was made)."""
@@ -721,7 +725,7 @@ class DmaCopy(Instruction):
         assert isinstance(src, int) and isinstance(dst, int), "a copy of a register address is resolved when issued"
         return src, dst
 
-    def _copy(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         src_offset, dst_offset = self._offsets()
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
         dst = self.dst
@@ -738,11 +742,9 @@ class DmaCopy(Instruction):
                 if first < end and dst_offset < last:
                     look(self)
 
-    effect = _copy
 
 
-_MOVED = ("dst", "src", "path_key")  # the slots DmaCopy._moved is given
-DmaCopy._moved = _slot_copier(DmaCopy, _MOVED)  # type: ignore[method-assign]  # (its subclasses' made by __init_subclass__)
+Copied = TypeVar("Copied", bound=DmaCopy)
 
 
 class AtomicAddCopy(DmaCopy):
@@ -760,6 +762,10 @@ class AtomicAddCopy(DmaCopy):
         self.dtype = src.dtype
         self.path_key = _path_key(Pipe.MTE3, dst, src, atomic=True)
 
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(AtomicAddCopy(_gm(dst), _tensor(src), self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap, self.granule,
+                                             self.label), path_key)
+
     def request(self, core: AICore, run: KernelRun, issue_ps: int, tally: L2Tally | None, complete: Callable[[Any, int, int, int, int], None],
                 owner: object, tail: Callable[[Any, int], int] | None = None) -> Request:
         """As a copy's (:meth:`DmaCopy.request`), completed once the target's L2 has applied the adds."""
@@ -773,7 +779,7 @@ class AtomicAddCopy(DmaCopy):
         span = self.span(self.dst_gap)
         return request._replace(tail=lambda _owner, arrived_ps: atomics.apply_at(allocation, offset, span, arrived_ps))
 
-    def _add(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         src_offset, dst_offset = self._offsets()
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy().view(self.dtype)
         target = self._bytes_of(self.dst, core, dst_offset, self.dst_gap).view(self.dtype)
@@ -784,7 +790,6 @@ class AtomicAddCopy(DmaCopy):
                 target += source
         self._wake_watchers(dst_offset)
 
-    effect = _add
 
 
 class VectorOp(FixedCost):
@@ -794,6 +799,7 @@ class VectorOp(FixedCost):
     ``r`` reads / writes ``lanes`` elements at ``r * strides[i]`` of operand ``i`` (dst first)."""
 
     __slots__ = ("kind", "dst", "srcs", "scalar", "rounding", "repeat_layout")
+    has_effect = True
 
     def __init__(self, kind: str, dst: LocalTensor, srcs: list[LocalTensor], scalar: object, rounding: str, cost_ps: int, label: str,
                  repeat_layout: tuple[int, int, tuple[int, ...]] | None = None) -> None:
@@ -808,7 +814,7 @@ class VectorOp(FixedCost):
     def twin(self) -> Instruction:
         if type(self) is not VectorOp:
             return super().twin()
-        return self._clone()
+        return self._placed_like(VectorOp(self.kind, self.dst, self.srcs, self.scalar, self.rounding, self._cost(), self.label, self.repeat_layout))
 
     def footprint(self) -> tuple[Entry, ...]:
         entries = [(src.buffer, READ, src.offset, size, size, 1) for src in self.srcs if (size := src.count * src.dtype.itemsize)]
@@ -816,7 +822,7 @@ class VectorOp(FixedCost):
             entries.append((self.dst.buffer, WRITE, self.dst.offset, self.nbytes, self.nbytes, 1))
         return tuple(entries)
 
-    def _compute(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         scalar = resolve(self.scalar, run.regs) if isinstance(self.scalar, ScalarExpr) else self.scalar
         values = values_together(core, [self.dst, *self.srcs])
         if self.repeat_layout is not None:
@@ -824,7 +830,6 @@ class VectorOp(FixedCost):
             values = [as_strided(v, shape=(repeats, lanes), strides=(s * v.itemsize, v.itemsize)) for v, s in zip(values, strides)]
         vector_semantics.compute(self.kind, values[0], values[1:], scalar, self.rounding)
 
-    effect = _compute
 
 
 class MatrixVectorOp(VectorOp):
@@ -843,14 +848,13 @@ class MatrixVectorOp(VectorOp):
         (src, dst), (src_view, dst_view) = (self.srcs[0], self.dst), (self.src_view, self.dst_view)
         return _entries(_span(src, READ, _view_bytes(src, *src_view)), _span(dst, WRITE, _view_bytes(dst, *dst_view)))
 
-    def _compute(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         src_values, dst_values = self.srcs[0].values(core), self.dst.values(core)
         (src_shape, src_strides), (dst_shape, dst_strides) = self.src_view, self.dst_view
         src = as_strided(src_values, shape=src_shape, strides=tuple(s * src_values.itemsize for s in src_strides))
         out = as_strided(dst_values, shape=dst_shape, strides=tuple(s * dst_values.itemsize for s in dst_strides))
         vector_semantics.compute(self.kind, out, [src.copy()], None, "rint")
 
-    effect = _compute
 
 
 class FractalLoad(DmaCopy):
@@ -865,15 +869,19 @@ class FractalLoad(DmaCopy):
         super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
         self.rows, self.cols, self.src_stride, self.transpose = rows, cols, src_stride, transpose
 
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(FractalLoad(_tensor(dst), _tensor(src), self.rows, self.cols, self.src_stride, self.transpose, self.burst_bytes,
+                                           self.granule, self.label), path_key)
+
     def twin(self) -> Instruction:
-        return self._clone()  # buffers on both sides: nothing to rebase
+        return self._moved(self.dst, self.src, self.path_key)  # buffers on both sides: nothing to rebase
 
     def footprint(self) -> tuple[Entry, ...]:
         itemsize = _tensor(self.src).dtype.itemsize
         return _entries(_run(self.src, READ, self.rows, self.cols * itemsize, (self.src_stride - self.cols) * itemsize),
                         _span(_tensor(self.dst), WRITE, self.burst_bytes))
 
-    def _load(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         values = _tensor(self.src).values(core)
         matrix = as_strided(values, shape=(self.rows, self.cols), strides=(self.src_stride * values.itemsize, values.itemsize))
         if self.transpose:
@@ -881,7 +889,6 @@ class FractalLoad(DmaCopy):
         packed = nz_pack(np.ascontiguousarray(matrix), inner_block(values.itemsize))
         _tensor(self.dst).values(core)[: packed.size] = packed
 
-    effect = _load
 
 
 class Nd2NzLoad(DmaCopy):
@@ -898,17 +905,20 @@ class Nd2NzLoad(DmaCopy):
         super().__init__(Pipe.MTE2, dst, src, rows, burst, src_row_bytes - burst, 0, granule, label)
         self.rows, self.cols, self.dtype = rows, cols, dst.dtype
 
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(Nd2NzLoad(_tensor(dst), _gm(src), self.rows, self.cols, self.burst_bytes + self.src_gap, self.granule, self.label),
+                               path_key)
+
     def footprint(self) -> tuple[Entry, ...]:
         written = nz_count(self.rows, self.cols, inner_block(self.dtype.itemsize)) * self.dtype.itemsize
         return _entries(_run(self.src, READ, self.burst_count, self.burst_bytes, self.src_gap), _span(_tensor(self.dst), WRITE, written))
 
-    def _load(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         src_offset, _ = self._offsets()
         rows = self._bytes_of(self.src, core, src_offset, self.src_gap).reshape(self.rows, self.burst_bytes)
         packed = nz_pack(np.ascontiguousarray(rows).view(self.dtype), inner_block(self.dtype.itemsize))
         _tensor(self.dst).values(core)[: packed.size] = packed
 
-    effect = _load
 
 
 class NzExtract(DmaCopy):
@@ -925,8 +935,12 @@ class NzExtract(DmaCopy):
         super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
         self.rows, self.cols, self.src_rows, self.row0, self.col0, self.transpose = rows, cols, src_rows, row0, col0, transpose
 
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(NzExtract(_tensor(dst), _tensor(src), self.src_rows, self.row0, self.col0, self.rows, self.cols, self.transpose,
+                                         self.burst_bytes, self.granule, self.label), path_key)
+
     def twin(self) -> Instruction:
-        return self._clone()  # buffers on both sides: nothing to rebase
+        return self._moved(self.dst, self.src, self.path_key)  # buffers on both sides: nothing to rebase
 
     def _region(self) -> tuple[int, int, int]:
         """The bytes it reads of ``src``: (first byte from src's start, bytes per fractal column, fractal columns)."""
@@ -944,7 +958,7 @@ class NzExtract(DmaCopy):
             (src.buffer, READ, src.offset + first, column * columns, column * columns, 1)
         return (read, *_entries(_span(_tensor(self.dst), WRITE, self.burst_bytes)))
 
-    def _load(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         values = _tensor(self.src).values(core)
         fc = inner_block(values.itemsize)
         cols = padded(self.col0 + self.cols, fc)
@@ -955,7 +969,6 @@ class NzExtract(DmaCopy):
         packed = nz_pack(np.ascontiguousarray(matrix), fc)
         _tensor(self.dst).values(core)[: packed.size] = packed
 
-    effect = _load
 
 
 class Dequant(NamedTuple):
@@ -1029,13 +1042,17 @@ class FixpipeStore(DmaCopy):
         super().__init__(Pipe.FIXP, dst, src, rows, burst, 0, dst_row_bytes - burst, granule, label)
         self.rows, self.cols, self.out_dtype, self.rounding, self.dequant = rows, cols, out_dtype, rounding, dequant
 
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(FixpipeStore(_gm(dst), _tensor(src), self.rows, self.cols, self.out_dtype, self.burst_bytes + self.dst_gap,
+                                            self.rounding, self.granule, self.label, self.dequant), path_key)
+
     def footprint(self) -> tuple[Entry, ...]:
         src = _tensor(self.src)
         fractals = nz_count(self.rows, self.cols, FRACTAL_ROWS) * src.dtype.itemsize
         vectors = () if self.dequant is None else tuple(_span(v, READ) for v in self.dequant.vectors())
         return _entries(_span(src, READ, fractals), *vectors, _run(self.dst, WRITE, self.burst_count, self.burst_bytes, self.dst_gap))
 
-    def _store(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         _, dst_offset = self._offsets()
         result = nz_unpack(_tensor(self.src).values(core), self.rows, self.cols, FRACTAL_ROWS)
         if self.dequant is not None:
@@ -1051,7 +1068,6 @@ class FixpipeStore(DmaCopy):
             converted = vector_semantics.cast(result, self.out_dtype, self.rounding)
         self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = converted.view(np.uint8).reshape(self.burst_count, self.burst_bytes)
 
-    effect = _store
 
 
 class Mmad(FixedCost):
@@ -1064,6 +1080,7 @@ class Mmad(FixedCost):
     in int32 (wrapping)."""
 
     __slots__ = ("dst", "a", "b", "m", "n", "k", "accumulate", "bias")
+    has_effect = True
 
     def __init__(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool, cost_ps: int,
                  bias: LocalTensor | None = None) -> None:
@@ -1071,7 +1088,7 @@ class Mmad(FixedCost):
         self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate, self.bias = dst, a, b, m, n, k, accumulate, bias
 
     def twin(self) -> Instruction:
-        return self._clone()
+        return self._placed_like(Mmad(self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate, self._cost(), self.bias))
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         assert timing.cube is not None  # a multiply is built only for a die with a cube
@@ -1084,7 +1101,7 @@ class Mmad(FixedCost):
                         None if self.bias is None else _span(self.bias, READ, self.n * self.bias.dtype.itemsize),
                         _span(self.dst, WRITE, nz_count(self.m, self.n, FRACTAL_ROWS) * self.dst.dtype.itemsize))  # accumulating: read too
 
-    def _compute(self, core: AICore, run: KernelRun) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         block = inner_block(self.a.dtype.itemsize)
         a = nz_unpack(self.a.values(core), self.m, self.k, block)
         b = nz_unpack(self.b.values(core), self.n, self.k, block)
@@ -1096,7 +1113,6 @@ class Mmad(FixedCost):
         packed = nz_pack(result, FRACTAL_ROWS)
         out_flat[: packed.size] = packed
 
-    effect = _compute
 
 
 def fractal_matmul(a: np.ndarray, b: np.ndarray, k_block: int, accumulator: np.ndarray | None, out_dtype: npt.DTypeLike) -> np.ndarray:
