@@ -12,7 +12,7 @@ BYTECODE := $(VENV)/.bytecode
 TEST_DEPS := $(VENV)/.test-deps
 LINT_DEPS := $(VENV)/.lint-deps
 SOURCES := $(shell find npusim examples -name '*.py')
-# the modules the build compiles: setup.py's COMPILED list, on one line (the engine's, npusim/hw/core.py, queue.py, cache.py and npusim/isa/program.py)
+# the modules the build compiles: setup.py's COMPILED list, on one line (the engine's, npusim/hw/core.py, queue.py, cache.py, npusim/isa/program.py and instructions.py)
 COMPILED_SOURCES := $(shell sed -n 's/^COMPILED = \[\(.*\)\]$$/\1/p' setup.py | tr -d '",')
 
 .PHONY: run test explore lint bench golden clean

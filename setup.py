@@ -33,7 +33,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/isa/program.py"]
+COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/isa/program.py", "npusim/isa/instructions.py"]
 """The modules compiled, into one shared library (``compiled__mypyc``): they call each other inside it (one line: the Makefile reads it)."""
 PACKAGE = "npusim_compiled"
 """The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``: their extension files) and

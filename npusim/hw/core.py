@@ -6,8 +6,8 @@ every instruction, so an instruction never starts before the scalar instructions
 program order have finished (``s_dep``); ``set_flag``/``wait_flag`` order two pipes; a
 ``pipe_barrier(ALL)`` on the scalar pipe waits for every pipe to drain.
 
-Instructions are duck-typed: ``pipe``, ``s_dep``, ``label_id``, ``nbytes``, ``effect`` (None or a
-callable applied to real data at completion), ``control``, ``step`` (one of the constants below,
+Instructions are duck-typed: ``pipe``, ``s_dep``, ``label_id``, ``nbytes``, ``has_effect`` (whether
+``effect(core, run)`` applies to real data at completion), ``control``, ``step`` (one of the constants below,
 saying how the pipe executes it) and what that step needs: ``fixed_ps`` (FIXED), ``key``/``cost_ps``
 (SET_FLAG, WAIT_FLAG), ``start(core, run, delay_ps)`` returning an event (TRANSFER), or
 ``start(core, run)`` returning ps or an event (WAITING: barriers); ``recorded`` is None or a
@@ -15,8 +15,8 @@ callable, called with the index of the instruction's event right after it is rec
 to draw flows). A pipe reads the fields that do not change once a program is built from a typed
 record per instruction (:class:`PipeStep`), made once per program (or once for the replays of a
 template in a tile, which share them), not from the instruction object on every run (instructions
-are interpreted objects of many classes: each read is a look-up by name, where the record's are
-native reads once compiled); it reads ``recorded`` only where one may be attached (not on the
+are objects of many classes, which a pipe sees untyped: each read is a look-up by name, where the
+record's are native reads once compiled); it reads ``recorded`` only where one may be attached (not on the
 instructions replays share).
 
 This module is typed to mypy's strict level and compiled with the engine (setup.py: mypyc, in the
@@ -120,7 +120,7 @@ class PipeStep:
         self.s_dep: int = instruction.s_dep
         self.cost_ps: int = instruction.fixed_ps if step == FIXED else instruction.cost_ps if flag else 0
         self.key: int = instruction.key if flag else 0
-        self.effect = NO_EFFECT if instruction.effect is None else CONTROL_EFFECT if instruction.control else DATA_EFFECT
+        self.effect = NO_EFFECT if not instruction.has_effect else CONTROL_EFFECT if instruction.control else DATA_EFFECT
         self.label_id: int = instruction.label_id
         self.nbytes: int = instruction.nbytes
         self.watched = watched

@@ -1,10 +1,10 @@
 """The ISA every op is written in: per-core programs of DMA, vector, cube, scalar and sync
 instructions on the pipes SCALAR, VECTOR, CUBE, MTE1, MTE2, MTE3, FIXP.
 
-Its module :mod:`npusim.isa.program` runs compiled with the engine, in the engine's shared
-library, or as Python with it: :mod:`npusim.engine` chooses for all of them (all or none), and
-where it chose the compiled modules this package finds ``program`` in the build's ``isa/`` folder
-before the source.
+Its modules :mod:`npusim.isa.program` and :mod:`npusim.isa.instructions` run compiled with the
+engine, in the engine's shared library, or as Python with it: :mod:`npusim.engine` chooses for all
+of them (all or none), and where it chose the compiled modules this package finds ``program`` and
+``instructions`` in the build's ``isa/`` folder before the sources.
 """
 
 from npusim.engine import CHOICE

@@ -8,14 +8,18 @@ only when data is on, so timing never depends on it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Self
+import functools
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
+import simpy
 from numpy.lib.stride_tricks import as_strided
 
+from npusim.engine.progress import ProgressCounter
 from npusim.errors import UsageError, WorkloadError
-from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, flag_key
+from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, AICore, KernelRun, RouteKey, flag_key
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.hw.queue import Request
@@ -24,8 +28,10 @@ from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count, nz_pack, nz_
 from npusim.isa.scalar import ScalarExpr, resolve
 
 if TYPE_CHECKING:
+    from npusim.hw.cache import L2Tally
     from npusim.hw.timing import DieTiming
     from npusim.trace.costs import CostRule
+    from npusim.trace.recorder import Recorder
 
 
 class LocalTensor:
@@ -33,7 +39,7 @@ class LocalTensor:
 
     __slots__ = ("buffer", "offset", "count", "dtype")
 
-    def __init__(self, buffer: str, offset: int, count: int, dtype) -> None:
+    def __init__(self, buffer: str, offset: int, count: int, dtype: npt.DTypeLike) -> None:
         self.buffer = buffer
         self.offset = offset
         self.count = count
@@ -50,12 +56,12 @@ class LocalTensor:
         start, stop, _ = index.indices(self.count)
         return LocalTensor(self.buffer, self.offset + start * self.dtype.itemsize, max(stop - start, 0), self.dtype)
 
-    def reinterpret(self, dtype) -> LocalTensor:
+    def reinterpret(self, dtype: npt.DTypeLike) -> LocalTensor:
         """The same bytes seen as another dtype."""
-        dtype = np.dtype(dtype)
-        return LocalTensor(self.buffer, self.offset, self.nbytes // dtype.itemsize, dtype)
+        seen = np.dtype(dtype)
+        return LocalTensor(self.buffer, self.offset, self.nbytes // seen.itemsize, seen)
 
-    def values(self, core) -> np.ndarray:
+    def values(self, core: AICore) -> np.ndarray:
         """A writable numpy view of the tensor in ``core``'s buffer."""
         return core.buffers[self.buffer].view(self.offset, self.count, self.dtype)
 
@@ -63,7 +69,7 @@ class LocalTensor:
         return f"{self.buffer}[{self.offset}:{self.offset + self.nbytes}]<{self.dtype}>"
 
 
-def values_together(core, tensors: Sequence[LocalTensor]) -> list[np.ndarray]:
+def values_together(core: AICore, tensors: Sequence[LocalTensor]) -> list[np.ndarray]:
     """Writable numpy views of ``tensors`` in ``core``'s buffers that are valid together.
 
     A local buffer grows as it is used, and growing moves its bytes: a view taken before another
@@ -99,7 +105,15 @@ READ, WRITE, ATOMIC = 0, 1, 2
 atomic adds (``ATOMIC``) conflict with reads and writes, not with each other."""
 
 
-def _run(side, kind: int, burst_count: int, burst_bytes: int, gap: int) -> tuple | None:
+Entry = tuple["str | Allocation", int, int, int, int, int]
+"""A footprint entry (:meth:`Instruction.footprint`): memory, kind, start, length, stride, count."""
+CopySide = LocalTensor | GmAddress
+"""A side of a copy: a tensor in an on-chip buffer, or a GM address."""
+StridedView = tuple[Sequence[int], Sequence[int]]
+"""A strided view of a tensor: shape and strides, in elements."""
+
+
+def _run(side: CopySide, kind: int, burst_count: int, burst_bytes: int, gap: int) -> Entry | None:
     """The footprint entry of a copy's side: ``burst_count`` runs of ``burst_bytes``, ``gap`` apart;
     None for a GM address computed from scalar registers (known only when issued) or no bytes."""
     if burst_count <= 0 or burst_bytes <= 0:
@@ -113,43 +127,28 @@ def _run(side, kind: int, burst_count: int, burst_bytes: int, gap: int) -> tuple
     return side.allocation, kind, side.offset, burst_bytes, burst_bytes + gap, burst_count
 
 
-def _span(tensor: LocalTensor, kind: int, nbytes: int | None = None) -> tuple | None:
+def _span(tensor: LocalTensor, kind: int, nbytes: int | None = None) -> Entry | None:
     """The footprint entry of ``nbytes`` (default: all) of a local tensor from its start."""
     size = tensor.nbytes if nbytes is None else nbytes
     return (tensor.buffer, kind, tensor.offset, size, size, 1) if size > 0 else None
 
 
-def _view_bytes(tensor: LocalTensor, shape: tuple, strides: tuple) -> int:
+def _view_bytes(tensor: LocalTensor, shape: Sequence[int], strides: Sequence[int]) -> int:
     """Bytes from ``tensor``'s start to the end of its strided view (shape, strides in elements)."""
     return (1 + sum((n - 1) * s for n, s in zip(shape, strides))) * tensor.dtype.itemsize if all(shape) else 0
 
 
-def _entries(*entries: tuple | None) -> tuple[tuple, ...]:
+def _entries(*entries: Entry | None) -> tuple[Entry, ...]:
     return tuple(entry for entry in entries if entry is not None)
 
 
-_new = object.__new__  # an instruction's twin is made without __init__ (it copies what __init__ computed)
+PathKey = tuple[object, ...]
+"""A copy's path key, a :data:`~npusim.hw.core.RouteKey`, typed as a tuple of any length: compiled code keeps it the object it is
+(a fixed-length tuple it would unbox and box anew), and the replays of copies share one key object per path."""
+_PATH_KEYS: dict[PathKey, PathKey] = {}  # each path key made for a rebased copy, once: replays of copies to other dies share it
 
 
-def _slot_copier(cls: type[Instruction], given: tuple[str, ...] = ()) -> Callable:
-    """``cls``'s ``_clone``: one function that makes a new ``cls`` and sets each of its slots (those
-    of every class up to :class:`Instruction`) from the instance given, or to None for those of
-    ``cls._fresh``; with ``given``, a function that also takes those slots' values, after the
-    instance, in that order (a rebased copy's sides and path). One function per class, each slot
-    stored by name: a replay (:meth:`~npusim.isa.program.CoreProgram.replay`) copies many
-    instructions, and the interpreter specialises each attribute access of a code object for the
-    one class it sees there."""
-    slots = [slot for klass in reversed(cls.__mro__) for slot in klass.__dict__.get("__slots__", ())]
-    stores = "".join(f"    new.{slot} = {slot if slot in given else 'None' if slot in cls._fresh else 'self.' + slot}\n" for slot in slots)
-    namespace: dict[str, Any] = {"_new": _new, "cls": cls}
-    exec(f"def _clone(self{''.join(', ' + name for name in given)}):\n    new = _new(cls)\n{stores}    return new\n", namespace)  # code made from the slot names only
-    return namespace["_clone"]
-
-
-_PATH_KEYS: dict[tuple, tuple] = {}  # each path key made for a rebased copy, once: replays of copies to other dies share it
-
-
-def _path_key(pipe: Pipe, dst, src, atomic: bool = False) -> tuple:
+def _path_key(pipe: Pipe, dst: CopySide, src: CopySide, atomic: bool = False) -> PathKey:
     """Which path a copy takes, as the core's DMA path table knows it: (pipe, GM die, towards GM,
     its move ``(source, destination)`` places: ``("GM", "L1")`` ..., whether it is an atomic-add
     store: its bytes also cross the target L2's atomic unit)."""
@@ -161,7 +160,19 @@ def _path_key(pipe: Pipe, dst, src, atomic: bool = False) -> tuple:
     return (pipe, None, False, move, False)
 
 
-def _place_name(side) -> str:
+def _tensor(side: CopySide) -> LocalTensor:
+    """``side``, a side of a copy that its class puts in an on-chip buffer."""
+    assert isinstance(side, LocalTensor), f"{side!r} is not in an on-chip buffer"
+    return side
+
+
+def _gm(side: CopySide) -> GmAddress:
+    """``side``, a side of a copy that its class puts in GM."""
+    assert isinstance(side, GmAddress), f"{side!r} is not in GM"
+    return side
+
+
+def _place_name(side: CopySide) -> str:
     """Where a copy's side is: ``GM`` or the buffer's name."""
     return "GM" if isinstance(side, GmAddress) else side.buffer
 
@@ -174,7 +185,8 @@ class Instruction:
 
     __slots__ = ("pipe", "name_id", "s_dep", "nbytes", "tile", "label_id", "label", "fixed_ps", "control", "recorded")
     step = WAITING
-    effect: Callable[..., None] | None = None  # a class's own effect method (a class attribute: a bound method kept on the instance would be a reference cycle)
+    has_effect = False
+    """Whether it has an :meth:`effect` on real data (a class's own)."""
 
     def __init__(self, pipe: Pipe, label: str, nbytes: int = 0) -> None:
         self.pipe = pipe
@@ -188,11 +200,13 @@ class Instruction:
         self.control = False
         self.recorded: Callable[[int], None] | None = None
 
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._clone = _slot_copier(cls)  # type: ignore[method-assign]
+    def start(self, core: AICore, run: KernelRun) -> int | simpy.Event:
+        """The busy time in ps of a WAITING step, or an event it waits on."""
+        raise NotImplementedError
 
-    def start(self, core, run):
+    def effect(self, core: AICore, run: KernelRun) -> None:
+        """Its effect on ``core``'s buffers or GM (with data on, or where ``control``) as it completes,
+        for a class that ``has_effect``."""
         raise NotImplementedError
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
@@ -207,14 +221,14 @@ class Instruction:
         (programs holding them are not reused: :class:`~npusim.isa.program.ProgramTemplate`)."""
         raise TypeError(f"{type(self).__name__} has no twin")
 
-    _fresh: tuple[str, ...] = ("recorded",)  # the fields a twin does not copy: its own state, None at first
+    def _placed_like(self, new: Placed) -> Placed:
+        """``new``, a twin just built from this instruction's operands, placed as this one is in its
+        program (name, tile, ``s_dep``, bytes, cost, ``control``); its own ``recorded`` stays None."""
+        new.name_id, new.s_dep, new.nbytes, new.tile, new.label_id = self.name_id, self.s_dep, self.nbytes, self.tile, self.label_id
+        new.fixed_ps, new.control = self.fixed_ps, self.control
+        return new
 
-    def _clone(self) -> Self:
-        """A new instruction of this class with this one's fields (those of ``_fresh`` None):
-        made per class by :func:`_slot_copier`."""
-        raise TypeError(f"{type(self).__name__} has no twin")
-
-    def footprint(self) -> tuple[tuple, ...]:
+    def footprint(self) -> tuple[Entry, ...]:
         """The bytes this instruction reads and writes, for the race checker (:mod:`npusim.isa.racecheck`):
         entries ``(memory, kind, start, length, stride, count)``, ``count`` runs of ``length`` bytes
         ``stride`` apart from byte ``start`` of ``memory`` (an on-chip buffer's name, or a GM
@@ -232,7 +246,7 @@ def shared_by_replays(event: int) -> None:
     raise AssertionError("a pipe called the recorded hook of an instruction shared by replays")
 
 
-def on_recorded(instruction: Instruction, callback) -> None:
+def on_recorded(instruction: Instruction, callback: Callable[[int], None]) -> None:
     """Call ``callback(event_index)`` once ``instruction``'s event is recorded (after any callback
     already attached); with data on or off alike. Not for an instruction the replays of a template
     share (:meth:`~npusim.isa.program.CoreProgram.template`'s ``own`` names those that take one):
@@ -249,6 +263,9 @@ def on_recorded(instruction: Instruction, callback) -> None:
             callback(event)
 
         instruction.recorded = both
+
+
+Placed = TypeVar("Placed", bound=Instruction)
 
 
 class FixedCost(Instruction):
@@ -269,7 +286,13 @@ class FixedCost(Instruction):
     def twin(self) -> Instruction:
         if type(self) is not FixedCost:  # a subclass with operands of its own defines its twin, or has none
             return super().twin()
-        return self._clone()
+        return self._placed_like(FixedCost(self.pipe, self.label, self._cost(), self.nbytes))
+
+    def _cost(self) -> int:
+        """Its busy time (ps)."""
+        cost_ps = self.fixed_ps
+        assert cost_ps is not None  # set as it is built
+        return cost_ps
 
 
 class ScalarRead(FixedCost):
@@ -277,6 +300,7 @@ class ScalarRead(FixedCost):
     be in UB: synchronise with ``wait_flag(MTE2, SCALAR)`` first)."""
 
     __slots__ = ("source", "index", "reg_id")
+    has_effect = True
 
     def __init__(self, source: LocalTensor, index: int, reg_id: int, cost_ps: int) -> None:
         super().__init__(Pipe.SCALAR, "read_scalar", cost_ps)
@@ -285,12 +309,11 @@ class ScalarRead(FixedCost):
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("ub_read")
 
-    def _read(self, core, run) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         run.regs[self.reg_id] = self.source.values(core)[self.index].item()
 
-    effect = _read
 
-    def footprint(self) -> tuple[tuple, ...]:
+    def footprint(self) -> tuple[Entry, ...]:
         return _entries(_span(self.source[self.index : self.index + 1], READ))
 
 
@@ -300,6 +323,7 @@ class ScalarWrite(FixedCost):
     array: one write per element, from ``index`` on (``CoreProgram.write_scalars``)."""
 
     __slots__ = ("target", "index", "value")
+    has_effect = True
 
     def __init__(self, target: LocalTensor, index: int, value: int | float | np.ndarray, cost_ps: int, label: str = "write_scalar") -> None:
         super().__init__(Pipe.SCALAR, label, cost_ps)
@@ -312,18 +336,17 @@ class ScalarWrite(FixedCost):
     def count(self) -> int:
         return len(self.value) if isinstance(self.value, np.ndarray) else 1
 
-    def _write(self, core, run) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         if isinstance(self.value, np.ndarray):
             self.target.values(core)[self.index : self.index + len(self.value)] = self.value
         else:
             self.target.values(core)[self.index] = self.value
 
-    effect = _write
 
     def twin(self) -> Instruction:
-        return self._clone()
+        return self._placed_like(ScalarWrite(self.target, self.index, self.value, self._cost(), self.label))
 
-    def footprint(self) -> tuple[tuple, ...]:
+    def footprint(self) -> tuple[Entry, ...]:
         return _entries(_span(self.target[self.index : self.index + self.count], WRITE))
 
 
@@ -342,37 +365,41 @@ def _flag(verb: str, src: Pipe, dst: Pipe, event_id: int) -> tuple[str, int]:
 class SetFlag(Instruction):
     """Raise flag (src pipe -> dst pipe, event id) once the src pipe's earlier instructions are done."""
 
-    __slots__ = ("key", "cost_ps")
+    __slots__ = ("flag", "key", "cost_ps")
     step = SET_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
         label, self.key = _flag("set_flag", src, dst, event_id)
         super().__init__(src, label)
+        self.flag = (src, dst, event_id)
         self.cost_ps = cost_ps
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("flag")
 
     def twin(self) -> Instruction:
-        return self._clone()
+        src, dst, event_id = self.flag
+        return self._placed_like(SetFlag(src, dst, event_id, self.cost_ps))
 
 
 class WaitFlag(Instruction):
     """Block the dst pipe until flag (src pipe -> dst pipe, event id) is raised, then consume it."""
 
-    __slots__ = ("key", "cost_ps")
+    __slots__ = ("flag", "key", "cost_ps")
     step = WAIT_FLAG
 
     def __init__(self, src: Pipe, dst: Pipe, event_id: int, cost_ps: int) -> None:
         label, self.key = _flag("wait_flag", src, dst, event_id)
         super().__init__(dst, label)
+        self.flag = (src, dst, event_id)
         self.cost_ps = cost_ps
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("flag")
 
     def twin(self) -> Instruction:
-        return self._clone()
+        src, dst, event_id = self.flag
+        return self._placed_like(WaitFlag(src, dst, event_id, self.cost_ps))
 
 
 class PipeBarrierAll(Instruction):
@@ -389,29 +416,47 @@ class PipeBarrierAll(Instruction):
     def twin(self) -> Instruction:
         """Its twin waits for the same counts of each pipe: right where it is replayed as a whole
         program; :meth:`~npusim.isa.program.CoreProgram.extend` gives the twin it appends its own."""
-        return self._clone()
+        return self._placed_like(PipeBarrierAll(self.targets, self.cost_ps))
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("barrier")
 
-    def start(self, core, run):
+    def start(self, core: AICore, run: KernelRun) -> int | simpy.Event:
         env = run.env
-        if all(run.progress[pipe].count >= n for pipe, n in self.targets) and self._drained_at(run) <= env.now:
+        if all(_progress(run, pipe).count >= n for pipe, n in self.targets) and self._drained_at(run) <= env.now:
             return self.cost_ps
         return env.process(self._drain(run))
 
-    def _drained_at(self, run) -> int:
+    def _drained_at(self, run: KernelRun) -> int:
         """When the last of the awaited instructions ends (pipes may have run ahead of the clock)."""
-        return max((run.ends[int(pipe)][n - 1] for pipe, n in self.targets if n), default=0)
+        ends = run.ends
+        assert ends is not None  # kept for a program with a pipe_barrier(ALL)
+        return max((ends[int(pipe)][n - 1] for pipe, n in self.targets if n), default=0)
 
-    def _drain(self, run):
+    def _drain(self, run: KernelRun) -> Generator[simpy.Event, object, None]:
         env = run.env
         for pipe, n in self.targets:
-            if run.progress[pipe].count < n:
-                yield run.progress[pipe].reached(n)
+            progress = _progress(run, pipe)
+            if progress.count < n:
+                yield progress.reached(n)
         drained = self._drained_at(run)
         if drained > env.now:
             yield env.timeout(drained - env.now)
+
+
+def _progress(run: KernelRun, pipe: Pipe) -> ProgressCounter:
+    """``run``'s progress counter of ``pipe``, a pipe with instructions (its counter made as it started)."""
+    progress = run.progress[pipe]
+    assert progress is not None, f"{pipe.name} has no instructions to wait for"
+    return progress
+
+
+def _succeed_after(timeout: simpy.Event, event: simpy.Event) -> None:
+    """Make ``event`` succeed as ``timeout`` fires (in its callbacks)."""
+    def succeed(_: simpy.Event) -> None:
+        event.succeed()
+
+    timeout.callbacks.append(succeed)
 
 
 class PollGm(Instruction):
@@ -442,34 +487,34 @@ class PollGm(Instruction):
     def met(self) -> bool:
         return int(np.count_nonzero(self.words() == self.expected)) >= self.need
 
-    def start(self, core, run):
+    def start(self, core: AICore, run: KernelRun) -> int | simpy.Event:
         if self.met():
             return self.poll_ps
         env = run.env
         started, poll_ps = env.now, self.poll_ps
         allocation = self.address.allocation
         done = env.event()
-
         first = self.address.offset
-        watcher = (first, first + (self.count - 1) * self.stride + 4, None)
+        assert isinstance(first, int), "polled words live at a known offset"
+        if allocation.watchers is None:
+            allocation.watchers = []
+        watchers = allocation.watchers
 
         def look(writer: Instruction | None) -> None:
             """Called by each write into the watched bytes: ``writer`` the store (None: an engine's
             write, e.g. an RDMA write's flags, which draws no arrow)."""
             if self.met():
-                allocation.watchers.remove(watcher)
+                watchers.remove(watcher)
                 iterations = max(1, -(-(env.now - started) // poll_ps))
-                env.timeout(started + iterations * poll_ps - env.now).callbacks.append(lambda _: done.succeed())
+                _succeed_after(env.timeout(started + iterations * poll_ps - env.now), done)
                 if writer is not None:
                     self._arrow_from(writer, core.system.recorder)
 
-        watcher = (watcher[0], watcher[1], look)
-        if allocation.watchers is None:
-            allocation.watchers = []
-        allocation.watchers.append(watcher)
+        watcher = (first, first + (self.count - 1) * self.stride + 4, look)
+        watchers.append(watcher)
         return done
 
-    def _arrow_from(self, writer: Instruction, recorder) -> None:
+    def _arrow_from(self, writer: Instruction, recorder: Recorder) -> None:
         """A ``signal->poll`` flow from the store that completed the words to this poll, once both
         are recorded (the store's event is recorded right after its effect, this poll's when it ends)."""
         ends: dict[str, int] = {}
@@ -482,7 +527,7 @@ class PollGm(Instruction):
         on_recorded(writer, lambda index: seen("writer", index))
         on_recorded(self, lambda index: seen("poll", index))
 
-    def footprint(self) -> tuple[tuple, ...]:
+    def footprint(self) -> tuple[Entry, ...]:
         return ()
 
     def __repr__(self) -> str:
@@ -499,16 +544,16 @@ class CoreBarrier:
         self.cost_ps = cost_ps
         self.parties = 0
         self.arrived: list[SyncAll] = []
-        self.release: Any = None  # the event every core waits on, made by the first to arrive
+        self.release: simpy.Event | None = None  # the event every core waits on, made by the first to arrive
 
-    def arrive(self, instruction: SyncAll, env):
+    def arrive(self, instruction: SyncAll, env: simpy.Environment) -> simpy.Event:
         if self.release is None:
             self.release = env.event()
         self.arrived.append(instruction)
         if len(self.arrived) == self.parties:
             release = self.release
-            env.timeout(self.cost_ps).callbacks.append(lambda _: release.succeed())
-            self._arrows(instruction, env.now)
+            _succeed_after(env.timeout(self.cost_ps), release)
+            self._arrows(instruction, int(env.now))
         return self.release
 
     def _arrows(self, last: SyncAll, released_at: int) -> None:
@@ -524,7 +569,7 @@ class CoreBarrier:
                     recorder.flow(source, events[position], "sync all", released_at)
 
         for position, instruction in enumerate(self.arrived):
-            on_recorded(instruction, lambda index, position=position: seen(position, index))
+            on_recorded(instruction, functools.partial(seen, position))
 
 
 class SyncAll(Instruction):
@@ -534,14 +579,14 @@ class SyncAll(Instruction):
 
     __slots__ = ("barrier", "recorder")
 
-    def __init__(self, barrier: CoreBarrier, recorder) -> None:
+    def __init__(self, barrier: CoreBarrier, recorder: Recorder) -> None:
         super().__init__(Pipe.SCALAR, "SyncAll")
         self.barrier, self.recorder = barrier, recorder
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.sync_all_rule()
 
-    def start(self, core, run):
+    def start(self, core: AICore, run: KernelRun) -> int | simpy.Event:
         return self.barrier.arrive(self, run.env)
 
 
@@ -558,50 +603,54 @@ class DmaCopy(Instruction):
     they flow at the max-min fair rate of the path (each burst rounded up to the 32-byte granule),
     the part that hits in L2 then the part that misses."""
 
-    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "moved_bytes", "dynamic", "_resolved", "path_key")
-    _fresh = ("recorded", "_resolved")
+    __slots__ = ("src", "dst", "burst_count", "burst_bytes", "src_gap", "dst_gap", "granule", "moved_bytes", "dynamic", "_resolved", "path_key")
+    has_effect = True
     rebasable = True
     """Whether a copy of this class has a copy for other GM bytes (:meth:`rebased`): all its other
     fields are the same wherever its GM sides are."""
 
-    def __init__(self, pipe: Pipe, dst, src, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
+    def __init__(self, pipe: Pipe, dst: CopySide, src: CopySide, burst_count: int, burst_bytes: int, src_gap: int, dst_gap: int, granule: int, label: str) -> None:
         super().__init__(pipe, label, burst_count * burst_bytes)
         self.src, self.dst = src, dst
         self.burst_count, self.burst_bytes = burst_count, burst_bytes
-        self.src_gap, self.dst_gap = src_gap, dst_gap
+        self.src_gap, self.dst_gap, self.granule = src_gap, dst_gap, granule
         self.moved_bytes = burst_count * (-(-burst_bytes // granule) * granule)
         self.dynamic = isinstance(src.offset, ScalarExpr) or isinstance(dst.offset, ScalarExpr)  # a GM address from registers
         self._resolved: tuple[int, int] | None = None
-        self.path_key = _path_key(pipe, dst, src)
+        self.path_key: PathKey = _path_key(pipe, dst, src)
 
     step = TRANSFER
 
-    def rebased(self, dst, src) -> DmaCopy:
+    def rebased(self, dst: CopySide, src: CopySide) -> DmaCopy:
         """The :meth:`twin` of this copy between ``dst`` and ``src`` (GM addresses of other bytes in
         place of its GM sides, the same buffers); only a copy of known addresses of a
         :attr:`rebasable` class has one."""
-        cls = type(self)
-        if not cls.rebasable or self.dynamic:
-            raise TypeError(f"{cls.__name__} {self.label!r} is not rebased")
+        if not self.rebasable or self.dynamic:
+            raise TypeError(f"{type(self).__name__} {self.label!r} is not rebased")
         return self.moved(dst, src)
 
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._moved = _slot_copier(cls, _MOVED)  # type: ignore[method-assign]
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        """Its twin between ``dst`` and ``src`` on the path ``path_key`` (:meth:`moved`'s, given);
+        each class with operands of its own builds its own."""
+        return self._placed_on(DmaCopy(self.pipe, dst, src, self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap, self.granule,
+                                       self.label), path_key)
 
-    def _moved(self, dst, src, path_key: tuple) -> Self:
-        """A :meth:`_clone` with these sides and path key: made per class by :func:`_slot_copier`."""
-        raise NotImplementedError
+    def _placed_on(self, new: Copied, path_key: PathKey) -> Copied:
+        """``new``, a twin just built by :meth:`_moved`, placed as this copy is (:meth:`_placed_like`), on ``path_key``."""
+        new.path_key = path_key
+        return self._placed_like(new)
 
-    def moved(self, dst, src) -> DmaCopy:
+    def moved(self, dst: CopySide, src: CopySide) -> DmaCopy:
         """:meth:`rebased`, for a copy known to have one (a template's: its twin was made)."""
         # _path_key of the new sides: they are GM where this copy's are, so only the GM die can differ
         key = self.path_key
         if key[1] is not None:
-            key = self.path_key_on((dst if key[2] else src).allocation.die)
+            gm_side = dst if key[2] else src
+            assert isinstance(gm_side, GmAddress)  # GM where this copy's is
+            key = self.path_key_on(gm_side.allocation.die)
         return self._moved(dst, src, key)
 
-    def path_key_on(self, die: int) -> tuple:
+    def path_key_on(self, die: int) -> PathKey:
         """Its path key with its GM side on die ``die``: its own when that is where it is (one
         tuple for the copies of one path)."""
         key = self.path_key
@@ -617,7 +666,8 @@ class DmaCopy(Instruction):
         """Bytes from a side's first byte to its last one's end, with ``gap`` bytes between bursts."""
         return self.burst_count * self.burst_bytes + (self.burst_count - 1) * gap
 
-    def request(self, core, run, issue_ps: int, tally, complete, owner, tail=None) -> Request:
+    def request(self, core: AICore, run: KernelRun, issue_ps: int, tally: L2Tally | None, complete: Callable[[Any, int, int, int, int], None],
+                owner: object, tail: Callable[[Any, int], int] | None = None) -> Request:
         """This copy as a request of its engine's queue (:class:`~npusim.hw.queue.Request`), issued at
         ``issue_ps``: its flows (:meth:`~npusim.hw.core.AICore.dma_segments`, its GM side looked up
         in L2 with the op's counters ``tally``) and its bursts' cost; ``complete`` with ``owner``
@@ -626,24 +676,25 @@ class DmaCopy(Instruction):
         if self.dynamic and (core.system.with_data or self.control):
             self._resolved = (self._offset(self.src, run), self._offset(self.dst, run))
         key, bursts = self.path_key, self.burst_count
-        route = core.dma_routes.get(key) or core.dma_route(key)
-        if key[1] is None:
+        route = core.dma_routes.get(key) or core.dma_route(cast(RouteKey, key))
+        side, gap = (self.dst, self.dst_gap) if key[2] else (self.src, self.src_gap)  # its GM side, if any (the destination towards GM)
+        if not isinstance(side, GmAddress):  # no GM side (key[1] is None)
             segments = core.dma_segments(route, self.moved_bytes, issue_ps, None, 0, 0, 0, 0, None)
+        elif self.dynamic or not isinstance(offset := side.offset, int):  # (an offset not an int is dynamic)
+            # its bytes are known only with data on: not looked up, so timing does not depend on data
+            segments = core.dma_segments(route, self.moved_bytes, issue_ps, None, 0, self.span(gap), 0, 1, tally)
         else:
-            to_gm = key[2]
-            side, gap = (self.dst, self.dst_gap) if to_gm else (self.src, self.src_gap)
-            if self.dynamic:  # its bytes are known only with data on: not looked up, so timing does not depend on data
-                segments = core.dma_segments(route, self.moved_bytes, issue_ps, None, 0, self.span(gap), 0, 1, tally)
-            else:
-                segments = core.dma_segments(route, self.moved_bytes, issue_ps, side.allocation, side.offset, self.burst_bytes,
-                                             self.burst_bytes + gap, bursts, tally)
+            segments = core.dma_segments(route, self.moved_bytes, issue_ps, side.allocation, offset, self.burst_bytes,
+                                         self.burst_bytes + gap, bursts, tally)
         return Request(segments, bursts * route.per_burst_ps, issue_ps, complete, owner, tail)
 
-    def footprint(self) -> tuple[tuple, ...]:
+    def footprint(self) -> tuple[Entry, ...]:
         return _entries(_run(self.src, READ, self.burst_count, self.burst_bytes, self.src_gap),
                         _run(self.dst, ATOMIC if isinstance(self, AtomicAddCopy) else WRITE, self.burst_count, self.burst_bytes, self.dst_gap))
 
-    def _offset(self, side, run) -> int:
+    def _offset(self, side: CopySide, run: KernelRun) -> int:
+        """The byte offset of ``side`` in its memory, a GM address from scalar registers resolved from ``run``'s
+        values of them (WorkloadError where the copy would leave its allocation)."""
         if not isinstance(side, GmAddress):
             return side.offset
         offset = int(resolve(side.offset, run.regs))  # an address: an int (a register's value may be numpy's)
@@ -656,7 +707,7 @@ class DmaCopy(Instruction):
             )
         return offset
 
-    def _bytes_of(self, side, core, offset: int, gap: int) -> np.ndarray:
+    def _bytes_of(self, side: CopySide, core: AICore, offset: int, gap: int) -> np.ndarray:
         span = self.span(gap)
         buffer = side.allocation.data if isinstance(side, GmAddress) else core.buffers[side.buffer].reach(offset + span)
         assert buffer is not None  # bytes are read with data on, where GM holds them
@@ -665,11 +716,17 @@ class DmaCopy(Instruction):
             return window
         return as_strided(window, shape=(self.burst_count, self.burst_bytes), strides=(self.burst_bytes + gap, 1), writeable=True)
 
-    def _copy(self, core, run) -> None:
+    def _offsets(self) -> tuple[int, int]:
+        """The byte offsets of its sides (``src``, ``dst``) in their memories: an address from
+        scalar registers as it was resolved when the copy was issued."""
         if self._resolved is not None:
-            src_offset, dst_offset = self._resolved
-        else:
-            src_offset, dst_offset = self.src.offset, self.dst.offset
+            return self._resolved
+        src, dst = self.src.offset, self.dst.offset
+        assert isinstance(src, int) and isinstance(dst, int), "a copy of a register address is resolved when issued"
+        return src, dst
+
+    def effect(self, core: AICore, run: KernelRun) -> None:
+        src_offset, dst_offset = self._offsets()
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy()
         dst = self.dst
         self._bytes_of(dst, core, dst_offset, self.dst_gap)[...] = source
@@ -685,11 +742,9 @@ class DmaCopy(Instruction):
                 if first < end and dst_offset < last:
                     look(self)
 
-    effect = _copy
 
 
-_MOVED = ("dst", "src", "path_key")  # the slots DmaCopy._moved is given
-DmaCopy._moved = _slot_copier(DmaCopy, _MOVED)  # type: ignore[method-assign]  # (its subclasses' made by __init_subclass__)
+Copied = TypeVar("Copied", bound=DmaCopy)
 
 
 class AtomicAddCopy(DmaCopy):
@@ -707,20 +762,25 @@ class AtomicAddCopy(DmaCopy):
         self.dtype = src.dtype
         self.path_key = _path_key(Pipe.MTE3, dst, src, atomic=True)
 
-    def request(self, core, run, issue_ps: int, tally, complete, owner, tail=None) -> Request:
-        """As a copy's (:meth:`DmaCopy.request`), completed once the target's L2 has applied the adds."""
-        target = core.system.die(self.dst.allocation.die)
-        allocation = self.dst.allocation
-        request = super().request(core, run, issue_ps, tally, complete, owner)  # resolves a register address first
-        offset = self._resolved[1] if self._resolved is not None else int(resolve(self.dst.offset, run.regs))
-        span = self.span(self.dst_gap)
-        return request._replace(tail=lambda _owner, arrived_ps: target.atomics.apply_at(allocation, offset, span, arrived_ps))
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(AtomicAddCopy(_gm(dst), _tensor(src), self.burst_count, self.burst_bytes, self.src_gap, self.dst_gap, self.granule,
+                                             self.label), path_key)
 
-    def _add(self, core, run) -> None:
-        if self._resolved is not None:
-            src_offset, dst_offset = self._resolved
-        else:
-            src_offset, dst_offset = self.src.offset, self.dst.offset
+    def request(self, core: AICore, run: KernelRun, issue_ps: int, tally: L2Tally | None, complete: Callable[[Any, int, int, int, int], None],
+                owner: object, tail: Callable[[Any, int], int] | None = None) -> Request:
+        """As a copy's (:meth:`DmaCopy.request`), completed once the target's L2 has applied the adds."""
+        dst = self.dst
+        assert isinstance(dst, GmAddress)  # an atomic add stores to GM
+        allocation = dst.allocation
+        atomics = core.system.die(allocation.die).atomics
+        assert atomics is not None  # an atomic add is built only for a die with atomics (CoreProgram, ProgramTemplate)
+        request = super().request(core, run, issue_ps, tally, complete, owner)  # resolves a register address first
+        offset = self._resolved[1] if self._resolved is not None else int(resolve(dst.offset, run.regs))
+        span = self.span(self.dst_gap)
+        return request._replace(tail=lambda _owner, arrived_ps: atomics.apply_at(allocation, offset, span, arrived_ps))
+
+    def effect(self, core: AICore, run: KernelRun) -> None:
+        src_offset, dst_offset = self._offsets()
         source = self._bytes_of(self.src, core, src_offset, self.src_gap).copy().view(self.dtype)
         target = self._bytes_of(self.dst, core, dst_offset, self.dst_gap).view(self.dtype)
         if self.dtype.kind in "iu":  # integers wrap and raise no floating-point error (signals, added with data off too)
@@ -730,7 +790,6 @@ class AtomicAddCopy(DmaCopy):
                 target += source
         self._wake_watchers(dst_offset)
 
-    effect = _add
 
 
 class VectorOp(FixedCost):
@@ -740,8 +799,9 @@ class VectorOp(FixedCost):
     ``r`` reads / writes ``lanes`` elements at ``r * strides[i]`` of operand ``i`` (dst first)."""
 
     __slots__ = ("kind", "dst", "srcs", "scalar", "rounding", "repeat_layout")
+    has_effect = True
 
-    def __init__(self, kind: str, dst: LocalTensor, srcs: list[LocalTensor], scalar, rounding: str, cost_ps: int, label: str,
+    def __init__(self, kind: str, dst: LocalTensor, srcs: list[LocalTensor], scalar: object, rounding: str, cost_ps: int, label: str,
                  repeat_layout: tuple[int, int, tuple[int, ...]] | None = None) -> None:
         super().__init__(Pipe.VECTOR, label, cost_ps, dst.nbytes)
         self.kind, self.dst, self.srcs, self.scalar, self.rounding = kind, dst, srcs, scalar, rounding
@@ -754,15 +814,15 @@ class VectorOp(FixedCost):
     def twin(self) -> Instruction:
         if type(self) is not VectorOp:
             return super().twin()
-        return self._clone()
+        return self._placed_like(VectorOp(self.kind, self.dst, self.srcs, self.scalar, self.rounding, self._cost(), self.label, self.repeat_layout))
 
-    def footprint(self) -> tuple[tuple, ...]:
+    def footprint(self) -> tuple[Entry, ...]:
         entries = [(src.buffer, READ, src.offset, size, size, 1) for src in self.srcs if (size := src.count * src.dtype.itemsize)]
         if self.nbytes:  # the destination's bytes
             entries.append((self.dst.buffer, WRITE, self.dst.offset, self.nbytes, self.nbytes, 1))
         return tuple(entries)
 
-    def _compute(self, core, run) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         scalar = resolve(self.scalar, run.regs) if isinstance(self.scalar, ScalarExpr) else self.scalar
         values = values_together(core, [self.dst, *self.srcs])
         if self.repeat_layout is not None:
@@ -770,7 +830,6 @@ class VectorOp(FixedCost):
             values = [as_strided(v, shape=(repeats, lanes), strides=(s * v.itemsize, v.itemsize)) for v, s in zip(values, strides)]
         vector_semantics.compute(self.kind, values[0], values[1:], scalar, self.rounding)
 
-    effect = _compute
 
 
 class MatrixVectorOp(VectorOp):
@@ -781,22 +840,21 @@ class MatrixVectorOp(VectorOp):
 
     __slots__ = ("src_view", "dst_view")
 
-    def __init__(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: tuple, dst_view: tuple, cost_ps: int, label: str) -> None:
+    def __init__(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: StridedView, dst_view: StridedView, cost_ps: int, label: str) -> None:
         super().__init__(kind, dst, [src], None, "rint", cost_ps, label)
         self.src_view, self.dst_view = src_view, dst_view
 
-    def footprint(self) -> tuple[tuple, ...]:
+    def footprint(self) -> tuple[Entry, ...]:
         (src, dst), (src_view, dst_view) = (self.srcs[0], self.dst), (self.src_view, self.dst_view)
         return _entries(_span(src, READ, _view_bytes(src, *src_view)), _span(dst, WRITE, _view_bytes(dst, *dst_view)))
 
-    def _compute(self, core, run) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         src_values, dst_values = self.srcs[0].values(core), self.dst.values(core)
         (src_shape, src_strides), (dst_shape, dst_strides) = self.src_view, self.dst_view
         src = as_strided(src_values, shape=src_shape, strides=tuple(s * src_values.itemsize for s in src_strides))
         out = as_strided(dst_values, shape=dst_shape, strides=tuple(s * dst_values.itemsize for s in dst_strides))
         vector_semantics.compute(self.kind, out, [src.copy()], None, "rint")
 
-    effect = _compute
 
 
 class FractalLoad(DmaCopy):
@@ -811,23 +869,26 @@ class FractalLoad(DmaCopy):
         super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
         self.rows, self.cols, self.src_stride, self.transpose = rows, cols, src_stride, transpose
 
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(FractalLoad(_tensor(dst), _tensor(src), self.rows, self.cols, self.src_stride, self.transpose, self.burst_bytes,
+                                           self.granule, self.label), path_key)
+
     def twin(self) -> Instruction:
-        return self._clone()  # buffers on both sides: nothing to rebase
+        return self._moved(self.dst, self.src, self.path_key)  # buffers on both sides: nothing to rebase
 
-    def footprint(self) -> tuple[tuple, ...]:
-        itemsize = self.src.dtype.itemsize
+    def footprint(self) -> tuple[Entry, ...]:
+        itemsize = _tensor(self.src).dtype.itemsize
         return _entries(_run(self.src, READ, self.rows, self.cols * itemsize, (self.src_stride - self.cols) * itemsize),
-                        _span(self.dst, WRITE, self.burst_bytes))
+                        _span(_tensor(self.dst), WRITE, self.burst_bytes))
 
-    def _load(self, core, run) -> None:
-        values = self.src.values(core)
+    def effect(self, core: AICore, run: KernelRun) -> None:
+        values = _tensor(self.src).values(core)
         matrix = as_strided(values, shape=(self.rows, self.cols), strides=(self.src_stride * values.itemsize, values.itemsize))
         if self.transpose:
             matrix = matrix.T
         packed = nz_pack(np.ascontiguousarray(matrix), inner_block(values.itemsize))
-        self.dst.values(core)[: packed.size] = packed
+        _tensor(self.dst).values(core)[: packed.size] = packed
 
-    effect = _load
 
 
 class Nd2NzLoad(DmaCopy):
@@ -844,17 +905,20 @@ class Nd2NzLoad(DmaCopy):
         super().__init__(Pipe.MTE2, dst, src, rows, burst, src_row_bytes - burst, 0, granule, label)
         self.rows, self.cols, self.dtype = rows, cols, dst.dtype
 
-    def footprint(self) -> tuple[tuple, ...]:
-        written = nz_count(self.rows, self.cols, inner_block(self.dtype.itemsize)) * self.dtype.itemsize
-        return _entries(_run(self.src, READ, self.burst_count, self.burst_bytes, self.src_gap), _span(self.dst, WRITE, written))
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(Nd2NzLoad(_tensor(dst), _gm(src), self.rows, self.cols, self.burst_bytes + self.src_gap, self.granule, self.label),
+                               path_key)
 
-    def _load(self, core, run) -> None:
-        src_offset = self._resolved[0] if self._resolved is not None else self.src.offset
+    def footprint(self) -> tuple[Entry, ...]:
+        written = nz_count(self.rows, self.cols, inner_block(self.dtype.itemsize)) * self.dtype.itemsize
+        return _entries(_run(self.src, READ, self.burst_count, self.burst_bytes, self.src_gap), _span(_tensor(self.dst), WRITE, written))
+
+    def effect(self, core: AICore, run: KernelRun) -> None:
+        src_offset, _ = self._offsets()
         rows = self._bytes_of(self.src, core, src_offset, self.src_gap).reshape(self.rows, self.burst_bytes)
         packed = nz_pack(np.ascontiguousarray(rows).view(self.dtype), inner_block(self.dtype.itemsize))
-        self.dst.values(core)[: packed.size] = packed
+        _tensor(self.dst).values(core)[: packed.size] = packed
 
-    effect = _load
 
 
 class NzExtract(DmaCopy):
@@ -871,27 +935,31 @@ class NzExtract(DmaCopy):
         super().__init__(Pipe.MTE1, dst, src, 1, nbytes, 0, 0, granule, label)
         self.rows, self.cols, self.src_rows, self.row0, self.col0, self.transpose = rows, cols, src_rows, row0, col0, transpose
 
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(NzExtract(_tensor(dst), _tensor(src), self.src_rows, self.row0, self.col0, self.rows, self.cols, self.transpose,
+                                         self.burst_bytes, self.granule, self.label), path_key)
+
     def twin(self) -> Instruction:
-        return self._clone()  # buffers on both sides: nothing to rebase
+        return self._moved(self.dst, self.src, self.path_key)  # buffers on both sides: nothing to rebase
 
     def _region(self) -> tuple[int, int, int]:
         """The bytes it reads of ``src``: (first byte from src's start, bytes per fractal column, fractal columns)."""
-        item = self.src.dtype.itemsize
+        item = _tensor(self.src).dtype.itemsize
         fc = inner_block(item)
         column = padded(self.rows, FRACTAL_ROWS) * fc * item
         first = ((self.col0 // fc) * self.src_rows + self.row0) * fc * item
         return first, column, padded(self.cols, fc) // fc
 
-    def footprint(self) -> tuple[tuple, ...]:
+    def footprint(self) -> tuple[Entry, ...]:
         first, column, columns = self._region()
-        stride = self.src_rows * inner_block(self.src.dtype.itemsize) * self.src.dtype.itemsize
-        src = self.src
-        read = (src.buffer, READ, src.offset + first, column, stride, columns) if column != stride else \
+        src = _tensor(self.src)
+        stride = self.src_rows * inner_block(src.dtype.itemsize) * src.dtype.itemsize
+        read: Entry = (src.buffer, READ, src.offset + first, column, stride, columns) if column != stride else \
             (src.buffer, READ, src.offset + first, column * columns, column * columns, 1)
-        return (read, *_entries(_span(self.dst, WRITE, self.burst_bytes)))
+        return (read, *_entries(_span(_tensor(self.dst), WRITE, self.burst_bytes)))
 
-    def _load(self, core, run) -> None:
-        values = self.src.values(core)
+    def effect(self, core: AICore, run: KernelRun) -> None:
+        values = _tensor(self.src).values(core)
         fc = inner_block(values.itemsize)
         cols = padded(self.col0 + self.cols, fc)
         whole = nz_unpack(values, self.src_rows, cols, fc)
@@ -899,9 +967,8 @@ class NzExtract(DmaCopy):
         if self.transpose:
             matrix = matrix.T
         packed = nz_pack(np.ascontiguousarray(matrix), fc)
-        self.dst.values(core)[: packed.size] = packed
+        _tensor(self.dst).values(core)[: packed.size] = packed
 
-    effect = _load
 
 
 class Dequant(NamedTuple):
@@ -968,21 +1035,26 @@ class FixpipeStore(DmaCopy):
 
     __slots__ = ("rows", "cols", "out_dtype", "rounding", "dequant")
 
-    def __init__(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype, dst_row_bytes: int, rounding: str,
+    def __init__(self, dst: GmAddress, src: LocalTensor, rows: int, cols: int, out_dtype: npt.DTypeLike, dst_row_bytes: int, rounding: str,
                  granule: int, label: str, dequant: Dequant | None = None) -> None:
         out_dtype = np.dtype(out_dtype)
         burst = cols * out_dtype.itemsize
         super().__init__(Pipe.FIXP, dst, src, rows, burst, 0, dst_row_bytes - burst, granule, label)
         self.rows, self.cols, self.out_dtype, self.rounding, self.dequant = rows, cols, out_dtype, rounding, dequant
 
-    def footprint(self) -> tuple[tuple, ...]:
-        fractals = nz_count(self.rows, self.cols, FRACTAL_ROWS) * self.src.dtype.itemsize
-        vectors = () if self.dequant is None else tuple(_span(v, READ) for v in self.dequant.vectors())
-        return _entries(_span(self.src, READ, fractals), *vectors, _run(self.dst, WRITE, self.burst_count, self.burst_bytes, self.dst_gap))
+    def _moved(self, dst: CopySide, src: CopySide, path_key: PathKey) -> DmaCopy:
+        return self._placed_on(FixpipeStore(_gm(dst), _tensor(src), self.rows, self.cols, self.out_dtype, self.burst_bytes + self.dst_gap,
+                                            self.rounding, self.granule, self.label, self.dequant), path_key)
 
-    def _store(self, core, run) -> None:
-        dst_offset = self._resolved[1] if self._resolved is not None else self.dst.offset
-        result = nz_unpack(self.src.values(core), self.rows, self.cols, FRACTAL_ROWS)
+    def footprint(self) -> tuple[Entry, ...]:
+        src = _tensor(self.src)
+        fractals = nz_count(self.rows, self.cols, FRACTAL_ROWS) * src.dtype.itemsize
+        vectors = () if self.dequant is None else tuple(_span(v, READ) for v in self.dequant.vectors())
+        return _entries(_span(src, READ, fractals), *vectors, _run(self.dst, WRITE, self.burst_count, self.burst_bytes, self.dst_gap))
+
+    def effect(self, core: AICore, run: KernelRun) -> None:
+        _, dst_offset = self._offsets()
+        result = nz_unpack(_tensor(self.src).values(core), self.rows, self.cols, FRACTAL_ROWS)
         if self.dequant is not None:
             dequant = self.dequant
             scale, offset, token, bias = (None if v is None else v.values(core).copy() for v in dequant[:4])
@@ -996,7 +1068,6 @@ class FixpipeStore(DmaCopy):
             converted = vector_semantics.cast(result, self.out_dtype, self.rounding)
         self._bytes_of(self.dst, core, dst_offset, self.dst_gap)[...] = converted.view(np.uint8).reshape(self.burst_count, self.burst_bytes)
 
-    effect = _store
 
 
 class Mmad(FixedCost):
@@ -1009,6 +1080,7 @@ class Mmad(FixedCost):
     in int32 (wrapping)."""
 
     __slots__ = ("dst", "a", "b", "m", "n", "k", "accumulate", "bias")
+    has_effect = True
 
     def __init__(self, dst: LocalTensor, a: LocalTensor, b: LocalTensor, m: int, n: int, k: int, accumulate: bool, cost_ps: int,
                  bias: LocalTensor | None = None) -> None:
@@ -1016,20 +1088,20 @@ class Mmad(FixedCost):
         self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate, self.bias = dst, a, b, m, n, k, accumulate, bias
 
     def twin(self) -> Instruction:
-        return self._clone()
+        return self._placed_like(Mmad(self.dst, self.a, self.b, self.m, self.n, self.k, self.accumulate, self._cost(), self.bias))
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         assert timing.cube is not None  # a multiply is built only for a die with a cube
         return timing.cube.rule()
 
-    def footprint(self) -> tuple[tuple, ...]:
+    def footprint(self) -> tuple[Entry, ...]:
         block = inner_block(self.a.dtype.itemsize)
         return _entries(_span(self.a, READ, nz_count(self.m, self.k, block) * self.a.dtype.itemsize),
                         _span(self.b, READ, nz_count(self.n, self.k, block) * self.b.dtype.itemsize),
                         None if self.bias is None else _span(self.bias, READ, self.n * self.bias.dtype.itemsize),
                         _span(self.dst, WRITE, nz_count(self.m, self.n, FRACTAL_ROWS) * self.dst.dtype.itemsize))  # accumulating: read too
 
-    def _compute(self, core, run) -> None:
+    def effect(self, core: AICore, run: KernelRun) -> None:
         block = inner_block(self.a.dtype.itemsize)
         a = nz_unpack(self.a.values(core), self.m, self.k, block)
         b = nz_unpack(self.b.values(core), self.n, self.k, block)
@@ -1041,10 +1113,9 @@ class Mmad(FixedCost):
         packed = nz_pack(result, FRACTAL_ROWS)
         out_flat[: packed.size] = packed
 
-    effect = _compute
 
 
-def fractal_matmul(a: np.ndarray, b: np.ndarray, k_block: int, accumulator: np.ndarray | None, out_dtype) -> np.ndarray:
+def fractal_matmul(a: np.ndarray, b: np.ndarray, k_block: int, accumulator: np.ndarray | None, out_dtype: npt.DTypeLike) -> np.ndarray:
     """``accumulator (+)= a @ b`` in the cube's order: for each k block of ``k_block`` (in order), the
     block's products summed exactly (float64; products of 16-bit floats are exact) and rounded to fp32,
     then added to the fp32 accumulator; integer inputs accumulate in int64 and wrap to int32."""

@@ -46,6 +46,7 @@ from npusim.isa import vector as vector_semantics
 from npusim.isa.fractal import FRACTAL_ROWS, inner_block, nz_count
 from npusim.isa.instructions import (
     AtomicAddCopy,
+    CopySide,
     CoreBarrier,
     Dequant,
     DmaCopy,
@@ -895,23 +896,26 @@ class ProgramTemplate:
             pipes[hole.pipe][hole.at] = new
         for copy in skeleton.copies:
             instruction = copy.model
-            dst, src = instruction.dst, instruction.src
+            dst: CopySide = instruction.dst
+            src: CopySide = instruction.src
             if copy.src_slot >= 0:
-                src = _rebased_side(bases[copy.src_slot], copy.src_delta, copy.src_span)
-                if src is None:
+                if (rebased := _rebased_side(bases[copy.src_slot], copy.src_delta, copy.src_span)) is None:
                     return None
+                src = rebased
             if copy.dst_slot >= 0:
-                dst = _rebased_side(bases[copy.dst_slot], copy.dst_delta, copy.dst_span)
-                if dst is None:
+                if (rebased := _rebased_side(bases[copy.dst_slot], copy.dst_delta, copy.dst_span)) is None:
                     return None
-                allocation = dst.allocation
+                dst = rebased
+                allocation = rebased.allocation
                 if instruction.__class__ is AtomicAddCopy and allocation.die not in atomic_dies:
                     if die(allocation.die).atomics is None:
                         return None
                     atomic_dies.add(allocation.die)
             key = instruction.path_key  # as moved() makes it (each other die's kept in the hole's path_keys)
             if key[1] is not None:
-                gm_die = (dst if key[2] else src).allocation.die
+                gm_side = dst if key[2] else src
+                assert isinstance(gm_side, GmAddress)  # GM where the model's is
+                gm_die = gm_side.allocation.die
                 if gm_die != key[1]:
                     path_keys = copy.path_keys
                     key = path_keys.get(gm_die) or path_keys.setdefault(gm_die, instruction.path_key_on(gm_die))
