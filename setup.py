@@ -1,7 +1,9 @@
 """Build of npusim's compiled core: the engine's modules (``npusim/engine/``: the fluid bandwidth
 network, the event loop, progress counters), the AI core's pipes (``npusim/hw/core.py``), the
 DMA engines' request queue they issue copies to (``npusim/hw/queue.py``) and the dies' L2 caches
-every copy looks up (``npusim/hw/cache.py``) compiled to C extensions by mypyc, from the same mypy-strict sources (the metadata is in
+every copy looks up (``npusim/hw/cache.py``), the kernel builder and the instructions
+(``npusim/isa/program.py``, ``npusim/isa/instructions.py``) and the recorder's event rows the
+pipes append to (``npusim/trace/rows.py``) compiled to C extensions by mypyc, from the same mypy-strict sources (the metadata is in
 pyproject.toml).
 
 The network's progressive filling is most of a collective's run, the event loop runs every event
@@ -12,7 +14,7 @@ The build writes nothing into the source tree. mypyc's C files and its type-chec
 build's temporary folder, and the extensions into their own package, ``npusim_compiled``, in the
 wheel (so in site-packages, an editable install included), never beside the sources:
 ``npusim_compiled/engine/`` holds the extension files of ``npusim.engine`` (and the shared library),
-``npusim_compiled/hw/`` those of ``npusim.hw``, and ``npusim_compiled/__init__.py`` the SHA-256 of
+``npusim_compiled/hw/`` those of ``npusim.hw`` (and so on for ``isa/`` and ``trace/``), and ``npusim_compiled/__init__.py`` the SHA-256 of
 the sources they were compiled from (or why nothing was compiled). ``npusim.engine`` compares
 those digests with the sources when it is imported and only then puts the compiled modules first
 on the packages' paths (all or none); otherwise Python runs the ``.py`` files: the same code.
@@ -33,10 +35,10 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/isa/program.py", "npusim/isa/instructions.py"]
+COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py"]
 """The modules compiled, into one shared library (``compiled__mypyc``): they call each other inside it (one line: the Makefile reads it)."""
 PACKAGE = "npusim_compiled"
-"""The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``: their extension files) and
+"""The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``: their extension files) and
 ``__init__.py`` (the digests)."""
 GROUP = "npusim.engine.compiled"
 """mypyc's name for the shared library (``npusim.engine.compiled__mypyc``; of mypyc's choosing otherwise)."""
@@ -67,7 +69,7 @@ def compiler_problem(compiler: object) -> str | None:
 def record(sources: dict[str, str], not_compiled: str | None, said: str | None) -> str:
     """The text of ``npusim_compiled/__init__.py``."""
     return ('"""npusim\'s compiled engine, written by its build (setup.py): the extension files of npusim.engine in engine/, of '
-            'npusim.hw in hw/; SOURCES, '
+            'npusim.hw in hw/, of npusim.isa in isa/, of npusim.trace in trace/; SOURCES, '
             'the SHA-256 of the sources (by path in the npusim package) they were compiled from; NOT_COMPILED, why nothing was '
             'compiled, and SAID, the line the build said then (npusim/engine/__init__.py reads them)."""\n\n'
             f"SOURCES = {sources!r}\nNOT_COMPILED = {not_compiled!r}\nSAID = {said!r}\n")
@@ -98,7 +100,7 @@ class BuildCompiledEngine(build_ext):
 
     def compile_into(self, folder: Path) -> tuple[dict[str, str], str | None]:
         """Compile the modules of COMPILED into ``folder``, each into the folder of its package
-        (``engine/``, ``hw/``): the digests of their sources, and None, or no digests and why
+        (``engine/``, ``hw/`` ...): the digests of their sources, and None, or no digests and why
         nothing was compiled."""
         from distutils.ccompiler import new_compiler
         from distutils.errors import CCompilerError, DistutilsError

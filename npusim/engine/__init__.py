@@ -1,15 +1,17 @@
 """The SimPy core: integer-picosecond time, the fluid bandwidth network, progress counters, and the
 event loop (the one module that uses SimPy's internals).
 
-Its modules ``flags``, ``flow``, ``loop`` and ``progress``, and the hardware model's
-:mod:`npusim.hw.core` (:data:`COMPILED`), run compiled where the install built them (setup.py:
+Its modules ``flags``, ``flow``, ``loop`` and ``progress``, and those of other packages that the
+hot loop runs (:data:`COMPILED`: the hardware model's :mod:`npusim.hw.core`, the ISA's program
+builder, the recorder's rows ...), run compiled where the install built them (setup.py:
 mypyc), else as Python: the same code, the same results. The build writes the compiled modules
-into a package of their own, ``npusim_compiled`` (site-packages; ``engine/`` and ``hw/``: the
-extension files of each package, ``__init__``: the SHA-256 of the sources they were compiled
+into a package of their own, ``npusim_compiled`` (site-packages; ``engine/``, ``hw/``, ``isa/``, ``trace/``:
+the extension files of each package, ``__init__``: the SHA-256 of the sources they were compiled
 from), never beside the sources. As it is imported this package chooses (:func:`choose_engine`),
 for every compiled module: the compiled modules when their digests match every one of the sources
 (they are one shared library and call each other inside it, so all or none), by putting their
-folder first on its ``__path__`` (``engine/``; :mod:`npusim.hw` puts ``hw/`` first on its own);
+folder first on its ``__path__`` (``engine/``; :mod:`npusim.hw` puts ``hw/`` first on its own, and so do :mod:`npusim.isa` and
+:mod:`npusim.trace`);
 otherwise the sources, interpreted. A build from other sources (an edit or a pull since) is never
 run: the sources run, and the process says so once on stderr, with how to build again. ``NPUSIM_ENGINE`` chooses:
 ``auto`` (unset: as above), ``interpreted`` (the sources, whatever is built) or ``compiled`` (the
@@ -28,10 +30,10 @@ from pathlib import Path
 
 from npusim.errors import InstallError, UsageError
 
-COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "isa.program", "isa.instructions")
+COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "isa.program", "isa.instructions", "trace.rows")
 """The modules setup.py compiles, by their names in the npusim package."""
 PACKAGES = tuple(dict.fromkeys(name.split(".")[0] for name in COMPILED))
-"""The packages of the compiled modules (``engine``, ``hw``): the build's folders, by the same names."""
+"""The packages of the compiled modules (``engine``, ``hw``, ``isa``, ``trace``): the build's folders, by the same names."""
 COMPILED_PACKAGE = "npusim_compiled"
 """The package the build writes the compiled modules into (setup.py)."""
 ENGINE_VARIABLE = "NPUSIM_ENGINE"
@@ -69,7 +71,7 @@ def choose_engine(request: str, build: object | None, root: Path = SOURCES_ROOT)
     """The engine to run for ``request`` (one of :data:`ENGINE_CHOICES`), given ``build``, the
     record the build wrote (the module ``npusim_compiled``: ``__file__``, ``SOURCES``,
     ``NOT_COMPILED``; None when no build is installed), and the npusim package's folder ``root``:
-    its ``folder`` is the build's (``npusim_compiled``, holding ``engine/`` and ``hw/``). Raises
+    its ``folder`` is the build's (``npusim_compiled``, holding a folder per package of :data:`PACKAGES`). Raises
     InstallError where compiled files lie beside the sources of a package of :data:`PACKAGES`
     (Python would run them, whatever their sources) or where ``compiled`` is asked for and cannot
     run."""

@@ -245,11 +245,11 @@ class Session:
             if freeze and (self.froze_survivors or not synchronizing):
                 freeze_survivors(self)
             if progress is not None:
-                progress.update(self.env.now, self.system.recorder.events)
+                progress.update(self.env.now, len(self.system.recorder))
             if time.perf_counter() > deadline:
                 self.check_wall_clock()
             if memory is not None:
-                memory.watch(self.env.now, self.system.recorder.events)
+                memory.watch(self.env.now, len(self.system.recorder))
 
         return look
 

@@ -496,7 +496,7 @@ class AicpuScheduler:
     def record(self, track: int, name_id: int, start_ps: int, task: DeviceTask | None) -> int:
         """Record an event of a thread from ``start_ps`` to now; returns its index."""
         op, tile = (task.trace_op, task.tile) if task is not None else (-1, -1)
-        return self.recorder.record(track, name_id, start_ps, clock(self.env), 0, op, tile)
+        return self.recorder.rows.record(track, name_id, start_ps, clock(self.env), 0, op, tile)
 
     def flow(self, from_event: int, to_event: int, name_id: int) -> None:
         """A flow named ``name_id`` between two recorded events, when both exist (-1: none)."""

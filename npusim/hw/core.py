@@ -54,7 +54,6 @@ bytes of each buffer the program reserved (:class:`~npusim.trace.recorder.Buffer
 from __future__ import annotations
 
 from collections.abc import Generator
-from struct import error as struct_error
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
 
 import simpy
@@ -68,7 +67,8 @@ from npusim.hw.memory import Allocation, LocalBuffer
 from npusim.hw.pipes import PIPE_NAMES, Pipe
 from npusim.hw.queue import EngineQueue, split_by_hits
 from npusim.hw.topology import LOCAL
-from npusim.trace.recorder import EVENT_ROW, WAIT_LANE_SUFFIX, BufferSpan, pack
+from npusim.trace.recorder import WAIT_LANE_SUFFIX, BufferSpan
+from npusim.trace.rows import EventRows, pack
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die
@@ -76,8 +76,6 @@ if TYPE_CHECKING:
 
 _SCALAR: Final = Pipe.SCALAR  # Pipe is an interpreted enum: a look-up of its member costs ~10x a constant's (EnumType.__getattr__)
 _SCALAR_ID: Final = int(_SCALAR)
-_PACK_ROW: Final = EVENT_ROW.pack_into  # an event's row into the recorder's rows (compiled: a C constant, no bound method per use)
-_ROW_BYTES: Final = EVENT_ROW.size
 # a pipe's wait lane's name (``MTE2 wait``), indexed by the pipe: one string shared by every core's
 # lane (made per core, 73,728 copies at 768 dies)
 _WAIT_LANE_NAMES: Final = tuple(name + WAIT_LANE_SUFFIX for name in PIPE_NAMES)
@@ -442,15 +440,15 @@ class PipeRun:
     goes on (:meth:`go_on`) from ``phase`` at instruction ``index``.
 
     The hot loop of the simulator, compiled: typed locals while it runs (the instructions' fixed
-    fields from their PipeStep records), int keys, the recorder's rows packed directly, and flag
-    costs run ahead (see the module doc). A pipe with a copy engine hands its
+    fields from their PipeStep records), int keys, events appended to the recorder's rows (a
+    native :class:`~npusim.trace.rows.EventRows`, lane and label packed once), and flag costs run ahead (see the module doc). A pipe with a copy engine hands its
     copies to the engine's queue (hw.queue.EngineQueue), which records each one when it completes
     (:meth:`complete`); with a queue of one request the pipe waits for each copy, else it goes on
     while they are in flight ("Requests in flight" in the module doc)."""
 
-    __slots__ = ("core", "env", "run", "instructions", "steps", "count", "pipe_id", "recorder", "rows", "lane",
+    __slots__ = ("core", "env", "run", "instructions", "steps", "count", "pipe_id", "rows", "lane",
                  "wait_lane", "issued", "done", "blocked", "may_run_ahead", "effect_from", "ends", "flags", "counts_progress",
-                 "waits_for_issue", "queue", "in_flight_too", "depth", "tally", "put_transfer_event", "put_transfer_info", "timer",
+                 "waits_for_issue", "queue", "in_flight_too", "depth", "tally", "timer",
                  "ended", "resume", "complete_copy", "index", "phase", "ahead", "start_ps", "issued_count")
     # dropped as the pipe ends (_end): bound to the PipeRun, each is a reference cycle through it
     __deletable__ = ("resume", "complete_copy", "timer")
@@ -464,9 +462,8 @@ class PipeRun:
         self.steps = steps
         self.count = len(instructions)
         pipe_id = self.pipe_id = int(pipe)
-        recorder = self.recorder = core.system.recorder
-        self.rows = recorder.rows  # the recorder's event rows (EVENT_ROW each); recorder.events: the next event's index
-        self.lane = pack(core.tracks[pipe], run.op)
+        self.rows: EventRows = core.system.recorder.rows  # where its events go
+        self.lane: int = pack(core.tracks[pipe], run.op)
         # this pipe's progress is made; SCALAR's too if any pipe waits for issue (None if it has no instructions)
         self.issued: ProgressCounter | None = run.progress[_SCALAR_ID]
         self.done = cast(ProgressCounter, run.progress[pipe_id])
@@ -480,10 +477,9 @@ class PipeRun:
         self.waits_for_issue = may_run_ahead and run.scalar_issues
         queue = self.queue = core.queue(pipe)  # the pipe's copy engine's queue (None: no engine on this pipe)
         in_flight_too = self.in_flight_too = queue is not None and queue.depth > 1  # copies stay in flight while the pipe goes on
-        self.wait_lane = pack(core.wait_tracks[pipe], run.op) if in_flight_too else self.lane
+        self.wait_lane: int = pack(core.wait_tracks[pipe], run.op) if in_flight_too else self.lane
         self.depth = queue.depth if queue is not None else 0
         self.tally = core.system.l2_tally(run.op, core.kind) if queue is not None else None
-        self.put_transfer_event, self.put_transfer_info = recorder.transfer_event.append, recorder.transfer_info.append
         self.resume = self.go_on  # bound once: the callback of every wait
         self.complete_copy = self.complete  # bound once: given with every copy
         # The pipe's one timer, re-armed for each busy stretch it sleeps through; nothing but this pipe waits on it.
@@ -720,14 +716,10 @@ class PipeRun:
     def record(self, track: int, instruction: Any, fixed: PipeStep, start: int, end: int, nbytes: int) -> None:
         """An instruction ended (``fixed``: its :class:`PipeStep`): its event on ``track`` (``start`` to ``end`` ps, ``nbytes``), its hook,
         its progress (in program order)."""
-        label_id = fixed.label_id
-        recorder = self.recorder
-        index = recorder.events
-        try:
-            _PACK_ROW(self.rows, index * _ROW_BYTES, track, label_id, start, end, nbytes)
-        except struct_error:  # the rows are full
-            recorder.put_row(index, track, label_id, start, end, nbytes)
-        recorder.events = index + 1
+        self.recorded(instruction, fixed, self.rows.put(track, fixed.label_id, start, end, nbytes), end)
+
+    def recorded(self, instruction: Any, fixed: PipeStep, index: int, end: int) -> None:
+        """An instruction ending at ``end`` (ps) was recorded as event ``index``: its hook, its progress (in program order)."""
         if fixed.watched:
             recorded = instruction.recorded
             if recorded is not None:
@@ -748,12 +740,12 @@ class PipeRun:
         end: int = clock(self.env)
         if applies:
             instruction.effect(self.core, self.run)
-        recorder = self.recorder
+        rows = self.rows
+        index = rows.put(self.lane, fixed.label_id, start, end, fixed.nbytes)
         if end > arrived:
-            recorder.transfer_tail(recorder.events, end - arrived)
-        self.put_transfer_event(recorder.events)
-        self.put_transfer_info((flowed - start) << 32 | (bottleneck + 2))
-        self.record(self.lane, instruction, fixed, start, end, fixed.nbytes)
+            rows.transfer_tail(index, end - arrived)
+        rows.transfer(index, flowed - start, bottleneck)
+        self.recorded(instruction, fixed, index, end)
 
     def deferred_wait(self, _turn: int, _at: int, instruction: Any, start: int, end: int, fixed: PipeStep) -> None:
         """A wait_flag that ran while copies were in flight, recorded in the queue's turn (after the

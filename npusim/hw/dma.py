@@ -172,11 +172,12 @@ class SystemDma:
         tally = system.l2_tally(op, "sdma")
         with_data = system.with_data
         round_trip = self.setup_ps + 2 * path.path_latency_ps
+        rows = recorder.rows
 
         def complete(block: Block, start: int, flowed: int, _arrived: int, bottleneck: int) -> None:  # no tail: arrived is now
             if with_data:
                 block.copy()
-            recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), flowed - start, bottleneck)
+            rows.transfer(rows.record(track, name_id, start, clock(env), block.nbytes, op, -1), flowed - start, bottleneck)
 
         for block in blocks:
             if queue.in_flight >= queue.depth:
@@ -207,6 +208,7 @@ class RdmaQueuePair:
         """SimPy generator: stream ``blocks``; ends when the last block has completed."""
         env, system = self.env, self.system
         recorder = system.recorder
+        rows = recorder.rows
         tally = system.l2_tally(op, "rdma")
         completions = []
         with self._in_order.request() as turn:
@@ -223,7 +225,7 @@ class RdmaQueuePair:
                         flowed = flowing
                     if nbytes > largest:
                         largest, bottleneck = nbytes, limit
-                recorder.transfer(recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1), max(flowed - start, 0), bottleneck)
+                rows.transfer(rows.record(track, name_id, start, clock(env), block.nbytes, op, -1), max(flowed - start, 0), bottleneck)
                 completion = env.timeout(path.path_latency_ps)
                 if system.with_data:
                     completion.callbacks.append(block.copy)
@@ -256,4 +258,4 @@ class VectorCoreWrites:
             yield system.network.transfer(block.nbytes, path.resources, cap=cores * self.core_rate, delay_ps=fixed_ps)
             if system.with_data:
                 block.copy()
-            system.recorder.record(track, name_id, start, clock(env), block.nbytes, op, -1)
+            system.recorder.rows.record(track, name_id, start, clock(env), block.nbytes, op, -1)

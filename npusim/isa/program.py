@@ -72,7 +72,7 @@ from npusim.isa.instructions import (
 )
 from npusim.isa.racecheck import GmAccess, LaunchRaces, Race, Side, core_races, cross_core_races
 from npusim.isa.scalar import ScalarExpr, ScalarReg
-from npusim.trace.recorder import pack
+from npusim.trace.rows import pack
 from npusim.units import format_bytes
 
 _WAITING_CLASSES = (WaitFlag, PipeBarrierAll, PollGm, SyncAll)  # their events are stalls, not busy time

@@ -1,2 +1,13 @@
 """Events of a run: the recorder, the Chrome/Perfetto trace writer, the run summary, the critical
-path and bottleneck breakdown, and the events as a DataFrame."""
+path and bottleneck breakdown, and the events as a DataFrame.
+
+Its module :mod:`npusim.trace.rows` (the recorder's event rows, which the AI cores' pipes append
+to) runs compiled with the engine, in the engine's shared library, or as Python with it:
+:mod:`npusim.engine` chooses for all (all or none), and where it chose the compiled modules this
+package finds ``rows`` in the build's ``trace/`` folder before the source.
+"""
+
+from npusim.engine import CHOICE
+
+if CHOICE.folder is not None:
+    __path__.insert(0, str(CHOICE.folder / "trace"))  # the package's own path: the compiled module is found before the source

@@ -505,7 +505,7 @@ class _Writer:
         set_names = {i for i, name in enumerate(recorder.names) if name.startswith("set_flag")}
         sync_names = set(recorder.wait_names) | set_names
         flag_cursor = 0  # flag flows are in the order of their waits: the next one not yet seen
-        transfer_events = np.frombuffer(recorder.transfer_event, dtype=np.int64)
+        transfer_events = recorder.transfers()["event"]
         # a load is its event's index
         loads_since_set: dict[int, collections.deque[int]] = {}  # load track -> loads since its last set_flag
         loads_of_set: dict[int, collections.deque[int]] = {}  # set_flag event -> the loads before it

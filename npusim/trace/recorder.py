@@ -1,10 +1,12 @@
 """The passive event recorder: one row per executed instruction, stored column by column.
 
-An event is one 40-byte row of five int64 (:data:`EVENT_ROW`: lane, label, start ps, end ps,
-bytes) packed into one growing buffer, no object per event; the simulator's hot loop packs a row
-with one call. Names, tracks and ops are interned in small tables that the rows refer to by index;
-(track, op) and (name, tile) are packed in pairs of 32-bit halves. Readers get columns (copies, in
-chunks if they like) or, after a run, a view of the rows (:meth:`Recorder.table`).
+An event is one 40-byte row of five int64 (:data:`~npusim.trace.rows.EVENT_ROW`: lane, label,
+start ps, end ps, bytes) packed into one growing buffer, no object per event: the recorder's
+:class:`~npusim.trace.rows.EventRows` (``Recorder.rows``, compiled with the engine), which the
+simulator's hot loop appends to directly. Names, tracks and ops are interned in small tables that
+the rows refer to by index; (track, op) and (name, tile) are packed in pairs of 32-bit halves.
+Readers get columns (copies, in chunks if they like) or, after a run, a view of the rows
+(:meth:`Recorder.table`).
 
 Besides the events, the recorder keeps what the analysis needs to follow dependencies:
 
@@ -25,7 +27,6 @@ Besides the events, the recorder keeps what the analysis needs to follow depende
 
 from __future__ import annotations
 
-import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,14 +36,12 @@ import numpy as np
 
 from npusim.errors import UsageError
 from npusim.trace.costs import CostSources
+from npusim.trace.rows import EVENT_ROW, ROW_BYTES, EventRows, pack
 
 WAIT_LANE_SUFFIX = " wait"
 """The lane of a pipe's wait_flags when its copy engine keeps several copies in flight (``MTE2 wait``:
 they run while the copies stream, so they cannot share the pipe's lane): the pipe's name and this."""
 CHUNK_EVENTS = 65536  # events unpacked at a time by consumers that stream over the columns
-EVENT_ROW = struct.Struct("<5q")  # lane (track << 32 | op + 1), label (name << 32 | tile + 1), start ps, end ps, bytes
-_FIRST_ROWS = 4096  # rows the buffer holds at first; it doubles when full
-_pack_row, _ROW_BYTES = EVENT_ROW.pack_into, EVENT_ROW.size
 
 
 class Track(NamedTuple):
@@ -121,8 +120,7 @@ class Recorder:
         self.named_waits: set[int] = set()  # waits the critical path calls by their own name (a SyncAll, a core's poll of status words)
         self.ops: list[OpRecord] = []
         self.instants: list[Instant] = []
-        self.rows = bytearray(EVENT_ROW.size * _FIRST_ROWS)  # the events' rows, then free space
-        self.events = 0  # events recorded: rows in use
+        self.rows = EventRows()  # the events' rows and the DMA columns
         self._unit_ids: dict[tuple[int, str], int] = {}  # (die, unit) -> its id
         self.run_unit = array("q")  # kernel runs: the unit id of their core,
         self.run_first = array("q")  # and the index of the core's first event in the run
@@ -132,10 +130,6 @@ class Recorder:
         self.flow_to = array("q")  # of the target,
         self.flow_name = array("q")  # and name id,
         self.flow_released = array("q")  # and when the source released the target (ps; -1: at the source's end)
-        self.transfer_event = array("q")  # event index of a DMA
-        self.transfer_info = array("q")  # fixed ps << 32 | (bottleneck resource index + 2)
-        self.tail_event = array("q")  # event index of a DMA whose last byte was followed by a tail (an atomic add's read-modify-write),
-        self.tail_ps = array("q")  # and the tail's time (ps)
         self.buffer_spans: list[BufferSpan] = []
         self.costs = CostSources()  # which config keys the recorded times come from (the hardware model says so)
         self.flag_name_id = self.name_id("flag")
@@ -155,7 +149,7 @@ class Recorder:
         run there, are its own (a core runs one program at a time)."""
         key = (die, unit)
         self.run_unit.append(self._unit_ids.setdefault(key, len(self._unit_ids)))
-        self.run_first.append(self.events)
+        self.run_first.append(self.rows.count)
 
     def flag_name(self, name_id: int, raises: bool, key: int) -> None:
         """Events named ``name_id`` raise (``set_flag``) or consume (``wait_flag``) flag ``key``."""
@@ -193,42 +187,23 @@ class Recorder:
 
     def record(self, track: int, name_id: int, start_ps: int, end_ps: int, nbytes: int, op: int, tile: int) -> int:
         """Append one executed instruction (times in ps, ``op``/``tile`` -1 when none); returns
-        its event index (for :meth:`flow`)."""
-        index = self.events
-        lane, label = (track << 32) | (op + 1), (name_id << 32) | (tile + 1)  # pack(track, op), pack(name_id, tile)
-        try:
-            _pack_row(self.rows, index * _ROW_BYTES, lane, label, start_ps, end_ps, nbytes)
-        except struct.error:  # the rows are full
-            self.put_row(index, lane, label, start_ps, end_ps, nbytes)
-        self.events = index + 1
-        return index
-
-    def put_row(self, index: int, lane: int, label: int, start_ps: int, end_ps: int, nbytes: int) -> None:
-        """Write event ``index``'s row (``lane`` and ``label`` packed with :func:`pack`), growing the
-        buffer when it is full. The caller counts the event (``events``): the simulator's hot loop
-        does this inline, packing with ``EVENT_ROW.pack_into`` and calling here only when that fails."""
-        offset = index * EVENT_ROW.size
-        while offset + EVENT_ROW.size > len(self.rows):
-            self.rows.extend(bytes(len(self.rows)))
-        EVENT_ROW.pack_into(self.rows, offset, lane, label, start_ps, end_ps, nbytes)
+        its event index (for :meth:`flow`). The hardware model appends to :attr:`rows` itself."""
+        return self.rows.record(track, name_id, start_ps, end_ps, nbytes, op, tile)
 
     def record_columns(self, track: Any, name_id: Any, start_ps: Any, end_ps: Any, nbytes: Any, op: Any, tile: Any) -> None:
         """Append many events at once from equal-length integer arrays (as :meth:`record` each)."""
         track, name_id, start_ps, end_ps, nbytes, op, tile = (np.asarray(a, np.int64) for a in (track, name_id, start_ps, end_ps, nbytes, op, tile))
         table = np.stack([pack(track, op), pack(name_id, tile), start_ps, end_ps, nbytes], axis=1)
-        used = self.events * EVENT_ROW.size
-        del self.rows[used:]
-        self.rows += table.astype("<i8").tobytes()
-        self.events += len(table)
+        self.rows.put_packed(table.astype("<i8").tobytes())
 
     def span_ps(self, index: int) -> tuple[int, int]:
         """When event ``index`` started and ended (ps)."""
-        start_ps, end_ps = EVENT_ROW.unpack_from(self.rows, index * EVENT_ROW.size)[2:4]
+        start_ps, end_ps = EVENT_ROW.unpack_from(self.rows.buffer, index * ROW_BYTES)[2:4]
         return int(start_ps), int(end_ps)
 
     def end_ps(self, index: int) -> int:
         """When event ``index`` ended (ps)."""
-        end_ps: int = EVENT_ROW.unpack_from(self.rows, index * EVENT_ROW.size)[3]
+        end_ps: int = EVENT_ROW.unpack_from(self.rows.buffer, index * ROW_BYTES)[3]
         return end_ps
 
     def flow(self, from_event: int, to_event: int, name: str, released_at: int = -1) -> None:
@@ -237,7 +212,7 @@ class Recorder:
         ``released_at``: the time (ps) inside ``from_event`` at which it released ``to_event``, when
         that is not its end (a SyncAll's last arrival: the barrier releases the cores that waited
         then, its cost after it is theirs as much as its own); the trace draws the arrow from there."""
-        count = self.events
+        count = self.rows.count
         if not (from_event.__class__ is int and to_event.__class__ is int and 0 <= from_event < count and 0 <= to_event < count):
             for end, index in (("from", from_event), ("to", to_event)):
                 if not (isinstance(index, (int, np.integer)) and 0 <= index < count):
@@ -266,22 +241,25 @@ class Recorder:
         self.instants.append(Instant(time_ps, die, name, message, category, key))
 
     def __len__(self) -> int:
-        return self.events
+        """Events recorded."""
+        return self.rows.count
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the event rows in use, the flow and transfer columns and the flag flows
         once paired."""
-        arrays = (self.run_unit, self.run_first, self.flow_from, self.flow_to, self.flow_name, self.flow_released, self.transfer_event, self.transfer_info,
-                  self.tail_event, self.tail_ps)
+        rows = self.rows
+        arrays = (self.run_unit, self.run_first, self.flow_from, self.flow_to, self.flow_name, self.flow_released, rows.transfer_event, rows.transfer_info,
+                  rows.tail_event, rows.tail_ps)
         paired = sum(a.nbytes for a in self._flag_pairs[1:]) if self._flag_pairs is not None else 0
-        return self.events * EVENT_ROW.size + sum(len(a) * a.itemsize for a in arrays) + paired
+        return rows.count * ROW_BYTES + sum(len(a) * a.itemsize for a in arrays) + paired
 
     def table(self) -> np.ndarray:
         """The rows as a read-only (events x 5) int64 view: lane, label, start_ps, end_ps, bytes.
         For reading after a run: while it (or a view of it) is alive the buffer cannot grow, so
         recording another event would fail."""
-        table = np.frombuffer(self.rows, dtype="<i8", count=self.events * 5).reshape(self.events, 5)
+        count = self.rows.count
+        table = np.frombuffer(self.rows.buffer, dtype="<i8", count=count * 5).reshape(count, 5)
         table.flags.writeable = False
         return table
 
@@ -303,7 +281,7 @@ class Recorder:
     def chunks(self, size: int = CHUNK_EVENTS) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """The events in chunks of ``size``: (index of the chunk's first event, its columns), so a
         consumer never holds more than one chunk unpacked."""
-        for first in range(0, self.events, size):
+        for first in range(0, self.rows.count, size):
             yield first, self.columns(first, first + size)
 
     def flag_flow_pairs(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -320,11 +298,12 @@ class Recorder:
         """Each recorded wait_flag with the set_flag that raised its flag: in a kernel run, the
         n-th wait of a flag consumed its n-th set (flags are first in, first out; a core's events
         of one pipe are in program order). Computed for the events so far, kept until more come."""
-        if self._flag_pairs is not None and self._flag_pairs[0] == self.events:
+        count = self.rows.count
+        if self._flag_pairs is not None and self._flag_pairs[0] == count:
             return self._flag_pairs
         nothing = np.zeros(0, dtype=np.int64)
-        self._flag_pairs = (self.events, nothing, nothing)
-        if not self._flag_names or not self.events:
+        self._flag_pairs = (count, nothing, nothing)
+        if not self._flag_names or not count:
             return self._flag_pairs
         table = self.table()
         flag_ids = np.array(sorted(self._flag_names), dtype=np.int64)
@@ -361,7 +340,7 @@ class Recorder:
         waits = index[wait_members[matched]]
         sets = index[set_members[found[matched]]]
         order = np.argsort(waits, kind="stable")
-        self._flag_pairs = (self.events, sets[order], waits[order])
+        self._flag_pairs = (count, sets[order], waits[order])
         return self._flag_pairs
 
     @property
@@ -379,39 +358,19 @@ class Recorder:
             "name": np.concatenate([np.full(len(flag_from), self.flag_name_id, dtype=np.int64), np.frombuffer(self.flow_name, dtype=np.int64)]),
         }
 
-    def transfer(self, event: int, fixed_ps: int, bottleneck: int) -> None:
-        """The DMA of event ``event`` (the last recorded) spent ``fixed_ps`` before its bytes flowed and
-        was limited by resource ``bottleneck`` (an index in the network, or the network's OWN_CAP /
-        UNREGISTERED); the AI cores' pipes append the same directly."""
-        self.transfer_event.append(event)
-        self.transfer_info.append(fixed_ps << 32 | (bottleneck + 2))
-
-    def transfer_tail(self, event: int, tail_ps: int) -> None:
-        """The DMA of event ``event`` (recorded next) ended ``tail_ps`` after its last byte arrived:
-        its atomic add was applied at the L2 then (read-modify-write, after the earlier adds to
-        the same blocks)."""
-        self.tail_event.append(event)
-        self.tail_ps.append(tail_ps)
-
     def tails(self) -> dict[str, np.ndarray]:
-        """The DMA tails (:meth:`transfer_tail`) as numpy arrays: event (index, in event order) and
-        tail_ps."""
-        return {"event": np.frombuffer(self.tail_event, dtype=np.int64), "tail_ps": np.frombuffer(self.tail_ps, dtype=np.int64)}
+        """The DMA tails (:meth:`EventRows.transfer_tail <npusim.trace.rows.EventRows.transfer_tail>`) as numpy arrays:
+        event (index, in event order) and tail_ps."""
+        return {"event": np.frombuffer(self.rows.tail_event, dtype=np.int64), "tail_ps": np.frombuffer(self.rows.tail_ps, dtype=np.int64)}
 
     def transfers(self, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
         """The DMA records ``start:stop`` (default all) as numpy arrays: event (index), fixed_ps
         (set-up, bursts, route latency), bottleneck (the index of a resource in the network's
         ``resources``, -1: the core's own engine rate, -2: a resource not registered with the
-        network). Records are in event order."""
-        info = np.frombuffer(self.transfer_info, dtype=np.int64)[start:stop]
+        network). Records are in event order (:meth:`EventRows.transfer <npusim.trace.rows.EventRows.transfer>`)."""
+        info = np.frombuffer(self.rows.transfer_info, dtype=np.int64)[start:stop]
         return {
-            "event": np.frombuffer(self.transfer_event, dtype=np.int64)[start:stop],
+            "event": np.frombuffer(self.rows.transfer_event, dtype=np.int64)[start:stop],
             "fixed_ps": info >> 32,
             "bottleneck": (info & 0xFFFFFFFF) - 2,
         }
-
-
-def pack(high: int, low: int) -> int:
-    """Two small ints in one int64 entry of a row (``low`` may be -1, stored as 0); elementwise on
-    numpy int64 arrays too."""
-    return (high << 32) | (low + 1)

@@ -65,8 +65,8 @@ def _choose(request: str, build, root: Path):
     return choose_engine(request, build, root=root)
 
 
-def test_the_engine_the_pipes_and_the_kernel_builder_are_compiled():
-    assert {"engine.loop", "engine.flow", "hw.core", "isa.program"} <= set(COMPILED) and PACKAGES == ("engine", "hw", "isa")
+def test_the_engine_the_pipes_the_kernel_builder_and_the_event_rows_are_compiled():
+    assert {"engine.loop", "engine.flow", "hw.core", "isa.program", "trace.rows"} <= set(COMPILED) and PACKAGES == ("engine", "hw", "isa", "trace")
 
 
 def test_a_build_from_these_sources_runs_compiled(tmp_path):

@@ -1,8 +1,6 @@
-"""The recorder's event rows: what is recorded one by one, in bulk or by the hot loop's packing
-reads back as columns, whatever the number of events (the buffer grows), and reading never
+"""The recorder's event rows: what is recorded one by one, in bulk or by the hot loop's packed
+puts reads back as columns, whatever the number of events (the buffer grows), and reading never
 stops recording."""
-
-import struct
 
 import numpy as np
 import pytest
@@ -10,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npusim.errors import UsageError
-from npusim.trace.recorder import EVENT_ROW, Recorder, pack
+from npusim.trace.recorder import Recorder
+from npusim.trace.rows import FIRST_ROWS, ROW_BYTES, pack
 
 events = st.lists(
     st.tuples(st.integers(0, 2**20), st.integers(0, 2**20), st.integers(0, 2**50), st.integers(0, 2**20),
@@ -44,37 +43,32 @@ def _fields(rows):
 
 def test_the_rows_grow_past_their_first_size_and_chunks_cover_every_event():
     recorder = Recorder()
-    first_capacity = len(recorder.rows) // EVENT_ROW.size
-    n = 3 * first_capacity + 5
+    assert recorder.rows.capacity == FIRST_ROWS
+    n = 3 * FIRST_ROWS + 5
     for i in range(n):
         recorder.record(i % 7, i % 3, 1000 * i, 1000 * i + 10, i, -1, i)
-    assert len(recorder) == n and len(recorder.rows) >= n * EVENT_ROW.size
+    assert len(recorder) == n and len(recorder.rows.buffer) == recorder.rows.capacity * ROW_BYTES == 4 * FIRST_ROWS * ROW_BYTES  # doubled twice
     starts = np.concatenate([columns["start_ps"] for _, columns in recorder.chunks(size=1000)])
     assert starts.tolist() == [1000 * i for i in range(n)]
     assert recorder.columns(n - 2)["tile"].tolist() == [n - 2, n - 1]
 
 
-def test_the_hot_loop_packing_falls_back_to_growing_when_the_rows_are_full():
-    """What the core's pipe loop does: pack in place, and when that fails put_row grows the buffer."""
+def test_the_hot_loops_packed_puts_grow_the_rows_as_records_do():
+    """What the core's pipes do: put rows whose lane and label they packed once; past the capacity
+    the buffer grows, also after rows appended in bulk (which leave it exactly full)."""
     recorder = Recorder()
-    capacity = len(recorder.rows) // EVENT_ROW.size
     rows = recorder.rows
-    for index in range(capacity + 1):
-        lane, label = pack(3, 0), pack(5, index)
-        try:
-            EVENT_ROW.pack_into(rows, index * EVENT_ROW.size, lane, label, index, index + 1, 32)
-            assert index < capacity
-        except struct.error:
-            assert index == capacity
-            recorder.put_row(index, lane, label, index, index + 1, 32)
-        recorder.events = index + 1
-    assert recorder.rows is rows  # grown in place: the loop's reference stays valid
-    assert recorder.columns(capacity)["tile"].tolist() == [capacity]
+    assert [rows.put(pack(3, 0), pack(5, index), index, index + 1, 32) for index in range(FIRST_ROWS + 1)] == list(range(FIRST_ROWS + 1))
+    assert recorder.columns(FIRST_ROWS - 1)["tile"].tolist() == [FIRST_ROWS - 1, FIRST_ROWS]
+    assert recorder.columns(FIRST_ROWS)["track"].tolist() == [3] and recorder.columns(FIRST_ROWS)["op"].tolist() == [0]
+    empty = Recorder()
+    empty.record_columns(*([] for _ in range(7)))
+    assert empty.rows.put(pack(1, -1), pack(2, -1), 3, 4, 5) == 0 and empty.table().tolist() == [[pack(1, -1), pack(2, -1), 3, 4, 5]]
 
 
 def test_reading_between_records_leaves_the_buffer_free_to_grow():
     recorder = Recorder()
-    capacity = len(recorder.rows) // EVENT_ROW.size
+    capacity = recorder.rows.capacity
     for i in range(capacity):
         recorder.record(0, 0, i, i, 0, -1, -1)
     held = recorder.columns()  # copies: holding them does not pin the buffer

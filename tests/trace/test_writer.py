@@ -230,8 +230,8 @@ def synthetic_system(tiles: int, cores: int = 48) -> System:
     sets, waits_of_sets = recorder.flag_flow_pairs()  # paired from the events, flag names and runs
     assert sets.tolist() == np.concatenate([f for _, f in waits])[order].tolist() and waits_of_sets.tolist() == to[order].tolist()
     dmas = np.sort(np.concatenate([base + 1, base + 7]))
-    recorder.transfer_event.frombytes(dmas.tobytes())
-    recorder.transfer_info.frombytes(np.full(len(dmas), 500_000 << 32 | 2, dtype=np.int64).tobytes())  # 0.5 us fixed, bottleneck resource 0
+    for dma in dmas.tolist():
+        recorder.rows.transfer(dma, 500_000, 0)  # 0.5 us fixed, bottleneck resource 0
     assert len(recorder) == len(index)
     return system
 

@@ -156,7 +156,7 @@ def test_a_replay_launched_alone_runs_as_the_kernel_of_its_program(monkeypatch, 
         with npusim.session("a2", data=data) as session:
             run_allgather(n_pes=4, rows=16, cols=256, tile_rows=4)
             recorder = session.system.recorder
-            return session.env.now, bytes(recorder.rows[:recorder.events * 40]), list(recorder.flow_from), list(recorder.flow_to)
+            return session.env.now, bytes(recorder.rows.buffer[:len(recorder) * 40]), list(recorder.flow_from), list(recorder.flow_to)
 
     alone = run()
     kernels = []
