@@ -440,9 +440,9 @@ class PipeRun:
     goes on (:meth:`go_on`) from ``phase`` at instruction ``index``.
 
     The hot loop of the simulator, compiled: typed locals while it runs (the instructions' fixed
-    fields from their PipeStep records), int keys, events appended to the recorder's rows (a
-    native :class:`~npusim.trace.rows.EventRows`, lane and label packed once), and flag costs run ahead (see the module doc). A pipe with a copy engine hands its
-    copies to the engine's queue (hw.queue.EngineQueue), which records each one when it completes
+    fields from their PipeStep records), int keys, events put into the recorder's rows (a native
+    :class:`~npusim.trace.rows.EventRows`, lane and label packed once), and flag costs run ahead
+    (see the module doc). A pipe with a copy engine hands its copies to the engine's queue (hw.queue.EngineQueue), which records each one when it completes
     (:meth:`complete`); with a queue of one request the pipe waits for each copy, else it goes on
     while they are in flight ("Requests in flight" in the module doc)."""
 

@@ -37,9 +37,10 @@ def pack(high: Any, low: Any) -> Any:
 
 
 class EventRows:
-    """The events of one run as packed rows (``buffer``: ``count`` rows in use, then free space),
-    and per DMA event its fixed part and bottleneck (``transfer_event``, ``transfer_info``) and
-    its tail, if any (``tail_event``, ``tail_ps``). Only appends: the recorder reads them."""
+    """The events of one run as packed rows (``buffer``: room for ``capacity`` rows, ``count`` of
+    them in use), and per DMA event its fixed part and bottleneck (``transfer_event``,
+    ``transfer_info``) and its tail, if any (``tail_event``, ``tail_ps``). It only appends; the
+    recorder reads them."""
 
     def __init__(self) -> None:
         self.buffer = bytearray(ROW_BYTES * FIRST_ROWS)  # the rows, then free space
