@@ -50,6 +50,9 @@ DIRTY: Final = 1
 """A run's flag: its lines are dirty (written since fetched or allocated)."""
 SEEN: Final = 2
 """A run's flag, kept for a warm start only: its lines were touched earlier in the run."""
+HEAD: Final = 3
+"""An access's entry (:meth:`L2Cache._entry`) is its tick, the index of its allocation's lines, the
+number n of bounds of its ranges, then those n: its bounds start at this position."""
 
 
 class L2Tally:
@@ -119,26 +122,26 @@ class _Runs:
             return self.find(line, hint + 2)
         return self.find(line, 0)
 
-    def touch(self, spans: list[int], tick: int, write: bool, flags_set: int, fetched: int, floor: int) -> tuple[int, int, int, int]:
-        """Stamp the lines of ``spans`` (first line, end line, first, end, ...: ascending, with a
-        line or more between two) with ``tick``, add ``flags_set`` to their flags and, for a read
+    def touch(self, entry: list[int], tick: int, write: bool, flags_set: int, fetched: int, floor: int) -> tuple[int, int, int, int]:
+        """Stamp the lines of the ranges of access ``entry`` (from :data:`HEAD` on: first line, end
+        line, first, end, ...: ascending, with a line or more between two) with ``tick``, add ``flags_set`` to their flags and, for a read
         (not ``write``), make those not resident arrive at ``fetched`` (ps); keep fetch times no
         later than ``floor`` (the clock, ps) as 0. Returns their lines, how many of them were
         resident, how many were not :data:`SEEN`, and the latest fetch time among the resident
         ones (ps, 0 when none)."""
-        if len(spans) == 2:
-            return self.touch_range(spans[0], spans[1], tick, write, flags_set, fetched, floor)
+        if len(entry) == HEAD + 2:
+            return self.touch_range(entry[HEAD], entry[HEAD + 1], tick, write, flags_set, fetched, floor)
         starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
         runs = len(starts)
-        run = first_run = self.locate(spans[0])
+        run = first_run = self.locate(entry[HEAD])
         position = starts[run]  # the first line not yet in the new runs
         new_starts: list[int] = []  # the runs that replace runs first_run up to run (excluded)
         new_stamps: list[int] = []
         new_flags: list[int] = []
         new_filled: list[int] = []
         total = resident = unseen = latest = 0
-        for k in range(0, len(spans), 2):
-            low, high = spans[k], spans[k + 1]
+        for k in range(HEAD, len(entry), 2):
+            low, high = entry[k], entry[k + 1]
             if low > position:  # the lines before the span keep their state
                 holder = self.find(low, run)
                 while run < holder:
@@ -244,7 +247,7 @@ class _Runs:
         self.hint = kept - 1
         return total, resident, unseen, latest
 
-    def drop(self, bounds: list[int], begin: int, end: int, tick: int, floor: int) -> tuple[int, int]:
+    def drop(self, bounds: array[int], begin: int, end: int, tick: int, floor: int) -> tuple[int, int]:
         """Evict the lines of the ranges ``bounds[begin:end]`` (first line, end line, ...:
         ascending) still stamped ``tick``: no longer resident nor dirty, merged with their
         neighbours where equal; fetch times no later than ``floor`` (the clock, ps) become 0.
@@ -319,12 +322,12 @@ class L2Cache:
         self.tick = 0  # accesses so far (a line's stamp is the tick of its last access, from 1)
         self._lines: dict[Allocation, _Runs] = {}
         self._line_sets: list[_Runs] = []  # the values of _lines, by their index
-        # the queue of entries, one per access, oldest first from _head on, each: its tick, the index
-        # of its lines, the number n of bounds of its ranges, then those n (as _Runs.touch takes
-        # them): ints in one list (no tuple per entry: less memory, nothing for CPython's collector
-        # to untrack). Kept only from the first eviction on (_evicting; see _entries_from_stamps):
-        # until then, what eviction needs of them is in the runs (an L2 that never fills keeps none)
-        self._entries: list[int] = []
+        # the queue of the accesses' entries (HEAD), oldest first from _head on: 8-byte numbers in
+        # one array (no int object per number, nothing for CPython's collector to walk; an entry is
+        # added with fromlist, which copies a list's ints in one call). Kept only
+        # from the first eviction on (_evicting; see _entries_from_stamps): until then, what
+        # eviction needs of them is in the runs (an L2 that never fills keeps none)
+        self._entries = array("q")
         self._head = 0
         self._evicting = False
         self.tally = L2Tally()
@@ -350,12 +353,12 @@ class L2Cache:
         if lines is None:
             lines = self._lines[allocation] = _Runs(len(self._line_sets), allocation, self.line)
             self._line_sets.append(lines)
-        spans = self._spans(lines.first, allocation.address + offset, length, stride, count)
         self.tick = tick = self.tick + 1
+        entry = self._entry(tick, lines, allocation.address + offset, length, stride, count)
         fetched = at_ps + self.fetch_ps
         pending = at_ps < lines.fetched_until  # a line of this allocation may still be on its way from HBM
         warm = self.initial_hit_rate
-        total, resident, unseen, latest = lines.touch(spans, tick, write, (DIRTY if write else 0) | (SEEN if warm else 0), fetched,
+        total, resident, unseen, latest = lines.touch(entry, tick, write, (DIRTY if write else 0) | (SEEN if warm else 0), fetched,
                                                       clock(self.network.env))
         hit = float(resident)
         if warm:
@@ -364,11 +367,7 @@ class L2Cache:
         if not write and resident < total and fetched > lines.fetched_until:
             lines.fetched_until = fetched
         if self._evicting:
-            entries = self._entries
-            entries.append(tick)
-            entries.append(lines.index)
-            entries.append(len(spans))
-            entries.extend(spans)
+            self._entries.fromlist(entry)
         self.resident += total - resident
         miss = total - hit
         die_tally = self.tally
@@ -433,26 +432,27 @@ class L2Cache:
         self._count(at_ps, 0.0, total)
         return 0.0, total, 0
 
-    def _spans(self, base: int, address: int, length: int, stride: int, count: int) -> list[int]:
-        """The lines an access touches, as :meth:`_Runs.touch` takes them (counted from line
-        ``base``): one range for a run of lines (one row, or rows end to end); else each row's
-        lines, rows that overlap or meet as one range."""
-        line = self.line
+    def _entry(self, tick: int, lines: _Runs, address: int, length: int, stride: int, count: int) -> list[int]:
+        """The entry of access ``tick`` (:data:`HEAD`) to ``lines``: the lines it touches, counted
+        from the allocation's first, as :meth:`_Runs.touch` takes them: one range for a run of lines
+        (one row, or rows end to end); else each row's lines, rows that overlap or meet as one range."""
+        line, base = self.line, lines.first
         if count == 1 or stride == length:
-            return [address // line - base, (address + stride * (count - 1) + length - 1) // line - base + 1]
+            return [tick, lines.index, 2, address // line - base, (address + stride * (count - 1) + length - 1) // line - base + 1]
         if stride < 0:  # the rows from the lowest up
             address, stride = address + stride * (count - 1), -stride
-        spans: list[int] = []
+        entry = [tick, lines.index, 0]
         for _ in range(count):
             low, high = address // line - base, (address + length - 1) // line - base + 1
-            if spans and low <= spans[-1]:
-                if high > spans[-1]:
-                    spans[-1] = high
+            if len(entry) > HEAD and low <= entry[-1]:
+                if high > entry[-1]:
+                    entry[-1] = high
             else:
-                spans.append(low)
-                spans.append(high)
+                entry.append(low)
+                entry.append(high)
             address += stride
-        return spans
+        entry[2] = len(entry) - HEAD
+        return entry
 
     def _entries_from_stamps(self) -> None:
         """The entries of the accesses whose lines are still resident, oldest first, from the runs,
@@ -490,7 +490,7 @@ class L2Cache:
             head = bounds
             dirty_lines += dirty
             self.resident -= dropped
-        if 2 * head > len(entries):  # the popped entries are most of the list: forget them
+        if 2 * head > len(entries):  # the popped entries are most of the array: forget them
             del entries[:head]
             head = 0
         self._head = head
