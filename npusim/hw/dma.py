@@ -25,14 +25,19 @@ All apply each block's bytes (when data is on) at the block's completion: a bloc
 destination, HCCL's inline reduce), and record each block as a transfer (its fixed part and
 bottleneck, as the cores' copies are), with the config keys of its costs told to the recorder (an
 SDMA's ``die.sdma`` set-up and rate; the routes' latencies). Times in ps, rates in bytes/ps.
+
+This module is typed to mypy's strict level and compiled with the engine (setup.py: mypyc, in the
+engine's shared library; :mod:`npusim.engine` chooses compiled or interpreted for all), so the path
+of every block (an engine's loop, :meth:`CopyPath.segments`, the completion) runs as C; interpreted,
+it runs the same code with the same results.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 import simpy
 
@@ -43,8 +48,8 @@ from npusim.hw.queue import EngineQueue, Request, split_by_hits
 from npusim.trace.costs import EngineCosts, Term
 
 if TYPE_CHECKING:
-    from npusim.hw.cache import L2Tally
-    from npusim.hw.system import Die
+    from npusim.hw.cache import L2Cache, L2Tally
+    from npusim.hw.system import Die, System
 
 
 SDMA, RDMA = "sdma", "rdma"
@@ -78,6 +83,19 @@ class Block(Protocol):
     def copy(self, _event: simpy.Event | None = None) -> None: ...
 
 
+class PathEnd(Protocol):
+    """What a :class:`CopyPath` reads of the die at either of its ends (a
+    :class:`~npusim.hw.system.Die`): its L2, and its system, whose network carries the blocks'
+    flows. (A protocol, not ``Die``: compiled, the dataclass's fields are annotated with classes
+    that exist when the module is imported, and ``Die``'s module imports this one.)"""
+
+    @property
+    def cache(self) -> L2Cache: ...
+
+    @property
+    def system(self) -> System: ...
+
+
 @dataclass(frozen=True)
 class CopyPath:
     """What every block of a bulk copy from one die's GM to another's crosses: ``source`` and
@@ -87,8 +105,8 @@ class CopyPath:
     memory on a hit (L2) and on a miss (L2 and HBM), in ps; the path's and the miss's latencies as
     terms by config key."""
 
-    source: Die
-    destination: Die
+    source: PathEnd
+    destination: PathEnd
     hit_resources: tuple[Resource, ...]
     miss_resources: tuple[Resource, ...]
     path_latency_ps: int
@@ -96,6 +114,9 @@ class CopyPath:
     miss_latency_ps: int
     path_latency: tuple[Term, ...] = ()
     memory_latency: tuple[Term, ...] = ()
+    _flow_classes: dict[float, tuple[FlowClass | None, FlowClass | None]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """The network's flow classes of a hit and of a miss by the cap they were made for (the
+    network keeps a class for good once made: the same objects it would return)."""
 
     @property
     def resources(self) -> tuple[Resource, ...]:
@@ -116,16 +137,19 @@ class CopyPath:
         and its destination lines allocated in the destination's, both reached at ``at_ps``; its hit
         part may start flowing at ``ready_ps`` + the hit latency, its miss part at ``ready_ps`` + the
         miss latency."""
-        network, nbytes = self.source.system.network, block.nbytes
+        nbytes = block.nbytes
         hit, lines, arrived = 0.0, 0, 0
         src, dst = getattr(block, "src", None), getattr(block, "dst", None)  # a block of no GM side (a pass's cost) is a miss
         if nbytes and isinstance(src, Allocation):
-            hit, lines, arrived = self.source.cache.access(src, block.src_offset, nbytes, nbytes, 1, False, at_ps, tally, nbytes)  # type: ignore[attr-defined]
+            hit, lines, arrived = self.source.cache.access(src, cast(Any, block).src_offset, nbytes, nbytes, 1, False, at_ps, tally, nbytes)
         if nbytes and isinstance(dst, Allocation):
-            self.destination.cache.access(dst, block.dst_offset, nbytes, nbytes, 1, True, at_ps, tally, nbytes)  # type: ignore[attr-defined]
+            self.destination.cache.access(dst, cast(Any, block).dst_offset, nbytes, nbytes, 1, True, at_ps, tally, nbytes)
         hit_ready = ready_ps + (arrived - at_ps if arrived > at_ps else 0) + self.hit_latency_ps  # an earlier miss may be fetching its lines
-        return split_by_hits(nbytes, hit, lines, (network.flow_class(self.hit_resources, cap), hit_ready),
-                             (network.flow_class(self.miss_resources, cap), ready_ps + self.miss_latency_ps))
+        classes = self._flow_classes.get(cap)
+        if classes is None:  # made here, after the L2's look-ups, as the network would make them on a first use
+            network = self.source.system.network
+            classes = self._flow_classes[cap] = (network.flow_class(self.hit_resources, cap), network.flow_class(self.miss_resources, cap))
+        return split_by_hits(nbytes, hit, lines, (classes[0], hit_ready), (classes[1], ready_ps + self.miss_latency_ps))
 
 
 class SystemDma:
@@ -157,10 +181,10 @@ class SystemDma:
         a miss), round trip."""
         return self.setup_ps + (path.hit_latency_ps if hit else path.miss_latency_ps) + 2 * path.path_latency_ps
 
-    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int) -> Generator[simpy.Event, object, None]:
         """SimPy generator: take the lowest free channel, run ``blocks`` in order on its queue (each
         one an event on the channel's lane ``sdma chN``), give the channel back."""
-        channel = yield self._free.get()
+        channel = cast(int, (yield self._free.get()))
         system = self.system
         recorder = system.recorder
         env = self.env
@@ -203,7 +227,7 @@ class RdmaQueuePair:
         costs.unit(die.index, RDMA, RDMA)
         costs.engine(RDMA, "", EngineCosts(Term((), 0), Term((), 0), ()))  # the NIC has no cap of its own: its ports are resources
 
-    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int) -> Generator[simpy.Event, object, None]:
         """SimPy generator: stream ``blocks``; ends when the last block has completed."""
         env, system = self.env, self.system
         recorder = system.recorder
@@ -218,7 +242,7 @@ class RdmaQueuePair:
                 flowed, bottleneck, largest = -1, -1, -1
                 for flow_class, nbytes, ready in path.segments(block, math.inf, start + path.path_latency_ps, start, tally):
                     now = clock(env)  # the first block's bytes wait for the path and source memory latency; later ones stream at once
-                    limit, flowing = yield system.network.start(flow_class, nbytes, ready - now if index == 0 and ready > now else 0)
+                    limit, flowing = cast(tuple[int, int], (yield system.network.start(flow_class, nbytes, ready - now if index == 0 and ready > now else 0)))
                     if flowed < 0:
                         flowed = flowing
                     if nbytes > largest:
@@ -245,7 +269,7 @@ class VectorCoreWrites:
         self.setup_ps = timing.engines[read].setup_ps + timing.engines[write].setup_ps
         self.core_rate = min(timing.engines[read].rate_bytes_per_ps(("GM", "UB"), False), timing.engines[write].rate_bytes_per_ps(("UB", "GM"), False))
 
-    def run(self, blocks: Sequence[Block], path: CopyPath, cores: float, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, cores: float, name_id: int, op: int) -> Generator[simpy.Event, object, None]:
         """SimPy generator: move ``blocks`` one after the other with ``cores`` cores' worth of rate."""
         system = self.system
         env = system.env
