@@ -117,6 +117,9 @@ class CopyPath:
     _flow_classes: dict[float, tuple[FlowClass | None, FlowClass | None]] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The network's flow classes of a hit and of a miss by the cap they were made for (the
     network keeps a class for good once made: the same objects it would return)."""
+    _latencies: dict[int, tuple[Term, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """:meth:`latency`'s terms by number of trips, made on first use (an engine tells them to the
+    recorder at every transfer)."""
 
     @property
     def resources(self) -> tuple[Resource, ...]:
@@ -130,7 +133,10 @@ class CopyPath:
 
     def latency(self, trips: int) -> tuple[Term, ...]:
         """The terms of the source memory's latency (a miss) and ``trips`` crossings of the path."""
-        return self.memory_latency + tuple(Term(term.keys, trips * term.ps) for term in self.path_latency)
+        terms = self._latencies.get(trips)
+        if terms is None:
+            terms = self._latencies[trips] = self.memory_latency + tuple(Term(term.keys, trips * term.ps) for term in self.path_latency)
+        return terms
 
     def segments(self, block: Block, cap: float, ready_ps: int, at_ps: int, tally: L2Tally | None) -> list[tuple[FlowClass | None, int, int]]:
         """The flows of ``block`` (capped at ``cap``): its source bytes looked up in the source's L2
@@ -205,7 +211,7 @@ class SystemDma:
         for block in blocks:
             if queue.in_flight >= queue.depth:
                 yield queue.until(queue.depth - 1)
-            now = clock(env)
+            now: int = clock(env)
             segments = path.segments(block, self.rate_bytes_per_ps, now + round_trip, now + self.setup_ps, tally)
             queue.issue(Request(segments, 0, now, complete, block))
         yield queue.until(0)
