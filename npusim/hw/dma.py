@@ -37,12 +37,13 @@ from __future__ import annotations
 import math
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 import simpy
 
 from npusim.engine.flow import FlowClass, Resource
-from npusim.engine.loop import clock
+from npusim.engine.loop import clock, succeed_at
 from npusim.hw.memory import Allocation
 from npusim.hw.queue import EngineQueue, Request, split_by_hits
 from npusim.trace.costs import EngineCosts, Term
@@ -158,6 +159,45 @@ class CopyPath:
         return split_by_hits(nbytes, hit, lines, (classes[0], hit_ready), (classes[1], ready_ps + self.miss_latency_ps))
 
 
+class Channels:
+    """The free channels of a die's SDMA, which transfers take in the order they ask for one, the
+    lowest free first: SimPy's ``PriorityStore`` of the channel numbers (capacity: all of them),
+    with every event at the same moment and in the same order, so every result is the same, without
+    its generic put and get events and queues (a transfer takes a channel and gives it back). A get
+    is an event whose value is the channel taken. A put returns a channel the caller took (so it
+    never waits for room): its event triggers at once, and when that event is processed the oldest
+    waiting get takes the lowest free channel, as does any get made before then (as SimPy does:
+    a new get, or a put's event processed, serves the oldest waiting get, one at most)."""
+
+    __slots__ = ("env", "free", "waiting")
+
+    def __init__(self, env: simpy.Environment, count: int) -> None:
+        self.env = env
+        self.free: list[int] = []  # a heap
+        self.waiting: list[simpy.Event] = []  # the gets not served yet, oldest first
+        for channel in range(count):  # as the store was filled: a put, and its event, each
+            self.put(channel)
+
+    def get(self) -> simpy.Event:
+        """An event that triggers with the channel taken (at once if one is free and no get waits)."""
+        taken = simpy.Event(self.env)
+        self.waiting.append(taken)
+        self._serve()
+        return taken
+
+    def put(self, channel: int) -> simpy.Event:
+        """Give ``channel`` back: an event, triggered at once."""
+        done = simpy.Event(self.env)
+        done.callbacks.append(self._serve)
+        heappush(self.free, channel)
+        succeed_at(self.env, done, 0)
+        return done
+
+    def _serve(self, _event: simpy.Event | None = None) -> None:
+        if self.waiting and self.free:
+            succeed_at(self.env, self.waiting.pop(0), 0, heappop(self.free))
+
+
 class SystemDma:
     """A die's system DMA engine: ``channels`` channels of ``rate`` each, each with its queue of
     ``sdma.queue_depth`` descriptors; one transfer per channel, its blocks in order, each block
@@ -177,9 +217,7 @@ class SystemDma:
         costs = die.system.recorder.costs
         costs.unit(die.index, SDMA, SDMA)
         costs.engine(SDMA, "", EngineCosts(Term(("die.sdma.setup",), self.setup_ps), Term((), 0), ("die.sdma.rate",)))
-        self._free = simpy.PriorityStore(self.env, capacity=spec.channels)
-        for channel in range(spec.channels):
-            self._free.put(channel)
+        self._free = Channels(self.env, spec.channels)
         self._queues: dict[int, EngineQueue] = {}
 
     def block_fixed_ps(self, path: CopyPath, hit: bool = False) -> int:
