@@ -25,26 +25,33 @@ All apply each block's bytes (when data is on) at the block's completion: a bloc
 destination, HCCL's inline reduce), and record each block as a transfer (its fixed part and
 bottleneck, as the cores' copies are), with the config keys of its costs told to the recorder (an
 SDMA's ``die.sdma`` set-up and rate; the routes' latencies). Times in ps, rates in bytes/ps.
+
+This module is typed to mypy's strict level and compiled with the engine (setup.py: mypyc, in the
+engine's shared library; :mod:`npusim.engine` chooses compiled or interpreted for all), so the path
+of every block (an engine's loop, :meth:`CopyPath.segments`, the completion) runs as C; interpreted,
+it runs the same code with the same results.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 import simpy
 
 from npusim.engine.flow import FlowClass, Resource
-from npusim.engine.loop import clock
+from npusim.engine.loop import clock, succeed_at
 from npusim.hw.memory import Allocation
 from npusim.hw.queue import EngineQueue, Request, split_by_hits
 from npusim.trace.costs import EngineCosts, Term
+from npusim.trace.rows import EventRows
 
 if TYPE_CHECKING:
-    from npusim.hw.cache import L2Tally
-    from npusim.hw.system import Die
+    from npusim.hw.cache import L2Cache, L2Tally
+    from npusim.hw.system import Die, System
 
 
 SDMA, RDMA = "sdma", "rdma"
@@ -78,6 +85,19 @@ class Block(Protocol):
     def copy(self, _event: simpy.Event | None = None) -> None: ...
 
 
+class PathEnd(Protocol):
+    """What a :class:`CopyPath` reads of the die at either of its ends (a
+    :class:`~npusim.hw.system.Die`): its L2, and its system, whose network carries the blocks'
+    flows. (A protocol, not ``Die``: compiled, the dataclass's fields are annotated with classes
+    that exist when the module is imported, and ``Die``'s module imports this one.)"""
+
+    @property
+    def cache(self) -> L2Cache: ...
+
+    @property
+    def system(self) -> System: ...
+
+
 @dataclass(frozen=True)
 class CopyPath:
     """What every block of a bulk copy from one die's GM to another's crosses: ``source`` and
@@ -87,8 +107,8 @@ class CopyPath:
     memory on a hit (L2) and on a miss (L2 and HBM), in ps; the path's and the miss's latencies as
     terms by config key."""
 
-    source: Die
-    destination: Die
+    source: PathEnd
+    destination: PathEnd
     hit_resources: tuple[Resource, ...]
     miss_resources: tuple[Resource, ...]
     path_latency_ps: int
@@ -96,6 +116,12 @@ class CopyPath:
     miss_latency_ps: int
     path_latency: tuple[Term, ...] = ()
     memory_latency: tuple[Term, ...] = ()
+    _flow_classes: dict[float, tuple[FlowClass | None, FlowClass | None]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """The network's flow classes of a hit and of a miss by the cap they were made for (the
+    network keeps a class for good once made: the same objects it would return)."""
+    _latencies: dict[int, tuple[Term, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """:meth:`latency`'s terms by number of trips, made on first use (an engine tells them to the
+    recorder at every transfer)."""
 
     @property
     def resources(self) -> tuple[Resource, ...]:
@@ -109,23 +135,68 @@ class CopyPath:
 
     def latency(self, trips: int) -> tuple[Term, ...]:
         """The terms of the source memory's latency (a miss) and ``trips`` crossings of the path."""
-        return self.memory_latency + tuple(Term(term.keys, trips * term.ps) for term in self.path_latency)
+        terms = self._latencies.get(trips)
+        if terms is None:
+            terms = self._latencies[trips] = self.memory_latency + tuple(Term(term.keys, trips * term.ps) for term in self.path_latency)
+        return terms
 
     def segments(self, block: Block, cap: float, ready_ps: int, at_ps: int, tally: L2Tally | None) -> list[tuple[FlowClass | None, int, int]]:
         """The flows of ``block`` (capped at ``cap``): its source bytes looked up in the source's L2
         and its destination lines allocated in the destination's, both reached at ``at_ps``; its hit
         part may start flowing at ``ready_ps`` + the hit latency, its miss part at ``ready_ps`` + the
         miss latency."""
-        network, nbytes = self.source.system.network, block.nbytes
+        nbytes = block.nbytes
         hit, lines, arrived = 0.0, 0, 0
         src, dst = getattr(block, "src", None), getattr(block, "dst", None)  # a block of no GM side (a pass's cost) is a miss
         if nbytes and isinstance(src, Allocation):
-            hit, lines, arrived = self.source.cache.access(src, block.src_offset, nbytes, nbytes, 1, False, at_ps, tally, nbytes)  # type: ignore[attr-defined]
+            hit, lines, arrived = self.source.cache.access(src, cast(Any, block).src_offset, nbytes, nbytes, 1, False, at_ps, tally, nbytes)
         if nbytes and isinstance(dst, Allocation):
-            self.destination.cache.access(dst, block.dst_offset, nbytes, nbytes, 1, True, at_ps, tally, nbytes)  # type: ignore[attr-defined]
+            self.destination.cache.access(dst, cast(Any, block).dst_offset, nbytes, nbytes, 1, True, at_ps, tally, nbytes)
         hit_ready = ready_ps + (arrived - at_ps if arrived > at_ps else 0) + self.hit_latency_ps  # an earlier miss may be fetching its lines
-        return split_by_hits(nbytes, hit, lines, (network.flow_class(self.hit_resources, cap), hit_ready),
-                             (network.flow_class(self.miss_resources, cap), ready_ps + self.miss_latency_ps))
+        classes = self._flow_classes.get(cap)
+        if classes is None:  # made here, after the L2's look-ups, as the network would make them on a first use
+            network = self.source.system.network
+            classes = self._flow_classes[cap] = (network.flow_class(self.hit_resources, cap), network.flow_class(self.miss_resources, cap))
+        return split_by_hits(nbytes, hit, lines, (classes[0], hit_ready), (classes[1], ready_ps + self.miss_latency_ps))
+
+
+class Channels:
+    """The free channels of a die's SDMA, which transfers take in the order they ask for one, the
+    lowest free first: SimPy's ``PriorityStore`` of the channel numbers (capacity: all of them),
+    with every event at the same moment and in the same order, so every result is the same, without
+    its generic put and get events and queues (a transfer takes a channel and gives it back). A get
+    is an event whose value is the channel taken. A put returns a channel the caller took (so it
+    never waits for room): its event triggers at once, and when that event is processed the oldest
+    waiting get takes the lowest free channel, as does any get made before then (as SimPy does:
+    a new get, or a put's event processed, serves the oldest waiting get, one at most)."""
+
+    __slots__ = ("env", "free", "waiting")
+
+    def __init__(self, env: simpy.Environment, count: int) -> None:
+        self.env = env
+        self.free: list[int] = []  # a heap
+        self.waiting: list[simpy.Event] = []  # the gets not served yet, oldest first
+        for channel in range(count):  # as the store was filled: a put, and its event, each
+            self.put(channel)
+
+    def get(self) -> simpy.Event:
+        """An event that triggers with the channel taken (at once if one is free and no get waits)."""
+        taken = simpy.Event(self.env)
+        self.waiting.append(taken)
+        self._serve()
+        return taken
+
+    def put(self, channel: int) -> simpy.Event:
+        """Give ``channel`` back: an event, triggered at once."""
+        done = simpy.Event(self.env)
+        done.callbacks.append(self._serve)
+        heappush(self.free, channel)
+        succeed_at(self.env, done, 0)
+        return done
+
+    def _serve(self, _event: simpy.Event | None = None) -> None:
+        if self.waiting and self.free:
+            succeed_at(self.env, self.waiting.pop(0), 0, heappop(self.free))
 
 
 class SystemDma:
@@ -147,9 +218,7 @@ class SystemDma:
         costs = die.system.recorder.costs
         costs.unit(die.index, SDMA, SDMA)
         costs.engine(SDMA, "", EngineCosts(Term(("die.sdma.setup",), self.setup_ps), Term((), 0), ("die.sdma.rate",)))
-        self._free = simpy.PriorityStore(self.env, capacity=spec.channels)
-        for channel in range(spec.channels):
-            self._free.put(channel)
+        self._free = Channels(self.env, spec.channels)
         self._queues: dict[int, EngineQueue] = {}
 
     def block_fixed_ps(self, path: CopyPath, hit: bool = False) -> int:
@@ -157,10 +226,10 @@ class SystemDma:
         a miss), round trip."""
         return self.setup_ps + (path.hit_latency_ps if hit else path.miss_latency_ps) + 2 * path.path_latency_ps
 
-    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int) -> Generator[simpy.Event, object, None]:
         """SimPy generator: take the lowest free channel, run ``blocks`` in order on its queue (each
         one an event on the channel's lane ``sdma chN``), give the channel back."""
-        channel = yield self._free.get()
+        channel = cast(int, (yield self._free.get()))
         system = self.system
         recorder = system.recorder
         env = self.env
@@ -172,7 +241,7 @@ class SystemDma:
         tally = system.l2_tally(op, "sdma")
         with_data = system.with_data
         round_trip = self.setup_ps + 2 * path.path_latency_ps
-        rows = recorder.rows
+        rows: EventRows = recorder.rows
 
         def complete(block: Block, start: int, flowed: int, _arrived: int, bottleneck: int) -> None:  # no tail: arrived is now
             if with_data:
@@ -182,7 +251,7 @@ class SystemDma:
         for block in blocks:
             if queue.in_flight >= queue.depth:
                 yield queue.until(queue.depth - 1)
-            now = clock(env)
+            now: int = clock(env)
             segments = path.segments(block, self.rate_bytes_per_ps, now + round_trip, now + self.setup_ps, tally)
             queue.issue(Request(segments, 0, now, complete, block))
         yield queue.until(0)
@@ -204,11 +273,11 @@ class RdmaQueuePair:
         costs.unit(die.index, RDMA, RDMA)
         costs.engine(RDMA, "", EngineCosts(Term((), 0), Term((), 0), ()))  # the NIC has no cap of its own: its ports are resources
 
-    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, name_id: int, op: int) -> Generator[simpy.Event, object, None]:
         """SimPy generator: stream ``blocks``; ends when the last block has completed."""
         env, system = self.env, self.system
         recorder = system.recorder
-        rows = recorder.rows
+        rows: EventRows = recorder.rows
         tally = system.l2_tally(op, "rdma")
         completions = []
         with self._in_order.request() as turn:
@@ -220,7 +289,7 @@ class RdmaQueuePair:
                 flowed, bottleneck, largest = -1, -1, -1
                 for flow_class, nbytes, ready in path.segments(block, math.inf, start + path.path_latency_ps, start, tally):
                     now = clock(env)  # the first block's bytes wait for the path and source memory latency; later ones stream at once
-                    limit, flowing = yield system.network.start(flow_class, nbytes, ready - now if index == 0 and ready > now else 0)
+                    limit, flowing = cast(tuple[int, int], (yield system.network.start(flow_class, nbytes, ready - now if index == 0 and ready > now else 0)))
                     if flowed < 0:
                         flowed = flowing
                     if nbytes > largest:
@@ -247,15 +316,16 @@ class VectorCoreWrites:
         self.setup_ps = timing.engines[read].setup_ps + timing.engines[write].setup_ps
         self.core_rate = min(timing.engines[read].rate_bytes_per_ps(("GM", "UB"), False), timing.engines[write].rate_bytes_per_ps(("UB", "GM"), False))
 
-    def run(self, blocks: Sequence[Block], path: CopyPath, cores: float, name_id: int, op: int):
+    def run(self, blocks: Sequence[Block], path: CopyPath, cores: float, name_id: int, op: int) -> Generator[simpy.Event, object, None]:
         """SimPy generator: move ``blocks`` one after the other with ``cores`` cores' worth of rate."""
         system = self.system
         env = system.env
         track = system.recorder.track(self.die.index, "hccl", "aiv writes", (4, 0))
+        rows: EventRows = system.recorder.rows
         fixed_ps = self.setup_ps + path.memory_latency_ps + path.path_latency_ps
         for block in blocks:
             start = clock(env)
             yield system.network.transfer(block.nbytes, path.resources, cap=cores * self.core_rate, delay_ps=fixed_ps)
             if system.with_data:
                 block.copy()
-            system.recorder.rows.record(track, name_id, start, clock(env), block.nbytes, op, -1)
+            rows.record(track, name_id, start, clock(env), block.nbytes, op, -1)

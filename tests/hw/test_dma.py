@@ -7,11 +7,14 @@ moves the result the way its mechanism says.
 
 import numpy as np
 import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import npusim
 from npusim.analysis.calibration import CalibrationCase, simulate
 from npusim.config import load_config
-from npusim.hw.dma import GmBlock, VectorCoreWrites
+from npusim.hw.dma import Channels, GmBlock, VectorCoreWrites
 from npusim.hw.stream import Stream
 from npusim.hw.topology import Direction
 
@@ -146,3 +149,53 @@ def test_vector_core_writes_pay_the_cores_set_up_and_move_at_their_rate():
         fixed = (aiv["MTE2"].setup.to_ps(CLOCK) + aiv["MTE3"].setup.to_ps(CLOCK) + path.memory_latency_ps + path.path_latency_ps)
         assert s.env.now > fixed and s.env.now < fixed + 10_000  # 64 B: the fixed part dominates
         assert engine.core_rate == min(aiv["MTE2"].rate.bytes_per_ps(CLOCK), aiv["MTE3"].rate.bytes_per_ps(CLOCK))
+
+
+def _store_of_channels(env: simpy.Environment, count: int) -> simpy.PriorityStore:
+    """The SDMA's free channels as SimPy's store, filled as the engine filled it before Channels."""
+    store = simpy.PriorityStore(env, capacity=count)
+    for channel in range(count):
+        store.put(channel)
+    return store
+
+
+def _channel_order(pool_of, count: int, users: list[tuple[int, int, int]]) -> list[tuple[int, int, str, int]]:
+    """(time, index, what, events queued) of what ``users`` ((arrival ps, zero-time steps, holding
+    ps) each) do with a pool of ``count`` channels made by ``pool_of``, in the order they do it:
+    each arrives, asks for a channel after its zero-time steps (so that gets, puts and their events
+    meet at one instant in every order), holds it, gives it back, waits for the put and takes one
+    more zero-time step. The pool is made at the first get (as a die, and its SDMA, on first use);
+    the events queued (SimPy's queue) tell the same events apart from fewer."""
+    env = simpy.Environment()
+    pools = []
+    seen: list[tuple[int, int, str, int]] = []
+
+    def note(what: str) -> None:
+        seen.append((env.now, len(seen), what, len(env._queue)))
+
+    def user(i: int, arrival: int, steps: int, hold: int):
+        yield env.timeout(arrival)
+        for step in range(steps):
+            yield env.timeout(0)
+            note(f"step {step} of {i}")
+        if not pools:
+            pools.append(pool_of(env, count))
+        pool = pools[0]
+        channel = yield pool.get()
+        note(f"{i} takes channel {channel}")
+        yield env.timeout(hold)
+        yield pool.put(channel)
+        note(f"{i} gave channel {channel} back")
+        yield env.timeout(0)
+        note(f"after the put of {i}")
+
+    for i, (arrival, steps, hold) in enumerate(users):
+        env.process(user(i, arrival, steps, hold))
+    env.run()
+    return seen
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(1, 3), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4), st.integers(0, 1)), min_size=1, max_size=8))
+def test_the_sdma_channels_are_taken_at_the_moments_simpys_priority_store_gives_them(count, users):
+    assert _channel_order(Channels, count, users) == _channel_order(_store_of_channels, count, users)
