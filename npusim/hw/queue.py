@@ -12,7 +12,7 @@ Times in ps.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import simpy
 
@@ -20,7 +20,7 @@ from npusim.engine.flow import FlowClass, FlowNetwork
 from npusim.engine.loop import clock, succeed_at
 
 
-class Request(NamedTuple):
+class Request:
     """One request of an engine's queue: its bytes as ``segments`` streamed in order, each
     ``(flow class, bytes, ps its bytes may start flowing)`` (the class None for a request nothing
     limits; the time absolute: issue + set-up + its route's latency), ``burst_ps`` of the engine's
@@ -31,14 +31,19 @@ class Request(NamedTuple):
     ``start`` its slice's start (its issue, or the end of the queue's previous entry if later),
     ``flowed`` when its first bytes started flowing, ``arrived`` when its last byte arrived (its
     tail ran from then to now), ``bottleneck`` what limited its largest segment (as
-    :meth:`~npusim.engine.flow.FlowNetwork.start` reports it). (A named tuple: a copy makes one.)"""
+    :meth:`~npusim.engine.flow.FlowNetwork.start` reports it). A copy or an SDMA block makes one:
+    compiled, a native object (built without a Python call)."""
 
-    segments: list[tuple[FlowClass | None, int, int]]
-    burst_ps: int
-    issue_ps: int
-    complete: Callable[[Any, int, int, int, int], None]
-    owner: Any
-    tail: Callable[[Any, int], int] | None = None
+    __slots__ = ("segments", "burst_ps", "issue_ps", "complete", "owner", "tail")
+
+    def __init__(self, segments: list[tuple[FlowClass | None, int, int]], burst_ps: int, issue_ps: int,
+                 complete: Callable[[Any, int, int, int, int], None], owner: Any, tail: Callable[[Any, int], int] | None = None) -> None:
+        self.segments = segments
+        self.burst_ps = burst_ps
+        self.issue_ps = issue_ps
+        self.complete = complete
+        self.owner = owner
+        self.tail = tail
 
 
 class Fence:
@@ -116,20 +121,20 @@ class EngineQueue:
         """``request`` takes the stream: its slice starts (its issue, or the stream's end if later)
         and its first segment's bytes start once ready, after its bursts."""
         free_at = self.free_at
-        issued = request[2]
+        issued = request.issue_ps
         self._current = request
         self._start_ps = issued if issued > free_at else free_at
         self._segment = 0
         self._largest = -1
-        flow_class, nbytes, ready = request[0][0]
+        flow_class, nbytes, ready = request.segments[0]
         begin = ready if ready > free_at else free_at
-        self.network.start(flow_class, nbytes, (begin if begin > now else now) - now + request[1]).callbacks.append(self._on_segment_done)
+        self.network.start(flow_class, nbytes, (begin if begin > now else now) - now + request.burst_ps).callbacks.append(self._on_segment_done)
 
     def _on_segment_done(self, event: simpy.Event) -> None:
         request = self._current
         assert request is not None
         bottleneck, flowed = event._value
-        segments, segment = request[0], self._segment
+        segments, segment = request.segments, self._segment
         nbytes = segments[segment][1]
         if not segment:
             self._flowed_ps = flowed
@@ -144,9 +149,9 @@ class EngineQueue:
             self.network.start(flow_class, nbytes, ready - now if ready > now else 0).callbacks.append(self._on_segment_done)
             return
         self._arrived_ps = now
-        tail = request[5]
+        tail = request.tail
         if tail is not None:
-            done = tail(request[4], now)
+            done = tail(request.owner, now)
             if done > now:
                 self.env.timeout(done - now).callbacks.append(self._on_tail_done)
                 return
@@ -161,7 +166,7 @@ class EngineQueue:
         self._current = None
         self.free_at = now
         self.in_flight -= 1
-        request[3](request[4], self._start_ps, self._flowed_ps, self._arrived_ps, self._bottleneck)
+        request.complete(request.owner, self._start_ps, self._flowed_ps, self._arrived_ps, self._bottleneck)
         waiting = self._waiting
         while waiting:
             entry = waiting.pop(0)

@@ -777,7 +777,8 @@ class AtomicAddCopy(DmaCopy):
         request = super().request(core, run, issue_ps, tally, complete, owner)  # resolves a register address first
         offset = self._resolved[1] if self._resolved is not None else int(resolve(dst.offset, run.regs))
         span = self.span(self.dst_gap)
-        return request._replace(tail=lambda _owner, arrived_ps: atomics.apply_at(allocation, offset, span, arrived_ps))
+        request.tail = lambda _owner, arrived_ps: atomics.apply_at(allocation, offset, span, arrived_ps)
+        return request
 
     def effect(self, core: AICore, run: KernelRun) -> None:
         src_offset, dst_offset = self._offsets()
