@@ -53,10 +53,10 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from functools import partial
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 
@@ -190,7 +190,7 @@ class SchedulerThread:
         self.wake: simpy.Event = scheduler.env.event()
         # its loop (start): where it goes on when it wakes, what the step it sleeps in holds, its end
         self.phase = _STEP
-        self.held: tuple = ()
+        self.held: tuple[Any, ...] = ()  # its shape is the phase's (see _resume)
         self.ended = simpy.Event(scheduler.env)
         # the thread's one timer, re-armed for each step it takes (the queue key a timeout made
         # then would get); nothing but this thread waits on it
@@ -356,7 +356,7 @@ class AicpuScheduler:
 
     # -- the device task -------------------------------------------------------------------------
 
-    def run(self):
+    def run(self) -> Generator[simpy.Event, Any, None]:
         """The device task: take the AICPUs, run every task, give them back."""
         requests = [self.die.aicpus.request() for _ in self.threads]
         yield self.env.all_of(requests)
@@ -467,7 +467,7 @@ class AicpuScheduler:
         thread.finished.append(task)
         thread.notify()
 
-    def _control_loop(self):
+    def _control_loop(self) -> Generator[simpy.Event, Any, None]:
         """The control AICPU: run the queued control tasks in turn."""
         track = self.recorder.track(self.die.index, "aicpu control", CONTROL_LANE, AICPU_ORDER + (len(self.threads),))
         read_name = self.read_name

@@ -7,6 +7,7 @@ or a buffer is touched. With data disabled (``--no-data``) no byte array is ever
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,8 +21,8 @@ class Allocation:
     """A contiguous range of one die's GM: ``size_bytes`` at ``address``, with its bytes if data is on.
 
     ``watchers`` (None, or a list of ``(first byte, end byte, callable)``): each callable is called
-    with no argument each time a copy has written bytes of its range: a core polling words of it
-    (``CoreProgram.poll``) looks again.
+    each time a copy has written bytes of its range, with the instruction that wrote them (None for
+    an engine's write, an RDMA write's): a core polling words of it (``CoreProgram.poll``) looks again.
     A ``window`` (a communication window) is written by other dies' cores and read after their
     status flags say so: flags the race check cannot follow, so it leaves the window out."""
 
@@ -33,7 +34,7 @@ class Allocation:
         self.size_bytes = size_bytes
         self.label = label
         self.data = data
-        self.watchers: list | None = None
+        self.watchers: list[tuple[int, int, Callable[[Any], None]]] | None = None
         self.window = False
 
     def __repr__(self) -> str:

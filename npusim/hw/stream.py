@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from typing import Any
 
 import simpy
 
@@ -19,7 +20,7 @@ class Stream:
         self.tail: simpy.Process | None = None
         self.tasks = 0
 
-    def submit(self, task: Callable[..., Generator], *args: object) -> simpy.Process:
+    def submit(self, task: Callable[..., Generator[simpy.Event, Any, None]], *args: object) -> simpy.Process:
         """Queue ``task`` (a function returning a SimPy generator, given ``args``); returns its process."""
         self.tasks += 1
         tail = self.tail = start_process(self.env, _after(self.tail, task, args))
@@ -34,7 +35,7 @@ class Stream:
             self.tail = None
 
 
-def _after(previous: simpy.Process | None, task: Callable[..., Generator], args: tuple) -> Generator:
+def _after(previous: simpy.Process | None, task: Callable[..., Generator[simpy.Event, Any, None]], args: tuple[object, ...]) -> Generator[simpy.Event, Any, None]:
     """``task(*args)`` once ``previous`` (the stream's task before it, if any) has finished (a
     module function, not a closure: a stream of tile ops holds thousands of them queued)."""
     if previous is not None and not previous.processed:

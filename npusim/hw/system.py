@@ -62,7 +62,7 @@ class Die:
         if atomic_add is not None:
             costs.atomic_adds(("die.l2.atomic_add",))
         self._cores: dict[tuple[str, int], AICore] = {}
-        self.dma_routes: dict[str, dict[tuple, DmaRoute]] = {}  # per core kind: what its cores' DMAs take (AICore.dma_route)
+        self.dma_routes: dict[str, dict[tuple[object, ...], DmaRoute]] = {}  # per core kind: what its cores' DMAs take (AICore.dma_route)
 
     def queue_pair(self, peer: int) -> RdmaQueuePair:
         """The RDMA queue pair from this die to die ``peer``, created on first use."""

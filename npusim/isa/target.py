@@ -8,13 +8,18 @@ MTE granule); taking them from the config, never from constants in the kernel, l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from npusim import formats
 from npusim.config.products import PRODUCTS
 from npusim.config.schema import GM
 from npusim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from npusim.hw.system import System
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class VectorTarget:
     max_repeats: int
 
     @classmethod
-    def of(cls, system) -> VectorTarget:
+    def of(cls, system: System) -> VectorTarget:
         """The vector cores of ``system``'s dies (every die of a system is the same): the core kind
         its product runs vector kernels on, with its UB and the engine that loads UB from GM."""
         spec, timing = system.spec, system.timing
@@ -50,7 +55,7 @@ class VectorTarget:
         return cls(spec.product, kind.name, kind.count, ub.capacity_bytes, ub.alignment_bytes,
                    kind.engines[load].granule_bytes, timing.vector.repeat_bytes, timing.vector.max_repeats)
 
-    def lanes(self, *dtypes) -> int:
+    def lanes(self, *dtypes: npt.DTypeLike) -> int:
         """Elements one repeat covers when its widest operand has one of ``dtypes`` (dtypes or format names: ``hifloat8``)."""
         return self.repeat_bytes // max(formats.dtype_named(d).itemsize if isinstance(d, str) else np.dtype(d).itemsize for d in dtypes)
 
@@ -83,7 +88,7 @@ class CubeTarget:
     block_n: int
 
     @classmethod
-    def of(cls, system) -> CubeTarget:
+    def of(cls, system: System) -> CubeTarget:
         """The cube cores of ``system``'s dies: the core kind its product runs cube kernels on, with
         its L1 and L0 buffers, which need engines GM -> L1, L1 -> L0A / L0B and L0C -> GM (FixPipe)."""
         spec, timing = system.spec, system.timing

@@ -4,13 +4,16 @@ the same kind of link."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
 from npusim.config.registry import FABRICS
 from npusim.config.schema import MAX_CHANNELS, ChannelCount, FabricSpec, LinkSpec, SwitchSpec, SystemShape
 from npusim.hw.topology import Direction, Fabric, Route, Wiring
+
+if TYPE_CHECKING:
+    from npusim.engine.flow import Resource
 
 
 class UbL1SwitchSpec(FabricSpec):
@@ -54,8 +57,8 @@ class UbL1Switch(Fabric):
         """The second tier's link -> first-tier switch -> die ``dst``."""
         return Route(self._rx(dst, direction)) + self.two_links + self.switch
 
-    def _tx(self, die: int, direction: Direction):
+    def _tx(self, die: int, direction: Direction) -> tuple[Resource, ...]:
         return self.wiring.hop(f"die{die} UB tx", self.ports, die, direction, also=("planes",))
 
-    def _rx(self, die: int, direction: Direction):
+    def _rx(self, die: int, direction: Direction) -> tuple[Resource, ...]:
         return self.wiring.hop(f"die{die} UB rx", self.ports, die, direction, also=("planes",))
