@@ -247,7 +247,7 @@ class _Runs:
         self.hint = kept - 1
         return total, resident, unseen, latest
 
-    def drop(self, bounds: array[int], begin: int, end: int, tick: int, floor: int) -> tuple[int, int]:
+    def drop(self, bounds: list[int], begin: int, end: int, tick: int, floor: int) -> tuple[int, int]:
         """Evict the lines of the ranges ``bounds[begin:end]`` (first line, end line, ...:
         ascending) still stamped ``tick``: no longer resident nor dirty, merged with their
         neighbours where equal; fetch times no later than ``floor`` (the clock, ps) become 0.
@@ -322,12 +322,12 @@ class L2Cache:
         self.tick = 0  # accesses so far (a line's stamp is the tick of its last access, from 1)
         self._lines: dict[Allocation, _Runs] = {}
         self._line_sets: list[_Runs] = []  # the values of _lines, by their index
-        # the queue of the accesses' entries (HEAD), oldest first from _head on: 8-byte numbers in
-        # one array (no int object per number, nothing for CPython's collector to walk; an entry is
-        # added with fromlist, which copies a list's ints in one call). Kept only
+        # the queue of the accesses' entries (HEAD), oldest first from _head on, in one list (no
+        # object per entry: an entry's numbers are the ints its access made, nothing for CPython's
+        # collector to untrack). Kept only
         # from the first eviction on (_evicting; see _entries_from_stamps): until then, what
         # eviction needs of them is in the runs (an L2 that never fills keeps none)
-        self._entries = array("q")
+        self._entries: list[int] = []
         self._head = 0
         self._evicting = False
         self.tally = L2Tally()
@@ -367,7 +367,7 @@ class L2Cache:
         if not write and resident < total and fetched > lines.fetched_until:
             lines.fetched_until = fetched
         if self._evicting:
-            self._entries.fromlist(entry)
+            self._entries.extend(entry)
         self.resident += total - resident
         miss = total - hit
         die_tally = self.tally
@@ -490,7 +490,7 @@ class L2Cache:
             head = bounds
             dirty_lines += dirty
             self.resident -= dropped
-        if 2 * head > len(entries):  # the popped entries are most of the array: forget them
+        if 2 * head > len(entries):  # the popped entries are most of the list: forget them
             del entries[:head]
             head = 0
         self._head = head
