@@ -333,10 +333,9 @@ class L2Cache:
         self.tally = L2Tally()
         # for the trace's hit-rate counter, per HIT_RATE_BIN_PS of the run in which accesses reached
         # the L2 (a run of accesses in one bin at a time, so a bin may come back): its start (ps),
-        # its lines that hit (float) and its lines; the bin being summed is apart until it changes
-        self._log_ps = array("q")
-        self._log_hit = array("d")
-        self._log_lines = array("q")
+        # its lines that hit and its lines, three numbers of one array of floats (one extend a bin;
+        # exact: integers below 2**53); the bin being summed is apart until it changes
+        self._log = array("d")
         self._bin, self._bin_hit, self._bin_lines = -1, 0.0, 0
 
     def access(self, allocation: Allocation, offset: int, length: int, stride: int, count: int, write: bool, at_ps: int,
@@ -401,9 +400,7 @@ class L2Cache:
         at_bin = at_ps // HIT_RATE_BIN_PS
         if at_bin != self._bin:
             if self._bin_lines:
-                self._log_ps.append(self._bin * HIT_RATE_BIN_PS)
-                self._log_hit.append(self._bin_hit)
-                self._log_lines.append(self._bin_lines)
+                self._log.extend((self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines))
             self._bin, self._bin_hit, self._bin_lines = at_bin, hit, lines
         else:
             self._bin_hit += hit
@@ -412,12 +409,10 @@ class L2Cache:
     def hit_log(self) -> tuple[array[int], array[float], array[int]]:
         """The hit-rate log: per bin of accesses, its start (ps, a bin may appear more than once),
         the lines that hit and the lines (the bin being summed included)."""
-        times, hits, lines = array("q", self._log_ps), array("d", self._log_hit), array("q", self._log_lines)
+        log = array("d", self._log)
         if self._bin_lines:
-            times.append(self._bin * HIT_RATE_BIN_PS)
-            hits.append(self._bin_hit)
-            lines.append(self._bin_lines)
-        return times, hits, lines
+            log.extend((self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines))
+        return array("q", map(int, log[0::3])), log[1::3], array("q", map(int, log[2::3]))
 
     def unknown(self, length: int, write: bool, at_ps: int, tally: L2Tally | None) -> tuple[float, int, int]:
         """An access of ``length`` bytes at an address the model does not know (computed from scalar
