@@ -38,6 +38,7 @@ Counters (:class:`L2Tally`) are in lines, as msprof counts L2 requests; reads an
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, final
@@ -61,6 +62,8 @@ globals().setdefault("mypyc_attr", _mypyc_attr)
 
 HIT_RATE_BIN_PS: Final = 1_000_000
 """The step of the trace's L2 hit-rate counter: the accesses of each microsecond of the run."""
+_BIN_RECORD: Final = struct.Struct("qdq")
+"""A bin of the hit-rate log as :class:`L2Cache` keeps it: its start (ps), its lines that hit, its lines."""
 DIRTY: Final = 1
 """A run's flag: its lines are dirty (written since fetched or allocated)."""
 SEEN: Final = 2
@@ -319,9 +322,9 @@ class L2Cache:
         self.tally = L2Tally()
         # for the trace's hit-rate counter, per HIT_RATE_BIN_PS of the run in which accesses reached
         # the L2 (a run of accesses in one bin at a time, so a bin may come back): its start (ps),
-        # its lines that hit and its lines, three numbers of one array of floats (one extend a bin;
-        # exact: integers below 2**53); the bin being summed is apart until it changes
-        self._log = array("d")
+        # its lines that hit and its lines, one record of _BIN_RECORD a bin, packed into one
+        # bytearray (24 bytes a bin, no Python object); the bin being summed is apart until it changes
+        self._log = bytearray()
         self._bin, self._bin_hit, self._bin_lines = -1, 0.0, 0
 
     def access(self, allocation: Allocation, offset: int, length: int, stride: int, count: int, write: bool, at_ps: int,
@@ -386,7 +389,7 @@ class L2Cache:
         at_bin = at_ps // HIT_RATE_BIN_PS
         if at_bin != self._bin:
             if self._bin_lines:
-                self._log.extend((self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines))
+                self._log += _BIN_RECORD.pack(self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines)
             self._bin, self._bin_hit, self._bin_lines = at_bin, hit, lines
         else:
             self._bin_hit += hit
@@ -395,10 +398,11 @@ class L2Cache:
     def hit_log(self) -> tuple[array[int], array[float], array[int]]:
         """The hit-rate log: per bin of accesses, its start (ps, a bin may appear more than once),
         the lines that hit and the lines (the bin being summed included)."""
-        log = array("d", self._log)
+        log = bytes(self._log)
         if self._bin_lines:
-            log.extend((self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines))
-        return array("q", map(int, log[0::3])), log[1::3], array("q", map(int, log[2::3]))
+            log += _BIN_RECORD.pack(self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines)
+        words, floats = memoryview(log).cast("q"), memoryview(log).cast("d")  # the records' fields, one word each
+        return array("q", words[0::3].tobytes()), array("d", floats[1::3].tobytes()), array("q", words[2::3].tobytes())
 
     def unknown(self, length: int, write: bool, at_ps: int, tally: L2Tally | None) -> tuple[float, int, int]:
         """An access of ``length`` bytes at an address the model does not know (computed from scalar
