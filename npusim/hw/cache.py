@@ -28,24 +28,42 @@ where a later access begins or ends inside one and merged again when neighbours 
 eviction dropping lines beside lines not resident). An access costs a binary search plus its ranges
 and the runs they overlap (a strided copy: its rows, adjacent rows as one range), whatever its size;
 memory follows the runs, not the bytes, so untouched GM and a large copy touched whole cost a run.
-The module is compiled with the engine (setup.py): plain lists and ints, run as C.
+A run is one small object (:class:`_Run`: its lines, stamp, flags and fetch time), an allocation's
+runs one list of them in line order: a split is one new object and one insert, a merge one delete.
+The module is compiled with the engine (setup.py): there a run's ints are fields of a C struct
+(no Python int per number) and the garbage collector never tracks a run.
 
 Counters (:class:`L2Tally`) are in lines, as msprof counts L2 requests; reads and writes apart.
 """
 
 from __future__ import annotations
 
+import struct
 from array import array
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, final
 
 from npusim.engine.loop import clock
 
 if TYPE_CHECKING:
+    from mypy_extensions import mypyc_attr
+
     from npusim.engine.flow import FlowNetwork, Resource
     from npusim.hw.memory import Allocation
 
+
+def _mypyc_attr(**_: object) -> Callable[[type], type]:
+    """Interpreted, the class decorator ``mypyc_attr``: it does nothing (mypy_extensions is a build
+    dependency only; compiled, mypyc reads the decorator and never calls it)."""
+    return lambda cls: cls
+
+
+globals().setdefault("mypyc_attr", _mypyc_attr)
+
 HIT_RATE_BIN_PS: Final = 1_000_000
 """The step of the trace's L2 hit-rate counter: the accesses of each microsecond of the run."""
+_BIN_RECORD: Final = struct.Struct("qdq")
+"""A bin of the hit-rate log as :class:`L2Cache` keeps it: its start (ps), its lines that hit, its lines."""
 DIRTY: Final = 1
 """A run's flag: its lines are dirty (written since fetched or allocated)."""
 SEEN: Final = 2
@@ -74,36 +92,50 @@ class L2Tally:
         return [self.read_hit, self.read_miss, self.write_hit, self.write_miss, float(self.written_back)]
 
 
+@final
+@mypyc_attr(acyclic=True)  # compiled: an object the cyclic garbage collector never tracks (it holds ints only)
+class _Run:
+    """Lines ``start`` up to ``end`` of an allocation, in one state: ``stamp`` (0: not resident;
+    else the tick of the access that last touched them), ``flags`` (:data:`DIRTY`, :data:`SEEN`)
+    and ``filled``, when their last fetch from HBM reaches the L2 (ps). One object a run: a split
+    is one object and one list insert, a merge one delete, and compiled its ints are fields of the
+    object, not Python ints."""
+
+    __slots__ = ("start", "end", "stamp", "flags", "filled")
+
+    def __init__(self, start: int, end: int, stamp: int, flags: int, filled: int) -> None:
+        self.start = start
+        self.end = end
+        self.stamp = stamp
+        self.flags = flags
+        self.filled = filled
+
+
 class _Runs:
     """The state of one allocation's lines (counted from the line of its first byte), as runs of
-    consecutive lines in the same state: run ``i`` holds lines ``starts[i]`` up to the next run's
-    start (the last, up to ``count``); its stamp (0: not resident; else the tick of the access that
-    last touched its lines), its flags (:data:`DIRTY`, :data:`SEEN`) and when the last fetch of its
-    lines from HBM reaches the L2 (``filled``, ps). A fetch time no later than the clock when it was
-    last written is kept as 0: every access to come reaches the L2 at the clock or later, so it finds
-    such a line arrived either way (that lets runs of old fetches merge). Neighbouring runs differ in
-    state."""
+    consecutive lines in the same state (:class:`_Run`), in line order in ``runs``: the first
+    starts at line 0, each ends where the next starts, the last at ``count``. A fetch time no
+    later than the clock when it was last written is kept as 0: every access to come reaches the
+    L2 at the clock or later, so it finds such a line arrived either way (that lets runs of old
+    fetches merge). Neighbouring runs differ in state."""
 
-    __slots__ = ("index", "first", "count", "starts", "stamps", "flags", "filled", "fetched_until", "hint")
+    __slots__ = ("index", "first", "count", "runs", "fetched_until", "hint")
 
     def __init__(self, index: int, allocation: Allocation, line: int) -> None:
         self.index = index  # its place in its cache's line sets (an access's entry names it by that)
         self.first = allocation.address // line  # the line of the allocation's first byte
         self.count = (allocation.address + allocation.size_bytes - 1) // line - self.first + 1  # its lines in all
-        self.starts: list[int] = [0]
-        self.stamps: list[int] = [0]
-        self.flags: list[int] = [0]
-        self.filled: list[int] = [0]
+        self.runs = [_Run(0, self.count, 0, 0, 0)]
         self.fetched_until = 0  # the latest fetch (ps): an access after it finds no line still being fetched
         self.hint = 0  # the run the last access ended in (copies often go on where the last one ended)
 
     def find(self, line: int, run: int) -> int:
         """The run that holds ``line``, searched from run ``run`` on (which starts at or before it)."""
-        starts = self.starts
-        high = len(starts)
-        while high - run > 1:  # starts[run] <= line < starts[high] (high == len(starts): the allocation's end)
+        runs = self.runs
+        high = len(runs)
+        while high - run > 1:  # runs[run].start <= line < runs[high].start (high == len(runs): the allocation's end)
             middle = (run + high) // 2
-            if starts[middle] <= line:
+            if runs[middle].start <= line:
                 run = middle
             else:
                 high = middle
@@ -112,115 +144,64 @@ class _Runs:
     def locate(self, line: int) -> int:
         """The run that holds ``line``: the run the last access ended in or the next one, if so;
         else :meth:`find`'s."""
-        starts, hint = self.starts, self.hint
-        runs = len(starts)
-        if hint < runs and starts[hint] <= line:
-            if hint + 1 == runs or line < starts[hint + 1]:
-                return hint
-            if hint + 2 == runs or line < starts[hint + 2]:
-                return hint + 1
-            return self.find(line, hint + 2)
+        runs, hint = self.runs, self.hint
+        if hint < len(runs):
+            held = runs[hint]
+            if held.start <= line:
+                if line < held.end:
+                    return hint
+                if line < runs[hint + 1].end:  # a run follows: line is below the last one's end, the count
+                    return hint + 1
+                return self.find(line, hint + 2)
         return self.find(line, 0)
 
     def touch(self, entry: list[int], tick: int, write: bool, flags_set: int, fetched: int, floor: int) -> tuple[int, int, int, int]:
         """Stamp the lines of the ranges of access ``entry`` (from :data:`HEAD` on: first line, end
-        line, first, end, ...: ascending, with a line or more between two) with ``tick``, add ``flags_set`` to their flags and, for a read
-        (not ``write``), make those not resident arrive at ``fetched`` (ps); keep fetch times no
-        later than ``floor`` (the clock, ps) as 0. Returns their lines, how many of them were
-        resident, how many were not :data:`SEEN`, and the latest fetch time among the resident
-        ones (ps, 0 when none)."""
+        line, first, end, ...: ascending, with a line or more between two) with ``tick``, add
+        ``flags_set`` to their flags and, for a read (not ``write``), make those not resident arrive
+        at ``fetched`` (ps); keep fetch times no later than ``floor`` (the clock, ps) as 0. Returns
+        their lines, how many of them were resident, how many were not :data:`SEEN`, and the latest
+        fetch time among the resident ones (ps, 0 when none). The ranges are touched one by one
+        (:meth:`touch_range`): the lines between two keep their state, so two ranges' runs never
+        merge."""
         if len(entry) == HEAD + 2:
             return self.touch_range(entry[HEAD], entry[HEAD + 1], tick, write, flags_set, fetched, floor)
-        starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
-        runs = len(starts)
-        run = first_run = self.locate(entry[HEAD])
-        position = starts[run]  # the first line not yet in the new runs
-        new_starts: list[int] = []  # the runs that replace runs first_run up to run (excluded)
-        new_stamps: list[int] = []
-        new_flags: list[int] = []
-        new_filled: list[int] = []
         total = resident = unseen = latest = 0
         for k in range(HEAD, len(entry), 2):
-            low, high = entry[k], entry[k + 1]
-            if low > position:  # the lines before the span keep their state
-                holder = self.find(low, run)
-                while run < holder:
-                    new_starts.append(position)
-                    new_stamps.append(stamps[run])
-                    new_flags.append(flags[run])
-                    new_filled.append(filled[run])
-                    run += 1
-                    position = starts[run]
-                if position < low:
-                    new_starts.append(position)
-                    new_stamps.append(stamps[run])
-                    new_flags.append(flags[run])
-                    new_filled.append(filled[run])
-                    position = low
-            while position < high:  # the span, one piece of a run at a time
-                run_end = starts[run + 1] if run + 1 < runs else self.count
-                stop = run_end if run_end < high else high
-                lines = stop - position
-                total += lines
-                fill = filled[run]
-                if stamps[run]:
-                    resident += lines
-                    if fill > latest:
-                        latest = fill
-                elif not write:
-                    fill = fetched
-                if fill <= floor:
-                    fill = 0
-                flag = flags[run]
-                if not flag & SEEN:
-                    unseen += lines
-                flag |= flags_set
-                if not (new_stamps and new_stamps[-1] == tick and new_flags[-1] == flag and new_filled[-1] == fill):
-                    new_starts.append(position)
-                    new_stamps.append(tick)
-                    new_flags.append(flag)
-                    new_filled.append(fill)
-                position = stop
-                if stop == run_end:
-                    run += 1
-        if run < runs and position > starts[run]:  # the rest of the run the last span ends in
-            new_starts.append(position)
-            new_stamps.append(stamps[run])
-            new_flags.append(flags[run])
-            new_filled.append(filled[run])
-            run += 1
-        starts[first_run:run] = new_starts
-        stamps[first_run:run] = new_stamps
-        flags[first_run:run] = new_flags
-        filled[first_run:run] = new_filled
-        self.hint = first_run + len(new_starts) - 1
+            lines, held, new, last = self.touch_range(entry[k], entry[k + 1], tick, write, flags_set, fetched, floor)
+            total += lines
+            resident += held
+            unseen += new
+            if last > latest:
+                latest = last
         return total, resident, unseen, latest
 
     def touch_range(self, low: int, high: int, tick: int, write: bool, flags_set: int, fetched: int, floor: int) -> tuple[int, int, int, int]:
         """:meth:`touch` for the one range of lines ``low`` up to ``high``, in place: the runs it
         begins or ends inside split there, the runs inside it rewritten and merged where equal."""
-        starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
-        run = self.locate(low)
-        if starts[run] < low:  # split the run the range begins inside
-            run += 1
-            starts.insert(run, low)
-            stamps.insert(run, stamps[run - 1])
-            flags.insert(run, flags[run - 1])
-            filled.insert(run, filled[run - 1])
+        if low >= high:
+            return 0, 0, 0, 0
+        runs = self.runs
+        index = self.locate(low)
+        run = runs[index]
+        if run.start < low:  # split the run the range begins inside
+            before = run
+            run = _Run(low, before.end, before.stamp, before.flags, before.filled)
+            before.end = low
+            index += 1
+            runs.insert(index, run)
         total = resident = unseen = latest = 0
-        first = kept = run  # the runs of the range as rewritten: first up to kept (excluded)
-        while run < len(starts) and starts[run] < high:
-            run_end = starts[run + 1] if run + 1 < len(starts) else self.count
-            if run_end > high:  # split the run the range ends inside
-                starts.insert(run + 1, high)
-                stamps.insert(run + 1, stamps[run])
-                flags.insert(run + 1, flags[run])
-                filled.insert(run + 1, filled[run])
-                run_end = high
-            lines = run_end - starts[run]
+        first = kept = index  # the runs of the range as rewritten: first up to kept (excluded)
+        last = run  # the last of them (once kept > first)
+        while True:
+            end = run.end
+            if end > high:  # split the run the range ends inside
+                runs.insert(index + 1, _Run(high, end, run.stamp, run.flags, run.filled))
+                run.end = end = high
+            lines = end - run.start
             total += lines
-            fill = filled[run]
-            if stamps[run]:
+            fill = run.filled
+            if run.stamp:
                 resident += lines
                 if fill > latest:
                     latest = fill
@@ -228,22 +209,26 @@ class _Runs:
                 fill = fetched
             if fill <= floor:
                 fill = 0
-            flag = flags[run]
+            flag = run.flags
             if not flag & SEEN:
                 unseen += lines
             flag |= flags_set
-            if not (kept > first and stamps[kept - 1] == tick and flags[kept - 1] == flag and filled[kept - 1] == fill):
-                starts[kept] = starts[run]
-                stamps[kept] = tick
-                flags[kept] = flag
-                filled[kept] = fill
+            if kept > first and last.flags == flag and last.filled == fill:  # last is stamped tick: merge the run into it
+                last.end = end
+            else:
+                run.stamp = tick
+                run.flags = flag
+                run.filled = fill
+                if kept < index:
+                    runs[kept] = run
+                last = run
                 kept += 1
-            run += 1
-        if kept < run:
-            del starts[kept:run]
-            del stamps[kept:run]
-            del flags[kept:run]
-            del filled[kept:run]
+            index += 1
+            if end == high:
+                break
+            run = runs[index]
+        if kept < index:
+            del runs[kept:index]
         self.hint = kept - 1
         return total, resident, unseen, latest
 
@@ -252,54 +237,58 @@ class _Runs:
         ascending) still stamped ``tick``: no longer resident nor dirty, merged with their
         neighbours where equal; fetch times no later than ``floor`` (the clock, ps) become 0.
         Returns the lines dropped and how many of them were dirty."""
-        starts, stamps, flags, filled = self.starts, self.stamps, self.flags, self.filled
-        runs = len(starts)
+        runs = self.runs
+        count = len(runs)
         mine: list[int] = []  # the runs stamped tick, ascending
-        run = 0
+        index = 0
         for k in range(begin, end, 2):
             high = bounds[k + 1]
-            run = self.find(bounds[k], run)
-            later = run
-            while later < runs and starts[later] < high:
-                if stamps[later] == tick and not (mine and mine[-1] == later):
+            index = self.find(bounds[k], index)
+            later = index
+            while later < count:
+                run = runs[later]
+                if run.start >= high:
+                    break
+                if run.stamp == tick and not (mine and mine[-1] == later):
                     mine.append(later)
                 later += 1
         if not mine:
             return 0, 0
         dropped = dirty = 0
-        for run in mine:
-            lines = (starts[run + 1] if run + 1 < runs else self.count) - starts[run]
+        for index in mine:
+            run = runs[index]
+            lines = run.end - run.start
             dropped += lines
-            if flags[run] & DIRTY:
+            if run.flags & DIRTY:
                 dirty += lines
-            stamps[run] = 0
-            flags[run] &= ~DIRTY
-            if filled[run] <= floor:
-                filled[run] = 0
+                run.flags &= ~DIRTY
+            run.stamp = 0
+            if run.filled <= floor:
+                run.filled = 0
         if len(mine) == 1:  # merge it with its neighbours in place
-            run = mine[0]
-            for gone in (run + 1, run):
-                if 0 < gone < len(starts) and stamps[gone - 1] == stamps[gone] and flags[gone - 1] == flags[gone] and filled[gone - 1] == filled[gone]:
-                    del starts[gone]
-                    del stamps[gone]
-                    del flags[gone]
-                    del filled[gone]
+            index = mine[0]
+            for gone in (index + 1, index):
+                if 0 < gone < len(runs):
+                    before, run = runs[gone - 1], runs[gone]
+                    if before.stamp == run.stamp and before.flags == run.flags and before.filled == run.filled:
+                        before.end = run.end
+                        del runs[gone]
             return dropped, dirty
-        first_run = mine[0] - 1 if mine[0] else 0  # merge the runs from the one before the first to the one after the last
-        end_run = mine[-1] + 2 if mine[-1] + 2 < runs else runs
-        kept = first_run + 1  # the runs as merged: first_run up to kept (excluded)
-        for run in range(first_run + 1, end_run):
-            if not (stamps[kept - 1] == stamps[run] and flags[kept - 1] == flags[run] and filled[kept - 1] == filled[run]):
-                starts[kept] = starts[run]
-                stamps[kept] = stamps[run]
-                flags[kept] = flags[run]
-                filled[kept] = filled[run]
+        first = mine[0] - 1 if mine[0] else 0  # merge the runs from the one before the first to the one after the last
+        end_run = mine[-1] + 2 if mine[-1] + 2 < count else count
+        kept = first + 1  # the runs as merged: first up to kept (excluded)
+        last = runs[first]
+        for index in range(first + 1, end_run):
+            run = runs[index]
+            if last.stamp == run.stamp and last.flags == run.flags and last.filled == run.filled:
+                last.end = run.end
+            else:
+                if kept < index:
+                    runs[kept] = run
+                last = run
                 kept += 1
         if kept < end_run:
-            del starts[kept:end_run]
-            del stamps[kept:end_run]
-            del flags[kept:end_run]
-            del filled[kept:end_run]
+            del runs[kept:end_run]
         return dropped, dirty
 
 
@@ -333,9 +322,9 @@ class L2Cache:
         self.tally = L2Tally()
         # for the trace's hit-rate counter, per HIT_RATE_BIN_PS of the run in which accesses reached
         # the L2 (a run of accesses in one bin at a time, so a bin may come back): its start (ps),
-        # its lines that hit and its lines, three numbers of one array of floats (one extend a bin;
-        # exact: integers below 2**53); the bin being summed is apart until it changes
-        self._log = array("d")
+        # its lines that hit and its lines, one record of _BIN_RECORD a bin, packed into one
+        # bytearray (24 bytes a bin, no Python object); the bin being summed is apart until it changes
+        self._log = bytearray()
         self._bin, self._bin_hit, self._bin_lines = -1, 0.0, 0
 
     def access(self, allocation: Allocation, offset: int, length: int, stride: int, count: int, write: bool, at_ps: int,
@@ -400,7 +389,7 @@ class L2Cache:
         at_bin = at_ps // HIT_RATE_BIN_PS
         if at_bin != self._bin:
             if self._bin_lines:
-                self._log.extend((self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines))
+                self._log += _BIN_RECORD.pack(self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines)
             self._bin, self._bin_hit, self._bin_lines = at_bin, hit, lines
         else:
             self._bin_hit += hit
@@ -409,10 +398,11 @@ class L2Cache:
     def hit_log(self) -> tuple[array[int], array[float], array[int]]:
         """The hit-rate log: per bin of accesses, its start (ps, a bin may appear more than once),
         the lines that hit and the lines (the bin being summed included)."""
-        log = array("d", self._log)
+        log = bytes(self._log)
         if self._bin_lines:
-            log.extend((self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines))
-        return array("q", map(int, log[0::3])), log[1::3], array("q", map(int, log[2::3]))
+            log += _BIN_RECORD.pack(self._bin * HIT_RATE_BIN_PS, self._bin_hit, self._bin_lines)
+        words, floats = memoryview(log).cast("q"), memoryview(log).cast("d")  # the records' fields, one word each
+        return array("q", words[0::3].tobytes()), array("d", floats[1::3].tobytes()), array("q", words[2::3].tobytes())
 
     def unknown(self, length: int, write: bool, at_ps: int, tally: L2Tally | None) -> tuple[float, int, int]:
         """An access of ``length`` bytes at an address the model does not know (computed from scalar
@@ -456,11 +446,9 @@ class L2Cache:
         entry (an entry whose lines were all touched again since drops nothing)."""
         found: list[tuple[int, int, int, int]] = []  # (tick, index of the lines, first line, end line) of each resident run
         for lines in self._line_sets:
-            starts, stamps = lines.starts, lines.stamps
-            runs = len(starts)
-            for run in range(runs):
-                if stamps[run]:
-                    found.append((stamps[run], lines.index, starts[run], starts[run + 1] if run + 1 < runs else lines.count))
+            for run in lines.runs:
+                if run.stamp:
+                    found.append((run.stamp, lines.index, run.start, run.end))
         found.sort()
         entries = self._entries
         begin = 0  # the first run of the tick being queued

@@ -124,9 +124,7 @@ def test_an_address_known_only_with_data_misses_and_changes_nothing():
 
 def resident_lines(l2: L2Cache, gm: Allocation) -> set[int]:
     """The lines of ``gm`` resident in ``l2`` (counted from its first line), from its runs."""
-    runs = l2._lines[gm]
-    ends = [*runs.starts[1:], runs.count]
-    return {line for start, end, stamp in zip(runs.starts, ends, runs.stamps, strict=True) if stamp for line in range(start, end)}
+    return {line for run in l2._lines[gm].runs if run.stamp for line in range(run.start, run.end)}
 
 
 def reference_lru(accesses, capacity):
@@ -286,6 +284,7 @@ def test_the_runs_of_lines_behave_as_a_cache_of_single_lines(steps, capacity, in
             if gm_allocation in l2._lines:
                 assert resident_lines(l2, gm_allocation) == {line for (of, line) in reference.stamp if of == index}
                 runs = l2._lines[gm_allocation]
-                assert runs.starts[0] == 0 and all(a < b for a, b in zip(runs.starts, runs.starts[1:])) and runs.starts[-1] < runs.count
-                states = list(zip(runs.stamps, runs.flags, runs.filled, strict=True))
+                bounds = [run.start for run in runs.runs] + [runs.count]  # the runs tile the lines, in order, none empty
+                assert bounds[0] == 0 and all(a < b for a, b in zip(bounds, bounds[1:])) and all(run.end == bounds[k + 1] for k, run in enumerate(runs.runs))
+                states = [(run.stamp, run.flags, run.filled) for run in runs.runs]
                 assert all(a != b for a, b in zip(states, states[1:]))
