@@ -88,15 +88,22 @@ class Schedule:
         for index, step in enumerate(self.steps):
             mine: dict[int, RankStep] = {}
             for t in step.transfers:
-                for rank in (t.src, t.dst) if t.src != t.dst else (t.src,):
-                    entry = mine.get(rank)
+                src, dst = t.src, t.dst
+                entry = mine.get(src)
+                if entry is None:
+                    entry = mine[src] = RankStep(index, step, {}, [])
+                    taking[src].append(entry)
+                to_dst = entry.outgoing.get(dst)
+                if to_dst is None:
+                    entry.outgoing[dst] = [t]
+                else:
+                    to_dst.append(t)
+                if dst != src:
+                    entry = mine.get(dst)
                     if entry is None:
-                        entry = mine[rank] = RankStep(index, step, {}, [])
-                        taking[rank].append(entry)
-                    if rank == t.src:
-                        entry.outgoing.setdefault(t.dst, []).append(t)
-                    else:
-                        entry.incoming.append(t)
+                        entry = mine[dst] = RankStep(index, step, {}, [])
+                        taking[dst].append(entry)
+                    entry.incoming.append(t)
         return taking
 
 
