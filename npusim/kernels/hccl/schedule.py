@@ -38,6 +38,16 @@ class Transfer(NamedTuple):
     src_buffer: str = WORK
     dst_buffer: str = WORK
 
+    # built here, interpreted, the rewritten transfer shares the other fields' objects (compiled code, staging's, would box
+    # each integer anew: ~36 MB more at 768 dies)
+    def reading(self, buffer: str, offset: int) -> Transfer:
+        """This transfer reading from ``offset`` of ``buffer`` instead."""
+        return Transfer(self.src, self.dst, offset, self.dst_offset, self.nbytes, self.reduce, buffer, self.dst_buffer)
+
+    def writing(self, buffer: str, offset: int) -> Transfer:
+        """This transfer writing to ``offset`` of ``buffer`` instead."""
+        return Transfer(self.src, self.dst, self.src_offset, offset, self.nbytes, self.reduce, self.src_buffer, buffer)
+
 
 class Region(NamedTuple):
     """``nbytes`` at byte ``offset`` of the work buffer."""

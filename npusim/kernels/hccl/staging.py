@@ -89,16 +89,6 @@ def _split(t: Transfer, where: Where, base: int) -> Sequence[tuple[Transfer, str
             for s, e, buffer, offset in where.pieces(base, end)]
 
 
-def _reading(t: Transfer, buffer: str, offset: int) -> Transfer:
-    """``t`` reading from ``offset`` of ``buffer``."""
-    return Transfer(t.src, t.dst, offset, t.dst_offset, t.nbytes, t.reduce, buffer, t.dst_buffer)
-
-
-def _writing(t: Transfer, buffer: str, offset: int) -> Transfer:
-    """``t`` writing to ``offset`` of ``buffer``."""
-    return Transfer(t.src, t.dst, t.src_offset, offset, t.nbytes, t.reduce, t.src_buffer, buffer)
-
-
 def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer], ranks: int) -> tuple[list[Transfer], StepList, list[Transfer]]:
     """``(stage in, steps, stage out)`` of one pass, rewritten to read the input and write the output
     where the algorithm can (module docstring)."""
@@ -121,7 +111,7 @@ def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer],
             overwriting.append(t)
             for piece, buffer, offset in pieces:
                 if buffer == OUTPUT and not t.reduce:
-                    rewritten.append(_writing(piece, OUTPUT, offset))
+                    rewritten.append(piece.writing(OUTPUT, offset))
                     placed.append((t.dst, piece.dst_offset, piece.dst_offset + piece.nbytes, offset))
                     continue
                 if buffer == OUTPUT:
@@ -147,7 +137,7 @@ def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer],
                 rewritten.append(t)
                 continue
             for piece, buffer, offset in pieces:
-                rewritten.append(_reading(piece, buffer, offset) if buffer != WORK else piece)
+                rewritten.append(piece.reading(buffer, offset) if buffer != WORK else piece)
         for t in step:
             if t.dst_buffer != WORK:
                 continue
@@ -167,7 +157,7 @@ def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer],
     for t in stage_out:  # what no copy delivered: left reduced in the buffer, or never written (still where it began)
         for piece, buffer, _ in _split(t, pending[t.src], t.src_offset):
             if buffer == OUTPUT:
-                kept_out.extend(_reading(part, place, at) if place != WORK else part
+                kept_out.extend(part.reading(place, at) if place != WORK else part
                                 for part, place, at in _split(piece, home[t.src], piece.src_offset))
         kept_out.extend(piece for piece, buffer, _ in _split(t, reduced[t.src], t.src_offset) if buffer == OUTPUT)
     return kept_in, read, kept_out
