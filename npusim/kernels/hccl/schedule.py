@@ -39,7 +39,7 @@ class Transfer(NamedTuple):
     dst_buffer: str = WORK
 
     # built here, interpreted, the rewritten transfer shares the other fields' objects (compiled code, staging's, would box
-    # each integer anew: ~36 MB more at 768 dies)
+    # each integer anew: 19 MB more at the peak of planning the 768-die all-reduce)
     def reading(self, buffer: str, offset: int) -> Transfer:
         """This transfer reading from ``offset`` of ``buffer`` instead."""
         return Transfer(self.src, self.dst, offset, self.dst_offset, self.nbytes, self.reduce, buffer, self.dst_buffer)
