@@ -35,10 +35,10 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/hw/dma.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py"]
+COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/hw/dma.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py", "npusim/kernels/hccl/staging.py"]
 """The modules compiled, into one shared library (``compiled__mypyc``): they call each other inside it (one line: the Makefile reads it)."""
 PACKAGE = "npusim_compiled"
-"""The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``: their extension files) and
+"""The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``, ``kernels/hccl/``: their extension files) and
 ``__init__.py`` (the digests)."""
 GROUP = "npusim.engine.compiled"
 """mypyc's name for the shared library (``npusim.engine.compiled__mypyc``; of mypyc's choosing otherwise)."""
@@ -100,7 +100,7 @@ class BuildCompiledEngine(build_ext):
 
     def compile_into(self, folder: Path) -> tuple[dict[str, str], str | None]:
         """Compile the modules of COMPILED into ``folder``, each into the folder of its package
-        (``engine/``, ``hw/`` ...): the digests of their sources, and None, or no digests and why
+        (``engine/``, ``hw/``, ``kernels/hccl/`` ...): the digests of their sources, and None, or no digests and why
         nothing was compiled."""
         from distutils.ccompiler import new_compiler
         from distutils.errors import CCompilerError, DistutilsError
@@ -128,10 +128,10 @@ class BuildCompiledEngine(build_ext):
             compile_c.run()
         except (CCompilerError, DistutilsError) as error:
             return {}, f"the C build failed ({str(error).strip() or type(error).__name__})"
-        for extension in compile_c.extensions:  # npusim.<package>.<module>
+        for extension in compile_c.extensions:  # npusim.<package>.<module>, the package perhaps a subpackage (kernels.hccl)
             made = temp / "lib" / compile_c.get_ext_filename(extension.name)
-            into = folder / extension.name.split(".")[1]
-            into.mkdir(exist_ok=True)
+            into = folder.joinpath(*extension.name.split(".")[1:-1])
+            into.mkdir(parents=True, exist_ok=True)
             shutil.move(made, into / made.name)
             self.written.append(str(into / made.name))
         return sources, None

@@ -3,15 +3,15 @@ event loop (the one module that uses SimPy's internals).
 
 Its modules ``flags``, ``flow``, ``loop`` and ``progress``, and those of other packages that the
 hot loop runs (:data:`COMPILED`: the hardware model's :mod:`npusim.hw.core`, the ISA's program
-builder, the recorder's rows ...), run compiled where the install built them (setup.py:
+builder, the recorder's rows, HCCL's staging rewrite ...), run compiled where the install built them (setup.py:
 mypyc), else as Python: the same code, the same results. The build writes the compiled modules
-into a package of their own, ``npusim_compiled`` (site-packages; ``engine/``, ``hw/``, ``isa/``, ``trace/``:
-the extension files of each package, ``__init__``: the SHA-256 of the sources they were compiled
+into a package of their own, ``npusim_compiled`` (site-packages; ``engine/``, ``hw/``, ``isa/``, ``trace/``,
+``kernels/hccl/``: the extension files of each package, ``__init__``: the SHA-256 of the sources they were compiled
 from), never beside the sources. As it is imported this package chooses (:func:`choose_engine`),
 for every compiled module: the compiled modules when their digests match every one of the sources
 (they are one shared library and call each other inside it, so all or none), by putting their
-folder first on its ``__path__`` (``engine/``; :mod:`npusim.hw` puts ``hw/`` first on its own, and so do :mod:`npusim.isa` and
-:mod:`npusim.trace`);
+folder first on its ``__path__`` (``engine/``; :mod:`npusim.hw` puts ``hw/`` first on its own, and so do :mod:`npusim.isa`,
+:mod:`npusim.trace` and :mod:`npusim.kernels.hccl`);
 otherwise the sources, interpreted. A build from other sources (an edit or a pull since) is never
 run: the sources run, and the process says so once on stderr, with how to build again. ``NPUSIM_ENGINE`` chooses:
 ``auto`` (unset: as above), ``interpreted`` (the sources, whatever is built) or ``compiled`` (the
@@ -30,10 +30,12 @@ from pathlib import Path
 
 from npusim.errors import InstallError, UsageError
 
-COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "hw.dma", "isa.program", "isa.instructions", "trace.rows")
+COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "hw.dma", "isa.program", "isa.instructions", "trace.rows",
+            "kernels.hccl.staging")
 """The modules setup.py compiles, by their names in the npusim package."""
-PACKAGES = tuple(dict.fromkeys(name.split(".")[0] for name in COMPILED))
-"""The packages of the compiled modules (``engine``, ``hw``, ``isa``, ``trace``): the build's folders, by the same names."""
+PACKAGES = tuple(dict.fromkeys(name.rpartition(".")[0] for name in COMPILED))
+"""The packages of the compiled modules (``engine``, ``hw``, ``isa``, ``trace``, ``kernels.hccl``): the build's folders, by the same
+names (``kernels/hccl``)."""
 COMPILED_PACKAGE = "npusim_compiled"
 """The package the build writes the compiled modules into (setup.py)."""
 ENGINE_VARIABLE = "NPUSIM_ENGINE"
@@ -78,7 +80,7 @@ def choose_engine(request: str, build: object | None, root: Path = SOURCES_ROOT)
     if request not in ENGINE_CHOICES:
         raise UsageError(f"{ENGINE_VARIABLE}={request!r} is not one of {', '.join(ENGINE_CHOICES)}: unset it (auto: the compiled engine when "
                          "it was built from these sources, else the Python sources) or set one of those")
-    for here in (root / package for package in PACKAGES):
+    for here in (root / package.replace(".", "/") for package in PACKAGES):
         if leftovers := compiled_files(here):
             raise InstallError(f"{here} holds compiled files of an earlier build ({', '.join(path.name for path in leftovers)}), which Python would "
                                "run instead of the sources beside them: delete them (`make` in the checkout does)")
@@ -107,8 +109,8 @@ def choose_engine(request: str, build: object | None, root: Path = SOURCES_ROOT)
 
 def _built(folder: Path, name: str) -> bool:
     """Whether the build's ``folder`` holds the extension file of the module ``name`` (``engine.flow`` ...)."""
-    package, module = name.split(".")
-    return any(path.name.startswith(f"{module}.") for path in compiled_files(folder / package))
+    package, _, module = name.rpartition(".")
+    return any(path.name.startswith(f"{module}.") for path in compiled_files(folder / package.replace(".", "/")))
 
 
 def _installed_build() -> object | None:

@@ -58,6 +58,22 @@ EXAMPLE_CASES = (
     ExampleCase("allgather_matmul-a2", "a2", "allgather_matmul.py", {"n_pes": 4, "rows": 32, "k": 128, "n": 64}),
     ExampleCase("quant_scatter_doc_example2-a3", "a3", "quant_scatter_doc_example2.py"),
     ExampleCase("atlas_300i_duo", "atlas-300i-duo", "atlas_300i_duo.py", {"elements": 8 * 2048, "tile": 2048}),
+    # HCCL's collectives end to end: each op on two A3 nodes (double ring inside, ring between), NHR
+    # between four and eight nodes, RHD between SuperPoDs, A2's mesh and pipeline in passes
+    *(ExampleCase(f"hccl_{op}-a3-2nodes", "a3", "hccl_allreduce.py", params, overrides=("shape.nodes=2",))
+      for op, params in (("allreduce", {"op": "allreduce", "mib": 4.0}), ("allgather", {"op": "allgather", "mib": 4.0}),
+                         ("reducescatter", {"op": "reducescatter", "mib": 4.0, "dtype": "float32"}),
+                         ("alltoall", {"op": "alltoall", "mib": 0.0625}), ("broadcast", {"op": "broadcast", "mib": 1.0}),
+                         ("reduce", {"op": "reduce", "mib": 1.0}))),
+    ExampleCase("hccl_allreduce-a3-4nodes", "a3", "hccl_allreduce.py", {"op": "allreduce", "mib": 1.0}, overrides=("shape.nodes=4",)),
+    ExampleCase("hccl_allreduce-a3-8nodes-nodata", "a3", "hccl_allreduce.py", {"op": "allreduce", "mib": 64.0}, overrides=("shape.nodes=8",),
+                data=False, trace="ops"),
+    ExampleCase("hccl_allreduce-a3-2pods-nodata", "a3", "hccl_allreduce.py", {"op": "allreduce", "mib": 4.0},
+                overrides=("shape.nodes=2", "shape.pods=2"), data=False, trace="ops"),
+    ExampleCase("hccl_allgather-a2-4nodes-passes", "a2", "hccl_allreduce.py", {"op": "allgather", "mib": 2.0, "dtype": "float32"},
+                overrides=("shape.nodes=4", "hccl.buffer=256 KiB")),
+    ExampleCase("hccl_allreduce-a2-4nodes-passes", "a2", "hccl_allreduce.py", {"op": "allreduce", "mib": 1.0, "dtype": "int32"},
+                overrides=("shape.nodes=4", "hccl.buffer=256 KiB")),
 )
 
 

@@ -9,4 +9,13 @@
 - :mod:`.reduce`: the reductions on real bytes, the dtypes and ops HCCL takes.
 
 Nothing here touches SimPy; the runtime (``npusim.frontend.hccl``) plays a schedule.
+
+:mod:`.staging` runs compiled with the engine, in the engine's shared library, or as Python with it:
+:mod:`npusim.engine` chooses for all (all or none), and where it chose the compiled modules this
+package finds it in the build's ``kernels/hccl/`` folder before the source.
 """
+
+from npusim.engine import CHOICE
+
+if CHOICE.folder is not None:
+    __path__.insert(0, str(CHOICE.folder / "kernels" / "hccl"))  # the package's own path: the compiled module is found before the source

@@ -13,8 +13,8 @@ byte needs. Byte ranges are followed per rank, so the rewrite holds for every al
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
 
 from npusim.kernels.hccl.schedule import INPUT, OUTPUT, WORK, StepList, Transfer
 
@@ -33,7 +33,7 @@ class Where:
     def pieces(self, start: int, end: int) -> Iterator[Span]:
         """The spans of ``start .. end`` (bytes nobody placed: the work buffer)."""
         at = start
-        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
+        i = max(bisect_right(self.starts, start) - 1, 0)
         while at < end:
             span = self.spans[i] if i < len(self.spans) else None
             if span is None or span[0] >= end:
@@ -55,14 +55,10 @@ class Where:
     def place(self, start: int, end: int, buffer: str, offset: int) -> None:
         """Bytes ``start .. end`` now live in ``buffer`` from ``offset`` (WORK: the work buffer)."""
         spans = self.spans
-        if not spans and buffer == WORK:
-            return
-        first = max(bisect.bisect_right(self.starts, start) - 1, 0)
-        while first < len(spans) and spans[first][1] <= start:
+        first = bisect_right(self.starts, start) - 1  # the span holding ``start``, else the first after it
+        if first < 0 or spans[first][1] <= start:
             first += 1
-        last = first
-        while last < len(spans) and spans[last][0] < end:
-            last += 1
+        last = bisect_left(self.starts, end, first)  # past the last span starting before ``end``
         if first == last and buffer == WORK:
             return
         replaced: list[Span] = []
@@ -77,21 +73,21 @@ class Where:
         spans[first:last] = replaced
         self.starts[first:last] = [span[0] for span in replaced]
 
-def _split(t: Transfer, side: str, where: Where, base: int) -> Iterator[tuple[Transfer, str, int]]:
-    """``t`` cut where its ``side`` (``src`` or ``dst``) bytes live in different places: each piece,
-    with that place and the offset there (``t`` itself when its bytes live in one place)."""
+
+def _split(t: Transfer, where: Where, base: int) -> Sequence[tuple[Transfer, str, int]]:
+    """``t``, whose bytes of one side (source or destination) start at ``base``, cut where those bytes
+    live in different places: each piece, with that place and the offset there (``t`` itself when its
+    bytes live in one place)."""
     end = base + t.nbytes
     spans = where.spans
-    i = bisect.bisect_right(where.starts, base) - 1
+    i = bisect_right(where.starts, base) - 1
     if i >= 0 and spans[i][1] >= end:  # inside one span
-        yield t, spans[i][2], spans[i][3] + base - spans[i][0]
-        return
+        return ((t, spans[i][2], spans[i][3] + base - spans[i][0]),)
     if (i < 0 or spans[i][1] <= base) and (i + 1 >= len(spans) or spans[i + 1][0] >= end):  # in the buffer
-        yield t, WORK, base
-        return
-    for s, e, buffer, offset in where.pieces(base, end):
-        delta = s - base
-        yield t._replace(src_offset=t.src_offset + delta, dst_offset=t.dst_offset + delta, nbytes=e - s), buffer, offset
+        return ((t, WORK, base),)
+    return [(t._replace(src_offset=t.src_offset + s - base, dst_offset=t.dst_offset + s - base, nbytes=e - s), buffer, offset)
+            for s, e, buffer, offset in where.pieces(base, end)]
+
 
 def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer], ranks: int) -> tuple[list[Transfer], StepList, list[Transfer]]:
     """``(stage in, steps, stage out)`` of one pass, rewritten to read the input and write the output
@@ -106,16 +102,22 @@ def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer],
     for step in reversed(steps):
         rewritten: list[Transfer] = []
         placed = []
+        overwriting = []  # the transfers writing pending bytes (their final writes): before them, those bytes are the buffer's
         for t in step:
-            for piece, buffer, offset in _split(t, "dst", pending[t.dst], t.dst_offset):
+            pieces = _split(t, pending[t.dst], t.dst_offset)
+            if pieces[0][1] == WORK and len(pieces) == 1:
+                rewritten.append(t)
+                continue
+            overwriting.append(t)
+            for piece, buffer, offset in pieces:
                 if buffer == OUTPUT and not t.reduce:
-                    rewritten.append(piece._replace(dst_buffer=OUTPUT, dst_offset=offset))
+                    rewritten.append(piece.writing(OUTPUT, offset))
                     placed.append((t.dst, piece.dst_offset, piece.dst_offset + piece.nbytes, offset))
                     continue
                 if buffer == OUTPUT:
                     reduced[t.dst].place(piece.dst_offset, piece.dst_offset + piece.nbytes, OUTPUT, offset)
                 rewritten.append(piece)
-        for t in step:
+        for t in overwriting:
             pending[t.dst].place(t.dst_offset, t.dst_offset + t.nbytes, WORK, t.dst_offset)
         written.append(rewritten)
         delivered.append(placed)
@@ -130,24 +132,32 @@ def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer],
     for step, placed in zip(written, delivered):
         rewritten = []
         for t in step:
-            for piece, buffer, offset in _split(t, "src", home[t.src], t.src_offset) if t.src_buffer == WORK else [(t, WORK, 0)]:
-                rewritten.append(piece._replace(src_buffer=buffer, src_offset=offset) if buffer != WORK else piece)
+            pieces = _split(t, home[t.src], t.src_offset) if t.src_buffer == WORK else ((t, WORK, 0),)
+            if len(pieces) == 1 and pieces[0][1] == WORK:
+                rewritten.append(t)
+                continue
+            for piece, buffer, offset in pieces:
+                rewritten.append(piece.reading(buffer, offset) if buffer != WORK else piece)
         for t in step:
             if t.dst_buffer != WORK:
                 continue
+            where = home[t.dst]
             if t.reduce:
-                for piece, buffer, offset in _split(t, "dst", home[t.dst], t.dst_offset):
+                pieces = _split(t, where, t.dst_offset)
+                if len(pieces) == 1 and pieces[0][1] == WORK:  # the buffer's already
+                    continue
+                for piece, buffer, offset in pieces:
                     if buffer == INPUT:
                         kept_in.append(Transfer(t.dst, t.dst, offset, piece.dst_offset, piece.nbytes, src_buffer=INPUT))
-            home[t.dst].place(t.dst_offset, t.dst_offset + t.nbytes, WORK, t.dst_offset)
+            where.place(t.dst_offset, t.dst_offset + t.nbytes, WORK, t.dst_offset)
         for rank, start, end, offset in placed:  # later reads find a delivered value in the output
             home[rank].place(start, end, OUTPUT, offset)
         read.append(rewritten)
     kept_out: list[Transfer] = []
     for t in stage_out:  # what no copy delivered: left reduced in the buffer, or never written (still where it began)
-        for piece, buffer, _ in _split(t, "src", pending[t.src], t.src_offset):
+        for piece, buffer, _ in _split(t, pending[t.src], t.src_offset):
             if buffer == OUTPUT:
-                kept_out.extend(part._replace(src_buffer=place, src_offset=at) if place != WORK else part
-                                for part, place, at in _split(piece, "src", home[t.src], piece.src_offset))
-        kept_out.extend(piece for piece, buffer, _ in _split(t, "src", reduced[t.src], t.src_offset) if buffer == OUTPUT)
+                kept_out.extend(part.reading(place, at) if place != WORK else part
+                                for part, place, at in _split(piece, home[t.src], piece.src_offset))
+        kept_out.extend(piece for piece, buffer, _ in _split(t, reduced[t.src], t.src_offset) if buffer == OUTPUT)
     return kept_in, read, kept_out
