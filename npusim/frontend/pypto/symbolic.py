@@ -29,7 +29,7 @@ bounds it over all PEs of a group with :meth:`min_over_pes` / :meth:`max_over_pe
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import TypeVar
 
 from npusim.errors import WorkloadError
@@ -81,7 +81,7 @@ _LEAVES = ("const", "pe", "read")
 class SymbolicScalar:
     """An integer that may depend on the PE: a constant, a group's ``pe`` symbol, or an operation."""
 
-    __slots__ = ("_op", "_args", "_groups", "_reads")
+    __slots__ = ("_op", "_args", "_groups", "_reads", "_at")
     __hash__ = None  # == builds an expression, so instances cannot be dict keys
 
     def __init__(self, value: int) -> None:
@@ -91,6 +91,7 @@ class SymbolicScalar:
         self._args: tuple = (int(value),)
         self._groups: frozenset[str] = frozenset()
         self._reads = False
+        self._at: tuple[PeRanks | None, int] | None = None  # the ranks it was last evaluated on and its value there (see _evaluate)
 
     @classmethod
     def read(cls, source) -> SymbolicScalar:
@@ -113,6 +114,7 @@ class SymbolicScalar:
         node._args = args
         node._groups = frozenset().union(*(a._groups for a in args if isinstance(a, SymbolicScalar)))
         node._reads = any(a._reads for a in args if isinstance(a, SymbolicScalar))
+        node._at = None
         return node
 
     # -- reading the value ---------------------------------------------------------------------
@@ -160,8 +162,15 @@ class SymbolicScalar:
         """The value with each group's ``pe`` symbol replaced by its rank (``pe`` None: no symbols).
 
         A fold of its own, not :meth:`_post_order`'s (kernels evaluate their op arguments by the
-        hundred thousand: ~3x faster): bottom-up with an explicit stack, so deep expressions hit no
-        recursion limit, each shared operand once; a constant operand is read where it is used."""
+        hundred thousand): bottom-up with an explicit stack, so deep expressions hit no recursion
+        limit, each shared operand once; a constant operand is read where it is used. An operation
+        keeps its value with the ranks it was computed on, unless those can change (a mutable
+        mapping) or it reads device memory: the next evaluation on the same ranks object (a
+        kernel's op arguments on its PE's ranks share their operands: ``my_pe // local``) takes it."""
+        at = self._at
+        if at is not None and at[0] is pe:
+            return at[1]
+        keep = not isinstance(pe, MutableMapping)
         values: dict[int, int] = {}  # id(node) -> its value, during this fold only
         stack = [self]
         while stack:
@@ -173,14 +182,19 @@ class SymbolicScalar:
                 continue
             operands = []
             for arg in args:
+                at = arg._at
                 if arg._op == "const":
                     operands.append(arg._args[0])
+                elif at is not None and at[0] is pe:
+                    operands.append(at[1])
                 elif id(arg) in values:
                     operands.append(values[id(arg)])
                 else:
                     stack.append(arg)
             if len(operands) == len(args):
-                values[id(node)] = node._apply(operands)
+                value = values[id(node)] = node._apply(operands)
+                if keep and not node._reads:
+                    node._at = (pe, value)
                 stack.pop()
         return values[id(self)]
 
