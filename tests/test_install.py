@@ -55,7 +55,7 @@ def test_make_run_installs_only_what_the_main_job_needs_and_compiles_once(tmp_pa
     assert not any(re.search(r"-e\s+'?\.\[", command) for command in commands)  # no extras with the editable install
     assert sum(bool(re.search(r"pip install .*-e \.$", command)) for command in commands) == 1  # the engine is compiled once
     said = next(command for command in commands if command.startswith("echo ") and "compiling the engine" in command)  # says what it does
-    assert all(f"npusim/{name.replace('.', '/')}.py" in said for name in COMPILED)  # setup.py's list: the engine's modules, hw/core.py, hw/queue.py, hw/cache.py, hw/dma.py, isa/program.py and isa/instructions.py, trace/rows.py
+    assert all(f"npusim/{name.replace('.', '/')}.py" in said for name in COMPILED)  # setup.py's list: the engine's modules, hw/core.py, hw/queue.py, hw/cache.py, hw/dma.py, hw/aicpu.py, isa/program.py and isa/instructions.py, trace/rows.py
     assert commands[-1].endswith("npusim run --config a3 examples/shmem_allgather.py")
 
 

@@ -47,6 +47,11 @@ For the trace and the critical path the scheduler records, besides its events (`
 ``ready`` (the ``complete`` that made a task ready -> the task's ``dispatch``, or the poll pass that
 saw an AICPU task match), ``dispatch`` (a ``dispatch`` -> the first event of the program it started)
 and ``complete`` (the last event of a core task's program -> its ``complete``).
+
+This module is typed to mypy's strict level and compiled with the engine (setup.py: mypyc, in the
+engine's shared library; :mod:`npusim.engine` chooses compiled or interpreted for all), so a
+thread's steps (:meth:`SchedulerThread._woken`, the events and flows it records, the readiness of
+successors) run as C; interpreted, it runs the same code with the same results.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from collections import deque
 from collections.abc import Generator, Sequence
 from functools import partial
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import simpy
 
@@ -83,7 +88,7 @@ class PollCoordinator:
     pending, and which waits are queued, so that a poller can tell when only pollers are left and
     nothing can match any more."""
 
-    _of: weakref.WeakKeyDictionary[System, PollCoordinator] = weakref.WeakKeyDictionary()
+    _of: ClassVar[weakref.WeakKeyDictionary[System, PollCoordinator]] = weakref.WeakKeyDictionary()
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
@@ -313,8 +318,8 @@ class AicpuScheduler:
         if not 1 <= threads <= die.spec.aicpu.count:
             raise ConfigError(f"shmem.schedulers={threads}: a die has {die.spec.aicpu.count} AICPUs (die.aicpu.count)")
         system = die.system
-        self.die = die
-        self.env = system.env
+        self.die: Die = die  # typed here: the threads' classes, above, read them
+        self.env: simpy.Environment = system.env
         self.tasks = list(tasks)
         self.name = name
         self.core_choice = core_choice

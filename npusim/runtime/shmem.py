@@ -109,14 +109,18 @@ class ShmemArea:
 @dataclass(eq=False)
 class RemoteWrite:
     """A tile op's store of a box of shmem data: ``shape`` elements at ``offset`` (in the tensor's
-    elements) of ``area`` on rank ``pe`` of its group; ``event`` is the index of its last store's event (-1 until
-    recorded)."""
+    elements) of ``area`` on rank ``pe`` of its group (``target``: the launch's PE of that rank); ``event`` is the index of its last
+    store's event (-1 until recorded)."""
 
     area: ShmemArea
     pe: int
     offset: tuple[int, ...]
     shape: tuple[int, ...]
     event: int = -1
+
+    def __post_init__(self) -> None:
+        # found once (a launch's groups are fixed when it is made): each signal that lands compares it for every write of its preds
+        self.target = self.area.pe_of(self.pe)
 
     def overlaps(self, offset: Sequence[int], shape: Sequence[int]) -> bool:
         """True if the box ``shape`` at ``offset`` shares an element with this write's box."""

@@ -273,7 +273,7 @@ class CoreTask(Task):
         target_pe = area.pe_of(target)
         for dep in self.deps.values():
             for write in dep.writes:
-                if write.event >= 0 and write.area.pe_of(write.pe) == target_pe and (write.area is not area or write.overlaps(offset, shape)):
+                if write.event >= 0 and write.target == target_pe and (write.area is not area or write.overlaps(offset, shape)):
                     launch.system.recorder.flow(write.event, event, "put->signal")
 
     def _ended(self, _event: simpy.Event) -> None:

@@ -7,8 +7,8 @@ import pytest
 
 import npusim
 from npusim import pypto
-from npusim.hw import aicpu
 from npusim.hw.device_task import AicpuWait, ControlWork, CoreWork, DeviceTask
+from npusim.runtime import launch
 from npusim.runtime.tasks import ControlRead, CoreTask, WaitTask
 
 D = pypto.distributed
@@ -16,24 +16,29 @@ X = pypto.experimental
 
 
 @pytest.fixture
-def ready_tasks(monkeypatch):
-    """Every task the AICPU schedulers are handed as ready, in turn."""
-    seen: list = []
-    make_ready = aicpu.AicpuScheduler.make_ready
+def schedulers(monkeypatch):
+    """Every AICPU scheduler the launches make (a class of the compiled engine: its methods cannot be patched, its maker can)."""
+    made: list = []
+    make = launch.AicpuScheduler
 
-    def recording(self, task, ready_event=-1):
-        seen.append(task)
-        return make_ready(self, task, ready_event)
+    def recording(*args, **kwargs):
+        made.append(make(*args, **kwargs))
+        return made[-1]
 
-    monkeypatch.setattr(aicpu.AicpuScheduler, "make_ready", recording)
-    return seen
+    monkeypatch.setattr(launch, "AicpuScheduler", recording)
+    return made
+
+
+def tasks_of(schedulers) -> list:
+    """The tasks handed to ``schedulers`` (a run that ended made each ready and ran it)."""
+    return [task for scheduler in schedulers for task in scheduler.tasks]
 
 
 def kind_of(task) -> type:
     return ControlWork if task.on_control else CoreWork if task.on_core else AicpuWait
 
 
-def test_shmem_tile_ops_are_core_work_and_polled_waits(ready_tasks):
+def test_shmem_tile_ops_are_core_work_and_polled_waits(schedulers):
     with npusim.session("a2"):
         xs = [npusim.tensor(np.ones((8, 32), np.float16), device=pe) for pe in range(2)]
 
@@ -47,6 +52,7 @@ def test_shmem_tile_ops_are_core_work_and_polled_waits(ready_tasks):
 
         npusim.launch(kernel, 2, args=lambda pe: (xs[pe], pe))
         npusim.synchronize()
+    ready_tasks = tasks_of(schedulers)
     assert {type(task) for task in ready_tasks} == {CoreTask, WaitTask}
     for task in ready_tasks:
         assert isinstance(task, DeviceTask) and isinstance(task, kind_of(task)), task
@@ -60,12 +66,13 @@ def copy_rows(x, n, out):
         out[i:i + 1, :] = x[i:i + 1, :]
 
 
-def test_a_device_value_read_is_control_work(ready_tasks):
+def test_a_device_value_read_is_control_work(schedulers):
     with npusim.session("a2"):
         out = npusim.zeros((4, 8), np.float32, device=0)
         copy_rows(npusim.tensor(np.ones((4, 8), np.float32), device=0), npusim.tensor(np.array([3], np.int32), device=0), out)
         npusim.synchronize()
         assert out.numpy()[:3].all() and not out.numpy()[3:].any()
+    ready_tasks = tasks_of(schedulers)
     reads = [task for task in ready_tasks if isinstance(task, ControlRead)]
     assert reads and all(isinstance(task, ControlWork) and kind_of(task) is ControlWork for task in reads)
     assert all(isinstance(task, CoreWork) for task in ready_tasks if isinstance(task, CoreTask))

@@ -29,7 +29,7 @@ bounds it over all PEs of a group with :meth:`min_over_pes` / :meth:`max_over_pe
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import TypeVar
 
 from npusim.errors import WorkloadError
@@ -72,13 +72,16 @@ _UNARY: dict[str, tuple[str, Callable[[int], int]]] = {
     "neg": ("-", operator.neg),
     "not": ("!", lambda a: int(not a)),
 }
+_COMPUTE: dict[str, Callable[..., int]] = {op: compute for op, (_, compute) in (_BINARY | _UNARY).items()}
+"""op name -> how it computes, unary or binary."""
 _DIVISIONS = ("div", "mod")
+_LEAVES = ("const", "pe", "read")
 
 
 class SymbolicScalar:
     """An integer that may depend on the PE: a constant, a group's ``pe`` symbol, or an operation."""
 
-    __slots__ = ("_op", "_args", "_groups", "_reads")
+    __slots__ = ("_op", "_args", "_groups", "_reads", "_at")
     __hash__ = None  # == builds an expression, so instances cannot be dict keys
 
     def __init__(self, value: int) -> None:
@@ -88,6 +91,7 @@ class SymbolicScalar:
         self._args: tuple = (int(value),)
         self._groups: frozenset[str] = frozenset()
         self._reads = False
+        self._at: tuple[PeRanks | None, int] | None = None  # the ranks it was last evaluated on and its value there (see _evaluate)
 
     @classmethod
     def read(cls, source) -> SymbolicScalar:
@@ -110,6 +114,7 @@ class SymbolicScalar:
         node._args = args
         node._groups = frozenset().union(*(a._groups for a in args if isinstance(a, SymbolicScalar)))
         node._reads = any(a._reads for a in args if isinstance(a, SymbolicScalar))
+        node._at = None
         return node
 
     # -- reading the value ---------------------------------------------------------------------
@@ -154,21 +159,54 @@ class SymbolicScalar:
         return [self._evaluate(rank) for rank in range(n_pes)]
 
     def _evaluate(self, pe: PeRanks | None) -> int:
-        """The value with each group's ``pe`` symbol replaced by its rank (``pe`` None: no symbols)."""
+        """The value with each group's ``pe`` symbol replaced by its rank (``pe`` None: no symbols).
 
-        def rank_of(group: str) -> int:
-            if isinstance(pe, Mapping):
-                if group not in pe:
-                    raise WorkloadError(f"SymbolicScalar {self!r} needs the rank in group {group!r}; got {dict(pe)}")
-                return int(pe[group])
+        A fold of its own, not :meth:`_post_order`'s (kernels evaluate their op arguments by the
+        hundred thousand): bottom-up with an explicit stack, so deep expressions hit no recursion
+        limit, each shared operand once; a constant operand is read where it is used. An operation
+        keeps its value with the ranks it was computed on, unless those can change (a mutable
+        mapping) or it reads device memory: the next evaluation on the same ranks object (a
+        kernel's op arguments on its PE's ranks share their operands: ``my_pe // local``) takes it."""
+        at = self._at
+        if at is not None and at[0] is pe:
+            return at[1]
+        keep = not isinstance(pe, MutableMapping)
+        values: dict[int, int] = {}  # id(node) -> its value, during this fold only
+        stack = [self]
+        while stack:
+            node = stack[-1]
+            op, args = node._op, node._args
+            if op in _LEAVES:
+                values[id(node)] = args[0] if op == "const" else args[0].value() if op == "read" else self._rank(pe, args[0])
+                stack.pop()
+                continue
+            operands = []
+            for arg in args:
+                at = arg._at
+                if arg._op == "const":
+                    operands.append(arg._args[0])
+                elif at is not None and at[0] is pe:
+                    operands.append(at[1])
+                elif id(arg) in values:
+                    operands.append(values[id(arg)])
+                else:
+                    stack.append(arg)
+            if len(operands) == len(args):
+                value = values[id(node)] = node._apply(operands)
+                if keep and not node._reads:
+                    node._at = (pe, value)
+                stack.pop()
+        return values[id(self)]
+
+    def _rank(self, pe: PeRanks | None, group: str) -> int:
+        """The rank ``pe`` gives in group ``group``."""
+        if isinstance(pe, int):
             return int(pe)
-
-        def leaf(node: SymbolicScalar) -> int:
-            if node._op == "read":
-                return node._args[0].value()
-            return node._args[0] if node._op == "const" else rank_of(node._args[0])
-
-        return self._post_order(leaf, SymbolicScalar._apply)
+        assert pe is not None  # None only for a value of no group, which has no pe symbol
+        try:
+            return int(pe[group])
+        except KeyError:
+            raise WorkloadError(f"SymbolicScalar {self!r} needs the rank in group {group!r}; got {dict(pe)}") from None
 
     def _post_order(self, leaf: Callable[[SymbolicScalar], T], combine: Callable[[SymbolicScalar, list[T]], T]) -> T:
         """Fold the tree bottom-up with an explicit stack, so deep expressions hit no recursion limit."""
@@ -178,7 +216,7 @@ class SymbolicScalar:
             node, operands_ready = stack.pop()
             if id(node) in results:
                 continue
-            if node._op in ("const", "pe", "read"):
+            if node._op in _LEAVES:
                 results[id(node)] = leaf(node)
             elif not operands_ready:
                 stack.append((node, True))
@@ -188,11 +226,9 @@ class SymbolicScalar:
         return results[id(self)]
 
     def _apply(self, operands: list[int]) -> int:
-        if self._op in _UNARY:
-            return _UNARY[self._op][1](operands[0])
         if self._op in _DIVISIONS and operands[1] == 0:
             raise WorkloadError(f"SymbolicScalar {self!r}: division or modulo by zero")
-        return _BINARY[self._op][1](*operands)
+        return _COMPUTE[self._op](*operands)
 
     def __int__(self) -> int:
         return self._here()

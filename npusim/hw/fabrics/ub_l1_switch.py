@@ -45,20 +45,33 @@ class UbL1Switch(Fabric):
         self.ports = LinkSpec(bandwidth=link.bandwidth.scaled(planes), latency=link.latency, efficiency=link.efficiency, write_credits=credits)
         self.two_links = wiring.delay("link.latency", link.latency, 2)
         self.switch = wiring.delay("switch.latency", spec.switch.latency)
+        # a die's ports (its tx or rx side, one direction) and its uplink and downlink, made once: every route of the die takes them
+        self._ports: dict[tuple[int, str, Direction], tuple[Resource, ...]] = {}
+        self._links: dict[tuple[int, str, Direction], Route] = {}
 
     def route(self, src: int, dst: int, direction: Direction) -> Route:
-        return Route(self._tx(src, direction) + self._rx(dst, direction)) + self.two_links + self.switch
+        return Route(self._port(src, "tx", direction) + self._port(dst, "rx", direction)) + self.two_links + self.switch
 
     def uplink(self, src: int, direction: Direction) -> Route:
         """Die ``src`` -> first-tier switch -> its link to the second tier."""
-        return Route(self._tx(src, direction)) + self.two_links + self.switch
+        return self._link(src, "tx", direction)
 
     def downlink(self, dst: int, direction: Direction) -> Route:
         """The second tier's link -> first-tier switch -> die ``dst``."""
-        return Route(self._rx(dst, direction)) + self.two_links + self.switch
+        return self._link(dst, "rx", direction)
 
-    def _tx(self, die: int, direction: Direction) -> tuple[Resource, ...]:
-        return self.wiring.hop(f"die{die} UB tx", self.ports, die, direction, also=("planes",))
+    def _link(self, die: int, side: str, direction: Direction) -> Route:
+        """Die ``die``'s ports of ``side`` -> first-tier switch -> its link to the second tier (or back)."""
+        key = (die, side, direction)
+        link = self._links.get(key)
+        if link is None:
+            link = self._links[key] = Route(self._port(die, side, direction)) + self.two_links + self.switch
+        return link
 
-    def _rx(self, die: int, direction: Direction) -> tuple[Resource, ...]:
-        return self.wiring.hop(f"die{die} UB rx", self.ports, die, direction, also=("planes",))
+    def _port(self, die: int, side: str, direction: Direction) -> tuple[Resource, ...]:
+        """The resources of die ``die``'s UB ports on ``side`` (``tx`` or ``rx``), for ``direction``."""
+        key = (die, side, direction)
+        port = self._ports.get(key)
+        if port is None:
+            port = self._ports[key] = self.wiring.hop(f"die{die} UB {side}", self.ports, die, direction, also=("planes",))
+        return port

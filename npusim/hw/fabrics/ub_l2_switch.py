@@ -8,8 +8,8 @@ from typing import ClassVar, Literal, cast
 from pydantic import Field
 
 from npusim.config.registry import FABRICS
-from npusim.config.schema import FabricSpec, SwitchSpec, SystemSpec
-from npusim.hw.topology import Direction, Fabric, Route, Uplinks
+from npusim.config.schema import FabricSpec, SwitchSpec, SystemShape, SystemSpec
+from npusim.hw.topology import Direction, Fabric, Route, Uplinks, Wiring
 
 
 class UbL2SwitchSpec(FabricSpec):
@@ -38,6 +38,10 @@ class UbL2Switch(Fabric):
     Spec = UbL2SwitchSpec
     spec: UbL2SwitchSpec
 
+    def __init__(self, spec: UbL2SwitchSpec, shape: SystemShape, wiring: Wiring, inner: Fabric | None) -> None:
+        super().__init__(spec, shape, wiring, inner)
+        self.switch = wiring.delay("switch.latency", spec.switch.latency)
+
     def route(self, src: int, dst: int, direction: Direction) -> Route:
         nodes = cast(Uplinks, self.inner)
-        return nodes.uplink(src, direction) + self.wiring.delay("switch.latency", self.spec.switch.latency) + nodes.downlink(dst, direction)
+        return nodes.uplink(src, direction) + self.switch + nodes.downlink(dst, direction)
