@@ -40,25 +40,15 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, final
+
+from mypy_extensions import mypyc_attr
 
 from npusim.engine.loop import clock
 
 if TYPE_CHECKING:
-    from mypy_extensions import mypyc_attr
-
     from npusim.engine.flow import FlowNetwork, Resource
     from npusim.hw.memory import Allocation
-
-
-def _mypyc_attr(**_: object) -> Callable[[type], type]:
-    """Interpreted, the class decorator ``mypyc_attr``: it does nothing (mypy_extensions is a build
-    dependency only; compiled, mypyc reads the decorator and never calls it)."""
-    return lambda cls: cls
-
-
-globals().setdefault("mypyc_attr", _mypyc_attr)
 
 HIT_RATE_BIN_PS: Final = 1_000_000
 """The step of the trace's L2 hit-rate counter: the accesses of each microsecond of the run."""
