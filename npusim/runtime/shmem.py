@@ -117,9 +117,9 @@ class RemoteWrite:
     offset: tuple[int, ...]
     shape: tuple[int, ...]
     event: int = -1
+    target: int = field(init=False)  # found once (a launch's groups are fixed when it is made): each landed signal compares it per write
 
     def __post_init__(self) -> None:
-        # found once (a launch's groups are fixed when it is made): each signal that lands compares it for every write of its preds
         self.target = self.area.pe_of(self.pe)
 
     def overlaps(self, offset: Sequence[int], shape: Sequence[int]) -> bool:
