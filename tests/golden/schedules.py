@@ -18,7 +18,7 @@ from npusim.config.registry import COLLECTIVES
 from npusim.kernels.hccl.algorithm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, REDUCE, REDUCE_SCATTER, SCATTER
 from npusim.kernels.hccl.hierarchy import Layout
 from npusim.kernels.hccl.plan import SEND, Collective, plan
-from npusim.kernels.hccl.schedule import Schedule, Transfer
+from npusim.kernels.hccl.schedule import Schedule
 
 SCHEDULE_DIGESTS = Path(__file__).with_name("schedule_digests.json")
 WHOLE = 1 << 30
@@ -73,20 +73,16 @@ class ScheduleCase:
         return plan(self.call(ranks), layout, chosen, self.buffer), ranks
 
 
-def _fields(t: Transfer) -> tuple[object, ...]:
-    return (t.src, t.dst, t.src_offset, t.dst_offset, t.nbytes, t.reduce, t.src_buffer, t.dst_buffer)
-
-
 def schedule_digest(case: ScheduleCase) -> str:
     """SHA-256 of ``case``'s schedule: algorithms, work bytes, steps, and each rank's part."""
     schedule, ranks = case.schedule()
     digest = hashlib.sha256(repr((sorted(schedule.algorithms.items()), schedule.work_bytes)).encode())
     for step in schedule.steps:
-        digest.update(repr((step.label, step.level, [_fields(t) for t in step.transfers])).encode())
+        digest.update(repr((step.label, step.level, [tuple(t) for t in step.transfers])).encode())
     for rank, parts in enumerate(schedule.by_rank(ranks)):
         for part in parts:
-            outgoing = [(peer, [_fields(t) for t in transfers]) for peer, transfers in part.outgoing.items()]
-            digest.update(repr((rank, part.position, part.step.label, outgoing, [_fields(t) for t in part.incoming])).encode())
+            outgoing = [(peer, [tuple(t) for t in transfers]) for peer, transfers in part.outgoing.items()]
+            digest.update(repr((rank, part.position, part.step.label, outgoing, [tuple(t) for t in part.incoming])).encode())
     return digest.hexdigest()
 
 

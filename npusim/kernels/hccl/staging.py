@@ -89,6 +89,11 @@ def _split(t: Transfer, where: Where, base: int) -> Sequence[tuple[Transfer, str
             for s, e, buffer, offset in where.pieces(base, end)]
 
 
+def _in_work(pieces: Sequence[tuple[Transfer, str, int]]) -> bool:
+    """Whether :func:`_split`'s ``pieces`` are one piece, in the work buffer (the transfer as it is)."""
+    return len(pieces) == 1 and pieces[0][1] == WORK
+
+
 def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer], ranks: int) -> tuple[list[Transfer], StepList, list[Transfer]]:
     """``(stage in, steps, stage out)`` of one pass, rewritten to read the input and write the output
     where the algorithm can (module docstring)."""
@@ -105,7 +110,7 @@ def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer],
         overwriting = []  # the transfers writing pending bytes (their final writes): before them, those bytes are the buffer's
         for t in step:
             pieces = _split(t, pending[t.dst], t.dst_offset)
-            if pieces[0][1] == WORK and len(pieces) == 1:
+            if _in_work(pieces):
                 rewritten.append(t)
                 continue
             overwriting.append(t)
@@ -133,7 +138,7 @@ def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer],
         rewritten = []
         for t in step:
             pieces = _split(t, home[t.src], t.src_offset) if t.src_buffer == WORK else ((t, WORK, 0),)
-            if len(pieces) == 1 and pieces[0][1] == WORK:
+            if _in_work(pieces):
                 rewritten.append(t)
                 continue
             for piece, buffer, offset in pieces:
@@ -144,7 +149,7 @@ def direct(stage_in: list[Transfer], steps: StepList, stage_out: list[Transfer],
             where = home[t.dst]
             if t.reduce:
                 pieces = _split(t, where, t.dst_offset)
-                if len(pieces) == 1 and pieces[0][1] == WORK:  # the buffer's already
+                if _in_work(pieces):  # the buffer's already
                     continue
                 for piece, buffer, offset in pieces:
                     if buffer == INPUT:
