@@ -85,7 +85,9 @@ def test_the_wall_clock_limit_stops_a_kernel_while_it_builds_naming_the_loop(mon
 
 @pypto.frontend.jit
 def grows(x, out, n):
-    ballast = np.ones(32 << 17)  # 32 MiB the kernel function holds while it builds the loop
+    # 64 MiB the kernel function holds while it builds the loop: above glibc's largest mmap threshold (32 MiB), so
+    # fresh pages whatever the process freed before (32 MiB could come from freed heap already resident)
+    ballast = np.ones(64 << 17)
     pypto.set_vec_tile_shapes(1, x.shape[1])
     for _ in pypto.loop(n, name="GROWS"):
         out[0:1, :] = pypto.add(x[0:1, :], x[0:1, :])
