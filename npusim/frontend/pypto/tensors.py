@@ -278,7 +278,7 @@ class Tensor:
         self = object.__new__(cls)
         self.program = program
         self.location = location
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = dtype
         self._read = False
         self.device = device
