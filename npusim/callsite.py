@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -77,9 +77,29 @@ def callsite(frame: FrameType | None = None) -> Callsite | None:
     while frame is not None:
         code = frame.f_code
         if is_user_file(code.co_filename):
-            return Callsite(code.co_filename, frame.f_lineno, code.co_name)
+            return _instruction_site(frame, code)
         frame = frame.f_back
     return None
+
+
+MAX_SITES = 4096
+"""Instructions whose Callsite :func:`callsite` keeps (past that it forgets them all and starts again)."""
+_SITES: dict[tuple[int, int], tuple[CodeType, Callsite]] = {}
+"""(id of a code object, offset of an instruction in it) -> the code object (kept: its id stays its
+own while the entry lives) and the Callsite of that instruction."""
+
+
+def _instruction_site(frame: FrameType, code: CodeType) -> Callsite:
+    """The Callsite of the instruction ``frame`` runs, made once per instruction: a PyPTO kernel
+    names the line of each of its ops, the same few lines by the hundred thousand, and a frame's
+    line number is a walk through its code's line table."""
+    key = (id(code), frame.f_lasti)
+    known = _SITES.get(key)
+    if known is None:
+        if len(_SITES) >= MAX_SITES:
+            _SITES.clear()
+        known = _SITES[key] = (code, Callsite(code.co_filename, frame.f_lineno, code.co_name))
+    return known[1]
 
 
 def user_frame(error: BaseException) -> traceback.FrameSummary | None:

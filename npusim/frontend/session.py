@@ -14,7 +14,7 @@ import math
 import numbers
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -253,12 +253,13 @@ class Session:
 
         return look
 
-    def check_wall_clock(self, where: str = "") -> None:
-        """A WallTimeError once the session is older than its wall-clock limit (``where``: what was
-        being done, for the message). The stepping loop looks every PROGRESS_STEPS steps and at every
-        synchronisation; a PyPTO kernel's build at each of its ops and loop iterations."""
+    def check_wall_clock(self, where: Callable[[], str] | None = None) -> None:
+        """A WallTimeError once the session is older than its wall-clock limit (``where()``: what was
+        being done, for the message, asked only then). The stepping loop looks every PROGRESS_STEPS
+        steps and at every synchronisation; a PyPTO kernel's build at each of its ops and loop iterations."""
         if self.wall_limit_s is not None and time.perf_counter() - self._wall_start > self.wall_limit_s:
-            raise WallTimeError(f"the run went past its wall-clock limit of {self.wall_limit_s:g} s at {self.now_us:,.3f} us simulated{where}")
+            doing = where() if where is not None else ""
+            raise WallTimeError(f"the run went past its wall-clock limit of {self.wall_limit_s:g} s at {self.now_us:,.3f} us simulated{doing}")
 
     def _deadlock_report(self, title: str, why: str, first: list[str] | None = None) -> str:
         lines = [f"{title} at {self.env.now / 1e6:.3f} us: {why}.", *(first or [])]

@@ -95,7 +95,7 @@ class PeProgram:
         """The host's limits, looked at as the kernel function builds: the wall clock at each op
         and loop iteration, the memory every :data:`MEMORY_LOOK_OPS` ops."""
         host = self.launch.host
-        host.check_wall_clock(self.where())
+        host.check_wall_clock(self.where)
         self._ops_since_memory_look += 1
         if host.memory is not None and self._ops_since_memory_look >= MEMORY_LOOK_OPS:
             self._ops_since_memory_look = 0

@@ -76,6 +76,14 @@ _COMPUTE: dict[str, Callable[..., int]] = {op: compute for op, (_, compute) in (
 """op name -> how it computes, unary or binary."""
 _DIVISIONS = ("div", "mod")
 _LEAVES = ("const", "pe", "read")
+_NO_GROUPS: frozenset[str] = frozenset()
+
+
+def _computed(op: str, operands: list[int]) -> int | None:
+    """Operation ``op`` on the values ``operands``; None for a division or modulo by zero."""
+    if op in _DIVISIONS and operands[1] == 0:
+        return None
+    return _COMPUTE[op](*operands)
 
 
 class SymbolicScalar:
@@ -89,31 +97,28 @@ class SymbolicScalar:
             raise WorkloadError(f"SymbolicScalar(value) takes an int, got {value!r}")
         self._op = "const"
         self._args: tuple = (int(value),)
-        self._groups: frozenset[str] = frozenset()
+        self._groups: frozenset[str] = _NO_GROUPS
         self._reads = False
         self._at: tuple[PeRanks | None, int] | None = None  # the ranks it was last evaluated on and its value there (see _evaluate)
 
     @classmethod
     def read(cls, source) -> SymbolicScalar:
         """A value read from device memory: ``source.value()`` gives it (waiting until it is read)."""
-        node = cls._node("read", (source,))
-        node._reads = True
-        return node
+        return cls._node("read", (source,), _NO_GROUPS, reads=True)
 
     @classmethod
     def pe(cls, group_name: str) -> SymbolicScalar:
         """This PE's rank in the communication group ``group_name`` (``my_symbolic_pe``)."""
-        node = cls._node("pe", (group_name,))
-        node._groups = frozenset((group_name,))
-        return node
+        return cls._node("pe", (group_name,), frozenset((group_name,)), reads=False)
 
     @classmethod
-    def _node(cls, op: str, args: tuple) -> SymbolicScalar:
+    def _node(cls, op: str, args: tuple, groups: frozenset[str], *, reads: bool) -> SymbolicScalar:
+        """A node ``op`` of ``args`` that depends on the ranks of ``groups`` and, if ``reads``, on device memory."""
         node = object.__new__(cls)
         node._op = op
         node._args = args
-        node._groups = frozenset().union(*(a._groups for a in args if isinstance(a, SymbolicScalar)))
-        node._reads = any(a._reads for a in args if isinstance(a, SymbolicScalar))
+        node._groups = groups
+        node._reads = reads
         node._at = None
         return node
 
@@ -163,10 +168,10 @@ class SymbolicScalar:
 
         A fold of its own, not :meth:`_post_order`'s (kernels evaluate their op arguments by the
         hundred thousand): bottom-up with an explicit stack, so deep expressions hit no recursion
-        limit, each shared operand once; a constant operand is read where it is used. An operation
-        keeps its value with the ranks it was computed on, unless those can change (a mutable
-        mapping) or it reads device memory: the next evaluation on the same ranks object (a
-        kernel's op arguments on its PE's ranks share their operands: ``my_pe // local``) takes it."""
+        limit, each shared operand once; a constant operand is read where it is used. A ``pe``
+        symbol or an operation keeps its value with the ranks it was computed on, unless those can
+        change (a mutable mapping) or it reads device memory: the next evaluation on the same ranks
+        object takes it, and so does an operation built on it later (:meth:`_operation`)."""
         at = self._at
         if at is not None and at[0] is pe:
             return at[1]
@@ -177,7 +182,9 @@ class SymbolicScalar:
             node = stack[-1]
             op, args = node._op, node._args
             if op in _LEAVES:
-                values[id(node)] = args[0] if op == "const" else args[0].value() if op == "read" else self._rank(pe, args[0])
+                value = values[id(node)] = args[0] if op == "const" else args[0].value() if op == "read" else self._rank(pe, args[0])
+                if keep and op == "pe":
+                    node._at = (pe, value)
                 stack.pop()
                 continue
             operands = []
@@ -226,9 +233,10 @@ class SymbolicScalar:
         return results[id(self)]
 
     def _apply(self, operands: list[int]) -> int:
-        if self._op in _DIVISIONS and operands[1] == 0:
+        value = _computed(self._op, operands)
+        if value is None:
             raise WorkloadError(f"SymbolicScalar {self!r}: division or modulo by zero")
-        return _COMPUTE[self._op](*operands)
+        return value
 
     def __int__(self) -> int:
         return self._here()
@@ -261,12 +269,34 @@ class SymbolicScalar:
         lhs, rhs = (rhs, self) if reflected else (self, rhs)
         if op in _DIVISIONS and rhs._op == "const" and rhs._args[0] == 0:
             raise WorkloadError(f"SymbolicScalar {lhs!r} {_BINARY[op][0]} 0: division or modulo by zero")
-        node = self._node(op, (lhs, rhs))
-        return SymbolicScalar(node._evaluate(0)) if node.is_concrete() else node
+        return self._operation(op, (lhs, rhs), lhs._groups | rhs._groups, reads=lhs._reads or rhs._reads)
 
     def _unary(self, op: str) -> SymbolicScalar:
-        node = self._node(op, (self,))
-        return SymbolicScalar(node._evaluate(0)) if node.is_concrete() else node
+        return self._operation(op, (self,), self._groups, reads=self._reads)
+
+    @classmethod
+    def _operation(cls, op: str, operands: tuple[SymbolicScalar, ...], groups: frozenset[str], *, reads: bool) -> SymbolicScalar:
+        """``op`` of ``operands``: a constant if it depends on no rank and no device memory, else a
+        node that already knows its value on the ranks its operands were last evaluated on, if they
+        all were on the same ranks object (a kernel's ``node * block``, once ``node`` was read on its
+        PE, is read there with one look-up, whatever else reads it later)."""
+        node = cls._node(op, operands, groups, reads=reads)
+        if not groups and not reads:
+            return SymbolicScalar(node._evaluate(0))
+        ranks, values = None, []
+        for operand in operands:
+            if operand._op == "const":
+                values.append(operand._args[0])
+                continue
+            at = operand._at
+            if at is None or (ranks is not None and at[0] is not ranks):
+                return node
+            ranks = at[0]
+            values.append(at[1])
+        value = _computed(op, values)
+        if value is not None:  # a division by zero is refused where the value is read
+            node._at = (ranks, value)
+        return node
 
     def as_variable(self) -> None:
         """The framework's hint that the scalar is an intermediate variable of its compiled code

@@ -131,8 +131,9 @@ class Writes:
 
     def meeting(self, region: Region | None) -> list[Write]:
         """The writes that share an element with ``region`` (None: every write), in the order they
-        were added; a write of all of the tensor, or of other dims, meets every region."""
-        if region is None:
+        were added; a write of all of the tensor, or of other dims, meets every region. A tensor
+        nothing wrote (a kernel argument, a pred of many ops) has none, found without looking."""
+        if region is None or not self._entries:
             return list(self._entries.values())
         return [self._entries[serial] for serial in self._meeting(region)]
 
@@ -278,7 +279,7 @@ class Tensor:
         self = object.__new__(cls)
         self.program = program
         self.location = location
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = dtype
         self._read = False
         self.device = device

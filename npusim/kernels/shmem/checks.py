@@ -42,7 +42,8 @@ def _reject(op: str, arg: str, value: object, rule: str) -> NoReturn:
 
 
 def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    """A Python or numpy int, not a bool (a plain int, by far the most common, is recognised first)."""
+    return type(value) is int or isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def check_group_name(op: str, group_name: object) -> None:
@@ -124,8 +125,9 @@ def check_view(
     dims = len(tensor_shape)
     if len(shape) != dims:
         _reject(op, shape_arg, shape, f"has {len(shape)} dims; the {what} {_shown(tensor_shape)} has {dims}")
-    if any(not _is_int(s) or s <= 0 for s in shape):
-        _reject(op, shape_arg, shape, "must be positive ints")
+    for size in shape:
+        if not _is_int(size) or size <= 0:
+            _reject(op, shape_arg, shape, "must be positive ints")
     if len(offsets) != dims:
         rule = f"has {len(offsets)} values; the {what} {_shown(tensor_shape)} has {dims} dims"
         _reject(op, "offsets", offsets, rule)

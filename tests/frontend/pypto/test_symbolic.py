@@ -1,6 +1,7 @@
 """SymbolicScalar: PE-dependent integers with PyPTO's (C++) arithmetic."""
 
 import re
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given, settings
@@ -109,6 +110,21 @@ def test_division_by_zero():
         SymbolicScalar(5) % 0
     with pytest.raises(WorkloadError, match=re.escape("SymbolicScalar (10 / pe[tp]): division or modulo by zero")):
         (10 // pe).concrete(0)
+
+
+def test_values_built_on_values_read_on_a_pe_read_the_same_everywhere():
+    """An operation on values already read on one ranks object knows its value there when it is
+    built (a kernel's arithmetic on my_pe); it reads the same as a fresh fold there and elsewhere,
+    and a division by zero it meets is refused only where the value is read."""
+    rank = SymbolicScalar.pe("dp")
+    ranks = MappingProxyType({"dp": 3})
+    assert rank.concrete(ranks) == 3
+    offset = (rank + 1) * 8 - rank % 2
+    assert [offset.concrete(ranks), offset.concrete(1), offset.concrete({"dp": 0})] == [31, 15, 8]
+    quotient = 6 // (rank - 3)
+    with pytest.raises(WorkloadError, match=re.escape("SymbolicScalar (6 / (pe[dp] - 3)): division or modulo by zero")):
+        quotient.concrete(ranks)
+    assert quotient.concrete(5) == 3
 
 
 def test_other_operand_types_are_refused():
