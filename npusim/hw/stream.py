@@ -6,10 +6,12 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 import simpy
+from mypy_extensions import mypyc_attr
 
 from npusim.engine.loop import start_process
 
 
+@mypyc_attr(native_class=False)  # a Python class, its methods compiled: HCCL's runtime keeps streams in a weak-keyed table (weak references)
 class Stream:
     """An in-order task queue of one die: each task starts when the previous one has finished."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import simpy
+from mypy_extensions import mypyc_attr
 
 from npusim.config.schema import SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
@@ -76,10 +77,11 @@ class Die:
         kind_timing = self.timing.kinds.get(kind)
         return 0 if kind_timing is None else kind_timing.count
 
-    def core(self, kind: str, index: int) -> AICore:
+    def core(self, kind: str, index: object) -> AICore:
         """The ``index``-th core of ``kind`` (a name under ``die.cores``: ``'aiv'``, ``'aic'`` ...),
-        created on first use."""
-        if index.__class__ is int:  # a core made before: nothing to check
+        created on first use; a UsageError for an index that is not one (``index`` is typed
+        ``object`` so that, compiled, a wrong type gets that error too, not a TypeError)."""
+        if isinstance(index, int):  # a core made before: nothing to check
             core = self._cores.get((kind, index))
             if core is not None:
                 return core
@@ -102,6 +104,7 @@ class Die:
         return [self._cores[key] for key in sorted(self._cores, key=lambda k: (kinds[k[0]].order, k[1]))]
 
 
+@mypyc_attr(native_class=False)  # a Python class, its methods compiled: sessions and AICPU coordinators keep it in weak-keyed tables (weak references)
 class System:
     """The machine: environment, bandwidth network, topology, dies and the event recorder."""
 
@@ -147,9 +150,10 @@ class System:
     def die_count(self) -> int:
         return self.spec.shape.dies
 
-    def die(self, index: int) -> Die:
-        """Die ``index`` (0 .. dies-1), created on first use."""
-        if index.__class__ is int:  # a die made before: nothing to check
+    def die(self, index: object) -> Die:
+        """Die ``index`` (0 .. dies-1), created on first use; a UsageError for an index that is not
+        one (typed ``object``, as :meth:`Die.core`'s)."""
+        if isinstance(index, int):  # a die made before: nothing to check
             die = self._dies.get(index)
             if die is not None:
                 return die

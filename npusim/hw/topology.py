@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from npusim.config.registry import FABRICS
 from npusim.config.schema import FabricSpec, LinkSpec, SystemShape, SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
@@ -132,6 +134,7 @@ class Wiring:
         return (bandwidth, self.resource(f"{name} write credits", credit_rate, "credits", die, (f"{at}.write_credits", f"{at}.latency", *also)))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a fabric kind is a module of its own (hw/fabrics), interpreted
 class Fabric(ABC):
     """Base of a fabric kind's implementation: one level of the interconnect, built from its config
     section ``spec``. ``inner`` is the level inside it (None for the innermost and for scale-out), for
