@@ -227,14 +227,13 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
         return []
     events = events or CoreEvents(record)
     launch_of = launches(record)
-    tasks: dict[int, list[int]] = {}  # launch -> [first start, last end, dma bytes] (ps, ps, bytes)
-    for span in spans:
-        start_ps, end_ps = round(span["start_us"] * 1e6), round(span["end_us"] * 1e6)
-        task = tasks.get(int(launch_of[span["op"]]))
-        if task is None:
-            tasks[int(launch_of[span["op"]])] = [start_ps, end_ps, span["dma_bytes"]]
-        else:
-            task[0], task[1], task[2] = min(task[0], start_ps), max(task[1], end_ps), task[2] + span["dma_bytes"]
+    # per launch with events: its first start, last end (ps, from the spans' us) and the bytes its copies moved
+    tasks, task_of = np.unique(launch_of[np.array([span["op"] for span in spans], dtype=np.int64)], return_inverse=True)
+    task_start = np.full(len(tasks), np.iinfo(np.int64).max, dtype=np.int64)
+    task_end, task_bytes = np.zeros(len(tasks), dtype=np.int64), np.zeros(len(tasks), dtype=np.int64)
+    np.minimum.at(task_start, task_of, np.rint(np.array([span["start_us"] for span in spans]) * 1e6).astype(np.int64))
+    np.maximum.at(task_end, task_of, np.rint(np.array([span["end_us"] for span in spans]) * 1e6).astype(np.int64))
+    np.add.at(task_bytes, task_of, np.array([span["dma_bytes"] for span in spans], dtype=np.int64))
     kinds = events.kinds
     n_launches, n_kinds, n_pipes = events.n_ops + 1, len(kinds), len(PIPES)  # the last: events of no op
     core_kind = np.array([kinds.index(_unit_kind(unit)) for _, unit in events.cores] or [0], dtype=np.int64)
@@ -245,7 +244,8 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
                           minlength=n_launches * n_kinds).reshape(n_launches, n_kinds)
     busy = np.bincount((events.launch * n_kinds + core_kind[events.core]) * n_pipes + events.pipe, weights=events.busy,
                        minlength=n_launches * n_kinds * n_pipes).reshape(n_launches, n_kinds, n_pipes)
-    counts, spanned, busy_ps_of = cores_of.tolist(), span_of.tolist(), busy.tolist()
+    task_list = tasks.tolist()  # only the launches with events: their rows as lists
+    counts, spanned, busy_ps_of = (dict(zip(task_list, of_launch[tasks].tolist())) for of_launch in (cores_of, span_of, busy))
     kind_pipes = [[p for p, (pipe, _) in enumerate(PIPES) if pipe in events.kind_pipes[kind]] for kind in kinds]
     units: dict[int, set[str]] = {}  # launch -> the kinds of unit its events are on
     of_any = events.all_launch < events.n_ops
@@ -258,7 +258,8 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
 
     rows = []
     last_end: dict[int, int] = {}  # die -> latest end of the launches so far (ps)
-    for launch, (start_ps, end_ps, dma_bytes) in sorted(tasks.items(), key=lambda item: (item[1][0], item[0])):
+    by_start = np.lexsort((tasks, task_start))
+    for launch, start_ps, end_ps, dma_bytes in zip(*(column[by_start].tolist() for column in (tasks, task_start, task_end, task_bytes))):
         op = recorder.ops[launch]
         die = op.die
         wait = max(0, start_ps - last_end[die]) if die in last_end else 0
