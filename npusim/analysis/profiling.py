@@ -22,7 +22,7 @@ import numpy as np
 from npusim.config.schema import SystemSpec
 from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
-from npusim.trace.recorder import WAIT_LANE_SUFFIX
+from npusim.trace.recorder import WAIT_LANE_SUFFIX, first_seen
 from npusim.trace.summary import busy_ps
 from npusim.trace.summary import ops as op_spans
 
@@ -123,25 +123,29 @@ class CoreEvents:
     def __init__(self, record: RunRecord) -> None:
         recorder = record.recorder
         kinds = list(record.spec.die.cores)
-        core_ids: dict[tuple[int, str], int] = {}
-        unit_kinds: dict[str, int] = {}
-        track_core = np.full(len(recorder.tracks), -1, dtype=np.int64)
-        track_pipe = np.full(len(recorder.tracks), -1, dtype=np.int64)
-        track_unit_kind = np.zeros(len(recorder.tracks), dtype=np.int64)
+        tracks = recorder.tracks
+        # of each track its unit and the kind of that unit, and its pipe (-1: a lane of no pipe); each
+        # name's kind and pipe are found once
+        unit_of_track, units = recorder.track_units()
+        kind_of = {name: _unit_kind(name) for name in {name for _, name in units}}
+        kind_of_unit, unit_kinds = first_seen([kind_of[name] for _, name in units])
         pipe_index = {pipe: i for i, (pipe, _) in enumerate(PIPES)}
-        for track_id, track in enumerate(recorder.tracks):
-            unit_kind = _unit_kind(track.unit)
-            track_unit_kind[track_id] = unit_kinds.setdefault(unit_kind, len(unit_kinds))
-            pipe = track.lane.removesuffix(WAIT_LANE_SUFFIX)  # a pipe's waits on a lane of their own are the pipe's
-            if unit_kind in kinds and pipe in pipe_index:
-                track_core[track_id] = core_ids.setdefault((track.die, track.unit), len(core_ids))
-                track_pipe[track_id] = pipe_index[pipe]
-        self.cores: list[tuple[int, str]] = sorted(core_ids, key=core_ids.__getitem__)  # (die, unit) of each core with events
+        lane_pipe = {lane: pipe_index.get(lane.removesuffix(WAIT_LANE_SUFFIX), -1)  # a pipe's waits on a lane of their own are the pipe's
+                     for lane in {track.lane for track in tracks}}
+        track_pipe = np.fromiter((lane_pipe[track.lane] for track in tracks), dtype=np.int64, count=len(tracks))
+        track_unit_kind = kind_of_unit[unit_of_track]
+        # the AI cores: the units of a kind of the die's cores, on the tracks of their pipes, numbered as they first appear
+        core_track = (track_pipe >= 0) & np.array([kind_of[name] in kinds for _, name in units], dtype=bool)[unit_of_track]
+        core_of_track, core_units = first_seen(unit_of_track[core_track].tolist())
+        track_core = np.full(len(tracks), -1, dtype=np.int64)
+        track_core[core_track] = core_of_track
+        self.cores: list[tuple[int, str]] = [units[unit] for unit in core_units]  # (die, unit) of each core with events
         self.kinds = kinds
         self.kind_order = {kind: order for order, kind in enumerate(kinds)}
+        self.core_kind = np.array([self.kind_order[kind_of[name]] for _, name in self.cores], dtype=np.int64)  # of each core, its kind in kinds
         self.kind_pipes = {kind: {str(pipe) for pipe in spec.pipes} for kind, spec in record.spec.die.cores.items()}
         self.clock_hz = record.spec.die.clock.hz
-        self.unit_kinds = list(unit_kinds)  # the kinds of unit of the tracks (aiv, aicpu, sdma ...)
+        self.unit_kinds: list[str] = unit_kinds  # the kinds of unit of the tracks (aiv, aicpu, sdma ...)
         self.n_ops = len(recorder.ops)
         columns = recorder.columns()
         on_track = columns["track"]
@@ -236,7 +240,7 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
     np.add.at(task_bytes, task_of, np.array([span["dma_bytes"] for span in spans], dtype=np.int64))
     kinds = events.kinds
     n_launches, n_kinds, n_pipes = events.n_ops + 1, len(kinds), len(PIPES)  # the last: events of no op
-    core_kind = np.array([kinds.index(_unit_kind(unit)) for _, unit in events.cores] or [0], dtype=np.int64)
+    core_kind = events.core_kind
     # per (launch, kind of core): how many cores, their execution times summed, each pipe's busy time summed
     pair_kind = core_kind[events.pair_core]
     cores_of = np.bincount(events.pair_launch * n_kinds + pair_kind, minlength=n_launches * n_kinds).reshape(n_launches, n_kinds)
@@ -310,27 +314,28 @@ def pipe_utilization(record: RunRecord, events: CoreEvents | None = None) -> lis
     if not len(recorder):
         return []
     events = events or CoreEvents(record)
-    order = sorted(range(len(events.cores)), key=lambda c: (events.cores[c][0], events.kind_order[_unit_kind(events.cores[c][1])],
-                                                           int(events.cores[c][1][len(_unit_kind(events.cores[c][1])):] or 0)))
+    index_of = {unit: int(unit[len(_unit_kind(unit)):] or 0) for unit in {unit for _, unit in events.cores}}  # aiv3's 3
+    order = np.lexsort(([index_of[unit] for _, unit in events.cores], events.core_kind, [die for die, _ in events.cores])).tolist()
     n_cores = len(events.cores)
     busy = np.bincount(events.core * len(PIPES) + events.pipe, weights=events.busy, minlength=n_cores * len(PIPES)).reshape(n_cores, len(PIPES))
     of_launch = events.pair_launch < events.n_ops
     ops = np.bincount(events.pair_core[of_launch], minlength=n_cores).tolist()
     time_ps = events.core_time_ps().tolist()
     busy_of = busy.tolist()
-    kind_pipes = {kind: [p for p, (pipe, _) in enumerate(PIPES) if pipe in pipes] for kind, pipes in events.kind_pipes.items()}
+    core_kind = events.core_kind.tolist()
+    # per kind of core, its pipes: index in PIPES, name and columns
+    kind_pipes = [[(p, pipe, f"{short}_time(us)", f"{short}_ratio") for p, (pipe, short) in enumerate(PIPES) if pipe in events.kind_pipes[kind]]
+                  for kind in events.kinds]
     rows = []
     for core in order:
         die, unit = events.cores[core]
-        kind = _unit_kind(unit)
         row: dict[str, Any] = dict.fromkeys(PIPE_UTILIZATION_COLUMNS, "")  # a pipe the core does not have stays empty
-        row.update({"Device_id": die, "core": unit, "kind": kind, "ops": ops[core], "time(us)": _us(time_ps[core]),
+        row.update({"Device_id": die, "core": unit, "kind": events.kinds[core_kind[core]], "ops": ops[core], "time(us)": _us(time_ps[core]),
                     "total_cycles": events.cycles(time_ps[core])})
         ratios: dict[str, float | str] = {}
-        for p in kind_pipes[kind]:
-            pipe, short = PIPES[p]
-            row[f"{short}_time(us)"] = _us(busy_of[core][p])
-            row[f"{short}_ratio"] = ratios[pipe] = _ratio(busy_of[core][p], time_ps[core])
+        for p, pipe, time_column, ratio_column in kind_pipes[core_kind[core]]:
+            row[time_column] = _us(busy_of[core][p])
+            row[ratio_column] = ratios[pipe] = _ratio(busy_of[core][p], time_ps[core])
         row["memory_bound"] = _memory_bound(ratios)
         rows.append(row)
     return rows
