@@ -42,9 +42,10 @@ def pipe_busy(record: RunRecord) -> list[dict[str, Any]]:
     busy_per_track = np.bincount(columns["track"], weights=busy_ps(recorder, columns), minlength=len(recorder.tracks))
     simulated = max(record.simulated_ps, 1)
     groups: dict[tuple[int, str], list[float]] = {}
-    for track_id, track in enumerate(recorder.tracks):
-        if busy_per_track[track_id] > 0:
-            groups.setdefault((track.die, track.lane), []).append(busy_per_track[track_id])
+    busy_tracks = np.flatnonzero(busy_per_track > 0)
+    for track_id, busy_time in zip(busy_tracks.tolist(), busy_per_track[busy_tracks].tolist()):
+        track = recorder.tracks[track_id]
+        groups.setdefault((track.die, track.lane), []).append(busy_time)
     rows = []
     for (die, lane), busy in sorted(groups.items()):
         total = float(sum(busy))
@@ -121,12 +122,12 @@ def ops(record: RunRecord) -> list[dict[str, Any]]:
     dma_track = np.array([track.lane in DMA_LANES for track in recorder.tracks])
     dma_bytes = np.where(dma_track[selected["track"]], selected["bytes"], 0)
     moved = np.bincount(inverse, weights=dma_bytes, minlength=len(unique))
-    for op_id, start, end, count, busy_time, copied in zip(unique.tolist(), first.tolist(), last.tolist(), counts.tolist(), busy.tolist(),
-                                                           moved.tolist()):
+    for op_id, start, end, duration, count, busy_time, copied in zip(unique.tolist(), (first / 1e6).tolist(), (last / 1e6).tolist(),
+                                                                     ((last - first) / 1e6).tolist(), counts.tolist(), (busy / 1e6).tolist(),
+                                                                     moved.astype(np.int64).tolist()):
         op = recorder.ops[op_id]
-        rows.append({"op": op_id, "name": op.name, "die": op.die, "start_us": start / 1e6, "end_us": end / 1e6,
-                     "duration_us": (end - start) / 1e6, "instructions": count, "busy_us": busy_time / 1e6,
-                     "dma_bytes": int(copied)})
+        rows.append({"op": op_id, "name": op.name, "die": op.die, "start_us": start, "end_us": end, "duration_us": duration,
+                     "instructions": count, "busy_us": busy_time, "dma_bytes": copied})
     return rows
 
 
@@ -149,10 +150,10 @@ def tiles(record: RunRecord) -> list[dict[str, Any]]:
     position = np.arange(len(duration))
     slowest = np.minimum.reduceat(np.where(duration == np.repeat(longest, tile_counts), position, len(duration)), starts)
     rows = []
-    for op_id, count, tile_total, low, high, key in zip(op_ids.tolist(), tile_counts.tolist(), total.tolist(), shortest.tolist(), longest.tolist(),
-                                                        unique[slowest].tolist()):
-        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": count, "mean_us": float(tile_total) / count / 1e6,
-                     "min_us": low / 1e6, "max_us": high / 1e6, "slowest_tile": key & 0xFFFFFFFF})
+    for op_id, count, mean, low, high, tile in zip(op_ids.tolist(), tile_counts.tolist(), (total.astype(np.float64) / tile_counts / 1e6).tolist(),
+                                                   (shortest / 1e6).tolist(), (longest / 1e6).tolist(), (unique[slowest] & 0xFFFFFFFF).tolist()):
+        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": count, "mean_us": mean, "min_us": low, "max_us": high,
+                     "slowest_tile": tile})
     return rows
 
 
