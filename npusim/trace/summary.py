@@ -96,15 +96,15 @@ def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.flatnonzero(present).astype(keys.dtype), rank[keys], counts[present]
 
 
-def _spans(keys: np.ndarray, columns: dict[str, np.ndarray], busy: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Per distinct key: the key, first start, last end, event count and busy time (ps); and the
-    row of each event's key among them."""
+def _spans(keys: np.ndarray, columns: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Per distinct key: the key, first start, last end (ps) and event count; and the row of each
+    event's key among them."""
     unique, inverse, counts = _distinct(keys)
     first = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
     last = np.zeros(len(unique), dtype=np.int64)
     np.minimum.at(first, inverse, columns["start_ps"])
     np.maximum.at(last, inverse, columns["end_ps"])
-    return unique, first, last, counts, np.bincount(inverse, weights=busy, minlength=len(unique)), inverse
+    return unique, first, last, counts, inverse
 
 
 def ops(record: RunRecord) -> list[dict[str, Any]]:
@@ -117,7 +117,8 @@ def ops(record: RunRecord) -> list[dict[str, Any]]:
     if not mask.any():
         return []
     selected = {key: columns[key][mask] for key in ("op", "track", "start_ps", "end_ps", "bytes")}
-    unique, first, last, counts, busy, inverse = _spans(selected["op"], selected, busy_ps(recorder, columns)[mask])
+    unique, first, last, counts, inverse = _spans(selected["op"], selected)
+    busy = np.bincount(inverse, weights=busy_ps(recorder, columns)[mask], minlength=len(unique))
     rows = []
     dma_track = np.array([track.lane in DMA_LANES for track in recorder.tracks])
     dma_bytes = np.where(dma_track[selected["track"]], selected["bytes"], 0)
@@ -142,7 +143,7 @@ def tiles(record: RunRecord) -> list[dict[str, Any]]:
         return []
     selected = {key: columns[key][mask] for key in ("op", "tile", "start_ps", "end_ps")}
     keys = selected["op"].astype(np.int64) << 32 | selected["tile"].astype(np.int64)
-    unique, first, last, counts, _, _ = _spans(keys, selected, busy_ps(recorder, columns)[mask])
+    unique, first, last, counts, _ = _spans(keys, selected)
     duration = last - first
     op_ids, starts, tile_counts = np.unique(unique >> 32, return_index=True, return_counts=True)  # keys are sorted: each op's tiles are contiguous
     # per op: its tiles' total (exact: integer ps), shortest and longest time, and its first longest tile
