@@ -142,17 +142,18 @@ def tiles(record: RunRecord) -> list[dict[str, Any]]:
     if not mask.any():
         return []
     selected = {key: columns[key][mask] for key in ("op", "tile", "start_ps", "end_ps")}
-    keys = selected["op"].astype(np.int64) << 32 | selected["tile"].astype(np.int64)
+    tile_span = int(selected["tile"].max()) + 1
+    keys = selected["op"].astype(np.int64) * tile_span + selected["tile"]  # (op, tile) in order; dense when ops have few tiles: counted, not sorted
     unique, first, last, counts, _ = _spans(keys, selected)
     duration = last - first
-    op_ids, starts, tile_counts = np.unique(unique >> 32, return_index=True, return_counts=True)  # keys are sorted: each op's tiles are contiguous
+    op_ids, starts, tile_counts = np.unique(unique // tile_span, return_index=True, return_counts=True)  # keys are sorted: each op's tiles are contiguous
     # per op: its tiles' total (exact: integer ps), shortest and longest time, and its first longest tile
     total, shortest, longest = (ufunc.reduceat(duration, starts) for ufunc in (np.add, np.minimum, np.maximum))
     position = np.arange(len(duration))
     slowest = np.minimum.reduceat(np.where(duration == np.repeat(longest, tile_counts), position, len(duration)), starts)
     rows = []
     for op_id, count, mean, low, high, tile in zip(op_ids.tolist(), tile_counts.tolist(), (total.astype(np.float64) / tile_counts / 1e6).tolist(),
-                                                   (shortest / 1e6).tolist(), (longest / 1e6).tolist(), (unique[slowest] & 0xFFFFFFFF).tolist()):
+                                                   (shortest / 1e6).tolist(), (longest / 1e6).tolist(), (unique[slowest] % tile_span).tolist()):
         rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": count, "mean_us": mean, "min_us": low, "max_us": high,
                      "slowest_tile": tile})
     return rows
