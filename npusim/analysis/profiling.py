@@ -315,7 +315,8 @@ def pipe_utilization(record: RunRecord, events: CoreEvents | None = None) -> lis
         return []
     events = events or CoreEvents(record)
     index_of = {unit: int(unit[len(_unit_kind(unit)):] or 0) for unit in {unit for _, unit in events.cores}}  # aiv3's 3
-    order = np.lexsort(([index_of[unit] for _, unit in events.cores], events.core_kind, [die for die, _ in events.cores])).tolist()
+    order = np.lexsort((np.array([index_of[unit] for _, unit in events.cores], dtype=np.int64), events.core_kind,
+                        np.array([die for die, _ in events.cores], dtype=np.int64))).tolist()
     n_cores = len(events.cores)
     busy = np.bincount(events.core * len(PIPES) + events.pipe, weights=events.busy, minlength=n_cores * len(PIPES)).reshape(n_cores, len(PIPES))
     of_launch = events.pair_launch < events.n_ops
