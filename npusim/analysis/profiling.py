@@ -108,12 +108,14 @@ def launches(record: RunRecord) -> np.ndarray:
     (``OpRecord.part_of``: a PyPTO op, part of its PE's kernel launch), else itself; one longer,
     indexed by the op -1 of events of no op: the number of ops (a launch of their own)."""
     ops = record.recorder.ops
-    return np.array([op.part_of if op.part_of >= 0 else i for i, op in enumerate(ops)] + [len(ops)], dtype=np.int64)
+    part_of = np.fromiter((op.part_of for op in ops), dtype=np.int64, count=len(ops))
+    return np.append(np.where(part_of >= 0, part_of, np.arange(len(ops))), len(ops))
 
 
 class CoreEvents:
-    """The run's events, as columns, for both tables: of every event its op launch
-    (:func:`launches`; ``n_ops`` for events of no op) and the kind of unit it is on; of the events
+    """The run's events, as columns, for both tables: of each op id its launch (``launch_of``,
+    :func:`launches`); of every event its op launch (``n_ops`` for events of no op) and the kind of
+    unit it is on; of the events
     on AI cores their launch, core
     (an index into ``cores``), pipe (an index into ``PIPES``), start and end (ps) and busy time
     (ps); and per (launch, core) of a launch's events on a core the first start and last end
@@ -149,7 +151,8 @@ class CoreEvents:
         self.n_ops = len(recorder.ops)
         columns = recorder.columns()
         on_track = columns["track"]
-        self.all_launch = launches(record)[columns["op"].astype(np.int64)]
+        self.launch_of = launches(record)
+        self.all_launch = self.launch_of[columns["op"].astype(np.int64)]
         self.all_unit_kind = track_unit_kind[on_track]
         core = track_core[on_track]
         on_core = core >= 0
@@ -230,7 +233,7 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
     if not spans:
         return []
     events = events or CoreEvents(record)
-    launch_of = launches(record)
+    launch_of = events.launch_of
     # per launch with events: its first start, last end (ps, from the spans' us) and the bytes its copies moved
     tasks, task_of = np.unique(launch_of[np.array([span["op"] for span in spans], dtype=np.int64)], return_inverse=True)
     task_start = np.full(len(tasks), np.iinfo(np.int64).max, dtype=np.int64)

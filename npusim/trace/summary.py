@@ -18,7 +18,7 @@ from npusim.config.confidence import ABSENT, key_path, value_at
 from npusim.trace.critical_path import bottlenecks
 from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
-from npusim.trace.recorder import Recorder
+from npusim.trace.recorder import Recorder, first_seen
 
 HOST_FALLBACK = "host fallback"
 """The category of the instants that mark an op a torch program ran on the host (``docs/torch.md``)."""
@@ -41,20 +41,20 @@ def pipe_busy(record: RunRecord) -> list[dict[str, Any]]:
     columns = recorder.columns()
     busy_per_track = np.bincount(columns["track"], weights=busy_ps(recorder, columns), minlength=len(recorder.tracks))
     simulated = max(record.simulated_ps, 1)
-    groups: dict[tuple[int, str], list[float]] = {}
     busy_tracks = np.flatnonzero(busy_per_track > 0)
-    for track_id, busy_time in zip(busy_tracks.tolist(), busy_per_track[busy_tracks].tolist()):
-        track = recorder.tracks[track_id]
-        groups.setdefault((track.die, track.lane), []).append(busy_time)
+    # the busy tracks by (die, pipe): how many, and their busy times summed in track order
+    group_of, groups = first_seen([(recorder.tracks[track_id].die, recorder.tracks[track_id].lane) for track_id in busy_tracks.tolist()])
+    cores = np.bincount(group_of, minlength=len(groups)).tolist()
+    busy = np.bincount(group_of, weights=busy_per_track[busy_tracks], minlength=len(groups)).tolist()
     rows = []
-    for (die, lane), busy in sorted(groups.items()):
-        total = float(sum(busy))
+    for group in sorted(range(len(groups)), key=groups.__getitem__):
+        die, lane = groups[group]
         rows.append({
             "die": die,
             "pipe": lane,
-            "cores": len(busy),
-            "busy_us": total / 1e6,
-            "utilisation": total / (len(busy) * simulated),
+            "cores": cores[group],
+            "busy_us": busy[group] / 1e6,
+            "utilisation": busy[group] / (cores[group] * simulated),
         })
     return rows
 
