@@ -74,15 +74,16 @@ def _l2_cells(record: RunRecord, counts_of: dict[str, list[float]]) -> list[int 
     return cells
 
 
-def _l2_of_launches(record: RunRecord, launch_of: Any) -> dict[int, dict[str, list[float]]]:
+def _l2_of_launches(record: RunRecord, launch_of: np.ndarray) -> dict[int, dict[str, list[float]]]:
     """Per launch, per kind of unit, the L2 lines of its ops (``record.l2.ops`` summed over them)."""
     summed: dict[int, dict[str, list[float]]] = {}
+    launch = launch_of.tolist()
     for (op, kind), counts in sorted(record.l2.ops.items()):
-        if not 0 <= op < len(launch_of) - 1:
+        if not 0 <= op < len(launch) - 1:
             continue
-        of_kind = summed.setdefault(int(launch_of[op]), {})
+        of_kind = summed.setdefault(launch[op], {})
         total = of_kind.get(kind)
-        of_kind[kind] = list(counts) if total is None else [a + b for a, b in zip(total, counts)]
+        of_kind[kind] = list(counts) if total is None else list(map(operator.add, total, counts))
     return summed
 
 
