@@ -135,9 +135,9 @@ def _flat_encoder(level: int) -> Callable[[Any], str]:
 def _indented(value: Any, level: int, containing: set[int]) -> str:
     """``value`` as ``json.dumps(value, indent=2, sort_keys=True)`` writes it at nesting ``level``.
     The indented form is the json module's pure-Python encoder; here a list or mapping of plain
-    values (a summary's row), and a list of such mappings (a summary's table of rows:
-    :func:`_rows`), go to its C encoder in one call instead, and only the others are written
-    entry by entry (~3x faster on a summary.json)."""
+    values (a summary's row) goes to its C encoder in one call instead, a list of such mappings (a
+    summary's table of rows) in a few (:func:`_rows`), and only the others are written entry by
+    entry."""
     kind = type(value)
     if kind in _PLAIN:
         return _ENCODE(value)

@@ -116,10 +116,10 @@ def launches(record: RunRecord) -> np.ndarray:
 class CoreEvents:
     """The run's events, as columns, for both tables: of each op id its launch (``launch_of``,
     :func:`launches`); of every event its op launch (``n_ops`` for events of no op) and the kind of
-    unit it is on; of the events
-    on AI cores their launch, core
-    (an index into ``cores``), pipe (an index into ``PIPES``), start and end (ps) and busy time
-    (ps); and per (launch, core) of a launch's events on a core the first start and last end
+    unit it is on; of each AI core with events its ``(die, unit)`` (``cores``) and the index of its
+    kind in ``kinds`` (``core_kind``); of the events on AI cores their launch, core (an index into
+    ``cores``), pipe (an index into ``PIPES``), start and end (ps) and busy time (ps); and per
+    (launch, core) of a launch's events on a core the first start and last end
     (``pair_launch``, ``pair_core``, ``pair_first``, ``pair_last``: the core's execution of that
     launch). Made once per run folder."""
 
