@@ -22,7 +22,7 @@ import numpy as np
 from npusim.config.schema import SystemSpec
 from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
-from npusim.trace.recorder import WAIT_LANE_SUFFIX
+from npusim.trace.recorder import WAIT_LANE_SUFFIX, first_seen
 from npusim.trace.summary import busy_ps
 from npusim.trace.summary import ops as op_spans
 
@@ -74,15 +74,16 @@ def _l2_cells(record: RunRecord, counts_of: dict[str, list[float]]) -> list[int 
     return cells
 
 
-def _l2_of_launches(record: RunRecord, launch_of: Any) -> dict[int, dict[str, list[float]]]:
+def _l2_of_launches(record: RunRecord, launch_of: np.ndarray) -> dict[int, dict[str, list[float]]]:
     """Per launch, per kind of unit, the L2 lines of its ops (``record.l2.ops`` summed over them)."""
     summed: dict[int, dict[str, list[float]]] = {}
+    launch = launch_of.tolist()
     for (op, kind), counts in sorted(record.l2.ops.items()):
-        if not 0 <= op < len(launch_of) - 1:
+        if not 0 <= op < len(launch) - 1:
             continue
-        of_kind = summed.setdefault(int(launch_of[op]), {})
+        of_kind = summed.setdefault(launch[op], {})
         total = of_kind.get(kind)
-        of_kind[kind] = list(counts) if total is None else [a + b for a, b in zip(total, counts)]
+        of_kind[kind] = list(counts) if total is None else list(map(operator.add, total, counts))
     return summed
 
 
@@ -108,44 +109,51 @@ def launches(record: RunRecord) -> np.ndarray:
     (``OpRecord.part_of``: a PyPTO op, part of its PE's kernel launch), else itself; one longer,
     indexed by the op -1 of events of no op: the number of ops (a launch of their own)."""
     ops = record.recorder.ops
-    return np.array([op.part_of if op.part_of >= 0 else i for i, op in enumerate(ops)] + [len(ops)], dtype=np.int64)
+    part_of = np.fromiter((op.part_of for op in ops), dtype=np.int64, count=len(ops))
+    return np.append(np.where(part_of >= 0, part_of, np.arange(len(ops))), len(ops))
 
 
 class CoreEvents:
-    """The run's events, as columns, for both tables: of every event its op launch
-    (:func:`launches`; ``n_ops`` for events of no op) and the kind of unit it is on; of the events
-    on AI cores their launch, core
-    (an index into ``cores``), pipe (an index into ``PIPES``), start and end (ps) and busy time
-    (ps); and per (launch, core) of a launch's events on a core the first start and last end
+    """The run's events, as columns, for both tables: of each op id its launch (``launch_of``,
+    :func:`launches`); of every event its op launch (``n_ops`` for events of no op) and the kind of
+    unit it is on; of each AI core with events its ``(die, unit)`` (``cores``) and the index of its
+    kind in ``kinds`` (``core_kind``); of the events on AI cores their launch, core (an index into
+    ``cores``), pipe (an index into ``PIPES``), start and end (ps) and busy time (ps); and per
+    (launch, core) of a launch's events on a core the first start and last end
     (``pair_launch``, ``pair_core``, ``pair_first``, ``pair_last``: the core's execution of that
     launch). Made once per run folder."""
 
     def __init__(self, record: RunRecord) -> None:
         recorder = record.recorder
         kinds = list(record.spec.die.cores)
-        core_ids: dict[tuple[int, str], int] = {}
-        unit_kinds: dict[str, int] = {}
-        track_core = np.full(len(recorder.tracks), -1, dtype=np.int64)
-        track_pipe = np.full(len(recorder.tracks), -1, dtype=np.int64)
-        track_unit_kind = np.zeros(len(recorder.tracks), dtype=np.int64)
+        tracks = recorder.tracks
+        # of each track its unit and the kind of that unit, and its pipe (-1: a lane of no pipe); each
+        # name's kind and pipe are found once
+        unit_of_track, units = recorder.track_units()
+        kind_of = {name: _unit_kind(name) for name in {name for _, name in units}}
+        kind_of_unit, unit_kinds = first_seen([kind_of[name] for _, name in units])
         pipe_index = {pipe: i for i, (pipe, _) in enumerate(PIPES)}
-        for track_id, track in enumerate(recorder.tracks):
-            unit_kind = _unit_kind(track.unit)
-            track_unit_kind[track_id] = unit_kinds.setdefault(unit_kind, len(unit_kinds))
-            pipe = track.lane.removesuffix(WAIT_LANE_SUFFIX)  # a pipe's waits on a lane of their own are the pipe's
-            if unit_kind in kinds and pipe in pipe_index:
-                track_core[track_id] = core_ids.setdefault((track.die, track.unit), len(core_ids))
-                track_pipe[track_id] = pipe_index[pipe]
-        self.cores: list[tuple[int, str]] = sorted(core_ids, key=core_ids.__getitem__)  # (die, unit) of each core with events
+        lane_pipe = {lane: pipe_index.get(lane.removesuffix(WAIT_LANE_SUFFIX), -1)  # a pipe's waits on a lane of their own are the pipe's
+                     for lane in {track.lane for track in tracks}}
+        track_pipe = np.fromiter((lane_pipe[track.lane] for track in tracks), dtype=np.int64, count=len(tracks))
+        track_unit_kind = kind_of_unit[unit_of_track]
+        # the AI cores: the units of a kind of the die's cores, on the tracks of their pipes, numbered as they first appear
+        core_track = (track_pipe >= 0) & np.array([kind_of[name] in kinds for _, name in units], dtype=bool)[unit_of_track]
+        core_of_track, core_units = first_seen(unit_of_track[core_track].tolist())
+        track_core = np.full(len(tracks), -1, dtype=np.int64)
+        track_core[core_track] = core_of_track
+        self.cores: list[tuple[int, str]] = [units[unit] for unit in core_units]  # (die, unit) of each core with events
         self.kinds = kinds
         self.kind_order = {kind: order for order, kind in enumerate(kinds)}
+        self.core_kind = np.array([self.kind_order[kind_of[name]] for _, name in self.cores], dtype=np.int64)  # of each core, its kind in kinds
         self.kind_pipes = {kind: {str(pipe) for pipe in spec.pipes} for kind, spec in record.spec.die.cores.items()}
         self.clock_hz = record.spec.die.clock.hz
-        self.unit_kinds = list(unit_kinds)  # the kinds of unit of the tracks (aiv, aicpu, sdma ...)
+        self.unit_kinds: list[str] = unit_kinds  # the kinds of unit of the tracks (aiv, aicpu, sdma ...)
         self.n_ops = len(recorder.ops)
         columns = recorder.columns()
         on_track = columns["track"]
-        self.all_launch = launches(record)[columns["op"].astype(np.int64)]
+        self.launch_of = launches(record)
+        self.all_launch = self.launch_of[columns["op"].astype(np.int64)]
         self.all_unit_kind = track_unit_kind[on_track]
         core = track_core[on_track]
         on_core = core >= 0
@@ -226,18 +234,17 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
     if not spans:
         return []
     events = events or CoreEvents(record)
-    launch_of = launches(record)
-    tasks: dict[int, list[int]] = {}  # launch -> [first start, last end, dma bytes] (ps, ps, bytes)
-    for span in spans:
-        start_ps, end_ps = round(span["start_us"] * 1e6), round(span["end_us"] * 1e6)
-        task = tasks.get(int(launch_of[span["op"]]))
-        if task is None:
-            tasks[int(launch_of[span["op"]])] = [start_ps, end_ps, span["dma_bytes"]]
-        else:
-            task[0], task[1], task[2] = min(task[0], start_ps), max(task[1], end_ps), task[2] + span["dma_bytes"]
+    launch_of = events.launch_of
+    # per launch with events: its first start, last end (ps, from the spans' us) and the bytes its copies moved
+    tasks, task_of = np.unique(launch_of[np.array([span["op"] for span in spans], dtype=np.int64)], return_inverse=True)
+    task_start = np.full(len(tasks), np.iinfo(np.int64).max, dtype=np.int64)
+    task_end, task_bytes = np.zeros(len(tasks), dtype=np.int64), np.zeros(len(tasks), dtype=np.int64)
+    np.minimum.at(task_start, task_of, np.rint(np.array([span["start_us"] for span in spans]) * 1e6).astype(np.int64))
+    np.maximum.at(task_end, task_of, np.rint(np.array([span["end_us"] for span in spans]) * 1e6).astype(np.int64))
+    np.add.at(task_bytes, task_of, np.array([span["dma_bytes"] for span in spans], dtype=np.int64))
     kinds = events.kinds
     n_launches, n_kinds, n_pipes = events.n_ops + 1, len(kinds), len(PIPES)  # the last: events of no op
-    core_kind = np.array([kinds.index(_unit_kind(unit)) for _, unit in events.cores] or [0], dtype=np.int64)
+    core_kind = events.core_kind
     # per (launch, kind of core): how many cores, their execution times summed, each pipe's busy time summed
     pair_kind = core_kind[events.pair_core]
     cores_of = np.bincount(events.pair_launch * n_kinds + pair_kind, minlength=n_launches * n_kinds).reshape(n_launches, n_kinds)
@@ -245,7 +252,8 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
                           minlength=n_launches * n_kinds).reshape(n_launches, n_kinds)
     busy = np.bincount((events.launch * n_kinds + core_kind[events.core]) * n_pipes + events.pipe, weights=events.busy,
                        minlength=n_launches * n_kinds * n_pipes).reshape(n_launches, n_kinds, n_pipes)
-    counts, spanned, busy_ps_of = cores_of.tolist(), span_of.tolist(), busy.tolist()
+    task_list = tasks.tolist()  # only the launches with events: their rows as lists
+    counts, spanned, busy_ps_of = (dict(zip(task_list, of_launch[tasks].tolist())) for of_launch in (cores_of, span_of, busy))
     kind_pipes = [[p for p, (pipe, _) in enumerate(PIPES) if pipe in events.kind_pipes[kind]] for kind in kinds]
     units: dict[int, set[str]] = {}  # launch -> the kinds of unit its events are on
     of_any = events.all_launch < events.n_ops
@@ -258,7 +266,8 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
 
     rows = []
     last_end: dict[int, int] = {}  # die -> latest end of the launches so far (ps)
-    for launch, (start_ps, end_ps, dma_bytes) in sorted(tasks.items(), key=lambda item: (item[1][0], item[0])):
+    by_start = np.lexsort((tasks, task_start))
+    for launch, start_ps, end_ps, dma_bytes in zip(*(column[by_start].tolist() for column in (tasks, task_start, task_end, task_bytes))):
         op = recorder.ops[launch]
         die = op.die
         wait = max(0, start_ps - last_end[die]) if die in last_end else 0
@@ -309,27 +318,29 @@ def pipe_utilization(record: RunRecord, events: CoreEvents | None = None) -> lis
     if not len(recorder):
         return []
     events = events or CoreEvents(record)
-    order = sorted(range(len(events.cores)), key=lambda c: (events.cores[c][0], events.kind_order[_unit_kind(events.cores[c][1])],
-                                                           int(events.cores[c][1][len(_unit_kind(events.cores[c][1])):] or 0)))
+    index_of = {unit: int(unit[len(_unit_kind(unit)):] or 0) for unit in {unit for _, unit in events.cores}}  # aiv3's 3
+    order = np.lexsort((np.array([index_of[unit] for _, unit in events.cores], dtype=np.int64), events.core_kind,
+                        np.array([die for die, _ in events.cores], dtype=np.int64))).tolist()
     n_cores = len(events.cores)
     busy = np.bincount(events.core * len(PIPES) + events.pipe, weights=events.busy, minlength=n_cores * len(PIPES)).reshape(n_cores, len(PIPES))
     of_launch = events.pair_launch < events.n_ops
     ops = np.bincount(events.pair_core[of_launch], minlength=n_cores).tolist()
     time_ps = events.core_time_ps().tolist()
     busy_of = busy.tolist()
-    kind_pipes = {kind: [p for p, (pipe, _) in enumerate(PIPES) if pipe in pipes] for kind, pipes in events.kind_pipes.items()}
+    core_kind = events.core_kind.tolist()
+    # per kind of core, its pipes: index in PIPES, name and columns
+    kind_pipes = [[(p, pipe, f"{short}_time(us)", f"{short}_ratio") for p, (pipe, short) in enumerate(PIPES) if pipe in events.kind_pipes[kind]]
+                  for kind in events.kinds]
     rows = []
     for core in order:
         die, unit = events.cores[core]
-        kind = _unit_kind(unit)
         row: dict[str, Any] = dict.fromkeys(PIPE_UTILIZATION_COLUMNS, "")  # a pipe the core does not have stays empty
-        row.update({"Device_id": die, "core": unit, "kind": kind, "ops": ops[core], "time(us)": _us(time_ps[core]),
+        row.update({"Device_id": die, "core": unit, "kind": events.kinds[core_kind[core]], "ops": ops[core], "time(us)": _us(time_ps[core]),
                     "total_cycles": events.cycles(time_ps[core])})
         ratios: dict[str, float | str] = {}
-        for p in kind_pipes[kind]:
-            pipe, short = PIPES[p]
-            row[f"{short}_time(us)"] = _us(busy_of[core][p])
-            row[f"{short}_ratio"] = ratios[pipe] = _ratio(busy_of[core][p], time_ps[core])
+        for p, pipe, time_column, ratio_column in kind_pipes[core_kind[core]]:
+            row[time_column] = _us(busy_of[core][p])
+            row[ratio_column] = ratios[pipe] = _ratio(busy_of[core][p], time_ps[core])
         row["memory_bound"] = _memory_bound(ratios)
         rows.append(row)
     return rows

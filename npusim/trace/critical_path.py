@@ -209,9 +209,7 @@ class _Walk:
         tails = recorder.tails()
         self.tail_of: dict[int, int] = dict(zip(tails["event"].tolist(), tails["tail_ps"].tolist(), strict=True))
         # the events of each core (die, unit) by end time, for issue and barrier dependencies
-        cores: dict[tuple[int, str], int] = {}
-        core_of_track = np.array([cores.setdefault((t.die, t.unit), len(cores)) for t in recorder.tracks] or [0], dtype=np.int64)
-        core = core_of_track[self.track] if n else np.zeros(0, dtype=np.int64)
+        core = recorder.track_units()[0][self.track] if n else np.zeros(0, dtype=np.int64)
         self.core = core
         self.by_core = _by_then(core, self.end)
         self.by_core_key = core[self.by_core]
@@ -225,8 +223,8 @@ class _Walk:
             op_by_end = _narrow(self.op[ends_first])
             ops_seen, first_seen = np.unique(op_by_end, return_index=True)
             _, last_seen = np.unique(op_by_end[::-1], return_index=True)  # the last one wins: latest end, then highest index
-            for at in np.argsort(first_seen, kind="stable").tolist():  # in the order the ops are first seen by end
-                self.op_last[int(ops_seen[at])] = int(ends_first[n - 1 - last_seen[at]])
+            in_order = np.argsort(first_seen, kind="stable")  # in the order the ops are first seen by end
+            self.op_last = dict(zip(ops_seen[in_order].tolist(), ends_first[n - 1 - last_seen[in_order]].tolist()))
         self._stream_indexes: dict[int | None, tuple[np.ndarray, list[int], list[int]]] = {}
         self.waits = recorder.wait_names
         self.named_waits = recorder.named_waits
@@ -268,11 +266,14 @@ class _Walk:
         the op later in ``op_last`` first); built on first use."""
         index = self._stream_indexes.get(die)
         if index is None:
-            entries = [(int(self.end[last]), -order, other, last) for order, (other, last) in enumerate(self.op_last.items())
-                       if die is None or other < 0 or self.op_die[other] == die]
-            entries.sort()
-            index = self._stream_indexes[die] = (np.array([e[0] for e in entries], dtype=np.int64), [e[2] for e in entries],
-                                                 [e[3] for e in entries])
+            ops = np.fromiter(self.op_last, dtype=np.int64, count=len(self.op_last))
+            lasts = np.fromiter(self.op_last.values(), dtype=np.int64, count=len(self.op_last))
+            if die is not None:
+                looked_at = (ops < 0) | (np.array(self.op_die, dtype=np.int64)[np.maximum(ops, 0)] == die)
+                ops, lasts = ops[looked_at], lasts[looked_at]
+            ends = self.end[lasts]
+            by_end = np.lexsort((-np.arange(len(ops)), ends))  # ties: the op later in op_last first
+            index = self._stream_indexes[die] = (ends[by_end], ops[by_end].tolist(), lasts[by_end].tolist())
         return index
 
     def _holder(self, e: int) -> tuple[int, bool]:

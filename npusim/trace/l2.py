@@ -18,9 +18,10 @@ def l2_metrics(counts: list[float]) -> list[int | float | str]:
     whole numbers (a warm start's first accesses count as hits in part, rounded), rates in percent
     (empty without an access of that kind)."""
     read_hit, read_miss, write_hit, write_miss = counts[:4]
+    return [round(write_hit), round(write_miss), round(read_hit), round(read_miss), _percent(write_hit, write_hit + write_miss),
+            _percent(read_hit, read_hit + read_miss), _percent(read_hit + write_hit, read_hit + read_miss + write_hit + write_miss)]
 
-    def percent(hit: float, lines: float) -> float | str:
-        return round(100 * hit / lines, 3) if lines > 0 else ""
 
-    return [round(write_hit), round(write_miss), round(read_hit), round(read_miss), percent(write_hit, write_hit + write_miss),
-            percent(read_hit, read_hit + read_miss), percent(read_hit + write_hit, read_hit + read_miss + write_hit + write_miss)]
+def _percent(hit: float, lines: float) -> float | str:
+    """A hit rate in percent, to three decimals; empty without lines."""
+    return round(100 * hit / lines, 3) if lines > 0 else ""

@@ -28,7 +28,7 @@ Besides the events, the recorder keeps what the analysis needs to follow depende
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -42,6 +42,15 @@ WAIT_LANE_SUFFIX = " wait"
 """The lane of a pipe's wait_flags when its copy engine keeps several copies in flight (``MTE2 wait``:
 they run while the copies stream, so they cannot share the pipe's lane): the pipe's name and this."""
 CHUNK_EVENTS = 65536  # events unpacked at a time by consumers that stream over the columns
+
+
+def first_seen(values: Sequence[Hashable]) -> tuple[np.ndarray, list[Any]]:
+    """An id of each of ``values``, the distinct values numbered in the order they first appear (as
+    ``ids.setdefault(value, len(ids))`` numbers them, value by value), and the distinct values in
+    that order; by C loops (a run's tracks are hundreds of thousands)."""
+    distinct = list(dict.fromkeys(values))
+    number = dict(zip(distinct, range(len(distinct))))
+    return np.fromiter(map(number.__getitem__, values), dtype=np.int64, count=len(values)), distinct
 
 
 class Track(NamedTuple):
@@ -110,6 +119,7 @@ class Recorder:
     def __init__(self) -> None:
         self.tracks: list[Track] = []
         self._track_ids: dict[tuple[int, str, str], int] = {}
+        self._track_units: tuple[np.ndarray, list[tuple[int, str]]] | None = None  # track_units, for the tracks so far
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
         # the ISA's cache of the name ids of instruction labels, by (label, instruction class): shared
@@ -143,6 +153,17 @@ class Recorder:
             self.tracks.append(Track(die, unit, lane, order))
             self._track_ids[key] = track_id
         return track_id
+
+    def track_units(self) -> tuple[np.ndarray, list[tuple[int, str]]]:
+        """Of each track the id of its unit (a core, an AICPU, the links ...: ``(die, unit)``), the
+        units numbered in the order they first appear among the tracks; and the units in that order.
+        Computed for the tracks so far, kept until more come (the summary, the critical path and the
+        profiler's tables each ask)."""
+        if self._track_units is None or len(self._track_units[0]) != len(self.tracks):
+            ids, units = first_seen([(track.die, track.unit) for track in self.tracks])
+            ids.flags.writeable = False  # shared by the callers
+            self._track_units = ids, units
+        return self._track_units
 
     def kernel_run(self, die: int, unit: str) -> None:
         """A kernel run starts on core ``unit`` of ``die``: the core's next events, up to the next
@@ -316,8 +337,9 @@ class Recorder:
         _, key = np.unique(np.array([self._flag_names[i][1] for i in flag_ids.tolist()], dtype=np.int64), return_inverse=True)
         key = key.reshape(-1)[position]
         # the kernel run of each flag event: the last run on its core that started at or before it
-        units = dict(self._unit_ids)  # cores that marked no run get ids of their own
-        unit_of_track = np.array([units.setdefault((t.die, t.unit), len(units)) for t in self.tracks], dtype=np.int64)
+        track_unit, units = self.track_units()
+        ids = dict(self._unit_ids)  # cores that marked no run get ids of their own
+        unit_of_track = np.array([ids.setdefault(unit, len(ids)) for unit in units], dtype=np.int64)[track_unit]
         run_starts = np.array(self.run_unit, dtype=np.int64) << 40 | np.array(self.run_first, dtype=np.int64)
         order = np.argsort(run_starts, kind="stable")
         unit = unit_of_track[table[index, 0] >> 32]

@@ -18,7 +18,7 @@ from npusim.config.confidence import ABSENT, key_path, value_at
 from npusim.trace.critical_path import bottlenecks
 from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
-from npusim.trace.recorder import Recorder
+from npusim.trace.recorder import Recorder, first_seen
 
 HOST_FALLBACK = "host fallback"
 """The category of the instants that mark an op a torch program ran on the host (``docs/torch.md``)."""
@@ -41,19 +41,20 @@ def pipe_busy(record: RunRecord) -> list[dict[str, Any]]:
     columns = recorder.columns()
     busy_per_track = np.bincount(columns["track"], weights=busy_ps(recorder, columns), minlength=len(recorder.tracks))
     simulated = max(record.simulated_ps, 1)
-    groups: dict[tuple[int, str], list[float]] = {}
-    for track_id, track in enumerate(recorder.tracks):
-        if busy_per_track[track_id] > 0:
-            groups.setdefault((track.die, track.lane), []).append(busy_per_track[track_id])
+    busy_tracks = np.flatnonzero(busy_per_track > 0)
+    # the busy tracks by (die, pipe): how many, and their busy times summed in track order
+    group_of, groups = first_seen([(recorder.tracks[track_id].die, recorder.tracks[track_id].lane) for track_id in busy_tracks.tolist()])
+    cores = np.bincount(group_of, minlength=len(groups)).tolist()
+    busy = np.bincount(group_of, weights=busy_per_track[busy_tracks], minlength=len(groups)).tolist()
     rows = []
-    for (die, lane), busy in sorted(groups.items()):
-        total = float(sum(busy))
+    for group in sorted(range(len(groups)), key=groups.__getitem__):
+        die, lane = groups[group]
         rows.append({
             "die": die,
             "pipe": lane,
-            "cores": len(busy),
-            "busy_us": total / 1e6,
-            "utilisation": total / (len(busy) * simulated),
+            "cores": cores[group],
+            "busy_us": busy[group] / 1e6,
+            "utilisation": busy[group] / (cores[group] * simulated),
         })
     return rows
 
@@ -95,15 +96,15 @@ def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.flatnonzero(present).astype(keys.dtype), rank[keys], counts[present]
 
 
-def _spans(keys: np.ndarray, columns: dict[str, np.ndarray], busy: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Per distinct key: the key, first start, last end, event count and busy time (ps); and the
-    row of each event's key among them."""
+def _spans(keys: np.ndarray, columns: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Per distinct key: the key, first start, last end (ps) and event count; and the row of each
+    event's key among them."""
     unique, inverse, counts = _distinct(keys)
     first = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
     last = np.zeros(len(unique), dtype=np.int64)
     np.minimum.at(first, inverse, columns["start_ps"])
     np.maximum.at(last, inverse, columns["end_ps"])
-    return unique, first, last, counts, np.bincount(inverse, weights=busy, minlength=len(unique)), inverse
+    return unique, first, last, counts, inverse
 
 
 def ops(record: RunRecord) -> list[dict[str, Any]]:
@@ -116,17 +117,18 @@ def ops(record: RunRecord) -> list[dict[str, Any]]:
     if not mask.any():
         return []
     selected = {key: columns[key][mask] for key in ("op", "track", "start_ps", "end_ps", "bytes")}
-    unique, first, last, counts, busy, inverse = _spans(selected["op"], selected, busy_ps(recorder, columns)[mask])
+    unique, first, last, counts, inverse = _spans(selected["op"], selected)
+    busy = np.bincount(inverse, weights=busy_ps(recorder, columns)[mask], minlength=len(unique))
     rows = []
     dma_track = np.array([track.lane in DMA_LANES for track in recorder.tracks])
     dma_bytes = np.where(dma_track[selected["track"]], selected["bytes"], 0)
     moved = np.bincount(inverse, weights=dma_bytes, minlength=len(unique))
-    for op_id, start, end, count, busy_time, copied in zip(unique.tolist(), first.tolist(), last.tolist(), counts.tolist(), busy.tolist(),
-                                                           moved.tolist()):
+    for op_id, start, end, duration, count, busy_time, copied in zip(unique.tolist(), (first / 1e6).tolist(), (last / 1e6).tolist(),
+                                                                     ((last - first) / 1e6).tolist(), counts.tolist(), (busy / 1e6).tolist(),
+                                                                     moved.astype(np.int64).tolist()):
         op = recorder.ops[op_id]
-        rows.append({"op": op_id, "name": op.name, "die": op.die, "start_us": start / 1e6, "end_us": end / 1e6,
-                     "duration_us": (end - start) / 1e6, "instructions": count, "busy_us": busy_time / 1e6,
-                     "dma_bytes": int(copied)})
+        rows.append({"op": op_id, "name": op.name, "die": op.die, "start_us": start, "end_us": end, "duration_us": duration,
+                     "instructions": count, "busy_us": busy_time, "dma_bytes": copied})
     return rows
 
 
@@ -140,19 +142,20 @@ def tiles(record: RunRecord) -> list[dict[str, Any]]:
     if not mask.any():
         return []
     selected = {key: columns[key][mask] for key in ("op", "tile", "start_ps", "end_ps")}
-    keys = selected["op"].astype(np.int64) << 32 | selected["tile"].astype(np.int64)
-    unique, first, last, counts, _, _ = _spans(keys, selected, busy_ps(recorder, columns)[mask])
+    tile_span = int(selected["tile"].max()) + 1
+    keys = selected["op"].astype(np.int64) * tile_span + selected["tile"]  # (op, tile) in order; dense when ops have few tiles: counted, not sorted
+    unique, first, last, counts, _ = _spans(keys, selected)
     duration = last - first
-    op_ids, starts, tile_counts = np.unique(unique >> 32, return_index=True, return_counts=True)  # keys are sorted: each op's tiles are contiguous
+    op_ids, starts, tile_counts = np.unique(unique // tile_span, return_index=True, return_counts=True)  # keys are sorted: each op's tiles are contiguous
     # per op: its tiles' total (exact: integer ps), shortest and longest time, and its first longest tile
     total, shortest, longest = (ufunc.reduceat(duration, starts) for ufunc in (np.add, np.minimum, np.maximum))
     position = np.arange(len(duration))
     slowest = np.minimum.reduceat(np.where(duration == np.repeat(longest, tile_counts), position, len(duration)), starts)
     rows = []
-    for op_id, count, tile_total, low, high, key in zip(op_ids.tolist(), tile_counts.tolist(), total.tolist(), shortest.tolist(), longest.tolist(),
-                                                        unique[slowest].tolist()):
-        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": count, "mean_us": float(tile_total) / count / 1e6,
-                     "min_us": low / 1e6, "max_us": high / 1e6, "slowest_tile": key & 0xFFFFFFFF})
+    for op_id, count, mean, low, high, tile in zip(op_ids.tolist(), tile_counts.tolist(), (total.astype(np.float64) / tile_counts / 1e6).tolist(),
+                                                   (shortest / 1e6).tolist(), (longest / 1e6).tolist(), (unique[slowest] % tile_span).tolist()):
+        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": count, "mean_us": mean, "min_us": low, "max_us": high,
+                     "slowest_tile": tile})
     return rows
 
 
