@@ -126,7 +126,8 @@ class Session:
         self.deadlock_reporters: list = []  # callables returning report lines (e.g. unsatisfied waits)
         self.pypto_hints: list[dict] = []  # PyPTO compiler hints the workload gave (recorded, not modelled: docs/pypto.md)
         self.freezes_survivors = False  # whether the run may freeze what it keeps alive (frozen_survivors)
-        self.froze_survivors = False  # whether it has frozen any (from its first look of the stepping loop on)
+        self.froze_survivors = False  # whether it has frozen any (from the first look of its stepping loop, or of a long build, on)
+        self._build_looks = 0  # the looks of its PyPTO builds so far (building)
 
     @property
     def now_us(self) -> float:
@@ -253,6 +254,18 @@ class Session:
 
         return look
 
+    def building(self, where: Callable[[], str]) -> None:
+        """A PyPTO kernel function has built another BUILD_LOOK_OPS ops (``where()``: the kernel
+        and loop): its memory limit, and from the session's BUILD_LOOKS_BEFORE_FREEZE-th such look
+        on, the freezing of survivors (:func:`frozen_survivors`), as the stepping loop's looks do:
+        a large launch's programs, tasks and tensors live until they run, and every young
+        collection of the build would otherwise walk them again."""
+        if self.memory is not None:
+            self.memory.watch_build(where())
+        self._build_looks += 1
+        if self.freezes_survivors and self._build_looks >= BUILD_LOOKS_BEFORE_FREEZE:
+            freeze_survivors(self)
+
     def check_wall_clock(self, where: Callable[[], str] | None = None) -> None:
         """A WallTimeError once the session is older than its wall-clock limit (``where()``: what was
         being done, for the message, asked only then). The stepping loop looks every PROGRESS_STEPS
@@ -291,6 +304,10 @@ class Session:
 
 
 PROGRESS_STEPS = 2048  # SimPy steps between two looks at the wall clock for the progress line
+BUILD_LOOKS_BEFORE_FREEZE = 8
+"""The looks of PyPTO builds (each after BUILD_LOOK_OPS ops, ~0.1 s) before a session freezes survivors
+as they build (Session.building): a short build, as most tests make, freezes nothing (a session's first
+freeze may collect the whole heap once, frozen_survivors)."""
 
 
 class RunProgress:
@@ -352,8 +369,9 @@ _unfrozen_runs = False  # whether a session ended (unfreezing what its run left)
 @contextlib.contextmanager
 def frozen_survivors(current: Session) -> Iterator[None]:
     """CPython's collector blind to what a long simulation keeps alive while inside: from the
-    stepping loop's first look (after PROGRESS_STEPS steps) on, what lives at each look (every
-    PROGRESS_STEPS steps and at each synchronisation) is frozen (gc.freeze) as the run goes, so a
+    stepping loop's first look (after PROGRESS_STEPS steps) or a long PyPTO build's
+    (Session.building) on, what lives at each look (every PROGRESS_STEPS steps, at each
+    synchronisation, every BUILD_LOOK_OPS ops built) is frozen (gc.freeze) as the run goes, so a
     young collection walks what was allocated since the last look only, not the cores, lanes and
     queues built or kept since the session began (at 768 dies the young list otherwise grows to
     ~680,000 objects and each young collection takes 41-56 ms: benchmarks/RESULTS.md, issue 28). A

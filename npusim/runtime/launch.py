@@ -59,6 +59,12 @@ class LaunchHost(Protocol):
 
     def check_wall_clock(self, where: Callable[[], str]) -> None: ...
 
+    def building(self, where: Callable[[], str]) -> None:
+        """Called every :data:`~npusim.runtime.program.BUILD_LOOK_OPS` ops a kernel function builds
+        (``where()``: the kernel and loop, for messages): the run's memory limit, and what the
+        host does with the objects that live on (the session freezes them out of the collector's
+        sight)."""
+
     def unfinished_work(self) -> list[simpy.Event]: ...
 
 

@@ -16,8 +16,9 @@ from npusim.runtime.tasks import ControlRead, OpNode, Task
 if TYPE_CHECKING:
     from npusim.runtime.launch import ShmemLaunch
 
-MEMORY_LOOK_OPS = 256
-"""Ops a kernel function builds between two looks at the run's memory (a look reads /proc: ~7 us, an op takes ~1 ms to build)."""
+BUILD_LOOK_OPS = 256
+"""Ops a kernel function builds between two looks of its host (:meth:`~npusim.runtime.launch.LaunchHost.building`:
+the run's memory, which reads /proc in ~7 us, and the collector's survivors; an op takes ~50 us to build)."""
 BYTES_PER_TILE_OP = 13 << 10
 """Memory one PyPTO tile op takes while it is simulated and recorded (its events, flows, scheduler
 and network state): 12.9 - 14.1 kB measured on the hierarchical all-gather at 32, 64 and 128 dies
@@ -70,7 +71,7 @@ class PeProgram:
     builder: KernelBuilder | None = None  # the frontend's building.Builder while its kernel function runs
     loops: list[RunningLoop] = field(default_factory=list)  # the pypto.loops its kernel function is in, innermost last
     left: RunningLoop | None = None  # the innermost loop left before its end since the last op or iteration (a break, or an error)
-    _ops_since_memory_look: int = 0
+    _ops_since_look: int = 0
 
     @functools.cached_property
     def ranks(self) -> GroupRanks:
@@ -93,13 +94,14 @@ class PeProgram:
 
     def look(self) -> None:
         """The host's limits, looked at as the kernel function builds: the wall clock at each op
-        and loop iteration, the memory every :data:`MEMORY_LOOK_OPS` ops."""
+        and loop iteration, the rest every :data:`BUILD_LOOK_OPS` ops (:meth:`LaunchHost.building
+        <npusim.runtime.launch.LaunchHost.building>`)."""
         host = self.launch.host
         host.check_wall_clock(self.where)
-        self._ops_since_memory_look += 1
-        if host.memory is not None and self._ops_since_memory_look >= MEMORY_LOOK_OPS:
-            self._ops_since_memory_look = 0
-            host.memory.watch_build(self.where())
+        self._ops_since_look += 1
+        if self._ops_since_look >= BUILD_LOOK_OPS:
+            self._ops_since_look = 0
+            host.building(self.where)
 
     def out_of_memory(self, loop: RunningLoop | None) -> OutOfMemoryError:
         """The error of a build that ran out of memory in ``loop``: where, and how many tile ops it had built."""

@@ -178,3 +178,23 @@ def test_writes_find_what_a_box_meets_as_a_scan_of_every_write_would(operations,
     assert found == [t for t, _ in writes if any(t is f for f in found)]  # in the order they were added
     assert {id(t) for t, r in every if r is None or regions_meet(probe, r)} <= reached(found)
     assert [id(t) for t, _ in writes] == [id(t) for t, _ in every if any(t is u for u, _ in writes)]
+
+
+@pytest.mark.parametrize("looks_before_freeze, freezes", [(2, True), (10**9, False)])
+def test_a_long_pypto_build_freezes_what_it_keeps_alive_as_it_builds(monkeypatch, looks_before_freeze, freezes):
+    """A launch's programs, tasks and tensors live until they have run: a build long enough (from the
+    session's BUILD_LOOKS_BEFORE_FREEZE-th look, one every BUILD_LOOK_OPS ops built) freezes them out
+    of the collector's sight as it builds, before the stepping loop's first look; a shorter one
+    freezes nothing. Either way the caller's collector is as it was after the session."""
+    from shmem_allgather import run_allgather
+
+    import npusim.frontend.session as session_module
+    from npusim.runtime import program as program_module
+
+    monkeypatch.setattr(session_module, "PROGRESS_STEPS", 10**9)  # the stepping loop never looks: only the build may freeze
+    monkeypatch.setattr(session_module, "BUILD_LOOKS_BEFORE_FREEZE", looks_before_freeze)
+    monkeypatch.setattr(program_module, "BUILD_LOOK_OPS", 1)  # a look at every op built
+    with npusim.session("a2", data=False) as s:
+        run_allgather(n_pes=2, rows=8, cols=256, tile_rows=4)
+        assert s.froze_survivors is freezes and (gc.get_freeze_count() > 0) is freezes
+    assert gc.get_freeze_count() == 0
