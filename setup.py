@@ -5,7 +5,7 @@ every copy looks up (``npusim/hw/cache.py``), their bulk-copy engines (``npusim/
 device tasks (``npusim/hw/aicpu.py``), the machine, its routes, streams and memories (``npusim/hw/system.py``,
 ``topology.py``, ``stream.py``, ``memory.py``), the kernel builder and the instructions
 (``npusim/isa/program.py``, ``npusim/isa/instructions.py``) and the recorder's event rows the
-pipes append to (``npusim/trace/rows.py``) compiled to C extensions by mypyc, from the same mypy-strict sources (the metadata is in
+pipes append to and the recorder itself (``npusim/trace/rows.py``, ``npusim/trace/recorder.py``) compiled to C extensions by mypyc, from the same mypy-strict sources (the metadata is in
 pyproject.toml).
 
 The network's progressive filling is most of a collective's run, the event loop runs every event
@@ -37,7 +37,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/hw/dma.py", "npusim/hw/aicpu.py", "npusim/hw/system.py", "npusim/hw/topology.py", "npusim/hw/stream.py", "npusim/hw/memory.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py", "npusim/kernels/hccl/staging.py"]
+COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/hw/dma.py", "npusim/hw/aicpu.py", "npusim/hw/system.py", "npusim/hw/topology.py", "npusim/hw/stream.py", "npusim/hw/memory.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py", "npusim/trace/recorder.py", "npusim/kernels/hccl/staging.py"]
 """The modules compiled, into one shared library (``compiled__mypyc``): they call each other inside it (one line: the Makefile reads it)."""
 PACKAGE = "npusim_compiled"
 """The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``, ``kernels/hccl/``: their extension files) and

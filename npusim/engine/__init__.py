@@ -30,7 +30,7 @@ from pathlib import Path
 
 from npusim.errors import InstallError, UsageError
 
-COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "hw.dma", "hw.aicpu", "hw.system", "hw.topology", "hw.stream", "hw.memory", "isa.program", "isa.instructions", "trace.rows",
+COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "hw.dma", "hw.aicpu", "hw.system", "hw.topology", "hw.stream", "hw.memory", "isa.program", "isa.instructions", "trace.rows", "trace.recorder",
             "kernels.hccl.staging")
 """The modules setup.py compiles, by their names in the npusim package."""
 PACKAGES = tuple(dict.fromkeys(name.rpartition(".")[0] for name in COMPILED))

@@ -227,23 +227,19 @@ class Recorder:
         end_ps: int = EVENT_ROW.unpack_from(self.rows.buffer, index * ROW_BYTES)[3]
         return end_ps
 
-    def flow(self, from_event: int, to_event: int, name: str, released_at: int = -1) -> None:
+    def flow(self, from_event: object, to_event: object, name: str, released_at: int = -1) -> None:
         """Record that event ``to_event`` could not proceed before event ``from_event`` ended (an
         arrow in the trace, an edge of the critical path); both are event indices already recorded.
         ``released_at``: the time (ps) inside ``from_event`` at which it released ``to_event``, when
         that is not its end (a SyncAll's last arrival: the barrier releases the cores that waited
         then, its cost after it is theirs as much as its own); the trace draws the arrow from there."""
         count = self.rows.count
-        if not (from_event.__class__ is int and to_event.__class__ is int and 0 <= from_event < count and 0 <= to_event < count):
-            for end, index in (("from", from_event), ("to", to_event)):
-                if not (isinstance(index, (int, np.integer)) and 0 <= index < count):
-                    raise UsageError(
-                        f"flow {name!r}: its {end} event {index!r} is not a recorded event index (0..{count - 1}); "
-                        "record both events first and pass the indices Recorder.record returned"
-                    )
-            from_event, to_event = int(from_event), int(to_event)  # numpy integers
+        if type(from_event) is int and type(to_event) is int and 0 <= from_event < count and 0 <= to_event < count:
+            first, second = from_event, to_event
+        else:  # numpy integers, bools, or not an index (typed object so that, compiled, that is the UsageError, not a TypeError)
+            first, second = _event_index(name, "from", from_event, count), _event_index(name, "to", to_event, count)
         name_id = self._name_ids.get(name)
-        self.flow_of_ids(from_event, to_event, self.name_id(name) if name_id is None else name_id, released_at)
+        self.flow_of_ids(first, second, self.name_id(name) if name_id is None else name_id, released_at)
 
     def flow_of_ids(self, from_event: int, to_event: int, name_id: int, released_at: int = -1) -> None:
         """:meth:`flow` named by its name id (:meth:`name_id`), for a caller whose event indices are
@@ -396,3 +392,13 @@ class Recorder:
             "fixed_ps": info >> 32,
             "bottleneck": (info & 0xFFFFFFFF) - 2,
         }
+
+
+def _event_index(flow: str, end: str, index: object, count: int) -> int:
+    """The ``end`` ("from" or "to") of flow ``flow`` as an event index: an int or a numpy integer
+    below ``count`` (the events recorded), else a UsageError."""
+    if isinstance(index, (int, np.integer)) and 0 <= index < count:
+        return int(index)
+    raise UsageError(f"flow {flow!r}: its {end} event {index!r} is not a recorded event index (0..{count - 1}); "
+                     "record both events first and pass the indices Recorder.record returned")
+
