@@ -26,12 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import simpy
 from running_on import running_on
 
 import npusim
 from npusim.engine import flow
-from npusim.engine.loop import clock
+from npusim.engine.loop import Environment, clock
 from npusim.frontend.workload import run_workload_file
 
 ALLGATHER = Path(__file__).resolve().parents[1] / "examples" / "shmem_allgather.py"
@@ -83,7 +82,7 @@ def record(out: Path, config: str, overrides: tuple[str, ...], params: dict[str,
 def replay(data: dict[str, Any], calls: int | None, digest: bool) -> tuple[float, int, str]:
     """The recorded starts (the first ``calls``) on a fresh network: (CPU seconds, recomputations,
     digest of the outcomes or '')."""
-    env = simpy.Environment()
+    env = Environment()
     network = flow.FlowNetwork(env, record_rates=data["record_rates"], quantum_ps=data["quantum_ps"])
     resources = [flow.Resource(name, capacity, kind=kind, die=die) for name, capacity, kind, die in data["resources"]]
     for index in data["registered"]:

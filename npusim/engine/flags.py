@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import simpy
 
-from npusim.engine.loop import clock, succeed_at
+from npusim.engine.loop import Environment, clock, succeed_at
 
 
 class Flags:
@@ -21,7 +21,7 @@ class Flags:
 
     __slots__ = ("env", "raised", "waiters")
 
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(self, env: Environment) -> None:
         self.env = env
         self.raised: dict[int, deque[int]] = {}
         """Key -> when its raised, not yet taken, instances become visible (ps), oldest first."""

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Final, cast
 
 import simpy
 
-from npusim.engine.loop import EventQueue, clock
+from npusim.engine.loop import Environment, EventQueue, clock
 
 if TYPE_CHECKING:  # a native 64-bit int in the compiled module (no tag checks, no boxing in fields); an int when interpreted
     from mypy_extensions import i64
@@ -548,7 +548,7 @@ class InFlight:
 class FlowNetwork:
     """All flows of a simulation, the max-min fair rates they get, and their completions."""
 
-    def __init__(self, env: simpy.Environment, *, record_rates: bool = True, quantum_ps: int = 0) -> None:
+    def __init__(self, env: Environment, *, record_rates: bool = True, quantum_ps: int = 0) -> None:
         if quantum_ps < 0:
             raise ValueError(f"the network's time quantum must be 0 (exact) or a positive number of ps, got {quantum_ps}")
         self.env = env
@@ -769,9 +769,9 @@ class FlowNetwork:
                 finished += 1
                 finished_bytes += size
                 if flow_class.under is None or flow_class.noted_at <= finish - size:  # one bottleneck all its life: the usual case
-                    events.succeed(done, stamp, (flow_class.bottleneck, flowing_ps))
+                    events.succeed(done, now, (flow_class.bottleneck, flowing_ps))
                 else:
-                    events.succeed(done, stamp, (flow_class.main_bottleneck(spent_before, finish), flowing_ps))
+                    events.succeed(done, now, (flow_class.main_bottleneck(spent_before, finish), flowing_ps))
             for resource in flow_class.path:
                 resource.bytes_moved += finished_bytes
                 resource.flows_done += finished

@@ -1,13 +1,20 @@
-"""SimPy's event loop as the simulator drives it, and every use of SimPy's internals.
+"""The simulator's event loop: SimPy's environment with the engine's own event queue, and every use
+of SimPy's internals.
 
 The simulator runs on SimPy's public API (environments, events, processes) except in this
 module, which is the one place that reads or writes SimPy's private state, for speed on the hot
-paths and for a stepping loop that can tell why it stopped. The layout it relies on (the event
-queue is a heap of ``(time, priority, event id, event)``; an event's outcome is ``_ok`` /
-``_value``; a failure a process handled is marked ``_defused``; the clock is ``_now``) is SimPy
-4.1's; pyproject.toml pins SimPy to the versions tested, and ``tests/engine/test_loop.py`` checks
-the layout against the installed SimPy.
+paths and for a stepping loop that can tell why it stopped. The layout it relies on (an event's
+outcome is ``_ok`` / ``_value``; a failure a process handled is marked ``_defused``; the clock is
+``_now``; the counter of event ids is ``_eid``; every event SimPy makes is put into the queue
+through ``Environment.schedule``, and ``run`` goes through ``step`` and ``peek``) is SimPy 4.1's; pyproject.toml pins SimPy to the versions tested, and
+``tests/engine/test_loop.py`` checks the layout against the installed SimPy.
 
+- :class:`Environment` is SimPy's environment with a queue of its own: a binary heap of native
+  entries (:class:`Entry`: time, then SimPy's priority and event id, as two 64-bit ints), in
+  SimPy's order, so that a comparison in the heap is two native ints where SimPy's heap of tuples
+  costs a few hundred instructions per comparison (the queue holds a thousand events and more on a
+  SuperPoD). The order, and so every result, is SimPy's. Every helper here takes this
+  environment, not a plain SimPy one.
 - :data:`clock` reads ``env.now`` at the cost of an attribute read, not a property call (the pipe
   loops read the clock after every step).
 - :func:`succeed_at` triggers a fresh event ``delay_ps`` later in one call, with the queue key
@@ -64,63 +71,176 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Generator, Iterator
-from heapq import heappop, heappush
 from operator import attrgetter
-from typing import Any, Final, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, final
 
 import simpy
+from mypy_extensions import mypyc_attr
+from simpy.core import EmptySchedule, Infinity, StopSimulation
 from simpy.events import NORMAL, URGENT, Initialize, Process, _describe_frame
+
+if TYPE_CHECKING:  # a native 64-bit int in the compiled module; an int when interpreted
+    from mypy_extensions import i64
 
 clock = attrgetter("_now")
 """``clock(env)`` is ``env.now`` (integer ps), read without the property call."""
 
-# An entry of SimPy's queue: (time, priority, event id, event), its numbers kept as the Python ints
-# they are (compiled, an int would be unboxed and boxed again).
-_Entry = tuple[object, object, object, simpy.Event]
-_NORMAL: Final[object] = NORMAL  # SimPy's priority of an event triggered by succeed
-_URGENT: Final[object] = URGENT  # SimPy's priority of a process's initialisation
 _new_process: Final[Callable[[type], object]] = Process.__new__
 _new_initialize: Final[Callable[[type], object]] = Initialize.__new__
-# held by the module: once compiled, no look-up of a name per call
-_push: Final[Callable[[list[_Entry], _Entry], None]] = heappush
-_next: Final[Callable[[Iterator[object]], object]] = next
+_next: Final[Callable[[Iterator[int]], int]] = next  # held by the module: once compiled, no look-up of a name per call
+_ID_BITS: Final = 61
+"""Bits of an event id in an entry's ``order``: ids count the events put into the queue, far
+fewer than 2^61; SimPy's priority (-1 for an event a StopSimulation put back, URGENT 0, NORMAL 1),
+plus one, sits above them."""
 
 
-def succeed_at(env: simpy.Environment, event: simpy.Event, delay_ps: int, value: object = None) -> None:
+@final
+class Entry:
+    """An event in the queue: due at ``time_ps`` (integer ps), and among the events due then
+    ordered by ``order``: SimPy's priority and event id, ``(priority + 1) << 61 | id``. Entries
+    are ordered as SimPy orders its ``(time, priority, id)`` keys."""
+
+    __slots__ = ("time_ps", "order", "event")
+
+    def __init__(self, time_ps: i64, order: i64, event: simpy.Event) -> None:
+        self.time_ps: Final = time_ps
+        self.order: Final = order
+        self.event: Final = event
+
+
+def _before(a: Entry, b: Entry) -> bool:
+    """Whether ``a`` is processed before ``b``."""
+    return a.time_ps < b.time_ps or (a.time_ps == b.time_ps and a.order < b.order)
+
+
+def _push(queue: list[Entry], time_ps: i64, priority: i64, event_id: i64, event: simpy.Event) -> None:
+    """Put ``event`` into the heap ``queue``: due at ``time_ps``, SimPy's ``priority``, id
+    ``event_id``. A binary heap of native entries: a comparison is two native ints, where the
+    heapq module of SimPy's own queue compares tuples of Python ints (a tenth of a SuperPoD run's
+    instructions went into those comparisons)."""
+    entry = Entry(time_ps, ((priority + 1) << _ID_BITS) | event_id, event)
+    slot = len(queue)
+    queue.append(entry)
+    while slot > 0:
+        parent_slot = (slot - 1) >> 1
+        parent = queue[parent_slot]
+        if not _before(entry, parent):
+            break
+        queue[slot] = parent
+        slot = parent_slot
+    queue[slot] = entry
+
+
+def _pop(queue: list[Entry]) -> Entry:
+    """Take the first entry out of the non-empty heap ``queue``."""
+    last = queue.pop()
+    size = len(queue)
+    if size == 0:
+        return last
+    first = queue[0]
+    slot = 0
+    child = 1
+    while child < size:  # the smaller child moves up until ``last`` fits
+        right = child + 1
+        if right < size and _before(queue[right], queue[child]):
+            child = right
+        below = queue[child]
+        if not _before(below, last):
+            break
+        queue[slot] = below
+        slot = child
+        child = 2 * slot + 1
+    queue[slot] = last
+    return first
+
+
+@mypyc_attr(native_class=False)  # a Python class (it extends SimPy's), its methods compiled
+class Environment(simpy.Environment):
+    """SimPy's environment whose queue is a heap of :class:`Entry` (time, SimPy's priority and id,
+    event), in SimPy's order. SimPy's own events schedule themselves through :meth:`schedule`; its
+    ``run`` steps through :meth:`step` and :meth:`peek`."""
+
+    _now: int  # the clock, integer ps (SimPy's SimTime, always an int here)
+
+    def schedule(self, event: simpy.Event, priority: Any = NORMAL, delay: Any = 0) -> None:
+        """Put ``event`` into the queue ``delay`` ps from now (an int), with SimPy's ``priority``."""
+        _push(_queue(self), self._now + delay, priority, _next(self._eid), event)
+
+    def peek(self) -> Any:
+        """When the next event is due (ps); SimPy's Infinity when none is queued."""
+        queue = _queue(self)
+        return queue[0].time_ps if queue else Infinity
+
+    def step(self) -> None:
+        """Process the next event, as SimPy's ``Environment.step`` does: EmptySchedule when none is
+        left; a StopSimulation raised by a callback puts the event back, with its callbacks not
+        run yet, ahead of everything due at this instant; a failure no process handled is raised."""
+        queue = _queue(self)
+        if not queue:
+            raise EmptySchedule
+        entry = _pop(queue)
+        self._now = entry.time_ps
+        event = entry.event
+        callbacks = cast(_Processed, event).callbacks
+        cast(_Processed, event).callbacks = None
+        assert callbacks is not None  # an event is queued once, and processed once
+        for done, callback in enumerate(callbacks):
+            try:
+                callback(event)
+            except StopSimulation:
+                cast(_Processed, event).callbacks = callbacks[done + 1:]
+                self.schedule(event, -1)
+                raise
+        _raise_unhandled(event)
+
+
+def _queue(env: simpy.Environment) -> list[Entry]:
+    """The queue of an :class:`Environment` (SimPy's annotation says a list of tuples)."""
+    return cast(list[Entry], env._queue)
+
+
+def _raise_unhandled(event: Any) -> None:
+    """Raise (a copy of) the failure of a processed ``event`` that no process handled."""
+    if not event._ok and not hasattr(event, "_defused"):
+        error = type(event._value)(*event._value.args)
+        error.__cause__ = event._value
+        raise error
+
+
+def succeed_at(env: Environment, event: simpy.Event, delay_ps: int, value: object = None) -> None:
     """Trigger the not yet triggered ``event`` with ``value``, ``delay_ps`` ps from now."""
     event._ok = True
     event._value = value
-    _push(cast(list[_Entry], env._queue), (env._now + delay_ps, _NORMAL, _next(env._eid), event))
+    _push(_queue(env), env._now + delay_ps, NORMAL, _next(env._eid), event)
 
 
 class EventQueue:
-    """SimPy's event queue of one environment, for a caller that triggers many of its events:
-    each is put into the queue with the key ``Environment.schedule`` would give it at that moment
-    (time, NORMAL, the next event id), so the order of events, and every result, is SimPy's. Times
-    are absolute (integer ps, no earlier than the clock): a caller passes the clock's own int for
-    an event due now, boxed once for all of them."""
+    """The event queue of one environment, for a caller that triggers many of its events: each is
+    put into the queue as ``Environment.schedule`` would put it at that moment (NORMAL, the next
+    event id), so the order of events, and every result, is SimPy's. Times are absolute (integer
+    ps, no earlier than the clock)."""
 
     __slots__ = ("_queue", "_eids")
 
-    def __init__(self, env: simpy.Environment) -> None:
-        self._queue = cast(list[_Entry], env._queue)  # SimPy 4.1 makes both once per environment (tests/engine/test_loop.py)
-        self._eids: Iterator[object] = env._eid
+    def __init__(self, env: Environment) -> None:
+        self._queue = _queue(env)  # SimPy 4.1 makes both once per environment (tests/engine/test_loop.py)
+        self._eids: Iterator[int] = env._eid
 
-    def succeed(self, event: simpy.Event, time_ps: object, value: object) -> None:
+    def succeed(self, event: simpy.Event, time_ps: i64, value: object) -> None:
         """Trigger the not yet triggered ``event`` with ``value`` at ``time_ps``."""
         event._ok = True
         event._value = value
-        _push(self._queue, (time_ps, _NORMAL, _next(self._eids), event))
+        _push(self._queue, time_ps, NORMAL, _next(self._eids), event)
 
-    def rearm(self, timer: simpy.Event, time_ps: object, callback: Callable[[simpy.Event], None]) -> None:
+    def rearm(self, timer: simpy.Event, time_ps: i64, callback: Callable[[simpy.Event], None]) -> None:
         """Trigger ``timer`` again at ``time_ps``, with ``callback`` its only callback, once SimPy
         has processed it: a Timeout made without a value, whose outcome (success, None) stays as it
-        is; the same queue key a new Timeout made now would get."""
+        is; the same place in the queue a new Timeout made now would get."""
         timer.callbacks = [callback]
-        _push(self._queue, (time_ps, _NORMAL, _next(self._eids), timer))
+        _push(self._queue, time_ps, NORMAL, _next(self._eids), timer)
 
 
-def schedule(env: simpy.Environment, delay_ps: int, callback: Callable[[simpy.Event], None]) -> simpy.Event:
+def schedule(env: Environment, delay_ps: int, callback: Callable[[simpy.Event], None]) -> simpy.Event:
     """Run ``callback(event)`` ``delay_ps`` ps from now (NORMAL: after the events due then that
     were scheduled before it); the event returned stands for the call (:func:`cancel`)."""
     event = simpy.Event(env)
@@ -152,13 +272,13 @@ def begin(step: Callable[[], None]) -> None:
     step()
 
 
-def initialise(env: simpy.Environment, step: Callable[[simpy.Event], None]) -> None:
+def initialise(env: Environment, step: Callable[[simpy.Event], None]) -> None:
     """Take a state machine's first step as :func:`start_process` takes a process's: ``step(event)``
     runs when an URGENT event scheduled now is processed (before the NORMAL events due now)."""
     _initialisation(env, step)
 
 
-def _initialisation(env: simpy.Environment, step: Callable[[simpy.Event], None]) -> Any:
+def _initialisation(env: Environment, step: Callable[[simpy.Event], None]) -> Any:
     """An ``Initialize`` event as SimPy's makes it, succeeded and scheduled URGENT now, with
     ``step`` its one callback: the first step of a process or a state machine."""
     start: Any = _new_initialize(Initialize)
@@ -166,7 +286,7 @@ def _initialisation(env: simpy.Environment, step: Callable[[simpy.Event], None])
     start.callbacks = [step]
     start._value = None
     start._ok = True
-    _push(cast(list[_Entry], env._queue), (env._now, _URGENT, _next(env._eid), start))
+    _push(_queue(env), env._now, URGENT, _next(env._eid), start)
     return start
 
 
@@ -177,7 +297,7 @@ class Timer:
 
     __slots__ = ("env", "event", "callback")
 
-    def __init__(self, env: simpy.Environment, callback: Callable[[simpy.Event], None]) -> None:
+    def __init__(self, env: Environment, callback: Callable[[simpy.Event], None]) -> None:
         self.env = env
         self.event = simpy.Event(env)
         self.callback = callback
@@ -189,7 +309,7 @@ class Timer:
         succeed_at(self.env, event, delay_ps)
 
 
-def rearm_at(env: simpy.Environment, event: simpy.Event, delay_ps: int) -> None:
+def rearm_at(env: Environment, event: simpy.Event, delay_ps: int) -> None:
     """Trigger ``event`` again, ``delay_ps`` ps from now, once SimPy has processed it: one timer a
     process sleeps on again and again in place of a new Timeout per sleep (the same queue key a
     Timeout made at this moment would get)."""
@@ -228,7 +348,7 @@ class Resume:
 
     __slots__ = ("process", "env", "generator", "steps")
 
-    def __init__(self, process: simpy.Process, env: simpy.Environment, generator: Any) -> None:
+    def __init__(self, process: simpy.Process, env: Environment, generator: Any) -> None:
         self.process = process
         self.env = env
         self.generator = generator
@@ -284,10 +404,10 @@ class Resume:
         process._ok = ok
         process._value = value
         env = self.env
-        _push(cast(list[_Entry], env._queue), (env._now, _NORMAL, _next(env._eid), process))
+        _push(_queue(env), env._now, NORMAL, _next(env._eid), process)
 
 
-def start_process(env: simpy.Environment, generator: Any) -> simpy.Process:
+def start_process(env: Environment, generator: Any) -> simpy.Process:
     """``env.process(generator)``: a SimPy process, made as ``Process.__init__`` makes it (its
     initialisation an URGENT event scheduled now), resumed by a :class:`Resume` (``process._resume``)."""
     process: Any = _new_process(Process)
@@ -304,7 +424,7 @@ _BEGUN._ok = True
 _BEGUN._value = None
 
 
-def run_process(env: simpy.Environment, generator: Any) -> simpy.Process:
+def run_process(env: Environment, generator: Any) -> simpy.Process:
     """:func:`start_process` with the process's first step (up to its first yield, or its end) taken
     now, in this call, instead of when its initialisation event is processed, which is not
     scheduled. The same order of everything, and so every result, for processes started by the
@@ -352,7 +472,7 @@ than the busiest instant of a SuperPoD run (every core of 768 dies starting at o
 few tens of seconds by work that loops in zero time."""
 
 
-def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, every: Callable[[], None] | None = None,
+def run_until(env: Environment, target: simpy.Event, limit_ps: int, *, every: Callable[[], None] | None = None,
               steps: int = 0, still_events: int = STILL_EVENTS) -> Stop:
     """Step ``env`` until ``target`` is processed, or until nothing is left to happen, the next
     event lies past ``limit_ps``, or ``still_events`` events (rounded up to whole looks, one look
@@ -365,23 +485,23 @@ def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, eve
     Each step is ``Environment.step`` inlined (this is the simulation's innermost loop): pop the
     next event, run its callbacks, raise (a copy of) a failure no process handled. The guard costs
     nothing per step: the loop looks at the clock every ``look`` steps only."""
-    queue = env._queue
+    queue = _queue(env)
     look = steps if every is not None and steps > 0 else LOOK_STEPS
     done, look_at, still, seen_ps = 0, look, 0, env._now
     watched = cast(_Processed, target)
     while watched.callbacks is not None:  # not processed yet
         if not queue:
             return Stop.IDLE
-        if queue[0][0] > limit_ps:
+        if queue[0].time_ps > limit_ps:
             return Stop.BOUND
-        env._now, _, _, event = heappop(queue)
-        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]  # SimPy's mark of a processed event
+        entry = _pop(queue)
+        env._now = entry.time_ps
+        event: Any = entry.event
+        callbacks, event.callbacks = event.callbacks, None  # SimPy's mark of a processed event
         for callback in callbacks:
             callback(event)
         if not event._ok and not hasattr(event, "_defused"):  # a failure no process handled
-            error = type(event._value)(*event._value.args)
-            error.__cause__ = event._value
-            raise error
+            _raise_unhandled(event)
         done += 1
         if done == look_at:
             look_at += look
@@ -396,15 +516,16 @@ def run_until(env: simpy.Environment, target: simpy.Event, limit_ps: int, *, eve
     return Stop.DONE
 
 
-def due_now(env: simpy.Environment, most: int = 5) -> list[tuple[str, int]]:
+def due_now(env: Environment, most: int = 5) -> list[tuple[str, int]]:
     """What the events due at the present instant would run, the ``most`` commonest first, as
     ``(description, events)``: the generator function of a process they resume, else the callback
     (for the report of a run that stopped advancing)."""
     counts: dict[str, int] = {}
     now = env._now
-    for time_ps, _, _, event in env._queue:
-        if time_ps != now:
+    for entry in _queue(env):
+        if entry.time_ps != now:
             continue
+        event = entry.event
         for callback in event.callbacks or ():
             owner = callback.process if isinstance(callback, Resume) else getattr(callback, "__self__", None)
             if isinstance(owner, simpy.Process):
@@ -415,7 +536,7 @@ def due_now(env: simpy.Environment, most: int = 5) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:most]
 
 
-def schedule_stamp(env: simpy.Environment) -> int:
+def schedule_stamp(env: Environment) -> int:
     """A stamp of the events scheduled so far: two stamps taken one after the other differ by one
     exactly when no event was scheduled in between. It takes one of SimPy's event ids, which only
     order events scheduled at the same time and priority: skipping one changes no order."""
@@ -423,11 +544,12 @@ def schedule_stamp(env: simpy.Environment) -> int:
     return stamp
 
 
-def queued_events(env: simpy.Environment) -> int:
+def queued_events(env: Environment) -> int:
     """How many events are scheduled (the length of SimPy's event queue)."""
-    return len(env._queue)
+    return len(_queue(env))
 
 
-def next_event_ps(env: simpy.Environment) -> int | None:
+def next_event_ps(env: Environment) -> int | None:
     """When the next event is due (ps), or None when none is queued."""
-    return int(env._queue[0][0]) if env._queue else None
+    queue = _queue(env)
+    return queue[0].time_ps if queue else None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import simpy
 
-from npusim.engine.loop import succeed_at
+from npusim.engine.loop import Environment, succeed_at
 
 
 class ProgressCounter:
@@ -17,7 +17,7 @@ class ProgressCounter:
 
     __slots__ = ("env", "count", "waiters", "_seq")
 
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(self, env: Environment) -> None:
         self.env = env
         self.count = 0
         self.waiters: list[tuple[int, int, simpy.Event]] = []

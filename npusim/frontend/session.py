@@ -23,7 +23,7 @@ import numpy as np
 import simpy
 
 from npusim.config import LoadedConfig, load_config
-from npusim.engine.loop import STILL_EVENTS, Stop, due_now, run_until
+from npusim.engine.loop import STILL_EVENTS, Environment, Stop, due_now, run_until
 from npusim.errors import DeadlockError, GraphCaptureError, NoProgressError, TimeBoundError, UsageError, WallTimeError
 from npusim.frontend.host import HostThread, current_process
 from npusim.frontend.memory import MemoryBudget, parse_memory
@@ -112,7 +112,7 @@ class Session:
         self.system.race_check = check_race_mode(races)  # what kernel launches do with pipe races (npusim.isa.racecheck)
         if memory is not None:  # a tensor's values too large for the limit are refused before they are allocated
             self.system.before_bytes = memory.expect_bytes
-        self.env: simpy.Environment = self.system.env
+        self.env: Environment = self.system.env
         self.time_limit_ps = time_limit_ps
         self.still_events = STILL_EVENTS  # events at one instant that end the run (engine.loop.run_until)
         self.wall_limit_s = wall_limit_s  # wall-clock seconds after which the simulation stops (None: no limit)

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 import simpy
 
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import Timer, clock, initialise, queued_events, schedule_stamp, start_process, succeed_at, when
+from npusim.engine.loop import Environment, Timer, clock, initialise, queued_events, schedule_stamp, start_process, succeed_at, when
 from npusim.errors import ConfigError
 from npusim.hw.device_task import AicpuWait, ControlWork, CoreWork, DeviceTask
 from npusim.trace.costs import CostRule, Term, constant
@@ -90,7 +90,7 @@ class PollCoordinator:
 
     _of: ClassVar[weakref.WeakKeyDictionary[System, PollCoordinator]] = weakref.WeakKeyDictionary()
 
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(self, env: Environment) -> None:
         self.env = env
         self.armed_timers = 0
         self.schedulers: list[AicpuScheduler] = []
@@ -319,7 +319,7 @@ class AicpuScheduler:
             raise ConfigError(f"shmem.schedulers={threads}: a die has {die.spec.aicpu.count} AICPUs (die.aicpu.count)")
         system = die.system
         self.die: Die = die  # typed here: the threads' classes, above, read them
-        self.env: simpy.Environment = system.env
+        self.env: Environment = system.env
         self.tasks = list(tasks)
         self.name = name
         self.core_choice = core_choice

@@ -60,7 +60,7 @@ import simpy
 
 from npusim.engine.flags import Flags
 from npusim.engine.flow import FlowClass
-from npusim.engine.loop import Timer, begin, clock, start_process, succeed_at, when
+from npusim.engine.loop import Environment, Timer, begin, clock, start_process, succeed_at, when
 from npusim.engine.progress import ProgressCounter
 from npusim.hw.cache import L2Cache, L2Tally
 from npusim.hw.memory import Allocation, LocalBuffer
@@ -173,7 +173,7 @@ class KernelRun:
     # ``blocked`` maps a pipe (its int value) to the instruction it waits in, or a sentence, for
     # deadlock reports (a pipe blocked in a wait_flag waits in ``flags`` instead).
 
-    def __init__(self, env: simpy.Environment, core: AICore, program: Program, op: int) -> None:
+    def __init__(self, env: Environment, core: AICore, program: Program, op: int) -> None:
         self.env = env
         self.core = core
         self.program = program
@@ -229,7 +229,7 @@ class CoreLock:
 
     __slots__ = ("env", "busy", "waiting")
 
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(self, env: Environment) -> None:
         self.env = env
         self.busy = False  # a granted request holds the core
         # the requests not granted yet, oldest first: a list (56 bytes empty, a deque 760: one per core

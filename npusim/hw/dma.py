@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 import simpy
 
 from npusim.engine.flow import FlowClass, Resource
-from npusim.engine.loop import clock, succeed_at
+from npusim.engine.loop import Environment, clock, succeed_at
 from npusim.hw.memory import Allocation
 from npusim.hw.queue import EngineQueue, Request, split_by_hits
 from npusim.trace.costs import EngineCosts, Term
@@ -172,7 +172,7 @@ class Channels:
 
     __slots__ = ("env", "free", "waiting")
 
-    def __init__(self, env: simpy.Environment, count: int) -> None:
+    def __init__(self, env: Environment, count: int) -> None:
         self.env = env
         self.free: list[int] = []  # a heap
         self.waiting: list[simpy.Event] = []  # the gets not served yet, oldest first

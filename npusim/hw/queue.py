@@ -17,7 +17,7 @@ from typing import Any
 import simpy
 
 from npusim.engine.flow import FlowClass, FlowNetwork
-from npusim.engine.loop import clock, succeed_at
+from npusim.engine.loop import Environment, clock, succeed_at
 
 
 class Request:
@@ -71,7 +71,7 @@ class EngineQueue:
     __slots__ = ("env", "network", "depth", "in_flight", "free_at", "_waiting", "_waiters",
                  "_current", "_segment", "_start_ps", "_flowed_ps", "_arrived_ps", "_largest", "_bottleneck")
 
-    def __init__(self, env: simpy.Environment, network: FlowNetwork, depth: int) -> None:
+    def __init__(self, env: Environment, network: FlowNetwork, depth: int) -> None:
         self.env = env
         self.network = network
         self.depth = depth

@@ -8,14 +8,14 @@ from typing import Any
 import simpy
 from mypy_extensions import mypyc_attr
 
-from npusim.engine.loop import start_process
+from npusim.engine.loop import Environment, start_process
 
 
 @mypyc_attr(native_class=False)  # a Python class, its methods compiled: HCCL's runtime keeps streams in a weak-keyed table (weak references)
 class Stream:
     """An in-order task queue of one die: each task starts when the previous one has finished."""
 
-    def __init__(self, env: simpy.Environment, die: int, name: str = "default") -> None:
+    def __init__(self, env: Environment, die: int, name: str = "default") -> None:
         self.env = env
         self.die = die
         self.name = name

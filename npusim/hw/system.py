@@ -14,7 +14,7 @@ from mypy_extensions import mypyc_attr
 
 from npusim.config.schema import SystemSpec
 from npusim.engine.flow import FlowNetwork, Resource
-from npusim.engine.loop import clock
+from npusim.engine.loop import Environment, clock
 from npusim.errors import NoRouteError, UsageError
 from npusim.hw.cache import L2Cache, L2Tally
 from npusim.hw.core import AICore, DmaRoute
@@ -110,7 +110,7 @@ class System:
 
     def __init__(self, spec: SystemSpec, *, with_data: bool = True, recorder: Recorder | None = None, network_quantum_ps: int = 0) -> None:
         self.spec = spec
-        self.env = simpy.Environment()
+        self.env = Environment()
         self.with_data = with_data
         self.race_check = "warn"  # what kernel launches do with the races npusim.isa.racecheck finds: warn, error or off
         self.before_bytes: Callable[[int, str], None] | None = None  # each die's DeviceMemory.before_bytes, from its creation

@@ -17,6 +17,7 @@ import numpy.typing as npt
 import simpy
 from numpy.lib.stride_tricks import as_strided
 
+from npusim.engine.loop import Environment
 from npusim.engine.progress import ProgressCounter
 from npusim.errors import UsageError, WorkloadError
 from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, AICore, KernelRun, RouteKey, flag_key
@@ -546,7 +547,7 @@ class CoreBarrier:
         self.arrived: list[SyncAll] = []
         self.release: simpy.Event | None = None  # the event every core waits on, made by the first to arrive
 
-    def arrive(self, instruction: SyncAll, env: simpy.Environment) -> simpy.Event:
+    def arrive(self, instruction: SyncAll, env: Environment) -> simpy.Event:
         if self.release is None:
             self.release = env.event()
         self.arrived.append(instruction)

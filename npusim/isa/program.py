@@ -34,7 +34,7 @@ import simpy
 
 from npusim import formats
 from npusim.config.products import PRODUCTS
-from npusim.engine.loop import rearm_at, succeed_at
+from npusim.engine.loop import Environment, rearm_at, succeed_at
 from npusim.errors import ConfigError, ResourceError, UsageError
 from npusim.hw.core import AICore, PipeStep
 from npusim.hw.memory import Allocation
@@ -1134,7 +1134,7 @@ def _run_inline(core: AICore, program: _Placed, op: int) -> Generator[simpy.Even
         raise copy
 
 
-def _run_all(env: simpy.Environment, placed: list[tuple[AICore, _Placed]], op: int) -> Generator[simpy.Event, object, None]:
+def _run_all(env: Environment, placed: list[tuple[AICore, _Placed]], op: int) -> Generator[simpy.Event, object, None]:
     """The stream task of a kernel: each placed program runs on its core; it ends when all have."""
     yield env.all_of([core.execute(program, op) for core, program in placed])
 
@@ -1150,7 +1150,7 @@ def _one_after(event: simpy.Event) -> simpy.Event:
 def _follow(after: simpy.Event, event: simpy.Event) -> None:
     """Trigger ``after`` as ``event`` ended (:func:`_one_after`)."""
     if event.ok:
-        succeed_at(event.env, after, 0)  # after.succeed(), without its checks
+        succeed_at(cast(Environment, event.env), after, 0)  # after.succeed(), without its checks
     else:
         event.defused = True
         after.fail(cast(Exception, event.value))

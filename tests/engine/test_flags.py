@@ -1,12 +1,12 @@
 """npusim.engine.flags: flags raised ahead of the clock, taken in order, waits woken when visible."""
 
-import simpy
 
 from npusim.engine.flags import Flags
+from npusim.engine.loop import Environment
 
 
 def test_a_raised_flag_is_taken_with_its_time_in_raise_order():
-    flags = Flags(simpy.Environment())
+    flags = Flags(Environment())
     assert flags.take(7) is None
     flags.set(7, 10)
     flags.set(7, 4)
@@ -14,7 +14,7 @@ def test_a_raised_flag_is_taken_with_its_time_in_raise_order():
 
 
 def test_a_waiter_wakes_when_the_flag_is_visible_or_when_ready():
-    env = simpy.Environment()
+    env = Environment()
     flags = Flags(env)
     seen = []
     flags.wait(1, 0, "early", lambda _e: seen.append(("early", env.now)))
@@ -28,7 +28,7 @@ def test_a_waiter_wakes_when_the_flag_is_visible_or_when_ready():
 
 
 def test_waiters_of_one_instant_wake_in_the_order_the_flags_were_raised():
-    env = simpy.Environment()
+    env = Environment()
     flags = Flags(env)
     seen = []
     flags.wait(2, 0, "b", lambda _e: seen.append("b"))

@@ -6,18 +6,18 @@ import math
 from fractions import Fraction
 
 import pytest
-import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npusim.engine.flow import FlowClass, FlowNetwork, Resource
+from npusim.engine.loop import Environment
 
 GBPS = 1e-3  # 1 GB/s in bytes per picosecond
 
 
 def run_flows(specs, resources):
     """Start flows (size, path, cap, delay) at t=0; return each one's finish time in ps."""
-    env = simpy.Environment()
+    env = Environment()
     network = FlowNetwork(env)
     for resource in resources:
         network.add_resource(resource)
@@ -143,7 +143,7 @@ def test_progressive_filling_matches_the_oracle(instance):
     for path, cap, n in specs:
         key = (tuple(path), cap)
         classes[key] = classes.get(key, 0) + n
-    env = simpy.Environment()
+    env = Environment()
     network = FlowNetwork(env)
     resources = [network.add_resource(Resource(f"r{i}", c)) for i, c in enumerate(capacities)]
     for (path, cap), n in classes.items():
@@ -159,7 +159,7 @@ def test_progressive_filling_matches_the_oracle(instance):
 
 def outcomes(specs, resources):
     """Start flows (size, path, cap, delay) at t=0; return each one's (bottleneck, flowing since)."""
-    env = simpy.Environment()
+    env = Environment()
     network = FlowNetwork(env)
     for resource in resources:
         network.add_resource(resource)
@@ -269,24 +269,22 @@ def check_against_oracle(network, now):
     assert [c.rate for c in busy] == expected, f"rates differ at {now} ps"
 
 
-class OracleCheckedEnvironment(simpy.Environment):
-    """Runs ``network`` checking it against the oracle after every step that recomputed its rates
-    (a step is one wake-up of the network at most, and a wake-up recomputes once at most)."""
-
-    network: FlowNetwork
-
-    def step(self):
-        before = self.network.recomputations
-        super().step()
-        if self.network.recomputations != before:
-            check_against_oracle(self.network, self.now)
-
-
 def oracle_checked_network(quantum_ps=0):
-    """An environment and a network checked against the oracle at every recomputation."""
-    env = OracleCheckedEnvironment()
-    env.network = FlowNetwork(env, quantum_ps=quantum_ps)
-    return env, env.network
+    """An environment and a network checked against the oracle after every step that recomputed
+    its rates (a step is one wake-up of the network at most, and a wake-up recomputes once at
+    most): the environment's ``step``, which its ``run`` calls, wrapped."""
+    env = Environment()
+    network = FlowNetwork(env, quantum_ps=quantum_ps)
+    step = env.step
+
+    def checked_step():
+        before = network.recomputations
+        step()
+        if network.recomputations != before:
+            check_against_oracle(network, env.now)
+
+    env.step = checked_step
+    return env, network
 
 
 def checked_network(*capacities):
@@ -345,7 +343,7 @@ def test_a_port_shadowed_by_its_credits_limits_again_once_a_read_crosses_it_alon
 def test_a_member_within_tolerance_ends_at_an_earlier_wake_up():
     # A's last byte lands 1e-6 ps after 1 us (left: 1e-6 bytes, within its 1e-3-byte tolerance);
     # B ends exactly at 1 us, so A ends at that wake-up instead of rounding up to 1 us + 1 ps.
-    env = simpy.Environment()
+    env = Environment()
     network = FlowNetwork(env)
     slow, exact = Resource("slow", 1e6 / (1e6 + 1e-6)), Resource("exact", 1.0)
     finish = {}
@@ -357,13 +355,13 @@ def test_a_member_within_tolerance_ends_at_an_earlier_wake_up():
 
 @pytest.mark.parametrize("cap", [0.0, -1.0, math.nan])
 def test_a_cap_that_is_not_a_positive_rate_is_refused(cap):
-    network = FlowNetwork(simpy.Environment())
+    network = FlowNetwork(Environment())
     with pytest.raises(ValueError, match="cap must be a positive rate in bytes/ps, got"):
         network.transfer(64, (Resource("link", 1.0),), cap=cap)
 
 
 def test_a_path_crossing_a_resource_twice_is_refused():
-    network = FlowNetwork(simpy.Environment())
+    network = FlowNetwork(Environment())
     hbm = Resource("die0 HBM", 1.0)
     with pytest.raises(ValueError, match="crosses resource 'die0 HBM' twice"):
         network.transfer(64, (hbm, Resource("die0 L2", 2.0), hbm))
@@ -466,7 +464,7 @@ def test_a_kept_flow_class_moves_transfers_as_transfer_does():
     """A caller may resolve a path's class once (flow_class) and start transfers on it: same
     finish times and outcomes as transfer(); one class per (path, cap); None when nothing limits."""
     link = Resource("link", 10 * GBPS)
-    env = simpy.Environment()
+    env = Environment()
     network = FlowNetwork(env)
     network.add_resource(link)
     kept = network.flow_class((link,), 4 * GBPS)
@@ -483,7 +481,7 @@ def test_a_kept_flow_class_moves_transfers_as_transfer_does():
 
 def test_a_zero_byte_transfer_creates_no_class_and_ends_after_its_fixed_cost():
     link = Resource("link", 10 * GBPS)
-    env = simpy.Environment()
+    env = Environment()
     network = FlowNetwork(env)
     done = network.transfer(0, (link,), cap=0.0, delay_ps=30)  # a cap no class would accept: never looked at
     env.run()
@@ -531,7 +529,7 @@ def test_a_quantum_of_one_picosecond_is_the_exact_network():
 
 def test_a_negative_quantum_is_refused():
     with pytest.raises(ValueError, match="time quantum must be 0 .exact. or a positive number of ps, got -5"):
-        FlowNetwork(simpy.Environment(), quantum_ps=-5)
+        FlowNetwork(Environment(), quantum_ps=-5)
 
 
 def test_independent_groups_are_components_and_a_change_refills_only_its_own():

@@ -1,5 +1,6 @@
 """npusim.engine.loop: the one module that uses SimPy's internals. The layout it relies on is
-checked against the installed SimPy, so an upgrade that changes it fails here first."""
+checked against the installed SimPy, so an upgrade that changes it fails here first, and its
+Environment against SimPy's own."""
 
 import contextlib
 import gc
@@ -10,10 +11,13 @@ from importlib.metadata import version
 
 import pytest
 import simpy
+from hypothesis import given
+from hypothesis import strategies as st
 from simpy.events import NORMAL, URGENT
 
 from npusim.engine.loop import (
     LOOK_STEPS,
+    Environment,
     EventQueue,
     Stop,
     clock,
@@ -28,34 +32,128 @@ from npusim.engine.loop import (
 )
 
 
-def test_the_installed_simpy_has_the_queue_layout_the_loop_relies_on():
+def test_the_installed_simpy_has_the_layout_the_loop_relies_on():
+    """Every event SimPy makes goes into the queue through ``Environment.schedule`` (which the
+    engine's Environment replaces) with the priorities the queue key has room for; the clock, the
+    counter of event ids and the outcome fields are where the loop reads them."""
     assert version("simpy").split(".")[:2] == ["4", "1"]  # the versions pyproject.toml pins
-    env = simpy.Environment()
+    scheduled = []
+
+    class Watched(simpy.Environment):
+        def schedule(self, event, priority=NORMAL, delay=0):
+            scheduled.append((type(event).__name__, priority, delay))
+            super().schedule(event, priority, delay)
+
+    env = Watched()
     timeout = env.timeout(5, "value")
     now = env.event()
     now.succeed()
+
     def nothing():
         yield env.timeout(0)
 
     process = env.process(nothing())  # a process starts with an URGENT initialisation event
-    entries = sorted(env._queue)
-    assert [(time, priority) for time, priority, _, _ in entries] == [(0, URGENT), (0, NORMAL), (5, NORMAL)]
-    assert [event for *_, event in entries][1:] == [now, timeout] and process.is_alive
-    eids = [eid for _, _, eid, _ in env._queue]
-    assert all(isinstance(eid, int) for eid in eids) and next(env._eid) > max(eids)
+    assert scheduled == [("Timeout", NORMAL, 5), ("Event", NORMAL, 0), ("Initialize", URGENT, 0)]
+    assert len(env._queue) == 3 and process.is_alive
+    assert isinstance(next(env._eid), int)
     assert timeout._ok is True and timeout._value == "value" and env._now == 0 == clock(env)
     failed = env.event()
     failed.fail(RuntimeError("x"))
     failed.defused = True
     assert failed._ok is False and failed._defused is True
+    env.run(until=3)  # the bound is an URGENT event; the StopSimulation it raises puts it back at priority -1
     env.run()
     assert clock(env) == env.now == 5
+    assert {priority for _, priority, _ in scheduled} == {-1, URGENT, NORMAL}
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**50), st.sampled_from([-1, URGENT, NORMAL])), min_size=1, max_size=60))
+def test_the_queue_gives_events_in_simpys_order(scheduled):
+    """Events put into the queue at any times and priorities come out by time, then priority,
+    then the order they were scheduled in (SimPy's keys)."""
+    env = Environment()
+    events = []
+    for delay, priority in scheduled:
+        event = env.event()
+        event._ok, event._value = True, None  # triggered, as Event.succeed leaves it before it schedules
+        env.schedule(event, priority, delay)
+        events.append(event)
+    expected = [events[index] for _, _, index in sorted((delay, priority, index) for index, (delay, priority) in enumerate(scheduled))]
+    processed = []
+    for event in events:
+        event.callbacks.append(processed.append)
+    while env.peek() != simpy.core.Infinity:
+        env.step()
+    assert processed == expected
+
+
+def _scenario(env, plan, log):
+    """Events of every kind SimPy makes, driven by ``plan`` (a list of small ints): timeouts,
+    succeeds now, processes started by processes at the same instant, failures handled; runs with
+    bounds (``run(until=...)``, whose StopSimulation reschedules its event) and to the end."""
+
+    def worker(name, steps):
+        log.append((name, "start", env.now))
+        for delay in steps:
+            if delay == 0:
+                now = env.event()
+                now.succeed(name)
+                log.append((name, "now", (yield now), env.now))
+            elif delay == 1:
+                child = env.process(worker(f"{name}.c", [2]))
+                log.append((name, "child", (yield child), env.now))
+            elif delay == 2:
+                bad = env.event()
+                bad.fail(KeyError(name))
+                try:
+                    yield bad
+                except KeyError:
+                    log.append((name, "handled", env.now))
+            else:
+                yield env.timeout(delay - 2)
+                log.append((name, "slept", env.now))
+        return name
+
+    for index, first in enumerate(plan):
+        env.process(worker(f"p{index}", plan[index:index + 4]))
+        env.timeout(first).callbacks.append(lambda event, index=index: log.append(("timeout", index, env.now)))
+    env.run(until=3)
+    log.append(("bound", env.now))
+    env.run(until=env.timeout(4))
+    env.run()
+    log.append(("end", env.now))
+
+
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=12))
+def test_the_engines_environment_orders_events_as_simpys(plan):
+    """The engine's Environment (its own queue entries) processes every event at the moment and in
+    the order SimPy's own environment does."""
+    logs = []
+    for environment in (simpy.Environment, Environment):
+        log: list = []
+        _scenario(environment(), plan, log)
+        logs.append(log)
+    assert logs[0] == logs[1]
+
+
+def test_the_engines_environment_steps_as_simpys():
+    env = Environment()
+    with pytest.raises(simpy.core.EmptySchedule):
+        env.step()
+    assert env.peek() == simpy.core.Infinity
+    env.timeout(4)
+    assert env.peek() == 4 == next_event_ps(env)
+    bad = env.event()
+    bad.fail(ValueError("unhandled"))
+    with pytest.raises(ValueError, match="unhandled") as caught:
+        env.step()
+    assert caught.value.__cause__ is bad.value  # a copy, raised from the original, as SimPy's
 
 
 def test_succeed_at_orders_events_as_simpy_does():
     """Events triggered by succeed_at interleave with SimPy's own timeouts and succeeds exactly
     as SimPy would order them: by time, then by the order they were scheduled."""
-    env = simpy.Environment()
+    env = Environment()
     seen = []
 
     def note(name):
@@ -77,7 +175,7 @@ def test_succeed_at_orders_events_as_simpy_does():
 def test_schedule_stamp_tells_whether_anything_was_scheduled_and_changes_no_order():
     """Two stamps one after the other differ by one; any event scheduled in between (SimPy's own or
     succeed_at's) makes them differ by more; the stamps taken leave the order of events SimPy's."""
-    env = simpy.Environment()
+    env = Environment()
     seen = []
     first = schedule_stamp(env)
     assert schedule_stamp(env) == first + 1
@@ -97,7 +195,7 @@ def test_an_event_queue_orders_events_as_simpy_does_and_rearms_a_processed_timeo
     """EventQueue holds the environment's own queue and event ids (made once per environment):
     what it triggers interleaves with SimPy's own events by time, then by the order scheduled; a
     re-armed timeout fires again with only the callback given, its value still None."""
-    env = simpy.Environment()
+    env = Environment()
     events = EventQueue(env)
     seen = []
 
@@ -119,7 +217,7 @@ def test_an_event_queue_orders_events_as_simpy_does_and_rearms_a_processed_timeo
 
 
 def test_a_process_waiting_on_succeed_at_resumes_with_its_value():
-    env = simpy.Environment()
+    env = Environment()
     event = simpy.Event(env)
     got = []
 
@@ -134,7 +232,7 @@ def test_a_process_waiting_on_succeed_at_resumes_with_its_value():
 
 
 def test_run_until_says_why_it_stopped():
-    env = simpy.Environment()
+    env = Environment()
     target = env.timeout(10)
     assert run_until(env, target, 100) is Stop.DONE and env.now == 10
     assert run_until(env, env.event(), 100) is Stop.IDLE  # nothing queued: the event can never fire
@@ -145,7 +243,7 @@ def test_run_until_says_why_it_stopped():
 
 
 def test_run_until_raises_a_failure_no_process_handled_and_not_a_handled_one():
-    env = simpy.Environment()
+    env = Environment()
 
     def failing():
         yield env.timeout(1)
@@ -164,7 +262,7 @@ def test_run_until_raises_a_failure_no_process_handled_and_not_a_handled_one():
 
 
 def test_run_until_calls_back_every_so_many_steps():
-    env = simpy.Environment()
+    env = Environment()
     for t in range(10):
         env.timeout(t)
     seen = []
@@ -180,7 +278,7 @@ def spin(env, counter):
 
 
 def test_run_until_stops_work_that_loops_in_zero_time():
-    env = simpy.Environment()
+    env = Environment()
     env.timeout(5)
     counter = []
     env.process(spin(env, counter))
@@ -190,7 +288,7 @@ def test_run_until_stops_work_that_loops_in_zero_time():
 
 
 def test_many_events_at_one_instant_below_the_guard_are_not_stopped():
-    env = simpy.Environment()
+    env = Environment()
     for _ in range(3 * LOOK_STEPS):
         env.timeout(0)  # a busy instant: every core of many dies starting at once
     target = env.timeout(7)
@@ -231,8 +329,8 @@ def test_start_process_runs_as_env_process_does():
     same queue keys, the same outcomes: return value, handled and unhandled failures), and a
     deadlock report names their generators."""
     outcomes = []
-    for start in (simpy.Environment.process, start_process):
-        env = simpy.Environment()
+    for start in (Environment.process, start_process):
+        env = Environment()
         log: list = []
         ours = [start(env, _worker(env, log, "a")), env.process(_worker(env, log, "b")), start(env, _worker(env, log, "c", fail_at=1))]
         ended: list = []
@@ -246,7 +344,7 @@ def test_start_process_runs_as_env_process_does():
     assert outcomes[0] == outcomes[1]
     assert outcomes[1][3] == ["_worker"]  # the traceback starts at the generator, as SimPy's
 
-    env = simpy.Environment()
+    env = Environment()
     def waits_forever():
         yield env.event()
     start_process(env, waits_forever())
@@ -280,8 +378,8 @@ def test_a_process_ends_with_simpys_outcome_and_traceback_however_its_generator_
     from a send or from a throw) gives the process SimPy's outcome, value and traceback alike."""
     ways = ("value", "none", "handled", "reraised", "raised")
     outcomes = []
-    for start in (simpy.Environment.process, start_process, run_process):
-        env = simpy.Environment()
+    for start in (Environment.process, start_process, run_process):
+        env = Environment()
         processes = [start(env, _ends(env, how)) for how in ways]
         for process in processes:
             process.callbacks.append(lambda event: setattr(event, "defused", True))
@@ -300,7 +398,7 @@ def test_a_finished_process_is_freed_by_reference_counting():
     gc.disable()
     try:
         for start in (start_process, run_process):
-            env = simpy.Environment()
+            env = Environment()
             processes = [start(env, _ends(env, how)) for how in ("value", "handled", "raised")]
             processes[-1].callbacks.append(lambda event: setattr(event, "defused", True))
             env.run()
@@ -336,7 +434,7 @@ def test_run_process_orders_everything_as_start_process_where_its_initialisation
     process ending or failing in its first step too."""
     runs = []
     for start in (start_process, run_process):
-        env = simpy.Environment()
+        env = Environment()
         log: list = []
         ended: list = []
         processes: list = []

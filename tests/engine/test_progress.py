@@ -1,10 +1,10 @@
-import simpy
 
+from npusim.engine.loop import Environment
 from npusim.engine.progress import ProgressCounter
 
 
 def test_waiters_wake_when_their_target_is_reached_in_order():
-    env = simpy.Environment()
+    env = Environment()
     counter = ProgressCounter(env)
     woke = []
 

@@ -1,14 +1,13 @@
 """npusim.engine.loop's callbacks beside processes (schedule, cancel, when, begin, Timer): the
 order of events they give is SimPy's (the rules in the module's docstring)."""
 
-import simpy
 
-from npusim.engine.loop import Timer, begin, cancel, initialise, run_process, schedule, start_process, succeed_at, when
+from npusim.engine.loop import Environment, Timer, begin, cancel, initialise, run_process, schedule, start_process, succeed_at, when
 from npusim.engine.progress import ProgressCounter
 
 
 def test_schedule_runs_callbacks_in_time_then_schedule_order():
-    env = simpy.Environment()
+    env = Environment()
     seen = []
     schedule(env, 5, lambda _e: seen.append(("b", env.now)))
     schedule(env, 3, lambda _e: seen.append(("a", env.now)))
@@ -18,7 +17,7 @@ def test_schedule_runs_callbacks_in_time_then_schedule_order():
 
 
 def test_a_callback_keeps_its_place_among_timeouts_of_processes():
-    env = simpy.Environment()
+    env = Environment()
     seen = []
 
     def process(name):
@@ -35,7 +34,7 @@ def test_a_callback_keeps_its_place_among_timeouts_of_processes():
 
 
 def test_a_callback_scheduled_now_runs_after_the_events_already_due_now():
-    env = simpy.Environment()
+    env = Environment()
     seen = []
 
     def first(_event):
@@ -49,7 +48,7 @@ def test_a_callback_scheduled_now_runs_after_the_events_already_due_now():
 
 
 def test_cancel_runs_nothing_and_moves_nothing():
-    env = simpy.Environment()
+    env = Environment()
     seen = []
     doomed = schedule(env, 2, lambda _e: seen.append("cancelled"))
     schedule(env, 2, lambda _e: seen.append("kept"))
@@ -59,7 +58,7 @@ def test_cancel_runs_nothing_and_moves_nothing():
 
 
 def test_when_waits_for_processing_and_runs_at_once_after():
-    env = simpy.Environment()
+    env = Environment()
     event = env.event()
     seen = []
     when(event, lambda e: seen.append(("first", e.value)))
@@ -71,7 +70,7 @@ def test_when_waits_for_processing_and_runs_at_once_after():
 
 
 def test_when_on_a_count_reached_now_is_a_trip_through_the_queue():
-    env = simpy.Environment()
+    env = Environment()
     counter = ProgressCounter(env)
     counter.add(2)
     seen = []
@@ -83,7 +82,7 @@ def test_when_on_a_count_reached_now_is_a_trip_through_the_queue():
 
 
 def test_when_reached_wakes_in_order_of_target_then_arrival():
-    env = simpy.Environment()
+    env = Environment()
     counter = ProgressCounter(env)
     seen = []
     counter.when_reached(2, lambda _e: seen.append("2a"))
@@ -96,7 +95,7 @@ def test_when_reached_wakes_in_order_of_target_then_arrival():
 
 def test_a_timer_rearmed_matches_a_timeout_per_sleep():
     def sleeps(make):
-        env = simpy.Environment()
+        env = Environment()
         seen = []
         make(env, seen)
         schedule(env, 3, lambda _e: seen.append(("other", env.now)))
@@ -126,7 +125,7 @@ def test_a_timer_rearmed_matches_a_timeout_per_sleep():
 
 
 def test_begin_takes_the_first_step_before_an_urgent_initialisation():
-    env = simpy.Environment()
+    env = Environment()
     seen = []
 
     def process():
@@ -140,7 +139,7 @@ def test_begin_takes_the_first_step_before_an_urgent_initialisation():
 
 
 def test_initialise_takes_the_first_step_as_a_process_initialisation():
-    env = simpy.Environment()
+    env = Environment()
     seen = []
 
     def process(name):

@@ -1,11 +1,11 @@
 """The L2 as a cache (npusim.hw.cache): hits and misses by line, least recently used eviction,
 write-back of dirty lines, a warm start, and the fills and write-backs it puts on the HBM."""
 
-import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
 from npusim.engine.flow import FlowNetwork, Resource
+from npusim.engine.loop import Environment
 from npusim.hw.cache import L2Cache, L2Tally
 from npusim.hw.memory import Allocation
 
@@ -14,7 +14,7 @@ FETCH_PS = 81_000  # a fetch from HBM reaches the L2 this long after a miss
 
 
 def cache(capacity_lines: int = 1024, initial_hit_rate: float = 0.0):
-    env = simpy.Environment()
+    env = Environment()
     network = FlowNetwork(env)
     hbm = network.add_resource(Resource("hbm", 1.0, kind="hbm"))
     return env, hbm, L2Cache(0, LINE, capacity_lines * LINE, initial_hit_rate, network, hbm, FETCH_PS)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import npusim
 from npusim import isa
+from npusim.engine.loop import Environment
 from npusim.errors import DeadlockError, ResourceError, WorkloadError
 from npusim.hw.core import CONTROL_EFFECT, DATA_EFFECT, FIXED, NO_EFFECT, SET_FLAG, TRANSFER, WAIT_FLAG, CoreLock, PipeStep, flag_key
 from npusim.hw.pipes import Pipe
@@ -194,7 +195,7 @@ def _grant_order(lock_of, release, users: list[tuple[int, int, int]]) -> list[tu
     a lock made by ``lock_of``, in the order they do it: each arrives, asks after its zero-time
     steps (so that requests, releases and hand-overs meet at one instant in every order), holds the
     lock, releases it and takes one more zero-time step."""
-    env = simpy.Environment()
+    env = Environment()
     lock = lock_of(env)
     seen: list[tuple[int, int, str]] = []
 

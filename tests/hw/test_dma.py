@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import npusim
 from npusim.analysis.calibration import CalibrationCase, simulate
 from npusim.config import load_config
+from npusim.engine.loop import Environment
 from npusim.hw.dma import Channels, GmBlock, VectorCoreWrites
 from npusim.hw.stream import Stream
 from npusim.hw.topology import Direction
@@ -166,7 +167,7 @@ def _channel_order(pool_of, count: int, users: list[tuple[int, int, int]]) -> li
     meet at one instant in every order), holds it, gives it back, waits for the put and takes one
     more zero-time step. The pool is made at the first get (as a die, and its SDMA, on first use);
     the events queued (SimPy's queue) tell the same events apart from fewer."""
-    env = simpy.Environment()
+    env = Environment()
     pools = []
     seen: list[tuple[int, int, str, int]] = []
 

@@ -1,12 +1,12 @@
 """A device stream runs its tasks one after the other, each with the arguments it was given."""
 
-import simpy
 
+from npusim.engine.loop import Environment
 from npusim.hw.stream import Stream
 
 
 def test_a_task_gets_its_arguments_and_starts_when_the_previous_one_ends():
-    env = simpy.Environment()
+    env = Environment()
     stream = Stream(env, 0)
     started = []
 
@@ -22,7 +22,7 @@ def test_a_task_gets_its_arguments_and_starts_when_the_previous_one_ends():
 
 
 def test_a_task_submitted_after_the_stream_drained_starts_at_once():
-    env = simpy.Environment()
+    env = Environment()
     stream = Stream(env, 0)
     stream.submit(lambda: iter([env.timeout(7)]))
     env.run()
