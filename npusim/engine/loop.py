@@ -496,9 +496,11 @@ def run_until(env: Environment, target: simpy.Event, limit_ps: int, *, every: Ca
             return Stop.BOUND
         entry = _pop(queue)
         env._now = entry.time_ps
-        event: Any = entry.event
-        callbacks, event.callbacks = event.callbacks, None  # SimPy's mark of a processed event
-        for callback in callbacks:
+        event = entry.event
+        processed = cast(_Processed, event)
+        callbacks = cast(list[Callable[[simpy.Event], None]], processed.callbacks)  # a list: it was queued once, not processed yet
+        processed.callbacks = None  # SimPy's mark of a processed event
+        for callback in callbacks:  # compiled, a loop over a list by index, not through an iterator
             callback(event)
         if not event._ok and not hasattr(event, "_defused"):  # a failure no process handled
             _raise_unhandled(event)
