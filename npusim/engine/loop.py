@@ -119,7 +119,7 @@ def _push(queue: list[Entry], time_ps: i64, priority: i64, event_id: i64, event:
     heapq module of SimPy's own queue compares tuples of Python ints (a tenth of a SuperPoD run's
     instructions went into those comparisons)."""
     entry = Entry(time_ps, ((priority + 1) << _ID_BITS) | event_id, event)
-    slot = len(queue)
+    slot: i64 = len(queue)
     queue.append(entry)
     while slot > 0:
         parent_slot = (slot - 1) >> 1
@@ -132,24 +132,34 @@ def _push(queue: list[Entry], time_ps: i64, priority: i64, event_id: i64, event:
 
 
 def _pop(queue: list[Entry]) -> Entry:
-    """Take the first entry out of the non-empty heap ``queue``."""
+    """Take the first entry out of the non-empty heap ``queue``. As heapq does: the smaller child
+    moves up at each level from the root down to a leaf, and the last entry, put there, moves up to
+    its place; it belongs near the bottom, so this takes about one comparison per level, where
+    stopping on the way down as soon as it fits takes two."""
     last = queue.pop()
-    size = len(queue)
+    size: i64 = len(queue)
     if size == 0:
         return last
     first = queue[0]
-    slot = 0
-    child = 1
-    while child < size:  # the smaller child moves up until ``last`` fits
-        right = child + 1
-        if right < size and _before(queue[right], queue[child]):
-            child = right
+    slot: i64 = 0
+    child: i64 = 1
+    while child < size:
         below = queue[child]
-        if not _before(below, last):
-            break
+        right = child + 1
+        if right < size:
+            other = queue[right]
+            if _before(other, below):
+                child, below = right, other
         queue[slot] = below
         slot = child
         child = 2 * slot + 1
+    while slot > 0:
+        parent_slot = (slot - 1) >> 1
+        parent = queue[parent_slot]
+        if not _before(last, parent):
+            break
+        queue[slot] = parent
+        slot = parent_slot
     queue[slot] = last
     return first
 
