@@ -17,7 +17,7 @@ from npusim.engine.flow import FlowNetwork, Resource
 from npusim.engine.loop import clock
 from npusim.errors import NoRouteError, UsageError
 from npusim.hw.cache import L2Cache, L2Tally
-from npusim.hw.core import AICore, DmaRoute
+from npusim.hw.core import AICore, CoreKind, DmaRoute
 from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
 from npusim.hw.memory import AtomicUnit, DeviceMemory
 from npusim.hw.pipes import PIPE_NAMES
@@ -94,7 +94,7 @@ class Die:
         key = (kind, index)
         core = self._cores.get(key)
         if core is None:
-            core = self._cores[key] = AICore(self, kind, index)
+            core = self._cores[key] = AICore(self, self.system.core_kinds[kind], index)
         return core
 
     @property
@@ -121,6 +121,8 @@ class System:
         for kind in self.timing.kinds.values():  # the keys of each copy engine's costs, for the analysis
             for pipe, engine in kind.engines.items():
                 self.recorder.costs.engine(kind.name, PIPE_NAMES[pipe], engine.costs())
+        # what the cores of each kind share (their lanes, buffers, engines), by the kind's name: every die's cores are built from it
+        self.core_kinds = {name: CoreKind(kind) for name, kind in self.timing.kinds.items()}
         self._dies: dict[int, Die] = {}
         self._gm_routes: dict[tuple[int, int, bool, bool, bool], Route] = {}
         self._streams: dict[int, Stream] = {}
