@@ -338,13 +338,14 @@ class AICore:
                 route = DmaRoute(engine.setup_ps, engine.per_burst_ps, None, False, local, 0, local, 0)
             else:
                 system = self.system
-                hit = system.gm_route(self.die.index, gm_die, to_gm, hit=True, atomic=atomic)
-                miss = system.gm_route(self.die.index, gm_die, to_gm, atomic=atomic)
+                hit, miss = system.gm_routes(self.die.index, gm_die, to_gm, atomic)
+                hit_class = network.flow_class(hit.resources, cap)
+                miss_class = hit_class if to_gm else network.flow_class(miss.resources, cap)  # a write's miss is its hit
                 route = DmaRoute(engine.setup_ps, engine.per_burst_ps, system.die(gm_die).cache, to_gm,
-                                 network.flow_class(hit.resources, cap), hit.latency_ps, network.flow_class(miss.resources, cap), miss.latency_ps)
+                                 hit_class, hit.latency_ps, miss_class, miss.latency_ps)
+                # the latency of a miss (a write's: its L2's), by config key
+                system.recorder.costs.route(self.die.index, self.kind, PIPE_NAMES[pipe], miss.latency_terms)
             self.dma_routes[key] = route
-            if gm_die is not None:  # the latency of a miss (a write's: its L2's), by config key
-                self.system.recorder.costs.route(self.die.index, self.kind, PIPE_NAMES[pipe], (hit if to_gm else miss).latency_terms)
         return route
 
     def dma_segments(self, route: DmaRoute, moved_bytes: int, issue_ps: int, allocation: Allocation | None, offset: int, length: int, stride: int, count: int,

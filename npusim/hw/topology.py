@@ -82,7 +82,10 @@ class Route:
         return Route(self.resources + other.resources, self.latency_ps + other.latency_ps, self.latency_terms + other.latency_terms)
 
     def latency_times(self, count: int) -> Route:
-        """Its latency ``count`` times, without resources (a read's request out and data back)."""
+        """Its latency ``count`` times, without resources (a read's request out and data back; once:
+        a posted write's, its terms as they are, not made again)."""
+        if count == 1:
+            return Route((), self.latency_ps, self.latency_terms)
         return Route((), count * self.latency_ps, tuple(Term(term.keys, count * term.ps) for term in self.latency_terms))
 
 
