@@ -620,7 +620,7 @@ class FlowNetwork:
             if not cap > 0:
                 raise ValueError(f"a transfer's cap must be a positive rate in bytes/ps, got {cap}; give the engine's rate "
                                  "(math.inf for none)")
-            if len(set(map(id, path))) != len(path):
+            if len(set(path)) != len(path):  # a resource is equal to itself only (its identity)
                 repeated = next(r for i, r in enumerate(path) if r in path[:i])
                 raise ValueError(f"a transfer's path crosses resource {repeated.name!r} twice; a flow crosses each resource "
                                  "at most once: list every hop once (model a doubled demand with its own resource)")

@@ -54,7 +54,7 @@ bytes of each buffer the program reserved (:class:`~npusim.trace.recorder.Buffer
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, final
 
 import simpy
 
@@ -72,13 +72,11 @@ from npusim.trace.rows import EventRows, pack
 
 if TYPE_CHECKING:
     from npusim.hw.system import Die
+    from npusim.hw.timing import CoreKindTiming
 
 
 _SCALAR: Final = Pipe.SCALAR  # Pipe is an interpreted enum: a look-up of its member costs ~10x a constant's (EnumType.__getattr__)
 _SCALAR_ID: Final = int(_SCALAR)
-# a pipe's wait lane's name (``MTE2 wait``), indexed by the pipe: one string shared by every core's
-# lane (made per core, 73,728 copies at 768 dies)
-_WAIT_LANE_NAMES: Final = tuple(name + WAIT_LANE_SUFFIX for name in PIPE_NAMES)
 FIXED: Final = 0
 SET_FLAG: Final = 1
 WAIT_FLAG: Final = 2
@@ -135,21 +133,28 @@ writes (None: between two buffers of the core), whether towards GM, its move ``(
 destination)`` and whether it is an atomic-add store."""
 
 
-class DmaRoute(NamedTuple):
+@final
+class DmaRoute:
     """What the copies of one path key take (:meth:`AICore.dma_route`): the engine's set-up and
     cost per burst after the first (ps); the L2 of the die whose GM they read or write (None for a
     copy between two buffers of the core) and whether they write it; the flow class (path capped at
     the engine's rate of the move) and route latency in ps of a hit, and of a miss (the same for a
-    write and an on-core copy)."""
+    write and an on-core copy). Immutable (``Final`` fields); a class of its own, not a named
+    tuple, whose construction runs the tuple's ``__new__`` as Python (~2.9k instructions: each
+    die's first copy of each path key makes one)."""
 
-    setup_ps: int
-    per_burst_ps: int
-    cache: L2Cache | None
-    write: bool
-    hit_class: FlowClass | None
-    hit_latency_ps: int
-    miss_class: FlowClass | None
-    miss_latency_ps: int
+    __slots__ = ("setup_ps", "per_burst_ps", "cache", "write", "hit_class", "hit_latency_ps", "miss_class", "miss_latency_ps")
+
+    def __init__(self, setup_ps: int, per_burst_ps: int, cache: L2Cache | None, write: bool, hit_class: FlowClass | None, hit_latency_ps: int,
+                 miss_class: FlowClass | None, miss_latency_ps: int) -> None:
+        self.setup_ps: Final = setup_ps
+        self.per_burst_ps: Final = per_burst_ps
+        self.cache: Final = cache
+        self.write: Final = write
+        self.hit_class: Final = hit_class
+        self.hit_latency_ps: Final = hit_latency_ps
+        self.miss_class: Final = miss_class
+        self.miss_latency_ps: Final = miss_latency_ps
 
 
 class Program(Protocol):
@@ -257,40 +262,58 @@ class CoreLock:
             succeed_at(self.env, self.waiting.pop(0), 0)  # its succeed(): a request is granted once
 
 
-class AICore:
-    """One core of a die, of the kind ``kind`` names (``die.cores.<kind>``: an AIC, an AIV, a 310P AI
-    core ...): its pipes, buffers and DMA engines."""
+class CoreKind:
+    """What every core of one kind (``die.cores.<kind>``: an AIC, an AIV ...) shares, worked out once
+    per kind for all the cores of the machine (:attr:`System.core_kinds
+    <npusim.hw.system.System.core_kinds>`), not once per core: the kind's ``name`` and ``timing``,
+    its ``order`` among the die's kinds (which sorts trace lanes), its ``buffers`` as (name,
+    capacity in bytes), its copy ``engines`` by pipe, and its trace lanes as (pipe, pipe's int
+    value, lane name): ``pipe_lanes``, one per pipe, and ``wait_lanes``, one per pipe whose engine
+    keeps more than one copy in flight (``MTE2 wait``: see :class:`AICore`). A lane name is one
+    string shared by the lanes of every core of the kind."""
 
-    def __init__(self, die: Die, kind: str, index: int) -> None:
+    def __init__(self, timing: CoreKindTiming) -> None:
+        self.name = timing.name
+        self.timing = timing
+        self.order = timing.order
+        self.buffers = [(name, buffer.capacity_bytes) for name, buffer in timing.buffers.items()]
+        self.engines = timing.engines
+        self.pipe_lanes = [(pipe, int(pipe), PIPE_NAMES[pipe]) for pipe in timing.pipes]
+        self.wait_lanes = [(pipe, int(pipe), PIPE_NAMES[pipe] + WAIT_LANE_SUFFIX) for pipe, engine in timing.engines.items() if engine.queue_depth > 1]
+
+
+class AICore:
+    """One core of a die, of the kind ``kind`` describes (``die.cores.<kind>``: an AIC, an AIV, a
+    310P AI core ...): its pipes, buffers and DMA engines."""
+
+    def __init__(self, die: Die, kind: CoreKind, index: int) -> None:
         system = die.system
         self.die = die
         self.system = system
         self.env = system.env
-        self.kind = kind
+        self.kind = kind.name
         self.index = index
-        self.name = f"{kind}{index}"
-        timing = die.timing
-        self.timing = timing
-        self.kind_timing = kind_timing = timing.kinds[kind]
-        self.buffers = {name: LocalBuffer(name, buffer.capacity_bytes) for name, buffer in kind_timing.buffers.items()}
+        self.name = name = f"{kind.name}{index}"
+        self.timing = die.timing
+        self.kind_timing = kind.timing
+        self.buffers = {buffer: LocalBuffer(buffer, capacity) for buffer, capacity in kind.buffers}
         # This core's DMA engines (MTE1/2/3, FIXP): each caps the rate of the copies it drives.
-        self.dma_timing = kind_timing.engines
+        self.dma_timing = kind.engines
         recorder = system.recorder
-        order_base = (kind_timing.order, index)
-        self.tracks = {pipe: recorder.track(die.index, self.name, PIPE_NAMES[pipe], order_base + (int(pipe),)) for pipe in kind_timing.pipes}
+        die_index, order = die.index, kind.order
+        self.tracks = {pipe: recorder.track(die_index, name, lane, (order, index, pipe_id)) for pipe, pipe_id, lane in kind.pipe_lanes}
         # Each copy engine's queue of requests (hw.queue.EngineQueue), built on its pipe's first run
         # (queue): a core whose pipe never runs builds none. A pipe whose engine keeps more than one
         # in flight records its wait_flags on a lane of their own ("aiv0 MTE2 wait", right after the
         # pipe's): they run while its copies stream, and a lane's slices never overlap. Those lanes
         # are made here, with the core's others: a lane's id is its tid in trace.json
         self.queues: dict[Pipe, EngineQueue] = {}
-        self.wait_tracks = {pipe: recorder.track(die.index, self.name, _WAIT_LANE_NAMES[pipe], order_base + (int(pipe), 1))
-                            for pipe, engine in kind_timing.engines.items() if engine.queue_depth > 1}
-        recorder.costs.unit(die.index, self.name, kind)  # its copies are its kind's engines' (their keys: System)
+        self.wait_tracks = {pipe: recorder.track(die_index, name, lane, (order, index, pipe_id, 1)) for pipe, pipe_id, lane in kind.wait_lanes}
+        recorder.costs.unit(die_index, name, kind.name)  # its copies are its kind's engines' (their keys: System)
         self.lock = CoreLock(self.env)
         self.current: KernelRun | None = None
         self.network = system.network
-        self.dma_routes = die.dma_routes.setdefault(kind, {})  # see dma_route; shared by the die's cores of this kind
+        self.dma_routes = die.dma_routes.setdefault(kind.name, {})  # see dma_route; shared by the die's cores of this kind
 
     def __repr__(self) -> str:
         return f"die{self.die.index} {self.name}"
@@ -322,13 +345,14 @@ class AICore:
                 route = DmaRoute(engine.setup_ps, engine.per_burst_ps, None, False, local, 0, local, 0)
             else:
                 system = self.system
-                hit = system.gm_route(self.die.index, gm_die, to_gm, hit=True, atomic=atomic)
-                miss = system.gm_route(self.die.index, gm_die, to_gm, atomic=atomic)
+                hit, miss = system.gm_routes(self.die.index, gm_die, to_gm, atomic)
+                hit_class = network.flow_class(hit.resources, cap)
+                miss_class = hit_class if to_gm else network.flow_class(miss.resources, cap)  # a write's miss is its hit
                 route = DmaRoute(engine.setup_ps, engine.per_burst_ps, system.die(gm_die).cache, to_gm,
-                                 network.flow_class(hit.resources, cap), hit.latency_ps, network.flow_class(miss.resources, cap), miss.latency_ps)
+                                 hit_class, hit.latency_ps, miss_class, miss.latency_ps)
+                # the latency of a miss (a write's: its L2's), by config key
+                system.recorder.costs.route(self.die.index, self.kind, PIPE_NAMES[pipe], miss.latency_terms)
             self.dma_routes[key] = route
-            if gm_die is not None:  # the latency of a miss (a write's: its L2's), by config key
-                self.system.recorder.costs.route(self.die.index, self.kind, PIPE_NAMES[pipe], (hit if to_gm else miss).latency_terms)
         return route
 
     def dma_segments(self, route: DmaRoute, moved_bytes: int, issue_ps: int, allocation: Allocation | None, offset: int, length: int, stride: int, count: int,

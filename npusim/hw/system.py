@@ -17,7 +17,7 @@ from npusim.engine.flow import FlowNetwork, Resource
 from npusim.engine.loop import Environment, clock
 from npusim.errors import NoRouteError, UsageError
 from npusim.hw.cache import L2Cache, L2Tally
-from npusim.hw.core import AICore, DmaRoute
+from npusim.hw.core import AICore, CoreKind, DmaRoute
 from npusim.hw.dma import CopyPath, RdmaQueuePair, SystemDma
 from npusim.hw.memory import AtomicUnit, DeviceMemory
 from npusim.hw.pipes import PIPE_NAMES
@@ -94,7 +94,7 @@ class Die:
         key = (kind, index)
         core = self._cores.get(key)
         if core is None:
-            core = self._cores[key] = AICore(self, kind, index)
+            core = self._cores[key] = AICore(self, self.system.core_kinds[kind], index)
         return core
 
     @property
@@ -121,8 +121,10 @@ class System:
         for kind in self.timing.kinds.values():  # the keys of each copy engine's costs, for the analysis
             for pipe, engine in kind.engines.items():
                 self.recorder.costs.engine(kind.name, PIPE_NAMES[pipe], engine.costs())
+        # what the cores of each kind share (their lanes, buffers, engines), by the kind's name: every die's cores are built from it
+        self.core_kinds = {name: CoreKind(kind) for name, kind in self.timing.kinds.items()}
         self._dies: dict[int, Die] = {}
-        self._gm_routes: dict[tuple[int, int, bool, bool, bool], Route] = {}
+        self._gm_routes: dict[tuple[int, int, bool, bool], tuple[Route, Route]] = {}  # gm_routes: (hit, miss) by (core's die, GM's die, to GM, atomic)
         self._streams: dict[int, Stream] = {}
         self.l2_tallies: dict[tuple[int, str], L2Tally] = {}  # per (op, kind of unit: aic, aiv, sdma ...): its L2 lines (l2_tally)
 
@@ -187,9 +189,17 @@ class System:
 
         A remote read pays the route latency twice (request out, data back); a write is posted and
         pays it once, and crosses the write credits of the links (see :mod:`npusim.hw.topology`)."""
-        key = (core_die, gm_die, to_gm, hit or to_gm, atomic)
-        route = self._gm_routes.get(key)
-        if route is None:
+        hit_route, miss_route = self.gm_routes(core_die, gm_die, to_gm, atomic)
+        return hit_route if hit else miss_route
+
+    def gm_routes(self, core_die: int, gm_die: int, to_gm: bool, atomic: bool = False) -> tuple[Route, Route]:
+        """The :meth:`gm_route` of a core's DMA that hits in L2 and the one of a DMA that misses,
+        built together (one look-up of the fabric, its latency taken once) and kept per (die pair,
+        direction, atomic): a core's first DMA along a path takes both. A write's two are one route
+        (it never crosses the HBM)."""
+        key = (core_die, gm_die, to_gm, atomic)
+        routes = self._gm_routes.get(key)
+        if routes is None:
             memory = self.die(gm_die)
             topology = self.topology
             try:
@@ -197,14 +207,12 @@ class System:
             except NoRouteError as error:
                 access = "store to" if to_gm else "load from"
                 raise NoRouteError(f"the cores of die {core_die} cannot {access} the GM of die {gm_die} (an MTE copy): {error}") from None
-            trips = 1 if to_gm else 2
+            trips = fabric.latency_times(1 if to_gm else 2)
             at_l2 = (memory.l2, memory.l2_atomics) if atomic and memory.l2_atomics is not None else (memory.l2,)  # atomic: a store's only
-            if hit or to_gm:
-                route = Route(fabric.resources + at_l2) + delay(memory.l2_latency) + fabric.latency_times(trips)
-            else:
-                route = Route(fabric.resources + (memory.l2, memory.hbm)) + delay(memory.memory_latency) + fabric.latency_times(trips)
-            self._gm_routes[key] = route
-        return route
+            hit = Route(fabric.resources + at_l2) + delay(memory.l2_latency) + trips
+            miss = hit if to_gm else Route(fabric.resources + (memory.l2, memory.hbm)) + delay(memory.memory_latency) + trips
+            routes = self._gm_routes[key] = (hit, miss)
+        return routes
 
     def copy_path(self, src_die: int, dst_die: int, direction: Direction, *, rdma: bool) -> CopyPath:
         """What a bulk copy from the GM of ``src_die`` to the GM of ``dst_die`` crosses: the source's

@@ -82,7 +82,10 @@ class Route:
         return Route(self.resources + other.resources, self.latency_ps + other.latency_ps, self.latency_terms + other.latency_terms)
 
     def latency_times(self, count: int) -> Route:
-        """Its latency ``count`` times, without resources (a read's request out and data back)."""
+        """Its latency ``count`` times, without resources (a read's request out and data back; once:
+        a posted write's, its terms as they are, not made again)."""
+        if count == 1:
+            return Route((), self.latency_ps, self.latency_terms)
         return Route((), count * self.latency_ps, tuple(Term(term.keys, count * term.ps) for term in self.latency_terms))
 
 
@@ -197,6 +200,7 @@ class Topology:
         self.scale_out = self._build_level("scale_out", None)
         self._routes: dict[tuple[int, int, Direction], Route] = {}
         self._rdma_routes: dict[tuple[int, int, Direction], Route] = {}
+        self._places: dict[int, tuple[int, int, int]] = {}  # place: (package, node, pod) by die
 
     def _build_level(self, level: str, inner: Fabric | None) -> Fabric | None:
         spec = getattr(self.spec.fabrics, level)
@@ -213,16 +217,26 @@ class Topology:
     def pod_of(self, die: int) -> int:
         return self.spec.shape.pod_of(die)
 
+    def place(self, die: int) -> tuple[int, int, int]:
+        """Where die ``die`` is: its package, node and pod, as the shape numbers them, worked out
+        once per die (the first route of every die pair compares two: :meth:`level_joining`)."""
+        place = self._places.get(die)
+        if place is None:
+            place = self._places[die] = (self.package_of(die), self.node_of(die), self.pod_of(die))
+        return place
+
     def level_joining(self, src: int, dst: int) -> str | None:
         """The innermost load/store level that holds both dies (package, node or pod; None for one
         die, or for dies of two nodes that no pod fabric joins)."""
         if src == dst:
             return None
-        if "package" in self.levels and self.package_of(src) == self.package_of(dst):
+        src_package, src_node, src_pod = self.place(src)
+        dst_package, dst_node, dst_pod = self.place(dst)
+        if "package" in self.levels and src_package == dst_package:
             return "package"
-        if self.node_of(src) == self.node_of(dst):
+        if src_node == dst_node:
             return "node"
-        return "pod" if "pod" in self.levels and self.pod_of(src) == self.pod_of(dst) else None
+        return "pod" if "pod" in self.levels and src_pod == dst_pod else None
 
     def joins(self, src: int, dst: int) -> bool:
         """Whether a load/store route joins two different dies (else only RDMA reaches across)."""
