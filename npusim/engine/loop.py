@@ -5,16 +5,16 @@ The simulator runs on SimPy's public API (environments, events, processes) excep
 module, which is the one place that reads or writes SimPy's private state, for speed on the hot
 paths and for a stepping loop that can tell why it stopped. The layout it relies on (an event's
 outcome is ``_ok`` / ``_value``; a failure a process handled is marked ``_defused``; the clock is
-``_now``; the counter of event ids is ``_eid``; every event SimPy makes is put into the queue
-through ``Environment.schedule``, and ``run`` goes through ``step`` and ``peek``) is SimPy 4.1's; pyproject.toml pins SimPy to the versions tested, and
+``_now``; every event SimPy makes is put into the queue through ``Environment.schedule``, with
+the priorities URGENT 0 and NORMAL 1, and ``run`` goes through ``step`` and ``peek``) is SimPy 4.1's; pyproject.toml pins SimPy to the versions tested, and
 ``tests/engine/test_loop.py`` checks the layout against the installed SimPy.
 
-- :class:`Environment` is SimPy's environment with a queue of its own: a binary heap of native
-  entries (:class:`Entry`: time, then SimPy's priority and event id, as two 64-bit ints), in
-  SimPy's order, so that a comparison in the heap is two native ints where SimPy's heap of tuples
-  costs a few hundred instructions per comparison (the queue holds a thousand events and more on a
-  SuperPoD). The order, and so every result, is SimPy's. Every helper here takes this
-  environment, not a plain SimPy one.
+- :class:`Environment` is SimPy's environment with a queue of its own, an :class:`EventHeap`: a
+  binary heap of native entries (:class:`Entry`: time, then SimPy's priority and event id, as two
+  64-bit ints) and a native counter of event ids, in SimPy's order, so that a comparison in the
+  heap is two native ints where SimPy's heap of tuples costs a few hundred instructions per
+  comparison (the queue holds a thousand events and more on a SuperPoD). The order, and so every
+  result, is SimPy's. Every helper here takes this environment, not a plain SimPy one.
 - :data:`clock` reads ``env.now`` at the cost of an attribute read, not a property call (the pipe
   loops read the clock after every step).
 - :func:`succeed_at` triggers a fresh event ``delay_ps`` later in one call, with the queue key
@@ -44,7 +44,7 @@ The order of events. Everything here keeps SimPy's order, which every result dep
 golden digests, tests/golden, hold it to the byte); the rules are these, stated once:
 
 1. Events are processed by time (integer ps), then priority, then the order they were scheduled
-   in (a counter of event ids, ``env._eid``, one id per event put into the queue).
+   in (a counter of event ids, :attr:`EventHeap.next_id`, one id per event put into the queue).
 2. Two priorities: URGENT (0), a process's initialisation only (:func:`start_process`), and
    NORMAL (1), every other event: a timeout, a ``succeed``, a process's end, a callback scheduled
    with :func:`schedule`. So at one instant the processes started at it take their first steps
@@ -70,14 +70,14 @@ into the queue at the same moments in the same order: each ``yield event`` becom
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast, final
 
 import simpy
 from mypy_extensions import mypyc_attr
 from simpy.core import EmptySchedule, Infinity, StopSimulation
-from simpy.events import NORMAL, URGENT, Initialize, Process, _describe_frame
+from simpy.events import Initialize, Process, _describe_frame
 
 if TYPE_CHECKING:  # a native 64-bit int in the compiled module; an int when interpreted
     from mypy_extensions import i64
@@ -87,7 +87,8 @@ clock = attrgetter("_now")
 
 _new_process: Final[Callable[[type], object]] = Process.__new__
 _new_initialize: Final[Callable[[type], object]] = Initialize.__new__
-_next: Final[Callable[[Iterator[int]], int]] = next  # held by the module: once compiled, no look-up of a name per call
+_NORMAL: Final = 1  # SimPy's NORMAL priority, a native constant (an imported name is looked up per use; tests/engine/test_loop.py)
+_URGENT: Final = 0  # SimPy's URGENT priority
 _ID_BITS: Final = 61
 """Bits of an event id in an entry's ``order``: ids count the events put into the queue, far
 fewer than 2^61; SimPy's priority (-1 for an event a StopSimulation put back, URGENT 0, NORMAL 1),
@@ -113,82 +114,108 @@ def _before(a: Entry, b: Entry) -> bool:
     return a.time_ps < b.time_ps or (a.time_ps == b.time_ps and a.order < b.order)
 
 
-def _push(queue: list[Entry], time_ps: i64, priority: i64, event_id: i64, event: simpy.Event) -> None:
-    """Put ``event`` into the heap ``queue``: due at ``time_ps``, SimPy's ``priority``, id
-    ``event_id``. A binary heap of native entries: a comparison is two native ints, where the
-    heapq module of SimPy's own queue compares tuples of Python ints (a tenth of a SuperPoD run's
-    instructions went into those comparisons)."""
-    entry = Entry(time_ps, ((priority + 1) << _ID_BITS) | event_id, event)
-    slot: i64 = len(queue)
-    queue.append(entry)
-    while slot > 0:
-        parent_slot = (slot - 1) >> 1
-        parent = queue[parent_slot]
-        if not _before(entry, parent):
-            break
-        queue[slot] = parent
-        slot = parent_slot
-    queue[slot] = entry
+@final
+class EventHeap:
+    """The queue of an :class:`Environment`: a binary heap of :class:`Entry`, compared on two native
+    ints where SimPy's heapq of ``(time, priority, id, event)`` tuples compares Python objects (a
+    few hundred instructions a comparison; a SuperPoD run's queue holds a thousand events and more),
+    and the counter of event ids (``next_id``), native where SimPy's is an ``itertools.count``."""
 
+    __slots__ = ("entries", "next_id")
 
-def _pop(queue: list[Entry]) -> Entry:
-    """Take the first entry out of the non-empty heap ``queue``. As heapq does: the smaller child
-    moves up at each level from the root down to a leaf, and the last entry, put there, moves up to
-    its place; it belongs near the bottom, so this takes about one comparison per level, where
-    stopping on the way down as soon as it fits takes two."""
-    last = queue.pop()
-    size: i64 = len(queue)
-    if size == 0:
-        return last
-    first = queue[0]
-    slot: i64 = 0
-    child: i64 = 1
-    while child < size:
-        below = queue[child]
-        right = child + 1
-        if right < size:
-            other = queue[right]
-            if _before(other, below):
-                child, below = right, other
-        queue[slot] = below
-        slot = child
-        child = 2 * slot + 1
-    while slot > 0:
-        parent_slot = (slot - 1) >> 1
-        parent = queue[parent_slot]
-        if not _before(last, parent):
-            break
-        queue[slot] = parent
-        slot = parent_slot
-    queue[slot] = last
-    return first
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.next_id: i64 = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def push(self, time_ps: i64, priority: i64, event: simpy.Event) -> None:
+        """Put ``event`` into the queue, due at ``time_ps`` with SimPy's ``priority``, with the next
+        event id."""
+        event_id = self.next_id
+        self.next_id = event_id + 1
+        entry = Entry(time_ps, ((priority + 1) << _ID_BITS) | event_id, event)
+        entries = self.entries
+        slot: i64 = len(entries)
+        entries.append(entry)
+        while slot > 0:
+            parent_slot = (slot - 1) >> 1
+            parent = entries[parent_slot]
+            if not _before(entry, parent):
+                break
+            entries[slot] = parent
+            slot = parent_slot
+        entries[slot] = entry
+
+    def pop(self) -> Entry:
+        """Take the first entry out of the non-empty queue. As heapq does: the smaller child moves
+        up at each level from the root down to a leaf, and the last entry, put there, moves up to
+        its place; it belongs near the bottom, so this takes about one comparison per level, where
+        stopping on the way down as soon as it fits takes two."""
+        entries = self.entries
+        last = entries.pop()
+        size: i64 = len(entries)
+        if size == 0:
+            return last
+        first = entries[0]
+        slot: i64 = 0
+        child: i64 = 1
+        while child < size:
+            below = entries[child]
+            right = child + 1
+            if right < size:
+                other = entries[right]
+                if _before(other, below):
+                    child, below = right, other
+            entries[slot] = below
+            slot = child
+            child = 2 * slot + 1
+        while slot > 0:
+            parent_slot = (slot - 1) >> 1
+            parent = entries[parent_slot]
+            if not _before(last, parent):
+                break
+            entries[slot] = parent
+            slot = parent_slot
+        entries[slot] = last
+        return first
+
+    def first(self) -> Entry | None:
+        """The entry processed next (None: the queue is empty)."""
+        entries = self.entries
+        return entries[0] if entries else None
 
 
 @mypyc_attr(native_class=False)  # a Python class (it extends SimPy's), its methods compiled
 class Environment(simpy.Environment):
-    """SimPy's environment whose queue is a heap of :class:`Entry` (time, SimPy's priority and id,
-    event), in SimPy's order. SimPy's own events schedule themselves through :meth:`schedule`; its
-    ``run`` steps through :meth:`step` and :meth:`peek`."""
+    """SimPy's environment with an :class:`EventHeap` for its queue (``_events``; SimPy's own
+    ``_queue`` and ``_eid`` stay unused), in SimPy's order. SimPy's own events schedule themselves
+    through :meth:`schedule`; its ``run`` steps through :meth:`step` and :meth:`peek`."""
 
     _now: int  # the clock, integer ps (SimPy's SimTime, always an int here)
 
-    def schedule(self, event: simpy.Event, priority: Any = NORMAL, delay: Any = 0) -> None:
+    def __init__(self, initial_time: int = 0) -> None:
+        super().__init__(initial_time)
+        self._events = EventHeap()
+
+    def schedule(self, event: simpy.Event, priority: Any = _NORMAL, delay: Any = 0) -> None:
         """Put ``event`` into the queue ``delay`` ps from now (an int), with SimPy's ``priority``."""
-        _push(_queue(self), self._now + delay, priority, _next(self._eid), event)
+        self._events.push(self._now + delay, priority, event)
 
     def peek(self) -> Any:
         """When the next event is due (ps); SimPy's Infinity when none is queued."""
-        queue = _queue(self)
-        return queue[0].time_ps if queue else Infinity
+        entry = self._events.first()
+        return Infinity if entry is None else entry.time_ps
 
     def step(self) -> None:
         """Process the next event, as SimPy's ``Environment.step`` does: EmptySchedule when none is
         left; a StopSimulation raised by a callback puts the event back, with its callbacks not
         run yet, ahead of everything due at this instant; a failure no process handled is raised."""
-        queue = _queue(self)
-        if not queue:
+        events = self._events
+        if not events.entries:
             raise EmptySchedule
-        entry = _pop(queue)
+        entry = events.pop()
         self._now = entry.time_ps
         event = entry.event
         callbacks = cast(_Processed, event).callbacks
@@ -204,11 +231,6 @@ class Environment(simpy.Environment):
         _raise_unhandled(event)
 
 
-def _queue(env: simpy.Environment) -> list[Entry]:
-    """The queue of an :class:`Environment` (SimPy's annotation says a list of tuples)."""
-    return cast(list[Entry], env._queue)
-
-
 def _raise_unhandled(event: Any) -> None:
     """Raise (a copy of) the failure of a processed ``event`` that no process handled."""
     if not event._ok and not hasattr(event, "_defused"):
@@ -221,7 +243,7 @@ def succeed_at(env: Environment, event: simpy.Event, delay_ps: int, value: objec
     """Trigger the not yet triggered ``event`` with ``value``, ``delay_ps`` ps from now."""
     event._ok = True
     event._value = value
-    _push(_queue(env), env._now + delay_ps, NORMAL, _next(env._eid), event)
+    env._events.push(env._now + delay_ps, _NORMAL, event)
 
 
 class EventQueue:
@@ -230,24 +252,23 @@ class EventQueue:
     event id), so the order of events, and every result, is SimPy's. Times are absolute (integer
     ps, no earlier than the clock)."""
 
-    __slots__ = ("_queue", "_eids")
+    __slots__ = ("_events",)
 
     def __init__(self, env: Environment) -> None:
-        self._queue = _queue(env)  # SimPy 4.1 makes both once per environment (tests/engine/test_loop.py)
-        self._eids: Iterator[int] = env._eid
+        self._events = env._events
 
     def succeed(self, event: simpy.Event, time_ps: i64, value: object) -> None:
         """Trigger the not yet triggered ``event`` with ``value`` at ``time_ps``."""
         event._ok = True
         event._value = value
-        _push(self._queue, time_ps, NORMAL, _next(self._eids), event)
+        self._events.push(time_ps, _NORMAL, event)
 
     def rearm(self, timer: simpy.Event, time_ps: i64, callback: Callable[[simpy.Event], None]) -> None:
         """Trigger ``timer`` again at ``time_ps``, with ``callback`` its only callback, once SimPy
         has processed it: a Timeout made without a value, whose outcome (success, None) stays as it
         is; the same place in the queue a new Timeout made now would get."""
         timer.callbacks = [callback]
-        _push(self._queue, time_ps, NORMAL, _next(self._eids), timer)
+        self._events.push(time_ps, _NORMAL, timer)
 
 
 def schedule(env: Environment, delay_ps: int, callback: Callable[[simpy.Event], None]) -> simpy.Event:
@@ -296,7 +317,7 @@ def _initialisation(env: Environment, step: Callable[[simpy.Event], None]) -> An
     start.callbacks = [step]
     start._value = None
     start._ok = True
-    _push(_queue(env), env._now, URGENT, _next(env._eid), start)
+    env._events.push(env._now, _URGENT, start)
     return start
 
 
@@ -414,7 +435,7 @@ class Resume:
         process._ok = ok
         process._value = value
         env = self.env
-        _push(_queue(env), env._now, NORMAL, _next(env._eid), process)
+        env._events.push(env._now, _NORMAL, process)
 
 
 def start_process(env: Environment, generator: Any) -> simpy.Process:
@@ -495,7 +516,8 @@ def run_until(env: Environment, target: simpy.Event, limit_ps: int, *, every: Ca
     Each step is ``Environment.step`` inlined (this is the simulation's innermost loop): pop the
     next event, run its callbacks, raise (a copy of) a failure no process handled. The guard costs
     nothing per step: the loop looks at the clock every ``look`` steps only."""
-    queue = _queue(env)
+    events = env._events
+    queue = events.entries
     look = steps if every is not None and steps > 0 else LOOK_STEPS
     done, look_at, still, seen_ps = 0, look, 0, env._now
     watched = cast(_Processed, target)
@@ -504,7 +526,7 @@ def run_until(env: Environment, target: simpy.Event, limit_ps: int, *, every: Ca
             return Stop.IDLE
         if queue[0].time_ps > limit_ps:
             return Stop.BOUND
-        entry = _pop(queue)
+        entry = events.pop()
         env._now = entry.time_ps
         event = entry.event
         processed = cast(_Processed, event)
@@ -534,7 +556,7 @@ def due_now(env: Environment, most: int = 5) -> list[tuple[str, int]]:
     (for the report of a run that stopped advancing)."""
     counts: dict[str, int] = {}
     now = env._now
-    for entry in _queue(env):
+    for entry in env._events.entries:
         if entry.time_ps != now:
             continue
         event = entry.event
@@ -552,16 +574,18 @@ def schedule_stamp(env: Environment) -> int:
     """A stamp of the events scheduled so far: two stamps taken one after the other differ by one
     exactly when no event was scheduled in between. It takes one of SimPy's event ids, which only
     order events scheduled at the same time and priority: skipping one changes no order."""
-    stamp: int = next(env._eid)
+    events = env._events
+    stamp = events.next_id
+    events.next_id = stamp + 1
     return stamp
 
 
 def queued_events(env: Environment) -> int:
     """How many events are scheduled (the length of SimPy's event queue)."""
-    return len(_queue(env))
+    return len(env._events.entries)
 
 
 def next_event_ps(env: Environment) -> int | None:
     """When the next event is due (ps), or None when none is queued."""
-    queue = _queue(env)
-    return queue[0].time_ps if queue else None
+    entry = env._events.first()
+    return None if entry is None else entry.time_ps

@@ -65,6 +65,7 @@ def test_the_installed_simpy_has_the_layout_the_loop_relies_on():
     env.run()
     assert clock(env) == env.now == 5
     assert {priority for _, priority, _ in scheduled} == {-1, URGENT, NORMAL}
+    assert (URGENT, NORMAL) == (0, 1)  # engine.loop's own constants of them
 
 
 @given(st.lists(st.tuples(st.integers(0, 2**50), st.sampled_from([-1, URGENT, NORMAL])), min_size=1, max_size=60))
@@ -454,7 +455,7 @@ def test_run_process_orders_everything_as_start_process_where_its_initialisation
         other = env.timeout(3)  # a NORMAL event of the same instant, after the starter
         other.callbacks.append(lambda _e, env=env, log=log: log.append(("other", env.now)))
         steps = 0
-        while env._queue:
+        while queued_events(env):
             env.step()
             steps += 1
         runs.append((log, ended, [p.value if p.ok else None for p in processes], steps))

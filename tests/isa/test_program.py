@@ -9,6 +9,7 @@ import pytest
 
 import npusim
 from npusim import isa
+from npusim.engine.loop import queued_events
 from npusim.errors import UsageError, WorkloadError
 from npusim.hw.core import PipeStep
 from npusim.isa.fractal import nz_count, nz_unpack
@@ -479,7 +480,7 @@ def _dispatched_kernels(inline: bool):
         for kernel, stream, at in zip(kernels, (a, b, a, c), (0, 0, 5, 0)):
             env.timeout(at).callbacks.append(lambda event, kernel=kernel, stream=stream: dispatch(kernel, stream, event))
         steps = 0
-        while env._queue:
+        while queued_events(env):
             env.step()
             steps += 1
     return events_of(s.result), ends, steps
