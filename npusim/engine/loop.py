@@ -326,18 +326,21 @@ class Timer:
     (the queue key a new Timeout made then would get): the sleeps of one state machine, one at a
     time, without an event per sleep. It is started again only once it has fired."""
 
-    __slots__ = ("env", "event", "callback")
+    __slots__ = ("env", "events", "event", "callback")
 
     def __init__(self, env: Environment, callback: Callable[[simpy.Event], None]) -> None:
         self.env = env
-        self.event = simpy.Event(env)
+        self.events = env._events
+        self.event = event = simpy.Event(env)
+        event._ok = True  # its outcome, success with no value, set once: every firing has it (as a Timeout's)
+        event._value = None
         self.callback = callback
 
     def start(self, delay_ps: int) -> None:
         """Fire ``delay_ps`` ps from now."""
         event = self.event
         event.callbacks = [self.callback]
-        succeed_at(self.env, event, delay_ps)
+        self.events.push(self.env._now + delay_ps, _NORMAL, event)
 
 
 def rearm_at(env: Environment, event: simpy.Event, delay_ps: int) -> None:
