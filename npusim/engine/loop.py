@@ -70,8 +70,8 @@ into the queue at the same moments in the same order: each ``yield event`` becom
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Callable, Generator
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast, final
 
 import simpy
@@ -79,10 +79,12 @@ from mypy_extensions import mypyc_attr
 from simpy.core import EmptySchedule, Infinity, StopSimulation
 from simpy.events import Initialize, Process, _describe_frame
 
+from npusim.errors import WorkloadError
+
 if TYPE_CHECKING:  # a native 64-bit int in the compiled module; an int when interpreted
     from mypy_extensions import i64
 
-clock = attrgetter("_now")
+clock = operator.attrgetter("_now")
 """``clock(env)`` is ``env.now`` (integer ps), read without the property call."""
 
 _new_process: Final[Callable[[type], object]] = Process.__new__
@@ -200,8 +202,10 @@ class Environment(simpy.Environment):
         self._events = EventHeap()
 
     def schedule(self, event: simpy.Event, priority: Any = _NORMAL, delay: Any = 0) -> None:
-        """Put ``event`` into the queue ``delay`` ps from now (an int), with SimPy's ``priority``."""
-        self._events.push(self._now + delay, priority, event)
+        """Put ``event`` into the queue ``delay`` ps from now, with SimPy's ``priority``. Simulated
+        time is whole picoseconds: an integral delay of another type (a numpy int, ``2.0``) is
+        taken as its int, another one refused (:func:`whole_ps`)."""
+        self._events.push(self._now + (delay if type(delay) is int else whole_ps(delay)), priority, event)
 
     def peek(self) -> Any:
         """When the next event is due (ps); SimPy's Infinity when none is queued."""
@@ -229,6 +233,21 @@ class Environment(simpy.Environment):
                 self.schedule(event, -1)
                 raise
         _raise_unhandled(event)
+
+
+def whole_ps(delay: object) -> int:
+    """``delay`` (a delay of a SimPy event: a timeout's, ``Environment.schedule``'s) as the int of
+    picoseconds it is: an integer of any type (a numpy int), or a float with a whole value (SimPy's
+    ``run(until=...)`` makes one); a WorkloadError for anything else (SimPy's Timeout refuses a
+    negative delay itself)."""
+    try:
+        whole = operator.index(cast(Any, delay))
+    except TypeError:
+        if not isinstance(delay, float) or not delay.is_integer():
+            raise WorkloadError(f"a SimPy delay of {delay!r}: simulated time is whole picoseconds (npusim's environment "
+                                "counts integer ps); round it, e.g. env.timeout(round(delay_ps))") from None
+        whole = int(delay)
+    return whole
 
 
 def _raise_unhandled(event: Any) -> None:

@@ -9,6 +9,7 @@ import weakref
 from functools import partial
 from importlib.metadata import version
 
+import numpy as np
 import pytest
 import simpy
 from hypothesis import given
@@ -30,6 +31,7 @@ from npusim.engine.loop import (
     start_process,
     succeed_at,
 )
+from npusim.errors import WorkloadError
 
 
 def test_the_installed_simpy_has_the_layout_the_loop_relies_on():
@@ -135,6 +137,24 @@ def test_the_engines_environment_orders_events_as_simpys(plan):
         _scenario(environment(), plan, log)
         logs.append(log)
     assert logs[0] == logs[1]
+
+
+def test_the_engines_environment_takes_delays_of_whole_picoseconds_only():
+    """Simulated time is integer ps: an integral delay of another type (SimPy's ``run(until=...)``
+    makes a float of it, numpy ints) is taken as its int; a fractional or non-numeric one is refused
+    with an error that says so, compiled and interpreted alike."""
+    env = Environment()
+    env.timeout(3.0)
+    env.timeout(np.int64(4))
+    env.run(until=2)
+    assert env.now == 2 and type(env.now) is int
+    env.run()
+    assert env.now == 4 and type(env.now) is int
+    for bad in (1.5, float("nan"), float("inf")):
+        with pytest.raises(WorkloadError, match="whole picoseconds"):
+            env.timeout(bad)
+    with pytest.raises(WorkloadError, match="whole picoseconds"):
+        env.schedule(env.event(), NORMAL, "3")
 
 
 def test_the_engines_environment_steps_as_simpys():
