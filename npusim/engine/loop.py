@@ -6,8 +6,9 @@ module, which is the one place that reads or writes SimPy's private state, for s
 paths and for a stepping loop that can tell why it stopped. The layout it relies on (an event's
 outcome is ``_ok`` / ``_value``; a failure a process handled is marked ``_defused``; the clock is
 ``_now``; every event SimPy makes is put into the queue through ``Environment.schedule``, with
-the priorities URGENT 0 and NORMAL 1, and ``run`` goes through ``step`` and ``peek``) is SimPy 4.1's; pyproject.toml pins SimPy to the versions tested, and
-``tests/engine/test_loop.py`` checks the layout against the installed SimPy.
+the priorities URGENT 0 and NORMAL 1, and ``run`` goes through ``step`` and ``peek``) is SimPy
+4.1's; pyproject.toml pins SimPy to the versions tested, and ``tests/engine/test_loop.py`` checks
+the layout against the installed SimPy.
 
 - :class:`Environment` is SimPy's environment with a queue of its own, an :class:`EventHeap`: a
   binary heap of native entries (:class:`Entry`: time, then SimPy's priority and event id, as two
@@ -128,9 +129,6 @@ class EventHeap:
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self.next_id: i64 = 0
-
-    def __len__(self) -> int:
-        return len(self.entries)
 
     def push(self, time_ps: i64, priority: i64, event: simpy.Event) -> None:
         """Put ``event`` into the queue, due at ``time_ps`` with SimPy's ``priority``, with the next
@@ -594,7 +592,7 @@ def due_now(env: Environment, most: int = 5) -> list[tuple[str, int]]:
 
 def schedule_stamp(env: Environment) -> int:
     """A stamp of the events scheduled so far: two stamps taken one after the other differ by one
-    exactly when no event was scheduled in between. It takes one of SimPy's event ids, which only
+    exactly when no event was scheduled in between. It takes one of the queue's event ids, which only
     order events scheduled at the same time and priority: skipping one changes no order."""
     events = env._events
     stamp = events.next_id
