@@ -117,6 +117,19 @@ def _before(a: Entry, b: Entry) -> bool:
     return a.time_ps < b.time_ps or (a.time_ps == b.time_ps and a.order < b.order)
 
 
+def _sift_up(entries: list[Entry], entry: Entry, slot: i64) -> None:
+    """Put ``entry`` at ``slot`` of the heap ``entries`` or, moving its ancestors down, at the
+    first of them it is not processed before."""
+    while slot > 0:
+        parent_slot = (slot - 1) >> 1
+        parent = entries[parent_slot]
+        if not _before(entry, parent):
+            break
+        entries[slot] = parent
+        slot = parent_slot
+    entries[slot] = entry
+
+
 @final
 class EventHeap:
     """The queue of an :class:`Environment`: a binary heap of :class:`Entry`, compared on two native
@@ -137,16 +150,8 @@ class EventHeap:
         self.next_id = event_id + 1
         entry = Entry(time_ps, ((priority + 1) << _ID_BITS) | event_id, event)
         entries = self.entries
-        slot: i64 = len(entries)
         entries.append(entry)
-        while slot > 0:
-            parent_slot = (slot - 1) >> 1
-            parent = entries[parent_slot]
-            if not _before(entry, parent):
-                break
-            entries[slot] = parent
-            slot = parent_slot
-        entries[slot] = entry
+        _sift_up(entries, entry, len(entries) - 1)
 
     def pop(self) -> Entry:
         """Take the first entry out of the non-empty queue. As heapq does: the smaller child moves
@@ -171,14 +176,7 @@ class EventHeap:
             entries[slot] = below
             slot = child
             child = 2 * slot + 1
-        while slot > 0:
-            parent_slot = (slot - 1) >> 1
-            parent = entries[parent_slot]
-            if not _before(last, parent):
-                break
-            entries[slot] = parent
-            slot = parent_slot
-        entries[slot] = last
+        _sift_up(entries, last, slot)
         return first
 
     def first(self) -> Entry | None:
