@@ -234,9 +234,12 @@ class Output:
         return cls(name, lambda path: path.write_bytes(make()))
 
     @classmethod
-    def json(cls, name: str, document: Any) -> Output:
-        """A JSON file of ``document`` (:func:`json_bytes`), encoded when the file is written."""
-        return cls.made(name, lambda: json_bytes(document))
+    def json(cls, name: str, document: Any, *, on_two_cores: bool = False) -> Output:
+        """A JSON file of ``document`` (:func:`json_bytes`), encoded when the file is written;
+        ``on_two_cores``: by a forked copy of this process, while this one writes the folder's
+        other files (:class:`WrittenByCopy`: a large summary, when no other file goes to another core)."""
+        made = cls.made(name, lambda: json_bytes(document))
+        return cls(name, made.write, start=(lambda path: WrittenByCopy(made.write, path)) if on_two_cores else None)
 
 
 MARKER = ".npusim-folder.json"
@@ -718,6 +721,42 @@ class Forked(Generic[_Result]):
         if self._outcome >= 0:
             os.close(self._outcome)
             self._outcome = -1
+
+
+class WrittenByCopy:
+    """A file written whole by a forked copy of this process (:class:`Forked`), from the moment
+    this is made, into a temporary beside ``path`` (``write(temporary)``); :meth:`finish` waits for
+    the copy and puts the file at ``path`` (a :class:`Pending`: the file appears whole or not at
+    all). Only where :func:`can_fork`."""
+
+    def __init__(self, write: Callable[[Path], object], path: Path) -> None:
+        self.path = path
+        self.temporary = temporary_name(path)
+        temporary = self.temporary
+        self.copy: Forked[None] | None = Forked(lambda: _nothing(write(temporary)), f"writing {path.name}")
+
+    def finish(self) -> Path:
+        """Wait for the copy; the file is at ``path`` when this returns (raises what the copy met)."""
+        assert self.copy is not None, "finished or abandoned already"
+        try:
+            self.copy.join()
+            self.copy = None
+            os.rename(self.temporary, self.path)
+        except BaseException:
+            self.abandon()
+            raise
+        return self.path
+
+    def abandon(self) -> None:
+        """Stop the copy (if it still writes) and remove what it wrote."""
+        if self.copy is not None:
+            self.copy.stop()
+            self.copy = None
+        self.temporary.unlink(missing_ok=True)
+
+
+def _nothing(_: object) -> None:
+    """What a :class:`WrittenByCopy`'s copy sends back: nothing (its file is its result)."""
 
 
 class TwoEnds:

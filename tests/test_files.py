@@ -684,3 +684,35 @@ def test_meanwhile_runs_once_the_copy_writes_and_before_this_process_writes_and_
     assert tokens(out) == {"good"} and leftovers(tmp_path) == []
     (half,) = started
     assert half.child is None  # stopped and reaped
+
+
+def test_a_json_file_on_two_cores_is_written_by_a_copy_as_this_process_writes_it(tmp_path, monkeypatch, forkable):
+    document = {"ops": [{"name": "shmem_put", "op": i, "start_us": i / 3} for i in range(50)], "run": "copy", "text": "é\n"}
+    encode = files.json_bytes
+
+    def noting_writer(data):
+        (tmp_path / f"writer-{os.getpid()}").touch()
+        return encode(data)
+
+    monkeypatch.setattr(files, "json_bytes", noting_writer)
+    written = {}
+    for on_two_cores in (True, False):
+        out = tmp_path / f"run-{on_two_cores}"
+        with StagedFolder(out) as folder:
+            folder.write([Output.json("summary.json", document, on_two_cores=on_two_cores)])
+            folder.commit(out)
+        written[on_two_cores] = (out / "summary.json").read_bytes()
+    writers = sorted(int(p.name.removeprefix("writer-")) for p in tmp_path.glob("writer-*"))
+    assert written[True] == written[False] == json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
+    assert len(writers) == 2 and os.getpid() in writers  # one by a copy, one by this process
+    assert leftovers(tmp_path / "run-True") == []
+
+
+def test_a_json_file_the_copy_cannot_write_fails_the_folder_and_leaves_nothing(tmp_path, forkable):
+    out = tmp_path / "run"
+    write_run(out, "good")
+    broken = [*outputs("bad")[:1], Output.json("summary.json", {"run": "bad", "rows": [object()]}, on_two_cores=True), *outputs("bad")[2:]]
+    with pytest.raises(TypeError, match="not JSON serializable"), StagedFolder(out) as folder:
+        folder.write(broken)
+        folder.commit(out)
+    assert tokens(out) == {"good"} and leftovers(tmp_path) == []

@@ -272,6 +272,24 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
 
 
 
+TWO_CORES_MIN_ROWS = 10_000
+"""Rows of its tables from which a summary is written faster by a forked copy of the process, while
+the process writes the run folder's other files (``npusim.files.WrittenByCopy``): JSON takes ~3.3 us
+a row (8,832 rows of the 64-die hierarchical all-gather: 29 ms; 59,904 at 256 dies: 0.36 s), a fork
+and its reaping 2.5 ms at 61 MB resident to 23 ms at 435 MB (measured, benchmarks/RESULTS.md "Stop 46")."""
+
+
+def table_rows(summary: dict[str, Any]) -> int:
+    """The rows of a summary's tables (ops, tiles, pipes, bandwidth, L2 per die and per op): what
+    writing it as JSON takes time in proportion to."""
+    return sum(len(summary[table]) for table in ("ops", "tiles", "pipes", "bandwidth")) + len(summary["l2"]["dies"]) + len(summary["l2"]["ops"])
+
+
+def pays_on_two_cores(summary: dict[str, Any]) -> bool:
+    """Whether the summary is large enough for a forked copy to save time writing it (:data:`TWO_CORES_MIN_ROWS`)."""
+    return table_rows(summary) >= TWO_CORES_MIN_ROWS
+
+
 def host_fallbacks(record: RunRecord) -> list[dict[str, Any]]:
     """One row per op that ran on the host instead of the device: how many times, the first time
     (us) and die, the first one's message and the program's line it names (``at``, "" if none), in

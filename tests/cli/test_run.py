@@ -466,6 +466,48 @@ def test_the_run_folder_is_the_same_written_on_two_cores_or_one(tmp_path):
     assert folders["two"] == folders["one"] and len(folders["two"]["trace.json"]) > 100_000
 
 
+# Runs `npusim run` with a summary counted large enough for a copy to write it from MIN_ROWS rows
+# (the environment's), noting in "summary-writer" the pid of the process that encodes it.
+SUMMARY_WRITER = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from npusim import files
+    from npusim.trace import summary
+
+    summary.TWO_CORES_MIN_ROWS = int(os.environ["MIN_ROWS"])
+    encode = files.json_bytes
+    def noting(data):
+        if "tiles" in data:
+            Path("summary-writer").write_text(str(os.getpid()))
+        return encode(data)
+
+    files.json_bytes = noting
+    from npusim.cli import main
+    sys.argv = ["npusim", *sys.argv[1:]]
+    main()
+""")
+
+
+@pytest.mark.parametrize(("trace", "min_rows", "copy"), [("none", 0, True), ("none", 10_000, False), ("all", 0, False)])  # 920 rows
+def test_a_large_summary_is_written_by_a_copy_when_the_trace_is_not(tmp_path, trace, min_rows, copy, started):
+    folders = {}
+    for how, env in [("two", {"NPUSIM_FORK": "always"}), ("one", {"NPUSIM_FORK": "never"})]:
+        out = tmp_path / how
+        run = started([sys.executable, "-c", SUMMARY_WRITER, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--trace", trace, "--out", str(out)],
+                      cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), MIN_ROWS=str(min_rows), **env), stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE, text=True)
+        _, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr
+        assert (int((tmp_path / "summary-writer").read_text()) != run.pid) == (copy and how == "two")
+        folders[how] = folder_bytes(out)
+        summary = json.loads(folders[how].pop("summary.json"))
+        assert summary.pop("wall_time_s") > 0 and summary["status"] == "ok"
+        folders[how]["summary"] = summary
+        for name in ("manifest.json", MARKER):  # the command, the folder's id
+            folders[how].pop(name)
+    assert folders["two"] == folders["one"]
+
+
 # Runs `npusim run` with the trace writer's events part (written by the forked copy) stopped:
 # it writes its pid to WRITING, then sleeps, so that the test can interrupt the writing.
 WRITING_STOPS = textwrap.dedent("""
