@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 import numpy as np
 
@@ -41,7 +41,7 @@ def _reject(op: str, arg: str, value: object, rule: str) -> NoReturn:
     raise OpArgumentError(f"{op}: {arg}={_shown(value)} {rule}")
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
     """A Python or numpy int, not a bool (a plain int, by far the most common, is recognised first)."""
     return type(value) is int or isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 

@@ -176,7 +176,7 @@ class ShmemAllocation:
     @property
     def data_bytes(self) -> int:
         """Bytes of the data window it takes on each PE (0 for a signal-only tensor)."""
-        return 0 if self.data_shape is None else data_area_bytes(self.data_shape, self.dtype)
+        return 0 if self.data_shape is None or self.dtype is None else data_area_bytes(self.data_shape, self.dtype)
 
     @property
     def signal_bytes(self) -> int:
@@ -218,10 +218,11 @@ class ShmemGroup:
         far; later areas go after them (module docstring)."""
         if self.frozen:
             return
-        placed = {id(a): [self.data_offset_bytes(a), self.signal_offset_bytes(a)] for a in self.allocations}
+        placed: dict[int, list[int | None]] = {}
         ends = [0, 0]
         for a in self.allocations:
-            data, signal = placed[id(a)]
+            data, signal = self.data_offset_bytes(a), self.signal_offset_bytes(a)
+            placed[id(a)] = [data, signal]
             if data is not None:
                 ends[0] = data + a.data_bytes
             ends[1] = signal + a.signal_bytes

@@ -123,7 +123,9 @@ class RaceDetector:
     def _report(self, a: Access, b: Access) -> None:
         """``a`` started after ``b``: it is the access that races (``emit``'s last argument)."""
         reader, writer = (a, b) if a.kind == READ else (b, a)
-        message = describe(reader, writer, reader.overlap(writer))
+        overlap = reader.overlap(writer)
+        assert overlap is not None  # paired by record() only where they overlap
+        message = describe(reader, writer, overlap)
         self.reports.append(message)
         self.emit(message, reader, writer, a)
 
