@@ -5,7 +5,9 @@ every copy looks up (``npusim/hw/cache.py``), their bulk-copy engines (``npusim/
 device tasks (``npusim/hw/aicpu.py``), the machine, its routes, streams and memories (``npusim/hw/system.py``,
 ``topology.py``, ``stream.py``, ``memory.py``), the kernel builder and the instructions
 (``npusim/isa/program.py``, ``npusim/isa/instructions.py``) and the recorder's event rows the
-pipes append to and the recorder itself (``npusim/trace/rows.py``, ``npusim/trace/recorder.py``) compiled to C extensions by mypyc, from the same mypy-strict sources (the metadata is in
+pipes append to and the recorder itself (``npusim/trace/rows.py``, ``npusim/trace/recorder.py``), HCCL's staging rewrite
+(``npusim/kernels/hccl/staging.py``) and the PyPTO runtime's device tasks the AICPU schedulers run
+(``npusim/runtime/tasks.py``) compiled to C extensions by mypyc, from the same mypy-strict sources (the metadata is in
 pyproject.toml).
 
 The network's progressive filling is most of a collective's run, the event loop runs every event
@@ -16,7 +18,7 @@ The build writes nothing into the source tree. mypyc's C files and its type-chec
 build's temporary folder, and the extensions into their own package, ``npusim_compiled``, in the
 wheel (so in site-packages, an editable install included), never beside the sources:
 ``npusim_compiled/engine/`` holds the extension files of ``npusim.engine`` (and the shared library),
-``npusim_compiled/hw/`` those of ``npusim.hw`` (and so on for ``isa/`` and ``trace/``), and ``npusim_compiled/__init__.py`` the SHA-256 of
+``npusim_compiled/hw/`` those of ``npusim.hw`` (and so on for ``isa/``, ``trace/``, ``kernels/hccl/`` and ``runtime/``), and ``npusim_compiled/__init__.py`` the SHA-256 of
 the sources they were compiled from (or why nothing was compiled). ``npusim.engine`` compares
 those digests with the sources when it is imported and only then puts the compiled modules first
 on the packages' paths (all or none); otherwise Python runs the ``.py`` files: the same code.
@@ -37,10 +39,10 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/hw/dma.py", "npusim/hw/aicpu.py", "npusim/hw/system.py", "npusim/hw/topology.py", "npusim/hw/stream.py", "npusim/hw/memory.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py", "npusim/trace/recorder.py", "npusim/kernels/hccl/staging.py"]
+COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/hw/dma.py", "npusim/hw/aicpu.py", "npusim/hw/system.py", "npusim/hw/topology.py", "npusim/hw/stream.py", "npusim/hw/memory.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py", "npusim/trace/recorder.py", "npusim/kernels/hccl/staging.py", "npusim/runtime/tasks.py"]
 """The modules compiled, into one shared library (``compiled__mypyc``): they call each other inside it (one line: the Makefile reads it)."""
 PACKAGE = "npusim_compiled"
-"""The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``, ``kernels/hccl/``: their extension files) and
+"""The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``, ``kernels/hccl/``, ``runtime/``: their extension files) and
 ``__init__.py`` (the digests)."""
 GROUP = "npusim.engine.compiled"
 """mypyc's name for the shared library (``npusim.engine.compiled__mypyc``; of mypyc's choosing otherwise)."""

@@ -4,12 +4,15 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import settings
 
 import npusim
+from npusim.engine import CHOICE, ENGINE_VARIABLE
 
 # The suite is deterministic: every property test draws the same examples on every run and every
 # machine (seeded from the test itself, no example database), so a failure CI meets is the one a
@@ -19,6 +22,23 @@ import npusim
 settings.register_profile("repeatable", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A test marked ``interpreted`` replaces methods of the model's classes to watch them (a
+    monkeypatch on ``CoreTask.start`` ...): compiled code calls its own compiled methods directly
+    and never sees the replacement. Where the engine runs compiled, such a test runs in a child
+    pytest on the interpreted engine (NPUSIM_ENGINE=interpreted: the same code, whose results
+    the golden digests hold equal to the compiled engine's), and passes or fails as it does there."""
+    if pyfuncitem.get_closest_marker("interpreted") is None or CHOICE.folder is None:
+        return None
+    root = Path(__file__).resolve().parent.parent
+    child = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", pyfuncitem.nodeid],
+                           cwd=root, env={**os.environ, ENGINE_VARIABLE: "interpreted"}, capture_output=True, text=True, timeout=600)
+    if child.returncode != 0:
+        pytest.fail(f"on the interpreted engine (NPUSIM_ENGINE=interpreted):\n{child.stdout}{child.stderr}", pytrace=False)
+    return True
 
 
 @contextlib.contextmanager

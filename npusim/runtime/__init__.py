@@ -44,4 +44,13 @@ on the same shmem tensor, only if the signal's tile overlaps the box the put wro
 ``signal->wait`` from each signal store that landed in a slot since it was last cleared to the
 poll pass that saw the slot match; ``wait->load`` from that poll pass to the first event of each
 shmem_load or shmem_get tile op that had the wait as pred.
+
+:mod:`.tasks` runs compiled with the engine, in the engine's shared library, or as Python with it:
+:mod:`npusim.engine` chooses for all (all or none), and where it chose the compiled modules this
+package finds it in the build's ``runtime/`` folder before the source.
 """
+
+from npusim.engine import CHOICE
+
+if CHOICE.folder is not None:
+    __path__.insert(0, str(CHOICE.folder / "runtime"))  # the package's own path: the compiled module is found before the source

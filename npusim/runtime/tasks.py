@@ -6,7 +6,6 @@ device value the control AICPU reads; :class:`OpNode` is one PyPTO op of a PE an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
@@ -185,7 +184,7 @@ class CoreTask(Task):
         with p.tile(self.tile):
             if known is not None and p.replay(known.program, bases):
                 instructions = p.instructions
-                marked = [[instructions[i] for i in marks] for marks in known.marks]
+                marked: list[Sequence[Instruction]] = [[instructions[i] for i in marks] for marks in known.marks]
                 watched: list[Instruction] | None = [instructions[i] for i in known.watched]
                 starts = list(known.starts)
                 p.sources = [(start, piece.source) for start, piece in zip(starts, self.consumers) if piece.source is not None]
@@ -381,34 +380,36 @@ class ControlRead(Task):
         """The element's value, once read on the device, or once final before (the kernel function
         waits for it only when tile ops still to run may write it)."""
         program = self.op.program
-        if self._value is not None:
-            return self._value
-        if not program.launch.system.with_data:
-            raise UsageError(
-                f"{self.what} (GetTensorData) on PE {program.pe}: the kernel uses a value read from device memory, but "
-                "this run simulates timing only (--no-data) and keeps no values to read; run it with data "
-                "(npusim run without --no-data, or npusim.session(..., data=True))"
-            )
-        if not self.done_event.triggered:
-            program.wait_for(self)
-        assert self._value is not None
-        return self._value
+        if self._value is None:  # one branch, not an early return: the wait sets _value, which mypy(c) would take to be None still after it
+            if not program.launch.system.with_data:
+                raise UsageError(
+                    f"{self.what} (GetTensorData) on PE {program.pe}: the kernel uses a value read from device memory, but "
+                    "this run simulates timing only (--no-data) and keeps no values to read; run it with data "
+                    "(npusim run without --no-data, or npusim.session(..., data=True))"
+                )
+            if not self.done_event.triggered:
+                program.wait_for(self)
+        value = self._value
+        assert value is not None
+        return value
 
     def report(self) -> str:
         return (f"PE {self.op.pe} (die {self.op.program.die}) reads {self.what} (GetTensorData), which cannot be read "
                 "until the tile ops that write it have run")
 
 
-@dataclass(eq=False)
 class OpNode:
     """One PyPTO op on one PE: its trace record id, its tile ops, and the line of the user's program
     that called it (``source``, a Callsite or None: race reports name it)."""
 
-    program: PeProgram
-    name: str
-    record: int
-    tasks: list[Task] = field(default_factory=list)
-    source: Callsite | None = None
+    # not a dataclass: compiled, a dataclass looks its fields' types up as the module is imported,
+    # and PeProgram's module imports this one
+    def __init__(self, program: PeProgram, name: str, record: int, source: Callsite | None = None) -> None:
+        self.program = program
+        self.name = name
+        self.record = record
+        self.tasks: list[Task] = []
+        self.source = source
 
     @property
     def pe(self) -> int:

@@ -11,9 +11,9 @@ from npusim.callsite import Callsite
 from npusim.isa.instructions import Instruction
 from npusim.isa.program import ProgramTemplate
 
-PieceBuild = Callable[..., tuple[Any, list[Instruction]]]
+PieceBuild = Callable[..., tuple[Any, Sequence[Instruction]]]
 """A piece's ``build(p, loaded, *gm) -> (its result, the instructions to hand its hook)``."""
-PieceHook = Callable[[list[Instruction], tuple[Any, ...]], None]
+PieceHook = Callable[[Sequence[Instruction], tuple[Any, ...]], None]
 """A piece's ``hook(instructions, gm)``."""
 
 
@@ -57,7 +57,7 @@ def watched(instructions: Sequence[Instruction]) -> list[Instruction]:
     return [instructions[0], *last_of_pipe.values()]
 
 
-def hand_over(pieces: Sequence[ProgramPiece], handed: Sequence[list[Instruction]], gms: Sequence[tuple[Any, ...]]) -> None:
+def hand_over(pieces: Sequence[ProgramPiece], handed: Sequence[Sequence[Instruction]], gms: Sequence[tuple[Any, ...]]) -> None:
     """Give each piece with a hook the instructions it handed over in this program and its GM addresses."""
     for piece, instructions, gm in zip(pieces, handed, gms):
         if piece.hook is not None:

@@ -66,7 +66,7 @@ def _choose(request: str, build, root: Path):
 
 
 def test_the_engine_the_pipes_the_kernel_builder_and_the_event_rows_are_compiled():
-    assert {"engine.loop", "engine.flow", "hw.core", "isa.program", "trace.rows"} <= set(COMPILED) and PACKAGES == ("engine", "hw", "isa", "trace", "kernels.hccl")
+    assert {"engine.loop", "engine.flow", "hw.core", "isa.program", "trace.rows"} <= set(COMPILED) and PACKAGES == ("engine", "hw", "isa", "trace", "kernels.hccl", "runtime")
 
 
 def test_a_build_from_these_sources_runs_compiled(tmp_path):
@@ -194,8 +194,9 @@ def test_a_run_records_and_shows_its_engine(tmp_path):
     assert compiled.returncode == 0 and interpreted.returncode == 0, compiled.stderr + interpreted.stderr
     kind = "compiled" if COMPILED_HERE else "interpreted"
     default = _manifest(tmp_path / "default")
-    # the modules of COMPILED the run imported: vector_add calls no collective and runs no device task (not HCCL's staging nor hw.aicpu)
-    imported = [f"npusim.{name}" for name in COMPILED if name not in ("kernels.hccl.staging", "hw.aicpu")]
+    # the modules of COMPILED the run imported: vector_add calls no collective and runs no device task (not HCCL's staging, nor
+    # hw.aicpu, nor the PyPTO runtime's tasks)
+    imported = [f"npusim.{name}" for name in COMPILED if name not in ("kernels.hccl.staging", "hw.aicpu", "runtime.tasks")]
     assert default["engine"] == kind and default["compiled_modules"] == (imported if COMPILED_HERE else [])
     assert f"({kind} engine)" in compiled.stdout
     python = _manifest(tmp_path / "interpreted")

@@ -1,6 +1,8 @@
 """Tile ops reuse their programs: every replay of a template is the program a build would make
 (shmem put, get, load, store, assemble, signal and barrier tile ops, valid regions, dtypes that
-cast, groups), shapes that differ get templates of their own, and nothing racy is vouched for."""
+cast, groups), shapes that differ get templates of their own, and nothing racy is vouched for.
+The tests that watch the runtime's calls by replacing methods (``CoreTask.start``, ``Kernel.launch``
+...) are marked ``interpreted``: compiled, the runtime calls those methods directly (tests/conftest.py)."""
 
 import sys
 
@@ -62,6 +64,7 @@ def checked(monkeypatch):
 
 @pytest.mark.parametrize("case", ["all_gather", "all_reduce_two_shot", "all_reduce_one_shot", "reduce_scatter_bf16", "two_group_all_gather",
                                   "cascading_all_reduce"])
+@pytest.mark.interpreted
 def test_every_replay_is_the_program_its_pieces_build(checked, case):
     with npusim.session("a3"):
         assert run_case(case, small=True)
@@ -74,6 +77,7 @@ def _templates(**params):
     return {key[1][0][0]: key for key in launch.templates}, launch
 
 
+@pytest.mark.interpreted
 def test_one_template_per_shape_of_tile_op(checked):
     names, launch = _templates(n_pes=4, rows=16, cols=256, tile_rows=4)
     assert sorted(names) == ["shmem_barrier_all", "shmem_load", "shmem_put", "shmem_signal"]
@@ -105,6 +109,7 @@ def test_a_racy_put_program_is_reported_on_every_tile_op_that_replays_it(monkeyp
     assert len(puts) == 8 and len(reported) == len(puts)  # one chunk per tile: one race per tile op
 
 
+@pytest.mark.interpreted
 def test_a_tile_op_runs_in_its_stream_tasks_own_process(monkeypatch):
     """The AICPU dispatches a tile op as the last thing its timer's event schedules, so its kernel
     is launched inline (Kernel.launch: its run's process would start as the next event)."""
@@ -121,6 +126,7 @@ def test_a_tile_op_runs_in_its_stream_tasks_own_process(monkeypatch):
     assert options and all(given == {"inline": True} for given in options)
 
 
+@pytest.mark.interpreted
 def test_a_tile_op_lets_go_of_its_kernel_and_program_once_launched(monkeypatch):
     """A tile op's kernel and program refer to each other; once launched, its core runs the placed
     program: both are freed as the tile op starts (no cycle left for the collector, nothing kept
@@ -147,6 +153,7 @@ def test_a_tile_op_lets_go_of_its_kernel_and_program_once_launched(monkeypatch):
     assert len(launched) == 4  # the first tile op of each shape; the others launch replays, without a kernel (Replay.launch)
 
 
+@pytest.mark.interpreted
 @pytest.mark.parametrize("data", [False, True])
 def test_a_replay_launched_alone_runs_as_the_kernel_of_its_program(monkeypatch, data):
     """Replays that are not race-checked are launched without a kernel and its program
