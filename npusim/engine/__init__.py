@@ -10,8 +10,8 @@ into a package of their own, ``npusim_compiled`` (site-packages; ``engine/``, ``
 from), never beside the sources. As it is imported this package chooses (:func:`choose_engine`),
 for every compiled module: the compiled modules when their digests match every one of the sources
 (they are one shared library and call each other inside it, so all or none), by putting their
-folder first on its ``__path__`` (``engine/``; :mod:`npusim.hw` puts ``hw/`` first on its own, and so do :mod:`npusim.isa`,
-:mod:`npusim.trace`, :mod:`npusim.kernels.hccl` and :mod:`npusim.runtime`);
+folder first on its ``__path__`` (:func:`compiled_first`: ``engine/`` here, and each other package of
+:data:`PACKAGES`, :mod:`npusim.hw` ..., calls it for its own);
 otherwise the sources, interpreted. A build from other sources (an edit or a pull since) is never
 run: the sources run, and the process says so once on stderr, with how to build again. ``NPUSIM_ENGINE`` chooses:
 ``auto`` (unset: as above), ``interpreted`` (the sources, whatever is built) or ``compiled`` (the
@@ -136,9 +136,22 @@ def engine_record() -> dict[str, object]:
 
 CHOICE = choose_engine(os.environ.get(ENGINE_VARIABLE) or "auto", _installed_build())
 """This process's engine."""
-if CHOICE.folder is not None:
-    __path__.insert(0, str(CHOICE.folder / "engine"))  # the package's own path: the compiled modules are found before the sources
-elif CHOICE.warning is not None:
+
+
+def compiled_first(package: str, path: list[str]) -> None:
+    """Where :data:`CHOICE` chose the compiled modules, put the build's folder of ``package`` (a
+    package of :data:`PACKAGES` by its full name, ``npusim.kernels.hccl``) first on ``path``, the
+    package's ``__path__``, so its compiled modules are found before their sources. Each such
+    package's ``__init__`` calls it with its ``__name__`` and ``__path__``."""
+    name = package.removeprefix("npusim.")
+    if name not in PACKAGES:
+        raise ValueError(f"{package} has no compiled modules: add them to setup.py's and npusim.engine's COMPILED first (packages: {', '.join(PACKAGES)})")
+    if CHOICE.folder is not None:
+        path.insert(0, str(CHOICE.folder.joinpath(*name.split("."))))
+
+
+compiled_first(__name__, __path__)
+if CHOICE.warning is not None:
     print(CHOICE.warning, file=sys.stderr)
 
 from npusim.engine.flags import Flags  # noqa: E402  (after the choice: it sets where they are found)

@@ -8,7 +8,6 @@ chooses for all (all or none), and where it chose the compiled modules this pack
 the build's ``hw/`` folder before the sources.
 """
 
-from npusim.engine import CHOICE
+from npusim.engine import compiled_first
 
-if CHOICE.folder is not None:
-    __path__.insert(0, str(CHOICE.folder / "hw"))  # the package's own path: the compiled module is found before the source
+compiled_first(__name__, __path__)

@@ -7,10 +7,9 @@ of them (all or none), and where it chose the compiled modules this package find
 ``instructions`` in the build's ``isa/`` folder before the sources.
 """
 
-from npusim.engine import CHOICE
+from npusim.engine import compiled_first
 
-if CHOICE.folder is not None:
-    __path__.insert(0, str(CHOICE.folder / "isa"))  # the package's own path: the compiled module is found before the source
+compiled_first(__name__, __path__)
 
 from npusim.hw.pipes import Pipe  # noqa: E402  (after the choice: it sets where program is found)
 from npusim.isa.instructions import GmAddress, LocalTensor  # noqa: E402

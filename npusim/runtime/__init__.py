@@ -50,7 +50,6 @@ shmem_load or shmem_get tile op that had the wait as pred.
 package finds it in the build's ``runtime/`` folder before the source.
 """
 
-from npusim.engine import CHOICE
+from npusim.engine import compiled_first
 
-if CHOICE.folder is not None:
-    __path__.insert(0, str(CHOICE.folder / "runtime"))  # the package's own path: the compiled module is found before the source
+compiled_first(__name__, __path__)

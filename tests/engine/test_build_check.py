@@ -69,6 +69,22 @@ def test_the_engine_the_pipes_the_kernel_builder_and_the_event_rows_are_compiled
     assert {"engine.loop", "engine.flow", "hw.core", "isa.program", "trace.rows"} <= set(COMPILED) and PACKAGES == ("engine", "hw", "isa", "trace", "kernels.hccl", "runtime")
 
 
+def test_each_package_of_compiled_modules_finds_them_in_its_build_folder_first():
+    """compiled_first: under the compiled engine each package of PACKAGES has its build folder
+    (npusim_compiled/kernels/hccl ...) first on its path, under the interpreted one its sources
+    only; a package with no compiled module is refused."""
+    folder = npusim.engine.CHOICE.folder
+    for package in PACKAGES:
+        path = importlib.import_module(f"npusim.{package}").__path__
+        first = Path(path[0])
+        if folder is None:
+            assert first == ROOT / "npusim" / package.replace(".", "/"), package
+        else:
+            assert first == folder.joinpath(*package.split(".")) and Path(path[1]) == ROOT / "npusim" / package.replace(".", "/"), package
+    with pytest.raises(ValueError, match=r"npusim\.frontend has no compiled modules: add them to setup\.py's"):
+        npusim.engine.compiled_first("npusim.frontend", [])
+
+
 def test_a_build_from_these_sources_runs_compiled(tmp_path):
     root, digests = _sources(tmp_path)
     build = _build(tmp_path, digests)

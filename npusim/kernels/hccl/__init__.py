@@ -15,7 +15,6 @@ Nothing here touches SimPy; the runtime (``npusim.frontend.hccl``) plays a sched
 package finds it in the build's ``kernels/hccl/`` folder before the source.
 """
 
-from npusim.engine import CHOICE
+from npusim.engine import compiled_first
 
-if CHOICE.folder is not None:
-    __path__.insert(0, str(CHOICE.folder / "kernels" / "hccl"))  # the package's own path: the compiled module is found before the source
+compiled_first(__name__, __path__)
