@@ -39,7 +39,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/hw/dma.py", "npusim/hw/aicpu.py", "npusim/hw/system.py", "npusim/hw/topology.py", "npusim/hw/stream.py", "npusim/hw/memory.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py", "npusim/trace/recorder.py", "npusim/kernels/hccl/staging.py", "npusim/runtime/tasks.py"]
+COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/hw/dma.py", "npusim/hw/aicpu.py", "npusim/hw/system.py", "npusim/hw/topology.py", "npusim/hw/stream.py", "npusim/hw/memory.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py", "npusim/trace/recorder.py", "npusim/kernels/hccl/staging.py", "npusim/runtime/tasks.py", "npusim/runtime/symbolic.py", "npusim/kernels/shmem/checks.py", "npusim/kernels/shmem/tiling.py", "npusim/kernels/shmem/layout.py", "npusim/kernels/shmem/races.py", "npusim/kernels/shmem/tile_ops.py"]
 """The modules compiled, into one shared library (``compiled__mypyc``): they call each other inside it (one line: the Makefile reads it)."""
 PACKAGE = "npusim_compiled"
 """The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``, ``kernels/hccl/``, ``runtime/``: their extension files) and

@@ -9,7 +9,10 @@ without coming back up.
   memory (windows), linking the tile ops into each PE's device task and submitting it to the PE's
   AICPU scheduler; the host it runs for (:class:`~.launch.LaunchHost`, the session).
 - :mod:`.program`: :class:`~.program.PeProgram`, what one PE's kernel function built (its ops, in
-  call order, and its build state), its ranks in the communication groups.
+  call order, and its build state), its ranks in the communication groups; which PE's kernel
+  function runs in this thread (:func:`~.program.building_program`).
+- :mod:`.symbolic`: :class:`~.symbolic.SymbolicScalar`, PyPTO's runtime integer, which a kernel
+  builds its op arguments from and each PE evaluates to its own value.
 - :mod:`.tasks`: the device tasks, one per tile op: :class:`~.tasks.CoreTask` (a program on one AI
   core), :class:`~.tasks.WaitTask` (a signal slot an AICPU polls), :class:`~.tasks.ControlRead` (a
   device value the control AICPU reads), and :class:`~.tasks.OpNode` (one PyPTO op of a PE).
@@ -45,7 +48,7 @@ on the same shmem tensor, only if the signal's tile overlaps the box the put wro
 poll pass that saw the slot match; ``wait->load`` from that poll pass to the first event of each
 shmem_load or shmem_get tile op that had the wait as pred.
 
-:mod:`.tasks` runs compiled with the engine, in the engine's shared library, or as Python with it:
+:mod:`.tasks` and :mod:`.symbolic` run compiled with the engine, in the engine's shared library, or as Python with it:
 :mod:`npusim.engine` chooses for all (all or none), and where it chose the compiled modules this
 package finds it in the build's ``runtime/`` folder before the source.
 """

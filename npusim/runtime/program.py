@@ -3,7 +3,9 @@ state, and its ranks in the launch's communication groups (:class:`GroupRanks`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -157,3 +159,31 @@ class GroupRanks(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(self.launch.groups)
+
+
+_BUILDING = threading.local()  # per thread: the PE programs whose kernel functions run (each PE's kernel runs in a builder thread)
+
+
+def _building() -> list[PeProgram]:
+    stack: list[PeProgram] | None = getattr(_BUILDING, "programs", None)
+    if stack is None:
+        stack = _BUILDING.programs = []
+    return stack
+
+
+def building_program() -> PeProgram | None:
+    """The PE whose kernel function is running in this thread, if any: the PE the API's ops build
+    for, and whose ranks a SymbolicScalar gives to Python (``int()``, ``if``)."""
+    stack = _building()
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def building(program: PeProgram) -> Iterator[PeProgram]:
+    """PyPTO ops called inside (in this thread) build ``program``."""
+    stack = _building()
+    stack.append(program)
+    try:
+        yield program
+    finally:
+        stack.pop()

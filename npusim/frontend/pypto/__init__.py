@@ -49,7 +49,6 @@ from npusim.frontend.pypto.control import (
 from npusim.frontend.pypto.converter import from_torch
 from npusim.frontend.pypto.host_data import RunMode, function
 from npusim.frontend.pypto.ops import get_cube_tile_shapes, get_vec_tile_shapes, set_vec_tile_shapes
-from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.symbolic_scalar import SymInt
 from npusim.frontend.pypto.tensors import ShmemTensor, Tensor
 from npusim.kernels.shmem.dtypes import (
@@ -84,6 +83,7 @@ from npusim.kernels.shmem.dtypes import (
 from npusim.runtime.ops import PYPTO_OPS
 from npusim.runtime.ops import offered as _offered
 from npusim.runtime.ops import ops_in as _ops_in
+from npusim.runtime.symbolic import SymbolicScalar
 
 tensor = Tensor
 """``pypto.tensor(shape, dtype, name)``: the framework's alias of ``pypto.Tensor``."""

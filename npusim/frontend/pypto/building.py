@@ -25,10 +25,9 @@ from collections.abc import Callable, Sequence
 import simpy
 
 from npusim.errors import NpusimError, OutOfMemoryError
-from npusim.frontend.pypto.runtime import building
 from npusim.frontend.session import current_session
 from npusim.runtime.launch import ShmemLaunch
-from npusim.runtime.program import PeProgram
+from npusim.runtime.program import PeProgram, building
 from npusim.runtime.tasks import ControlRead
 
 
@@ -86,7 +85,7 @@ class Builder:
     def _main(self) -> None:
         out_of_memory, loop = False, None
         try:
-            with building(self.launch, self.program.pe):
+            with building(self.program):
                 self.body()
         except _Cancelled:
             pass

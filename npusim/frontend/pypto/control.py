@@ -35,10 +35,10 @@ from pathlib import Path
 
 from npusim.errors import OpArgumentError, UsageError
 from npusim.frontend.pypto.runtime import building_program, value_of
-from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Tensor, TensorAnnotation
 from npusim.frontend.session import innermost_session
 from npusim.runtime.program import RunningLoop
+from npusim.runtime.symbolic import LoopIndex, SymbolicScalar
 
 JIT_OPTIONS = ("host_options", "codegen_options", "pass_options", "runtime_options", "verify_options", "debug_options")
 """The option groups of ``pypto.frontend.jit`` and ``pypto.options`` (python/pypto/frontend/parser/entry.py, config.py)."""
@@ -170,17 +170,6 @@ def _loop_range(args: tuple, kwargs: dict, what: str) -> tuple[int, int, int]:
     if values[2] == 0:
         raise UsageError(f"pypto.{what}: step=0 would never end")
     return values[0], values[1], values[2]
-
-
-class LoopIndex(SymbolicScalar):
-    """A loop's index in one iteration: a constant SymbolicScalar that knows its loop's bounds."""
-
-    __slots__ = ("loop_begin", "loop_end")
-
-    def __init__(self, value: int, begin: int, end: int) -> None:
-        super().__init__(value)
-        self.loop_begin = begin
-        self.loop_end = end
 
 
 @contextlib.contextmanager

@@ -107,8 +107,9 @@ def _current_die() -> int:
 @contextlib.contextmanager
 def function(name: str, *args: Any) -> Iterator[RecordedFunction]:
     """``with pypto.function(name, *tensors):`` (module docstring): the block's ops build the function."""
-    from npusim.frontend.pypto.runtime import building, building_program, new_launch
+    from npusim.frontend.pypto.runtime import new_launch
     from npusim.runtime.launch import check_product
+    from npusim.runtime.program import building, building_program
 
     if building_program() is not None:
         raise UsageError(f"pypto.function({name!r}): a function is recorded on the host, not inside a kernel; inside one, call the "
@@ -126,7 +127,7 @@ def function(name: str, *args: Any) -> Iterator[RecordedFunction]:
         shape, dtype, tensor_name = _declaration(name, index, value)
         parameters.append(Tensor.declared(value, program, empty(tuple(shape), dtype.numpy, device=die), tensor_name))
     recorded = RecordedFunction(name, launch, parameters)
-    with building(launch, 0):
+    with building(program):
         yield recorded
     launch.finish()
     _recorded[session] = recorded

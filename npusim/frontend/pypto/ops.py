@@ -18,7 +18,6 @@ from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
 from npusim.frontend.pypto.runtime import building_pe, building_program, current_program, value_of
-from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor
 from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor, empty
@@ -54,6 +53,7 @@ from npusim.kernels.shmem.tiling import Region, Tile, expand_tiles, split_pred, 
 from npusim.runtime.ops import PYPTO_OPS, PyptoOp
 from npusim.runtime.program import PeProgram
 from npusim.runtime.shmem import RemoteWrite
+from npusim.runtime.symbolic import SymbolicScalar
 from npusim.runtime.tasks import AccessSpec, CoreTask, OpNode, Task, WaitTask
 from npusim.runtime.templates import ProgramPiece
 

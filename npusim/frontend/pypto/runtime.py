@@ -1,36 +1,19 @@
 """``pypto.runtime``: the framework's runtime names (its host-data launch style, :mod:`.host_data`),
-and which PE's kernel function is being built in this thread, which the API's ops ask to find
-their PE. The runtime itself (the launch, its PEs' programs, tasks and templates, the device-task
+and the PE whose kernel function is being built in this thread, which the API's ops ask to find
+their PE (``npusim.runtime.program.building_program``). The runtime itself (the launch, its PEs' programs, tasks and templates, the device-task
 protocol the AICPU schedulers call) is :mod:`npusim.runtime`, below the frontend."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from npusim.errors import UsageError
-from npusim.frontend.pypto.symbolic import SymbolicScalar
 from npusim.frontend.session import current_session
 from npusim.hw.system import System
 from npusim.runtime.launch import ShmemLaunch
-from npusim.runtime.program import PeProgram
-
-_LOCAL = threading.local()  # per thread: the PEs whose kernel functions run (each PE's kernel runs in a builder thread)
-
-
-def _building() -> list[PeProgram]:
-    stack = getattr(_LOCAL, "programs", None)
-    if stack is None:
-        stack = _LOCAL.programs = []
-    return stack
-
-
-def building_program() -> PeProgram | None:
-    """The PE whose kernel function is running in this thread, if any."""
-    stack = _building()
-    return stack[-1] if stack else None
+from npusim.runtime.program import PeProgram, building_program
+from npusim.runtime.symbolic import SymbolicScalar
 
 
 def building_pe() -> int | None:
@@ -48,18 +31,6 @@ def current_program(op: str) -> PeProgram:
             "npusim.launch(kernel, n_pes, args=...) calls once per PE"
         )
     return program
-
-
-
-@contextlib.contextmanager
-def building(launch: ShmemLaunch, pe: int) -> Iterator[PeProgram]:
-    """PyPTO ops called inside (in this thread) belong to PE ``pe`` of ``launch``."""
-    stack = _building()
-    stack.append(launch.programs[pe])
-    try:
-        yield launch.programs[pe]
-    finally:
-        stack.pop()
 
 
 def new_launch(system: System, name: str, dies: Sequence[int], races: str,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from npusim.frontend.pypto.symbolic import SymbolicScalar
+from npusim.runtime.symbolic import SymbolicScalar
 
 SymInt = int | SymbolicScalar
 """An int or a SymbolicScalar (symbolic_scalar.py)."""

@@ -39,9 +39,9 @@ from npusim.errors import OpArgumentError, UsageError, WorkloadError
 from npusim.frontend.pypto.runtime import value_of
 from npusim.kernels.shmem.dtypes import DataType, StatusType, TileOpFormat
 from npusim.kernels.shmem.tiling import Region
+from npusim.runtime.symbolic import SymbolicScalar
 
 if TYPE_CHECKING:
-    from npusim.frontend.pypto.symbolic import SymbolicScalar
     from npusim.frontend.tensor import DeviceTensor
     from npusim.kernels.shmem.tiling import Tile
     from npusim.runtime.program import PeProgram
@@ -221,8 +221,6 @@ def _is_number(value) -> bool:
 
 
 def _is_symbolic(value) -> bool:
-    from npusim.frontend.pypto.symbolic import SymbolicScalar
-
     return isinstance(value, SymbolicScalar)
 
 

@@ -56,12 +56,13 @@ class DataType(_PyptoEnum):
     @property
     def numpy(self) -> np.dtype:
         """The numpy dtype of this type's values."""
-        return self.value
+        dtype: np.dtype = self.value
+        return dtype
 
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
-        return self.value.itemsize
+        return self.numpy.itemsize
 
     @classmethod
     def from_numpy(cls, dtype: np.dtype | type) -> DataType:

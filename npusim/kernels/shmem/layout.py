@@ -184,6 +184,14 @@ class ShmemAllocation:
         return signal_area_bytes(self.n_pes, self.signal_max_tiles)
 
 
+@dataclass
+class _Placement:
+    """Where a frozen group put an allocation's areas: byte offsets in its windows."""
+
+    data: int | None  # of its data in the data window (None: a signal-only tensor)
+    signal: int  # of its signal area in the signal window
+
+
 @dataclass(eq=False)
 class ShmemGroup:
     """A communication group: its index (creation order), n_pes, window sizes per PE, and its
@@ -196,7 +204,7 @@ class ShmemGroup:
     signal_window_bytes: int
     allocations: list[ShmemAllocation] = field(default_factory=list)
     frozen: bool = False
-    _placed: dict[int, list] = field(default_factory=dict)  # frozen: id(allocation) -> [data offset, signal offset]
+    _placed: dict[int, _Placement] = field(default_factory=dict)  # frozen: id(allocation) -> where its areas are
     _ends: list[int] = field(default_factory=lambda: [0, 0])  # frozen: the ends of the last data and signal areas
 
     def data_offset_bytes(self, allocation: ShmemAllocation) -> int | None:
@@ -204,13 +212,13 @@ class ShmemGroup:
         if allocation.data_shape is None:
             return None
         if self.frozen:
-            return self._placed[id(allocation)][0]
+            return self._placed[id(allocation)].data
         return self._offset(allocation, [a.data_bytes for a in self.allocations], self.data_window_bytes)
 
     def signal_offset_bytes(self, allocation: ShmemAllocation) -> int:
         """Offset of ``allocation``'s signal area in the signal window."""
         if self.frozen:
-            return self._placed[id(allocation)][1]
+            return self._placed[id(allocation)].signal
         return self._offset(allocation, [a.signal_bytes for a in self.allocations], self.signal_window_bytes)
 
     def freeze(self) -> None:
@@ -218,11 +226,11 @@ class ShmemGroup:
         far; later areas go after them (module docstring)."""
         if self.frozen:
             return
-        placed: dict[int, list[int | None]] = {}
+        placed: dict[int, _Placement] = {}
         ends = [0, 0]
         for a in self.allocations:
             data, signal = self.data_offset_bytes(a), self.signal_offset_bytes(a)
-            placed[id(a)] = [data, signal]
+            placed[id(a)] = _Placement(data, signal)
             if data is not None:
                 ends[0] = data + a.data_bytes
             ends[1] = signal + a.signal_bytes
@@ -231,7 +239,7 @@ class ShmemGroup:
     def place(self, allocation: ShmemAllocation) -> None:
         """Frozen: put a new area after the last one."""
         data = None if allocation.data_shape is None else self._bump(0, allocation.data_bytes, self.data_window_bytes)
-        self._placed[id(allocation)] = [data, self._bump(1, allocation.signal_bytes, self.signal_window_bytes)]
+        self._placed[id(allocation)] = _Placement(data, self._bump(1, allocation.signal_bytes, self.signal_window_bytes))
 
     def regrow(self, allocation: ShmemAllocation, op: str) -> None:
         """Frozen: ``allocation``'s signal area grew; it moves to the end of the signal window."""
@@ -241,7 +249,7 @@ class ShmemGroup:
                 "more than the signal, wait and clear ops built on it before a device-valued read started the launch; "
                 "give every signal and wait on a shmem tensor the same view and tile shape, or build the largest one first"
             )
-        self._placed[id(allocation)][1] = self._bump(1, allocation.signal_bytes, self.signal_window_bytes)
+        self._placed[id(allocation)].signal = self._bump(1, allocation.signal_bytes, self.signal_window_bytes)
 
     def _bump(self, window: int, size: int, window_bytes: int) -> int:
         start = 0 if self._ends[window] + size > window_bytes else self._ends[window]

@@ -22,6 +22,8 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from npusim.callsite import Callsite
+
 READ, WRITE = "read", "write"
 
 
@@ -33,18 +35,18 @@ class ShmemRaceWarning(UserWarning):
 class Access:
     """One tile op's read or write of byte ranges ``[start, end)`` of one memory (``memory`` is a
     key, ``memory_label`` names it in reports). ``who`` names the tile op (PE, op, tile, the program
-    line of its op), ``source`` that line (an object the frontend gives, or None); times in ps."""
+    line of its op), ``source`` that line (None: not known); times in ps."""
 
     kind: str
     who: str
-    memory: tuple
+    memory: tuple[int, int]
     memory_label: str
     intervals: list[tuple[int, int]]
     bit: int
     ancestors: int
     start_ps: int
     end_ps: int | None = None
-    source: object = None
+    source: Callsite | None = None
     pending: list[Access] = field(default_factory=list)  # conflicting accesses to report once both ended
     pending_in: list[Access] = field(default_factory=list)  # the later accesses that hold this one in their pending
     bounds: tuple[int, int] = field(init=False, repr=False)  # the first and the end byte of the intervals ((0, 0): none)
@@ -84,7 +86,7 @@ class RaceDetector:
 
     def __init__(self, emit: Callable[[str, Access, Access, Access], None]) -> None:
         self.emit = emit
-        self._accesses: dict[tuple[tuple, str], _Started] = {}  # (memory, kind) -> its accesses so far
+        self._accesses: dict[tuple[tuple[int, int], str], _Started] = {}  # (memory, kind) -> its accesses so far
         self._started = 0  # accesses recorded: the order they started in
         self.reports: list[str] = []
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from npusim.hw.memory import Allocation
 from npusim.isa import CoreProgram, GmAddress, LocalTensor
@@ -168,16 +169,19 @@ def _sync(p: CoreProgram, src: str, dst: str, event: int = 0) -> None:
     p.wait_flag(src, dst, event)
 
 
-def _move(p: CoreProgram, dst, src, plan: list[Burst], dst_is_a: bool, name: str, **kw) -> list[Instruction]:
-    """Append the copies of ``plan``; side a of the plan is GM (``dst`` when ``dst_is_a``)."""
+def _move(p: CoreProgram, gm: GmAddress, local: LocalTensor, plan: list[Burst], to_gm: bool, name: str,
+          atomic: str | None = None) -> list[Instruction]:
+    """Append the copies of ``plan`` between ``gm`` (side a of the plan) and ``local`` (side b):
+    into GM when ``to_gm``, else into the local tensor."""
     issued = []
     for burst in plan:
-        if dst_is_a:
-            dst_at, src_at, dst_gap, src_gap = dst + burst.a_offset, src[burst.b_offset // src.dtype.itemsize:], burst.a_gap, burst.b_gap
+        gm_at, local_at = gm + burst.a_offset, local[burst.b_offset // local.dtype.itemsize:]
+        if to_gm:
+            issued.append(p.copy(gm_at, local_at, burst_count=burst.count, burst_bytes=burst.nbytes, src_gap=burst.b_gap,
+                                 dst_gap=burst.a_gap, name=name, atomic=atomic))
         else:
-            dst_at, src_at, dst_gap, src_gap = dst[burst.b_offset // dst.dtype.itemsize:], src + burst.a_offset, burst.b_gap, burst.a_gap
-        issued.append(p.copy(dst_at, src_at, burst_count=burst.count, burst_bytes=burst.nbytes, src_gap=src_gap,
-                             dst_gap=dst_gap, name=name, **kw))
+            issued.append(p.copy(local_at, gm_at, burst_count=burst.count, burst_bytes=burst.nbytes, src_gap=burst.a_gap,
+                                 dst_gap=burst.b_gap, name=name, atomic=atomic))
     return issued
 
 
@@ -186,16 +190,14 @@ def _address(view: GmView) -> GmAddress:
 
 
 def move_box(p: CoreProgram, local: LocalTensor, gm: GmView, shape: Sequence[int], local_strides: Sequence[int], *, to_gm: bool,
-             name: str, **kw) -> list[Instruction]:
+             name: str) -> list[Instruction]:
     """Copy a box of ``shape`` between ``gm`` and a local tensor laid out with ``local_strides``
     (bytes): MTE2 into the local buffer, or (``to_gm``) out of it on its store engine."""
     plan = copy_plan(shape, local.dtype.itemsize, gm.strides, local_strides)
-    if to_gm:
-        return _move(p, _address(gm), local, plan, True, name, **kw)
-    return _move(p, local, _address(gm), plan, False, name, **kw)
+    return _move(p, _address(gm), local, plan, to_gm, name)
 
 
-def load_tile(p: CoreProgram, src: GmView, tile_shape: Sequence[int], valid_shape: Sequence[int], dtype, *,
+def load_tile(p: CoreProgram, src: GmView, tile_shape: Sequence[int], valid_shape: Sequence[int], dtype: DTypeLike, *,
               name: str = "shmem_load") -> UbTile:
     """shmem_load of one tile: the valid region of the box at ``src`` into a new UB tile."""
     dtype = np.dtype(dtype)
@@ -203,7 +205,7 @@ def load_tile(p: CoreProgram, src: GmView, tile_shape: Sequence[int], valid_shap
     buffer = p.alloc(ub_tile_bytes(tile_shape, dtype.itemsize) // dtype.itemsize, dtype)
     _scalar_setup(p, name)
     _sync(p, "SCALAR", "MTE2")
-    _move(p, buffer, _address(src), copy_plan(valid_shape, dtype.itemsize, src.strides, strides), False, f"{name} MTE2")
+    _move(p, _address(src), buffer, copy_plan(valid_shape, dtype.itemsize, src.strides, strides), False, f"{name} MTE2")
     _sync(p, "MTE2", "SCALAR")
     return UbTile(buffer, dtype, strides)
 
@@ -220,7 +222,7 @@ def store_tile(p: CoreProgram, tile: UbTile, dst: GmView, valid_shape: Sequence[
 
 
 def copy_tile(p: CoreProgram, src: GmView, dst: GmView, tile_shape: Sequence[int], valid_shape: Sequence[int],
-              src_dtype, dst_dtype, *, local_dtype, staging_bytes: int, atomic: str | None = None, name: str) -> list[Instruction]:
+              src_dtype: DTypeLike, dst_dtype: DTypeLike, *, local_dtype: DTypeLike, staging_bytes: int, atomic: str | None = None, name: str) -> list[Instruction]:
     """shmem_put / shmem_get of one tile: GM -> UB -> GM in chunks through two UB buffers, the load
     of one chunk overlapping the store of the previous one. Chunks follow :func:`staging_chunk`
     (``local_dtype``: the dtype of the non-shmem side); 3-D and 4-D tiles move one 2-D slice (the
@@ -246,7 +248,7 @@ def copy_tile(p: CoreProgram, src: GmView, dst: GmView, tile_shape: Sequence[int
         if k >= 2:
             p.wait_flag("MTE3", "MTE2", half)
         src_at, dst_at = src.shifted(offset), dst.shifted(offset)
-        _move(p, in_buffers[half], _address(src_at), copy_plan(shape, src_dtype.itemsize, src.strides[-2:], in_strides), False, f"{name} MTE2")
+        _move(p, _address(src_at), in_buffers[half], copy_plan(shape, src_dtype.itemsize, src.strides[-2:], in_strides), False, f"{name} MTE2")
         if converts:
             _sync(p, "MTE2", "VECTOR", half)
             p.cast(out_buffers[half], in_buffers[half], name=f"{name} cast")

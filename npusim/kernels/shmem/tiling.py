@@ -59,7 +59,7 @@ def tile_grid(shape: Sequence[int], tile_shape: Sequence[int]) -> tuple[int, ...
 
 def expand_tiles(
     shape: Sequence[int],
-    tile_shape: Sequence[int],
+    tile_shape: Sequence[int] | None,
     valid_shape: Sequence[int] | None = None,
     *,
     op: str = "shmem op",

@@ -2,7 +2,8 @@
 (shmem put, get, load, store, assemble, signal and barrier tile ops, valid regions, dtypes that
 cast, groups), shapes that differ get templates of their own, and nothing racy is vouched for.
 The tests that watch the runtime's calls by replacing methods (``CoreTask.start``, ``Kernel.launch``
-...) are marked ``interpreted``: compiled, the runtime calls those methods directly (tests/conftest.py)."""
+...) or a tile op's functions (``tile_ops._sync``) are marked ``interpreted``: compiled, the runtime
+calls them directly (tests/conftest.py)."""
 
 import sys
 
@@ -95,6 +96,7 @@ def test_a_racy_all_gather_is_still_reported_after_a_clean_one():
             run_allgather(n_pes=4, rows=16, cols=256, tile_rows=4, wait=False)
 
 
+@pytest.mark.interpreted
 def test_a_racy_put_program_is_reported_on_every_tile_op_that_replays_it(monkeypatch):
     """A program whose template is racy (here: the put's load is not flagged before its store) is
     checked again on each replay: every put tile op's race is reported."""

@@ -3,6 +3,7 @@ GetCopyBufferShape)."""
 
 import pytest
 
+from npusim.hw.memory import Allocation
 from npusim.kernels.shmem.tile_ops import Burst, GmView, copy_plan, staging_chunk, ub_strides, ub_tile_bytes
 
 
@@ -41,7 +42,7 @@ def test_ub_tiles_pad_rows_to_32_bytes():
 
 
 def test_gm_view_intervals_and_shift():
-    view = GmView(allocation=None, offset_bytes=100, strides=(64, 2))
+    view = GmView(allocation=Allocation(0, 0, 4096, "x", None), offset_bytes=100, strides=(64, 2))
     assert view.shifted([1, 4]).offset_bytes == 172
     assert view.intervals([2, 8], 2) == [(100, 116), (164, 180)]
     assert view.intervals([2, 32], 2) == [(100, 228)]

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npusim.errors import WorkloadError
-from npusim.frontend.pypto.symbolic import SymbolicScalar, to_int
+from npusim.runtime.symbolic import SymbolicScalar, to_int
 
 pe = SymbolicScalar.pe("tp")
 
