@@ -13,6 +13,8 @@ without coming back up.
   function runs in this thread (:func:`~.program.building_program`).
 - :mod:`.symbolic`: :class:`~.symbolic.SymbolicScalar`, PyPTO's runtime integer, which a kernel
   builds its op arguments from and each PE evaluates to its own value.
+- :mod:`.writes`: :class:`~.writes.Writes`, which tile ops wrote which part of a tensor: what an op
+  that reads a part waits for.
 - :mod:`.tasks`: the device tasks, one per tile op: :class:`~.tasks.CoreTask` (a program on one AI
   core), :class:`~.tasks.WaitTask` (a signal slot an AICPU polls), :class:`~.tasks.ControlRead` (a
   device value the control AICPU reads), and :class:`~.tasks.OpNode` (one PyPTO op of a PE).
@@ -48,7 +50,7 @@ on the same shmem tensor, only if the signal's tile overlaps the box the put wro
 poll pass that saw the slot match; ``wait->load`` from that poll pass to the first event of each
 shmem_load or shmem_get tile op that had the wait as pred.
 
-:mod:`.tasks` and :mod:`.symbolic` run compiled with the engine, in the engine's shared library, or as Python with it:
+:mod:`.tasks`, :mod:`.symbolic` and :mod:`.writes` run compiled with the engine, in the engine's shared library, or as Python with it:
 :mod:`npusim.engine` chooses for all (all or none), and where it chose the compiled modules this
 package finds it in the build's ``runtime/`` folder before the source.
 """

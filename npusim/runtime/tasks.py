@@ -52,7 +52,7 @@ class Task:
 
     Memory: :data:`~npusim.frontend.memory.BYTES_PER_TILE_OP` once simulated; its dependencies are the writers its
     reads and writes meet, not every earlier writer of the tensor
-    (:class:`~npusim.frontend.pypto.tensors.Writes`), so a build is linear in its tile ops."""
+    (:class:`~npusim.runtime.writes.Writes`), so a build is linear in its tile ops."""
 
     on_core = True
     on_control = False  # a control task (ControlRead) says True; the scheduler asks each ready task, and a missing attribute is slow to ask

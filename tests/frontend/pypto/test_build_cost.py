@@ -10,16 +10,12 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import npusim
 from npusim import pypto
 from npusim.errors import MemoryLimitError, OutOfMemoryError, WallTimeError
 from npusim.frontend.memory import MemoryBudget, resident_bytes
-from npusim.frontend.pypto.tensors import Writes, regions_meet
 from npusim.frontend.session import Session
-from npusim.kernels.shmem.tiling import Region
 from npusim.runtime import launch as runtime_launch
 from npusim.runtime import tasks
 
@@ -130,54 +126,6 @@ def test_running_out_of_memory_in_a_loop_names_it_and_frees_the_build_for_the_ne
         rewrite_one_tile(npusim.tensor(np.ones((1, 64), np.float32)), out, 3)
         assert out.numpy().tolist() == [[2.0] * 64]
     assert later.result.status == "ok"
-
-
-boxes = st.tuples(st.integers(0, 12), st.integers(0, 12), st.integers(0, 5), st.integers(0, 5)).map(
-    lambda b: Region((b[0], b[1]), (b[2], b[3])))
-
-
-class Writer:
-    """A stand-in tile op: what it was made to wait for."""
-
-    def __init__(self) -> None:
-        self.deps: list[Writer] = []
-
-    def depend_on(self, tasks) -> None:
-        self.deps.extend(t for t in tasks if t is not self)
-
-
-def reached(tasks) -> set[int]:
-    """The ids of ``tasks`` and of every task they wait for, directly or not."""
-    seen: set[int] = set()
-    stack = list(tasks)
-    while stack:
-        task = stack.pop()
-        if id(task) not in seen:
-            seen.add(id(task))
-            stack.extend(task.deps)
-    return seen
-
-
-@given(st.lists(st.tuples(st.booleans(), st.one_of(st.none(), boxes)), max_size=120), boxes)
-def test_writes_find_what_a_box_meets_as_a_scan_of_every_write_would(operations, probe):
-    """Against a plain list of every write: a new write waits for some of the writers a scan finds,
-    in the order they were added, and through them for all of them (a covered write through the one
-    that covered it); a reader meets writes that wait, in the same way, for every writer a scan finds."""
-    writes, every = Writes(), []
-    for waits, region in operations:
-        task = Writer()
-        if waits and region is not None:
-            writes.write(task, region)
-            scanned = [t for t, r in every if r is None or regions_meet(region, r)]
-            assert [id(t) for t in task.deps] == [id(t) for t in scanned if any(t is d for d in task.deps)]
-            assert {id(t) for t in scanned} <= reached(task.deps)
-        else:
-            writes.append((task, region))
-        every.append((task, region))
-    found = [t for t, _ in writes.meeting(probe)]
-    assert found == [t for t, _ in writes if any(t is f for f in found)]  # in the order they were added
-    assert {id(t) for t, r in every if r is None or regions_meet(probe, r)} <= reached(found)
-    assert [id(t) for t, _ in writes] == [id(t) for t, _ in every if any(t is u for u, _ in writes)]
 
 
 @pytest.mark.parametrize("looks_before_freeze, freezes", [(2, True), (10**9, False)])
