@@ -105,14 +105,59 @@ def write_bytes_atomically(path: Path, data: bytes) -> None:
 
 def json_bytes(data: Any) -> bytes:
     """``data`` as indented JSON with sorted keys, the form of every JSON file npusim writes:
-    ``json.dumps(data, indent=2, sort_keys=True)``, byte for byte, written faster (:func:`_indented`)."""
-    try:
-        text = _indented(data, 0, set())
-    except _Unusual:
-        text = json.dumps(data, indent=2, sort_keys=True)
+    ``json.dumps(data, indent=2, sort_keys=True)``, byte for byte, written faster (:func:`json_parts`)."""
+    text = "".join([_text(part) for part in json_parts(data)])
     encoded = text.encode("utf-8")
     del text  # a summary's text is ~100 MB: not held while its bytes are copied once more
     return encoded + b"\n"
+
+
+class _RowChunk:
+    """Rows of a table (:func:`_rows`) whose text is made when asked (:func:`_text`)."""
+
+    __slots__ = ("rows", "level")
+
+    def __init__(self, rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], level: int) -> None:
+        self.rows = rows
+        self.level = level
+
+
+class _Dumped:
+    """A document the json module writes (:class:`_Unusual`), when asked (:func:`_text`)."""
+
+    __slots__ = ("document",)
+
+    def __init__(self, document: Any) -> None:
+        self.document = document
+
+
+JsonPart = str | _RowChunk | _Dumped
+"""A piece of a JSON file's text (:func:`json_parts`): the text, or what makes it."""
+
+
+def json_parts(data: Any) -> list[JsonPart]:
+    """The text of :func:`json_bytes` (without its last line break) as parts, in order: short texts,
+    and the chunks of rows of its tables, whose texts are made when each is written (:func:`_text`),
+    so that two processes can share them (:class:`JsonOnTwoCores`). A document the fast form
+    leaves to the json module (:class:`_Unusual`) is one part."""
+    parts: list[JsonPart] = []
+    try:
+        _indented(data, 0, set(), parts)
+    except _Unusual:
+        return [_Dumped(data)]
+    return parts
+
+
+def _text(part: JsonPart) -> str:
+    """The text of a part of :func:`json_parts`."""
+    if type(part) is str:
+        return part
+    if type(part) is _RowChunk:
+        row_pad, entry_pad = "\n" + "  " * (part.level + 1), "\n" + "  " * (part.level + 2)
+        text = _flat_encoder(part.level + 2)(part.rows)  # [{"a": 1,<entry_pad>"b": 2},<entry_pad>{"a": 3, ...}]
+        return text[2:-2].replace("}," + entry_pad + "{", row_pad + "}," + row_pad + "{" + entry_pad)
+    assert type(part) is _Dumped
+    return json.dumps(part.document, indent=2, sort_keys=True)
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -132,41 +177,43 @@ def _flat_encoder(level: int) -> Callable[[Any], str]:
     return json.JSONEncoder(sort_keys=True, separators=(",\n" + "  " * level, ": ")).encode
 
 
-def _indented(value: Any, level: int, containing: set[int]) -> str:
-    """``value`` as ``json.dumps(value, indent=2, sort_keys=True)`` writes it at nesting ``level``.
-    The indented form is the json module's pure-Python encoder; here a list or mapping of plain
-    values (a summary's row) goes to its C encoder in one call instead, a list of such mappings (a
-    summary's table of rows) in a few (:func:`_rows`), and only the others are written entry by
-    entry."""
+def _indented(value: Any, level: int, containing: set[int], parts: list[JsonPart]) -> None:
+    """``value`` as ``json.dumps(value, indent=2, sort_keys=True)`` writes it at nesting ``level``,
+    appended to ``parts``. The indented form is the json module's pure-Python encoder; here a list
+    or mapping of plain values (a summary's row) goes to its C encoder in one call instead, a list
+    of such mappings (a summary's table of rows) in a few (:func:`_rows`), and only the others are
+    written entry by entry."""
     kind = type(value)
     if kind in _PLAIN:
-        return _ENCODE(value)
+        parts.append(_ENCODE(value))
+        return
     if kind not in (dict, list, tuple):
         raise _Unusual
     if not value:
-        return "{}" if kind is dict else "[]"
+        parts.append("{}" if kind is dict else "[]")
+        return
     pad = "\n" + "  " * level
     if all(type(child) in _PLAIN for child in (value.values() if kind is dict else value)):
         text = _flat_encoder(level + 1)(value)
-        return f"{text[0]}{pad}  {text[1:-1]}{pad}{text[-1]}"
+        parts.append(f"{text[0]}{pad}  {text[1:-1]}{pad}{text[-1]}")
+        return
     if kind is not dict and _all_rows(value):
-        return _rows(value, level)
+        _rows(value, level, parts)
+        return
     if id(value) in containing or (kind is dict and not all(type(key) is str for key in value)):
         raise _Unusual
     containing.add(id(value))
-    if kind is dict:
-        entries = [f"{_ENCODE(key)}: {_indented(child, level + 1, containing)}" for key, child in sorted(value.items())]
-    else:
-        entries = [_indented(child, level + 1, containing) for child in value]
-    containing.discard(id(value))
     inner = pad + "  "
-    separator = "," + inner
-    # one join of every piece: the text of a summary is made once, not copied for each piece added to it
-    pieces = [("{" if kind is dict else "[") + inner]
-    for entry in entries:
-        pieces += (entry, separator)
-    pieces[-1] = pad + ("}" if kind is dict else "]")
-    return "".join(pieces)
+    parts.append(("{" if kind is dict else "[") + inner)
+    items = sorted(value.items()) if kind is dict else enumerate(value)
+    for index, (key, child) in enumerate(items):
+        if index:
+            parts.append("," + inner)
+        if kind is dict:
+            parts.append(f"{_ENCODE(key)}: ")
+        _indented(child, level + 1, containing, parts)
+    parts.append(pad + ("}" if kind is dict else "]"))
+    containing.discard(id(value))
 
 
 def _all_rows(value: list[Any] | tuple[Any, ...]) -> bool:
@@ -181,25 +228,22 @@ ROWS_AT_ONCE = 4096
 at once besides the result (a 768-die summary's tables are 31 MB of text each)."""
 
 
-def _rows(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], level: int) -> str:
+def _rows(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], level: int, parts: list[JsonPart]) -> None:
     """A list of non-empty dicts of plain values (:func:`_all_rows`) at nesting ``level``, as
-    :func:`_indented` writes it, from a few calls of the C encoder (:data:`ROWS_AT_ONCE` rows each):
-    that writes the rows' entries apart as the indented form does, the list's too but at the rows'
-    entries' indent, and the rows' braces on their entries' lines. A row's entry never ends in ``}``
-    and its key always starts with ``"``, and a string's line breaks are escaped, so ``},`` + a line
-    break can only end a row: there the line breaks and indents of the rows' braces and of the
-    list's separator go in."""
+    :func:`_indented` writes it, appended to ``parts`` as chunks of :data:`ROWS_AT_ONCE` rows, each
+    written by one call of the C encoder (:func:`_text`): that writes the rows' entries apart as the
+    indented form does, the list's too but at the rows' entries' indent, and the rows' braces on
+    their entries' lines. A row's entry never ends in ``}`` and its key always starts with ``"``,
+    and a string's line breaks are escaped, so ``},`` + a line break can only end a row: there the
+    line breaks and indents of the rows' braces and of the list's separator go in."""
     row_pad, entry_pad = "\n" + "  " * (level + 1), "\n" + "  " * (level + 2)
-    encode = _flat_encoder(level + 2)
     between = row_pad + "}," + row_pad + "{" + entry_pad
-    parts = [f"[{row_pad}{{{entry_pad}"]
+    parts.append(f"[{row_pad}{{{entry_pad}")
     for first in range(0, len(rows), ROWS_AT_ONCE):
         if first:
             parts.append(between)
-        text = encode(rows[first:first + ROWS_AT_ONCE])  # [{"a": 1,<entry_pad>"b": 2},<entry_pad>{"a": 3, ...}]
-        parts.append(text[2:-2].replace("}," + entry_pad + "{", between))
+        parts.append(_RowChunk(rows[first:first + ROWS_AT_ONCE], level))
     parts.append(f"{row_pad}}}{row_pad[:-2]}]")
-    return "".join(parts)
 
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
@@ -237,9 +281,10 @@ class Output:
     def json(cls, name: str, document: Any, *, on_two_cores: bool = False) -> Output:
         """A JSON file of ``document`` (:func:`json_bytes`), encoded when the file is written;
         ``on_two_cores``: by a forked copy of this process, while this one writes the folder's
-        other files (:class:`WrittenByCopy`: a large summary, when no other file goes to another core)."""
+        other files, and by both once this one is done (:class:`JsonOnTwoCores`: a large summary,
+        when no other file goes to another core)."""
         made = cls.made(name, lambda: json_bytes(document))
-        return cls(name, made.write, start=(lambda path: WrittenByCopy(made.write, path)) if on_two_cores else None)
+        return cls(name, made.write, start=(lambda path: JsonOnTwoCores(document, path)) if on_two_cores else None)
 
 
 MARKER = ".npusim-folder.json"
@@ -723,28 +768,50 @@ class Forked(Generic[_Result]):
             self._outcome = -1
 
 
-class WrittenByCopy:
-    """A file written whole by a forked copy of this process (:class:`Forked`), from the moment
-    this is made, into a temporary beside ``path`` (``write(temporary)``); :meth:`finish` waits for
-    the copy and puts the file at ``path`` (a :class:`Pending`: the file appears whole or not at
-    all). Only where :func:`can_fork`."""
+class JsonOnTwoCores:
+    """A JSON file (:func:`json_bytes` of ``document``) written by two processes: from the moment
+    this is made, a forked copy of this process (:class:`Forked`) writes the parts of its text
+    (:func:`json_parts`) from the first on into a temporary beside ``path``; :meth:`finish` makes
+    the parts from the last back until the two meet (:class:`TwoEnds`), waits for the copy, then
+    appends its parts in order. So the copy writes the file while this process writes the run
+    folder's other files, and this one takes what is left when it is done. The same bytes as one
+    process writes; a :class:`Pending`: the file appears at ``path`` whole or not at all. Only
+    where :func:`can_fork`."""
 
-    def __init__(self, write: Callable[[Path], object], path: Path) -> None:
+    def __init__(self, document: Any, path: Path) -> None:
         self.path = path
         self.temporary = temporary_name(path)
-        temporary = self.temporary
-        self.copy: Forked[None] | None = Forked(lambda: _nothing(write(temporary)), f"writing {path.name}")
+        self.parts = json_parts(document)
+        self.ends = TwoEnds(len(self.parts), path.parent)
+        self.copy: Forked[None] | None = None
+        try:
+            self.copy = Forked(self._write_front, f"writing {path.name}")
+        except BaseException:
+            self.ends.close()
+            raise
+
+    def _write_front(self) -> None:
+        """The copy's work: the parts from the first on, into the temporary."""
+        with open(self.temporary, "wb") as out:
+            for part in iter(self.ends.front, None):
+                out.write(_text(self.parts[part]).encode("utf-8"))
 
     def finish(self) -> Path:
-        """Wait for the copy; the file is at ``path`` when this returns (raises what the copy met)."""
+        """Make the last parts, wait for the copy, put the file together at ``path`` (raises what
+        either process met)."""
         assert self.copy is not None, "finished or abandoned already"
         try:
+            back = [_text(self.parts[part]).encode("utf-8") for part in iter(self.ends.back, None)]  # the last part first
             self.copy.join()
             self.copy = None
+            with open(self.temporary, "ab") as out:
+                out.writelines(reversed(back))
+                out.write(b"\n")
             os.rename(self.temporary, self.path)
         except BaseException:
             self.abandon()
             raise
+        self.ends.close()
         return self.path
 
     def abandon(self) -> None:
@@ -752,11 +819,8 @@ class WrittenByCopy:
         if self.copy is not None:
             self.copy.stop()
             self.copy = None
+        self.ends.close()
         self.temporary.unlink(missing_ok=True)
-
-
-def _nothing(_: object) -> None:
-    """What a :class:`WrittenByCopy`'s copy sends back: nothing (its file is its result)."""
 
 
 class TwoEnds:

@@ -686,25 +686,35 @@ def test_meanwhile_runs_once_the_copy_writes_and_before_this_process_writes_and_
     assert half.child is None  # stopped and reaped
 
 
-def test_a_json_file_on_two_cores_is_written_by_a_copy_as_this_process_writes_it(tmp_path, monkeypatch, forkable):
-    document = {"ops": [{"name": "shmem_put", "op": i, "start_us": i / 3} for i in range(50)], "run": "copy", "text": "é\n"}
-    encode = files.json_bytes
+def test_a_json_file_on_two_cores_is_written_by_a_copy_and_this_process_each_part_once(tmp_path, monkeypatch, forkable):
+    """The copy makes the parts of the text from the first on while this process writes the other
+    files, this one from the last back once done: every part is made once, by one of the two, and
+    the file has the bytes one process writes."""
+    document = {"ops": [{"name": "shmem_put", "op": i, "start_us": i / 3} for i in range(50)], "run": "copy", "text": "é\n",
+                "tiles": [{"op": i, "max_us": i * 0.1} for i in range(30)]}
+    monkeypatch.setattr(files, "ROWS_AT_ONCE", 4)  # 13 + 8 chunks of rows
+    text = files._text
 
-    def noting_writer(data):
-        (tmp_path / f"writer-{os.getpid()}").touch()
-        return encode(data)
+    def noting(part):  # a chunk of rows, named by its table and first row
+        if type(part) is files._RowChunk:
+            first = part.rows[0]
+            (tmp_path / f"chunk-{'ops' if 'name' in first else 'tiles'}{first['op']}-{os.getpid()}").touch()
+        return text(part)
 
-    monkeypatch.setattr(files, "json_bytes", noting_writer)
+    monkeypatch.setattr(files, "_text", noting)
     written = {}
     for on_two_cores in (True, False):
         out = tmp_path / f"run-{on_two_cores}"
         with StagedFolder(out) as folder:
-            folder.write([Output.json("summary.json", document, on_two_cores=on_two_cores)])
+            folder.write([Output.json("summary.json", document, on_two_cores=on_two_cores), Output.made("other.txt", lambda: b"x")])
             folder.commit(out)
         written[on_two_cores] = (out / "summary.json").read_bytes()
-    writers = sorted(int(p.name.removeprefix("writer-")) for p in tmp_path.glob("writer-*"))
+        made = [p.name.split("-")[1:] for p in tmp_path.glob("chunk-*")]
+        assert sorted(chunk for chunk, _ in made) == sorted([f"ops{i}" for i in range(0, 50, 4)] + [f"tiles{i}" for i in range(0, 30, 4)])
+        assert len({pid for _, pid in made}) <= (2 if on_two_cores else 1)  # each chunk made once, by the copy or this process
+        for p in tmp_path.glob("chunk-*"):
+            p.unlink()
     assert written[True] == written[False] == json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
-    assert len(writers) == 2 and os.getpid() in writers  # one by a copy, one by this process
     assert leftovers(tmp_path / "run-True") == []
 
 

@@ -165,9 +165,14 @@ def l2(record: RunRecord) -> dict[str, Any]:
     accesses it made (on whichever die's L2)."""
     line = record.l2.line_bytes
     ops = record.recorder.ops
+    made: dict[tuple[float, ...], dict[str, Any]] = {}  # counts -> their metrics: the tile ops of one kind mostly count alike (6 distinct of 16,128 ops' on a 256-die all-gather)
 
     def row(counts: list[float]) -> dict[str, Any]:
-        return {**dict(zip(L2_METRICS, l2_metrics(counts))), "written_back_bytes": int(counts[4]) * line}
+        key = tuple(counts)
+        metrics = made.get(key)
+        if metrics is None:
+            metrics = made[key] = {**dict(zip(L2_METRICS, l2_metrics(counts))), "written_back_bytes": int(counts[4]) * line}
+        return metrics
 
     return {
         "line_bytes": line,
@@ -274,7 +279,7 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
 
 TWO_CORES_MIN_ROWS = 10_000
 """Rows of its tables from which a summary is written faster by a forked copy of the process, while
-the process writes the run folder's other files (``npusim.files.WrittenByCopy``): JSON takes ~3.3 us
+the process writes the run folder's other files, then by both (``npusim.files.JsonOnTwoCores``): JSON takes ~3.3 us
 a row (8,832 rows of the 64-die hierarchical all-gather: 29 ms; 59,904 at 256 dies: 0.36 s), a fork
 and its reaping 2.5 ms at 61 MB resident to 23 ms at 435 MB (measured, benchmarks/RESULTS.md "Stop 46")."""
 

@@ -467,7 +467,7 @@ def test_the_run_folder_is_the_same_written_on_two_cores_or_one(tmp_path):
 
 
 # Runs `npusim run` with a summary counted large enough for a copy to write it from MIN_ROWS rows
-# (the environment's), noting in "summary-writer" the pid of the process that encodes it.
+# (the environment's), noting in "summary-copy" the pid of the forked copy that writes it, if any.
 SUMMARY_WRITER = textwrap.dedent("""
     import os, sys
     from pathlib import Path
@@ -475,13 +475,12 @@ SUMMARY_WRITER = textwrap.dedent("""
     from npusim.trace import summary
 
     summary.TWO_CORES_MIN_ROWS = int(os.environ["MIN_ROWS"])
-    encode = files.json_bytes
-    def noting(data):
-        if "tiles" in data:
-            Path("summary-writer").write_text(str(os.getpid()))
-        return encode(data)
+    front = files.JsonOnTwoCores._write_front
+    def noting(self):
+        Path("summary-copy").write_text(str(os.getpid()))
+        return front(self)
 
-    files.json_bytes = noting
+    files.JsonOnTwoCores._write_front = noting
     from npusim.cli import main
     sys.argv = ["npusim", *sys.argv[1:]]
     main()
@@ -498,7 +497,9 @@ def test_a_large_summary_is_written_by_a_copy_when_the_trace_is_not(tmp_path, tr
                       stderr=subprocess.PIPE, text=True)
         _, stderr = run.communicate(timeout=300)
         assert run.returncode == 0, stderr
-        assert (int((tmp_path / "summary-writer").read_text()) != run.pid) == (copy and how == "two")
+        noted = tmp_path / "summary-copy"
+        assert (noted.exists() and int(noted.read_text()) != run.pid) == (copy and how == "two")
+        noted.unlink(missing_ok=True)
         folders[how] = folder_bytes(out)
         summary = json.loads(folders[how].pop("summary.json"))
         assert summary.pop("wall_time_s") > 0 and summary["status"] == "ok"
