@@ -877,7 +877,7 @@ def _child(work: Callable[[], object], readable: int, writable: int, parent: int
         except BaseException as error:  # sent to the parent, which raises it
             import traceback  # in the copy, which failed: not in every run
 
-            error.add_note(f"in the process {os.getpid()} forked to write an output:\n" + "".join(traceback.format_exception(error)).rstrip())
+            error.add_note(f"in the process {os.getpid()}, a forked copy of this one:\n" + "".join(traceback.format_exception(error)).rstrip())
             outcome = (False, error)
         try:
             message = pickle.dumps(outcome)
