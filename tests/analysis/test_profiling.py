@@ -236,3 +236,22 @@ def test_a_csv_row_lacking_a_column_is_refused():
 def test_the_distinct_values_are_numpys_unique_values(values):
     array = np.array(values, dtype=np.int64)
     assert _distinct(array).tolist() == np.unique(array).tolist()
+
+
+@given(st.dictionaries(st.tuples(st.integers(-1, 12), st.sampled_from(["aiv", "aic", "sdma"])),
+                       st.lists(st.floats(0, 1e6, allow_nan=False) | st.integers(0, 10**6).map(float), min_size=5, max_size=5), max_size=40),
+       st.lists(st.integers(0, 5), min_size=11, max_size=11))
+def test_a_launchs_l2_lines_are_its_ops_summed_in_op_order(ops, parts):
+    """profiling._l2_of_launches (numpy's add.at) gives the sums, to the bit, of a loop over the
+    (op, kind) rows in order: per launch and kind, each op's counts added to the total so far."""
+    from types import SimpleNamespace
+
+    from npusim.analysis.profiling import _l2_of_launches
+
+    launch_of = np.array([*parts, 11], dtype=np.int64)  # 11 ops in launches 0..5; the last: events of no op
+    expected: dict[int, dict[str, list[float]]] = {}
+    for (op, kind), counts in sorted(ops.items()):
+        if 0 <= op < 11:
+            of_kind = expected.setdefault(int(launch_of[op]), {})
+            of_kind[kind] = list(counts) if kind not in of_kind else [a + b for a, b in zip(of_kind[kind], counts)]
+    assert _l2_of_launches(SimpleNamespace(l2=SimpleNamespace(ops=ops)), launch_of) == expected
