@@ -153,9 +153,9 @@ def _text(part: JsonPart) -> str:
     if type(part) is str:
         return part
     if type(part) is _RowChunk:
-        row_pad, entry_pad = "\n" + "  " * (part.level + 1), "\n" + "  " * (part.level + 2)
+        _, entry_pad, between = _row_layout(part.level)
         text = _flat_encoder(part.level + 2)(part.rows)  # [{"a": 1,<entry_pad>"b": 2},<entry_pad>{"a": 3, ...}]
-        return text[2:-2].replace("}," + entry_pad + "{", row_pad + "}," + row_pad + "{" + entry_pad)
+        return text[2:-2].replace("}," + entry_pad + "{", between)
     assert type(part) is _Dumped
     return json.dumps(part.document, indent=2, sort_keys=True)
 
@@ -228,6 +228,14 @@ ROWS_AT_ONCE = 4096
 at once besides the result (a 768-die summary's tables are 31 MB of text each)."""
 
 
+@functools.cache
+def _row_layout(level: int) -> tuple[str, str, str]:
+    """Of a table of rows at nesting ``level`` (:func:`_rows`): the line break and indent of its
+    rows' braces, those of their entries, and the text between two rows."""
+    row_pad, entry_pad = "\n" + "  " * (level + 1), "\n" + "  " * (level + 2)
+    return row_pad, entry_pad, row_pad + "}," + row_pad + "{" + entry_pad
+
+
 def _rows(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], level: int, parts: list[JsonPart]) -> None:
     """A list of non-empty dicts of plain values (:func:`_all_rows`) at nesting ``level``, as
     :func:`_indented` writes it, appended to ``parts`` as chunks of :data:`ROWS_AT_ONCE` rows, each
@@ -236,8 +244,7 @@ def _rows(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], level: int, p
     their entries' lines. A row's entry never ends in ``}`` and its key always starts with ``"``,
     and a string's line breaks are escaped, so ``},`` + a line break can only end a row: there the
     line breaks and indents of the rows' braces and of the list's separator go in."""
-    row_pad, entry_pad = "\n" + "  " * (level + 1), "\n" + "  " * (level + 2)
-    between = row_pad + "}," + row_pad + "{" + entry_pad
+    row_pad, entry_pad, between = _row_layout(level)
     parts.append(f"[{row_pad}{{{entry_pad}")
     for first in range(0, len(rows), ROWS_AT_ONCE):
         if first:

@@ -38,6 +38,7 @@ from npusim.errors import OpArgumentError, UsageError, WorkloadError
 from npusim.frontend.pypto.runtime import value_of
 from npusim.kernels.shmem.dtypes import DataType, StatusType, TileOpFormat
 from npusim.kernels.shmem.tiling import Region
+from npusim.runtime.program import building_program
 from npusim.runtime.symbolic import SymbolicScalar
 from npusim.runtime.writes import Write, Writes
 
@@ -129,8 +130,6 @@ class Tensor:
     def __new__(cls, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None):
         """``pypto.Tensor(shape, dtype, name, format)``: a kernel-local tensor inside a kernel, an
         annotation (:class:`TensorAnnotation`) outside one."""
-        from npusim.frontend.pypto.runtime import building_program
-
         program = building_program()
         if program is None:
             return TensorAnnotation(shape, dtype, name, format)
