@@ -15,7 +15,6 @@ import numpy as np
 from npusim import __version__
 from npusim.config.annotated import short_where
 from npusim.config.confidence import ABSENT, key_path, value_at
-from npusim.files import Forked, can_fork
 from npusim.trace.critical_path import bottlenecks
 from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
@@ -253,18 +252,10 @@ def with_confidence(found: dict[str, Any], config: Any, low: Callable[[str], boo
 
 
 def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: str = "ok", error: str | None = None) -> dict[str, Any]:
-    """The whole summary of a run. Its ``bottlenecks`` section is found by a forked copy of the
-    process while the process makes the tables, for a run of :data:`PATH_ON_TWO_CORES_MIN_EVENTS`
-    events or more where the process can fork (``npusim.files.can_fork``): the same section."""
+    """The whole summary of a run."""
     low = low_confidence(config)
-    path = _path_started(record, config, low)
-    try:
-        tables = {"ops": ops(record), "tiles": tiles(record), "pipes": pipe_busy(record), "bandwidth": bandwidth(record), "l2": l2(record)}
-        found = path.join() if path is not None else _bottlenecks(record, config, low)
-    except BaseException:
-        if path is not None:
-            path.stop()
-        raise
+    tables = {"ops": ops(record), "tiles": tiles(record), "pipes": pipe_busy(record), "bandwidth": bandwidth(record), "l2": l2(record)}
+    found = with_confidence(bottlenecks(record, low=low), config, low)
     return {
         "npusim_version": __version__,
         "status": status,
@@ -281,30 +272,6 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
                      if i.category != HOST_FALLBACK],
         "host_fallbacks": host_fallbacks(record),
     }
-
-
-PATH_ON_TWO_CORES_MIN_EVENTS = 1_000_000
-"""Events from which a run's critical path is found by a forked copy of the process while the
-process makes the summary's tables (:func:`summarize`): the path takes ~0.35 s of 1.9 M events (a
-768-die hierarchical all-gather), the tables ~0.55 s, a fork of its 2.4 GB ~30 ms; at 268,000
-events (256 dies) the path takes 0.03 s, less than forking would cost."""
-
-
-def _bottlenecks(record: RunRecord, config: Any, low: Callable[[str], bool]) -> dict[str, Any]:
-    """The summary's ``bottlenecks`` section."""
-    return with_confidence(bottlenecks(record, low=low), config, low)
-
-
-def _path_started(record: RunRecord, config: Any, low: Callable[[str], bool]) -> Forked[dict[str, Any]] | None:
-    """The ``bottlenecks`` section being found by a forked copy (:data:`PATH_ON_TWO_CORES_MIN_EVENTS`),
-    or None: found here (a short run, no fork possible, or none could be made)."""
-    if len(record.recorder) < PATH_ON_TWO_CORES_MIN_EVENTS or not can_fork():
-        return None
-    try:
-        return Forked(lambda: _bottlenecks(record, config, low), "finding the critical path")
-    except OSError:  # no memory or process left for a copy
-        return None
-
 
 
 TWO_CORES_MIN_ROWS = 10_000
