@@ -4,10 +4,9 @@ state, and its ranks in the launch's communication groups (:class:`GroupRanks`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from npusim.callsite import callsite
@@ -54,31 +53,38 @@ class RunningLoop:
         return f"pypto.loop{named} ({self.written_at}){at}"
 
 
-@dataclass(eq=False)
 class PeProgram:
     """What one PE's kernel function built: its ops, in call order, and its build state:
     ``creates`` counts its shmem tensors per group, ``control`` is its last device-valued read
     (the tile ops built after it wait for it), ``new_tasks`` the tile ops not yet handed to the
-    scheduler, ``builder`` the thread its kernel function runs in."""
+    scheduler, ``builder`` the thread its kernel function runs in, ``loops`` the ``pypto.loop`` calls
+    its kernel function is in (innermost last) and ``left`` the innermost loop left before its end
+    since the last op or iteration (a break, or an error)."""
 
-    launch: ShmemLaunch
-    pe: int
-    die: int
-    ops: list[OpNode] = field(default_factory=list)
-    tile_shape: tuple[int, ...] | None = None
-    creates: dict[str, int] = field(default_factory=dict)
-    cube_tiles: CubeTiles | None = None  # set_cube_tile_shapes
-    control: ControlRead | None = None
-    new_tasks: list[Task] = field(default_factory=list)
-    builder: KernelBuilder | None = None  # the frontend's building.Builder while its kernel function runs
-    loops: list[RunningLoop] = field(default_factory=list)  # the pypto.loops its kernel function is in, innermost last
-    left: RunningLoop | None = None  # the innermost loop left before its end since the last op or iteration (a break, or an error)
-    _ops_since_look: int = 0
+    def __init__(self, launch: ShmemLaunch, pe: int, die: int, tile_shape: tuple[int, ...] | None = None) -> None:
+        self.launch = launch
+        self.pe = pe
+        self.die = die
+        self.ops: list[OpNode] = []
+        self.tile_shape = tile_shape
+        self.creates: dict[str, int] = {}
+        self.cube_tiles: CubeTiles | None = None  # set_cube_tile_shapes
+        self.control: ControlRead | None = None
+        self.new_tasks: list[Task] = []
+        self.builder: KernelBuilder | None = None  # the frontend's building.Builder while its kernel function runs
+        self.loops: list[RunningLoop] = []
+        self.left: RunningLoop | None = None
+        self._ops_since_look = 0
+        self._ranks: GroupRanks | None = None
+        self._launch_record = -1
 
-    @functools.cached_property
+    @property
     def ranks(self) -> GroupRanks:
         """This PE's rank in each communication group (one mapping, kept: it looks the groups up when asked)."""
-        return GroupRanks(self.launch, self.pe)
+        ranks = self._ranks
+        if ranks is None:
+            ranks = self._ranks = GroupRanks(self.launch, self.pe)
+        return ranks
 
     def wait_for(self, read: ControlRead) -> None:
         """The kernel function needs ``read``'s value: it waits while the launch runs (the builder thread blocks)."""
@@ -112,10 +118,13 @@ class PeProgram:
                                 f"{BYTES_PER_TILE_OP >> 10} kB once simulated, docs/pypto.md); give the loop fewer iterations, or run it on a "
                                 "machine with more memory")
 
-    @functools.cached_property
+    @property
     def launch_record(self) -> int:
         """The trace record of this PE's kernel launch, which its ops are part of (made with the first op)."""
-        return self.launch.system.recorder.op(self.launch.name, self.die, pe=self.pe)
+        record = self._launch_record
+        if record < 0:
+            record = self._launch_record = self.launch.system.recorder.op(self.launch.name, self.die, pe=self.pe)
+        return record
 
     def op(self, name: str, **args: Any) -> OpNode:
         """A new op of this PE, with its trace record (part of the PE's launch record)."""

@@ -21,21 +21,21 @@ if TYPE_CHECKING:
     from npusim.runtime.program import PeProgram
 
 
-@dataclass(eq=False)
 class ShmemArea:
     """One create_shmem_tensor / create_shmem_signal of the program: a symmetric tensor with an
-    int32 signal area, at the same offsets of the group's windows on every PE."""
+    int32 signal area, at the same offsets of the group's windows on every PE. ``creator``: the PE
+    that created it first; ``itemsize``: bytes per element (0: signal-only)."""
 
-    launch: ShmemLaunch
-    index: int
-    allocation: ShmemAllocation
-    creator: int = 0  # the PE that created it first
-    _views: dict[int, GmView] = field(default_factory=dict, init=False, repr=False)  # rank -> data_view(rank), once its window exists
-    _labels: dict[int, str] = field(default_factory=dict, init=False, repr=False)  # rank -> label(rank)
-    _signal_bases: dict[int, tuple[Allocation, int]] = field(default_factory=dict, init=False, repr=False)  # rank -> (signal window, area offset)
-
-    def __post_init__(self) -> None:
-        self.itemsize = self.dtype.itemsize if self.dtype is not None else 0  # bytes per element (0: signal-only)
+    def __init__(self, launch: ShmemLaunch, index: int, allocation: ShmemAllocation, creator: int = 0) -> None:
+        self.launch = launch
+        self.index = index
+        self.allocation = allocation
+        self.creator = creator
+        dtype = allocation.dtype
+        self.itemsize = dtype.itemsize if dtype is not None else 0
+        self._views: dict[int, GmView] = {}  # rank -> data_view(rank), once its window exists
+        self._labels: dict[int, str] = {}  # rank -> label(rank)
+        self._signal_bases: dict[int, tuple[Allocation, int]] = {}  # rank -> (signal window, area offset)
 
     @property
     def dtype(self) -> DataType | None:

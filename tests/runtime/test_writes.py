@@ -2,19 +2,21 @@
 the widest seen, covered writes dropped, the index rebuilt after many drops) must find what a look
 at every live write finds (issue 32, point 11: each tile op waits only for the writers its box meets)."""
 
-from types import SimpleNamespace
+from typing import Any, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npusim.kernels.shmem.tiling import Region
+from npusim.runtime.program import PeProgram
 from npusim.runtime.tasks import OpNode, Task
 from npusim.runtime.writes import Writes, region_covers, regions_meet
 
 
 def tile_op(tile: int) -> Task:
-    """A tile op of an op of a PE program that has no control read (what a Task asks of them)."""
-    return Task(OpNode(SimpleNamespace(new_tasks=[], control=None), "op", 0), tile)
+    """A tile op of an op of a PE program that has no control read (what a Task asks of them; the
+    program's launch is never looked at)."""
+    return Task(OpNode(PeProgram(cast(Any, None), 0, 0), "op", 0), tile)
 
 
 boxes = st.builds(lambda r, c, h, w: Region((r, c), (h, w)), st.integers(0, 12), st.integers(0, 12), st.integers(0, 6), st.integers(0, 6))
