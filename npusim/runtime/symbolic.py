@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Final, Protocol, TypeVar
 
 from npusim.errors import WorkloadError
-from npusim.runtime.program import building_program
+from npusim.runtime.program import PeProgram, building_program
 
 PeRanks = int | Mapping[str, int]
 """The PE a value is read on: one rank used for every group, or a rank per group name."""
@@ -427,3 +427,10 @@ def to_int(value: object, pe: PeRanks | None = None) -> int:
     if isinstance(value, int):
         return int(value)
     raise WorkloadError(f"expected an int or a SymbolicScalar, got {value!r}")
+
+
+def value_of(program: PeProgram, value: Any) -> Any:
+    """An op argument as its value on ``program``'s PE: a SymbolicScalar evaluated with the PE's
+    ranks (and its device-valued reads, waiting for them), anything else as it is (for the op's
+    checks to refuse or accept)."""
+    return value.concrete(program.ranks) if isinstance(value, SymbolicScalar) else value

@@ -22,7 +22,7 @@ from npusim import isa
 from npusim.config.products import PRODUCTS
 from npusim.errors import ResourceError
 from npusim.frontend.pypto.ops import _LAST_TILES, _cube_tuple, _gm, pypto_op
-from npusim.frontend.pypto.runtime import current_program, value_of
+from npusim.frontend.pypto.runtime import current_program
 from npusim.frontend.pypto.tensors import Destination, Tensor
 from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.isa.target import CubeTarget
@@ -46,7 +46,7 @@ from npusim.kernels.shmem.tile_ops import ADDRESS_SCALAR_INSTRUCTIONS, GmView
 from npusim.kernels.shmem.tiling import Region, Tile, tile_grid
 from npusim.runtime.ops import PYPTO_OPS
 from npusim.runtime.program import PeProgram
-from npusim.runtime.symbolic import SymbolicScalar
+from npusim.runtime.symbolic import SymbolicScalar, value_of
 from npusim.runtime.tasks import ControlRead, CoreTask
 from npusim.runtime.templates import ProgramPiece
 

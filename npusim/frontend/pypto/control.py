@@ -34,11 +34,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from npusim.errors import OpArgumentError, UsageError
-from npusim.frontend.pypto.runtime import building_program, value_of
+from npusim.frontend.pypto.runtime import building_program
 from npusim.frontend.pypto.tensors import Tensor, TensorAnnotation
 from npusim.frontend.session import innermost_session
 from npusim.runtime.program import RunningLoop
-from npusim.runtime.symbolic import LoopIndex, SymbolicScalar
+from npusim.runtime.symbolic import LoopIndex, SymbolicScalar, value_of
 
 JIT_OPTIONS = ("host_options", "codegen_options", "pass_options", "runtime_options", "verify_options", "debug_options")
 """The option groups of ``pypto.frontend.jit`` and ``pypto.options`` (python/pypto/frontend/parser/entry.py, config.py)."""

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Sequence
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
-from npusim.frontend.pypto.runtime import building_pe, building_program, current_program, value_of
+from npusim.frontend.pypto.runtime import building_pe, building_program, current_program
 from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor
 from npusim.frontend.session import current_session
 from npusim.frontend.tensor import DeviceTensor, empty
@@ -53,7 +53,7 @@ from npusim.kernels.shmem.tiling import Region, Tile, expand_tiles, split_pred, 
 from npusim.runtime.ops import PYPTO_OPS, PyptoOp
 from npusim.runtime.program import PeProgram
 from npusim.runtime.shmem import RemoteWrite
-from npusim.runtime.symbolic import SymbolicScalar
+from npusim.runtime.symbolic import SymbolicScalar, value_of
 from npusim.runtime.tasks import AccessSpec, CoreTask, OpNode, Task, WaitTask
 from npusim.runtime.templates import ProgramPiece
 
@@ -96,15 +96,9 @@ def _on_pe(function):
 # -- arguments ---------------------------------------------------------------------------------------
 
 
-def _int(value, program: PeProgram):
-    """An int or SymbolicScalar argument as its value on ``program``'s PE (a device-valued one once
-    it has been read; anything else as is, for the checks)."""
-    return value_of(program, value)
-
-
 def _pe_arg(op: str, arg: str, value, program: PeProgram, n_pes: int) -> int:
     """A PE argument (int or SymbolicScalar, a rank in the group) as its checked value on ``program``'s PE."""
-    value = _int(value, program)
+    value = value_of(program, value)
     check_pe(op, arg, value, n_pes)
     return value
 
@@ -112,7 +106,7 @@ def _pe_arg(op: str, arg: str, value, program: PeProgram, n_pes: int) -> int:
 def _ints(op: str, arg: str, values, program: PeProgram) -> list:
     if not isinstance(values, (list, tuple)):
         raise OpArgumentError(f"{op}: {arg}={values!r} must be a list of ints or SymbolicScalars")
-    return [_int(v, program) for v in values]
+    return [value_of(program, v) for v in values]
 
 
 def _shmem(op: str, arg: str, value, program: PeProgram, *, data: bool = False) -> ShmemTensor:

@@ -6,14 +6,12 @@ protocol the AICPU schedulers call) is :mod:`npusim.runtime`, below the frontend
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from npusim.errors import UsageError
 from npusim.frontend.session import current_session
 from npusim.hw.system import System
 from npusim.runtime.launch import ShmemLaunch
 from npusim.runtime.program import PeProgram, building_program
-from npusim.runtime.symbolic import SymbolicScalar
 
 
 def building_pe() -> int | None:
@@ -42,12 +40,6 @@ def new_launch(system: System, name: str, dies: Sequence[int], races: str,
 
     session = current_session()
     return ShmemLaunch(system, name, dies, races, groups, host=session, tile_shape=HOST_TILE_SHAPES.get(session))
-
-
-def value_of(program: PeProgram, value: Any) -> Any:
-    """An op argument as its value on ``program``'s PE: a SymbolicScalar evaluated with the PE's
-    ranks (and its device-valued reads, waiting for them), anything else as it is."""
-    return value.concrete(program.ranks) if isinstance(value, SymbolicScalar) else value
 
 
 # -- the framework's pypto.runtime names (its host-data launch style: host_data.py, which builds on this module) --

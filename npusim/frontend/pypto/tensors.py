@@ -35,11 +35,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from npusim.errors import OpArgumentError, UsageError, WorkloadError
-from npusim.frontend.pypto.runtime import value_of
 from npusim.kernels.shmem.dtypes import DataType, StatusType, TileOpFormat
 from npusim.kernels.shmem.tiling import Region
 from npusim.runtime.program import building_program
-from npusim.runtime.symbolic import SymbolicScalar
+from npusim.runtime.symbolic import SymbolicScalar, value_of
 from npusim.runtime.writes import Write, Writes
 
 if TYPE_CHECKING:
