@@ -31,7 +31,7 @@ from pathlib import Path
 from npusim.errors import InstallError, UsageError
 
 COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "hw.dma", "hw.aicpu", "hw.system", "hw.topology", "hw.stream", "hw.memory", "isa.program", "isa.instructions", "trace.rows", "trace.recorder",
-            "kernels.hccl.staging", "runtime.tasks", "runtime.symbolic", "runtime.writes", "runtime.program", "runtime.templates", "runtime.shmem", "kernels.shmem.checks", "kernels.shmem.tiling", "kernels.shmem.layout", "kernels.shmem.races", "kernels.shmem.tile_ops")
+            "kernels.hccl.staging", "runtime.tasks", "runtime.symbolic", "runtime.writes", "runtime.launch", "runtime.program", "runtime.templates", "runtime.shmem", "kernels.shmem.checks", "kernels.shmem.tiling", "kernels.shmem.layout", "kernels.shmem.races", "kernels.shmem.tile_ops")
 """The modules setup.py compiles, by their names in the npusim package."""
 PACKAGES = tuple(dict.fromkeys(name.rpartition(".")[0] for name in COMPILED))
 """The packages of the compiled modules (``engine``, ``hw``, ``isa``, ``trace``, ``kernels.hccl``, ``runtime``): the build's folders, by the same

@@ -7,8 +7,8 @@ import pytest
 
 import npusim
 from npusim import pypto
+from npusim.frontend.pypto import runtime as pypto_runtime
 from npusim.hw.device_task import AicpuWait, ControlWork, CoreWork, DeviceTask
-from npusim.runtime import launch
 from npusim.runtime.tasks import ControlRead, CoreTask, WaitTask
 
 D = pypto.distributed
@@ -17,21 +17,22 @@ X = pypto.experimental
 
 @pytest.fixture
 def schedulers(monkeypatch):
-    """Every AICPU scheduler the launches make (a class of the compiled engine: its methods cannot be patched, its maker can)."""
-    made: list = []
-    make = launch.AicpuScheduler
+    """Every AICPU scheduler the launches make (ShmemLaunch.schedulers, read at the end: a class of
+    the compiled engine, whose maker the frontend calls)."""
+    launches: list = []
+    make = pypto_runtime.ShmemLaunch
 
     def recording(*args, **kwargs):
-        made.append(make(*args, **kwargs))
-        return made[-1]
+        launches.append(make(*args, **kwargs))
+        return launches[-1]
 
-    monkeypatch.setattr(launch, "AicpuScheduler", recording)
-    return made
+    monkeypatch.setattr(pypto_runtime, "ShmemLaunch", recording)
+    return launches
 
 
-def tasks_of(schedulers) -> list:
-    """The tasks handed to ``schedulers`` (a run that ended made each ready and ran it)."""
-    return [task for scheduler in schedulers for task in scheduler.tasks]
+def tasks_of(launches) -> list:
+    """The tasks handed to the schedulers of ``launches`` (a run that ended made each ready and ran it)."""
+    return [task for launch in launches for scheduler in launch.schedulers for task in scheduler.tasks]
 
 
 def kind_of(task) -> type:
