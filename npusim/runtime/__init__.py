@@ -50,7 +50,7 @@ on the same shmem tensor, only if the signal's tile overlaps the box the put wro
 poll pass that saw the slot match; ``wait->load`` from that poll pass to the first event of each
 shmem_load or shmem_get tile op that had the wait as pred.
 
-:mod:`.tasks`, :mod:`.symbolic` and :mod:`.writes` run compiled with the engine, in the engine's shared library, or as Python with it:
+Every module here but :mod:`.ops` runs compiled with the engine, in the engine's shared library, or as Python with it:
 :mod:`npusim.engine` chooses for all (all or none), and where it chose the compiled modules this
 package finds it in the build's ``runtime/`` folder before the source.
 """
