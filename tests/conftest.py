@@ -76,6 +76,23 @@ def started():
 
 
 @pytest.fixture
+def pypto_launches(monkeypatch) -> list:
+    """The PyPTO launches (``npusim.runtime.launch.ShmemLaunch``) made while the test runs. Its class
+    is compiled with the engine, so the frontend's maker of launches is watched, not its ``__init__``."""
+    from npusim.frontend.pypto import runtime as pypto_runtime
+
+    made: list = []
+    make = pypto_runtime.ShmemLaunch
+
+    def recording(*args, **kwargs):
+        made.append(make(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(pypto_runtime, "ShmemLaunch", recording)
+    return made
+
+
+@pytest.fixture
 def a2_session():
     """A session on the built-in A2 config, with real data."""
     with npusim.session("a2") as s:

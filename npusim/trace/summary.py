@@ -254,8 +254,6 @@ def with_confidence(found: dict[str, Any], config: Any, low: Callable[[str], boo
 def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: str = "ok", error: str | None = None) -> dict[str, Any]:
     """The whole summary of a run."""
     low = low_confidence(config)
-    tables = {"ops": ops(record), "tiles": tiles(record), "pipes": pipe_busy(record), "bandwidth": bandwidth(record), "l2": l2(record)}
-    found = with_confidence(bottlenecks(record, low=low), config, low)
     return {
         "npusim_version": __version__,
         "status": status,
@@ -266,8 +264,12 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
         "simulated_time_us": record.simulated_ps / 1e6,
         "events": len(record.recorder),
         "wall_time_s": wall_seconds,
-        **tables,
-        "bottlenecks": found,
+        "ops": ops(record),
+        "tiles": tiles(record),
+        "pipes": pipe_busy(record),
+        "bandwidth": bandwidth(record),
+        "l2": l2(record),
+        "bottlenecks": with_confidence(bottlenecks(record, low=low), config, low),
         "warnings": [{"time_us": i.time_ps / 1e6, "die": i.die, "name": i.name, "message": i.message} for i in record.recorder.instants
                      if i.category != HOST_FALLBACK],
         "host_fallbacks": host_fallbacks(record),

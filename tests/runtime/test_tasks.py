@@ -3,31 +3,14 @@
 core task, a polled wait, a control read)."""
 
 import numpy as np
-import pytest
 
 import npusim
 from npusim import pypto
-from npusim.frontend.pypto import runtime as pypto_runtime
 from npusim.hw.device_task import AicpuWait, ControlWork, CoreWork, DeviceTask
 from npusim.runtime.tasks import ControlRead, CoreTask, WaitTask
 
 D = pypto.distributed
 X = pypto.experimental
-
-
-@pytest.fixture
-def schedulers(monkeypatch):
-    """Every AICPU scheduler the launches make (ShmemLaunch.schedulers, read at the end: a class of
-    the compiled engine, whose maker the frontend calls)."""
-    launches: list = []
-    make = pypto_runtime.ShmemLaunch
-
-    def recording(*args, **kwargs):
-        launches.append(make(*args, **kwargs))
-        return launches[-1]
-
-    monkeypatch.setattr(pypto_runtime, "ShmemLaunch", recording)
-    return launches
 
 
 def tasks_of(launches) -> list:
@@ -39,7 +22,7 @@ def kind_of(task) -> type:
     return ControlWork if task.on_control else CoreWork if task.on_core else AicpuWait
 
 
-def test_shmem_tile_ops_are_core_work_and_polled_waits(schedulers):
+def test_shmem_tile_ops_are_core_work_and_polled_waits(pypto_launches):
     with npusim.session("a2"):
         xs = [npusim.tensor(np.ones((8, 32), np.float16), device=pe) for pe in range(2)]
 
@@ -53,7 +36,7 @@ def test_shmem_tile_ops_are_core_work_and_polled_waits(schedulers):
 
         npusim.launch(kernel, 2, args=lambda pe: (xs[pe], pe))
         npusim.synchronize()
-    ready_tasks = tasks_of(schedulers)
+    ready_tasks = tasks_of(pypto_launches)
     assert {type(task) for task in ready_tasks} == {CoreTask, WaitTask}
     for task in ready_tasks:
         assert isinstance(task, DeviceTask) and isinstance(task, kind_of(task)), task
@@ -67,13 +50,13 @@ def copy_rows(x, n, out):
         out[i:i + 1, :] = x[i:i + 1, :]
 
 
-def test_a_device_value_read_is_control_work(schedulers):
+def test_a_device_value_read_is_control_work(pypto_launches):
     with npusim.session("a2"):
         out = npusim.zeros((4, 8), np.float32, device=0)
         copy_rows(npusim.tensor(np.ones((4, 8), np.float32), device=0), npusim.tensor(np.array([3], np.int32), device=0), out)
         npusim.synchronize()
         assert out.numpy()[:3].all() and not out.numpy()[3:].any()
-    ready_tasks = tasks_of(schedulers)
+    ready_tasks = tasks_of(pypto_launches)
     reads = [task for task in ready_tasks if isinstance(task, ControlRead)]
     assert reads and all(isinstance(task, ControlWork) and kind_of(task) is ControlWork for task in reads)
     assert all(isinstance(task, CoreWork) for task in ready_tasks if isinstance(task, CoreTask))

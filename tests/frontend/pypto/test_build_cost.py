@@ -15,24 +15,9 @@ import npusim
 from npusim import pypto
 from npusim.errors import MemoryLimitError, OutOfMemoryError, WallTimeError
 from npusim.frontend.memory import MemoryBudget, resident_bytes
-from npusim.frontend.pypto import runtime as pypto_runtime
 from npusim.frontend.session import Session
 from npusim.runtime import launch as runtime_launch
 from npusim.runtime import tasks
-
-
-@pytest.fixture
-def launches(monkeypatch) -> list[runtime_launch.ShmemLaunch]:
-    """The PyPTO launches made while the test runs."""
-    made: list[runtime_launch.ShmemLaunch] = []
-    make = pypto_runtime.ShmemLaunch  # a class of the compiled engine: the frontend's maker is watched, not its __init__
-
-    def recording(*args, **kwargs):
-        made.append(make(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(pypto_runtime, "ShmemLaunch", recording)
-    return made
 
 
 @pypto.frontend.jit
@@ -54,7 +39,7 @@ def dependencies(launch: runtime_launch.ShmemLaunch) -> int:
 
 
 @pytest.mark.parametrize(("kernel", "rows"), [(rewrite_one_tile, lambda n: 1), (copy_rows, lambda n: n)])
-def test_a_loop_builds_tile_ops_that_wait_for_a_bounded_number_of_others(launches, kernel, rows):
+def test_a_loop_builds_tile_ops_that_wait_for_a_bounded_number_of_others(pypto_launches, kernel, rows):
     """Every tile op of the loop waited for every earlier writer of the tile (n^2 / 2 dependencies:
     87 s and 4 GB at n = 10,000); now for the one before it at most, and the results are the same."""
     n = 300
@@ -63,7 +48,7 @@ def test_a_loop_builds_tile_ops_that_wait_for_a_bounded_number_of_others(launche
         out = npusim.zeros((rows(n), 64), np.float32)
         kernel(x, out, n)
         got = out.numpy()
-    (launch,) = launches
+    (launch,) = pypto_launches
     tasks = [task for program in launch.programs for task in program.tasks]
     assert len(tasks) == n and dependencies(launch) <= n
     assert all(task.ancestors == 0 and task.bit == 0 for task in tasks)  # no shmem access: no happens-before bits to carry
