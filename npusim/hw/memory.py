@@ -105,7 +105,10 @@ class AtomicUnit:
         return done
 
 
-_FIRST_BYTES = 4096  # a local buffer's first allocation: one page
+FIRST_ALLOCATION_BYTES = 64
+"""A local buffer's first allocation, in bytes: the signal words a timing-only run writes into UB
+(4 to 32 bytes at its start in the shmem examples) fit it, so each of the 36,864 cores of a 768-die
+run holds 64 bytes, not a page (144 MiB less)."""
 
 
 class LocalBuffer:
@@ -125,13 +128,13 @@ class LocalBuffer:
 
     def reach(self, end: int) -> np.ndarray:
         """The buffer's bytes, at least its first ``end``: they are allocated zero-filled only as far
-        as they are used (doubling, from one page), so the cores of a timing-only run, which write
+        as they are used (doubling, from FIRST_ALLOCATION_BYTES), so the cores of a timing-only run, which write
         a few signal bytes into UB, do not each hold a whole UB. Growing moves the bytes: views of the
         result are valid until the next call that grows it, so an instruction that takes several
         views of one buffer reaches the furthest first (``isa.instructions.values_together``)."""
         data = self._bytes
         if data is None or len(data) < end:
-            size = min(self.capacity_bytes, max(end, 2 * len(data) if data is not None else _FIRST_BYTES))
+            size = min(self.capacity_bytes, max(end, 2 * len(data) if data is not None else FIRST_ALLOCATION_BYTES))
             grown = np.zeros(size, dtype=np.uint8)
             if data is not None:
                 grown[: len(data)] = data

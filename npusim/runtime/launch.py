@@ -203,8 +203,8 @@ class ShmemLaunch:
                     )
 
     def new_bit(self) -> int:
-        """A happens-before bit no tile op of the launch has yet (see :class:`Task`)."""
-        bit = 1 << self._next_bit
+        """The position of a happens-before bit no tile op of the launch has yet (see :class:`Task`)."""
+        bit = self._next_bit
         self._next_bit += 1
         return bit
 
@@ -315,7 +315,7 @@ class ShmemLaunch:
         history = self.slots.get(key)
         if history is None:
             history = self.slots[key] = SlotHistory()
-        history.clock |= task.ancestors | task.bit
+        history.clock |= task.clock
         history.signals.append(event)
         self.slot_changed(key)
 

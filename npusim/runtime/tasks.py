@@ -45,12 +45,14 @@ class Task:
     tile ops it waits for, its happens-before bits and the shmem data it writes (:class:`RemoteWrite`). A tile op built after a device-valued scalar
     was read (:class:`ControlRead`) also waits for that read: the control flow that issues it ran
     past the read. ``linked`` once handed to its scheduler (:meth:`ShmemLaunch._link`); ``done`` once
-    the scheduler has handled its completion (``completed``: that event). Its own happens-before
-    ``bit`` is given as it starts, and only to a tile op that reads or writes shmem data (the race
-    detector compares those alone): the ``ancestors`` of a chain of other tile ops (a loop of compute
-    ops) stay empty instead of growing by a bit per tile op.
+    the scheduler has handled its completion (``completed``: that event). Its happens-before
+    ``clock`` (an int, one bit per tile op of the launch: those ordered before it, and its own) is
+    fixed as it starts. Its own ``bit`` (the position of that bit, -1 until given) is given as it
+    starts, and only to a tile op that reads or writes shmem data (the race detector compares those
+    alone): the clocks of a chain of other tile ops (a loop of compute ops) stay empty instead of
+    growing by a bit per tile op. A tile op keeps one int of the launch's width, not two.
 
-    Memory: :data:`~npusim.frontend.memory.BYTES_PER_TILE_OP` once simulated; its dependencies are the writers its
+    Memory: :data:`~npusim.runtime.program.BYTES_PER_TILE_OP` once simulated; its dependencies are the writers its
     reads and writes meet, not every earlier writer of the tensor
     (:class:`~npusim.runtime.writes.Writes`), so a build is linear in its tile ops."""
 
@@ -64,8 +66,8 @@ class Task:
         self.deps: dict[int, Task] = {}
         self.pending = 0
         self.successors: list[Task] = []
-        self.bit = 0
-        self.ancestors = 0
+        self.bit = -1
+        self.clock = 0
         self.writes: list[RemoteWrite] = []
         self.linked = False
         self.done = False
@@ -81,11 +83,11 @@ class Task:
                 self.deps.setdefault(id(task), task)
 
     def inherit(self) -> int:
-        """The happens-before ancestors from the predecessors (all done when this task starts)."""
-        ancestors = 0
+        """The happens-before clock of the predecessors (all done when this task starts): every bit of theirs."""
+        clock = 0
         for task in self.deps.values():
-            ancestors |= task.ancestors | task.bit
-        return ancestors
+            clock |= task.clock
+        return clock
 
     @property
     def who(self) -> str:
@@ -132,21 +134,22 @@ class CoreTask(Task):
         it on core ``core`` through that core's stream."""
         launch = self.op.program.launch
         env = launch.system.env
-        self.ancestors = self.inherit()
+        self.clock = self.inherit()
         for accesses in self.accesses:
             for spec in accesses():
                 area, view = spec.area, spec.view
                 intervals = view.intervals(spec.shape, area.itemsize)
                 if not intervals:
                     continue
-                if not self.bit:
+                if self.bit < 0:
                     self.bit = launch.new_bit()
+                    self.clock |= 1 << self.bit
                 by = self.op if spec.by is None else spec.by
                 who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
                 if by.source is not None:
                     who += f" at {by.source}"
                 access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe), intervals, self.bit,
-                                self.ancestors, clock(env), source=by.source)
+                                self.clock, clock(env), source=by.source)
                 launch.races.record(access)
                 self._records.append(access)
         build = self.build
@@ -321,7 +324,7 @@ class WaitTask(Task):
     def satisfied(self) -> None:
         launch = self.op.program.launch
         history = launch.slots.get(self._key)
-        self.ancestors = self.inherit() | (history.clock if history is not None else 0)
+        self.clock = self.inherit() | (history.clock if history is not None else 0)
         self.signal_events = list(history.signals) if history is not None else []
         waits = launch.slot_waits[self._key]
         waits.remove(self)
@@ -372,7 +375,7 @@ class ControlRead(Task):
 
     def executed(self, event: int) -> None:
         """The control AICPU has read the element (its trace event ``event``)."""
-        self.ancestors = self.inherit()
+        self.clock = self.inherit()
         self._take_value()
         self.done_event.succeed()
 

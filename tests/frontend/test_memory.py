@@ -32,7 +32,7 @@ def test_a_limit_below_what_a_session_needs_is_refused_before_anything_is_built(
 
 
 def test_a_launch_whose_tile_ops_would_exceed_the_limit_is_refused_before_it_simulates():
-    """The a3 all-gather's 16 PEs make 4,128 tile ops, ~13 kB each while simulated: about 52 MiB."""
+    """The a3 all-gather's 16 PEs make 4,128 tile ops, ~11 kB each while simulated: about 44 MiB."""
     from shmem_allgather import run_allgather  # noqa: F401  (examples/ is on the path below)
 
     budget = MemoryBudget(1 << 50, "a test")

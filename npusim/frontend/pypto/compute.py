@@ -228,7 +228,7 @@ def _exact_value(tensor: Tensor, compute: np.dtype) -> DeviceTensor | None:
     pairs between two of them (auto_cast.cpp RemoveRedundantCastChain): a chain of fp16 / bf16 ops
     rounds once, at its end. Only an op result whose tile ops are not yet linked can still keep it."""
     destination = tensor.autocast
-    if compute != FP32 or destination is None or any(task.bit for task, _ in tensor.writes):
+    if compute != FP32 or destination is None or any(task.bit >= 0 for task, _ in tensor.writes):
         return None
     if destination.exact is None:
         destination.exact = empty(tuple(tensor.shape), np.float32, device=tensor.program.die)
@@ -656,7 +656,7 @@ def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_s
     """A reshape that only adds or drops dims of size 1: the same view with those dims (any strides).
     Of an op result not yet placed (``x[i, :, :] = op(...)`` assembles such a view), an ``assemble``
     of the view still folds into the producer's store (:meth:`Tensor.fold_into`)."""
-    unplaced = (x.destination is not None and not x.destination.pinned and not x._read and not any(task.bit for task, _ in x.writes))
+    unplaced = (x.destination is not None and not x.destination.pinned and not x._read and not any(task.bit >= 0 for task, _ in x.writes))
     gm = x.destination.device if unplaced and x.destination is not None else x.as_read().gm()
     kept = [(stride, valid) for size, stride, valid in zip(x.shape, gm.strides, x.valid_shape) if size != 1]
     unit_valid = min([v for size, v in zip(x.shape, x.valid_shape) if size == 1], default=1)

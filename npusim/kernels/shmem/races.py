@@ -8,9 +8,9 @@ slot matches is ordered after every signal store that landed in the slot since i
 cleared. A barrier is a signal to all PEs and a wait, so it orders too; program order alone does
 not (PyPTO ops run when their preds allow, in any order).
 
-Each tile op of a launch is one bit of a Python int; its ancestors are the OR of its predecessors'
-ancestors and bits (a wait adds its slot's), fixed when it starts. Two accesses race when neither's
-bit is among the other's ancestors. A race is reported once both tile ops have ended, naming both
+Each tile op of a launch is one bit of a Python int; its clock is the OR of its predecessors'
+clocks (a wait adds its slot's) and its own bit, fixed when it starts. Two accesses race when
+neither's bit is in the other's clock. A race is reported once both tile ops have ended, naming both
 sides (with the program line of each, when the frontend gives it); the caller decides whether that
 is a warning or an error, and is told which side started last (the access that races).
 """
@@ -42,8 +42,8 @@ class Access:
     memory: tuple[int, int]
     memory_label: str
     intervals: list[tuple[int, int]]
-    bit: int
-    ancestors: int
+    bit: int  # the position of its tile op's bit
+    clock: int  # its tile op's happens-before clock: the bits of the tile ops ordered before it, and its own
     start_ps: int
     end_ps: int | None = None
     source: Callsite | None = None
@@ -93,18 +93,18 @@ class RaceDetector:
     def record(self, access: Access) -> None:
         """A tile op starts ``access``: find the earlier accesses it races with."""
         lo, hi = access.bounds
-        bit, ancestors = access.bit, access.ancestors
+        bit, clock = access.bit, access.clock
         others = self._accesses.get((access.memory, WRITE if access.kind == READ else READ))
-        for _, _, other_bit, other_ancestors, other in (others.meeting(lo, hi) if others is not None else ()):
-            if other_bit == bit or other_bit & ancestors or bit & other_ancestors:
-                continue  # the same tile op, or one happens before the other (its bit among the other's ancestors)
+        for _, _, other_bit, other_clock, other in (others.meeting(lo, hi) if others is not None else ()):
+            if other_bit == bit or clock >> other_bit & 1 or other_clock >> bit & 1:
+                continue  # the same tile op, or one happens before the other (its bit in the other's clock)
             if other.overlap(access) is not None:
                 access.pending.append(other)
                 other.pending_in.append(access)
         mine = self._accesses.get((access.memory, access.kind))
         if mine is None:
             mine = self._accesses[(access.memory, access.kind)] = _Started()
-        mine.add(self._started, lo, hi, bit, ancestors, access)
+        mine.add(self._started, lo, hi, bit, clock, access)
         self._started += 1
 
     def ended(self, access: Access, time_ps: int) -> None:
@@ -134,7 +134,7 @@ class RaceDetector:
 
 class _Started:
     """The accesses of one kind to one memory so far, sorted by their first byte (``firsts``), each
-    ``(order started, end byte, bit, ancestors, access)``: an access finds those whose bounds meet its
+    ``(order started, end byte, bit, clock, access)``: an access finds those whose bounds meet its
     own without scanning the others (tile ops of one memory mostly touch boxes apart)."""
 
     __slots__ = ("firsts", "entries", "widest")
@@ -144,10 +144,10 @@ class _Started:
         self.entries: list[tuple[int, int, int, int, Access]] = []
         self.widest = 0  # the largest end - first byte of an entry
 
-    def add(self, order: int, lo: int, hi: int, bit: int, ancestors: int, access: Access) -> None:
+    def add(self, order: int, lo: int, hi: int, bit: int, clock: int, access: Access) -> None:
         at = bisect.bisect_right(self.firsts, lo)
         self.firsts.insert(at, lo)
-        self.entries.insert(at, (order, hi, bit, ancestors, access))
+        self.entries.insert(at, (order, hi, bit, clock, access))
         self.widest = max(self.widest, hi - lo)
 
     def meeting(self, lo: int, hi: int) -> list[tuple[int, int, int, int, Access]]:

@@ -51,7 +51,7 @@ def test_a_loop_builds_tile_ops_that_wait_for_a_bounded_number_of_others(pypto_l
     (launch,) = pypto_launches
     tasks = [task for program in launch.programs for task in program.tasks]
     assert len(tasks) == n and dependencies(launch) <= n
-    assert all(task.ancestors == 0 and task.bit == 0 for task in tasks)  # no shmem access: no happens-before bits to carry
+    assert all(task.clock == 0 and task.bit == -1 for task in tasks)  # no shmem access: no happens-before bits to carry
     np.testing.assert_array_equal(got, 2 * x.numpy()[:1] if kernel is rewrite_one_tile else x.numpy())
     assert session.result.status == "ok"
 
@@ -99,7 +99,7 @@ def test_running_out_of_memory_in_a_loop_names_it_and_frees_the_build_for_the_ne
     earlier = [o for o in gc.get_objects() if issubclass(type(o), (Session, tasks.Task))]  # other tests' (held: their ids stay theirs)
     with pytest.raises(OutOfMemoryError, match=r"^the machine ran out of memory while PE 0's kernel was built, in pypto.loop 'BIG' "
                                                r"\(test_build_cost.py:\d+\) at iteration 31 of 1,000, with 30 tile ops built \(each takes "
-                                               r"about 13 kB once simulated, docs/pypto.md\); give the loop fewer iterations"):
+                                               r"about 11 kB once simulated, docs/pypto.md\); give the loop fewer iterations"):
         with npusim.session("a2", data=False) as failed:
             runs_out_of_memory(npusim.zeros((1, 64), np.float32), npusim.zeros((1, 64), np.float32), 1000, 30)
     assert failed.result.status == "failed" and failed.system.recorder.ops == []  # the ops that never ran are not in its trace

@@ -7,7 +7,8 @@ from npusim.kernels.shmem.races import READ, WRITE, Access, RaceDetector
 
 
 def access(kind, bit, ancestors=0, intervals=((0, 64),), start=0, memory=(0, 0), who=None):
-    return Access(kind, who or f"{kind} {bit}", memory, "memory M", list(intervals), 1 << bit, ancestors, start)
+    """An access of the tile op of bit ``bit``, ordered after the tile ops of ``ancestors``'s bits."""
+    return Access(kind, who or f"{kind} {bit}", memory, "memory M", list(intervals), bit, ancestors | 1 << bit, start)
 
 
 def detector():
@@ -74,5 +75,5 @@ def test_each_access_finds_the_earlier_ones_it_races_with_in_start_order(accesse
         races.record(new)
         expected = [other for other in accesses[:position]
                     if other.memory == new.memory and other.kind != new.kind and other.bit != new.bit
-                    and not other.bit & new.ancestors and not new.bit & other.ancestors and other.overlap(new) is not None]
+                    and not 1 << other.bit & new.clock and not 1 << new.bit & other.clock and other.overlap(new) is not None]
         assert [a.who for a in new.pending] == [a.who for a in expected]
