@@ -25,7 +25,7 @@ from npusim.kernels.shmem.layout import ShmemGroupRegistry
 from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
 from npusim.runtime.program import BYTES_PER_TILE_OP, PeProgram
 from npusim.runtime.shmem import ShmemArea, SlotHistory
-from npusim.runtime.tasks import Task, WaitTask
+from npusim.runtime.tasks import Task, WaitTask, joined
 from npusim.runtime.templates import TileTemplate
 
 
@@ -315,7 +315,7 @@ class ShmemLaunch:
         history = self.slots.get(key)
         if history is None:
             history = self.slots[key] = SlotHistory()
-        history.clock |= task.clock
+        history.clock = joined(history.clock, task.clock)
         history.signals.append(event)
         self.slot_changed(key)
 

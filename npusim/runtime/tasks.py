@@ -40,6 +40,14 @@ READS_AFTER_WAIT = ("shmem_load", "shmem_get")
 """Tile ops whose wait preds get a ``wait->load`` flow: they read the data the wait guards."""
 
 
+def joined(clock: int, other: int) -> int:
+    """The union of two happens-before clocks: one of the two ints itself when it holds the
+    other's bits, so the tile ops ordered after the same ones share one int (about half of the
+    clocks of the hierarchical all-gather's tile ops) instead of each keeping a copy."""
+    union = clock | other
+    return clock if union == clock else other if union == other else union
+
+
 class Task:
     """One tile op: its op and tile index (``trace_op``: the op id its trace events carry), the
     tile ops it waits for, its happens-before bits and the shmem data it writes (:class:`RemoteWrite`). A tile op built after a device-valued scalar
@@ -86,7 +94,7 @@ class Task:
         """The happens-before clock of the predecessors (all done when this task starts): every bit of theirs."""
         clock = 0
         for task in self.deps.values():
-            clock |= task.clock
+            clock = joined(clock, task.clock)
         return clock
 
     @property
@@ -324,7 +332,7 @@ class WaitTask(Task):
     def satisfied(self) -> None:
         launch = self.op.program.launch
         history = launch.slots.get(self._key)
-        self.clock = self.inherit() | (history.clock if history is not None else 0)
+        self.clock = joined(self.inherit(), history.clock) if history is not None else self.inherit()
         self.signal_events = list(history.signals) if history is not None else []
         waits = launch.slot_waits[self._key]
         waits.remove(self)

@@ -3,11 +3,13 @@
 core task, a polled wait, a control read)."""
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 import npusim
 from npusim import pypto
 from npusim.hw.device_task import AicpuWait, ControlWork, CoreWork, DeviceTask
-from npusim.runtime.tasks import ControlRead, CoreTask, WaitTask
+from npusim.runtime.tasks import ControlRead, CoreTask, WaitTask, joined
 
 D = pypto.distributed
 X = pypto.experimental
@@ -60,3 +62,17 @@ def test_a_device_value_read_is_control_work(pypto_launches):
     reads = [task for task in ready_tasks if isinstance(task, ControlRead)]
     assert reads and all(isinstance(task, ControlWork) and kind_of(task) is ControlWork for task in reads)
     assert all(isinstance(task, CoreWork) for task in ready_tasks if isinstance(task, CoreTask))
+
+
+@given(st.integers(0, (1 << 200) - 1), st.integers(0, (1 << 200) - 1))
+def test_joined_clocks_are_the_union_and_share_an_operand_that_holds_it(clock, other):
+    """A tile op's clock joined with a predecessor's: the union of their bits; when one of the two
+    already holds every bit of the other, that very int (tile ops ordered after the same ones share it)."""
+    big = 1 << 300  # ints past the small-int cache, as a launch's clocks are
+    a, b = clock | big, other | big
+    union = joined(a, b)
+    assert union == a | b
+    if a | b == a:
+        assert union is a
+    elif a | b == b:
+        assert union is b
