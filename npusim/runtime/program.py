@@ -22,8 +22,8 @@ BUILD_LOOK_OPS = 256
 the run's memory, which reads /proc in ~7 us, and the collector's survivors; an op takes ~50 us to build)."""
 BYTES_PER_TILE_OP = 11 << 10
 """Memory one PyPTO tile op takes while it is simulated and recorded (its events, flows, scheduler
-and network state): 10.0 - 11.4 kB measured on the hierarchical all-gather at 32, 64 and 128 dies
-and 9.3 kB on the a3 all-gather (the peak resident memory from the launch's submission to the end
+and network state): 9.9 - 11.4 kB measured on the hierarchical all-gather at 32, 64 and 128 dies
+and 9.2 kB on the a3 all-gather (the peak resident memory from the launch's submission to the end
 of the simulation, over its tile ops; benchmarks/RESULTS.md, issue 32 and stop 50) [M]."""
 
 
