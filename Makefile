@@ -12,8 +12,9 @@ BYTECODE := $(VENV)/.bytecode
 TEST_DEPS := $(VENV)/.test-deps
 LINT_DEPS := $(VENV)/.lint-deps
 SOURCES := $(shell find npusim examples -name '*.py')
-# the modules the build compiles: setup.py's COMPILED list, on one line (the engine's, npusim/hw/core.py, queue.py, cache.py, dma.py, aicpu.py, system.py, topology.py, stream.py, memory.py, npusim/isa/program.py and instructions.py, npusim/trace/rows.py and recorder.py, npusim/kernels/hccl/staging.py, npusim/runtime/tasks.py, symbolic.py, writes.py, launch.py, program.py, templates.py and shmem.py, npusim/kernels/shmem/checks.py, tiling.py, layout.py, races.py and tile_ops.py)
-COMPILED_SOURCES := $(shell sed -n 's/^COMPILED = \[\(.*\)\]$$/\1/p' setup.py | tr -d '",')
+# the sources of the modules the build compiles: npusim.engine.COMPILED (npusim/engine/__init__.py,
+# on one line: engine.flow -> npusim/engine/flow.py), which setup.py reads too
+COMPILED_SOURCES := $(shell sed -n 's/^COMPILED = (\(.*\))$$/\1/p' npusim/engine/__init__.py | tr -d '",' | tr . / | sed 's|[^ ][^ ]*|npusim/&.py|g')
 
 .PHONY: run test explore lint bench golden clean
 
@@ -29,11 +30,10 @@ $(RUN_DEPS): pyproject.toml
 
 # npusim itself, editable, its engine compiled once (setup.py: mypyc, then the C compiler) into the
 # package npusim_compiled in .venv, never into the checkout; again after an edit of one of the
-# compiled modules (the engine's, the AI core's pipes, hw/core.py, the DMA queue, the L2 and the bulk-copy engines, hw/queue.py, hw/cache.py and hw/dma.py, the AICPU schedulers, hw/aicpu.py, the machine, its routes, streams and memories, hw/system.py, topology.py, stream.py and memory.py, the ISA's
-# isa/program.py and isa/instructions.py, the recorder and its event rows, trace/recorder.py and trace/rows.py, HCCL's staging rewrite, kernels/hccl/staging.py, the PyPTO runtime's device tasks, its symbolic integers, which tile ops wrote which part of a tensor, the launches, the PE programs, the tile templates and the symmetric memory, runtime/tasks.py, symbolic.py, writes.py, launch.py, program.py, templates.py and shmem.py, and the shmem ops' checks, tiling, layout, tile programs and race records, kernels/shmem/). pip shows the build's output only when it fails: the engine says which it is
+# compiled modules (COMPILED_SOURCES), of their list or of setup.py. pip shows the build's output only when it fails: the engine says which it is
 # (compiled, or interpreted and why: no C compiler ...) in one line after. The rm takes away the
 # compiled files that builds before 2026-12 wrote beside the sources (npusim.engine refuses them).
-$(COMPILED): $(RUN_DEPS) setup.py $(COMPILED_SOURCES)
+$(COMPILED): $(RUN_DEPS) setup.py npusim/engine/__init__.py $(COMPILED_SOURCES)
 	@echo "make: compiling the engine ($(COMPILED_SOURCES)) with mypyc and the C compiler"
 	rm -f npusim/engine/*.so npusim/engine/built_from.py
 	$(BIN)/pip install --progress-bar off --no-build-isolation --no-deps -e .

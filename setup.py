@@ -1,14 +1,7 @@
-"""Build of npusim's compiled core: the engine's modules (``npusim/engine/``: the fluid bandwidth
-network, the event loop, progress counters), the AI core's pipes (``npusim/hw/core.py``), the
-DMA engines' request queue they issue copies to (``npusim/hw/queue.py``), the dies' L2 caches
-every copy looks up (``npusim/hw/cache.py``), their bulk-copy engines (``npusim/hw/dma.py``) and the AICPU schedulers of
-device tasks (``npusim/hw/aicpu.py``), the machine, its routes, streams and memories (``npusim/hw/system.py``,
-``topology.py``, ``stream.py``, ``memory.py``), the kernel builder and the instructions
-(``npusim/isa/program.py``, ``npusim/isa/instructions.py``) and the recorder's event rows the
-pipes append to and the recorder itself (``npusim/trace/rows.py``, ``npusim/trace/recorder.py``), HCCL's staging rewrite
-(``npusim/kernels/hccl/staging.py``) and the PyPTO runtime's device tasks the AICPU schedulers run
-(``npusim/runtime/tasks.py``) compiled to C extensions by mypyc, from the same mypy-strict sources (the metadata is in
-pyproject.toml).
+"""Build of npusim's compiled core: the modules of ``npusim.engine.COMPILED`` (the engine's, the AI
+core's pipes, the DMA queues, the L2, the AICPU schedulers, the machine, the ISA, the recorder,
+HCCL's staging rewrite and the PyPTO runtime below the frontend) compiled to C extensions by mypyc,
+from the same mypy-strict sources (the metadata is in pyproject.toml).
 
 The network's progressive filling is most of a collective's run, the event loop runs every event
 and the pipes every instruction; compiled, they run the same operations in the same order (the
@@ -28,6 +21,7 @@ line, and installs npusim with its engine interpreted. ``pip`` shows a successfu
 only with ``-v``; ``make`` prints the line after installing (``python -m npusim.engine``).
 """
 
+import ast
 import hashlib
 import shutil
 import subprocess
@@ -39,9 +33,21 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ["npusim/engine/flags.py", "npusim/engine/flow.py", "npusim/engine/loop.py", "npusim/engine/progress.py", "npusim/hw/core.py", "npusim/hw/queue.py", "npusim/hw/cache.py", "npusim/hw/dma.py", "npusim/hw/aicpu.py", "npusim/hw/system.py", "npusim/hw/topology.py", "npusim/hw/stream.py", "npusim/hw/memory.py", "npusim/isa/program.py", "npusim/isa/instructions.py", "npusim/trace/rows.py", "npusim/trace/recorder.py", "npusim/kernels/hccl/staging.py", "npusim/runtime/tasks.py", "npusim/runtime/symbolic.py", "npusim/runtime/writes.py", "npusim/runtime/launch.py", "npusim/runtime/program.py", "npusim/runtime/templates.py", "npusim/runtime/shmem.py", "npusim/kernels/shmem/checks.py", "npusim/kernels/shmem/tiling.py", "npusim/kernels/shmem/layout.py", "npusim/kernels/shmem/races.py", "npusim/kernels/shmem/tile_ops.py"]
-"""The modules compiled, into one shared library (``compiled__mypyc``): they call each other inside it (one line: the Makefile reads it)."""
-PACKAGE = "npusim_compiled"
+ENGINE = Path(__file__).resolve().parent / "npusim" / "engine" / "__init__.py"
+
+
+def engine_constant(name: str) -> object:
+    """The constant ``name`` of npusim/engine/__init__.py, read from its source: the build needs the
+    list of compiled modules before npusim's dependencies are installed, so it does not import it."""
+    for node in ast.parse(ENGINE.read_text()).body:
+        if isinstance(node, ast.Assign) and [getattr(target, "id", None) for target in node.targets] == [name]:
+            return ast.literal_eval(node.value)
+    raise LookupError(f"{ENGINE} assigns no constant {name}")
+
+
+COMPILED = [f"npusim/{name.replace('.', '/')}.py" for name in engine_constant("COMPILED")]
+"""The modules compiled (``npusim.engine.COMPILED``), into one shared library (``compiled__mypyc``): they call each other inside it."""
+PACKAGE = engine_constant("COMPILED_PACKAGE")
 """The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``, ``kernels/hccl/``, ``runtime/``: their extension files) and
 ``__init__.py`` (the digests)."""
 GROUP = "npusim.engine.compiled"

@@ -30,9 +30,8 @@ from pathlib import Path
 
 from npusim.errors import InstallError, UsageError
 
-COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "hw.dma", "hw.aicpu", "hw.system", "hw.topology", "hw.stream", "hw.memory", "isa.program", "isa.instructions", "trace.rows", "trace.recorder",
-            "kernels.hccl.staging", "runtime.tasks", "runtime.symbolic", "runtime.writes", "runtime.launch", "runtime.program", "runtime.templates", "runtime.shmem", "kernels.shmem.checks", "kernels.shmem.tiling", "kernels.shmem.layout", "kernels.shmem.races", "kernels.shmem.tile_ops")
-"""The modules setup.py compiles, by their names in the npusim package."""
+COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "hw.dma", "hw.aicpu", "hw.system", "hw.topology", "hw.stream", "hw.memory", "isa.program", "isa.instructions", "trace.rows", "trace.recorder", "kernels.hccl.staging", "runtime.tasks", "runtime.symbolic", "runtime.writes", "runtime.launch", "runtime.program", "runtime.templates", "runtime.shmem", "kernels.shmem.checks", "kernels.shmem.tiling", "kernels.shmem.layout", "kernels.shmem.races", "kernels.shmem.tile_ops")
+"""The modules the build compiles (setup.py, which reads this list, as the Makefile does: on one line), by their names in the npusim package."""
 PACKAGES = tuple(dict.fromkeys(name.rpartition(".")[0] for name in COMPILED))
 """The packages of the compiled modules (``engine``, ``hw``, ``isa``, ``trace``, ``kernels.hccl``, ``runtime``): the build's folders, by the same
 names (``kernels/hccl``)."""
@@ -145,7 +144,7 @@ def compiled_first(package: str, path: list[str]) -> None:
     package's ``__init__`` calls it with its ``__name__`` and ``__path__``."""
     name = package.removeprefix("npusim.")
     if name not in PACKAGES:
-        raise ValueError(f"{package} has no compiled modules: add them to setup.py's and npusim.engine's COMPILED first (packages: {', '.join(PACKAGES)})")
+        raise ValueError(f"{package} has no compiled modules: add them to npusim.engine.COMPILED first (packages: {', '.join(PACKAGES)})")
     if CHOICE.folder is not None:
         path.insert(0, str(CHOICE.folder.joinpath(*name.split("."))))
 
