@@ -117,7 +117,7 @@ def gemm_rate(config: str, dtype: str, m: int, n: int, k: int) -> tuple[float, f
     import torch
 
     import npusim.torch_npu as torch_npu
-    from npusim.trace.summary import ops
+    from npusim.trace.summary import ops, records
 
     with npusim.session(config, data=False) as s:
         if dtype == "fp16":
@@ -131,7 +131,7 @@ def gemm_rate(config: str, dtype: str, m: int, n: int, k: int) -> tuple[float, f
             torch_npu.npu_quant_matmul(x, w, scale, output_dtype=torch.bfloat16)
         npusim.synchronize()
         record = s.system.record()
-        (span,) = [op for op in ops(record) if op["name"] in ("MatMulV3", "QuantBatchMatmulV3")]
+        (span,) = [op for op in records(ops(record)) if op["name"] in ("MatMulV3", "QuantBatchMatmulV3")]
         seconds = (span["end_us"] - span["start_us"]) * 1e-6
         hbm = sum(r.bytes_moved for r in record.resources if r.kind == "hbm" and r.die == 0)
     return 2 * m * n * k / seconds / 1e12, hbm / seconds / 1e9

@@ -18,7 +18,7 @@ import numpy as np
 
 import npusim
 from npusim import torch_npu
-from npusim.trace.summary import ops
+from npusim.trace.summary import ops, records
 
 BF16 = ml_dtypes.bfloat16
 
@@ -54,7 +54,7 @@ def kv_cache_write(title, cache_shape, tokens, new_per_sequence, rng, double_buf
                                      tensors["zero_points"], axis=-2, quant_axis=-1)
     npusim.synchronize()
 
-    row = [r for r in ops(session.system) if r["name"] == "QuantUpdateScatter"][-1]
+    row = [r for r in records(ops(session.system)) if r["name"] == "QuantUpdateScatter"][-1]
     die = session.config.spec.die
     peak = die.hbm.bandwidth.bytes_per_second(die.clock.hz)
     seconds = row["duration_us"] * 1e-6

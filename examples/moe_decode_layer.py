@@ -54,7 +54,7 @@ import torch
 import npusim
 import npusim.torch_npu as torch_npu
 from npusim.errors import UsageError
-from npusim.trace.summary import ops
+from npusim.trace.summary import ops, records
 
 BF16 = ml_dtypes.bfloat16
 DEEPSEEK_EXPERTS = 256
@@ -167,7 +167,7 @@ def stage_times(record, ep: int) -> tuple[dict[str, list[float]], list[float]]:
     spans: dict[str, list[float]] = {stage: [] for stage, _ in STAGES}
     layers = []
     by_die: dict[int, list[dict]] = {}
-    for op in ops(record):
+    for op in records(ops(record)):
         by_die.setdefault(op["die"], []).append(op)
     for die in range(ep):
         mine = by_die.get(die, [])

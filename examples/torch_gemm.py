@@ -15,7 +15,7 @@ import torch
 
 import npusim
 import npusim.torch_npu as torch_npu
-from npusim.trace.summary import ops
+from npusim.trace.summary import ops, records
 
 M, K, N = 256, 1024, 512
 
@@ -44,7 +44,7 @@ def main() -> None:
     yq = torch_npu.npu_quant_matmul(xq, wq.t(), scale, pertoken_scale=token, output_dtype=torch.bfloat16)
     npusim.synchronize()
 
-    spans = {op["name"]: op["end_us"] - op["start_us"] for op in ops(session.system.record())}
+    spans = {op["name"]: op["end_us"] - op["start_us"] for op in records(ops(session.system.record()))}
     for name, kernel, flops in (("float16 linear", "MatMulV3", 2 * m * n * k), ("int8 quant matmul", "QuantBatchMatmulV3", 2 * m * n * k)):
         us = spans[kernel]
         print(f"{name} [{m}, {k}] x [{k}, {n}] on {session.config.name}: {kernel} {us:.2f} us, {flops / us / 1e6:.1f} TFLOPS (TOPS for int8)")

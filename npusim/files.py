@@ -105,59 +105,17 @@ def write_bytes_atomically(path: Path, data: bytes) -> None:
 
 def json_bytes(data: Any) -> bytes:
     """``data`` as indented JSON with sorted keys, the form of every JSON file npusim writes:
-    ``json.dumps(data, indent=2, sort_keys=True)``, byte for byte, written faster (:func:`json_parts`)."""
-    text = "".join([_text(part) for part in json_parts(data)])
-    encoded = text.encode("utf-8")
-    del text  # a summary's text is ~100 MB: not held while its bytes are copied once more
-    return encoded + b"\n"
-
-
-class _RowChunk:
-    """Rows of a table (:func:`_rows`) whose text is made when asked (:func:`_text`)."""
-
-    __slots__ = ("rows", "level")
-
-    def __init__(self, rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], level: int) -> None:
-        self.rows = rows
-        self.level = level
-
-
-class _Dumped:
-    """A document the json module writes (:class:`_Unusual`), when asked (:func:`_text`)."""
-
-    __slots__ = ("document",)
-
-    def __init__(self, document: Any) -> None:
-        self.document = document
-
-
-JsonPart = str | _RowChunk | _Dumped
-"""A piece of a JSON file's text (:func:`json_parts`): the text, or what makes it."""
-
-
-def json_parts(data: Any) -> list[JsonPart]:
-    """The text of :func:`json_bytes` (without its last line break) as parts, in order: short texts,
-    and the chunks of rows of its tables, whose texts are made when each is written (:func:`_text`),
-    so that two processes can share them (:class:`JsonOnTwoCores`). A document the fast form
-    leaves to the json module (:class:`_Unusual`) is one part."""
-    parts: list[JsonPart] = []
+    ``json.dumps(data, indent=2, sort_keys=True)``, byte for byte, written faster (:func:`_indented`)."""
+    parts: list[str] = []
     try:
         _indented(data, 0, set(), parts)
     except _Unusual:
-        return [_Dumped(data)]
-    return parts
-
-
-def _text(part: JsonPart) -> str:
-    """The text of a part of :func:`json_parts`."""
-    if type(part) is str:
-        return part
-    if type(part) is _RowChunk:
-        _, entry_pad, between = _row_layout(part.level)
-        text = _flat_encoder(part.level + 2)(part.rows)  # [{"a": 1,<entry_pad>"b": 2},<entry_pad>{"a": 3, ...}]
-        return text[2:-2].replace("}," + entry_pad + "{", between)
-    assert type(part) is _Dumped
-    return json.dumps(part.document, indent=2, sort_keys=True)
+        parts = [json.dumps(data, indent=2, sort_keys=True)]
+    text = "".join(parts)
+    del parts
+    encoded = text.encode("utf-8")
+    del text  # a summary's text is ~50 MB: not held while its bytes are copied once more
+    return encoded + b"\n"
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -177,12 +135,12 @@ def _flat_encoder(level: int) -> Callable[[Any], str]:
     return json.JSONEncoder(sort_keys=True, separators=(",\n" + "  " * level, ": ")).encode
 
 
-def _indented(value: Any, level: int, containing: set[int], parts: list[JsonPart]) -> None:
+def _indented(value: Any, level: int, containing: set[int], parts: list[str]) -> None:
     """``value`` as ``json.dumps(value, indent=2, sort_keys=True)`` writes it at nesting ``level``,
     appended to ``parts``. The indented form is the json module's pure-Python encoder; here a list
-    or mapping of plain values (a summary's row) goes to its C encoder in one call instead, a list
-    of such mappings (a summary's table of rows) in a few (:func:`_rows`), and only the others are
-    written entry by entry."""
+    or mapping of plain values (a column of a summary's table, a row of a sweep's) goes to its C
+    encoder in one call instead, a list of such mappings (a table of rows) in a few
+    (:func:`_rows`), and only the others are written entry by entry."""
     kind = type(value)
     if kind in _PLAIN:
         parts.append(_ENCODE(value))
@@ -193,7 +151,7 @@ def _indented(value: Any, level: int, containing: set[int], parts: list[JsonPart
         parts.append("{}" if kind is dict else "[]")
         return
     pad = "\n" + "  " * level
-    if all(type(child) in _PLAIN for child in (value.values() if kind is dict else value)):
+    if _PLAIN_TYPES.issuperset(map(type, value.values() if kind is dict else value)):  # a C loop: a summary's column holds 134,400 values
         text = _flat_encoder(level + 1)(value)
         parts.append(f"{text[0]}{pad}  {text[1:-1]}{pad}{text[-1]}")
         return
@@ -218,38 +176,33 @@ def _indented(value: Any, level: int, containing: set[int], parts: list[JsonPart
 
 def _all_rows(value: list[Any] | tuple[Any, ...]) -> bool:
     """Whether every entry of ``value`` is a non-empty dict of plain values (checked by C loops:
-    a summary's table has hundreds of thousands of values)."""
+    a sweep's table may have thousands of rows)."""
     return (set(map(type, value)) == {dict} and all(value)
             and _PLAIN_TYPES.issuperset(map(type, itertools.chain.from_iterable(map(dict.values, value)))))
 
 
 ROWS_AT_ONCE = 4096
 """Rows :func:`_rows` gives the C encoder at a time: few calls, and no text of a whole long table
-at once besides the result (a 768-die summary's tables are 31 MB of text each)."""
+at once besides the result."""
 
 
-@functools.cache
-def _row_layout(level: int) -> tuple[str, str, str]:
-    """Of a table of rows at nesting ``level`` (:func:`_rows`): the line break and indent of its
-    rows' braces, those of their entries, and the text between two rows."""
-    row_pad, entry_pad = "\n" + "  " * (level + 1), "\n" + "  " * (level + 2)
-    return row_pad, entry_pad, row_pad + "}," + row_pad + "{" + entry_pad
-
-
-def _rows(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], level: int, parts: list[JsonPart]) -> None:
+def _rows(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...], level: int, parts: list[str]) -> None:
     """A list of non-empty dicts of plain values (:func:`_all_rows`) at nesting ``level``, as
-    :func:`_indented` writes it, appended to ``parts`` as chunks of :data:`ROWS_AT_ONCE` rows, each
-    written by one call of the C encoder (:func:`_text`): that writes the rows' entries apart as the
-    indented form does, the list's too but at the rows' entries' indent, and the rows' braces on
-    their entries' lines. A row's entry never ends in ``}`` and its key always starts with ``"``,
-    and a string's line breaks are escaped, so ``},`` + a line break can only end a row: there the
-    line breaks and indents of the rows' braces and of the list's separator go in."""
-    row_pad, entry_pad, between = _row_layout(level)
+    :func:`_indented` writes it, appended to ``parts`` in chunks of :data:`ROWS_AT_ONCE` rows, each
+    written by one call of the C encoder: that writes the rows' entries apart as the indented form
+    does, the list's too but at the rows' entries' indent, and the rows' braces on their entries'
+    lines. A row's entry never ends in ``}`` and its key always starts with ``"``, and a string's
+    line breaks are escaped, so ``},`` + a line break can only end a row: there the line breaks and
+    indents of the rows' braces and of the list's separator go in."""
+    row_pad, entry_pad = "\n" + "  " * (level + 1), "\n" + "  " * (level + 2)
+    between = row_pad + "}," + row_pad + "{" + entry_pad
+    encode = _flat_encoder(level + 2)
     parts.append(f"[{row_pad}{{{entry_pad}")
     for first in range(0, len(rows), ROWS_AT_ONCE):
         if first:
             parts.append(between)
-        parts.append(_RowChunk(rows[first:first + ROWS_AT_ONCE], level))
+        text = encode(rows[first:first + ROWS_AT_ONCE])  # [{"a": 1,<entry_pad>"b": 2},<entry_pad>{"a": 3, ...}]
+        parts.append(text[2:-2].replace("}," + entry_pad + "{", between))
     parts.append(f"{row_pad}}}{row_pad[:-2]}]")
 
 
@@ -285,13 +238,9 @@ class Output:
         return cls(name, lambda path: path.write_bytes(make()))
 
     @classmethod
-    def json(cls, name: str, document: Any, *, on_two_cores: bool = False) -> Output:
-        """A JSON file of ``document`` (:func:`json_bytes`), encoded when the file is written;
-        ``on_two_cores``: by a forked copy of this process, while this one writes the folder's
-        other files, and by both once this one is done (:class:`JsonOnTwoCores`: a large summary,
-        when no other file goes to another core)."""
-        made = cls.made(name, lambda: json_bytes(document))
-        return cls(name, made.write, start=(lambda path: JsonOnTwoCores(document, path)) if on_two_cores else None)
+    def json(cls, name: str, document: Any) -> Output:
+        """A JSON file of ``document`` (:func:`json_bytes`), encoded when the file is written."""
+        return cls.made(name, lambda: json_bytes(document))
 
 
 MARKER = ".npusim-folder.json"
@@ -773,61 +722,6 @@ class Forked(Generic[_Result]):
         if self._outcome >= 0:
             os.close(self._outcome)
             self._outcome = -1
-
-
-class JsonOnTwoCores:
-    """A JSON file (:func:`json_bytes` of ``document``) written by two processes: from the moment
-    this is made, a forked copy of this process (:class:`Forked`) writes the parts of its text
-    (:func:`json_parts`) from the first on into a temporary beside ``path``; :meth:`finish` makes
-    the parts from the last back until the two meet (:class:`TwoEnds`), waits for the copy, then
-    appends its parts in order. So the copy writes the file while this process writes the run
-    folder's other files, and this one takes what is left when it is done. The same bytes as one
-    process writes; a :class:`Pending`: the file appears at ``path`` whole or not at all. Only
-    where :func:`can_fork`."""
-
-    def __init__(self, document: Any, path: Path) -> None:
-        self.path = path
-        self.temporary = temporary_name(path)
-        self.parts = json_parts(document)
-        self.ends = TwoEnds(len(self.parts), path.parent)
-        self.copy: Forked[None] | None = None
-        try:
-            self.copy = Forked(self._write_front, f"writing {path.name}")
-        except BaseException:
-            self.ends.close()
-            raise
-
-    def _write_front(self) -> None:
-        """The copy's work: the parts from the first on, into the temporary."""
-        with open(self.temporary, "wb") as out:
-            for part in iter(self.ends.front, None):
-                out.write(_text(self.parts[part]).encode("utf-8"))
-
-    def finish(self) -> Path:
-        """Make the last parts, wait for the copy, put the file together at ``path`` (raises what
-        either process met)."""
-        assert self.copy is not None, "finished or abandoned already"
-        try:
-            back = [_text(self.parts[part]).encode("utf-8") for part in iter(self.ends.back, None)]  # the last part first
-            self.copy.join()
-            self.copy = None
-            with open(self.temporary, "ab") as out:
-                out.writelines(reversed(back))
-                out.write(b"\n")
-            os.rename(self.temporary, self.path)
-        except BaseException:
-            self.abandon()
-            raise
-        self.ends.close()
-        return self.path
-
-    def abandon(self) -> None:
-        """Stop the copy (if it still writes) and remove what it wrote."""
-        if self.copy is not None:
-            self.copy.stop()
-            self.copy = None
-        self.ends.close()
-        self.temporary.unlink(missing_ok=True)
 
 
 class TwoEnds:

@@ -182,8 +182,8 @@ CONCURRENT_WRITER = textwrap.dedent("""
     dest, who, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for n in range(rounds):
         with files.StagedFolder(dest) as folder:
-            folder.write([files.Output.json(name, {"run": f"{who}-{n}", "status": "ok", "simulated_time_us": 1, "events": 0, "wall_time_s": 0.0, "ops": [], "pipes": [],
-                                                   "bandwidth": []}) for name in ("trace.json", "summary.json", "manifest.json")])
+            folder.write([files.Output.json(name, {"run": f"{who}-{n}", "status": "ok", "simulated_time_us": 1, "events": 0, "wall_time_s": 0.0, "ops": {}, "pipes": {},
+                                                   "bandwidth": {}}) for name in ("trace.json", "summary.json", "manifest.json")])
             folder.commit(dest, previous=dest.with_name(dest.name + ".prev"))
 """)
 
@@ -686,42 +686,20 @@ def test_meanwhile_runs_once_the_copy_writes_and_before_this_process_writes_and_
     assert half.child is None  # stopped and reaped
 
 
-def test_a_json_file_on_two_cores_is_written_by_a_copy_and_this_process_each_part_once(tmp_path, monkeypatch, forkable):
-    """The copy makes the parts of the text from the first on while this process writes the other
-    files, this one from the last back once done: every part is made once, by one of the two, and
-    the file has the bytes one process writes."""
-    document = {"ops": [{"name": "shmem_put", "op": i, "start_us": i / 3} for i in range(50)], "run": "copy", "text": "é\n",
-                "tiles": [{"op": i, "max_us": i * 0.1} for i in range(30)]}
-    monkeypatch.setattr(files, "ROWS_AT_ONCE", 4)  # 13 + 8 chunks of rows
-    text = files._text
-
-    def noting(part):  # a chunk of rows, named by its table and first row
-        if type(part) is files._RowChunk:
-            first = part.rows[0]
-            (tmp_path / f"chunk-{'ops' if 'name' in first else 'tiles'}{first['op']}-{os.getpid()}").touch()
-        return text(part)
-
-    monkeypatch.setattr(files, "_text", noting)
-    written = {}
-    for on_two_cores in (True, False):
-        out = tmp_path / f"run-{on_two_cores}"
-        with StagedFolder(out) as folder:
-            folder.write([Output.json("summary.json", document, on_two_cores=on_two_cores), Output.made("other.txt", lambda: b"x")])
-            folder.commit(out)
-        written[on_two_cores] = (out / "summary.json").read_bytes()
-        made = [p.name.split("-")[1:] for p in tmp_path.glob("chunk-*")]
-        assert sorted(chunk for chunk, _ in made) == sorted([f"ops{i}" for i in range(0, 50, 4)] + [f"tiles{i}" for i in range(0, 30, 4)])
-        assert len({pid for _, pid in made}) <= (2 if on_two_cores else 1)  # each chunk made once, by the copy or this process
-        for p in tmp_path.glob("chunk-*"):
-            p.unlink()
-    assert written[True] == written[False] == json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
-    assert leftovers(tmp_path / "run-True") == []
+def test_long_tables_are_written_in_chunks_as_the_json_module_writes_them(monkeypatch):
+    """Tables of rows go to the C encoder ROWS_AT_ONCE rows at a time, columns one call each: the
+    bytes are still the json module's indented, sorted form."""
+    document = {"ops": [{"name": "shmem_put", "op": i, "start_us": i / 3} for i in range(50)], "run": "chunks", "text": "é\n",
+                "tiles": {"op": list(range(30)), "max_us": [i * 0.1 for i in range(30)], "name": ["a\n"] * 30},
+                "nested": [{"rows": [{"x": i, "y": None} for i in range(9)]}]}
+    monkeypatch.setattr(files, "ROWS_AT_ONCE", 4)  # 13 chunks of ops, 3 of the nested rows
+    assert json_bytes(document) == json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
 
 
-def test_a_json_file_the_copy_cannot_write_fails_the_folder_and_leaves_nothing(tmp_path, forkable):
+def test_a_json_file_that_cannot_be_written_fails_the_folder_and_leaves_nothing(tmp_path):
     out = tmp_path / "run"
     write_run(out, "good")
-    broken = [*outputs("bad")[:1], Output.json("summary.json", {"run": "bad", "rows": [object()]}, on_two_cores=True), *outputs("bad")[2:]]
+    broken = [*outputs("bad")[:1], Output.json("summary.json", {"run": "bad", "rows": [object()]}), *outputs("bad")[2:]]
     with pytest.raises(TypeError, match="not JSON serializable"), StagedFolder(out) as folder:
         folder.write(broken)
         folder.commit(out)

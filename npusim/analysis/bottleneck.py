@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from npusim.hw.pipes import Pipe
+from npusim.trace.summary import records
 
 SHARED_KINDS = ("hbm", "l2", "link", "nic")
 """The kinds of shared bandwidth resources the hardware model registers (``Resource.kind``)."""
@@ -47,11 +48,11 @@ def class_utilisations(summary: dict) -> dict[str, float]:
     used. Other lanes of the summary (e.g. AICPU work) have no column; they still count for
     :func:`bottleneck_of`."""
     figures = dict.fromkeys(utilisation_columns(), 0.0)
-    for row in summary["pipes"]:
+    for row in records(summary["pipes"]):
         column = f"util_{row['pipe']}"
         if column in figures:
             figures[column] = max(figures[column], row["utilisation"])
-    for row in summary["bandwidth"]:
+    for row in records(summary["bandwidth"]):
         if row["kind"] in SHARED_KINDS and row["utilisation"] >= figures[f"util_{row['kind']}"]:
             figures[f"util_{row['kind']}"] = row["utilisation"]
             figures[f"GBps_{row['kind']}"] = row["achieved_GBps"]

@@ -4,12 +4,11 @@ the rest of the folder."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from npusim.analysis.profiling import PIPE_UTILIZATION_COLUMNS, CoreEvents, csv_bytes, op_summary, op_summary_columns, pipe_utilization
 from npusim.config import LoadedConfig
 from npusim.config.annotated import annotated_yaml, confidence_summary, header
 from npusim.trace.record import RunRecord
+from npusim.trace.summary import Table
 
 CONFIG_FILE = "config.yaml"
 OP_SUMMARY_FILE = "op_summary.csv"
@@ -18,7 +17,7 @@ RUN_FOLDER_FILES = (CONFIG_FILE, OP_SUMMARY_FILE, PIPE_UTILIZATION_FILE)
 """The names :func:`run_folder_files` makes, in its order."""
 
 
-def run_folder_files(record: RunRecord, loaded: LoadedConfig, op_spans: list[dict[str, Any]] | None = None) -> dict[str, bytes]:
+def run_folder_files(record: RunRecord, loaded: LoadedConfig, op_spans: Table | None = None) -> dict[str, bytes]:
     """File name -> bytes: ``config.yaml`` (the config as simulated, overrides applied, each value
     with its source; ``--config`` takes it again), ``op_summary.csv`` (a row per op launch) and
     ``pipe_utilization.csv`` (a row per AI core) of :mod:`npusim.analysis.profiling`. ``op_spans``:

@@ -23,7 +23,7 @@ from npusim.config.schema import SystemSpec
 from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
 from npusim.trace.recorder import WAIT_LANE_SUFFIX, first_seen
-from npusim.trace.summary import busy_ps
+from npusim.trace.summary import Table, busy_ps, table_length
 from npusim.trace.summary import ops as op_spans
 
 PIPES = (("CUBE", "mac"), ("VECTOR", "vec"), ("SCALAR", "scalar"), ("MTE1", "mte1"), ("MTE2", "mte2"), ("FIXP", "fixpipe"), ("MTE3", "mte3"))
@@ -220,7 +220,7 @@ def _shapes(tensors: Sequence[tuple[tuple[int, ...], str]]) -> tuple[str, str]:
     return ";".join(",".join(str(d) for d in shape) for shape, _ in tensors), ";".join(dtype for _, dtype in tensors)
 
 
-def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: Table | None = None) -> list[dict[str, Any]]:
     """One row per op launch (msprof's task) that has events (:func:`op_summary_columns`), by start
     time. A launch is an op launched by itself (an aclnn op, a kernel, a transfer) or a PyPTO PE's
     kernel launch with all its ops (:func:`launches`). Per launch: its span over all its events; the
@@ -235,17 +235,17 @@ def op_summary(record: RunRecord, events: CoreEvents | None = None, spans: list[
     ``spans``: the summary's ``ops`` (:func:`npusim.trace.summary.ops`), if already made."""
     recorder = record.recorder
     spans = op_spans(record) if spans is None else spans
-    if not spans:
+    if not table_length(spans):
         return []
     events = events or CoreEvents(record)
     launch_of = events.launch_of
     # per launch with events: its first start, last end (ps, from the spans' us) and the bytes its copies moved
-    tasks, task_of = np.unique(launch_of[np.array([span["op"] for span in spans], dtype=np.int64)], return_inverse=True)
+    tasks, task_of = np.unique(launch_of[np.array(spans["op"], dtype=np.int64)], return_inverse=True)
     task_start = np.full(len(tasks), np.iinfo(np.int64).max, dtype=np.int64)
     task_end, task_bytes = np.zeros(len(tasks), dtype=np.int64), np.zeros(len(tasks), dtype=np.int64)
-    np.minimum.at(task_start, task_of, np.rint(np.array([span["start_us"] for span in spans]) * 1e6).astype(np.int64))
-    np.maximum.at(task_end, task_of, np.rint(np.array([span["end_us"] for span in spans]) * 1e6).astype(np.int64))
-    np.add.at(task_bytes, task_of, np.array([span["dma_bytes"] for span in spans], dtype=np.int64))
+    np.minimum.at(task_start, task_of, np.rint(np.array(spans["start_us"]) * 1e6).astype(np.int64))
+    np.maximum.at(task_end, task_of, np.rint(np.array(spans["end_us"]) * 1e6).astype(np.int64))
+    np.add.at(task_bytes, task_of, np.array(spans["dma_bytes"], dtype=np.int64))
     kinds = events.kinds
     n_launches, n_kinds, n_pipes = events.n_ops + 1, len(kinds), len(PIPES)  # the last: events of no op
     core_kind = events.core_kind

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -22,6 +22,7 @@ from npusim import __version__
 from npusim.config.confidence import without_tags
 from npusim.errors import UsageError
 from npusim.trace.l2 import l2_metrics
+from npusim.trace.summary import records, table_length, table_of
 
 MAX_ROWS = 16
 UNWRAPPED_WIDTH = 100_000
@@ -66,36 +67,52 @@ class _Read(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-class _Op(_Read):
-    name: str
-    duration_us: float
-    instructions: int
+class _Columns(_Read):
+    """A table of summary.json (``npusim.trace.summary.Table``): its columns' values, every column
+    as long as the others; a table without columns has no rows."""
+
+    @model_validator(mode="after")
+    def _whole(self) -> _Columns:
+        given = {name: getattr(self, name) for name in self.model_fields_set | set(self.model_extra or ())}
+        missing = [name for name in type(self).model_fields if name not in given]
+        if given and missing:
+            raise ValueError(f"it has no column {missing[0]!r}")
+        lengths = {name: len(values) for name, values in given.items() if isinstance(values, list)}
+        if len(set(lengths.values())) > 1:
+            raise ValueError("its columns differ in length: " + ", ".join(f"{name} has {length}" for name, length in lengths.items()))
+        return self
 
 
-class _Tile(_Read):
-    name: str
-    op: int
-    tiles: int
-    mean_us: float
-    min_us: float
-    max_us: float
-    slowest_tile: int
+class _Ops(_Columns):
+    name: list[str] = []
+    duration_us: list[float] = []
+    instructions: list[int] = []
 
 
-class _Pipe(_Read):
-    die: int
-    pipe: str
-    cores: int
-    busy_us: float
-    utilisation: float
+class _Tiles(_Columns):
+    name: list[str] = []
+    op: list[int] = []
+    tiles: list[int] = []
+    mean_us: list[float] = []
+    min_us: list[float] = []
+    max_us: list[float] = []
+    slowest_tile: list[int] = []
 
 
-class _Resource(_Read):
-    resource: str
-    utilisation: float
-    achieved_GBps: float
-    peak_GBps: float
-    bytes: float
+class _Pipes(_Columns):
+    die: list[int] = []
+    pipe: list[str] = []
+    cores: list[int] = []
+    busy_us: list[float] = []
+    utilisation: list[float] = []
+
+
+class _Resources(_Columns):
+    resource: list[str] = []
+    utilisation: list[float] = []
+    achieved_GBps: list[float] = []
+    peak_GBps: list[float] = []
+    bytes: list[float] = []
 
 
 class _Share(_Read):
@@ -124,10 +141,10 @@ class SummaryRead(_Read):
     simulated_time_us: float
     events: int
     wall_time_s: float
-    ops: list[_Op]
-    pipes: list[_Pipe]
-    bandwidth: list[_Resource]
-    tiles: list[_Tile] = []
+    ops: _Ops
+    pipes: _Pipes
+    bandwidth: _Resources
+    tiles: _Tiles | None = None
     bottlenecks: _Bottlenecks | None = None
     warnings: list[_Warning] = []
 
@@ -204,7 +221,7 @@ def load_run(folder: str | Path) -> RunFolder:
         texts, whole = _read_files(path, ("summary.json", "manifest.json", "config.yaml"))
         if whole:
             break
-    summary = _parsed_json(summary_path, texts["summary.json"])
+    summary = columnar(_parsed_json(summary_path, texts["summary.json"]))
     manifest = _parsed_json(path / "manifest.json", texts["manifest.json"]) or {}
     if texts["summary.json"] is None:
         raise UsageError(f"{str(path)!r} has no summary.json: it is not the output folder of `npusim run` (which writes trace.json, "
@@ -224,18 +241,39 @@ def load_run(folder: str | Path) -> RunFolder:
     return RunFolder(path, summary, manifest, _parsed_config(path / "config.yaml", texts["config.yaml"]))
 
 
+TABLES = ((None, "ops"), (None, "tiles"), (None, "pipes"), (None, "bandwidth"), ("l2", "dies"), ("l2", "ops"))
+"""Where summary.json has tables (``npusim.trace.summary.Table``): the section holding one (None:
+the summary itself) and its name."""
+
+
+def columnar(summary: dict | None) -> dict | None:
+    """``summary`` as read, with the tables of a summary written before they were columnar (npusim
+    before Dec 2026: each a list of one object per row) turned into columns, so that reports and
+    comparisons read run folders of either form."""
+    if summary is None:
+        return None
+    for section, name in TABLES:
+        holder = summary if section is None else summary.get(section)
+        if isinstance(holder, dict) and isinstance(rows := holder.get(name), list) and all(isinstance(row, dict) for row in rows):
+            holder[name] = table_of(rows)
+    return summary
+
+
 # -- one run -----------------------------------------------------------------------------------
 
 def ops_by_name(summary: dict) -> list[dict]:
     """The summary's ops grouped by name: launches, total / mean / longest duration (us),
     instructions; longest total first."""
     groups: dict[str, dict] = {}
-    for op in summary.get("ops", []):
-        group = groups.setdefault(op["name"], {"name": op["name"], "launches": 0, "total_us": 0.0, "max_us": 0.0, "instructions": 0})
+    ops = summary["ops"]
+    for name, duration, instructions in zip(ops["name"], ops["duration_us"], ops["instructions"]) if table_length(ops) else ():
+        group = groups.get(name)
+        if group is None:
+            group = groups[name] = {"name": name, "launches": 0, "total_us": 0.0, "max_us": 0.0, "instructions": 0}
         group["launches"] += 1
-        group["total_us"] += op["duration_us"]
-        group["max_us"] = max(group["max_us"], op["duration_us"])
-        group["instructions"] += op["instructions"]
+        group["total_us"] += duration
+        group["max_us"] = max(group["max_us"], duration)
+        group["instructions"] += instructions
     for group in groups.values():
         group["mean_us"] = group["total_us"] / group["launches"]
     return sorted(groups.values(), key=lambda g: (-g["total_us"], g["name"]))
@@ -245,12 +283,16 @@ def l2_by_op_name(summary: dict) -> list[dict]:
     """The summary's L2 rows of ops (``l2.ops``) grouped by op name and unit: their lines and hit
     rates (percent, empty without such accesses); most lines first."""
     groups: dict[tuple[str, str], list[float]] = {}
-    for row in (summary.get("l2") or {}).get("ops", []):
-        counts = groups.setdefault((row["name"], row["unit"]), [0.0, 0.0, 0.0, 0.0])
-        counts[0] += row["r0_read_cache_hit"]
-        counts[1] += row["r0_read_cache_miss_allocate"]
-        counts[2] += row["write_cache_hit"]
-        counts[3] += row["write_cache_miss_allocate"]
+    table = (summary.get("l2") or {}).get("ops") or {}
+    if table_length(table):
+        for name, unit, read_hit, read_miss, write_hit, write_miss in zip(table["name"], table["unit"], table["r0_read_cache_hit"],
+                                                                         table["r0_read_cache_miss_allocate"], table["write_cache_hit"],
+                                                                         table["write_cache_miss_allocate"]):
+            counts = groups.setdefault((name, unit), [0.0, 0.0, 0.0, 0.0])
+            counts[0] += read_hit
+            counts[1] += read_miss
+            counts[2] += write_hit
+            counts[3] += write_miss
     rows = []
     for (name, unit), (read_hit, read_miss, write_hit, write_miss) in groups.items():
         _, _, _, _, write_rate, read_rate, total_rate = l2_metrics([read_hit, read_miss, write_hit, write_miss])
@@ -307,13 +349,15 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
     _table("ops (by name)", ["op", "launches", "total us", "mean us", "max us", "instructions"],
            [[g["name"], str(g["launches"]), f"{g['total_us']:.3f}", f"{g['mean_us']:.3f}", f"{g['max_us']:.3f}", str(g["instructions"])]
             for g in ops_by_name(summary)], console, rows, left=("op",))
-    tiles = summary.get("tiles", [])  # one row per tiled op: tens of thousands on a SuperPoD; only the first are formatted
+    tiles = summary.get("tiles") or {}  # one row per tiled op: tens of thousands on a SuperPoD; only the first are formatted
+    longest = tiles.get("max_us", [])
     _table("tiles (first start to last end of each tile index)", ["op", "tiles", "mean us", "min us", "max us", "slowest"],
-           ([f"{t['name']}#{t['op']}", str(t["tiles"]), f"{t['mean_us']:.3f}", f"{t['min_us']:.3f}", f"{t['max_us']:.3f}", str(t["slowest_tile"])]
-            for t in sorted(tiles, key=lambda t: -t["max_us"])), console, rows, left=("op",), total=len(tiles))
+           ([f"{tiles['name'][i]}#{tiles['op'][i]}", str(tiles["tiles"][i]), f"{tiles['mean_us'][i]:.3f}", f"{tiles['min_us'][i]:.3f}",
+             f"{longest[i]:.3f}", str(tiles["slowest_tile"][i])] for i in sorted(range(len(longest)), key=lambda i: -longest[i])),
+           console, rows, left=("op",), total=len(longest))
     _table("pipes (busy time summed over the cores that used them)", ["die", "pipe", "cores", "busy us", "utilisation"],
            [[str(r["die"]), r["pipe"], str(r["cores"]), f"{r['busy_us']:.3f}", f"{r['utilisation']:.1%}"]
-            for r in sorted(summary["pipes"], key=lambda r: -r["busy_us"])], console, rows, left=("pipe",))
+            for r in sorted(records(summary["pipes"]), key=lambda r: -r["busy_us"])], console, rows, left=("pipe",))
     resources = resources_by_importance(summary)
     _table("memory and links (waited on by the critical path first, then by utilisation)",
            ["resource", "critical path", "utilisation", "GB/s of peak", "MiB"],
@@ -325,7 +369,7 @@ def print_report(summary: dict, *, title: str, console: Console | None = None, r
                                                                              "lines written", "written back MiB"],
            [[str(r["die"]), _rate(r["read_hit_rate(%)"]), _rate(r["write_hit_rate(%)"]), _rate(r["total_hit_rate(%)"]),
              str(r["r0_read_cache_hit"] + r["r0_read_cache_miss_allocate"]), str(r["write_cache_hit"] + r["write_cache_miss_allocate"]),
-             f"{r['written_back_bytes'] / 2**20:.1f}"] for r in l2.get("dies", [])], console, rows, left=("die",))
+             f"{r['written_back_bytes'] / 2**20:.1f}"] for r in records(l2.get("dies") or {})], console, rows, left=("die",))
     _table("L2 by op (its accesses, on any die)", ["op", "unit", "read hit", "write hit", "total hit", "lines"],
            [[g["name"], g["unit"], _rate(g["read_hit_rate(%)"]), _rate(g["write_hit_rate(%)"]), _rate(g["total_hit_rate(%)"]), str(g["lines"])]
             for g in l2_by_op_name(summary)], console, rows, left=("op", "unit"))
@@ -414,7 +458,7 @@ def resources_by_importance(summary: dict) -> list[dict]:
     for row in (summary.get("bottlenecks") or {}).get("breakdown", []):
         if row.get("resource"):
             waited[row["resource"]] = waited.get(row["resource"], 0.0) + row["share"]
-    rows = [{**r, "critical_share": waited.get(r["resource"], 0.0)} for r in summary["bandwidth"]]
+    rows = [{**r, "critical_share": waited.get(r["resource"], 0.0)} for r in records(summary["bandwidth"])]
     return sorted(rows, key=lambda r: (-r["critical_share"], -r["utilisation"], r["resource"]))
 
 
@@ -493,8 +537,10 @@ def compare(a: RunFolder, b: RunFolder) -> dict:
         "config_keys": config_changes(a.config, b.config) if a.config is not None and b.config is not None else None,
         "end_to_end_us": _change(sa["simulated_time_us"], sb["simulated_time_us"]),
         "ops": _paired(ops_by_name(sa), ops_by_name(sb), lambda r: r["name"], lambda r: r["total_us"]),
-        "pipes": _paired(sa["pipes"], sb["pipes"], lambda r: f"die{r['die']} {r['pipe']}", lambda r: r["busy_us"], lambda r: r["utilisation"]),
-        "bandwidth": _paired(sa["bandwidth"], sb["bandwidth"], lambda r: r["resource"], lambda r: r["achieved_GBps"], lambda r: r["utilisation"]),
+        "pipes": _paired(records(sa["pipes"]), records(sb["pipes"]), lambda r: f"die{r['die']} {r['pipe']}", lambda r: r["busy_us"],
+                         lambda r: r["utilisation"]),
+        "bandwidth": _paired(records(sa["bandwidth"]), records(sb["bandwidth"]), lambda r: r["resource"], lambda r: r["achieved_GBps"],
+                             lambda r: r["utilisation"]),
         "bottlenecks": _paired((sa.get("bottlenecks") or {}).get("breakdown", []), (sb.get("bottlenecks") or {}).get("breakdown", []),
                                lambda r: r["label"], lambda r: r["time_us"], lambda r: r["share"]),
     }

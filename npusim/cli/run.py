@@ -53,7 +53,6 @@ from npusim.frontend.workload import WorkloadSource, check_param_overrides, pars
 from npusim.isa.racecheck import RACE_MODES
 from npusim.trace.chrome import TraceOnTwoCores, pays_on_two_cores, write_chrome_trace
 from npusim.trace.selection import LEVELS, TraceSelection, trace_selection
-from npusim.trace.summary import pays_on_two_cores as summary_pays_on_two_cores
 
 PREVIOUS_SUFFIX = ".prev"  # <out>.prev: the good run a later run replaced
 FAILED_SUFFIX = ".failed"  # <out>.failed: a failed run that did not replace the good run in <out>
@@ -227,14 +226,11 @@ def run_collector() -> Iterator[None]:
 def run_outputs(result: SimResult, loaded: LoadedConfig, manifest: dict, metadata: dict, selection: TraceSelection, plot: bool) -> list[Output]:
     """The files of a run folder, in the order they are written: add a file here."""
     outputs = []
-    trace_on_two_cores = selection.level != "none" and pays_on_two_cores(result.record)
     if selection.level != "none":
         outputs.append(Output("trace.json", lambda path: write_chrome_trace(result.record, path, metadata=metadata, selection=selection),
                               start=(lambda path: TraceOnTwoCores(result.record, path, metadata=metadata, selection=selection))
-                              if trace_on_two_cores else None))
-    # a large summary goes to the other core when the trace does not (that one then writes nothing else)
-    summary_on_two_cores = not trace_on_two_cores and summary_pays_on_two_cores(result.summary)
-    outputs.append(Output.json("summary.json", result.summary, on_two_cores=summary_on_two_cores))
+                              if pays_on_two_cores(result.record) else None))
+    outputs.append(Output.json("summary.json", result.summary))
     outputs.append(Output.json("manifest.json", manifest))
     files = functools.cache(lambda: run_folder_files(result.record, loaded, result.summary["ops"]))  # made as the first is written (as another core writes the trace)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from npusim.errors import UsageError
 from npusim.plot.counters import resource_class
 from npusim.plot.style import figure
+from npusim.trace.summary import records
 
 
 def _bar_label(ax, row: int, share: float, end: float | None = None) -> None:
@@ -39,7 +40,7 @@ def utilisation(result, *, max_rows: int = 16, width: float = 12.0):
     lowest to the highest of them; it keeps its ``max_rows`` highest bars (its title says how many
     more there are)."""
     summary = result.summary
-    pipes, links = summary["pipes"], summary["bandwidth"]
+    pipes, links = records(summary["pipes"]), records(summary["bandwidth"])
     if not pipes and not links:
         raise UsageError("utilisation: the run recorded no pipe work and no traffic")
     if max_rows < 1:

@@ -3,6 +3,11 @@ utilisation per die and pipe; bytes and achieved bandwidth against the peak of e
 NIC; the L2 hit rates per die and per op; the bottleneck breakdown of the critical path, with the
 config values its time rests on and how far each can be trusted (:func:`with_confidence`); warnings;
 the ops a torch program ran on the host, counted. Plain JSON-able data (``summary.json``).
+
+Its tables (``ops``, ``tiles``, ``pipes``, ``bandwidth``, ``l2.dies``, ``l2.ops``) are columnar
+(:data:`Table`): one list of values per column, a row being the values at one index
+(:func:`records` gives the rows as dicts). A 768-die run's tables hold 366,000 rows: as columns
+their JSON is half the size of one object per row and written in half the time.
 """
 
 from __future__ import annotations
@@ -20,6 +25,39 @@ from npusim.trace.l2 import L2_METRICS, l2_metrics
 from npusim.trace.record import RunRecord
 from npusim.trace.recorder import Recorder, first_seen
 
+Table = dict[str, list[Any]]
+"""A table of the summary: per column its values, in row order (every column as long as the others)."""
+
+
+def records(table: Table) -> list[dict[str, Any]]:
+    """The rows of ``table``, each as a dict of its columns' values, in order."""
+    names = list(table)
+    return [dict(zip(names, values)) for values in zip(*table.values())]
+
+
+def table_of(rows: list[dict[str, Any]]) -> Table:
+    """The table whose :func:`records` are ``rows`` (its columns: the rows' keys, in the order first
+    met; a row without one of them holds None there). No rows: no columns."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    return {name: [row.get(name) for row in rows] for name in names}
+
+
+def table_length(table: Table) -> int:
+    """The rows of ``table``."""
+    return len(next(iter(table.values()), ()))
+
+
+def _table(names: tuple[str, ...], columns: list[list[Any]] | tuple[list[Any], ...]) -> Table:
+    """The table of the columns named ``names``, ``columns`` in the same order."""
+    assert len(names) == len(columns) and len({len(column) for column in columns}) <= 1, "one list per column, all of one length"
+    return dict(zip(names, columns))
+
+
+def _transposed(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> Table:
+    """The table of ``rows`` (each a tuple of the values of ``names``, in that order)."""
+    return _table(names, [list(column) for column in zip(*rows)] if rows else [[] for _ in names])
+
+
 HOST_FALLBACK = "host fallback"
 """The category of the instants that mark an op a torch program ran on the host (``docs/torch.md``)."""
 
@@ -32,12 +70,16 @@ def busy_ps(recorder: Recorder, columns: dict[str, np.ndarray]) -> np.ndarray:
     return duration
 
 
-def pipe_busy(record: RunRecord) -> list[dict[str, Any]]:
+PIPE_COLUMNS = ("die", "pipe", "cores", "busy_us", "utilisation")
+"""The columns of the ``pipes`` table (:func:`pipe_busy`)."""
+
+
+def pipe_busy(record: RunRecord) -> Table:
     """Per die and pipe: how many cores used it, their summed busy time (us) and the utilisation
     over those cores (busy / (cores x simulated time))."""
     recorder = record.recorder
     if not len(recorder):
-        return []
+        return _transposed(PIPE_COLUMNS, [])
     columns = recorder.columns()
     busy_per_track = np.bincount(columns["track"], weights=busy_ps(recorder, columns), minlength=len(recorder.tracks))
     simulated = max(record.simulated_ps, 1)
@@ -49,17 +91,15 @@ def pipe_busy(record: RunRecord) -> list[dict[str, Any]]:
     rows = []
     for group in sorted(range(len(groups)), key=groups.__getitem__):
         die, lane = groups[group]
-        rows.append({
-            "die": die,
-            "pipe": lane,
-            "cores": cores[group],
-            "busy_us": busy[group] / 1e6,
-            "utilisation": busy[group] / (cores[group] * simulated),
-        })
-    return rows
+        rows.append((die, lane, cores[group], busy[group] / 1e6, busy[group] / (cores[group] * simulated)))
+    return _transposed(PIPE_COLUMNS, rows)
 
 
-def bandwidth(record: RunRecord) -> list[dict[str, Any]]:
+BANDWIDTH_COLUMNS = ("resource", "kind", "die", "bytes", "transfers", "achieved_GBps", "peak_GBps", "utilisation")
+"""The columns of the ``bandwidth`` table (:func:`bandwidth`)."""
+
+
+def bandwidth(record: RunRecord) -> Table:
     """Per shared resource that moved bytes: bytes, achieved GB/s over the run, peak GB/s."""
     simulated = max(record.simulated_ps, 1)
     rows = []
@@ -68,17 +108,8 @@ def bandwidth(record: RunRecord) -> list[dict[str, Any]]:
             continue
         achieved = resource.bytes_moved / simulated * 1e3  # bytes/ps -> GB/s
         peak = resource.capacity * 1e3
-        rows.append({
-            "resource": resource.name,
-            "kind": resource.kind,
-            "die": resource.die,
-            "bytes": int(resource.bytes_moved),
-            "transfers": resource.flows_done,
-            "achieved_GBps": achieved,
-            "peak_GBps": peak,
-            "utilisation": achieved / peak,
-        })
-    return rows
+        rows.append((resource.name, resource.kind, resource.die, int(resource.bytes_moved), resource.flows_done, achieved, peak, achieved / peak))
+    return _transposed(BANDWIDTH_COLUMNS, rows)
 
 
 DMA_LANES = ("MTE1", "MTE2", "MTE3", "FIXP")
@@ -107,7 +138,11 @@ def _spans(keys: np.ndarray, columns: dict[str, np.ndarray]) -> tuple[np.ndarray
     return unique, first, last, counts, inverse
 
 
-def ops(record: RunRecord) -> list[dict[str, Any]]:
+OP_COLUMNS = ("op", "name", "die", "start_us", "end_us", "duration_us", "instructions", "busy_us", "dma_bytes")
+"""The columns of the ``ops`` table (:func:`ops`)."""
+
+
+def ops(record: RunRecord) -> Table:
     """Per op: name, die, first start and last end of its instructions (us), instruction count,
     busy time (us, summed over lanes) and ``dma_bytes``, the payload its copies moved
     (MTE1/MTE2/MTE3/FIXP events)."""
@@ -115,24 +150,24 @@ def ops(record: RunRecord) -> list[dict[str, Any]]:
     columns = recorder.columns()
     mask = columns["op"] >= 0
     if not mask.any():
-        return []
+        return _transposed(OP_COLUMNS, [])
     selected = {key: columns[key][mask] for key in ("op", "track", "start_ps", "end_ps", "bytes")}
     unique, first, last, counts, inverse = _spans(selected["op"], selected)
     busy = np.bincount(inverse, weights=busy_ps(recorder, columns)[mask], minlength=len(unique))
-    rows = []
     dma_track = np.array([track.lane in DMA_LANES for track in recorder.tracks])
     dma_bytes = np.where(dma_track[selected["track"]], selected["bytes"], 0)
     moved = np.bincount(inverse, weights=dma_bytes, minlength=len(unique))
-    for op_id, start, end, duration, count, busy_time, copied in zip(unique.tolist(), (first / 1e6).tolist(), (last / 1e6).tolist(),
-                                                                     ((last - first) / 1e6).tolist(), counts.tolist(), (busy / 1e6).tolist(),
-                                                                     moved.astype(np.int64).tolist()):
-        op = recorder.ops[op_id]
-        rows.append({"op": op_id, "name": op.name, "die": op.die, "start_us": start, "end_us": end, "duration_us": duration,
-                     "instructions": count, "busy_us": busy_time, "dma_bytes": copied})
-    return rows
+    op_ids = unique.tolist()
+    launched = [recorder.ops[op_id] for op_id in op_ids]
+    return _table(OP_COLUMNS, [op_ids, [op.name for op in launched], [op.die for op in launched], (first / 1e6).tolist(), (last / 1e6).tolist(),
+                               ((last - first) / 1e6).tolist(), counts.tolist(), (busy / 1e6).tolist(), moved.astype(np.int64).tolist()])
 
 
-def tiles(record: RunRecord) -> list[dict[str, Any]]:
+TILE_COLUMNS = ("op", "name", "tiles", "mean_us", "min_us", "max_us", "slowest_tile")
+"""The columns of the ``tiles`` table (:func:`tiles`)."""
+
+
+def tiles(record: RunRecord) -> Table:
     """Per op with tiles: how many, the mean, shortest and longest tile time (us) and which tile
     took longest. A tile's time spans the first start to the last end of its instructions (on all
     the cores that worked on that tile index)."""
@@ -140,7 +175,7 @@ def tiles(record: RunRecord) -> list[dict[str, Any]]:
     columns = recorder.columns()
     mask = (columns["op"] >= 0) & (columns["tile"] >= 0)
     if not mask.any():
-        return []
+        return _transposed(TILE_COLUMNS, [])
     selected = {key: columns[key][mask] for key in ("op", "tile", "start_ps", "end_ps")}
     tile_span = int(selected["tile"].max()) + 1
     keys = selected["op"].astype(np.int64) * tile_span + selected["tile"]  # (op, tile) in order; dense when ops have few tiles: counted, not sorted
@@ -151,35 +186,36 @@ def tiles(record: RunRecord) -> list[dict[str, Any]]:
     total, shortest, longest = (ufunc.reduceat(duration, starts) for ufunc in (np.add, np.minimum, np.maximum))
     position = np.arange(len(duration))
     slowest = np.minimum.reduceat(np.where(duration == np.repeat(longest, tile_counts), position, len(duration)), starts)
-    rows = []
-    for op_id, count, mean, low, high, tile in zip(op_ids.tolist(), tile_counts.tolist(), (total.astype(np.float64) / tile_counts / 1e6).tolist(),
-                                                   (shortest / 1e6).tolist(), (longest / 1e6).tolist(), (unique[slowest] % tile_span).tolist()):
-        rows.append({"op": op_id, "name": recorder.ops[op_id].name, "tiles": count, "mean_us": mean, "min_us": low, "max_us": high,
-                     "slowest_tile": tile})
-    return rows
+    ids = op_ids.tolist()
+    return _table(TILE_COLUMNS, [ids, [recorder.ops[op_id].name for op_id in ids], tile_counts.tolist(),
+                                 (total.astype(np.float64) / tile_counts / 1e6).tolist(), (shortest / 1e6).tolist(), (longest / 1e6).tolist(),
+                                 (unique[slowest] % tile_span).tolist()])
+
+
+L2_COLUMNS = (*L2_METRICS, "written_back_bytes")
+"""The columns of the L2 tables (:func:`l2`) after those naming the die, or the op and unit."""
 
 
 def l2(record: RunRecord) -> dict[str, Any]:
-    """The L2 caches of the run: per die that was accessed, its :data:`L2_METRICS` and the bytes it
-    wrote back to HBM; per op and kind of unit (``aic``, ``aiv``, ``sdma`` ...) the same for the
-    accesses it made (on whichever die's L2)."""
+    """The L2 caches of the run: its line size (``line_bytes``); per die that was accessed
+    (``dies``), its :data:`L2_METRICS` and the bytes it wrote back to HBM; per op and kind of unit
+    (``aic``, ``aiv``, ``sdma`` ...) the same for the accesses it made (on whichever die's L2)
+    (``ops``: also the op's name and die)."""
     line = record.l2.line_bytes
     ops = record.recorder.ops
-    made: dict[tuple[float, ...], dict[str, Any]] = {}  # counts -> their metrics: the tile ops of one kind mostly count alike (6 distinct of 16,128 ops' on a 256-die all-gather)
+    made: dict[tuple[float, ...], tuple[Any, ...]] = {}  # counts -> their metrics: the tile ops of one kind mostly count alike (6 distinct of 16,128 ops' on a 256-die all-gather)
 
-    def row(counts: list[float]) -> dict[str, Any]:
+    def row(counts: list[float]) -> tuple[Any, ...]:
         key = tuple(counts)
         metrics = made.get(key)
         if metrics is None:
-            metrics = made[key] = {**dict(zip(L2_METRICS, l2_metrics(counts))), "written_back_bytes": int(counts[4]) * line}
+            metrics = made[key] = (*l2_metrics(counts), int(counts[4]) * line)
         return metrics
 
-    return {
-        "line_bytes": line,
-        "dies": [{"die": die, **row(counts)} for die, counts in sorted(record.l2.dies.items()) if any(counts[:4])],
-        "ops": [{"op": op, "name": ops[op].name, "die": ops[op].die, "unit": unit, **row(counts)}
-                for (op, unit), counts in sorted(record.l2.ops.items()) if 0 <= op < len(ops) and any(counts[:4])],
-    }
+    dies = [(die, *row(counts)) for die, counts in sorted(record.l2.dies.items()) if any(counts[:4])]
+    by_op = [(op, ops[op].name, ops[op].die, unit, *row(counts)) for (op, unit), counts in sorted(record.l2.ops.items())
+             if 0 <= op < len(ops) and any(counts[:4])]
+    return {"line_bytes": line, "dies": _transposed(("die", *L2_COLUMNS), dies), "ops": _transposed(("op", "name", "die", "unit", *L2_COLUMNS), by_op)}
 
 
 MOSTLY = 0.5
@@ -274,24 +310,6 @@ def summarize(record: RunRecord, config: Any, *, wall_seconds: float, status: st
                      if i.category != HOST_FALLBACK],
         "host_fallbacks": host_fallbacks(record),
     }
-
-
-TWO_CORES_MIN_ROWS = 10_000
-"""Rows of its tables from which a summary is written faster by a forked copy of the process, while
-the process writes the run folder's other files, then by both (``npusim.files.JsonOnTwoCores``): JSON takes ~3.3 us
-a row (8,832 rows of the 64-die hierarchical all-gather: 29 ms; 59,904 at 256 dies: 0.36 s), a fork
-and its reaping 2.5 ms at 61 MB resident to 23 ms at 435 MB (measured, benchmarks/RESULTS.md "Stop 46")."""
-
-
-def table_rows(summary: dict[str, Any]) -> int:
-    """The rows of a summary's tables (ops, tiles, pipes, bandwidth, L2 per die and per op): what
-    writing it as JSON takes time in proportion to."""
-    return sum(len(summary[table]) for table in ("ops", "tiles", "pipes", "bandwidth")) + len(summary["l2"]["dies"]) + len(summary["l2"]["ops"])
-
-
-def pays_on_two_cores(summary: dict[str, Any]) -> bool:
-    """Whether the summary is large enough for a forked copy to save time writing it (:data:`TWO_CORES_MIN_ROWS`)."""
-    return table_rows(summary) >= TWO_CORES_MIN_ROWS
 
 
 def host_fallbacks(record: RunRecord) -> list[dict[str, Any]]:

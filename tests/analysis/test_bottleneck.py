@@ -5,11 +5,12 @@ from types import SimpleNamespace
 import npusim
 from npusim.analysis import Bottleneck, bottleneck_of
 from npusim.analysis.bottleneck import class_utilisations, utilisation_columns
+from npusim.trace.summary import table_of
 from tests.analysis.workloads import HBM_BOUND_COPY, write
 
 
 def summary(pipes=(), bandwidth=(), breakdown=()):
-    return {"pipes": list(pipes), "bandwidth": list(bandwidth), "bottlenecks": {"breakdown": list(breakdown)}}
+    return {"pipes": table_of(list(pipes)), "bandwidth": table_of(list(bandwidth)), "bottlenecks": {"breakdown": list(breakdown)}}
 
 
 def pipe(die, name, utilisation):

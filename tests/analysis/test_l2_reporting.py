@@ -15,6 +15,7 @@ from npusim import isa
 from npusim.analysis.profiling import op_summary
 from npusim.analysis.report import print_report
 from npusim.trace.l2 import L2_METRICS
+from npusim.trace.summary import records
 
 ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 16 * 1024  # bytes: 32 lines
@@ -42,11 +43,11 @@ def test_the_summary_and_op_summary_give_msprofs_l2_metrics_per_die_and_per_op(t
     result, _ = reread(tmp_path, "trace.json")
     l2 = result.summary["l2"]
     assert l2["line_bytes"] == 512
-    (die,) = l2["dies"]
+    (die,) = records(l2["dies"])
     assert {k: die[k] for k in ("die", *L2_METRICS, "written_back_bytes")} == {
         "die": 0, "write_cache_hit": 32, "write_cache_miss_allocate": 32, "r0_read_cache_hit": 32, "r0_read_cache_miss_allocate": 32,
         "write_hit_rate(%)": 50.0, "read_hit_rate(%)": 50.0, "total_hit_rate(%)": 50.0, "written_back_bytes": 0}
-    (op,) = l2["ops"]
+    (op,) = records(l2["ops"])
     assert (op["name"], op["die"], op["unit"], op["read_hit_rate(%)"]) == ("reread", 0, "aiv", 50.0)
     (row,) = op_summary(result.record)
     assert [row[f"aiv_{metric}"] for metric in L2_METRICS] == [32, 32, 32, 32, 50.0, 50.0, 50.0]
@@ -75,5 +76,5 @@ def test_the_trace_has_a_hit_rate_counter_per_die_and_is_the_same_twice(tmp_path
 @pytest.mark.parametrize("example", ["pypto_matmul_add.py"])
 def test_an_example_reports_hits_where_its_tiles_share_rows(example):
     result = npusim.simulate("a2", ROOT / "examples" / example, data=False)
-    matmul = [row for row in result.summary["l2"]["ops"] if row["name"] == "matmul"]
+    matmul = [row for row in records(result.summary["l2"]["ops"]) if row["name"] == "matmul"]
     assert matmul and 0 < matmul[0]["read_hit_rate(%)"] < 100  # A's rows are read by every column of tiles: all but the first hit

@@ -22,6 +22,7 @@ from npusim.analysis.profiling import (
     op_summary_columns,
     pipe_utilization,
 )
+from npusim.trace.summary import records
 from tests.trace.viewers import perfetto_ns
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -145,7 +146,7 @@ def test_task_wait_time_is_the_gap_since_the_launches_before_on_the_die():
 def test_pipe_utilization_adds_up_to_the_summary_pipes_and_its_ratios_mean_op_summarys(allgather):
     result, _ = allgather
     rows = pipe_utilization(result.record)
-    for pipe_row in result.summary["pipes"]:
+    for pipe_row in records(result.summary["pipes"]):
         short = dict(PIPES).get(pipe_row["pipe"])
         if short is None:  # an AICPU lane, not a core's pipe
             continue

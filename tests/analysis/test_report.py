@@ -6,6 +6,7 @@ import io
 from rich.console import Console
 
 from npusim.analysis.report import print_report, resources_by_importance
+from npusim.trace.summary import table_of
 
 
 def resource(name, kind, utilisation):
@@ -16,8 +17,8 @@ def resource(name, kind, utilisation):
 def summary(count=20):
     links = [resource(f"die0->die{i} HCCS", "link", 0.01 * i) for i in range(1, count)]
     return {
-        "status": "ok", "simulated_time_us": 10.0, "events": 1, "wall_time_s": 0.1, "ops": [], "pipes": [],
-        "bandwidth": [resource("die0 HBM", "hbm", 0.05), *links, resource("die0 L2", "l2", 0.02)],
+        "status": "ok", "simulated_time_us": 10.0, "events": 1, "wall_time_s": 0.1, "ops": {}, "pipes": {},
+        "bandwidth": table_of([resource("die0 HBM", "hbm", 0.05), *links, resource("die0 L2", "l2", 0.02)]),
         "bottlenecks": {"path_events": 2, "summary": "60% MTE2 waiting on die0 HBM", "breakdown": [
             {"label": "MTE2 waiting on die0 HBM", "kind": "hbm", "resource": "die0 HBM", "share": 0.6, "time_us": 6.0},
             {"label": "MTE3 waiting on link die0->die3 HCCS", "kind": "link", "resource": "die0->die3 HCCS", "share": 0.1, "time_us": 1.0},

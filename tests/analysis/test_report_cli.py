@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from npusim.analysis.report import load_run
+from npusim.trace.summary import records
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vector_add.py"
 
@@ -32,7 +35,7 @@ def test_run_prints_the_bottlenecks_and_writes_them_and_the_plot(runs):
     assert "bottlenecks (critical path" in a.stdout and "MTE2 waiting on die0 HBM" in a.stdout and "timeline.png" in a.stdout
     summary = json.loads((folder / "a" / "summary.json").read_text())
     assert summary["bottlenecks"]["breakdown"][0]["label"] == "MTE2 waiting on die0 HBM"
-    assert summary["tiles"][0]["tiles"] == 8 and summary["ops"][0]["name"] == "vector_add"
+    assert summary["tiles"]["tiles"][0] == 8 and summary["ops"]["name"][0] == "vector_add"
     assert (folder / "a" / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (folder / "b" / "timeline.png").exists()
 
@@ -154,8 +157,11 @@ def test_report_and_compare_name_a_folder_that_is_not_a_run(runs, tmp_path):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda s: {**s, "ops": {"a": 1}}, "summary.json is not a summary npusim can read: ops: input should be a valid list"),
-    (lambda s: {**s, "pipes": [{"die": 0}]}, "pipes.0.pipe: field required (and 3 more)"),
+    (lambda s: {**s, "ops": {**s["ops"], "duration_us": 1.5}}, "summary.json is not a summary npusim can read: ops.duration_us: input should be a valid list"),
+    (lambda s: {**s, "ops": {**s["ops"], "name": [*s["ops"]["name"], "extra"]}}, "ops: value error, its columns differ in length: "),
+    (lambda s: {**s, "pipes": {"die": [0]}}, "pipes: value error, it has no column 'pipe'"),
+    (lambda s: {**s, "pipes": [{"die": 0}]}, "pipes: value error, it has no column 'pipe'"),  # the tables' form before they were columnar
+    (lambda s: {**s, "bandwidth": {**s["bandwidth"], "bytes": ["1"] * len(s["bandwidth"]["bytes"])}}, "bandwidth.bytes.0: input should be a valid number"),
     (lambda s: {**s, "simulated_time_us": "1.5"}, "simulated_time_us: input should be a valid number"),
     (lambda s: [s], "summary.json is not a JSON object"),
 ])
@@ -168,6 +174,26 @@ def test_a_summary_of_another_structure_is_a_clear_error(runs, tmp_path, change,
         done = npusim(*command, cwd=tmp_path)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert "run `npusim run` again to rewrite it" in done.stderr
+
+
+def test_a_summary_whose_tables_are_lists_of_rows_reads_as_its_columns_do(runs, tmp_path):
+    """Run folders written before the summary's tables were columnar (one object per row) are
+    reported and compared as before."""
+    folder, _ = runs
+    summary = json.loads((folder / "a" / "summary.json").read_text())
+    older = tmp_path / "older"
+    older.mkdir()
+    for name in ("manifest.json", "config.yaml"):
+        (older / name).write_bytes((folder / "a" / name).read_bytes())
+    as_rows = {**summary, **{name: records(summary[name]) for name in ("ops", "tiles", "pipes", "bandwidth")},
+               "l2": {**summary["l2"], "dies": records(summary["l2"]["dies"]), "ops": records(summary["l2"]["ops"])}}
+    assert isinstance(as_rows["ops"], list) and as_rows["ops"] and as_rows["l2"]["ops"]
+    (older / "summary.json").write_text(json.dumps(as_rows))
+    assert load_run(older).summary == load_run(folder / "a").summary
+    new, old = npusim("report", folder / "a", cwd=tmp_path), npusim("report", older, cwd=tmp_path)
+    assert old.returncode == 0 and old.stdout == new.stdout
+    compared = npusim("compare", older, folder / "a", "--json", cwd=tmp_path)
+    assert compared.returncode == 0 and all(row["ratio"] in (1.0, None) for row in json.loads(compared.stdout)["ops"])
 
 
 def test_a_run_folder_written_by_a_newer_npusim_is_flagged(runs, tmp_path):

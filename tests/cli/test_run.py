@@ -17,6 +17,7 @@ import pytest
 
 from npusim.config import load_config
 from npusim.files import MARKER
+from npusim.trace.summary import records
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vector_add.py"
@@ -35,8 +36,8 @@ def test_demo_runs_from_any_folder_with_a_builtin_config(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     manifest = json.loads((out / "manifest.json").read_text())
     assert summary["status"] == "ok" and summary["simulated_time_us"] > 0
-    assert {row["pipe"] for row in summary["pipes"]} >= {"MTE2", "VECTOR", "MTE3"}
-    assert any(row["resource"] == "die0 HBM" for row in summary["bandwidth"])
+    assert {row["pipe"] for row in records(summary["pipes"])} >= {"MTE2", "VECTOR", "MTE3"}
+    assert any(row["resource"] == "die0 HBM" for row in records(summary["bandwidth"]))
     assert manifest["config"] == "a3" and manifest["seed"] == 0 and len(manifest["config_sha256"]) == 64
     assert manifest["npusim_version"] and manifest["command"][:2] == ["npusim", "run"]
     json.loads((out / "trace.json").read_text())
@@ -464,49 +465,6 @@ def test_the_run_folder_is_the_same_written_on_two_cores_or_one(tmp_path):
         folders[how]["summary"], folders[how]["command"] = summary, manifest.pop("command")[:-1]
         folders[how]["manifest"] = manifest
     assert folders["two"] == folders["one"] and len(folders["two"]["trace.json"]) > 100_000
-
-
-# Runs `npusim run` with a summary counted large enough for a copy to write it from MIN_ROWS rows
-# (the environment's), noting in "summary-copy" the pid of the forked copy that writes it, if any.
-SUMMARY_WRITER = textwrap.dedent("""
-    import os, sys
-    from pathlib import Path
-    from npusim import files
-    from npusim.trace import summary
-
-    summary.TWO_CORES_MIN_ROWS = int(os.environ["MIN_ROWS"])
-    front = files.JsonOnTwoCores._write_front
-    def noting(self):
-        Path("summary-copy").write_text(str(os.getpid()))
-        return front(self)
-
-    files.JsonOnTwoCores._write_front = noting
-    from npusim.cli import main
-    sys.argv = ["npusim", *sys.argv[1:]]
-    main()
-""")
-
-
-@pytest.mark.parametrize(("trace", "min_rows", "copy"), [("none", 0, True), ("none", 10_000, False), ("all", 0, False)])  # 920 rows
-def test_a_large_summary_is_written_by_a_copy_when_the_trace_is_not(tmp_path, trace, min_rows, copy, started):
-    folders = {}
-    for how, env in [("two", {"NPUSIM_FORK": "always"}), ("one", {"NPUSIM_FORK": "never"})]:
-        out = tmp_path / how
-        run = started([sys.executable, "-c", SUMMARY_WRITER, "run", "-c", "a2", str(ALLGATHER), "--no-data", "--trace", trace, "--out", str(out)],
-                      cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), MIN_ROWS=str(min_rows), **env), stdout=subprocess.PIPE,
-                      stderr=subprocess.PIPE, text=True)
-        _, stderr = run.communicate(timeout=300)
-        assert run.returncode == 0, stderr
-        noted = tmp_path / "summary-copy"
-        assert (noted.exists() and int(noted.read_text()) != run.pid) == (copy and how == "two")
-        noted.unlink(missing_ok=True)
-        folders[how] = folder_bytes(out)
-        summary = json.loads(folders[how].pop("summary.json"))
-        assert summary.pop("wall_time_s") > 0 and summary["status"] == "ok"
-        folders[how]["summary"] = summary
-        for name in ("manifest.json", MARKER):  # the command, the folder's id
-            folders[how].pop(name)
-    assert folders["two"] == folders["one"]
 
 
 # Runs `npusim run` with the trace writer's events part (written by the forked copy) stopped:

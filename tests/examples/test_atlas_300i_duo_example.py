@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from npusim.trace.summary import records
+
 ROOT = Path(__file__).parents[2]
 
 
@@ -41,7 +43,7 @@ def test_the_card_example_checks_its_results_and_uses_both_core_kinds_and_the_pc
     assert [op["name"] for op in trace["otherData"]["ops"] if op["name"] == "QuantUpdateScatter"] == ["QuantUpdateScatter"]
     assert trace["otherData"]["config"] == "atlas-300i-duo"
     summary = json.loads((tmp_path / "data" / "summary.json").read_text())
-    memories = {row["resource"] for row in summary["bandwidth"] if row["kind"] == "hbm"}
+    memories = {row["resource"] for row in records(summary["bandwidth"]) if row["kind"] == "hbm"}
     assert memories == {"die0 LPDDR4X", "die1 LPDDR4X"}  # the card's DRAM by its name (die.hbm.technology), not "HBM"
 
     timing_only = npusim_run("--no-data", out=tmp_path / "no-data")

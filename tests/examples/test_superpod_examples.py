@@ -7,6 +7,7 @@ import pytest
 
 import npusim
 from npusim.errors import UsageError
+from npusim.trace.summary import records
 
 ROOT = Path(__file__).parents[2]
 DISPATCH = ROOT / "examples" / "moe_dispatch.py"
@@ -22,10 +23,10 @@ def test_a_small_dispatch_delivers_every_chunk_in_each_group(capsys):
 
 def test_dispatch_groups_are_separate_launches_on_their_own_dies():
     result = npusim.simulate("a2", DISPATCH, params={"ep": 4, "groups": 2, "tokens": 2, "hidden": 64}, data=False)
-    dies = {row["die"] for row in result.summary["pipes"]}
+    dies = {row["die"] for row in records(result.summary["pipes"])}
     assert dies == set(range(8))
     one = npusim.simulate("a2", DISPATCH, params={"ep": 4, "groups": 1, "tokens": 2, "hidden": 64}, data=False)
-    assert {row["die"] for row in one.summary["pipes"]} == set(range(4))
+    assert {row["die"] for row in records(one.summary["pipes"])} == set(range(4))
 
 
 def test_a_dispatch_larger_than_the_config_is_refused():
@@ -42,7 +43,7 @@ def test_a_small_hierarchical_all_gather_gathers_across_node_groups(capsys):
 def test_each_pe_forwards_its_node_block_to_every_other_node_group():
     for local, groups in ((8, 1), (2, 4)):
         result = npusim.simulate("a3", HIERARCHICAL, params={"n_pes": 8, "local": local, "rows": 2, "cols": 64}, data=False)
-        ops = [row["name"] for row in result.summary["ops"]]
+        ops = result.summary["ops"]["name"]
         # a put and a signal to each PE of its group; a forward (a store run by the block's load) and a signal to each other group
         assert ops.count("shmem_put") == 8 * local and ops.count("shmem_signal") == 8 * local + 8 * (groups - 1)
 

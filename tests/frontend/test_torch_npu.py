@@ -12,7 +12,7 @@ import pytest
 import npusim
 from npusim.errors import ConfigError, OpArgumentError, RaceError, ResourceError, UsageError
 from npusim.kernels.quant_scatter import OverlappingWritesWarning
-from npusim.trace.summary import ops
+from npusim.trace.summary import ops, records
 
 BF16 = ml_dtypes.bfloat16
 
@@ -191,7 +191,7 @@ def test_overlapping_destinations_warn_by_default_and_raise_on_request():
             torch_npu.npu_quant_scatter_(**t, axis=-2, quant_axis=-1)
         with torch_npu.options(overlap="error"), pytest.raises(RaceError, match=r"1 colliding pair\(s\): \(0, 2\)"):
             torch_npu.npu_quant_scatter_(**on_device(host), axis=-2, quant_axis=-1)
-    (op,) = [row for row in ops(session.result.record) if row["name"] == "QuantUpdateScatter"]
+    (op,) = [row for row in records(ops(session.result.record)) if row["name"] == "QuantUpdateScatter"]
     (instant,) = session.result.recorder.instants
     assert instant.name == "overlapping writes" and "batches 0 and 2" in instant.message
     assert instant.time_ps == round(op["start_us"] * 1e6)  # marked where the racing kernel starts
@@ -312,7 +312,7 @@ def test_out_of_place_leaves_input_untouched_and_costs_the_clone():
         assert result is not t["input"] and result.is_contiguous()
         assert np.array_equal(result.numpy(), expected)
         assert np.array_equal(t["input"].numpy(), host["input"])
-    rows = {row["name"]: row for row in ops(out_of_place.result.record)}
+    rows = {row["name"]: row for row in records(ops(out_of_place.result.record))}
     clone = rows["Clone"]
     assert clone["dma_bytes"] == 2 * host["input"].nbytes  # read and written once
     assert rows["QuantUpdateScatter"]["start_us"] >= clone["end_us"]

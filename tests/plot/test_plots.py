@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import npusim  # noqa: E402
 from npusim import plot  # noqa: E402
 from npusim.errors import UsageError  # noqa: E402
+from npusim.trace.summary import records
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -107,7 +108,7 @@ def test_bandwidth_points_are_the_bytes_of_each_bin_over_its_length(result):
     line = figure.axes[0].get_lines()[0]
     width_us = result.simulated_us / 50
     moved = sum(line.get_ydata()) * width_us * 1e3  # GB/s x us -> bytes
-    hbm = next(r for r in result.summary["bandwidth"] if r["resource"] == "die0 HBM")
+    hbm = next(r for r in records(result.summary["bandwidth"]) if r["resource"] == "die0 HBM")
     assert moved == pytest.approx(hbm["bytes"], rel=1e-9)
 
 

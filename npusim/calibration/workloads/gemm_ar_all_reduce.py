@@ -175,7 +175,7 @@ def all_reduce(ranks: int = 8, blocks: int = 24) -> tuple[list, list, float]:
     """Launch the kernel on ``ranks`` dies in the current session after the GEMM (every ready queue
     full; with data on, each rank's ``C_i`` random normal) and wait for it: every rank's ``C_i``,
     its ``reduced_output`` and rank 0's kernel span (us)."""
-    from npusim.trace.summary import ops
+    from npusim.trace.summary import ops, records
 
     session = npusim.current_session()
     gemm_out = [npusim.empty((M_PADDED, N_PADDED), np.float16, device=r) for r in range(ranks)]
@@ -191,7 +191,7 @@ def all_reduce(ranks: int = 8, blocks: int = 24) -> tuple[list, list, float]:
     for r in range(ranks):
         build_rank(r, ranks, blocks, gemm_out, reduced, signals, queues).launch()
     npusim.synchronize()
-    spans = [op for op in ops(session.system.record()) if op["name"] == "GemmCommAllKernel"]
+    spans = [op for op in records(ops(session.system.record())) if op["name"] == "GemmCommAllKernel"]
     return gemm_out, reduced, max(op["end_us"] for op in spans if op["die"] == 0) - start
 
 

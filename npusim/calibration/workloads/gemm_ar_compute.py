@@ -35,7 +35,7 @@ def run() -> dict:
     import torch
 
     import npusim.torch_npu as torch_npu
-    from npusim.trace.summary import ops
+    from npusim.trace.summary import ops, records
 
     session = npusim.current_session()
     a = torch.empty((M_PADDED, K), dtype=torch.float16, device="npu")
@@ -47,7 +47,7 @@ def run() -> dict:
     with torch_npu.options(matmul_tiling=TILING):
         torch.matmul(a, b.t())
     npusim.synchronize()
-    (span,) = [op for op in ops(session.system.record()) if op["name"] == "MatMulV3"]
+    (span,) = [op for op in records(ops(session.system.record())) if op["name"] == "MatMulV3"]
     us = span["end_us"] - span["start_us"]
     return {"kernel_us": us, "tflops": 2 * M * N * K / (us * 1e-6) / 1e12, "measured_us": MEASURED_US, "error": us / MEASURED_US - 1}
 

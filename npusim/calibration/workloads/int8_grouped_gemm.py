@@ -52,7 +52,7 @@ def run(groups: int, m: int, n: int, k: int) -> dict:
 
     import npusim.torch_npu as torch_npu
     from npusim.kernels.grouped_matmul.checks import GroupSizesAssumedWarning
-    from npusim.trace.summary import ops
+    from npusim.trace.summary import ops, records
 
     session = npusim.current_session()
     x = torch.empty((groups * m, k), dtype=torch.int8, device="npu")
@@ -69,7 +69,7 @@ def run(groups: int, m: int, n: int, k: int) -> dict:
                                      output_dtype=torch.bfloat16)
         npusim.synchronize()
     record = session.system.record()
-    (span,) = [op for op in ops(record) if op["name"] == "GroupedMatmul"]
+    (span,) = [op for op in records(ops(record)) if op["name"] == "GroupedMatmul"]
     seconds = (span["end_us"] - span["start_us"]) * 1e-6
     hbm = sum(r.bytes_moved for r in record.resources if r.kind == "hbm" and r.die == 0)
     compulsory = groups * (m * k + n * k + m * n * 2)  # A, B and the bf16 C once each

@@ -72,12 +72,12 @@ def build(source, destination, elements: int, iterations: int) -> isa.Kernel:
 
 def kernel_us(source, destination, elements: int, iterations: int) -> float:
     """Launch ``build(...)`` in the current session, wait for it, and give its span (us)."""
-    from npusim.trace.summary import ops
+    from npusim.trace.summary import ops, records
 
     session = npusim.current_session()
     build(source, destination, elements, iterations).launch()
     npusim.synchronize()
-    span = [op for op in ops(session.system.record()) if op["name"] == "TGetBandwidthKernel"][-1]
+    span = [op for op in records(ops(session.system.record())) if op["name"] == "TGetBandwidthKernel"][-1]
     return span["end_us"] - span["start_us"]
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import npusim
 from npusim import torch_npu
-from npusim.trace.summary import ops
+from npusim.trace.summary import ops, records
 
 from .cases import dtypes
 from .test_kernel import overrides, plan_of
@@ -24,7 +24,7 @@ def timed(input_shape, updates_shape, *, double_buffer=False, ub_kib=192, cores=
             torch_npu.npu_quant_scatter_(npusim.empty(input_shape, np.int8), npusim.empty((updates_shape[0],), np.int32),
                                          npusim.empty(updates_shape, u), npusim.empty((last,), s), npusim.empty((last,), z),
                                          axis=-2, quant_axis=-1)
-    (row,) = [r for r in ops(session.result.record) if r["name"] == "QuantUpdateScatter"]
+    (row,) = [r for r in records(ops(session.result.record)) if r["name"] == "QuantUpdateScatter"]
     return round(row["duration_us"] * 1e6), row["dma_bytes"], session.system.die(0).hbm.capacity
 
 
