@@ -138,9 +138,9 @@ def _flat_encoder(level: int) -> Callable[[Any], str]:
 def _indented(value: Any, level: int, containing: set[int], parts: list[str]) -> None:
     """``value`` as ``json.dumps(value, indent=2, sort_keys=True)`` writes it at nesting ``level``,
     appended to ``parts``. The indented form is the json module's pure-Python encoder; here a list
-    or mapping of plain values (a column of a summary's table, a row of a sweep's) goes to its C
-    encoder in one call instead, a list of such mappings (a table of rows) in a few
-    (:func:`_rows`), and only the others are written entry by entry."""
+    or mapping of plain values (a column of a summary's table) goes to its C encoder in one call
+    instead, a list of such mappings (rows: a summary's warnings) in a few (:func:`_rows`), and
+    only the others are written entry by entry."""
     kind = type(value)
     if kind in _PLAIN:
         parts.append(_ENCODE(value))
@@ -176,7 +176,7 @@ def _indented(value: Any, level: int, containing: set[int], parts: list[str]) ->
 
 def _all_rows(value: list[Any] | tuple[Any, ...]) -> bool:
     """Whether every entry of ``value`` is a non-empty dict of plain values (checked by C loops:
-    a sweep's table may have thousands of rows)."""
+    a racy run's warnings may be thousands)."""
     return (set(map(type, value)) == {dict} and all(value)
             and _PLAIN_TYPES.issuperset(map(type, itertools.chain.from_iterable(map(dict.values, value)))))
 
