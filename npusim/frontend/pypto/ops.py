@@ -14,12 +14,13 @@ import functools
 import math
 import operator
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
-from npusim.frontend.pypto.runtime import building_pe, building_program, current_program
+from npusim.frontend.pypto.runtime import building_pe, current_program
 from npusim.frontend.pypto.tensors import Destination, ShmemTensor, Tensor
-from npusim.frontend.session import current_session
+from npusim.frontend.session import Session, current_session
 from npusim.frontend.tensor import DeviceTensor, empty
 from npusim.isa.instructions import on_recorded
 from npusim.isa.target import VectorTarget
@@ -51,37 +52,48 @@ from npusim.kernels.shmem.tile_ops import (
 )
 from npusim.kernels.shmem.tiling import Region, Tile, expand_tiles, split_pred, tile_grid
 from npusim.runtime.ops import PYPTO_OPS, PyptoOp
-from npusim.runtime.program import PeProgram
+from npusim.runtime.program import PeProgram, building_program
 from npusim.runtime.shmem import RemoteWrite
 from npusim.runtime.symbolic import SymbolicScalar, value_of
 from npusim.runtime.tasks import AccessSpec, CoreTask, OpNode, Task, WaitTask
 from npusim.runtime.templates import ProgramPiece
 
+if TYPE_CHECKING:
+    from npusim.isa import CoreProgram, GmAddress
+    from npusim.isa.instructions import Instruction
+    from npusim.kernels.compute.matmul import CubeTiles
+    from npusim.kernels.shmem.tile_ops import UbTile
+    from npusim.runtime.shmem import ShmemArea
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
 MAX_TILE_DIMS = 4
 
 
-def pypto_op(name: str | None = None, *, unit: str = "vector", namespaces: tuple[str, ...] = ("pypto",)):
+def pypto_op(name: str | None = None, *, unit: str = "vector",
+             namespaces: tuple[str, ...] = ("pypto",)) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Register the decorated API function as the PyPTO op ``name`` (its own name by default) of
     ``namespaces``, its tile ops running on ``unit`` (:mod:`npusim.runtime.ops`), with the PE named
     in its argument errors: the namespaces of ``npusim.pypto`` then offer it."""
 
-    def register(function):
+    def register(function: Callable[P, R]) -> Callable[P, R]:
         return register_op(name or function.__name__, _on_pe(function), unit=unit, namespaces=namespaces)
 
     return register
 
 
-def register_op(name: str, api, *, unit: str = "vector", namespaces: tuple[str, ...] = ("pypto",)):
+def register_op(name: str, api: Callable[P, R], *, unit: str = "vector", namespaces: tuple[str, ...] = ("pypto",)) -> Callable[P, R]:
     """Register ``api`` (an op function already made, with :func:`_on_pe`) as the PyPTO op ``name``; returns it."""
     PYPTO_OPS.register(name)(PyptoOp(name, namespaces, unit, api))
     return api
 
 
-def _on_pe(function):
+def _on_pe(function: Callable[P, R]) -> Callable[P, R]:
     """Name the PE in the argument errors of an op (an SPMD program fails on one PE at a time)."""
 
     @functools.wraps(function)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return function(*args, **kwargs)
         except OpArgumentError as error:
@@ -96,20 +108,20 @@ def _on_pe(function):
 # -- arguments ---------------------------------------------------------------------------------------
 
 
-def _pe_arg(op: str, arg: str, value, program: PeProgram, n_pes: int) -> int:
+def _pe_arg(op: str, arg: str, value: object, program: PeProgram, n_pes: int) -> int:
     """A PE argument (int or SymbolicScalar, a rank in the group) as its checked value on ``program``'s PE."""
     value = value_of(program, value)
     check_pe(op, arg, value, n_pes)
-    return value
+    return cast(int, value)  # check_pe has refused anything but an int (or a numpy int)
 
 
-def _ints(op: str, arg: str, values, program: PeProgram) -> list:
+def _ints(op: str, arg: str, values: object, program: PeProgram) -> list[Any]:
     if not isinstance(values, (list, tuple)):
         raise OpArgumentError(f"{op}: {arg}={values!r} must be a list of ints or SymbolicScalars")
     return [value_of(program, v) for v in values]
 
 
-def _shmem(op: str, arg: str, value, program: PeProgram, *, data: bool = False) -> ShmemTensor:
+def _shmem(op: str, arg: str, value: object, program: PeProgram, *, data: bool = False) -> ShmemTensor:
     if not isinstance(value, ShmemTensor):
         raise OpArgumentError(f"{op}: {arg}={value!r} must be a ShmemTensor (from create_shmem_tensor / create_shmem_signal)")
     if value.area.launch is not program.launch:
@@ -119,7 +131,7 @@ def _shmem(op: str, arg: str, value, program: PeProgram, *, data: bool = False) 
     return value
 
 
-def _tensor(op: str, arg: str, value, program: PeProgram, location: str | None = None) -> Tensor:
+def _tensor(op: str, arg: str, value: object, program: PeProgram, location: str | None = None) -> Tensor:
     if not isinstance(value, Tensor):
         raise OpArgumentError(f"{op}: {arg}={value!r} must be a pypto.Tensor")
     if value.program is not program:
@@ -130,7 +142,7 @@ def _tensor(op: str, arg: str, value, program: PeProgram, location: str | None =
     return value
 
 
-def _view(op: str, src: ShmemTensor, shape, offsets, valid_shape, program: PeProgram) -> ShmemTensor:
+def _view(op: str, src: ShmemTensor, shape: object, offsets: object, valid_shape: object, program: PeProgram) -> ShmemTensor:
     """The view an op works on: ``shmem_view(src, shape, offsets, valid_shape)`` when both
     ``shape`` and ``offsets`` are given (as the framework, which ignores either one alone)."""
     if shape is None or offsets is None:
@@ -142,7 +154,7 @@ def _view(op: str, src: ShmemTensor, shape, offsets, valid_shape, program: PePro
     return ShmemTensor(src.program, src.area, [a + b for a, b in zip(src.offsets, offsets)], shape, valid)
 
 
-def _pred(op: str, pred, program: PeProgram) -> Tensor:
+def _pred(op: str, pred: object, program: PeProgram) -> Tensor:
     """The pred as one tensor: a fresh ``[1, 1]`` token for None, the tensor itself for one, and a
     ``[1, 1]`` token after all of them for several (the framework's Nop)."""
     if pred is None:
@@ -162,19 +174,20 @@ def _tiles(op: str, program: PeProgram, shape: Sequence[int], valid_shape: Seque
 
 def _depend(tasks: Sequence[Task], shape: Sequence[int], program: PeProgram, pred: Tensor) -> list[Region] | None:
     """Each tile op waits for its piece of ``pred`` (or for all of it); returns the pieces."""
+    assert program.tile_shape is not None  # the op's tiles were made with it (expand_tiles refuses None)
     pieces = split_pred(pred.shape, tile_grid(shape, program.tile_shape))
     for i, task in enumerate(tasks):
         task.depend_on(pred.tasks_for(pieces[i] if pieces is not None else None))
     return pieces
 
 
-def _pred_token(program: PeProgram, tasks: Sequence[Task], pred: Tensor, pieces) -> Tensor:
+def _pred_token(program: PeProgram, tasks: Sequence[Task], pred: Tensor, pieces: Sequence[Region] | None) -> Tensor:
     """The token of a signal or wait: the pred's shape, each tile op owning its piece."""
     writes = [(task, pieces[i] if pieces is not None else None) for i, task in enumerate(tasks)]
     return Tensor.token(program, pred.shape, writes)
 
 
-def _box_token(program: PeProgram, tasks: Sequence[Task], shape, tiles: Sequence[Tile]) -> Tensor:
+def _box_token(program: PeProgram, tasks: Sequence[Task], shape: Sequence[int], tiles: Sequence[Tile]) -> Tensor:
     return Tensor.token(program, shape, [(task, Region(t.offset, t.shape)) for task, t in zip(tasks, tiles)])
 
 
@@ -196,7 +209,7 @@ def _shift(offsets: Sequence[int], more: Sequence[int]) -> tuple[int, ...]:
     return tuple(map(operator.add, offsets, more))
 
 
-def _last_store_lands(write: RemoteWrite, stores: Sequence, _gm) -> None:
+def _last_store_lands(write: RemoteWrite, stores: Sequence[Instruction], _gm: tuple[Any, ...]) -> None:
     """The hook of a piece that writes ``write``: its last store's event is when the write lands."""
     if stores:
         on_recorded(stores[-1], write.landed)
@@ -221,7 +234,7 @@ def set_vec_tile_shapes(*shape: int) -> None:
     _LAST_TILES["vec"] = list(shape)
 
 
-HOST_TILE_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+HOST_TILE_SHAPES: weakref.WeakKeyDictionary[Session, tuple[int, ...]] = weakref.WeakKeyDictionary()
 """Per session, the vector tile shape set on the host, which every PE program built afterwards starts with."""
 
 
@@ -238,7 +251,7 @@ def get_vec_tile_shapes() -> list[int]:
     return _LAST_TILES["vec"]  # type: ignore[return-value]
 
 
-def get_cube_tile_shapes() -> tuple | None:
+def get_cube_tile_shapes() -> tuple[list[int], list[int], list[int], bool] | None:
     """``pypto.get_cube_tile_shapes()``: ``(m, k, n, enable_split_k)`` as set on the PE being built (on
     the host, as a kernel set them last)."""
     program = building_program()
@@ -248,14 +261,14 @@ def get_cube_tile_shapes() -> tuple | None:
     return _cube_tuple(tiles)
 
 
-def _cube_tuple(tiles) -> tuple:
+def _cube_tuple(tiles: CubeTiles) -> tuple[list[int], list[int], list[int], bool]:
     k = [tiles.k0, tiles.k_a] if tiles.k_a == tiles.k_b else [tiles.k0, tiles.k_a, tiles.k_b]
     return ([tiles.m0, tiles.m1], k, [tiles.n0, tiles.n1], False)
 
 
 @pypto_op(unit="none")
-def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = None, *, valid_shape: list | None = None,
-         dtype: DataType | None = None) -> Tensor:
+def view(input: Tensor, shape: list[int] | None = None, offsets: Sequence[Any] | None = None, *,
+         valid_shape: Sequence[int | SymbolicScalar] | None = None, dtype: DataType | None = None) -> Tensor:
     """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory). The view
     may run past the tensor's end as long as its valid part does not (a tail block:
     ``view(x, [8, n], [8, 0])`` of a 13-row ``x`` has 5 valid rows); without ``valid_shape`` the
@@ -284,13 +297,13 @@ def view(input: Tensor, shape: list[int] | None = None, offsets: list | None = N
     else:
         valid = None  # check_view names what is wrong
     check_view(op, input.shape, shape, offsets, valid, what="tensor", valid_bounds=True)
-    device = input.device[tuple(slice(o, o + s) for o, s in zip(offsets, shape))]  # clipped to the tensor
+    device = cast(DeviceTensor, input.device)[tuple(slice(o, o + s) for o, s in zip(offsets, shape))]  # clipped to the tensor
     return Tensor.make(program, "GM", shape, input.dtype, device=device, valid_shape=valid, writes=input.writes,
                   origin=_shift(input.origin, offsets))
 
 
 @pypto_op()
-def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
+def assemble(input: Tensor, offsets: Sequence[int | SymbolicScalar], out: Tensor) -> None:
     """``pypto.assemble``: write the valid part of ``input`` into the GM tensor ``out`` at
     ``offsets``. A shmem_load result (a UB tile): each tile is stored (MTE3) by the tile op that
     loaded it, on the same core. A GM tensor (a compute or shmem_get result, a view, a kernel-local
@@ -316,6 +329,7 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
     if input.location == "GM":
         if input.fold_into(_place(out, offsets, input.shape)):
             for task, region in input.writes:
+                assert region is not None  # each tile op of an op result writes a region of it
                 out.writes.write(task, Region(_shift(_shift(out.origin, offsets), region.offset), region.shape))
             return
         from npusim.frontend.pypto.compute import copy_into
@@ -325,15 +339,18 @@ def assemble(input: Tensor, offsets: list, out: Tensor) -> None:
     node = program.op(op, shape=list(input.shape), offsets=offsets)
     node.tasks = [task for task, _ in input.writes]
     destination = _gm(out)
-    for task, tile in zip(node.tasks, input.tiles):
+    for task, tile in zip(cast("list[CoreTask]", node.tasks), input.tiles):  # a UB tile tensor's writes: its shmem_load's tile ops
         at = _shift(offsets, tile.offset)
 
-        def consume(p, ub, dst, tile=tile):
+        def consume(p: CoreProgram, ub: UbTile, dst: GmView, tile: Tile = tile) -> tuple[None, tuple[()]]:
             if tile.moves_data:
                 store_tile(p, ub, dst, tile.valid_shape, name=op)
             return None, ()
 
-        task.consumers.append(ProgramPiece((op, tile.valid_shape), lambda at=at: (destination.shifted(at),), consume, source=node.source))
+        def gm(at: tuple[int, ...] = at) -> tuple[GmView]:
+            return (destination.shifted(at),)
+
+        task.consumers.append(ProgramPiece((op, tile.valid_shape), gm, consume, source=node.source))
         out.writes.append((task, Region(_shift(out.origin, at), tile.valid_shape)))
 
 
@@ -360,7 +377,8 @@ def create_shmem_signal(group_name: str, n_pes: int) -> ShmemTensor:
 
 
 @pypto_op(unit="none", namespaces=("distributed",))
-def shmem_view(src: ShmemTensor, shape: list[int], offsets: list, *, valid_shape: list | None = None) -> ShmemTensor:
+def shmem_view(src: ShmemTensor, shape: list[int], offsets: Sequence[int | SymbolicScalar], *,
+               valid_shape: Sequence[int | SymbolicScalar] | None = None) -> ShmemTensor:
     """A view of a shmem tensor (and of its signal slots)."""
     op = "shmem_view"
     program = current_program(f"distributed.{op}")
@@ -377,14 +395,15 @@ def my_symbolic_pe(group_name: str) -> SymbolicScalar:
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: AtomicType = AtomicType.SET,
-              pred: list | None = None) -> Tensor:
+def shmem_put(src: Tensor, offsets: Sequence[int | SymbolicScalar], dst: ShmemTensor, dst_pe: int | SymbolicScalar, *,
+              put_op: AtomicType = AtomicType.SET, pred: Sequence[Tensor] | None = None) -> Tensor:
     """Local GM ``src`` -> ``dst`` on ``dst_pe`` at ``offsets``, staged through UB; ADD accumulates."""
     op = "shmem_put"
     program = current_program(f"distributed.{op}")
     launch = program.launch
     src = _tensor(op, "src", src, program, "GM")
     dst = _shmem(op, "dst", dst, program, data=True)
+    assert dst.dtype is not None  # _shmem(data=True) has refused a signal tensor
     check_data_shape(op, "src.shape", src.shape)
     check_dtype(op, "src.dtype", src.dtype)
     check_element_count(op, "src.shape", src.shape)
@@ -393,36 +412,41 @@ def shmem_put(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: A
     dst_pe = _pe_arg(op, "dst_pe", dst_pe, program, dst.n_pes)
     offsets = _ints(op, "offsets", offsets, program)
     check_view(op, dst.shape, src.shape, offsets, shape_arg="src.shape")
-    pred = _pred(op, pred, program)
+    pred_tensor = _pred(op, pred, program)
     tiles = _tiles(op, program, src.shape, src.valid_shape)
     node = program.op(op, dst_pe=dst_pe, shape=list(src.shape), offsets=offsets, put_op=put_op.name, tiles=len(tiles))
     at = _shift(dst.offsets, offsets)
     area, source = dst.area, _gm(src)
+    assert area.dtype is not None  # dst's dtype
     atomic = "add" if put_op is AtomicType.ADD else None
     staging = launch.spec.staging_buffer.bytes
     for index, tile in enumerate(tiles):
         write = RemoteWrite(area, dst_pe, _shift(at, tile.offset), tuple(tile.valid_shape))
 
-        def gm(tile=tile, write=write):
+        def gm(tile: Tile = tile, write: RemoteWrite = write) -> tuple[GmView, GmView]:
             return source.shifted(tile.offset), area.data_view(dst_pe).shifted(write.offset)
 
-        def build(p, _carried, src_at, dst_at, tile=tile):
-            return None, copy_tile(p, src_at, dst_at, tile.shape, tile.valid_shape, src.dtype.numpy, area.dtype.numpy,
+        def build(p: CoreProgram, _carried: None, src_at: GmView, dst_at: GmView, tile: Tile = tile) -> tuple[None, list[Instruction]]:
+            return None, copy_tile(p, src_at, dst_at, tile.shape, tile.valid_shape, src.dtype.numpy, cast(DataType, area.dtype).numpy,
                                    local_dtype=src.dtype.numpy, staging_bytes=staging, atomic=atomic, name=op)
 
         piece = ProgramPiece((op, tile.shape, tile.valid_shape, src.dtype.numpy, area.dtype.numpy, staging, atomic), gm, build,
                              functools.partial(_last_store_lands, write))
         task = CoreTask(node, index, piece)
         if tile.moves_data:
-            task.accesses.append(lambda write=write: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape)])
+            def accesses(write: RemoteWrite = write) -> list[AccessSpec]:
+                return [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape)]
+
+            task.accesses.append(accesses)
             task.writes.append(write)
         task.depend_on(src.tasks_for(Region(tile.offset, tile.valid_shape)))  # the source is an input of the op
         node.tasks.append(task)
-    _depend(node.tasks, src.shape, program, pred)
+    _depend(node.tasks, src.shape, program, pred_tensor)
     return _box_token(program, node.tasks, src.shape, tiles)
 
 
-def _remote_read(op: str, qualified: str, src, src_pe, shape, offsets, valid_shape, pred):
+def _remote_read(op: str, qualified: str, src: object, src_pe: object, shape: object, offsets: object, valid_shape: object,
+                 pred: object) -> tuple[PeProgram, ShmemTensor, int, Tensor, list[Tile]]:
     """The checked arguments of an op that reads a view of ``src`` on ``src_pe`` (shmem_get,
     shmem_load): (program, view, src_pe as an int, preds, tiles)."""
     program = current_program(qualified)
@@ -434,7 +458,7 @@ def _remote_read(op: str, qualified: str, src, src_pe, shape, offsets, valid_sha
     return program, src, src_pe, pred, _tiles(op, program, src.shape, src.valid_shape)
 
 
-def _remote_read_task(node, index: int, build, tile, area, src_pe: int, at) -> CoreTask:
+def _remote_read_task(node: OpNode, index: int, build: ProgramPiece, tile: Tile, area: ShmemArea, src_pe: int, at: tuple[int, ...]) -> CoreTask:
     """The tile op ``index`` of a remote read (shmem_get, shmem_load): it reads the tile's valid
     region at ``at`` of ``src_pe``'s data area (what the race detector checks)."""
     task = CoreTask(node, index, build)
@@ -444,11 +468,13 @@ def _remote_read_task(node, index: int, build, tile, area, src_pe: int, at) -> C
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets: list | None = None, *,
-              valid_shape: list | None = None, pred: list | None = None) -> Tensor:
+def shmem_get(src: ShmemTensor, src_pe: int | SymbolicScalar, shape: list[int] | None = None,
+              offsets: Sequence[int | SymbolicScalar] | None = None, *, valid_shape: Sequence[int | SymbolicScalar] | None = None,
+              pred: Sequence[Tensor] | None = None) -> Tensor:
     """``src`` on ``src_pe`` -> a new local GM tensor of the view's shape, staged through UB."""
     op = "shmem_get"
-    program, src, src_pe, pred, tiles = _remote_read(op, f"distributed.{op}", src, src_pe, shape, offsets, valid_shape, pred)
+    program, src, src_pe, pred_tensor, tiles = _remote_read(op, f"distributed.{op}", src, src_pe, shape, offsets, valid_shape, pred)
+    assert src.dtype is not None  # _remote_read has refused a signal tensor
     launch = program.launch
     node = program.op(op, src_pe=src_pe, shape=list(src.shape), offsets=list(src.offsets), tiles=len(tiles))
     destination = Destination(empty(src.shape, src.dtype.numpy, device=program.die))
@@ -457,17 +483,17 @@ def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets:
     for index, tile in enumerate(tiles):
         at = _shift(src.offsets, tile.offset)
 
-        def gm(tile=tile, at=at):
+        def gm(tile: Tile = tile, at: tuple[int, ...] = at) -> tuple[GmView, GmView]:
             target = destination.device  # the result may have been folded into another tensor since
             return area.data_view(src_pe).shifted(at), GmView(target.allocation, target.offset_bytes, target.strides).shifted(tile.offset)
 
-        def build(p, _carried, src_at, dst_at, tile=tile):
+        def build(p: CoreProgram, _carried: None, src_at: GmView, dst_at: GmView, tile: Tile = tile) -> tuple[None, tuple[()]]:
             copy_tile(p, src_at, dst_at, tile.shape, tile.valid_shape, dtype, dtype, local_dtype=dtype, staging_bytes=staging, name=op)
             return None, ()
 
         piece = ProgramPiece((op, tile.shape, tile.valid_shape, dtype, staging), gm, build)
         node.tasks.append(_remote_read_task(node, index, piece, tile, area, src_pe, at))
-    _depend(node.tasks, src.shape, program, pred)
+    _depend(node.tasks, src.shape, program, pred_tensor)
     writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
     result = Tensor.make(program, "GM", src.shape, src.dtype, device=destination.device, valid_shape=src.valid_shape, writes=writes)
     result.destination = destination
@@ -475,16 +501,17 @@ def shmem_get(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets:
 
 
 def _signal(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, value: int, targets: list[int], sig_op: AtomicType,
-            pred: Tensor, **record) -> OpNode:
+            pred: Tensor, **record: Any) -> OpNode:
     """The tile ops of a signal: per tile, ``value`` into the slot (owner ``src_pe``) on each target."""
     launch = program.launch
     tiles = _tiles(op, program, view.shape)
+    assert program.tile_shape is not None  # _tiles has refused None
     grid = SignalGrid.of(op, view.tensor_shape, view.shape, program.tile_shape)
     launch.registry.record_signal_tiles(view.area.allocation, grid.total_tiles, op=op)
     view.area.allocation.signal_used = True
     node = program.op(op, src_pe=src_pe, targets=targets, value=value, sig_op=sig_op.name, tiles=len(tiles), **record)
     area, atomic = view.area, "add" if sig_op is AtomicType.ADD else None
-    def build(p, _carried, *addresses):
+    def build(p: CoreProgram, _carried: None, *addresses: GmAddress) -> tuple[None, list[Instruction]]:
         return None, signal_tile(p, addresses, value, atomic=atomic, name=op)
 
     for index, tile in enumerate(tiles):
@@ -492,20 +519,28 @@ def _signal(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, value: 
         slot = grid.slot_byte_offset(src_pe, at)
         task = CoreTask(node, index, None)
 
-        def landed(stores, addresses, task=task, at=at, shape=tile.shape):
+        def landed(stores: Sequence[Instruction], addresses: tuple[Any, ...], task: CoreTask = task, at: tuple[int, ...] = at,
+                   shape: tuple[int, ...] = tile.shape) -> None:
             for store, address, target in zip(stores, addresses, targets):
                 key = (address.allocation.die, address.allocation.address + address.offset)
-                on_recorded(store, lambda event, key=key, target=target: task.signal_landed(key, target, area, at, shape, event))
 
-        task.build = ProgramPiece((op, len(targets), value, atomic), lambda slot=slot: tuple(area.signal_address(target, slot) for target in targets),
-                                  build, landed)
+                def on_landed(event: int, key: tuple[int, int] = key, target: int = target) -> None:
+                    task.signal_landed(key, target, area, at, shape, event)
+
+                on_recorded(store, on_landed)
+
+        def gm(slot: int = slot) -> tuple[GmAddress, ...]:
+            return tuple(area.signal_address(target, slot) for target in targets)
+
+        task.build = ProgramPiece((op, len(targets), value, atomic), gm, build, landed)
         node.tasks.append(task)
     return node
 
 
-def _wait(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, cmp_value: int, clear: bool, pred: Tensor, **record) -> OpNode:
+def _wait(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, cmp_value: int, clear: bool, pred: Tensor, **record: Any) -> OpNode:
     """The tile ops of a wait: per tile, an AICPU poll of this PE's slot (owner ``src_pe``)."""
     tiles = _tiles(op, program, view.shape)
+    assert program.tile_shape is not None  # _tiles has refused None
     grid = SignalGrid.of(op, view.tensor_shape, view.shape, program.tile_shape)
     view.area.allocation.signal_used = True
     node = program.op(op, src_pe=src_pe, cmp_value=cmp_value, clear_signal=clear, tiles=len(tiles), **record)
@@ -516,8 +551,9 @@ def _wait(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, cmp_value
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_signal(src: ShmemTensor, src_pe, signal: int, shape: list[int] | None = None, offsets: list | None = None, *,
-                 target_pe, sig_op: AtomicType = AtomicType.SET, pred: list | None = None) -> Tensor:
+def shmem_signal(src: ShmemTensor, src_pe: int | SymbolicScalar, signal: int, shape: list[int] | None = None,
+                 offsets: Sequence[int | SymbolicScalar] | None = None, *, target_pe: int | SymbolicScalar, sig_op: AtomicType = AtomicType.SET,
+                 pred: Sequence[Tensor] | None = None) -> Tensor:
     """Write (SET) or atomically add (ADD) the int32 ``signal`` into the slots of the region's tiles
     (owner ``src_pe``) on ``target_pe``; the int ``-1`` signals every PE."""
     op = "shmem_signal"
@@ -532,15 +568,16 @@ def shmem_signal(src: ShmemTensor, src_pe, signal: int, shape: list[int] | None 
     check_int32(op, "signal", signal)
     check_atomic(op, "sig_op", sig_op)
     view = _view(op, src, shape, offsets, None, program)
-    pred = _pred(op, pred, program)
-    node = _signal(op, program, view, src_pe, signal, targets, sig_op, pred)
-    pieces = _depend(node.tasks, view.shape, program, pred)
-    return _pred_token(program, node.tasks, pred, pieces)
+    pred_tensor = _pred(op, pred, program)
+    node = _signal(op, program, view, src_pe, signal, targets, sig_op, pred_tensor)
+    pieces = _depend(node.tasks, view.shape, program, pred_tensor)
+    return _pred_token(program, node.tasks, pred_tensor, pieces)
 
 
 @pypto_op(unit="aicpu", namespaces=("distributed",))
-def shmem_wait_until(src: ShmemTensor, src_pe, cmp_value: int = 0, shape: list[int] | None = None, offsets: list | None = None, *,
-                     cmp: OpType = OpType.EQ, clear_signal: bool = False, pred: list | None = None) -> Tensor:
+def shmem_wait_until(src: ShmemTensor, src_pe: int | SymbolicScalar, cmp_value: int = 0, shape: list[int] | None = None,
+                     offsets: Sequence[int | SymbolicScalar] | None = None, *, cmp: OpType = OpType.EQ, clear_signal: bool = False,
+                     pred: Sequence[Tensor] | None = None) -> Tensor:
     """Wait (on an AICPU) until this PE's slots of the region's tiles (owner ``src_pe``) equal
     ``cmp_value``; ``clear_signal`` then resets them to 0."""
     op = "shmem_wait_until"
@@ -552,30 +589,30 @@ def shmem_wait_until(src: ShmemTensor, src_pe, cmp_value: int = 0, shape: list[i
     if not isinstance(clear_signal, bool):
         raise OpArgumentError(f"{op}: clear_signal={clear_signal!r} must be True or False")
     view = _view(op, src, shape, offsets, None, program)
-    pred = _pred(op, pred, program)
-    node = _wait(op, program, view, src_pe, cmp_value, clear_signal, pred)
-    pieces = _depend(node.tasks, view.shape, program, pred)
-    return _pred_token(program, node.tasks, pred, pieces)
+    pred_tensor = _pred(op, pred, program)
+    node = _wait(op, program, view, src_pe, cmp_value, clear_signal, pred_tensor)
+    pieces = _depend(node.tasks, view.shape, program, pred_tensor)
+    return _pred_token(program, node.tasks, pred_tensor, pieces)
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_barrier_all(src: ShmemTensor, pred: list | None = None) -> Tensor:
+def shmem_barrier_all(src: ShmemTensor, pred: Sequence[Tensor] | None = None) -> Tensor:
     """Barrier over the group: every PE adds 1 to slot row 0 of every PE, then waits for ``n_pes``
     on its own and clears it (both with ``pred``); returns the wait's token."""
     op = "shmem_barrier_all"
     program = current_program(f"distributed.{op}")
     src = _shmem(op, "src", src, program)
-    pred = _pred(op, pred, program)
-    signal = _signal(op, program, src, 0, 1, list(range(src.n_pes)), AtomicType.ADD, pred, part="signal")
-    _depend(signal.tasks, src.shape, program, pred)
-    wait = _wait(op, program, src, 0, src.n_pes, True, pred, part="wait")
-    pieces = _depend(wait.tasks, src.shape, program, pred)
-    return _pred_token(program, wait.tasks, pred, pieces)
+    pred_tensor = _pred(op, pred, program)
+    signal = _signal(op, program, src, 0, 1, list(range(src.n_pes)), AtomicType.ADD, pred_tensor, part="signal")
+    _depend(signal.tasks, src.shape, program, pred_tensor)
+    wait = _wait(op, program, src, 0, src.n_pes, True, pred_tensor, part="wait")
+    pieces = _depend(wait.tasks, src.shape, program, pred_tensor)
+    return _pred_token(program, wait.tasks, pred_tensor, pieces)
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: list | None = None, *,
-                     pred: list | None = None) -> Tensor:
+def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: Sequence[int | SymbolicScalar] | None = None, *,
+                     pred: Sequence[Tensor] | None = None) -> Tensor:
     """Zero this PE's data of the view: one tile op storing a UB buffer of zeros over the
     ``prod(view shape)`` elements that follow the view's first element (contiguously, as the framework)."""
     op = "shmem_clear_data"
@@ -583,8 +620,9 @@ def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: 
     launch = program.launch
     src = _shmem(op, "src", src, program, data=True)
     view = _view(op, src, shape, offsets, None, program)
+    assert view.dtype is not None  # _shmem(data=True) has refused a signal tensor
     rank = src.area.rank_of(program)
-    pred = _pred(op, pred, program)
+    pred_tensor = _pred(op, pred, program)
     node = program.op(op, shape=list(view.shape), offsets=list(view.offsets), tiles=1)
     area, itemsize = view.area, view.dtype.itemsize
     count = math.prod(view.shape)
@@ -594,33 +632,34 @@ def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: 
         first = area.data_view(rank).shifted(view.offsets)
         return GmView(first.allocation, first.offset_bytes, (itemsize,))
 
-    def build(p):
+    def build(p: CoreProgram) -> None:
         first = start()
         clear_tile(p, first.allocation, first.offset_bytes, count * itemsize, staging, name=op)
 
     task = CoreTask(node, 0, build)
     task.accesses.append(lambda: [AccessSpec(WRITE, area, rank, start(), (count,))])
     node.tasks.append(task)
-    task.depend_on(pred.tasks_for(None))
+    task.depend_on(pred_tensor.tasks_for(None))
     return Tensor.token(program, (1, 1), [(task, None)])
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_clear_signal(src: ShmemTensor, *, pred: list | None = None) -> Tensor:
+def shmem_clear_signal(src: ShmemTensor, *, pred: Sequence[Tensor] | None = None) -> Tensor:
     """Zero this PE's signal area of ``src``, in whole 512-byte stores over ``n_pes * max_tiles``
     int32 words (as the framework's ShmemClearFlag: see ``signal_clear_bytes``)."""
     op = "shmem_clear_signal"
     program = current_program(f"distributed.{op}")
     launch = program.launch
     src = _shmem(op, "src", src, program)
-    pred = _pred(op, pred, program)
+    pred_tensor = _pred(op, pred, program)
     node = program.op(op, tiles=1)
     area = src.area
     rank = area.rank_of(program)
     area.allocation.signal_used = True
 
-    def build(p):
+    def build(p: CoreProgram) -> None:
         start = area.signal_address(rank, 0)
+        assert isinstance(start.offset, int)  # a signal slot's address is a plain byte offset
         size = signal_clear_bytes(area.allocation.n_pes, area.allocation.signal_max_tiles)
         first = start.allocation.address + start.offset
         for store in clear_tile(p, start.allocation, start.offset, size, CLEAR_SIGNAL_STORE_BYTES, control=True, name=op):
@@ -628,7 +667,7 @@ def shmem_clear_signal(src: ShmemTensor, *, pred: list | None = None) -> Tensor:
 
     task = CoreTask(node, 0, build)
     node.tasks.append(task)
-    task.depend_on(pred.tasks_for(None))
+    task.depend_on(pred_tensor.tasks_for(None))
     return Tensor.token(program, (1, 1), [(task, None)])
 
 
@@ -636,12 +675,14 @@ def shmem_clear_signal(src: ShmemTensor, *, pred: list | None = None) -> Tensor:
 
 
 @pypto_op(namespaces=("distributed", "experimental"))
-def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets: list | None = None, *,
-               pred: list | None = None, valid_shape: list | None = None) -> Tensor:
+def shmem_load(src: ShmemTensor, src_pe: int | SymbolicScalar, shape: list[int] | None = None,
+               offsets: Sequence[int | SymbolicScalar] | None = None, *, pred: Sequence[Tensor] | None = None,
+               valid_shape: Sequence[int | SymbolicScalar] | None = None) -> Tensor:
     """Remote GM -> this core's UB: per tile one MTE2 copy of the valid region from ``src_pe``'s
     HBM; returns the UB tile tensor (view shape, ``src`` dtype)."""
     op = "shmem_load"
-    program, src, src_pe, pred, tiles = _remote_read(op, f"experimental.{op}", src, src_pe, shape, offsets, valid_shape, pred)
+    program, src, src_pe, pred_tensor, tiles = _remote_read(op, f"experimental.{op}", src, src_pe, shape, offsets, valid_shape, pred)
+    assert src.dtype is not None  # _remote_read has refused a signal tensor
     launch = program.launch
     dtype = src.dtype.numpy
     ub_bytes = VectorTarget.of(launch.system).ub_bytes
@@ -656,12 +697,15 @@ def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets
     for index, tile in enumerate(tiles):
         at = _shift(src.offsets, tile.offset)
 
-        def build(p, _carried, src_at, tile=tile):
+        def build(p: CoreProgram, _carried: None, src_at: GmView, tile: Tile = tile) -> tuple[UbTile, tuple[()]]:
             return load_tile(p, src_at, tile.shape, tile.valid_shape, dtype, name=op), ()
 
-        piece = ProgramPiece((op, tile.shape, tile.valid_shape, dtype), lambda at=at: (area.data_view(src_pe).shifted(at),), build)
+        def gm(at: tuple[int, ...] = at) -> tuple[GmView]:
+            return (area.data_view(src_pe).shifted(at),)
+
+        piece = ProgramPiece((op, tile.shape, tile.valid_shape, dtype), gm, build)
         node.tasks.append(_remote_read_task(node, index, piece, tile, area, src_pe, at))
-    _depend(node.tasks, src.shape, program, pred)
+    _depend(node.tasks, src.shape, program, pred_tensor)
     writes = [(task, Region(t.offset, t.shape)) for task, t in zip(node.tasks, tiles)]
     result = Tensor.make(program, "UB", src.shape, src.dtype, valid_shape=src.valid_shape, writes=writes)
     result.tiles = tiles
@@ -670,8 +714,8 @@ def shmem_load(src: ShmemTensor, src_pe, shape: list[int] | None = None, offsets
 
 
 @pypto_op(namespaces=("experimental",))
-def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op: AtomicType = AtomicType.SET,
-                pred: list | None = None) -> Tensor:
+def shmem_store(src: Tensor, offsets: Sequence[int | SymbolicScalar], dst: ShmemTensor, dst_pe: int | SymbolicScalar, *,
+                put_op: AtomicType = AtomicType.SET, pred: Sequence[Tensor] | None = None) -> Tensor:
     """A UB tile (a shmem_load result) -> ``dst`` on ``dst_pe`` at ``offsets``: one MTE3 store per
     tile (atomic add for ADD), run by the tile op that loaded the tile, on its core."""
     op = "shmem_store"
@@ -679,7 +723,9 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
     if not (isinstance(src, Tensor) and src.location == "UB"):
         raise OpArgumentError(f"{op}: src={src!r} must be a UB tile tensor (a shmem_load result); a GM tensor goes with shmem_put")
     src = _tensor(op, "src", src, program, "UB")
+    assert src.tile_shape is not None  # a UB tile tensor has the tile shape it was loaded with
     dst = _shmem(op, "dst", dst, program, data=True)
+    assert dst.dtype is not None  # _shmem(data=True) has refused a signal tensor
     check_atomic(op, "put_op", put_op)
     check_put_dtypes(op, src.dtype, dst.dtype, put_op, from_ub=True)
     check_element_count(op, "src.shape", src.shape)
@@ -691,25 +737,31 @@ def shmem_store(src: Tensor, offsets: list, dst: ShmemTensor, dst_pe, *, put_op:
             f"{op}: tile_shape={list(program.tile_shape or ())} differs from {list(src.tile_shape)}, the tile shape src was "
             "loaded with; a UB tile is stored tile by tile as it was loaded: set the same vec tile shape"
         )
+    pred_tensor: Tensor | None = None
     if pred is not None:
         _pred(op, pred, program)  # checks the preds as given
         others = [t for t in pred if t is not src]  # the framework drops src itself: the store runs with its load
-        pred = _pred(op, others, program) if others else None
+        pred_tensor = _pred(op, others, program) if others else None
     node = program.op(op, dst_pe=dst_pe, shape=list(src.shape), offsets=offsets, put_op=put_op.name, tiles=len(src.tiles))
     node.tasks = [task for task, _ in src.writes]
     area, at = dst.area, _shift(dst.offsets, offsets)
     atomic = "add" if put_op is AtomicType.ADD else None
-    for task, tile in zip(node.tasks, src.tiles):
+    for task, tile in zip(cast("list[CoreTask]", node.tasks), src.tiles):  # a UB tile tensor's writes: its shmem_load's tile ops
         write = RemoteWrite(area, dst_pe, _shift(at, tile.offset), tuple(tile.valid_shape))
 
-        def consume(p, ub, dst, tile=tile):
+        def consume(p: CoreProgram, ub: UbTile, dst: GmView, tile: Tile = tile) -> tuple[None, Sequence[Instruction]]:
             return None, store_tile(p, ub, dst, tile.valid_shape, atomic=atomic, name=op) if tile.moves_data else ()
 
-        task.consumers.append(ProgramPiece((op, tile.valid_shape, atomic), lambda write=write: (area.data_view(dst_pe).shifted(write.offset),),
-                                           consume, functools.partial(_last_store_lands, write), source=node.source))
+        def gm(write: RemoteWrite = write) -> tuple[GmView]:
+            return (area.data_view(dst_pe).shifted(write.offset),)
+
+        task.consumers.append(ProgramPiece((op, tile.valid_shape, atomic), gm, consume, functools.partial(_last_store_lands, write), source=node.source))
         if tile.moves_data:
-            task.accesses.append(lambda write=write: [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape, node)])
+            def accesses(write: RemoteWrite = write) -> list[AccessSpec]:
+                return [AccessSpec(WRITE, area, dst_pe, area.data_view(dst_pe).shifted(write.offset), write.shape, node)]
+
+            task.accesses.append(accesses)
             task.writes.append(write)
-    if pred is not None:
-        _depend(node.tasks, src.shape, program, pred)
+    if pred_tensor is not None:
+        _depend(node.tasks, src.shape, program, pred_tensor)
     return _box_token(program, node.tasks, src.shape, src.tiles)

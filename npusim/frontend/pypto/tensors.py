@@ -29,8 +29,8 @@ kernel's parameter annotations) it makes a :class:`TensorAnnotation`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -42,6 +42,10 @@ from npusim.runtime.symbolic import SymbolicScalar, value_of
 from npusim.runtime.writes import Write, Writes
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    import numpy.typing as npt
+
     from npusim.frontend.tensor import DeviceTensor
     from npusim.kernels.shmem.tiling import Tile
     from npusim.runtime.program import PeProgram
@@ -57,7 +61,7 @@ class TensorAnnotation:
     (any size) and may end in ``...`` (any further dims); an empty or missing shape and a missing
     dtype take anything."""
 
-    def __init__(self, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None) -> None:
+    def __init__(self, shape: object = None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None) -> None:
         if shape is not None and not isinstance(shape, (list, tuple)):
             raise UsageError(f"pypto.Tensor(shape={shape!r}): the shape must be a list of ints, pypto.DYNAMIC and a final ...")
         self.shape = list(shape or [])
@@ -72,7 +76,7 @@ class TensorAnnotation:
         self.name = name
         self.format = format
 
-    def check(self, where: str, value) -> None:
+    def check(self, where: str, value: Tensor) -> None:
         """Refuse an argument ``value`` (a pypto.Tensor) that this annotation does not take (the
         framework's wording: "does not match the dtype / shape")."""
         if self.dtype is not None and value.dtype is not self.dtype:
@@ -95,12 +99,12 @@ class TensorAnnotation:
         return f"pypto.Tensor([{dims}], {self.dtype.name if self.dtype else 'any dtype'})"
 
 
-def _is_number(value) -> bool:
+def _is_number(value: object) -> bool:
     """A Python or numpy number (not a bool: ``x == True`` is not the framework's comparison)."""
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
-def _is_symbolic(value) -> bool:
+def _is_symbolic(value: object) -> bool:
     return isinstance(value, SymbolicScalar)
 
 
@@ -126,7 +130,7 @@ class Tensor:
     autocast: Destination | None  # an upcast op's fp16 / bf16 result (computed in fp32 and cast down): where its fp32 value can be kept
     _unit_of: tuple[Destination, tuple[int, ...]] | None  # a view adding or dropping dims of size 1 of an op result not yet placed: its destination and shape
 
-    def __new__(cls, shape=None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None):
+    def __new__(cls, shape: object = None, dtype: DataType | None = None, name: str = "", format: TileOpFormat | None = None) -> Any:
         """``pypto.Tensor(shape, dtype, name, format)``: a kernel-local tensor inside a kernel, an
         annotation (:class:`TensorAnnotation`) outside one."""
         program = building_program()
@@ -134,10 +138,10 @@ class Tensor:
             return TensorAnnotation(shape, dtype, name, format)
         return cls.local(program, shape, dtype, name, format)
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         """Tensors are made by ``__new__`` and the class methods."""
 
-    def __class_getitem__(cls, params):
+    def __class_getitem__(cls, params: object) -> TensorAnnotation:
         """``pypto.Tensor[shape, dtype]``: the annotation syntax."""
         params = params if isinstance(params, tuple) else (params,)
         shape = next((p for p in params if isinstance(p, (list, tuple))), None)
@@ -203,7 +207,7 @@ class Tensor:
         return value  # type: ignore[return-value]
 
     @classmethod
-    def local(cls, program: PeProgram, shape, dtype: DataType | None, name: str = "", format: TileOpFormat | None = None) -> Tensor:
+    def local(cls, program: PeProgram, shape: object, dtype: DataType | None, name: str = "", format: TileOpFormat | None = None) -> Tensor:
         """``pypto.tensor(shape, dtype, name)`` in a kernel: a new zero-filled GM tensor on the PE's die."""
         from npusim.frontend.tensor import empty
 
@@ -229,6 +233,13 @@ class Tensor:
         tensor.name = name
         return tensor
 
+    def _pin(self) -> None:
+        """The op result's tile ops store where they do now: no assemble folds them elsewhere."""
+        if self.destination is not None:
+            self.destination.pinned = True
+        if self._unit_of is not None:
+            self._unit_of[0].pinned = True
+
     @property
     def device(self) -> DeviceTensor | None:
         """The device tensor holding the data; an op that asks has used where the data is, so the
@@ -240,13 +251,6 @@ class Tensor:
         elif self._unit_of is not None:  # where the op result it views is now
             self._device = _compute()._as_shape(self._unit_of[0].device, self.shape)
         return self._device
-
-    def _pin(self) -> None:
-        """The op result's tile ops store where they do now: no assemble folds them elsewhere."""
-        if self.destination is not None:
-            self.destination.pinned = True
-        if self._unit_of is not None:
-            self._unit_of[0].pinned = True
 
     @device.setter
     def device(self, value: DeviceTensor | None) -> None:
@@ -348,7 +352,7 @@ class Tensor:
 
     # -- indexing --------------------------------------------------------------------------------
 
-    def __getitem__(self, key) -> Tensor | SymbolicScalar:
+    def __getitem__(self, key: object) -> Tensor | SymbolicScalar:
         """Element read, view, or view without the indexed dims (see the module docstring)."""
         from npusim.frontend.pypto import compute
         from npusim.frontend.pypto.ops import view
@@ -366,7 +370,7 @@ class Tensor:
             return viewed
         return compute.reshape(viewed, [s for s, k in zip(viewed.shape, keep) if k])
 
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: object, value: Any) -> None:
         """Assemble ``value`` at the slices' starts, write one element, or (``[:]``) become ``value``."""
         from npusim.frontend.pypto import compute
         from npusim.frontend.pypto.ops import assemble
@@ -403,10 +407,10 @@ class Tensor:
             value = compute.reshape(value.in_gm("assemble"), [next(dims) if isinstance(p, slice) else 1 for p in parts])
         assemble(value, offsets, self)
 
-    def _normalize(self, key, what: str) -> tuple:
+    def _normalize(self, key: object, what: str) -> tuple[Any, ...]:
         """The key with ``...`` expanded, missing trailing dims as ``:``, negative int indices and
         bounds counted from the end (the framework's normalisation)."""
-        parts = list(key) if isinstance(key, tuple) else [key]
+        parts: list[Any] = list(key) if isinstance(key, tuple) else [key]
         for dim, part in enumerate(parts):
             if isinstance(part, slice) and isinstance(part.stop, Tensor):
                 raise UsageError(f"tensor {what} {_key_text(key)}: a slice ending in a tensor is pypto.gather / pypto.scatter, "
@@ -422,7 +426,7 @@ class Tensor:
         if len(parts) > len(self.shape):
             raise UsageError(f"tensor {what}: {_key_text(key)} has {len(parts)} indices for a tensor of {len(self.shape)} dims")
         parts += [slice(None)] * (len(self.shape) - len(parts))
-        normal: list = []  # slices, and ints or SymbolicScalars for the indexed dims
+        normal: list[Any] = []  # slices, and ints or SymbolicScalars for the indexed dims
         for dim, (part, size) in enumerate(zip(parts, self.shape)):
             if isinstance(part, slice):
                 if part.step not in (None, 1):
@@ -434,7 +438,7 @@ class Tensor:
                 normal.append(part + size if isinstance(part, int) and part < 0 else part)
         return tuple(normal)
 
-    def _view_box(self, slices: Sequence[slice]) -> tuple[list, list[int]]:
+    def _view_box(self, slices: Sequence[slice]) -> tuple[list[Any], list[int]]:
         """Offsets and sizes of the view that slices select; the sizes must be known (on this PE)."""
         offsets, sizes = [], []
         for dim, part in enumerate(slices):
@@ -447,45 +451,45 @@ class Tensor:
 
     # -- arithmetic operators (pypto.add ...) -------------------------------------------------------
 
-    def __add__(self, other): return _compute().add(self, other)
-    def __radd__(self, other): return _compute().add(self, other)
-    def __sub__(self, other): return _compute().sub(self, other)
-    def __mod__(self, other): return _op("remainder")(self, other)
-    def __floordiv__(self, other): return _op("floor")(_compute().div(self, other))
-    def __rsub__(self, other): return _compute().add(_compute().neg(self), other)  # other - x is exactly (-x) + other
-    def __mul__(self, other): return _compute().mul(self, other)
-    def __rmul__(self, other): return _compute().mul(self, other)
-    def __truediv__(self, other): return _compute().div(self, other)
-    def __rtruediv__(self, other): return _compute().divide_scalar_by(other, self)
-    def __neg__(self): return _compute().neg(self)
-    def __pos__(self): return self
-    def __pow__(self, other): return _op("pow")(self, other)
-    def __matmul__(self, other): return _compute().matmul(self, other, self.dtype)
-    def __lt__(self, other): return _op("lt")(self, other)
-    def __le__(self, other): return _op("le")(self, other)
-    def __gt__(self, other): return _op("gt")(self, other)
-    def __ge__(self, other): return _op("ge")(self, other)
+    def __add__(self, other: object) -> Any: return _compute().add(self, other)
+    def __radd__(self, other: object) -> Any: return _compute().add(self, other)
+    def __sub__(self, other: object) -> Any: return _compute().sub(self, other)
+    def __mod__(self, other: object) -> Any: return _op("remainder")(self, other)
+    def __floordiv__(self, other: object) -> Any: return _op("floor")(_compute().div(self, other))
+    def __rsub__(self, other: object) -> Any: return _compute().add(_compute().neg(self), other)  # other - x is exactly (-x) + other
+    def __mul__(self, other: object) -> Any: return _compute().mul(self, other)
+    def __rmul__(self, other: object) -> Any: return _compute().mul(self, other)
+    def __truediv__(self, other: object) -> Any: return _compute().div(self, other)
+    def __rtruediv__(self, other: object) -> Any: return _compute().divide_scalar_by(other, self)
+    def __neg__(self) -> Any: return _compute().neg(self)
+    def __pos__(self) -> Tensor: return self
+    def __pow__(self, other: object) -> Any: return _op("pow")(self, other)
+    def __matmul__(self, other: object) -> Any: return _compute().matmul(self, other, self.dtype)
+    def __lt__(self, other: object) -> Any: return _op("lt")(self, other)
+    def __le__(self, other: object) -> Any: return _op("le")(self, other)
+    def __gt__(self, other: object) -> Any: return _op("gt")(self, other)
+    def __ge__(self, other: object) -> Any: return _op("ge")(self, other)
     # a += b makes a name the new result, as the framework's in-place operators do
     __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
     # == and != with a number compare elementwise (test_tensor_operators.py: y.move(x == 0.5)); between
     # tensors they stay identity (tensors are dict keys and list members here): use pypto.eq / pypto.ne
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> Any:
         return _op("eq")(self, other) if _is_number(other) else NotImplemented
 
-    def __ne__(self, other):
+    def __ne__(self, other: object) -> Any:
         return _op("ne")(self, other) if _is_number(other) else NotImplemented
 
     __hash__ = object.__hash__
 
-    def assemble(self, input: Tensor, offsets) -> None:
+    def assemble(self, input: Tensor, offsets: Sequence[int | SymbolicScalar]) -> None:
         """``t.assemble(input, offsets)``: ``pypto.assemble(input, offsets, t)``."""
         _op("assemble")(input, offsets, self)
 
-    def __iter__(self):
+    def __iter__(self) -> NoReturn:
         raise UsageError(f"{self!r} is not iterable: index it (t[i, j]) or slice it")
 
-    def numpy(self):
+    def numpy(self) -> npt.NDArray[Any]:
         """The values of a GM tensor (synchronises the session, like ``tensor.cpu()``)."""
         if self.device is None:
             raise UsageError(f"{self!r} has no values on the host: only GM tensors (arguments, shmem_get results) do")
@@ -496,11 +500,11 @@ class Tensor:
         return f"pypto.Tensor({self.location}{name}, shape={list(self.shape)}, {self.dtype.name}, PE {self.pe})"
 
 
-def _is_index(part) -> bool:
+def _is_index(part: object) -> bool:
     return isinstance(part, int) and not isinstance(part, bool) or _is_symbolic(part)
 
 
-def _is_empty(parts: Sequence) -> bool:
+def _is_empty(parts: Sequence[object]) -> bool:
     return all(isinstance(p, slice) and p.start is None and p.stop is None for p in parts)
 
 
@@ -516,13 +520,13 @@ class Destination:
         self.exact: DeviceTensor | None = None  # an upcast op's result: where its tile ops also store it before the cast down
 
 
-def _compute():
+def _compute() -> ModuleType:
     from npusim.frontend.pypto import compute
 
     return compute
 
 
-def _op(name: str):
+def _op(name: str) -> Any:
     """The ``pypto.<name>`` op (imported when first used: the ops import this module)."""
     import npusim.frontend.pypto as pypto
 
@@ -542,8 +546,8 @@ TENSOR_METHODS = (
 """The framework's Tensor methods that are ``pypto.<name>(tensor, ...)`` (python/pypto/tensor.py)."""
 
 
-def _method(name: str):
-    def method(self, *args, **kwargs):
+def _method(name: str) -> Callable[..., Any]:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
         return _op(name)(self, *args, **kwargs)
 
     method.__name__ = method.__qualname__ = name
@@ -555,7 +559,7 @@ for _name in TENSOR_METHODS:
     setattr(Tensor, _name, _method(_name))
 
 
-def _key_text(key) -> str:
+def _key_text(key: object) -> str:
     parts = key if isinstance(key, tuple) else (key,)
     shown = []
     for part in parts:
