@@ -22,7 +22,7 @@ from npusim import __version__
 from npusim.config.confidence import without_tags
 from npusim.errors import UsageError
 from npusim.trace.l2 import l2_metrics
-from npusim.trace.summary import records, table_length, table_of
+from npusim.trace.summary import records, table_length, table_of, with_tables
 
 MAX_ROWS = 16
 UNWRAPPED_WIDTH = 100_000
@@ -241,22 +241,13 @@ def load_run(folder: str | Path) -> RunFolder:
     return RunFolder(path, summary, manifest, _parsed_config(path / "config.yaml", texts["config.yaml"]))
 
 
-TABLES = ((None, "ops"), (None, "tiles"), (None, "pipes"), (None, "bandwidth"), ("l2", "dies"), ("l2", "ops"))
-"""Where summary.json has tables (``npusim.trace.summary.Table``): the section holding one (None:
-the summary itself) and its name."""
-
-
 def columnar(summary: dict | None) -> dict | None:
     """``summary`` as read, with the tables of a summary written before they were columnar (npusim
     before Dec 2026: each a list of one object per row) turned into columns, so that reports and
     comparisons read run folders of either form."""
     if summary is None:
         return None
-    for section, name in TABLES:
-        holder = summary if section is None else summary.get(section)
-        if isinstance(holder, dict) and isinstance(rows := holder.get(name), list) and all(isinstance(row, dict) for row in rows):
-            holder[name] = table_of(rows)
-    return summary
+    return with_tables(summary, lambda table: table_of(table) if isinstance(table, list) and all(isinstance(row, dict) for row in table) else table)
 
 
 # -- one run -----------------------------------------------------------------------------------
@@ -266,14 +257,15 @@ def ops_by_name(summary: dict) -> list[dict]:
     instructions; longest total first."""
     groups: dict[str, dict] = {}
     ops = summary["ops"]
-    for name, duration, instructions in zip(ops["name"], ops["duration_us"], ops["instructions"]) if table_length(ops) else ():
-        group = groups.get(name)
-        if group is None:
-            group = groups[name] = {"name": name, "launches": 0, "total_us": 0.0, "max_us": 0.0, "instructions": 0}
-        group["launches"] += 1
-        group["total_us"] += duration
-        group["max_us"] = max(group["max_us"], duration)
-        group["instructions"] += instructions
+    if table_length(ops):  # an empty table of an older summary has no columns
+        for name, duration, instructions in zip(ops["name"], ops["duration_us"], ops["instructions"]):
+            group = groups.get(name)
+            if group is None:
+                group = groups[name] = {"name": name, "launches": 0, "total_us": 0.0, "max_us": 0.0, "instructions": 0}
+            group["launches"] += 1
+            group["total_us"] += duration
+            group["max_us"] = max(group["max_us"], duration)
+            group["instructions"] += instructions
     for group in groups.values():
         group["mean_us"] = group["total_us"] / group["launches"]
     return sorted(groups.values(), key=lambda g: (-g["total_us"], g["name"]))

@@ -47,6 +47,25 @@ def table_length(table: Table) -> int:
     return len(next(iter(table.values()), ()))
 
 
+TABLES = ((None, "ops"), (None, "tiles"), (None, "pipes"), (None, "bandwidth"), ("l2", "dies"), ("l2", "ops"))
+"""Where the summary holds its tables: the section holding one (None: the summary itself) and its name."""
+
+
+def with_tables(summary: dict[str, Any], convert: Callable[[Any], Any]) -> dict[str, Any]:
+    """A copy of ``summary`` whose tables (:data:`TABLES`; those it has) are ``convert(table)``; the
+    rest is shared with ``summary``, which is left as it is."""
+    copied = dict(summary)
+    for section, name in TABLES:
+        if section is not None:
+            if not isinstance(copied.get(section), dict):
+                continue
+            copied[section] = dict(copied[section])
+        holder = copied if section is None else copied[section]
+        if name in holder:
+            holder[name] = convert(holder[name])
+    return copied
+
+
 def _table(names: tuple[str, ...], columns: list[list[Any]] | tuple[list[Any], ...]) -> Table:
     """The table of the columns named ``names``, ``columns`` in the same order."""
     assert len(names) == len(columns) and len({len(column) for column in columns}) <= 1, "one list per column, all of one length"

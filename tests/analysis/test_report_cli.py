@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from npusim.analysis.report import load_run
-from npusim.trace.summary import records
+from npusim.trace.summary import records, with_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vector_add.py"
@@ -185,8 +185,7 @@ def test_a_summary_whose_tables_are_lists_of_rows_reads_as_its_columns_do(runs, 
     older.mkdir()
     for name in ("manifest.json", "config.yaml"):
         (older / name).write_bytes((folder / "a" / name).read_bytes())
-    as_rows = {**summary, **{name: records(summary[name]) for name in ("ops", "tiles", "pipes", "bandwidth")},
-               "l2": {**summary["l2"], "dies": records(summary["l2"]["dies"]), "ops": records(summary["l2"]["ops"])}}
+    as_rows = with_tables(summary, records)
     assert isinstance(as_rows["ops"], list) and as_rows["ops"] and as_rows["l2"]["ops"]
     (older / "summary.json").write_text(json.dumps(as_rows))
     assert load_run(older).summary == load_run(folder / "a").summary

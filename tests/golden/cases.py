@@ -91,12 +91,9 @@ def _summary_bytes(summary: dict) -> bytes:
     or with the configs' comments (:data:`CONFIG_PROSE`). Its tables are digested as lists of rows
     (``npusim.trace.summary.records``), the form they had when the digests were taken: a change of
     their layout alone leaves the digests as they are."""
-    from npusim.trace.summary import records
+    from npusim.trace.summary import records, with_tables
 
-    kept = {key: value for key, value in summary.items() if key != "wall_time_s"}
-    for name in ("ops", "tiles", "pipes", "bandwidth"):
-        kept[name] = records(kept[name])
-    kept["l2"] = {**kept["l2"], "dies": records(kept["l2"]["dies"]), "ops": records(kept["l2"]["ops"])}
+    kept = with_tables({key: value for key, value in summary.items() if key != "wall_time_s"}, records)
     bottlenecks = kept.get("bottlenecks")
     if isinstance(bottlenecks, dict) and "rests_on" in bottlenecks:
         entries = [{key: value for key, value in entry.items() if key not in CONFIG_PROSE} for entry in bottlenecks["rests_on"]]
