@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,13 +74,16 @@ class _Columns(_Read):
 
     @model_validator(mode="after")
     def _whole(self) -> _Columns:
-        given = {name: getattr(self, name) for name in self.model_fields_set | set(self.model_extra or ())}
-        missing = [name for name in type(self).model_fields if name not in given]
+        declared = type(self).model_fields
+        given = {**{name: getattr(self, name) for name in declared if name in self.model_fields_set}, **(self.model_extra or {})}
+        missing = [name for name in declared if name not in given]
         if given and missing:
             raise ValueError(f"it has no column {missing[0]!r}")
         lengths = {name: len(values) for name, values in given.items() if isinstance(values, list)}
-        if len(set(lengths.values())) > 1:
-            raise ValueError("its columns differ in length: " + ", ".join(f"{name} has {length}" for name, length in lengths.items()))
+        usual = Counter(lengths.values()).most_common(1)[0][0] if lengths else 0
+        odd = [f"{name} has {length}" for name, length in lengths.items() if length != usual]
+        if odd:
+            raise ValueError(f"its columns differ in length: {', '.join(odd)} rows, the others {usual}")
         return self
 
 
