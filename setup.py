@@ -11,7 +11,8 @@ The build writes nothing into the source tree. mypyc's C files and its type-chec
 build's temporary folder, and the extensions into their own package, ``npusim_compiled``, in the
 wheel (so in site-packages, an editable install included), never beside the sources:
 ``npusim_compiled/engine/`` holds the extension files of ``npusim.engine`` (and the shared library),
-``npusim_compiled/hw/`` those of ``npusim.hw`` (and so on for ``isa/``, ``trace/``, ``kernels/hccl/`` and ``runtime/``), and ``npusim_compiled/__init__.py`` the SHA-256 of
+``npusim_compiled/hw/`` those of ``npusim.hw`` (and so on for ``isa/``, ``trace/``, ``kernels/hccl/``, ``kernels/shmem/``, ``runtime/`` and
+``frontend/pypto/``), and ``npusim_compiled/__init__.py`` the SHA-256 of
 the sources they were compiled from (or why nothing was compiled). ``npusim.engine`` compares
 those digests with the sources when it is imported and only then puts the compiled modules first
 on the packages' paths (all or none); otherwise Python runs the ``.py`` files: the same code.
@@ -48,7 +49,7 @@ def engine_constant(name: str) -> object:
 COMPILED = [f"npusim/{name.replace('.', '/')}.py" for name in engine_constant("COMPILED")]
 """The modules compiled (``npusim.engine.COMPILED``), into one shared library (``compiled__mypyc``): they call each other inside it."""
 PACKAGE = engine_constant("COMPILED_PACKAGE")
-"""The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``, ``kernels/hccl/``, ``runtime/``: their extension files) and
+"""The package the build writes: a folder per package of the compiled modules (``engine/``, ``hw/``, ``isa/``, ``trace/``, ``kernels/hccl/``, ``kernels/shmem/``, ``runtime/``, ``frontend/pypto/``: their extension files) and
 ``__init__.py`` (the digests)."""
 GROUP = "npusim.engine.compiled"
 """mypyc's name for the shared library (``npusim.engine.compiled__mypyc``; of mypyc's choosing otherwise)."""
@@ -78,8 +79,8 @@ def compiler_problem(compiler: object) -> str | None:
 
 def record(sources: dict[str, str], not_compiled: str | None, said: str | None) -> str:
     """The text of ``npusim_compiled/__init__.py``."""
-    return ('"""npusim\'s compiled engine, written by its build (setup.py): the extension files of npusim.engine in engine/, of '
-            'npusim.hw in hw/, of npusim.isa in isa/, of npusim.trace in trace/; SOURCES, '
+    return ('"""npusim\'s compiled engine, written by its build (setup.py): the extension files of each package of '
+            'npusim.engine.PACKAGES in its folder (npusim.engine in engine/, npusim.kernels.hccl in kernels/hccl/ ...); SOURCES, '
             'the SHA-256 of the sources (by path in the npusim package) they were compiled from; NOT_COMPILED, why nothing was '
             'compiled, and SAID, the line the build said then (npusim/engine/__init__.py reads them)."""\n\n'
             f"SOURCES = {sources!r}\nNOT_COMPILED = {not_compiled!r}\nSAID = {said!r}\n")
@@ -125,9 +126,12 @@ class BuildCompiledEngine(build_ext):
 
         sources = {str(Path(name).relative_to("npusim")): hashlib.sha256(Path(name).read_bytes()).hexdigest() for name in COMPILED}
         temp = Path(self.build_temp).resolve()
-        # checked against the project's mypy settings (pyproject.toml), which name modules other than these; mypy's cache and
-        # mypyc's C files in the build's temporary folder
-        self.distribution.ext_modules = mypycify(["--no-warn-unused-configs", f"--cache-dir={temp / 'mypy-cache'}", *COMPILED],
+        # checked against the project's mypy settings (pyproject.toml), which name modules other than these; the modules they
+        # import but which are not compiled (the frontend's tensors, compute ...) are read for their types, their own errors
+        # not reported (follow-imports=silent: `make lint` checks them); mypy's cache and mypyc's C files in the build's
+        # temporary folder
+        self.distribution.ext_modules = mypycify(["--no-warn-unused-configs", "--follow-imports=silent", f"--cache-dir={temp / 'mypy-cache'}",
+                                                  *COMPILED],
                                                  opt_level="3", group_name=GROUP, target_dir=str(temp / "mypyc"))
         # setuptools' own build_ext, set up for mypyc's extensions: it compiles in the temporary folder and links there (lib),
         # then they are moved into the package

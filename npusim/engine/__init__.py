@@ -3,10 +3,10 @@ event loop (the one module that uses SimPy's internals).
 
 Its modules ``flags``, ``flow``, ``loop`` and ``progress``, and those of other packages that the
 hot loop runs (:data:`COMPILED`: the hardware model's :mod:`npusim.hw.core`, the ISA's program
-builder, the recorder's rows, HCCL's staging rewrite, the PyPTO runtime's device tasks ...), run compiled where the install built them (setup.py:
+builder, the recorder's rows, HCCL's staging rewrite, the PyPTO runtime's device tasks, the PyPTO ops ...), run compiled where the install built them (setup.py:
 mypyc), else as Python: the same code, the same results. The build writes the compiled modules
 into a package of their own, ``npusim_compiled`` (site-packages; ``engine/``, ``hw/``, ``isa/``, ``trace/``,
-``kernels/hccl/``, ``runtime/``: the extension files of each package, ``__init__``: the SHA-256 of the sources they were compiled
+``kernels/hccl/``, ``kernels/shmem/``, ``runtime/``, ``frontend/pypto/``: the extension files of each package, ``__init__``: the SHA-256 of the sources they were compiled
 from), never beside the sources. As it is imported this package chooses (:func:`choose_engine`),
 for every compiled module: the compiled modules when their digests match every one of the sources
 (they are one shared library and call each other inside it, so all or none), by putting their
@@ -30,10 +30,10 @@ from pathlib import Path
 
 from npusim.errors import InstallError, UsageError
 
-COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "hw.dma", "hw.aicpu", "hw.system", "hw.topology", "hw.stream", "hw.memory", "isa.program", "isa.instructions", "trace.rows", "trace.recorder", "kernels.hccl.staging", "runtime.tasks", "runtime.symbolic", "runtime.writes", "runtime.launch", "runtime.program", "runtime.templates", "runtime.shmem", "kernels.shmem.checks", "kernels.shmem.tiling", "kernels.shmem.layout", "kernels.shmem.races", "kernels.shmem.tile_ops")
+COMPILED = ("engine.flags", "engine.flow", "engine.loop", "engine.progress", "hw.core", "hw.queue", "hw.cache", "hw.dma", "hw.aicpu", "hw.system", "hw.topology", "hw.stream", "hw.memory", "isa.program", "isa.instructions", "trace.rows", "trace.recorder", "kernels.hccl.staging", "runtime.tasks", "runtime.symbolic", "runtime.writes", "runtime.launch", "runtime.program", "runtime.templates", "runtime.shmem", "kernels.shmem.checks", "kernels.shmem.tiling", "kernels.shmem.layout", "kernels.shmem.races", "kernels.shmem.tile_ops", "frontend.pypto.ops")
 """The modules the build compiles (setup.py, which reads this list, as the Makefile does: on one line), by their names in the npusim package."""
 PACKAGES = tuple(dict.fromkeys(name.rpartition(".")[0] for name in COMPILED))
-"""The packages of the compiled modules (``engine``, ``hw``, ``isa``, ``trace``, ``kernels.hccl``, ``runtime``): the build's folders, by the same
+"""The packages of the compiled modules (``engine``, ``hw`` ... ``kernels.shmem``, ``frontend.pypto``): the build's folders, by the same
 names (``kernels/hccl``)."""
 COMPILED_PACKAGE = "npusim_compiled"
 """The package the build writes the compiled modules into (setup.py)."""

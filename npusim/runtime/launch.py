@@ -19,7 +19,6 @@ from npusim.hw.aicpu import AicpuScheduler
 from npusim.hw.memory import Allocation
 from npusim.hw.stream import Stream
 from npusim.hw.system import System
-from npusim.kernels.shmem.checks import check_group_name, check_n_pes
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.layout import ShmemGroupRegistry
 from npusim.kernels.shmem.races import Access, RaceDetector, ShmemRaceWarning
@@ -128,9 +127,8 @@ class ShmemLaunch:
     def create(self, program: PeProgram, op: str, group_name: str, n_pes: int, dtype: DataType | None,
                shape: Sequence[int] | None) -> ShmemArea:
         """The next shmem tensor of a PE in a group: created by the first PE of the group that gets
-        there, matched by the others (every PE of a group must create the group's tensors in the same order)."""
-        check_group_name(op, group_name)
-        check_n_pes(op, n_pes)
+        there, matched by the others (every PE of a group must create the group's tensors in the same order). The op has
+        checked ``group_name`` and ``n_pes`` (npusim.frontend.pypto.ops)."""
         used = program.creates
         if group_name not in used and len(used) >= self.spec.max_groups:
             raise OpArgumentError(

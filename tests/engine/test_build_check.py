@@ -66,7 +66,8 @@ def _choose(request: str, build, root: Path):
 
 
 def test_the_engine_the_pipes_the_kernel_builder_and_the_event_rows_are_compiled():
-    assert {"engine.loop", "engine.flow", "hw.core", "isa.program", "trace.rows"} <= set(COMPILED) and PACKAGES == ("engine", "hw", "isa", "trace", "kernels.hccl", "runtime", "kernels.shmem")
+    assert {"engine.loop", "engine.flow", "hw.core", "isa.program", "trace.rows", "frontend.pypto.ops"} <= set(COMPILED)
+    assert PACKAGES == ("engine", "hw", "isa", "trace", "kernels.hccl", "runtime", "kernels.shmem", "frontend.pypto")
 
 
 def test_each_package_of_compiled_modules_finds_them_in_its_build_folder_first():
@@ -218,9 +219,9 @@ def test_a_run_records_and_shows_its_engine(tmp_path):
     kind = "compiled" if COMPILED_HERE else "interpreted"
     default = _manifest(tmp_path / "default")
     # the modules of COMPILED the run imported: vector_add calls no collective and runs no device task (not HCCL's staging, nor
-    # hw.aicpu, nor the PyPTO runtime and its shmem ops)
+    # hw.aicpu, nor the PyPTO runtime, its shmem ops and their API)
     imported = [f"npusim.{name}" for name in COMPILED
-                if name not in ("kernels.hccl.staging", "hw.aicpu") and not name.startswith(("runtime.", "kernels.shmem."))]
+                if name not in ("kernels.hccl.staging", "hw.aicpu") and not name.startswith(("runtime.", "kernels.shmem.", "frontend.pypto."))]
     assert default["engine"] == kind and default["compiled_modules"] == (imported if COMPILED_HERE else [])
     assert f"({kind} engine)" in compiled.stdout
     python = _manifest(tmp_path / "interpreted")

@@ -26,6 +26,10 @@ Module contents: the data types (``pypto.DT_FP16`` ...), ``AtomicType``, ``OpTyp
 
 import sys as _sys
 
+from npusim.engine import compiled_first as _compiled_first
+
+_compiled_first(__name__, __path__)
+
 from npusim.frontend.pypto import converter, distributed, error, experimental, frontend, ranks, runtime
 from npusim.frontend.pypto import math_ops as _math_ops  # noqa: F401 (registers the math ops)
 from npusim.frontend.pypto.compute import CastMode, PrecisionType, SaturationMode, full, set_cube_tile_shapes

@@ -15,7 +15,9 @@ import math
 import operator
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, SupportsIndex, TypeAlias, TypeVar, cast
+
+import numpy as np
 
 from npusim.errors import OpArgumentError, ResourceError, UsageError
 from npusim.frontend.pypto.runtime import building_pe, current_program
@@ -32,10 +34,12 @@ from npusim.kernels.shmem.checks import (
     check_element_count,
     check_group_name,
     check_int32,
+    check_n_pes,
     check_pe,
     check_preds,
     check_put_dtypes,
     check_view,
+    is_int,
 )
 from npusim.kernels.shmem.dtypes import AtomicType, DataType, OpType
 from npusim.kernels.shmem.layout import SignalGrid, signal_clear_bytes
@@ -69,6 +73,23 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 MAX_TILE_DIMS = 4
+
+# The forms an op's arguments come in, as it takes them before its own checks: a Python program
+# passes tuples for lists and numpy ints (numpy bools) for ints (flags), and the checks take them
+# (or refuse anything else with an error naming the op, the argument and the rule). The annotations
+# say so because, compiled (mypyc), a parameter's declared type is checked as the call enters: an
+# ``int`` or ``list[int]`` there would refuse a numpy int or a tuple with a bare TypeError before the
+# op's checks ran. Past its checks an op works with Python ints (:func:`_ints`, :func:`_pe_arg`).
+Int: TypeAlias = SupportsIndex
+"""An int argument: a Python or numpy int."""
+PeArg: TypeAlias = "SupportsIndex | SymbolicScalar"
+"""A PE (a rank in the group): an int, or a SymbolicScalar the op evaluates on the PE building it."""
+Dims: TypeAlias = "Sequence[SupportsIndex | SymbolicScalar]"
+"""A shape or offsets: a list or tuple of ints or SymbolicScalars."""
+Flag: TypeAlias = "bool | np.bool_"
+"""A flag: True or False (a numpy bool too)."""
+GroupName: TypeAlias = "str | np.str_"
+"""A communication group's name (a numpy str too)."""
 
 
 def pypto_op(name: str | None = None, *, unit: str = "vector",
@@ -109,16 +130,19 @@ def _on_pe(function: Callable[P, R]) -> Callable[P, R]:
 
 
 def _pe_arg(op: str, arg: str, value: object, program: PeProgram, n_pes: int) -> int:
-    """A PE argument (int or SymbolicScalar, a rank in the group) as its checked value on ``program``'s PE."""
+    """A PE argument (:data:`PeArg`, a rank in the group) as its checked value on ``program``'s PE, a Python int."""
     value = value_of(program, value)
     check_pe(op, arg, value, n_pes)
-    return cast(int, value)  # check_pe has refused anything but an int (or a numpy int)
+    assert is_int(value)  # check_pe has refused anything else
+    return int(value)
 
 
 def _ints(op: str, arg: str, values: object, program: PeProgram) -> list[Any]:
+    """A :data:`Dims` argument as its values on ``program``'s PE: its SymbolicScalars evaluated, its
+    (numpy) ints as Python ints, anything else as it is for the op's checks to refuse."""
     if not isinstance(values, (list, tuple)):
         raise OpArgumentError(f"{op}: {arg}={values!r} must be a list of ints or SymbolicScalars")
-    return [value_of(program, v) for v in values]
+    return [int(v) if is_int(v) else v for v in (value_of(program, v) for v in values)]
 
 
 def _shmem(op: str, arg: str, value: object, program: PeProgram, *, data: bool = False) -> ShmemTensor:
@@ -129,6 +153,14 @@ def _shmem(op: str, arg: str, value: object, program: PeProgram, *, data: bool =
     if data and value.dtype is None:
         raise OpArgumentError(f"{op}: {arg}={value!r} is a signal tensor (create_shmem_signal); it holds no data to move")
     return value
+
+
+def _group(op: str, group_name: object, n_pes: object) -> tuple[str, int]:
+    """A group's checked name and PE count."""
+    check_group_name(op, group_name)
+    check_n_pes(op, n_pes)
+    assert isinstance(group_name, str) and is_int(n_pes)  # the checks have refused anything else
+    return str(group_name), int(n_pes)
 
 
 def _tensor(op: str, arg: str, value: object, program: PeProgram, location: str | None = None) -> Tensor:
@@ -218,20 +250,20 @@ def _last_store_lands(write: RemoteWrite, stores: Sequence[Instruction], _gm: tu
 # -- tile shapes, views and assignment --------------------------------------------------------------
 
 
-def set_vec_tile_shapes(*shape: int) -> None:
+def set_vec_tile_shapes(*shape: Int | Sequence[Int]) -> None:
     """The vector tile shape that the following ops of this PE are tiled by (1 to 4 dims). Called on
     the host (outside a kernel) it is the framework's scope default: the tile shape kernels built
     afterwards start with."""
-    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
-        shape = tuple(shape[0])
-    if not 1 <= len(shape) <= MAX_TILE_DIMS or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in shape):
-        raise OpArgumentError(f"set_vec_tile_shapes: shape={list(shape)} must be 1 to {MAX_TILE_DIMS} positive ints")
+    given: Sequence[object] = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
+    if not 1 <= len(given) <= MAX_TILE_DIMS or any(not is_int(s) or s <= 0 for s in given):
+        raise OpArgumentError(f"set_vec_tile_shapes: shape={list(given)} must be 1 to {MAX_TILE_DIMS} positive ints")
+    tile_shape = tuple(int(cast(Int, s)) for s in given)
     program = building_program()
     if program is None:
-        HOST_TILE_SHAPES[current_session()] = tuple(shape)
+        HOST_TILE_SHAPES[current_session()] = tile_shape
     else:
-        program.tile_shape = tuple(shape)
-    _LAST_TILES["vec"] = list(shape)
+        program.tile_shape = tile_shape
+    _LAST_TILES["vec"] = list(tile_shape)
 
 
 HOST_TILE_SHAPES: weakref.WeakKeyDictionary[Session, tuple[int, ...]] = weakref.WeakKeyDictionary()
@@ -267,8 +299,8 @@ def _cube_tuple(tiles: CubeTiles) -> tuple[list[int], list[int], list[int], bool
 
 
 @pypto_op(unit="none")
-def view(input: Tensor, shape: list[int] | None = None, offsets: Sequence[Any] | None = None, *,
-         valid_shape: Sequence[int | SymbolicScalar] | None = None, dtype: DataType | None = None) -> Tensor:
+def view(input: Tensor, shape: Dims | None = None, offsets: Dims | None = None, *,
+         valid_shape: Dims | None = None, dtype: DataType | None = None) -> Tensor:
     """``pypto.view``: the part ``shape`` at ``offsets`` of a GM tensor (sharing its memory). The view
     may run past the tensor's end as long as its valid part does not (a tail block:
     ``view(x, [8, n], [8, 0])`` of a 13-row ``x`` has 5 valid rows); without ``valid_shape`` the
@@ -282,28 +314,28 @@ def view(input: Tensor, shape: list[int] | None = None, offsets: Sequence[Any] |
     input = input.in_gm(op)
     if dtype is not None and dtype is not input.dtype:
         raise OpArgumentError(f"{op}: dtype={dtype!r} differs from the input's {input.dtype.name}; views that reinterpret memory are not modelled")
-    shape = list(input.shape) if shape is None else _ints(op, "shape", shape, program)
-    offsets = [0] * len(input.shape) if offsets is None else _ints(op, "offsets", offsets, program)
+    dims: list[Any] = list(input.shape) if shape is None else _ints(op, "shape", shape, program)
+    at: list[Any] = [0] * len(input.shape) if offsets is None else _ints(op, "offsets", offsets, program)
     if valid_shape is not None:
         valid = _ints(op, "valid_shape", valid_shape, program)
-        if len(valid) == len(input.shape) == len(shape):
+        if len(valid) == len(input.shape) == len(dims):
             for dim, (v, size) in enumerate(zip(valid, input.shape)):
                 if isinstance(v, int) and not 0 <= v <= size:
                     raise OpArgumentError(f"{op}: valid_shape={valid} has valid_shape[{dim}]={v}; it cannot exceed the tensor's "
                                           f"shape {list(input.shape)} in dim {dim} (operation_impl.cpp CheckViewValidShapesConstraint)")
-            valid = [min(v, s) if isinstance(v, int) else v for v, s in zip(valid, shape)]  # the part of the view it covers
-    elif len(shape) == len(input.shape) and len(offsets) == len(input.shape) and all(isinstance(o, int) for o in offsets):
-        valid = [min(max(v - o, 0), s) for v, o, s in zip(input.valid_shape, offsets, shape)]
+            valid = [min(v, s) if isinstance(v, int) else v for v, s in zip(valid, dims)]  # the part of the view it covers
+    elif len(dims) == len(input.shape) and len(at) == len(input.shape) and all(isinstance(o, int) for o in at):
+        valid = [min(max(v - o, 0), s) for v, o, s in zip(input.valid_shape, at, dims)]
     else:
         valid = None  # check_view names what is wrong
-    check_view(op, input.shape, shape, offsets, valid, what="tensor", valid_bounds=True)
-    device = cast(DeviceTensor, input.device)[tuple(slice(o, o + s) for o, s in zip(offsets, shape))]  # clipped to the tensor
-    return Tensor.make(program, "GM", shape, input.dtype, device=device, valid_shape=valid, writes=input.writes,
-                  origin=_shift(input.origin, offsets))
+    check_view(op, input.shape, dims, at, valid, what="tensor", valid_bounds=True)
+    device = cast(DeviceTensor, input.device)[tuple(slice(o, o + s) for o, s in zip(at, dims))]  # clipped to the tensor
+    return Tensor.make(program, "GM", dims, input.dtype, device=device, valid_shape=valid, writes=input.writes,
+                  origin=_shift(input.origin, at))
 
 
 @pypto_op()
-def assemble(input: Tensor, offsets: Sequence[int | SymbolicScalar], out: Tensor) -> None:
+def assemble(input: Tensor, offsets: Dims, out: Tensor) -> None:
     """``pypto.assemble``: write the valid part of ``input`` into the GM tensor ``out`` at
     ``offsets``. A shmem_load result (a UB tile): each tile is stored (MTE3) by the tile op that
     loaded it, on the same core. A GM tensor (a compute or shmem_get result, a view, a kernel-local
@@ -358,27 +390,27 @@ def assemble(input: Tensor, offsets: Sequence[int | SymbolicScalar], out: Tensor
 
 
 @pypto_op(unit="none", namespaces=("distributed",))
-def create_shmem_tensor(group_name: str, n_pes: int, dtype: DataType, shape: list[int]) -> ShmemTensor:
+def create_shmem_tensor(group_name: GroupName, n_pes: Int, dtype: DataType, shape: Sequence[Int]) -> ShmemTensor:
     """A symmetric tensor: every PE of the group has one of ``shape`` in its data window."""
     op = "create_shmem_tensor"
     program = current_program(f"distributed.{op}")
+    name, pes = _group(op, group_name, n_pes)
     check_data_shape(op, "shape", shape)
-    area = program.launch.create(program, op, group_name, n_pes, dtype, list(shape))
+    area = program.launch.create(program, op, name, pes, dtype, [operator.index(s) for s in shape])
     return ShmemTensor(program, area, [0] * len(area.tensor_shape), area.tensor_shape)
 
 
 @pypto_op(unit="none", namespaces=("distributed",))
-def create_shmem_signal(group_name: str, n_pes: int) -> ShmemTensor:
+def create_shmem_signal(group_name: GroupName, n_pes: Int) -> ShmemTensor:
     """A signal-only tensor (for barriers): signal slots, no data."""
     op = "create_shmem_signal"
     program = current_program(f"distributed.{op}")
-    area = program.launch.create(program, op, group_name, n_pes, None, None)
+    area = program.launch.create(program, op, *_group(op, group_name, n_pes), None, None)
     return ShmemTensor(program, area, [0] * len(area.tensor_shape), area.tensor_shape)
 
 
 @pypto_op(unit="none", namespaces=("distributed",))
-def shmem_view(src: ShmemTensor, shape: list[int], offsets: Sequence[int | SymbolicScalar], *,
-               valid_shape: Sequence[int | SymbolicScalar] | None = None) -> ShmemTensor:
+def shmem_view(src: ShmemTensor, shape: Dims, offsets: Dims, *, valid_shape: Dims | None = None) -> ShmemTensor:
     """A view of a shmem tensor (and of its signal slots)."""
     op = "shmem_view"
     program = current_program(f"distributed.{op}")
@@ -388,14 +420,14 @@ def shmem_view(src: ShmemTensor, shape: list[int], offsets: Sequence[int | Symbo
     return _view(op, src, shape, offsets, valid_shape, program)
 
 
-def my_symbolic_pe(group_name: str) -> SymbolicScalar:
+def my_symbolic_pe(group_name: GroupName) -> SymbolicScalar:
     """This PE's rank in the group, as a SymbolicScalar."""
     check_group_name("my_symbolic_pe", group_name)
     return SymbolicScalar.pe(group_name)
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_put(src: Tensor, offsets: Sequence[int | SymbolicScalar], dst: ShmemTensor, dst_pe: int | SymbolicScalar, *,
+def shmem_put(src: Tensor, offsets: Dims, dst: ShmemTensor, dst_pe: PeArg, *,
               put_op: AtomicType = AtomicType.SET, pred: Sequence[Tensor] | None = None) -> Tensor:
     """Local GM ``src`` -> ``dst`` on ``dst_pe`` at ``offsets``, staged through UB; ADD accumulates."""
     op = "shmem_put"
@@ -468,9 +500,8 @@ def _remote_read_task(node: OpNode, index: int, build: ProgramPiece, tile: Tile,
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_get(src: ShmemTensor, src_pe: int | SymbolicScalar, shape: list[int] | None = None,
-              offsets: Sequence[int | SymbolicScalar] | None = None, *, valid_shape: Sequence[int | SymbolicScalar] | None = None,
-              pred: Sequence[Tensor] | None = None) -> Tensor:
+def shmem_get(src: ShmemTensor, src_pe: PeArg, shape: Dims | None = None, offsets: Dims | None = None, *,
+              valid_shape: Dims | None = None, pred: Sequence[Tensor] | None = None) -> Tensor:
     """``src`` on ``src_pe`` -> a new local GM tensor of the view's shape, staged through UB."""
     op = "shmem_get"
     program, src, src_pe, pred_tensor, tiles = _remote_read(op, f"distributed.{op}", src, src_pe, shape, offsets, valid_shape, pred)
@@ -551,33 +582,30 @@ def _wait(op: str, program: PeProgram, view: ShmemTensor, src_pe: int, cmp_value
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_signal(src: ShmemTensor, src_pe: int | SymbolicScalar, signal: int, shape: list[int] | None = None,
-                 offsets: Sequence[int | SymbolicScalar] | None = None, *, target_pe: int | SymbolicScalar, sig_op: AtomicType = AtomicType.SET,
-                 pred: Sequence[Tensor] | None = None) -> Tensor:
+def shmem_signal(src: ShmemTensor, src_pe: PeArg, signal: Int, shape: Dims | None = None, offsets: Dims | None = None, *,
+                 target_pe: PeArg, sig_op: AtomicType = AtomicType.SET, pred: Sequence[Tensor] | None = None) -> Tensor:
     """Write (SET) or atomically add (ADD) the int32 ``signal`` into the slots of the region's tiles
     (owner ``src_pe``) on ``target_pe``; the int ``-1`` signals every PE."""
     op = "shmem_signal"
     program = current_program(f"distributed.{op}")
     src = _shmem(op, "src", src, program)
     src_pe = _pe_arg(op, "src_pe", src_pe, program, src.n_pes)
-    if type(target_pe) is int and target_pe == -1:
+    if is_int(target_pe) and target_pe == -1:  # an int -1, not a SymbolicScalar that evaluates to it
         targets = list(range(src.n_pes))
     else:
-        target_pe = _pe_arg(op, "target_pe", target_pe, program, src.n_pes)
-        targets = [target_pe]
+        targets = [_pe_arg(op, "target_pe", target_pe, program, src.n_pes)]
     check_int32(op, "signal", signal)
     check_atomic(op, "sig_op", sig_op)
     view = _view(op, src, shape, offsets, None, program)
     pred_tensor = _pred(op, pred, program)
-    node = _signal(op, program, view, src_pe, signal, targets, sig_op, pred_tensor)
+    node = _signal(op, program, view, src_pe, int(signal), targets, sig_op, pred_tensor)
     pieces = _depend(node.tasks, view.shape, program, pred_tensor)
     return _pred_token(program, node.tasks, pred_tensor, pieces)
 
 
 @pypto_op(unit="aicpu", namespaces=("distributed",))
-def shmem_wait_until(src: ShmemTensor, src_pe: int | SymbolicScalar, cmp_value: int = 0, shape: list[int] | None = None,
-                     offsets: Sequence[int | SymbolicScalar] | None = None, *, cmp: OpType = OpType.EQ, clear_signal: bool = False,
-                     pred: Sequence[Tensor] | None = None) -> Tensor:
+def shmem_wait_until(src: ShmemTensor, src_pe: PeArg, cmp_value: Int = 0, shape: Dims | None = None, offsets: Dims | None = None, *,
+                     cmp: OpType = OpType.EQ, clear_signal: Flag = False, pred: Sequence[Tensor] | None = None) -> Tensor:
     """Wait (on an AICPU) until this PE's slots of the region's tiles (owner ``src_pe``) equal
     ``cmp_value``; ``clear_signal`` then resets them to 0."""
     op = "shmem_wait_until"
@@ -586,11 +614,11 @@ def shmem_wait_until(src: ShmemTensor, src_pe: int | SymbolicScalar, cmp_value: 
     src_pe = _pe_arg(op, "src_pe", src_pe, program, src.n_pes)
     check_int32(op, "cmp_value", cmp_value)
     check_cmp(op, cmp)
-    if not isinstance(clear_signal, bool):
+    if not isinstance(clear_signal, (bool, np.bool_)):
         raise OpArgumentError(f"{op}: clear_signal={clear_signal!r} must be True or False")
     view = _view(op, src, shape, offsets, None, program)
     pred_tensor = _pred(op, pred, program)
-    node = _wait(op, program, view, src_pe, cmp_value, clear_signal, pred_tensor)
+    node = _wait(op, program, view, src_pe, int(cmp_value), bool(clear_signal), pred_tensor)
     pieces = _depend(node.tasks, view.shape, program, pred_tensor)
     return _pred_token(program, node.tasks, pred_tensor, pieces)
 
@@ -611,7 +639,7 @@ def shmem_barrier_all(src: ShmemTensor, pred: Sequence[Tensor] | None = None) ->
 
 
 @pypto_op(namespaces=("distributed",))
-def shmem_clear_data(src: ShmemTensor, shape: list[int] | None = None, offsets: Sequence[int | SymbolicScalar] | None = None, *,
+def shmem_clear_data(src: ShmemTensor, shape: Dims | None = None, offsets: Dims | None = None, *,
                      pred: Sequence[Tensor] | None = None) -> Tensor:
     """Zero this PE's data of the view: one tile op storing a UB buffer of zeros over the
     ``prod(view shape)`` elements that follow the view's first element (contiguously, as the framework)."""
@@ -675,9 +703,8 @@ def shmem_clear_signal(src: ShmemTensor, *, pred: Sequence[Tensor] | None = None
 
 
 @pypto_op(namespaces=("distributed", "experimental"))
-def shmem_load(src: ShmemTensor, src_pe: int | SymbolicScalar, shape: list[int] | None = None,
-               offsets: Sequence[int | SymbolicScalar] | None = None, *, pred: Sequence[Tensor] | None = None,
-               valid_shape: Sequence[int | SymbolicScalar] | None = None) -> Tensor:
+def shmem_load(src: ShmemTensor, src_pe: PeArg, shape: Dims | None = None, offsets: Dims | None = None, *,
+               pred: Sequence[Tensor] | None = None, valid_shape: Dims | None = None) -> Tensor:
     """Remote GM -> this core's UB: per tile one MTE2 copy of the valid region from ``src_pe``'s
     HBM; returns the UB tile tensor (view shape, ``src`` dtype)."""
     op = "shmem_load"
@@ -714,7 +741,7 @@ def shmem_load(src: ShmemTensor, src_pe: int | SymbolicScalar, shape: list[int] 
 
 
 @pypto_op(namespaces=("experimental",))
-def shmem_store(src: Tensor, offsets: Sequence[int | SymbolicScalar], dst: ShmemTensor, dst_pe: int | SymbolicScalar, *,
+def shmem_store(src: Tensor, offsets: Dims, dst: ShmemTensor, dst_pe: PeArg, *,
                 put_op: AtomicType = AtomicType.SET, pred: Sequence[Tensor] | None = None) -> Tensor:
     """A UB tile (a shmem_load result) -> ``dst`` on ``dst_pe`` at ``offsets``: one MTE3 store per
     tile (atomic add for ADD), run by the tile op that loaded the tile, on its core."""

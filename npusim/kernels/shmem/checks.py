@@ -41,7 +41,7 @@ def _reject(op: str, arg: str, value: object, rule: str) -> NoReturn:
     raise OpArgumentError(f"{op}: {arg}={_shown(value)} {rule}")
 
 
-def _is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
+def is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
     """A Python or numpy int, not a bool (a plain int, by far the most common, is recognised first)."""
     return type(value) is int or isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
@@ -54,13 +54,13 @@ def check_group_name(op: str, group_name: object) -> None:
 
 def check_n_pes(op: str, n_pes: object) -> None:
     """The number of PEs of a group: a positive int."""
-    if not _is_int(n_pes) or n_pes < 1:
+    if not is_int(n_pes) or n_pes < 1:
         _reject(op, "n_pes", n_pes, "must be a positive int (the number of PEs in the group)")
 
 
 def check_pe(op: str, arg: str, pe: object, n_pes: int, *, allow_all: bool = False) -> None:
     """A PE of the group: ``0 <= pe < n_pes``; with ``allow_all`` (shmem_signal's target_pe) also -1."""
-    if _is_int(pe) and (0 <= pe < n_pes or (allow_all and pe == -1)):
+    if is_int(pe) and (0 <= pe < n_pes or (allow_all and pe == -1)):
         return
     rule = f"is not a PE of the group: it must satisfy 0 <= {arg} < n_pes={n_pes}"
     _reject(op, arg, pe, rule + (", or be -1 to signal every PE" if allow_all else ""))
@@ -68,7 +68,7 @@ def check_pe(op: str, arg: str, pe: object, n_pes: int, *, allow_all: bool = Fal
 
 def check_data_shape(op: str, arg: str, shape: object) -> None:
     """A shmem data tensor's (or a put/store source's) shape: 2..4 dims, each a positive int."""
-    if not isinstance(shape, Sequence) or not all(_is_int(s) for s in shape):
+    if not isinstance(shape, Sequence) or not all(is_int(s) for s in shape):
         _reject(op, arg, shape, "must be a list of ints")
     if len(shape) not in SHMEM_DATA_DIMS:
         _reject(op, arg, shape, f"has {len(shape)} dims; it must have 2 to 4")
@@ -126,7 +126,7 @@ def check_view(
     if len(shape) != dims:
         _reject(op, shape_arg, shape, f"has {len(shape)} dims; the {what} {_shown(tensor_shape)} has {dims}")
     for size in shape:
-        if not _is_int(size) or size <= 0:
+        if not is_int(size) or size <= 0:
             _reject(op, shape_arg, shape, "must be positive ints")
     if len(offsets) != dims:
         rule = f"has {len(offsets)} values; the {what} {_shown(tensor_shape)} has {dims} dims"
@@ -135,12 +135,12 @@ def check_view(
         if len(valid_shape) != dims:
             _reject(op, "valid_shape", valid_shape, f"has {len(valid_shape)} dims; the view {_shown(shape)} has {dims}")
         for i, (valid, size) in enumerate(zip(valid_shape, shape)):
-            if not _is_int(valid) or not 0 <= valid <= size:
+            if not is_int(valid) or not 0 <= valid <= size:
                 rule = f"has valid_shape[{i}]={valid}; it must satisfy 0 <= valid <= {size}, the view's dim {i}"
                 _reject(op, "valid_shape", valid_shape, rule)
     bounded = valid_shape if valid_bounds and valid_shape is not None else shape
     for i, (offset, size, dim) in enumerate(zip(offsets, bounded, tensor_shape)):
-        if not _is_int(offset) or not 0 <= offset < dim:
+        if not is_int(offset) or not 0 <= offset < dim:
             rule = f"has offsets[{i}]={offset}; it must satisfy 0 <= offset < {dim}, the size of dim {i}"
             _reject(op, "offsets", offsets, rule)
         if offset + size > dim:
@@ -157,7 +157,7 @@ def check_tile_shape(op: str, tile_shape: Sequence[int] | None, data_dims: int) 
     fix = "call pypto.set_vec_tile_shapes(...) before the op"
     if tile_shape is None or len(tile_shape) == 0:
         _reject(op, "tile_shape", tile_shape, f"is not set; {fix}")
-    if any(not _is_int(t) or t <= 0 for t in tile_shape):
+    if any(not is_int(t) or t <= 0 for t in tile_shape):
         _reject(op, "tile_shape", tile_shape, f"must be positive ints; {fix}")
     if len(tile_shape) != data_dims:
         rule = f"has {len(tile_shape)} dims; it must have {data_dims}, as the data it tiles; {fix}"
@@ -191,7 +191,7 @@ def check_atomic(op: str, arg: str, value: object) -> None:
 
 def check_int32(op: str, arg: str, value: object) -> None:
     """A signal value or cmp value: an int that fits int32."""
-    if not _is_int(value) or not INT32_MIN <= value <= INT32_MAX:
+    if not is_int(value) or not INT32_MIN <= value <= INT32_MAX:
         _reject(op, arg, value, f"must be an int in [{INT32_MIN}, {INT32_MAX}] (signals are int32)")
 
 
