@@ -18,7 +18,7 @@ from npusim.errors import UsageError
 from npusim.hw.memory import Allocation
 from npusim.isa.instructions import Instruction, on_recorded
 from npusim.isa.program import Replay
-from npusim.kernels.shmem.races import Access
+from npusim.kernels.shmem.races import Access, Named
 from npusim.kernels.shmem.tile_ops import GmView
 from npusim.runtime.shmem import RemoteWrite, ShmemArea
 from npusim.runtime.templates import ProgramPiece, TileTemplate, hand_over
@@ -154,9 +154,7 @@ class CoreTask(Task):
                     self.bit = launch.new_bit()
                     self.clock |= 1 << self.bit
                 by = self.op if spec.by is None else spec.by
-                who = self.who if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
-                if by.source is not None:
-                    who += f" at {by.source}"
+                who: Named = self if spec.by is None else f"PE {self.op.pe} {spec.by.name}#{spec.by.record} tile {self.tile} (in {self.op.name}#{self.op.record}'s tile op)"
                 access = Access(spec.kind, who, (view.allocation.die, view.allocation.address), area.label(spec.pe), intervals, self.bit,
                                 self.clock, clock(env), source=by.source)
                 launch.races.record(access)

@@ -21,6 +21,7 @@ import bisect
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from npusim.callsite import Callsite
 
@@ -31,14 +32,22 @@ class ShmemRaceWarning(UserWarning):
     """A data race between shmem tile ops (``npusim.launch(..., races='error')`` raises instead)."""
 
 
+class Named(Protocol):
+    """What names a tile op when formatted (``str()``): a string, or the tile op's task itself."""
+
+    def __str__(self) -> str: ...
+
+
 @dataclass(eq=False)
 class Access:
     """One tile op's read or write of byte ranges ``[start, end)`` of one memory (``memory`` is a
-    key, ``memory_label`` names it in reports). ``who`` names the tile op (PE, op, tile, the program
-    line of its op), ``source`` that line (None: not known); times in ps."""
+    key, ``memory_label`` names it in reports). ``who`` names the tile op (PE, op, tile) when
+    formatted: its task, formatted only in the report of a race (a run records an access per tile op
+    and shmem view it reads or writes, and races rarely); ``source`` is the line of the user's
+    program its op came from (None: not known); times in ps."""
 
     kind: str
-    who: str
+    who: Named
     memory: tuple[int, int]
     memory_label: str
     intervals: list[tuple[int, int]]
@@ -66,6 +75,10 @@ class Access:
                     return max(a, c), min(b, d)
         return None
 
+    def named(self) -> str:
+        """Who made the access (:attr:`who`) and at which line of the user's program."""
+        return f"{self.who} at {self.source}" if self.source is not None else str(self.who)
+
     def times(self) -> str:
         end = f"{self.end_ps / 1e6:.3f}" if self.end_ps is not None else "?"
         return f"{self.start_ps / 1e6:.3f}-{end} us"
@@ -74,8 +87,8 @@ class Access:
 def describe(reader: Access, writer: Access, overlap: tuple[int, int]) -> str:
     """The report of a race, naming both sides."""
     return (
-        f"data race on {reader.memory_label}, bytes {overlap[0]}..{overlap[1]}: {reader.who} reads them "
-        f"({reader.times()}) while {writer.who} writes them ({writer.times()}), and neither is ordered before "
+        f"data race on {reader.memory_label}, bytes {overlap[0]}..{overlap[1]}: {reader.named()} reads them "
+        f"({reader.times()}) while {writer.named()} writes them ({writer.times()}), and neither is ordered before "
         "the other; order them with shmem_signal -> shmem_wait_until -> pred (or a shmem_barrier_all)"
     )
 
