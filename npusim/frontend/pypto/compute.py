@@ -21,7 +21,7 @@ import numpy as np
 from npusim import isa
 from npusim.config.products import PRODUCTS
 from npusim.errors import ResourceError
-from npusim.frontend.pypto.ops import _LAST_TILES, _cube_tuple, _gm, pypto_op
+from npusim.frontend.pypto.ops import LAST_TILES, _cube_tuple, _gm, pypto_op
 from npusim.frontend.pypto.runtime import current_program
 from npusim.frontend.pypto.tensors import Destination, Tensor
 from npusim.frontend.tensor import DeviceTensor, empty
@@ -884,7 +884,7 @@ def set_cube_tile_shapes(m: list[int], k: list[int], n: list[int], enable_split_
     if enable_split_k is not False:
         reject("set_cube_tile_shapes", "enable_split_k", enable_split_k, "is not modelled yet (the multi-core split of k); pass False")
     program.cube_tiles = CubeTiles(m0, m1, k0, ka, kb, n0, n1)
-    _LAST_TILES["cube"] = _cube_tuple(program.cube_tiles)
+    LAST_TILES.cube = _cube_tuple(program.cube_tiles)
 
 
 @pypto_op(unit="cube")

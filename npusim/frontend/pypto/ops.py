@@ -263,24 +263,32 @@ def set_vec_tile_shapes(*shape: Int | Sequence[Int]) -> None:
         HOST_TILE_SHAPES[current_session()] = tile_shape
     else:
         program.tile_shape = tile_shape
-    _LAST_TILES["vec"] = list(tile_shape)
+    LAST_TILES.vec = list(tile_shape)
 
 
 HOST_TILE_SHAPES: weakref.WeakKeyDictionary[Session, tuple[int, ...]] = weakref.WeakKeyDictionary()
 """Per session, the vector tile shape set on the host, which every PE program built afterwards starts with."""
 
 
-_LAST_TILES: dict[str, object] = {"vec": None, "cube": None}
-"""The tile shapes set last by any kernel (what the framework's scope answers on the host)."""
+class LastTiles:
+    """The tile shapes set last by any kernel (what the framework's scope answers on the host): the
+    vector tile shape and the cube's ``(m, k, n, enable_split_k)``, None before any."""
+
+    def __init__(self) -> None:
+        self.vec: list[int] | None = None
+        self.cube: tuple[list[int], list[int], list[int], bool] | None = None
 
 
-def get_vec_tile_shapes() -> list[int]:
+LAST_TILES = LastTiles()
+
+
+def get_vec_tile_shapes() -> list[int] | None:
     """``pypto.get_vec_tile_shapes()``: the vector tile shape of the PE being built; on the host, the
     one a kernel set last (None before any)."""
     program = building_program()
     if program is not None:
         return list(program.tile_shape) if program.tile_shape is not None else []
-    return _LAST_TILES["vec"]  # type: ignore[return-value]
+    return LAST_TILES.vec
 
 
 def get_cube_tile_shapes() -> tuple[list[int], list[int], list[int], bool] | None:
@@ -289,7 +297,7 @@ def get_cube_tile_shapes() -> tuple[list[int], list[int], list[int], bool] | Non
     program = building_program()
     tiles = program.cube_tiles if program is not None else None
     if tiles is None:
-        return _LAST_TILES["cube"]  # type: ignore[return-value]
+        return LAST_TILES.cube
     return _cube_tuple(tiles)
 
 
@@ -423,7 +431,7 @@ def shmem_view(src: ShmemTensor, shape: Dims, offsets: Dims, *, valid_shape: Dim
 def my_symbolic_pe(group_name: GroupName) -> SymbolicScalar:
     """This PE's rank in the group, as a SymbolicScalar."""
     check_group_name("my_symbolic_pe", group_name)
-    return SymbolicScalar.pe(group_name)
+    return SymbolicScalar.pe(str(group_name))
 
 
 @pypto_op(namespaces=("distributed",))

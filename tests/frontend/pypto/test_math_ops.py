@@ -157,6 +157,13 @@ def test_matmul_broadcasts_batches_and_adds_a_bias():
         np.testing.assert_array_equal(biased.numpy(), a[0] @ b[0] + bias)
 
 
+def test_tile_shape_queries_on_the_host_before_any_kernel_are_none(monkeypatch):
+    from npusim.frontend.pypto import ops
+
+    monkeypatch.setattr(ops, "LAST_TILES", ops.LastTiles())  # as in a fresh process
+    assert pypto.get_vec_tile_shapes() is None and pypto.get_cube_tile_shapes() is None
+
+
 def test_tile_shape_queries_and_hints():
     def kernel(x, out):
         pypto.set_vec_tile_shapes(2, 8)
