@@ -142,7 +142,8 @@ def _ints(op: str, arg: str, values: object, program: PeProgram) -> list[Any]:
     (numpy) ints as Python ints, anything else as it is for the op's checks to refuse."""
     if not isinstance(values, (list, tuple)):
         raise OpArgumentError(f"{op}: {arg}={values!r} must be a list of ints or SymbolicScalars")
-    return [int(v) if is_int(v) else v for v in (value_of(program, v) for v in values)]
+    resolved = [value_of(program, value) for value in values]
+    return [int(value) if is_int(value) else value for value in resolved]
 
 
 def _shmem(op: str, arg: str, value: object, program: PeProgram, *, data: bool = False) -> ShmemTensor:
@@ -255,9 +256,9 @@ def set_vec_tile_shapes(*shape: Int | Sequence[Int]) -> None:
     the host (outside a kernel) it is the framework's scope default: the tile shape kernels built
     afterwards start with."""
     given: Sequence[object] = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
-    if not 1 <= len(given) <= MAX_TILE_DIMS or any(not is_int(s) or s <= 0 for s in given):
+    tile_shape = tuple(int(s) for s in given if is_int(s) and s > 0)
+    if len(tile_shape) != len(given) or not 1 <= len(tile_shape) <= MAX_TILE_DIMS:
         raise OpArgumentError(f"set_vec_tile_shapes: shape={list(given)} must be 1 to {MAX_TILE_DIMS} positive ints")
-    tile_shape = tuple(int(cast(Int, s)) for s in given)
     program = building_program()
     if program is None:
         HOST_TILE_SHAPES[current_session()] = tile_shape
@@ -431,7 +432,7 @@ def shmem_view(src: ShmemTensor, shape: Dims, offsets: Dims, *, valid_shape: Dim
 def my_symbolic_pe(group_name: GroupName) -> SymbolicScalar:
     """This PE's rank in the group, as a SymbolicScalar."""
     check_group_name("my_symbolic_pe", group_name)
-    return SymbolicScalar.pe(str(group_name))
+    return SymbolicScalar.pe(str(group_name))  # a numpy str as a str
 
 
 @pypto_op(namespaces=("distributed",))
