@@ -67,7 +67,7 @@ def _input(op: str, arg: str, value, program: PeProgram, *, read: bool = True) -
     if value.location == "token":
         reject(op, arg, value, "is an op's token (a pred), not data")
     value = value.in_gm(op)  # a shmem_load result: its tile ops store a GM copy the op reads
-    checks.check_rank(op, arg, value.shape)
+    checks.check_rank(op, arg, value.sizes)
     return value.as_read() if read else value
 
 
@@ -105,7 +105,7 @@ def _grid(shape: Sequence[int], tile_shape: Sequence[int], valid: Sequence[int])
 def _view(tensor: Tensor, rank: int) -> GmView:
     """The GM view of ``tensor``, with stride-0 leading dims up to ``rank`` (numpy's broadcast)."""
     view = _gm(tensor)
-    return GmView(view.allocation, view.offset_bytes, (0,) * (rank - len(tensor.shape)) + tuple(view.strides))
+    return GmView(view.allocation, view.offset_bytes, (0,) * (rank - len(tensor.sizes)) + tuple(view.strides))
 
 
 def _result(program: PeProgram, shape: Sequence[int], dtype: DataType, valid: Sequence[int], tasks, tiles) -> Tensor:
@@ -160,14 +160,14 @@ def _dry_build(op: str, program: PeProgram, tile: Tile, build: Callable, core_ki
 
 def _box_of(operand: Tensor, out_shape: Sequence[int], tile: Tile) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The offset and box an operand (broadcast to ``out_shape``) reads for ``tile`` (its valid part)."""
-    shape = (1,) * (len(out_shape) - len(operand.shape)) + tuple(operand.shape)
+    shape = (1,) * (len(out_shape) - len(operand.sizes)) + tuple(operand.sizes)
     offset = tuple(0 if s == 1 and o != 1 else t for s, o, t in zip(shape, out_shape, tile.offset))
     box = tuple(1 if s == 1 and o != 1 else v for s, o, v in zip(shape, out_shape, tile.valid_shape))
     return offset, box
 
 
 def _region(operand: Tensor, offset, box) -> Region:
-    drop = len(offset) - len(operand.shape)
+    drop = len(offset) - len(operand.sizes)
     return Region(tuple(offset[drop:]), tuple(box[drop:]))
 
 
@@ -178,15 +178,15 @@ def _elementwise(op: str, tensors: Sequence[Tensor], kind: str, *, scalar=None, 
                  compute: np.dtype | None = None, record: dict | None = None, out_shape: Sequence[int] | None = None,
                  out_valid: Sequence[int] | None = None) -> Tensor:
     program = tensors[0].program
-    shape = tuple(tensors[0].shape)
+    shape = tuple(tensors[0].sizes)
     for other in tensors[1:]:
-        shape = checks.broadcast_shape(op, shape, other.shape)
+        shape = checks.broadcast_shape(op, shape, other.sizes)
     if out_shape is not None:  # broadcast to this shape (expand_clone)
         shape = checks.broadcast_shape(op, shape, tuple(out_shape))
     valid = list(out_valid) if out_valid is not None else list(shape)  # an operand limits the valid part of the dims it is not broadcast along
     for tensor in tensors:
-        lead = len(shape) - len(tensor.shape)
-        for dim, (size, v) in enumerate(zip(tensor.shape, tensor.valid_shape), lead):
+        lead = len(shape) - len(tensor.sizes)
+        for dim, (size, v) in enumerate(zip(tensor.sizes, tensor.valid_shape), lead):
             if size == shape[dim]:
                 valid[dim] = min(valid[dim], v)
     valid_shape = tuple(valid)
@@ -231,7 +231,7 @@ def _exact_value(tensor: Tensor, compute: np.dtype) -> DeviceTensor | None:
     if compute != FP32 or destination is None or any(task.bit >= 0 for task, _ in tensor.writes):
         return None
     if destination.exact is None:
-        destination.exact = empty(tuple(tensor.shape), np.float32, device=tensor.program.die)
+        destination.exact = empty(tuple(tensor.sizes), np.float32, device=tensor.program.die)
     return destination.exact
 
 
@@ -259,7 +259,7 @@ def _binary(op: str, input, other, kind: str, scalar_kind: str | None, *, negate
         return _elementwise(op, [x, y], kind)
     value = _scalar_value(op, x, other)
     if scalar_kind is None:  # no vector instruction with a scalar operand: the scalar is duplicated into a tile first
-        constant = full(list(x.shape), int(value) if np.issubdtype(x.dtype.numpy, np.integer) else float(value), x.dtype)
+        constant = full(list(x.sizes), int(value) if np.issubdtype(x.dtype.numpy, np.integer) else float(value), x.dtype)
         return _elementwise(op, [x, constant], kind)
     return _elementwise(op, [x], scalar_kind, scalar=-value if negate else value, record={"scalar": value})
 
@@ -304,7 +304,7 @@ def divide_scalar_by(value, input: Tensor) -> Tensor:
     x = _input("div", "other", input, current_program("div"))
     value = _scalar_value("div", x, value)
     fill = int(value) if np.issubdtype(x.dtype.numpy, np.integer) else float(value)
-    return div(full(list(x.shape), fill, x.dtype, valid_shape=list(x.valid_shape)), x)
+    return div(full(list(x.sizes), fill, x.dtype, valid_shape=list(x.valid_shape)), x)
 
 
 @pypto_op()
@@ -384,7 +384,7 @@ def cast(input: Tensor, dtype: DataType, mode: CastMode = CastMode.CAST_NONE, sa
     chosen = checks.cast_mode(x.dtype.name, dtype.name, mode.name, product)
     rounding = CastMode[chosen].rounding if chosen is not None else "rint"
     saturate = not (np.issubdtype(x.dtype.numpy, np.integer) and satmode is SaturationMode.OFF)
-    shape, valid = tuple(x.shape), x.valid_shape
+    shape, valid = tuple(x.sizes), x.valid_shape
     tiles = _tiles(op, program, shape, valid)
     view = _gm(x)
 
@@ -404,7 +404,7 @@ def _along(op: str, input, dim: int, out_dtype_of: Callable[[DataType], DataType
     program = current_program(op)
     x = _input(op, "input", input, program)
     checks.check_dtype(op, "input", x.dtype.name)
-    axis = checks.check_dim(op, dim, len(x.shape))
+    axis = checks.check_dim(op, dim, len(x.sizes))
     if keepdim is not None and not isinstance(keepdim, bool):
         reject(op, "keepdim", keepdim, "must be True or False")
     out_dtype = out_dtype_of(x.dtype)
@@ -413,7 +413,7 @@ def _along(op: str, input, dim: int, out_dtype_of: Callable[[DataType], DataType
         compute = np.dtype(np.int32) if np.issubdtype(x.dtype.numpy, np.integer) else FP32
     if kind in ("reduce_argmax", "reduce_argmin"):  # ArgMax / ArgMin cast fp16 to fp32 first; the index is exact in fp32
         compute = FP32
-    in_shape = tuple(x.shape)
+    in_shape = tuple(x.sizes)
     if kind == "cumsum":
         out_shape, out_valid = in_shape, x.valid_shape
     else:
@@ -541,9 +541,9 @@ def one_hot(input: Tensor, num_classes: int) -> Tensor:
     checks.check_dtype(op, "input", x.dtype.name)
     if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes <= 0:
         reject(op, "num_classes", num_classes, "must be a positive int")
-    if len(x.shape) > 3:
+    if len(x.sizes) > 3:
         reject(op, "input.shape", list(x.shape), "must have 1 to 3 dims")
-    shape = tuple(x.shape) + (num_classes,)
+    shape = tuple(x.sizes) + (num_classes,)
     tile_shape = checks.check_vec_tile(op, program.tile_shape, len(shape))
     if tile_shape[-1] != num_classes:
         reject(op, "tile_shape", list(tile_shape), f"must have num_classes={num_classes} as its last dim (the classes are not split)")
@@ -571,19 +571,19 @@ def reshape(input: Tensor, shape: list[int], *, valid_shape: list | None = None,
     if not isinstance(shape, (list, tuple)) or any(not isinstance(s, int) or isinstance(s, bool) for s in shape) or list(shape).count(-1) > 1:
         reject(op, "shape", shape, "must be a list of ints, at most one of them -1")
     known = math.prod(s for s in shape if s != -1)
-    new = tuple(math.prod(x.shape) // known if s == -1 and known else s for s in shape)
-    if math.prod(new) != math.prod(x.shape) or any(s <= 0 for s in new):
-        reject(op, "shape", list(shape), f"does not hold the {math.prod(x.shape)} elements of input {list(x.shape)}")
+    new = tuple(math.prod(x.sizes) // known if s == -1 and known else s for s in shape)
+    if math.prod(new) != math.prod(x.sizes) or any(s <= 0 for s in new):
+        reject(op, "shape", list(shape), f"does not hold the {math.prod(x.sizes)} elements of input {list(x.sizes)}")
     if valid_shape is not None:
         valid_shape = _ints_or_reject(op, "valid_shape", valid_shape, len(new), program)
-    if [d for d in x.shape if d != 1] == [d for d in new if d != 1]:
+    if [d for d in x.sizes if d != 1] == [d for d in new if d != 1]:
         return _unit_dims_view(program, x, new, valid_shape)
     x = x.as_read()
-    if valid_shape is not None and (tuple(x.valid_shape) != tuple(x.shape) or tuple(x.gm().shape) != tuple(x.shape)):
+    if valid_shape is not None and (tuple(x.valid_shape) != tuple(x.sizes) or tuple(x.gm().shape) != tuple(x.sizes)):
         return _reshape_valid_part(program, x, new, valid_shape)
     if not x.gm().is_contiguous():
         reject(op, "input", x, "is not contiguous in GM (a strided view): reshape of a view is not modelled")
-    valid = valid_shape if valid_shape is not None else (new if x.valid_shape == x.shape else None)
+    valid = valid_shape if valid_shape is not None else (new if x.valid_shape == x.sizes else None)
     if valid is None:
         reject(op, "valid_shape", None, f"must be given: input has the valid shape {list(x.valid_shape)}, which a reshape does not carry over")
     return Tensor.make(program, "GM", new, x.dtype, device=x.gm().view(*new), valid_shape=valid,
@@ -658,8 +658,8 @@ def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_s
     of the view still folds into the producer's store (:meth:`Tensor.fold_into`)."""
     unplaced = (x.destination is not None and not x.destination.pinned and not x._read and not any(task.bit >= 0 for task, _ in x.writes))
     gm = x.destination.device if unplaced and x.destination is not None else x.as_read().gm()
-    kept = [(stride, valid) for size, stride, valid in zip(x.shape, gm.strides, x.valid_shape) if size != 1]
-    unit_valid = min([v for size, v in zip(x.shape, x.valid_shape) if size == 1], default=1)
+    kept = [(stride, valid) for size, stride, valid in zip(x.sizes, gm.strides, x.valid_shape) if size != 1]
+    unit_valid = min([v for size, v in zip(x.sizes, x.valid_shape) if size == 1], default=1)
     strides, valid, rest = [], [], iter(kept)
     for size in new:
         stride, v = next(rest) if size != 1 else (x.dtype.itemsize, unit_valid)
@@ -669,7 +669,7 @@ def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_s
     valid_shape = tuple(valid_shape) if valid_shape is not None else valid
     if not unplaced:
         return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=valid_shape, writes=[(task, None) for task in x.tasks_for(None)])
-    kept_dims = [dim for dim, size in enumerate(x.shape) if size != 1]
+    kept_dims = [dim for dim, size in enumerate(x.sizes) if size != 1]
 
     def region(written: Region | None) -> Region | None:
         if written is None:
@@ -679,7 +679,7 @@ def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_s
         return Region(tuple(o for o, _ in placed), tuple(s for _, s in placed))
 
     result = Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=valid_shape, writes=[(task, region(r)) for task, r in x.writes])
-    result._unit_of = (x.destination, x.shape)
+    result._unit_of = (x.destination, x.sizes)
     return result
 
 
@@ -701,10 +701,10 @@ def expand_clone(input: Tensor, shape: list[int], *, valid_shape: list | None = 
     op = "expand_clone"
     program = current_program(op)
     x = _input(op, "input", input, program)
-    target = _ints_or_reject(op, "shape", list(shape) if isinstance(shape, tuple) else shape, len(x.shape), program)
-    for dim, (size, want) in enumerate(zip(x.shape, target)):
+    target = _ints_or_reject(op, "shape", list(shape) if isinstance(shape, tuple) else shape, len(x.sizes), program)
+    for dim, (size, want) in enumerate(zip(x.sizes, target)):
         if size != want and size != 1:
-            reject(op, "shape", list(target), f"differs from input {list(x.shape)} in dim {dim}, which is not of size 1 (only dims of size 1 broadcast)")
+            reject(op, "shape", list(target), f"differs from input {list(x.sizes)} in dim {dim}, which is not of size 1 (only dims of size 1 broadcast)")
     valid = _ints_or_reject(op, "valid_shape", valid_shape, len(target), program) if valid_shape else None  # [] is none (tensor.expand_clone)
     return _elementwise(op, [x], "copy", compute=x.dtype.numpy, out_shape=target, out_valid=valid)
 
@@ -730,17 +730,17 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     program = current_program(op)
     x = _input(op, "input", input, program)
     checks.check_dtype(op, "input", x.dtype.name)
-    rank = len(x.shape)
+    rank = len(x.sizes)
     a, b = sorted((checks.check_dim(op, dim0, rank), checks.check_dim(op, dim1, rank)))
-    if a == b or (x.shape[a] == 1 and x.shape[b] == 1):
+    if a == b or (x.sizes[a] == 1 and x.sizes[b] == 1):
         return x
     if rank == 4 and (a, b) not in TRANSPOSE_4D:
         reject(op, "dim0, dim1", (dim0, dim1), f"swap dims {a} and {b} of a 4-D tensor, which the framework does not support; it supports {sorted(TRANSPOSE_4D)}")
-    shape = list(x.shape)
+    shape = list(x.sizes)
     shape[a], shape[b] = shape[b], shape[a]
     valid = list(x.valid_shape)
     valid[a], valid[b] = valid[b], valid[a]
-    tiles = _tiles(op, program, x.shape, x.valid_shape)
+    tiles = _tiles(op, program, x.sizes, x.valid_shape)
     view = _gm(x)
 
     def swap(values):
@@ -769,21 +769,21 @@ def concat(tensors: list[Tensor], dim: int = 0) -> Tensor:
     inputs = [_input(op, f"tensors[{i}]", t, program) for i, t in enumerate(tensors)]
     first = inputs[0]
     checks.check_dtype(op, "tensors[0]", first.dtype.name)
-    axis = checks.check_dim(op, dim, len(first.shape))
+    axis = checks.check_dim(op, dim, len(first.sizes))
     for i, t in enumerate(inputs[1:], 1):
-        if t.dtype is not first.dtype or len(t.shape) != len(first.shape) or any(
-                s != f for d, (s, f) in enumerate(zip(t.shape, first.shape)) if d != axis):
+        if t.dtype is not first.dtype or len(t.sizes) != len(first.sizes) or any(
+                s != f for d, (s, f) in enumerate(zip(t.sizes, first.sizes)) if d != axis):
             reject(op, f"tensors[{i}]", t, f"must have the dtype {first.dtype.name} and the shape {list(first.shape)} except in dim {axis}")
-        if t.valid_shape[axis] != t.shape[axis]:
+        if t.valid_shape[axis] != t.sizes[axis]:
             reject(op, f"tensors[{i}].valid_shape", list(t.valid_shape), f"must equal the shape in dim {axis}")
-    shape = list(first.shape)
-    shape[axis] = builtins.sum(t.shape[axis] for t in inputs)
+    shape = list(first.sizes)
+    shape[axis] = builtins.sum(t.sizes[axis] for t in inputs)
     device = empty(tuple(shape), first.dtype.numpy, device=program.die)
     node = program.op(op, shape=shape, dim=axis, inputs=len(inputs))
     out_view = GmView(device.allocation, device.offset_bytes, device.strides)
     writes, at = [], 0
     for t in inputs:
-        tiles = _tiles(op, program, t.shape, t.valid_shape, whole=(axis,))
+        tiles = _tiles(op, program, t.sizes, t.valid_shape, whole=(axis,))
         view = _gm(t)
         for tile in tiles:
             place = tuple(o + (at if d == axis else 0) for d, o in enumerate(tile.offset))
@@ -799,7 +799,7 @@ def concat(tensors: list[Tensor], dim: int = 0) -> Tensor:
             task.depend_on(t.tasks_for(Region(tile.offset, tile.valid_shape)))
             node.tasks.append(task)
             writes.append((task, Region(place, tile.shape)))
-        at += t.shape[axis]
+        at += t.sizes[axis]
     return Tensor.make(program, "GM", shape, first.dtype, device=device, writes=writes)
 
 
@@ -811,9 +811,9 @@ def copy_into(input: Tensor, offsets: Sequence[int], out: Tensor, *, op: str = "
     tile shape), one copy of its valid part GM -> UB -> GM (MTE2, MTE3) to ``out`` at ``offsets``.
     Each copy waits for the writers of what it reads and for the earlier writers of where it writes."""
     program = input.program
-    tiles = _tiles(op, program, input.shape, input.valid_shape)
+    tiles = _tiles(op, program, input.sizes, input.valid_shape)
     source, destination, dtype = _gm(input), _gm(out), input.dtype.numpy
-    node = program.op(op, shape=list(input.shape), offsets=list(offsets), tiles=len(tiles))
+    node = program.op(op, shape=list(input.sizes), offsets=list(offsets), tiles=len(tiles))
 
     def build(p, tile, _device=None):
         at = tuple(o + t for o, t in zip(offsets, tile.offset))
@@ -848,7 +848,7 @@ def read_element(tensor: Tensor, index: Sequence) -> SymbolicScalar:
         reject(op, "tensor.dtype", tensor.dtype.name, "must be DT_INT32: only int32 elements can be read on the device (tensor.cpp GetTensorData)")
     x = tensor.in_gm(op)
     at = [value_of(program, i) for i in index]
-    for dim, (i, size) in enumerate(zip(at, x.shape)):
+    for dim, (i, size) in enumerate(zip(at, x.sizes)):
         if not isinstance(i, int) or not 0 <= i < size:
             reject(op, "index", at, f"is outside {what} of shape {list(x.shape)} in dim {dim}")
     node = program.op(op, index=at)
@@ -869,7 +869,7 @@ def write_element(tensor: Tensor, index: Sequence, value) -> None:
         reject(op, "value", value, "must be an int or a SymbolicScalar")
     from npusim.frontend.pypto.ops import assemble
 
-    assemble(full([1] * len(tensor.shape), number, DataType.DT_INT32), list(index), tensor)
+    assemble(full([1] * len(tensor.sizes), number, DataType.DT_INT32), list(index), tensor)
 
 
 # -- matmul ------------------------------------------------------------------------------------------
@@ -919,28 +919,28 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
         saved, cube = program.tile_shape, program.cube_tiles
         assert isinstance(cube, CubeTiles)  # the matmul above checked it is set
         rows = max(1, min(cube.m0, BIAS_TILE_ELEMENTS // cube.n0))  # rows of a cube output tile that fit the vector add's UB
-        program.tile_shape = (1,) * (len(product.shape) - 2) + (rows, cube.n0)
+        program.tile_shape = (1,) * (len(product.sizes) - 2) + (rows, cube.n0)
         try:
             total = add(product, bias if bias.dtype is DataType.DT_FP32 else cast(bias, DataType.DT_FP32))
             return total if out_dtype is DataType.DT_FP32 else cast(total, out_dtype)
         finally:
             program.tile_shape = saved
-    if len(a.shape) < 2 or len(b.shape) < 2:
+    if len(a.sizes) < 2 or len(b.sizes) < 2:
         reject(op, "input.shape", [list(a.shape), list(b.shape)], "must be matrices ([M, K] / [K, N]) or batches of them")
-    batch = checks.broadcast_shape(op, tuple(a.shape[:-2]), tuple(b.shape[:-2]))  # the batch dims broadcast as numpy's
+    batch = checks.broadcast_shape(op, tuple(a.sizes[:-2]), tuple(b.sizes[:-2]))  # the batch dims broadcast as numpy's
     if a.dtype is not b.dtype or a.dtype.name not in checks.MATMUL_DTYPES:
         reject(op, "mat2.dtype", b.dtype.name, f"with input.dtype={a.dtype.name} is not a pair of the framework's; pairs: "
                                                + ", ".join(f"{d} x {d}" for d in checks.MATMUL_DTYPES))
     if not isinstance(out_dtype, DataType) or out_dtype.name not in checks.MATMUL_DTYPES[a.dtype.name]:
         reject(op, "out_dtype", out_dtype, f"is not an output of {a.dtype.name} inputs; those are {', '.join(checks.MATMUL_DTYPES[a.dtype.name])}")
-    m_size, k = (a.shape[-1], a.shape[-2]) if a_trans else a.shape[-2:]
-    k2, n_size = (b.shape[-1], b.shape[-2]) if b_trans else b.shape[-2:]
+    m_size, k = (a.sizes[-1], a.sizes[-2]) if a_trans else a.sizes[-2:]
+    k2, n_size = (b.sizes[-1], b.sizes[-2]) if b_trans else b.sizes[-2:]
     if k != k2:
-        reject(op, "mat2.shape", list(b.shape), f"has k={k2}, input has k={k} (shapes {list(a.shape)} x {list(b.shape)}, a_trans={a_trans}, b_trans={b_trans})")
+        reject(op, "mat2.shape", list(b.sizes), f"has k={k2}, input has k={k} (shapes {list(a.sizes)} x {list(b.sizes)}, a_trans={a_trans}, b_trans={b_trans})")
     for arg, tensor in (("input", a), ("mat2", b)):
-        if tensor.shape[-1] > 65535:
+        if tensor.sizes[-1] > 65535:
             reject(op, f"{arg}.shape", list(tensor.shape), "has an inner axis over 65535, the ND limit")
-        if tensor.valid_shape[:-2] != tensor.shape[:-2]:
+        if tensor.valid_shape[:-2] != tensor.sizes[:-2]:
             reject(op, f"{arg}.valid_shape", list(tensor.valid_shape), "must equal the shape in the batch dims (only the matrix dims "
                                                                        "of a matmul operand may be partly valid)")
     # a partly valid operand (a tail block of a view): the product of the valid parts, as the framework's
@@ -983,7 +983,7 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans: bool = 
 
     def operand_index(tensor: Tensor, index: tuple[int, ...]) -> tuple[int, ...]:
         """The batch of ``tensor`` that output batch ``index`` takes (0 along its broadcast dims)."""
-        lead = tensor.shape[:-2]
+        lead = tensor.sizes[:-2]
         own = index[len(index) - len(lead):] if lead else ()
         return tuple(i if size != 1 else 0 for i, size in zip(own, lead))
 

@@ -69,7 +69,7 @@ def _operand(op: str, like: Tensor, value, arg: str = "other") -> Tensor:
         return _input(op, arg, value, like.program)
     number = _scalar_value(op, like, value)
     fill = int(number) if np.issubdtype(like.dtype.numpy, np.integer) else float(number)
-    return full(list(like.shape), fill, like.dtype, valid_shape=list(like.valid_shape))
+    return full(list(like.sizes), fill, like.dtype, valid_shape=list(like.valid_shape))
 
 
 def _unary(op: str, kind: str, allowed: tuple[str, ...] = FLOATS, out_dtype: DataType | None = None, public: bool = True) -> Callable:
@@ -240,7 +240,7 @@ def where(condition: Tensor, input, other) -> Tensor:
         like = _input(op, "input", like, program)
     else:  # two numbers: a float is DT_FP32, an int DT_INT32 (other.py _where_arg_dtype), of the condition's shape
         floats = isinstance(input, float) or isinstance(other, float)
-        like = full(list(cond.shape), 0.0 if floats else 0, DataType.DT_FP32 if floats else DataType.DT_INT32,
+        like = full(list(cond.sizes), 0.0 if floats else 0, DataType.DT_FP32 if floats else DataType.DT_INT32,
                     valid_shape=list(cond.valid_shape))
     x, y = _operand(op, like, input, "input"), _operand(op, like, other)
     if x.dtype is not y.dtype:
@@ -254,7 +254,7 @@ def sigmoid(input: Tensor) -> Tensor:
     dtype = input.dtype
     x = cast(input, DataType.DT_FP32) if dtype is not DataType.DT_FP32 else input
     denominator = _add(exp(mul(x, -1.0)), 1.0)
-    result = div(full(list(denominator.shape), 1.0, DataType.DT_FP32, valid_shape=list(denominator.valid_shape)), denominator,
+    result = div(full(list(denominator.sizes), 1.0, DataType.DT_FP32, valid_shape=list(denominator.valid_shape)), denominator,
                  PrecisionType.INTRINSIC)
     return cast(result, dtype) if dtype is not DataType.DT_FP32 else result
 
@@ -275,13 +275,13 @@ def rms_norm(input: Tensor, gamma: Tensor | None = None, epsilon: float = 1e-6) 
     float32 (operator.py's composition)."""
     dtype = input.dtype
     x = cast(input, DataType.DT_FP32) if dtype is not DataType.DT_FP32 else input
-    n = x.shape[-1]
+    n = x.sizes[-1]
     y = sqrt(_add(_sum(mul(mul(x, x), 1.0 / n), -1, True), float(epsilon)))
-    ones = full(list(y.shape), 1.0, DataType.DT_FP32)
+    ones = full(list(y.sizes), 1.0, DataType.DT_FP32)
     y = div(mul(x, ones), y, PrecisionType.INTRINSIC)
     if gamma is not None:
-        shape = [1] * len(input.shape)
-        shape[-1] = gamma.shape[0]
+        shape = [1] * len(input.sizes)
+        shape[-1] = gamma.sizes[0]
         g = reshape(gamma, shape)
         y = mul(y, cast(g, DataType.DT_FP32) if g.dtype is not DataType.DT_FP32 else g)
     return cast(y, dtype) if dtype is not DataType.DT_FP32 else y
@@ -295,7 +295,7 @@ def var(input: Tensor, dim=None, correction: float = 1, keepdim: bool = False) -
     op = "var"
     x = _input(op, "input", input, current_program(op))
     _check(op, x, FLOATS)
-    rank = len(x.shape)
+    rank = len(x.sizes)
     dims = list(range(rank)) if dim is None or dim == [] or dim == () else [dim] if isinstance(dim, int) else list(dim)
     dims = sorted({checks.check_dim(op, d, rank) for d in dims})
     dtype = x.dtype
@@ -303,7 +303,7 @@ def var(input: Tensor, dim=None, correction: float = 1, keepdim: bool = False) -
     count = 1
     total = wide
     for d in dims:
-        count *= x.shape[d]
+        count *= x.sizes[d]
         total = _sum(total, d, True)
     centred = sub(wide, mul(total, 1.0 / count))
     squares = mul(centred, centred)
@@ -311,7 +311,7 @@ def var(input: Tensor, dim=None, correction: float = 1, keepdim: bool = False) -
         squares = _sum(squares, d, True)
     result = mul(squares, 1.0 / max(0.0, count - correction)) if count > correction else div(squares, 0.0)
     if not keepdim:
-        result = reshape(result, [s for i, s in enumerate(result.shape) if i not in dims] or [1])
+        result = reshape(result, [s for i, s in enumerate(result.sizes) if i not in dims] or [1])
     return cast(result, dtype) if dtype is not DataType.DT_FP32 else result
 
 

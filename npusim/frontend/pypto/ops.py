@@ -195,7 +195,7 @@ def _pred(op: str, pred: object, program: PeProgram) -> Tensor:
     if not isinstance(pred, (list, tuple)):
         raise OpArgumentError(f"{op}: pred={pred!r} must be a list of tensors (or None)")
     tensors = [_tensor(op, f"pred[{i}]", t, program) for i, t in enumerate(pred)]
-    check_preds(op, [t.shape for t in tensors])
+    check_preds(op, [t.sizes for t in tensors])
     if len(tensors) == 1:
         return tensors[0]
     return Tensor.token(program, (1, 1), [(task, None) for t in tensors for task in t.tasks_for(None)])
@@ -208,7 +208,7 @@ def _tiles(op: str, program: PeProgram, shape: Sequence[int], valid_shape: Seque
 def _depend(tasks: Sequence[Task], shape: Sequence[int], program: PeProgram, pred: Tensor) -> list[Region] | None:
     """Each tile op waits for its piece of ``pred`` (or for all of it); returns the pieces."""
     assert program.tile_shape is not None  # the op's tiles were made with it (expand_tiles refuses None)
-    pieces = split_pred(pred.shape, tile_grid(shape, program.tile_shape))
+    pieces = split_pred(pred.sizes, tile_grid(shape, program.tile_shape))
     for i, task in enumerate(tasks):
         task.depend_on(pred.tasks_for(pieces[i] if pieces is not None else None))
     return pieces
@@ -217,7 +217,7 @@ def _depend(tasks: Sequence[Task], shape: Sequence[int], program: PeProgram, pre
 def _pred_token(program: PeProgram, tasks: Sequence[Task], pred: Tensor, pieces: Sequence[Region] | None) -> Tensor:
     """The token of a signal or wait: the pred's shape, each tile op owning its piece."""
     writes = [(task, pieces[i] if pieces is not None else None) for i, task in enumerate(tasks)]
-    return Tensor.token(program, pred.shape, writes)
+    return Tensor.token(program, pred.sizes, writes)
 
 
 def _box_token(program: PeProgram, tasks: Sequence[Task], shape: Sequence[int], tiles: Sequence[Tile]) -> Tensor:
@@ -327,17 +327,17 @@ def view(input: Tensor, shape: Dims | None = None, offsets: Dims | None = None, 
     at: list[Any] = [0] * len(input.shape) if offsets is None else _ints(op, "offsets", offsets, program)
     if valid_shape is not None:
         valid = _ints(op, "valid_shape", valid_shape, program)
-        if len(valid) == len(input.shape) == len(dims):
-            for dim, (v, size) in enumerate(zip(valid, input.shape)):
+        if len(valid) == len(input.sizes) == len(dims):
+            for dim, (v, size) in enumerate(zip(valid, input.sizes)):
                 if isinstance(v, int) and not 0 <= v <= size:
                     raise OpArgumentError(f"{op}: valid_shape={valid} has valid_shape[{dim}]={v}; it cannot exceed the tensor's "
                                           f"shape {list(input.shape)} in dim {dim} (operation_impl.cpp CheckViewValidShapesConstraint)")
             valid = [min(v, s) if isinstance(v, int) else v for v, s in zip(valid, dims)]  # the part of the view it covers
-    elif len(dims) == len(input.shape) and len(at) == len(input.shape) and all(isinstance(o, int) for o in at):
+    elif len(dims) == len(input.sizes) and len(at) == len(input.sizes) and all(isinstance(o, int) for o in at):
         valid = [min(max(v - o, 0), s) for v, o, s in zip(input.valid_shape, at, dims)]
     else:
         valid = None  # check_view names what is wrong
-    check_view(op, input.shape, dims, at, valid, what="tensor", valid_bounds=True)
+    check_view(op, input.sizes, dims, at, valid, what="tensor", valid_bounds=True)
     device = cast(DeviceTensor, input.device)[tuple(slice(o, o + s) for o, s in zip(at, dims))]  # clipped to the tensor
     return Tensor.make(program, "GM", dims, input.dtype, device=device, valid_shape=valid, writes=input.writes,
                   origin=_shift(input.origin, at))
@@ -359,16 +359,16 @@ def assemble(input: Tensor, offsets: Dims, out: Tensor) -> None:
     if input.dtype is not out.dtype:
         raise OpArgumentError(f"{op}: input.dtype={input.dtype.name} differs from out.dtype={out.dtype.name}; assemble does not convert")
     offsets = _ints(op, "offsets", offsets, program)
-    if len(offsets) != len(out.shape) or len(input.shape) != len(out.shape):
+    if len(offsets) != len(out.sizes) or len(input.sizes) != len(out.sizes):
         raise OpArgumentError(f"{op}: offsets={offsets} and input {list(input.shape)} must have the {len(out.shape)} dims of out {list(out.shape)}")
-    for dim, (offset, valid, size) in enumerate(zip(offsets, input.valid_shape, out.shape)):
+    for dim, (offset, valid, size) in enumerate(zip(offsets, input.valid_shape, out.sizes)):
         if not isinstance(offset, int) or not 0 <= offset < size or offset + valid > size:
             raise OpArgumentError(
                 f"{op}: offsets={offsets} puts the valid part {list(input.valid_shape)} of the input outside out "
-                f"{list(out.shape)} in dim {dim} (0 <= {offset} and {offset} + {valid} <= {size} must hold)"
+                f"{list(out.sizes)} in dim {dim} (0 <= {offset} and {offset} + {valid} <= {size} must hold)"
             )
     if input.location == "GM":
-        if input.fold_into(_place(out, offsets, input.shape)):
+        if input.fold_into(_place(out, offsets, input.sizes)):
             for task, region in input.writes:
                 assert region is not None  # each tile op of an op result writes a region of it
                 out.writes.write(task, Region(_shift(_shift(out.origin, offsets), region.offset), region.shape))
@@ -377,7 +377,7 @@ def assemble(input: Tensor, offsets: Dims, out: Tensor) -> None:
 
         copy_into(input, offsets, out)
         return
-    node = program.op(op, shape=list(input.shape), offsets=offsets)
+    node = program.op(op, shape=list(input.sizes), offsets=offsets)
     node.tasks = [task for task, _ in input.writes]
     destination = _gm(out)
     for task, tile in zip(cast("list[CoreTask]", node.tasks), input.tiles):  # a UB tile tensor's writes: its shmem_load's tile ops
@@ -445,17 +445,17 @@ def shmem_put(src: Tensor, offsets: Dims, dst: ShmemTensor, dst_pe: PeArg, *,
     src = _tensor(op, "src", src, program, "GM")
     dst = _shmem(op, "dst", dst, program, data=True)
     assert dst.dtype is not None  # _shmem(data=True) has refused a signal tensor
-    check_data_shape(op, "src.shape", src.shape)
+    check_data_shape(op, "src.shape", src.sizes)
     check_dtype(op, "src.dtype", src.dtype)
-    check_element_count(op, "src.shape", src.shape)
+    check_element_count(op, "src.shape", src.sizes)
     check_atomic(op, "put_op", put_op)
     check_put_dtypes(op, src.dtype, dst.dtype, put_op)
     dst_pe = _pe_arg(op, "dst_pe", dst_pe, program, dst.n_pes)
     offsets = _ints(op, "offsets", offsets, program)
-    check_view(op, dst.shape, src.shape, offsets, shape_arg="src.shape")
+    check_view(op, dst.shape, src.sizes, offsets, shape_arg="src.shape")
     pred_tensor = _pred(op, pred, program)
-    tiles = _tiles(op, program, src.shape, src.valid_shape)
-    node = program.op(op, dst_pe=dst_pe, shape=list(src.shape), offsets=offsets, put_op=put_op.name, tiles=len(tiles))
+    tiles = _tiles(op, program, src.sizes, src.valid_shape)
+    node = program.op(op, dst_pe=dst_pe, shape=list(src.sizes), offsets=offsets, put_op=put_op.name, tiles=len(tiles))
     at = _shift(dst.offsets, offsets)
     area, source = dst.area, _gm(src)
     assert area.dtype is not None  # dst's dtype
@@ -482,8 +482,8 @@ def shmem_put(src: Tensor, offsets: Dims, dst: ShmemTensor, dst_pe: PeArg, *,
             task.writes.append(write)
         task.depend_on(src.tasks_for(Region(tile.offset, tile.valid_shape)))  # the source is an input of the op
         node.tasks.append(task)
-    _depend(node.tasks, src.shape, program, pred_tensor)
-    return _box_token(program, node.tasks, src.shape, tiles)
+    _depend(node.tasks, src.sizes, program, pred_tensor)
+    return _box_token(program, node.tasks, src.sizes, tiles)
 
 
 def _remote_read(op: str, qualified: str, src: object, src_pe: object, shape: object, offsets: object, valid_shape: object,
@@ -764,10 +764,10 @@ def shmem_store(src: Tensor, offsets: Dims, dst: ShmemTensor, dst_pe: PeArg, *,
     assert dst.dtype is not None  # _shmem(data=True) has refused a signal tensor
     check_atomic(op, "put_op", put_op)
     check_put_dtypes(op, src.dtype, dst.dtype, put_op, from_ub=True)
-    check_element_count(op, "src.shape", src.shape)
+    check_element_count(op, "src.shape", src.sizes)
     dst_pe = _pe_arg(op, "dst_pe", dst_pe, program, dst.n_pes)
     offsets = _ints(op, "offsets", offsets, program)
-    check_view(op, dst.shape, src.shape, offsets, shape_arg="src.shape")
+    check_view(op, dst.shape, src.sizes, offsets, shape_arg="src.shape")
     if program.tile_shape != src.tile_shape:
         raise OpArgumentError(
             f"{op}: tile_shape={list(program.tile_shape or ())} differs from {list(src.tile_shape)}, the tile shape src was "
@@ -778,7 +778,7 @@ def shmem_store(src: Tensor, offsets: Dims, dst: ShmemTensor, dst_pe: PeArg, *,
         _pred(op, pred, program)  # checks the preds as given
         others = [t for t in pred if t is not src]  # the framework drops src itself: the store runs with its load
         pred_tensor = _pred(op, others, program) if others else None
-    node = program.op(op, dst_pe=dst_pe, shape=list(src.shape), offsets=offsets, put_op=put_op.name, tiles=len(src.tiles))
+    node = program.op(op, dst_pe=dst_pe, shape=list(src.sizes), offsets=offsets, put_op=put_op.name, tiles=len(src.tiles))
     node.tasks = [task for task, _ in src.writes]
     area, at = dst.area, _shift(dst.offsets, offsets)
     atomic = "add" if put_op is AtomicType.ADD else None
@@ -799,5 +799,5 @@ def shmem_store(src: Tensor, offsets: Dims, dst: ShmemTensor, dst_pe: PeArg, *,
             task.accesses.append(accesses)
             task.writes.append(write)
     if pred_tensor is not None:
-        _depend(node.tasks, src.shape, program, pred_tensor)
-    return _box_token(program, node.tasks, src.shape, src.tiles)
+        _depend(node.tasks, src.sizes, program, pred_tensor)
+    return _box_token(program, node.tasks, src.sizes, src.tiles)

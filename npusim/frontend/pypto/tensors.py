@@ -86,12 +86,12 @@ class TensorAnnotation:
             return
         open_end = self.shape[-1] is Ellipsis
         fixed = self.shape[:-1] if open_end else self.shape
-        if len(value.shape) < len(fixed) or not open_end and len(value.shape) != len(fixed):
+        if len(value.sizes) < len(fixed) or not open_end and len(value.sizes) != len(fixed):
             raise OpArgumentError(f"{where}: the argument's shape {list(value.shape)} does not match the shape {self!r} the parameter "
                                   f"is annotated with ({len(value.shape)} dims)")
-        for dim, (size, want) in enumerate(zip(value.shape, fixed)):
+        for dim, (size, want) in enumerate(zip(value.sizes, fixed)):
             if isinstance(want, int) and size != want:
-                raise OpArgumentError(f"{where}: the argument's shape {list(value.shape)} does not match the shape {self!r} the "
+                raise OpArgumentError(f"{where}: the argument's shape {list(value.sizes)} does not match the shape {self!r} the "
                                       f"parameter is annotated with (dim {dim} is {size}, not {want})")
 
     def __repr__(self) -> str:
@@ -113,7 +113,7 @@ class Tensor:
 
     program: PeProgram
     location: str  # one of LOCATIONS
-    shape: tuple[int, ...]
+    sizes: tuple[int, ...]  # the size of each dim (``shape`` gives them as the framework's list)
     dtype: DataType
     valid_shape: tuple[int, ...]
     writes: Writes  # the tile ops that write it, with the region each writes
@@ -150,6 +150,13 @@ class Tensor:
         name = next((p for p in params if isinstance(p, str)), "")
         return TensorAnnotation(shape, dtype, name, format)
 
+    @property
+    def shape(self) -> list[int]:
+        """The size of each dim, as a new list (the framework's ``Tensor.shape`` is a list:
+        python/pypto/tensor.py), so ``x.shape == [4, 4]`` holds as it does there; npusim's own code
+        reads the tuple ``sizes``."""
+        return list(self.sizes)
+
     @classmethod
     def make(cls, program: PeProgram, location: str, shape: Sequence[int], dtype: DataType, *,
              device: DeviceTensor | None = None, valid_shape: Sequence[int] | None = None,
@@ -159,14 +166,14 @@ class Tensor:
         self = object.__new__(cls)
         self.program = program
         self.location = location
-        self.shape = tuple(map(int, shape))
+        self.sizes = tuple(map(int, shape))
         self.dtype = dtype
         self._read = False
         self.device = device
         self.destination = None
-        self.valid_shape = tuple(valid_shape) if valid_shape is not None else self.shape
+        self.valid_shape = tuple(valid_shape) if valid_shape is not None else self.sizes
         self.writes = writes if isinstance(writes, Writes) else Writes(writes or ())
-        self.origin = tuple(origin) if origin is not None else (0,) * len(self.shape)
+        self.origin = tuple(origin) if origin is not None else (0,) * len(self.sizes)
         self.tiles = []
         self.tile_shape = None
         self.name = ""
@@ -249,7 +256,7 @@ class Tensor:
         if self.destination is not None:
             self._device = self.destination.device
         elif self._unit_of is not None:  # where the op result it views is now
-            self._device = _compute()._as_shape(self._unit_of[0].device, self.shape)
+            self._device = _compute()._as_shape(self._unit_of[0].device, self.sizes)
         return self._device
 
     @device.setter
@@ -325,8 +332,8 @@ class Tensor:
         if self._gm_copy is None:
             from npusim.frontend.pypto.ops import assemble
 
-            copy = Tensor.local(self.program, list(self.shape), self.dtype)
-            assemble(self, [0] * len(self.shape), copy)
+            copy = Tensor.local(self.program, list(self.sizes), self.dtype)
+            assemble(self, [0] * len(self.sizes), copy)
             copy.valid_shape = self.valid_shape
             self._gm_copy = copy
         return self._gm_copy
@@ -346,7 +353,7 @@ class Tensor:
         if self.is_argument:
             from npusim.frontend.pypto.ops import assemble
 
-            assemble(value, [0] * len(self.shape), self)
+            assemble(value, [0] * len(self.sizes), self)
         else:
             self.become(value)
 
@@ -378,7 +385,7 @@ class Tensor:
         parts = self._normalize(key, "assign")
         if _is_empty(parts):
             if self.is_argument:
-                assemble(value, [0] * len(self.shape), self)
+                assemble(value, [0] * len(self.sizes), self)
             else:
                 self.become(value)
             return
@@ -400,10 +407,10 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise UsageError(f"assigning {value!r} to {self!r}[{_key_text(key)}]: the value must be a pypto.Tensor")
             slices = sum(isinstance(p, slice) for p in parts)
-            if slices != len(value.shape):
+            if slices != len(value.sizes):
                 raise UsageError(f"assigning a tensor of shape {list(value.shape)} to {self!r}[{_key_text(key)}]: the key has "
                                  f"{slices} slices; it needs one per dim of the value")
-            dims = iter(value.shape)
+            dims = iter(value.sizes)
             value = compute.reshape(value.in_gm("assemble"), [next(dims) if isinstance(p, slice) else 1 for p in parts])
         assemble(value, offsets, self)
 
@@ -423,11 +430,11 @@ class Tensor:
         if Ellipsis in parts:
             at = parts.index(Ellipsis)
             parts[at:at + 1] = [slice(None)] * (len(self.shape) - len(parts) + 1)
-        if len(parts) > len(self.shape):
+        if len(parts) > len(self.sizes):
             raise UsageError(f"tensor {what}: {_key_text(key)} has {len(parts)} indices for a tensor of {len(self.shape)} dims")
-        parts += [slice(None)] * (len(self.shape) - len(parts))
+        parts += [slice(None)] * (len(self.sizes) - len(parts))
         normal: list[Any] = []  # slices, and ints or SymbolicScalars for the indexed dims
-        for dim, (part, size) in enumerate(zip(parts, self.shape)):
+        for dim, (part, size) in enumerate(zip(parts, self.sizes)):
             if isinstance(part, slice):
                 if part.step not in (None, 1):
                     raise UsageError(f"tensor {what}: {_key_text(key)} has a step in dim {dim}; PyPTO slices take no step")
@@ -443,7 +450,7 @@ class Tensor:
         offsets, sizes = [], []
         for dim, part in enumerate(slices):
             start = 0 if part.start is None else part.start
-            stop = self.shape[dim] if part.stop is None else part.stop
+            stop = self.sizes[dim] if part.stop is None else part.stop
             size = stop - start
             offsets.append(start)
             sizes.append(value_of(self.program, size) if _is_symbolic(size) else size)
@@ -497,7 +504,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         name = f" {self.name!r}" if self.name else ""
-        return f"pypto.Tensor({self.location}{name}, shape={list(self.shape)}, {self.dtype.name}, PE {self.pe})"
+        return f"pypto.Tensor({self.location}{name}, shape={list(self.sizes)}, {self.dtype.name}, PE {self.pe})"
 
 
 def _is_index(part: object) -> bool:

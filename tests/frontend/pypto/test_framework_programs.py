@@ -72,6 +72,24 @@ def test_host_data_mismatches_are_clear_errors():
             pypto.runtime._device_run_once_data_from_host(np.zeros((8, 8)), np.zeros(8))
 
 
+def test_a_tensors_shape_is_a_list_as_the_frameworks():
+    """``Tensor.shape`` is a list (python/pypto/tensor.py), so the framework's check of an op
+    result's shape against torch's (python/tests/st/test_sigmoid.py, test_sigmoid_shape_dim: a
+    [4, 4] DT_FP32 sigmoid) holds; a new list each time, as there, so changing it changes no tensor."""
+    with npusim.session("a2"):
+        x = pypto.tensor([4, 4], pypto.DT_FP32)
+        with pypto.function("SIGMOID_SHAPE", x):
+            pypto.set_vec_tile_shapes(4, 4)
+            result = pypto.sigmoid(x)
+            assert result.shape == list(torch.sigmoid(torch.randn(4, 4)).shape) == [4, 4]
+            shape = result.shape
+            shape.append(1)
+            assert result.shape == [4, 4] and result.dim == 2
+            rows = pypto.view(result, [2, 4], [2, 0])
+            assert rows.shape == [2, 4] and isinstance(rows.shape, list)
+            assert pypto.reshape(result, [16]).shape == [16]
+
+
 def test_run_mode_and_scalar_min_max():
     assert [pypto.RunMode.NPU, pypto.RunMode.SIM] == [0, 1] and pypto.runtime.RunMode is pypto.RunMode
     assert int(pypto.min(3, 5)) == 3 and int(pypto.max(pypto.symbolic_scalar(3), 5)) == 5

@@ -100,8 +100,7 @@ def test_each_bad_argument_names_op_argument_value_and_rule(case):
 
 def test_a_pred_with_one_dim_is_refused():
     def body(x, out, pe):
-        flat = pypto.view(x, [8, 32], [0, 0])
-        flat.shape = (256,)  # a 1-D tensor, as PyPTO's own would be
+        flat = pypto.Tensor([256], pypto.DT_FP16)  # a 1-D kernel-local tensor
         X.shmem_load(data(), 0, pred=[flat])
 
     with pytest.raises(OpArgumentError, match=re.escape("shmem_load: pred[0].shape=[256] has 1 dims; a pred tensor must have 2 to 4")):
