@@ -834,6 +834,42 @@ class VectorOp(FixedCost):
 
 
 
+class IndexedMove(FixedCost):
+    """Elements of a UB tile moved along one axis to or from positions an index tile in UB gives (a
+    gather or a scatter, :func:`npusim.isa.vector.indexed_move` gives its numerics): on VECTOR, a
+    gather instruction (vgather); on SCALAR, the scalar unit's element-by-element loop. ``layout``
+    is ``(shape, dst_strides, src_strides, index_strides, axis, limit)`` in elements; ``value`` the
+    number a scatter writes when ``src`` is None; ``reduce`` ``none``, ``add`` or ``multiply``."""
+
+    __slots__ = ("dst", "src", "index", "value", "layout", "scatter", "reduce")
+    has_effect = True
+
+    def __init__(self, pipe: Pipe, label: str, cost_ps: int, dst: LocalTensor, src: LocalTensor | None, index: LocalTensor, value: object,
+                 layout: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int, int], scatter: bool, reduce: str) -> None:
+        super().__init__(pipe, label, cost_ps, dst.nbytes)
+        self.dst, self.src, self.index, self.value, self.layout, self.scatter, self.reduce = dst, src, index, value, layout, scatter, reduce
+
+    def cost_rule(self, timing: DieTiming) -> CostRule | None:
+        if self.pipe is Pipe.VECTOR:
+            assert timing.vector is not None  # built only for a die with a vector unit
+            return timing.vector.rule("gather")
+        return timing.scalar.rule("ub_read")  # the loop's UB reads and writes, most of its time
+
+    def twin(self) -> Instruction:
+        return self._placed_like(IndexedMove(self.pipe, self.label, self._cost(), self.dst, self.src, self.index, self.value, self.layout,
+                                             self.scatter, self.reduce))
+
+    def footprint(self) -> tuple[Entry, ...]:
+        read = [self.index] if self.src is None else [self.index, self.src]
+        return _entries(*(_span(t, READ) for t in read), _span(self.dst, WRITE))
+
+    def effect(self, core: AICore, run: KernelRun) -> None:
+        tensors = [self.dst, self.index] if self.src is None else [self.dst, self.index, self.src]
+        values = values_together(core, tensors)
+        vector_semantics.indexed_move(values[0], values[2] if self.src is not None else None, values[1], self.value, self.layout,
+                                      self.scatter, self.reduce, self.label)
+
+
 class MatrixVectorOp(VectorOp):
     """A vector instruction group on strided views of UB (shapes and strides in elements): a row
     reduction (``reduce_sum`` ...) reduces the last axis of the source view into the destination

@@ -54,6 +54,7 @@ from npusim.isa.instructions import (
     FixpipeStore,
     FractalLoad,
     GmAddress,
+    IndexedMove,
     Instruction,
     LocalTensor,
     MatrixVectorOp,
@@ -78,6 +79,10 @@ from npusim.units import format_bytes
 _WAITING_CLASSES = (WaitFlag, PipeBarrierAll, PollGm, SyncAll)  # their events are stalls, not busy time
 _NAMED_WAITS = (PollGm, SyncAll)  # the critical path calls them by name
 _FLAG_CLASSES = (SetFlag, WaitFlag)  # their events are paired into flag flows after the run
+INDEX_ADDRESS_INSTRUCTIONS = 4
+"""Scalar instructions per element of an index loop (the framework's TgatherElement / Tscatter loops,
+tileop/vector/gather.h, scatter.h): the index times the axis stride, plus the loop's part of the
+offset, the loop counter's step and test. Assumed [L]: the compiled loop is not published."""
 _SCALAR = Pipe.SCALAR  # a module constant: an enum member's look-up is slow, and by_pipe runs per tile op
 _PIPE_CACHE: dict[str | Pipe, Pipe] = {}  # pipe names as written -> Pipe (parsing is hot when building)
 
@@ -476,6 +481,48 @@ class CoreProgram:
         as one pass over the destination's repeats (a compare-and-select per class block)."""
         src_view = (tuple(shape[:-1]), tuple(src_strides))
         return self._matrix("one_hot", dst, src, src_view, (tuple(shape), tuple(dst_strides)), name)
+
+    def indexed_move(self, dst: LocalTensor, src: LocalTensor | None, index: LocalTensor, shape: Sequence[int], strides: Sequence[Sequence[int]],
+                     axis: int, limit: int, *, scatter: bool = False, value: object = None, reduce: str = "none", pipe: str = "VECTOR",
+                     name: str | None = None) -> Instruction:
+        """Move the elements of the view ``shape`` along ``axis`` by an index tile (``strides``: of
+        ``dst``, ``src``, ``index``, in elements; ``limit``: the indexed tile's size along ``axis``,
+        which every index value must be under). A gather (``scatter`` False): ``dst[p] =
+        src[p with p[axis] = index[p]]``; a scatter: ``dst[p with p[axis] = index[p]] (reduce)=
+        src[p]`` (or ``value`` where ``src`` is None), in the order of ``p``
+        (:class:`~npusim.isa.instructions.IndexedMove`). On ``VECTOR`` one gather instruction
+        (vgather), timed as a vector instruction of kind ``gather`` over the view's elements; on
+        ``SCALAR`` the scalar unit's loop, each element :data:`INDEX_ADDRESS_INSTRUCTIONS` scalar
+        instructions and its UB accesses (the index read, the source read, the destination's read
+        when it reduces, the write), each costing ``ub_read``."""
+        if reduce not in ("none", "add", "multiply") or pipe not in ("VECTOR", "SCALAR") or (src is None) == (value is None):
+            raise UsageError(f"indexed_move: reduce={reduce!r} (none, add, multiply), pipe={pipe!r} (VECTOR, SCALAR) and one of src / value")
+        dims = tuple(shape)
+        dst_strides, src_strides, index_strides = (tuple(s) for s in strides)
+        indexed = dims[:axis] + (limit,) + dims[axis + 1:]
+        self._check_view("indexed_move", dst, indexed if scatter else dims, dst_strides)
+        if src is not None:
+            self._check_view("indexed_move", src, dims if scatter else indexed, src_strides)
+        self._check_view("indexed_move", index, dims, index_strides)
+        count = math.prod(dims)
+        if pipe == "VECTOR":
+            self._require(Pipe.VECTOR, "vector gather")
+            cost = self._matrix_cost("gather", [count], dst.dtype.itemsize)
+        else:
+            accesses = 2 + (src is not None) + (reduce != "none")
+            cost = count * (INDEX_ADDRESS_INSTRUCTIONS * self._timing.scalar.instruction_ps + accesses * self._timing.scalar.ub_read_ps)
+        layout = (dims, dst_strides, src_strides, index_strides, axis, limit)
+        label = name or ("scatter" if scatter else "gather")
+        return self._append(IndexedMove(self._pipe(pipe), label, cost, dst, src, index, value, layout, scatter, reduce), label)
+
+    def index_offsets(self, elements: int, *, name: str = "index offsets") -> Instruction:
+        """The scalar unit's loop that turns ``elements`` index values in UB into the element offsets
+        a vector gather reads (each: a UB read of the index, :data:`INDEX_ADDRESS_INSTRUCTIONS`
+        instructions, a UB write of the offset); its offsets are the index's (no effect: the gather
+        instruction reads the index itself)."""
+        scalar = self._timing.scalar
+        cost = elements * (INDEX_ADDRESS_INSTRUCTIONS * scalar.instruction_ps + 2 * scalar.ub_read_ps)
+        return self._append(FixedCost(Pipe.SCALAR, name, cost), name)
 
     def _matrix(self, kind: str, dst: LocalTensor, src: LocalTensor, src_view: Shaped, dst_view: Shaped, name: str | None) -> Instruction:
         self._check_view(kind, src, *src_view)

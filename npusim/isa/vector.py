@@ -185,3 +185,46 @@ def compute(kind: str, dst: np.ndarray, srcs: list[np.ndarray], scalar: object, 
             dst[...] = cast(srcs[0], dst.dtype, rounding, saturate=scalar != "wrap")
     else:  # guarded by the builder
         raise ValueError(f"unknown vector instruction {kind!r}")
+
+
+def indexed_move(dst: np.ndarray, src: np.ndarray | None, index: np.ndarray, value: object,
+                 layout: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int, int],
+                 scatter: bool, reduce: str, label: str) -> None:
+    """A gather or scatter along one axis (:class:`~npusim.isa.instructions.IndexedMove`), on flat
+    views of UB: for every position ``p`` of ``shape`` in row-major order, with ``q`` = ``p`` whose
+    ``axis`` coordinate is the index's value at ``p``, a gather writes ``dst[p] = src[q]``; a scatter
+    ``dst[q] = src[p]`` (or ``value``), or with ``reduce`` ``add`` / ``multiply`` ``dst[q] = dst[q] op
+    src[p]`` one element after the other in that order, in ``dst``'s dtype (the framework's scalar
+    loops, tileop/vector/scatter.h: a later write to the same place wins, the reductions accumulate
+    in order). An index value outside ``[0, limit)`` raises OpArgumentError naming it."""
+    from npusim.errors import OpArgumentError
+
+    shape, dst_strides, src_strides, index_strides, axis, limit = layout
+    if not shape or 0 in shape:
+        return
+    positions = np.indices(shape).reshape(len(shape), -1).astype(np.int64)
+    where = np.asarray(index_strides, dtype=np.int64) @ positions
+    values_at = index[where].astype(np.int64)
+    bad = (values_at < 0) | (values_at >= limit)
+    if bad.any():
+        raise OpArgumentError(f"pypto.{label}: index={int(values_at[int(np.argmax(bad))])} (a value of the index on the device) is outside "
+                              f"[0, {limit}) along dim {axis}: index values must be >= 0 and < input.shape[dim]")
+    moved = positions.copy()
+    moved[axis] = values_at
+    if not scatter:
+        assert src is not None  # a gather reads a tile
+        dst[np.asarray(dst_strides, dtype=np.int64) @ positions] = src[np.asarray(src_strides, dtype=np.int64) @ moved]
+        return
+    targets = np.asarray(dst_strides, dtype=np.int64) @ moved
+    if src is not None:
+        given = src[np.asarray(src_strides, dtype=np.int64) @ positions].astype(dst.dtype)
+    else:
+        given = np.full(targets.shape, np.asarray(value).astype(dst.dtype), dtype=dst.dtype)
+    if reduce == "none":  # the last write of a place wins: keep each place's last position
+        order = targets[::-1]
+        _, last = np.unique(order, return_index=True)
+        keep = len(targets) - 1 - last
+        dst[targets[keep]] = given[keep]
+        return
+    with np.errstate(all="ignore"):
+        (np.add if reduce == "add" else np.multiply).at(dst, targets, given)

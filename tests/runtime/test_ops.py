@@ -29,6 +29,7 @@ def test_each_namespace_offers_exactly_its_registered_ops(namespace):
 def test_the_units_are_those_the_ops_run_on():
     units = {name: op.unit for name, op in PYPTO_OPS}
     assert units["matmul"] == "cube" and units["add"] == units["shmem_put"] == units["sin"] == "vector"
+    assert units["gather"] == units["scatter"] == units["scatter_"] == "vector"
     assert units["shmem_wait_until"] == "aicpu" and units["view"] == units["create_shmem_tensor"] == "none"
     assert pypto.greater is pypto.gt and pypto.experimental.shmem_load is pypto.distributed.shmem_load
 

@@ -31,6 +31,7 @@ from npusim.engine import compiled_first as _compiled_first
 _compiled_first(__name__, __path__)
 
 from npusim.frontend.pypto import converter, distributed, error, experimental, frontend, ranks, runtime
+from npusim.frontend.pypto import indexing as _indexing  # noqa: F401 (registers the indexing ops)
 from npusim.frontend.pypto import math_ops as _math_ops  # noqa: F401 (registers the math ops)
 from npusim.frontend.pypto.compute import CastMode, PrecisionType, SaturationMode, full, set_cube_tile_shapes
 from npusim.frontend.pypto.control import (
@@ -165,7 +166,7 @@ __all__ = [
 ] + sorted(_ops_in("pypto"))
 """The names above and the ops registered in the ``pypto`` namespace (:mod:`npusim.runtime.ops`)."""
 
-NOT_YET = frozenset(["scaled_mm", "conv", "topk", "argsort", "sort32", "mrgsort", "prelu", "bitwise_left_shift", "bitwise_right_shift", "gather", "index_select", "index_add", "index_add_", "index_put_", "scatter", "scatter_", "scatter_update", "gathermask", "permute", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "cumprod", "triu", "tril", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif"])
+NOT_YET = frozenset(["scaled_mm", "conv", "topk", "argsort", "sort32", "mrgsort", "prelu", "bitwise_left_shift", "bitwise_right_shift", "index_select", "index_add", "index_add_", "index_put_", "scatter_update", "gathermask", "permute", "pad", "fillpad", "interleave", "deinterleave", "pack", "unpack", "quantize", "dequantize", "quant_mx", "uniform", "normal", "arange", "cumprod", "triu", "tril", "gcd", "ceil_div", "floor_div", "axpy_", "expand_exp_dif"])
 """Compute ops of the framework that npusim does not model yet (docs/pypto.md)."""
 
 

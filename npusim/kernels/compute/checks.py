@@ -26,7 +26,17 @@ OP_DTYPES = {
     "cumsum": ARITH, "transpose": ARITH + ("DT_INT8", "DT_UINT8"), "concat": ARITH + ("DT_INT8", "DT_UINT8", "DT_INT64"),
     "one_hot": ("DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64"),
     "full": ARITH + ("DT_INT8", "DT_UINT8", "DT_UINT16", "DT_UINT32"),
+    # indexing (pypto-gather.md 约束说明 5 and indexing.cpp GatherElements a2a3Types; pypto-scatter_.md and
+    # indexing.cpp CheckScatterParamsInvalid; pypto-scatter_update.md; pypto-index_select.md 约束说明 4)
+    "gather": ("DT_INT16", "DT_INT32", "DT_UINT16", "DT_UINT32", "DT_FP16", "DT_FP32", "DT_BF16"),
+    "scatter": FLOAT + ("DT_INT8", "DT_UINT8", "DT_INT16", "DT_INT32"),
+    "scatter_update": FLOAT + ("DT_INT32", "DT_INT16"),
+    "index_select": FLOAT + ("DT_INT8", "DT_INT16", "DT_INT32", "DT_UINT8", "DT_UINT16", "DT_UINT32"),
 }
+OP_DTYPES["scatter_"] = OP_DTYPES["scatter"]
+INDEX_DTYPES = {"gather": ("DT_INT32", "DT_INT64"), "scatter": ("DT_INT32", "DT_INT64"), "scatter_": ("DT_INT32", "DT_INT64"),
+                "scatter_update": ("DT_INT64", "DT_INT32", "DT_INT16"), "index_select": ("DT_INT32", "DT_INT64")}
+"""The index dtypes of the indexing ops (the op pages' index rows; indexing.cpp indexSupportedTypes)."""
 
 # cast pairs of Atlas A2 / A3 (pypto-cast.md): (source, target) -> (modes the pair takes, default mode)
 _ROUNDED = ("CAST_RINT", "CAST_ROUND", "CAST_FLOOR", "CAST_CEIL", "CAST_TRUNC")
@@ -90,6 +100,23 @@ def check_dtype(op: str, arg: str, dtype_name: str) -> None:
     allowed = OP_DTYPES[op]
     if dtype_name not in allowed:
         reject(op, f"{arg}.dtype", dtype_name, f"is not supported on Atlas A2 / A3; {op} takes {', '.join(allowed)}")
+
+
+def check_index_dtype(op: str, dtype_name: str) -> None:
+    allowed = INDEX_DTYPES[op]
+    if dtype_name not in allowed:
+        reject(op, "index.dtype", dtype_name, f"is not an index dtype of {op}; it takes {', '.join(allowed)}")
+
+
+def check_index_shape(op: str, index: Sequence[int], input: Sequence[int], axis: int, arg: str = "input") -> None:
+    """index has input's rank and index.shape[d] <= input.shape[d] for every d != axis (pypto-gather.md
+    约束说明 1, pypto-scatter_.md's index row; indexing.cpp GatherElements, CheckScatterParamsInvalid)."""
+    if len(index) != len(input):
+        reject(op, "index.shape", list(index), f"must have as many dims as {arg}.shape={list(input)}")
+    for d, (i, n) in enumerate(zip(index, input)):
+        if d != axis and i > n:
+            reject(op, "index.shape", list(index), f"exceeds {arg}.shape={list(input)} in dim {d}: index.shape[d] <= {arg}.shape[d] "
+                                                   f"for every d != dim ({axis})")
 
 
 def check_rank(op: str, arg: str, shape: Sequence[int]) -> None:

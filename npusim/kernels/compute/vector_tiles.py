@@ -218,3 +218,73 @@ def one_hot_tile(p: CoreProgram, operand: Operand, out: GmView, classes: int, ou
     result = p.alloc(tile_elements(out_box, out_strides, frame.itemsizes), out_dtype)
     p.one_hot(result, indices, out_box, frame.strides, out_strides, name=name)
     frame.store(result, out, out_box, out_strides)
+
+
+def _load_boxes(frame: TileFrame, operands: Sequence[Operand], dst: str) -> list[LocalTensor]:
+    """Address set-up, then each operand's box (of its own shape, its rows 32-byte aligned) into a
+    UB buffer of its own (MTE2), then the MTE2 -> ``dst`` sync."""
+    p = frame.p
+    p.scalar(ADDRESS_SCALAR_INSTRUCTIONS, name=f"{frame.name} address")
+    _sync(p, "SCALAR", "MTE2")
+    buffers = []
+    for operand in operands:
+        buffer = frame.alloc(operand.dtype, operand.box)
+        move_box(p, buffer, operand.view, operand.box, frame.byte_strides(operand.dtype, operand.box), to_gm=False, name=f"{frame.name} MTE2")
+        buffers.append(buffer)
+    _sync(p, "MTE2", dst)
+    return buffers
+
+
+def gather_tile(p: CoreProgram, source: Operand, index: Operand, out: GmView, axis: int, *, name: str) -> None:
+    """One tile of ``gather`` (the framework's TgatherElement, tileop/vector/gather.h): the input's
+    box (whole along ``axis``) and the index box into UB (MTE2); then, for an int32 index, per row of
+    the index box (its last dim) a VECTOR -> SCALAR sync, the scalar loop turning the row's indices
+    into offsets, a SCALAR -> VECTOR sync and one vector gather of the row; for an int64 index the
+    scalar unit copies element by element (one V -> S sync around the whole loop); the result box
+    (the index box's shape) stored (MTE3)."""
+    box = index.box
+    frame = TileFrame(p, box, [source.dtype, index.dtype], name)
+    src, idx = _load_boxes(frame, [source, index], "VECTOR")
+    result = frame.alloc(source.dtype)
+    src_strides = tile_strides(source.box, frame.itemsizes)
+    limit = source.box[axis]
+    if index.dtype.itemsize == 8:  # scalarFlag: dst[off] = src[newIdx], element by element on the scalar unit
+        _sync(p, "VECTOR", "SCALAR")
+        p.indexed_move(result, src, idx, box, (frame.strides, src_strides, frame.strides), axis, limit, pipe="SCALAR", name=name)
+        _sync(p, "SCALAR", "VECTOR")
+    else:
+        last = len(box) - 1
+        row = (1,) * last + (box[-1],)
+        for position in np.ndindex(*box[:-1]):
+            at = sum(c * s for c, s in zip(position, frame.strides))
+            at_src = sum(c * s for d, (c, s) in enumerate(zip(position, src_strides)) if d != axis)
+            _sync(p, "VECTOR", "SCALAR")
+            p.index_offsets(box[-1], name=f"{name} offsets")
+            _sync(p, "SCALAR", "VECTOR")
+            p.indexed_move(result[at:], src[at_src:], idx[at:], row, (frame.strides, src_strides, frame.strides), axis, limit, name=name)
+    frame.store(result, out)
+
+
+def scatter_tile(p: CoreProgram, target: Operand, index: Operand | None, source: Operand | None, value, out: GmView, axis: int, reduce: str,
+                 *, name: str) -> None:
+    """One tile of ``scatter`` (the framework's Tscatter / TscatterElementS, tileop/vector/scatter.h,
+    which on Atlas A2 / A3 run as the scalar unit's loop: no vscatter there): the input's box (whole
+    along ``axis``), the index box and the source box (a tensor source) into UB (MTE2); a VECTOR ->
+    SCALAR sync, the scalar loop writing (or adding / multiplying) each source element (or ``value``)
+    where its index points, a SCALAR -> VECTOR sync; the box stored (MTE3). ``index`` None: the tile
+    lies beyond the index's extent and is copied through."""
+    box = target.box
+    dtypes = [target.dtype] + [o.dtype for o in (index, source) if o is not None]
+    frame = TileFrame(p, box, dtypes, name)
+    loaded = _load_boxes(frame, [o for o in (target, index, source) if o is not None], "VECTOR")
+    result = loaded[0]
+    if index is not None:
+        idx = loaded[1]
+        src = loaded[2] if source is not None else None
+        itemsizes = frame.itemsizes
+        strides = (frame.strides, tile_strides(index.box, itemsizes), tile_strides(index.box, itemsizes))
+        _sync(p, "VECTOR", "SCALAR")
+        p.indexed_move(result, src, idx, index.box, strides, axis, box[axis], scatter=True, value=None if src is not None else value,
+                       reduce=reduce, pipe="SCALAR", name=name)
+        _sync(p, "SCALAR", "VECTOR")
+    frame.store(result, out)

@@ -198,3 +198,36 @@ def matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
                 acc = np.float32(acc + np.float32(round_value(partial, np.float32, "rint")))
             out[i, j] = acc
     return out.astype(out_dtype)
+
+
+def gather(values: np.ndarray, dim: int, index: np.ndarray) -> np.ndarray:
+    """pypto-gather.md: ``out[p] = input[p with p[dim] = index[p]]``, of index's shape, element by element."""
+    out = np.empty(index.shape, values.dtype)
+    for p in np.ndindex(*index.shape):
+        q = list(p)
+        q[dim] = int(index[p])
+        out[p] = values[tuple(q)]
+    return out
+
+
+def scatter(values: np.ndarray, dim: int, index: np.ndarray, src, reduce=None) -> np.ndarray:
+    """pypto-scatter_.md: a copy of input with ``out[p with p[dim] = index[p]] = src[p]`` (src a
+    tensor, or a number in input's dtype), element by element in row-major order of p (a later write
+    wins); with reduce 'add' / 'multiply' accumulated there in that order, fp16 / bf16 in fp32 and
+    rounded back to nearest even once at the end (indexing.cpp Scatter's casts)."""
+    wide = values.dtype in (np.float16, BF16) and reduce is not None
+    out = values.astype(np.float32) if wide else values.copy()
+    number = None if isinstance(src, np.ndarray) else np.asarray(float(src)).astype(values.dtype).astype(out.dtype)
+    for p in np.ndindex(*index.shape):
+        q = list(p)
+        q[dim] = int(index[p])
+        given = number if number is not None else np.asarray(src[p]).astype(out.dtype)
+        q = tuple(q)
+        with np.errstate(all="ignore"):
+            if reduce is None:
+                out[q] = given
+            elif reduce == "add":
+                out[q] = (out[q] + given).astype(out.dtype)
+            else:
+                out[q] = (out[q] * given).astype(out.dtype)
+    return out.astype(values.dtype) if wide else out

@@ -1,0 +1,176 @@
+"""PyPTO's indexing ops (``python/pypto/op/indexing.py`` of hicann/pypto): ``gather``, ``scatter``
+and ``scatter_``, expanded as the framework's ``indexing.cpp`` expands them into tile ops, each tile
+op's program that of the framework's tile op (``tileop/vector/gather.h``, ``scatter.h``):
+
+- ``gather`` (GatherElements, TiledGatherElementOperation): tiles of the result (the index's shape)
+  by the vector tile shape; each loads its index box and the input's box, whole along ``dim``
+  (MTE2), gathers in UB (TgatherElement: an int32 index per row of the box a scalar loop making the
+  row's offsets and one vector gather; an int64 index a scalar loop copying element by element)
+  and stores the result box (MTE3).
+- ``scatter`` / ``scatter_`` (Scatter, InnerTiledScatter / InnerTiledScatterElementS): tiles whole
+  along ``dim`` (the framework refuses a tile shape that splits it); each loads the input's box,
+  the index box and the source box (MTE2), and the scalar unit writes each source element (or the
+  scalar) where its index points (Tscatter / TscatterElementS, a scalar loop on Atlas A2 / A3,
+  which have no vscatter: scatter.h), then stores the box (MTE3). The framework's tiles follow the
+  index and write in place; npusim's result is a new tensor, so its tiles follow the input and a
+  tile beyond the index's extent copies the input through. fp16 / bf16 with ``reduce`` run in fp32
+  between two casts, as Scatter does.
+
+Every load reads UB-local data: the time does not depend on the index values, so a run without
+data (``--no-data``) times exactly what a run with data does. With data, an index value outside
+``[0, input.shape[dim])`` stops the run with an OpArgumentError when its tile op runs (the values
+are the device's). Docs: docs/pypto.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from npusim.frontend.pypto.compute import _input, _launch_tiles, _result, _tiles, cast
+from npusim.frontend.pypto.ops import _gm, pypto_op
+from npusim.frontend.pypto.runtime import current_program
+from npusim.frontend.pypto.tensors import Tensor
+from npusim.kernels.compute import checks
+from npusim.kernels.compute.checks import reject
+from npusim.kernels.compute.modes import CastMode
+from npusim.kernels.compute.vector_tiles import Operand, gather_tile, scatter_tile
+from npusim.kernels.shmem.dtypes import DataType
+from npusim.kernels.shmem.tile_ops import GmView
+from npusim.kernels.shmem.tiling import Region
+
+SCATTER_MODES = {None: "none", "add": "add", "multiply": "multiply"}
+"""``reduce`` -> the scatter's mode (indexing.py get_scatter_mode: ScatterMode NONE, ADD, MULTIPLY)."""
+
+
+def _out(device, offset: Sequence[int]) -> GmView:
+    return GmView(device.allocation, device.offset_bytes, device.strides).shifted(offset)
+
+
+@pypto_op(unit="vector")
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``pypto.gather``: ``out[p] = input[p with p[dim] = index[p]]``, of the index's shape and the
+    input's dtype (module docstring: tiles, tile program, timing)."""
+    op = "gather"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    idx = _input(op, "index", index, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    checks.check_index_dtype(op, idx.dtype.name)
+    axis = checks.check_dim(op, dim, len(x.shape))
+    checks.check_index_shape(op, idx.shape, x.shape, axis)
+    shape = tuple(idx.shape)
+    tile_shape = checks.check_vec_tile(op, program.tile_shape, len(shape))
+    tiles = _tiles(op, program, shape, idx.valid_shape)
+    source, indices = _gm(x), _gm(idx)
+
+    def source_box(tile) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The input's box a tile loads: whole along dim, else the tile's rows of the input
+        (TiledGatherElementOperation: min(input.shape - offset, tile))."""
+        offset = tuple(0 if d == axis else o for d, o in enumerate(tile.offset))
+        box = tuple(x.shape[d] if d == axis else min(x.shape[d] - o, t) for d, (o, t) in enumerate(zip(tile.offset, tile_shape)))
+        return offset, box
+
+    def build(p, tile, device):
+        offset, box = source_box(tile)
+        gather_tile(p, Operand(source.shifted(offset), x.dtype.numpy, box), Operand(indices.shifted(tile.offset), idx.dtype.numpy, tile.valid_shape),
+                    _out(device, tile.offset), axis, name=op)
+
+    def reads(tile):
+        return [(idx, Region(tile.offset, tile.valid_shape)), (x, Region(*source_box(tile)))]
+
+    tasks = _launch_tiles(op, program, tiles, build, reads, shape=shape, dtype=x.dtype, record={"dim": axis})
+    return _result(program, shape, x.dtype, idx.valid_shape, tasks, tiles)
+
+
+def _scatter(op: str, input: Tensor, dim: int, index: Tensor, src, reduce: str | None) -> Tensor:
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    idx = _input(op, "index", index, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    checks.check_index_dtype(op, idx.dtype.name)
+    if not isinstance(reduce, (str, type(None))) or reduce not in SCATTER_MODES:
+        reject(op, "reduce", reduce, "must be None, 'add' or 'multiply' (scatter reduce only supports 'add', 'multiply')")
+    mode = SCATTER_MODES[reduce]
+    axis = checks.check_dim(op, dim, len(x.shape))
+    checks.check_index_shape(op, idx.shape, x.shape, axis)
+    value = None
+    source: Tensor | None = None
+    if isinstance(src, Tensor):
+        source = _input(op, "src", src, program)
+        if source.dtype is not x.dtype:
+            reject(op, "src.dtype", source.dtype.name, f"differs from input.dtype={x.dtype.name}; src takes the input's dtype")
+        if len(source.shape) != len(idx.shape) or any(i > s for i, s in zip(idx.shape, source.shape)):
+            reject(op, "src.shape", list(source.shape), f"must have index's dims and index.shape[d] <= src.shape[d] in every dim "
+                                                        f"(index.shape={list(idx.shape)})")
+    elif isinstance(src, (int, float)) and not isinstance(src, bool):
+        if not np.isfinite(float(src)):
+            reject(op, "src", src, "must be finite: a scalar src does not take INF / NAN (pypto-scatter_.md)")
+        value = np.asarray(float(src)).astype(x.dtype.numpy)  # Element(input.dtype, float(src))
+    else:
+        reject(op, "src", src, "must be a pypto.Tensor, an int or a float")
+    tile_shape = checks.check_vec_tile(op, program.tile_shape, len(x.shape))
+    need = max(x.shape[axis], idx.shape[axis])
+    if tile_shape[axis] < need:
+        reject(op, "tile_shape", list(tile_shape), f"splits dim {axis}: tile_shape[dim] must be >= max(input.shape[dim], index.shape[dim]) "
+                                                   f"= {need} (the dim axis is not split, indexing.cpp InnerTiledScatter)")
+    dtype = x.dtype
+    wide = dtype.name in ("DT_FP16", "DT_BF16") and mode != "none"  # Scatter casts to fp32 around the reduction
+    if wide:
+        x = cast(x, DataType.DT_FP32)
+        source = cast(source, DataType.DT_FP32) if source is not None else None
+    shape = tuple(x.shape)
+    tiles = _tiles(op, program, shape, x.valid_shape, whole=(axis,))
+    target, indices = _gm(x), _gm(idx)
+    from_src = _gm(source) if source is not None else None
+
+    def index_box(tile) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """The part of the index (and of src) a tile scatters: the tile's rows of it, whole along dim."""
+        offset = tuple(0 if d == axis else o for d, o in enumerate(tile.offset))
+        box = tuple(idx.shape[d] if d == axis else min(idx.shape[d] - o, b) for d, (o, b) in enumerate(zip(tile.offset, tile.valid_shape)))
+        return (offset, box) if all(b > 0 for b in box) else None
+
+    def build(p, tile, device):
+        part = index_box(tile)
+        index_operand = source_operand = None
+        if part is not None:
+            index_operand = Operand(indices.shifted(part[0]), idx.dtype.numpy, part[1])
+            if from_src is not None and source is not None:
+                source_operand = Operand(from_src.shifted(part[0]), source.dtype.numpy, part[1])
+        scatter_tile(p, Operand(target.shifted(tile.offset), x.dtype.numpy, tile.valid_shape), index_operand, source_operand, value,
+                     _out(device, tile.offset), axis, mode, name=op)
+
+    def reads(tile):
+        regions = [(x, Region(tile.offset, tile.valid_shape))]
+        part = index_box(tile)
+        if part is not None:
+            regions.append((idx, Region(*part)))
+            if source is not None:
+                regions.append((source, Region(*part)))
+        return regions
+
+    record = {"dim": axis, "reduce": mode} if value is None else {"dim": axis, "reduce": mode, "value": value.item()}
+    tasks = _launch_tiles(op, program, tiles, build, reads, shape=shape, dtype=x.dtype, record=record)
+    result = _result(program, shape, x.dtype, x.valid_shape, tasks, tiles)
+    return cast(result, dtype, CastMode.CAST_RINT) if wide else result
+
+
+@pypto_op(unit="vector")
+def scatter(input: Tensor, dim: int, index: Tensor, src, *, reduce: str | None = None) -> Tensor:
+    """``pypto.scatter``: a copy of ``input`` with ``out[p with p[dim] = index[p]] = src[p]`` (``src``
+    a tensor or a number), or with ``reduce='add'`` / ``'multiply'`` accumulated there in the order
+    of ``p`` (module docstring)."""
+    return _scatter("scatter", input, dim, index, src, reduce)
+
+
+@pypto_op(unit="vector")
+def scatter_(input: Tensor, dim: int, index: Tensor, src, *, reduce: str | None = None) -> Tensor:
+    """``pypto.scatter_``: ``scatter`` in place: the result becomes ``input``'s value (``input.move``:
+    a kernel argument gets it written into its GM) and ``input`` is returned."""
+    result = _scatter("scatter_", input, dim, index, src, reduce)
+    input.move(result)
+    return input
+
+
+__all__ = ["gather", "scatter", "scatter_"]

@@ -1,0 +1,223 @@
+"""PyPTO's indexing ops (npusim/frontend/pypto/indexing.py): results bit-exact against the numpy
+reference written from the op pages (``reference.gather`` / ``reference.scatter``), with hypothesis
+over shapes, dims (negative ones too), dtypes and tile shapes; the upstream example's cases; the
+refusals; the pipes their tile ops run on and how their time grows with the index count; runs
+without data."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from npusim import pypto
+from npusim.errors import OpArgumentError
+
+from . import reference
+from .compute_helpers import run, same_bits
+from .test_compute_timing import matmul_events as events_of
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+GATHER_DTYPES = [np.float16, BF16, np.float32, np.int32, np.int16, np.uint16, np.uint32]
+SCATTER_DTYPES = [np.float16, BF16, np.float32, np.int32, np.int16, np.int8, np.uint8]
+
+
+def _values(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return rng.integers(max(info.min, -1000), min(info.max, 1000), size=shape, endpoint=True).astype(dtype)
+    return (rng.standard_normal(shape) * 4).astype(dtype)
+
+
+@st.composite
+def indexing_cases(draw, max_rank=3):
+    """An input shape, a dim (maybe negative), an index shape no larger than the input off dim, a tile shape."""
+    rank = draw(st.integers(1, max_rank))
+    shape = tuple(draw(st.integers(1, 9)) for _ in range(rank))
+    dim = draw(st.integers(-rank, rank - 1))
+    axis = dim % rank
+    index_shape = tuple(draw(st.integers(1, 9)) if d == axis else draw(st.integers(1, s)) for d, s in enumerate(shape))
+    tile = tuple(draw(st.integers(1, max(index_shape[d], shape[d]))) for d in range(rank))
+    return shape, dim, index_shape, tile
+
+
+# -- gather ------------------------------------------------------------------------------------------
+
+
+@FAST
+@given(indexing_cases(), st.sampled_from(GATHER_DTYPES), st.sampled_from([np.int32, np.int64]), st.integers(0, 2**31))
+def test_gather_equals_the_reference(case, dtype, index_dtype, seed):
+    shape, dim, index_shape, tile = case
+    rng = np.random.default_rng(seed)
+    x = _values(rng, shape, dtype)
+    index = rng.integers(0, shape[dim], size=index_shape).astype(index_dtype)
+    got, _ = run(lambda a, i: pypto.gather(a, dim, i), x, index, tile=tile)
+    assert same_bits(got, reference.gather(x, dim % len(shape), index))
+
+
+# the cases of hicann/pypto examples/01_beginner/transform/transform_ops.py (test_gather_basic,
+# test_gather_different_dimensions, test_gather_negative_indexing): input, index, dim, expected
+UPSTREAM_GATHER = [
+    ([[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]], [[0, 1, 2, 0], [1, 2, 0, 1], [2, 2, 1, 0]], 0,
+     [[0, 6, 12, 3], [5, 11, 2, 8], [10, 11, 7, 3]]),
+    ([[[10, 20, 30, 40], [50, 60, 70, 80], [90, 100, 110, 120]], [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]]],
+     [[[0, 3], [2, 1], [3, 3]], [[1, 2], [0, 3], [2, 0]]], 2, [[[10, 40], [70, 60], [120, 120]], [[2, 3], [5, 8], [11, 9]]]),
+    ([[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]], [[0, 1, 2, 0], [1, 2, 0, 1], [2, 2, 1, 0]], -1,
+     [[0, 1, 2, 0], [6, 7, 5, 6], [12, 12, 11, 10]]),
+]
+
+
+@pytest.mark.parametrize("x, index, dim, expected", UPSTREAM_GATHER, ids=["basic", "dim2", "dim-1"])
+def test_the_upstream_example_gathers(x, index, dim, expected):
+    x, index = np.array(x, np.int32), np.array(index, np.int32)
+    got, _ = run(lambda a, i: pypto.gather(a, dim, i), x, index, tile=[8] * x.ndim)
+    np.testing.assert_array_equal(got, np.array(expected, np.int32))
+    method, _ = run(lambda a, i: a.gather(dim, i), x, index, tile=[8] * x.ndim)  # Tensor.gather (tensor.py)
+    np.testing.assert_array_equal(method, np.array(expected, np.int32))
+
+
+# -- scatter -----------------------------------------------------------------------------------------
+
+
+@FAST
+@given(indexing_cases(), st.sampled_from(SCATTER_DTYPES), st.sampled_from([np.int32, np.int64]), st.sampled_from([None, "add", "multiply"]),
+       st.booleans(), st.integers(0, 2**31))
+def test_scatter_equals_the_reference(case, dtype, index_dtype, reduce, tensor_src, seed):
+    shape, dim, index_shape, tile = case
+    axis = dim % len(shape)
+    tile = tuple(max(shape[axis], index_shape[axis]) if d == axis else t for d, t in enumerate(tile))  # dim is not split
+    rng = np.random.default_rng(seed)
+    x = _values(rng, shape, dtype)
+    index = rng.integers(0, shape[axis], size=index_shape).astype(index_dtype)
+    if tensor_src:
+        src = _values(rng, tuple(i + 1 for i in index_shape), dtype)  # index.shape[d] <= src.shape[d]
+        got, _ = run(lambda a, i, s: pypto.scatter(a, dim, i, s, reduce=reduce), x, index, src, tile=tile)
+    else:
+        src = 3 if np.issubdtype(dtype, np.integer) else 0.75
+        got, _ = run(lambda a, i: pypto.scatter(a, dim, i, src, reduce=reduce), x, index, tile=tile)
+    assert same_bits(got, reference.scatter(x, axis, index, src, reduce))
+
+
+def test_the_upstream_example_scatters():
+    """hicann/pypto examples/01_beginner/transform/transform_ops.py test_scatter and test_scatter_update
+    (which calls pypto.scatter): an fp32 [3, 5] input, an int64 index of its shape, a scalar src, dim 0 and -2."""
+    rng = np.random.default_rng(7)
+    for dim, src in ((0, 0.5), (-2, 2.0)):
+        x = rng.random((3, 5), dtype=np.float32)
+        y = rng.integers(0, 3, size=(3, 5)).astype(np.int64)
+        got, _ = run(lambda a, i, dim=dim, src=src: pypto.scatter(a, dim, i, src), x, y, tile=(8, 8))
+        assert same_bits(got, reference.scatter(x, dim % 2, y, src))
+
+
+def test_scatter_in_place_writes_the_input_and_returns_it():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    index = np.array([[2, 0, 1, 2]], np.int32)
+    held = {}
+
+    def build(a, i):
+        held["result"] = pypto.scatter_(a, 0, i, -1.0)
+        held["input"] = a
+        return pypto.clone(a)
+
+    got, _ = run(build, x, index, tile=(4, 4))
+    assert held["result"] is held["input"]
+    assert same_bits(got, reference.scatter(x, 0, index, -1.0))
+    method, _ = run(lambda a, i: a.scatter(0, i, 5.0, reduce="add"), x, index, tile=(4, 4))  # Tensor.scatter
+    assert same_bits(method, reference.scatter(x, 0, index, 5.0, "add"))
+
+
+def test_a_scatter_tile_beyond_the_index_copies_the_input_through():
+    x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    index = np.array([[1, 0], [0, 1]], np.int32)  # rows 0..1 of 6 columns: the tiles of columns 2.. scatter nothing
+    got, _ = run(lambda a, i: pypto.scatter(a, 0, i, 9.0), x, index, tile=(8, 2))
+    assert same_bits(got, reference.scatter(x, 0, index, 9.0))
+
+
+# -- refusals ----------------------------------------------------------------------------------------
+
+F32 = np.zeros((4, 8), np.float32)
+I32 = np.zeros((4, 8), np.int32)
+
+
+@pytest.mark.parametrize("build,arrays,match", [
+    (lambda x, i: pypto.gather(x, 0, i), (np.zeros((4, 8), np.int8), I32), r"pypto.gather: input.dtype='DT_INT8' is not supported .* gather takes"),
+    (lambda x, i: pypto.gather(x, 0, i), (F32, np.zeros((4, 8), np.int16)), r"pypto.gather: index.dtype='DT_INT16' is not an index dtype .* DT_INT32, DT_INT64"),
+    (lambda x, i: pypto.gather(x, 2, i), (F32, I32), r"pypto.gather: dim=2 must be an int with -2 <= dim < 2"),
+    (lambda x, i: pypto.gather(x, -3, i), (F32, I32), r"pypto.gather: dim=-3 must be an int"),
+    (lambda x, i: pypto.gather(x, 0, i), (F32, np.zeros((4, 9), np.int32)), r"pypto.gather: index.shape=\[4, 9\] exceeds input.shape=\[4, 8\] in dim 1"),
+    (lambda x, i: pypto.gather(x, 0, i), (F32, np.zeros((4,), np.int32)), r"pypto.gather: index.shape=\[4\] must have as many dims as input"),
+    (lambda x, i: pypto.scatter(x, 0, i, 1.0, reduce="max"), (F32, I32), r"pypto.scatter: reduce='max' must be None, 'add' or 'multiply'"),
+    (lambda x, i: pypto.scatter(x, 0, i, "1"), (F32, I32), r"pypto.scatter: src='1' must be a pypto.Tensor, an int or a float"),
+    (lambda x, i: pypto.scatter(x, 0, i, float("inf")), (F32, I32), r"pypto.scatter: src=inf must be finite"),
+    (lambda x, i: pypto.scatter(x, 0, i, 1.0), (np.zeros((4, 8), np.uint16), I32), r"pypto.scatter: input.dtype='DT_UINT16' is not supported"),
+    (lambda x, i: pypto.scatter(x, 1, i, x), (F32, np.zeros((5, 8), np.int32)), r"pypto.scatter: index.shape=\[5, 8\] exceeds input.shape"),
+    (lambda x, i, s: pypto.scatter(x, 0, i, s), (F32, I32, np.zeros((4, 8), np.float16)), r"pypto.scatter: src.dtype='DT_FP16' differs from input.dtype=DT_FP32"),
+    (lambda x, i, s: pypto.scatter(x, 0, i, s), (F32, I32, np.zeros((4, 7), np.float32)), r"pypto.scatter: src.shape=\[4, 7\] must have index's dims"),
+    (lambda x, i: pypto.scatter_(x, 0, i, 1.0), (np.zeros((16, 8), np.float32), np.zeros((16, 8), np.int32)),
+     r"pypto.scatter_: tile_shape=\[4, 8\] splits dim 0: tile_shape\[dim\] must be >= max\(input.shape\[dim\], index.shape\[dim\]\) = 16"),
+])
+def test_bad_arguments_name_op_argument_and_rule(build, arrays, match):
+    with pytest.raises(OpArgumentError, match=match):
+        run(build, *arrays, tile=(4, 8))
+
+
+@pytest.mark.parametrize("build", [lambda x, i: pypto.gather(x, 1, i), lambda x, i: pypto.scatter(x, 1, i, 1.0)])
+def test_an_index_value_out_of_range_stops_a_run_with_data(build):
+    index = np.zeros((4, 8), np.int32)
+    index[2, 5] = 8
+    with pytest.raises(OpArgumentError, match=r"pypto.(gather|scatter): index=8 \(a value of the index on the device\) is outside \[0, 8\) along dim 1"):
+        run(build, F32, index, tile=(4, 8))
+
+
+# -- timing ------------------------------------------------------------------------------------------
+
+
+def _op_events(session, name):
+    return [(label, track, end - start) for label, track, start, end in events_of(session) if label.startswith(name)]
+
+
+def _pipe_time(events, pipe, label=None):
+    return sum(d for name, track, d in events if track.endswith(pipe) and (label is None or name == label))
+
+
+def test_gather_loads_on_mte2_gathers_on_vector_after_a_scalar_loop_and_stores_on_mte3():
+    x = np.zeros((16, 64), np.float32)
+    times = {}
+    for rows in (4, 8, 16):
+        index = np.zeros((rows, 64), np.int32)
+        _, session = run(lambda a, i: pypto.gather(a, 0, i), x, index, tile=(16, 64), data=False)
+        events = _op_events(session, "gather")
+        pipes = {track.rsplit(" ", 1)[-1] for _, track, _ in events}
+        assert {"MTE2", "VECTOR", "SCALAR", "MTE3"} <= pipes
+        assert sum(1 for name, track, _ in events if name == "gather" and track.endswith("VECTOR")) == rows  # one vgather per index row
+        times[rows] = (_pipe_time(events, "VECTOR", "gather"), _pipe_time(events, "SCALAR", "gather offsets"))
+    # one gather instruction and one offsets loop per index row of 64 elements: both linear in the rows
+    assert times[8][0] == 2 * times[4][0] and times[16][0] == 4 * times[4][0]
+    assert times[8][1] == 2 * times[4][1] and times[16][1] == 4 * times[4][1]
+
+
+def test_an_int64_gather_and_a_scatter_run_their_loop_on_the_scalar_unit_linear_in_the_index_count():
+    x = np.zeros((16, 64), np.float32)
+    for build, label in ((lambda a, i: pypto.gather(a, 0, i), "gather"), (lambda a, i: pypto.scatter(a, 0, i, 1.0), "scatter")):
+        times = {}
+        for rows in (4, 8):
+            index = np.zeros((rows, 64), np.int64)
+            _, session = run(build, x, index, tile=(16, 64), data=False)
+            events = _op_events(session, label)
+            assert not [e for e in events if e[0] == label and e[1].endswith("VECTOR")]  # no vector gather / vscatter on A2
+            assert {"MTE2", "MTE3"} <= {track.rsplit(" ", 1)[-1] for _, track, _ in events}
+            times[rows] = _pipe_time(events, "SCALAR", label)
+        assert times[8] == 2 * times[4] > 0
+
+
+def test_a_run_without_data_times_what_a_run_with_data_does():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 32)).astype(np.float16)
+    index = rng.integers(0, 8, size=(8, 32)).astype(np.int32)
+    for build in (lambda a, i: pypto.gather(a, 0, i), lambda a, i: pypto.scatter(a, 0, i, a, reduce="add")):
+        _, with_data = run(build, x, index, tile=(8, 32))
+        values, without = run(build, x, index, tile=(8, 32), data=False)
+        assert values is None
+        assert sorted(events_of(with_data)) == sorted(events_of(without))
