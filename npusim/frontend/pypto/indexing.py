@@ -28,17 +28,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from npusim.frontend.pypto.compute import _input, _launch_tiles, _result, _tiles, cast
+from npusim.frontend.pypto.compute import _input, _launch_tiles, _result, _tiles, cast, clone
 from npusim.frontend.pypto.ops import _gm, pypto_op
 from npusim.frontend.pypto.runtime import current_program
 from npusim.frontend.pypto.tensors import Tensor
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
 from npusim.kernels.compute.modes import CastMode
-from npusim.kernels.compute.vector_tiles import Operand, gather_tile, scatter_tile
+from npusim.kernels.compute.vector_tiles import Operand, gather_tile, index_outcast_tile, scatter_tile
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tile_ops import GmView
 from npusim.kernels.shmem.tiling import Region
+from npusim.runtime.tasks import CoreTask
 
 SCATTER_MODES = {None: "none", "add": "add", "multiply": "multiply"}
 """``reduce`` -> the scatter's mode (indexing.py get_scatter_mode: ScatterMode NONE, ADD, MULTIPLY)."""
@@ -173,4 +174,87 @@ def scatter_(input: Tensor, dim: int, index: Tensor, src, *, reduce: str | None 
     return input
 
 
-__all__ = ["gather", "scatter", "scatter_"]
+@pypto_op(unit="vector")
+def scatter_update(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """``pypto.scatter_update``: the KV-cache update of decode attention (ScatterUpdate, cache mode
+    PA_BSND): ``input`` 2-D ``[blockNum * blockSize, d]`` or 4-D ``[blockNum, blockSize, 1, d]``,
+    ``index`` ``[b, s]``, ``src`` ``[b * s, d]`` or ``[b, s, 1, d]``; row ``index[i, j]`` of input
+    (its rows of ``d``) becomes ``src``'s row of ``(i, j)``. Expands as TiledScatterUpdateFor2Dims /
+    For4Dims: one TILE_INDEX_OUTCAST per tile of ``src`` (the tile's index box ``[tileB, tileS]``),
+    which loads its source rows and index box (MTE2) and stores each row by one MTE3 copy to the
+    address the scalar unit reads from the index (``index_outcast_tile``). The framework writes
+    ``input`` in place; npusim's result is a new tensor, a copy of ``input`` (``clone``'s tile ops)
+    that the row stores then write into. Timing without data (``--no-data``: the index values are
+    unknown): the k-th index element of the whole index (row-major) is taken to point to input row
+    ``k mod rows``, distinct consecutive rows as a decode step's new tokens take; with data the
+    rows are the device's values."""
+    op = "scatter_update"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    idx = _input(op, "index", index, program)
+    source = _input(op, "src", src, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    checks.check_index_dtype(op, idx.dtype.name)
+    if dim != -2:
+        reject(op, "dim", dim, "must be -2 (scatter_update only supports dim = -2, indexing.py)")
+    rank = len(x.shape)
+    if rank not in (2, 4) or (rank == 4 and x.shape[2] != 1):
+        reject(op, "input.shape", list(x.shape), "must be [blockNum * blockSize, d] or [blockNum, blockSize, 1, d]")
+    if len(idx.shape) != 2:
+        reject(op, "index.shape", list(idx.shape), "must be [b, s]")
+    b, s = idx.shape
+    d = x.shape[-1]
+    want = (b * s, d) if rank == 2 else (b, s, 1, d)
+    if source.dtype is not x.dtype:
+        reject(op, "src.dtype", source.dtype.name, f"differs from input.dtype={x.dtype.name}")
+    if tuple(source.shape) != want:
+        reject(op, "src.shape", list(source.shape), f"must be {list(want)} for index [b, s] = {[b, s]} and input {list(x.shape)}")
+    tile = checks.check_vec_tile(op, program.tile_shape, rank)
+    if tile[-1] != d:
+        reject(op, "tile_shape", list(tile), f"must not split d: its last dim must be d = {d} (pypto-scatter_update.md: 尾轴d不做切分)")
+    if rank == 2:
+        tile_bs = tile[0]
+        if not ((tile_bs <= s and s % tile_bs == 0) or (tile_bs > s and tile_bs % s == 0)):
+            reject(op, "tile_shape", list(tile), f"has tileBS={tile_bs}, which must divide s={s} or be a multiple of it "
+                                                 "(indexing.cpp TiledScatterUpdateFor2Dims)")
+        tile_b, tile_s = -(-tile_bs // s), min(tile_bs, s)
+    else:
+        tile_b, tile_s = tile[0], tile[1]
+    rows = x.shape[0] if rank == 2 else x.shape[0] * x.shape[1]
+    copy = clone(x)
+    device_of = copy.destination
+    assert device_of is not None  # an op result: its tile ops store where it points
+    with_data = program.launch.system.with_data
+    index_view, source_view = _gm(idx), _gm(source)
+    item = x.dtype.itemsize
+    node = program.op(op, shape=list(x.shape), index=[b, s], tiles=-(-b // tile_b) * -(-s // tile_s))
+    boxes = [((b0, s0), (min(b - b0, tile_b), min(s - s0, tile_s))) for b0 in range(0, b, tile_b) for s0 in range(0, s, tile_s)]
+
+    def source_box(at, box):
+        if rank == 2:
+            return (at[0] * s + at[1], 0), (box[0] * box[1], d)  # whole s, or one b: the rows are contiguous
+        return (*at, 0, 0), (*box, 1, d)
+
+    def build(p, number, device):
+        at, box = boxes[number]
+        offset, shape = source_box(at, box)
+        assumed = None if with_data else [((at[0] + i) * s + at[1] + j) % rows for i in range(box[0]) for j in range(box[1])]
+        out = GmView(device.allocation, device.offset_bytes, device.strides)
+        index_outcast_tile(p, Operand(source_view.shifted(offset), source.dtype.numpy, shape), Operand(index_view.shifted(at), idx.dtype.numpy, box),
+                           out, d * item, assumed, name=op)
+
+    writes = [(task, region) for task, region in copy.writes]
+    for number, (at, box) in enumerate(boxes):
+        def run(p, number=number):
+            build(p, number, device_of.device)
+
+        task = CoreTask(node, number, run)
+        task.depend_on(idx.tasks_for(Region(at, box)))
+        task.depend_on(source.tasks_for(Region(*source_box(at, box))))
+        task.depend_on(copy.tasks_for(None))  # the rows it writes are the device's: after every tile of the copy
+        node.tasks.append(task)
+        writes.append((task, None))
+    return Tensor.make(program, "GM", tuple(x.shape), x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes)
+
+
+__all__ = ["gather", "scatter", "scatter_", "scatter_update"]

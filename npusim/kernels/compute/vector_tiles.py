@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.isa import CoreProgram, LocalTensor
+from npusim.isa import CoreProgram, GmAddress, LocalTensor
 from npusim.kernels.shmem.tile_ops import ADDRESS_SCALAR_INSTRUCTIONS, UB_ALIGN_BYTES, GmView, move_box
 
 
@@ -288,3 +288,28 @@ def scatter_tile(p: CoreProgram, target: Operand, index: Operand | None, source:
                        reduce=reduce, pipe="SCALAR", name=name)
         _sync(p, "SCALAR", "VECTOR")
     frame.store(result, out)
+
+
+def index_outcast_tile(p: CoreProgram, source: Operand, index: Operand, out: GmView, row_bytes: int, assumed_rows: Sequence[int] | None, *,
+                       name: str) -> None:
+    """One tile of ``scatter_update`` (the framework's TILE_INDEX_OUTCAST, tileop/vector/index_outcast.h
+    TIndexOutcastMode2, the PA_BSND cache mode): the source box (its rows, ``[..., d]``) and the
+    index box into UB (MTE2), an MTE2 -> SCALAR sync, then per index element a scalar read of the
+    index (``read_scalar``), a SCALAR -> MTE3 sync and one MTE3 store of the element's source row to
+    row ``index`` of ``out`` (rows ``row_bytes`` apart): its GM address is the value read on the
+    device. ``assumed_rows``: with no data (the values unknown), the rows written instead (the
+    caller's stated assumption)."""
+    frame = TileFrame(p, source.box, [source.dtype, index.dtype], name)
+    src, idx = _load_boxes(frame, [source, index], "SCALAR")
+    src_strides = frame.strides
+    idx_strides = tile_strides(index.box, frame.itemsizes)
+    rows = list(np.ndindex(*source.box[:-1]))  # the source's rows, one per index element, in the same order
+    for k, position in enumerate(np.ndindex(*index.box)):
+        at = sum(c * s for c, s in zip(position, idx_strides))
+        row = p.read_scalar(idx, at, name=f"{name} index")
+        _sync(p, "SCALAR", "MTE3")
+        source_at = sum(c * s for c, s in zip(rows[k], src_strides))
+        offset = row * row_bytes if assumed_rows is None else assumed_rows[k] * row_bytes
+        p.copy(GmAddress(out.allocation, out.offset_bytes + offset), src[source_at : source_at + source.box[-1]], row_bytes,
+               name=f"{name} MTE3")
+    _sync(p, "MTE3", "SCALAR")

@@ -231,3 +231,14 @@ def scatter(values: np.ndarray, dim: int, index: np.ndarray, src, reduce=None) -
             else:
                 out[q] = (out[q] * given).astype(out.dtype)
     return out.astype(values.dtype) if wide else out
+
+
+def scatter_update(values: np.ndarray, index: np.ndarray, src: np.ndarray) -> np.ndarray:
+    """pypto-scatter_update.md (dim -2): input's rows of d (2-D [N, d], 4-D [blockNum, blockSize, 1, d]
+    seen as blockNum * blockSize rows) with row index[i, j] replaced by src's row of (i, j)."""
+    out = values.copy()
+    rows = out.reshape(-1, values.shape[-1])
+    updates = src.reshape(-1, src.shape[-1])
+    for k, (i, j) in enumerate(np.ndindex(*index.shape)):
+        rows[int(index[i, j])] = updates[k]
+    return out

@@ -221,3 +221,78 @@ def test_a_run_without_data_times_what_a_run_with_data_does():
         values, without = run(build, x, index, tile=(8, 32), data=False)
         assert values is None
         assert sorted(events_of(with_data)) == sorted(events_of(without))
+
+
+# -- scatter_update ----------------------------------------------------------------------------------
+
+# the examples of pypto.scatter_update's docstring (hicann/pypto python/pypto/op/indexing.py): dim2 and dim4
+SCATTER_UPDATE_DOC = [
+    (np.zeros((8, 3), np.int32), [[1, 2], [4, 5]], np.arange(1, 13, dtype=np.int32).reshape(4, 3), (2, 3)),
+    (np.zeros((2, 6, 1, 3), np.int32), [[1, 8], [4, 10]], np.arange(1, 13, dtype=np.int32).reshape(2, 2, 1, 3), (1, 2, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("x, index, src, tile", SCATTER_UPDATE_DOC, ids=["dim2", "dim4"])
+def test_the_docstring_examples_of_scatter_update(x, index, src, tile):
+    index = np.array(index, np.int64)
+    got, _ = run(lambda a, i, s: pypto.scatter_update(a, -2, i, s), x, index, src, tile=tile)
+    np.testing.assert_array_equal(got, reference.scatter_update(x, index, src))
+    method, _ = run(lambda a, i, s: a.scatter_update(-2, i, s), x, index, src, tile=tile)  # Tensor.scatter_update
+    np.testing.assert_array_equal(method, got)
+
+
+@FAST
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(1, 3), st.integers(1, 40), st.booleans(),
+       st.sampled_from([np.float16, BF16, np.float32, np.int32, np.int16]), st.sampled_from([np.int64, np.int32, np.int16]), st.integers(0, 2**31))
+def test_scatter_update_equals_the_reference(b, s, tile_factor, d, four_dims, dtype, index_dtype, seed):
+    rng = np.random.default_rng(seed)
+    block_num, block_size = b + 1, s + 2
+    index = rng.permutation(block_num * block_size)[: b * s].reshape(b, s).astype(index_dtype)  # distinct slots, as a KV cache's
+    if four_dims:
+        x, src = _values(rng, (block_num, block_size, 1, d), dtype), _values(rng, (b, s, 1, d), dtype)
+        tile = (min(b, tile_factor), s, 1, d)
+    else:
+        x, src = _values(rng, (block_num * block_size, d), dtype), _values(rng, (b * s, d), dtype)
+        tile = (s * tile_factor, d)  # a multiple of s
+    got, _ = run(lambda a, i, u: pypto.scatter_update(a, -2, i, u), x, index, src, tile=tile)
+    assert same_bits(got, reference.scatter_update(x, index, src))
+
+
+@pytest.mark.parametrize("build,arrays,tile,match", [
+    (lambda x, i, s: pypto.scatter_update(x, 0, i, s), (F32, np.zeros((2, 2), np.int64), np.zeros((4, 8), np.float32)), (4, 8),
+     r"pypto.scatter_update: dim=0 must be -2"),
+    (lambda x, i, s: pypto.scatter_update(x, -2, i, s), (F32, np.zeros((2, 2), np.int64), np.zeros((3, 8), np.float32)), (4, 8),
+     r"pypto.scatter_update: src.shape=\[3, 8\] must be \[4, 8\]"),
+    (lambda x, i, s: pypto.scatter_update(x, -2, i, s), (F32, np.zeros((2, 2), np.int8), np.zeros((4, 8), np.float32)), (4, 8),
+     r"pypto.scatter_update: index.dtype='DT_INT8' is not an index dtype of scatter_update; it takes DT_INT64, DT_INT32, DT_INT16"),
+    (lambda x, i, s: pypto.scatter_update(x, -2, i, s), (F32, np.zeros((2, 2), np.int64), np.zeros((4, 8), np.float32)), (4, 4),
+     r"pypto.scatter_update: tile_shape=\[4, 4\] must not split d"),
+    (lambda x, i, s: pypto.scatter_update(x, -2, i, s), (np.zeros((12, 8), np.float32), np.zeros((2, 3), np.int64), np.zeros((6, 8), np.float32)),
+     (4, 8), r"pypto.scatter_update: tile_shape=\[4, 8\] has tileBS=4, which must divide s=3 or be a multiple of it"),
+    (lambda x, i, s: pypto.scatter_update(x, -2, i, s), (np.zeros((2, 4, 2, 8), np.float32), np.zeros((2, 2), np.int64),
+     np.zeros((2, 2, 2, 8), np.float32)), (1, 2, 1, 8), r"pypto.scatter_update: input.shape=\[2, 4, 2, 8\] must be"),
+])
+def test_bad_scatter_update_arguments_name_op_argument_and_rule(build, arrays, tile, match):
+    with pytest.raises(OpArgumentError, match=match):
+        run(build, *arrays, tile=tile)
+
+
+def test_scatter_update_stores_one_row_per_index_element_on_mte3_at_the_address_the_scalar_unit_reads():
+    d = 128
+    x = np.zeros((64, d), np.float16)
+    stores = {}
+    for s in (4, 8, 16):
+        index = np.arange(2 * s, dtype=np.int64).reshape(2, s)
+        src = np.ones((2 * s, d), np.float16)
+        for data in (True, False):  # without data the k-th index element is taken to point to row k: the same rows here
+            _, session = run(lambda a, i, u: pypto.scatter_update(a, -2, i, u), x, index, src, tile=(s, d), data=data)
+            events = _op_events(session, "scatter_update")
+            rows = [e for e in events if e[0] == "scatter_update MTE3"]
+            assert len(rows) == 2 * s and all(track.endswith("MTE3") for _, track, _ in rows)
+            assert sum(1 for name, track, _ in events if name == "scatter_update index" and track.endswith("SCALAR")) == 2 * s
+            assert any(name == "scatter_update MTE2" for name, _, _ in events)
+            stores.setdefault(s, []).append(sorted(events))
+        assert stores[s][0] == stores[s][1]  # with and without data: the same events
+    # the rows' time on MTE3 grows with the index count (one copy of d elements each)
+    mte3 = {s: sum(t for name, _, t in stores[s][0] if name == "scatter_update MTE3") for s in stores}
+    assert mte3[4] < mte3[8] < mte3[16]
