@@ -1,5 +1,5 @@
-"""PyPTO's indexing ops (``python/pypto/op/indexing.py`` of hicann/pypto): ``gather``, ``scatter``
-and ``scatter_``, expanded as the framework's ``indexing.cpp`` expands them into tile ops, each tile
+"""PyPTO's indexing ops (``python/pypto/op/indexing.py`` of hicann/pypto): ``gather``, ``scatter``,
+``scatter_``, ``scatter_update`` and ``index_select``, expanded as the framework's ``indexing.cpp`` expands them into tile ops, each tile
 op's program that of the framework's tile op (``tileop/vector/gather.h``, ``scatter.h``):
 
 - ``gather`` (GatherElements, TiledGatherElementOperation): tiles of the result (the index's shape)
@@ -16,8 +16,12 @@ op's program that of the framework's tile op (``tileop/vector/gather.h``, ``scat
   tile beyond the index's extent copies the input through. fp16 / bf16 with ``reduce`` run in fp32
   between two casts, as Scatter does.
 
-Every load reads UB-local data: the time does not depend on the index values, so a run without
-data (``--no-data``) times exactly what a run with data does. With data, an index value outside
+- ``scatter_update`` and ``index_select`` copy rows between GM and UB at addresses the index values
+  give (their docstrings; TIndexOutcastMode2 and Tgather).
+
+gather and scatter read UB-local data: their time does not depend on the index values, so a run
+without data (``--no-data``) times exactly what a run with data does; scatter_update and
+index_select state what they assume without data. With data, an index value outside
 ``[0, input.shape[dim])`` stops the run with an OpArgumentError when its tile op runs (the values
 are the device's). Docs: docs/pypto.md.
 """
@@ -35,7 +39,7 @@ from npusim.frontend.pypto.tensors import Tensor
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
 from npusim.kernels.compute.modes import CastMode
-from npusim.kernels.compute.vector_tiles import Operand, gather_tile, index_outcast_tile, scatter_tile
+from npusim.kernels.compute.vector_tiles import Operand, gather_tile, index_outcast_tile, index_select_tile, scatter_tile
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tile_ops import GmView
 from npusim.kernels.shmem.tiling import Region
@@ -257,4 +261,54 @@ def scatter_update(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tenso
     return Tensor.make(program, "GM", tuple(x.shape), x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes)
 
 
-__all__ = ["gather", "scatter", "scatter_", "scatter_update"]
+@pypto_op(unit="vector")
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``pypto.index_select``: the slices of ``input`` along ``dim`` that ``index`` (1-D or 2-D)
+    names; the result's shape is ``input.shape[:dim] + index.shape + input.shape[dim + 1:]``
+    (Gather, TiledGatherOperation: tiles of the result by the vector tile shape; each tile op is
+    Tgather, tileop/vector/gather.h: MTE2 loads from GM at the addresses the index values give, the
+    result box stored by MTE3; ``index_select_tile``). Timing without data (``--no-data``: the index
+    values unknown): the k-th index element (row-major over the whole index) is taken to select
+    slice ``k mod input.shape[dim]``; with data the slices are the device's values."""
+    op = "index_select"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    idx = _input(op, "index", index, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    checks.check_index_dtype(op, idx.dtype.name)
+    axis = checks.check_dim(op, dim, len(x.shape))
+    if len(idx.shape) > 2:
+        reject(op, "index.shape", list(idx.shape), "must have 1 or 2 dims (pypto-index_select.md)")
+    m = len(idx.shape)
+    shape = tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:])
+    if len(shape) > checks.MAX_DIMS:
+        reject(op, "index.shape", list(idx.shape), f"gives a result of {len(shape)} dims {list(shape)}; npusim holds up to {checks.MAX_DIMS}")
+    valid = tuple(x.valid_shape[:axis]) + tuple(idx.valid_shape) + tuple(x.valid_shape[axis + 1:])
+    tiles = _tiles(op, program, shape, valid)
+    source, indices = _gm(x), _gm(idx)
+    with_data = program.launch.system.with_data
+
+    def parts(tile) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """The index box and the input box (whole along dim) a tile reads: offsets and shapes."""
+        at, box = tile.offset, tile.valid_shape
+        index_part = (tuple(at[axis:axis + m]), tuple(box[axis:axis + m]))
+        input_at = tuple(at[:axis]) + (0,) + tuple(at[axis + m:])
+        input_box = tuple(box[:axis]) + (x.shape[axis],) + tuple(box[axis + m:])
+        return index_part[0], index_part[1], input_at, input_box
+
+    def build(p, tile, device):
+        index_at, index_box, input_at, _ = parts(tile)
+        assumed = None if with_data else [  # the k-th index element selects slice k mod input.shape[dim]
+            int(np.ravel_multi_index(tuple(a + c for a, c in zip(index_at, q)), idx.shape)) % x.shape[axis] for q in np.ndindex(*index_box)]
+        index_select_tile(p, source.shifted(input_at), x.dtype.numpy, Operand(indices.shifted(index_at), idx.dtype.numpy, index_box),
+                          _out(device, tile.offset), tile.valid_shape, axis, assumed, name=op)
+
+    def reads(tile):
+        index_at, index_box, input_at, input_box = parts(tile)
+        return [(idx, Region(index_at, index_box)), (x, Region(input_at, input_box))]
+
+    tasks = _launch_tiles(op, program, tiles, build, reads, shape=shape, dtype=x.dtype, record={"dim": axis})
+    return _result(program, shape, x.dtype, valid, tasks, tiles)
+
+
+__all__ = ["gather", "index_select", "scatter", "scatter_", "scatter_update"]

@@ -313,3 +313,45 @@ def index_outcast_tile(p: CoreProgram, source: Operand, index: Operand, out: GmV
         p.copy(GmAddress(out.allocation, out.offset_bytes + offset), src[source_at : source_at + source.box[-1]], row_bytes,
                name=f"{name} MTE3")
     _sync(p, "MTE3", "SCALAR")
+
+
+def index_select_tile(p: CoreProgram, source: GmView, dtype, index: Operand, out: GmView, box: Sequence[int], dim: int,
+                      assumed: Sequence[int] | None, *, name: str) -> None:
+    """One tile of ``index_select`` (the framework's Tgather, tileop/vector/gather.h): the result
+    box ``box`` (input dims before ``dim``, the index's dims, input dims after it) filled by MTE2
+    copies from GM whose addresses the index values give, then stored (MTE3). ``source``: the input
+    at the tile's first element with ``dim`` at 0. The index box is loaded into UB (MTE2) and read by
+    the scalar unit (``read_scalar``) once per element (the framework's scalar reads it from GM); per
+    index element and outer position one copy of the input's slice after ``dim`` (its last two dims
+    as strided bursts; when ``dim`` is the input's last dim, one element per copy, where the framework's
+    scalar unit copies element by element from GM). ``assumed``: without data, the input row each
+    index element is taken to select (the caller's stated assumption)."""
+    box = tuple(box)
+    m = len(index.box)
+    frame = TileFrame(p, box, [np.dtype(dtype), index.dtype], name)
+    (idx,) = _load_boxes(frame, [index], "SCALAR")
+    idx_strides = tile_strides(index.box, frame.itemsizes)
+    rows: list = []
+    for k, position in enumerate(np.ndindex(*index.box)):
+        register = p.read_scalar(idx, sum(c * s for c, s in zip(position, idx_strides)), name=f"{name} index")
+        rows.append(register if assumed is None else assumed[k])
+    _sync(p, "SCALAR", "MTE2")
+    result = frame.alloc(dtype)
+    item = np.dtype(dtype).itemsize
+    in_strides = source.strides  # bytes, the input's dims
+    inner = box[dim + m:]  # the input's dims after dim
+    bursts, burst = (inner[-2] if len(inner) >= 2 else 1), (inner[-1] if inner else 1)
+    loop = inner[:-2] if len(inner) >= 2 else ()
+    src_gap = in_strides[-2] - burst * item if len(inner) >= 2 else 0
+    dst_gap = (frame.strides[-2] - burst) * item if len(inner) >= 2 else 0
+    for outer in np.ndindex(*box[:dim]):
+        for k, position in enumerate(np.ndindex(*index.box)):
+            for rest in np.ndindex(*loop):
+                at = outer + position + rest
+                ub = sum(c * s for c, s in zip(at, frame.strides))
+                gm = sum(c * s for c, s in zip(outer, in_strides[:dim])) + sum(c * s for c, s in zip(rest, in_strides[dim + 1:]))
+                address = GmAddress(source.allocation, source.offset_bytes + gm + rows[k] * in_strides[dim])
+                p.copy(result[ub:], address, burst_count=bursts, burst_bytes=burst * item, src_gap=src_gap, dst_gap=dst_gap, name=f"{name} MTE2")
+    _sync(p, "MTE2", "MTE3")
+    move_box(p, result, out, box, frame.byte_strides(dtype), to_gm=True, name=f"{name} MTE3")
+    _sync(p, "MTE3", "SCALAR")

@@ -242,3 +242,15 @@ def scatter_update(values: np.ndarray, index: np.ndarray, src: np.ndarray) -> np
     for k, (i, j) in enumerate(np.ndindex(*index.shape)):
         rows[int(index[i, j])] = updates[k]
     return out
+
+
+def index_select(values: np.ndarray, dim: int, index: np.ndarray) -> np.ndarray:
+    """pypto-index_select.md: ``out[t0.., i.., t..] = input[t0.., index[i..], t..]``, of shape
+    input.shape[:dim] + index.shape + input.shape[dim + 1:], element by element."""
+    shape = values.shape[:dim] + index.shape + values.shape[dim + 1:]
+    out = np.empty(shape, values.dtype)
+    m = index.ndim
+    for p in np.ndindex(*shape):
+        q = p[:dim] + (int(index[p[dim:dim + m]]),) + p[dim + m:]
+        out[p] = values[q]
+    return out

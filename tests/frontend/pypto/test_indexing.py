@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npusim import pypto
-from npusim.errors import OpArgumentError
+from npusim.errors import OpArgumentError, WorkloadError
 
 from . import reference
 from .compute_helpers import run, same_bits
@@ -296,3 +296,75 @@ def test_scatter_update_stores_one_row_per_index_element_on_mte3_at_the_address_
     # the rows' time on MTE3 grows with the index count (one copy of d elements each)
     mte3 = {s: sum(t for name, _, t in stores[s][0] if name == "scatter_update MTE3") for s in stores}
     assert mte3[4] < mte3[8] < mte3[16]
+
+
+# -- index_select ------------------------------------------------------------------------------------
+
+
+def test_the_docstring_example_of_index_select():
+    """pypto.index_select's docstring (hicann/pypto python/pypto/op/indexing.py): x [3, 4], indices [0, 2], dims 0 and 1."""
+    x = np.array([[0.1427, 0.0231, -0.5414, -1.0009], [-0.4664, 0.2647, -0.1228, -1.1068], [-1.1734, -0.6571, 0.7230, -0.6004]], np.float32)
+    index = np.array([0, 2], np.int32)
+    for dim in (0, 1, -1):
+        got, _ = run(lambda a, i, dim=dim: pypto.index_select(a, dim, i), x, index, tile=(2, 2))
+        assert same_bits(got, np.take(x, index, axis=dim))
+
+
+@FAST
+@given(st.integers(1, 3), st.data(), st.sampled_from([np.float16, BF16, np.float32, np.int8, np.int32, np.uint16]),
+       st.sampled_from([np.int32, np.int64]), st.integers(0, 2**31))
+def test_index_select_equals_the_reference(rank, data, dtype, index_dtype, seed):
+    shape = tuple(data.draw(st.integers(1, 7)) for _ in range(rank))
+    dim = data.draw(st.integers(-rank, rank - 1))
+    index_shape = tuple(data.draw(st.integers(1, 4)) for _ in range(data.draw(st.integers(1, 2 if rank < 3 else 2))))
+    axis = dim % rank
+    out_shape = shape[:axis] + index_shape + shape[axis + 1:]
+    if len(out_shape) > 4:
+        return
+    tile = tuple(data.draw(st.integers(1, n)) for n in out_shape)
+    rng = np.random.default_rng(seed)
+    x = _values(rng, shape, dtype)
+    index = rng.integers(0, shape[axis], size=index_shape).astype(index_dtype)
+    got, _ = run(lambda a, i: pypto.index_select(a, dim, i), x, index, tile=tile)
+    assert same_bits(got, reference.index_select(x, axis, index))
+
+
+@pytest.mark.parametrize("build,arrays,match", [
+    (lambda x, i: pypto.index_select(x, 0, i), (F32, np.zeros((2,), np.int16)), r"pypto.index_select: index.dtype='DT_INT16' is not an index dtype"),
+    (lambda x, i: pypto.index_select(x, 0, i), (np.zeros((4, 8), np.int64), np.zeros((2,), np.int32)), r"pypto.index_select: input.dtype='DT_INT64'"),
+    (lambda x, i: pypto.index_select(x, 3, i), (F32, np.zeros((2,), np.int32)), r"pypto.index_select: dim=3 must be an int with -2 <= dim < 2"),
+    (lambda x, i: pypto.index_select(x, 0, i), (F32, np.zeros((2, 2, 2), np.int32)), r"pypto.index_select: index.shape=\[2, 2, 2\] must have 1 or 2 dims"),
+])
+def test_bad_index_select_arguments_name_op_argument_and_rule(build, arrays, match):
+    with pytest.raises(OpArgumentError, match=match):
+        run(build, *arrays, tile=(4, 8, 8))
+
+
+def test_index_select_loads_one_slice_per_index_element_on_mte2_at_the_address_the_index_gives():
+    x = np.zeros((64, 128), np.float16)
+    loads = {}
+    for n in (4, 8, 16):
+        index = np.arange(n, dtype=np.int32)
+        for data in (True, False):  # without data the k-th index element selects row k: the same rows here
+            _, session = run(lambda a, i: pypto.index_select(a, 0, i), x, index, tile=(16, 128), data=data)
+            events = _op_events(session, "index_select")
+            rows = [e for e in events if e[0] == "index_select MTE2" and e[1].endswith("MTE2")]
+            assert len(rows) == n + 1  # the index box, then one row per index element
+            assert sum(1 for name, track, _ in events if name == "index_select index" and track.endswith("SCALAR")) == n
+            assert any(name == "index_select MTE3" and track.endswith("MTE3") for name, track, _ in events)
+            loads.setdefault(n, []).append(sorted(events))
+        assert loads[n][0] == loads[n][1]
+    mte2 = {n: sum(t for name, _, t in loads[n][0] if name == "index_select MTE2") for n in loads}
+    assert mte2[4] < mte2[8] < mte2[16]
+
+
+@pytest.mark.parametrize("build,arrays,match", [
+    (lambda a, i: pypto.index_select(a, 0, i), (F32, np.array([1, 9], np.int32)), r"index_select MTE2 addresses bytes .* out of bounds"),
+    (lambda a, i, s: pypto.scatter_update(a, -2, i, s), (F32, np.array([[1, 9]], np.int64), np.ones((2, 8), np.float32)),
+     r"scatter_update MTE3 addresses bytes .* out of bounds"),
+])
+def test_a_row_out_of_range_stops_a_run_with_data_at_its_copy(build, arrays, match):
+    """The data-dependent copies of index_select and scatter_update: the address of an index value
+    past the input is out of its tensor, which the copy refuses as it issues (WorkloadError)."""
+    with pytest.raises(WorkloadError, match=match):
+        run(build, *arrays, tile=(2, 8))
