@@ -21,9 +21,10 @@ op's program that of the framework's tile op (``tileop/vector/gather.h``, ``scat
 
 gather and scatter read UB-local data: their time does not depend on the index values, so a run
 without data (``--no-data``) times exactly what a run with data does; scatter_update and
-index_select state what they assume without data. With data, an index value outside
-``[0, input.shape[dim])`` stops the run with an OpArgumentError when its tile op runs (the values
-are the device's). Docs: docs/pypto.md.
+index_select state what they assume without data. With data, a gather's or scatter's index value
+outside ``[0, input.shape[dim])`` stops the run with an OpArgumentError when its tile op runs (the
+values are the device's); a scatter_update / index_select row past the input, a WorkloadError at
+the copy it addresses. Docs: docs/pypto.md.
 """
 
 from __future__ import annotations
