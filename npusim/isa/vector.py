@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from npusim import formats
+from npusim.errors import OpArgumentError
 
 BINARY = {
     "add": np.add,
@@ -197,8 +198,6 @@ def indexed_move(dst: np.ndarray, src: np.ndarray | None, index: np.ndarray, val
     src[p]`` one element after the other in that order, in ``dst``'s dtype (the framework's scalar
     loops, tileop/vector/scatter.h: a later write to the same place wins, the reductions accumulate
     in order). An index value outside ``[0, limit)`` raises OpArgumentError naming it."""
-    from npusim.errors import OpArgumentError
-
     shape, dst_strides, src_strides, index_strides, axis, limit = layout
     if not shape or 0 in shape:
         return

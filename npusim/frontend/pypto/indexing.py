@@ -64,9 +64,9 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     idx = _input(op, "index", index, program)
     checks.check_dtype(op, "input", x.dtype.name)
     checks.check_index_dtype(op, idx.dtype.name)
-    axis = checks.check_dim(op, dim, len(x.shape))
-    checks.check_index_shape(op, idx.shape, x.shape, axis)
-    shape = tuple(idx.shape)
+    axis = checks.check_dim(op, dim, len(x.sizes))
+    checks.check_index_shape(op, idx.sizes, x.sizes, axis)
+    shape = idx.sizes
     tile_shape = checks.check_vec_tile(op, program.tile_shape, len(shape))
     tiles = _tiles(op, program, shape, idx.valid_shape)
     source, indices = _gm(x), _gm(idx)
@@ -75,7 +75,7 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
         """The input's box a tile loads: whole along dim, else the tile's rows of the input
         (TiledGatherElementOperation: min(input.shape - offset, tile))."""
         offset = tuple(0 if d == axis else o for d, o in enumerate(tile.offset))
-        box = tuple(x.shape[d] if d == axis else min(x.shape[d] - o, t) for d, (o, t) in enumerate(zip(tile.offset, tile_shape)))
+        box = tuple(x.sizes[d] if d == axis else min(x.sizes[d] - o, t) for d, (o, t) in enumerate(zip(tile.offset, tile_shape)))
         return offset, box
 
     def build(p, tile, device):
@@ -99,25 +99,25 @@ def _scatter(op: str, input: Tensor, dim: int, index: Tensor, src, reduce: str |
     if not isinstance(reduce, (str, type(None))) or reduce not in SCATTER_MODES:
         reject(op, "reduce", reduce, "must be None, 'add' or 'multiply' (scatter reduce only supports 'add', 'multiply')")
     mode = SCATTER_MODES[reduce]
-    axis = checks.check_dim(op, dim, len(x.shape))
-    checks.check_index_shape(op, idx.shape, x.shape, axis)
+    axis = checks.check_dim(op, dim, len(x.sizes))
+    checks.check_index_shape(op, idx.sizes, x.sizes, axis)
     value = None
     source: Tensor | None = None
     if isinstance(src, Tensor):
         source = _input(op, "src", src, program)
         if source.dtype is not x.dtype:
             reject(op, "src.dtype", source.dtype.name, f"differs from input.dtype={x.dtype.name}; src takes the input's dtype")
-        if len(source.shape) != len(idx.shape) or any(i > s for i, s in zip(idx.shape, source.shape)):
-            reject(op, "src.shape", list(source.shape), f"must have index's dims and index.shape[d] <= src.shape[d] in every dim "
-                                                        f"(index.shape={list(idx.shape)})")
+        if len(source.sizes) != len(idx.sizes) or any(i > s for i, s in zip(idx.sizes, source.sizes)):
+            reject(op, "src.shape", list(source.sizes), f"must have index's dims and index.shape[d] <= src.shape[d] in every dim "
+                                                        f"(index.shape={list(idx.sizes)})")
     elif isinstance(src, (int, float)) and not isinstance(src, bool):
         if not np.isfinite(float(src)):
             reject(op, "src", src, "must be finite: a scalar src does not take INF / NAN (pypto-scatter_.md)")
         value = np.asarray(float(src)).astype(x.dtype.numpy)  # Element(input.dtype, float(src))
     else:
         reject(op, "src", src, "must be a pypto.Tensor, an int or a float")
-    tile_shape = checks.check_vec_tile(op, program.tile_shape, len(x.shape))
-    need = max(x.shape[axis], idx.shape[axis])
+    tile_shape = checks.check_vec_tile(op, program.tile_shape, len(x.sizes))
+    need = max(x.sizes[axis], idx.sizes[axis])
     if tile_shape[axis] < need:
         reject(op, "tile_shape", list(tile_shape), f"splits dim {axis}: tile_shape[dim] must be >= max(input.shape[dim], index.shape[dim]) "
                                                    f"= {need} (the dim axis is not split, indexing.cpp InnerTiledScatter)")
@@ -126,7 +126,7 @@ def _scatter(op: str, input: Tensor, dim: int, index: Tensor, src, reduce: str |
     if wide:
         x = cast(x, DataType.DT_FP32)
         source = cast(source, DataType.DT_FP32) if source is not None else None
-    shape = tuple(x.shape)
+    shape = x.sizes
     tiles = _tiles(op, program, shape, x.valid_shape, whole=(axis,))
     target, indices = _gm(x), _gm(idx)
     from_src = _gm(source) if source is not None else None
@@ -134,7 +134,7 @@ def _scatter(op: str, input: Tensor, dim: int, index: Tensor, src, reduce: str |
     def index_box(tile) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         """The part of the index (and of src) a tile scatters: the tile's rows of it, whole along dim."""
         offset = tuple(0 if d == axis else o for d, o in enumerate(tile.offset))
-        box = tuple(idx.shape[d] if d == axis else min(idx.shape[d] - o, b) for d, (o, b) in enumerate(zip(tile.offset, tile.valid_shape)))
+        box = tuple(idx.sizes[d] if d == axis else min(idx.sizes[d] - o, b) for d, (o, b) in enumerate(zip(tile.offset, tile.valid_shape)))
         return (offset, box) if all(b > 0 for b in box) else None
 
     def build(p, tile, device):
@@ -202,18 +202,18 @@ def scatter_update(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tenso
     checks.check_index_dtype(op, idx.dtype.name)
     if dim != -2:
         reject(op, "dim", dim, "must be -2 (scatter_update only supports dim = -2, indexing.py)")
-    rank = len(x.shape)
-    if rank not in (2, 4) or (rank == 4 and x.shape[2] != 1):
-        reject(op, "input.shape", list(x.shape), "must be [blockNum * blockSize, d] or [blockNum, blockSize, 1, d]")
-    if len(idx.shape) != 2:
-        reject(op, "index.shape", list(idx.shape), "must be [b, s]")
-    b, s = idx.shape
-    d = x.shape[-1]
+    rank = len(x.sizes)
+    if rank not in (2, 4) or (rank == 4 and x.sizes[2] != 1):
+        reject(op, "input.shape", list(x.sizes), "must be [blockNum * blockSize, d] or [blockNum, blockSize, 1, d]")
+    if len(idx.sizes) != 2:
+        reject(op, "index.shape", list(idx.sizes), "must be [b, s]")
+    b, s = idx.sizes
+    d = x.sizes[-1]
     want = (b * s, d) if rank == 2 else (b, s, 1, d)
     if source.dtype is not x.dtype:
         reject(op, "src.dtype", source.dtype.name, f"differs from input.dtype={x.dtype.name}")
-    if tuple(source.shape) != want:
-        reject(op, "src.shape", list(source.shape), f"must be {list(want)} for index [b, s] = {[b, s]} and input {list(x.shape)}")
+    if source.sizes != want:
+        reject(op, "src.shape", list(source.sizes), f"must be {list(want)} for index [b, s] = {[b, s]} and input {list(x.sizes)}")
     tile = checks.check_vec_tile(op, program.tile_shape, rank)
     if tile[-1] != d:
         reject(op, "tile_shape", list(tile), f"must not split d: its last dim must be d = {d} (pypto-scatter_update.md: 尾轴d不做切分)")
@@ -225,14 +225,14 @@ def scatter_update(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tenso
         tile_b, tile_s = -(-tile_bs // s), min(tile_bs, s)
     else:
         tile_b, tile_s = tile[0], tile[1]
-    rows = x.shape[0] if rank == 2 else x.shape[0] * x.shape[1]
+    rows = x.sizes[0] if rank == 2 else x.sizes[0] * x.sizes[1]
     copy = clone(x)
     device_of = copy.destination
     assert device_of is not None  # an op result: its tile ops store where it points
     with_data = program.launch.system.with_data
     index_view, source_view = _gm(idx), _gm(source)
     item = x.dtype.itemsize
-    node = program.op(op, shape=list(x.shape), index=[b, s], tiles=-(-b // tile_b) * -(-s // tile_s))
+    node = program.op(op, shape=list(x.sizes), index=[b, s], tiles=-(-b // tile_b) * -(-s // tile_s))
     boxes = [((b0, s0), (min(b - b0, tile_b), min(s - s0, tile_s))) for b0 in range(0, b, tile_b) for s0 in range(0, s, tile_s)]
 
     def source_box(at, box):
@@ -259,7 +259,7 @@ def scatter_update(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tenso
         task.depend_on(copy.tasks_for(None))  # the rows it writes are the device's: after every tile of the copy
         node.tasks.append(task)
         writes.append((task, None))
-    return Tensor.make(program, "GM", tuple(x.shape), x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes)
+    return Tensor.make(program, "GM", x.sizes, x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes)
 
 
 @pypto_op(unit="vector")
@@ -277,13 +277,13 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     idx = _input(op, "index", index, program)
     checks.check_dtype(op, "input", x.dtype.name)
     checks.check_index_dtype(op, idx.dtype.name)
-    axis = checks.check_dim(op, dim, len(x.shape))
-    if len(idx.shape) > 2:
-        reject(op, "index.shape", list(idx.shape), "must have 1 or 2 dims (pypto-index_select.md)")
-    m = len(idx.shape)
-    shape = tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:])
+    axis = checks.check_dim(op, dim, len(x.sizes))
+    if len(idx.sizes) > 2:
+        reject(op, "index.shape", list(idx.sizes), "must have 1 or 2 dims (pypto-index_select.md)")
+    m = len(idx.sizes)
+    shape = tuple(x.sizes[:axis]) + tuple(idx.sizes) + tuple(x.sizes[axis + 1:])
     if len(shape) > checks.MAX_DIMS:
-        reject(op, "index.shape", list(idx.shape), f"gives a result of {len(shape)} dims {list(shape)}; npusim holds up to {checks.MAX_DIMS}")
+        reject(op, "index.shape", list(idx.sizes), f"gives a result of {len(shape)} dims {list(shape)}; npusim holds up to {checks.MAX_DIMS}")
     valid = tuple(x.valid_shape[:axis]) + tuple(idx.valid_shape) + tuple(x.valid_shape[axis + 1:])
     tiles = _tiles(op, program, shape, valid)
     source, indices = _gm(x), _gm(idx)
@@ -294,13 +294,13 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         at, box = tile.offset, tile.valid_shape
         index_part = (tuple(at[axis:axis + m]), tuple(box[axis:axis + m]))
         input_at = tuple(at[:axis]) + (0,) + tuple(at[axis + m:])
-        input_box = tuple(box[:axis]) + (x.shape[axis],) + tuple(box[axis + m:])
+        input_box = tuple(box[:axis]) + (x.sizes[axis],) + tuple(box[axis + m:])
         return index_part[0], index_part[1], input_at, input_box
 
     def build(p, tile, device):
         index_at, index_box, input_at, _ = parts(tile)
         assumed = None if with_data else [  # the k-th index element selects slice k mod input.shape[dim]
-            int(np.ravel_multi_index(tuple(a + c for a, c in zip(index_at, q)), idx.shape)) % x.shape[axis] for q in np.ndindex(*index_box)]
+            int(np.ravel_multi_index(tuple(a + c for a, c in zip(index_at, q)), idx.sizes)) % x.sizes[axis] for q in np.ndindex(*index_box)]
         index_select_tile(p, source.shifted(input_at), x.dtype.numpy, Operand(indices.shifted(index_at), idx.dtype.numpy, index_box),
                           _out(device, tile.offset), tile.valid_shape, axis, assumed, name=op)
 
