@@ -75,7 +75,7 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
         """The input's box a tile loads: whole along dim, else the tile's rows of the input
         (TiledGatherElementOperation: min(input.shape - offset, tile))."""
         offset = tuple(0 if d == axis else o for d, o in enumerate(tile.offset))
-        box = tuple(x.sizes[d] if d == axis else min(x.sizes[d] - o, t) for d, (o, t) in enumerate(zip(tile.offset, tile_shape)))
+        box = tuple(x.valid_shape[d] if d == axis else min(x.valid_shape[d] - o, t) for d, (o, t) in enumerate(zip(tile.offset, tile_shape)))
         return offset, box
 
     def build(p, tile, device):
@@ -134,7 +134,7 @@ def _scatter(op: str, input: Tensor, dim: int, index: Tensor, src, reduce: str |
     def index_box(tile) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         """The part of the index (and of src) a tile scatters: the tile's rows of it, whole along dim."""
         offset = tuple(0 if d == axis else o for d, o in enumerate(tile.offset))
-        box = tuple(idx.sizes[d] if d == axis else min(idx.sizes[d] - o, b) for d, (o, b) in enumerate(zip(tile.offset, tile.valid_shape)))
+        box = tuple(idx.valid_shape[d] if d == axis else min(idx.valid_shape[d] - o, b) for d, (o, b) in enumerate(zip(tile.offset, tile.valid_shape)))
         return (offset, box) if all(b > 0 for b in box) else None
 
     def build(p, tile, device):

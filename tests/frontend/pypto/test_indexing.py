@@ -7,9 +7,11 @@ without data."""
 import ml_dtypes
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import npusim
 from npusim import pypto
 from npusim.errors import OpArgumentError, WorkloadError
 
@@ -109,6 +111,38 @@ def test_the_upstream_example_scatters():
         y = rng.integers(0, 3, size=(3, 5)).astype(np.int64)
         got, _ = run(lambda a, i, dim=dim, src=src: pypto.scatter(a, dim, i, src), x, y, tile=(8, 8))
         assert same_bits(got, reference.scatter(x, dim % 2, y, src))
+
+
+@pytest.mark.parametrize("dim, index_rows, in_place", [(0, 2, True), (1, 3, False)])
+def test_scatter_of_views_past_the_end_of_their_tensors_reads_their_valid_part(dim, index_rows, in_place):
+    """hicann/pypto python/tests/st/operation/vector/test_scatter_onboard.py (test_scatter__onboard,
+    test_scatter_onboard): a [4, s] fp32 input and an int64 index of index_rows rows, each viewed as
+    [4, s] with the valid shape of its tensor, a scalar src 2.0, tiles [4, 16]: the index's tile
+    loads only its valid rows (before, it loaded a whole view's rows past the index tensor's end)."""
+    s = 5 if dim == 0 else 4
+    rng = np.random.default_rng(index_rows)
+    x = torch.from_numpy(rng.random((4, s), dtype=np.float32))
+    index = torch.from_numpy(rng.integers(0, (4, s)[dim], size=(index_rows, s)).astype(np.int64))
+    out = torch.zeros(4, s)
+    with npusim.session("a2"):
+        pypto.runtime._device_init()
+        a = pypto.tensor([4, s], pypto.DT_FP32, "x")
+        i = pypto.tensor([index_rows, s], pypto.DT_INT64, "index")
+        c = pypto.tensor([4, s], pypto.DT_FP32, "out")
+        with pypto.function("MAIN", a, i, c):
+            view = pypto.view(a, [4, s], [0, 0], valid_shape=[4, s])
+            index_view = pypto.view(i, [4, s], [0, 0], valid_shape=[index_rows, s])
+            pypto.set_vec_tile_shapes(4, 16)
+            result = pypto.tensor([4, s], pypto.DT_FP32, "tmp")
+            if in_place:
+                pypto.scatter_(view, dim, index_view, 2.0)
+                result.move(view)
+            else:
+                result.move(pypto.scatter(view, dim, index_view, 2.0))
+            pypto.assemble(result, [0, 0], c)
+        pypto.runtime._device_run_once_data_from_host(pypto.from_torch(x, "x"), pypto.from_torch(index, "index"), pypto.from_torch(out, "out"))
+        pypto.runtime._device_fini()
+    assert same_bits(out.numpy(), reference.scatter(x.numpy(), dim, index.numpy(), 2.0))
 
 
 def test_scatter_in_place_writes_the_input_and_returns_it():
