@@ -720,6 +720,7 @@ def clone(input: Tensor) -> Tensor:
 
 # dims transpose supports on 4-D tensors (pypto-transpose.md 约束说明 3); 2-D and 3-D take any pair
 TRANSPOSE_4D = {(0, 2), (1, 3), (2, 3), (1, 2)}
+TRANSPOSE_5D = (3, 4)  # the only pair on 5-D tensors (tensor_transformation.cpp CheckTransposeAxisCombination)
 
 
 @pypto_op()
@@ -736,6 +737,8 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
         return x
     if rank == 4 and (a, b) not in TRANSPOSE_4D:
         reject(op, "dim0, dim1", (dim0, dim1), f"swap dims {a} and {b} of a 4-D tensor, which the framework does not support; it supports {sorted(TRANSPOSE_4D)}")
+    if rank == 5 and (a, b) != TRANSPOSE_5D:
+        reject(op, "dim0, dim1", (dim0, dim1), f"swap dims {a} and {b} of a 5-D tensor, which the framework does not support; it supports {TRANSPOSE_5D}")
     shape = list(x.sizes)
     shape[a], shape[b] = shape[b], shape[a]
     valid = list(x.valid_shape)

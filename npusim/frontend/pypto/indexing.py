@@ -43,7 +43,7 @@ from npusim.kernels.compute.modes import CastMode
 from npusim.kernels.compute.vector_tiles import Operand, gather_tile, index_outcast_tile, index_select_tile, scatter_tile
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tile_ops import GmView
-from npusim.kernels.shmem.tiling import Region
+from npusim.kernels.shmem.tiling import MAX_TENSOR_DIMS, Region
 from npusim.runtime.tasks import CoreTask
 
 SCATTER_MODES = {None: "none", "add": "add", "multiply": "multiply"}
@@ -282,8 +282,8 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         reject(op, "index.shape", list(idx.sizes), "must have 1 or 2 dims (pypto-index_select.md)")
     m = len(idx.sizes)
     shape = tuple(x.sizes[:axis]) + tuple(idx.sizes) + tuple(x.sizes[axis + 1:])
-    if len(shape) > checks.MAX_DIMS:
-        reject(op, "index.shape", list(idx.sizes), f"gives a result of {len(shape)} dims {list(shape)}; npusim holds up to {checks.MAX_DIMS}")
+    if len(shape) > MAX_TENSOR_DIMS:
+        reject(op, "index.shape", list(idx.sizes), f"gives a result of {len(shape)} dims {list(shape)}; a tensor has up to {MAX_TENSOR_DIMS}")
     valid = tuple(x.valid_shape[:axis]) + tuple(idx.valid_shape) + tuple(x.valid_shape[axis + 1:])
     tiles = _tiles(op, program, shape, valid)
     source, indices = _gm(x), _gm(idx)

@@ -54,7 +54,7 @@ from npusim.kernels.shmem.tile_ops import (
     store_tile,
     ub_tile_bytes,
 )
-from npusim.kernels.shmem.tiling import Region, Tile, expand_tiles, split_pred, tile_grid
+from npusim.kernels.shmem.tiling import MAX_TENSOR_DIMS, Region, Tile, expand_tiles, split_pred, tile_grid
 from npusim.runtime.ops import PYPTO_OPS, PyptoOp
 from npusim.runtime.program import PeProgram, building_program
 from npusim.runtime.shmem import RemoteWrite
@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-MAX_TILE_DIMS = 4
 
 # The forms an op's arguments come in, as it takes them before its own checks: a Python program
 # passes tuples for lists and numpy ints (numpy bools) for ints (flags), and the checks take them
@@ -252,13 +251,13 @@ def _last_store_lands(write: RemoteWrite, stores: Sequence[Instruction], _gm: tu
 
 
 def set_vec_tile_shapes(*shape: Int | Sequence[Int]) -> None:
-    """The vector tile shape that the following ops of this PE are tiled by (1 to 4 dims). Called on
+    """The vector tile shape that the following ops of this PE are tiled by (1 to MAX_TENSOR_DIMS dims). Called on
     the host (outside a kernel) it is the framework's scope default: the tile shape kernels built
     afterwards start with."""
     given: Sequence[object] = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
     tile_shape = tuple(int(s) for s in given if is_int(s) and s > 0)
-    if len(tile_shape) != len(given) or not 1 <= len(tile_shape) <= MAX_TILE_DIMS:
-        raise OpArgumentError(f"set_vec_tile_shapes: shape={list(given)} must be 1 to {MAX_TILE_DIMS} positive ints")
+    if len(tile_shape) != len(given) or not 1 <= len(tile_shape) <= MAX_TENSOR_DIMS:
+        raise OpArgumentError(f"set_vec_tile_shapes: shape={list(given)} must be 1 to {MAX_TENSOR_DIMS} positive ints")
     program = building_program()
     if program is None:
         HOST_TILE_SHAPES[current_session()] = tile_shape

@@ -12,8 +12,18 @@ from typing import NoReturn
 
 from npusim.config.products import PRODUCTS, Product
 from npusim.errors import OpArgumentError
+from npusim.kernels.shmem.tiling import MAX_TENSOR_DIMS
 
 MAX_DIMS = 4
+"""The most dims of a compute op's tensors: the framework's MAX_TENSOR_DIM, which its ops check with
+CheckTensorDimRange (framework/src/interface/operation/operation_common.h; vector/binary.h,
+unary.h, reduction.cpp ...), unless OP_MAX_DIMS names the op. Views, assemble and the shmem ops take
+tensors of up to MAX_TENSOR_DIMS (kernels.shmem.tiling)."""
+OP_MAX_DIMS = {"transpose": MAX_TENSOR_DIMS, "gather": MAX_TENSOR_DIMS, "reshape": MAX_TENSOR_DIMS}
+"""Ops that take tensors of up to MAX_TENSOR_DIMS: the framework checks 1 to 5 dims
+(CheckTensorDimRange(self, 1, 5, ...): vector/tensor_transformation.cpp TRANSPOSE,
+vector/indexing.cpp GATHERELEMENTS), or none (operation_impl.cpp Reshape, which slicing a tensor
+with an int index uses to drop the dim)."""
 
 # Tensor dtypes per op on Atlas A2 / A3 (the op pages' 约束说明, and binary.cpp ADD_A2A3_TYPES ...), by DataType name
 FLOAT = ("DT_FP16", "DT_BF16", "DT_FP32")
@@ -120,8 +130,9 @@ def check_index_shape(op: str, index: Sequence[int], input: Sequence[int], axis:
 
 
 def check_rank(op: str, arg: str, shape: Sequence[int]) -> None:
-    if not 1 <= len(shape) <= MAX_DIMS or any(s <= 0 for s in shape):
-        reject(op, f"{arg}.shape", list(shape), f"must have 1 to {MAX_DIMS} dims, none empty")
+    most = OP_MAX_DIMS.get(op, MAX_DIMS)
+    if not 1 <= len(shape) <= most or any(s <= 0 for s in shape):
+        reject(op, f"{arg}.shape", list(shape), f"must have 1 to {most} dims, none empty")
 
 
 def broadcast_shape(op: str, a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:

@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from npusim.errors import OpArgumentError
 from npusim.kernels.shmem.checks import check_tile_shape
 
+MAX_TENSOR_DIMS = 5
+"""The most dims a tensor, a view of one or a vector tile shape may have: the framework's code
+generator pads every shape to MAX_DIM = 5 dims (framework/src/codegen/codegen_common.h). Most
+compute ops take fewer (kernels.compute.checks.MAX_DIMS)."""
 MAX_TILES_PER_OP = 1023
 """At most 1023 tile ops per shmem op: the AICPU keeps shmem_wait_until tile ops in 1024-entry arrays
 (one entry reserved), per the tiling guide."""

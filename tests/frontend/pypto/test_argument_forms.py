@@ -92,7 +92,7 @@ WRONG = {
     "group_name as an int": (lambda x, data: D.create_shmem_tensor(7, 2, pypto.DT_FP16, [8, 32]),
                              "create_shmem_tensor: group_name=7 must be a string of 1 to 127 characters"),
     "group_name of my_symbolic_pe": (lambda x, data: D.my_symbolic_pe(None), "my_symbolic_pe: group_name=None must be a string"),
-    "tile shape as floats": (lambda x, data: pypto.set_vec_tile_shapes(4.0, 32), "set_vec_tile_shapes: shape=[4.0, 32] must be 1 to 4 positive ints"),
+    "tile shape as floats": (lambda x, data: pypto.set_vec_tile_shapes(4.0, 32), "set_vec_tile_shapes: shape=[4.0, 32] must be 1 to 5 positive ints"),
     "view shape as a string": (lambda x, data: pypto.view(x, "8, 32"), "view: shape='8, 32' must be a list of ints or SymbolicScalars"),
 }
 

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from npusim import pypto
+from npusim.errors import OpArgumentError
 
 from . import reference
 from .compute_helpers import run, same_bits
@@ -284,3 +285,28 @@ def test_a_matmul_assembled_into_a_tensor_writes_it_there():
     want = np.zeros((24, 32), np.float32)
     want[8:] = reference.matmul(a, b.T, np.float32)
     assert same_bits(got, want)
+
+
+def test_five_dim_tensors_and_tiles_where_the_framework_takes_them():
+    """Tensors, views and tile shapes of up to 5 dims (the code generator's MAX_DIM = 5,
+    codegen_common.h; python/tests/st/test_tensor_slice_assemble.py slices a [4, 8, 8, 8, 8] tensor
+    with tiles [4, 4, 4, 4, 8]); of the compute ops, gather and transpose take 5-D tensors
+    (CheckTensorDimRange(self, 1, 5, ...) in indexing.cpp GATHERELEMENTS and
+    tensor_transformation.cpp TRANSPOSE, which swaps only dims 3 and 4 of one); the others 1 to 4
+    (operation_common.h MAX_TENSOR_DIM), refused naming the shape."""
+    rng = np.random.default_rng(5)
+    a = rng.random((2, 3, 4, 5, 8), dtype=np.float32)
+    tile = (1, 2, 4, 4, 8)
+    index = rng.integers(0, 4, size=a.shape).astype(np.int32)
+    got, _ = run(lambda x, i: pypto.gather(x, 2, i), a, index, tile=tile)
+    assert same_bits(got, reference.gather(a, 2, index))
+    got, _ = run(lambda x: pypto.transpose(x, 3, 4), a, tile=tile)
+    assert same_bits(got, np.swapaxes(a, 3, 4))
+    got, _ = run(lambda x: x[1, :, 1:3, :, :] * 2.0, a, tile=(2, 2, 4, 8))
+    assert same_bits(got, a[1, :, 1:3, :, :] * np.float32(2.0))
+    with pytest.raises(OpArgumentError, match=r"transpose: dim0, dim1=\(2, 3\) .* 5-D tensor"):
+        run(lambda x: pypto.transpose(x, 2, 3), a, tile=tile)
+    with pytest.raises(OpArgumentError, match=r"add: input.shape=\[2, 3, 4, 5, 8\] must have 1 to 4 dims"):
+        run(lambda x: pypto.add(x, x), a, tile=tile)
+    with pytest.raises(OpArgumentError, match=r"set_vec_tile_shapes: shape=\[1, 1, 1, 1, 1, 8\] must be 1 to 5 positive ints"):
+        run(lambda x: x, a, tile=(1, 1, 1, 1, 1, 8))

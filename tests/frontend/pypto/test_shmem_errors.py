@@ -57,7 +57,7 @@ CASES = {
     "valid_shape above shape": (lambda x, o, pe: X.shmem_load(data(), 0, [4, 32], [0, 0], valid_shape=[5, 32]), "shmem_load: valid_shape=[5, 32] has valid_shape[0]=5; it must satisfy 0 <= valid <= 4"),
     "tile dims": (lambda x, o, pe: (pypto.set_vec_tile_shapes(4, 4, 4), X.shmem_load(data(), 0)), "shmem_load: tile_shape=[4, 4, 4] has 3 dims; it must have 2, as the data it tiles"),
     "1023 tiles": (lambda x, o, pe: (pypto.set_vec_tile_shapes(1, 1), X.shmem_load(data(shape=(32, 32)), 0)), "shmem_load: the tile shape [1, 1] splits the shape [32, 32] into 1024 tiles (32 x 32), more than the 1023 tile ops a shmem op may have"),
-    "tile shape values": (lambda x, o, pe: pypto.set_vec_tile_shapes(0, 4), "set_vec_tile_shapes: shape=[0, 4] must be 1 to 4 positive ints"),
+    "tile shape values": (lambda x, o, pe: pypto.set_vec_tile_shapes(0, 4), "set_vec_tile_shapes: shape=[0, 4] must be 1 to 5 positive ints"),
     "cmp": (lambda x, o, pe: D.shmem_wait_until(data(), 0, 1, cmp=pypto.OpType.GE), "shmem_wait_until: cmp=OpType.GE is not supported; only OpType.EQ is"),
     "cmp_value int32": (lambda x, o, pe: D.shmem_wait_until(data(), 0, 2**31), "shmem_wait_until: cmp_value=2147483648 must be an int in [-2147483648, 2147483647]"),
     "signal int32": (lambda x, o, pe: D.shmem_signal(data(), 0, 1.5, target_pe=0), "shmem_signal: signal=1.5 must be an int in"),
