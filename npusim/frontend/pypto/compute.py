@@ -665,8 +665,12 @@ def _unit_dims_view(program: PeProgram, x: Tensor, new: tuple[int, ...], valid_s
         stride, v = next(rest) if size != 1 else (x.dtype.itemsize, unit_valid)
         strides.append(stride)
         valid.append(v)
-    device = DeviceTensor(gm.system, gm.allocation, gm.offset_bytes, new, tuple(strides), x.dtype.numpy)
     valid_shape = tuple(valid_shape) if valid_shape is not None else valid
+    if not unplaced and new[-1] != 1 and strides[-1] != x.dtype.itemsize:
+        # the last dim of size 1 dropped (x[..., i]): the view left would be strided in its last dim,
+        # which DMA bursts cannot read; the framework's reshape of a view copies (ReshapeNeedCopy)
+        return _reshape_valid_part(program, x.as_read(), new, valid_shape)
+    device = DeviceTensor(gm.system, gm.allocation, gm.offset_bytes, new, tuple(strides), x.dtype.numpy)
     if not unplaced:
         return Tensor.make(program, "GM", new, x.dtype, device=device, valid_shape=valid_shape, writes=[(task, None) for task in x.tasks_for(None)])
     kept_dims = [dim for dim, size in enumerate(x.sizes) if size != 1]

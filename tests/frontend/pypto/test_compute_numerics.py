@@ -13,6 +13,7 @@ from npusim.errors import OpArgumentError
 
 from . import reference
 from .compute_helpers import run, same_bits
+from .test_compute_timing import matmul_events
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32)]
@@ -310,3 +311,18 @@ def test_five_dim_tensors_and_tiles_where_the_framework_takes_them():
         run(lambda x: pypto.add(x, x), a, tile=tile)
     with pytest.raises(OpArgumentError, match=r"set_vec_tile_shapes: shape=\[1, 1, 1, 1, 1, 8\] must be 1 to 5 positive ints"):
         run(lambda x: x, a, tile=(1, 1, 1, 1, 1, 8))
+
+
+@pytest.mark.parametrize("shape, key, tile", [
+    ((4, 8, 8), (slice(None), slice(0, 4), 2), (4, 4, 8)),
+    ((4, 8, 8, 8, 8), (-2, slice(-3, 8), slice(None), slice(1, 4), 2), (4, 4, 4, 4, 8)),  # test_tensor_slice.py test_slice_int_index
+])
+def test_an_int_index_on_the_last_dim_copies_the_elements_it_picks(shape, key, tile):
+    """``x[..., i]`` leaves a view strided in its last dim, which no DMA burst reads: as the
+    framework's reshape of a view (operation_impl.cpp ReshapeNeedCopy), the picked elements are
+    copied into a new tensor (hicann/pypto python/tests/st/test_tensor_slice.py's cases)."""
+    a = np.random.default_rng(3).random(shape, dtype=np.float32) * 200 - 100
+    got, session = run(lambda x: x[key] * 1.0, a, tile=tile)
+    assert same_bits(got, a[key] * np.float32(1.0))
+    copies = {name for name, _, _, _ in matmul_events(session) if name.startswith("reshape")}
+    assert {"reshape MTE2", "reshape MTE3"} <= copies
