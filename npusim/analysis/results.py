@@ -78,19 +78,21 @@ class ResultsFile:
         whole rows only."""
         texts = [cell_text(row[column]) for column in self.columns]
         try:
-            if not self._exists:
+            lines = [texts]
+            if not self._exists:  # the header and the first row in one write: a file that exists holds a row
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._append_line(self.columns)
-                self._exists = True
-            self._append_line(texts)
+                lines.insert(0, self.columns)
+            self._append_lines(lines)
+            self._exists = True
         except OSError as error:
             raise OutputError(f"cannot append a row to {str(self.path)!r}: {error.strerror or error}; the rows before it are whole: free "
                               "some space, then run the same command with --resume to simulate only the points not in it") from None
         return dict(zip(self.columns, texts))
 
-    def _append_line(self, cells: Sequence[str]) -> None:
+    def _append_lines(self, rows: Sequence[Sequence[str]]) -> None:
+        """``rows`` appended by one write (a signal cannot fall between them), or none of them."""
         buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerow(cells)
+        csv.writer(buffer, lineterminator="\n").writerows(rows)
         line = buffer.getvalue().encode("utf-8")
         descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -1,6 +1,7 @@
 """The results file: append-only rows, a torn last line dropped on resume, refusals, typed reading."""
 
 import math
+import os
 
 import pytest
 
@@ -28,6 +29,22 @@ def test_rows_are_appended_and_read_back_exactly(tmp_path):
     assert float(recorded["a"]["simulated_us"]) == 0.1 + 0.2
     assert recorded["b"]["simulated_us"] == "" and recorded["b"]["error"] == "first line | second line"
     assert path.read_text().count("\n") == 3  # header and two rows, one line each
+
+
+def test_the_file_is_made_with_its_first_row_in_one_write(tmp_path, monkeypatch):
+    """The header and the first row reach the file in one write, so a sweep stopped (Ctrl-C,
+    SIGTERM) as its first point finishes leaves either no file or that point's row, never a header
+    alone (the executors' stop tests wait for the file, then stop the sweep)."""
+    path = tmp_path / "out" / "results.csv"
+    results, _ = ResultsFile.open(path, COLUMNS, resume=False)
+    writes = []
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: writes.append(data) or real_write(fd, data))
+    results.append({"key": "a", "param.tile": "8", **outcome()})
+    assert len(writes) == 1 and writes[0].count(b"\n") == 2
+    results.append({"key": "b", "param.tile": "16", **outcome()})
+    assert len(writes) == 2 and writes[1].count(b"\n") == 1
+    assert set(ResultsFile.open(path, COLUMNS, resume=True)[1]) == {"a", "b"}
 
 
 def test_the_last_row_of_a_key_counts(tmp_path):
