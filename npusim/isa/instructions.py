@@ -19,7 +19,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from npusim.engine.loop import Environment
 from npusim.engine.progress import ProgressCounter
-from npusim.errors import UsageError, WorkloadError
+from npusim.errors import OpArgumentError, UsageError, WorkloadError
 from npusim.hw.core import FIXED, SET_FLAG, TRANSFER, WAIT_FLAG, WAITING, AICore, KernelRun, RouteKey, flag_key
 from npusim.hw.memory import Allocation
 from npusim.hw.pipes import PIPE_NAMES, Pipe
@@ -298,20 +298,25 @@ class FixedCost(Instruction):
 
 class ScalarRead(FixedCost):
     """The scalar unit reads element ``index`` of a UB tensor into a register (needs the data to
-    be in UB: synchronise with ``wait_flag(MTE2, SCALAR)`` first)."""
+    be in UB: synchronise with ``wait_flag(MTE2, SCALAR)`` first). ``bound``: ``(limit, rule)``
+    for an index value, which must lie in ``[0, limit)``; a value outside raises OpArgumentError
+    with ``rule`` (the op's wording of it)."""
 
-    __slots__ = ("source", "index", "reg_id")
+    __slots__ = ("source", "index", "reg_id", "bound")
     has_effect = True
 
-    def __init__(self, source: LocalTensor, index: int, reg_id: int, cost_ps: int) -> None:
+    def __init__(self, source: LocalTensor, index: int, reg_id: int, cost_ps: int, bound: tuple[int, str] | None = None) -> None:
         super().__init__(Pipe.SCALAR, "read_scalar", cost_ps)
-        self.source, self.index, self.reg_id = source, index, reg_id
+        self.source, self.index, self.reg_id, self.bound = source, index, reg_id, bound
 
     def cost_rule(self, timing: DieTiming) -> CostRule | None:
         return timing.scalar.rule("ub_read")
 
     def effect(self, core: AICore, run: KernelRun) -> None:
-        run.regs[self.reg_id] = self.source.values(core)[self.index].item()
+        value = self.source.values(core)[self.index].item()
+        if self.bound is not None and not 0 <= value < self.bound[0]:
+            raise OpArgumentError(self.bound[1].format(value=value))
+        run.regs[self.reg_id] = value
 
 
     def footprint(self) -> tuple[Entry, ...]:

@@ -648,12 +648,14 @@ class CoreProgram:
         cost = instructions * self._timing.scalar.instruction_ps
         return self._append(FixedCost(Pipe.SCALAR, name, cost), name)
 
-    def read_scalar(self, src: LocalTensor, index: int = 0, *, name: str | None = None) -> ScalarReg:
+    def read_scalar(self, src: LocalTensor, index: int = 0, *, name: str | None = None, bound: tuple[int, str] | None = None) -> ScalarReg:
         """Read element ``index`` of a UB tensor into a new scalar register (returned); ``name``
-        labels the event in the trace (default ``read_scalar``)."""
+        labels the event in the trace (default ``read_scalar``). ``bound``: ``(limit, rule)``, an
+        index value that must lie in ``[0, limit)``: with data, a value outside raises
+        OpArgumentError with ``rule`` formatted with ``value``."""
         register = ScalarReg(self._regs)
         self._regs += 1
-        self._append(ScalarRead(src, index, register.reg_id, self._timing.scalar.ub_read_ps), name)
+        self._append(ScalarRead(src, index, register.reg_id, self._timing.scalar.ub_read_ps, bound), name)
         return register
 
     def write_scalar(self, dst: LocalTensor, value: int | float, index: int = 0, *, control: bool = False) -> Instruction:

@@ -1,6 +1,7 @@
 """PyPTO's indexing ops (``python/pypto/op/indexing.py`` of hicann/pypto): ``gather``, ``scatter``,
-``scatter_``, ``scatter_update`` and ``index_select``, expanded as the framework's ``indexing.cpp`` expands them into tile ops, each tile
-op's program that of the framework's tile op (``tileop/vector/gather.h``, ``scatter.h``):
+``scatter_``, ``scatter_update``, ``index_select``, ``index_add_`` and ``index_add``, expanded as the
+framework's ``indexing.cpp`` expands them into tile ops, each tile op's program that of the
+framework's tile op (``tileop/vector/gather.h``, ``scatter.h``, ``indexadd.h``):
 
 - ``gather`` (GatherElements, TiledGatherElementOperation): tiles of the result (the index's shape)
   by the vector tile shape; each loads its index box and the input's box, whole along ``dim``
@@ -18,6 +19,9 @@ op's program that of the framework's tile op (``tileop/vector/gather.h``, ``scat
 
 - ``scatter_update`` and ``index_select`` copy rows between GM and UB at addresses the index values
   give (their docstrings; TIndexOutcastMode2 and Tgather).
+- ``index_add_`` / ``index_add`` (IndexAdd_, TiledIndexAdd; TIndexAdd, tileop/vector/indexadd.h):
+  per row of a source tile the scalar unit reads its index value and an MTE3 atomic-add store adds
+  the row (times alpha, a vector muls) into the input's row (``_index_add``'s docstrings).
 
 gather and scatter read UB-local data: their time does not depend on the index values, so a run
 without data (``--no-data``) times exactly what a run with data does; scatter_update and
@@ -33,14 +37,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from npusim.frontend.pypto.compute import _input, _launch_tiles, _result, _tiles, cast, clone
+from npusim.frontend.pypto.compute import _elementwise, _input, _launch_tiles, _result, _tiles, cast, clone
 from npusim.frontend.pypto.ops import _gm, pypto_op
 from npusim.frontend.pypto.runtime import current_program
 from npusim.frontend.pypto.tensors import Tensor
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
 from npusim.kernels.compute.modes import CastMode
-from npusim.kernels.compute.vector_tiles import Operand, gather_tile, index_outcast_tile, index_select_tile, scatter_tile
+from npusim.kernels.compute.vector_tiles import Operand, gather_tile, index_add_tile, index_outcast_tile, index_select_tile, scatter_tile
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tile_ops import GmView
 from npusim.kernels.shmem.tiling import MAX_TENSOR_DIMS, Region
@@ -312,4 +316,115 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     return _result(program, shape, x.dtype, valid, tasks, tiles)
 
 
-__all__ = ["gather", "index_select", "scatter", "scatter_", "scatter_update"]
+ALPHA_LIMITS = {"DT_INT8": (-2**7, 2**7 - 1), "DT_INT16": (-2**15, 2**15 - 1), "DT_INT32": (-2**31, 2**31 - 1),
+                "DT_FP16": (-65504.0, 65504.0), "DT_BF16": (-3.4028234663852886e38, 3.4028234663852886e38),
+                "DT_FP32": (-3.4028234663852886e38, 3.4028234663852886e38)}
+"""The alpha each input dtype takes (indexing.cpp CheckAlphaOverflow: "Value cannot be converted to
+type ... without overflow"; FP16_MAX, FLT_MAX)."""
+ALPHA_EPSILON = 1e-6
+"""The tile op multiplies by alpha only when |alpha - 1| > this (tileop_common.h TileOp::EPSILON)."""
+
+
+def _alpha(op: str, alpha, dtype: DataType):
+    """alpha as the tile op takes it: Element(input.dtype, alpha) (indexing.py), its float value
+    (IndexAdd_: alpha.Cast<float>()) in the input's dtype; an int dtype truncates it."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        reject(op, "alpha", alpha, "must be an int or a float")
+    low, high = ALPHA_LIMITS[dtype.name]
+    if not np.isfinite(float(alpha)) or not low <= float(alpha) <= high:
+        reject(op, "alpha", alpha, f"cannot be converted to type {dtype.name} without overflow (indexing.cpp CheckAlphaOverflow)")
+    as_float = np.float32(float(alpha))
+    if np.issubdtype(dtype.numpy, np.integer):
+        return np.asarray(int(as_float)).astype(dtype.numpy)
+    return np.asarray(as_float).astype(dtype.numpy)
+
+
+def _index_add(op: str, input: Tensor, dim: int, index: Tensor, source: Tensor, alpha) -> Tensor:
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    idx = _input(op, "index", index, program)
+    src = _input(op, "source", source, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    checks.check_index_dtype(op, idx.dtype.name)
+    if len(idx.sizes) != 1:
+        reject(op, "index.shape", list(idx.sizes), "must have 1 dim (pypto-index_add_.md: index Shape只支持1维)")
+    if src.dtype is not x.dtype:
+        reject(op, "source.dtype", src.dtype.name, f"differs from input.dtype={x.dtype.name}; source takes the input's dtype")
+    axis = checks.check_dim(op, dim, len(x.sizes))
+    if len(src.sizes) != len(x.sizes):
+        reject(op, "source.shape", list(src.sizes), f"must have as many dims as input.shape={list(x.sizes)}")
+    if src.sizes[axis] != idx.sizes[0]:
+        reject(op, "source.shape", list(src.sizes), f"must have source.shape[dim] == index.shape[0] = {idx.sizes[0]} (dim {axis})")
+    if any(s != n for d, (s, n) in enumerate(zip(src.sizes, x.sizes)) if d != axis):
+        reject(op, "source.shape", list(src.sizes), f"must equal input.shape={list(x.sizes)} in every dim but dim ({axis})")
+    value = _alpha(op, alpha, x.dtype)
+    scale = value if abs(float(value) - 1) > ALPHA_EPSILON else None
+    checks.check_vec_tile(op, program.tile_shape, len(src.sizes))
+    tiles = [t for t in _tiles(op, program, src.sizes, src.valid_shape) if t.moves_data]
+    limit = x.sizes[axis]
+    # the framework adds into input's GM (inplaceIdx 0); npusim's result is a copy the tile ops add into
+    # (clone's tile ops; input was checked here, up to 5 dims)
+    copy = _elementwise("clone", [x], "copy", compute=x.dtype.numpy)
+    device_of = copy.destination
+    assert device_of is not None  # an op result: its tile ops store where it points
+    with_data = program.launch.system.with_data
+    source_view, index_view = _gm(src), _gm(idx)
+    node = program.op(op, shape=list(x.sizes), index=list(idx.sizes), tiles=len(tiles), dim=axis, alpha=value.item())
+
+    def build(p, tile, device):
+        out = _out(device, tuple(0 if d == axis else o for d, o in enumerate(tile.offset)))
+        box = tile.valid_shape
+        first = tile.offset[axis]
+        assumed = None if with_data else [(first + i) % limit for i in range(box[axis])]  # the k-th index value taken as k mod input.shape[dim]
+        index_add_tile(p, Operand(source_view.shifted(tile.offset), src.dtype.numpy, box),
+                       Operand(index_view.shifted((first,)), idx.dtype.numpy, (box[axis],)), out, axis, limit, scale, assumed, name=op)
+
+    writes = list(copy.writes)
+    previous: dict[tuple[int, ...], CoreTask] = {}
+    for number, tile in enumerate(tiles):
+        def run(p, tile=tile):
+            build(p, tile, device_of.device)
+
+        task = CoreTask(node, number, run)
+        task.depend_on(src.tasks_for(Region(tile.offset, tile.valid_shape)))
+        task.depend_on(idx.tasks_for(Region((tile.offset[axis],), (tile.valid_shape[axis],))))
+        key = tuple(0 if d == axis else o for d, o in enumerate(tile.offset))
+        rows = tuple(limit if d == axis else b for d, b in enumerate(tile.valid_shape))
+        task.depend_on(copy.tasks_for(Region(key, rows)))
+        if key in previous:  # the tile ops of one input box add one after the other, in the index's order
+            task.depend_on([previous[key]])
+        previous[key] = task
+        node.tasks.append(task)
+        writes.append((task, Region(key, rows)))
+    return Tensor.make(program, "GM", x.sizes, x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes)
+
+
+@pypto_op(unit="vector")
+def index_add_(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: int | float = 1) -> Tensor:
+    """``pypto.index_add_``: ``input[..., index[i], ...] += alpha * source[..., i, ...]`` along
+    ``dim``, in the order of ``i``, in place (``input.move``; returns ``input``). Expands as
+    indexing.cpp IndexAdd_ / TiledIndexAdd: tiles of ``source`` by the vector tile shape (every dim,
+    ``dim`` too: the index is cut with it), each one TIndexAdd (``index_add_tile``: the scalar unit
+    reads each row's index and an MTE3 atomic-add store adds the row, times ``alpha`` by a vector
+    muls, into GM). The framework adds into ``input``'s GM; npusim's result is a copy of ``input``
+    (``clone``'s tile ops) that the tile ops add into; tile ops adding into the same part of it run
+    one after the other, in the index's order. Timing without data (``--no-data``: the index values
+    unknown): the k-th index value is taken to be ``k mod input.shape[dim]``; with data an index
+    value outside ``[0, input.shape[dim])`` stops the run with an OpArgumentError when its tile op
+    reads it."""
+    result = _index_add("index_add_", input, dim, index, source, alpha)
+    input.move(result)
+    return input
+
+
+@pypto_op(unit="vector")
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: int | float = 1) -> Tensor:
+    """``pypto.index_add``: ``index_add_``'s result as a new tensor. Upstream's index_add calls the
+    same IndexAdd_ on ``input`` (indexing.py), so ``input`` takes the result too, as with
+    ``index_add_``; npusim does the same."""
+    result = _index_add("index_add", input, dim, index, source, alpha)
+    input.move(result)
+    return input
+
+
+__all__ = ["gather", "index_add", "index_add_", "index_select", "scatter", "scatter_", "scatter_update"]

@@ -545,9 +545,9 @@ TENSOR_METHODS = (
     "erf", "erfc", "exp", "exp2", "expm1", "floor", "fmod", "greater", "hypot", "isfinite", "isnan", "log", "log1p", "log2", "log10",
     "logical_not", "lrelu", "matmul", "maximum", "minimum", "mul", "neg", "prod", "reciprocal", "relu", "reshape", "round", "rsqrt",
     "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "sqrt", "sub", "sum", "tan", "tanh", "transpose", "trunc", "unsqueeze",
-    "view", "expand_clone", "var", "gather", "scatter", "scatter_", "scatter_update",
+    "view", "expand_clone", "var", "gather", "scatter", "scatter_", "scatter_update", "index_add", "index_add_",
     # not modelled yet: the method names the op (pypto.NOT_YET)
-    "axpy_", "cumprod", "fillpad", "gathermask", "gcd", "index_add", "index_add_", "mrgsort", "pad", "permute", "prelu", "quant_mx",
+    "axpy_", "cumprod", "fillpad", "gathermask", "gcd", "mrgsort", "pad", "permute", "prelu", "quant_mx",
     "sort32", "topk", "tril", "triu",
 )
 """The framework's Tensor methods that are ``pypto.<name>(tensor, ...)`` (python/pypto/tensor.py)."""

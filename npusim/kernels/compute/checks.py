@@ -19,10 +19,11 @@ MAX_DIMS = 4
 CheckTensorDimRange (framework/src/interface/operation/operation_common.h; vector/binary.h,
 unary.h, reduction.cpp ...), unless OP_MAX_DIMS names the op. Views, assemble and the shmem ops take
 tensors of up to MAX_TENSOR_DIMS (kernels.shmem.tiling)."""
-OP_MAX_DIMS = {"transpose": MAX_TENSOR_DIMS, "gather": MAX_TENSOR_DIMS, "reshape": MAX_TENSOR_DIMS}
+OP_MAX_DIMS = {"transpose": MAX_TENSOR_DIMS, "gather": MAX_TENSOR_DIMS, "reshape": MAX_TENSOR_DIMS,
+               "index_add": MAX_TENSOR_DIMS, "index_add_": MAX_TENSOR_DIMS}
 """Ops that take tensors of up to MAX_TENSOR_DIMS: the framework checks 1 to 5 dims
 (CheckTensorDimRange(self, 1, 5, ...): vector/tensor_transformation.cpp TRANSPOSE,
-vector/indexing.cpp GATHERELEMENTS), or none (operation_impl.cpp Reshape, which slicing a tensor
+vector/indexing.cpp GATHERELEMENTS, INDEXADD (CheckIndexAddParamsInvalid)), or none (operation_impl.cpp Reshape, which slicing a tensor
 with an int index uses to drop the dim)."""
 
 # Tensor dtypes per op on Atlas A2 / A3 (the op pages' 约束说明, and binary.cpp ADD_A2A3_TYPES ...), by DataType name
@@ -44,7 +45,8 @@ OP_DTYPES = {
     "index_select": FLOAT + ("DT_INT8", "DT_INT16", "DT_INT32", "DT_UINT8", "DT_UINT16", "DT_UINT32"),
 }
 OP_DTYPES["scatter_"] = OP_DTYPES["scatter"]
-INDEX_DTYPES = {"gather": ("DT_INT32", "DT_INT64"), "scatter": ("DT_INT32", "DT_INT64"), "scatter_": ("DT_INT32", "DT_INT64"),
+OP_DTYPES["index_add_"] = OP_DTYPES["index_add"] = FLOAT + ("DT_INT8", "DT_INT16", "DT_INT32")  # pypto-index_add_.md; CheckIndexAddParamsInvalid
+INDEX_DTYPES = {"index_add_": ("DT_INT32", "DT_INT64"), "index_add": ("DT_INT32", "DT_INT64"),"gather": ("DT_INT32", "DT_INT64"), "scatter": ("DT_INT32", "DT_INT64"), "scatter_": ("DT_INT32", "DT_INT64"),
                 "scatter_update": ("DT_INT64", "DT_INT32", "DT_INT16"), "index_select": ("DT_INT32", "DT_INT64")}
 """The index dtypes of the indexing ops (the op pages' index rows; indexing.cpp indexSupportedTypes)."""
 

@@ -355,3 +355,64 @@ def index_select_tile(p: CoreProgram, source: GmView, dtype, index: Operand, out
     _sync(p, "MTE2", "MTE3")
     move_box(p, result, out, box, frame.byte_strides(dtype), to_gm=True, name=f"{name} MTE3")
     _sync(p, "MTE3", "SCALAR")
+
+
+def index_add_tile(p: CoreProgram, source: Operand, index: Operand, out: GmView, axis: int, limit: int, alpha, assumed: Sequence[int] | None, *,
+                   name: str) -> None:
+    """One tile of ``index_add_`` (the framework's TIndexAdd, tileop/vector/indexadd.h, "indexadd in
+    GM"): the source box and its part of the index (1-D, ``source.box[axis]`` long) into UB (MTE2),
+    an MTE2 -> SCALAR sync, then per row of the source box (its last dim): an MTE3 -> SCALAR sync,
+    the scalar read of the row's index value (``read_scalar``, bounded by ``limit`` =
+    ``input.shape[dim]``), with ``alpha`` (not None: the tile op multiplies, |alpha - 1| > 1e-6) a
+    SCALAR -> VECTOR sync, one vector ``muls`` of the row into a row buffer (TMULS) and a VECTOR ->
+    MTE3 sync, else a SCALAR -> MTE3 sync; then one MTE3 atomic-add store of the row to the input's
+    row the index names (``out``: the input at the tile's first element with ``dim`` at 0). When
+    ``axis`` is the last dim the framework's scalar unit handles each element (IndexAddLastAxisCompute:
+    its multiply, a one-element row buffer, an atomic-add store of one element); npusim times each
+    element's multiply as one scalar instruction [L] and computes the products with one vector muls
+    of the box up front (the same products: one rounding to the dtype). int8 with ``alpha``: the
+    framework multiplies each row on the scalar unit; npusim times it as the vector muls [L].
+    ``assumed``: without data (the values unknown), the index value taken for each element of the
+    index box (the caller's stated assumption)."""
+    frame = TileFrame(p, source.box, [source.dtype, index.dtype], name)
+    src, idx = _load_boxes(frame, [source, index], "SCALAR")
+    item = source.dtype.itemsize
+    box = source.box
+    last = len(box) - 1
+    rule = (f"pypto.{name}: index={{value}} (a value of the index on the device) is outside [0, {limit}) along dim {axis}: "
+            f"index values must be >= 0 and < input.shape[dim]")
+    if axis == last:
+        if alpha is not None:
+            _sync(p, "SCALAR", "VECTOR")
+            p.vector("muls", src, src, scalar=alpha, name=f"{name} muls")
+            _sync(p, "VECTOR", "SCALAR")
+        for position in np.ndindex(*box):
+            at = sum(c * s for c, s in zip(position, frame.strides))
+            _sync(p, "MTE3", "SCALAR")
+            register = p.read_scalar(idx, position[-1], name=f"{name} index", bound=(limit, rule))
+            value = register if assumed is None else assumed[position[-1]]
+            if alpha is not None:
+                p.scalar(1, name=f"{name} muls")
+            offset = sum(c * s for c, s in zip(position[:-1], out.strides[:-1])) + value * out.strides[-1]
+            _sync(p, "SCALAR", "MTE3")
+            p.copy(GmAddress(out.allocation, out.offset_bytes + offset), src[at:at + 1], item, atomic="add", name=f"{name} MTE3")
+        _sync(p, "MTE3", "SCALAR")
+        return
+    row = box[-1]
+    scaled = frame.alloc(source.dtype, (1, row)) if alpha is not None else None
+    for position in np.ndindex(*box[:-1]):
+        at = sum(c * s for c, s in zip(position, frame.strides))
+        _sync(p, "MTE3", "SCALAR")
+        register = p.read_scalar(idx, position[axis], name=f"{name} index", bound=(limit, rule))
+        value = register if assumed is None else assumed[position[axis]]
+        offset = sum(c * s for d, (c, s) in enumerate(zip(position, out.strides)) if d != axis) + value * out.strides[axis]
+        stored = src[at:at + row]
+        if scaled is not None:
+            _sync(p, "SCALAR", "VECTOR")
+            p.vector("muls", scaled, stored, scalar=alpha, count=row, name=f"{name} muls")
+            _sync(p, "VECTOR", "MTE3")
+            stored = scaled[0:row]
+        else:
+            _sync(p, "SCALAR", "MTE3")
+        p.copy(GmAddress(out.allocation, out.offset_bytes + offset), stored, row * item, atomic="add", name=f"{name} MTE3")
+    _sync(p, "MTE3", "SCALAR")

@@ -254,3 +254,25 @@ def index_select(values: np.ndarray, dim: int, index: np.ndarray) -> np.ndarray:
         q = p[:dim] + (int(index[p[dim:dim + m]]),) + p[dim + m:]
         out[p] = values[q]
     return out
+
+
+def index_add(values: np.ndarray, dim: int, index: np.ndarray, source: np.ndarray, alpha=1) -> np.ndarray:
+    """pypto-index_add_.md: a copy of input with ``input[..., index[i], ...] += alpha * source[..., i, ...]``
+    along dim, element by element in row-major order of source's positions (i ascending for each
+    place), in input's dtype: alpha is first the input's dtype (Element(input.dtype, alpha): an fp32
+    value, truncated for an integer dtype), each product rounded to the dtype (integers wrap), each
+    sum too (the atomic adds of indexadd.h). The tile op multiplies only when |alpha - 1| > 1e-6."""
+    dtype = values.dtype
+    a32 = np.float32(float(alpha))
+    scale = np.asarray(int(a32) if np.issubdtype(dtype, np.integer) else a32).astype(dtype)
+    multiply = abs(float(scale) - 1) > 1e-6
+    out = values.copy()
+    for p in np.ndindex(*source.shape):
+        q = list(p)
+        q[dim] = int(index[p[dim]])
+        given = np.asarray(source[p])
+        with np.errstate(all="ignore"):
+            if multiply:
+                given = (given * scale).astype(dtype)
+            out[tuple(q)] = (out[tuple(q)] + given).astype(dtype)
+    return out

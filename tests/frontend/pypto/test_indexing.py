@@ -402,3 +402,177 @@ def test_a_row_out_of_range_stops_a_run_with_data_at_its_copy(build, arrays, mat
     past the input is out of its tensor, which the copy refuses as it issues (WorkloadError)."""
     with pytest.raises(WorkloadError, match=match):
         run(build, *arrays, tile=(2, 8))
+
+
+# -- index_add / index_add_ --------------------------------------------------------------------------
+
+INDEX_ADD_DTYPES = [np.float16, BF16, np.float32, np.int32, np.int16, np.int8]
+
+
+@st.composite
+def index_add_cases(draw, max_rank=3):
+    """An input shape, a dim (maybe negative), the index length (source.shape[dim]), a tile shape of source."""
+    rank = draw(st.integers(1, max_rank))
+    shape = tuple(draw(st.integers(1, 7)) for _ in range(rank))
+    dim = draw(st.integers(-rank, rank - 1))
+    count = draw(st.integers(1, 9))
+    source_shape = tuple(count if d == dim % rank else s for d, s in enumerate(shape))
+    tile = tuple(draw(st.integers(1, s)) for s in source_shape)
+    return shape, dim, source_shape, tile
+
+
+@FAST
+@given(index_add_cases(), st.sampled_from(INDEX_ADD_DTYPES), st.sampled_from([np.int32, np.int64]),
+       st.sampled_from([1, 2, -3, 1.5, 0.3, 1.0000001]), st.booleans(), st.integers(0, 2**31))
+def test_index_add_equals_the_reference(case, dtype, index_dtype, alpha, in_place, seed):
+    shape, dim, source_shape, tile = case
+    rng = np.random.default_rng(seed)
+    x, source = _values(rng, shape, dtype), _values(rng, source_shape, dtype)
+    index = rng.integers(0, shape[dim], size=source_shape[dim]).astype(index_dtype)  # duplicates accumulate in order
+    op = pypto.index_add_ if in_place else pypto.index_add
+    got, _ = run(lambda a, i, s: op(a, dim, i, s, alpha=alpha), x, index, source, tile=tile)
+    assert same_bits(got, reference.index_add(x, dim % len(shape), index, source, alpha))
+
+
+def test_the_docstring_example_of_index_add_and_the_tensor_methods():
+    x, source, index = np.zeros((2, 3), np.int32), np.ones((3, 3), np.int32), np.array([0, 1, 0], np.int32)
+    expected = np.array([[2, 2, 2], [1, 1, 1]], np.int32)  # pypto-index_add_.md 调用示例
+    for build in (lambda a, i, s: pypto.index_add_(a, 0, i, s, alpha=1), lambda a, i, s: pypto.index_add_(a, 0, i, s),
+                  lambda a, i, s: a.index_add_(0, i, s), lambda a, i, s: a.index_add(0, i, s)):
+        got, _ = run(build, x, index, source, tile=(4, 4))
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_index_add_in_place_writes_the_input_and_returns_it():
+    x, source, index = np.zeros((4, 8), np.float32), np.ones((4, 3), np.float32), np.array([7, 0, 7], np.int64)
+    seen = {}
+
+    def build(a, i, s):
+        seen["returned"] = pypto.index_add_(a, 1, i, s, alpha=2.0)
+        return a
+
+    got, _ = run(build, x, index, source, tile=(4, 3))
+    expected = np.zeros((4, 8), np.float32)
+    expected[:, 7], expected[:, 0] = 4.0, 2.0
+    np.testing.assert_array_equal(got, expected)
+
+
+# hicann/pypto python/tests/st/operation/vector/test_indexadd_onboard.py (test_indexadd__onboard): axis,
+# alpha, self shape, source shape, view shape, tile shape; fp32, index int32; run there in the host-data
+# style with views of source and index per loop step (tests/frontend/pypto/upstream runs the file itself)
+UPSTREAM_INDEX_ADD = [(0, 1.3, (7, 28), (13, 28), (7, 28), (5, 8))]
+
+
+@pytest.mark.parametrize("axis, alpha, self_shape, src_shape, view_shape, tile", UPSTREAM_INDEX_ADD, ids=["onboard"])
+def test_the_upstream_st_case_of_index_add(axis, alpha, self_shape, src_shape, view_shape, tile):
+    rng = np.random.default_rng(5)
+    x = (rng.random(self_shape, dtype=np.float32) * 200 - 100).astype(np.float32)
+    source = (rng.random(src_shape, dtype=np.float32) * 200 - 100).astype(np.float32)
+    index = rng.integers(0, self_shape[axis], src_shape[axis]).astype(np.int32)
+
+    def build(a, i, s):
+        for b0 in range(0, src_shape[0], view_shape[0]):
+            for s0 in range(0, src_shape[1], view_shape[1]):
+                valid = [min(src_shape[0] - b0, view_shape[0]), min(src_shape[1] - s0, view_shape[1])]
+                view = pypto.view(s, list(view_shape), [b0, s0], valid_shape=valid)
+                at = [b0, s0][axis]
+                part = pypto.view(i, [view_shape[axis]], [at], valid_shape=[valid[axis]])
+                pypto.index_add_(a, axis, part, view, alpha=alpha)
+        return a
+
+    got, _ = run(build, x, index, source, tile=tile)
+    assert same_bits(got, reference.index_add(x, axis, index, source, alpha))
+    golden = torch.from_numpy(x).index_add(axis, torch.from_numpy(index).long(), torch.from_numpy(source), alpha=alpha)
+    assert torch.allclose(torch.from_numpy(got), golden, rtol=1e-4, atol=1e-5)
+
+
+F32_2D = np.zeros((4, 8), np.float32)
+
+
+@pytest.mark.parametrize("build,arrays,match", [
+    (lambda x, i, s: pypto.index_add(x, 0, i, s), (F32_2D, np.zeros(2, np.int16), np.zeros((2, 8), np.float32)), r"index.dtype='DT_INT16'"),
+    (lambda x, i, s: pypto.index_add(x, 0, i, s), (F32_2D, np.zeros((2, 1), np.int32), np.zeros((2, 8), np.float32)), r"index.shape=\[2, 1\] must have 1 dim"),
+    (lambda x, i, s: pypto.index_add(x, 2, i, s), (F32_2D, np.zeros(2, np.int32), np.zeros((2, 8), np.float32)), r"dim=2"),
+    (lambda x, i, s: pypto.index_add(x, 0, i, s), (F32_2D, np.zeros(2, np.int32), np.zeros((3, 8), np.float32)),
+     r"source.shape=\[3, 8\] must have source.shape\[dim\] == index.shape\[0\] = 2"),
+    (lambda x, i, s: pypto.index_add(x, 0, i, s), (F32_2D, np.zeros(2, np.int32), np.zeros((2, 4), np.float32)),
+     r"source.shape=\[2, 4\] must equal input.shape=\[4, 8\] in every dim but dim"),
+    (lambda x, i, s: pypto.index_add(x, 0, i, s), (F32_2D, np.zeros(2, np.int32), np.zeros((2, 8), np.float16)), r"source.dtype='DT_FP16' differs"),
+    (lambda x, i, s: pypto.index_add(x, 0, i, s), (np.zeros((4, 8), np.uint8), np.zeros(2, np.int32), np.zeros((2, 8), np.uint8)),
+     r"input.dtype='DT_UINT8' is not supported"),
+    (lambda x, i, s: pypto.index_add(x, 0, i, s, alpha=200), (np.zeros((4, 8), np.int8), np.zeros(2, np.int32), np.zeros((2, 8), np.int8)),
+     r"alpha=200 cannot be converted to type DT_INT8 without overflow"),
+    (lambda x, i, s: pypto.index_add(x, 0, i, s, alpha=float("nan")), (F32_2D, np.zeros(2, np.int32), np.zeros((2, 8), np.float32)), r"alpha=nan"),
+    (lambda x, i, s: pypto.index_add(x, 0, i, s, alpha="2"), (F32_2D, np.zeros(2, np.int32), np.zeros((2, 8), np.float32)), r"alpha='2' must be an int"),
+])
+def test_bad_index_add_arguments_name_op_argument_and_rule(build, arrays, match):
+    with pytest.raises(OpArgumentError, match=match):
+        run(build, *arrays, tile=(4, 8))
+
+
+def test_index_add_takes_five_dims_and_refuses_six():
+    x = np.zeros((2, 1, 2, 1, 3), np.float32)
+    got, _ = run(lambda a, i, s: pypto.index_add(a, 2, i, s), x, np.array([1, 1], np.int32), np.ones((2, 1, 2, 1, 3), np.float32), tile=(2, 1, 2, 1, 3))
+    expected = np.zeros_like(x)
+    expected[:, :, 1] = 2
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(OpArgumentError, match=r"pypto.index_add: input.shape=.* must have 1 to 5 dims"):
+        run(lambda a, i, s: pypto.index_add(a, 0, i, s), np.zeros((1,) * 6, np.float32), np.zeros(1, np.int32), np.zeros((1,) * 6, np.float32),
+            tile=(1,) * 5)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_an_index_add_value_out_of_range_stops_a_run_with_data(dim):
+    index = np.array([1, 8 if dim else 4, 0], np.int32)
+    source = np.ones((3, 8) if dim == 0 else (4, 3), np.float32)
+    limit = 4 if dim == 0 else 8
+    with pytest.raises(OpArgumentError, match=rf"pypto.index_add: index={limit} \(a value of the index on the device\) is outside \[0, {limit}\) "
+                                              rf"along dim {dim}"):
+        run(lambda a, i, s: pypto.index_add(a, dim, i, s), F32_2D, index, source, tile=(4, 8))
+
+
+def test_index_add_reads_each_rows_index_on_scalar_and_adds_it_by_an_mte3_atomic_store_linear_in_the_index_count():
+    d = 64
+    x = np.zeros((32, d), np.float32)
+    times = {}
+    for count in (4, 8, 16):
+        index = np.arange(count, dtype=np.int32)
+        source = np.ones((count, d), np.float32)
+        for alpha in (1, 2.0):
+            _, session = run(lambda a, i, s, alpha=alpha: pypto.index_add(a, 0, i, s, alpha=alpha), x, index, source, tile=(16, d), data=False)
+            events = _op_events(session, "index_add")
+            reads = [e for e in events if e[0] == "index_add index"]
+            stores = [e for e in events if e[0] == "index_add MTE3"]
+            muls = [e for e in events if e[0] == "index_add muls"]
+            assert len(reads) == count and all(track.endswith("SCALAR") for _, track, _ in reads)
+            assert len(stores) == count and all(track.endswith("MTE3") for _, track, _ in stores)
+            assert len(muls) == (count if alpha != 1 else 0) and all(track.endswith("VECTOR") for _, track, _ in muls)
+            assert any(name == "index_add MTE2" and track.endswith("MTE2") for name, track, _ in events)
+            times[count, alpha] = _pipe_time(events, "SCALAR", "index_add index"), _pipe_time(events, "VECTOR", "index_add muls")
+    assert times[8, 1][0] == 2 * times[4, 1][0] and times[16, 1][0] == 4 * times[4, 1][0]
+    assert times[8, 2.0][1] == 2 * times[4, 2.0][1] > 0
+
+
+def test_index_add_along_the_last_dim_stores_element_by_element():
+    x = np.zeros((2, 16), np.float32)
+    index = np.array([3, 3, 5], np.int64)
+    source = np.ones((2, 3), np.float32)
+    got, session = run(lambda a, i, s: pypto.index_add(a, -1, i, s, alpha=0.5), x, index, source, tile=(2, 3))
+    expected = np.zeros_like(x)
+    expected[:, 3], expected[:, 5] = 1.0, 0.5
+    np.testing.assert_array_equal(got, expected)
+    events = _op_events(session, "index_add")
+    assert sum(1 for name, _, _ in events if name == "index_add MTE3") == 6  # one atomic add per source element
+    assert sum(1 for name, _, _ in events if name == "index_add index") == 6
+
+
+def test_an_index_add_run_without_data_times_what_a_run_with_data_does_for_distinct_rows():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 32)).astype(np.float16)
+    index = np.arange(8, dtype=np.int32)  # without data the k-th value is taken to be k mod 8: the same rows
+    source = rng.standard_normal((8, 32)).astype(np.float16)
+    build = lambda a, i, s: pypto.index_add(a, 0, i, s, alpha=3)  # noqa: E731
+    _, with_data = run(build, x, index, source, tile=(4, 32))
+    values, without = run(build, x, index, source, tile=(4, 32), data=False)
+    assert values is None
+    assert sorted(events_of(with_data)) == sorted(events_of(without))
