@@ -1,7 +1,7 @@
 """PyPTO's indexing ops (``python/pypto/op/indexing.py`` of hicann/pypto): ``gather``, ``scatter``,
-``scatter_``, ``scatter_update``, ``index_select``, ``index_add_`` and ``index_add``, expanded as the
+``scatter_``, ``scatter_update``, ``index_select``, ``index_add_``, ``index_add`` and ``index_put_``, expanded as the
 framework's ``indexing.cpp`` expands them into tile ops, each tile op's program that of the
-framework's tile op (``tileop/vector/gather.h``, ``scatter.h``, ``indexadd.h``):
+framework's tile op (``tileop/vector/gather.h``, ``scatter.h``, ``indexadd.h``, ``mte.h``):
 
 - ``gather`` (GatherElements, TiledGatherElementOperation): tiles of the result (the index's shape)
   by the vector tile shape; each loads its index box and the input's box, whole along ``dim``
@@ -22,6 +22,9 @@ framework's tile op (``tileop/vector/gather.h``, ``scatter.h``, ``indexadd.h``):
 - ``index_add_`` / ``index_add`` (IndexAdd_, TiledIndexAdd; TIndexAdd, tileop/vector/indexadd.h):
   per row of a source tile the scalar unit reads its index value and an MTE3 atomic-add store adds
   the row (times alpha, a vector muls) into the input's row (``_index_add``'s docstrings).
+- ``index_put_`` (IndexPut_, TiledIndexPut; TIndexPut, tileop/vector/mte.h): per index element the
+  scalar unit reads the k index values and one MTE3 store (atomic-add with accumulate) writes the
+  values' slab where they point (its docstring).
 
 gather and scatter read UB-local data: their time does not depend on the index values, so a run
 without data (``--no-data``) times exactly what a run with data does; scatter_update and
@@ -33,18 +36,27 @@ the copy it addresses. Docs: docs/pypto.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from npusim.frontend.pypto.compute import _elementwise, _input, _launch_tiles, _result, _tiles, cast, clone
+from npusim.frontend.pypto.compute import _elementwise, _grid, _input, _launch_tiles, _result, _tiles, cast, clone
 from npusim.frontend.pypto.ops import _gm, pypto_op
 from npusim.frontend.pypto.runtime import current_program
 from npusim.frontend.pypto.tensors import Tensor
 from npusim.kernels.compute import checks
 from npusim.kernels.compute.checks import reject
 from npusim.kernels.compute.modes import CastMode
-from npusim.kernels.compute.vector_tiles import Operand, gather_tile, index_add_tile, index_outcast_tile, index_select_tile, scatter_tile
+from npusim.kernels.compute.vector_tiles import (
+    Operand,
+    gather_tile,
+    index_add_tile,
+    index_outcast_tile,
+    index_put_tile,
+    index_select_tile,
+    scatter_tile,
+)
 from npusim.kernels.shmem.dtypes import DataType
 from npusim.kernels.shmem.tile_ops import GmView
 from npusim.kernels.shmem.tiling import MAX_TENSOR_DIMS, Region
@@ -321,6 +333,8 @@ ALPHA_LIMITS = {"DT_INT8": (-2**7, 2**7 - 1), "DT_INT16": (-2**15, 2**15 - 1), "
                 "DT_FP32": (-3.4028234663852886e38, 3.4028234663852886e38)}
 """The alpha each input dtype takes (indexing.cpp CheckAlphaOverflow: "Value cannot be converted to
 type ... without overflow"; FP16_MAX, FLT_MAX)."""
+INDEX_PUT_ACCUMULATE = ("DT_BF16", "DT_FP16", "DT_FP32", "DT_INT8", "DT_INT16", "DT_INT32")
+"""The dtypes index_put_ takes with accumulate=True (pypto-index_put_.md 约束说明 7)."""
 ALPHA_EPSILON = 1e-6
 """The tile op multiplies by alpha only when |alpha - 1| > this (tileop_common.h TileOp::EPSILON)."""
 
@@ -427,4 +441,111 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     return input
 
 
-__all__ = ["gather", "index_add", "index_add_", "index_select", "scatter", "scatter_", "scatter_update"]
+@contextlib.contextmanager
+def _tiled_by(program, tile_shape: tuple[int, ...]) -> Iterator[None]:
+    """The program's vector tile shape is ``tile_shape`` inside (index_put_'s copies of input, whose
+    rank its tile shape, values' rank at most, may not reach), and what it was after."""
+    saved = program.tile_shape
+    program.tile_shape = tile_shape
+    try:
+        yield
+    finally:
+        program.tile_shape = saved
+
+
+@pypto_op(unit="vector")
+def index_put_(input: Tensor, indices: tuple, values: Tensor, accumulate: bool = False) -> None:
+    """``pypto.index_put_``: ``input[indices[0][i], ..., indices[k-1][i], ...] = values[i, ...]`` (or
+    ``+=`` with ``accumulate``), in place (``input.move``; returns None), in the order of ``i``: a
+    later write to a place wins (the op page calls duplicates undefined). Expands as indexing.cpp
+    IndexPut_ / TiledIndexPut: tiles of ``values`` by the vector tile shape (a shorter tile shape
+    takes values' sizes for the dims it lacks, pypto-index_put_.md 约束说明 6; the indices cut with
+    values' first dim), each one TIndexPut (``index_put_tile``: per index element the scalar unit reads
+    the k index values and one MTE3 store, an atomic-add store with ``accumulate``, writes the values'
+    slab to the place they name). The framework writes ``input``'s GM; npusim's result is a copy of
+    ``input`` (``clone``'s tile ops) that the stores write into; tile ops writing the same part of it
+    run one after the other, in the index's order. Timing without data (``--no-data``): the i-th
+    value of ``indices[j]`` is taken to be ``i mod input.shape[j]``; with data a value outside
+    ``[0, input.shape[j])`` stops the run with an OpArgumentError when its tile op reads it."""
+    op = "index_put_"
+    program = current_program(op)
+    x = _input(op, "input", input, program)
+    vals = _input(op, "values", values, program)
+    checks.check_dtype(op, "input", x.dtype.name)
+    if not isinstance(accumulate, (bool, np.bool_)):
+        reject(op, "accumulate", accumulate, "must be a bool")
+    if accumulate and x.dtype.name not in INDEX_PUT_ACCUMULATE:
+        reject(op, "input.dtype", x.dtype.name, f"does not take accumulate=True; it takes {', '.join(INDEX_PUT_ACCUMULATE)} "
+                                                "(pypto-index_put_.md 约束说明 7)")
+    if vals.dtype is not x.dtype:
+        reject(op, "values.dtype", vals.dtype.name, f"differs from input.dtype={x.dtype.name}; values take the input's dtype")
+    if not isinstance(indices, (tuple, list)) or not 1 <= len(indices) <= 4:
+        reject(op, "indices", indices, "must be a tuple of 1 to 4 index tensors (indicesSize in [1, 4], indexing.cpp)")
+    idx = [_input(op, f"indices[{j}]", t, program) for j, t in enumerate(indices)]
+    for j, t in enumerate(idx):
+        if t.dtype.name not in checks.INDEX_DTYPES[op]:
+            reject(op, f"indices[{j}].dtype", t.dtype.name, f"is not an index dtype of {op}; it takes {', '.join(checks.INDEX_DTYPES[op])}")
+        if len(t.sizes) != 1:
+            reject(op, f"indices[{j}].shape", list(t.sizes), "must have 1 dim (pypto-index_put_.md: 每个Tensor均为一维)")
+        if t.sizes != idx[0].sizes:
+            reject(op, f"indices[{j}].shape", list(t.sizes), f"differs from indices[0].shape={list(idx[0].sizes)}; the index tensors have one length "
+                                                             "(no broadcast)")
+    k, rank = len(idx), len(x.sizes)
+    if rank + 1 != k + len(vals.sizes):
+        reject(op, "values.shape", list(vals.sizes), f"must have input.dim + 1 - len(indices) = {rank + 1 - k} dims (input.shape={list(x.sizes)}, "
+                                                     f"{k} index tensors: dimSelf + 1 == indicesSize + dimValues)")
+    if vals.sizes[0] != idx[0].sizes[0]:
+        reject(op, "values.shape", list(vals.sizes), f"must have values.shape[0] == the indices' length {idx[0].sizes[0]}")
+    if tuple(vals.sizes[1:]) != tuple(x.sizes[k:]):
+        reject(op, "values.shape", list(vals.sizes), f"must end in input's last {rank - k} sizes {list(x.sizes[k:])} (no broadcast)")
+    given = program.tile_shape
+    if not given or len(given) > len(vals.sizes):
+        reject(op, "tile_shape", list(given or ()), f"must have 1 to values.dim = {len(vals.sizes)} dims (pypto-index_put_.md 约束说明 6)")
+    tile_shape = tuple(given) + tuple(vals.sizes[len(given):])
+    checks.check_vec_tile(op, tile_shape, len(vals.sizes))
+    tiles = [t for t in _grid(vals.sizes, tile_shape, vals.valid_shape) if t.moves_data]
+    limits = tuple(x.sizes[:k])
+    # the framework writes input's GM (inplaceIdx 0); npusim's result is a copy of input (clone's tile ops),
+    # tiled as values are: 1 along the indexed dims but the last (values' first tile size), values' tile after
+    input_tile = (1,) * (k - 1) + tile_shape
+    with _tiled_by(program, input_tile):
+        copy = _elementwise("clone", [x], "copy", compute=x.dtype.numpy)
+    device_of = copy.destination
+    assert device_of is not None  # an op result: its tile ops store where it points
+    with_data = program.launch.system.with_data
+    values_view, index_views = _gm(vals), [_gm(t) for t in idx]
+    node = program.op(op, shape=list(x.sizes), indices=k, length=idx[0].sizes[0], tiles=len(tiles), accumulate=bool(accumulate))
+
+    def place(tile) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The part of input a tile may write: whole along the indexed dims, the tile's trailing box."""
+        return (0,) * k + tuple(tile.offset[1:]), limits + tuple(tile.valid_shape[1:])
+
+    def build(p, tile, device):
+        first, length = tile.offset[0], tile.valid_shape[0]
+        assumed = None if with_data else [[(first + i) % n for i in range(length)] for n in limits]
+        index_operands = [Operand(v.shifted((first,)), t.dtype.numpy, (length,)) for v, t in zip(index_views, idx)]
+        index_put_tile(p, Operand(values_view.shifted(tile.offset), vals.dtype.numpy, tile.valid_shape), index_operands,
+                       _out(device, place(tile)[0]), limits, bool(accumulate), assumed, name=op)
+
+    writes = list(copy.writes)
+    previous: dict[tuple[int, ...], CoreTask] = {}
+    for number, tile in enumerate(tiles):
+        def run(p, tile=tile):
+            build(p, tile, device_of.device)
+
+        task = CoreTask(node, number, run)
+        task.depend_on(vals.tasks_for(Region(tile.offset, tile.valid_shape)))
+        for t in idx:
+            task.depend_on(t.tasks_for(Region((tile.offset[0],), (tile.valid_shape[0],))))
+        at, box = place(tile)
+        task.depend_on(copy.tasks_for(Region(at, box)))
+        if at in previous:  # the tile ops writing one part of input run one after the other, in the index's order
+            task.depend_on([previous[at]])
+        previous[at] = task
+        node.tasks.append(task)
+        writes.append((task, Region(at, box)))
+    with _tiled_by(program, input_tile):  # a kernel argument gets the result written into its GM by tile ops of input's rank
+        input.move(Tensor.make(program, "GM", x.sizes, x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes))
+
+
+__all__ = ["gather", "index_add", "index_add_", "index_put_", "index_select", "scatter", "scatter_", "scatter_update"]

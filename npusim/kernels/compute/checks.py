@@ -46,7 +46,9 @@ OP_DTYPES = {
 }
 OP_DTYPES["scatter_"] = OP_DTYPES["scatter"]
 OP_DTYPES["index_add_"] = OP_DTYPES["index_add"] = FLOAT + ("DT_INT8", "DT_INT16", "DT_INT32")  # pypto-index_add_.md; CheckIndexAddParamsInvalid
-INDEX_DTYPES = {"index_add_": ("DT_INT32", "DT_INT64"), "index_add": ("DT_INT32", "DT_INT64"),"gather": ("DT_INT32", "DT_INT64"), "scatter": ("DT_INT32", "DT_INT64"), "scatter_": ("DT_INT32", "DT_INT64"),
+OP_DTYPES["index_put_"] = ("DT_INT8", "DT_UINT8", "DT_INT16", "DT_UINT16", "DT_INT32", "DT_UINT32", "DT_INT64", "DT_UINT64") + FLOAT  # pypto-index_put_.md
+INDEX_DTYPES = {"index_add_": ("DT_INT32", "DT_INT64"), "index_add": ("DT_INT32", "DT_INT64"),
+                "index_put_": ("DT_INT8", "DT_UINT8", "DT_INT16", "DT_UINT16", "DT_INT32", "DT_UINT32", "DT_INT64", "DT_UINT64"),"gather": ("DT_INT32", "DT_INT64"), "scatter": ("DT_INT32", "DT_INT64"), "scatter_": ("DT_INT32", "DT_INT64"),
                 "scatter_update": ("DT_INT64", "DT_INT32", "DT_INT16"), "index_select": ("DT_INT32", "DT_INT64")}
 """The index dtypes of the indexing ops (the op pages' index rows; indexing.cpp indexSupportedTypes)."""
 

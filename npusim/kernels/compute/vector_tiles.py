@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npusim.isa import CoreProgram, GmAddress, LocalTensor
+from npusim.isa import CoreProgram, GmAddress, LocalTensor, ScalarExpr
 from npusim.kernels.shmem.tile_ops import ADDRESS_SCALAR_INSTRUCTIONS, UB_ALIGN_BYTES, GmView, move_box
 
 
@@ -416,3 +416,49 @@ def index_add_tile(p: CoreProgram, source: Operand, index: Operand, out: GmView,
             _sync(p, "SCALAR", "MTE3")
         p.copy(GmAddress(out.allocation, out.offset_bytes + offset), stored, row * item, atomic="add", name=f"{name} MTE3")
     _sync(p, "MTE3", "SCALAR")
+
+
+def index_put_tile(p: CoreProgram, values: Operand, indices: Sequence[Operand], out: GmView, limits: Sequence[int], accumulate: bool,
+                   assumed: Sequence[Sequence[int]] | None, *, name: str) -> None:
+    """One tile of ``index_put_`` (the framework's TIndexPut / DoIndexPut, tileop/vector/mte.h): the
+    values box and each index tensor's chunk (1-D, ``values.box[0]`` long) into UB (MTE2), an MTE2 ->
+    SCALAR sync, an MTE3 -> SCALAR sync; then per index element ``i`` a scalar read of each index
+    tensor's value (``read_scalar``, bounded by ``limits``: the input's leading dims), a SCALAR ->
+    MTE3 sync, one MTE3 store (an atomic-add store with ``accumulate``) of the values' slab
+    ``values[i]`` to the input's place the indices name, and an MTE3 -> SCALAR sync. ``out``: the
+    input at the tile's first element of its trailing dims, its leading (indexed) dims at 0. A slab
+    of 3 dims (values 4-D, one index tensor) is stored as one copy per outer row, where the
+    framework's TSTORE is one [L]. ``assumed``: without data (the values unknown), per index tensor
+    the value taken for each element of its chunk (the caller's stated assumption)."""
+    frame = TileFrame(p, values.box, [values.dtype] + [i.dtype for i in indices], name)
+    loaded = _load_boxes(frame, [values] + list(indices), "SCALAR")
+    src, idx = loaded[0], loaded[1:]
+    item = values.dtype.itemsize
+    k = len(indices)
+    slab = values.box[1:]
+    ub_strides = frame.strides
+    gm_strides = out.strides[k:]  # bytes, the input's trailing dims (the values' dims after their first)
+    atomic = "add" if accumulate else None
+    rules = [f"pypto.{name}: indices[{j}] value={{value}} (a value of the index on the device) is outside [0, {limit}): index values of "
+             f"indices[{j}] must be >= 0 and < input.shape[{j}]" for j, limit in enumerate(limits)]
+    _sync(p, "MTE3", "SCALAR")
+    for i in range(values.box[0]):
+        offset: ScalarExpr | int = 0
+        for j in range(k):
+            register = p.read_scalar(idx[j], i, name=f"{name} index", bound=(limits[j], rules[j]))
+            offset = offset + (register if assumed is None else assumed[j][i]) * out.strides[j]
+        _sync(p, "SCALAR", "MTE3")
+        at = i * ub_strides[0] if len(values.box) > 1 else i
+        if not slab:
+            p.copy(GmAddress(out.allocation, out.offset_bytes + offset), src[at:at + 1], item, atomic=atomic, name=f"{name} MTE3")
+        else:
+            rows, cols = (slab[-2] if len(slab) >= 2 else 1), slab[-1]
+            ub_gap = (ub_strides[-2] - cols) * item if len(slab) >= 2 else 0
+            gm_gap = gm_strides[-2] - cols * item if len(slab) >= 2 else 0
+            for outer in np.ndindex(*slab[:-2]):
+                ub_at = at + sum(c * s for c, s in zip(outer, ub_strides[1:]))
+                gm_at = offset + sum(c * s for c, s in zip(outer, gm_strides))
+                span = (rows - 1) * ub_strides[-2] + cols if len(slab) >= 2 else cols
+                p.copy(GmAddress(out.allocation, out.offset_bytes + gm_at), src[ub_at:ub_at + span], burst_count=rows, burst_bytes=cols * item,
+                       src_gap=ub_gap, dst_gap=gm_gap, atomic=atomic, name=f"{name} MTE3")
+        _sync(p, "MTE3", "SCALAR")

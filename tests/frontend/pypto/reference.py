@@ -276,3 +276,15 @@ def index_add(values: np.ndarray, dim: int, index: np.ndarray, source: np.ndarra
                 given = (given * scale).astype(dtype)
             out[tuple(q)] = (out[tuple(q)] + given).astype(dtype)
     return out
+
+
+def index_put(values: np.ndarray, indices, given: np.ndarray, accumulate: bool = False) -> np.ndarray:
+    """pypto-index_put_.md: a copy of input with ``input[indices[0][i], ..., indices[k-1][i], ...] =
+    given[i, ...]`` (``+=`` with accumulate, in input's dtype, integers wrapping), one i after the
+    other: a later write to a place wins (the page calls duplicates undefined)."""
+    out = values.copy()
+    for i in range(given.shape[0]):
+        place = tuple(int(index[i]) for index in indices)
+        with np.errstate(all="ignore"):
+            out[place] = (out[place] + given[i]).astype(values.dtype) if accumulate else given[i]
+    return out

@@ -576,3 +576,123 @@ def test_an_index_add_run_without_data_times_what_a_run_with_data_does_for_disti
     values, without = run(build, x, index, source, tile=(4, 32), data=False)
     assert values is None
     assert sorted(events_of(with_data)) == sorted(events_of(without))
+
+
+# -- index_put_ --------------------------------------------------------------------------------------
+
+INDEX_PUT_DTYPES = [np.float16, BF16, np.float32, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32, np.int64, np.uint64]
+ACCUMULATE_DTYPES = [np.float16, BF16, np.float32, np.int32, np.int16, np.int8]
+
+
+def _put(accumulate):
+    def build(a, *rest):
+        *indices, values = rest
+        assert pypto.index_put_(a, tuple(indices), values, accumulate) is None
+        return a
+    return build
+
+
+@st.composite
+def index_put_cases(draw):
+    """An input shape (1-4 dims), the number of index tensors k, their length, a tile shape (1 to values.dim dims)."""
+    rank = draw(st.integers(1, 4))
+    shape = tuple(draw(st.integers(1, 5)) for _ in range(rank))
+    k = draw(st.integers(1, rank))
+    length = draw(st.integers(1, 7))
+    values_shape = (length,) + shape[k:]
+    tile = tuple(draw(st.integers(1, s)) for s in values_shape[:draw(st.integers(1, len(values_shape)))])
+    return shape, k, values_shape, tile
+
+
+@FAST
+@given(index_put_cases(), st.sampled_from(INDEX_PUT_DTYPES), st.sampled_from([np.int32, np.int64, np.int16, np.uint8]), st.booleans(),
+       st.integers(0, 2**31))
+def test_index_put_equals_the_reference(case, dtype, index_dtype, accumulate, seed):
+    shape, k, values_shape, tile = case
+    accumulate = accumulate and dtype in ACCUMULATE_DTYPES
+    rng = np.random.default_rng(seed)
+    x, values = _values(rng, shape, dtype), _values(rng, values_shape, dtype)
+    indices = [rng.integers(0, shape[j], size=values_shape[0]).astype(index_dtype) for j in range(k)]  # duplicates: in order
+    got, _ = run(_put(accumulate), x, *indices, values, tile=tile)
+    assert same_bits(got, reference.index_put(x, indices, values, accumulate))
+
+
+@pytest.mark.parametrize("accumulate, expected", [(True, [[1, 1, 1], [1, 2, 1], [0, 2, 0]]), (False, [[1, 1, 1], [0, 1, 0], [0, 2, 0]])])
+def test_the_op_page_example_of_index_put(accumulate, expected):
+    x = np.array([[1, 1, 1], [1, 1, 1], [0, 0, 0]], np.int32)  # pypto-index_put_.md 调用示例
+    got, _ = run(_put(accumulate), x, np.array([1, 2], np.int32), np.array([[0, 1, 0], [0, 2, 0]], np.int32), tile=(4, 16))
+    np.testing.assert_array_equal(got, np.array(expected, np.int32))
+
+
+# hicann/pypto python/tests/st/operation/vector/test_indexput_onboard.py (test_index_put__onboard): self [b1, s1] = -1,
+# values [b2, s1] = 1, b2 distinct rows, view (vs,) and tile (ts,) of rank 1 (values' other dim taken whole);
+# accumulate False. There run in the host-data style with views per loop step (tests/frontend/pypto/upstream runs the file itself)
+UPSTREAM_INDEX_PUT = [(False, 8, 2, 4, 4, 4)]
+
+
+@pytest.mark.parametrize("accumulate, b1, s1, b2, vs, ts", UPSTREAM_INDEX_PUT, ids=["onboard"])
+def test_the_upstream_st_case_of_index_put(accumulate, b1, s1, b2, vs, ts):
+    rng = np.random.default_rng(6)
+    x, values = -np.ones((b1, s1), np.float32), np.ones((b2, s1), np.float32)
+    index = rng.choice(b1, b2, replace=False).astype(np.int32)
+
+    def build(a, i, v):
+        for b0 in range(0, b2, vs):
+            valid = min(b2 - b0, vs)
+            view = pypto.view(v, [vs, s1], [b0, 0], valid_shape=[valid, s1])
+            part = pypto.view(i, [vs], [b0], valid_shape=[valid])
+            pypto.index_put_(a, (part,), view, accumulate=accumulate)
+        return a
+
+    got, _ = run(build, x, index, values, tile=(ts,))
+    expected = torch.from_numpy(x.copy()).index_put_((torch.from_numpy(index).long(),), torch.from_numpy(values), accumulate=accumulate)
+    np.testing.assert_array_equal(got, expected.numpy())
+
+
+F32_3D = np.zeros((4, 3, 8), np.float32)
+I2 = np.zeros(2, np.int32)
+
+
+@pytest.mark.parametrize("build,arrays,tile,match", [
+    (_put(False), (F32_3D, np.zeros(2, np.float32), np.zeros((2, 3, 8), np.float32)), (2,), r"indices\[0\].dtype='DT_FP32' is not an index dtype"),
+    (_put(False), (F32_3D, np.zeros((2, 1), np.int32), np.zeros((2, 3, 8), np.float32)), (2,), r"indices\[0\].shape=\[2, 1\] must have 1 dim"),
+    (_put(False), (F32_3D, I2, np.zeros(3, np.int32), np.zeros((2, 8), np.float32)), (2,), r"indices\[1\].shape=\[3\] differs"),
+    (_put(False), (F32_3D, I2, np.zeros((2, 8), np.float32)), (2,), r"values.shape=\[2, 8\] must have input.dim \+ 1 - len\(indices\) = 3 dims"),
+    (_put(False), (F32_3D, I2, np.zeros((3, 3, 8), np.float32)), (2,), r"values.shape=\[3, 3, 8\] must have values.shape\[0\] == the indices' length 2"),
+    (_put(False), (F32_3D, I2, np.zeros((2, 3, 4), np.float32)), (2,), r"values.shape=\[2, 3, 4\] must end in input's last 2 sizes \[3, 8\]"),
+    (_put(False), (F32_3D, I2, np.zeros((2, 3, 8), np.float16)), (2,), r"values.dtype='DT_FP16' differs"),
+    (_put(True), (np.zeros((4, 8), np.uint8), I2, np.zeros((2, 8), np.uint8)), (2,), r"input.dtype='DT_UINT8' does not take accumulate=True"),
+    (_put(False), (F32_3D, I2, np.zeros((2, 3, 8), np.float32)), (2, 3, 8, 1), r"tile_shape=\[2, 3, 8, 1\] must have 1 to values.dim = 3 dims"),
+    (_put("yes"), (F32_3D, I2, np.zeros((2, 3, 8), np.float32)), (2,), r"accumulate='yes' must be a bool"),
+    (lambda a, i, v: pypto.index_put_(a, i, v), (F32_3D, I2, np.zeros((2, 3, 8), np.float32)), (2,), r"indices=.* must be a tuple of 1 to 4"),
+])
+def test_bad_index_put_arguments_name_op_argument_and_rule(build, arrays, tile, match):
+    with pytest.raises(OpArgumentError, match=match):
+        run(build, *arrays, tile=tile)
+
+
+def test_an_index_put_value_out_of_range_stops_a_run_with_data():
+    with pytest.raises(OpArgumentError, match=r"pypto.index_put_: indices\[1\] value=3 \(a value of the index on the device\) is outside \[0, 3\)"):
+        run(_put(False), F32_3D, np.array([0, 1], np.int32), np.array([2, 3], np.int32), np.zeros((2, 8), np.float32), tile=(2,))
+
+
+def test_index_put_reads_the_indices_on_scalar_and_stores_one_slab_per_index_element_on_mte3():
+    x = np.zeros((64, 4, 32), np.float32)
+    events_by = {}
+    for count in (4, 8, 16):
+        indices = [np.arange(count, dtype=np.int32), np.arange(count, dtype=np.int32) % 4]
+        values = np.ones((count, 32), np.float32)
+        for data in (True, False):  # without data indices[j][i] is taken to be i mod input.shape[j]: the same values here
+            for accumulate in (False, True):
+                _, session = run(_put(accumulate), x, *indices, values, tile=(16,), data=data)
+                events = _op_events(session, "index_put_")
+                reads = [e for e in events if e[0] == "index_put_ index"]
+                stores = [e for e in events if e[0] == "index_put_ MTE3"]
+                assert len(reads) == 2 * count and all(track.endswith("SCALAR") for _, track, _ in reads)
+                assert len(stores) == count and all(track.endswith("MTE3") for _, track, _ in stores)
+                assert any(name == "index_put_ MTE2" and track.endswith("MTE2") for name, track, _ in events)
+                events_by[count, data, accumulate] = sorted(events)
+        assert events_by[count, True, False] == events_by[count, False, False]
+        assert events_by[count, True, True] == events_by[count, False, True]
+    scalar = {c: _pipe_time(events_by[c, True, False], "SCALAR", "index_put_ index") for c in (4, 8, 16)}
+    assert scalar[8] == 2 * scalar[4] and scalar[16] == 4 * scalar[4]
