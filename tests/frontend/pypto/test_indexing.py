@@ -1,6 +1,6 @@
 """PyPTO's indexing ops (npusim/frontend/pypto/indexing.py): results bit-exact against the numpy
-reference written from the op pages (``reference.gather`` / ``reference.scatter``), with hypothesis
-over shapes, dims (negative ones too), dtypes and tile shapes; the upstream example's cases; the
+reference written from the op pages (``reference.gather`` / ``scatter`` / ``index_add`` / ``index_put``), with hypothesis
+over shapes, dims (negative ones too), dtypes, alpha and tile shapes; the upstream example's and st cases; the
 refusals; the pipes their tile ops run on and how their time grows with the index count; runs
 without data."""
 
