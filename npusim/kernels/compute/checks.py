@@ -23,8 +23,8 @@ OP_MAX_DIMS = {"transpose": MAX_TENSOR_DIMS, "gather": MAX_TENSOR_DIMS, "reshape
                "index_add": MAX_TENSOR_DIMS, "index_add_": MAX_TENSOR_DIMS}
 """Ops that take tensors of up to MAX_TENSOR_DIMS: the framework checks 1 to 5 dims
 (CheckTensorDimRange(self, 1, 5, ...): vector/tensor_transformation.cpp TRANSPOSE,
-vector/indexing.cpp GATHERELEMENTS, INDEXADD (CheckIndexAddParamsInvalid)), or none (operation_impl.cpp Reshape, which slicing a tensor
-with an int index uses to drop the dim)."""
+vector/indexing.cpp GATHERELEMENTS and INDEXADD, CheckIndexAddParamsInvalid), or none
+(operation_impl.cpp Reshape, which slicing a tensor with an int index uses to drop the dim)."""
 
 # Tensor dtypes per op on Atlas A2 / A3 (the op pages' 约束说明, and binary.cpp ADD_A2A3_TYPES ...), by DataType name
 FLOAT = ("DT_FP16", "DT_BF16", "DT_FP32")
@@ -47,9 +47,10 @@ OP_DTYPES = {
 OP_DTYPES["scatter_"] = OP_DTYPES["scatter"]
 OP_DTYPES["index_add_"] = OP_DTYPES["index_add"] = FLOAT + ("DT_INT8", "DT_INT16", "DT_INT32")  # pypto-index_add_.md; CheckIndexAddParamsInvalid
 OP_DTYPES["index_put_"] = ("DT_INT8", "DT_UINT8", "DT_INT16", "DT_UINT16", "DT_INT32", "DT_UINT32", "DT_INT64", "DT_UINT64") + FLOAT  # pypto-index_put_.md
-INDEX_DTYPES = {"index_add_": ("DT_INT32", "DT_INT64"), "index_add": ("DT_INT32", "DT_INT64"),
-                "index_put_": ("DT_INT8", "DT_UINT8", "DT_INT16", "DT_UINT16", "DT_INT32", "DT_UINT32", "DT_INT64", "DT_UINT64"),"gather": ("DT_INT32", "DT_INT64"), "scatter": ("DT_INT32", "DT_INT64"), "scatter_": ("DT_INT32", "DT_INT64"),
-                "scatter_update": ("DT_INT64", "DT_INT32", "DT_INT16"), "index_select": ("DT_INT32", "DT_INT64")}
+INDEX_DTYPES = {"gather": ("DT_INT32", "DT_INT64"), "scatter": ("DT_INT32", "DT_INT64"), "scatter_": ("DT_INT32", "DT_INT64"),
+                "scatter_update": ("DT_INT64", "DT_INT32", "DT_INT16"), "index_select": ("DT_INT32", "DT_INT64"),
+                "index_add_": ("DT_INT32", "DT_INT64"), "index_add": ("DT_INT32", "DT_INT64"),
+                "index_put_": ("DT_INT8", "DT_UINT8", "DT_INT16", "DT_UINT16", "DT_INT32", "DT_UINT32", "DT_INT64", "DT_UINT64")}
 """The index dtypes of the indexing ops (the op pages' index rows; indexing.cpp indexSupportedTypes)."""
 
 # cast pairs of Atlas A2 / A3 (pypto-cast.md): (source, target) -> (modes the pair takes, default mode)
