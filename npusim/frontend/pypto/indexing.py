@@ -433,9 +433,9 @@ def index_add_(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha:
 
 @pypto_op(unit="vector")
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: int | float = 1) -> Tensor:
-    """``pypto.index_add``: ``index_add_``'s result as a new tensor. Upstream's index_add calls the
-    same IndexAdd_ on ``input`` (indexing.py), so ``input`` takes the result too, as with
-    ``index_add_``; npusim does the same."""
+    """``pypto.index_add``: as ``index_add_``, ``input`` taking the result and returned. The op page
+    calls it the out-of-place version, but upstream's index_add (python/pypto/op/indexing.py) calls
+    the same in-place IndexAdd_ on ``input`` itself (``input0 = input``); npusim follows the code."""
     result = _index_add("index_add", input, dim, index, source, alpha)
     input.move(result)
     return input
