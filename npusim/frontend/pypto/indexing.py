@@ -70,6 +70,35 @@ def _out(device, offset: Sequence[int]) -> GmView:
     return GmView(device.allocation, device.offset_bytes, device.strides).shifted(offset)
 
 
+def _written_into(program, node, x: Tensor, copy: Tensor, items: Sequence, build, reads, place) -> Tensor:
+    """The result of tile ops writing into ``copy``, a copy of ``x`` (clone's tile ops), as the
+    framework's in-place ops write into their input's GM: one tile op per item of ``items``
+    (``build(p, item, device)``), after the tile ops that wrote what ``reads(item)`` lists
+    (``(tensor, region)`` pairs) and those of the copy that wrote ``place(item)``, the region of
+    the copy it may write (None: anywhere, so after every tile op of the copy). Tile ops of the
+    same region write one after the other, in the order of ``items``."""
+    device_of = copy.destination
+    assert device_of is not None  # an op result: its tile ops store where it points
+    writes = list(copy.writes)
+    previous: dict[Region, CoreTask] = {}
+    for number, item in enumerate(items):
+        def run(p, item=item):
+            build(p, item, device_of.device)
+
+        task = CoreTask(node, number, run)
+        for tensor, region in reads(item):
+            task.depend_on(tensor.tasks_for(region))
+        region = place(item)
+        task.depend_on(copy.tasks_for(region))
+        if region is not None:
+            if region in previous:
+                task.depend_on([previous[region]])
+            previous[region] = task
+        node.tasks.append(task)
+        writes.append((task, region))
+    return Tensor.make(program, "GM", x.sizes, x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes)
+
+
 @pypto_op(unit="vector")
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """``pypto.gather``: ``out[p] = input[p with p[dim] = index[p]]``, of the index's shape and the
@@ -243,8 +272,6 @@ def scatter_update(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tenso
         tile_b, tile_s = tile[0], tile[1]
     rows = x.sizes[0] if rank == 2 else x.sizes[0] * x.sizes[1]
     copy = clone(x)
-    device_of = copy.destination
-    assert device_of is not None  # an op result: its tile ops store where it points
     with_data = program.launch.system.with_data
     index_view, source_view = _gm(idx), _gm(source)
     item = x.dtype.itemsize
@@ -256,26 +283,20 @@ def scatter_update(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tenso
             return (at[0] * s + at[1], 0), (box[0] * box[1], d)  # whole s, or one b: the rows are contiguous
         return (*at, 0, 0), (*box, 1, d)
 
-    def build(p, number, device):
-        at, box = boxes[number]
+    def build(p, part, device):
+        at, box = part
         offset, shape = source_box(at, box)
         assumed = None if with_data else [((at[0] + i) * s + at[1] + j) % rows for i in range(box[0]) for j in range(box[1])]
         out = GmView(device.allocation, device.offset_bytes, device.strides)
         index_outcast_tile(p, Operand(source_view.shifted(offset), source.dtype.numpy, shape), Operand(index_view.shifted(at), idx.dtype.numpy, box),
                            out, d * item, assumed, name=op)
 
-    writes = [(task, region) for task, region in copy.writes]
-    for number, (at, box) in enumerate(boxes):
-        def run(p, number=number):
-            build(p, number, device_of.device)
+    def reads(part):
+        at, box = part
+        return [(idx, Region(at, box)), (source, Region(*source_box(at, box)))]
 
-        task = CoreTask(node, number, run)
-        task.depend_on(idx.tasks_for(Region(at, box)))
-        task.depend_on(source.tasks_for(Region(*source_box(at, box))))
-        task.depend_on(copy.tasks_for(None))  # the rows it writes are the device's: after every tile of the copy
-        node.tasks.append(task)
-        writes.append((task, None))
-    return Tensor.make(program, "GM", x.sizes, x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes)
+    # the rows a tile op writes are the device's index values: anywhere in the copy
+    return _written_into(program, node, x, copy, boxes, build, reads, lambda part: None)
 
 
 @pypto_op(unit="vector")
@@ -379,38 +400,28 @@ def _index_add(op: str, input: Tensor, dim: int, index: Tensor, source: Tensor, 
     # the framework adds into input's GM (inplaceIdx 0); npusim's result is a copy the tile ops add into
     # (clone's tile ops; input was checked here, up to 5 dims)
     copy = _elementwise("clone", [x], "copy", compute=x.dtype.numpy)
-    device_of = copy.destination
-    assert device_of is not None  # an op result: its tile ops store where it points
     with_data = program.launch.system.with_data
     source_view, index_view = _gm(src), _gm(idx)
     node = program.op(op, shape=list(x.sizes), index=list(idx.sizes), tiles=len(tiles), dim=axis, alpha=value.item())
 
+    def place(tile) -> Region:
+        """The part of input a tile adds into: whole along dim, the tile's box in the other dims."""
+        return Region(tuple(0 if d == axis else o for d, o in enumerate(tile.offset)),
+                      tuple(limit if d == axis else b for d, b in enumerate(tile.valid_shape)))
+
     def build(p, tile, device):
-        out = _out(device, tuple(0 if d == axis else o for d, o in enumerate(tile.offset)))
+        out = _out(device, place(tile).offset)
         box = tile.valid_shape
         first = tile.offset[axis]
         assumed = None if with_data else [(first + i) % limit for i in range(box[axis])]  # the k-th index value taken as k mod input.shape[dim]
         index_add_tile(p, Operand(source_view.shifted(tile.offset), src.dtype.numpy, box),
                        Operand(index_view.shifted((first,)), idx.dtype.numpy, (box[axis],)), out, axis, limit, scale, assumed, name=op)
 
-    writes = list(copy.writes)
-    previous: dict[tuple[int, ...], CoreTask] = {}
-    for number, tile in enumerate(tiles):
-        def run(p, tile=tile):
-            build(p, tile, device_of.device)
+    def reads(tile):
+        return [(src, Region(tile.offset, tile.valid_shape)), (idx, Region((tile.offset[axis],), (tile.valid_shape[axis],)))]
 
-        task = CoreTask(node, number, run)
-        task.depend_on(src.tasks_for(Region(tile.offset, tile.valid_shape)))
-        task.depend_on(idx.tasks_for(Region((tile.offset[axis],), (tile.valid_shape[axis],))))
-        key = tuple(0 if d == axis else o for d, o in enumerate(tile.offset))
-        rows = tuple(limit if d == axis else b for d, b in enumerate(tile.valid_shape))
-        task.depend_on(copy.tasks_for(Region(key, rows)))
-        if key in previous:  # the tile ops of one input box add one after the other, in the index's order
-            task.depend_on([previous[key]])
-        previous[key] = task
-        node.tasks.append(task)
-        writes.append((task, Region(key, rows)))
-    return Tensor.make(program, "GM", x.sizes, x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes)
+    # the tile ops of one input box add one after the other, in the index's order
+    return _written_into(program, node, x, copy, tiles, build, reads, place)
 
 
 @pypto_op(unit="vector")
@@ -510,42 +521,28 @@ def index_put_(input: Tensor, indices: tuple, values: Tensor, accumulate: bool =
     input_tile = (1,) * (k - 1) + tile_shape
     with _tiled_by(program, input_tile):
         copy = _elementwise("clone", [x], "copy", compute=x.dtype.numpy)
-    device_of = copy.destination
-    assert device_of is not None  # an op result: its tile ops store where it points
     with_data = program.launch.system.with_data
     values_view, index_views = _gm(vals), [_gm(t) for t in idx]
     node = program.op(op, shape=list(x.sizes), indices=k, length=idx[0].sizes[0], tiles=len(tiles), accumulate=bool(accumulate))
 
-    def place(tile) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def place(tile) -> Region:
         """The part of input a tile may write: whole along the indexed dims, the tile's trailing box."""
-        return (0,) * k + tuple(tile.offset[1:]), limits + tuple(tile.valid_shape[1:])
+        return Region((0,) * k + tuple(tile.offset[1:]), limits + tuple(tile.valid_shape[1:]))
 
     def build(p, tile, device):
         first, length = tile.offset[0], tile.valid_shape[0]
         assumed = None if with_data else [[(first + i) % n for i in range(length)] for n in limits]
         index_operands = [Operand(v.shifted((first,)), t.dtype.numpy, (length,)) for v, t in zip(index_views, idx)]
         index_put_tile(p, Operand(values_view.shifted(tile.offset), vals.dtype.numpy, tile.valid_shape), index_operands,
-                       _out(device, place(tile)[0]), limits, bool(accumulate), assumed, name=op)
+                       _out(device, place(tile).offset), limits, bool(accumulate), assumed, name=op)
 
-    writes = list(copy.writes)
-    previous: dict[tuple[int, ...], CoreTask] = {}
-    for number, tile in enumerate(tiles):
-        def run(p, tile=tile):
-            build(p, tile, device_of.device)
+    def reads(tile):
+        return [(vals, Region(tile.offset, tile.valid_shape))] + [(t, Region((tile.offset[0],), (tile.valid_shape[0],))) for t in idx]
 
-        task = CoreTask(node, number, run)
-        task.depend_on(vals.tasks_for(Region(tile.offset, tile.valid_shape)))
-        for t in idx:
-            task.depend_on(t.tasks_for(Region((tile.offset[0],), (tile.valid_shape[0],))))
-        at, box = place(tile)
-        task.depend_on(copy.tasks_for(Region(at, box)))
-        if at in previous:  # the tile ops writing one part of input run one after the other, in the index's order
-            task.depend_on([previous[at]])
-        previous[at] = task
-        node.tasks.append(task)
-        writes.append((task, Region(at, box)))
+    # the tile ops writing one part of input run one after the other, in the index's order
+    result = _written_into(program, node, x, copy, tiles, build, reads, place)
     with _tiled_by(program, input_tile):  # a kernel argument gets the result written into its GM by tile ops of input's rank
-        input.move(Tensor.make(program, "GM", x.sizes, x.dtype, device=device_of.device, valid_shape=x.valid_shape, writes=writes))
+        input.move(result)
 
 
 __all__ = ["gather", "index_add", "index_add_", "index_put_", "index_select", "scatter", "scatter_", "scatter_update"]

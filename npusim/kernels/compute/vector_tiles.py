@@ -73,9 +73,9 @@ class TileFrame:
         strides = self.strides if shape is None or tuple(shape) == self.shape else tile_strides(shape, self.itemsizes)
         return tuple(s * np.dtype(dtype).itemsize for s in strides)
 
-    def load(self, operands: Sequence[Operand]) -> list[LocalTensor]:
-        """Address set-up, then each operand's box into its own UB buffer (MTE2); returns them, in
-        order, once VECTOR may read them (broadcast boxes are expanded to the whole tile first)."""
+    def load_boxes(self, operands: Sequence[Operand], reader: str = "VECTOR") -> list[LocalTensor]:
+        """Address set-up, then each operand's box (of its own shape, its rows 32-byte aligned) into a
+        UB buffer of its own (MTE2); returns them, in order, once pipe ``reader`` may read them."""
         p = self.p
         p.scalar(ADDRESS_SCALAR_INSTRUCTIONS, name=f"{self.name} address")
         _sync(p, "SCALAR", "MTE2")
@@ -84,7 +84,14 @@ class TileFrame:
             buffer = self.alloc(operand.dtype, operand.box)
             move_box(p, buffer, operand.view, operand.box, self.byte_strides(operand.dtype, operand.box), to_gm=False, name=f"{self.name} MTE2")
             loaded.append(buffer)
-        _sync(p, "MTE2", "VECTOR")
+        _sync(p, "MTE2", reader)
+        return loaded
+
+    def load(self, operands: Sequence[Operand]) -> list[LocalTensor]:
+        """Each operand's box into its own UB buffer (:meth:`load_boxes`); returns them, in order,
+        once VECTOR may read them, broadcast boxes expanded to the whole tile first."""
+        p = self.p
+        loaded = self.load_boxes(operands)
         buffers = []
         for operand, buffer in zip(operands, loaded):
             if operand.box != self.shape:
@@ -220,21 +227,6 @@ def one_hot_tile(p: CoreProgram, operand: Operand, out: GmView, classes: int, ou
     frame.store(result, out, out_box, out_strides)
 
 
-def _load_boxes(frame: TileFrame, operands: Sequence[Operand], dst: str) -> list[LocalTensor]:
-    """Address set-up, then each operand's box (of its own shape, its rows 32-byte aligned) into a
-    UB buffer of its own (MTE2), then the MTE2 -> ``dst`` sync."""
-    p = frame.p
-    p.scalar(ADDRESS_SCALAR_INSTRUCTIONS, name=f"{frame.name} address")
-    _sync(p, "SCALAR", "MTE2")
-    buffers = []
-    for operand in operands:
-        buffer = frame.alloc(operand.dtype, operand.box)
-        move_box(p, buffer, operand.view, operand.box, frame.byte_strides(operand.dtype, operand.box), to_gm=False, name=f"{frame.name} MTE2")
-        buffers.append(buffer)
-    _sync(p, "MTE2", dst)
-    return buffers
-
-
 def gather_tile(p: CoreProgram, source: Operand, index: Operand, out: GmView, axis: int, *, name: str) -> None:
     """One tile of ``gather`` (the framework's TgatherElement, tileop/vector/gather.h): the input's
     box (whole along ``axis``) and the index box into UB (MTE2); then, for an int32 index, per row of
@@ -244,7 +236,7 @@ def gather_tile(p: CoreProgram, source: Operand, index: Operand, out: GmView, ax
     (the index box's shape) stored (MTE3)."""
     box = index.box
     frame = TileFrame(p, box, [source.dtype, index.dtype], name)
-    src, idx = _load_boxes(frame, [source, index], "VECTOR")
+    src, idx = frame.load_boxes([source, index], "VECTOR")
     result = frame.alloc(source.dtype)
     src_strides = tile_strides(source.box, frame.itemsizes)
     limit = source.box[axis]
@@ -276,7 +268,7 @@ def scatter_tile(p: CoreProgram, target: Operand, index: Operand | None, source:
     box = target.box
     dtypes = [target.dtype] + [o.dtype for o in (index, source) if o is not None]
     frame = TileFrame(p, box, dtypes, name)
-    loaded = _load_boxes(frame, [o for o in (target, index, source) if o is not None], "VECTOR")
+    loaded = frame.load_boxes([o for o in (target, index, source) if o is not None], "VECTOR")
     result = loaded[0]
     if index is not None:
         idx = loaded[1]
@@ -300,7 +292,7 @@ def index_outcast_tile(p: CoreProgram, source: Operand, index: Operand, out: GmV
     device. ``assumed_rows``: with no data (the values unknown), the rows written instead (the
     caller's stated assumption)."""
     frame = TileFrame(p, source.box, [source.dtype, index.dtype], name)
-    src, idx = _load_boxes(frame, [source, index], "SCALAR")
+    src, idx = frame.load_boxes([source, index], "SCALAR")
     src_strides = frame.strides
     idx_strides = tile_strides(index.box, frame.itemsizes)
     rows = list(np.ndindex(*source.box[:-1]))  # the source's rows, one per index element, in the same order
@@ -329,7 +321,7 @@ def index_select_tile(p: CoreProgram, source: GmView, dtype, index: Operand, out
     box = tuple(box)
     m = len(index.box)
     frame = TileFrame(p, box, [np.dtype(dtype), index.dtype], name)
-    (idx,) = _load_boxes(frame, [index], "SCALAR")
+    (idx,) = frame.load_boxes([index], "SCALAR")
     idx_strides = tile_strides(index.box, frame.itemsizes)
     rows: list = []
     for k, position in enumerate(np.ndindex(*index.box)):
@@ -375,7 +367,7 @@ def index_add_tile(p: CoreProgram, source: Operand, index: Operand, out: GmView,
     ``assumed``: without data (the values unknown), the index value taken for each element of the
     index box (the caller's stated assumption)."""
     frame = TileFrame(p, source.box, [source.dtype, index.dtype], name)
-    src, idx = _load_boxes(frame, [source, index], "SCALAR")
+    src, idx = frame.load_boxes([source, index], "SCALAR")
     item = source.dtype.itemsize
     box = source.box
     last = len(box) - 1
@@ -431,7 +423,7 @@ def index_put_tile(p: CoreProgram, values: Operand, indices: Sequence[Operand], 
     framework's TSTORE is one [L]. ``assumed``: without data (the values unknown), per index tensor
     the value taken for each element of its chunk (the caller's stated assumption)."""
     frame = TileFrame(p, values.box, [values.dtype] + [i.dtype for i in indices], name)
-    loaded = _load_boxes(frame, [values] + list(indices), "SCALAR")
+    loaded = frame.load_boxes([values] + list(indices), "SCALAR")
     src, idx = loaded[0], loaded[1:]
     item = values.dtype.itemsize
     k = len(indices)
