@@ -137,7 +137,8 @@ def check_index_shape(op: str, index: Sequence[int], input: Sequence[int], axis:
 def check_rank(op: str, arg: str, shape: Sequence[int]) -> None:
     most = OP_MAX_DIMS.get(op, MAX_DIMS)
     if not 1 <= len(shape) <= most or any(s <= 0 for s in shape):
-        reject(op, f"{arg}.shape", list(shape), f"must have 1 to {most} dims, none empty")
+        wider = "" if most == MAX_TENSOR_DIMS else f" (the framework's limit for {op}; tensors and views may have {MAX_TENSOR_DIMS})"
+        reject(op, f"{arg}.shape", list(shape), f"must have 1 to {most} dims, none empty{wider}")
 
 
 def broadcast_shape(op: str, a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
